@@ -1,0 +1,82 @@
+import type { Command } from 'commander';
+import { Lifecycle } from '../lifecycle.js';
+import { createLogger } from '../logger.js';
+import { parseSimConfig, readSimConfigFile, type SimConfigInput } from '../sim/sim-config.js';
+import { SimServer } from '../sim/sim-server.js';
+import { parseNumber } from './options.js';
+
+interface SimFlags {
+  config?: string;
+  host?: string;
+  port?: number;
+  tokens?: string;
+  stateDir?: string;
+  cpus?: number;
+  memoryMb?: number;
+  timeScale?: number;
+  minJobAge?: number;
+  killWait?: number;
+  cacheTtl?: number;
+  rateCapacity?: number;
+  rateRefill?: number;
+  munge?: boolean;
+  logLevel?: string;
+}
+
+/** Flags override the config file, which overrides the defaults. */
+export function simConfigFromFlags(flags: SimFlags): SimConfigInput {
+  const input: SimConfigInput = flags.config ? readSimConfigFile(flags.config) : {};
+  if (flags.host !== undefined) input.host = flags.host;
+  if (flags.port !== undefined) input.port = flags.port;
+  if (flags.tokens !== undefined) input.tokensFile = flags.tokens;
+  if (flags.stateDir !== undefined) input.stateDir = flags.stateDir;
+  if (flags.cpus !== undefined) input.cpus = flags.cpus;
+  if (flags.memoryMb !== undefined) input.memoryMb = flags.memoryMb;
+  if (flags.timeScale !== undefined) input.timeScale = flags.timeScale;
+  if (flags.minJobAge !== undefined) input.minJobAgeSec = flags.minJobAge;
+  if (flags.killWait !== undefined) input.killWaitSec = flags.killWait;
+  if (flags.cacheTtl !== undefined) {
+    const s = flags.cacheTtl;
+    input.cacheTtlSec = { jobs: s, job: s, jobsState: s, partitions: s, nodes: s, dbJobs: s, dbJob: s };
+  }
+  if (flags.rateCapacity !== undefined || flags.rateRefill !== undefined) {
+    input.rateLimit = {
+      ...input.rateLimit,
+      ...(flags.rateCapacity !== undefined && { capacity: flags.rateCapacity }),
+      ...(flags.rateRefill !== undefined && { refillPerSecond: flags.rateRefill }),
+    };
+  }
+  if (flags.munge === false) input.munge = false;
+  return input;
+}
+
+export function registerSimCommand(program: Command): void {
+  program
+    .command('sim')
+    .description('run the scheduler proxy simulator (a stand-in for a Slurm cluster behind the site proxy)')
+    .option('--config <file>', 'simulator settings file (JSON or YAML)')
+    .option('--host <host>', 'address to listen on (default 127.0.0.1)')
+    .option('--port <port>', 'port to listen on (default 6820; 0 picks a free one)', parseNumber)
+    .option('--tokens <file>', 'bearer tokens file: {"<token>": {"user", "account", "scopes"}}')
+    .option('--state-dir <dir>', 'where the job table, scripts and job state live (default ./data/sim)')
+    .option('--cpus <n>', 'CPUs of the simulated node (default 4)', parseNumber)
+    .option('--memory-mb <n>', 'memory of the simulated node in MB (default 8192)', parseNumber)
+    .option('--time-scale <x>', 'time limits elapse x times faster than real time (default 1)', parseNumber)
+    .option('--min-job-age <sec>', 'seconds finished jobs stay in /jobs (MinJobAge, default 300)', parseNumber)
+    .option('--kill-wait <sec>', 'seconds between SIGTERM and SIGKILL (KillWait, default 5)', parseNumber)
+    .option('--cache-ttl <sec>', 'one cache lifetime for every GET endpoint, 2 to 60', parseNumber)
+    .option('--rate-capacity <n>', 'per-IP token bucket capacity (default 100)', parseNumber)
+    .option('--rate-refill <n>', 'per-IP tokens refilled per second (default 20)', parseNumber)
+    .option('--no-munge', 'refuse MUNGE credentials')
+    .option('--log-level <level>', 'log level (default info)')
+    .action(async (flags: SimFlags) => {
+      const config = parseSimConfig(simConfigFromFlags(flags));
+      const logger = createLogger({ level: flags.logLevel ?? 'info', pretty: process.stdout.isTTY });
+      const lifecycle = new Lifecycle(logger);
+      lifecycle.handleSignals();
+      const server = new SimServer({ config, logger });
+      const url = await server.start();
+      lifecycle.add('simulator', () => server.stop());
+      logger.info({ url, stateDir: config.stateDir, cpus: config.cpus }, 'scheduler simulator listening');
+    });
+}

@@ -1,0 +1,110 @@
+import { createRequire } from 'node:module';
+import type { ErrorObject, ValidateFunction } from 'ajv';
+import spec42 from './openapi/slurmrestd-openapi-v0042.json' with { type: 'json' };
+import spec43 from './openapi/slurmrestd-openapi-v0043.json' with { type: 'json' };
+import spec44 from './openapi/slurmrestd-openapi-v0044.json' with { type: 'json' };
+import type { ApiVersion } from './versions.js';
+
+// ajv is published as CommonJS; createRequire gives its constructor without interop guesswork.
+const require = createRequire(import.meta.url);
+const Ajv = require('ajv') as typeof import('ajv').default;
+
+type Json = Record<string, unknown>;
+
+/** The OpenAPI documents slurmrestd generates, one per data parser (copied from upstream). */
+const SPECS: Record<ApiVersion, unknown> = { 'v0.0.42': spec42, 'v0.0.43': spec43, 'v0.0.44': spec44 };
+
+/**
+ * slurmrestd's generated documents name some nested requirements as slash paths
+ * (`"nodes/count"`). No body has such a key: move each one into the inline
+ * object it belongs to, or drop it when that object is a `$ref`.
+ */
+function fixSlashRequired(node: unknown): void {
+  if (Array.isArray(node)) {
+    for (const item of node) fixSlashRequired(item);
+    return;
+  }
+  if (!node || typeof node !== 'object') return;
+  const schema = node as Json;
+  const required = schema.required;
+  const properties = schema.properties as Record<string, Json> | undefined;
+  if (Array.isArray(required) && required.some((r) => typeof r === 'string' && r.includes('/'))) {
+    const kept: string[] = [];
+    for (const entry of required as string[]) {
+      const slash = entry.indexOf('/');
+      if (slash < 0) {
+        kept.push(entry);
+        continue;
+      }
+      const head = entry.slice(0, slash);
+      const rest = entry.slice(slash + 1);
+      const child = properties?.[head];
+      if (child && !('$ref' in child) && child.type === 'object') {
+        child.required = [...((child.required as string[] | undefined) ?? []), rest];
+      }
+    }
+    schema.required = kept;
+  }
+  for (const value of Object.values(schema)) fixSlashRequired(value);
+}
+
+/** Real slurmrestd sends `null` for some members the documents type as objects: read them as absent. */
+export function withoutNulls(value: unknown): unknown {
+  if (Array.isArray(value)) return value.map(withoutNulls);
+  if (!value || typeof value !== 'object') return value;
+  const out: Json = {};
+  for (const [key, member] of Object.entries(value)) {
+    if (member !== null) out[key] = withoutNulls(member);
+  }
+  return out;
+}
+
+const INT32_MIN = -(2 ** 31);
+const INT32_MAX = 2 ** 31 - 1;
+
+let ajv: import('ajv').default | undefined;
+const compiled = new Map<string, ValidateFunction>();
+
+function instance(): import('ajv').default {
+  if (ajv) return ajv;
+  ajv = new Ajv({ strict: false, allErrors: true });
+  ajv.addFormat('int32', {
+    type: 'number',
+    validate: (n: number) => Number.isInteger(n) && n >= INT32_MIN && n <= INT32_MAX,
+  });
+  ajv.addFormat('int64', { type: 'number', validate: (n: number) => Number.isInteger(n) });
+  ajv.addFormat('double', { type: 'number', validate: () => true });
+  for (const [version, spec] of Object.entries(SPECS)) {
+    const copy = structuredClone(spec) as Json;
+    fixSlashRequired(copy.components);
+    ajv.addSchema({ components: copy.components }, `slurmrestd-${version}`);
+  }
+  return ajv;
+}
+
+export interface ValidationResult {
+  ok: boolean;
+  /** Readable problems, `path: message`. */
+  errors: string[];
+}
+
+function describe(errors: ErrorObject[] | null | undefined): string[] {
+  return (errors ?? []).map((e) => `${e.instancePath || '(root)'}: ${e.message ?? 'invalid'}`);
+}
+
+/**
+ * Validates a body against a schema of the version's slurmrestd document,
+ * e.g. `validateAgainstSpec('v0.0.44', 'openapi_job_info_resp', body)`.
+ * The version prefix of schema names is added here.
+ */
+export function validateAgainstSpec(version: ApiVersion, schemaName: string, body: unknown): ValidationResult {
+  const key = `${version}#${schemaName}`;
+  let validate = compiled.get(key);
+  if (!validate) {
+    const ref = `slurmrestd-${version}#/components/schemas/${version}_${schemaName}`;
+    validate = instance().compile({ $ref: ref });
+    compiled.set(key, validate);
+  }
+  const ok = validate(withoutNulls(body));
+  return { ok, errors: ok ? [] : describe(validate.errors) };
+}

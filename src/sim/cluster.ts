@@ -1,0 +1,481 @@
+import { constants } from 'node:os';
+import { join } from 'node:path';
+import type { Logger } from '../logger.js';
+import {
+  type Dependency,
+  DependencySyntaxError,
+  type DependencyTarget,
+  evaluateDependency,
+  parseDependency,
+} from './dependency.js';
+import { killOrphan, type RunningProcess, startJobProcess } from './job-process.js';
+import { JobStore } from './job-store.js';
+import type { PartitionSettings } from './sim-config.js';
+import { cpusOf, isTerminal, type SimJob } from './sim-job.js';
+import { SlurmError } from './slurm-errno.js';
+
+export interface ClusterOptions {
+  clusterName: string;
+  nodeName: string;
+  cpus: number;
+  memoryMb: number;
+  partitions: PartitionSettings[];
+  /** Time limits elapse this many times faster than the wall clock (tests use 60+). */
+  timeScale: number;
+  /** Seconds a finished job stays in the controller listing (slurm.conf MinJobAge). */
+  minJobAgeSec: number;
+  /** Seconds between SIGTERM and SIGKILL on cancel and time-out (slurm.conf KillWait). */
+  killWaitSec: number;
+  stateDir: string;
+  firstJobId: number;
+  logger: Logger;
+}
+
+/** A submission after the HTTP layer has decoded the job description. */
+export interface SubmitRequest {
+  name?: string | undefined;
+  account?: string | undefined;
+  partition?: string | undefined;
+  comment?: string | undefined;
+  script?: string | undefined;
+  environment?: string[] | undefined;
+  cwd?: string | undefined;
+  tasks?: number | undefined;
+  cpusPerTask?: number | undefined;
+  memoryPerNodeMb?: number | undefined;
+  /** Minutes; undefined for the partition default, null for infinite. */
+  timeLimitMin?: number | null | undefined;
+  dependency?: string | undefined;
+  standardOutput?: string | undefined;
+  standardError?: string | undefined;
+  array?: string | undefined;
+}
+
+export interface Submitter {
+  user: string;
+  userId: number;
+  /** Account used when the request names none. */
+  defaultAccount?: string | undefined;
+}
+
+export type CancelResult = { ok: true } | { ok: false; error: SlurmError };
+
+const nowSec = (): number => Math.floor(Date.now() / 1000);
+
+/**
+ * The simulated slurmctld + slurmdbd: one node, a CPU count, partitions,
+ * FIFO scheduling with backfill of smaller jobs, dependencies, time limits,
+ * and scripts that really run.
+ */
+export class Cluster {
+  private readonly jobs = new Map<number, SimJob>();
+  private readonly processes = new Map<number, RunningProcess>();
+  private readonly timers = new Set<NodeJS.Timeout>();
+  /** Jobs whose end the simulator caused, so an exit is classified correctly. */
+  private readonly endCause = new Map<number, 'cancel' | 'timeout'>();
+  private readonly store: JobStore;
+  private nextJobId: number;
+  private lastJobUpdateSec = nowSec();
+  private scheduling = false;
+  private closed = false;
+
+  constructor(readonly options: ClusterOptions) {
+    this.store = new JobStore(options.stateDir);
+    this.nextJobId = options.firstJobId;
+  }
+
+  get scriptDir(): string {
+    return join(this.options.stateDir, 'scripts');
+  }
+
+  /** Loads the saved job table; jobs that were running when the simulator died become NODE_FAIL. */
+  async start(): Promise<void> {
+    await this.store.init();
+    const saved = this.store.load();
+    if (saved) {
+      this.nextJobId = Math.max(saved.nextJobId, this.options.firstJobId);
+      const now = nowSec();
+      for (const job of saved.jobs) {
+        if (job.state === 'RUNNING') {
+          if (job.pid !== undefined) killOrphan(job.pid, this.scriptDir, job.jobId);
+          job.state = 'NODE_FAIL';
+          job.reason = 'NodeDown';
+          job.endTime = now;
+          job.lastUpdate = now;
+        }
+        delete job.pid;
+        this.jobs.set(job.jobId, job);
+      }
+      this.options.logger.info({ jobs: saved.jobs.length, nextJobId: this.nextJobId }, 'simulator job table restored');
+    }
+    this.touch();
+    this.schedule();
+  }
+
+  /** Stops scheduling and kills running scripts; their jobs are NODE_FAIL on the next start. */
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    for (const timer of this.timers) clearTimeout(timer);
+    this.timers.clear();
+    this.store.saveNow(this.snapshot());
+    const running = [...this.processes.values()];
+    for (const proc of running) proc.signal('SIGKILL');
+    await Promise.all(running.map((proc) => proc.done));
+  }
+
+  get lastJobUpdate(): number {
+    return this.lastJobUpdateSec;
+  }
+
+  listJobs(): SimJob[] {
+    return [...this.jobs.values()].sort((a, b) => a.jobId - b.jobId);
+  }
+
+  getJob(jobId: number): SimJob | undefined {
+    return this.jobs.get(jobId);
+  }
+
+  /** Jobs slurmctld still holds in memory: active ones and those finished less than MinJobAge ago. */
+  isInController(job: SimJob, now = nowSec()): boolean {
+    return !isTerminal(job) || now - job.endTime < this.options.minJobAgeSec;
+  }
+
+  cpusInUse(): number {
+    let used = 0;
+    for (const job of this.jobs.values()) {
+      if (this.processes.has(job.jobId) || job.state === 'RUNNING') used += cpusOf(job);
+    }
+    return used;
+  }
+
+  partition(name: string): PartitionSettings | undefined {
+    return this.options.partitions.find((p) => p.name === name);
+  }
+
+  defaultPartition(): PartitionSettings {
+    const found = this.options.partitions.find((p) => p.default) ?? this.options.partitions[0];
+    if (!found) throw new Error('the simulator has no partitions configured');
+    return found;
+  }
+
+  submit(request: SubmitRequest, submitter: Submitter): SimJob {
+    const source = '_slurm_submit_batch_job()';
+    const fail = (name: ConstructorParameters<typeof SlurmError>[0]) =>
+      new SlurmError(name, 'Batch job submission failed', source);
+
+    if (request.array) {
+      // Say so instead of pretending: array jobs are not simulated.
+      throw new SlurmError('ESLURM_NOT_SUPPORTED', 'Job arrays are not supported by the schedflow simulator', source);
+    }
+    const script = request.script ?? '';
+    if (script.trim() === '') throw fail('ESLURM_JOB_SCRIPT_MISSING');
+    if (!script.startsWith('#!')) {
+      throw new SlurmError(
+        'ESLURM_JOB_SCRIPT_MISSING',
+        'Batch script does not start with #! followed by the path to an interpreter',
+        source,
+      );
+    }
+    const partition = request.partition ? this.partition(request.partition) : this.defaultPartition();
+    if (!partition) throw fail('ESLURM_INVALID_PARTITION_NAME');
+    const account = request.account || submitter.defaultAccount;
+    if (!account) throw fail('ESLURM_INVALID_ACCOUNT');
+    if (partition.allowAccounts && !partition.allowAccounts.includes(account)) {
+      throw fail('ESLURM_INVALID_ACCOUNT');
+    }
+    const tasks = request.tasks ?? 1;
+    const cpusPerTask = request.cpusPerTask ?? 1;
+    if (tasks < 1 || cpusPerTask < 1 || tasks * cpusPerTask > this.options.cpus) {
+      throw fail('ESLURM_REQUESTED_NODE_CONFIG_UNAVAILABLE');
+    }
+    if (request.memoryPerNodeMb !== undefined && request.memoryPerNodeMb > this.options.memoryMb) {
+      throw fail('ESLURM_REQUESTED_NODE_CONFIG_UNAVAILABLE');
+    }
+    const timeLimitMin =
+      request.timeLimitMin === undefined
+        ? (partition.defaultTimeMin ?? partition.maxTimeMin ?? null)
+        : request.timeLimitMin;
+    if (
+      partition.maxTimeMin !== undefined &&
+      partition.maxTimeMin !== null &&
+      (timeLimitMin === null || timeLimitMin > partition.maxTimeMin)
+    ) {
+      throw fail('ESLURM_INVALID_TIME_LIMIT');
+    }
+    if (timeLimitMin !== null && timeLimitMin < 0) throw fail('ESLURM_INVALID_TIME_LIMIT');
+    const dependency = this.checkDependency(request.dependency ?? '', source);
+
+    const now = nowSec();
+    const job: SimJob = {
+      jobId: this.nextJobId++,
+      name: request.name ?? '',
+      user: submitter.user,
+      userId: submitter.userId,
+      account,
+      partition: partition.name,
+      comment: request.comment ?? '',
+      script,
+      environment: request.environment ?? [],
+      cwd: request.cwd ?? '/tmp',
+      tasks,
+      cpusPerTask,
+      memoryPerNodeMb: request.memoryPerNodeMb ?? null,
+      timeLimitMin,
+      dependency: request.dependency ?? '',
+      standardOutput: request.standardOutput ?? '',
+      standardError: request.standardError ?? '',
+      state: 'PENDING',
+      reason: dependency ? 'Dependency' : 'None',
+      submitTime: now,
+      // A job held by a dependency becomes eligible only when it is released.
+      eligibleTime: dependency ? 0 : now,
+      startTime: 0,
+      endTime: 0,
+      exitCode: null,
+      termSignal: null,
+      cpuUserSec: 0,
+      cpuSystemSec: 0,
+      nodes: '',
+      lastUpdate: now,
+    };
+    this.jobs.set(job.jobId, job);
+    this.options.logger.info({ job_id: job.jobId, account, partition: partition.name }, 'job submitted');
+    this.changed(job);
+    this.schedule();
+    return job;
+  }
+
+  private checkDependency(text: string, source: string): Dependency | undefined {
+    let dependency: Dependency | undefined;
+    try {
+      dependency = parseDependency(text);
+    } catch (error) {
+      if (error instanceof DependencySyntaxError) {
+        throw new SlurmError('ESLURM_DEPENDENCY', `Job dependency problem: ${error.message}`, source);
+      }
+      throw error;
+    }
+    for (const term of dependency?.terms ?? []) {
+      if (!this.jobs.has(term.jobId)) {
+        throw new SlurmError('ESLURM_DEPENDENCY', `Job dependency problem: job ${term.jobId} does not exist`, source);
+      }
+    }
+    return dependency;
+  }
+
+  cancel(jobId: number): CancelResult {
+    const source = 'slurm_kill_job()';
+    const job = this.jobs.get(jobId);
+    if (!job) return { ok: false, error: new SlurmError('ESLURM_INVALID_JOB_ID', 'Job not found', source) };
+    if (isTerminal(job)) {
+      return { ok: false, error: new SlurmError('ESLURM_ALREADY_DONE', 'Job already finished', source) };
+    }
+    const now = nowSec();
+    if (job.state === 'PENDING') {
+      job.state = 'CANCELLED';
+      job.reason = 'None';
+      job.endTime = now;
+      this.changed(job);
+      this.schedule();
+      return { ok: true };
+    }
+    this.endCause.set(jobId, 'cancel');
+    job.state = 'CANCELLED';
+    job.endTime = now;
+    this.changed(job);
+    this.terminate(jobId);
+    return { ok: true };
+  }
+
+  /** Sends a signal to a running job's processes without cancelling it (scancel --signal). */
+  signal(jobId: number, sig: NodeJS.Signals): CancelResult {
+    const job = this.jobs.get(jobId);
+    if (!job) return { ok: false, error: new SlurmError('ESLURM_INVALID_JOB_ID', 'Job not found', 'slurm_kill_job()') };
+    const proc = this.processes.get(jobId);
+    if (job.state !== 'RUNNING' || !proc) {
+      return { ok: false, error: new SlurmError('ESLURM_ALREADY_DONE', 'Job is not running', 'slurm_kill_job()') };
+    }
+    proc.signal(sig);
+    return { ok: true };
+  }
+
+  /** SIGTERM the job's process group, then SIGKILL after KillWait, as slurmd does. */
+  private terminate(jobId: number): void {
+    const proc = this.processes.get(jobId);
+    if (!proc) return;
+    proc.signal('SIGTERM');
+    this.later(this.options.killWaitSec * 1000, () => {
+      if (this.processes.get(jobId) === proc) proc.signal('SIGKILL');
+    });
+  }
+
+  private later(ms: number, fn: () => void): NodeJS.Timeout {
+    const timer = setTimeout(() => {
+      this.timers.delete(timer);
+      fn();
+    }, ms);
+    this.timers.add(timer);
+    return timer;
+  }
+
+  private dependencyTarget = (jobId: number): DependencyTarget | undefined => {
+    const job = this.jobs.get(jobId);
+    if (!job) return undefined;
+    return {
+      started: job.startTime > 0,
+      finished: isTerminal(job) && !this.processes.has(jobId),
+      completedOk: job.state === 'COMPLETED',
+    };
+  };
+
+  /** Releases or kills jobs held by dependencies, then starts what fits, in job id order. */
+  schedule(): void {
+    if (this.closed || this.scheduling) return;
+    this.scheduling = true;
+    try {
+      this.resolveDependencies();
+      let free = this.options.cpus - this.cpusInUse();
+      for (const job of this.listJobs()) {
+        if (job.state !== 'PENDING' || job.reason === 'Dependency') continue;
+        const need = cpusOf(job);
+        if (need <= free) {
+          free -= need;
+          this.launch(job);
+        } else if (job.reason !== 'Resources') {
+          job.reason = 'Resources';
+          this.changed(job);
+        }
+      }
+    } finally {
+      this.scheduling = false;
+    }
+  }
+
+  private resolveDependencies(): void {
+    // Cancelling one job can doom the jobs that depend on it: repeat until nothing changes.
+    for (let changed = true; changed; ) {
+      changed = false;
+      for (const job of this.jobs.values()) {
+        if (job.state !== 'PENDING' || job.dependency === '') continue;
+        const dependency = parseDependency(job.dependency);
+        if (!dependency) continue;
+        const status = evaluateDependency(dependency, this.dependencyTarget);
+        const now = nowSec();
+        if (status === 'never') {
+          // What slurm.conf's kill_invalid_depend does: the job can never run, so it is cancelled.
+          job.state = 'CANCELLED';
+          job.reason = 'DependencyNeverSatisfied';
+          job.endTime = now;
+          this.changed(job);
+          changed = true;
+        } else if (status === 'satisfied' && job.reason === 'Dependency') {
+          job.reason = 'None';
+          job.eligibleTime = now;
+          this.changed(job);
+        }
+      }
+    }
+  }
+
+  private launch(job: SimJob): void {
+    const now = nowSec();
+    job.state = 'RUNNING';
+    job.reason = 'None';
+    job.startTime = now;
+    job.nodes = this.options.nodeName;
+    this.changed(job);
+    // Reserve the CPUs before the asynchronous start, so the next pass sees them taken.
+    const placeholder: RunningProcess = {
+      pid: -1,
+      done: new Promise(() => {}),
+      signal: () => {},
+    };
+    this.processes.set(job.jobId, placeholder);
+    startJobProcess(job, {
+      scriptDir: this.scriptDir,
+      nodeName: this.options.nodeName,
+      clusterName: this.options.clusterName,
+    }).then(
+      (proc) => this.track(job, proc),
+      (error: unknown) => {
+        this.options.logger.warn({ job_id: job.jobId, err: error }, 'job could not be started');
+        this.processes.delete(job.jobId);
+        this.finish(job, { exitCode: 1, signal: null });
+      },
+    );
+  }
+
+  private track(job: SimJob, proc: RunningProcess): void {
+    this.processes.set(job.jobId, proc);
+    job.pid = proc.pid;
+    this.changed(job);
+    if (this.endCause.get(job.jobId) === 'cancel') this.terminate(job.jobId);
+    if (job.timeLimitMin !== null) {
+      const limitMs = (job.timeLimitMin * 60_000) / this.options.timeScale;
+      this.later(limitMs, () => {
+        if (this.processes.get(job.jobId) !== proc || this.endCause.has(job.jobId)) return;
+        this.endCause.set(job.jobId, 'timeout');
+        this.terminate(job.jobId);
+      });
+    }
+    void proc.done.then((exit) => {
+      this.processes.delete(job.jobId);
+      delete job.pid;
+      if (!this.closed) this.finish(job, exit);
+    });
+  }
+
+  private finish(job: SimJob, exit: { exitCode: number | null; signal: NodeJS.Signals | null }): void {
+    const cause = this.endCause.get(job.jobId);
+    this.endCause.delete(job.jobId);
+    const now = nowSec();
+    job.exitCode = exit.signal ? null : exit.exitCode;
+    job.termSignal = exit.signal ? signalNumber(exit.signal) : null;
+    if (cause === 'cancel') {
+      // State and end time were set when the cancel was accepted.
+    } else if (cause === 'timeout') {
+      job.state = 'TIMEOUT';
+      job.reason = 'TimeLimit';
+      job.endTime = now;
+    } else if (exit.exitCode === 0 && !exit.signal) {
+      job.state = 'COMPLETED';
+      job.reason = 'None';
+      job.endTime = now;
+    } else {
+      job.state = 'FAILED';
+      job.reason = 'NonZeroExitCode';
+      job.endTime = now;
+    }
+    this.options.logger.info(
+      { job_id: job.jobId, state: job.state, exit_code: job.exitCode, signal: job.termSignal },
+      'job finished',
+    );
+    this.changed(job);
+    this.schedule();
+  }
+
+  private changed(job: SimJob): void {
+    job.lastUpdate = nowSec();
+    this.touch();
+    this.store.saveSoon(() => this.snapshot());
+  }
+
+  private touch(): void {
+    this.lastJobUpdateSec = nowSec();
+  }
+
+  private snapshot() {
+    return { nextJobId: this.nextJobId, jobs: this.listJobs() };
+  }
+}
+
+export function signalNumber(signal: NodeJS.Signals): number {
+  return constants.signals[signal] ?? 0;
+}
+
+/** `TERM` for 15, the way Slurm names signals in `exit_code.signal.name`. */
+export function signalName(signal: number): string {
+  const found = Object.entries(constants.signals).find(([, n]) => n === signal);
+  return found ? found[0].replace(/^SIG/, '') : String(signal);
+}

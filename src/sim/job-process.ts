@@ -1,0 +1,146 @@
+import { type ChildProcess, spawn } from 'node:child_process';
+import { closeSync, existsSync, openSync, readFileSync, writeSync } from 'node:fs';
+import { chmod, mkdir, writeFile } from 'node:fs/promises';
+import { isAbsolute, join, resolve } from 'node:path';
+import { expandOutputPattern, type SimJob } from './sim-job.js';
+
+/** How a batch script ended, as the simulated slurmd reports it. */
+export interface ProcessExit {
+  exitCode: number | null;
+  signal: NodeJS.Signals | null;
+}
+
+export interface RunningProcess {
+  pid: number;
+  done: Promise<ProcessExit>;
+  /** Signals the whole process group, as slurmd does on cancel and time-out. */
+  signal(sig: NodeJS.Signals): void;
+}
+
+/** Environment variables slurmd adds to every batch job. */
+function slurmEnvironment(job: SimJob, nodeName: string, clusterName: string): string[] {
+  return [
+    `SLURM_JOB_ID=${job.jobId}`,
+    `SLURM_JOBID=${job.jobId}`,
+    `SLURM_JOB_NAME=${job.name}`,
+    `SLURM_JOB_ACCOUNT=${job.account}`,
+    `SLURM_JOB_PARTITION=${job.partition}`,
+    `SLURM_JOB_USER=${job.user}`,
+    `SLURM_JOB_NUM_NODES=1`,
+    `SLURM_JOB_NODELIST=${nodeName}`,
+    `SLURM_NTASKS=${job.tasks}`,
+    `SLURM_CPUS_PER_TASK=${job.cpusPerTask}`,
+    `SLURM_CPUS_ON_NODE=${job.tasks * job.cpusPerTask}`,
+    `SLURM_SUBMIT_DIR=${job.cwd}`,
+    `SLURM_CLUSTER_NAME=${clusterName}`,
+  ];
+}
+
+/** Turns `NAME=value` entries into an env object; the job's own entries win over Slurm's. */
+function toEnv(entries: readonly string[]): Record<string, string> {
+  const env: Record<string, string> = {};
+  for (const entry of entries) {
+    const eq = entry.indexOf('=');
+    if (eq <= 0) continue;
+    env[entry.slice(0, eq)] = entry.slice(eq + 1);
+  }
+  return env;
+}
+
+function outputPath(pattern: string, job: SimJob, cwd: string, nodeName: string): string {
+  const expanded = expandOutputPattern(pattern, job, nodeName);
+  return isAbsolute(expanded) ? expanded : resolve(cwd, expanded);
+}
+
+export interface StartOptions {
+  scriptDir: string;
+  nodeName: string;
+  clusterName: string;
+}
+
+/** Paths slurmd would open for the job's output (`slurm-%j.out` by default). */
+export function outputPaths(job: SimJob, nodeName: string): { stdout: string; stderr: string } {
+  const stdout = outputPath(job.standardOutput || 'slurm-%j.out', job, job.cwd, nodeName);
+  const stderr = job.standardError ? outputPath(job.standardError, job, job.cwd, nodeName) : stdout;
+  return { stdout, stderr };
+}
+
+/**
+ * Writes the script to a file and executes it, so the kernel honours its
+ * interpreter line, in its own process group (so cancel reaches every child).
+ */
+export async function startJobProcess(job: SimJob, options: StartOptions): Promise<RunningProcess> {
+  await mkdir(options.scriptDir, { recursive: true });
+  const scriptPath = join(options.scriptDir, `job-${job.jobId}.sh`);
+  await writeFile(scriptPath, job.script, { mode: 0o700 });
+  await chmod(scriptPath, 0o700);
+
+  // slurmstepd falls back to /tmp when the working directory is missing, and says so.
+  const cwdExists = existsSync(job.cwd);
+  const cwd = cwdExists ? job.cwd : '/tmp';
+  const paths = outputPaths(job, options.nodeName);
+  const stdoutFd = openSync(paths.stdout, 'w');
+  const stderrFd = paths.stderr === paths.stdout ? stdoutFd : openSync(paths.stderr, 'w');
+  if (!cwdExists) {
+    writeSync(
+      stderrFd,
+      `slurmstepd: error: couldn't chdir to \`${job.cwd}': No such file or directory: going to /tmp instead\n`,
+    );
+  }
+
+  const env = { ...toEnv(slurmEnvironment(job, options.nodeName, options.clusterName)), ...toEnv(job.environment) };
+  let child: ChildProcess;
+  try {
+    child = spawn(scriptPath, [], {
+      cwd,
+      env,
+      detached: true,
+      stdio: ['ignore', stdoutFd, stderrFd],
+    });
+  } finally {
+    closeSync(stdoutFd);
+    if (stderrFd !== stdoutFd) closeSync(stderrFd);
+  }
+
+  const done = new Promise<ProcessExit>((resolveExit) => {
+    child.once('error', (error) => {
+      // execve failed (bad interpreter line, not executable): slurmstepd reports it in the output.
+      try {
+        const fd = openSync(paths.stderr, 'a');
+        writeSync(fd, `slurmstepd: error: execve(): ${scriptPath}: ${error.message}\n`);
+        closeSync(fd);
+      } catch {
+        // The output file may be unwritable; the exit code still tells the story.
+      }
+      resolveExit({ exitCode: 127, signal: null });
+    });
+    child.once('exit', (code, signal) => resolveExit({ exitCode: code, signal }));
+  });
+
+  return {
+    pid: child.pid ?? -1,
+    done,
+    signal(sig) {
+      if (child.pid === undefined) return;
+      try {
+        process.kill(-child.pid, sig);
+      } catch {
+        // Already gone.
+      }
+    },
+  };
+}
+
+/**
+ * After a simulator crash the scripts it started may still run. Kill the group
+ * only when the pid still belongs to that job's script, so a reused pid is safe.
+ */
+export function killOrphan(pid: number, scriptDir: string, jobId: number): void {
+  try {
+    const cmdline = readFileSync(`/proc/${pid}/cmdline`, 'utf8');
+    if (!cmdline.includes(join(scriptDir, `job-${jobId}.sh`))) return;
+    process.kill(-pid, 'SIGKILL');
+  } catch {
+    // Not running any more.
+  }
+}

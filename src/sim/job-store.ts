@@ -1,0 +1,101 @@
+import { readFileSync, renameSync, writeFileSync } from 'node:fs';
+import { mkdir } from 'node:fs/promises';
+import { join } from 'node:path';
+import { z } from 'zod';
+import type { SimJob } from './sim-job.js';
+
+const simJobSchema = z.object({
+  jobId: z.number().int(),
+  name: z.string(),
+  user: z.string(),
+  userId: z.number().int(),
+  account: z.string(),
+  partition: z.string(),
+  comment: z.string(),
+  script: z.string(),
+  environment: z.array(z.string()),
+  cwd: z.string(),
+  tasks: z.number().int(),
+  cpusPerTask: z.number().int(),
+  memoryPerNodeMb: z.number().nullable(),
+  timeLimitMin: z.number().nullable(),
+  dependency: z.string(),
+  standardOutput: z.string(),
+  standardError: z.string(),
+  state: z.enum(['PENDING', 'RUNNING', 'COMPLETED', 'FAILED', 'TIMEOUT', 'CANCELLED', 'NODE_FAIL']),
+  reason: z.string(),
+  submitTime: z.number(),
+  eligibleTime: z.number(),
+  startTime: z.number(),
+  endTime: z.number(),
+  exitCode: z.number().nullable(),
+  termSignal: z.number().nullable(),
+  cpuUserSec: z.number(),
+  cpuSystemSec: z.number(),
+  nodes: z.string(),
+  lastUpdate: z.number(),
+  pid: z.number().optional(),
+});
+
+const stateFileSchema = z.object({
+  version: z.literal(1),
+  nextJobId: z.number().int(),
+  jobs: z.array(simJobSchema),
+});
+
+export interface SimState {
+  nextJobId: number;
+  jobs: SimJob[];
+}
+
+/**
+ * The simulated cluster's job table on disk, so a restarted simulator remembers
+ * its jobs (as slurmctld's StateSaveLocation and slurmdbd's database do).
+ * Writes go to a temporary file and are renamed, so a crash never leaves half a file.
+ */
+export class JobStore {
+  readonly file: string;
+  private pending: NodeJS.Timeout | undefined;
+
+  constructor(readonly stateDir: string) {
+    this.file = join(stateDir, 'jobs.json');
+  }
+
+  async init(): Promise<void> {
+    await mkdir(this.stateDir, { recursive: true });
+  }
+
+  load(): SimState | undefined {
+    let text: string;
+    try {
+      text = readFileSync(this.file, 'utf8');
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+      throw error;
+    }
+    const parsed = stateFileSchema.safeParse(JSON.parse(text));
+    if (!parsed.success) {
+      throw new Error(`simulator state file ${this.file} is not valid: ${parsed.error.message}`);
+    }
+    return { nextJobId: parsed.data.nextJobId, jobs: parsed.data.jobs };
+  }
+
+  saveNow(state: SimState): void {
+    if (this.pending) {
+      clearTimeout(this.pending);
+      this.pending = undefined;
+    }
+    const tmp = `${this.file}.tmp`;
+    writeFileSync(tmp, JSON.stringify({ version: 1, ...state }));
+    renameSync(tmp, this.file);
+  }
+
+  /** Coalesces bursts of changes into one write. */
+  saveSoon(snapshot: () => SimState, delayMs = 50): void {
+    if (this.pending) return;
+    this.pending = setTimeout(() => {
+      this.pending = undefined;
+      this.saveNow(snapshot());
+    }, delayMs);
+  }
+}

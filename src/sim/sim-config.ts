@@ -1,0 +1,125 @@
+import { readFileSync, statSync } from 'node:fs';
+import { parse as parseYaml } from 'yaml';
+import { z } from 'zod';
+
+export const SCOPES = ['sched:read', 'scheddb:read', 'sched:jobs:manage'] as const;
+export type Scope = (typeof SCOPES)[number];
+
+export const partitionSchema = z.object({
+  name: z.string().min(1),
+  default: z.boolean().optional(),
+  /** Accounts allowed to submit here (slurm.conf AllowAccounts); absent means all. */
+  allowAccounts: z.array(z.string()).optional(),
+  /** Minutes; null or absent means UNLIMITED. */
+  maxTimeMin: z.number().int().positive().nullable().optional(),
+  /** Minutes given to jobs that ask for none; absent means the maximum. */
+  defaultTimeMin: z.number().int().positive().nullable().optional(),
+});
+export type PartitionSettings = z.infer<typeof partitionSchema>;
+
+const ttl = z.number().int().min(2).max(60);
+
+/** Seconds each GET endpoint is cached by the proxy (the contract allows 2 to 60). */
+export const cacheTtlSchema = z.object({
+  jobs: ttl.default(5),
+  job: ttl.default(5),
+  jobsState: ttl.default(2),
+  partitions: ttl.default(60),
+  nodes: ttl.default(30),
+  dbJobs: ttl.default(30),
+  dbJob: ttl.default(30),
+});
+export type CacheTtls = z.infer<typeof cacheTtlSchema>;
+export type CachedEndpoint = keyof CacheTtls;
+
+export const simConfigSchema = z.object({
+  host: z.string().default('127.0.0.1'),
+  port: z.number().int().min(0).max(65535).default(6820),
+  /** JSON file mapping bearer tokens to user, account and scopes. */
+  tokensFile: z.string().optional(),
+  stateDir: z.string().default('./data/sim'),
+  clusterName: z.string().default('sim'),
+  nodeName: z.string().default('sim-node1'),
+  cpus: z.number().int().positive().default(4),
+  memoryMb: z.number().int().positive().default(8192),
+  partitions: z
+    .array(partitionSchema)
+    .min(1)
+    .default([{ name: 'debug', default: true }]),
+  /** Cluster users: uid and the account used when a job names none (MUNGE callers). */
+  users: z
+    .record(z.string(), z.object({ uid: z.number().int().nonnegative(), defaultAccount: z.string().optional() }))
+    .default({}),
+  cacheTtlSec: cacheTtlSchema.default(cacheTtlSchema.parse({})),
+  /** Per-client-IP token bucket. */
+  rateLimit: z
+    .object({ capacity: z.number().positive().default(100), refillPerSecond: z.number().nonnegative().default(20) })
+    .default({ capacity: 100, refillPerSecond: 20 }),
+  timeScale: z.number().positive().default(1),
+  minJobAgeSec: z.number().nonnegative().default(300),
+  killWaitSec: z.number().nonnegative().default(5),
+  firstJobId: z.number().int().positive().default(1000),
+  /** Accept `Authorization: MUNGE` (needs munge's `unmunge`). */
+  munge: z.boolean().default(true),
+});
+export type SimConfig = z.infer<typeof simConfigSchema>;
+export type SimConfigInput = z.input<typeof simConfigSchema>;
+
+export const tokenEntrySchema = z.object({
+  user: z.string().min(1),
+  account: z.string().min(1),
+  scopes: z.array(z.enum(SCOPES)),
+});
+export type TokenEntry = z.infer<typeof tokenEntrySchema>;
+export const tokensFileSchema = z.record(z.string().min(16, 'tokens must be at least 16 characters'), tokenEntrySchema);
+
+export class SimConfigError extends Error {
+  override name = 'SimConfigError';
+}
+
+function formatIssues(error: z.ZodError): string {
+  return error.issues.map((i) => `${i.path.join('.') || '(root)'}: ${i.message}`).join('; ');
+}
+
+/** Reads a JSON or YAML config file of simulator settings. */
+export function readSimConfigFile(path: string): SimConfigInput {
+  let text: string;
+  try {
+    text = readFileSync(path, 'utf8');
+  } catch (error) {
+    throw new SimConfigError(`cannot read simulator config ${path}: ${(error as Error).message}`);
+  }
+  const data: unknown = path.endsWith('.json') ? JSON.parse(text) : parseYaml(text);
+  const parsed = simConfigSchema.partial().safeParse(data ?? {});
+  if (!parsed.success) throw new SimConfigError(`${path}: ${formatIssues(parsed.error)}`);
+  return data as SimConfigInput;
+}
+
+export function parseSimConfig(input: SimConfigInput): SimConfig {
+  const parsed = simConfigSchema.safeParse(input);
+  if (!parsed.success) throw new SimConfigError(`simulator settings: ${formatIssues(parsed.error)}`);
+  return parsed.data;
+}
+
+/** Loads the tokens file; refuses one that other users can read, since it holds secrets. */
+export function loadTokensFile(path: string): Map<string, TokenEntry> {
+  let text: string;
+  try {
+    if ((statSync(path).mode & 0o077) !== 0) {
+      throw new SimConfigError(`tokens file ${path} is readable by other users; run: chmod 600 ${path}`);
+    }
+    text = readFileSync(path, 'utf8');
+  } catch (error) {
+    if (error instanceof SimConfigError) throw error;
+    throw new SimConfigError(`cannot read tokens file ${path}: ${(error as Error).message}`);
+  }
+  let data: unknown;
+  try {
+    data = JSON.parse(text);
+  } catch (error) {
+    throw new SimConfigError(`tokens file ${path} is not JSON: ${(error as Error).message}`);
+  }
+  const parsed = tokensFileSchema.safeParse(data);
+  if (!parsed.success) throw new SimConfigError(`tokens file ${path}: ${formatIssues(parsed.error)}`);
+  return new Map(Object.entries(parsed.data));
+}

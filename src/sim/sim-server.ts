@@ -1,0 +1,166 @@
+import { createHash } from 'node:crypto';
+import { resolve } from 'node:path';
+import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
+import { TokenBucket } from '../lib/token-bucket.js';
+import type { Logger } from '../logger.js';
+import { LATEST_VERSION, SUPPORTED_VERSIONS } from '../sched/versions.js';
+import { Authenticator } from './auth.js';
+import { Cluster } from './cluster.js';
+import { type ProxyContext, proxyError, type UpstreamStatus } from './proxy-context.js';
+import { ResponseCache } from './response-cache.js';
+import { registerAccountingRoutes } from './routes/accounting.js';
+import { registerControllerRoutes } from './routes/controller.js';
+import { loadTokensFile, type SimConfig, type TokenEntry } from './sim-config.js';
+
+/** The two ways to reach the scheduler: the site proxy and plain slurmrestd. */
+const FLAVORS = [
+  { controller: '/sched', accounting: '/scheddb', userName: 'x-sched-user-name', userToken: 'x-sched-user-token' },
+  { controller: '/slurm', accounting: '/slurmdb', userName: 'x-slurm-user-name', userToken: 'x-slurm-user-token' },
+] as const;
+
+const ADMIN_PREFIX = '/_sim';
+
+function isLoopback(address: string): boolean {
+  return address === '::1' || address.startsWith('127.') || address.startsWith('::ffff:127.');
+}
+
+export interface SimServerOptions {
+  config: SimConfig;
+  logger: Logger;
+  /** Tokens given directly (tests); otherwise read from `config.tokensFile`. */
+  tokens?: ReadonlyMap<string, TokenEntry>;
+}
+
+/**
+ * The scheduler proxy simulator: an HTTP server that behaves like the site proxy
+ * in front of slurmrestd (and like plain slurmrestd under /slurm, /slurmdb), over
+ * a simulated cluster that really runs job scripts.
+ */
+export class SimServer {
+  readonly app: FastifyInstance;
+  readonly cluster: Cluster;
+  readonly upstream: UpstreamStatus = { slurmctld: true, slurmdbd: true };
+  private readonly buckets = new Map<string, TokenBucket>();
+  private stopping: Promise<void> | undefined;
+
+  constructor(private readonly options: SimServerOptions) {
+    const { config, logger } = options;
+    const tokens = options.tokens ?? (config.tokensFile ? loadTokensFile(config.tokensFile) : new Map());
+    this.cluster = new Cluster({
+      clusterName: config.clusterName,
+      nodeName: config.nodeName,
+      cpus: config.cpus,
+      memoryMb: config.memoryMb,
+      partitions: config.partitions,
+      timeScale: config.timeScale,
+      minJobAgeSec: config.minJobAgeSec,
+      killWaitSec: config.killWaitSec,
+      stateDir: resolve(config.stateDir),
+      firstJobId: config.firstJobId,
+      logger: logger.child({ component: 'sim-cluster' }),
+    });
+    const ctx: ProxyContext = {
+      config,
+      cluster: this.cluster,
+      cache: new ResponseCache(),
+      authenticator: new Authenticator(tokens, { munge: config.munge }),
+      upstream: this.upstream,
+      uidOf: (user) =>
+        config.users[user]?.uid ?? 10_000 + (createHash('sha256').update(user).digest().readUInt16BE(0) % 50_000),
+    };
+    this.app = Fastify({
+      loggerInstance: logger.child({ component: 'sim-http' }) as FastifyBaseLogger,
+      disableRequestLogging: true,
+      routerOptions: { ignoreTrailingSlash: true },
+      bodyLimit: 4 * 1024 * 1024,
+    });
+    this.registerRateLimit();
+    this.registerMeta();
+    this.registerAdmin();
+    for (const flavor of FLAVORS) {
+      const headers = { userName: flavor.userName, userToken: flavor.userToken };
+      registerControllerRoutes(this.app, ctx, flavor.controller, headers);
+      registerAccountingRoutes(this.app, ctx, flavor.accounting, headers);
+    }
+    this.app.setErrorHandler((error: Error & { statusCode?: number }, _req, reply) => {
+      const status = error.statusCode && error.statusCode >= 400 && error.statusCode < 500 ? error.statusCode : 500;
+      if (status === 500) this.options.logger.error({ err: error }, 'simulator request failed');
+      return proxyError(reply, status, status === 500 ? 'Internal Server Error' : 'Bad Request', error.message);
+    });
+  }
+
+  /** Per-client-IP token bucket (contract section 8); the admin endpoint is exempt. */
+  private registerRateLimit(): void {
+    const { capacity, refillPerSecond } = this.options.config.rateLimit;
+    this.app.addHook('onRequest', async (req, reply) => {
+      if (req.url.startsWith(ADMIN_PREFIX)) return;
+      let bucket = this.buckets.get(req.ip);
+      if (!bucket) {
+        if (this.buckets.size > 10_000) this.pruneBuckets();
+        bucket = new TokenBucket(capacity, refillPerSecond);
+        this.buckets.set(req.ip, bucket);
+      }
+      if (!bucket.tryTake()) {
+        const retryAfterSec = Math.max(1, Math.ceil(bucket.msUntilToken() / 1000));
+        reply.header('retry-after', String(retryAfterSec));
+        return proxyError(reply, 429, 'Too Many Requests', `rate limit exceeded for ${req.ip}; back off exponentially`);
+      }
+    });
+  }
+
+  private pruneBuckets(): void {
+    for (const [ip, bucket] of this.buckets) if (bucket.isFull()) this.buckets.delete(ip);
+  }
+
+  private registerMeta(): void {
+    this.app.get('/meta/versions/supported', async () => [...SUPPORTED_VERSIONS]);
+    this.app.get('/meta/versions/latest', async (_req, reply) => reply.type('text/plain').send(LATEST_VERSION));
+    this.app.get('/ping', async (_req, reply) => reply.type('text/plain').send('pong'));
+  }
+
+  /** Test controls, loopback only: switch the simulated slurmctld/slurmdbd off and on. */
+  private registerAdmin(): void {
+    this.app.addHook('onRequest', async (req, reply) => {
+      if (req.url.startsWith(ADMIN_PREFIX) && !isLoopback(req.socket.remoteAddress ?? '')) {
+        return proxyError(reply, 403, 'Forbidden', 'the simulator admin endpoint answers loopback clients only');
+      }
+    });
+    this.app.get(`${ADMIN_PREFIX}/upstream`, async () => this.upstream);
+    this.app.put<{ Body: unknown }>(`${ADMIN_PREFIX}/upstream`, async (req, reply) => {
+      const body = req.body as Partial<Record<keyof UpstreamStatus, unknown>> | null;
+      for (const key of ['slurmctld', 'slurmdbd'] as const) {
+        const value = body?.[key];
+        if (value === undefined) continue;
+        if (value !== 'up' && value !== 'down') {
+          return proxyError(reply, 400, 'Bad Request', `${key} must be "up" or "down"`);
+        }
+        this.upstream[key] = value === 'up';
+        this.options.logger.warn({ [key]: value }, 'simulated upstream switched');
+      }
+      return this.upstream;
+    });
+  }
+
+  /** Starts the cluster and listens; returns the base URL. */
+  async start(): Promise<string> {
+    await this.cluster.start();
+    const { host, port } = this.options.config;
+    await this.app.listen({ host, port });
+    const address = this.app.server.address();
+    const actualPort = typeof address === 'object' && address ? address.port : port;
+    const shownHost = host.includes(':') ? `[${host}]` : host;
+    return `http://${shownHost}:${actualPort}`;
+  }
+
+  /** Stops listening, then the cluster; safe to call more than once. */
+  stop(): Promise<void> {
+    this.stopping ??= (async () => {
+      try {
+        await this.app.close();
+      } finally {
+        await this.cluster.close();
+      }
+    })();
+    return this.stopping;
+  }
+}

@@ -1,0 +1,44 @@
+/** Small fetch wrapper for tests: JSON or text body, status and headers. */
+export interface HttpResult {
+  status: number;
+  headers: Headers;
+  text: string;
+  json: unknown;
+}
+
+export async function http(
+  url: string,
+  init: { method?: string; headers?: Record<string, string>; body?: unknown } = {},
+): Promise<HttpResult> {
+  const headers: Record<string, string> = { ...init.headers };
+  let body: string | undefined;
+  if (init.body !== undefined) {
+    body = typeof init.body === 'string' ? init.body : JSON.stringify(init.body);
+    headers['content-type'] ??= 'application/json';
+  }
+  const response = await fetch(url, { method: init.method ?? 'GET', headers, body });
+  const text = await response.text();
+  let json: unknown;
+  try {
+    json = JSON.parse(text);
+  } catch {
+    json = undefined;
+  }
+  return { status: response.status, headers: response.headers, text, json };
+}
+
+export const bearer = (token: string): Record<string, string> => ({ authorization: `Bearer ${token}` });
+
+/** Polls `check` until it returns a value or the deadline passes. */
+export async function waitFor<T>(
+  check: () => Promise<T | undefined>,
+  { timeoutMs = 15_000, intervalMs = 200, what = 'condition' } = {},
+): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await check();
+    if (value !== undefined) return value;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, intervalMs));
+  }
+}
