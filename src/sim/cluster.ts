@@ -385,23 +385,33 @@ export class Cluster {
     job.startTime = now;
     job.nodes = this.options.nodeName;
     this.changed(job);
-    // Reserve the CPUs before the asynchronous start, so the next pass sees them taken.
-    const placeholder: RunningProcess = {
-      pid: -1,
-      done: new Promise(() => {}),
-      signal: () => {},
-    };
-    this.processes.set(job.jobId, placeholder);
-    startJobProcess(job, {
+    const starting = startJobProcess(job, {
       scriptDir: this.scriptDir,
       nodeName: this.options.nodeName,
       clusterName: this.options.clusterName,
-    }).then(
+    });
+    // Stands in for the process until it has started, so its CPUs count as taken
+    // and a cancel or shutdown that arrives meanwhile still reaches it.
+    const startingProc: RunningProcess = {
+      pid: -1,
+      done: starting.then(
+        (proc) => proc.done,
+        () => ({ exitCode: 1, signal: null }),
+      ),
+      signal: (sig) => {
+        starting.then(
+          (proc) => proc.signal(sig),
+          () => {},
+        );
+      },
+    };
+    this.processes.set(job.jobId, startingProc);
+    starting.then(
       (proc) => this.track(job, proc),
       (error: unknown) => {
         this.options.logger.warn({ job_id: job.jobId, err: error }, 'job could not be started');
         this.processes.delete(job.jobId);
-        this.finish(job, { exitCode: 1, signal: null });
+        if (!this.closed) this.finish(job, { exitCode: 1, signal: null });
       },
     );
   }
@@ -410,7 +420,6 @@ export class Cluster {
     this.processes.set(job.jobId, proc);
     job.pid = proc.pid;
     this.changed(job);
-    if (this.endCause.get(job.jobId) === 'cancel') this.terminate(job.jobId);
     if (job.timeLimitMin !== null) {
       const limitMs = (job.timeLimitMin * 60_000) / this.options.timeScale;
       this.later(limitMs, () => {

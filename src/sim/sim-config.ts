@@ -90,7 +90,11 @@ export function readSimConfigFile(path: string): SimConfigInput {
     throw new SimConfigError(`cannot read simulator config ${path}: ${(error as Error).message}`);
   }
   const data: unknown = path.endsWith('.json') ? JSON.parse(text) : parseYaml(text);
-  const parsed = simConfigSchema.partial().safeParse(data ?? {});
+  // Strict, so a misspelt key is reported instead of silently ignored.
+  const parsed = simConfigSchema
+    .partial()
+    .strict()
+    .safeParse(data ?? {});
   if (!parsed.success) throw new SimConfigError(`${path}: ${formatIssues(parsed.error)}`);
   return data as SimConfigInput;
 }
@@ -120,6 +124,14 @@ export function loadTokensFile(path: string): Map<string, TokenEntry> {
     throw new SimConfigError(`tokens file ${path} is not JSON: ${(error as Error).message}`);
   }
   const parsed = tokensFileSchema.safeParse(data);
-  if (!parsed.success) throw new SimConfigError(`tokens file ${path}: ${formatIssues(parsed.error)}`);
+  if (!parsed.success) {
+    // The first path segment is the token itself: name entries by position so no token is echoed.
+    const keys = data && typeof data === 'object' ? Object.keys(data) : [];
+    const where = (segment: PropertyKey | undefined) => `entry #${keys.indexOf(String(segment)) + 1}`;
+    const problems = parsed.error.issues.map(
+      (i) => `${i.path.length ? [where(i.path[0]), ...i.path.slice(1)].join('.') : '(root)'}: ${i.message}`,
+    );
+    throw new SimConfigError(`tokens file ${path}: ${problems.join('; ')}`);
+  }
   return new Map(Object.entries(parsed.data));
 }

@@ -69,8 +69,11 @@ export class SimServer {
         config.users[user]?.uid ?? 10_000 + (createHash('sha256').update(user).digest().readUInt16BE(0) % 50_000),
     };
     this.app = Fastify({
-      loggerInstance: logger.child({ component: 'sim-http' }) as FastifyBaseLogger,
-      disableRequestLogging: true,
+      // Per-request lines only when debugging: a busy poller would otherwise flood the log.
+      loggerInstance: logger.child(
+        { component: 'sim-http' },
+        { level: ['debug', 'trace'].includes(logger.level) ? logger.level : 'warn' },
+      ) as FastifyBaseLogger,
       routerOptions: { ignoreTrailingSlash: true },
       bodyLimit: 4 * 1024 * 1024,
     });

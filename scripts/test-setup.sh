@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Installs and starts what the test suite needs beyond npm packages, on Debian:
+# munge (the MUNGE authentication tests) with munged running.
+# Safe to run again: it only does what is missing.
+set -euo pipefail
+
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then
+  if command -v sudo >/dev/null 2>&1; then SUDO="sudo"; else
+    echo "test-setup: not root and no sudo; install munge yourself (apt-get install munge) and start munged" >&2
+    exit 1
+  fi
+fi
+
+missing=()
+command -v munge >/dev/null 2>&1 || missing+=(munge)
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "test-setup: installing ${missing[*]} (Debian packages)"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+# munged must answer; start it through its init script, or directly as the munge user.
+if ! munge -n >/dev/null 2>&1; then
+  echo "test-setup: starting munged"
+  $SUDO service munge start >/dev/null 2>&1 || $SUDO runuser -u munge -- /usr/sbin/munged
+  for _ in 1 2 3 4 5 6 7 8 9 10; do munge -n >/dev/null 2>&1 && break; sleep 0.5; done
+fi
+munge -n -t 5 | unmunge >/dev/null

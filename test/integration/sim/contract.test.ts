@@ -1,0 +1,446 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { validateAgainstSpec } from '../../../src/sched/spec-validator.js';
+import { type ApiVersion, SUPPORTED_VERSIONS } from '../../../src/sched/versions.js';
+import { bearer, http, waitFor } from '../../helpers/http.js';
+import { ALICE_TOKEN, BOB_TOKEN, DBONLY_TOKEN, READONLY_TOKEN, startSim, type TestSim } from '../../helpers/sim.js';
+
+type Json = Record<string, unknown>;
+
+let sim: TestSim;
+const alice = bearer(ALICE_TOKEN);
+
+function jobBody(overrides: Json = {}): Json {
+  return {
+    job: {
+      name: 'contract',
+      script: '#!/bin/sh\nsleep 0.2\n',
+      current_working_directory: sim.workDir,
+      environment: ['PATH=/usr/bin:/bin'],
+      ...overrides,
+    },
+  };
+}
+
+async function submit(overrides: Json = {}, headers = alice, version = 'v0.0.44') {
+  return http(`${sim.url}/sched/${version}/job/submit`, { method: 'POST', headers, body: jobBody(overrides) });
+}
+
+function expectValid(version: ApiVersion, schema: string, body: unknown): void {
+  const result = validateAgainstSpec(version, schema, body);
+  expect(result.errors).toEqual([]);
+}
+
+beforeAll(async () => {
+  sim = await startSim();
+});
+
+afterAll(async () => {
+  await sim.stop();
+});
+
+describe('section 4: meta endpoints need no authentication', () => {
+  it('GET /meta/versions/supported is a JSON array of the supported versions', async () => {
+    const res = await http(`${sim.url}/meta/versions/supported`);
+    expect(res.status).toBe(200);
+    expect(res.json).toEqual(['v0.0.42', 'v0.0.43', 'v0.0.44']);
+  });
+
+  it('GET /meta/versions/latest is the latest version as plain text', async () => {
+    const res = await http(`${sim.url}/meta/versions/latest`);
+    expect(res.status).toBe(200);
+    expect(res.headers.get('content-type')).toMatch(/^text\/plain/);
+    expect(res.text).toBe('v0.0.44');
+  });
+
+  it('GET /ping answers pong', async () => {
+    const res = await http(`${sim.url}/ping`);
+    expect(res.status).toBe(200);
+    expect(res.text).toBe('pong');
+  });
+});
+
+describe('section 4: every endpoint, every version, bodies valid against the spec', () => {
+  const jobIds = new Map<ApiVersion, { ok: number; failed: number }>();
+  const since = Math.floor(Date.now() / 1000) - 60;
+
+  beforeAll(async () => {
+    for (const version of SUPPORTED_VERSIONS) {
+      const ok = await submit({ name: `ok-${version}` }, alice, version);
+      const failed = await submit({ name: `fail-${version}`, script: '#!/bin/sh\nexit 3\n' }, alice, version);
+      expect(ok.status).toBe(200);
+      expect(failed.status).toBe(200);
+      jobIds.set(version, { ok: (ok.json as Json).job_id as number, failed: (failed.json as Json).job_id as number });
+    }
+    // Let every job finish so listings hold completed and failed records as well.
+    await waitFor(
+      async () => {
+        const res = await http(`${sim.url}/scheddb/v0.0.44/jobs?state=RUNNING,PENDING`, { headers: alice });
+        return ((res.json as Json).jobs as unknown[]).length === 0 ? true : undefined;
+      },
+      { what: 'all contract jobs to finish' },
+    );
+  });
+
+  for (const version of SUPPORTED_VERSIONS) {
+    describe(version, () => {
+      it('POST /sched/{v}/job/submit answers job_id (openapi_job_submit_response)', async () => {
+        const res = await submit({ name: 'submit-shape' }, alice, version);
+        expect(res.status).toBe(200);
+        expectValid(version, 'openapi_job_submit_response', res.json);
+        expect((res.json as Json).job_id).toEqual(expect.any(Number));
+        expect(((res.json as Json).meta as Json).plugin).toMatchObject({ data_parser: `data_parser/${version}` });
+      });
+
+      it('GET /sched/{v}/jobs lists jobs with job_state arrays (openapi_job_info_resp)', async () => {
+        const res = await http(`${sim.url}/sched/${version}/jobs`, { headers: alice });
+        expect(res.status).toBe(200);
+        expectValid(version, 'openapi_job_info_resp', res.json);
+        const jobs = (res.json as { jobs: Json[] }).jobs;
+        const ids = jobIds.get(version);
+        const failed = jobs.find((j) => j.job_id === ids?.failed);
+        expect(failed).toMatchObject({
+          job_state: ['FAILED'],
+          exit_code: { return_code: { set: true, infinite: false, number: 3 } },
+        });
+      });
+
+      it('GET /sched/{v}/job/{id} returns that job; an unknown id is 404 with Slurm error 2017', async () => {
+        const id = jobIds.get(version)?.ok;
+        const res = await http(`${sim.url}/sched/${version}/job/${id}`, { headers: alice });
+        expect(res.status).toBe(200);
+        expectValid(version, 'openapi_job_info_resp', res.json);
+        expect((res.json as { jobs: Json[] }).jobs[0]).toMatchObject({ job_id: id, job_state: ['COMPLETED'] });
+        const missing = await http(`${sim.url}/sched/${version}/job/999999`, { headers: alice });
+        expect(missing.status).toBe(404);
+        expectValid(version, 'openapi_job_info_resp', missing.json);
+        expect((missing.json as { errors: Json[] }).errors[0]?.error_number).toBe(2017);
+      });
+
+      it('GET /sched/{v}/jobs/state lists job ids and states', async () => {
+        const ids = jobIds.get(version);
+        const res = await http(`${sim.url}/sched/${version}/jobs/state?job_id=${ids?.ok},${ids?.failed}`, {
+          headers: alice,
+        });
+        expect(res.status).toBe(200);
+        expectValid(version, 'openapi_job_info_resp', res.json);
+        expect((res.json as { jobs: Json[] }).jobs).toEqual([
+          { job_id: ids?.ok, job_state: ['COMPLETED'] },
+          { job_id: ids?.failed, job_state: ['FAILED'] },
+        ]);
+      });
+
+      it('DELETE /sched/{v}/job/{id} cancels (openapi_kill_job_resp); an unknown job is 200 with code 2017', async () => {
+        const sub = await submit({ name: 'to-cancel', script: '#!/bin/sh\nsleep 30\n' }, alice, version);
+        const id = (sub.json as Json).job_id;
+        const res = await http(`${sim.url}/sched/${version}/job/${id}`, { method: 'DELETE', headers: alice });
+        expect(res.status).toBe(200);
+        expectValid(version, 'openapi_kill_job_resp', res.json);
+        expect((res.json as Json).status).toEqual([]);
+        const unknown = await http(`${sim.url}/sched/${version}/job/999999`, { method: 'DELETE', headers: alice });
+        expect(unknown.status).toBe(200);
+        expectValid(version, 'openapi_kill_job_resp', unknown.json);
+        const status = (unknown.json as { status: { error: Json }[] }).status;
+        expect(status[0]?.error).toMatchObject({ code: 2017, string: 'Invalid job id specified' });
+      });
+
+      it('GET /scheddb/{v}/jobs?start_time= returns accounting records with state.current', async () => {
+        const res = await http(`${sim.url}/scheddb/${version}/jobs?start_time=${since}`, { headers: alice });
+        expect(res.status).toBe(200);
+        expectValid(version, 'openapi_slurmdbd_jobs_resp', res.json);
+        const jobs = (res.json as { jobs: Json[] }).jobs;
+        const failed = jobs.find((j) => j.job_id === jobIds.get(version)?.failed);
+        expect(failed).toMatchObject({
+          state: { current: ['FAILED'], reason: 'NonZeroExitCode' },
+          time: { elapsed: expect.any(Number) },
+        });
+        expect(((res.json as Json).meta as Json).plugin).toMatchObject({ type: 'openapi/slurmdbd' });
+      });
+
+      it('GET /scheddb/{v}/job/{id} returns one accounting record', async () => {
+        const id = jobIds.get(version)?.ok;
+        const res = await http(`${sim.url}/scheddb/${version}/job/${id}`, { headers: alice });
+        expect(res.status).toBe(200);
+        expectValid(version, 'openapi_slurmdbd_jobs_resp', res.json);
+        expect((res.json as { jobs: Json[] }).jobs[0]).toMatchObject({ job_id: id, state: { current: ['COMPLETED'] } });
+      });
+
+      it('GET /sched/{v}/partitions and /nodes list the simulated cluster', async () => {
+        const partitions = await http(`${sim.url}/sched/${version}/partitions`, { headers: alice });
+        expect(partitions.status).toBe(200);
+        expectValid(version, 'openapi_partition_resp', partitions.json);
+        expect((partitions.json as { partitions: Json[] }).partitions.map((p) => p.name)).toEqual([
+          'debug',
+          'lab-owner',
+        ]);
+        const nodes = await http(`${sim.url}/sched/${version}/nodes`, { headers: alice });
+        expect(nodes.status).toBe(200);
+        expectValid(version, 'openapi_nodes_resp', nodes.json);
+        expect((nodes.json as { nodes: Json[] }).nodes[0]).toMatchObject({ cpus: 2 });
+      });
+    });
+  }
+
+  it('accounting filters: job_name, account, state, step (job ids)', async () => {
+    const ids = jobIds.get('v0.0.43');
+    const byName = await http(`${sim.url}/scheddb/v0.0.44/jobs?job_name=fail-v0.0.43`, { headers: alice });
+    expect((byName.json as { jobs: Json[] }).jobs.map((j) => j.job_id)).toEqual([ids?.failed]);
+    const byState = await http(`${sim.url}/scheddb/v0.0.44/jobs?state=FAILED&account=lab`, { headers: alice });
+    const failedIds = (byState.json as { jobs: Json[] }).jobs.map((j) => j.job_id);
+    expect(failedIds).toContain(ids?.failed);
+    expect(failedIds).not.toContain(ids?.ok);
+    const byId = await http(`${sim.url}/scheddb/v0.0.44/jobs?step=${ids?.ok}`, { headers: alice });
+    expect((byId.json as { jobs: Json[] }).jobs.map((j) => j.job_id)).toEqual([ids?.ok]);
+    const otherAccount = await http(`${sim.url}/scheddb/v0.0.44/jobs?account=other`, { headers: alice });
+    expect((otherAccount.json as { jobs: Json[] }).jobs).toEqual([]);
+  });
+
+  it('start_time filters by usage: jobs that ended before it are not returned', async () => {
+    const future = Math.floor(Date.now() / 1000) + 3600;
+    const later = await http(`${sim.url}/scheddb/v0.0.44/jobs?job_name=ok-v0.0.44&start_time=${future}`, {
+      headers: alice,
+    });
+    expect(later.status).toBe(200);
+    expect((later.json as { jobs: Json[] }).jobs).toEqual([]);
+    const earlier = await http(`${sim.url}/scheddb/v0.0.44/jobs?job_name=ok-v0.0.44&start_time=${since}`, {
+      headers: alice,
+    });
+    expect((earlier.json as { jobs: Json[] }).jobs).toHaveLength(1);
+    const bad = await http(`${sim.url}/scheddb/v0.0.44/jobs?start_time=yesterday`, { headers: alice });
+    expect(bad.status).toBe(400);
+  });
+});
+
+describe('section 5: authentication', () => {
+  it('rejects unauthenticated requests with 401 on controller and accounting endpoints', async () => {
+    for (const path of ['/sched/v0.0.44/jobs', '/scheddb/v0.0.44/jobs']) {
+      const res = await http(`${sim.url}${path}`);
+      expect(res.status).toBe(401);
+      expect((res.json as Json).message).toMatch(/authentication required/);
+    }
+  });
+
+  it('rejects a malformed Authorization header with 401', async () => {
+    const res = await http(`${sim.url}/sched/v0.0.44/jobs`, { headers: { authorization: 'Bearer' } });
+    expect(res.status).toBe(401);
+    const basic = await http(`${sim.url}/sched/v0.0.44/jobs`, { headers: { authorization: 'Basic abc' } });
+    expect(basic.status).toBe(401);
+  });
+
+  it('rejects an unknown or expired bearer token with 401', async () => {
+    const res = await http(`${sim.url}/sched/v0.0.44/jobs`, { headers: bearer('not-a-token-0123456789') });
+    expect(res.status).toBe(401);
+    expect(res.text).not.toContain('not-a-token');
+  });
+
+  it('accepts the X-Sched-User-Name / X-Sched-User-Token pair', async () => {
+    const res = await http(`${sim.url}/sched/v0.0.44/jobs`, {
+      headers: { 'x-sched-user-name': 'alice', 'x-sched-user-token': ALICE_TOKEN },
+    });
+    expect(res.status).toBe(200);
+  });
+
+  it('rejects a header pair whose user name does not match the token, or that is incomplete', async () => {
+    const wrong = await http(`${sim.url}/sched/v0.0.44/jobs`, {
+      headers: { 'x-sched-user-name': 'bob', 'x-sched-user-token': ALICE_TOKEN },
+    });
+    expect(wrong.status).toBe(401);
+    const half = await http(`${sim.url}/sched/v0.0.44/jobs`, { headers: { 'x-sched-user-token': ALICE_TOKEN } });
+    expect(half.status).toBe(401);
+  });
+
+  it('serves plain slurmrestd paths (/slurm, /slurmdb) with X-SLURM-USER-NAME / X-SLURM-USER-TOKEN', async () => {
+    const headers = { 'x-slurm-user-name': 'alice', 'x-slurm-user-token': ALICE_TOKEN };
+    const jobs = await http(`${sim.url}/slurm/v0.0.44/jobs/`, { headers });
+    expect(jobs.status).toBe(200);
+    expectValid('v0.0.44', 'openapi_job_info_resp', jobs.json);
+    const history = await http(`${sim.url}/slurmdb/v0.0.42/jobs/`, { headers });
+    expect(history.status).toBe(200);
+  });
+});
+
+describe('section 5 and 7: scopes and the account restriction', () => {
+  it('403 when the token lacks sched:jobs:manage for submit', async () => {
+    const res = await submit({}, bearer(READONLY_TOKEN));
+    expect(res.status).toBe(403);
+    expect((res.json as Json).message).toMatch(/scope "sched:jobs:manage"/);
+  });
+
+  it('403 when the token lacks scheddb:read for accounting', async () => {
+    const res = await http(`${sim.url}/scheddb/v0.0.44/jobs`, { headers: bearer(READONLY_TOKEN) });
+    expect(res.status).toBe(403);
+    expect((res.json as Json).message).toMatch(/scope "scheddb:read"/);
+  });
+
+  it('403 when the token lacks sched:read for the controller', async () => {
+    const res = await http(`${sim.url}/sched/v0.0.44/jobs`, { headers: bearer(DBONLY_TOKEN) });
+    expect(res.status).toBe(403);
+    expect((res.json as Json).message).toMatch(/scope "sched:read"/);
+  });
+
+  it('403 when a bearer caller submits to another account', async () => {
+    const res = await submit({ account: 'other' });
+    expect(res.status).toBe(403);
+    expect((res.json as Json).message).toMatch(/account restriction.*"lab".*"other"/);
+  });
+
+  it("a submission without account is charged to the token's account", async () => {
+    const res = await submit({ name: 'no-account' });
+    const id = (res.json as Json).job_id;
+    const job = await http(`${sim.url}/sched/v0.0.44/job/${id}`, { headers: alice });
+    expect((job.json as { jobs: Json[] }).jobs[0]?.account).toBe('lab');
+  });
+
+  it('403 when a bearer caller cancels a job of another account', async () => {
+    const res = await submit({ name: 'alice-job', script: '#!/bin/sh\nsleep 5\n' });
+    const id = (res.json as Json).job_id;
+    const cancel = await http(`${sim.url}/sched/v0.0.44/job/${id}`, { method: 'DELETE', headers: bearer(BOB_TOKEN) });
+    expect(cancel.status).toBe(403);
+    expect((cancel.json as Json).message).toMatch(/account restriction.*"lab"/);
+  });
+
+  it('a partition that does not allow the account: Slurm refuses with HTTP 500 and error 2045', async () => {
+    const res = await submit({ partition: 'lab-owner' }, bearer(BOB_TOKEN));
+    expect(res.status).toBe(500);
+    expectValid('v0.0.44', 'openapi_job_submit_response', res.json);
+    expect((res.json as { errors: Json[] }).errors[0]).toMatchObject({
+      error_number: 2045,
+      error: 'Invalid account or account/partition combination specified',
+    });
+  });
+
+  it('Slurm refuses a script without an interpreter line and a job larger than the node', async () => {
+    const noShebang = await submit({ script: 'echo hi\n' });
+    expect(noShebang.status).toBe(500);
+    expect((noShebang.json as { errors: Json[] }).errors[0]?.error_number).toBe(2009);
+    const tooBig = await submit({ tasks: 3 });
+    expect(tooBig.status).toBe(500);
+    expect((tooBig.json as { errors: Json[] }).errors[0]?.error_number).toBe(2014);
+    const badPartition = await submit({ partition: 'nope' });
+    expect((badPartition.json as { errors: Json[] }).errors[0]?.error_number).toBe(2000);
+  });
+});
+
+describe('section 7 and 9: versions', () => {
+  it('400 with a message for an unsupported version', async () => {
+    const res = await http(`${sim.url}/sched/v0.0.41/jobs`, { headers: alice });
+    expect(res.status).toBe(400);
+    expect((res.json as Json).message).toMatch(/unsupported API version "v0.0.41".*v0.0.42, v0.0.43, v0.0.44/);
+    const db = await http(`${sim.url}/scheddb/v9/jobs`, { headers: alice });
+    expect(db.status).toBe(400);
+  });
+
+  it('latest resolves to v0.0.44', async () => {
+    const res = await http(`${sim.url}/sched/latest/jobs`, { headers: alice });
+    expect(res.status).toBe(200);
+    expect(((res.json as Json).meta as Json).plugin).toMatchObject({ data_parser: 'data_parser/v0.0.44' });
+  });
+});
+
+describe('section 4 caching', () => {
+  it('GET answers carry Cache-Control, Date, Expires and Age', async () => {
+    const res = await http(`${sim.url}/sched/v0.0.44/partitions`, { headers: alice });
+    expect(res.headers.get('cache-control')).toMatch(/max-age=2\b/);
+    const date = Date.parse(res.headers.get('date') ?? '');
+    const expires = Date.parse(res.headers.get('expires') ?? '');
+    expect(expires - date).toBe(2000);
+    expect(Number(res.headers.get('age'))).toBeGreaterThanOrEqual(0);
+  });
+
+  it('a repeated query within the lifetime returns the cached (slightly stale) answer', async () => {
+    const url = `${sim.url}/scheddb/v0.0.44/jobs?job_name=cache-probe`;
+    const first = await http(url, { headers: alice });
+    expect((first.json as { jobs: Json[] }).jobs).toEqual([]);
+    await submit({ name: 'cache-probe' });
+    const second = await http(url, { headers: alice });
+    expect((second.json as { jobs: Json[] }).jobs).toEqual([]);
+    expect(second.headers.get('date')).toBe(first.headers.get('date'));
+    const fresh = await waitFor(
+      async () => {
+        const res = await http(url, { headers: alice });
+        return (res.json as { jobs: Json[] }).jobs.length > 0 ? res : undefined;
+      },
+      { what: 'cache expiry' },
+    );
+    expect(Number(fresh.headers.get('age'))).toBe(0);
+  });
+});
+
+describe('section 4 caching: stale-if-error', () => {
+  const url = () => `${sim.url}/sched/v0.0.44/nodes`;
+  const setUpstream = (state: Json) =>
+    http(`${sim.url}/_sim/upstream`, { method: 'PUT', body: state }).then((r) => expect(r.status).toBe(200));
+
+  afterAll(async () => {
+    await setUpstream({ slurmctld: 'up', slurmdbd: 'up' });
+  });
+
+  it('without the directive, an unreachable scheduler gives 500', async () => {
+    await http(url(), { headers: alice });
+    await setUpstream({ slurmctld: 'down' });
+    await new Promise((r) => setTimeout(r, 2100));
+    const res = await http(url(), { headers: alice });
+    expect(res.status).toBe(500);
+    expect((res.json as Json).message).toMatch(/unreachable/);
+    await setUpstream({ slurmctld: 'up' });
+  });
+
+  it('with stale-if-error=300, the last cached answer is served past its expiry, with its age', async () => {
+    const first = await http(url(), { headers: alice });
+    expect(first.status).toBe(200);
+    await setUpstream({ slurmctld: 'down' });
+    await new Promise((r) => setTimeout(r, 2600));
+    const stale = await http(url(), { headers: { ...alice, 'cache-control': 'stale-if-error=300' } });
+    expect(stale.status).toBe(200);
+    expect(stale.text).toBe(first.text);
+    expect(Number(stale.headers.get('age'))).toBeGreaterThanOrEqual(2);
+    expect(Date.parse(stale.headers.get('expires') ?? '')).toBeLessThan(Date.now());
+    await setUpstream({ slurmctld: 'up' });
+  });
+
+  it('stale data is not served beyond the window the request allows', async () => {
+    await http(url(), { headers: alice });
+    await setUpstream({ slurmctld: 'down' });
+    await new Promise((r) => setTimeout(r, 3600));
+    const res = await http(url(), { headers: { ...alice, 'cache-control': 'stale-if-error=1' } });
+    expect(res.status).toBe(500);
+    await setUpstream({ slurmctld: 'up' });
+  });
+
+  it('submissions fail with 500 while the scheduler is unreachable; accounting has its own switch', async () => {
+    await setUpstream({ slurmctld: 'down' });
+    const res = await submit();
+    expect(res.status).toBe(500);
+    await setUpstream({ slurmctld: 'up', slurmdbd: 'down' });
+    const history = await http(`${sim.url}/scheddb/v0.0.44/jobs?job_name=never-cached`, { headers: alice });
+    expect(history.status).toBe(500);
+    const controller = await http(`${sim.url}/sched/v0.0.44/jobs?update_time=1`, { headers: alice });
+    expect(controller.status).toBe(200);
+  });
+
+  it('the admin switch answers loopback callers only and validates its input', async () => {
+    const bad = await http(`${sim.url}/_sim/upstream`, { method: 'PUT', body: { slurmctld: 'maybe' } });
+    expect(bad.status).toBe(400);
+  });
+});
+
+describe('section 7 and 8: per-IP rate limit', () => {
+  it('429 with Retry-After once the bucket is empty, and service again after it refills', async () => {
+    const limited = await startSim({ rateLimit: { capacity: 3, refillPerSecond: 1 } });
+    try {
+      const statuses: number[] = [];
+      let retryAfter: string | null = null;
+      for (let i = 0; i < 5; i++) {
+        const res = await http(`${limited.url}/ping`);
+        statuses.push(res.status);
+        if (res.status === 429) retryAfter = res.headers.get('retry-after');
+      }
+      expect(statuses.slice(0, 3)).toEqual([200, 200, 200]);
+      expect(statuses.slice(3)).toEqual([429, 429]);
+      expect(Number(retryAfter)).toBeGreaterThanOrEqual(1);
+      await new Promise((r) => setTimeout(r, 1100));
+      expect((await http(`${limited.url}/ping`)).status).toBe(200);
+    } finally {
+      await limited.stop();
+    }
+  });
+});
