@@ -1,9 +1,9 @@
-import type { Command } from 'commander';
+import { type Command, InvalidArgumentError, Option } from 'commander';
 import { Lifecycle } from '../lifecycle.js';
 import { createLogger } from '../logger.js';
 import { parseSimConfig, readSimConfigFile, type SimConfigInput } from '../sim/sim-config.js';
 import { SimServer } from '../sim/sim-server.js';
-import { parseNumber } from './options.js';
+import { LOG_LEVELS, parseInteger, parseNumber } from './options.js';
 
 interface SimFlags {
   config?: string;
@@ -23,6 +23,12 @@ interface SimFlags {
   logLevel?: string;
 }
 
+function parseCacheTtl(value: string): number {
+  const n = parseInteger(value);
+  if (n < 2 || n > 60) throw new InvalidArgumentError('the proxy caches for 2 to 60 seconds');
+  return n;
+}
+
 /** Flags override the config file, which overrides the defaults. */
 export function simConfigFromFlags(flags: SimFlags): SimConfigInput {
   const input: SimConfigInput = flags.config ? readSimConfigFile(flags.config) : {};
@@ -37,7 +43,7 @@ export function simConfigFromFlags(flags: SimFlags): SimConfigInput {
   if (flags.killWait !== undefined) input.killWaitSec = flags.killWait;
   if (flags.cacheTtl !== undefined) {
     const s = flags.cacheTtl;
-    input.cacheTtlSec = { jobs: s, job: s, jobsState: s, partitions: s, nodes: s, dbJobs: s, dbJob: s };
+    input.cacheTtlSec = { jobs: s, job: s, jobsState: s, ping: s, partitions: s, nodes: s, dbJobs: s, dbJob: s };
   }
   if (flags.rateCapacity !== undefined || flags.rateRefill !== undefined) {
     input.rateLimit = {
@@ -56,22 +62,29 @@ export function registerSimCommand(program: Command): void {
     .description('run the scheduler proxy simulator (a stand-in for a Slurm cluster behind the site proxy)')
     .option('--config <file>', 'simulator settings file (JSON or YAML)')
     .option('--host <host>', 'address to listen on (default 127.0.0.1)')
-    .option('--port <port>', 'port to listen on (default 6820; 0 picks a free one)', parseNumber)
+    .option('--port <port>', 'port to listen on (default 6820; 0 picks a free one)', parseInteger)
     .option('--tokens <file>', 'bearer tokens file: {"<token>": {"user", "account", "scopes"}}')
     .option('--state-dir <dir>', 'where the job table, scripts and job state live (default ./data/sim)')
-    .option('--cpus <n>', 'CPUs of the simulated node (default 4)', parseNumber)
-    .option('--memory-mb <n>', 'memory of the simulated node in MB (default 8192)', parseNumber)
+    .option('--cpus <n>', 'CPUs of the simulated node (default 4)', parseInteger)
+    .option('--memory-mb <n>', 'memory of the simulated node in MB (default 8192)', parseInteger)
     .option('--time-scale <x>', 'time limits elapse x times faster than real time (default 1)', parseNumber)
     .option('--min-job-age <sec>', 'seconds finished jobs stay in /jobs (MinJobAge, default 300)', parseNumber)
     .option('--kill-wait <sec>', 'seconds between SIGTERM and SIGKILL (KillWait, default 5)', parseNumber)
-    .option('--cache-ttl <sec>', 'one cache lifetime for every GET endpoint, 2 to 60', parseNumber)
+    .option(
+      '--cache-ttl <sec>',
+      'one cache lifetime for every GET endpoint, 2 to 60 (default: 2 to 60 by endpoint)',
+      parseCacheTtl,
+    )
     .option('--rate-capacity <n>', 'per-IP token bucket capacity (default 100)', parseNumber)
     .option('--rate-refill <n>', 'per-IP tokens refilled per second (default 20)', parseNumber)
     .option('--no-munge', 'refuse MUNGE credentials')
-    .option('--log-level <level>', 'log level (default info)')
+    .addOption(new Option('--log-level <level>', 'log level').choices(LOG_LEVELS).default('info'))
     .action(async (flags: SimFlags) => {
       const config = parseSimConfig(simConfigFromFlags(flags));
       const logger = createLogger({ level: flags.logLevel ?? 'info', pretty: process.stdout.isTTY });
+      if (!config.tokensFile) {
+        logger.warn('no --tokens file: every bearer request will be refused (401); MUNGE callers still work');
+      }
       const lifecycle = new Lifecycle(logger);
       lifecycle.handleSignals();
       const server = new SimServer({ config, logger });

@@ -1,12 +1,12 @@
 import { randomBytes } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
-import type { Command } from 'commander';
+import { type Command, Option } from 'commander';
 import { Lifecycle } from '../lifecycle.js';
 import { createLogger } from '../logger.js';
 import { parseSimConfig } from '../sim/sim-config.js';
 import { SimServer } from '../sim/sim-server.js';
-import { parseNumber } from './options.js';
+import { LOG_LEVELS, parseInteger } from './options.js';
 
 interface StartFlags {
   dataDir: string;
@@ -40,8 +40,8 @@ export function registerStartCommand(program: Command): void {
     .command('start')
     .description('run schedflow on this machine; with no scheduler configured, against the embedded simulator')
     .option('--data-dir <dir>', 'where schedflow keeps its state', './data')
-    .option('--sim-port <port>', 'port of the embedded scheduler simulator', parseNumber, 6820)
-    .option('--log-level <level>', 'log level (default info)')
+    .option('--sim-port <port>', 'port of the embedded scheduler simulator', parseInteger, 6820)
+    .addOption(new Option('--log-level <level>', 'log level').choices(LOG_LEVELS).default('info'))
     .action(async (flags: StartFlags) => {
       const dataDir = resolve(flags.dataDir);
       const logger = createLogger({ level: flags.logLevel ?? 'info', pretty: process.stdout.isTTY });

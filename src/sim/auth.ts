@@ -79,7 +79,9 @@ export class Authenticator {
       }
       return result;
     }
-    return fail('authentication required: send Authorization: Bearer <token>');
+    return fail(
+      'authentication required: send Authorization: Bearer <token>, the X-Sched-User-Name and X-Sched-User-Token pair, or Authorization: MUNGE <credential>',
+    );
   }
 
   private bearer(token: string): AuthResult {

@@ -122,6 +122,7 @@ export class Cluster {
     const running = [...this.processes.values()];
     for (const proc of running) proc.signal('SIGKILL');
     await Promise.all(running.map((proc) => proc.done));
+    this.store.release();
   }
 
   get lastJobUpdate(): number {
@@ -467,7 +468,13 @@ export class Cluster {
   private changed(job: SimJob): void {
     job.lastUpdate = nowSec();
     this.touch();
-    this.store.saveSoon(() => this.snapshot());
+    // After close() the table was saved and the lock released; a late process event must not write.
+    if (!this.closed) {
+      this.store.saveSoon(
+        () => this.snapshot(),
+        (error) => this.options.logger.error({ err: error }, 'could not save the simulator job table'),
+      );
+    }
   }
 
   private touch(): void {

@@ -1,4 +1,4 @@
-import { readFileSync, renameSync, writeFileSync } from 'node:fs';
+import { readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { z } from 'zod';
@@ -43,6 +43,20 @@ const stateFileSchema = z.object({
   jobs: z.array(simJobSchema),
 });
 
+export class StateDirLockedError extends Error {
+  override name = 'StateDirLockedError';
+}
+
+function pidAlive(pid: number): boolean {
+  if (!Number.isInteger(pid) || pid <= 0) return false;
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
 export interface SimState {
   nextJobId: number;
   jobs: SimJob[];
@@ -56,13 +70,38 @@ export interface SimState {
 export class JobStore {
   readonly file: string;
   private pending: NodeJS.Timeout | undefined;
+  private lockFile: string | undefined;
 
   constructor(readonly stateDir: string) {
     this.file = join(stateDir, 'jobs.json');
   }
 
+  /**
+   * Creates the state dir and takes its lock: two simulators on one state dir
+   * would each take the other's running jobs for orphans and kill them.
+   */
   async init(): Promise<void> {
     await mkdir(this.stateDir, { recursive: true });
+    const lock = join(this.stateDir, 'sim.pid');
+    try {
+      writeFileSync(lock, String(process.pid), { flag: 'wx' });
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
+      const holder = Number(readFileSync(lock, 'utf8'));
+      if (pidAlive(holder)) {
+        throw new StateDirLockedError(
+          `state dir ${this.stateDir} is in use by another simulator (pid ${holder}); stop it or choose another --state-dir`,
+        );
+      }
+      // Left behind by a simulator that died: take it over.
+      writeFileSync(lock, String(process.pid));
+    }
+    this.lockFile = lock;
+  }
+
+  release(): void {
+    if (this.lockFile) rmSync(this.lockFile, { force: true });
+    this.lockFile = undefined;
   }
 
   load(): SimState | undefined {
@@ -91,11 +130,15 @@ export class JobStore {
   }
 
   /** Coalesces bursts of changes into one write. */
-  saveSoon(snapshot: () => SimState, delayMs = 50): void {
+  saveSoon(snapshot: () => SimState, onError: (error: unknown) => void, delayMs = 50): void {
     if (this.pending) return;
     this.pending = setTimeout(() => {
       this.pending = undefined;
-      this.saveNow(snapshot());
+      try {
+        this.saveNow(snapshot());
+      } catch (error) {
+        onError(error);
+      }
     }, delayMs);
   }
 }

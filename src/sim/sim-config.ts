@@ -1,6 +1,7 @@
 import { readFileSync, statSync } from 'node:fs';
-import { parse as parseYaml } from 'yaml';
+import { dirname, isAbsolute, resolve } from 'node:path';
 import { z } from 'zod';
+import { readYamlSource, SourceError } from '../lib/yaml-source.js';
 
 export const SCOPES = ['sched:read', 'scheddb:read', 'sched:jobs:manage'] as const;
 export type Scope = (typeof SCOPES)[number];
@@ -24,6 +25,7 @@ export const cacheTtlSchema = z.object({
   jobs: ttl.default(5),
   job: ttl.default(5),
   jobsState: ttl.default(2),
+  ping: ttl.default(2),
   partitions: ttl.default(60),
   nodes: ttl.default(30),
   dbJobs: ttl.default(30),
@@ -71,7 +73,10 @@ export const tokenEntrySchema = z.object({
   scopes: z.array(z.enum(SCOPES)),
 });
 export type TokenEntry = z.infer<typeof tokenEntrySchema>;
-export const tokensFileSchema = z.record(z.string().min(16, 'tokens must be at least 16 characters'), tokenEntrySchema);
+export const tokensFileSchema = z.record(z.string(), tokenEntrySchema);
+
+/** Tokens are opaque and non-guessable (contract section 2); refuse short ones. */
+export const MIN_TOKEN_LENGTH = 16;
 
 export class SimConfigError extends Error {
   override name = 'SimConfigError';
@@ -81,22 +86,29 @@ function formatIssues(error: z.ZodError): string {
   return error.issues.map((i) => `${i.path.join('.') || '(root)'}: ${i.message}`).join('; ');
 }
 
-/** Reads a JSON or YAML config file of simulator settings. */
+/**
+ * Reads a JSON or YAML file of simulator settings. Relative paths in it
+ * (tokensFile, stateDir) are relative to the file, not to the current directory.
+ */
 export function readSimConfigFile(path: string): SimConfigInput {
-  let text: string;
+  let data: unknown;
   try {
-    text = readFileSync(path, 'utf8');
+    data = readYamlSource(path).data;
   } catch (error) {
+    if (error instanceof SourceError) throw new SimConfigError(error.message);
     throw new SimConfigError(`cannot read simulator config ${path}: ${(error as Error).message}`);
   }
-  const data: unknown = path.endsWith('.json') ? JSON.parse(text) : parseYaml(text);
   // Strict, so a misspelt key is reported instead of silently ignored.
   const parsed = simConfigSchema
     .partial()
     .strict()
     .safeParse(data ?? {});
   if (!parsed.success) throw new SimConfigError(`${path}: ${formatIssues(parsed.error)}`);
-  return data as SimConfigInput;
+  const input = { ...(data as SimConfigInput) };
+  const base = dirname(path);
+  if (input.tokensFile && !isAbsolute(input.tokensFile)) input.tokensFile = resolve(base, input.tokensFile);
+  if (input.stateDir && !isAbsolute(input.stateDir)) input.stateDir = resolve(base, input.stateDir);
+  return input;
 }
 
 export function parseSimConfig(input: SimConfigInput): SimConfig {
@@ -115,7 +127,12 @@ export function loadTokensFile(path: string): Map<string, TokenEntry> {
     text = readFileSync(path, 'utf8');
   } catch (error) {
     if (error instanceof SimConfigError) throw error;
-    throw new SimConfigError(`cannot read tokens file ${path}: ${(error as Error).message}`);
+    const missing = (error as NodeJS.ErrnoException).code === 'ENOENT';
+    throw new SimConfigError(
+      missing
+        ? `tokens file ${path} does not exist (from --tokens or tokensFile); create it: {"<token>": {"user": "...", "account": "...", "scopes": ["sched:read", "scheddb:read", "sched:jobs:manage"]}}, mode 600`
+        : `cannot read tokens file ${path}: ${(error as Error).message}`,
+    );
   }
   let data: unknown;
   try {
@@ -133,5 +150,12 @@ export function loadTokensFile(path: string): Map<string, TokenEntry> {
     );
     throw new SimConfigError(`tokens file ${path}: ${problems.join('; ')}`);
   }
-  return new Map(Object.entries(parsed.data));
+  const entries = Object.entries(parsed.data);
+  const short = entries.findIndex(([token]) => token.length < MIN_TOKEN_LENGTH);
+  if (short >= 0) {
+    throw new SimConfigError(
+      `tokens file ${path}: entry #${short + 1}: tokens must be at least ${MIN_TOKEN_LENGTH} characters`,
+    );
+  }
+  return new Map(entries);
 }

@@ -148,7 +148,12 @@ export class SimServer {
   async start(): Promise<string> {
     await this.cluster.start();
     const { host, port } = this.options.config;
-    await this.app.listen({ host, port });
+    try {
+      await this.app.listen({ host, port });
+    } catch (error) {
+      await this.cluster.close();
+      throw error;
+    }
     const address = this.app.server.address();
     const actualPort = typeof address === 'object' && address ? address.port : port;
     const shownHost = host.includes(':') ? `[${host}]` : host;

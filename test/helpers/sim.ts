@@ -40,7 +40,7 @@ export async function startSim(overrides: SimConfigInput = {}, keepDirs = false)
     stateDir,
     cpus: 2,
     killWaitSec: 1,
-    cacheTtlSec: { jobs: 2, job: 2, jobsState: 2, partitions: 2, nodes: 2, dbJobs: 2, dbJob: 2 },
+    cacheTtlSec: { jobs: 2, job: 2, jobsState: 2, ping: 2, partitions: 2, nodes: 2, dbJobs: 2, dbJob: 2 },
     rateLimit: { capacity: 1000, refillPerSecond: 1000 },
     partitions: [
       { name: 'debug', default: true },

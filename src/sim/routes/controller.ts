@@ -230,6 +230,27 @@ export function registerControllerRoutes(
     },
   );
 
+  app.get<{ Params: VersionParams }>(`${prefix}/:version/ping`, async (req, reply) => {
+    const call = await admit(ctx, req, reply, 'sched:read', headers);
+    if (!call) return reply;
+    return cachedGet(ctx, call, req, reply, 'ping', 'slurmctld', () => ({
+      status: 200,
+      body: {
+        pings: [
+          {
+            hostname: ctx.config.nodeName,
+            pinged: 'UP',
+            responding: true,
+            latency: 150,
+            mode: 'primary',
+            primary: true,
+          },
+        ],
+        ...call.envelope('slurmctld'),
+      },
+    }));
+  });
+
   app.get<{ Params: VersionParams }>(`${prefix}/:version/partitions`, async (req, reply) => {
     const call = await admit(ctx, req, reply, 'sched:read', headers);
     if (!call) return reply;

@@ -2,7 +2,11 @@ import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { bearer, http, waitFor } from '../../helpers/http.js';
-import { ALICE_TOKEN, startSim, type TestSim } from '../../helpers/sim.js';
+import { createLogger } from '../../../src/logger.js';
+import { StateDirLockedError } from '../../../src/sim/job-store.js';
+import { parseSimConfig } from '../../../src/sim/sim-config.js';
+import { SimServer } from '../../../src/sim/sim-server.js';
+import { ALICE_TOKEN, startSim, TEST_TOKENS, type TestSim } from '../../helpers/sim.js';
 
 type Json = Record<string, unknown>;
 const alice = bearer(ALICE_TOKEN);
@@ -264,5 +268,19 @@ describe('a simulator restart', () => {
     const next = await submit(sim, { name: 'after-restart', script: '#!/bin/sh\ntrue\n' });
     expect(next).toBeGreaterThan(pending);
     expect((await accountingJob(sim, running))?.state).toMatchObject({ current: ['NODE_FAIL'] });
+  });
+
+  it('a second simulator on the same state dir is refused and leaves the running jobs alone', async () => {
+    sim = await startSim();
+    const id = await submit(sim, { name: 'keeps-running', script: '#!/bin/sh\nsleep 4\n' });
+    await waitForState(sim, id, 'RUNNING');
+    const intruder = new SimServer({
+      config: parseSimConfig({ port: 0, stateDir: sim.stateDir }),
+      logger: createLogger({ level: 'silent' }),
+      tokens: TEST_TOKENS,
+    });
+    await expect(intruder.start()).rejects.toThrow(StateDirLockedError);
+    await expect(intruder.start()).rejects.toThrow(/in use by another simulator/);
+    expect((await waitForState(sim, id, 'COMPLETED')).job_state).toEqual(['COMPLETED']);
   });
 });
