@@ -14,6 +14,21 @@ type Json = Record<string, unknown>;
 /** The OpenAPI documents slurmrestd generates, one per data parser (copied from upstream). */
 const SPECS: Record<ApiVersion, unknown> = { 'v0.0.42': spec42, 'v0.0.43': spec43, 'v0.0.44': spec44 };
 
+type SchemaMap = Record<string, { properties?: Json } | undefined>;
+
+const descFields = new Map<ApiVersion, ReadonlySet<string>>();
+
+/** Member names of the version's `job_desc_msg`: what the `job` of a submission may hold. */
+export function jobDescFields(version: ApiVersion): ReadonlySet<string> {
+  let fields = descFields.get(version);
+  if (!fields) {
+    const schemas = (SPECS[version] as { components: { schemas: SchemaMap } }).components.schemas;
+    fields = new Set(Object.keys(schemas[`${version}_job_desc_msg`]?.properties ?? {}));
+    descFields.set(version, fields);
+  }
+  return fields;
+}
+
 /**
  * slurmrestd's generated documents name some nested requirements as slash paths
  * (`"nodes/count"`). No body has such a key: move each one into the inline

@@ -1,11 +1,11 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { bearer, http, waitFor } from '../../helpers/http.js';
 import { createLogger } from '../../../src/logger.js';
 import { StateDirLockedError } from '../../../src/sim/job-store.js';
 import { parseSimConfig } from '../../../src/sim/sim-config.js';
 import { SimServer } from '../../../src/sim/sim-server.js';
+import { bearer, http, waitFor } from '../../helpers/http.js';
 import { ALICE_TOKEN, startSim, TEST_TOKENS, type TestSim } from '../../helpers/sim.js';
 
 type Json = Record<string, unknown>;

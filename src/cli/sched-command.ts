@@ -1,0 +1,260 @@
+import { randomUUID } from 'node:crypto';
+import { resolve } from 'node:path';
+import { type Command, InvalidArgumentError, Option } from 'commander';
+import { ConfigError } from '../errors.js';
+import { parseSource, readYamlSource } from '../lib/yaml-source.js';
+import { createLogger } from '../logger.js';
+import { SchedClient } from '../sched/client.js';
+import { jobSpecSchema } from '../sched/job-spec.js';
+import { loadProfiles, type Profile, parseProfile } from '../sched/profile.js';
+import { JobNotFoundError } from '../sched/sched-errors.js';
+import { EXIT } from './exit-codes.js';
+import { freshnessNote, jobDetail, jobsTable } from './format.js';
+import { LOG_LEVELS, parseInteger } from './options.js';
+
+interface ConnectionFlags {
+  config: string;
+  profile?: string;
+  url?: string;
+  flavor?: 'proxy' | 'slurmrestd';
+  auth?: 'bearer' | 'header-pair' | 'munge';
+  tokenFile?: string;
+  tokenEnv?: string;
+  user?: string;
+  apiVersion?: string;
+  account?: string;
+  partition?: string;
+  json?: boolean;
+  logLevel: string;
+}
+
+/** A profile from `--url` and friends, or the named (or only) one in `<config>/profiles/`. */
+export function profileFromFlags(flags: ConnectionFlags): Profile {
+  if (flags.url) {
+    const type = flags.auth ?? 'bearer';
+    const auth =
+      type === 'munge'
+        ? { type }
+        : {
+            type,
+            ...(type === 'header-pair' && { user: flags.user }),
+            ...(flags.tokenFile && { tokenFile: flags.tokenFile }),
+            ...(flags.tokenEnv && { tokenEnv: flags.tokenEnv }),
+            ...(!flags.tokenFile && !flags.tokenEnv && { tokenEnv: 'SCHED_TOKEN' }),
+          };
+    return parseProfile(
+      'command-line',
+      {
+        url: flags.url,
+        flavor: flags.flavor,
+        auth,
+        version: flags.apiVersion,
+        account: flags.account,
+        partition: flags.partition,
+      },
+      'the connection flags',
+    );
+  }
+  const dir = resolve(flags.config, 'profiles');
+  const profiles = loadProfiles(dir);
+  const name = flags.profile ?? (profiles.size === 1 ? [...profiles.keys()][0] : undefined);
+  if (!name) {
+    throw new ConfigError(
+      profiles.size === 0
+        ? `no scheduler profile in ${dir}; give --url (with --token-file) or add a profile there (see README)`
+        : `several profiles in ${dir} (${[...profiles.keys()].join(', ')}); choose one with --profile`,
+    );
+  }
+  const profile = profiles.get(name);
+  if (!profile)
+    throw new ConfigError(`no profile "${name}" in ${dir} (have: ${[...profiles.keys()].join(', ') || 'none'})`);
+  const overrides = { account: flags.account, partition: flags.partition, version: flags.apiVersion };
+  return { ...profile, ...Object.fromEntries(Object.entries(overrides).filter(([, v]) => v !== undefined)) };
+}
+
+/** `--since 2h`, `--since 2026-11-01`, `--since 1795300000`: Unix seconds. */
+export function parseSince(value: string, nowMs = Date.now()): number {
+  const relative = /^(\d+)\s*([smhdw])$/.exec(value.trim());
+  if (relative) {
+    const unit = { s: 1, m: 60, h: 3600, d: 86_400, w: 604_800 }[relative[2] as 's' | 'm' | 'h' | 'd' | 'w'];
+    return Math.floor(nowMs / 1000) - Number(relative[1]) * unit;
+  }
+  if (/^\d{9,}$/.test(value.trim())) return Number(value.trim());
+  const at = Date.parse(value);
+  if (Number.isNaN(at)) {
+    throw new InvalidArgumentError(
+      `"${value}" is not a time (use 2h, 3d, 2026-11-01, 2026-11-01T08:00 or Unix seconds)`,
+    );
+  }
+  return Math.floor(at / 1000);
+}
+
+function print(flags: ConnectionFlags, json: unknown, text: () => string): void {
+  process.stdout.write(`${flags.json ? JSON.stringify(json, null, 2) : text()}\n`);
+}
+
+/** Runs one command with a connected client; every failure becomes a message and an exit code. */
+async function withClient(flags: ConnectionFlags, run: (client: SchedClient) => Promise<void>): Promise<void> {
+  const logger = createLogger({ level: flags.logLevel, pretty: false });
+  const client = await SchedClient.connect(profileFromFlags(flags), { logger });
+  try {
+    await run(client);
+  } finally {
+    await client.close();
+  }
+}
+
+export function registerSchedCommand(program: Command): void {
+  const sched = program
+    .command('sched')
+    .description('talk to the scheduler API directly (for people: tables by default, --json for scripts)')
+    .option('--config <dir>', 'configuration folder holding profiles/', 'config')
+    .option('--profile <name>', 'profile in <config>/profiles/<name>.yaml')
+    .option('--url <url>', 'scheduler API base URL (instead of a profile)')
+    .addOption(
+      new Option('--flavor <flavor>', 'proxy (/sched) or plain slurmrestd (/slurm)').choices(['proxy', 'slurmrestd']),
+    )
+    .addOption(new Option('--auth <type>', 'authentication (with --url)').choices(['bearer', 'header-pair', 'munge']))
+    .option('--token-file <file>', 'file holding the token (mode 600)')
+    .option('--token-env <var>', 'environment variable holding the token (default SCHED_TOKEN)')
+    .option('--user <name>', 'user name for --auth header-pair')
+    .option('--api-version <version>', 'v0.0.42, v0.0.43, v0.0.44 or latest')
+    .option('--account <account>', "the token's account")
+    .option('--partition <partition>', 'default partition for submissions')
+    .option('--json', 'print JSON instead of tables')
+    .addOption(new Option('--log-level <level>', 'log level (logs go to stderr)').choices(LOG_LEVELS).default('warn'));
+
+  const flagsOf = (cmd: Command): ConnectionFlags => cmd.optsWithGlobals() as ConnectionFlags;
+
+  sched
+    .command('ping')
+    .description('check that the scheduler answers')
+    .action(async (_opts, cmd: Command) => {
+      const flags = flagsOf(cmd);
+      await withClient(flags, async (client) => {
+        const result = await client.ping();
+        print(
+          flags,
+          { ...result, version: client.version },
+          () =>
+            `${result.ok ? 'ok' : 'not ok'}: ${client.profile.url} answered in ${result.latencyMs} ms (API ${client.version})`,
+        );
+        if (!result.ok) process.exitCode = EXIT.unavailable;
+      });
+    });
+
+  sched
+    .command('versions')
+    .description('API versions the scheduler supports, and the one in use')
+    .action(async (_opts, cmd: Command) => {
+      const flags = flagsOf(cmd);
+      await withClient(flags, async (client) => {
+        const supported = await client.supportedVersions();
+        print(flags, { supported, inUse: client.version }, () =>
+          supported.map((v) => `${v}${v === client.version ? '  (in use)' : ''}`).join('\n'),
+        );
+      });
+    });
+
+  sched
+    .command('jobs')
+    .description('jobs in the controller (pending, running, recently finished)')
+    .option('--state <state>', 'only jobs in this state (e.g. RUNNING)')
+    .action(async (opts: { state?: string }, cmd: Command) => {
+      const flags = flagsOf(cmd);
+      await withClient(flags, async (client) => {
+        const { data, freshness } = await client.listJobs();
+        const jobs = opts.state ? data.jobs.filter((j) => j.state === opts.state?.toUpperCase()) : data.jobs;
+        print(
+          flags,
+          { jobs, freshness },
+          () => `${jobsTable(jobs)}\n(${jobs.length} jobs, ${freshnessNote(freshness)})`,
+        );
+      });
+    });
+
+  sched
+    .command('job')
+    .description('one job: from the controller, or from accounting once it has left the controller')
+    .argument('<job_id>', 'Slurm job id', parseInteger)
+    .action(async (jobId: number, _opts, cmd: Command) => {
+      const flags = flagsOf(cmd);
+      await withClient(flags, async (client) => {
+        let read: Awaited<ReturnType<SchedClient['getJob']>>;
+        try {
+          read = await client.getJob(jobId);
+        } catch (error) {
+          if (!(error instanceof JobNotFoundError)) throw error;
+          const history = await client.getAccountingJob(jobId);
+          if (!history.data)
+            throw new JobNotFoundError(`no job ${jobId} in the controller or in accounting`, error.detail);
+          read = { data: history.data, freshness: history.freshness };
+        }
+        print(flags, read, () => `${jobDetail(read.data)}\n(${read.data.source}, ${freshnessNote(read.freshness)})`);
+      });
+    });
+
+  sched
+    .command('submit')
+    .description('submit a job file (YAML or JSON job spec; see README)')
+    .argument('<file>', 'job file')
+    .option('--request-id <id>', 'idempotency key: submitting again with it finds the first job instead')
+    .action(async (file: string, opts: { requestId?: string }, cmd: Command) => {
+      const flags = flagsOf(cmd);
+      const spec = parseSource(readYamlSource(file), jobSpecSchema);
+      await withClient(flags, async (client) => {
+        const requestId = opts.requestId ?? randomUUID();
+        const existing = opts.requestId ? await client.findByMarker(requestId) : null;
+        const result = existing ? { job_id: existing.job_id, adopted: true } : await client.submit(spec, requestId);
+        print(
+          flags,
+          { ...result, requestId },
+          () => `${result.adopted ? 'already submitted as' : 'submitted'} job ${result.job_id} (request ${requestId})`,
+        );
+      });
+    });
+
+  sched
+    .command('cancel')
+    .description('cancel a job')
+    .argument('<job_id>', 'Slurm job id', parseInteger)
+    .action(async (jobId: number, _opts, cmd: Command) => {
+      const flags = flagsOf(cmd);
+      await withClient(flags, async (client) => {
+        await client.cancel(jobId);
+        print(flags, { job_id: jobId, cancelled: true }, () => `cancelled job ${jobId}`);
+      });
+    });
+
+  sched
+    .command('history')
+    .description('accounting records (slurmdbd) since a time')
+    .requiredOption('--since <time>', 'e.g. 2h, 3d, 2026-11-01, Unix seconds', (v) => parseSince(v))
+    .option('--until <time>', 'end of the window', (v) => parseSince(v))
+    .option('--state <states>', 'comma-separated states, e.g. FAILED,TIMEOUT')
+    .option('--name <names>', 'comma-separated job names')
+    .option('--all-accounts', "not only the profile's account")
+    .action(
+      async (
+        opts: { since: number; until?: number; state?: string; name?: string; allAccounts?: boolean },
+        cmd: Command,
+      ) => {
+        const flags = flagsOf(cmd);
+        await withClient(flags, async (client) => {
+          const account = client.profile.account;
+          const { data, freshness } = await client.listAccountingJobs({
+            startTime: opts.since,
+            endTime: opts.until,
+            states: opts.state?.split(',').map((s) => s.trim().toUpperCase()),
+            jobNames: opts.name?.split(','),
+            accounts: account && !opts.allAccounts ? [account] : undefined,
+          });
+          print(flags, { jobs: data, freshness }, () =>
+            data.length === 0
+              ? `no jobs since ${new Date(opts.since * 1000).toLocaleString()} (${freshnessNote(freshness)})`
+              : `${jobsTable(data)}\n(${data.length} jobs, ${freshnessNote(freshness)})`,
+          );
+        });
+      },
+    );
+}

@@ -1,0 +1,418 @@
+import { ConfigError } from '../errors.js';
+import { backoffDelayMs, sleep } from '../lib/backoff.js';
+import type { Logger } from '../logger.js';
+import { codecFor, type JobCodec } from './codecs/codec.js';
+import { type Credentials, credentialsFor } from './credentials.js';
+import type { Freshness } from './freshness.js';
+import { JobDecodeError, type SchedJob } from './job-model.js';
+import type { JobSpec } from './job-spec.js';
+import type { Profile } from './profile.js';
+import {
+  BadRequestError,
+  CancelFailedError,
+  JobNotFoundError,
+  type SchedApiError,
+  UnexpectedResponseError,
+  UpstreamUnavailableError,
+} from './sched-errors.js';
+import { SchedTransport, type TransportRequest } from './transport.js';
+import { type ApiVersion, isApiVersion, SUPPORTED_VERSIONS } from './versions.js';
+
+/** Data read from the scheduler, with how fresh it is. */
+export interface Read<T> {
+  data: T;
+  freshness: Freshness;
+}
+
+export interface ReadOptions {
+  /** A read made for polling: served first, and accepts stale data during an outage. */
+  forPolling?: boolean;
+  signal?: AbortSignal;
+}
+
+export interface JobListing {
+  jobs: SchedJob[];
+  /** `last_update` of the controller: pass it as `updateTime` next time. */
+  lastUpdate: number | null;
+  /** False when `updateTime` was given and slurmctld said nothing changed since (an empty list). */
+  changed: boolean;
+}
+
+export interface AccountingQuery {
+  /** Unix seconds: jobs that were eligible, running or ended after this. */
+  startTime?: number;
+  endTime?: number;
+  accounts?: string[];
+  jobNames?: string[];
+  states?: string[];
+  users?: string[];
+  partitions?: string[];
+  jobIds?: number[];
+}
+
+export interface SubmitResult {
+  job_id: number;
+  /** True when an earlier attempt had created the job and this call found it by its marker. */
+  adopted: boolean;
+}
+
+/** Seconds of staleness polling reads accept while the upstream is down (the contract's maximum). */
+export const POLL_STALE_IF_ERROR_SEC = 300;
+
+/** The marker a submission carries in its comment, so a retry can find the job it created. */
+export function markerFor(requestId: string): string {
+  return `schedflow:${requestId}`;
+}
+
+export function hasMarker(comment: string, requestId: string): boolean {
+  const marker = markerFor(requestId);
+  return comment === marker || comment.startsWith(`${marker} `);
+}
+
+type Json = Record<string, unknown>;
+
+const csv = (values: readonly (string | number)[] | undefined) => (values?.length ? values.join(',') : undefined);
+
+function arrayMember(body: unknown, member: string, request: string): unknown[] {
+  const value = (body as Json | undefined)?.[member];
+  if (!Array.isArray(value)) {
+    throw new UnexpectedResponseError(`${request} answered without a "${member}" array`, {
+      status: 200,
+      message: null,
+      slurmErrors: [],
+      request,
+    });
+  }
+  return value;
+}
+
+/**
+ * The scheduler API client: every operation schedflow needs, over either
+ * flavor (site proxy or plain slurmrestd), for one profile and one resolved version.
+ */
+export class SchedClient {
+  readonly codec: JobCodec;
+  private readonly ctl: string;
+  private readonly db: string;
+
+  private constructor(
+    readonly profile: Profile,
+    readonly version: ApiVersion,
+    private readonly transport: SchedTransport,
+    private readonly logger: Logger,
+  ) {
+    this.codec = codecFor(version);
+    const [ctl, db] = profile.flavor === 'proxy' ? ['/sched', '/scheddb'] : ['/slurm', '/slurmdb'];
+    this.ctl = `${ctl}/${version}`;
+    this.db = `${db}/${version}`;
+  }
+
+  /**
+   * Resolves the profile's version (`latest` through the meta endpoint) and checks
+   * that a pinned one is served. A version the upstream or schedflow does not
+   * support is a configuration error that names the supported ones.
+   */
+  static async connect(
+    profile: Profile,
+    options: { logger: Logger; env?: NodeJS.ProcessEnv; credentials?: Credentials },
+  ): Promise<SchedClient> {
+    const credentials = options.credentials ?? credentialsFor(profile, options.env);
+    const transport = new SchedTransport(profile, credentials, options.logger);
+    try {
+      const version = await resolveVersion(profile, transport);
+      options.logger.info({ profile: profile.name, version, requested: profile.version }, 'scheduler API version');
+      return new SchedClient(profile, version, transport, options.logger);
+    } catch (error) {
+      await transport.close();
+      throw error;
+    }
+  }
+
+  /** Liveness of the scheduler proxy (`GET /ping`; plain slurmrestd: `GET /slurm/{v}/ping`). */
+  async ping(): Promise<{ ok: boolean; latencyMs: number }> {
+    const started = Date.now();
+    if (this.profile.flavor === 'proxy') {
+      const res = await this.transport.send({ method: 'GET', path: '/ping', anonymous: true });
+      return { ok: res.text.trim() === 'pong', latencyMs: Date.now() - started };
+    }
+    await this.transport.send({ method: 'GET', path: `${this.ctl}/ping` });
+    return { ok: true, latencyMs: Date.now() - started };
+  }
+
+  async supportedVersions(): Promise<string[]> {
+    return fetchSupportedVersions(this.transport);
+  }
+
+  /** The controller's job listing; `updateTime` asks only for changes since then. */
+  async listJobs(options: ReadOptions & { updateTime?: number } = {}): Promise<Read<JobListing>> {
+    const req = this.read(`${this.ctl}/jobs`, options, { update_time: options.updateTime });
+    const res = await this.transport.send(req);
+    const raw = arrayMember(res.body, 'jobs', this.transport.describe(req));
+    const jobs = this.decodeAll(raw, (j) => this.codec.decodeControllerJob(j), req);
+    const lastUpdate = (res.body as { last_update?: { number?: number } }).last_update?.number ?? null;
+    return {
+      data: { jobs, lastUpdate, changed: !(options.updateTime !== undefined && jobs.length === 0) },
+      freshness: res.freshness,
+    };
+  }
+
+  /** The lighter state listing (`jobs/state`): id and state of the given jobs, or all. */
+  async listJobStates(jobIds: number[] = [], options: ReadOptions = {}): Promise<Read<SchedJob[]>> {
+    const req = this.read(`${this.ctl}/jobs/state`, options, { job_id: csv(jobIds) });
+    const res = await this.transport.send(req);
+    const raw = arrayMember(res.body, 'jobs', this.transport.describe(req));
+    return { data: this.decodeAll(raw, (j) => this.codec.decodeControllerJob(j), req), freshness: res.freshness };
+  }
+
+  /** One job from the controller; JobNotFoundError once it has left it (see accounting). */
+  async getJob(jobId: number, options: ReadOptions = {}): Promise<Read<SchedJob>> {
+    const req = this.read(`${this.ctl}/job/${jobId}`, options);
+    const res = await this.transport.send(req);
+    const [first] = arrayMember(res.body, 'jobs', this.transport.describe(req));
+    if (first === undefined) {
+      throw new JobNotFoundError(`the controller does not know job ${jobId}`, {
+        status: res.status,
+        message: null,
+        slurmErrors: [],
+        request: this.transport.describe(req),
+      });
+    }
+    return { data: this.decodeOne(first, (j) => this.codec.decodeControllerJob(j), req), freshness: res.freshness };
+  }
+
+  /** Accounting records (slurmdbd), filtered; every filter is optional. */
+  async listAccountingJobs(query: AccountingQuery = {}, options: ReadOptions = {}): Promise<Read<SchedJob[]>> {
+    const req = this.read(`${this.db}/jobs`, options, {
+      start_time: query.startTime,
+      end_time: query.endTime,
+      account: csv(query.accounts),
+      job_name: csv(query.jobNames),
+      state: csv(query.states),
+      users: csv(query.users),
+      partition: csv(query.partitions),
+      step: csv(query.jobIds),
+    });
+    const res = await this.transport.send(req);
+    const raw = arrayMember(res.body, 'jobs', this.transport.describe(req));
+    return { data: this.decodeAll(raw, (j) => this.codec.decodeAccountingJob(j), req), freshness: res.freshness };
+  }
+
+  /** One accounting record; null when slurmdbd has none (yet). */
+  async getAccountingJob(jobId: number, options: ReadOptions = {}): Promise<Read<SchedJob | null>> {
+    const req = this.read(`${this.db}/job/${jobId}`, options);
+    try {
+      const res = await this.transport.send(req);
+      const [first] = arrayMember(res.body, 'jobs', this.transport.describe(req));
+      const job = first === undefined ? null : this.decodeOne(first, (j) => this.codec.decodeAccountingJob(j), req);
+      return { data: job, freshness: res.freshness };
+    } catch (error) {
+      if (error instanceof BadRequestError && error.status === 404) {
+        return { data: null, freshness: { ...emptyFreshness(), fetchedAt: new Date() } };
+      }
+      throw error;
+    }
+  }
+
+  /**
+   * Submits a job carrying the request's marker. When an attempt fails in a way
+   * that leaves it unknown whether Slurm took the job (no answer, 5xx), the
+   * marker is looked up before trying again, so one request makes one job.
+   */
+  async submit(spec: JobSpec, requestId: string, options: { signal?: AbortSignal } = {}): Promise<SubmitResult> {
+    const marker = markerFor(requestId);
+    const body = this.codec.encodeSubmit({
+      ...spec,
+      account: spec.account ?? this.profile.account,
+      partition: spec.partition ?? this.profile.partition,
+      comment: spec.comment ? `${marker} ${spec.comment}` : marker,
+    });
+    const req: TransportRequest = {
+      method: 'POST',
+      path: `${this.ctl}/job/submit`,
+      body,
+      retry: false,
+      signal: options.signal,
+    };
+    const submittedAfter = Math.floor(Date.now() / 1000) - 60;
+    const { attempts, baseDelayMs, maxDelayMs } = this.profile.retries;
+    for (let attempt = 0; ; attempt++) {
+      try {
+        const res = await this.transport.once(req);
+        const jobId = (res.body as { job_id?: unknown } | undefined)?.job_id;
+        if (typeof jobId !== 'number') {
+          throw new UnexpectedResponseError(`${this.transport.describe(req)} answered without a job_id`, {
+            status: res.status,
+            message: res.text.slice(0, 200),
+            slurmErrors: [],
+            request: this.transport.describe(req),
+          });
+        }
+        return { job_id: jobId, adopted: false };
+      } catch (error) {
+        const e = error as SchedApiError;
+        if (!e.retryable) throw e;
+        // 429 means the request was turned away before Slurm saw it; anything else may have landed.
+        if (e.code !== 'SCHEDFLOW_ERR_SCHED_RATE_LIMITED') {
+          const found = await this.findByMarker(requestId, { submittedAfter, jobName: spec.name }).catch(() => null);
+          if (found) {
+            this.logger.info({ job_id: found.job_id, requestId }, 'adopted the job an earlier submit attempt created');
+            return { job_id: found.job_id, adopted: true };
+          }
+        }
+        if (attempt + 1 >= attempts) throw e;
+        const retryAfter = 'retryAfterMs' in e ? (e.retryAfterMs as number | null) : null;
+        await sleep(backoffDelayMs(attempt, { baseDelayMs, maxDelayMs }, retryAfter), options.signal);
+      }
+    }
+  }
+
+  /**
+   * Finds the job a request created, by the marker in its comment: the
+   * controller first (pending and recent jobs), then accounting (jobs that have
+   * left the controller).
+   */
+  async findByMarker(
+    requestId: string,
+    hint: { submittedAfter?: number; jobName?: string } = {},
+  ): Promise<SchedJob | null> {
+    const listing = await this.listJobs();
+    const inController = listing.data.jobs.find((job) => hasMarker(job.comment, requestId));
+    if (inController) return inController;
+    const history = await this.listAccountingJobs({
+      startTime: hint.submittedAfter,
+      jobNames: hint.jobName ? [hint.jobName] : undefined,
+      accounts: this.profile.account ? [this.profile.account] : undefined,
+    });
+    return history.data.find((job) => hasMarker(job.comment, requestId)) ?? null;
+  }
+
+  /** Cancels a job; a refusal Slurm reports inside a 200 answer becomes CancelFailedError. */
+  async cancel(jobId: number, options: { signal?: AbortSignal } = {}): Promise<void> {
+    const req: TransportRequest = {
+      method: 'DELETE',
+      path: `${this.ctl}/job/${jobId}`,
+      retry: true,
+      signal: options.signal,
+    };
+    const res = await this.transport.send(req);
+    const status = (res.body as { status?: unknown } | undefined)?.status;
+    const failures = Array.isArray(status)
+      ? (status as { error?: { code?: number; string?: string; message?: string } }[])
+      : [];
+    const failed = failures.find((s) => s.error?.code && s.error.code !== 0);
+    if (failed?.error) {
+      const { code, string: text, message } = failed.error;
+      throw new CancelFailedError(
+        `cancel of job ${jobId} failed: ${text ?? 'error'} (Slurm error ${code})${message && message !== text ? ` — ${message}` : ''}`,
+        { status: res.status, message: text ?? null, slurmErrors: [], request: this.transport.describe(req) },
+        code ?? null,
+      );
+    }
+  }
+
+  close(): Promise<void> {
+    return this.transport.close();
+  }
+
+  private read(path: string, options: ReadOptions, query?: TransportRequest['query']): TransportRequest {
+    return {
+      method: 'GET',
+      path,
+      query,
+      priority: options.forPolling ? 'poll' : 'normal',
+      staleIfErrorSec: options.forPolling ? POLL_STALE_IF_ERROR_SEC : undefined,
+      signal: options.signal,
+    };
+  }
+
+  private decodeOne(raw: unknown, decode: (raw: unknown) => SchedJob, req: TransportRequest): SchedJob {
+    try {
+      return decode(raw);
+    } catch (error) {
+      if (!(error instanceof JobDecodeError)) throw error;
+      throw new UnexpectedResponseError(
+        `${this.transport.describe(req)} answered a job record schedflow cannot read (${error.message}); is the pinned version (${this.version}) the one the scheduler serves?`,
+        { status: 200, message: error.message, slurmErrors: [], request: this.transport.describe(req) },
+        { cause: error },
+      );
+    }
+  }
+
+  private decodeAll(raw: unknown[], decode: (raw: unknown) => SchedJob, req: TransportRequest): SchedJob[] {
+    return raw.map((item) => this.decodeOne(item, decode, req));
+  }
+}
+
+function emptyFreshness(): Freshness {
+  const now = new Date();
+  return { fetchedAt: now, producedAt: now, ageSec: 0, maxAgeSec: null, expiresAt: null, stale: false };
+}
+
+async function fetchSupportedVersions(transport: SchedTransport): Promise<string[]> {
+  const res = await transport.send({ method: 'GET', path: '/meta/versions/supported', anonymous: true });
+  if (!Array.isArray(res.body) || !res.body.every((v) => typeof v === 'string')) {
+    throw new UnexpectedResponseError('GET /meta/versions/supported did not answer a list of versions', {
+      status: res.status,
+      message: res.text.slice(0, 200),
+      slurmErrors: [],
+      request: 'GET /meta/versions/supported',
+    });
+  }
+  return res.body as string[];
+}
+
+/** Plain slurmrestd has no meta endpoints: probe `/slurm/{v}/ping`, newest version first. */
+async function probeSlurmrestdVersions(transport: SchedTransport): Promise<ApiVersion[]> {
+  const served: ApiVersion[] = [];
+  for (const version of [...SUPPORTED_VERSIONS].reverse()) {
+    try {
+      await transport.send({ method: 'GET', path: `/slurm/${version}/ping`, retry: false });
+      served.push(version);
+    } catch (error) {
+      if (error instanceof UpstreamUnavailableError) throw error;
+      if (!(error instanceof BadRequestError)) throw error;
+    }
+  }
+  return served;
+}
+
+async function resolveVersion(profile: Profile, transport: SchedTransport): Promise<ApiVersion> {
+  let served: string[];
+  try {
+    served = await fetchSupportedVersions(transport);
+  } catch (error) {
+    if (!(profile.flavor === 'slurmrestd' && error instanceof BadRequestError)) throw error;
+    served = await probeSlurmrestdVersions(transport);
+  }
+  if (profile.version === 'latest') return resolveLatest(profile, transport, served);
+  if (!isApiVersion(profile.version)) {
+    throw new ConfigError(
+      `profile "${profile.name}" pins version ${profile.version}, which schedflow does not speak; use one of ${SUPPORTED_VERSIONS.join(', ')}`,
+    );
+  }
+  if (!served.includes(profile.version)) {
+    throw new ConfigError(
+      `profile "${profile.name}" pins version ${profile.version}, but the scheduler at ${profile.url} supports only ${served.join(', ')}`,
+    );
+  }
+  return profile.version;
+}
+
+/**
+ * `latest` is what the proxy calls latest, when schedflow speaks it; when the
+ * proxy is newer than schedflow, the newest version both speak.
+ */
+async function resolveLatest(profile: Profile, transport: SchedTransport, served: string[]): Promise<ApiVersion> {
+  if (profile.flavor === 'proxy') {
+    const res = await transport.send({ method: 'GET', path: '/meta/versions/latest', anonymous: true });
+    const latest = res.text.trim().replace(/^"|"$/g, '');
+    if (isApiVersion(latest)) return latest;
+  }
+  const common = served.filter(isApiVersion).sort().at(-1);
+  if (!common) {
+    throw new ConfigError(
+      `the scheduler at ${profile.url} serves ${served.join(', ') || 'no versions'}; schedflow speaks ${SUPPORTED_VERSIONS.join(', ')}`,
+    );
+  }
+  return common;
+}

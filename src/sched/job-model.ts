@@ -1,0 +1,114 @@
+/**
+ * One job model across data-parser versions and across the controller
+ * (`/sched/{v}/jobs`) and accounting (`/scheddb/{v}/jobs`) views.
+ * Slurm's own words are kept where users know them (job_id, partition, ...).
+ */
+
+/** Slurm's base job states (slurm.h `job_states`), plus UNKNOWN for a value this build does not know. */
+export const JOB_STATES = [
+  'PENDING',
+  'RUNNING',
+  'SUSPENDED',
+  'COMPLETED',
+  'CANCELLED',
+  'FAILED',
+  'TIMEOUT',
+  'NODE_FAIL',
+  'PREEMPTED',
+  'BOOT_FAIL',
+  'DEADLINE',
+  'OUT_OF_MEMORY',
+  'UNKNOWN',
+] as const;
+
+export type JobState = (typeof JOB_STATES)[number];
+
+const TERMINAL: ReadonlySet<JobState> = new Set([
+  'COMPLETED',
+  'CANCELLED',
+  'FAILED',
+  'TIMEOUT',
+  'NODE_FAIL',
+  'PREEMPTED',
+  'BOOT_FAIL',
+  'DEADLINE',
+  'OUT_OF_MEMORY',
+]);
+
+export function isTerminalState(state: JobState): boolean {
+  return TERMINAL.has(state);
+}
+
+/** A time limit: minutes, or no limit at all; null when the record does not say. */
+export type TimeLimit = { minutes: number } | 'infinite' | null;
+
+export interface SchedJob {
+  /** Which endpoint the record came from. */
+  source: 'controller' | 'accounting';
+  job_id: number;
+  name: string;
+  /** The base state, from the flags Slurm sends. */
+  state: JobState;
+  /** Every flag exactly as sent (`["PENDING","REQUEUED"]`); the first base state becomes `state`. */
+  state_flags: string[];
+  /** Slurm's reason (`Resources`, `Dependency`, `NonZeroExitCode`, ...); null for `None` or absent. */
+  reason: string | null;
+  /**
+   * Return code of the batch script; null while it has none (pending, running, or never ran)
+   * or when a signal ended it. Accounting reads it from the batch step, as the job's own
+   * record can say SUCCESS for a script that was killed.
+   */
+  exit_code: number | null;
+  /** Signal that ended the job, if one did. */
+  signal: { id: number; name: string } | null;
+  /**
+   * Unix seconds; null when not (yet) reached. Slurm's forecasts (the start of a pending job,
+   * the end of a running one) are not times reached, nor is the start slurmctld stamps on a
+   * job that ended before it ran (such a job has no nodes).
+   */
+  submit_time: number | null;
+  start_time: number | null;
+  end_time: number | null;
+  /**
+   * Seconds the job ran; accounting reports it (running jobs too), for the controller it is
+   * end - start of an ended job, and null while it runs (it would depend on the reader's clock).
+   */
+  elapsed_sec: number | null;
+  time_limit: TimeLimit;
+  partition: string;
+  account: string;
+  user: string;
+  comment: string;
+  /** Array master job id and task id, when the job is an array task. */
+  array_job_id: number | null;
+  array_task_id: number | null;
+  /** Node list (`node[1-3]`); null before the job has nodes. */
+  nodes: string | null;
+  /** CPUs allocated (or requested, before allocation). */
+  cpus: number | null;
+  /**
+   * Memory requested per node in MB, when known; memory per CPU × CPUs when only that is set
+   * (exact for a job on one node).
+   */
+  memory_per_node_mb: number | null;
+  /** CPU seconds used (user + system), from accounting only: the job's total or its steps' sum, the larger. */
+  cpu_time_sec: number | null;
+  working_directory: string | null;
+  /**
+   * Expanded paths of the job's output files, when the record gives them. A record with no
+   * stderr path means stderr goes to the stdout file, Slurm's default.
+   */
+  stdout_path: string | null;
+  stderr_path: string | null;
+}
+
+/** A decode problem: names the member that is missing or of the wrong type. */
+export class JobDecodeError extends Error {
+  override name = 'JobDecodeError';
+  constructor(
+    readonly path: string,
+    message: string,
+  ) {
+    super(`${path}: ${message}`);
+  }
+}

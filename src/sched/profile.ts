@@ -1,0 +1,134 @@
+import { readdirSync, readFileSync, statSync } from 'node:fs';
+import { basename, extname, join } from 'node:path';
+import { parseDocument } from 'yaml';
+import { z } from 'zod';
+import { ConfigError } from '../errors.js';
+import { Secret } from '../lib/secret.js';
+
+/**
+ * A scheduler profile: one cluster (or one token on it). Profiles live in
+ * `config/profiles/<name>.yaml`; secrets are named there (an environment
+ * variable or a file), never written there.
+ */
+const secretSource = {
+  /** Name of an environment variable holding the token. */
+  tokenEnv: z.string().min(1).optional(),
+  /** Path of a file holding the token; it must not be readable by other users. */
+  tokenFile: z.string().min(1).optional(),
+};
+
+const authSchema = z.discriminatedUnion('type', [
+  z.object({ type: z.literal('bearer'), ...secretSource }).strict(),
+  z.object({ type: z.literal('header-pair'), user: z.string().min(1), ...secretSource }).strict(),
+  z.object({ type: z.literal('munge') }).strict(),
+]);
+
+export const profileSchema = z
+  .object({
+    url: z.url(),
+    /** `proxy`: the site proxy (/sched, /scheddb); `slurmrestd`: plain slurmrestd (/slurm, /slurmdb). */
+    flavor: z.enum(['proxy', 'slurmrestd']).default('proxy'),
+    auth: authSchema,
+    /** A pinned data-parser version (`v0.0.44`), or `latest`, resolved at start. */
+    version: z
+      .string()
+      .regex(/^(v0\.0\.\d+|latest)$/, 'must be v0.0.XX or latest')
+      .default('latest'),
+    /** The account the token is bound to; jobs are charged to it unless they name another. */
+    account: z.string().min(1).optional(),
+    /** The partition jobs go to unless they name one (a node owner's partition). */
+    partition: z.string().min(1).optional(),
+    /** Client-side budget, kept below the proxy's per-IP limit. */
+    rateLimit: z
+      .object({
+        capacity: z.number().positive().default(10),
+        refillPerSecond: z.number().positive().default(5),
+      })
+      .strict()
+      .default({ capacity: 10, refillPerSecond: 5 }),
+    /** At most this many requests in flight (pool connections). */
+    concurrency: z.number().int().positive().default(4),
+    timeouts: z
+      .object({
+        connectMs: z.number().int().positive().default(5000),
+        requestMs: z.number().int().positive().default(30_000),
+      })
+      .strict()
+      .default({ connectMs: 5000, requestMs: 30_000 }),
+    retries: z
+      .object({
+        attempts: z.number().int().min(1).default(4),
+        baseDelayMs: z.number().int().positive().default(500),
+        maxDelayMs: z.number().int().positive().default(30_000),
+      })
+      .strict()
+      .default({ attempts: 4, baseDelayMs: 500, maxDelayMs: 30_000 }),
+  })
+  .strict();
+
+export type ProfileInput = z.input<typeof profileSchema>;
+export type ProfileSettings = z.output<typeof profileSchema>;
+export type AuthSettings = ProfileSettings['auth'];
+
+export interface Profile extends ProfileSettings {
+  name: string;
+}
+
+function issuesText(error: z.ZodError): string {
+  return error.issues.map((i) => `${i.path.join('.') || '(root)'}: ${i.message}`).join('; ');
+}
+
+export function parseProfile(name: string, input: unknown, where = `profile "${name}"`): Profile {
+  const parsed = profileSchema.safeParse(input);
+  if (!parsed.success) throw new ConfigError(`${where}: ${issuesText(parsed.error)}`);
+  const auth = parsed.data.auth;
+  if (auth.type !== 'munge' && !auth.tokenEnv === !auth.tokenFile) {
+    throw new ConfigError(`${where}: auth needs exactly one of tokenEnv or tokenFile`);
+  }
+  return { name, ...parsed.data };
+}
+
+/** Reads every `*.yaml`/`*.yml`/`*.json` in a directory; the file name is the profile name. */
+export function loadProfiles(dir: string): Map<string, Profile> {
+  const profiles = new Map<string, Profile>();
+  let files: string[];
+  try {
+    files = readdirSync(dir).filter((f) => ['.yaml', '.yml', '.json'].includes(extname(f)));
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return profiles;
+    throw error;
+  }
+  for (const file of files.sort()) {
+    const path = join(dir, file);
+    const doc = parseDocument(readFileSync(path, 'utf8'));
+    if (doc.errors.length > 0) throw new ConfigError(`${path}: ${doc.errors[0]?.message}`);
+    const name = basename(file, extname(file));
+    profiles.set(name, parseProfile(name, doc.toJS(), path));
+  }
+  return profiles;
+}
+
+/** Reads the profile's token from its environment variable or file. */
+export function readToken(
+  auth: Exclude<AuthSettings, { type: 'munge' }>,
+  env: NodeJS.ProcessEnv = process.env,
+): Secret {
+  if (auth.tokenEnv) {
+    const value = env[auth.tokenEnv]?.trim();
+    if (!value) throw new ConfigError(`the token variable ${auth.tokenEnv} is not set (or empty)`);
+    return new Secret(value);
+  }
+  const file = auth.tokenFile as string;
+  let mode: number;
+  try {
+    mode = statSync(file).mode;
+  } catch (error) {
+    throw new ConfigError(`cannot read token file ${file}: ${(error as Error).message}`);
+  }
+  if ((mode & 0o077) !== 0) {
+    throw new ConfigError(`refusing token file ${file}: other users can read it; run chmod 600 ${file}`);
+  }
+  const value = readFileSync(file, 'utf8').trim();
+  if (!value) throw new ConfigError(`token file ${file} is empty`);
+  return new Secret(value);
+}

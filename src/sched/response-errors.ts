@@ -1,0 +1,122 @@
+import {
+  AuthenticationError,
+  BadRequestError,
+  ForbiddenError,
+  JobNotFoundError,
+  RateLimitedError,
+  type SchedApiError,
+  type SlurmErrorEntry,
+  SlurmRefusedError,
+  UnexpectedResponseError,
+  UnsupportedVersionError,
+  type UpstreamDetail,
+  UpstreamUnavailableError,
+} from './sched-errors.js';
+
+type Json = Record<string, unknown>;
+
+const str = (value: unknown): string | null => (typeof value === 'string' && value !== '' ? value : null);
+
+/** slurmrestd's `errors[]`, tolerant of partial entries. */
+export function slurmErrorsOf(body: unknown): SlurmErrorEntry[] {
+  const errors = (body as Json | null)?.errors;
+  if (!Array.isArray(errors)) return [];
+  return errors
+    .filter((e): e is Json => typeof e === 'object' && e !== null)
+    .map((e) => ({
+      error_number: typeof e.error_number === 'number' ? e.error_number : null,
+      error: str(e.error),
+      description: str(e.description),
+      source: str(e.source),
+    }));
+}
+
+/** The upstream's own words, from whichever shape it answered in (proxy JSON, slurmrestd, text). */
+export function upstreamMessage(body: unknown, text: string): string | null {
+  if (body && typeof body === 'object') {
+    const b = body as Json;
+    const direct = str(b.message) ?? str(b.detail) ?? str(b.error);
+    if (direct) return direct;
+    const first = slurmErrorsOf(body)[0];
+    if (first) return [first.error, first.description].filter(Boolean).join(': ') || null;
+  }
+  const trimmed = text.trim();
+  return trimmed === '' ? null : trimmed.slice(0, 500);
+}
+
+/** Seconds or an HTTP date, as Retry-After allows; null when absent or unreadable. */
+export function parseRetryAfterMs(value: string | undefined, nowMs = Date.now()): number | null {
+  if (!value) return null;
+  if (/^\d+$/.test(value.trim())) return Number(value.trim()) * 1000;
+  const at = Date.parse(value);
+  return Number.isNaN(at) ? null : Math.max(0, at - nowMs);
+}
+
+export interface FailedResponse {
+  status: number;
+  body: unknown;
+  text: string;
+  request: string;
+  retryAfter?: string | undefined;
+  /** The profile's account, to say which account a 403 is about. */
+  account?: string | undefined;
+}
+
+/** Turns a non-2xx answer into the typed error that says what happened and what to do. */
+export function errorForResponse(res: FailedResponse): SchedApiError {
+  const slurmErrors = slurmErrorsOf(res.body);
+  const message = upstreamMessage(res.body, res.text);
+  const detail: UpstreamDetail = { status: res.status, message, slurmErrors, request: res.request };
+  const said = message ? `: ${message}` : '';
+  const hasSlurmError = slurmErrors.some((e) => e.error_number !== null && e.error_number !== 0);
+
+  if (res.status === 400 && /version/i.test(message ?? '')) {
+    return new UnsupportedVersionError(
+      `${res.request} was refused (400${said}); pin an API version the scheduler supports`,
+      detail,
+    );
+  }
+  if (res.status === 401) {
+    return new AuthenticationError(
+      `the scheduler refused the credential for ${res.request} (401${said}); check that the token is valid and not expired`,
+      detail,
+    );
+  }
+  if (res.status === 403) {
+    const reason = /scope/i.test(message ?? '') ? 'scope' : /account/i.test(message ?? '') ? 'account' : 'unknown';
+    const advice =
+      reason === 'scope'
+        ? 'the token lacks the scope this operation needs; ask the operator for it'
+        : reason === 'account'
+          ? `the token is bound to a single account and may submit and cancel jobs of that account only${res.account ? ` (this profile names account "${res.account}")` : ''}`
+          : 'the token is not allowed to do this';
+    return new ForbiddenError(`${res.request} was forbidden (403${said}): ${advice}`, detail, reason);
+  }
+  if (res.status === 429) {
+    return new RateLimitedError(
+      `${res.request} was rate limited (429${said}); backing off`,
+      detail,
+      parseRetryAfterMs(res.retryAfter),
+    );
+  }
+  if (res.status >= 500 && hasSlurmError) {
+    const first = slurmErrors.find((e) => e.error_number) ?? slurmErrors[0];
+    return new SlurmRefusedError(
+      `Slurm refused ${res.request}: ${first?.error ?? 'error'} (error ${first?.error_number})${first?.description ? ` — ${first.description}` : ''}`,
+      detail,
+    );
+  }
+  if (res.status >= 500) {
+    return new UpstreamUnavailableError(
+      `the scheduler is unavailable for ${res.request} (HTTP ${res.status}${said}); try again later`,
+      detail,
+    );
+  }
+  if (res.status === 404 && slurmErrors.some((e) => e.error_number === 2017)) {
+    return new JobNotFoundError(`${res.request}: the controller does not know this job (404${said})`, detail);
+  }
+  if (res.status >= 400) {
+    return new BadRequestError(`${res.request} was refused (HTTP ${res.status}${said})`, detail);
+  }
+  return new UnexpectedResponseError(`${res.request} answered HTTP ${res.status}${said}`, detail);
+}

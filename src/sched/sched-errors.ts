@@ -1,0 +1,141 @@
+import { SchedflowError } from '../errors.js';
+
+/** What the upstream said: HTTP status, its message, and Slurm's errors[] when present. */
+export interface UpstreamDetail {
+  status: number | null;
+  /** The upstream's own message, kept verbatim. */
+  message: string | null;
+  slurmErrors: SlurmErrorEntry[];
+  /** `GET /sched/v0.0.44/jobs`: what was asked, without query secrets (there are none in paths). */
+  request: string;
+}
+
+/** One element of a slurmrestd `errors[]` array. */
+export interface SlurmErrorEntry {
+  error_number: number | null;
+  error: string | null;
+  description: string | null;
+  source: string | null;
+}
+
+/** Any failure talking to the scheduler API. */
+export abstract class SchedApiError extends SchedflowError {
+  constructor(
+    message: string,
+    readonly detail: UpstreamDetail,
+    options?: { cause?: unknown },
+  ) {
+    super(message, options);
+  }
+
+  get status(): number | null {
+    return this.detail.status;
+  }
+}
+
+/** 400: the API version in the path is not served. Pin a supported one. */
+export class UnsupportedVersionError extends SchedApiError {
+  readonly code = 'SCHEDFLOW_ERR_SCHED_UNSUPPORTED_VERSION';
+  readonly retryable = false;
+}
+
+/** Another 4xx the request caused (bad query, malformed body, 404 on a path). */
+export class BadRequestError extends SchedApiError {
+  readonly code = 'SCHEDFLOW_ERR_SCHED_BAD_REQUEST';
+  readonly retryable = false;
+}
+
+/** 404 for a job the controller does not (or no longer) know. */
+export class JobNotFoundError extends SchedApiError {
+  readonly code = 'SCHEDFLOW_ERR_SCHED_JOB_NOT_FOUND';
+  readonly retryable = false;
+}
+
+/** 401: the credential was refused (expired, malformed, unknown). */
+export class AuthenticationError extends SchedApiError {
+  readonly code = 'SCHEDFLOW_ERR_SCHED_UNAUTHORIZED';
+  readonly retryable = false;
+}
+
+/** 403: the token lacks a scope, or the request targets an account other than the token's. */
+export class ForbiddenError extends SchedApiError {
+  readonly code = 'SCHEDFLOW_ERR_SCHED_FORBIDDEN';
+  readonly retryable = false;
+  constructor(
+    message: string,
+    detail: UpstreamDetail,
+    /** Which rule was hit, as far as the upstream message tells. */
+    readonly reason: 'scope' | 'account' | 'unknown',
+  ) {
+    super(message, detail);
+  }
+}
+
+/** 429: too many requests from this address. Back off; `retryAfterMs` is the upstream's hint. */
+export class RateLimitedError extends SchedApiError {
+  readonly code = 'SCHEDFLOW_ERR_SCHED_RATE_LIMITED';
+  readonly retryable = true;
+  constructor(
+    message: string,
+    detail: UpstreamDetail,
+    readonly retryAfterMs: number | null,
+  ) {
+    super(message, detail);
+  }
+}
+
+/** 5xx without a Slurm error: the scheduler is unreachable or the proxy failed. Try again later. */
+export class UpstreamUnavailableError extends SchedApiError {
+  readonly code = 'SCHEDFLOW_ERR_SCHED_UNAVAILABLE';
+  readonly retryable = true;
+}
+
+/**
+ * Slurm refused the request (a 500 carrying `errors[].error_number`, e.g. 2045 for
+ * an account/partition combination): the same request will be refused again.
+ */
+export class SlurmRefusedError extends SchedApiError {
+  readonly code = 'SCHEDFLOW_ERR_SCHED_SLURM_REFUSED';
+  readonly retryable = false;
+
+  get errorNumber(): number | null {
+    return this.detail.slurmErrors[0]?.error_number ?? null;
+  }
+}
+
+/** A cancel answered 200 whose `status[]` holds an error (2017 unknown job, 2021 already done). */
+export class CancelFailedError extends SchedApiError {
+  readonly code = 'SCHEDFLOW_ERR_SCHED_CANCEL_FAILED';
+  readonly retryable = false;
+  constructor(
+    message: string,
+    detail: UpstreamDetail,
+    readonly slurmCode: number | null,
+  ) {
+    super(message, detail);
+  }
+}
+
+/** No answer: connection refused or reset, DNS failure. */
+export class NetworkError extends SchedApiError {
+  readonly code = 'SCHEDFLOW_ERR_SCHED_NETWORK';
+  readonly retryable = true;
+}
+
+/** No answer in time (connect, headers or body timeout). */
+export class RequestTimeoutError extends SchedApiError {
+  readonly code = 'SCHEDFLOW_ERR_SCHED_TIMEOUT';
+  readonly retryable = true;
+}
+
+/** The answer was not what the API documents (not JSON, a required member missing). */
+export class UnexpectedResponseError extends SchedApiError {
+  readonly code = 'SCHEDFLOW_ERR_SCHED_UNEXPECTED_RESPONSE';
+  readonly retryable = false;
+}
+
+/** MUNGE credentials cannot be made here (munge missing, munged not running). */
+export class MungeError extends SchedflowError {
+  readonly code = 'SCHEDFLOW_ERR_SCHED_MUNGE';
+  readonly retryable = false;
+}
