@@ -236,6 +236,7 @@ export class SchedClient {
     const submittedAfter = Math.floor(Date.now() / 1000) - 60;
     const { attempts, baseDelayMs, maxDelayMs } = this.profile.retries;
     for (let attempt = 0; ; attempt++) {
+      const attemptStartedMs = Date.now();
       try {
         const res = await this.transport.once(req);
         const jobId = (res.body as { job_id?: unknown } | undefined)?.job_id;
@@ -253,7 +254,12 @@ export class SchedClient {
         if (!e.retryable) throw e;
         // 429 means the request was turned away before Slurm saw it; anything else may have landed.
         if (e.code !== 'SCHEDFLOW_ERR_SCHED_RATE_LIMITED') {
-          const found = await this.findByMarker(requestId, { submittedAfter, jobName: spec.name }).catch(() => null);
+          const found = await this.findByMarker(requestId, {
+            submittedAfter,
+            jobName: spec.name,
+            notBeforeMs: attemptStartedMs,
+            signal: options.signal,
+          }).catch(() => null);
           if (found) {
             this.logger.info({ job_id: found.job_id, requestId }, 'adopted the job an earlier submit attempt created');
             return { job_id: found.job_id, adopted: true };
@@ -269,21 +275,45 @@ export class SchedClient {
   /**
    * Finds the job a request created, by the marker in its comment: the
    * controller first (pending and recent jobs), then accounting (jobs that have
-   * left the controller).
+   * left the controller). With `notBeforeMs`, an answer the proxy cached before
+   * that moment is not trusted to say "absent": the lookup waits for a fresher one.
    */
   async findByMarker(
     requestId: string,
-    hint: { submittedAfter?: number; jobName?: string } = {},
+    hint: { submittedAfter?: number; jobName?: string; notBeforeMs?: number; signal?: AbortSignal } = {},
   ): Promise<SchedJob | null> {
-    const listing = await this.listJobs();
+    const listing = await this.freshEnough(() => this.listJobs({ signal: hint.signal }), hint);
     const inController = listing.data.jobs.find((job) => hasMarker(job.comment, requestId));
     if (inController) return inController;
-    const history = await this.listAccountingJobs({
-      startTime: hint.submittedAfter,
-      jobNames: hint.jobName ? [hint.jobName] : undefined,
-      accounts: this.profile.account ? [this.profile.account] : undefined,
-    });
+    const history = await this.freshEnough(
+      () =>
+        this.listAccountingJobs(
+          {
+            startTime: hint.submittedAfter,
+            jobNames: hint.jobName ? [hint.jobName] : undefined,
+            accounts: this.profile.account ? [this.profile.account] : undefined,
+          },
+          { signal: hint.signal },
+        ),
+      hint,
+    );
     return history.data.find((job) => hasMarker(job.comment, requestId)) ?? null;
+  }
+
+  /** Repeats a read until the proxy's answer was produced at or after `notBeforeMs` (at most ~a minute). */
+  private async freshEnough<T>(
+    read: () => Promise<Read<T>>,
+    hint: { notBeforeMs?: number; signal?: AbortSignal },
+  ): Promise<Read<T>> {
+    const deadline = Date.now() + 65_000;
+    for (;;) {
+      const result = await read();
+      const { producedAt, expiresAt } = result.freshness;
+      if (hint.notBeforeMs === undefined || producedAt.getTime() >= hint.notBeforeMs - 1000) return result;
+      if (Date.now() > deadline) return result;
+      const waitMs = Math.max(100, (expiresAt?.getTime() ?? Date.now() + 1000) - Date.now() + 50);
+      await sleep(Math.min(waitMs, 5000), hint.signal);
+    }
   }
 
   /** Cancels a job; a refusal Slurm reports inside a 200 answer becomes CancelFailedError. */

@@ -1,5 +1,5 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import { type ApiVersion, resolveVersion, SUPPORTED_VERSIONS } from '../sched/versions.js';
+import { type ApiVersion, isApiVersion } from '../sched/versions.js';
 import { type Authenticator, hasScope, type Principal } from './auth.js';
 import type { Cluster } from './cluster.js';
 import type { RenderContext } from './render/job-info.js';
@@ -39,6 +39,10 @@ export interface CallContext {
   envelope(plugin: Plugin, errors?: unknown[]): Record<string, unknown>;
 }
 
+export function latestServed(served: readonly ApiVersion[]): ApiVersion {
+  return [...served].sort().at(-1) as ApiVersion;
+}
+
 /** Body of errors the proxy itself produces (not slurmrestd's): a short error and what to do. */
 export function proxyError(reply: FastifyReply, status: number, error: string, message: string): FastifyReply {
   return reply.code(status).header('cache-control', 'no-store').send({ error, message, status });
@@ -64,13 +68,15 @@ export async function admit(
   scope: Scope,
   headers: FlavorHeaders,
 ): Promise<CallContext | undefined> {
-  const version = resolveVersion(req.params.version);
-  if (!version) {
+  const served = ctx.config.versions;
+  const segment = req.params.version;
+  const version = segment === 'latest' ? latestServed(served) : segment;
+  if (!isApiVersion(version) || !served.includes(version)) {
     proxyError(
       reply,
       400,
       'Bad Request',
-      `unsupported API version "${req.params.version}"; supported: ${SUPPORTED_VERSIONS.join(', ')} (or latest)`,
+      `unsupported API version "${segment}"; supported: ${served.join(', ')} (or latest)`,
     );
     return undefined;
   }

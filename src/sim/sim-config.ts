@@ -2,6 +2,7 @@ import { readFileSync, statSync } from 'node:fs';
 import { dirname, isAbsolute, resolve } from 'node:path';
 import { z } from 'zod';
 import { readYamlSource, SourceError } from '../lib/yaml-source.js';
+import { SUPPORTED_VERSIONS } from '../sched/versions.js';
 
 export const SCOPES = ['sched:read', 'scheddb:read', 'sched:jobs:manage'] as const;
 export type Scope = (typeof SCOPES)[number];
@@ -61,6 +62,11 @@ export const simConfigSchema = z.object({
   minJobAgeSec: z.number().nonnegative().default(300),
   killWaitSec: z.number().nonnegative().default(5),
   firstJobId: z.number().int().positive().default(1000),
+  /** Data-parser versions served (a site may serve fewer); the newest is `latest`. */
+  versions: z
+    .array(z.enum(SUPPORTED_VERSIONS))
+    .min(1)
+    .default([...SUPPORTED_VERSIONS]),
   /** Accept `Authorization: MUNGE` (needs munge's `unmunge`). */
   munge: z.boolean().default(true),
 });

@@ -3,10 +3,9 @@ import { resolve } from 'node:path';
 import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import { TokenBucket } from '../lib/token-bucket.js';
 import type { Logger } from '../logger.js';
-import { LATEST_VERSION, SUPPORTED_VERSIONS } from '../sched/versions.js';
 import { Authenticator } from './auth.js';
 import { Cluster } from './cluster.js';
-import { type ProxyContext, proxyError, type UpstreamStatus } from './proxy-context.js';
+import { latestServed, type ProxyContext, proxyError, type UpstreamStatus } from './proxy-context.js';
 import { ResponseCache } from './response-cache.js';
 import { registerAccountingRoutes } from './routes/accounting.js';
 import { registerControllerRoutes } from './routes/controller.js';
@@ -116,8 +115,9 @@ export class SimServer {
   }
 
   private registerMeta(): void {
-    this.app.get('/meta/versions/supported', async () => [...SUPPORTED_VERSIONS]);
-    this.app.get('/meta/versions/latest', async (_req, reply) => reply.type('text/plain').send(LATEST_VERSION));
+    const served = this.options.config.versions;
+    this.app.get('/meta/versions/supported', async () => [...served]);
+    this.app.get('/meta/versions/latest', async (_req, reply) => reply.type('text/plain').send(latestServed(served)));
     this.app.get('/ping', async (_req, reply) => reply.type('text/plain').send('pong'));
   }
 

@@ -32,7 +32,7 @@ const csv = (value: string | undefined): Set<string> | undefined =>
 
 /**
  * slurmdbd's usage window: with `start_time`/`end_time`, a job matches when it was
- * eligible before the window ends and had not ended before it starts. A job that
+ * eligible by the time the window ends and had not ended before it starts. A job that
  * never became eligible (cancelled while held by a dependency) matches no window.
  */
 export function inUsageWindow(
@@ -44,7 +44,7 @@ export function inUsageWindow(
   if (startSec === undefined && endSec === undefined) return true;
   const windowEnd = endSec ?? nowSec;
   const windowStart = startSec ?? 0;
-  if (job.eligibleTime === 0 || job.eligibleTime >= windowEnd) return false;
+  if (job.eligibleTime === 0 || job.eligibleTime > windowEnd) return false;
   return job.endTime === 0 || job.endTime >= windowStart;
 }
 

@@ -1,0 +1,80 @@
+import { createServer, type IncomingMessage, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+
+export interface RecordedRequest {
+  method: string;
+  url: string;
+  headers: IncomingMessage['headers'];
+  body: string;
+}
+
+export interface FlakyProxy {
+  url: string;
+  requests: RecordedRequest[];
+  /** Forward the next matching request, then drop the connection instead of answering. */
+  dropAnswerOnce(match: (req: RecordedRequest) => boolean): void;
+  /** Accept requests and never answer (for timeouts). */
+  hang: boolean;
+  close(): Promise<void>;
+}
+
+/**
+ * A loopback HTTP proxy in front of a test upstream that records what the
+ * client sent and can lose an answer after the upstream acted on the request:
+ * the crash-between-accept-and-record case that idempotent submission handles.
+ */
+export async function startFlakyProxy(target: string): Promise<FlakyProxy> {
+  const drops: ((req: RecordedRequest) => boolean)[] = [];
+  const proxy: FlakyProxy = {
+    url: '',
+    requests: [],
+    hang: false,
+    dropAnswerOnce(match) {
+      drops.push(match);
+    },
+    close: async () => {},
+  };
+  const server: Server = createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', async () => {
+      const recorded: RecordedRequest = {
+        method: req.method ?? 'GET',
+        url: req.url ?? '/',
+        headers: req.headers,
+        body: Buffer.concat(chunks).toString('utf8'),
+      };
+      proxy.requests.push(recorded);
+      if (proxy.hang) return;
+      const headers: Record<string, string> = {};
+      for (const [k, v] of Object.entries(req.headers)) {
+        if (typeof v === 'string' && !['host', 'connection', 'content-length'].includes(k)) headers[k] = v;
+      }
+      const upstream = await fetch(`${target}${recorded.url}`, {
+        method: recorded.method,
+        headers,
+        body: recorded.method === 'GET' || recorded.method === 'DELETE' ? undefined : recorded.body,
+      });
+      const text = await upstream.text();
+      const dropIndex = drops.findIndex((match) => match(recorded));
+      if (dropIndex >= 0) {
+        drops.splice(dropIndex, 1);
+        req.socket.destroy();
+        return;
+      }
+      const out: Record<string, string> = {};
+      upstream.headers.forEach((value, key) => {
+        if (!['content-length', 'connection', 'keep-alive', 'transfer-encoding'].includes(key)) out[key] = value;
+      });
+      res.writeHead(upstream.status, out).end(text);
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  proxy.url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  proxy.close = () =>
+    new Promise((resolve) => {
+      server.closeAllConnections();
+      server.close(() => resolve());
+    });
+  return proxy;
+}
