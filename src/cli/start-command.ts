@@ -57,19 +57,18 @@ export function registerStartCommand(program: Command): void {
       const sim = new SimServer({ config, logger });
       const url = await sim.start();
       lifecycle.add('simulator', () => sim.stop());
-      const auth = `-H "Authorization: Bearer $(cat ${tokenFile})"`;
+      const sched = `npx schedflow sched --url ${url} --token-file ${tokenFile}`;
       process.stdout.write(
         [
           '',
           `schedflow: embedded scheduler simulator at ${url} (no scheduler configured)`,
           `  demo token (user "${DEMO_USER}", account "${DEMO_ACCOUNT}") in ${tokenFile}`,
-          '  try it:',
-          `    curl ${url}/ping`,
-          `    curl ${auth} ${url}/sched/v0.0.44/jobs`,
-          `    curl ${auth} -H 'Content-Type: application/json' \\`,
-          `      -d '{"job":{"name":"hello","script":"#!/bin/sh\\necho hello; sleep 5","current_working_directory":"/tmp","environment":["PATH=/usr/bin:/bin"]}}' \\`,
-          `      ${url}/sched/v0.0.44/job/submit`,
-          `    curl ${auth} "${url}/scheddb/v0.0.44/jobs?start_time=$(date -d '1 hour ago' +%s)"`,
+          '  try it from another terminal in this folder:',
+          `    ${sched} submit config/examples/hello.yaml`,
+          `    ${sched} jobs`,
+          `    ${sched} job <job_id>`,
+          `    ${sched} history --since 1h`,
+          `  or with curl: curl -H "Authorization: Bearer $(cat ${tokenFile})" ${url}/sched/v0.0.44/jobs`,
           '  stop with Ctrl-C',
           '',
         ].join('\n'),

@@ -19,7 +19,7 @@ beforeAll(async () => {
   try {
     credential();
   } catch (error) {
-    throw new Error(`munge is not usable here (run scripts/test-setup.sh): ${(error as Error).message}`);
+    throw new Error(`munge is not usable here (run test/setup.sh): ${(error as Error).message}`);
   }
   sim = await startSim({ users: { [currentUser]: { uid: 0, defaultAccount: 'ops' } } });
 });
