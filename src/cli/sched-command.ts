@@ -89,6 +89,8 @@ export function parseSince(value: string, nowMs = Date.now()): number {
   return Math.floor(at / 1000);
 }
 
+const count = (n: number, noun: string) => `${n} ${noun}${n === 1 ? '' : 's'}`;
+
 function print(flags: ConnectionFlags, json: unknown, text: () => string): void {
   process.stdout.write(`${flags.json ? JSON.stringify(json, null, 2) : text()}\n`);
 }
@@ -168,7 +170,7 @@ export function registerSchedCommand(program: Command): void {
         print(
           flags,
           { jobs, freshness },
-          () => `${jobsTable(jobs)}\n(${jobs.length} jobs, ${freshnessNote(freshness)})`,
+          () => `${jobsTable(jobs)}\n(${count(jobs.length, 'job')}, ${freshnessNote(freshness)})`,
         );
       });
     });
@@ -204,7 +206,8 @@ export function registerSchedCommand(program: Command): void {
       const spec = parseSource(readYamlSource(file), jobSpecSchema);
       await withClient(flags, async (client) => {
         const requestId = opts.requestId ?? randomUUID();
-        const existing = opts.requestId ? await client.findByMarker(requestId) : null;
+        // An answer the proxy cached before now cannot prove the request was never submitted.
+        const existing = opts.requestId ? await client.findByMarker(requestId, { notBeforeMs: Date.now() }) : null;
         const result = existing ? { job_id: existing.job_id, adopted: true } : await client.submit(spec, requestId);
         print(
           flags,
@@ -252,7 +255,7 @@ export function registerSchedCommand(program: Command): void {
           print(flags, { jobs: data, freshness }, () =>
             data.length === 0
               ? `no jobs since ${new Date(opts.since * 1000).toLocaleString()} (${freshnessNote(freshness)})`
-              : `${jobsTable(data)}\n(${data.length} jobs, ${freshnessNote(freshness)})`,
+              : `${jobsTable(data)}\n(${count(data.length, 'job')}, ${freshnessNote(freshness)})`,
           );
         });
       },

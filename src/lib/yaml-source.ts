@@ -17,7 +17,17 @@ export class SourceError extends Error {
   }
 }
 
-export function readYamlSource(file: string, text = readFileSync(file, 'utf8')): YamlSource {
+function readText(file: string): string {
+  try {
+    return readFileSync(file, 'utf8');
+  } catch (error) {
+    throw new SourceError([
+      `${file}: cannot read: ${(error as NodeJS.ErrnoException).code === 'ENOENT' ? 'no such file' : (error as Error).message}`,
+    ]);
+  }
+}
+
+export function readYamlSource(file: string, text = readText(file)): YamlSource {
   const lines = new LineCounter();
   const doc = parseDocument(text, { lineCounter: lines, prettyErrors: false, uniqueKeys: true });
   if (doc.errors.length > 0) {

@@ -308,8 +308,10 @@ export class SchedClient {
     const deadline = Date.now() + 65_000;
     for (;;) {
       const result = await read();
-      const { producedAt, expiresAt } = result.freshness;
-      if (hint.notBeforeMs === undefined || producedAt.getTime() >= hint.notBeforeMs - 1000) return result;
+      const { fetchedAt, ageSec, expiresAt } = result.freshness;
+      // Age is whole seconds, so the answer may be up to a second older than it says.
+      const producedNoEarlierThan = fetchedAt.getTime() - (ageSec + 1) * 1000;
+      if (hint.notBeforeMs === undefined || producedNoEarlierThan >= hint.notBeforeMs) return result;
       if (Date.now() > deadline) return result;
       const waitMs = Math.max(100, (expiresAt?.getTime() ?? Date.now() + 1000) - Date.now() + 50);
       await sleep(Math.min(waitMs, 5000), hint.signal);
@@ -417,12 +419,12 @@ async function resolveVersion(profile: Profile, transport: SchedTransport): Prom
   if (profile.version === 'latest') return resolveLatest(profile, transport, served);
   if (!isApiVersion(profile.version)) {
     throw new ConfigError(
-      `profile "${profile.name}" pins version ${profile.version}, which schedflow does not speak; use one of ${SUPPORTED_VERSIONS.join(', ')}`,
+      `API version ${profile.version} (profile "${profile.name}") is not one schedflow speaks; use one of ${SUPPORTED_VERSIONS.join(', ')}`,
     );
   }
   if (!served.includes(profile.version)) {
     throw new ConfigError(
-      `profile "${profile.name}" pins version ${profile.version}, but the scheduler at ${profile.url} supports only ${served.join(', ')}`,
+      `API version ${profile.version} (profile "${profile.name}") is not served by the scheduler at ${profile.url}; it supports ${served.join(', ')}`,
     );
   }
   return profile.version;

@@ -96,14 +96,14 @@ describe('versions', () => {
         env: { SCHED_TOKEN: ALICE_TOKEN },
       });
       await expect(attempt).rejects.toThrow(ConfigError);
-      await expect(attempt).rejects.toThrow(/pins version v0.0.42.*supports only v0.0.43, v0.0.44/);
+      await expect(attempt).rejects.toThrow(/v0.0.42 .*is not served by the scheduler.*supports v0.0.43, v0.0.44/);
     } finally {
       await narrow.stop();
     }
   });
 
   it('a version schedflow does not speak is refused before any request', async () => {
-    await expect(connect({ version: 'v0.0.41' })).rejects.toThrow(/does not speak; use one of v0.0.42/);
+    await expect(connect({ version: 'v0.0.41' })).rejects.toThrow(/not one schedflow speaks; use one of v0.0.42/);
   });
 });
 
