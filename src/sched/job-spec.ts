@@ -42,23 +42,20 @@ export function parseMemoryMb(value: number | string): number {
   return Math.ceil(Number(match[1]) * (factor[(match[2] ?? 'M').toUpperCase()] ?? 1));
 }
 
-const timeLimitSchema = z.union([z.number().int().positive(), z.string()]).transform((value, ctx) => {
-  try {
-    return parseTimeLimit(value);
-  } catch (error) {
-    ctx.addIssue({ code: 'custom', message: (error as Error).message });
-    return z.NEVER;
-  }
-});
+/** A number, or a string in Slurm's notation that `parse` turns into one (its error becomes the issue). */
+function slurmNotation<T>(parse: (value: number | string) => T) {
+  return z.union([z.number().int().positive(), z.string()]).transform((value, ctx) => {
+    try {
+      return parse(value);
+    } catch (error) {
+      ctx.addIssue({ code: 'custom', message: (error as Error).message });
+      return z.NEVER;
+    }
+  });
+}
 
-const memorySchema = z.union([z.number().int().positive(), z.string()]).transform((value, ctx) => {
-  try {
-    return parseMemoryMb(value);
-  } catch (error) {
-    ctx.addIssue({ code: 'custom', message: (error as Error).message });
-    return z.NEVER;
-  }
-});
+const timeLimitSchema = slurmNotation(parseTimeLimit);
+const memorySchema = slurmNotation(parseMemoryMb);
 
 const environmentSchema = z
   .union([
