@@ -1,6 +1,7 @@
 #!/usr/bin/env node
 import { Command, CommanderError } from 'commander';
 import { EXIT, exitCodeFor } from './cli/exit-codes.js';
+import { registerJobsCommand } from './cli/jobs-command.js';
 import { registerSchedCommand } from './cli/sched-command.js';
 import { registerSimCommand } from './cli/sim-command.js';
 import { registerStartCommand } from './cli/start-command.js';
@@ -14,6 +15,7 @@ async function main(argv: string[]): Promise<void> {
     .showHelpAfterError('(add --help for usage)')
     .exitOverride();
   registerStartCommand(program);
+  registerJobsCommand(program);
   registerSchedCommand(program);
   registerSimCommand(program);
   await program.parseAsync(argv);

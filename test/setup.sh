@@ -1,19 +1,21 @@
 #!/usr/bin/env bash
 # Installs and starts what the test suite needs beyond npm packages, on Debian:
-# munge (the MUNGE authentication tests) with munged running.
+# munge (the MUNGE authentication tests) with munged running, and redis-server
+# (the daemon's tests start their own servers from it).
 # Safe to run again: it only does what is missing.
 set -euo pipefail
 
 SUDO=""
 if [ "$(id -u)" -ne 0 ]; then
   if command -v sudo >/dev/null 2>&1; then SUDO="sudo"; else
-    echo "test-setup: not root and no sudo; install munge yourself (apt-get install munge) and start munged" >&2
+    echo "test-setup: not root and no sudo; install munge and redis-server yourself (apt-get install munge redis-server) and start munged" >&2
     exit 1
   fi
 fi
 
 missing=()
 command -v munge >/dev/null 2>&1 || missing+=(munge)
+command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
 if [ ${#missing[@]} -gt 0 ]; then
   echo "test-setup: installing ${missing[*]} (Debian packages)"
   $SUDO apt-get update -qq

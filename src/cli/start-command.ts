@@ -1,77 +1,58 @@
-import { randomBytes } from 'node:crypto';
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
-import { join, resolve } from 'node:path';
 import { type Command, Option } from 'commander';
+import { loadDaemonConfig } from '../config/daemon-config.js';
 import { Lifecycle } from '../lifecycle.js';
 import { createLogger } from '../logger.js';
-import { parseSimConfig } from '../sim/sim-config.js';
-import { SimServer } from '../sim/sim-server.js';
+import { startDaemon } from '../main.js';
+import { DEMO_ACCOUNT, DEMO_USER } from '../sim/demo-token.js';
 import { LOG_LEVELS, parseInteger } from './options.js';
 
 interface StartFlags {
-  dataDir: string;
-  simPort: number;
-  logLevel?: string;
-}
-
-export const DEMO_USER = 'demo';
-export const DEMO_ACCOUNT = 'demo';
-
-/**
- * The demo token lives in a file only its owner can read, and is never printed:
- * the banner shows how to use it without showing it.
- */
-export function ensureDemoToken(dataDir: string): { tokenFile: string; tokensFile: string } {
-  const simDir = join(dataDir, 'sim');
-  mkdirSync(simDir, { recursive: true, mode: 0o700 });
-  const tokenFile = join(dataDir, 'demo-token');
-  const tokensFile = join(simDir, 'tokens.json');
-  if (!existsSync(tokenFile)) writeFileSync(tokenFile, randomBytes(24).toString('base64url'), { mode: 0o600 });
-  const token = readFileSync(tokenFile, 'utf8').trim();
-  const tokens = {
-    [token]: { user: DEMO_USER, account: DEMO_ACCOUNT, scopes: ['sched:read', 'scheddb:read', 'sched:jobs:manage'] },
-  };
-  writeFileSync(tokensFile, JSON.stringify(tokens, null, 2), { mode: 0o600 });
-  return { tokenFile, tokensFile };
+  dataDir?: string;
+  config?: string;
+  simPort?: number;
+  logLevel: string;
 }
 
 export function registerStartCommand(program: Command): void {
   program
     .command('start')
-    .description('run schedflow on this machine; with no scheduler configured, against the embedded simulator')
-    .option('--data-dir <dir>', 'where schedflow keeps its state', './data')
-    .option('--sim-port <port>', 'port of the embedded scheduler simulator', parseInteger, 6820)
+    .description(
+      'run the daemon: queues, submission, polling, history; on the embedded simulator when no scheduler is configured',
+    )
+    .option('--data-dir <dir>', 'where schedflow keeps its state (default ./data, or SCHEDFLOW_DATA_DIR)')
+    .option('--config <dir>', 'configuration folder holding profiles/ (default ./config)')
+    .option('--sim-port <port>', 'port of the embedded scheduler simulator (default 6820)', parseInteger)
     .addOption(new Option('--log-level <level>', 'log level').choices(LOG_LEVELS).default('info'))
     .action(async (flags: StartFlags) => {
-      const dataDir = resolve(flags.dataDir);
-      const logger = createLogger({ level: flags.logLevel ?? 'info', pretty: process.stdout.isTTY });
-      const lifecycle = new Lifecycle(logger);
-      lifecycle.handleSignals();
-      const { tokenFile, tokensFile } = ensureDemoToken(dataDir);
-      const config = parseSimConfig({
-        port: flags.simPort,
-        tokensFile,
-        stateDir: join(dataDir, 'sim'),
-        partitions: [{ name: 'debug', default: true }],
+      const config = loadDaemonConfig(process.env, {
+        dataDir: flags.dataDir,
+        configDir: flags.config,
+        simPort: flags.simPort,
       });
-      const sim = new SimServer({ config, logger });
-      const url = await sim.start();
-      lifecycle.add('simulator', () => sim.stop());
-      const sched = `npx schedflow sched --url ${url} --token-file ${tokenFile}`;
-      process.stdout.write(
-        [
-          '',
-          `schedflow: embedded scheduler simulator at ${url} (no scheduler configured)`,
-          `  demo token (user "${DEMO_USER}", account "${DEMO_ACCOUNT}") in ${tokenFile}`,
-          '  try it from another terminal in this folder:',
-          `    ${sched} submit config/examples/hello.yaml`,
-          `    ${sched} jobs`,
-          `    ${sched} job <job_id>`,
-          `    ${sched} history --since 1h`,
-          `  or with curl: curl -H "Authorization: Bearer $(cat ${tokenFile})" ${url}/sched/v0.0.44/jobs`,
-          '  stop with Ctrl-C',
-          '',
-        ].join('\n'),
+      const logger = createLogger({ level: flags.logLevel, pretty: process.stdout.isTTY });
+      const daemon = await startDaemon(config, logger);
+      const lifecycle = new Lifecycle(logger, config.shutdownGraceMs + 30_000);
+      lifecycle.add('daemon', () => daemon.stop());
+      lifecycle.handleSignals();
+      const dataFlag = `--data-dir ${config.dataDir}`;
+      const lines = ['', `schedflow is running (data in ${config.dataDir})`];
+      if (daemon.simUrl) {
+        lines.push(
+          `  no scheduler profile in ${config.configDir}/profiles: using the embedded simulator at ${daemon.simUrl}`,
+          `  (demo user "${DEMO_USER}", account "${DEMO_ACCOUNT}", token in ${config.dataDir}/demo-token)`,
+          '  to use a real cluster, add a profile (see config/examples/profile.yaml) and start again',
+        );
+      } else {
+        lines.push(`  scheduler profiles: ${[...daemon.profiles.keys()].join(', ')}`);
+      }
+      lines.push(
+        '  from another terminal in this folder:',
+        `    npx schedflow jobs submit config/examples/hello.yaml --wait ${dataFlag}`,
+        `    npx schedflow jobs list ${dataFlag}`,
+        `    npx schedflow jobs show <request id> ${dataFlag}`,
+        '  stop with Ctrl-C',
+        '',
       );
+      process.stdout.write(lines.join('\n'));
     });
 }

@@ -13,6 +13,9 @@ export interface FlakyProxy {
   requests: RecordedRequest[];
   /** Forward the next matching request, then drop the connection instead of answering. */
   dropAnswerOnce(match: (req: RecordedRequest) => boolean): void;
+  /** Forward the next matching request, then hold the answer until `release()` (a crash window). */
+  holdAnswerOnce(match: (req: RecordedRequest) => boolean): Promise<void>;
+  release(): void;
   /** Accept requests and never answer (for timeouts). */
   hang: boolean;
   close(): Promise<void>;
@@ -25,6 +28,11 @@ export interface FlakyProxy {
  */
 export async function startFlakyProxy(target: string): Promise<FlakyProxy> {
   const drops: ((req: RecordedRequest) => boolean)[] = [];
+  const holds: { match: (req: RecordedRequest) => boolean; reached: () => void }[] = [];
+  let released: () => void = () => {};
+  const releasedPromise = new Promise<void>((resolve) => {
+    released = resolve;
+  });
   const proxy: FlakyProxy = {
     url: '',
     requests: [],
@@ -32,6 +40,10 @@ export async function startFlakyProxy(target: string): Promise<FlakyProxy> {
     dropAnswerOnce(match) {
       drops.push(match);
     },
+    holdAnswerOnce(match) {
+      return new Promise((reached) => holds.push({ match, reached }));
+    },
+    release: () => released(),
     close: async () => {},
   };
   const server: Server = createServer((req, res) => {
@@ -56,6 +68,12 @@ export async function startFlakyProxy(target: string): Promise<FlakyProxy> {
         body: recorded.method === 'GET' || recorded.method === 'DELETE' ? undefined : recorded.body,
       });
       const text = await upstream.text();
+      const holdIndex = holds.findIndex((h) => h.match(recorded));
+      if (holdIndex >= 0) {
+        const [hold] = holds.splice(holdIndex, 1);
+        hold?.reached();
+        await releasedPromise;
+      }
       const dropIndex = drops.findIndex((match) => match(recorded));
       if (dropIndex >= 0) {
         drops.splice(dropIndex, 1);

@@ -1,0 +1,226 @@
+import { randomUUID } from 'node:crypto';
+import { existsSync, readFileSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+import { type ConnectionOptions, Queue } from 'bullmq';
+import type { Command } from 'commander';
+import { getAccountingJob } from '../db/accounting.js';
+import { type HistoryDatabase, openDatabase } from '../db/database.js';
+import { getRequest, listRequests, transitionsOf } from '../db/requests.js';
+import { type JobRequestRow, REQUEST_STATES, type RequestState } from '../db/schema.js';
+import { ConfigError } from '../errors.js';
+import { sleep } from '../lib/backoff.js';
+import { parseSource, readYamlSource } from '../lib/yaml-source.js';
+import { DAEMON_INFO_FILE, type DaemonInfo } from '../main.js';
+import { JOB_OPTIONS, type SubmitPayload } from '../queue/catalog.js';
+import { redisOptions } from '../redis/redis-server.js';
+import { jobSpecSchema } from '../sched/job-spec.js';
+import { isTerminalRequest } from '../tracking/request-state.js';
+import { EXIT } from './exit-codes.js';
+import { formatDuration, table } from './format.js';
+import { parseInteger } from './options.js';
+
+interface JobsFlags {
+  dataDir: string;
+  json?: boolean;
+}
+
+/** The running daemon of a data dir, as it described itself at start. */
+export function readDaemonInfo(dataDir: string): DaemonInfo {
+  const file = join(resolve(dataDir), DAEMON_INFO_FILE);
+  if (!existsSync(file)) {
+    throw new ConfigError(
+      `no schedflow daemon has run with data dir ${resolve(dataDir)}: start one (npm start, or schedflow start --data-dir ${dataDir})`,
+    );
+  }
+  return JSON.parse(readFileSync(file, 'utf8')) as DaemonInfo;
+}
+
+function daemonAlive(info: DaemonInfo): boolean {
+  try {
+    process.kill(info.pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+function openHistory(dataDir: string): HistoryDatabase {
+  const info = readDaemonInfo(dataDir);
+  return openDatabase(info.historyFile, { readonly: true });
+}
+
+const time = (ms: number | null) => (ms === null ? '-' : new Date(ms).toLocaleString());
+
+function requestRow(r: JobRequestRow): string[] {
+  const elapsed = r.startedAt && r.endedAt ? formatDuration(Math.round((r.endedAt - r.startedAt) / 1000)) : '-';
+  return [
+    r.id,
+    r.name,
+    r.profile,
+    r.state,
+    r.jobId === null ? '-' : String(r.jobId),
+    time(r.createdAt),
+    elapsed,
+    r.exitCode === null ? '-' : String(r.exitCode),
+  ];
+}
+
+/** Follows a request through the history, printing each transition, until it ends. */
+async function follow(history: HistoryDatabase, requestId: string, json: boolean): Promise<JobRequestRow> {
+  let printed = 0;
+  for (;;) {
+    const row = getRequest(history.db, requestId);
+    const transitions = row ? transitionsOf(history.db, requestId) : [];
+    for (const t of transitions.slice(printed)) {
+      const line = json
+        ? JSON.stringify({
+            at: new Date(t.at).toISOString(),
+            from: t.fromState,
+            to: t.toState,
+            source: t.source,
+            reason: t.reason,
+            detail: t.detail,
+          })
+        : `${new Date(t.at).toLocaleTimeString()}  ${t.fromState ?? '-'} → ${t.toState}  (${t.source}${t.reason ? `, ${t.reason}` : ''}${t.stale ? ', stale' : ''})${t.detail ? `  ${t.detail}` : ''}`;
+      process.stdout.write(`${line}\n`);
+    }
+    printed = transitions.length;
+    if (row && isTerminalRequest(row.state)) return row;
+    await sleep(500);
+  }
+}
+
+export function registerJobsCommand(program: Command): void {
+  const jobs = program
+    .command('jobs')
+    .description("job requests through the running daemon's queue, and its history")
+    .option('--data-dir <dir>', 'data dir of the daemon (default ./data)', process.env.SCHEDFLOW_DATA_DIR ?? './data')
+    .option('--json', 'print JSON');
+  const flagsOf = (cmd: Command) => cmd.optsWithGlobals() as JobsFlags;
+
+  jobs
+    .command('submit')
+    .description('queue a job file for the daemon to submit; --wait follows it to the end')
+    .argument('<file>', 'job file (YAML or JSON job spec)')
+    .option('--profile <name>', 'scheduler profile (default: the daemon’s first)')
+    .option('--wait', 'print each transition; exit 0 only when the job COMPLETED')
+    .action(async (file: string, opts: { profile?: string; wait?: boolean }, cmd: Command) => {
+      const flags = flagsOf(cmd);
+      const spec = parseSource(readYamlSource(file), jobSpecSchema);
+      const info = readDaemonInfo(flags.dataDir);
+      const profile = opts.profile ?? info.defaultProfile;
+      if (!info.profiles.includes(profile)) {
+        throw new ConfigError(`the daemon has no profile "${profile}" (it has: ${info.profiles.join(', ')})`);
+      }
+      if (!daemonAlive(info)) {
+        process.stderr.write(
+          `schedflow: warning: the daemon (pid ${info.pid}) is not running; the job waits in the queue until it starts\n`,
+        );
+      }
+      const requestId = randomUUID();
+      const queue = new Queue('submit', {
+        connection: redisOptions(info.redis) as ConnectionOptions,
+        prefix: info.queuePrefix,
+        defaultJobOptions: JOB_OPTIONS.submit,
+      });
+      try {
+        const payload: SubmitPayload = { requestId, request: { profile, spec, origin: 'cli', acceptedAt: Date.now() } };
+        await queue.add('submit', payload, { jobId: requestId });
+      } finally {
+        await queue.close();
+      }
+      process.stdout.write(
+        flags.json
+          ? `${JSON.stringify({ requestId, profile })}\n`
+          : `queued request ${requestId} (profile ${profile})\n`,
+      );
+      if (!opts.wait) return;
+      const history = openHistory(flags.dataDir);
+      try {
+        const row = await follow(history, requestId, flags.json ?? false);
+        if (!flags.json) {
+          process.stdout.write(
+            `job ${row.jobId ?? '-'} ${row.state}${row.exitCode !== null ? ` (exit ${row.exitCode})` : ''}${row.errorMessage ? `: ${row.errorMessage}` : ''}\n`,
+          );
+        }
+        process.exitCode = row.state === 'completed' ? EXIT.ok : EXIT.refused;
+      } finally {
+        history.close();
+      }
+    });
+
+  jobs
+    .command('list')
+    .description('recent job requests, newest first')
+    .option('--state <states>', `comma-separated: ${REQUEST_STATES.join(', ')}`)
+    .option('--limit <n>', 'how many (default 50)', parseInteger)
+    .action((opts: { state?: string; limit?: number }, cmd: Command) => {
+      const flags = flagsOf(cmd);
+      const states = opts.state?.split(',').map((s) => s.trim().toLowerCase());
+      const unknown = states?.filter((s) => !(REQUEST_STATES as readonly string[]).includes(s));
+      if (unknown?.length)
+        throw new ConfigError(`unknown state ${unknown.join(', ')}; states are ${REQUEST_STATES.join(', ')}`);
+      const history = openHistory(flags.dataDir);
+      try {
+        const rows = listRequests(history.db, { state: states as RequestState[] | undefined, limit: opts.limit });
+        process.stdout.write(
+          flags.json
+            ? `${JSON.stringify(rows, null, 2)}\n`
+            : `${table(['REQUEST', 'NAME', 'PROFILE', 'STATE', 'JOBID', 'CREATED', 'ELAPSED', 'EXIT'], rows.map(requestRow))}\n`,
+        );
+      } finally {
+        history.close();
+      }
+    });
+
+  jobs
+    .command('show')
+    .description('one request: its state, every transition, and the accounting record')
+    .argument('<request>', 'request id')
+    .action((id: string, _opts, cmd: Command) => {
+      const flags = flagsOf(cmd);
+      const history = openHistory(flags.dataDir);
+      try {
+        const row = getRequest(history.db, id);
+        if (!row) throw new ConfigError(`no job request ${id} in the history`);
+        const transitions = transitionsOf(history.db, id);
+        const accounting = row.jobId === null ? undefined : getAccountingJob(history.db, row.profile, row.jobId);
+        if (flags.json) {
+          process.stdout.write(
+            `${JSON.stringify({ request: row, transitions, accounting: accounting ?? null }, null, 2)}\n`,
+          );
+          return;
+        }
+        const lines = [
+          `request   ${row.id}`,
+          `name      ${row.name} (profile ${row.profile}, from ${row.origin})`,
+          `state     ${row.state}${row.reason ? ` (${row.reason})` : ''}`,
+          `job id    ${row.jobId ?? '-'}${row.adopted ? ' (adopted after an interrupted submit)' : ''}`,
+          `exit      ${row.exitCode ?? '-'}${row.signal ? ` signal ${row.signal}` : ''}`,
+          `seen      ${row.lastSeenAt ? `${time(row.lastSeenAt)}, answer ${row.lastSeenAgeSec ?? 0} s old${row.lastSeenStale ? ', stale' : ''}` : '-'}`,
+          ...(row.errorMessage ? [`error     ${row.errorMessage}`] : []),
+          '',
+          table(
+            ['AT', 'FROM', 'TO', 'SOURCE', 'REASON', 'DETAIL'],
+            transitions.map((t) => [
+              time(t.at),
+              t.fromState ?? '-',
+              t.toState,
+              `${t.source}${t.stale ? ' (stale)' : ''}`,
+              t.reason ?? '-',
+              t.detail ?? '',
+            ]),
+          ),
+        ];
+        if (accounting) {
+          lines.push(
+            '',
+            `accounting  ${accounting.state}, exit ${accounting.exitCode ?? '-'}, elapsed ${formatDuration(accounting.elapsedSec)}, nodes ${accounting.nodes ?? '-'}, cpus ${accounting.cpus ?? '-'}`,
+          );
+        }
+        process.stdout.write(`${lines.join('\n')}\n`);
+      } finally {
+        history.close();
+      }
+    });
+}

@@ -1,0 +1,123 @@
+import { and, desc, eq, gte, sql } from 'drizzle-orm';
+import type { SchedJob } from '../sched/job-model.js';
+import type { Db } from './database.js';
+import { type AccountingJobRow, accountingJobs, jobRequests, profileSync } from './schema.js';
+
+/** Queries of accounting records (slurmdbd's view) and each profile's sync progress. */
+
+export function upsertAccountingJob(
+  db: Db,
+  profile: string,
+  job: SchedJob,
+  requestId: string | null,
+  at: number,
+): void {
+  const values = {
+    profile,
+    jobId: job.job_id,
+    requestId,
+    name: job.name,
+    account: job.account,
+    user: job.user,
+    partition: job.partition,
+    state: job.state,
+    rawState: job.state_flags.join(','),
+    reason: job.reason,
+    exitCode: job.exit_code,
+    signal: job.signal?.id ?? null,
+    submitTime: job.submit_time,
+    startTime: job.start_time,
+    endTime: job.end_time,
+    elapsedSec: job.elapsed_sec,
+    timeLimitMin: job.time_limit === null || job.time_limit === 'infinite' ? null : job.time_limit.minutes,
+    nodes: job.nodes,
+    cpus: job.cpus,
+    memoryPerNodeMb: job.memory_per_node_mb,
+    cpuTimeSec: job.cpu_time_sec,
+    comment: job.comment,
+    syncedAt: at,
+  };
+  db.insert(accountingJobs)
+    .values(values)
+    .onConflictDoUpdate({ target: [accountingJobs.profile, accountingJobs.jobId], set: values })
+    .run();
+}
+
+export function getAccountingJob(db: Db, profile: string, jobId: number): AccountingJobRow | undefined {
+  return db
+    .select()
+    .from(accountingJobs)
+    .where(and(eq(accountingJobs.profile, profile), eq(accountingJobs.jobId, jobId)))
+    .get();
+}
+
+export type ProfileSyncRow = typeof profileSync.$inferSelect;
+
+export function getProfileSync(db: Db, profile: string): ProfileSyncRow | undefined {
+  return db.select().from(profileSync).where(eq(profileSync.profile, profile)).get();
+}
+
+export function updateProfileSync(db: Db, profile: string, patch: Partial<Omit<ProfileSyncRow, 'profile'>>): void {
+  const values = { ...patch, updatedAt: Date.now() };
+  db.insert(profileSync)
+    .values({ profile, ...values })
+    .onConflictDoUpdate({ target: profileSync.profile, set: values })
+    .run();
+}
+
+export interface HistoryRow {
+  profile: string;
+  jobId: number;
+  requestId: string | null;
+  /** True for jobs schedflow did not submit. */
+  external: boolean;
+  name: string;
+  account: string;
+  user: string;
+  partition: string;
+  /** Slurm's state from accounting, and schedflow's own, side by side. */
+  accountingState: string;
+  localState: string | null;
+  exitCode: number | null;
+  submitTimeSec: number | null;
+  startTimeSec: number | null;
+  endTimeSec: number | null;
+  elapsedSec: number | null;
+  nodes: string | null;
+  cpus: number | null;
+  cpuTimeSec: number | null;
+}
+
+/** Accounting records with the local request beside them, newest first. */
+export function history(db: Db, filter: { profile?: string; sinceSec?: number; limit?: number } = {}): HistoryRow[] {
+  const conditions = [];
+  if (filter.profile) conditions.push(eq(accountingJobs.profile, filter.profile));
+  if (filter.sinceSec !== undefined) conditions.push(gte(accountingJobs.submitTime, filter.sinceSec));
+  return db
+    .select({
+      profile: accountingJobs.profile,
+      jobId: accountingJobs.jobId,
+      requestId: accountingJobs.requestId,
+      external: sql<boolean>`${accountingJobs.requestId} is null`.mapWith(Boolean),
+      name: accountingJobs.name,
+      account: accountingJobs.account,
+      user: accountingJobs.user,
+      partition: accountingJobs.partition,
+      accountingState: accountingJobs.state,
+      localState: jobRequests.state,
+      exitCode: accountingJobs.exitCode,
+      submitTimeSec: accountingJobs.submitTime,
+      startTimeSec: accountingJobs.startTime,
+      endTimeSec: accountingJobs.endTime,
+      elapsedSec: accountingJobs.elapsedSec,
+      nodes: accountingJobs.nodes,
+      cpus: accountingJobs.cpus,
+      cpuTimeSec: accountingJobs.cpuTimeSec,
+    })
+    .from(accountingJobs)
+    .leftJoin(jobRequests, eq(jobRequests.id, accountingJobs.requestId))
+    .where(conditions.length ? and(...conditions) : undefined)
+    .orderBy(desc(accountingJobs.submitTime))
+    .limit(filter.limit ?? 100)
+    .all();
+}

@@ -1,0 +1,39 @@
+import { mkdirSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import Database from 'better-sqlite3';
+import { type BetterSQLite3Database, drizzle } from 'drizzle-orm/better-sqlite3';
+import { migrate } from 'drizzle-orm/better-sqlite3/migrator';
+import { packageRoot } from '../lib/package-info.js';
+import * as schema from './schema.js';
+
+export type Db = BetterSQLite3Database<typeof schema>;
+
+export interface HistoryDatabase {
+  db: Db;
+  file: string;
+  close(): void;
+}
+
+/**
+ * Opens the history database and applies the committed migrations. WAL lets
+ * readers (the CLI, the web UI) read while the daemon, the one writer, writes.
+ */
+export function openDatabase(file: string, options: { readonly?: boolean } = {}): HistoryDatabase {
+  if (!options.readonly) mkdirSync(dirname(file), { recursive: true });
+  const sqlite = new Database(file, { readonly: options.readonly ?? false, fileMustExist: options.readonly ?? false });
+  sqlite.pragma('busy_timeout = 5000');
+  if (!options.readonly) {
+    sqlite.pragma('journal_mode = WAL');
+    sqlite.pragma('synchronous = NORMAL');
+    sqlite.pragma('foreign_keys = ON');
+  }
+  const db = drizzle(sqlite, { schema });
+  if (!options.readonly) migrate(db, { migrationsFolder: join(packageRoot(), 'migrations') });
+  return {
+    db,
+    file,
+    close: () => {
+      if (sqlite.open) sqlite.close();
+    },
+  };
+}

@@ -1,0 +1,167 @@
+import { and, asc, desc, eq, inArray, isNotNull, lt, notInArray, type SQL } from 'drizzle-orm';
+import { canTransition } from '../tracking/request-state.js';
+import type { Db } from './database.js';
+import {
+  type JobRequestRow,
+  type JobTransitionRow,
+  jobRequests,
+  jobTransitions,
+  type RequestState,
+  type TransitionSource,
+} from './schema.js';
+
+/** Queries of the job request aggregate: requests and their transitions, always written together. */
+
+export interface NewRequest {
+  id: string;
+  profile: string;
+  name: string;
+  spec: unknown;
+  origin: JobRequestRow['origin'];
+  at: number;
+  source: TransitionSource;
+}
+
+/** Creates a request in `accepted`; a second call with the same id returns the first row. */
+export function createRequest(db: Db, req: NewRequest): JobRequestRow {
+  return db.transaction((tx) => {
+    const existing = tx.select().from(jobRequests).where(eq(jobRequests.id, req.id)).get();
+    if (existing) return existing;
+    const row = tx
+      .insert(jobRequests)
+      .values({
+        id: req.id,
+        profile: req.profile,
+        name: req.name,
+        spec: req.spec,
+        origin: req.origin,
+        state: 'accepted',
+        createdAt: req.at,
+        updatedAt: req.at,
+      })
+      .returning()
+      .get();
+    tx.insert(jobTransitions).values({ requestId: req.id, toState: 'accepted', at: req.at, source: req.source }).run();
+    return row;
+  });
+}
+
+export interface TransitionInput {
+  to: RequestState;
+  source: TransitionSource;
+  at: number;
+  rawState?: string | null;
+  reason?: string | null;
+  stale?: boolean;
+  detail?: string | null;
+  /** Other columns to set with the move (job id, exit code, times, errors). */
+  patch?: Partial<Omit<JobRequestRow, 'id' | 'state'>>;
+}
+
+/**
+ * Moves a request to a new state and records the transition, in one
+ * transaction. A move the state machine does not allow (backwards, or out of a
+ * terminal state) changes nothing but the patch, and returns false.
+ */
+export function transition(db: Db, requestId: string, input: TransitionInput): boolean {
+  return db.transaction((tx) => {
+    const row = tx.select().from(jobRequests).where(eq(jobRequests.id, requestId)).get();
+    if (!row) throw new Error(`no job request ${requestId}`);
+    const moves = canTransition(row.state, input.to);
+    const patch = { ...input.patch, updatedAt: input.at };
+    tx.update(jobRequests)
+      .set(
+        moves
+          ? { ...patch, state: input.to, rawState: input.rawState ?? row.rawState, reason: input.reason ?? null }
+          : patch,
+      )
+      .where(eq(jobRequests.id, requestId))
+      .run();
+    if (!moves) return false;
+    tx.insert(jobTransitions)
+      .values({
+        requestId,
+        fromState: row.state,
+        toState: input.to,
+        at: input.at,
+        source: input.source,
+        rawState: input.rawState ?? null,
+        reason: input.reason ?? null,
+        stale: input.stale ?? false,
+        detail: input.detail ?? null,
+      })
+      .run();
+    return true;
+  });
+}
+
+/** Sets columns without a state change (freshness of the last sighting, accounting fields). */
+export function patchRequest(db: Db, requestId: string, patch: Partial<Omit<JobRequestRow, 'id' | 'state'>>): void {
+  db.update(jobRequests).set(patch).where(eq(jobRequests.id, requestId)).run();
+}
+
+export function getRequest(db: Db, id: string): JobRequestRow | undefined {
+  return db.select().from(jobRequests).where(eq(jobRequests.id, id)).get();
+}
+
+export function transitionsOf(db: Db, requestId: string): JobTransitionRow[] {
+  return db
+    .select()
+    .from(jobTransitions)
+    .where(eq(jobTransitions.requestId, requestId))
+    .orderBy(asc(jobTransitions.at), asc(jobTransitions.id))
+    .all();
+}
+
+const FINAL: RequestState[] = [
+  'completed',
+  'failed',
+  'timeout',
+  'cancelled',
+  'node_fail',
+  'out_of_memory',
+  'preempted',
+  'boot_fail',
+  'deadline',
+  'submit_failed',
+];
+
+/** Requests the poller follows: submitted to this profile and not finished (lost ones included). */
+export function trackedRequests(db: Db, profile: string): JobRequestRow[] {
+  return db
+    .select()
+    .from(jobRequests)
+    .where(and(eq(jobRequests.profile, profile), isNotNull(jobRequests.jobId), notInArray(jobRequests.state, FINAL)))
+    .all();
+}
+
+/** Requests not yet submitted (after a restart they must be queued again). */
+export function unsubmittedRequests(db: Db): JobRequestRow[] {
+  return db
+    .select()
+    .from(jobRequests)
+    .where(inArray(jobRequests.state, ['accepted', 'queued', 'submitting']))
+    .all();
+}
+
+export interface ListFilter {
+  state?: RequestState[];
+  profile?: string;
+  /** Cursor: rows created before this (ms), for paging newest first. */
+  before?: number;
+  limit?: number;
+}
+
+export function listRequests(db: Db, filter: ListFilter = {}): JobRequestRow[] {
+  const where: SQL[] = [];
+  if (filter.state?.length) where.push(inArray(jobRequests.state, filter.state));
+  if (filter.profile) where.push(eq(jobRequests.profile, filter.profile));
+  if (filter.before) where.push(lt(jobRequests.createdAt, filter.before));
+  return db
+    .select()
+    .from(jobRequests)
+    .where(where.length ? and(...where) : undefined)
+    .orderBy(desc(jobRequests.createdAt))
+    .limit(filter.limit ?? 50)
+    .all();
+}

@@ -1,0 +1,222 @@
+import { randomUUID } from 'node:crypto';
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { type ConnectionOptions, Queue, Worker } from 'bullmq';
+import { pollProcessor } from '../workers/poll.js';
+import { reconcileProcessor } from '../workers/reconcile.js';
+import type { WorkerServices } from '../workers/services.js';
+import { submitProcessor } from '../workers/submit.js';
+import type { DaemonConfig } from './config/daemon-config.js';
+import { type HistoryDatabase, openDatabase } from './db/database.js';
+import { createRequest, transition, unsubmittedRequests } from './db/requests.js';
+import { Lifecycle } from './lifecycle.js';
+import type { Logger } from './logger.js';
+import { JOB_OPTIONS, type QueueName } from './queue/catalog.js';
+import { type RedisTarget, redisOptions, startPrivateRedis } from './redis/redis-server.js';
+import type { JobSpec } from './sched/job-spec.js';
+import { loadProfiles, type Profile, parseProfile } from './sched/profile.js';
+import { ensureDemoToken } from './sim/demo-token.js';
+import { parseSimConfig } from './sim/sim-config.js';
+import { SimServer } from './sim/sim-server.js';
+import { ClientRegistry } from './tracking/client-registry.js';
+
+/** What `schedflow start` runs, and what tests and the local API hold on to. */
+export interface Daemon {
+  config: DaemonConfig;
+  history: HistoryDatabase;
+  profiles: ReadonlyMap<string, Profile>;
+  redis: RedisTarget;
+  /** URL of the embedded simulator when no scheduler is configured. */
+  simUrl: string | null;
+  queues: Record<QueueName, Queue>;
+  /** Records a request and queues its submission; returns the request id. */
+  submit(input: {
+    profile?: string;
+    spec: JobSpec;
+    origin: 'api' | 'cli' | 'pipeline';
+    requestId?: string;
+  }): Promise<string>;
+  stop(): Promise<void>;
+}
+
+/** Written to the data dir so commands (`schedflow jobs`) find the running daemon. */
+export interface DaemonInfo {
+  pid: number;
+  redis: RedisTarget;
+  queuePrefix: string;
+  historyFile: string;
+  profiles: string[];
+  defaultProfile: string;
+}
+
+export const DAEMON_INFO_FILE = 'daemon.json';
+
+/**
+ * The composition root: config → history (migrated) → Redis → scheduler
+ * clients → queues → workers. Everything else lives where its path says.
+ * Shutdown runs the same steps in reverse.
+ */
+export async function startDaemon(config: DaemonConfig, logger: Logger): Promise<Daemon> {
+  const lifecycle = new Lifecycle(logger, config.shutdownGraceMs + 20_000);
+  try {
+    return await compose(config, logger, lifecycle);
+  } catch (error) {
+    await lifecycle.stop();
+    throw error;
+  }
+}
+
+async function compose(config: DaemonConfig, logger: Logger, lifecycle: Lifecycle): Promise<Daemon> {
+  const history = openDatabase(join(config.dataDir, 'history.sqlite'));
+  lifecycle.add('history', async () => history.close());
+
+  let redis: RedisTarget;
+  if (config.redisUrl) {
+    redis = { url: config.redisUrl };
+  } else {
+    const own = await startPrivateRedis(config.dataDir, logger.child({ component: 'redis' }));
+    lifecycle.add('redis-server', () => own.stop());
+    redis = own.target;
+  }
+
+  let profiles = loadProfiles(join(config.configDir, 'profiles'));
+  let simUrl: string | null = null;
+  if (profiles.size === 0) {
+    const sim = await startEmbeddedSimulator(config, logger);
+    lifecycle.add('simulator', () => sim.server.stop());
+    simUrl = sim.url;
+    profiles = new Map([[sim.profile.name, sim.profile]]);
+  }
+
+  const clients = new ClientRegistry(profiles, logger.child({ component: 'sched' }));
+  lifecycle.add('scheduler clients', () => clients.close());
+  await clients.start();
+
+  // ioredis options; BullMQ's own type for them is looser but not nominally the same.
+  const connection = redisOptions(redis) as ConnectionOptions;
+  const prefix = config.queuePrefix;
+  const queues = {
+    submit: new Queue('submit', { connection, prefix, defaultJobOptions: JOB_OPTIONS.submit }),
+    poll: new Queue('poll', { connection, prefix, defaultJobOptions: JOB_OPTIONS.poll }),
+    reconcile: new Queue('reconcile', { connection, prefix, defaultJobOptions: JOB_OPTIONS.reconcile }),
+  } satisfies Record<QueueName, Queue>;
+  lifecycle.add('queues', async () => {
+    await Promise.all(Object.values(queues).map((q) => q.close()));
+  });
+
+  for (const name of profiles.keys()) {
+    // Job schedulers, so several schedflow processes never tick twice.
+    await queues.poll.upsertJobScheduler(
+      `poll:${name}`,
+      { every: config.pollFloorMs },
+      { name: 'poll', data: { profile: name } },
+    );
+    await queues.reconcile.upsertJobScheduler(
+      `reconcile:${name}`,
+      { every: config.reconcileEveryMs },
+      { name: 'reconcile', data: { profile: name } },
+    );
+  }
+
+  const shutdown = new AbortController();
+  const services: WorkerServices = {
+    db: history.db,
+    clients,
+    logger: logger.child({ component: 'worker' }),
+    shutdown: shutdown.signal,
+    settings: { pollFloorMs: config.pollFloorMs, pollCeilingMs: config.pollCeilingMs, lostGraceMs: config.lostGraceMs },
+  };
+  const workers = [
+    new Worker('submit', submitProcessor(services), {
+      connection,
+      prefix,
+      concurrency: config.submitConcurrency,
+      // A submit whose worker died is taken up again once its lock expires.
+      lockDuration: config.lockDurationMs,
+      stalledInterval: config.lockDurationMs,
+    }),
+    new Worker('poll', pollProcessor(services), { connection, prefix, concurrency: Math.max(1, profiles.size) }),
+    new Worker('reconcile', reconcileProcessor(services), { connection, prefix, concurrency: 1 }),
+  ];
+  for (const worker of workers) {
+    worker.on('failed', (job, error) =>
+      services.logger.warn(
+        { queue: worker.name, jobId: job?.id, attempts: job?.attemptsMade, err: error.message },
+        'job attempt failed',
+      ),
+    );
+    worker.on('error', (error) => services.logger.error({ queue: worker.name, err: error.message }, 'worker error'));
+  }
+  lifecycle.add('workers', async () => {
+    // Running work gets the grace period to finish; then it is aborted and handed back to its queue.
+    const timer = setTimeout(() => shutdown.abort(new Error('shutting down')), config.shutdownGraceMs);
+    try {
+      await Promise.all(workers.map((w) => w.close()));
+    } finally {
+      clearTimeout(timer);
+    }
+  });
+
+  // Requests that were accepted but not submitted before a stop are queued again (same job id: no duplicates).
+  for (const row of unsubmittedRequests(history.db)) {
+    await queues.submit.add('submit', { requestId: row.id }, { jobId: row.id });
+  }
+
+  const defaultProfile = [...profiles.keys()][0] as string;
+  const info: DaemonInfo = {
+    pid: process.pid,
+    redis,
+    queuePrefix: prefix,
+    historyFile: history.file,
+    profiles: [...profiles.keys()],
+    defaultProfile,
+  };
+  writeFileSync(join(config.dataDir, DAEMON_INFO_FILE), JSON.stringify(info, null, 2), { mode: 0o600 });
+
+  return {
+    config,
+    history,
+    profiles,
+    redis,
+    simUrl,
+    queues,
+    async submit(input) {
+      const profile = input.profile ?? defaultProfile;
+      if (!profiles.has(profile)) throw new Error(`no scheduler profile "${profile}"`);
+      const id = input.requestId ?? randomUUID();
+      const now = Date.now();
+      createRequest(history.db, {
+        id,
+        profile,
+        name: input.spec.name,
+        spec: input.spec,
+        origin: input.origin,
+        at: now,
+        source: input.origin === 'cli' ? 'cli' : 'api',
+      });
+      await queues.submit.add('submit', { requestId: id }, { jobId: id });
+      transition(history.db, id, { to: 'queued', source: 'api', at: Date.now() });
+      return id;
+    },
+    stop: () => lifecycle.stop(),
+  };
+}
+
+/** With no profile configured, schedflow runs against its simulator, with a demo token and profile. */
+async function startEmbeddedSimulator(config: DaemonConfig, logger: Logger) {
+  const { tokenFile, tokensFile } = ensureDemoToken(config.dataDir);
+  const server = new SimServer({
+    config: parseSimConfig({ port: config.simPort, tokensFile, stateDir: join(config.dataDir, 'sim') }),
+    logger,
+  });
+  const url = await server.start();
+  const profile = parseProfile('demo', {
+    url,
+    auth: { type: 'bearer', tokenFile },
+    account: 'demo',
+    version: 'latest',
+    // The simulator is local: poll and submit without holding back.
+    rateLimit: { capacity: 50, refillPerSecond: 50 },
+  });
+  return { server, url, profile };
+}

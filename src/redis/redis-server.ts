@@ -1,0 +1,140 @@
+import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
+import { existsSync, mkdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { Redis, type RedisOptions } from 'ioredis';
+import { ConfigError } from '../errors.js';
+import { sleep } from '../lib/backoff.js';
+import type { Logger } from '../logger.js';
+
+/** How to reach Redis: a URL, or a unix socket path. */
+export type RedisTarget = { url: string } | { path: string };
+
+export function redisOptions(target: RedisTarget): RedisOptions {
+  // BullMQ workers need blocking commands without a per-request retry limit.
+  const common: RedisOptions = { maxRetriesPerRequest: null, enableReadyCheck: true };
+  if ('path' in target) return { ...common, path: target.path };
+  const url = new URL(target.url);
+  return {
+    ...common,
+    host: url.hostname,
+    port: Number(url.port || 6379),
+    username: url.username || undefined,
+    password: url.password ? decodeURIComponent(url.password) : undefined,
+    db: url.pathname.length > 1 ? Number(url.pathname.slice(1)) : undefined,
+    tls: url.protocol === 'rediss:' ? {} : undefined,
+  };
+}
+
+export function createRedis(target: RedisTarget): Redis {
+  return new Redis(redisOptions(target));
+}
+
+async function answers(target: RedisTarget): Promise<boolean> {
+  const client = new Redis({
+    ...redisOptions(target),
+    maxRetriesPerRequest: 1,
+    lazyConnect: true,
+    retryStrategy: () => null,
+  });
+  client.on('error', () => {});
+  try {
+    await client.connect();
+    return (await client.ping()) === 'PONG';
+  } catch {
+    return false;
+  } finally {
+    client.disconnect();
+  }
+}
+
+export interface PrivateRedis {
+  target: RedisTarget;
+  /** False when an instance left running for this data dir was reused. */
+  started: boolean;
+  stop(): Promise<void>;
+}
+
+/**
+ * Starts schedflow's own redis-server for a data dir: a unix socket and its
+ * append-only file in `<dataDir>/redis`, so queued work survives a restart.
+ * One left running by a daemon that died is reused.
+ */
+export async function startPrivateRedis(dataDir: string, logger: Logger): Promise<PrivateRedis> {
+  const dir = join(dataDir, 'redis');
+  mkdirSync(dir, { recursive: true, mode: 0o700 });
+  const target = { path: join(dir, 'redis.sock') };
+  const pidFile = join(dir, 'redis.pid');
+  if (existsSync(target.path) && (await answers(target))) {
+    logger.info({ socket: target.path }, 'reusing the redis-server left running for this data dir');
+    const pid = Number(readFileSync(pidFile, 'utf8'));
+    return { target, started: false, stop: async () => stopPid(pid) };
+  }
+  const probe = spawnSync('redis-server', ['--version'], { encoding: 'utf8' });
+  if (probe.error) {
+    throw new ConfigError(
+      'redis-server is not installed: install it (Debian/Ubuntu: sudo apt-get install redis-server) or set REDIS_URL to a Redis server',
+    );
+  }
+  const child: ChildProcess = spawn(
+    'redis-server',
+    [
+      '--port',
+      '0',
+      '--unixsocket',
+      target.path,
+      '--unixsocketperm',
+      '700',
+      '--dir',
+      dir,
+      '--appendonly',
+      'yes',
+      '--appendfsync',
+      'everysec',
+      '--save',
+      '',
+      '--pidfile',
+      pidFile,
+      '--daemonize',
+      'no',
+      '--logfile',
+      join(dir, 'redis.log'),
+    ],
+    { stdio: 'ignore' },
+  );
+  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+  for (let waited = 0; !(await answers(target)); waited += 100) {
+    const early = await Promise.race([exited, sleep(100).then(() => undefined)]);
+    if (early !== undefined || waited > 10_000) {
+      child.kill('SIGKILL');
+      throw new ConfigError(`redis-server did not start; see ${join(dir, 'redis.log')}`);
+    }
+  }
+  logger.info({ socket: target.path, redisPid: child.pid }, 'started a private redis-server');
+  return {
+    target,
+    started: true,
+    stop: async () => {
+      if (child.exitCode !== null) return;
+      // SIGTERM: redis-server flushes its append-only file and exits.
+      child.kill('SIGTERM');
+      await Promise.race([exited, sleep(10_000)]);
+    },
+  };
+}
+
+async function stopPid(pid: number): Promise<void> {
+  if (!Number.isInteger(pid) || pid <= 0) return;
+  try {
+    process.kill(pid, 'SIGTERM');
+  } catch {
+    return;
+  }
+  for (let i = 0; i < 100; i++) {
+    try {
+      process.kill(pid, 0);
+    } catch {
+      return;
+    }
+    await sleep(100);
+  }
+}

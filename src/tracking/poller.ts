@@ -1,0 +1,181 @@
+import { updateProfileSync } from '../db/accounting.js';
+import type { Db } from '../db/database.js';
+import { patchRequest, trackedRequests, transition } from '../db/requests.js';
+import type { JobRequestRow, TransitionSource } from '../db/schema.js';
+import { SchedflowError } from '../errors.js';
+import type { Logger } from '../logger.js';
+import type { SchedClient } from '../sched/client.js';
+import type { Freshness } from '../sched/freshness.js';
+import type { SchedJob } from '../sched/job-model.js';
+import { isTerminalRequest, requestStateFor } from './request-state.js';
+
+export interface PollSettings {
+  /** How long a job may be missing from both controller and accounting before it is `lost`. @defaultValue 300000 */
+  lostGraceMs: number;
+}
+
+export interface PollDeps {
+  db: Db;
+  client: SchedClient;
+  logger: Logger;
+  settings: PollSettings;
+  signal?: AbortSignal;
+}
+
+export interface PollReport {
+  tracked: number;
+  /** Upstream requests this cycle made: 0 with nothing to track, else 1 or 2. */
+  requests: number;
+  changed: number;
+  stale: boolean;
+  accounting: 'not-needed' | 'ok' | 'unavailable';
+}
+
+/** Applies what the scheduler says of a job to its request: state, and the details the record has. */
+export function applyJob(
+  db: Db,
+  row: JobRequestRow,
+  job: SchedJob,
+  source: TransitionSource,
+  freshness: Freshness,
+): boolean {
+  const now = Date.now();
+  const seen = {
+    lastSeenAt: now,
+    lastSeenAgeSec: freshness.ageSec,
+    lastSeenStale: freshness.stale,
+    missingSince: null,
+    ...(job.start_time !== null && { startedAt: job.start_time * 1000 }),
+    ...(job.end_time !== null && { endedAt: job.end_time * 1000 }),
+    ...(job.exit_code !== null && { exitCode: job.exit_code }),
+    ...(job.signal !== null && { signal: job.signal.id }),
+  };
+  const to = requestStateFor(job.state);
+  if (to === null || to === row.state) {
+    patchRequest(db, row.id, { ...seen, rawState: job.state_flags.join(','), reason: job.reason });
+    return false;
+  }
+  return transition(db, row.id, {
+    to,
+    source,
+    at: now,
+    rawState: job.state_flags.join(','),
+    reason: job.reason,
+    stale: freshness.stale,
+    patch: seen,
+  });
+}
+
+/**
+ * One poll cycle for one profile, whatever the number of tracked jobs: one
+ * `jobs/state` request for all of them, and one accounting request for those
+ * that finished or left the controller (details such as the exit code come
+ * from there). A job found in neither is never taken to have completed; after
+ * a grace period it is `lost`, and accounting may still resolve it later.
+ */
+export async function pollProfile(deps: PollDeps, profile: string): Promise<PollReport> {
+  const { db, client, logger } = deps;
+  const tracked = trackedRequests(db, profile);
+  if (tracked.length === 0) return { tracked: 0, requests: 0, changed: 0, stale: false, accounting: 'not-needed' };
+
+  const states = await client.listJobStates(
+    tracked.map((r) => r.jobId as number),
+    { forPolling: true, signal: deps.signal },
+  );
+  const byId = new Map(states.data.map((job) => [job.job_id, job]));
+  const producedNoEarlierThan = states.freshness.fetchedAt.getTime() - (states.freshness.ageSec + 1) * 1000;
+  let changed = 0;
+  const needAccounting: JobRequestRow[] = [];
+  for (const row of tracked) {
+    const job = byId.get(row.jobId as number);
+    if (job) {
+      const to = requestStateFor(job.state);
+      // Finished: the accounting record carries exit code, times and elapsed.
+      if (to !== null && isTerminalRequest(to)) needAccounting.push(row);
+      else if (applyJob(db, row, job, 'poll', states.freshness)) changed++;
+    } else if (!states.freshness.stale && producedNoEarlierThan > (row.submittedAt ?? 0)) {
+      // Absent from an answer produced after the submission: it has left the controller.
+      needAccounting.push(row);
+    }
+  }
+
+  let accounting: PollReport['accounting'] = 'not-needed';
+  if (needAccounting.length > 0) {
+    accounting = await resolveThroughAccounting(deps, profile, needAccounting, byId, states.freshness).then(
+      (n) => {
+        changed += n;
+        return 'ok' as const;
+      },
+      (error: unknown) => {
+        if (!(error instanceof SchedflowError)) throw error;
+        logger.warn(
+          { profile, code: error.code, err: error.message },
+          'accounting unavailable: following jobs with controller data only',
+        );
+        // Without accounting, a finished job still gets its final state from the controller.
+        for (const row of needAccounting) {
+          const job = byId.get(row.jobId as number);
+          if (job && applyJob(db, row, job, 'poll', states.freshness)) changed++;
+        }
+        return 'unavailable' as const;
+      },
+    );
+  }
+  updateProfileSync(db, profile, {
+    lastPollAt: Date.now(),
+    lastPollOk: true,
+    lastPollError: null,
+    lastMaxAgeSec: states.freshness.maxAgeSec,
+  });
+  return {
+    tracked: tracked.length,
+    requests: needAccounting.length > 0 ? 2 : 1,
+    changed,
+    stale: states.freshness.stale,
+    accounting,
+  };
+}
+
+async function resolveThroughAccounting(
+  deps: PollDeps,
+  profile: string,
+  rows: JobRequestRow[],
+  controller: Map<number, SchedJob>,
+  controllerFreshness: Freshness,
+): Promise<number> {
+  const { db, client, settings, logger } = deps;
+  const earliestSubmitSec = Math.min(...rows.map((r) => Math.floor((r.submittedAt ?? r.createdAt) / 1000)));
+  const history = await client.listAccountingJobs(
+    { jobIds: rows.map((r) => r.jobId as number), startTime: earliestSubmitSec - 60 },
+    { forPolling: true, signal: deps.signal },
+  );
+  const found = new Map(history.data.map((job) => [job.job_id, job]));
+  let changed = 0;
+  const now = Date.now();
+  for (const row of rows) {
+    const record = found.get(row.jobId as number);
+    const inController = controller.get(row.jobId as number);
+    if (record) {
+      if (applyJob(db, row, record, 'accounting', history.freshness)) changed++;
+    } else if (inController) {
+      // Accounting lags behind the controller: take the controller's final state now.
+      if (applyJob(db, row, inController, 'poll', controllerFreshness)) changed++;
+    } else if (row.missingSince === null) {
+      patchRequest(db, row.id, { missingSince: now });
+    } else if (now - row.missingSince >= settings.lostGraceMs && row.state !== 'lost') {
+      const seconds = Math.round((now - row.missingSince) / 1000);
+      logger.warn({ profile, requestId: row.id, job_id: row.jobId }, 'job is in neither controller nor accounting');
+      if (
+        transition(db, row.id, {
+          to: 'lost',
+          source: 'poll',
+          at: now,
+          detail: `job ${row.jobId} has been missing from the controller and from accounting for ${seconds} s; it is not assumed finished and will be resolved if accounting shows it`,
+        })
+      ) {
+        changed++;
+      }
+    }
+  }
+  return changed;
+}

@@ -1,0 +1,55 @@
+import { getProfileSync, updateProfileSync, upsertAccountingJob } from '../db/accounting.js';
+import type { Db } from '../db/database.js';
+import { getRequest } from '../db/requests.js';
+import type { Logger } from '../logger.js';
+import type { SchedClient } from '../sched/client.js';
+import { applyJob } from './poller.js';
+
+export interface ReconcileSettings {
+  /** On the first run, import this far back. @defaultValue 86400 */
+  initialLookbackSec: number;
+  /** Each run starts this long before the last one ended, so late records are not missed. @defaultValue 600 */
+  overlapSec: number;
+}
+
+export interface ReconcileReport {
+  imported: number;
+  linked: number;
+  external: number;
+}
+
+const MARKER = /^schedflow:(\S+)/;
+
+/**
+ * Imports the accounting records of the profile's account since the last sync:
+ * jobs schedflow submitted are linked to their requests (by the marker in the
+ * comment) and give them accounting fields; the others are kept as external.
+ */
+export async function reconcileProfile(
+  deps: { db: Db; client: SchedClient; logger: Logger; settings: ReconcileSettings; signal?: AbortSignal },
+  profile: string,
+): Promise<ReconcileReport> {
+  const { db, client, settings } = deps;
+  const sync = getProfileSync(db, profile);
+  const nowSec = Math.floor(Date.now() / 1000);
+  const from = (sync?.accountingSyncedTo ?? nowSec - settings.initialLookbackSec) - settings.overlapSec;
+  const account = client.profile.account;
+  const { data, freshness } = await client.listAccountingJobs(
+    { startTime: from, accounts: account ? [account] : undefined },
+    { signal: deps.signal },
+  );
+  let linked = 0;
+  const at = Date.now();
+  for (const job of data) {
+    const requestId = MARKER.exec(job.comment)?.[1] ?? null;
+    const request = requestId ? getRequest(db, requestId) : undefined;
+    upsertAccountingJob(db, profile, job, request ? request.id : null, at);
+    if (request && request.jobId === job.job_id) {
+      linked++;
+      applyJob(db, request, job, 'accounting', freshness);
+    }
+  }
+  updateProfileSync(db, profile, { accountingSyncedTo: nowSec, accountingSyncedAt: at });
+  deps.logger.debug({ profile, imported: data.length, linked }, 'accounting reconciled');
+  return { imported: data.length, linked, external: data.length - linked };
+}

@@ -1,0 +1,91 @@
+import type { Db } from '../db/database.js';
+import { getRequest, patchRequest, transition } from '../db/requests.js';
+import { SchedflowError } from '../errors.js';
+import type { Logger } from '../logger.js';
+import type { SchedClient } from '../sched/client.js';
+import { jobSpecSchema } from '../sched/job-spec.js';
+import { isTerminalRequest } from './request-state.js';
+
+export interface SubmitDeps {
+  db: Db;
+  client: SchedClient;
+  logger: Logger;
+  signal?: AbortSignal;
+}
+
+/** A submission the scheduler refused for good: the request is failed and must not be retried. */
+export class SubmitRefusedError extends Error {
+  override name = 'SubmitRefusedError';
+}
+
+/**
+ * Submits one request, at most once upstream. BullMQ may run this again after a
+ * crash; a request whose earlier attempt may have reached the scheduler (state
+ * `submitting`) is first looked up by its marker and adopted if found.
+ */
+export async function submitRequest(deps: SubmitDeps, requestId: string): Promise<'submitted' | 'skipped'> {
+  const { db, client, logger } = deps;
+  const row = getRequest(db, requestId);
+  if (!row) throw new SubmitRefusedError(`no job request ${requestId} in the history`);
+  if (row.jobId !== null || isTerminalRequest(row.state)) return 'skipped';
+
+  const earlierAttempt = row.state === 'submitting' ? row.submitAttemptAt : null;
+  const now = Date.now();
+  transition(db, requestId, { to: 'submitting', source: 'submit', at: now, patch: { submitAttemptAt: now } });
+  const spec = jobSpecSchema.parse(row.spec);
+
+  if (earlierAttempt !== null) {
+    const found = await client.findByMarker(requestId, {
+      submittedAfter: Math.floor(earlierAttempt / 1000) - 60,
+      jobName: spec.name,
+      notBeforeMs: earlierAttempt,
+      signal: deps.signal,
+    });
+    if (found) {
+      logger.info({ requestId, job_id: found.job_id }, 'adopted the job an interrupted submit created');
+      transition(db, requestId, {
+        to: 'submitted',
+        source: 'submit',
+        at: Date.now(),
+        detail: 'found by its marker after an interrupted submit',
+        patch: { jobId: found.job_id, adopted: true, submittedAt: Date.now(), errorCode: null, errorMessage: null },
+      });
+      return 'submitted';
+    }
+  }
+
+  try {
+    const result = await client.submit(spec, requestId, { signal: deps.signal });
+    transition(db, requestId, {
+      to: 'submitted',
+      source: 'submit',
+      at: Date.now(),
+      detail: result.adopted ? 'found by its marker after a lost answer' : null,
+      patch: {
+        jobId: result.job_id,
+        adopted: result.adopted,
+        submittedAt: Date.now(),
+        errorCode: null,
+        errorMessage: null,
+      },
+    });
+    logger.info({ requestId, job_id: result.job_id, adopted: result.adopted }, 'job submitted');
+    return 'submitted';
+  } catch (error) {
+    if (error instanceof SchedflowError && !error.retryable) {
+      transition(db, requestId, {
+        to: 'submit_failed',
+        source: 'submit',
+        at: Date.now(),
+        detail: error.message,
+        patch: { errorCode: error.code, errorMessage: error.message },
+      });
+      throw new SubmitRefusedError(error.message, { cause: error });
+    }
+    // Retryable: keep the reason visible while BullMQ backs off.
+    if (error instanceof SchedflowError) {
+      patchRequest(db, requestId, { errorCode: error.code, errorMessage: error.message });
+    }
+    throw error;
+  }
+}

@@ -1,0 +1,82 @@
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { type DaemonConfigInput, loadDaemonConfig } from '../../src/config/daemon-config.js';
+import { getRequest, transitionsOf } from '../../src/db/requests.js';
+import type { JobRequestRow } from '../../src/db/schema.js';
+import { createLogger } from '../../src/logger.js';
+import { type Daemon, startDaemon } from '../../src/main.js';
+import { waitFor } from './http.js';
+import { ALICE_TOKEN } from './sim.js';
+
+export interface TestDaemon {
+  daemon: Daemon;
+  dataDir: string;
+  configDir: string;
+  /** Waits until the request is in `state` (or any terminal state when state is 'terminal'). */
+  waitForState(requestId: string, state: string, timeoutMs?: number): Promise<JobRequestRow>;
+  states(requestId: string): string[];
+  restart(): Promise<void>;
+  stop(): Promise<void>;
+}
+
+/** Writes a profile for a scheduler URL with Alice's token (account lab) into a config dir. */
+export function writeProfile(configDir: string, url: string, extra: Record<string, unknown> = {}): void {
+  mkdirSync(join(configDir, 'profiles'), { recursive: true });
+  const tokenFile = join(configDir, 'alice.token');
+  writeFileSync(tokenFile, ALICE_TOKEN, { mode: 0o600 });
+  const profile = { url, auth: { type: 'bearer', tokenFile }, account: 'lab', version: 'v0.0.44', ...extra };
+  writeFileSync(join(configDir, 'profiles', 'test.yaml'), JSON.stringify(profile));
+}
+
+/** A daemon in this process against a scheduler URL, with its own data dir, Redis prefix and fast settings. */
+export async function startTestDaemon(
+  schedulerUrl: string,
+  redisUrl: string,
+  overrides: DaemonConfigInput = {},
+  profileExtra: Record<string, unknown> = {},
+): Promise<TestDaemon> {
+  const root = mkdtempSync(join(tmpdir(), 'schedflow-daemon-'));
+  const dataDir = join(root, 'data');
+  const configDir = join(root, 'config');
+  writeProfile(configDir, schedulerUrl, profileExtra);
+  const config = loadDaemonConfig(
+    {},
+    {
+      dataDir,
+      configDir,
+      redisUrl,
+      queuePrefix: `test-${Math.random().toString(36).slice(2, 10)}`,
+      pollFloorMs: 500,
+      reconcileEveryMs: 2000,
+      lostGraceMs: 4000,
+      shutdownGraceMs: 2000,
+      lockDurationMs: 3000,
+      ...overrides,
+    },
+  );
+  const logger = createLogger({ level: process.env.LOG_LEVEL ?? 'silent' });
+  const handle: TestDaemon = {
+    daemon: await startDaemon(config, logger),
+    dataDir,
+    configDir,
+    waitForState: (requestId, state, timeoutMs = 20_000) =>
+      waitFor(
+        async () => {
+          const row = getRequest(handle.daemon.history.db, requestId);
+          return row?.state === state ? row : undefined;
+        },
+        { what: `request ${requestId} to reach ${state}`, timeoutMs, intervalMs: 100 },
+      ),
+    states: (requestId) => transitionsOf(handle.daemon.history.db, requestId).map((t) => t.toState),
+    restart: async () => {
+      await handle.daemon.stop();
+      handle.daemon = await startDaemon(config, logger);
+    },
+    stop: async () => {
+      await handle.daemon.stop();
+      rmSync(root, { recursive: true, force: true });
+    },
+  };
+  return handle;
+}

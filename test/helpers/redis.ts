@@ -1,0 +1,75 @@
+import { type ChildProcess, spawn } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Redis } from 'ioredis';
+
+export interface TestRedis {
+  url: string;
+  /** Kills the server (SIGKILL, as a crash) and starts it again on the same port and files. */
+  restart(): Promise<void>;
+  kill(): Promise<void>;
+  start(): Promise<void>;
+  stop(): Promise<void>;
+}
+
+async function freePort(): Promise<number> {
+  return new Promise((resolve) => {
+    const server = createServer();
+    server.listen(0, '127.0.0.1', () => {
+      const { port } = server.address() as { port: number };
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+/** A real redis-server on a free loopback port with its own directory (appendonly, so a restart keeps data). */
+export async function startTestRedis(): Promise<TestRedis> {
+  const dir = mkdtempSync(join(tmpdir(), 'schedflow-redis-'));
+  const port = await freePort();
+  const url = `redis://127.0.0.1:${port}`;
+  let child: ChildProcess | undefined;
+  const start = async () => {
+    child = spawn(
+      'redis-server',
+      ['--port', String(port), '--bind', '127.0.0.1', '--dir', dir, '--appendonly', 'yes', '--appendfsync', 'always', '--save', ''],
+      { stdio: 'ignore' },
+    );
+    for (let i = 0; i < 100; i++) {
+      const client = new Redis(url, { lazyConnect: true, retryStrategy: () => null, maxRetriesPerRequest: 1 });
+      client.on('error', () => {});
+      try {
+        await client.connect();
+        if ((await client.ping()) === 'PONG') return;
+      } catch {
+        // not up yet
+      } finally {
+        client.disconnect();
+      }
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    throw new Error('redis-server did not start (is it installed? apt-get install redis-server)');
+  };
+  const kill = async () => {
+    const c = child;
+    if (!c || c.exitCode !== null) return;
+    const exited = new Promise((r) => c.once('exit', r));
+    c.kill('SIGKILL');
+    await exited;
+  };
+  await start();
+  return {
+    url,
+    start,
+    kill,
+    restart: async () => {
+      await kill();
+      await start();
+    },
+    stop: async () => {
+      await kill();
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}

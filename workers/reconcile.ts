@@ -1,0 +1,29 @@
+import type { Job } from 'bullmq';
+import { SchedflowError } from '../src/errors.js';
+import { profilePayloadSchema } from '../src/queue/catalog.js';
+import { type ReconcileReport, reconcileProfile } from '../src/tracking/reconciler.js';
+import type { WorkerServices } from './services.js';
+
+/** The `reconcile` queue: import the profile's accounting records since the last sync. */
+export function reconcileProcessor(services: WorkerServices) {
+  return async (job: Job): Promise<ReconcileReport | 'waiting'> => {
+    const { profile } = profilePayloadSchema.parse(job.data);
+    if (!services.clients.connected(profile)) return 'waiting';
+    try {
+      return await reconcileProfile(
+        {
+          db: services.db,
+          client: services.clients.get(profile),
+          logger: services.logger,
+          settings: { initialLookbackSec: 86_400, overlapSec: 600 },
+          signal: services.shutdown,
+        },
+        profile,
+      );
+    } catch (error) {
+      if (!(error instanceof SchedflowError)) throw error;
+      services.logger.warn({ profile, code: error.code, err: error.message }, 'accounting import failed; will retry');
+      return 'waiting';
+    }
+  };
+}

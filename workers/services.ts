@@ -1,0 +1,17 @@
+import type { Db } from '../src/db/database.js';
+import type { Logger } from '../src/logger.js';
+import type { ClientRegistry } from '../src/tracking/client-registry.js';
+
+/** What every processor may use; built once by the composition root. */
+export interface WorkerServices {
+  db: Db;
+  clients: ClientRegistry;
+  logger: Logger;
+  /** Aborted when shutdown's grace period is over: running work stops and is handed back. */
+  shutdown: AbortSignal;
+  settings: {
+    pollFloorMs: number;
+    pollCeilingMs: number;
+    lostGraceMs: number;
+  };
+}
