@@ -18,6 +18,8 @@ export interface FlakyProxy {
   release(): void;
   /** Accept requests and never answer (for timeouts). */
   hang: boolean;
+  /** Rewrites answers (e.g. an accounting that has no record yet); undefined passes them through. */
+  rewrite: ((req: RecordedRequest, body: string) => string) | undefined;
   close(): Promise<void>;
 }
 
@@ -37,6 +39,7 @@ export async function startFlakyProxy(target: string): Promise<FlakyProxy> {
     url: '',
     requests: [],
     hang: false,
+    rewrite: undefined,
     dropAnswerOnce(match) {
       drops.push(match);
     },
@@ -67,7 +70,8 @@ export async function startFlakyProxy(target: string): Promise<FlakyProxy> {
         headers,
         body: recorded.method === 'GET' || recorded.method === 'DELETE' ? undefined : recorded.body,
       });
-      const text = await upstream.text();
+      const original = await upstream.text();
+      const text = proxy.rewrite ? proxy.rewrite(recorded, original) : original;
       const holdIndex = holds.findIndex((h) => h.match(recorded));
       if (holdIndex >= 0) {
         const [hold] = holds.splice(holdIndex, 1);

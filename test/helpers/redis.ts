@@ -33,7 +33,20 @@ export async function startTestRedis(): Promise<TestRedis> {
   const start = async () => {
     child = spawn(
       'redis-server',
-      ['--port', String(port), '--bind', '127.0.0.1', '--dir', dir, '--appendonly', 'yes', '--appendfsync', 'always', '--save', ''],
+      [
+        '--port',
+        String(port),
+        '--bind',
+        '127.0.0.1',
+        '--dir',
+        dir,
+        '--appendonly',
+        'yes',
+        '--appendfsync',
+        'always',
+        '--save',
+        '',
+      ],
       { stdio: 'ignore' },
     );
     for (let i = 0; i < 100; i++) {
