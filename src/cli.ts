@@ -3,6 +3,7 @@ import { Command, CommanderError } from 'commander';
 import { EXIT, exitCodeFor } from './cli/exit-codes.js';
 import { registerJobsCommand } from './cli/jobs-command.js';
 import { registerSchedCommand } from './cli/sched-command.js';
+import { registerSetupCommand } from './cli/setup-command.js';
 import { registerSimCommand } from './cli/sim-command.js';
 import { registerStartCommand } from './cli/start-command.js';
 import { packageVersion } from './lib/package-info.js';
@@ -18,6 +19,7 @@ async function main(argv: string[]): Promise<void> {
   registerJobsCommand(program);
   registerSchedCommand(program);
   registerSimCommand(program);
+  registerSetupCommand(program);
   await program.parseAsync(argv);
 }
 

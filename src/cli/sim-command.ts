@@ -20,6 +20,7 @@ interface SimFlags {
   rateCapacity?: number;
   rateRefill?: number;
   munge?: boolean;
+  simulatedRuntime?: number;
   logLevel?: string;
 }
 
@@ -53,6 +54,7 @@ export function simConfigFromFlags(flags: SimFlags): SimConfigInput {
     };
   }
   if (flags.munge === false) input.munge = false;
+  if (flags.simulatedRuntime !== undefined) input.simulatedRuntimeSec = flags.simulatedRuntime;
   return input;
 }
 
@@ -78,6 +80,7 @@ export function registerSimCommand(program: Command): void {
     .option('--rate-capacity <n>', 'per-IP token bucket capacity (default 100)', parseNumber)
     .option('--rate-refill <n>', 'per-IP tokens refilled per second (default 20)', parseNumber)
     .option('--no-munge', 'refuse MUNGE credentials')
+    .option('--simulated-runtime <sec>', 'benchmark mode: run no scripts; every job runs this long and completes', parseNumber)
     .addOption(new Option('--log-level <level>', 'log level').choices(LOG_LEVELS).default('info'))
     .action(async (flags: SimFlags) => {
       const config = parseSimConfig(simConfigFromFlags(flags));

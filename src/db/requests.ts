@@ -126,10 +126,27 @@ const FINAL: RequestState[] = [
   'submit_failed',
 ];
 
+/** The columns polling reads and compares; not the spec, which may be large. */
+const trackedColumns = {
+  id: jobRequests.id,
+  state: jobRequests.state,
+  jobId: jobRequests.jobId,
+  rawState: jobRequests.rawState,
+  reason: jobRequests.reason,
+  exitCode: jobRequests.exitCode,
+  signal: jobRequests.signal,
+  startedAt: jobRequests.startedAt,
+  endedAt: jobRequests.endedAt,
+  submittedAt: jobRequests.submittedAt,
+  createdAt: jobRequests.createdAt,
+  missingSince: jobRequests.missingSince,
+};
+export type TrackedRequest = Pick<JobRequestRow, keyof typeof trackedColumns>;
+
 /** Requests the poller follows: submitted to this profile and not finished (lost ones included). */
-export function trackedRequests(db: Db, profile: string): JobRequestRow[] {
+export function trackedRequests(db: Db, profile: string): TrackedRequest[] {
   return db
-    .select()
+    .select(trackedColumns)
     .from(jobRequests)
     .where(and(eq(jobRequests.profile, profile), isNotNull(jobRequests.jobId), notInArray(jobRequests.state, FINAL)))
     .all();

@@ -141,6 +141,9 @@ export const profileSync = sqliteTable('profile_sync', {
   lastPollAt: integer('last_poll_at'),
   lastPollOk: integer('last_poll_ok', { mode: 'boolean' }),
   lastPollError: text('last_poll_error'),
+  /** Age of the last poll's answer and whether it was stale: the freshness of every tracked job's state. */
+  lastPollAgeSec: integer('last_poll_age_sec'),
+  lastPollStale: integer('last_poll_stale', { mode: 'boolean' }),
   /** The proxy's cache lifetime seen in the last answer; the poll interval follows it. */
   lastMaxAgeSec: integer('last_max_age_sec'),
   updatedAt: integer('updated_at').notNull().default(sql`(unixepoch() * 1000)`),

@@ -8,7 +8,7 @@ import {
   evaluateDependency,
   parseDependency,
 } from './dependency.js';
-import { killOrphan, type RunningProcess, startJobProcess } from './job-process.js';
+import { killOrphan, type RunningProcess, simulatedProcess, startJobProcess } from './job-process.js';
 import { JobStore } from './job-store.js';
 import type { PartitionSettings } from './sim-config.js';
 import { cpusOf, isTerminal, type SimJob } from './sim-job.js';
@@ -28,6 +28,8 @@ export interface ClusterOptions {
   killWaitSec: number;
   stateDir: string;
   firstJobId: number;
+  /** Benchmark mode: scripts are not executed; every job runs this long and completes. */
+  simulatedRuntimeSec?: number | undefined;
   logger: Logger;
 }
 
@@ -386,11 +388,15 @@ export class Cluster {
     job.startTime = now;
     job.nodes = this.options.nodeName;
     this.changed(job);
-    const starting = startJobProcess(job, {
-      scriptDir: this.scriptDir,
-      nodeName: this.options.nodeName,
-      clusterName: this.options.clusterName,
-    });
+    const simulated = this.options.simulatedRuntimeSec;
+    const starting =
+      simulated === undefined
+        ? startJobProcess(job, {
+            scriptDir: this.scriptDir,
+            nodeName: this.options.nodeName,
+            clusterName: this.options.clusterName,
+          })
+        : Promise.resolve(simulatedProcess(simulated * 1000));
     // Stands in for the process until it has started, so its CPUs count as taken
     // and a cancel or shutdown that arrives meanwhile still reaches it.
     const startingProc: RunningProcess = {

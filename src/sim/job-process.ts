@@ -144,3 +144,23 @@ export function killOrphan(pid: number, scriptDir: string, jobId: number): void 
     // Not running any more.
   }
 }
+
+/**
+ * A job that "runs" for a fixed time without a process (benchmark mode): it
+ * completes with exit 0, or ends by the signal it is sent.
+ */
+export function simulatedProcess(runtimeMs: number): RunningProcess {
+  let finish: (exit: ProcessExit) => void = () => {};
+  const done = new Promise<ProcessExit>((resolve) => {
+    finish = resolve;
+  });
+  const timer = setTimeout(() => finish({ exitCode: 0, signal: null }), runtimeMs);
+  return {
+    pid: -1,
+    done,
+    signal(sig) {
+      clearTimeout(timer);
+      finish({ exitCode: null, signal: sig });
+    },
+  };
+}

@@ -67,6 +67,8 @@ export const simConfigSchema = z.object({
     .array(z.enum(SUPPORTED_VERSIONS))
     .min(1)
     .default([...SUPPORTED_VERSIONS]),
+  /** Benchmark mode: do not execute scripts; every job runs this many seconds and completes. */
+  simulatedRuntimeSec: z.number().nonnegative().optional(),
   /** Accept `Authorization: MUNGE` (needs munge's `unmunge`). */
   munge: z.boolean().default(true),
 });

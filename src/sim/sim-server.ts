@@ -40,6 +40,8 @@ export class SimServer {
   readonly cluster: Cluster;
   readonly upstream: UpstreamStatus = { slurmctld: true, slurmdbd: true };
   private readonly buckets = new Map<string, TokenBucket>();
+  /** Requests served, by method and route pattern (GET /_sim/stats), for tests and benchmarks. */
+  private readonly requestCounts = new Map<string, number>();
   private stopping: Promise<void> | undefined;
 
   constructor(private readonly options: SimServerOptions) {
@@ -56,6 +58,7 @@ export class SimServer {
       killWaitSec: config.killWaitSec,
       stateDir: resolve(config.stateDir),
       firstJobId: config.firstJobId,
+      simulatedRuntimeSec: config.simulatedRuntimeSec,
       logger: logger.child({ component: 'sim-cluster' }),
     });
     const ctx: ProxyContext = {
@@ -75,6 +78,10 @@ export class SimServer {
       ) as FastifyBaseLogger,
       routerOptions: { ignoreTrailingSlash: true },
       bodyLimit: 4 * 1024 * 1024,
+    });
+    this.app.addHook('onResponse', async (req) => {
+      const key = `${req.method} ${req.routeOptions.url ?? 'unknown'}`;
+      this.requestCounts.set(key, (this.requestCounts.get(key) ?? 0) + 1);
     });
     this.registerRateLimit();
     this.registerMeta();
@@ -129,6 +136,7 @@ export class SimServer {
       }
     });
     this.app.get(`${ADMIN_PREFIX}/upstream`, async () => this.upstream);
+    this.app.get(`${ADMIN_PREFIX}/stats`, async () => ({ requests: Object.fromEntries(this.requestCounts) }));
     this.app.put<{ Body: unknown }>(`${ADMIN_PREFIX}/upstream`, async (req, reply) => {
       const body = req.body as Partial<Record<keyof UpstreamStatus, unknown>> | null;
       for (const key of ['slurmctld', 'slurmdbd'] as const) {

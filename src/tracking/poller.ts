@@ -1,13 +1,16 @@
 import { updateProfileSync } from '../db/accounting.js';
 import type { Db } from '../db/database.js';
-import { patchRequest, trackedRequests, transition } from '../db/requests.js';
-import type { JobRequestRow, TransitionSource } from '../db/schema.js';
+import { patchRequest, type TrackedRequest, trackedRequests, transition } from '../db/requests.js';
+import type { TransitionSource } from '../db/schema.js';
 import { SchedflowError } from '../errors.js';
 import type { Logger } from '../logger.js';
 import type { SchedClient } from '../sched/client.js';
 import type { Freshness } from '../sched/freshness.js';
 import type { SchedJob } from '../sched/job-model.js';
 import { isTerminalRequest, requestStateFor } from './request-state.js';
+
+/** Job ids a query names at most (`job_id=1,2,…`, `step=…`); URLs have a length limit. */
+export const MAX_IDS_IN_QUERY = 500;
 
 export interface PollSettings {
   /** How long a job may be missing from both controller and accounting before it is `lost`. @defaultValue 300000 */
@@ -31,35 +34,51 @@ export interface PollReport {
   accounting: 'not-needed' | 'ok' | 'unavailable';
 }
 
-/** Applies what the scheduler says of a job to its request: state, and the details the record has. */
+/**
+ * Applies what the scheduler says of a job to its request: state, and the
+ * details the record has. Writes nothing when nothing changed, so a cycle over
+ * thousands of unchanged jobs costs no writes (their freshness is the poll's,
+ * kept per profile).
+ */
 export function applyJob(
   db: Db,
-  row: JobRequestRow,
+  row: TrackedRequest,
   job: SchedJob,
   source: TransitionSource,
   freshness: Freshness,
 ): boolean {
-  const now = Date.now();
-  const seen = {
-    lastSeenAt: now,
-    lastSeenAgeSec: freshness.ageSec,
-    lastSeenStale: freshness.stale,
-    missingSince: null,
+  const details = {
     ...(job.start_time !== null && { startedAt: job.start_time * 1000 }),
     ...(job.end_time !== null && { endedAt: job.end_time * 1000 }),
     ...(job.exit_code !== null && { exitCode: job.exit_code }),
     ...(job.signal !== null && { signal: job.signal.id }),
   };
+  const rawState = job.state_flags.join(',');
   const to = requestStateFor(job.state);
-  if (to === null || to === row.state) {
-    patchRequest(db, row.id, { ...seen, rawState: job.state_flags.join(','), reason: job.reason });
+  const moves = to !== null && to !== row.state;
+  const unchanged =
+    !moves &&
+    row.rawState === rawState &&
+    row.reason === job.reason &&
+    row.missingSince === null &&
+    Object.entries(details).every(([key, value]) => row[key as keyof TrackedRequest] === value);
+  if (unchanged) return false;
+  const seen = {
+    ...details,
+    lastSeenAt: Date.now(),
+    lastSeenAgeSec: freshness.ageSec,
+    lastSeenStale: freshness.stale,
+    missingSince: null,
+  };
+  if (!moves) {
+    patchRequest(db, row.id, { ...seen, rawState, reason: job.reason });
     return false;
   }
   return transition(db, row.id, {
     to,
     source,
-    at: now,
-    rawState: job.state_flags.join(','),
+    at: Date.now(),
+    rawState,
     reason: job.reason,
     stale: freshness.stale,
     patch: seen,
@@ -78,26 +97,28 @@ export async function pollProfile(deps: PollDeps, profile: string): Promise<Poll
   const tracked = trackedRequests(db, profile);
   if (tracked.length === 0) return { tracked: 0, requests: 0, changed: 0, stale: false, accounting: 'not-needed' };
 
-  const states = await client.listJobStates(
-    tracked.map((r) => r.jobId as number),
-    { forPolling: true, signal: deps.signal },
-  );
+  // Few jobs: ask for just those. Many: their ids would not fit in a URL, so take every job's state.
+  const ids = tracked.length <= MAX_IDS_IN_QUERY ? tracked.map((r) => r.jobId as number) : [];
+  const states = await client.listJobStates(ids, { forPolling: true, signal: deps.signal });
   const byId = new Map(states.data.map((job) => [job.job_id, job]));
   const producedNoEarlierThan = states.freshness.fetchedAt.getTime() - (states.freshness.ageSec + 1) * 1000;
   let changed = 0;
-  const needAccounting: JobRequestRow[] = [];
-  for (const row of tracked) {
-    const job = byId.get(row.jobId as number);
-    if (job) {
-      const to = requestStateFor(job.state);
-      // Finished: the accounting record carries exit code, times and elapsed.
-      if (to !== null && isTerminalRequest(to)) needAccounting.push(row);
-      else if (applyJob(db, row, job, 'poll', states.freshness)) changed++;
-    } else if (!states.freshness.stale && producedNoEarlierThan > (row.submittedAt ?? 0)) {
-      // Absent from an answer produced after the submission: it has left the controller.
-      needAccounting.push(row);
+  const needAccounting: TrackedRequest[] = [];
+  // One transaction per batch of writes: thousands of small commits would dominate the cycle.
+  db.transaction(() => {
+    for (const row of tracked) {
+      const job = byId.get(row.jobId as number);
+      if (job) {
+        const to = requestStateFor(job.state);
+        // Finished: the accounting record carries exit code, times and elapsed.
+        if (to !== null && isTerminalRequest(to)) needAccounting.push(row);
+        else if (applyJob(db, row, job, 'poll', states.freshness)) changed++;
+      } else if (!states.freshness.stale && producedNoEarlierThan > (row.submittedAt ?? 0)) {
+        // Absent from an answer produced after the submission: it has left the controller.
+        needAccounting.push(row);
+      }
     }
-  }
+  });
 
   let accounting: PollReport['accounting'] = 'not-needed';
   if (needAccounting.length > 0) {
@@ -125,6 +146,8 @@ export async function pollProfile(deps: PollDeps, profile: string): Promise<Poll
     lastPollAt: Date.now(),
     lastPollOk: true,
     lastPollError: null,
+    lastPollAgeSec: states.freshness.ageSec,
+    lastPollStale: states.freshness.stale,
     lastMaxAgeSec: states.freshness.maxAgeSec,
   });
   return {
@@ -139,43 +162,50 @@ export async function pollProfile(deps: PollDeps, profile: string): Promise<Poll
 async function resolveThroughAccounting(
   deps: PollDeps,
   profile: string,
-  rows: JobRequestRow[],
+  rows: TrackedRequest[],
   controller: Map<number, SchedJob>,
   controllerFreshness: Freshness,
 ): Promise<number> {
   const { db, client, settings, logger } = deps;
   const earliestSubmitSec = Math.min(...rows.map((r) => Math.floor((r.submittedAt ?? r.createdAt) / 1000)));
+  const account = client.profile.account;
   const history = await client.listAccountingJobs(
-    { jobIds: rows.map((r) => r.jobId as number), startTime: earliestSubmitSec - 60 },
+    {
+      jobIds: rows.length <= MAX_IDS_IN_QUERY ? rows.map((r) => r.jobId as number) : undefined,
+      accounts: account ? [account] : undefined,
+      startTime: earliestSubmitSec - 60,
+    },
     { forPolling: true, signal: deps.signal },
   );
   const found = new Map(history.data.map((job) => [job.job_id, job]));
   let changed = 0;
   const now = Date.now();
-  for (const row of rows) {
-    const record = found.get(row.jobId as number);
-    const inController = controller.get(row.jobId as number);
-    if (record) {
-      if (applyJob(db, row, record, 'accounting', history.freshness)) changed++;
-    } else if (inController) {
-      // Accounting lags behind the controller: take the controller's final state now.
-      if (applyJob(db, row, inController, 'poll', controllerFreshness)) changed++;
-    } else if (row.missingSince === null) {
-      patchRequest(db, row.id, { missingSince: now });
-    } else if (now - row.missingSince >= settings.lostGraceMs && row.state !== 'lost') {
-      const seconds = Math.round((now - row.missingSince) / 1000);
-      logger.warn({ profile, requestId: row.id, job_id: row.jobId }, 'job is in neither controller nor accounting');
-      if (
-        transition(db, row.id, {
-          to: 'lost',
-          source: 'poll',
-          at: now,
-          detail: `job ${row.jobId} has been missing from the controller and from accounting for ${seconds} s; it is not assumed finished and will be resolved if accounting shows it`,
-        })
-      ) {
-        changed++;
+  db.transaction(() => {
+    for (const row of rows) {
+      const record = found.get(row.jobId as number);
+      const inController = controller.get(row.jobId as number);
+      if (record) {
+        if (applyJob(db, row, record, 'accounting', history.freshness)) changed++;
+      } else if (inController) {
+        // Accounting lags behind the controller: take the controller's final state now.
+        if (applyJob(db, row, inController, 'poll', controllerFreshness)) changed++;
+      } else if (row.missingSince === null) {
+        patchRequest(db, row.id, { missingSince: now });
+      } else if (now - row.missingSince >= settings.lostGraceMs && row.state !== 'lost') {
+        const seconds = Math.round((now - row.missingSince) / 1000);
+        logger.warn({ profile, requestId: row.id, job_id: row.jobId }, 'job is in neither controller nor accounting');
+        if (
+          transition(db, row.id, {
+            to: 'lost',
+            source: 'poll',
+            at: now,
+            detail: `job ${row.jobId} has been missing from the controller and from accounting for ${seconds} s; it is not assumed finished and will be resolved if accounting shows it`,
+          })
+        ) {
+          changed++;
+        }
       }
     }
-  }
+  });
   return changed;
 }

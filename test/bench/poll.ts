@@ -1,0 +1,327 @@
+/**
+ * npm run bench:poll — what following N tracked jobs costs, schedflow's poller
+ * against a per-job polling baseline (one GET /job/{id} per job per cycle),
+ * both in this process, against the simulator running in a child process.
+ *
+ * Figures per cycle: upstream requests, CPU ms of this process, RSS, and the
+ * delay from a state change in the scheduler to its record in the history.
+ */
+import { type ChildProcess, spawn } from 'node:child_process';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { pino } from 'pino';
+import type { Db } from '../../src/db/database.js';
+import { openDatabase } from '../../src/db/database.js';
+import { createRequest, getRequest, trackedRequests, transition } from '../../src/db/requests.js';
+import { SchedClient } from '../../src/sched/client.js';
+import { parseProfile } from '../../src/sched/profile.js';
+import { applyJob, pollProfile } from '../../src/tracking/poller.js';
+
+const SIZES = (process.env.BENCH_SIZES ?? '10,1000,10000').split(',').map(Number);
+const TOKEN = 'bench-token-0123456789abcdef';
+const CACHE_TTL_SEC = 2;
+const repo = fileURLToPath(new URL('../..', import.meta.url));
+
+async function freePort(): Promise<number> {
+  return new Promise((resolve) => {
+    const server = createServer();
+    server.listen(0, '127.0.0.1', () => {
+      const { port } = server.address() as { port: number };
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+async function startSimProcess(dir: string, n: number): Promise<{ url: string; child: ChildProcess }> {
+  const port = await freePort();
+  const tokens = join(dir, 'tokens.json');
+  writeFileSync(
+    tokens,
+    JSON.stringify({
+      [TOKEN]: { user: 'bench', account: 'bench', scopes: ['sched:read', 'scheddb:read', 'sched:jobs:manage'] },
+    }),
+    { mode: 0o600 },
+  );
+  const tsx = import.meta.resolve('tsx');
+  const child = spawn(
+    process.execPath,
+    [
+      '--import',
+      tsx,
+      join(repo, 'src/cli.ts'),
+      'sim',
+      '--port',
+      String(port),
+      '--tokens',
+      tokens,
+      '--state-dir',
+      join(dir, 'sim'),
+      '--cpus',
+      String(n + 10),
+      '--memory-mb',
+      String((n + 10) * 1024),
+      '--simulated-runtime',
+      '3600',
+      '--cache-ttl',
+      String(CACHE_TTL_SEC),
+      '--rate-capacity',
+      '1000000',
+      '--rate-refill',
+      '1000000',
+      '--min-job-age',
+      '3600',
+      '--no-munge',
+      '--log-level',
+      'warn',
+    ],
+    { stdio: ['ignore', 'ignore', 'inherit'] },
+  );
+  const url = `http://127.0.0.1:${port}`;
+  for (let i = 0; i < 200; i++) {
+    try {
+      if ((await fetch(`${url}/ping`)).ok) return { url, child };
+    } catch {
+      // starting
+    }
+    await sleep(100);
+  }
+  throw new Error('simulator did not start');
+}
+
+async function upstreamRequests(url: string): Promise<number> {
+  const stats = (await (await fetch(`${url}/_sim/stats`)).json()) as { requests: Record<string, number> };
+  return Object.entries(stats.requests)
+    .filter(([route]) => !route.includes('/_sim/'))
+    .reduce((sum, [, n]) => sum + n, 0);
+}
+
+/**
+ * Writes N pending jobs into the simulator's saved job table before it starts
+ * (it runs them at once, in benchmark mode), so this process's memory is not
+ * inflated by thousands of submissions the poller never makes.
+ */
+function seedSimulator(dir: string, n: number): number[] {
+  const now = Math.floor(Date.now() / 1000);
+  const jobs = Array.from({ length: n }, (_, i) => ({
+    jobId: 1000 + i,
+    name: 'bench',
+    user: 'bench',
+    userId: 10_000,
+    account: 'bench',
+    partition: 'debug',
+    comment: `schedflow:bench-${i}`,
+    script: '#!/bin/sh\ntrue\n',
+    environment: [],
+    cwd: '/tmp',
+    tasks: 1,
+    cpusPerTask: 1,
+    memoryPerNodeMb: null,
+    timeLimitMin: null,
+    dependency: '',
+    standardOutput: '',
+    standardError: '',
+    state: 'PENDING',
+    reason: 'None',
+    submitTime: now,
+    eligibleTime: now,
+    startTime: 0,
+    endTime: 0,
+    exitCode: null,
+    termSignal: null,
+    cpuUserSec: 0,
+    cpuSystemSec: 0,
+    nodes: '',
+    lastUpdate: now,
+  }));
+  mkdirSync(join(dir, 'sim'), { recursive: true });
+  writeFileSync(join(dir, 'sim', 'jobs.json'), JSON.stringify({ version: 1, nextJobId: 1000 + n, jobs }));
+  return jobs.map((j) => j.jobId);
+}
+
+function seedHistory(db: Db, jobIds: number[]): void {
+  const now = Date.now();
+  jobIds.forEach((jobId, i) => {
+    const id = `bench-${i}`;
+    createRequest(db, { id, profile: 'bench', name: 'bench', spec: {}, origin: 'api', at: now, source: 'api' });
+    transition(db, id, { to: 'submitted', source: 'submit', at: now, patch: { jobId, submittedAt: now - 10_000 } });
+  });
+}
+
+interface Figures {
+  requestsPerCycle: number;
+  cpuMsPerCycle: number;
+  rssMb: number;
+  delayMs: number;
+}
+
+/** Runs cycles at the cache lifetime, measuring requests and CPU; then the delay of one cancellation. */
+async function measure(
+  url: string,
+  db: Db,
+  cycle: () => Promise<void>,
+  requestId: string,
+  jobId: number,
+): Promise<Figures> {
+  await cycle(); // cold: everything moves to running
+  let requests = 0;
+  let cpuMs = 0;
+  const cycles = 2;
+  for (let i = 0; i < cycles; i++) {
+    await sleep(CACHE_TTL_SEC * 1000);
+    const before = await upstreamRequests(url);
+    const cpu = process.cpuUsage();
+    await cycle();
+    const used = process.cpuUsage(cpu);
+    cpuMs += (used.user + used.system) / 1000;
+    requests += (await upstreamRequests(url)) - before;
+  }
+  // Collect what the measured cycles left behind, so RSS is what polling holds on to.
+  (globalThis as { gc?: () => void }).gc?.();
+  const rssMb = process.memoryUsage().rss / 1024 / 1024;
+  const changedAt = Date.now();
+  await fetch(`${url}/sched/v0.0.44/job/${jobId}`, { method: 'DELETE', headers: { authorization: `Bearer ${TOKEN}` } });
+  // Poll at the interval the cache lifetime sets, until the history has the change.
+  for (;;) {
+    await cycle();
+    if (getRequest(db, requestId)?.state === 'cancelled') break;
+    await sleep(CACHE_TTL_SEC * 1000);
+  }
+  return { requestsPerCycle: requests / cycles, cpuMsPerCycle: cpuMs / cycles, rssMb, delayMs: Date.now() - changedAt };
+}
+
+async function benchSize(n: number): Promise<{ n: number; schedflow: Figures; perJob: Figures }> {
+  const dir = mkdtempSync(join(tmpdir(), 'schedflow-bench-'));
+  const jobIds = seedSimulator(dir, n);
+  const { url, child } = await startSimProcess(dir, n);
+  try {
+    const logger = pino({ level: 'silent' });
+    const profile = parseProfile('bench', {
+      url,
+      auth: { type: 'bearer', tokenEnv: 'BENCH_TOKEN' },
+      account: 'bench',
+      version: 'v0.0.44',
+      rateLimit: { capacity: 100_000, refillPerSecond: 100_000 },
+      concurrency: 16,
+    });
+    const client = await SchedClient.connect(profile, { logger, env: { BENCH_TOKEN: TOKEN } });
+
+    const ours = openDatabase(join(dir, 'ours.sqlite'));
+    seedHistory(ours.db, jobIds);
+    const settings = { lostGraceMs: 300_000 };
+    const schedflow = await measure(
+      url,
+      ours.db,
+      async () => {
+        await pollProfile({ db: ours.db, client, logger, settings }, 'bench');
+      },
+      'bench-0',
+      jobIds[0] as number,
+    );
+
+    const theirs = openDatabase(join(dir, 'baseline.sqlite'));
+    seedHistory(theirs.db, jobIds);
+    const perJob = await measure(
+      url,
+      theirs.db,
+      async () => {
+        const rows = trackedRequests(theirs.db, 'bench');
+        // As some agents do: one GET /job/{id} per tracked job, 16 at a time.
+        for (let i = 0; i < rows.length; i += 16) {
+          await Promise.all(
+            rows.slice(i, i + 16).map(async (row) => {
+              const read = await client.getJob(row.jobId as number, { forPolling: true });
+              applyJob(theirs.db, row, read.data, 'poll', read.freshness);
+            }),
+          );
+        }
+      },
+      'bench-1',
+      jobIds[1] as number,
+    );
+    await client.close();
+    ours.close();
+    theirs.close();
+    return { n, schedflow, perJob };
+  } finally {
+    child.kill('SIGTERM');
+    await new Promise((r) => child.once('exit', r));
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+function ratio(a: number, b: number): string {
+  if (a === 0) return b === 0 ? '1.0x' : '∞';
+  return `${(b / a).toFixed(1)}x`;
+}
+
+type Result = Awaited<ReturnType<typeof benchSize>>;
+
+/** Each size runs in its own process, so RSS reflects that size alone. */
+function runChild(n: number): Promise<Result> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(
+      process.execPath,
+      ['--import', import.meta.resolve('tsx'), fileURLToPath(import.meta.url), '--size', String(n)],
+      {
+        stdio: ['ignore', 'pipe', 'inherit'],
+      },
+    );
+    let out = '';
+    child.stdout?.on('data', (chunk: Buffer) => {
+      out += chunk.toString();
+    });
+    child.once('exit', (code) =>
+      code === 0 ? resolve(JSON.parse(out) as Result) : reject(new Error(`bench for ${n} jobs exited ${code}`)),
+    );
+  });
+}
+
+const sizeArg = process.argv.indexOf('--size');
+if (sizeArg > 0) {
+  process.stdout.write(JSON.stringify(await benchSize(Number(process.argv[sizeArg + 1]))));
+} else {
+  const results: Result[] = [];
+  for (const n of SIZES) {
+    process.stderr.write(`bench:poll: ${n} tracked jobs…\n`);
+    results.push(await runChild(n));
+  }
+  const rows = results.map(({ n, schedflow: s, perJob: p }) => [
+    String(n),
+    `${s.requestsPerCycle.toFixed(1)} | ${p.requestsPerCycle.toFixed(0)} | ${ratio(s.requestsPerCycle, p.requestsPerCycle)}`,
+    `${s.cpuMsPerCycle.toFixed(1)} | ${p.cpuMsPerCycle.toFixed(1)} | ${ratio(s.cpuMsPerCycle, p.cpuMsPerCycle)}`,
+    `${s.rssMb.toFixed(0)} | ${p.rssMb.toFixed(0)}`,
+    `${s.delayMs} | ${p.delayMs} | ${ratio(s.delayMs, p.delayMs)}`,
+  ]);
+  const header = [
+    'tracked jobs',
+    'requests/cycle (schedflow | per-job | ratio)',
+    'CPU ms/cycle (schedflow | per-job | ratio)',
+    'RSS MB (after schedflow | after per-job)',
+    'change→history ms (schedflow | per-job | ratio)',
+  ];
+  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? '').length)));
+  const line = (cells: string[]) =>
+    cells
+      .map((c, i) => c.padEnd(widths[i] ?? 0))
+      .join('  ')
+      .trimEnd();
+  process.stdout.write(`${line(header)}\n${rows.map(line).join('\n')}\n\n`);
+  const largest = results.at(-1);
+  if (largest) {
+    const targets: [string, boolean][] = [
+      ['requests per cycle do not grow with the jobs (≤ 2)', results.every((r) => r.schedflow.requestsPerCycle <= 2)],
+      [`CPU per cycle < 250 ms at ${largest.n} jobs`, largest.schedflow.cpuMsPerCycle < 250],
+      [`RSS < 200 MB at ${largest.n} jobs`, largest.schedflow.rssMb < 200],
+      [
+        `change→history ≤ cache lifetime + one interval (${2 * CACHE_TTL_SEC} s)`,
+        results.every((r) => r.schedflow.delayMs <= 2 * CACHE_TTL_SEC * 1000 + 500),
+      ],
+    ];
+    for (const [what, ok] of targets) process.stdout.write(`${ok ? 'met   ' : 'MISSED'}  ${what}\n`);
+  }
+}
