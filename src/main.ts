@@ -9,6 +9,7 @@ import { submitProcessor } from '../workers/submit.js';
 import type { DaemonConfig } from './config/daemon-config.js';
 import { type HistoryDatabase, openDatabase } from './db/database.js';
 import { createRequest, transition, unsubmittedRequests } from './db/requests.js';
+import { ConfigError } from './errors.js';
 import { Lifecycle } from './lifecycle.js';
 import type { Logger } from './logger.js';
 import { JOB_OPTIONS, type QueueName } from './queue/catalog.js';
@@ -82,6 +83,11 @@ async function compose(config: DaemonConfig, logger: Logger, lifecycle: Lifecycl
   let profiles = loadProfiles(join(config.configDir, 'profiles'));
   let simUrl: string | null = null;
   if (profiles.size === 0) {
+    if (config.roles.length < 2) {
+      throw new ConfigError(
+        `no scheduler profile in ${join(config.configDir, 'profiles')}: processes with separate roles need one (the embedded simulator runs only in the all-in-one start)`,
+      );
+    }
     const sim = await startEmbeddedSimulator(config, logger);
     lifecycle.add('simulator', () => sim.server.stop());
     simUrl = sim.url;
@@ -104,58 +110,10 @@ async function compose(config: DaemonConfig, logger: Logger, lifecycle: Lifecycl
     await Promise.all(Object.values(queues).map((q) => q.close()));
   });
 
-  for (const name of profiles.keys()) {
-    // Job schedulers, so several schedflow processes never tick twice.
-    await queues.poll.upsertJobScheduler(
-      `poll:${name}`,
-      { every: config.pollFloorMs },
-      { name: 'poll', data: { profile: name } },
-    );
-    await queues.reconcile.upsertJobScheduler(
-      `reconcile:${name}`,
-      { every: config.reconcileEveryMs },
-      { name: 'reconcile', data: { profile: name } },
-    );
+  if (config.roles.includes('scheduler')) await scheduleTicks(queues, profiles, config);
+  if (config.roles.includes('worker')) {
+    startWorkers({ config, history, clients, logger, lifecycle, profileCount: profiles.size, connection });
   }
-
-  const shutdown = new AbortController();
-  const services: WorkerServices = {
-    db: history.db,
-    clients,
-    logger: logger.child({ component: 'worker' }),
-    shutdown: shutdown.signal,
-    settings: { pollFloorMs: config.pollFloorMs, pollCeilingMs: config.pollCeilingMs, lostGraceMs: config.lostGraceMs },
-  };
-  const workers = [
-    new Worker('submit', submitProcessor(services), {
-      connection,
-      prefix,
-      concurrency: config.submitConcurrency,
-      // A submit whose worker died is taken up again once its lock expires.
-      lockDuration: config.lockDurationMs,
-      stalledInterval: config.lockDurationMs,
-    }),
-    new Worker('poll', pollProcessor(services), { connection, prefix, concurrency: Math.max(1, profiles.size) }),
-    new Worker('reconcile', reconcileProcessor(services), { connection, prefix, concurrency: 1 }),
-  ];
-  for (const worker of workers) {
-    worker.on('failed', (job, error) =>
-      services.logger.warn(
-        { queue: worker.name, jobId: job?.id, attempts: job?.attemptsMade, err: error.message },
-        'job attempt failed',
-      ),
-    );
-    worker.on('error', (error) => services.logger.error({ queue: worker.name, err: error.message }, 'worker error'));
-  }
-  lifecycle.add('workers', async () => {
-    // Running work gets the grace period to finish; then it is aborted and handed back to its queue.
-    const timer = setTimeout(() => shutdown.abort(new Error('shutting down')), config.shutdownGraceMs);
-    try {
-      await Promise.all(workers.map((w) => w.close()));
-    } finally {
-      clearTimeout(timer);
-    }
-  });
 
   // Requests that were accepted but not submitted before a stop are queued again (same job id: no duplicates).
   for (const row of unsubmittedRequests(history.db)) {
@@ -200,6 +158,77 @@ async function compose(config: DaemonConfig, logger: Logger, lifecycle: Lifecycl
     },
     stop: () => lifecycle.stop(),
   };
+}
+
+/** Job schedulers tick the periodic work, so several schedflow processes never tick twice. */
+async function scheduleTicks(
+  queues: Record<QueueName, Queue>,
+  profiles: ReadonlyMap<string, Profile>,
+  config: DaemonConfig,
+): Promise<void> {
+  for (const name of profiles.keys()) {
+    await queues.poll.upsertJobScheduler(
+      `poll:${name}`,
+      { every: config.pollFloorMs },
+      { name: 'poll', data: { profile: name } },
+    );
+    await queues.reconcile.upsertJobScheduler(
+      `reconcile:${name}`,
+      { every: config.reconcileEveryMs },
+      { name: 'reconcile', data: { profile: name } },
+    );
+  }
+}
+
+function startWorkers(deps: {
+  config: DaemonConfig;
+  history: HistoryDatabase;
+  clients: ClientRegistry;
+  logger: Logger;
+  lifecycle: Lifecycle;
+  profileCount: number;
+  connection: ConnectionOptions;
+}): void {
+  const { config, history, clients, logger, lifecycle, profileCount, connection } = deps;
+  const prefix = config.queuePrefix;
+  const shutdown = new AbortController();
+  const services: WorkerServices = {
+    db: history.db,
+    clients,
+    logger: logger.child({ component: 'worker' }),
+    shutdown: shutdown.signal,
+    settings: { pollFloorMs: config.pollFloorMs, pollCeilingMs: config.pollCeilingMs, lostGraceMs: config.lostGraceMs },
+  };
+  const workers = [
+    new Worker('submit', submitProcessor(services), {
+      connection,
+      prefix,
+      concurrency: config.submitConcurrency,
+      // A submit whose worker died is taken up again once its lock expires.
+      lockDuration: config.lockDurationMs,
+      stalledInterval: config.lockDurationMs,
+    }),
+    new Worker('poll', pollProcessor(services), { connection, prefix, concurrency: Math.max(1, profileCount) }),
+    new Worker('reconcile', reconcileProcessor(services), { connection, prefix, concurrency: 1 }),
+  ];
+  for (const worker of workers) {
+    worker.on('failed', (job, error) =>
+      services.logger.warn(
+        { queue: worker.name, jobId: job?.id, attempts: job?.attemptsMade, err: error.message },
+        'job attempt failed',
+      ),
+    );
+    worker.on('error', (error) => services.logger.error({ queue: worker.name, err: error.message }, 'worker error'));
+  }
+  lifecycle.add('workers', async () => {
+    // Running work gets the grace period to finish; then it is aborted and handed back to its queue.
+    const timer = setTimeout(() => shutdown.abort(new Error('shutting down')), config.shutdownGraceMs);
+    try {
+      await Promise.all(workers.map((w) => w.close()));
+    } finally {
+      clearTimeout(timer);
+    }
+  });
 }
 
 /** With no profile configured, schedflow runs against its simulator, with a demo token and profile. */

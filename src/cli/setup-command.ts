@@ -27,11 +27,19 @@ export function ensureSystemPackages(env: NodeJS.ProcessEnv = process.env): stri
     );
   }
   process.stderr.write(`schedflow: installing ${pkgs.join(', ')} with apt-get\n`);
-  for (const args of [['apt-get', 'update', '-qq'], ['apt-get', 'install', '-y', '-qq', ...pkgs]]) {
+  for (const args of [
+    ['apt-get', 'update', '-qq'],
+    ['apt-get', 'install', '-y', '-qq', ...pkgs],
+  ]) {
     const [cmd, ...rest] = [...sudo, ...args] as [string, ...string[]];
-    const run = spawnSync(cmd, rest, { stdio: ['ignore', 'ignore', 'inherit'], env: { ...env, DEBIAN_FRONTEND: 'noninteractive' } });
+    const run = spawnSync(cmd, rest, {
+      stdio: ['ignore', 'ignore', 'inherit'],
+      env: { ...env, DEBIAN_FRONTEND: 'noninteractive' },
+    });
     if (run.status !== 0) {
-      throw new ConfigError(`${[...sudo, ...args].join(' ')} failed; install ${pkgs.join(' ')} yourself, or set REDIS_URL`);
+      throw new ConfigError(
+        `${[...sudo, ...args].join(' ')} failed; install ${pkgs.join(' ')} yourself, or set REDIS_URL`,
+      );
     }
   }
   return pkgs;

@@ -80,7 +80,11 @@ export function registerSimCommand(program: Command): void {
     .option('--rate-capacity <n>', 'per-IP token bucket capacity (default 100)', parseNumber)
     .option('--rate-refill <n>', 'per-IP tokens refilled per second (default 20)', parseNumber)
     .option('--no-munge', 'refuse MUNGE credentials')
-    .option('--simulated-runtime <sec>', 'benchmark mode: run no scripts; every job runs this long and completes', parseNumber)
+    .option(
+      '--simulated-runtime <sec>',
+      'benchmark mode: run no scripts; every job runs this long and completes',
+      parseNumber,
+    )
     .addOption(new Option('--log-level <level>', 'log level').choices(LOG_LEVELS).default('info'))
     .action(async (flags: SimFlags) => {
       const config = parseSimConfig(simConfigFromFlags(flags));

@@ -10,6 +10,7 @@ interface StartFlags {
   dataDir?: string;
   config?: string;
   simPort?: number;
+  roles?: string;
   logLevel: string;
 }
 
@@ -22,12 +23,14 @@ export function registerStartCommand(program: Command): void {
     .option('--data-dir <dir>', 'where schedflow keeps its state (default ./data, or SCHEDFLOW_DATA_DIR)')
     .option('--config <dir>', 'configuration folder holding profiles/ (default ./config)')
     .option('--sim-port <port>', 'port of the embedded scheduler simulator (default 6820)', parseInteger)
+    .option('--roles <roles>', 'run only some of the work: worker, scheduler (comma-separated; default both)')
     .addOption(new Option('--log-level <level>', 'log level').choices(LOG_LEVELS).default('info'))
     .action(async (flags: StartFlags) => {
       const config = loadDaemonConfig(process.env, {
         dataDir: flags.dataDir,
         configDir: flags.config,
         simPort: flags.simPort,
+        roles: flags.roles?.split(',').map((r) => r.trim()) as ('worker' | 'scheduler')[] | undefined,
       });
       const logger = createLogger({ level: flags.logLevel, pretty: process.stdout.isTTY });
       const daemon = await startDaemon(config, logger);

@@ -5,6 +5,11 @@ import { DEFAULT_QUEUE_PREFIX } from '../queue/catalog.js';
 
 /** Settings of `schedflow start`: flags win over environment variables, which win over defaults. */
 export const daemonConfigSchema = z.object({
+  /** What this process runs: `worker` (submit, poll, reconcile) and `scheduler` (the periodic ticks). Both by default. */
+  roles: z
+    .array(z.enum(['worker', 'scheduler']))
+    .min(1)
+    .default(['worker', 'scheduler']),
   /** Where the history, the private Redis and the embedded simulator keep their state. */
   dataDir: z.string().default('./data'),
   /** Folder holding profiles/ (scheduler profiles). */
@@ -41,6 +46,9 @@ export function loadDaemonConfig(env: NodeJS.ProcessEnv, flags: DaemonConfigInpu
   const parsed = daemonConfigSchema.safeParse({ ...fromEnv, ...defined });
   if (!parsed.success) {
     throw new ConfigError(parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; '));
+  }
+  if (parsed.data.roles.length < 2 && !parsed.data.redisUrl) {
+    throw new ConfigError('separate worker and scheduler processes share one Redis: set REDIS_URL');
   }
   return { ...parsed.data, dataDir: resolve(parsed.data.dataDir), configDir: resolve(parsed.data.configDir) };
 }

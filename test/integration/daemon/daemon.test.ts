@@ -131,13 +131,19 @@ describe('polling', () => {
     sim = await startSim();
     td = await startTestDaemon(sim.url, redis.url);
     const id = await td.daemon.submit({ spec: spec(sim, { script: '#!/bin/sh\nsleep 6\n' }), origin: 'api' });
-    await td.waitForState(id, 'running');
+    const running = await td.waitForState(id, 'running');
+    // A poll has seen the job (so the proxy holds an answer to fall back on) before the outage begins.
+    const db = td.daemon.history.db;
+    await waitFor(async () => ((getProfileSync(db, 'test')?.lastPollAt ?? 0) > running.updatedAt ? true : undefined), {
+      what: 'a poll after the job started',
+    });
     await setUpstream(sim, { slurmctld: 'down', slurmdbd: 'down' });
     await new Promise((r) => setTimeout(r, 8000));
     const during = listRequests(td.daemon.history.db, {})[0];
     expect(during?.state).toBe('running');
     // The poller kept going on stale answers, and says so.
-    expect(getProfileSync(td.daemon.history.db, 'test')).toMatchObject({ lastPollOk: true, lastPollStale: true });
+    const sync = getProfileSync(td.daemon.history.db, 'test');
+    expect(sync, JSON.stringify(sync)).toMatchObject({ lastPollOk: true, lastPollStale: true });
     await setUpstream(sim, { slurmctld: 'up', slurmdbd: 'up' });
     await td.waitForState(id, 'completed');
     expect(td.states(id)).not.toContain('lost');
