@@ -3,7 +3,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { type ConnectionOptions, Queue } from 'bullmq';
 import type { Command } from 'commander';
-import { getAccountingJob } from '../db/accounting.js';
+import { getAccountingJob, history as historyRows } from '../db/accounting.js';
 import { type HistoryDatabase, openDatabase } from '../db/database.js';
 import { getRequest, listRequests, transitionsOf } from '../db/requests.js';
 import { type JobRequestRow, REQUEST_STATES, type RequestState } from '../db/schema.js';
@@ -17,7 +17,7 @@ import { jobSpecSchema } from '../sched/job-spec.js';
 import { isTerminalRequest } from '../tracking/request-state.js';
 import { EXIT } from './exit-codes.js';
 import { formatDuration, table } from './format.js';
-import { parseInteger } from './options.js';
+import { parseInteger, parseSince } from './options.js';
 
 interface JobsFlags {
   dataDir: string;
@@ -167,6 +167,52 @@ export function registerJobsCommand(program: Command): void {
           flags.json
             ? `${JSON.stringify(rows, null, 2)}\n`
             : `${table(['REQUEST', 'NAME', 'PROFILE', 'STATE', 'JOBID', 'CREATED', 'ELAPSED', 'EXIT'], rows.map(requestRow))}\n`,
+        );
+      } finally {
+        history.close();
+      }
+    });
+
+  jobs
+    .command('history')
+    .description("accounting records of the profiles' accounts, schedflow's and external jobs, beside the local state")
+    .option('--since <time>', 'e.g. 2h, 3d, 2026-11-01, Unix seconds', (v) => parseSince(v))
+    .option('--profile <name>', 'one profile only')
+    .option('--limit <n>', 'how many (default 100)', parseInteger)
+    .action((opts: { since?: number; profile?: string; limit?: number }, cmd: Command) => {
+      const flags = flagsOf(cmd);
+      const history = openHistory(flags.dataDir);
+      try {
+        const rows = historyRows(history.db, { sinceSec: opts.since, profile: opts.profile, limit: opts.limit });
+        process.stdout.write(
+          flags.json
+            ? `${JSON.stringify(rows, null, 2)}\n`
+            : `${table(
+                [
+                  'JOBID',
+                  'NAME',
+                  'ACCOUNT',
+                  'USER',
+                  'SLURM STATE',
+                  'LOCAL STATE',
+                  'EXIT',
+                  'ELAPSED',
+                  'CPUS',
+                  'REQUEST',
+                ],
+                rows.map((r) => [
+                  String(r.jobId),
+                  r.name,
+                  r.account,
+                  r.user,
+                  r.accountingState,
+                  r.localState ?? '(external)',
+                  r.exitCode === null ? '-' : String(r.exitCode),
+                  formatDuration(r.elapsedSec),
+                  r.cpus === null ? '-' : String(r.cpus),
+                  r.requestId ?? '-',
+                ]),
+              )}\n`,
         );
       } finally {
         history.close();

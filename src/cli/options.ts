@@ -15,3 +15,20 @@ export function parseInteger(value: string): number {
 }
 
 export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
+
+/** `--since 2h`, `--since 2026-11-01`, `--since 1795300000`: Unix seconds. */
+export function parseSince(value: string, nowMs = Date.now()): number {
+  const relative = /^(\d+)\s*([smhdw])$/.exec(value.trim());
+  if (relative) {
+    const unit = { s: 1, m: 60, h: 3600, d: 86_400, w: 604_800 }[relative[2] as 's' | 'm' | 'h' | 'd' | 'w'];
+    return Math.floor(nowMs / 1000) - Number(relative[1]) * unit;
+  }
+  if (/^\d{9,}$/.test(value.trim())) return Number(value.trim());
+  const at = Date.parse(value);
+  if (Number.isNaN(at)) {
+    throw new InvalidArgumentError(
+      `"${value}" is not a time (use 2h, 3d, 2026-11-01, 2026-11-01T08:00 or Unix seconds)`,
+    );
+  }
+  return Math.floor(at / 1000);
+}

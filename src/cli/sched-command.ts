@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { resolve } from 'node:path';
-import { type Command, InvalidArgumentError, Option } from 'commander';
+import { type Command, Option } from 'commander';
 import { ConfigError } from '../errors.js';
 import { parseSource, readYamlSource } from '../lib/yaml-source.js';
 import { createLogger } from '../logger.js';
@@ -10,7 +10,7 @@ import { loadProfiles, type Profile, parseProfile } from '../sched/profile.js';
 import { JobNotFoundError } from '../sched/sched-errors.js';
 import { EXIT } from './exit-codes.js';
 import { freshnessNote, jobDetail, jobsTable } from './format.js';
-import { LOG_LEVELS, parseInteger } from './options.js';
+import { LOG_LEVELS, parseInteger, parseSince } from './options.js';
 
 interface ConnectionFlags {
   config: string;
@@ -70,23 +70,6 @@ export function profileFromFlags(flags: ConnectionFlags): Profile {
     throw new ConfigError(`no profile "${name}" in ${dir} (have: ${[...profiles.keys()].join(', ') || 'none'})`);
   const overrides = { account: flags.account, partition: flags.partition, version: flags.apiVersion };
   return { ...profile, ...Object.fromEntries(Object.entries(overrides).filter(([, v]) => v !== undefined)) };
-}
-
-/** `--since 2h`, `--since 2026-11-01`, `--since 1795300000`: Unix seconds. */
-export function parseSince(value: string, nowMs = Date.now()): number {
-  const relative = /^(\d+)\s*([smhdw])$/.exec(value.trim());
-  if (relative) {
-    const unit = { s: 1, m: 60, h: 3600, d: 86_400, w: 604_800 }[relative[2] as 's' | 'm' | 'h' | 'd' | 'w'];
-    return Math.floor(nowMs / 1000) - Number(relative[1]) * unit;
-  }
-  if (/^\d{9,}$/.test(value.trim())) return Number(value.trim());
-  const at = Date.parse(value);
-  if (Number.isNaN(at)) {
-    throw new InvalidArgumentError(
-      `"${value}" is not a time (use 2h, 3d, 2026-11-01, 2026-11-01T08:00 or Unix seconds)`,
-    );
-  }
-  return Math.floor(at / 1000);
 }
 
 const count = (n: number, noun: string) => `${n} ${noun}${n === 1 ? '' : 's'}`;
