@@ -7,6 +7,7 @@ import {
   jobRequests,
   jobTransitions,
   type RequestState,
+  TERMINAL_REQUEST_STATES,
   type TransitionSource,
 } from './schema.js';
 
@@ -113,19 +114,6 @@ export function transitionsOf(db: Db, requestId: string): JobTransitionRow[] {
     .all();
 }
 
-const FINAL: RequestState[] = [
-  'completed',
-  'failed',
-  'timeout',
-  'cancelled',
-  'node_fail',
-  'out_of_memory',
-  'preempted',
-  'boot_fail',
-  'deadline',
-  'submit_failed',
-];
-
 /** The columns polling reads and compares; not the spec, which may be large. */
 const trackedColumns = {
   id: jobRequests.id,
@@ -148,7 +136,13 @@ export function trackedRequests(db: Db, profile: string): TrackedRequest[] {
   return db
     .select(trackedColumns)
     .from(jobRequests)
-    .where(and(eq(jobRequests.profile, profile), isNotNull(jobRequests.jobId), notInArray(jobRequests.state, FINAL)))
+    .where(
+      and(
+        eq(jobRequests.profile, profile),
+        isNotNull(jobRequests.jobId),
+        notInArray(jobRequests.state, [...TERMINAL_REQUEST_STATES]),
+      ),
+    )
     .all();
 }
 

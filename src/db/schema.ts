@@ -30,6 +30,20 @@ export const REQUEST_STATES = [
 ] as const;
 export type RequestState = (typeof REQUEST_STATES)[number];
 
+/** States nothing changes any more. `lost` is not one: accounting may still resolve it. */
+export const TERMINAL_REQUEST_STATES = [
+  'completed',
+  'failed',
+  'timeout',
+  'cancelled',
+  'node_fail',
+  'out_of_memory',
+  'preempted',
+  'boot_fail',
+  'deadline',
+  'submit_failed',
+] as const satisfies readonly RequestState[];
+
 /** Where a transition was learned. */
 export const TRANSITION_SOURCES = ['api', 'cli', 'submit', 'poll', 'accounting'] as const;
 export type TransitionSource = (typeof TRANSITION_SOURCES)[number];

@@ -1,19 +1,8 @@
-import type { RequestState } from '../db/schema.js';
+import { type RequestState, TERMINAL_REQUEST_STATES } from '../db/schema.js';
 import { assertNever } from '../lib/assert-never.js';
 import type { JobState } from '../sched/job-model.js';
 
-const TERMINAL: ReadonlySet<RequestState> = new Set([
-  'completed',
-  'failed',
-  'timeout',
-  'cancelled',
-  'node_fail',
-  'out_of_memory',
-  'preempted',
-  'boot_fail',
-  'deadline',
-  'submit_failed',
-]);
+const TERMINAL: ReadonlySet<RequestState> = new Set(TERMINAL_REQUEST_STATES);
 
 /** Terminal: nothing will change it. `lost` is not: accounting may still resolve it. */
 export function isTerminalRequest(state: RequestState): boolean {
