@@ -1,0 +1,54 @@
+import { describe, expect, it } from 'vitest';
+import { JOB_STATES } from '../../src/sched/job-model.js';
+import { canTransition, isTerminalRequest, requestStateFor } from '../../src/tracking/request-state.js';
+import { pollIntervalMs } from '../../workers/poll.js';
+
+describe('request state machine', () => {
+  it('moves forward only', () => {
+    expect(canTransition('submitted', 'running')).toBe(true);
+    expect(canTransition('running', 'completed')).toBe(true);
+    expect(canTransition('running', 'submitted')).toBe(false);
+    expect(canTransition('pending', 'pending')).toBe(false);
+  });
+
+  it('never leaves a terminal state; a requeued job may go from running back to pending', () => {
+    expect(canTransition('completed', 'running')).toBe(false);
+    expect(canTransition('submit_failed', 'submitted')).toBe(false);
+    expect(canTransition('running', 'pending')).toBe(true);
+  });
+
+  it('lost is not terminal: accounting may resolve it into any state', () => {
+    expect(isTerminalRequest('lost')).toBe(false);
+    expect(canTransition('lost', 'completed')).toBe(true);
+    expect(canTransition('lost', 'running')).toBe(true);
+    expect(canTransition('running', 'lost')).toBe(true);
+  });
+
+  it('maps every Slurm base state; an unknown one changes nothing', () => {
+    const mapped = Object.fromEntries(JOB_STATES.map((s) => [s, requestStateFor(s)]));
+    expect(mapped).toEqual({
+      PENDING: 'pending',
+      RUNNING: 'running',
+      SUSPENDED: 'running',
+      COMPLETED: 'completed',
+      CANCELLED: 'cancelled',
+      FAILED: 'failed',
+      TIMEOUT: 'timeout',
+      NODE_FAIL: 'node_fail',
+      PREEMPTED: 'preempted',
+      BOOT_FAIL: 'boot_fail',
+      DEADLINE: 'deadline',
+      OUT_OF_MEMORY: 'out_of_memory',
+      UNKNOWN: null,
+    });
+  });
+});
+
+describe('poll interval', () => {
+  it('follows the cache lifetime within the floor and the ceiling', () => {
+    expect(pollIntervalMs(5, 2000, 60_000)).toBe(5000);
+    expect(pollIntervalMs(1, 2000, 60_000)).toBe(2000);
+    expect(pollIntervalMs(300, 2000, 60_000)).toBe(60_000);
+    expect(pollIntervalMs(null, 2000, 60_000)).toBe(2000);
+  });
+});
