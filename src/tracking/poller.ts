@@ -167,7 +167,9 @@ async function resolveThroughAccounting(
   controllerFreshness: Freshness,
 ): Promise<number> {
   const { db, client, settings, logger } = deps;
-  const earliestSubmitSec = Math.min(...rows.map((r) => Math.floor((r.submittedAt ?? r.createdAt) / 1000)));
+  // The request's creation bounds its job's submit time from below, also for an
+  // adopted job, whose recorded submittedAt is when schedflow found it.
+  const earliestSubmitSec = Math.min(...rows.map((r) => Math.floor(r.createdAt / 1000)));
   const account = client.profile.account;
   const history = await client.listAccountingJobs(
     {

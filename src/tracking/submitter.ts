@@ -48,7 +48,13 @@ export async function submitRequest(deps: SubmitDeps, requestId: string): Promis
         source: 'submit',
         at: Date.now(),
         detail: 'found by its marker after an interrupted submit',
-        patch: { jobId: found.job_id, adopted: true, submittedAt: Date.now(), errorCode: null, errorMessage: null },
+        patch: {
+          jobId: found.job_id,
+          adopted: true,
+          submittedAt: found.submit_time !== null ? found.submit_time * 1000 : Date.now(),
+          errorCode: null,
+          errorMessage: null,
+        },
       });
       return 'submitted';
     }
