@@ -5,10 +5,10 @@ import { type ConnectionOptions, Queue, Worker } from 'bullmq';
 import { pollProcessor } from '../workers/poll.js';
 import { reconcileProcessor } from '../workers/reconcile.js';
 import type { WorkerServices } from '../workers/services.js';
-import { submitProcessor } from '../workers/submit.js';
+import { recordSubmitGivenUp, requeueUnsubmitted, submitProcessor } from '../workers/submit.js';
 import type { DaemonConfig } from './config/daemon-config.js';
 import { type HistoryDatabase, openDatabase } from './db/database.js';
-import { createRequest, transition, unsubmittedRequests } from './db/requests.js';
+import { createRequest, transition } from './db/requests.js';
 import { ConfigError } from './errors.js';
 import { Lifecycle } from './lifecycle.js';
 import type { Logger } from './logger.js';
@@ -115,10 +115,7 @@ async function compose(config: DaemonConfig, logger: Logger, lifecycle: Lifecycl
     startWorkers({ config, history, clients, logger, lifecycle, profileCount: profiles.size, connection });
   }
 
-  // Requests that were accepted but not submitted before a stop are queued again (same job id: no duplicates).
-  for (const row of unsubmittedRequests(history.db)) {
-    await queues.submit.add('submit', { requestId: row.id }, { jobId: row.id });
-  }
+  await requeueUnsubmitted(history.db, queues.submit, logger);
 
   const defaultProfile = [...profiles.keys()][0] as string;
   const info: DaemonInfo = {
@@ -199,15 +196,22 @@ function startWorkers(deps: {
     shutdown: shutdown.signal,
     settings: { pollFloorMs: config.pollFloorMs, pollCeilingMs: config.pollCeilingMs, lostGraceMs: config.lostGraceMs },
   };
+  const submitWorker = new Worker('submit', submitProcessor(services), {
+    connection,
+    prefix,
+    concurrency: config.submitConcurrency,
+    // A submit whose worker died is taken up again once its lock expires (found
+    // within about two lock durations). Running it again is safe (the marker),
+    // so a few crashes in a row do not fail the request.
+    lockDuration: config.lockDurationMs,
+    stalledInterval: config.lockDurationMs,
+    maxStalledCount: 5,
+  });
+  submitWorker.on('failed', (job, error) => {
+    if (job) recordSubmitGivenUp(history.db, services.logger, job, error);
+  });
   const workers = [
-    new Worker('submit', submitProcessor(services), {
-      connection,
-      prefix,
-      concurrency: config.submitConcurrency,
-      // A submit whose worker died is taken up again once its lock expires.
-      lockDuration: config.lockDurationMs,
-      stalledInterval: config.lockDurationMs,
-    }),
+    submitWorker,
     new Worker('poll', pollProcessor(services), { connection, prefix, concurrency: Math.max(1, profileCount) }),
     new Worker('reconcile', reconcileProcessor(services), { connection, prefix, concurrency: 1 }),
   ];

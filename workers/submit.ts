@@ -1,6 +1,9 @@
-import { type Job, UnrecoverableError } from 'bullmq';
-import { createRequest, getRequest, transition } from '../src/db/requests.js';
+import { type Job, type Queue, UnrecoverableError } from 'bullmq';
+import type { Db } from '../src/db/database.js';
+import { createRequest, getRequest, transition, unsubmittedRequests } from '../src/db/requests.js';
+import type { Logger } from '../src/logger.js';
 import { submitPayloadSchema } from '../src/queue/catalog.js';
+import { isTerminalRequest } from '../src/tracking/request-state.js';
 import { SubmitRefusedError, submitRequest } from '../src/tracking/submitter.js';
 import type { WorkerServices } from './services.js';
 
@@ -35,4 +38,52 @@ export function submitProcessor(services: WorkerServices) {
       throw error;
     }
   };
+}
+
+/**
+ * A submit BullMQ has given up on (attempts spent, or unrecoverable) fails its
+ * request, so no request waits forever in `submitting`. Called from the
+ * worker's `failed` event; a refusal the submitter recorded is left as it is.
+ */
+export function recordSubmitGivenUp(db: Db, logger: Logger, job: Job, error: Error): void {
+  const attempts = job.opts.attempts ?? 1;
+  const finalAttempt = error instanceof UnrecoverableError || job.attemptsMade >= attempts;
+  if (!finalAttempt) return;
+  const parsed = submitPayloadSchema.safeParse(job.data);
+  if (!parsed.success) return;
+  const row = getRequest(db, parsed.data.requestId);
+  if (!row || row.jobId !== null || isTerminalRequest(row.state)) return;
+  const message = `gave up after ${job.attemptsMade} submit attempt(s): ${error.message}`;
+  transition(db, row.id, {
+    to: 'submit_failed',
+    source: 'submit',
+    at: Date.now(),
+    detail: message,
+    patch: { errorMessage: row.errorMessage ?? error.message },
+  });
+  logger.error({ requestId: row.id, attempts: job.attemptsMade, err: error.message }, 'submit given up');
+}
+
+/**
+ * Queues again every request accepted but not submitted before a stop. The job
+ * id is the request id, so a request already waiting is not queued twice; one
+ * whose BullMQ job failed without reaching the history (a crash, or stalls
+ * beyond the limit) is retried rather than left behind.
+ */
+export async function requeueUnsubmitted(db: Db, queue: Queue, logger: Logger): Promise<number> {
+  let requeued = 0;
+  for (const row of unsubmittedRequests(db)) {
+    const existing = await queue.getJob(row.id);
+    const state = existing ? await existing.getState() : 'missing';
+    if (existing && state === 'failed') {
+      await existing.retry('failed', { resetAttemptsMade: true, resetAttemptsStarted: true });
+      requeued++;
+    } else if (!existing || state === 'completed' || state === 'unknown') {
+      await existing?.remove();
+      await queue.add('submit', { requestId: row.id }, { jobId: row.id });
+      requeued++;
+    }
+  }
+  if (requeued > 0) logger.info({ requeued }, 'queued unsubmitted requests again');
+  return requeued;
 }

@@ -16,7 +16,8 @@ export interface TestDaemon {
   /** Waits until the request is in `state` (or any terminal state when state is 'terminal'). */
   waitForState(requestId: string, state: string, timeoutMs?: number): Promise<JobRequestRow>;
   states(requestId: string): string[];
-  restart(): Promise<void>;
+  /** Stops the daemon, runs `between` (history and queues closed), and starts it again on the same state. */
+  restart(between?: () => Promise<void>): Promise<void>;
   stop(): Promise<void>;
 }
 
@@ -69,8 +70,9 @@ export async function startTestDaemon(
         { what: `request ${requestId} to reach ${state}`, timeoutMs, intervalMs: 100 },
       ),
     states: (requestId) => transitionsOf(handle.daemon.history.db, requestId).map((t) => t.toState),
-    restart: async () => {
+    restart: async (between) => {
       await handle.daemon.stop();
+      await between?.();
       handle.daemon = await startDaemon(config, logger);
     },
     stop: async () => {

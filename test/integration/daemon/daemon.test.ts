@@ -1,6 +1,9 @@
+import { join } from 'node:path';
+import { type Job, Queue, UnrecoverableError, Worker } from 'bullmq';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { getProfileSync, history } from '../../../src/db/accounting.js';
-import { listRequests, transitionsOf } from '../../../src/db/requests.js';
+import { openDatabase } from '../../../src/db/database.js';
+import { createRequest, listRequests, transitionsOf } from '../../../src/db/requests.js';
 import { jobSpecSchema } from '../../../src/sched/job-spec.js';
 import { startTestDaemon, type TestDaemon } from '../../helpers/daemon.js';
 import { startFlakyProxy } from '../../helpers/flaky-proxy.js';
@@ -217,6 +220,70 @@ describe('restarts', () => {
     await td.waitForState(longJob, 'completed');
     expect(td.states(longJob).filter((s) => s === 'submitted')).toHaveLength(1);
   }, 40_000);
+});
+
+describe('a submit BullMQ gives up on', () => {
+  const failedBy = (job: Job | undefined) => job?.failedReason;
+
+  it('fails its request with the last error instead of leaving it submitting', async () => {
+    sim = await startSim();
+    td = await startTestDaemon(sim.url, redis.url);
+    await setUpstream(sim, { slurmctld: 'down' });
+    const { db } = td.daemon.history;
+    createRequest(db, {
+      id: 'given-up',
+      profile: 'test',
+      name: 'x',
+      spec: spec(sim),
+      origin: 'api',
+      at: Date.now(),
+      source: 'api',
+    });
+    // One attempt instead of the queue's dozen, so giving up comes at once.
+    await td.daemon.queues.submit.add('submit', { requestId: 'given-up' }, { jobId: 'given-up', attempts: 1 });
+    const row = await td.waitForState('given-up', 'submit_failed');
+    expect(row.jobId).toBeNull();
+    const last = transitionsOf(db, 'given-up').at(-1);
+    expect(last?.detail).toMatch(/^gave up after 1 submit attempt\(s\): .+/);
+    expect(failedBy(await td.daemon.queues.submit.getJob('given-up'))).toBe(last?.detail?.replace(/^[^:]+: /, ''));
+  }, 30_000);
+
+  it('without the history knowing (the process died first) is retried at restart', async () => {
+    sim = await startSim();
+    td = await startTestDaemon(sim.url, redis.url);
+    const { queuePrefix } = td.daemon.config;
+    const connection = { host: new URL(redis.url).hostname, port: Number(new URL(redis.url).port) };
+    await td.restart(async () => {
+      const history = openDatabase(join(td?.dataDir as string, 'history.sqlite'));
+      createRequest(history.db, {
+        id: 'orphan',
+        profile: 'test',
+        name: 'x',
+        spec: spec(sim as TestSim),
+        origin: 'api',
+        at: Date.now(),
+        source: 'api',
+      });
+      history.close();
+      const queue = new Queue('submit', { connection, prefix: queuePrefix });
+      await queue.add('submit', { requestId: 'orphan' }, { jobId: 'orphan', attempts: 1 });
+      // A worker that fails the job without recording anything, as a process killed mid-attempt would leave it.
+      const worker = new Worker(
+        'submit',
+        async () => {
+          throw new UnrecoverableError('process died');
+        },
+        { connection, prefix: queuePrefix },
+      );
+      await waitFor(async () => ((await queue.getJob('orphan'))?.failedReason ? true : undefined), {
+        what: 'the job to fail',
+      });
+      await worker.close();
+      await queue.close();
+    });
+    const row = await td.waitForState('orphan', 'completed');
+    expect(row.jobId).toEqual(expect.any(Number));
+  }, 30_000);
 });
 
 describe('reconcile', () => {
