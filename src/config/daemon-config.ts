@@ -35,20 +35,45 @@ export const daemonConfigSchema = z.object({
 export type DaemonConfig = z.output<typeof daemonConfigSchema>;
 export type DaemonConfigInput = z.input<typeof daemonConfigSchema>;
 
+/** Tuning settings read from the environment (whole milliseconds, or a count). */
+export const DAEMON_ENV_NUMBERS = {
+  SCHEDFLOW_POLL_FLOOR_MS: 'pollFloorMs',
+  SCHEDFLOW_POLL_CEILING_MS: 'pollCeilingMs',
+  SCHEDFLOW_LOST_GRACE_MS: 'lostGraceMs',
+  SCHEDFLOW_RECONCILE_EVERY_MS: 'reconcileEveryMs',
+  SCHEDFLOW_SUBMIT_CONCURRENCY: 'submitConcurrency',
+  SCHEDFLOW_LOCK_DURATION_MS: 'lockDurationMs',
+  SCHEDFLOW_SHUTDOWN_GRACE_MS: 'shutdownGraceMs',
+} as const satisfies Record<string, keyof DaemonConfig>;
+
 /** Builds the daemon's configuration from the environment and command-line flags. */
 export function loadDaemonConfig(env: NodeJS.ProcessEnv, flags: DaemonConfigInput = {}): DaemonConfig {
-  const fromEnv: DaemonConfigInput = {
+  const fromEnv: Record<string, unknown> = {
     ...(env.SCHEDFLOW_DATA_DIR && { dataDir: env.SCHEDFLOW_DATA_DIR }),
     ...(env.SCHEDFLOW_CONFIG_DIR && { configDir: env.SCHEDFLOW_CONFIG_DIR }),
+    ...(env.SCHEDFLOW_QUEUE_PREFIX && { queuePrefix: env.SCHEDFLOW_QUEUE_PREFIX }),
     ...(env.REDIS_URL && { redisUrl: env.REDIS_URL }),
   };
+  for (const [name, key] of Object.entries(DAEMON_ENV_NUMBERS)) {
+    const raw = env[name]?.trim();
+    if (!raw) continue;
+    // Kept as text when not a number, so the error below names the variable's setting.
+    fromEnv[key] = /^\d+$/.test(raw) ? Number(raw) : raw;
+  }
   const defined = Object.fromEntries(Object.entries(flags).filter(([, v]) => v !== undefined));
   const parsed = daemonConfigSchema.safeParse({ ...fromEnv, ...defined });
   if (!parsed.success) {
-    throw new ConfigError(parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; '));
+    throw new ConfigError(parsed.error.issues.map((i) => `${settingName(i.path)}: ${i.message}`).join('; '));
   }
   if (parsed.data.roles.length < 2 && !parsed.data.redisUrl) {
     throw new ConfigError('separate worker and scheduler processes share one Redis: set REDIS_URL');
   }
   return { ...parsed.data, dataDir: resolve(parsed.data.dataDir), configDir: resolve(parsed.data.configDir) };
+}
+
+/** The name a user set: the environment variable for tuning settings, else the setting's key. */
+function settingName(path: PropertyKey[]): string {
+  const key = String(path[0]);
+  const envName = Object.entries(DAEMON_ENV_NUMBERS).find(([, k]) => k === key)?.[0];
+  return envName ?? path.join('.');
 }
