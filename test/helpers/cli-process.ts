@@ -1,0 +1,210 @@
+import { type ChildProcess, spawn } from 'node:child_process';
+import { createRequire } from 'node:module';
+import { join } from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+
+/**
+ * `schedflow` as separate Node processes on src/cli.ts (through tsx), the way a
+ * user runs it: one-shot commands (`runCli`) and a long-running daemon
+ * (`spawnDaemon`). Every process started here is remembered until it exits, so
+ * a test's cleanup can kill what a failed test left behind (`killLeftovers`).
+ */
+
+export const REPO = fileURLToPath(new URL('../../', import.meta.url));
+export const CLI = join(REPO, 'src', 'cli.ts');
+// Absolute, so the child can run with its working directory anywhere.
+export const TSX = pathToFileURL(createRequire(join(REPO, 'package.json')).resolve('tsx')).href;
+
+export interface CliResult {
+  code: number | null;
+  signal: NodeJS.Signals | null;
+  stdout: string;
+  stderr: string;
+}
+
+export interface ProcessOptions {
+  cwd?: string;
+  /** The whole environment of the child (default: this process's, without REDIS_URL and SCHEDFLOW_*). */
+  env?: NodeJS.ProcessEnv;
+}
+
+const live = new Set<ChildProcess>();
+
+/** This process's environment without the variables that would point a child at another daemon or Redis. */
+export function cleanEnv(extra: NodeJS.ProcessEnv = {}): NodeJS.ProcessEnv {
+  const env: NodeJS.ProcessEnv = { ...process.env };
+  for (const name of ['REDIS_URL', 'SCHEDFLOW_DATA_DIR', 'SCHEDFLOW_CONFIG_DIR', 'SCHED_TOKEN']) delete env[name];
+  return { ...env, ...extra };
+}
+
+function start(args: string[], options: ProcessOptions): ChildProcess {
+  const child = spawn(process.execPath, ['--import', TSX, CLI, ...args], {
+    cwd: options.cwd ?? REPO,
+    env: options.env ?? cleanEnv(),
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  live.add(child);
+  child.once('exit', () => live.delete(child));
+  return child;
+}
+
+/** Runs `schedflow <args>` to its end; killed (SIGKILL) at the timeout, which shows in stderr. */
+export function runCli(args: string[], options: ProcessOptions & { timeoutMs?: number } = {}): Promise<CliResult> {
+  const timeoutMs = options.timeoutMs ?? 20_000;
+  return new Promise((resolve, reject) => {
+    const child = start(args, options);
+    let stdout = '';
+    let stderr = '';
+    child.stdout?.setEncoding('utf8').on('data', (chunk: string) => {
+      stdout += chunk;
+    });
+    child.stderr?.setEncoding('utf8').on('data', (chunk: string) => {
+      stderr += chunk;
+    });
+    const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
+    child.on('error', reject);
+    child.on('close', (code, signal) => {
+      clearTimeout(timer);
+      if (signal) stderr += `\n[killed by ${signal}; timeout ${timeoutMs} ms]`;
+      resolve({ code, signal, stdout, stderr });
+    });
+  });
+}
+
+export interface Exit {
+  code: number | null;
+  signal: NodeJS.Signals | null;
+  /** When the process had exited and its output was read to the end. */
+  at: number;
+}
+
+export interface DaemonProcess {
+  child: ChildProcess;
+  pid: number;
+  /** Everything written so far. */
+  readonly stdout: string;
+  readonly stderr: string;
+  /** Resolves once the process has exited and its pipes are drained. */
+  exited: Promise<Exit>;
+  /** Resolves with stdout once the start banner is printed; rejects if the process exits first or at the timeout. */
+  ready(timeoutMs?: number): Promise<string>;
+  /** Waits for stdout to match; rejects if the process exits first or at the timeout. */
+  waitForOutput(pattern: RegExp, timeoutMs?: number): Promise<RegExpMatchArray>;
+  /** Sends a signal and waits for the exit. */
+  stop(signal?: NodeJS.Signals): Promise<Exit>;
+}
+
+export const READY_BANNER = /schedflow is running \(data in /;
+
+/**
+ * `schedflow start --data-dir <dataDir> --config <configDir> --log-level info`
+ * as a child process (logs are JSON lines on stdout when stdout is not a TTY).
+ */
+export function spawnDaemon(
+  opts: { dataDir: string; configDir: string; logLevel?: string; extraArgs?: string[] } & ProcessOptions,
+): DaemonProcess {
+  const args = [
+    'start',
+    '--data-dir',
+    opts.dataDir,
+    '--config',
+    opts.configDir,
+    '--log-level',
+    opts.logLevel ?? 'info',
+    ...(opts.extraArgs ?? []),
+  ];
+  const child = start(args, opts);
+  let stdout = '';
+  let stderr = '';
+  const listeners = new Set<() => void>();
+  const notify = () => {
+    for (const l of [...listeners]) l();
+  };
+  child.stdout?.setEncoding('utf8').on('data', (chunk: string) => {
+    stdout += chunk;
+    notify();
+  });
+  child.stderr?.setEncoding('utf8').on('data', (chunk: string) => {
+    stderr += chunk;
+  });
+  let exit: Exit | undefined;
+  const exited = new Promise<Exit>((resolve) => {
+    child.once('close', (code, signal) => {
+      exit = { code, signal, at: Date.now() };
+      notify();
+      resolve(exit);
+    });
+  });
+
+  const waitForOutput = (pattern: RegExp, timeoutMs = 30_000) =>
+    new Promise<RegExpMatchArray>((resolve, reject) => {
+      const check = () => {
+        const match = pattern.exec(stdout);
+        if (match) finish(() => resolve(match));
+        else if (exit)
+          finish(() =>
+            reject(
+              new Error(
+                `schedflow start exited (code ${exit?.code}, signal ${exit?.signal}) before printing ${pattern}\n--- stdout\n${stdout}\n--- stderr\n${stderr}`,
+              ),
+            ),
+          );
+      };
+      const timer = setTimeout(
+        () =>
+          finish(() =>
+            reject(
+              new Error(
+                `no ${pattern} from schedflow start in ${timeoutMs} ms\n--- stdout\n${stdout}\n--- stderr\n${stderr}`,
+              ),
+            ),
+          ),
+        timeoutMs,
+      );
+      const finish = (settle: () => void) => {
+        clearTimeout(timer);
+        listeners.delete(check);
+        settle();
+      };
+      listeners.add(check);
+      check();
+    });
+
+  const handle: DaemonProcess = {
+    child,
+    pid: child.pid as number,
+    get stdout() {
+      return stdout;
+    },
+    get stderr() {
+      return stderr;
+    },
+    exited,
+    ready: async (timeoutMs = 30_000) => {
+      await waitForOutput(READY_BANNER, timeoutMs);
+      return stdout;
+    },
+    waitForOutput,
+    stop: async (signal = 'SIGTERM') => {
+      if (!exit) child.kill(signal);
+      return exited;
+    },
+  };
+  return handle;
+}
+
+/** Kills (SIGKILL) every process this helper started that is still running, and waits for them. */
+export async function killLeftovers(): Promise<number> {
+  const children = [...live];
+  await Promise.all(
+    children.map(
+      (child) =>
+        new Promise<void>((resolve) => {
+          if (child.exitCode !== null || child.signalCode !== null) return resolve();
+          child.once('exit', () => resolve());
+          child.kill('SIGKILL');
+        }),
+    ),
+  );
+  return children.length;
+}
