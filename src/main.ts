@@ -9,6 +9,7 @@ import { recordSubmitGivenUp, requeueUnsubmitted, submitProcessor } from '../wor
 import type { DaemonConfig } from './config/daemon-config.js';
 import { type HistoryDatabase, openDatabase } from './db/database.js';
 import { createRequest, transition } from './db/requests.js';
+import type { Deadlines } from './db/schema.js';
 import { ConfigError } from './errors.js';
 import { Lifecycle } from './lifecycle.js';
 import type { Logger } from './logger.js';
@@ -36,6 +37,9 @@ export interface Daemon {
     spec: JobSpec;
     origin: 'api' | 'cli' | 'pipeline';
     requestId?: string;
+    /** POSTed, signed, when the request ends. */
+    webhookUrl?: string | null;
+    deadlines?: Deadlines | null;
   }): Promise<string>;
   stop(): Promise<void>;
 }
@@ -148,6 +152,8 @@ async function compose(config: DaemonConfig, logger: Logger, lifecycle: Lifecycl
         origin: input.origin,
         at: now,
         source: input.origin === 'cli' ? 'cli' : 'api',
+        webhookUrl: input.webhookUrl ?? null,
+        deadlines: input.deadlines ?? null,
       });
       await queues.submit.add('submit', { requestId: id }, { jobId: id });
       transition(history.db, id, { to: 'queued', source: 'api', at: Date.now() });

@@ -2,11 +2,13 @@ import { and, asc, desc, eq, inArray, isNotNull, lt, notInArray, type SQL } from
 import { canTransition } from '../tracking/request-state.js';
 import type { Db } from './database.js';
 import {
+  type Deadlines,
   type JobRequestRow,
   type JobTransitionRow,
   jobRequests,
   jobTransitions,
   type RequestState,
+  type StepNeed,
   TERMINAL_REQUEST_STATES,
   type TransitionSource,
 } from './schema.js';
@@ -21,6 +23,13 @@ export interface NewRequest {
   origin: JobRequestRow['origin'];
   at: number;
   source: TransitionSource;
+  /** A pipeline step: its run, step name, attempt and the steps it needs. */
+  runId?: string;
+  step?: string;
+  attempt?: number;
+  needs?: StepNeed[];
+  webhookUrl?: string | null;
+  deadlines?: Deadlines | null;
 }
 
 /** Creates a request in `accepted`; a second call with the same id returns the first row. */
@@ -39,6 +48,12 @@ export function createRequest(db: Db, req: NewRequest): JobRequestRow {
         state: 'accepted',
         createdAt: req.at,
         updatedAt: req.at,
+        runId: req.runId ?? null,
+        step: req.step ?? null,
+        attempt: req.attempt ?? 1,
+        needs: req.needs ?? null,
+        webhookUrl: req.webhookUrl ?? null,
+        deadlines: req.deadlines ?? null,
       })
       .returning()
       .get();

@@ -45,7 +45,7 @@ export const TERMINAL_REQUEST_STATES = [
 ] as const satisfies readonly RequestState[];
 
 /** Where a transition was learned. */
-export const TRANSITION_SOURCES = ['api', 'cli', 'submit', 'poll', 'accounting'] as const;
+export const TRANSITION_SOURCES = ['api', 'cli', 'submit', 'poll', 'accounting', 'pipeline'] as const;
 export type TransitionSource = (typeof TRANSITION_SOURCES)[number];
 
 export const jobRequests = sqliteTable(
@@ -83,11 +83,163 @@ export const jobRequests = sqliteTable(
     lastSeenStale: integer('last_seen_stale', { mode: 'boolean' }),
     /** When the job went missing from both controller and accounting (grace period start). */
     missingSince: integer('missing_since'),
+    /** A pipeline run's step: the run, the step's name, and which attempt (retries make new requests). */
+    runId: text('run_id'),
+    step: text('step'),
+    attempt: integer('attempt').notNull().default(1),
+    /** Steps of the same run this one waits for, as Slurm dependencies: `[{ step, type }]`. */
+    needs: text('needs', { mode: 'json' }).$type<StepNeed[]>(),
+    /** POSTed (signed) when the request reaches a terminal state. */
+    webhookUrl: text('webhook_url'),
+    /** Absolute limits: `{ maxPendingSec, startBy, finishBy }` (ms for the times). */
+    deadlines: text('deadlines', { mode: 'json' }).$type<Deadlines>(),
   },
   (t) => [
     index('job_requests_state').on(t.profile, t.state),
     uniqueIndex('job_requests_job').on(t.profile, t.jobId),
     index('job_requests_created').on(t.createdAt),
+    index('job_requests_run').on(t.runId, t.step),
+  ],
+);
+
+export const DEPENDENCY_TYPES = ['afterok', 'afterany', 'afternotok'] as const;
+export type DependencyType = (typeof DEPENDENCY_TYPES)[number];
+export interface StepNeed {
+  step: string;
+  type: DependencyType;
+}
+
+export interface Deadlines {
+  maxPendingSec?: number;
+  startBy?: number;
+  finishBy?: number;
+}
+
+export const RUN_STATES = ['queued', 'running', 'succeeded', 'failed', 'cancelled', 'skipped'] as const;
+export type RunState = (typeof RUN_STATES)[number];
+export const TERMINAL_RUN_STATES = [
+  'succeeded',
+  'failed',
+  'cancelled',
+  'skipped',
+] as const satisfies readonly RunState[];
+
+export const RUN_TRIGGERS = ['schedule', 'catchup', 'api', 'cli', 'ui'] as const;
+export type RunTrigger = (typeof RUN_TRIGGERS)[number];
+
+/** One run of a pipeline: its steps are job requests with this run id. */
+export const pipelineRuns = sqliteTable(
+  'pipeline_runs',
+  {
+    id: text('id').primaryKey(),
+    pipeline: text('pipeline').notNull(),
+    trigger: text('trigger', { enum: RUN_TRIGGERS }).notNull(),
+    /** The cron time this run is for (scheduled and catch-up runs); one run per tick. */
+    scheduledFor: integer('scheduled_for'),
+    /** Values given at trigger time (`${params.x}`). */
+    params: text('params', { mode: 'json' }).$type<Record<string, string>>().notNull(),
+    /** The steps as resolved when the run was created (templating applied), so a reload does not change a run. */
+    definition: text('definition', { mode: 'json' }).notNull(),
+    state: text('state', { enum: RUN_STATES }).notNull(),
+    /** Why a run was skipped or failed, in words. */
+    detail: text('detail'),
+    webhookUrl: text('webhook_url'),
+    createdAt: integer('created_at').notNull(),
+    startedAt: integer('started_at'),
+    endedAt: integer('ended_at'),
+    updatedAt: integer('updated_at').notNull(),
+  },
+  (t) => [
+    uniqueIndex('pipeline_runs_tick').on(t.pipeline, t.scheduledFor),
+    index('pipeline_runs_state').on(t.state),
+    index('pipeline_runs_created').on(t.pipeline, t.createdAt),
+  ],
+);
+
+/** Per-pipeline schedule progress: the last cron time a run was made for, for catch-up after downtime. */
+export const pipelineSchedules = sqliteTable('pipeline_schedules', {
+  pipeline: text('pipeline').primaryKey(),
+  lastScheduledFor: integer('last_scheduled_for'),
+  updatedAt: integer('updated_at').notNull(),
+});
+
+export const DEADLINE_KINDS = ['max_pending', 'start_by', 'finish_by', 'never_started'] as const;
+export type DeadlineKind = (typeof DEADLINE_KINDS)[number];
+
+/** A missed deadline, recorded once per request (or run) and kind. */
+export const deadlineMisses = sqliteTable(
+  'deadline_misses',
+  {
+    id: integer('id').primaryKey({ autoIncrement: true }),
+    /** `request:<id>` or `run:<id>`: what missed it, unique with the kind. */
+    subject: text('subject').notNull(),
+    requestId: text('request_id'),
+    runId: text('run_id'),
+    kind: text('kind', { enum: DEADLINE_KINDS }).notNull(),
+    at: integer('at').notNull(),
+    /** What was late and why, with the scheduler's reason for pending jobs. */
+    detail: text('detail').notNull(),
+  },
+  (t) => [uniqueIndex('deadline_misses_once').on(t.subject, t.kind), index('deadline_misses_run').on(t.runId)],
+);
+
+export const API_SCOPES = ['submit', 'read', 'cancel', 'admin'] as const;
+export type ApiScope = (typeof API_SCOPES)[number];
+
+/** Local API tokens: only a SHA-256 of the token is kept; the token is shown once. */
+export const apiTokens = sqliteTable('api_tokens', {
+  id: text('id').primaryKey(),
+  name: text('name').notNull().unique(),
+  hash: text('hash').notNull().unique(),
+  scopes: text('scopes', { mode: 'json' }).$type<ApiScope[]>().notNull(),
+  createdAt: integer('created_at').notNull(),
+  lastUsedAt: integer('last_used_at'),
+  revokedAt: integer('revoked_at'),
+});
+
+/** Answers to POSTs with an `Idempotency-Key`, per token, so a retried POST gets the first answer. */
+export const idempotencyKeys = sqliteTable(
+  'idempotency_keys',
+  {
+    tokenId: text('token_id').notNull(),
+    key: text('key').notNull(),
+    /** Method and path, and a SHA-256 of the body: another body under the same key is a conflict. */
+    route: text('route').notNull(),
+    bodyHash: text('body_hash').notNull(),
+    status: integer('status').notNull(),
+    response: text('response', { mode: 'json' }).notNull(),
+    createdAt: integer('created_at').notNull(),
+  },
+  (t) => [primaryKey({ columns: [t.tokenId, t.key] }), index('idempotency_keys_created').on(t.createdAt)],
+);
+
+export const WEBHOOK_EVENTS = ['job.finished', 'run.finished', 'deadline.missed'] as const;
+export type WebhookEvent = (typeof WEBHOOK_EVENTS)[number];
+
+/**
+ * Webhook deliveries, written in the same transaction as what they report (an
+ * outbox), then sent by the notify queue; attempts and outcome are kept.
+ */
+export const webhookDeliveries = sqliteTable(
+  'webhook_deliveries',
+  {
+    id: text('id').primaryKey(),
+    event: text('event', { enum: WEBHOOK_EVENTS }).notNull(),
+    url: text('url').notNull(),
+    requestId: text('request_id'),
+    runId: text('run_id'),
+    payload: text('payload', { mode: 'json' }).notNull(),
+    state: text('state', { enum: ['pending', 'delivered', 'failed'] }).notNull(),
+    attempts: integer('attempts').notNull().default(0),
+    lastStatus: integer('last_status'),
+    lastError: text('last_error'),
+    createdAt: integer('created_at').notNull(),
+    deliveredAt: integer('delivered_at'),
+    updatedAt: integer('updated_at').notNull(),
+  },
+  (t) => [
+    index('webhook_deliveries_state').on(t.state, t.createdAt),
+    index('webhook_deliveries_request').on(t.requestId),
   ],
 );
 
@@ -164,5 +316,9 @@ export const profileSync = sqliteTable('profile_sync', {
 });
 
 export type JobRequestRow = typeof jobRequests.$inferSelect;
+export type PipelineRunRow = typeof pipelineRuns.$inferSelect;
+export type DeadlineMissRow = typeof deadlineMisses.$inferSelect;
+export type ApiTokenRow = typeof apiTokens.$inferSelect;
+export type WebhookDeliveryRow = typeof webhookDeliveries.$inferSelect;
 export type JobTransitionRow = typeof jobTransitions.$inferSelect;
 export type AccountingJobRow = typeof accountingJobs.$inferSelect;
