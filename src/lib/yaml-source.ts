@@ -59,9 +59,16 @@ export function parseSource<S extends z.ZodType>(source: YamlSource, schema: S):
   const parsed = schema.safeParse(source.data);
   if (parsed.success) return parsed.data;
   throw new SourceError(
-    parsed.error.issues.map((issue) => {
+    parsed.error.issues.flatMap((issue) => {
+      // An unknown key is pointed at itself, with the fields that are allowed there.
+      if (issue.code === 'unrecognized_keys') {
+        return issue.keys.map((key) => {
+          const path = [...issue.path, key];
+          return `${locate(source, path)}: ${path.join('.')}: unknown field "${key}"`;
+        });
+      }
       const field = issue.path.length ? issue.path.join('.') : '(file)';
-      return `${locate(source, issue.path)}: ${field}: ${issue.message}`;
+      return [`${locate(source, issue.path)}: ${field}: ${issue.message}`];
     }),
   );
 }

@@ -1,0 +1,189 @@
+import { CronExpressionParser } from 'cron-parser';
+import { z } from 'zod';
+import { DEPENDENCY_TYPES } from '../db/schema.js';
+import { parseDuration } from '../lib/duration.js';
+import { jobSpecSchema } from '../sched/job-spec.js';
+
+/**
+ * The pipeline file format (`config/pipelines/<name>.yaml`): one pipeline a
+ * file. Strict: an unknown field is an error, so a typo never silently does
+ * nothing. Step fields use slurmrestd's `job_desc_msg` names, like job files;
+ * other `job_desc_msg` members go under `slurm:`. The shipped JSON Schema
+ * (config/pipeline.schema.json) is generated from this.
+ */
+
+const NAME = /^[A-Za-z0-9][A-Za-z0-9_.-]*$/;
+const nameSchema = z.string().regex(NAME, 'letters, digits, and _ . - (not first)');
+
+/** A duration: seconds, or `30m`, `2h`, `1d`, `1h30m`. */
+const durationSchema = z
+  .union([z.number().positive(), z.string()])
+  .transform((value, ctx) => {
+    try {
+      return parseDuration(value);
+    } catch (error) {
+      ctx.addIssue({ code: 'custom', message: (error as Error).message });
+      return z.NEVER;
+    }
+  })
+  .meta({ description: 'seconds, or 90s, 30m, 2h, 1d, 1h30m' });
+
+/** Slurm states a step may be retried on (its request's terminal states, in Slurm's spelling). */
+export const RETRY_STATES = [
+  'NODE_FAIL',
+  'PREEMPTED',
+  'BOOT_FAIL',
+  'FAILED',
+  'TIMEOUT',
+  'OUT_OF_MEMORY',
+  'DEADLINE',
+  'CANCELLED',
+] as const;
+
+const deadlinesSchema = z
+  .object({
+    /** Longest time a step may wait in PENDING; reported with the scheduler's reason. */
+    max_pending: durationSchema.optional(),
+    /** Must have started this long after the run's scheduled (or trigger) time. */
+    start_by: durationSchema.optional(),
+    /** Must have ended this long after the run's scheduled (or trigger) time. */
+    finish_by: durationSchema.optional(),
+  })
+  .strict();
+
+const retrySchema = z
+  .object({
+    on: z.array(z.enum(RETRY_STATES)).min(1),
+    /** Further attempts after the first. */
+    limit: z.number().int().min(1).max(10),
+  })
+  .strict();
+
+const needSchema = z.union([
+  nameSchema,
+  z.object({ step: nameSchema, type: z.enum(DEPENDENCY_TYPES).default('afterok') }).strict(),
+]);
+
+const spec = jobSpecSchema.shape;
+
+const stepSchema = z
+  .object({
+    /** The Slurm job name; default `<pipeline>.<step>`. */
+    name: z.string().min(1).optional(),
+    script: z.string().min(1).optional(),
+    /** A script file, relative to the pipeline file; read when a run is made. */
+    script_file: z.string().min(1).optional(),
+    partition: spec.partition,
+    account: spec.account,
+    environment: spec.environment,
+    current_working_directory: spec.current_working_directory,
+    tasks: spec.tasks,
+    cpus_per_task: spec.cpus_per_task,
+    memory_per_node: spec.memory_per_node,
+    time_limit: spec.time_limit,
+    array: spec.array,
+    comment: spec.comment,
+    standard_output: spec.standard_output,
+    standard_error: spec.standard_error,
+    /** Steps this one waits for: a name (afterok) or `{ step, type: afterok | afterany | afternotok }`. */
+    needs: z.array(needSchema).default([]),
+    retry: retrySchema.optional(),
+    deadlines: deadlinesSchema.optional(),
+    /** Other `job_desc_msg` members, passed through unchanged. */
+    slurm: z.record(z.string(), z.unknown()).optional(),
+    /** Ask for a summary when the step ends (overrides the pipeline's setting). */
+    summarize: z.boolean().optional(),
+  })
+  .strict()
+  .superRefine((step, ctx) => {
+    if ((step.script === undefined) === (step.script_file === undefined)) {
+      ctx.addIssue({ code: 'custom', message: 'give exactly one of script and script_file', path: ['script'] });
+    }
+  });
+
+const scheduleSchema = z
+  .object({
+    /** Five fields (minute hour day month weekday) or six (seconds first). */
+    cron: z.string().superRefine((text, ctx) => {
+      const fields = text.trim().split(/\s+/).length;
+      if (fields !== 5 && fields !== 6) {
+        ctx.addIssue({ code: 'custom', message: `a cron expression has 5 or 6 fields, this one has ${fields}` });
+        return;
+      }
+      try {
+        CronExpressionParser.parse(text);
+      } catch (error) {
+        ctx.addIssue({ code: 'custom', message: `invalid cron expression: ${(error as Error).message}` });
+      }
+    }),
+    /** An IANA time zone the cron expression is read in. */
+    timezone: z
+      .string()
+      .default('UTC')
+      .refine(isTimeZone, { message: 'not a time zone (use an IANA name such as Europe/Berlin or UTC)' }),
+    /** A tick while the last run is active: skip it, queue it behind, or allow both. */
+    overlap: z.enum(['skip', 'queue', 'allow']).default('skip'),
+    /** Ticks missed while schedflow was down: none, the latest one, or all of them (up to catchup_limit). */
+    catchup: z.enum(['none', 'latest', 'all']).default('none'),
+    catchup_limit: z.number().int().min(1).max(1000).default(10),
+    /** false pauses the schedule without deleting the file. */
+    enabled: z.boolean().default(true),
+  })
+  .strict();
+
+export const pipelineFileSchema = z
+  .object({
+    /** Default: the file name without extension. */
+    name: nameSchema.optional(),
+    description: z.string().optional(),
+    schedule: scheduleSchema.optional(),
+    /** Parameters, `${params.NAME}` in steps, with a default; null makes one required at trigger time. */
+    params: z
+      .record(
+        z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'letters, digits and _'),
+        z.union([z.string(), z.number(), z.null()]),
+      )
+      .default({}),
+    defaults: z
+      .object({
+        /** The scheduler profile (config/profiles/<name>.yaml); default: the daemon's first profile. */
+        profile: z.string().min(1).optional(),
+        partition: spec.partition,
+        account: spec.account,
+        time_limit: spec.time_limit,
+        environment: spec.environment,
+        current_working_directory: spec.current_working_directory,
+      })
+      .strict()
+      .default({}),
+    deadlines: deadlinesSchema.optional(),
+    /** Signed POST when a run ends or misses a deadline. */
+    webhook: z.url({ protocol: /^https?$/ }).optional(),
+    summarize: z.boolean().optional(),
+    steps: z
+      .record(nameSchema, stepSchema)
+      .refine((steps) => Object.keys(steps).length > 0, { message: 'a pipeline needs at least one step' }),
+  })
+  .strict();
+
+export type PipelineFile = z.output<typeof pipelineFileSchema>;
+export type PipelineStep = PipelineFile['steps'][string];
+export type StepDeadlines = z.output<typeof deadlinesSchema>;
+
+function isTimeZone(zone: string): boolean {
+  try {
+    new Intl.DateTimeFormat('en', { timeZone: zone });
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** The JSON Schema editors use to complete and check pipeline files (input shape). */
+export function pipelineJsonSchema(): Record<string, unknown> {
+  return {
+    ...z.toJSONSchema(pipelineFileSchema, { io: 'input', unrepresentable: 'any' }),
+    $id: 'https://schedflow.dev/schemas/pipeline.schema.json',
+    title: 'schedflow pipeline',
+  };
+}

@@ -1,0 +1,191 @@
+import { createHash } from 'node:crypto';
+import { readdirSync, readFileSync } from 'node:fs';
+import { basename, dirname, extname, join, resolve } from 'node:path';
+import type { StepNeed } from '../db/schema.js';
+import { locate, parseSource, readYamlSource, SourceError, type YamlSource } from '../lib/yaml-source.js';
+import type { Profile } from '../sched/profile.js';
+import { type PipelineFile, pipelineFileSchema } from './pipeline-file.js';
+import { planRun } from './run-plan.js';
+import { stringsIn, unknownPlaceholders } from './template.js';
+
+/** A pipeline file that passed every check, ready to plan runs from. */
+export interface LoadedPipeline {
+  name: string;
+  file: string;
+  def: PipelineFile;
+  /** The scheduler profile its steps go to. */
+  profile: string;
+  /** Steps in an order where every step comes after the steps it needs. */
+  order: string[];
+  needs: Record<string, StepNeed[]>;
+  /** Of the file's text: a reload that changes nothing is not a change. */
+  hash: string;
+}
+
+export interface LoadContext {
+  profiles: ReadonlyMap<string, Profile>;
+  /** Used when a file names no profile. */
+  defaultProfile?: string;
+}
+
+export const PIPELINE_EXTENSIONS = ['.yaml', '.yml', '.json'];
+
+/** The pipeline files of a folder, sorted; a missing folder has none. */
+export function pipelineFiles(dir: string): string[] {
+  let names: string[];
+  try {
+    names = readdirSync(dir);
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return [];
+    throw error;
+  }
+  return names
+    .filter((n) => PIPELINE_EXTENSIONS.includes(extname(n)) && !n.startsWith('.'))
+    .sort()
+    .map((n) => join(dir, n));
+}
+
+/**
+ * Reads and checks one pipeline file. Every problem is reported as
+ * `file:line:column: field: what is wrong`, all at once (SourceError).
+ */
+export function loadPipelineFile(file: string, context: LoadContext): LoadedPipeline {
+  const path = resolve(file);
+  const text = readText(path);
+  const source = readYamlSource(path, text);
+  const def = parseSource(source, pipelineFileSchema);
+  const problems: string[] = [];
+  const at = (where: PropertyKey[], message: string) => problems.push(`${locate(source, where)}: ${message}`);
+
+  const name = def.name ?? basename(path, extname(path));
+  const profile = checkProfile(def, context, at);
+  checkAccounts(def, profile, context, at);
+  const needs = checkNeeds(def, at);
+  const order = problems.length === 0 ? topologicalOrder(def, needs, at) : [];
+  checkPlaceholders(source, def, path, at);
+  if (problems.length > 0) throw new SourceError(problems);
+
+  const loaded: LoadedPipeline = {
+    name,
+    file: path,
+    def,
+    profile: profile ?? '',
+    order,
+    needs,
+    hash: createHash('sha256').update(text).digest('hex'),
+  };
+  // A dry run with sample values catches what only a rendered job spec shows (a script without #!).
+  try {
+    planRun(loaded, { runId: 'check', trigger: 'cli', createdAt: 0, scheduledFor: null, params: sampleParams(def) });
+  } catch (error) {
+    throw new SourceError([`${locate(source, ['steps'])}: ${(error as Error).message}`]);
+  }
+  return loaded;
+}
+
+function readText(path: string): string {
+  try {
+    return readFileSync(path, 'utf8');
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    throw new SourceError([`${path}: cannot read: ${code === 'ENOENT' ? 'no such file' : (error as Error).message}`]);
+  }
+}
+
+type At = (where: PropertyKey[], message: string) => void;
+
+function checkProfile(def: PipelineFile, context: LoadContext, at: At): string | null {
+  const wanted = def.defaults.profile ?? context.defaultProfile ?? null;
+  if (wanted === null) return null;
+  if (context.profiles.size > 0 && !context.profiles.has(wanted)) {
+    const known = [...context.profiles.keys()].join(', ');
+    at(['defaults', 'profile'], `defaults.profile: no scheduler profile "${wanted}" (configured: ${known})`);
+    return null;
+  }
+  return wanted;
+}
+
+/** The proxy refuses a bearer token's submission to another account (403): say so before a run fails. */
+function checkAccounts(def: PipelineFile, profileName: string | null, context: LoadContext, at: At): void {
+  const bound = profileName ? context.profiles.get(profileName)?.account : undefined;
+  if (!bound) return;
+  const explain = (account: string) =>
+    `account "${account}" differs from the account "${bound}" that profile "${profileName}"'s token is bound to; the scheduler would refuse the submission (403): use "${bound}" or leave account out`;
+  if (def.defaults.account && def.defaults.account !== bound) {
+    at(['defaults', 'account'], `defaults.account: ${explain(def.defaults.account)}`);
+  }
+  for (const [step, s] of Object.entries(def.steps)) {
+    if (s.account && s.account !== bound)
+      at(['steps', step, 'account'], `steps.${step}.account: ${explain(s.account)}`);
+  }
+}
+
+function checkNeeds(def: PipelineFile, at: At): Record<string, StepNeed[]> {
+  const needs: Record<string, StepNeed[]> = {};
+  for (const [step, s] of Object.entries(def.steps)) {
+    needs[step] = s.needs.map((n, i) => {
+      const need: StepNeed = typeof n === 'string' ? { step: n, type: 'afterok' } : n;
+      const where = ['steps', step, 'needs', i];
+      if (need.step === step) at(where, `steps.${step}.needs: a step cannot need itself`);
+      else if (!(need.step in def.steps)) {
+        at(where, `steps.${step}.needs: no step "${need.step}" (steps: ${Object.keys(def.steps).join(', ')})`);
+      }
+      return need;
+    });
+  }
+  return needs;
+}
+
+/** Kahn's algorithm, in file order among ready steps; a cycle is reported with its steps. */
+function topologicalOrder(def: PipelineFile, needs: Record<string, StepNeed[]>, at: At): string[] {
+  const order: string[] = [];
+  const remaining = new Set(Object.keys(def.steps));
+  while (remaining.size > 0) {
+    const ready = [...remaining].filter((s) => (needs[s] ?? []).every((n) => !remaining.has(n.step)));
+    if (ready.length === 0) {
+      const cycle = [...remaining].join(', ');
+      at(['steps'], `steps: the needs of ${cycle} form a cycle`);
+      return [];
+    }
+    for (const s of ready) {
+      order.push(s);
+      remaining.delete(s);
+    }
+  }
+  return order;
+}
+
+function checkPlaceholders(source: YamlSource, def: PipelineFile, path: string, at: At): void {
+  const params = new Set(Object.keys(def.params));
+  const raw = source.data as Record<string, unknown>;
+  for (const section of ['defaults', 'steps'] as const) {
+    for (const [text, where] of stringsIn(raw[section], [section])) {
+      for (const name of unknownPlaceholders(text, params)) {
+        at(where, `${where.join('.')}: unknown template name \${${name}} (${describeNames(params)})`);
+      }
+    }
+  }
+  for (const [step, s] of Object.entries(def.steps)) {
+    if (!s.script_file) continue;
+    const scriptPath = resolve(dirname(path), s.script_file);
+    let text: string;
+    try {
+      text = readFileSync(scriptPath, 'utf8');
+    } catch {
+      at(['steps', step, 'script_file'], `steps.${step}.script_file: cannot read ${scriptPath}`);
+      continue;
+    }
+    for (const name of unknownPlaceholders(text, params)) {
+      at(['steps', step, 'script_file'], `${scriptPath}: unknown template name \${${name}} (${describeNames(params)})`);
+    }
+  }
+}
+
+function describeNames(params: ReadonlySet<string>): string {
+  const declared = params.size ? [...params].map((p) => `params.${p}`).join(', ') : 'no params declared';
+  return `known: run.id, run.scheduled_time, run.date, run.trigger, pipeline.name, step.name, ${declared}`;
+}
+
+function sampleParams(def: PipelineFile): Record<string, string> {
+  return Object.fromEntries(Object.entries(def.params).map(([k, v]) => [k, v === null ? 'x' : String(v)]));
+}

@@ -1,0 +1,150 @@
+import { readFileSync } from 'node:fs';
+import { dirname, resolve } from 'node:path';
+import type { z } from 'zod';
+import type { Deadlines, RequestState, RunTrigger, StepNeed } from '../db/schema.js';
+import { ConfigError } from '../errors.js';
+import { type JobSpec, jobSpecSchema } from '../sched/job-spec.js';
+import type { StepDeadlines } from './pipeline-file.js';
+import type { LoadedPipeline } from './pipeline-loader.js';
+import { renderDeep, type TemplateContext, TemplateError } from './template.js';
+
+/** One step of a run as it will be submitted: templating applied, the spec final. */
+export interface StepPlan {
+  step: string;
+  spec: JobSpec;
+  needs: StepNeed[];
+  retry: { on: RequestState[]; limit: number } | null;
+  deadlines: Deadlines | null;
+  summarize: boolean | null;
+}
+
+/** What a run is, fixed when it is made: a reload of the file later does not change it. */
+export interface RunPlan {
+  profile: string;
+  steps: StepPlan[];
+  deadlines: Deadlines | null;
+  webhookUrl: string | null;
+  /** For a scheduled pipeline: its cron and zone, to tell when the next tick came without the run starting. */
+  schedule: { cron: string; timezone: string } | null;
+}
+
+export interface PlanInput {
+  runId: string;
+  trigger: RunTrigger;
+  createdAt: number;
+  /** The cron time of a scheduled run. */
+  scheduledFor: number | null;
+  params: Record<string, string>;
+}
+
+/** Resolves a pipeline into the jobs of one run. Bad parameters or a spec the templating broke: ConfigError. */
+export function planRun(pipeline: LoadedPipeline, input: PlanInput): RunPlan {
+  const { def } = pipeline;
+  const params = resolveParams(def.params, input.params);
+  const base = input.scheduledFor ?? input.createdAt;
+  const timezone = def.schedule?.timezone ?? 'UTC';
+  const runContext = {
+    run: {
+      id: input.runId,
+      scheduled_time: new Date(base).toISOString(),
+      date: new Intl.DateTimeFormat('en-CA', { timeZone: timezone, dateStyle: 'short' }).format(base),
+      trigger: input.trigger,
+    },
+    pipeline: { name: pipeline.name },
+    params,
+  };
+  const steps = pipeline.order.map((step): StepPlan => {
+    const s = def.steps[step];
+    if (!s) throw new Error(`no step ${step}`);
+    const context: TemplateContext = { ...runContext, step: { name: step } };
+    const script = s.script ?? readFileSync(resolve(dirname(pipeline.file), s.script_file as string), 'utf8');
+    const raw = {
+      ...s.slurm,
+      name: s.name ?? `${pipeline.name}.${step}`,
+      script,
+      partition: s.partition ?? def.defaults.partition,
+      account: s.account ?? def.defaults.account,
+      environment: mergeEnvironment(def.defaults.environment, s.environment),
+      current_working_directory: s.current_working_directory ?? def.defaults.current_working_directory,
+      tasks: s.tasks,
+      cpus_per_task: s.cpus_per_task,
+      memory_per_node: s.memory_per_node,
+      time_limit: s.time_limit ?? def.defaults.time_limit,
+      array: s.array,
+      comment: s.comment,
+      standard_output: s.standard_output,
+      standard_error: s.standard_error,
+    };
+    const spec = parseSpec(step, rendered(step, raw, context));
+    return {
+      step,
+      spec,
+      needs: pipeline.needs[step] ?? [],
+      retry: s.retry ? { on: s.retry.on.map((st) => st.toLowerCase() as RequestState), limit: s.retry.limit } : null,
+      deadlines: absolute(s.deadlines, base),
+      summarize: s.summarize ?? def.summarize ?? null,
+    };
+  });
+  return {
+    profile: pipeline.profile,
+    steps,
+    deadlines: absolute(def.deadlines, base),
+    webhookUrl: def.webhook ?? null,
+    schedule: def.schedule ? { cron: def.schedule.cron, timezone } : null,
+  };
+}
+
+function resolveParams(
+  declared: Record<string, string | number | null>,
+  given: Record<string, string>,
+): Record<string, string> {
+  const names = Object.keys(declared);
+  for (const name of Object.keys(given)) {
+    if (!(name in declared)) {
+      throw new ConfigError(
+        `unknown parameter "${name}"; this pipeline takes ${names.length ? names.join(', ') : 'no parameters'}`,
+      );
+    }
+  }
+  const params: Record<string, string> = {};
+  for (const [name, fallback] of Object.entries(declared)) {
+    const value = given[name] ?? (fallback === null ? undefined : String(fallback));
+    if (value === undefined) throw new ConfigError(`parameter "${name}" is required (it has no default)`);
+    params[name] = value;
+  }
+  return params;
+}
+
+function mergeEnvironment(base: string[] | undefined, own: string[] | undefined): string[] | undefined {
+  if (!base && !own) return undefined;
+  const merged = new Map<string, string>();
+  for (const entry of [...(base ?? []), ...(own ?? [])]) merged.set(entry.slice(0, entry.indexOf('=')), entry);
+  return [...merged.values()];
+}
+
+function rendered<T>(step: string, value: T, context: TemplateContext): T {
+  try {
+    return renderDeep(value, context);
+  } catch (error) {
+    if (error instanceof TemplateError) throw new ConfigError(`steps.${step}: ${error.message}`);
+    throw error;
+  }
+}
+
+function parseSpec(step: string, raw: Record<string, unknown>): JobSpec {
+  const defined = Object.fromEntries(Object.entries(raw).filter(([, v]) => v !== undefined));
+  const parsed = jobSpecSchema.safeParse(defined);
+  if (parsed.success) return parsed.data;
+  throw new ConfigError(
+    parsed.error.issues.map((i: z.core.$ZodIssue) => `steps.${step}.${i.path.join('.')}: ${i.message}`).join('; '),
+  );
+}
+
+function absolute(deadlines: StepDeadlines | undefined, base: number): Deadlines | null {
+  if (!deadlines) return null;
+  const out: Deadlines = {};
+  if (deadlines.max_pending !== undefined) out.maxPendingSec = deadlines.max_pending;
+  if (deadlines.start_by !== undefined) out.startBy = base + deadlines.start_by * 1000;
+  if (deadlines.finish_by !== undefined) out.finishBy = base + deadlines.finish_by * 1000;
+  return Object.keys(out).length ? out : null;
+}
