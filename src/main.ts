@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { type ConnectionOptions, Queue, Worker } from 'bullmq';
+import { pipelineProcessor } from '../workers/pipeline.js';
 import { pollProcessor } from '../workers/poll.js';
 import { reconcileProcessor } from '../workers/reconcile.js';
 import type { WorkerServices } from '../workers/services.js';
@@ -13,6 +14,8 @@ import type { Deadlines } from './db/schema.js';
 import { ConfigError } from './errors.js';
 import { Lifecycle } from './lifecycle.js';
 import type { Logger } from './logger.js';
+import { PipelineRegistry } from './pipelines/pipeline-registry.js';
+import type { RunEngineDeps } from './pipelines/run-engine.js';
 import { JOB_OPTIONS, type QueueName } from './queue/catalog.js';
 import { type RedisTarget, redisOptions, startPrivateRedis } from './redis/redis-server.js';
 import type { JobSpec } from './sched/job-spec.js';
@@ -31,6 +34,8 @@ export interface Daemon {
   /** URL of the embedded simulator when no scheduler is configured. */
   simUrl: string | null;
   queues: Record<QueueName, Queue>;
+  /** The pipeline files of the pipelines folder: listing and triggering runs. */
+  pipelines: PipelineRegistry;
   /** Records a request and queues its submission; returns the request id. */
   submit(input: {
     profile?: string;
@@ -109,14 +114,50 @@ async function compose(config: DaemonConfig, logger: Logger, lifecycle: Lifecycl
     submit: new Queue('submit', { connection, prefix, defaultJobOptions: JOB_OPTIONS.submit }),
     poll: new Queue('poll', { connection, prefix, defaultJobOptions: JOB_OPTIONS.poll }),
     reconcile: new Queue('reconcile', { connection, prefix, defaultJobOptions: JOB_OPTIONS.reconcile }),
+    pipeline: new Queue('pipeline', { connection, prefix, defaultJobOptions: JOB_OPTIONS.pipeline }),
   } satisfies Record<QueueName, Queue>;
   lifecycle.add('queues', async () => {
     await Promise.all(Object.values(queues).map((q) => q.close()));
   });
 
-  if (config.roles.includes('scheduler')) await scheduleTicks(queues, profiles, config);
+  const engine: RunEngineDeps = {
+    db: history.db,
+    logger: logger.child({ component: 'pipelines' }),
+    enqueueSubmit: async (requestId) => {
+      await queues.submit.add('submit', { requestId }, { jobId: requestId });
+    },
+    cancelJob: async (profile, jobId) => {
+      await clients.get(profile).cancel(jobId);
+    },
+  };
+  const pipelines = new PipelineRegistry({
+    dir: config.pipelinesDir,
+    context: { profiles, defaultProfile: [...profiles.keys()][0] },
+    engine,
+    queue: queues.pipeline,
+    logger: logger.child({ component: 'pipelines' }),
+  });
+  pipelines.load();
+  lifecycle.add('pipeline files', async () => pipelines.close());
+  if (config.roles.includes('scheduler')) {
+    await scheduleTicks(queues, profiles, config);
+    await pipelines.syncSchedules();
+    pipelines.watch(() => pipelines.syncSchedules());
+  } else {
+    pipelines.watch();
+  }
   if (config.roles.includes('worker')) {
-    startWorkers({ config, history, clients, logger, lifecycle, profileCount: profiles.size, connection });
+    startWorkers({
+      config,
+      history,
+      clients,
+      logger,
+      lifecycle,
+      profileCount: profiles.size,
+      connection,
+      pipelines,
+      engine,
+    });
   }
 
   await requeueUnsubmitted(history.db, queues.submit, logger);
@@ -139,6 +180,7 @@ async function compose(config: DaemonConfig, logger: Logger, lifecycle: Lifecycl
     redis,
     simUrl,
     queues,
+    pipelines,
     async submit(input) {
       const profile = input.profile ?? defaultProfile;
       if (!profiles.has(profile)) throw new Error(`no scheduler profile "${profile}"`);
@@ -181,6 +223,11 @@ async function scheduleTicks(
       { name: 'reconcile', data: { profile: name } },
     );
   }
+  await queues.pipeline.upsertJobScheduler(
+    'tick:pipelines',
+    { every: config.pipelineTickMs },
+    { name: 'tick', data: {} },
+  );
 }
 
 function startWorkers(deps: {
@@ -191,6 +238,8 @@ function startWorkers(deps: {
   lifecycle: Lifecycle;
   profileCount: number;
   connection: ConnectionOptions;
+  pipelines: PipelineRegistry;
+  engine: RunEngineDeps;
 }): void {
   const { config, history, clients, logger, lifecycle, profileCount, connection } = deps;
   const prefix = config.queuePrefix;
@@ -220,6 +269,16 @@ function startWorkers(deps: {
     submitWorker,
     new Worker('poll', pollProcessor(services), { connection, prefix, concurrency: Math.max(1, profileCount) }),
     new Worker('reconcile', reconcileProcessor(services), { connection, prefix, concurrency: 1 }),
+    // One at a time: runs advance, ticks fire and queued runs start in order.
+    new Worker(
+      'pipeline',
+      pipelineProcessor({
+        registry: deps.pipelines,
+        engine: deps.engine,
+        logger: logger.child({ component: 'pipelines' }),
+      }),
+      { connection, prefix, concurrency: 1 },
+    ),
   ];
   for (const worker of workers) {
     worker.on('failed', (job, error) =>

@@ -1,15 +1,18 @@
-import { type Job, type Queue, UnrecoverableError } from 'bullmq';
+import { DelayedError, type Job, type Queue, UnrecoverableError } from 'bullmq';
 import type { Db } from '../src/db/database.js';
 import { createRequest, getRequest, transition, unsubmittedRequests } from '../src/db/requests.js';
 import type { Logger } from '../src/logger.js';
 import { submitPayloadSchema } from '../src/queue/catalog.js';
 import { isTerminalRequest } from '../src/tracking/request-state.js';
-import { SubmitRefusedError, submitRequest } from '../src/tracking/submitter.js';
+import { SubmitRefusedError, submitRequest, WaitingForDependencyError } from '../src/tracking/submitter.js';
 import type { WorkerServices } from './services.js';
+
+/** Steps are submitted right behind the steps they need: a wait for a job id is short. */
+const DEPENDENCY_RECHECK_MS = 250;
 
 /** The `submit` queue: record the request if the producer could not, then submit it once. */
 export function submitProcessor(services: WorkerServices) {
-  return async (job: Job): Promise<string> => {
+  return async (job: Job, token?: string): Promise<string> => {
     const payload = submitPayloadSchema.parse(job.data);
     const { db, logger } = services;
     if (payload.request) {
@@ -35,6 +38,11 @@ export function submitProcessor(services: WorkerServices) {
     } catch (error) {
       // Refused for good (403, Slurm refusal, bad spec): failed in the history, no more attempts.
       if (error instanceof SubmitRefusedError) throw new UnrecoverableError(error.message);
+      // A step whose needed steps are not submitted yet: look again shortly, without spending an attempt.
+      if (error instanceof WaitingForDependencyError) {
+        await job.moveToDelayed(Date.now() + DEPENDENCY_RECHECK_MS, token);
+        throw new DelayedError();
+      }
       throw error;
     }
   };

@@ -1,4 +1,4 @@
-import { resolve } from 'node:path';
+import { join, resolve } from 'node:path';
 import { z } from 'zod';
 import { ConfigError } from '../errors.js';
 import { DEFAULT_QUEUE_PREFIX } from '../queue/catalog.js';
@@ -14,6 +14,10 @@ export const daemonConfigSchema = z.object({
   dataDir: z.string().default('./data'),
   /** Folder holding profiles/ (scheduler profiles). */
   configDir: z.string().default('./config'),
+  /** Pipeline files; default `<configDir>/pipelines`. */
+  pipelinesDir: z.string().optional(),
+  /** How often active pipeline runs are advanced, missed ticks caught up and deadlines checked. */
+  pipelineTickMs: z.number().int().positive().default(2000),
   /** An external Redis; without it schedflow starts its own redis-server. */
   redisUrl: z.url({ protocol: /^rediss?$/ }).optional(),
   queuePrefix: z.string().min(1).default(DEFAULT_QUEUE_PREFIX),
@@ -32,7 +36,8 @@ export const daemonConfigSchema = z.object({
   /** Time given to running work at shutdown before it is aborted and handed back. */
   shutdownGraceMs: z.number().int().positive().default(10_000),
 });
-export type DaemonConfig = z.output<typeof daemonConfigSchema>;
+/** As loaded: paths absolute, the pipelines folder resolved. */
+export type DaemonConfig = Omit<z.output<typeof daemonConfigSchema>, 'pipelinesDir'> & { pipelinesDir: string };
 export type DaemonConfigInput = z.input<typeof daemonConfigSchema>;
 
 /** Tuning settings read from the environment (whole milliseconds, or a count). */
@@ -44,6 +49,7 @@ export const DAEMON_ENV_NUMBERS = {
   SCHEDFLOW_SUBMIT_CONCURRENCY: 'submitConcurrency',
   SCHEDFLOW_LOCK_DURATION_MS: 'lockDurationMs',
   SCHEDFLOW_SHUTDOWN_GRACE_MS: 'shutdownGraceMs',
+  SCHEDFLOW_PIPELINE_TICK_MS: 'pipelineTickMs',
 } as const satisfies Record<string, keyof DaemonConfig>;
 
 /** Builds the daemon's configuration from the environment and command-line flags. */
@@ -51,6 +57,7 @@ export function loadDaemonConfig(env: NodeJS.ProcessEnv, flags: DaemonConfigInpu
   const fromEnv: Record<string, unknown> = {
     ...(env.SCHEDFLOW_DATA_DIR && { dataDir: env.SCHEDFLOW_DATA_DIR }),
     ...(env.SCHEDFLOW_CONFIG_DIR && { configDir: env.SCHEDFLOW_CONFIG_DIR }),
+    ...(env.SCHEDFLOW_PIPELINES_DIR && { pipelinesDir: env.SCHEDFLOW_PIPELINES_DIR }),
     ...(env.SCHEDFLOW_QUEUE_PREFIX && { queuePrefix: env.SCHEDFLOW_QUEUE_PREFIX }),
     ...(env.REDIS_URL && { redisUrl: env.REDIS_URL }),
   };
@@ -68,7 +75,13 @@ export function loadDaemonConfig(env: NodeJS.ProcessEnv, flags: DaemonConfigInpu
   if (parsed.data.roles.length < 2 && !parsed.data.redisUrl) {
     throw new ConfigError('separate worker and scheduler processes share one Redis: set REDIS_URL');
   }
-  return { ...parsed.data, dataDir: resolve(parsed.data.dataDir), configDir: resolve(parsed.data.configDir) };
+  const configDir = resolve(parsed.data.configDir);
+  return {
+    ...parsed.data,
+    dataDir: resolve(parsed.data.dataDir),
+    configDir,
+    pipelinesDir: resolve(parsed.data.pipelinesDir ?? join(configDir, 'pipelines')),
+  };
 }
 
 /** The name a user set: the environment variable for tuning settings, else the setting's key. */

@@ -6,7 +6,7 @@ import { jobSpecSchema } from '../sched/job-spec.js';
  * The queues and what their jobs carry, as data: name → payload schema and
  * retry policy. Producers and workers both parse payloads with these schemas.
  */
-export const QUEUE_NAMES = ['submit', 'poll', 'reconcile'] as const;
+export const QUEUE_NAMES = ['submit', 'poll', 'reconcile', 'pipeline'] as const;
 export type QueueName = (typeof QUEUE_NAMES)[number];
 
 export const submitPayloadSchema = z.object({
@@ -29,6 +29,8 @@ export const PAYLOADS = {
   submit: submitPayloadSchema,
   poll: profilePayloadSchema,
   reconcile: profilePayloadSchema,
+  // `fire` and `tick` jobs: parsed by the pipeline worker (workers/pipeline.ts).
+  pipeline: z.object({}).loose(),
 } as const satisfies Record<QueueName, z.ZodType>;
 
 /** Retry policy per queue. Submits retry for about an hour of upstream trouble; periodic work does not retry (the next tick does). */
@@ -41,6 +43,13 @@ export const JOB_OPTIONS: Record<QueueName, JobsOptions> = {
   },
   poll: { attempts: 1, removeOnComplete: true, removeOnFail: { count: 100 } },
   reconcile: { attempts: 1, removeOnComplete: true, removeOnFail: { count: 100 } },
+  // A tick that fails is retried briefly; the next tick redoes periodic work anyway.
+  pipeline: {
+    attempts: 3,
+    backoff: { type: 'exponential', delay: 1000 },
+    removeOnComplete: true,
+    removeOnFail: { count: 100 },
+  },
 };
 
 /** Prefix of every Redis key schedflow's queues use (tests give each run its own). */

@@ -2,6 +2,7 @@ import type { Db } from '../db/database.js';
 import { getRequest, patchRequest, transition } from '../db/requests.js';
 import { SchedflowError } from '../errors.js';
 import type { Logger } from '../logger.js';
+import { stepDependencies } from '../pipelines/run-engine.js';
 import type { SchedClient } from '../sched/client.js';
 import { jobSpecSchema } from '../sched/job-spec.js';
 import { isTerminalRequest } from './request-state.js';
@@ -11,6 +12,11 @@ export interface SubmitDeps {
   client: SchedClient;
   logger: Logger;
   signal?: AbortSignal;
+}
+
+/** A pipeline step whose needed steps have no job id yet: try again shortly, it is not a failure. */
+export class WaitingForDependencyError extends Error {
+  override name = 'WaitingForDependencyError';
 }
 
 /** A submission the scheduler refused for good: the request is failed and must not be retried. */
@@ -29,10 +35,28 @@ export async function submitRequest(deps: SubmitDeps, requestId: string): Promis
   if (!row) throw new SubmitRefusedError(`no job request ${requestId} in the history`);
   if (row.jobId !== null || isTerminalRequest(row.state)) return 'skipped';
 
+  let dependency: string | null = null;
+  if (row.runId !== null && row.needs?.length) {
+    const resolution = stepDependencies(db, row);
+    if (resolution.kind === 'wait') throw new WaitingForDependencyError(`waiting for step "${resolution.on}"`);
+    if (resolution.kind === 'never') {
+      // What Slurm would do with the job (kill_invalid_depend), without submitting it.
+      transition(db, requestId, {
+        to: 'cancelled',
+        source: 'pipeline',
+        at: Date.now(),
+        reason: 'DependencyNeverSatisfied',
+        detail: `not submitted: ${resolution.detail}`,
+      });
+      return 'skipped';
+    }
+    dependency = resolution.dependency;
+  }
+
   const earlierAttempt = row.state === 'submitting' ? row.submitAttemptAt : null;
   const now = Date.now();
   transition(db, requestId, { to: 'submitting', source: 'submit', at: now, patch: { submitAttemptAt: now } });
-  const spec = jobSpecSchema.parse(row.spec);
+  const spec = { ...jobSpecSchema.parse(row.spec), ...(dependency !== null && { dependency }) };
 
   if (earlierAttempt !== null) {
     const found = await client.findByMarker(requestId, {

@@ -36,11 +36,15 @@ export async function startTestDaemon(
   redisUrl: string,
   overrides: DaemonConfigInput = {},
   profileExtra: Record<string, unknown> = {},
+  /** Pipeline files to put in config/pipelines (file name → text). */
+  pipelineFiles: Record<string, string> = {},
 ): Promise<TestDaemon> {
   const root = mkdtempSync(join(tmpdir(), 'schedflow-daemon-'));
   const dataDir = join(root, 'data');
   const configDir = join(root, 'config');
   writeProfile(configDir, schedulerUrl, profileExtra);
+  mkdirSync(join(configDir, 'pipelines'), { recursive: true });
+  for (const [name, text] of Object.entries(pipelineFiles)) writeFileSync(join(configDir, 'pipelines', name), text);
   const config = loadDaemonConfig(
     {},
     {

@@ -1,0 +1,299 @@
+import { type FSWatcher, watch } from 'node:fs';
+import { basename, extname } from 'node:path';
+import type { Queue } from 'bullmq';
+import { eq } from 'drizzle-orm';
+import type { Db } from '../db/database.js';
+import { type PipelineRunRow, pipelineSchedules } from '../db/schema.js';
+import { ConfigError, SchedflowError } from '../errors.js';
+import { SourceError } from '../lib/yaml-source.js';
+import type { Logger } from '../logger.js';
+import { missedFireTimes, nextFireTimes } from './cron-times.js';
+import { type LoadContext, type LoadedPipeline, loadPipelineFile, pipelineFiles } from './pipeline-loader.js';
+import type { PipelineService, PipelineSummary, TriggerInput } from './pipeline-service.js';
+import { activeRuns, createRun, type RunEngineDeps } from './run-engine.js';
+
+export class PipelineNotFoundError extends SchedflowError {
+  readonly code = 'SCHEDFLOW_ERR_PIPELINE_NOT_FOUND';
+  readonly retryable = false;
+}
+
+/** A tick processed later than this is a missed tick: catch-up decides about it, by the pipeline's policy. */
+export const LATE_TICK_MS = 60_000;
+const SCHEDULER_PREFIX = 'pipeline-';
+
+export interface RegistryDeps {
+  dir: string;
+  context: LoadContext;
+  engine: RunEngineDeps;
+  /** The `pipeline` queue: schedules are its job schedulers, catch-up adds `fire` jobs to it. */
+  queue: Queue;
+  logger: Logger;
+}
+
+/**
+ * The pipelines of a folder, loaded and kept current: a changed file is
+ * reloaded, and one that no longer passes its checks is reported while the
+ * version loaded before keeps running.
+ */
+export class PipelineRegistry implements PipelineService {
+  readonly #deps: RegistryDeps;
+  readonly #loaded = new Map<string, LoadedPipeline>();
+  /** Problems by file: a file that failed its last load. */
+  readonly #errors = new Map<string, string>();
+  #watcher: FSWatcher | null = null;
+  #reloadTimer: NodeJS.Timeout | null = null;
+  #onReload: (() => Promise<void>) | null = null;
+
+  constructor(deps: RegistryDeps) {
+    this.#deps = deps;
+  }
+
+  /** Loads every file; an invalid one is reported (log and list) and skipped. */
+  load(): void {
+    const files = pipelineFiles(this.#deps.dir);
+    const seen = new Set<string>();
+    const byFile = new Map([...this.#loaded.values()].map((p) => [p.file, p]));
+    for (const file of files) {
+      const before = byFile.get(file);
+      try {
+        const pipeline = loadPipelineFile(file, this.#deps.context);
+        const clash = this.#loaded.get(pipeline.name);
+        if (clash && clash.file !== file) {
+          throw new SourceError([`${file}: pipeline name "${pipeline.name}" is also used by ${clash.file}`]);
+        }
+        if (before && before.name !== pipeline.name) this.#loaded.delete(before.name);
+        seen.add(pipeline.name);
+        this.#errors.delete(file);
+        if (before?.hash !== pipeline.hash) {
+          this.#loaded.set(pipeline.name, pipeline);
+          this.#deps.logger.info({ pipeline: pipeline.name, file }, before ? 'pipeline reloaded' : 'pipeline loaded');
+        }
+      } catch (error) {
+        const message = error instanceof SourceError ? error.message : (error as Error).message;
+        if (this.#errors.get(file) !== message) {
+          this.#deps.logger.error(
+            { file, problems: message.split('\n'), keeps: before ? 'the version loaded before' : 'nothing' },
+            'invalid pipeline file',
+          );
+        }
+        this.#errors.set(file, message);
+        if (before) seen.add(before.name);
+      }
+    }
+    for (const [name, pipeline] of this.#loaded) {
+      if (!seen.has(name)) {
+        this.#loaded.delete(name);
+        this.#deps.logger.info({ pipeline: name, file: pipeline.file }, 'pipeline removed');
+      }
+    }
+    for (const file of this.#errors.keys()) if (!files.includes(file)) this.#errors.delete(file);
+  }
+
+  /** Reloads on changes in the folder (debounced), then runs `onReload` (the scheduler role re-syncs schedules). */
+  watch(onReload?: () => Promise<void>): void {
+    this.#onReload = onReload ?? null;
+    try {
+      this.#watcher = watch(this.#deps.dir, () => this.#scheduleReload());
+    } catch (error) {
+      this.#deps.logger.warn(
+        { dir: this.#deps.dir, err: (error as Error).message },
+        'not watching the pipelines folder',
+      );
+    }
+  }
+
+  #scheduleReload(): void {
+    if (this.#reloadTimer) clearTimeout(this.#reloadTimer);
+    this.#reloadTimer = setTimeout(() => {
+      this.#reloadTimer = null;
+      this.load();
+      this.#onReload?.().catch((error: Error) =>
+        this.#deps.logger.error({ err: error.message }, 'could not apply reloaded pipelines'),
+      );
+    }, 250);
+  }
+
+  close(): void {
+    this.#watcher?.close();
+    if (this.#reloadTimer) clearTimeout(this.#reloadTimer);
+  }
+
+  pipeline(name: string): LoadedPipeline | undefined {
+    return this.#loaded.get(name);
+  }
+
+  list(): PipelineSummary[] {
+    const summaries = [...this.#loaded.values()].map((p) => this.#summary(p));
+    for (const [file, error] of this.#errors) {
+      const current = summaries.find((s) => s.file === file);
+      if (current) current.error = error;
+      else summaries.push(brokenSummary(file, error));
+    }
+    return summaries.sort((a, b) => a.name.localeCompare(b.name));
+  }
+
+  get(name: string): PipelineSummary | undefined {
+    return this.list().find((s) => s.name === name);
+  }
+
+  #summary(p: LoadedPipeline): PipelineSummary {
+    const schedule = p.def.schedule;
+    return {
+      name: p.name,
+      file: p.file,
+      description: p.def.description ?? null,
+      steps: p.order.map((step) => ({ name: step, needs: (p.needs[step] ?? []).map((n) => n.step) })),
+      schedule: schedule
+        ? {
+            cron: schedule.cron,
+            timezone: schedule.timezone,
+            enabled: schedule.enabled,
+            overlap: schedule.overlap,
+            catchup: schedule.catchup,
+            next: schedule.enabled
+              ? nextFireTimes(schedule.cron, schedule.timezone, Date.now(), 5).map((t) => new Date(t).toISOString())
+              : [],
+          }
+        : null,
+      params: Object.fromEntries(Object.entries(p.def.params).map(([k, v]) => [k, v === null ? null : String(v)])),
+      error: this.#errors.get(p.file) ?? null,
+    };
+  }
+
+  /** A run now, whatever is active (a person asked for it): overlap applies to scheduled ticks only. */
+  async trigger(name: string, input: TriggerInput): Promise<PipelineRunRow> {
+    const pipeline = this.#loaded.get(name);
+    if (!pipeline) {
+      const known = [...this.#loaded.keys()].join(', ') || 'none loaded';
+      throw new PipelineNotFoundError(`no pipeline "${name}" (pipelines: ${known})`);
+    }
+    return createRun(this.#deps.engine, pipeline, {
+      trigger: input.trigger,
+      params: input.params ?? {},
+      webhookUrl: input.webhookUrl ?? null,
+    });
+  }
+
+  /** A cron tick (or a catch-up of one): a run, unless the pipeline's overlap policy says otherwise. */
+  async fire(name: string, scheduledFor: number, trigger: 'schedule' | 'catchup'): Promise<PipelineRunRow | null> {
+    const { logger, engine } = this.#deps;
+    const pipeline = this.#loaded.get(name);
+    const schedule = pipeline?.def.schedule;
+    if (!pipeline || !schedule?.enabled) {
+      logger.info({ pipeline: name }, 'tick of a pipeline that is gone or paused: ignored');
+      return null;
+    }
+    if (trigger === 'schedule' && Date.now() - scheduledFor > LATE_TICK_MS) {
+      // Late (schedflow was down or busy): catch-up decides, by the pipeline's policy.
+      return null;
+    }
+    const active = activeRuns(engine.db, name).filter((r) => r.scheduledFor !== scheduledFor);
+    let run: PipelineRunRow;
+    try {
+      if (active.length > 0 && schedule.overlap === 'skip') {
+        const reason = `tick skipped: run ${active[0]?.id} is still active (overlap: skip)`;
+        run = await createRun(engine, pipeline, { trigger, params: {}, scheduledFor, skipReason: reason });
+      } else {
+        const start = active.length > 0 && schedule.overlap === 'queue' ? 'queued' : 'now';
+        run = await createRun(engine, pipeline, { trigger, params: {}, scheduledFor, start });
+      }
+    } catch (error) {
+      if (error instanceof ConfigError) {
+        logger.error({ pipeline: name, err: error.message }, 'scheduled run could not be made');
+        return null;
+      }
+      throw error;
+    }
+    this.#recordTick(name, scheduledFor);
+    return run;
+  }
+
+  #recordTick(name: string, at: number): void {
+    const { db } = this.#deps.engine;
+    const row = db.select().from(pipelineSchedules).where(eq(pipelineSchedules.pipeline, name)).get();
+    if (row?.lastScheduledFor != null && row.lastScheduledFor >= at) return;
+    upsertSchedule(db, name, at);
+  }
+
+  /**
+   * Ticks missed while schedflow was down (or too busy to fire them in time),
+   * per pipeline: none, the latest, or all up to the limit, fired as catch-up
+   * runs. A paused pipeline has nothing to catch up when it resumes.
+   */
+  async catchUp(now = Date.now()): Promise<number> {
+    const { db } = this.#deps.engine;
+    let queued = 0;
+    for (const pipeline of this.#loaded.values()) {
+      const schedule = pipeline.def.schedule;
+      if (!schedule) continue;
+      const row = db.select().from(pipelineSchedules).where(eq(pipelineSchedules.pipeline, pipeline.name)).get();
+      const until = now - LATE_TICK_MS;
+      if (!schedule.enabled || row?.lastScheduledFor == null) {
+        upsertSchedule(db, pipeline.name, until);
+        continue;
+      }
+      if (row.lastScheduledFor >= until) continue;
+      const limit = schedule.catchup === 'all' ? schedule.catchup_limit : 1;
+      const missed = missedFireTimes(schedule.cron, schedule.timezone, row.lastScheduledFor, until, limit);
+      if (missed.total > 0) {
+        const fired = schedule.catchup === 'none' ? [] : missed.times;
+        this.#deps.logger.warn(
+          { pipeline: pipeline.name, missed: missed.total, catchup: schedule.catchup, firing: fired.length },
+          'missed schedule ticks',
+        );
+        for (const t of fired) {
+          await this.#deps.queue.add(
+            'fire',
+            { pipeline: pipeline.name, scheduledFor: t, trigger: 'catchup' },
+            { jobId: `fire-${pipeline.name}-${t}` },
+          );
+          queued++;
+        }
+      }
+      upsertSchedule(db, pipeline.name, until);
+    }
+    return queued;
+  }
+
+  /** Registers each scheduled, enabled pipeline as a BullMQ job scheduler and removes the others. */
+  async syncSchedules(): Promise<void> {
+    const { queue } = this.#deps;
+    const wanted = new Set<string>();
+    for (const p of this.#loaded.values()) {
+      const schedule = p.def.schedule;
+      if (!schedule?.enabled) continue;
+      const id = `${SCHEDULER_PREFIX}${p.name}`;
+      wanted.add(id);
+      await queue.upsertJobScheduler(
+        id,
+        { pattern: schedule.cron, tz: schedule.timezone },
+        { name: 'fire', data: { pipeline: p.name, trigger: 'schedule' } },
+      );
+    }
+    for (const scheduler of await queue.getJobSchedulers()) {
+      if (scheduler.key.startsWith(SCHEDULER_PREFIX) && !wanted.has(scheduler.key)) {
+        await queue.removeJobScheduler(scheduler.key);
+      }
+    }
+  }
+}
+
+function upsertSchedule(db: Db, pipeline: string, lastScheduledFor: number): void {
+  const now = Date.now();
+  db.insert(pipelineSchedules)
+    .values({ pipeline, lastScheduledFor, updatedAt: now })
+    .onConflictDoUpdate({ target: pipelineSchedules.pipeline, set: { lastScheduledFor, updatedAt: now } })
+    .run();
+}
+
+function brokenSummary(file: string, error: string): PipelineSummary {
+  return {
+    name: basename(file, extname(file)),
+    file,
+    description: null,
+    steps: [],
+    schedule: null,
+    params: {},
+    error,
+  };
+}

@@ -1,0 +1,116 @@
+import { and, inArray, isNotNull, notInArray } from 'drizzle-orm';
+import type { Db } from '../db/database.js';
+import {
+  type DeadlineKind,
+  deadlineMisses,
+  type JobRequestRow,
+  jobRequests,
+  type PipelineRunRow,
+  pipelineRuns,
+  TERMINAL_REQUEST_STATES,
+} from '../db/schema.js';
+import type { Logger } from '../logger.js';
+import { nextFireAfter } from '../pipelines/cron-times.js';
+import type { RunPlan } from '../pipelines/run-plan.js';
+
+export interface DeadlineMiss {
+  kind: DeadlineKind;
+  requestId: string | null;
+  runId: string | null;
+  detail: string;
+  /** Where the miss is reported besides the history. */
+  webhookUrl: string | null;
+}
+
+/**
+ * Finds deadlines missed by unfinished requests and runs: too long PENDING
+ * (with the scheduler's reason), not started by start-by, not ended by
+ * finish-by, and a scheduled run that had not started when the next tick came.
+ * Each miss is recorded once; the ones new this time are returned.
+ */
+export function checkDeadlines(db: Db, logger: Logger, now = Date.now()): DeadlineMiss[] {
+  const found = [...requestMisses(db, now), ...runMisses(db, now)];
+  const recorded: DeadlineMiss[] = [];
+  for (const miss of found) {
+    const subject = miss.requestId ? `request:${miss.requestId}` : `run:${miss.runId}`;
+    const inserted = db
+      .insert(deadlineMisses)
+      .values({ subject, requestId: miss.requestId, runId: miss.runId, kind: miss.kind, at: now, detail: miss.detail })
+      .onConflictDoNothing()
+      .returning({ id: deadlineMisses.id })
+      .get();
+    if (!inserted) continue;
+    logger.warn({ kind: miss.kind, requestId: miss.requestId, runId: miss.runId }, miss.detail);
+    recorded.push(miss);
+  }
+  return recorded;
+}
+
+function requestMisses(db: Db, now: number): DeadlineMiss[] {
+  const rows = db
+    .select()
+    .from(jobRequests)
+    .where(and(isNotNull(jobRequests.deadlines), notInArray(jobRequests.state, [...TERMINAL_REQUEST_STATES])))
+    .all();
+  const misses: DeadlineMiss[] = [];
+  for (const row of rows) {
+    const d = row.deadlines;
+    if (!d) continue;
+    const miss = (kind: DeadlineKind, detail: string) =>
+      misses.push({ kind, requestId: row.id, runId: row.runId, detail, webhookUrl: row.webhookUrl });
+    const waitingSince = row.submittedAt ?? row.createdAt;
+    if (d.maxPendingSec !== undefined && row.startedAt === null && now - waitingSince > d.maxPendingSec * 1000) {
+      miss(
+        'max_pending',
+        `${label(row)} has been waiting to start for ${minutes(now - waitingSince)} (limit ${minutes(d.maxPendingSec * 1000)}); scheduler reason: ${row.reason ?? 'none given'}`,
+      );
+    }
+    if (d.startBy !== undefined && row.startedAt === null && now > d.startBy) {
+      miss(
+        'start_by',
+        `${label(row)} had not started by ${iso(d.startBy)} (state ${row.state}, reason: ${row.reason ?? 'none given'})`,
+      );
+    }
+    if (d.finishBy !== undefined && now > d.finishBy) {
+      miss('finish_by', `${label(row)} had not finished by ${iso(d.finishBy)} (state ${row.state})`);
+    }
+  }
+  return misses;
+}
+
+function runMisses(db: Db, now: number): DeadlineMiss[] {
+  const runs = db
+    .select()
+    .from(pipelineRuns)
+    .where(inArray(pipelineRuns.state, ['queued', 'running']))
+    .all();
+  const misses: DeadlineMiss[] = [];
+  for (const run of runs) {
+    const plan = run.definition as RunPlan;
+    const miss = (kind: DeadlineKind, detail: string) =>
+      misses.push({ kind, requestId: null, runId: run.id, detail, webhookUrl: run.webhookUrl });
+    const d = plan.deadlines;
+    if (d?.startBy !== undefined && run.startedAt === null && now > d.startBy) {
+      miss('start_by', `${runLabel(run)} had not started by ${iso(d.startBy)}`);
+    }
+    if (d?.finishBy !== undefined && now > d.finishBy) {
+      miss('finish_by', `${runLabel(run)} had not finished by ${iso(d.finishBy)}`);
+    }
+    if (plan.schedule && run.scheduledFor !== null && run.startedAt === null) {
+      const next = nextFireAfter(plan.schedule.cron, plan.schedule.timezone, run.scheduledFor);
+      if (now >= next) {
+        miss('never_started', `${runLabel(run)} had not started when the next tick (${iso(next)}) came`);
+      }
+    }
+  }
+  return misses;
+}
+
+const label = (row: JobRequestRow) =>
+  row.step
+    ? `step "${row.step}" (request ${row.id}${row.jobId ? `, job ${row.jobId}` : ''})`
+    : `request ${row.id}${row.jobId ? ` (job ${row.jobId})` : ''}`;
+const runLabel = (run: PipelineRunRow) =>
+  `run ${run.id} of ${run.pipeline}${run.scheduledFor !== null ? ` for ${iso(run.scheduledFor)}` : ''}`;
+const iso = (ms: number) => new Date(ms).toISOString();
+const minutes = (ms: number) => (ms < 120_000 ? `${Math.round(ms / 1000)} s` : `${Math.round(ms / 60_000)} min`);

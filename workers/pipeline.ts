@@ -1,0 +1,52 @@
+import type { Job } from 'bullmq';
+import { z } from 'zod';
+import type { Logger } from '../src/logger.js';
+import type { PipelineRegistry } from '../src/pipelines/pipeline-registry.js';
+import { advanceActiveRuns, type RunEngineDeps } from '../src/pipelines/run-engine.js';
+import { checkDeadlines, type DeadlineMiss } from '../src/tracking/deadlines.js';
+
+const firePayload = z.object({
+  pipeline: z.string().min(1),
+  /** Set for catch-up; a job scheduler's tick carries its time in the job's options instead. */
+  scheduledFor: z.number().optional(),
+  trigger: z.enum(['schedule', 'catchup']).default('schedule'),
+});
+
+export interface PipelineWorkerDeps {
+  registry: PipelineRegistry;
+  engine: RunEngineDeps;
+  logger: Logger;
+  /** Reports a missed deadline beyond the history (the webhook outbox). */
+  onDeadlineMissed?(miss: DeadlineMiss): void;
+}
+
+/**
+ * The `pipeline` queue: `fire` (a cron tick or a catch-up of one) makes a run;
+ * `tick` (every couple of seconds) advances active runs, catches up missed
+ * ticks and checks deadlines.
+ */
+export function pipelineProcessor(deps: PipelineWorkerDeps) {
+  return async (job: Job): Promise<unknown> => {
+    if (job.name === 'fire') {
+      const payload = firePayload.parse(job.data);
+      const scheduledFor = payload.scheduledFor ?? job.opts.prevMillis;
+      if (scheduledFor === undefined) throw new Error(`fire job ${job.id} carries no tick time`);
+      const run = await deps.registry.fire(payload.pipeline, scheduledFor, payload.trigger);
+      return run ? { runId: run.id, state: run.state } : null;
+    }
+    if (job.name === 'tick') {
+      const ended = await advanceActiveRuns(deps.engine);
+      for (const run of ended) {
+        deps.logger.info(
+          { pipeline: run.pipeline, runId: run.id, state: run.state, detail: run.detail },
+          'pipeline run ended',
+        );
+      }
+      const caughtUp = await deps.registry.catchUp();
+      const misses = checkDeadlines(deps.engine.db, deps.logger);
+      for (const miss of misses) deps.onDeadlineMissed?.(miss);
+      return { ended: ended.length, caughtUp, misses: misses.length };
+    }
+    throw new Error(`unknown pipeline job "${job.name}"`);
+  };
+}
