@@ -90,6 +90,8 @@ export async function createRun(deps: RunEngineDeps, pipeline: LoadedPipeline, i
   if (run.created && state === 'running') await queueSteps(deps, run.row.id);
   if (run.created) {
     deps.logger.info({ pipeline: pipeline.name, runId: id, trigger: input.trigger, state }, 'pipeline run made');
+  } else {
+    deps.logger.info({ pipeline: pipeline.name, runId: run.row.id, scheduledFor }, 'tick already has its run');
   }
   return run.row;
 }

@@ -1,0 +1,191 @@
+import { join } from 'node:path';
+import { Writable } from 'node:stream';
+import { pino } from 'pino';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { loadDaemonConfig } from '../../../src/config/daemon-config.js';
+import { openDatabase } from '../../../src/db/database.js';
+import { listRuns } from '../../../src/db/runs.js';
+import { type PipelineRunRow, pipelineSchedules } from '../../../src/db/schema.js';
+import { type Daemon, startDaemon } from '../../../src/main.js';
+import { startTestDaemon, type TestDaemon } from '../../helpers/daemon.js';
+import { waitFor } from '../../helpers/http.js';
+import { startTestRedis, type TestRedis } from '../../helpers/redis.js';
+import { startSim, type TestSim } from '../../helpers/sim.js';
+
+/** Cron schedules as BullMQ job schedulers: overlap, catch-up after downtime, several processes. */
+
+let redis: TestRedis;
+let sim: TestSim | undefined;
+let td: TestDaemon | undefined;
+let extra: Daemon | undefined;
+
+beforeAll(async () => {
+  redis = await startTestRedis();
+});
+afterAll(async () => {
+  await redis.stop();
+});
+afterEach(async () => {
+  await extra?.stop();
+  await td?.stop();
+  await sim?.stop();
+  extra = undefined;
+  td = undefined;
+  sim = undefined;
+});
+
+function pipelineYaml(s: TestSim, schedule: string, script = 'true'): string {
+  return [
+    'schedule:',
+    ...schedule.split('\n').map((l) => `  ${l}`),
+    'defaults:',
+    `  current_working_directory: ${s.workDir}`,
+    'steps:',
+    '  work:',
+    `    script: "#!/bin/sh\\n${script}\\n"`,
+  ].join('\n');
+}
+
+const runsOf = (d: Daemon, pipeline: string): PipelineRunRow[] =>
+  listRuns(d.history.db, { pipeline, limit: 200 }).reverse();
+
+/** Whether any two runs were active at the same time (from their start and end). */
+function overlapping(runs: PipelineRunRow[]): boolean {
+  const spans = runs
+    .filter((r) => r.startedAt !== null)
+    .map((r) => [r.startedAt as number, r.endedAt ?? Number.POSITIVE_INFINITY] as const)
+    .sort((a, b) => a[0] - b[0]);
+  return spans.some((span, i) => i > 0 && span[0] < (spans[i - 1]?.[1] as number));
+}
+
+describe('overlap', () => {
+  it('skip: ticks while a run is active are recorded as skipped, with the run they waited on', async () => {
+    sim = await startSim();
+    td = await startTestDaemon(
+      sim.url,
+      redis.url,
+      { pipelineTickMs: 300 },
+      {},
+      {
+        'every2s.yaml': pipelineYaml(sim, "cron: '*/2 * * * * *'\noverlap: skip", 'sleep 5'),
+      },
+    );
+    const daemon = td.daemon;
+    const runs = await waitFor(
+      async () => {
+        const all = runsOf(daemon, 'every2s');
+        return all.filter((r) => r.state === 'skipped').length >= 2 ? all : undefined;
+      },
+      { what: 'two skipped ticks', timeoutMs: 20_000 },
+    );
+    const [first] = runs;
+    const skipped = runs.filter((r) => r.state === 'skipped');
+    expect(first?.trigger).toBe('schedule');
+    expect(skipped[0]?.detail).toMatch(/^tick skipped: run [0-9a-f-]{36} is still active \(overlap: skip\)$/);
+    expect(new Set(runs.map((r) => r.scheduledFor)).size).toBe(runs.length);
+    // Every tick is two seconds after the one before: the cron's, not the worker's, time.
+    for (const r of runs) expect((r.scheduledFor as number) % 2000).toBe(0);
+    expect(runs.filter((r) => r.state === 'running').length).toBeLessThanOrEqual(1);
+  }, 30_000);
+
+  it('queue: ticks wait behind the active run and start one after another', async () => {
+    sim = await startSim({ cpus: 4 });
+    td = await startTestDaemon(
+      sim.url,
+      redis.url,
+      { pipelineTickMs: 300 },
+      {},
+      {
+        'queued.yaml': pipelineYaml(sim, "cron: '*/2 * * * * *'\noverlap: queue", 'sleep 3'),
+      },
+    );
+    const daemon = td.daemon;
+    await waitFor(
+      async () => {
+        const all = runsOf(daemon, 'queued');
+        return all.filter((r) => r.state === 'succeeded').length >= 2 ? all : undefined;
+      },
+      { what: 'two queued runs to have run', timeoutMs: 25_000 },
+    );
+    const runs = runsOf(daemon, 'queued');
+    expect(runs.some((r) => r.state === 'queued')).toBe(true);
+    expect(runs.filter((r) => r.state === 'skipped')).toEqual([]);
+    expect(overlapping(runs)).toBe(false);
+  }, 40_000);
+});
+
+describe('catch-up after downtime', () => {
+  it('none, latest and all (bounded) each do what they say', async () => {
+    sim = await startSim({ cpus: 4 });
+    const every = (catchup: string) =>
+      pipelineYaml(sim as TestSim, `cron: '* * * * *'\ncatchup: ${catchup}\ncatchup_limit: 3`);
+    td = await startTestDaemon(
+      sim.url,
+      redis.url,
+      { pipelineTickMs: 300 },
+      {},
+      {
+        'none.yaml': every('none'),
+        'latest.yaml': every('latest'),
+        'all.yaml': every('all'),
+      },
+    );
+    const tenMinutesAgo = Date.now() - 10 * 60_000;
+    await td.restart(async () => {
+      // As if the daemon had last fired ten minutes ago.
+      const history = openDatabase(join(td?.dataDir as string, 'history.sqlite'));
+      history.db.update(pipelineSchedules).set({ lastScheduledFor: tenMinutesAgo }).run();
+      history.close();
+    });
+    const daemon = td.daemon;
+    const catchUps = (name: string) => runsOf(daemon, name).filter((r) => r.trigger === 'catchup');
+    await waitFor(async () => (catchUps('all').length === 3 && catchUps('latest').length === 1 ? true : undefined), {
+      what: 'the catch-up runs',
+    });
+    // A moment more: nothing else is caught up.
+    await new Promise((r) => setTimeout(r, 1000));
+    expect(catchUps('none')).toEqual([]);
+    expect(catchUps('latest')).toHaveLength(1);
+    const all = catchUps('all').map((r) => r.scheduledFor as number);
+    expect(all).toHaveLength(3);
+    // The three most recent missed minutes, oldest first, each on a minute boundary.
+    expect(all.every((t) => t % 60_000 === 0)).toBe(true);
+    expect(all[1] as number).toBe((all[0] as number) + 60_000);
+    expect(catchUps('latest')[0]?.scheduledFor).toBe(all[2]);
+    expect(all[2] as number).toBeGreaterThan(Date.now() - 3 * 60_000);
+  }, 40_000);
+});
+
+describe('two daemon processes on one Redis and one history', () => {
+  it('fire each tick once (separate connections, workers and job schedulers)', async () => {
+    sim = await startSim({ cpus: 4 });
+    const lines: string[] = [];
+    const sink = new Writable({
+      write(chunk, _enc, done) {
+        lines.push(...String(chunk).split('\n').filter(Boolean));
+        done();
+      },
+    });
+    td = await startTestDaemon(
+      sim.url,
+      redis.url,
+      { pipelineTickMs: 300 },
+      {},
+      {
+        'shared.yaml': pipelineYaml(sim, "cron: '*/2 * * * * *'\noverlap: allow"),
+      },
+    );
+    // A second daemon on the same config, data dir, Redis and queue prefix.
+    const config = loadDaemonConfig({}, { ...td.daemon.config, roles: ['worker', 'scheduler'] });
+    extra = await startDaemon(config, pino({ level: 'info' }, sink));
+    const daemon = td.daemon;
+    await new Promise((r) => setTimeout(r, 9000));
+    const runs = runsOf(daemon, 'shared').filter((r) => r.trigger === 'schedule');
+    expect(runs.length).toBeGreaterThanOrEqual(3);
+    expect(new Set(runs.map((r) => r.scheduledFor)).size).toBe(runs.length);
+    // The second daemon did its share of ticks, and never met a tick the other had already fired.
+    const logged = lines.map((l) => JSON.parse(l) as { msg: string });
+    expect(logged.filter((l) => l.msg === 'tick already has its run')).toEqual([]);
+    expect(logged.some((l) => l.msg === 'pipeline run made')).toBe(true);
+  }, 30_000);
+});
