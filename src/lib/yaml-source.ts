@@ -33,8 +33,8 @@ export function readYamlSource(file: string, text = readText(file)): YamlSource 
   if (doc.errors.length > 0) {
     throw new SourceError(
       doc.errors.map((e) => {
-        const pos = e.linePos?.[0];
-        return `${file}:${pos ? `${pos.line}:${pos.col}` : '1:1'}: ${e.message.split('\n')[0]}`;
+        const pos = e.linePos?.[0] ?? lines.linePos(e.pos[0]);
+        return `${file}:${pos.line}:${pos.col}: ${e.message.split('\n')[0]}`;
       }),
     );
   }

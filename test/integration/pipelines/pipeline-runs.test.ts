@@ -45,7 +45,10 @@ async function waitForRun(d: TestDaemon, runId: string, states: string[], timeou
 
 function steps(d: TestDaemon, runId: string): Record<string, JobRequestRow[]> {
   const out: Record<string, JobRequestRow[]> = {};
-  for (const row of stepRequests(d.daemon.history.db, runId)) (out[row.step as string] ??= []).push(row);
+  for (const row of stepRequests(d.daemon.history.db, runId)) {
+    const step = row.step as string;
+    out[step] = [...(out[step] ?? []), row];
+  }
   return out;
 }
 

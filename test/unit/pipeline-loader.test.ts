@@ -1,0 +1,94 @@
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { SourceError } from '../../src/lib/yaml-source.js';
+import { loadPipelineFile } from '../../src/pipelines/pipeline-loader.js';
+import { parseProfile } from '../../src/sched/profile.js';
+
+const dir = mkdtempSync(join(tmpdir(), 'schedflow-pipelines-'));
+const profiles = new Map([
+  ['lab', parseProfile('lab', { url: 'http://127.0.0.1:1', auth: { type: 'munge' }, account: 'lab' })],
+]);
+
+/** The problems of a pipeline file's text, one string each (`file:line:col: …` without the folder). */
+function problems(text: string, name = 'p.yaml'): string[] {
+  const file = join(dir, name);
+  writeFileSync(file, text);
+  try {
+    loadPipelineFile(file, { profiles, defaultProfile: 'lab' });
+  } catch (error) {
+    if (error instanceof SourceError) return error.problems.map((p) => p.replace(`${dir}/`, ''));
+    throw error;
+  }
+  return [];
+}
+
+const step = '  a:\n    script: "#!/bin/sh\\ntrue\\n"\n';
+
+describe('pipeline files: problems say where and what', () => {
+  it('a valid file has none', () => {
+    expect(problems(`steps:\n${step}`)).toEqual([]);
+  });
+
+  it('invalid YAML', () => {
+    expect(problems('steps:\n  a: [unclosed\n')).toEqual([expect.stringMatching(/^p\.yaml:3:1: /)]);
+  });
+
+  it('a cron expression with the wrong number of fields, and an invalid one', () => {
+    expect(problems(`schedule:\n  cron: "* * *"\nsteps:\n${step}`)).toEqual([
+      'p.yaml:2:9: schedule.cron: a cron expression has 5 or 6 fields, this one has 3',
+    ]);
+    expect(problems(`schedule:\n  cron: "61 * * * *"\nsteps:\n${step}`)).toEqual([
+      'p.yaml:2:9: schedule.cron: invalid cron expression: Constraint error, got value 61 expected range 0-59',
+    ]);
+  });
+
+  it('an unknown time zone', () => {
+    expect(problems(`schedule:\n  cron: "0 2 * * *"\n  timezone: Mars/Olympus\nsteps:\n${step}`)).toEqual([
+      'p.yaml:3:13: schedule.timezone: not a time zone (use an IANA name such as Europe/Berlin or UTC)',
+    ]);
+  });
+
+  it('an unknown field, pointed at itself', () => {
+    expect(problems(`steps:\n  a:\n    script: "#!/bin/sh\\ntrue\\n"\n    cpus: 4\n`)).toEqual([
+      'p.yaml:4:11: steps.a.cpus: unknown field "cpus"',
+    ]);
+  });
+
+  it('an account other than the one the profile token is bound to', () => {
+    expect(problems(`steps:\n${step}    account: physics\n`)).toEqual([
+      'p.yaml:4:14: steps.a.account: account "physics" differs from the account "lab" that profile "lab"\'s token is bound to; the scheduler would refuse the submission (403): use "lab" or leave account out',
+    ]);
+  });
+
+  it('needs naming a missing step, and a cycle', () => {
+    expect(problems(`steps:\n${step}    needs: [b]\n`)).toEqual(['p.yaml:4:13: steps.a.needs: no step "b" (steps: a)']);
+    const cycle = `steps:\n${step}    needs: [b]\n  b:\n    script: "#!/bin/sh\\n"\n    needs: [a]\n`;
+    expect(problems(cycle)).toEqual(['p.yaml:2:3: steps: the needs of a, b form a cycle']);
+  });
+
+  it('unknown template names, while a shell ${VAR} is left alone', () => {
+    const text =
+      'params:\n  sample: A1\nsteps:\n  a:\n    script: "#!/bin/sh\\necho ${HOME} ${params.sample} ${params.nope} ${run.idx}\\n"\n';
+    expect(problems(text)).toEqual([
+      'p.yaml:5:13: steps.a.script: unknown template name ${params.nope} (known: run.id, run.scheduled_time, run.date, run.trigger, pipeline.name, step.name, params.sample)',
+      'p.yaml:5:13: steps.a.script: unknown template name ${run.idx} (known: run.id, run.scheduled_time, run.date, run.trigger, pipeline.name, step.name, params.sample)',
+    ]);
+  });
+
+  it('a script without an interpreter line, and a missing script file', () => {
+    expect(problems('steps:\n  a:\n    script: "echo hi"\n')).toEqual([
+      'p.yaml:2:3: steps.a.script: the script must start with an interpreter line such as #!/bin/bash',
+    ]);
+    expect(problems('steps:\n  a:\n    script_file: missing.sh\n')).toEqual([
+      `p.yaml:3:18: steps.a.script_file: cannot read ${dir}/missing.sh`,
+    ]);
+  });
+
+  it('an unknown profile names the configured ones', () => {
+    expect(problems(`defaults:\n  profile: other\nsteps:\n${step}`)).toEqual([
+      'p.yaml:2:12: defaults.profile: no scheduler profile "other" (configured: lab)',
+    ]);
+  });
+});
