@@ -389,7 +389,7 @@ describe.each(SUPPORTED_VERSIONS)('encodeSubmit %s', (version) => {
     expect(body.job).toMatchObject({
       name: 'nightly',
       script: '#!/bin/bash\necho hi\n',
-      environment: ['HOME=/home/alice', 'THREADS=4', 'DEBUG=true'],
+      environment: ['PATH=/usr/local/bin:/usr/bin:/bin', 'HOME=/home/alice', 'THREADS=4', 'DEBUG=true'],
       time_limit: { set: true, infinite: false, number: 90 },
       memory_per_node: { set: true, infinite: false, number: 4096 },
       tasks: 2,

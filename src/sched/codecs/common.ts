@@ -367,7 +367,11 @@ export function encodeSubmitFor(version: ApiVersion, spec: JobSpec): { job: Reco
   }
   // sbatch would copy the caller's environment; a daemon has none worth passing on, and
   // slurmrestd refuses an empty one ("environment must be set", ESLURM_ENVIRONMENT_MISSING).
-  job.environment = environment?.length ? environment : [...DEFAULT_ENVIRONMENT];
+  // A job given some variables but no PATH would find no commands: it gets the default PATH too.
+  const hasPath = environment?.some((entry) => entry.startsWith('PATH='));
+  job.environment = environment?.length
+    ? [...(hasPath ? [] : DEFAULT_ENVIRONMENT), ...environment]
+    : [...DEFAULT_ENVIRONMENT];
   if (time_limit !== undefined) job.time_limit = noValOf(time_limit);
   if (memory_per_node !== undefined) job.memory_per_node = noValOf(memory_per_node);
   checkDescMembers(version, job);

@@ -219,7 +219,7 @@ describe('operations and decoding in every version', () => {
           comment: `schedflow:body-${version} nightly`,
           time_limit: { set: true, infinite: false, number: 30 },
           memory_per_node: { set: true, infinite: false, number: 1024 },
-          environment: ['GREETING=hi'],
+          environment: ['PATH=/usr/local/bin:/usr/bin:/bin', 'GREETING=hi'],
           nice: 10,
         });
       }
