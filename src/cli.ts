@@ -2,6 +2,7 @@
 import { Command, CommanderError } from 'commander';
 import { EXIT, exitCodeFor } from './cli/exit-codes.js';
 import { registerJobsCommand } from './cli/jobs-command.js';
+import { registerPipelinesCommands } from './cli/pipelines-command.js';
 import { registerSchedCommand } from './cli/sched-command.js';
 import { registerSetupCommand } from './cli/setup-command.js';
 import { registerSimCommand } from './cli/sim-command.js';
@@ -17,6 +18,7 @@ async function main(argv: string[]): Promise<void> {
     .exitOverride();
   registerStartCommand(program);
   registerJobsCommand(program);
+  registerPipelinesCommands(program);
   registerSchedCommand(program);
   registerSimCommand(program);
   registerSetupCommand(program);

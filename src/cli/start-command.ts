@@ -9,6 +9,7 @@ import { LOG_LEVELS, parseInteger } from './options.js';
 interface StartFlags {
   dataDir?: string;
   config?: string;
+  pipelines?: string;
   simPort?: number;
   roles?: string;
   logLevel: string;
@@ -22,6 +23,7 @@ export function registerStartCommand(program: Command): void {
     )
     .option('--data-dir <dir>', 'where schedflow keeps its state (default ./data, or SCHEDFLOW_DATA_DIR)')
     .option('--config <dir>', 'configuration folder holding profiles/ (default ./config)')
+    .option('--pipelines <dir>', 'pipeline files (default <config>/pipelines, or SCHEDFLOW_PIPELINES_DIR)')
     .option('--sim-port <port>', 'port of the embedded scheduler simulator (default 6820)', parseInteger)
     .option('--roles <roles>', 'run only some of the work: worker, scheduler (comma-separated; default both)')
     .addOption(new Option('--log-level <level>', 'log level').choices(LOG_LEVELS).default('info'))
@@ -29,6 +31,7 @@ export function registerStartCommand(program: Command): void {
       const config = loadDaemonConfig(process.env, {
         dataDir: flags.dataDir,
         configDir: flags.config,
+        pipelinesDir: flags.pipelines,
         simPort: flags.simPort,
         roles: flags.roles?.split(',').map((r) => r.trim()) as ('worker' | 'scheduler')[] | undefined,
       });
@@ -48,6 +51,11 @@ export function registerStartCommand(program: Command): void {
       } else {
         lines.push(`  scheduler profiles: ${[...daemon.profiles.keys()].join(', ')}`);
       }
+      const pipelines = daemon.pipelines.list();
+      const broken = pipelines.filter((p) => p.error).length;
+      lines.push(
+        `  pipelines: ${pipelines.length - broken} loaded from ${config.pipelinesDir}${broken ? ` (${broken} invalid: see the log)` : ''}`,
+      );
       lines.push(
         '  from another terminal in this folder:',
         `    npx schedflow jobs submit config/examples/hello.yaml --wait ${dataFlag}`,

@@ -53,9 +53,9 @@ const deadlinesSchema = z
 
 const retrySchema = z
   .object({
-    on: z.array(z.enum(RETRY_STATES)).min(1),
+    on: z.array(z.enum(RETRY_STATES)).min(1).describe('Slurm end states that give the step another attempt'),
     /** Further attempts after the first. */
-    limit: z.number().int().min(1).max(10),
+    limit: z.number().int().min(1).max(10).describe('further attempts after the first'),
   })
   .strict();
 
@@ -72,7 +72,7 @@ const stepSchema = z
     name: z.string().min(1).optional(),
     script: z.string().min(1).optional(),
     /** A script file, relative to the pipeline file; read when a run is made. */
-    script_file: z.string().min(1).optional(),
+    script_file: z.string().min(1).optional().describe('a script file, relative to the pipeline file'),
     partition: spec.partition,
     account: spec.account,
     environment: spec.environment,
@@ -86,11 +86,17 @@ const stepSchema = z
     standard_output: spec.standard_output,
     standard_error: spec.standard_error,
     /** Steps this one waits for: a name (afterok) or `{ step, type: afterok | afterany | afternotok }`. */
-    needs: z.array(needSchema).default([]),
+    needs: z
+      .array(needSchema)
+      .default([])
+      .describe('steps this one waits for: a name (afterok) or { step, type: afterok | afterany | afternotok }'),
     retry: retrySchema.optional(),
     deadlines: deadlinesSchema.optional(),
     /** Other `job_desc_msg` members, passed through unchanged. */
-    slurm: z.record(z.string(), z.unknown()).optional(),
+    slurm: z
+      .record(z.string(), z.unknown())
+      .optional()
+      .describe('other job_desc_msg members, passed through unchanged'),
     /** Ask for a summary when the step ends (overrides the pipeline's setting). */
     summarize: z.boolean().optional(),
   })
@@ -104,30 +110,40 @@ const stepSchema = z
 const scheduleSchema = z
   .object({
     /** Five fields (minute hour day month weekday) or six (seconds first). */
-    cron: z.string().superRefine((text, ctx) => {
-      const fields = text.trim().split(/\s+/).length;
-      if (fields !== 5 && fields !== 6) {
-        ctx.addIssue({ code: 'custom', message: `a cron expression has 5 or 6 fields, this one has ${fields}` });
-        return;
-      }
-      try {
-        CronExpressionParser.parse(text);
-      } catch (error) {
-        ctx.addIssue({ code: 'custom', message: `invalid cron expression: ${(error as Error).message}` });
-      }
-    }),
+    cron: z
+      .string()
+      .superRefine((text, ctx) => {
+        const fields = text.trim().split(/\s+/).length;
+        if (fields !== 5 && fields !== 6) {
+          ctx.addIssue({ code: 'custom', message: `a cron expression has 5 or 6 fields, this one has ${fields}` });
+          return;
+        }
+        try {
+          CronExpressionParser.parse(text);
+        } catch (error) {
+          ctx.addIssue({ code: 'custom', message: `invalid cron expression: ${(error as Error).message}` });
+        }
+      })
+      .describe('five fields (minute hour day month weekday) or six (seconds first)'),
     /** An IANA time zone the cron expression is read in. */
     timezone: z
       .string()
       .default('UTC')
-      .refine(isTimeZone, { message: 'not a time zone (use an IANA name such as Europe/Berlin or UTC)' }),
+      .refine(isTimeZone, { message: 'not a time zone (use an IANA name such as Europe/Berlin or UTC)' })
+      .describe('IANA time zone the cron expression is read in'),
     /** A tick while the last run is active: skip it, queue it behind, or allow both. */
-    overlap: z.enum(['skip', 'queue', 'allow']).default('skip'),
+    overlap: z
+      .enum(['skip', 'queue', 'allow'])
+      .default('skip')
+      .describe('a tick while the last run is active: skip it, queue it behind, or allow both'),
     /** Ticks missed while schedflow was down: none, the latest one, or all of them (up to catchup_limit). */
-    catchup: z.enum(['none', 'latest', 'all']).default('none'),
+    catchup: z
+      .enum(['none', 'latest', 'all'])
+      .default('none')
+      .describe('ticks missed while schedflow was down: none, the latest one, or all (up to catchup_limit)'),
     catchup_limit: z.number().int().min(1).max(1000).default(10),
     /** false pauses the schedule without deleting the file. */
-    enabled: z.boolean().default(true),
+    enabled: z.boolean().default(true).describe('false pauses the schedule without deleting the file'),
   })
   .strict();
 
@@ -158,7 +174,10 @@ export const pipelineFileSchema = z
       .default({}),
     deadlines: deadlinesSchema.optional(),
     /** Signed POST when a run ends or misses a deadline. */
-    webhook: z.url({ protocol: /^https?$/ }).optional(),
+    webhook: z
+      .url({ protocol: /^https?$/ })
+      .optional()
+      .describe('signed POST when a run ends or misses a deadline'),
     summarize: z.boolean().optional(),
     steps: z
       .record(nameSchema, stepSchema)

@@ -61,6 +61,13 @@ export function loadPipelineFile(file: string, context: LoadContext): LoadedPipe
   const profile = checkProfile(def, context, at);
   checkAccounts(def, profile, context, at);
   const needs = checkNeeds(def, at);
+  if (def.schedule?.enabled) {
+    for (const [param, value] of Object.entries(def.params)) {
+      if (value === null) {
+        at(['params', param], `params.${param}: scheduled runs are made without parameters: give it a default`);
+      }
+    }
+  }
   const order = problems.length === 0 ? topologicalOrder(def, needs, at) : [];
   checkPlaceholders(source, def, path, at);
   if (problems.length > 0) throw new SourceError(problems);

@@ -1,0 +1,197 @@
+import { statSync } from 'node:fs';
+import { basename, join, resolve } from 'node:path';
+import type { Command } from 'commander';
+import { ConfigError } from '../errors.js';
+import { SourceError } from '../lib/yaml-source.js';
+import { nextFireTimes } from '../pipelines/cron-times.js';
+import { pipelineJsonSchema } from '../pipelines/pipeline-file.js';
+import {
+  type LoadContext,
+  type LoadedPipeline,
+  loadPipelineFile,
+  pipelineFiles,
+} from '../pipelines/pipeline-loader.js';
+import { planRun } from '../pipelines/run-plan.js';
+import { codecFor } from '../sched/codecs/codec.js';
+import { loadProfiles } from '../sched/profile.js';
+import { validateAgainstSpec } from '../sched/spec-validator.js';
+import { isApiVersion, LATEST_VERSION } from '../sched/versions.js';
+import { EXIT } from './exit-codes.js';
+import { table } from './format.js';
+
+/** Profiles of a config folder, for the same checks the daemon makes (accounts, profile names). */
+function loadContext(configDir: string): LoadContext {
+  const profiles = loadProfiles(join(resolve(configDir), 'profiles'));
+  return { profiles, defaultProfile: [...profiles.keys()][0] };
+}
+
+/** `--param name=value`, repeatable. */
+function collectParam(value: string, previous: Record<string, string>): Record<string, string> {
+  const at = value.indexOf('=');
+  if (at <= 0) throw new ConfigError(`--param ${value}: expected name=value`);
+  return { ...previous, [value.slice(0, at)]: value.slice(at + 1) };
+}
+
+/** Files named on the command line; a folder stands for its pipeline files. */
+function expandFiles(paths: string[]): string[] {
+  return paths.flatMap((p) => {
+    try {
+      return statSync(p).isDirectory() ? pipelineFiles(p) : [resolve(p)];
+    } catch {
+      return [resolve(p)];
+    }
+  });
+}
+
+export function registerPipelinesCommands(program: Command): void {
+  program
+    .command('schema')
+    .description('print the JSON Schema of pipeline files (shipped as config/pipeline.schema.json)')
+    .action(() => {
+      process.stdout.write(`${JSON.stringify(pipelineJsonSchema(), null, 2)}\n`);
+    });
+
+  program
+    .command('validate')
+    .description('check pipeline files as the daemon would (for CI); --render prints the submit bodies a run sends')
+    .argument('<files...>', 'pipeline files (YAML or JSON), or folders of them')
+    .option('--config <dir>', 'configuration folder with profiles/ (for account and profile checks)', './config')
+    .option('--render', 'print the exact submit bodies of a run, validated against the profile API version')
+    .option('--param <name=value>', 'a run parameter for --render (repeatable)', collectParam, {})
+    .action((paths: string[], flags: { config: string; render?: boolean; param: Record<string, string> }) => {
+      const context = loadContext(flags.config);
+      if (context.profiles.size === 0) {
+        process.stderr.write(
+          `note: no profiles in ${resolve(flags.config)}/profiles: profile and account checks skipped\n`,
+        );
+      }
+      let failed = 0;
+      for (const file of expandFiles(paths)) {
+        try {
+          const pipeline = loadPipelineFile(file, context);
+          if (flags.render) {
+            process.stdout.write(`${JSON.stringify(render(pipeline, context, flags.param), null, 2)}\n`);
+          } else {
+            process.stdout.write(`ok  ${file}  ${describe(pipeline)}\n`);
+          }
+        } catch (error) {
+          if (!(error instanceof SourceError || error instanceof ConfigError)) throw error;
+          failed++;
+          process.stderr.write(`${error.message}\n`);
+        }
+      }
+      if (failed > 0) {
+        process.stderr.write(`${failed} invalid pipeline file${failed === 1 ? '' : 's'}\n`);
+        process.exitCode = EXIT.usage;
+      }
+    });
+
+  program
+    .command('pipelines')
+    .description('list the pipelines of a folder with their schedules and next five fire times')
+    .option('--pipelines <dir>', 'pipeline folder (default <config>/pipelines)')
+    .option('--config <dir>', 'configuration folder with profiles/', './config')
+    .option('--json', 'one JSON document')
+    .action((flags: { pipelines?: string; config: string; json?: boolean }) => {
+      const dir = resolve(flags.pipelines ?? join(flags.config, 'pipelines'));
+      const context = loadContext(flags.config);
+      const listed = pipelineFiles(dir).map((file) => {
+        try {
+          const p = loadPipelineFile(file, context);
+          const s = p.def.schedule;
+          const next = s?.enabled ? nextFireTimes(s.cron, s.timezone, Date.now(), 5) : [];
+          return { name: p.name, file, schedule: s ?? null, next, steps: p.order, error: null };
+        } catch (error) {
+          if (!(error instanceof SourceError)) throw error;
+          return {
+            name: `${basename(file)} (invalid)`,
+            file,
+            schedule: null,
+            next: [],
+            steps: [],
+            error: error.message,
+          };
+        }
+      });
+      if (flags.json) {
+        const out = listed.map((l) => ({ ...l, next: l.next.map((t) => new Date(t).toISOString()) }));
+        process.stdout.write(`${JSON.stringify(out, null, 2)}\n`);
+        return;
+      }
+      if (listed.length === 0) {
+        process.stdout.write(`no pipeline files in ${dir}\n`);
+        return;
+      }
+      const rows = listed.map((l) => [
+        l.name,
+        l.schedule ? `${l.schedule.cron} (${l.schedule.timezone})${l.schedule.enabled ? '' : ' paused'}` : 'manual',
+        l.steps.join(' → ') || '-',
+        l.next.length ? new Date(l.next[0] as number).toLocaleString() : '-',
+      ]);
+      process.stdout.write(`${table(['PIPELINE', 'SCHEDULE', 'STEPS', 'NEXT'], rows)}\n`);
+      for (const l of listed) {
+        if (l.error) process.stdout.write(`\n${l.error}\n`);
+        else if (l.next.length > 1) {
+          const times = l.next.map((t) => `  ${new Date(t).toLocaleString()}  (${new Date(t).toISOString()})`);
+          process.stdout.write(`\n${l.name}: next fire times\n${times.join('\n')}\n`);
+        }
+      }
+      if (listed.some((l) => l.error)) process.exitCode = EXIT.usage;
+    });
+}
+
+function describe(p: LoadedPipeline): string {
+  const s = p.def.schedule;
+  const when = s ? `cron "${s.cron}" (${s.timezone})${s.enabled ? '' : ', paused'}` : 'manual';
+  return `pipeline ${p.name}: ${p.order.length} step${p.order.length === 1 ? '' : 's'} (${p.order.join(' → ')}), ${when}`;
+}
+
+/**
+ * A run's submit bodies, as the client would send them: the profile's account
+ * and partition filled in, the request marker and the dependencies on the
+ * needed steps' jobs (whose ids exist only at submit time, shown as <step>).
+ */
+function render(pipeline: LoadedPipeline, context: LoadContext, params: Record<string, string>) {
+  const profile = context.profiles.get(pipeline.profile);
+  const version = profile && isApiVersion(profile.version) ? profile.version : LATEST_VERSION;
+  const plan = planRun(pipeline, {
+    runId: '<run id>',
+    trigger: 'cli',
+    createdAt: Date.now(),
+    scheduledFor: null,
+    params,
+  });
+  const codec = codecFor(version);
+  const steps = plan.steps.map((step) => {
+    const dependency = step.needs.map((n) => `${n.type}:<${n.step}>`).join(',');
+    const body = encodeOrExplain(codec, pipeline, step.step, {
+      ...step.spec,
+      account: step.spec.account ?? profile?.account,
+      partition: step.spec.partition ?? profile?.partition,
+      comment: step.spec.comment ? `schedflow:<request id> ${step.spec.comment}` : 'schedflow:<request id>',
+      ...(dependency && { dependency }),
+    });
+    const check = validateAgainstSpec(version, 'job_submit_req', body);
+    if (!check.ok) {
+      throw new ConfigError(
+        `${pipeline.file}: step ${step.step}: the submit body is not valid for ${version}: ${check.errors.join('; ')}`,
+      );
+    }
+    return { step: step.step, needs: step.needs, body };
+  });
+  return { pipeline: pipeline.name, profile: pipeline.profile || null, version, steps };
+}
+
+function encodeOrExplain(
+  codec: ReturnType<typeof codecFor>,
+  pipeline: LoadedPipeline,
+  step: string,
+  spec: Parameters<ReturnType<typeof codecFor>['encodeSubmit']>[0],
+) {
+  try {
+    return codec.encodeSubmit(spec);
+  } catch (error) {
+    // A `slurm:` member the version does not know.
+    throw new ConfigError(`${pipeline.file}: step ${step}: ${(error as Error).message}`);
+  }
+}
