@@ -1,0 +1,82 @@
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { stepRequests } from '../../../src/db/runs.js';
+import { startTestDaemon, type TestDaemon } from '../../helpers/daemon.js';
+import { waitFor } from '../../helpers/http.js';
+import { startTestRedis, type TestRedis } from '../../helpers/redis.js';
+import { startSim, type TestSim } from '../../helpers/sim.js';
+
+/** Pipeline files change under a running daemon: reloads, and invalid versions that change nothing. */
+
+let redis: TestRedis;
+let sim: TestSim | undefined;
+let td: TestDaemon | undefined;
+
+beforeAll(async () => {
+  redis = await startTestRedis();
+});
+afterAll(async () => {
+  await redis.stop();
+});
+afterEach(async () => {
+  await td?.stop();
+  await sim?.stop();
+  td = undefined;
+  sim = undefined;
+});
+
+const file = (echo: string, schedule = '') =>
+  `${schedule}steps:\n  only:\n    script: "#!/bin/sh\\necho ${echo}\\n"\n    current_working_directory: /tmp\n`;
+
+describe('reloading pipeline files', () => {
+  it('an edit is picked up; an invalid edit is reported with its position while the loaded version keeps running', async () => {
+    sim = await startSim();
+    td = await startTestDaemon(sim.url, redis.url, { pipelineTickMs: 300 }, {}, { 'p.yaml': file('one') });
+    const daemon = td.daemon;
+    const path = join(td.configDir, 'pipelines', 'p.yaml');
+    const scriptOfRun = async () => {
+      const run = await daemon.pipelines.trigger('p', { trigger: 'api' });
+      return (stepRequests(daemon.history.db, run.id)[0]?.spec as { script: string }).script;
+    };
+    expect(await scriptOfRun()).toBe('#!/bin/sh\necho one\n');
+
+    writeFileSync(path, file('two'));
+    await waitFor(async () => ((await scriptOfRun()) === '#!/bin/sh\necho two\n' ? true : undefined), {
+      what: 'the edit to be loaded',
+    });
+
+    writeFileSync(path, 'steps:\n  only:\n    script: "#!/bin/sh\\necho three\\n"\n    memory: 4G\n');
+    const broken = await waitFor(async () => daemon.pipelines.get('p')?.error ?? undefined, {
+      what: 'the invalid edit to be reported',
+    });
+    expect(broken).toBe(`${path}:4:13: steps.only.memory: unknown field "memory"`);
+    // Still the version loaded before.
+    expect(await scriptOfRun()).toBe('#!/bin/sh\necho two\n');
+
+    writeFileSync(path, file('four'));
+    await waitFor(async () => (daemon.pipelines.get('p')?.error === null ? true : undefined), { what: 'the fix' });
+    expect(await scriptOfRun()).toBe('#!/bin/sh\necho four\n');
+  }, 30_000);
+
+  it('a schedule added, paused and removed changes the job schedulers accordingly', async () => {
+    sim = await startSim();
+    td = await startTestDaemon(sim.url, redis.url, {}, {}, { 's.yaml': file('s') });
+    const queue = td.daemon.queues.pipeline;
+    const path = join(td.configDir, 'pipelines', 's.yaml');
+    const schedulers = async () =>
+      (await queue.getJobSchedulers())
+        .filter((s) => s.key.startsWith('pipeline-'))
+        .map((s) => [s.key, s.pattern, s.tz]);
+    expect(await schedulers()).toEqual([]);
+
+    writeFileSync(path, file('s', 'schedule:\n  cron: "0 5 * * *"\n  timezone: Europe/Oslo\n'));
+    await waitFor(async () => ((await schedulers()).length === 1 ? true : undefined), { what: 'the schedule' });
+    expect(await schedulers()).toEqual([['pipeline-s', '0 5 * * *', 'Europe/Oslo']]);
+    expect(td.daemon.pipelines.get('s')?.schedule?.next).toHaveLength(5);
+
+    writeFileSync(path, file('s', 'schedule:\n  cron: "0 5 * * *"\n  enabled: false\n'));
+    await waitFor(async () => ((await schedulers()).length === 0 ? true : undefined), { what: 'the pause' });
+    expect(td.daemon.pipelines.get('s')?.schedule).toMatchObject({ enabled: false, next: [] });
+  }, 30_000);
+});
