@@ -276,6 +276,7 @@ function startWorkers(deps: {
         registry: deps.pipelines,
         engine: deps.engine,
         logger: logger.child({ component: 'pipelines' }),
+        jobReason: async (profile, jobId) => (await clients.get(profile).getJob(jobId)).data.reason,
       }),
       { connection, prefix, concurrency: 1 },
     ),

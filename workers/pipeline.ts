@@ -16,6 +16,8 @@ export interface PipelineWorkerDeps {
   registry: PipelineRegistry;
   engine: RunEngineDeps;
   logger: Logger;
+  /** The scheduler's reason for a pending job, for deadline reports. */
+  jobReason?(profile: string, jobId: number): Promise<string | null>;
   /** Reports a missed deadline beyond the history (the webhook outbox). */
   onDeadlineMissed?(miss: DeadlineMiss): void;
 }
@@ -43,7 +45,7 @@ export function pipelineProcessor(deps: PipelineWorkerDeps) {
         );
       }
       const caughtUp = await deps.registry.catchUp();
-      const misses = checkDeadlines(deps.engine.db, deps.logger);
+      const misses = await checkDeadlines(deps.engine.db, deps.logger, { reasonOf: deps.jobReason });
       for (const miss of misses) deps.onDeadlineMissed?.(miss);
       return { ended: ended.length, caughtUp, misses: misses.length };
     }

@@ -1,4 +1,4 @@
-import { and, inArray, isNotNull, notInArray } from 'drizzle-orm';
+import { and, eq, inArray, isNotNull, notInArray } from 'drizzle-orm';
 import type { Db } from '../db/database.js';
 import {
   type DeadlineKind,
@@ -28,11 +28,29 @@ export interface DeadlineMiss {
  * finish-by, and a scheduled run that had not started when the next tick came.
  * Each miss is recorded once; the ones new this time are returned.
  */
-export function checkDeadlines(db: Db, logger: Logger, now = Date.now()): DeadlineMiss[] {
-  const found = [...requestMisses(db, now), ...runMisses(db, now)];
+export async function checkDeadlines(
+  db: Db,
+  logger: Logger,
+  options: {
+    now?: number;
+    /** The scheduler's current reason for a pending job (the cheap state listing carries none). */
+    reasonOf?: (profile: string, jobId: number) => Promise<string | null>;
+  } = {},
+): Promise<DeadlineMiss[]> {
+  const now = options.now ?? Date.now();
   const recorded: DeadlineMiss[] = [];
-  for (const miss of found) {
-    const subject = miss.requestId ? `request:${miss.requestId}` : `run:${miss.runId}`;
+  for (const candidate of [...requestMisses(db, now), ...runMisses(db, now)]) {
+    const subject = candidate.requestId ? `request:${candidate.requestId}` : `run:${candidate.runId}`;
+    const seen = db
+      .select({ id: deadlineMisses.id })
+      .from(deadlineMisses)
+      .where(and(eq(deadlineMisses.subject, subject), eq(deadlineMisses.kind, candidate.kind)))
+      .get();
+    if (seen) continue;
+    const miss = {
+      ...candidate,
+      detail: candidate.detail.replace(REASON, await reasonFor(candidate, options.reasonOf, logger)),
+    };
     const inserted = db
       .insert(deadlineMisses)
       .values({ subject, requestId: miss.requestId, runId: miss.runId, kind: miss.kind, at: now, detail: miss.detail })
@@ -46,30 +64,47 @@ export function checkDeadlines(db: Db, logger: Logger, now = Date.now()): Deadli
   return recorded;
 }
 
-function requestMisses(db: Db, now: number): DeadlineMiss[] {
+/** Stands in a detail for the scheduler's reason until it is known. */
+const REASON = '{reason}';
+
+async function reasonFor(
+  miss: DeadlineMiss & { row?: JobRequestRow },
+  reasonOf: ((profile: string, jobId: number) => Promise<string | null>) | undefined,
+  logger: Logger,
+): Promise<string> {
+  const row = miss.row;
+  if (!row) return 'none given';
+  if (row.reason) return row.reason;
+  if (!reasonOf || row.jobId === null) return 'none given';
+  try {
+    return (await reasonOf(row.profile, row.jobId)) ?? 'none given';
+  } catch (error) {
+    logger.debug({ requestId: row.id, err: (error as Error).message }, 'could not ask for the pending reason');
+    return 'unknown (the scheduler did not answer)';
+  }
+}
+
+function requestMisses(db: Db, now: number): (DeadlineMiss & { row: JobRequestRow })[] {
   const rows = db
     .select()
     .from(jobRequests)
     .where(and(isNotNull(jobRequests.deadlines), notInArray(jobRequests.state, [...TERMINAL_REQUEST_STATES])))
     .all();
-  const misses: DeadlineMiss[] = [];
+  const misses: (DeadlineMiss & { row: JobRequestRow })[] = [];
   for (const row of rows) {
     const d = row.deadlines;
     if (!d) continue;
     const miss = (kind: DeadlineKind, detail: string) =>
-      misses.push({ kind, requestId: row.id, runId: row.runId, detail, webhookUrl: row.webhookUrl });
+      misses.push({ kind, requestId: row.id, runId: row.runId, detail, webhookUrl: row.webhookUrl, row });
     const waitingSince = row.submittedAt ?? row.createdAt;
     if (d.maxPendingSec !== undefined && row.startedAt === null && now - waitingSince > d.maxPendingSec * 1000) {
       miss(
         'max_pending',
-        `${label(row)} has been waiting to start for ${minutes(now - waitingSince)} (limit ${minutes(d.maxPendingSec * 1000)}); scheduler reason: ${row.reason ?? 'none given'}`,
+        `${label(row)} has been waiting to start for ${minutes(now - waitingSince)} (limit ${minutes(d.maxPendingSec * 1000)}); scheduler reason: ${REASON}`,
       );
     }
     if (d.startBy !== undefined && row.startedAt === null && now > d.startBy) {
-      miss(
-        'start_by',
-        `${label(row)} had not started by ${iso(d.startBy)} (state ${row.state}, reason: ${row.reason ?? 'none given'})`,
-      );
+      miss('start_by', `${label(row)} had not started by ${iso(d.startBy)} (state ${row.state}, reason: ${REASON})`);
     }
     if (d.finishBy !== undefined && now > d.finishBy) {
       miss('finish_by', `${label(row)} had not finished by ${iso(d.finishBy)} (state ${row.state})`);

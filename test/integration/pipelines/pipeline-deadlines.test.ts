@@ -1,0 +1,108 @@
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { listRuns } from '../../../src/db/runs.js';
+import { type DeadlineMissRow, deadlineMisses } from '../../../src/db/schema.js';
+import { jobSpecSchema } from '../../../src/sched/job-spec.js';
+import { startTestDaemon, type TestDaemon } from '../../helpers/daemon.js';
+import { waitFor } from '../../helpers/http.js';
+import { startTestRedis, type TestRedis } from '../../helpers/redis.js';
+import { startSim, type TestSim } from '../../helpers/sim.js';
+
+/** Deadlines: too long pending (with the scheduler's reason), start-by, and scheduled runs that never started. */
+
+let redis: TestRedis;
+let sim: TestSim | undefined;
+let td: TestDaemon | undefined;
+
+beforeAll(async () => {
+  redis = await startTestRedis();
+});
+afterAll(async () => {
+  await redis.stop();
+});
+afterEach(async () => {
+  await td?.stop();
+  await sim?.stop();
+  td = undefined;
+  sim = undefined;
+});
+
+const misses = (d: TestDaemon): DeadlineMissRow[] => d.daemon.history.db.select().from(deadlineMisses).all();
+
+/** A one-CPU simulator kept busy by a long job, so whatever comes next stays PENDING. */
+async function busyCluster(): Promise<{ s: TestSim; d: TestDaemon }> {
+  const s = await startSim({ cpus: 1 });
+  return { s, d: await startTestDaemon(s.url, redis.url, { pipelineTickMs: 300 }, {}, {}) };
+}
+
+describe('deadlines', () => {
+  it('a step pending past max_pending and not started by start_by is recorded once each, with the reason', async () => {
+    ({ s: sim, d: td } = await busyCluster());
+    const blocker = await td.daemon.submit({
+      spec: jobSpecSchema.parse({
+        name: 'blocker',
+        script: '#!/bin/sh\nsleep 20\n',
+        current_working_directory: sim.workDir,
+      }),
+      origin: 'api',
+    });
+    await td.waitForState(blocker, 'running');
+    const id = await td.daemon.submit({
+      spec: jobSpecSchema.parse({ name: 'late', script: '#!/bin/sh\ntrue\n', current_working_directory: sim.workDir }),
+      origin: 'api',
+      deadlines: { maxPendingSec: 1, startBy: Date.now() + 1500 },
+    });
+    await td.waitForState(id, 'pending');
+    const found = await waitFor(
+      async () => (misses(td as TestDaemon).length === 2 ? misses(td as TestDaemon) : undefined),
+      {
+        what: 'two missed deadlines',
+      },
+    );
+    expect(found.map((m) => [m.kind, m.requestId])).toEqual(
+      expect.arrayContaining([
+        ['max_pending', id],
+        ['start_by', id],
+      ]),
+    );
+    const pending = found.find((m) => m.kind === 'max_pending');
+    expect(pending?.detail).toMatch(
+      new RegExp(
+        `^request ${id} \\(job \\d+\\) has been waiting to start for \\d+ s \\(limit 1 s\\); scheduler reason: Resources$`,
+      ),
+    );
+    // Recorded once, however many checks see it.
+    await new Promise((r) => setTimeout(r, 1000));
+    expect(misses(td)).toHaveLength(2);
+  }, 30_000);
+
+  it('a scheduled run that has not started when the next tick comes is flagged', async () => {
+    ({ s: sim, d: td } = await busyCluster());
+    const blocker = await td.daemon.submit({
+      spec: jobSpecSchema.parse({
+        name: 'blocker',
+        script: '#!/bin/sh\nsleep 20\n',
+        current_working_directory: sim.workDir,
+      }),
+      origin: 'api',
+    });
+    await td.waitForState(blocker, 'running');
+    const s = sim;
+    await td.restart(async () => {
+      const { writeFileSync } = await import('node:fs');
+      const { join } = await import('node:path');
+      writeFileSync(
+        join(td?.configDir as string, 'pipelines', 'nightly.yaml'),
+        `schedule:\n  cron: "*/3 * * * * *"\nsteps:\n  work:\n    script: "#!/bin/sh\\ntrue\\n"\n    current_working_directory: ${s.workDir}\n`,
+      );
+    });
+    const flagged = await waitFor(async () => misses(td as TestDaemon).find((m) => m.kind === 'never_started'), {
+      what: 'the run that never started to be flagged',
+      timeoutMs: 15_000,
+    });
+    const [first] = listRuns(td.daemon.history.db, { pipeline: 'nightly' }).reverse();
+    expect(flagged.runId).toBe(first?.id);
+    expect(flagged.detail).toMatch(
+      /^run [0-9a-f-]{36} of nightly for \S+ had not started when the next tick \(\S+\) came$/,
+    );
+  }, 30_000);
+});
