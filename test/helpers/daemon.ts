@@ -1,13 +1,16 @@
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { afterAll, afterEach, beforeAll } from 'vitest';
 import { type DaemonConfigInput, loadDaemonConfig } from '../../src/config/daemon-config.js';
 import { getRequest, transitionsOf } from '../../src/db/requests.js';
 import type { JobRequestRow } from '../../src/db/schema.js';
 import { createLogger } from '../../src/logger.js';
 import { type Daemon, startDaemon } from '../../src/main.js';
+import type { SimConfigInput } from '../../src/sim/sim-config.js';
 import { waitFor } from './http.js';
-import { ALICE_TOKEN } from './sim.js';
+import { startTestRedis, type TestRedis } from './redis.js';
+import { ALICE_TOKEN, startSim, type TestSim } from './sim.js';
 
 export interface TestDaemon {
   daemon: Daemon;
@@ -85,4 +88,47 @@ export async function startTestDaemon(
     },
   };
   return handle;
+}
+
+/**
+ * Hooks for a test file of daemons on simulators: one Redis for the file, and
+ * every simulator and daemon a test starts stopped after it (daemons first).
+ */
+export function daemonTestEnv() {
+  let redis: TestRedis | undefined;
+  const cleanups: (() => Promise<void>)[] = [];
+  beforeAll(async () => {
+    redis = await startTestRedis();
+  });
+  afterAll(async () => {
+    await redis?.stop();
+  });
+  afterEach(async () => {
+    for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
+  });
+  const env = {
+    get redis(): TestRedis {
+      if (!redis) throw new Error('Redis is started in beforeAll');
+      return redis;
+    },
+    async sim(overrides: SimConfigInput = {}): Promise<TestSim> {
+      const sim = await startSim(overrides);
+      cleanups.push(() => sim.stop());
+      return sim;
+    },
+    async daemon(
+      schedulerUrl: string,
+      overrides: DaemonConfigInput = {},
+      pipelineFiles: Record<string, string> = {},
+    ): Promise<TestDaemon> {
+      const td = await startTestDaemon(schedulerUrl, env.redis.url, overrides, {}, pipelineFiles);
+      cleanups.push(() => td.stop());
+      return td;
+    },
+    /** Runs at the end of the test, before the daemons and simulators started so far stop. */
+    defer(cleanup: () => Promise<void>): void {
+      cleanups.push(cleanup);
+    },
+  };
+  return env;
 }

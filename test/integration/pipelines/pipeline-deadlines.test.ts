@@ -1,42 +1,26 @@
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { listRuns } from '../../../src/db/runs.js';
 import { type DeadlineMissRow, deadlineMisses } from '../../../src/db/schema.js';
 import { jobSpecSchema } from '../../../src/sched/job-spec.js';
-import { startTestDaemon, type TestDaemon } from '../../helpers/daemon.js';
+import { daemonTestEnv, type TestDaemon } from '../../helpers/daemon.js';
 import { waitFor } from '../../helpers/http.js';
-import { startTestRedis, type TestRedis } from '../../helpers/redis.js';
-import { startSim, type TestSim } from '../../helpers/sim.js';
+import type { TestSim } from '../../helpers/sim.js';
 
 /** Deadlines: too long pending (with the scheduler's reason), start-by, and scheduled runs that never started. */
 
-let redis: TestRedis;
-let sim: TestSim | undefined;
-let td: TestDaemon | undefined;
-
-beforeAll(async () => {
-  redis = await startTestRedis();
-});
-afterAll(async () => {
-  await redis.stop();
-});
-afterEach(async () => {
-  await td?.stop();
-  await sim?.stop();
-  td = undefined;
-  sim = undefined;
-});
+const env = daemonTestEnv();
 
 const misses = (d: TestDaemon): DeadlineMissRow[] => d.daemon.history.db.select().from(deadlineMisses).all();
 
 /** A one-CPU simulator kept busy by a long job, so whatever comes next stays PENDING. */
-async function busyCluster(): Promise<{ s: TestSim; d: TestDaemon }> {
-  const s = await startSim({ cpus: 1 });
-  return { s, d: await startTestDaemon(s.url, redis.url, { pipelineTickMs: 300 }, {}, {}) };
+async function busyCluster(): Promise<{ sim: TestSim; td: TestDaemon }> {
+  const sim = await env.sim({ cpus: 1 });
+  return { sim, td: await env.daemon(sim.url, { pipelineTickMs: 300 }) };
 }
 
 describe('deadlines', () => {
   it('a step pending past max_pending and not started by start_by is recorded once each, with the reason', async () => {
-    ({ s: sim, d: td } = await busyCluster());
+    const { sim, td } = await busyCluster();
     const blocker = await td.daemon.submit({
       spec: jobSpecSchema.parse({
         name: 'blocker',
@@ -52,12 +36,9 @@ describe('deadlines', () => {
       deadlines: { maxPendingSec: 1, startBy: Date.now() + 1500 },
     });
     await td.waitForState(id, 'pending');
-    const found = await waitFor(
-      async () => (misses(td as TestDaemon).length === 2 ? misses(td as TestDaemon) : undefined),
-      {
-        what: 'two missed deadlines',
-      },
-    );
+    const found = await waitFor(async () => (misses(td).length === 2 ? misses(td) : undefined), {
+      what: 'two missed deadlines',
+    });
     expect(found.map((m) => [m.kind, m.requestId])).toEqual(
       expect.arrayContaining([
         ['max_pending', id],
@@ -76,7 +57,7 @@ describe('deadlines', () => {
   }, 30_000);
 
   it('a scheduled run that has not started when the next tick comes is flagged', async () => {
-    ({ s: sim, d: td } = await busyCluster());
+    const { sim, td } = await busyCluster();
     const blocker = await td.daemon.submit({
       spec: jobSpecSchema.parse({
         name: 'blocker',
@@ -91,11 +72,11 @@ describe('deadlines', () => {
       const { writeFileSync } = await import('node:fs');
       const { join } = await import('node:path');
       writeFileSync(
-        join(td?.configDir as string, 'pipelines', 'nightly.yaml'),
+        join(td.configDir as string, 'pipelines', 'nightly.yaml'),
         `schedule:\n  cron: "*/3 * * * * *"\nsteps:\n  work:\n    script: "#!/bin/sh\\ntrue\\n"\n    current_working_directory: ${s.workDir}\n`,
       );
     });
-    const flagged = await waitFor(async () => misses(td as TestDaemon).find((m) => m.kind === 'never_started'), {
+    const flagged = await waitFor(async () => misses(td).find((m) => m.kind === 'never_started'), {
       what: 'the run that never started to be flagged',
       timeoutMs: 15_000,
     });

@@ -1,38 +1,22 @@
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { stepRequests } from '../../../src/db/runs.js';
-import { startTestDaemon, type TestDaemon } from '../../helpers/daemon.js';
+import { daemonTestEnv, type TestDaemon } from '../../helpers/daemon.js';
 import { waitFor } from '../../helpers/http.js';
-import { startTestRedis, type TestRedis } from '../../helpers/redis.js';
-import { startSim, type TestSim } from '../../helpers/sim.js';
+import type { TestSim } from '../../helpers/sim.js';
 
 /** Pipeline files change under a running daemon: reloads, and invalid versions that change nothing. */
 
-let redis: TestRedis;
-let sim: TestSim | undefined;
-let td: TestDaemon | undefined;
-
-beforeAll(async () => {
-  redis = await startTestRedis();
-});
-afterAll(async () => {
-  await redis.stop();
-});
-afterEach(async () => {
-  await td?.stop();
-  await sim?.stop();
-  td = undefined;
-  sim = undefined;
-});
+const env = daemonTestEnv();
 
 const file = (echo: string, schedule = '') =>
   `${schedule}steps:\n  only:\n    script: "#!/bin/sh\\necho ${echo}\\n"\n    current_working_directory: /tmp\n`;
 
 describe('reloading pipeline files', () => {
   it('an edit is picked up; an invalid edit is reported with its position while the loaded version keeps running', async () => {
-    sim = await startSim();
-    td = await startTestDaemon(sim.url, redis.url, { pipelineTickMs: 300 }, {}, { 'p.yaml': file('one') });
+    const sim = await env.sim();
+    const td = await env.daemon(sim.url, { pipelineTickMs: 300 }, { 'p.yaml': file('one') });
     const daemon = td.daemon;
     const path = join(td.configDir, 'pipelines', 'p.yaml');
     const scriptOfRun = async () => {
@@ -60,8 +44,8 @@ describe('reloading pipeline files', () => {
   }, 30_000);
 
   it('a schedule added, paused and removed changes the job schedulers accordingly', async () => {
-    sim = await startSim();
-    td = await startTestDaemon(sim.url, redis.url, {}, {}, { 's.yaml': file('s') });
+    const sim = await env.sim();
+    const td = await env.daemon(sim.url, {}, { 's.yaml': file('s') });
     const queue = td.daemon.queues.pipeline;
     const path = join(td.configDir, 'pipelines', 's.yaml');
     const schedulers = async () =>

@@ -1,36 +1,19 @@
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { getRun, stepRequests } from '../../../src/db/runs.js';
 import type { JobRequestRow, PipelineRunRow } from '../../../src/db/schema.js';
-import { startTestDaemon, type TestDaemon } from '../../helpers/daemon.js';
+import { daemonTestEnv, type TestDaemon } from '../../helpers/daemon.js';
 import { waitFor } from '../../helpers/http.js';
-import { startTestRedis, type TestRedis } from '../../helpers/redis.js';
-import { startSim, type TestSim } from '../../helpers/sim.js';
+import type { TestSim } from '../../helpers/sim.js';
 
 /** Pipeline runs on the simulator through the in-process daemon: order, failures, retries. */
 
-let redis: TestRedis;
-let sim: TestSim | undefined;
-let td: TestDaemon | undefined;
-
-beforeAll(async () => {
-  redis = await startTestRedis();
-});
-afterAll(async () => {
-  await redis.stop();
-});
-afterEach(async () => {
-  await td?.stop();
-  await sim?.stop();
-  td = undefined;
-  sim = undefined;
-});
+const env = daemonTestEnv();
 
 /** A daemon whose pipelines folder holds `files` (name → YAML text). */
 async function daemonWith(s: TestSim, files: Record<string, string>): Promise<TestDaemon> {
-  const d = await startTestDaemon(s.url, redis.url, { pipelineTickMs: 300 }, {}, files);
-  return d;
+  return env.daemon(s.url, { pipelineTickMs: 300 }, files);
 }
 
 async function waitForRun(d: TestDaemon, runId: string, states: string[], timeoutMs = 30_000): Promise<PipelineRunRow> {
@@ -61,7 +44,7 @@ const step = (name: string, body: string, extra = '') =>
 
 describe('a three-step pipeline', () => {
   it('runs its steps in dependency order, submitted together with Slurm dependencies', async () => {
-    sim = await startSim();
+    const sim = await env.sim();
     const yaml = [
       'params:',
       '  sample: A1',
@@ -72,7 +55,7 @@ describe('a three-step pipeline', () => {
       step('align', 'sleep 1', '    needs: [fetch]\n'),
       step('report', 'cat sample.txt >> order.txt', '    needs: [align]\n'),
     ].join('\n');
-    td = await daemonWith(sim, { 'three.yaml': yaml });
+    const td = await daemonWith(sim, { 'three.yaml': yaml });
     const run = await td.daemon.pipelines.trigger('three', { trigger: 'api', params: { sample: 'B7' } });
     expect(run.state).toBe('running');
 
@@ -95,7 +78,7 @@ describe('a three-step pipeline', () => {
   }, 40_000);
 
   it('a failed step stops the steps that need it; the run fails and says which step', async () => {
-    sim = await startSim();
+    const sim = await env.sim();
     const yaml = [
       'defaults:',
       `  current_working_directory: ${sim.workDir}`,
@@ -105,7 +88,7 @@ describe('a three-step pipeline', () => {
       step('report', 'true', '    needs: [align]\n'),
       step('cleanup', 'true', '    needs: [{ step: align, type: afterany }]\n'),
     ].join('\n');
-    td = await daemonWith(sim, { 'failing.yaml': yaml });
+    const td = await daemonWith(sim, { 'failing.yaml': yaml });
     const run = await td.daemon.pipelines.trigger('failing', { trigger: 'api' });
     const ended = await waitForRun(td, run.id, ['succeeded', 'failed']);
     const s = steps(td, run.id);
@@ -122,7 +105,7 @@ describe('a three-step pipeline', () => {
   }, 40_000);
 
   it('a step retried on NODE_FAIL runs again, and the steps behind it with it', async () => {
-    sim = await startSim();
+    const sim = await env.sim();
     const marker = join(sim.workDir, 'first-attempt-done');
     const yaml = [
       'defaults:',
@@ -135,12 +118,12 @@ describe('a three-step pipeline', () => {
       ),
       step('align', 'true', '    needs: [fetch]\n'),
     ].join('\n');
-    td = await daemonWith(sim, { 'retrying.yaml': yaml });
+    const td = await daemonWith(sim, { 'retrying.yaml': yaml });
     const run = await td.daemon.pipelines.trigger('retrying', { trigger: 'api' });
-    await waitFor(async () => (steps(td as TestDaemon, run.id).fetch?.[0]?.state === 'running' ? true : undefined), {
+    await waitFor(async () => (steps(td, run.id).fetch?.[0]?.state === 'running' ? true : undefined), {
       what: 'fetch to run',
     });
-    await waitFor(async () => (steps(td as TestDaemon, run.id).align?.[0]?.jobId ? true : undefined), {
+    await waitFor(async () => (steps(td, run.id).align?.[0]?.jobId ? true : undefined), {
       what: 'align to be submitted',
     });
     await sim.restart(); // running jobs become NODE_FAIL
@@ -160,9 +143,9 @@ describe('a three-step pipeline', () => {
 
 describe('triggering', () => {
   it('refuses unknown and missing parameters, and unknown pipelines, with the reason', async () => {
-    sim = await startSim();
+    const sim = await env.sim();
     const yaml = ['params:', '  sample: null', 'steps:', step('only', 'true')].join('\n');
-    td = await daemonWith(sim, { 'p.yaml': yaml });
+    const td = await daemonWith(sim, { 'p.yaml': yaml });
     await expect(td.daemon.pipelines.trigger('p', { trigger: 'api' })).rejects.toThrow(
       'parameter "sample" is required (it has no default)',
     );

@@ -1,38 +1,19 @@
 import { join } from 'node:path';
 import { Writable } from 'node:stream';
 import { pino } from 'pino';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { loadDaemonConfig } from '../../../src/config/daemon-config.js';
 import { openDatabase } from '../../../src/db/database.js';
 import { listRuns } from '../../../src/db/runs.js';
 import { type PipelineRunRow, pipelineSchedules } from '../../../src/db/schema.js';
 import { type Daemon, startDaemon } from '../../../src/main.js';
-import { startTestDaemon, type TestDaemon } from '../../helpers/daemon.js';
+import { daemonTestEnv, type TestDaemon } from '../../helpers/daemon.js';
 import { waitFor } from '../../helpers/http.js';
-import { startTestRedis, type TestRedis } from '../../helpers/redis.js';
-import { startSim, type TestSim } from '../../helpers/sim.js';
+import type { TestSim } from '../../helpers/sim.js';
 
 /** Cron schedules as BullMQ job schedulers: overlap, catch-up after downtime, several processes. */
 
-let redis: TestRedis;
-let sim: TestSim | undefined;
-let td: TestDaemon | undefined;
-let extra: Daemon | undefined;
-
-beforeAll(async () => {
-  redis = await startTestRedis();
-});
-afterAll(async () => {
-  await redis.stop();
-});
-afterEach(async () => {
-  await extra?.stop();
-  await td?.stop();
-  await sim?.stop();
-  extra = undefined;
-  td = undefined;
-  sim = undefined;
-});
+const env = daemonTestEnv();
 
 function pipelineYaml(s: TestSim, schedule: string, script = 'true'): string {
   return [
@@ -60,12 +41,10 @@ function overlapping(runs: PipelineRunRow[]): boolean {
 
 describe('overlap', () => {
   it('skip: ticks while a run is active are recorded as skipped, with the run they waited on', async () => {
-    sim = await startSim();
-    td = await startTestDaemon(
+    const sim = await env.sim();
+    const td = await env.daemon(
       sim.url,
-      redis.url,
       { pipelineTickMs: 300 },
-      {},
       {
         'every2s.yaml': pipelineYaml(sim, "cron: '*/2 * * * * *'\noverlap: skip", 'sleep 5'),
       },
@@ -89,12 +68,10 @@ describe('overlap', () => {
   }, 30_000);
 
   it('queue: ticks wait behind the active run and start one after another', async () => {
-    sim = await startSim({ cpus: 4 });
-    td = await startTestDaemon(
+    const sim = await env.sim({ cpus: 4 });
+    const td = await env.daemon(
       sim.url,
-      redis.url,
       { pipelineTickMs: 300 },
-      {},
       {
         'queued.yaml': pipelineYaml(sim, "cron: '*/2 * * * * *'\noverlap: queue", 'sleep 3'),
       },
@@ -116,14 +93,12 @@ describe('overlap', () => {
 
 describe('catch-up after downtime', () => {
   it('none, latest and all (bounded) each do what they say', async () => {
-    sim = await startSim({ cpus: 4 });
+    const sim = await env.sim({ cpus: 4 });
     const every = (catchup: string) =>
       pipelineYaml(sim as TestSim, `cron: '* * * * *'\ncatchup: ${catchup}\ncatchup_limit: 3`);
-    td = await startTestDaemon(
+    const td = await env.daemon(
       sim.url,
-      redis.url,
       { pipelineTickMs: 300 },
-      {},
       {
         'none.yaml': every('none'),
         'latest.yaml': every('latest'),
@@ -133,7 +108,7 @@ describe('catch-up after downtime', () => {
     const tenMinutesAgo = Date.now() - 10 * 60_000;
     await td.restart(async () => {
       // As if the daemon had last fired ten minutes ago.
-      const history = openDatabase(join(td?.dataDir as string, 'history.sqlite'));
+      const history = openDatabase(join(td.dataDir as string, 'history.sqlite'));
       history.db.update(pipelineSchedules).set({ lastScheduledFor: tenMinutesAgo }).run();
       history.close();
     });
@@ -158,7 +133,7 @@ describe('catch-up after downtime', () => {
 
 describe('two daemon processes on one Redis and one history', () => {
   it('fire each tick once (separate connections, workers and job schedulers)', async () => {
-    sim = await startSim({ cpus: 4 });
+    const sim = await env.sim({ cpus: 4 });
     const lines: string[] = [];
     const sink = new Writable({
       write(chunk, _enc, done) {
@@ -166,18 +141,17 @@ describe('two daemon processes on one Redis and one history', () => {
         done();
       },
     });
-    td = await startTestDaemon(
+    const td = await env.daemon(
       sim.url,
-      redis.url,
       { pipelineTickMs: 300 },
-      {},
       {
         'shared.yaml': pipelineYaml(sim, "cron: '*/2 * * * * *'\noverlap: allow"),
       },
     );
     // A second daemon on the same config, data dir, Redis and queue prefix.
     const config = loadDaemonConfig({}, { ...td.daemon.config, roles: ['worker', 'scheduler'] });
-    extra = await startDaemon(config, pino({ level: 'info' }, sink));
+    const extra = await startDaemon(config, pino({ level: 'info' }, sink));
+    env.defer(() => extra.stop());
     const daemon = td.daemon;
     await new Promise((r) => setTimeout(r, 9000));
     const runs = runsOf(daemon, 'shared').filter((r) => r.trigger === 'schedule');
