@@ -1,5 +1,6 @@
 import { and, asc, desc, eq, inArray, isNotNull, lt, notInArray, type SQL } from 'drizzle-orm';
-import { canTransition } from '../tracking/request-state.js';
+import { jobFinishedBody } from '../notify/events.js';
+import { canTransition, isTerminalRequest } from '../tracking/request-state.js';
 import type { Db } from './database.js';
 import {
   type Deadlines,
@@ -12,6 +13,7 @@ import {
   TERMINAL_REQUEST_STATES,
   type TransitionSource,
 } from './schema.js';
+import { addDelivery } from './webhooks.js';
 
 /** Queries of the job request aggregate: requests and their transitions, always written together. */
 
@@ -107,6 +109,18 @@ export function transition(db: Db, requestId: string, input: TransitionInput): b
         detail: input.detail ?? null,
       })
       .run();
+    // The outbox: written in the transaction of the final state, so neither exists without the other.
+    if (row.webhookUrl && isTerminalRequest(input.to)) {
+      const after = tx.select().from(jobRequests).where(eq(jobRequests.id, requestId)).get() as JobRequestRow;
+      addDelivery(tx, {
+        event: 'job.finished',
+        url: row.webhookUrl,
+        requestId,
+        runId: row.runId,
+        payload: jobFinishedBody(after),
+        at: input.at,
+      });
+    }
     return true;
   });
 }
