@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { type ConnectionOptions, Queue, Worker } from 'bullmq';
+import { notifyProcessor, recordDeliveryGivenUp, webhookBackoffStrategy } from '../workers/notify.js';
 import { pipelineProcessor } from '../workers/pipeline.js';
 import { pollProcessor } from '../workers/poll.js';
 import { reconcileProcessor } from '../workers/reconcile.js';
@@ -14,6 +15,9 @@ import type { Deadlines } from './db/schema.js';
 import { ConfigError } from './errors.js';
 import { Lifecycle } from './lifecycle.js';
 import type { Logger } from './logger.js';
+import { DeliveryDispatcher, DISPATCH_JOB } from './notify/dispatcher.js';
+import { WebhookSender } from './notify/sender.js';
+import { loadWebhookSecret, type WebhookSecret } from './notify/webhook-secret.js';
 import { PipelineRegistry } from './pipelines/pipeline-registry.js';
 import type { RunEngineDeps } from './pipelines/run-engine.js';
 import { JOB_OPTIONS, type QueueName } from './queue/catalog.js';
@@ -115,6 +119,7 @@ async function compose(config: DaemonConfig, logger: Logger, lifecycle: Lifecycl
     poll: new Queue('poll', { connection, prefix, defaultJobOptions: JOB_OPTIONS.poll }),
     reconcile: new Queue('reconcile', { connection, prefix, defaultJobOptions: JOB_OPTIONS.reconcile }),
     pipeline: new Queue('pipeline', { connection, prefix, defaultJobOptions: JOB_OPTIONS.pipeline }),
+    notify: new Queue('notify', { connection, prefix, defaultJobOptions: JOB_OPTIONS.notify }),
   } satisfies Record<QueueName, Queue>;
   lifecycle.add('queues', async () => {
     await Promise.all(Object.values(queues).map((q) => q.close()));
@@ -146,6 +151,9 @@ async function compose(config: DaemonConfig, logger: Logger, lifecycle: Lifecycl
   } else {
     pipelines.watch();
   }
+  // Made at first start even before the first webhook, so receivers can be set up beforehand.
+  const webhookSecret = loadWebhookSecret(config.dataDir, config.webhookSecret);
+  logger.info({ secretFrom: webhookSecret.source }, 'webhooks are signed with the secret in %s', webhookSecret.source);
   if (config.roles.includes('worker')) {
     startWorkers({
       config,
@@ -157,6 +165,8 @@ async function compose(config: DaemonConfig, logger: Logger, lifecycle: Lifecycl
       connection,
       pipelines,
       engine,
+      notifyQueue: queues.notify,
+      webhookSecret,
     });
   }
 
@@ -228,6 +238,12 @@ async function scheduleTicks(
     { every: config.pipelineTickMs },
     { name: 'tick', data: {} },
   );
+  await queues.notify.upsertJobScheduler(
+    'tick:notify',
+    { every: config.notifyEveryMs },
+    // A dispatch that fails is not retried: the next tick, a second later, does it again.
+    { name: DISPATCH_JOB, data: {}, opts: { attempts: 1, removeOnComplete: true, removeOnFail: { count: 100 } } },
+  );
 }
 
 function startWorkers(deps: {
@@ -240,6 +256,8 @@ function startWorkers(deps: {
   connection: ConnectionOptions;
   pipelines: PipelineRegistry;
   engine: RunEngineDeps;
+  notifyQueue: Queue;
+  webhookSecret: WebhookSecret;
 }): void {
   const { config, history, clients, logger, lifecycle, profileCount, connection } = deps;
   const prefix = config.queuePrefix;
@@ -265,6 +283,27 @@ function startWorkers(deps: {
   submitWorker.on('failed', (job, error) => {
     if (job) recordSubmitGivenUp(history.db, services.logger, job, error);
   });
+  const sender = new WebhookSender({ secret: deps.webhookSecret.secret, timeoutMs: config.notifyTimeoutMs });
+  const notifyLogger = logger.child({ component: 'notify' });
+  const notifyWorker = new Worker(
+    'notify',
+    notifyProcessor({
+      db: history.db,
+      sender,
+      dispatcher: new DeliveryDispatcher({
+        db: history.db,
+        queue: deps.notifyQueue,
+        logger: notifyLogger,
+        settings: { attempts: config.notifyAttempts, backoffMs: config.notifyBackoffMs },
+      }),
+      logger: notifyLogger,
+      shutdown: shutdown.signal,
+    }),
+    { connection, prefix, concurrency: 4, settings: { backoffStrategy: webhookBackoffStrategy } },
+  );
+  notifyWorker.on('failed', (job, error) => {
+    if (job) recordDeliveryGivenUp(history.db, notifyLogger, job, error);
+  });
   const workers = [
     submitWorker,
     new Worker('poll', pollProcessor(services), { connection, prefix, concurrency: Math.max(1, profileCount) }),
@@ -280,6 +319,7 @@ function startWorkers(deps: {
       }),
       { connection, prefix, concurrency: 1 },
     ),
+    notifyWorker,
   ];
   for (const worker of workers) {
     worker.on('failed', (job, error) =>
@@ -297,6 +337,7 @@ function startWorkers(deps: {
       await Promise.all(workers.map((w) => w.close()));
     } finally {
       clearTimeout(timer);
+      await sender.close();
     }
   });
 }

@@ -1,6 +1,7 @@
 import { join, resolve } from 'node:path';
 import { z } from 'zod';
 import { ConfigError } from '../errors.js';
+import { Secret } from '../lib/secret.js';
 import { DEFAULT_QUEUE_PREFIX } from '../queue/catalog.js';
 
 /** Settings of `schedflow start`: flags win over environment variables, which win over defaults. */
@@ -35,6 +36,16 @@ export const daemonConfigSchema = z.object({
   lockDurationMs: z.number().int().positive().default(30_000),
   /** Time given to running work at shutdown before it is aborted and handed back. */
   shutdownGraceMs: z.number().int().positive().default(10_000),
+  /** How often pending webhook deliveries are moved from the history to the notify queue. */
+  notifyEveryMs: z.number().int().positive().default(1000),
+  /** Attempts per webhook delivery before it is failed. */
+  notifyAttempts: z.number().int().positive().default(8),
+  /** Delay before a webhook's first retry; each next one doubles (with jitter). */
+  notifyBackoffMs: z.number().int().positive().default(2000),
+  /** Time limit of one webhook attempt, connecting to end of answer. */
+  notifyTimeoutMs: z.number().int().positive().default(10_000),
+  /** Key webhooks are signed with (SCHEDFLOW_WEBHOOK_SECRET); else `<dataDir>/webhook-secret`. */
+  webhookSecret: z.instanceof(Secret).optional(),
 });
 /** As loaded: paths absolute, the pipelines folder resolved. */
 export type DaemonConfig = Omit<z.output<typeof daemonConfigSchema>, 'pipelinesDir'> & { pipelinesDir: string };
@@ -50,6 +61,10 @@ export const DAEMON_ENV_NUMBERS = {
   SCHEDFLOW_LOCK_DURATION_MS: 'lockDurationMs',
   SCHEDFLOW_SHUTDOWN_GRACE_MS: 'shutdownGraceMs',
   SCHEDFLOW_PIPELINE_TICK_MS: 'pipelineTickMs',
+  SCHEDFLOW_NOTIFY_EVERY_MS: 'notifyEveryMs',
+  SCHEDFLOW_NOTIFY_ATTEMPTS: 'notifyAttempts',
+  SCHEDFLOW_NOTIFY_BACKOFF_MS: 'notifyBackoffMs',
+  SCHEDFLOW_NOTIFY_TIMEOUT_MS: 'notifyTimeoutMs',
 } as const satisfies Record<string, keyof DaemonConfig>;
 
 /** Builds the daemon's configuration from the environment and command-line flags. */
@@ -60,6 +75,7 @@ export function loadDaemonConfig(env: NodeJS.ProcessEnv, flags: DaemonConfigInpu
     ...(env.SCHEDFLOW_PIPELINES_DIR && { pipelinesDir: env.SCHEDFLOW_PIPELINES_DIR }),
     ...(env.SCHEDFLOW_QUEUE_PREFIX && { queuePrefix: env.SCHEDFLOW_QUEUE_PREFIX }),
     ...(env.REDIS_URL && { redisUrl: env.REDIS_URL }),
+    ...(env.SCHEDFLOW_WEBHOOK_SECRET?.trim() && { webhookSecret: new Secret(env.SCHEDFLOW_WEBHOOK_SECRET.trim()) }),
   };
   for (const [name, key] of Object.entries(DAEMON_ENV_NUMBERS)) {
     const raw = env[name]?.trim();

@@ -1,12 +1,13 @@
 import type { JobsOptions } from 'bullmq';
 import { z } from 'zod';
+import { WEBHOOK_BACKOFF_TYPE } from '../notify/retry-policy.js';
 import { jobSpecSchema } from '../sched/job-spec.js';
 
 /**
  * The queues and what their jobs carry, as data: name → payload schema and
  * retry policy. Producers and workers both parse payloads with these schemas.
  */
-export const QUEUE_NAMES = ['submit', 'poll', 'reconcile', 'pipeline'] as const;
+export const QUEUE_NAMES = ['submit', 'poll', 'reconcile', 'pipeline', 'notify'] as const;
 export type QueueName = (typeof QUEUE_NAMES)[number];
 
 export const submitPayloadSchema = z.object({
@@ -25,12 +26,17 @@ export type SubmitPayload = z.input<typeof submitPayloadSchema>;
 
 export const profilePayloadSchema = z.object({ profile: z.string().min(1) });
 
+/** A `deliver` job of the notify queue: one webhook delivery of the outbox (its id is also the job id). */
+export const notifyPayloadSchema = z.object({ deliveryId: z.string().min(1) });
+
 export const PAYLOADS = {
   submit: submitPayloadSchema,
   poll: profilePayloadSchema,
   reconcile: profilePayloadSchema,
   // `fire` and `tick` jobs: parsed by the pipeline worker (workers/pipeline.ts).
   pipeline: z.object({}).loose(),
+  // `deliver` jobs; the `dispatch` tick carries nothing.
+  notify: notifyPayloadSchema,
 } as const satisfies Record<QueueName, z.ZodType>;
 
 /** Retry policy per queue. Submits retry for about an hour of upstream trouble; periodic work does not retry (the next tick does). */
@@ -49,6 +55,15 @@ export const JOB_OPTIONS: Record<QueueName, JobsOptions> = {
     backoff: { type: 'exponential', delay: 1000 },
     removeOnComplete: true,
     removeOnFail: { count: 100 },
+  },
+  // Webhook deliveries: exponential from 2 s with jitter, never sooner than the receiver's
+  // Retry-After (the `webhook` backoff type, registered by the notify worker); about
+  // 4 minutes of receiver trouble before a delivery fails. Failed jobs are kept a week.
+  notify: {
+    attempts: 8,
+    backoff: { type: WEBHOOK_BACKOFF_TYPE, delay: 2000 },
+    removeOnComplete: { age: 24 * 3600, count: 1000 },
+    removeOnFail: { age: 7 * 24 * 3600 },
   },
 };
 

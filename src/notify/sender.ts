@@ -1,0 +1,200 @@
+import { Agent, request } from 'undici';
+import type { WebhookDeliveryRow } from '../db/schema.js';
+import { SchedflowError } from '../errors.js';
+import { packageVersion } from '../lib/package-info.js';
+import type { Secret } from '../lib/secret.js';
+import { parseRetryAfterMs } from '../sched/response-errors.js';
+import { signatureHeader } from './signature.js';
+
+/** Why an attempt did not deliver. Messages name the receiver by origin only: URLs may carry tokens. */
+export abstract class WebhookDeliveryError extends SchedflowError {
+  constructor(
+    message: string,
+    /** The receiver's HTTP status; null when it did not answer. */
+    readonly status: number | null,
+    /** The receiver's Retry-After, in ms, when it sent one. */
+    readonly retryAfterMs: number | null = null,
+    options?: { cause?: unknown },
+  ) {
+    super(message, options);
+  }
+}
+
+/** Network error, time-out, 408, 429 or 5xx: another attempt may succeed. */
+export class WebhookRetryableError extends WebhookDeliveryError {
+  readonly code = 'SCHEDFLOW_ERR_WEBHOOK_UNAVAILABLE';
+  readonly retryable = true;
+}
+
+/** Any other answer (4xx, a redirect) or an unusable URL: trying again will not help. */
+export class WebhookRefusedError extends WebhookDeliveryError {
+  readonly code = 'SCHEDFLOW_ERR_WEBHOOK_REFUSED';
+  readonly retryable = false;
+}
+
+/**
+ * scheme://host:port of a webhook URL, the only part of it that is logged or
+ * kept in errors: path, query and user info may hold the receiver's token.
+ */
+export function receiverOrigin(url: string): string {
+  try {
+    const u = new URL(url);
+    // `host` is hostname and port (the port left out when it is the scheme's default); no user info.
+    return `${u.protocol}//${u.host}`;
+  } catch {
+    return '(invalid URL)';
+  }
+}
+
+export interface WebhookSenderOptions {
+  secret: Secret;
+  /** One attempt's limit, from connecting to the end of the answer. @defaultValue 10000 */
+  timeoutMs?: number;
+}
+
+/** What a delivery needs to be sent. */
+export type OutgoingDelivery = Pick<WebhookDeliveryRow, 'id' | 'event' | 'url' | 'payload'>;
+
+/** How much of a refusing receiver's answer is kept with the error. */
+const ANSWER_EXCERPT_BYTES = 200;
+
+/**
+ * Sends webhook deliveries: one signed POST per attempt, no redirects
+ * followed (a redirect to another host must not carry the signature along
+ * unnoticed), a time limit on the whole exchange.
+ */
+export class WebhookSender {
+  readonly timeoutMs: number;
+  private readonly secret: Secret;
+  private readonly agent: Agent;
+  private readonly userAgent = `schedflow/${packageVersion()}`;
+
+  constructor(options: WebhookSenderOptions) {
+    this.secret = options.secret;
+    this.timeoutMs = options.timeoutMs ?? 10_000;
+    this.agent = new Agent({
+      connect: { timeout: this.timeoutMs },
+      headersTimeout: this.timeoutMs,
+      bodyTimeout: this.timeoutMs,
+      keepAliveTimeout: 10_000,
+    });
+  }
+
+  /**
+   * One attempt. Resolves with the receiver's 2xx status; otherwise throws a
+   * WebhookRetryableError or a WebhookRefusedError. `signal` (shutdown) aborts
+   * the attempt with its reason.
+   */
+  async send(delivery: OutgoingDelivery, signal?: AbortSignal): Promise<number> {
+    const origin = receiverOrigin(delivery.url);
+    let url: URL;
+    try {
+      url = new URL(delivery.url);
+    } catch {
+      throw new WebhookRefusedError('the webhook URL is not a valid URL', null);
+    }
+    if (url.protocol !== 'http:' && url.protocol !== 'https:') {
+      throw new WebhookRefusedError(`the webhook URL must be http or https (${url.protocol})`, null);
+    }
+    const body = JSON.stringify(delivery.payload);
+    const headers: Record<string, string> = {
+      'content-type': 'application/json',
+      'user-agent': this.userAgent,
+      'schedflow-event': delivery.event,
+      'schedflow-delivery': delivery.id,
+      'schedflow-signature': signatureHeader(body, this.secret),
+    };
+    // User info in the URL is sent as Basic credentials, as curl does, and not as part of the URL.
+    if (url.username || url.password) {
+      const pair = `${decodeURIComponent(url.username)}:${decodeURIComponent(url.password)}`;
+      headers.authorization = `Basic ${Buffer.from(pair).toString('base64')}`;
+      url.username = '';
+      url.password = '';
+    }
+    const timeout = AbortSignal.timeout(this.timeoutMs);
+    const abort = signal ? AbortSignal.any([signal, timeout]) : timeout;
+
+    let status: number;
+    let retryAfter: string | string[] | undefined;
+    let excerpt = '';
+    try {
+      const res = await request(url, { method: 'POST', headers, body, signal: abort, dispatcher: this.agent });
+      status = res.statusCode;
+      retryAfter = res.headers['retry-after'];
+      if (status >= 200 && status < 300) {
+        // The answer is not used; read it off so the connection can be reused.
+        await res.body.dump({ limit: 64 * 1024 }).catch(() => {});
+        return status;
+      }
+      excerpt = await readExcerpt(res.body);
+    } catch (error) {
+      if (timeout.aborted && !signal?.aborted) {
+        throw new WebhookRetryableError(`${origin} did not answer within ${this.timeoutMs} ms`, null, null, {
+          cause: error,
+        });
+      }
+      if (signal?.aborted) {
+        throw new WebhookRetryableError(`the attempt to ${origin} was interrupted (${reasonOf(signal)})`, null, null, {
+          cause: error,
+        });
+      }
+      throw new WebhookRetryableError(
+        `cannot reach ${origin}: ${describeNetworkError(error, delivery.url)}`,
+        null,
+        null,
+        {
+          cause: error,
+        },
+      );
+    }
+
+    const said = excerpt ? `: ${excerpt}` : '';
+    if (status === 408 || status === 429 || status >= 500) {
+      const retryAfterMs = parseRetryAfterMs(Array.isArray(retryAfter) ? retryAfter[0] : retryAfter);
+      throw new WebhookRetryableError(`${origin} answered HTTP ${status}${said}`, status, retryAfterMs);
+    }
+    if (status >= 300 && status < 400) {
+      throw new WebhookRefusedError(
+        `${origin} answered HTTP ${status} (a redirect); redirects are not followed: configure the final URL`,
+        status,
+      );
+    }
+    throw new WebhookRefusedError(`${origin} refused the delivery: HTTP ${status}${said}`, status);
+  }
+
+  close(): Promise<void> {
+    return this.agent.close();
+  }
+}
+
+/** The first bytes of a refusing answer, on one line, for the delivery's record. */
+async function readExcerpt(body: AsyncIterable<Buffer> & { destroy(): void }): Promise<string> {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  try {
+    for await (const chunk of body) {
+      chunks.push(chunk);
+      size += chunk.length;
+      if (size >= ANSWER_EXCERPT_BYTES) break;
+    }
+  } catch {
+    // The status says enough.
+  } finally {
+    body.destroy();
+  }
+  return Buffer.concat(chunks).toString('utf8').slice(0, ANSWER_EXCERPT_BYTES).replace(/\s+/g, ' ').trim();
+}
+
+function reasonOf(signal: AbortSignal): string {
+  const reason: unknown = signal.reason;
+  return reason instanceof Error ? reason.message : String(reason);
+}
+
+/** The error code and message of a failed connection, with the URL's path and query taken out. */
+function describeNetworkError(error: unknown, url: string): string {
+  const e = error as NodeJS.ErrnoException & { errors?: NodeJS.ErrnoException[] };
+  // Node's happy-eyeballs connect fails with an AggregateError whose own message is empty.
+  const code = e?.code ?? e?.errors?.[0]?.code;
+  const message = (e?.message || e?.errors?.[0]?.message || String(error)).split(url).join(receiverOrigin(url));
+  return code && !message.includes(code) ? `${code} ${message}` : message;
+}
