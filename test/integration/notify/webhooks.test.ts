@@ -245,12 +245,14 @@ describe('restarts', () => {
     receiver = await startWebhookReceiver();
     // The first attempt is told to come back in 3 s: the retry falls after the restart.
     receiver.answer({ status: 503, headers: { 'retry-after': '3' } });
-    td = await startTestDaemon(sim.url, redis.url, FAST);
-    const requestId = await td.daemon.submit({ spec: spec(), origin: 'api', webhookUrl: `${receiver.url}/first` });
-    await td.waitForState(requestId, 'completed');
+    const d = await startTestDaemon(sim.url, redis.url, FAST);
+    td = d;
+    const url = receiver.url;
+    const requestId = await d.daemon.submit({ spec: spec(), origin: 'api', webhookUrl: `${url}/first` });
+    await d.waitForState(requestId, 'completed');
     const first = await waitFor(
       async () => {
-        const row = deliveriesOfRequest(td?.daemon.history.db as never, requestId)[0];
+        const row = deliveriesOfRequest(d.daemon.history.db, requestId)[0];
         return row?.attempts === 1 ? row : undefined;
       },
       { what: 'the first attempt', intervalMs: 50 },
@@ -259,15 +261,16 @@ describe('restarts', () => {
 
     let second = '';
     let restartedAt = 0;
-    await td.restart(async () => {
+    const historyFile = d.daemon.history.file;
+    await d.restart(async () => {
       // A delivery written to the outbox just before the daemon went down, never queued.
-      const history = openDatabase(td?.daemon.history.file as string);
+      const history = openDatabase(historyFile);
       try {
         const row = getRequest(history.db, requestId);
         if (!row) throw new Error('no request');
         second = addDelivery(history.db, {
           event: 'job.finished',
-          url: `${receiver?.url}/second`,
+          url: `${url}/second`,
           requestId,
           payload: jobFinishedBody(row),
         });
@@ -277,7 +280,7 @@ describe('restarts', () => {
       restartedAt = Date.now();
     });
 
-    const db = td.daemon.history.db;
+    const db = d.daemon.history.db;
     await waitFor(async () => (getDelivery(db, first.id)?.state === 'delivered' ? true : undefined), {
       what: 'the first delivery',
       intervalMs: 50,
