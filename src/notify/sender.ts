@@ -106,7 +106,12 @@ export class WebhookSender {
     };
     // User info in the URL is sent as Basic credentials, as curl does, and not as part of the URL.
     if (url.username || url.password) {
-      const pair = `${decodeURIComponent(url.username)}:${decodeURIComponent(url.password)}`;
+      let pair: string;
+      try {
+        pair = `${decodeURIComponent(url.username)}:${decodeURIComponent(url.password)}`;
+      } catch {
+        throw new WebhookRefusedError('the user info of the webhook URL is not valid percent-encoding', null);
+      }
       headers.authorization = `Basic ${Buffer.from(pair).toString('base64')}`;
       url.username = '';
       url.password = '';
