@@ -3,7 +3,7 @@ import { z } from 'zod';
 import type { Logger } from '../src/logger.js';
 import type { PipelineRegistry } from '../src/pipelines/pipeline-registry.js';
 import { advanceActiveRuns, type RunEngineDeps } from '../src/pipelines/run-engine.js';
-import { checkDeadlines, type DeadlineMiss } from '../src/tracking/deadlines.js';
+import { checkDeadlines } from '../src/tracking/deadlines.js';
 
 const firePayload = z.object({
   pipeline: z.string().min(1),
@@ -18,8 +18,6 @@ export interface PipelineWorkerDeps {
   logger: Logger;
   /** The scheduler's reason for a pending job, for deadline reports. */
   jobReason?(profile: string, jobId: number): Promise<string | null>;
-  /** Reports a missed deadline beyond the history (the webhook outbox). */
-  onDeadlineMissed?(miss: DeadlineMiss): void;
 }
 
 /**
@@ -46,7 +44,6 @@ export function pipelineProcessor(deps: PipelineWorkerDeps) {
       }
       const caughtUp = await deps.registry.catchUp();
       const misses = await checkDeadlines(deps.engine.db, deps.logger, { reasonOf: deps.jobReason });
-      for (const miss of misses) deps.onDeadlineMissed?.(miss);
       return { ended: ended.length, caughtUp, misses: misses.length };
     }
     throw new Error(`unknown pipeline job "${job.name}"`);

@@ -11,7 +11,9 @@ import {
   type RunTrigger,
   TERMINAL_RUN_STATES,
 } from '../db/schema.js';
+import { addDelivery } from '../db/webhooks.js';
 import type { Logger } from '../logger.js';
+import { runFinishedBody } from '../notify/events.js';
 import { isTerminalRequest } from '../tracking/request-state.js';
 import type { LoadedPipeline } from './pipeline-loader.js';
 import { planRun, type RunPlan, type StepPlan } from './run-plan.js';
@@ -247,14 +249,20 @@ function finishIfDone(
     ? failed.map((r) => `${r.step}: ${r.state.toUpperCase()}${r.exitCode ? ` (exit ${r.exitCode})` : ''}`).join(', ')
     : null;
   const endedAt = Math.max(...rows.map((r) => r.endedAt ?? r.updatedAt));
-  return (
-    db
+  return db.transaction((tx) => {
+    const ended = tx
       .update(pipelineRuns)
       .set({ state: failed.length ? 'failed' : 'succeeded', detail, endedAt, updatedAt: now })
       .where(and(eq(pipelineRuns.id, run.id), eq(pipelineRuns.state, 'running')))
       .returning()
-      .get() ?? null
-  );
+      .get();
+    if (ended?.webhookUrl) {
+      // In the transaction that ends the run: the webhook is never lost, never sent for a run that did not end.
+      const payload = runFinishedBody(ended, stepRequests(tx, run.id));
+      addDelivery(tx, { event: 'run.finished', url: ended.webhookUrl, runId: run.id, payload, at: endedAt });
+    }
+    return ended ?? null;
+  });
 }
 
 /** Overlap `queue`: the oldest run waiting behind the pipeline's active one starts when none is active. */

@@ -1,5 +1,6 @@
 import { and, eq, inArray, isNotNull, notInArray } from 'drizzle-orm';
 import type { Db } from '../db/database.js';
+import { getRun } from '../db/runs.js';
 import {
   type DeadlineKind,
   deadlineMisses,
@@ -9,7 +10,9 @@ import {
   pipelineRuns,
   TERMINAL_REQUEST_STATES,
 } from '../db/schema.js';
+import { addDelivery } from '../db/webhooks.js';
 import type { Logger } from '../logger.js';
+import { deadlineMissedBody } from '../notify/events.js';
 import { nextFireAfter } from '../pipelines/cron-times.js';
 import type { RunPlan } from '../pipelines/run-plan.js';
 
@@ -51,12 +54,34 @@ export async function checkDeadlines(
       ...candidate,
       detail: candidate.detail.replace(REASON, await reasonFor(candidate, options.reasonOf, logger)),
     };
-    const inserted = db
-      .insert(deadlineMisses)
-      .values({ subject, requestId: miss.requestId, runId: miss.runId, kind: miss.kind, at: now, detail: miss.detail })
-      .onConflictDoNothing()
-      .returning({ id: deadlineMisses.id })
-      .get();
+    const inserted = db.transaction((tx) => {
+      const row = tx
+        .insert(deadlineMisses)
+        .values({
+          subject,
+          requestId: miss.requestId,
+          runId: miss.runId,
+          kind: miss.kind,
+          at: now,
+          detail: miss.detail,
+        })
+        .onConflictDoNothing()
+        .returning()
+        .get();
+      // A step reports to its run's webhook.
+      const url = miss.webhookUrl ?? (miss.runId ? getRun(tx, miss.runId)?.webhookUrl : null);
+      if (row && url) {
+        addDelivery(tx, {
+          event: 'deadline.missed',
+          url,
+          requestId: miss.requestId,
+          runId: miss.runId,
+          payload: deadlineMissedBody(row),
+          at: now,
+        });
+      }
+      return row;
+    });
     if (!inserted) continue;
     logger.warn({ kind: miss.kind, requestId: miss.requestId, runId: miss.runId }, miss.detail);
     recorded.push(miss);

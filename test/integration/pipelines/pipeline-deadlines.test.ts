@@ -1,10 +1,14 @@
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { listRuns } from '../../../src/db/runs.js';
 import { type DeadlineMissRow, deadlineMisses } from '../../../src/db/schema.js';
+import { verifySignature } from '../../../src/notify/signature.js';
 import { jobSpecSchema } from '../../../src/sched/job-spec.js';
 import { daemonTestEnv, type TestDaemon } from '../../helpers/daemon.js';
 import { waitFor } from '../../helpers/http.js';
 import type { TestSim } from '../../helpers/sim.js';
+import { startWebhookReceiver } from '../../helpers/webhook-receiver.js';
 
 /** Deadlines: too long pending (with the scheduler's reason), start-by, and scheduled runs that never started. */
 
@@ -85,5 +89,53 @@ describe('deadlines', () => {
     expect(flagged.detail).toMatch(
       /^run [0-9a-f-]{36} of nightly for \S+ had not started when the next tick \(\S+\) came$/,
     );
+  }, 30_000);
+});
+
+describe('webhooks of pipelines', () => {
+  it('a run reports its end, and a step its missed deadline, to the pipeline webhook, signed', async () => {
+    const receiver = await startWebhookReceiver();
+    env.defer(() => receiver.stop());
+    const sim = await env.sim();
+    const yaml = [
+      `webhook: ${receiver.url}/hooks/lab`,
+      'steps:',
+      '  slow:',
+      '    script: "#!/bin/sh\\nsleep 2\\n"',
+      `    current_working_directory: ${sim.workDir}`,
+      '  late:',
+      '    script: "#!/bin/sh\\ntrue\\n"',
+      `    current_working_directory: ${sim.workDir}`,
+      '    needs: [slow]',
+      '    deadlines: { max_pending: 1 }',
+    ].join('\n');
+    const td = await env.daemon(sim.url, { pipelineTickMs: 300 }, { 'hooked.yaml': yaml });
+    const run = await td.daemon.pipelines.trigger('hooked', { trigger: 'api' });
+    const calls = await receiver.waitForCalls(2, 20_000);
+    const bodies = calls.map((c) => JSON.parse(c.body) as { event: string; [k: string]: unknown });
+    expect(bodies.map((b) => b.event)).toEqual(['deadline.missed', 'run.finished']);
+    expect(bodies[0]).toMatchObject({
+      deadline: {
+        kind: 'max_pending',
+        run_id: run.id,
+        detail: expect.stringMatching(/^step "late" .* scheduler reason: Dependency$/),
+      },
+    });
+    expect(bodies[1]).toMatchObject({
+      run: {
+        id: run.id,
+        pipeline: 'hooked',
+        state: 'succeeded',
+        steps: [
+          { step: 'late', state: 'completed' },
+          { step: 'slow', state: 'completed' },
+        ],
+      },
+    });
+    const secret = readFileSync(join(td.dataDir, 'webhook-secret'), 'utf8').trim();
+    for (const call of calls) {
+      expect(call.path).toBe('/hooks/lab');
+      expect(verifySignature(call.body, String(call.headers['schedflow-signature']), secret)).toBe(true);
+    }
   }, 30_000);
 });
