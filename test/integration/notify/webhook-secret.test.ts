@@ -78,7 +78,7 @@ describe('the webhook secret', () => {
     const defaults = loadDaemonConfig({}, {});
     expect(defaults).toMatchObject({
       notifyEveryMs: 1000,
-      notifyAttempts: 8,
+      notifyAttempts: 12,
       notifyBackoffMs: 2000,
       notifyTimeoutMs: 10_000,
     });
