@@ -9,7 +9,7 @@ export const DELIVER_JOB = 'deliver';
 export const DISPATCH_JOB = 'dispatch';
 
 export interface DispatcherSettings {
-  /** @defaultValue 8 */
+  /** @defaultValue 12 */
   attempts: number;
   /** First retry delay; each next one doubles. @defaultValue 2000 */
   backoffMs: number;
