@@ -1,5 +1,6 @@
 import { sql } from 'drizzle-orm';
 import { index, integer, primaryKey, real, sqliteTable, text, uniqueIndex } from 'drizzle-orm/sqlite-core';
+import type { SpecSuggestion, SummaryFindings } from '../summaries/summary-data.js';
 
 /**
  * The local history. One row per job request (what someone asked for), its
@@ -93,12 +94,20 @@ export const jobRequests = sqliteTable(
     webhookUrl: text('webhook_url'),
     /** Absolute limits: `{ maxPendingSec, startBy, finishBy }` (ms for the times). */
     deadlines: text('deadlines', { mode: 'json' }).$type<Deadlines>(),
+    /** A summary when the request ends: true or false, or null for the pipeline's or the global setting. */
+    summarize: integer('summarize', { mode: 'boolean' }),
+    /** When the summaries dispatcher took this ended request up (a summary made, or none wanted). */
+    summaryCheckedAt: integer('summary_checked_at'),
+    /** The request this one submits again with a summary's suggested change. */
+    resubmitOf: text('resubmit_of'),
   },
   (t) => [
     index('job_requests_state').on(t.profile, t.state),
     uniqueIndex('job_requests_job').on(t.profile, t.jobId),
     index('job_requests_created').on(t.createdAt),
     index('job_requests_run').on(t.runId, t.step),
+    // Partial: only requests the summaries dispatcher has not taken up (active ones and those just ended).
+    index('job_requests_summary_todo').on(t.state).where(sql`"summary_checked_at" is null`),
   ],
 );
 
@@ -148,11 +157,14 @@ export const pipelineRuns = sqliteTable(
     startedAt: integer('started_at'),
     endedAt: integer('ended_at'),
     updatedAt: integer('updated_at').notNull(),
+    /** When the summaries dispatcher took this ended run up (a summary made, or none wanted). */
+    summaryCheckedAt: integer('summary_checked_at'),
   },
   (t) => [
     uniqueIndex('pipeline_runs_tick').on(t.pipeline, t.scheduledFor),
     index('pipeline_runs_state').on(t.state),
     index('pipeline_runs_created').on(t.pipeline, t.createdAt),
+    index('pipeline_runs_summary_todo').on(t.state).where(sql`"summary_checked_at" is null`),
   ],
 );
 
@@ -243,6 +255,62 @@ export const webhookDeliveries = sqliteTable(
   ],
 );
 
+export const SUMMARY_STATES = ['pending', 'ready', 'failed'] as const;
+export type SummaryState = (typeof SUMMARY_STATES)[number];
+export const SUMMARY_KINDS = ['llm', 'template'] as const;
+export type SummaryKind = (typeof SUMMARY_KINDS)[number];
+
+/**
+ * Post-job summaries: one per ended request or pipeline run that asked for one.
+ * `kind` says who wrote the text (the LLM, or the fixed template from the same
+ * facts); `state` is `failed` when the LLM could not, after retries (the
+ * template text is kept then, with the reason in `error`).
+ */
+export const summaries = sqliteTable(
+  'summaries',
+  {
+    id: text('id').primaryKey(),
+    requestId: text('request_id'),
+    runId: text('run_id'),
+    state: text('state', { enum: SUMMARY_STATES }).notNull(),
+    kind: text('kind', { enum: SUMMARY_KINDS }),
+    text: text('text'),
+    /** Why the text is the template's (LLM off, budget spent, the job never ran, the LLM failed). */
+    note: text('note'),
+    model: text('model'),
+    promptTokens: integer('prompt_tokens'),
+    completionTokens: integer('completion_tokens'),
+    latencyMs: integer('latency_ms'),
+    attempts: integer('attempts').notNull().default(0),
+    errorCode: text('error_code'),
+    error: text('error'),
+    /** Efficiency, triage, per-step findings and a pipeline's trend. */
+    findings: text('findings', { mode: 'json' }).$type<SummaryFindings>(),
+    /** The proposed spec change (a request's own summary only); applied by an explicit action. */
+    suggestion: text('suggestion', { mode: 'json' }).$type<SpecSuggestion>(),
+    /** The request made by applying the suggestion, and when. */
+    appliedRequestId: text('applied_request_id'),
+    appliedAt: integer('applied_at'),
+    createdAt: integer('created_at').notNull(),
+    updatedAt: integer('updated_at').notNull(),
+    completedAt: integer('completed_at'),
+  },
+  (t) => [
+    uniqueIndex('summaries_request').on(t.requestId),
+    uniqueIndex('summaries_run').on(t.runId),
+    index('summaries_state').on(t.state, t.createdAt),
+  ],
+);
+
+/** LLM use per UTC day, against the daily request and token budget. */
+export const llmUsage = sqliteTable('llm_usage', {
+  /** `YYYY-MM-DD`, UTC. */
+  day: text('day').primaryKey(),
+  requests: integer('requests').notNull().default(0),
+  tokens: integer('tokens').notNull().default(0),
+  updatedAt: integer('updated_at').notNull(),
+});
+
 export const jobTransitions = sqliteTable(
   'job_transitions',
   {
@@ -322,3 +390,4 @@ export type ApiTokenRow = typeof apiTokens.$inferSelect;
 export type WebhookDeliveryRow = typeof webhookDeliveries.$inferSelect;
 export type JobTransitionRow = typeof jobTransitions.$inferSelect;
 export type AccountingJobRow = typeof accountingJobs.$inferSelect;
+export type SummaryRow = typeof summaries.$inferSelect;
