@@ -1,0 +1,114 @@
+import type { Queue } from 'bullmq';
+import type { Db } from '../db/database.js';
+import { getRequest, transition } from '../db/requests.js';
+import type { JobRequestRow } from '../db/schema.js';
+import type { Logger } from '../logger.js';
+import { CancelFailedError } from '../sched/sched-errors.js';
+import type { ClientRegistry } from './client-registry.js';
+import { isTerminalRequest } from './request-state.js';
+
+export interface CancelDeps {
+  db: Db;
+  /** The `submit` queue: a request not yet submitted is cancelled by taking its job out. */
+  submitQueue: Queue;
+  clients: ClientRegistry;
+  logger: Logger;
+}
+
+/** Slurm's ESLURM_ALREADY_DONE: the job ended before the cancel reached it. */
+const SLURM_ALREADY_DONE = 2021;
+/** How soon to ask again while a submission is under way: it takes a second or two. */
+const SUBMITTING_RETRY_AFTER_SEC = 2;
+/** While a submission is retried with backoff after an ambiguous failure: its next attempt decides. */
+const SUBMIT_RETRYING_RETRY_AFTER_SEC = 10;
+
+export type CancelOutcome =
+  /** Not submitted yet: its submit job is gone and the request is `cancelled` in the history. */
+  | { kind: 'cancelled'; row: JobRequestRow }
+  /** Submitted: the scheduler accepted the cancel; the poller records CANCELLED. */
+  | { kind: 'requested'; row: JobRequestRow }
+  /** A submission is under way (or being retried): the job may exist upstream any moment; ask again later. */
+  | { kind: 'submitting'; row: JobRequestRow; retryAfterSec: number }
+  /** Already in a final state here, or upstream says the job has ended (`upstream` is its message). */
+  | { kind: 'ended'; row: JobRequestRow; upstream: string | null }
+  | { kind: 'not_found' };
+
+/**
+ * Cancels a job request, whatever point of its life it is at.
+ *
+ * Before submission the request's BullMQ submit job is removed; BullMQ refuses
+ * to remove a job a worker holds, which is how a cancel and a submission that
+ * start together are kept apart: one of them wins, and the other sees it.
+ * A request in `submitting` may already have a job upstream that the history
+ * does not know yet (an ambiguous failure is retried by marker lookup), so it
+ * is not cancelled locally: the caller is told to ask again.
+ *
+ * Scheduler errors (unreachable, refused) are thrown as they come, so the
+ * caller can report the upstream's status and message.
+ */
+export async function cancelRequest(
+  deps: CancelDeps,
+  requestId: string,
+  by: { source: 'api' | 'cli'; who: string },
+): Promise<CancelOutcome> {
+  const { db, logger } = deps;
+  const row = getRequest(db, requestId);
+  if (!row) return { kind: 'not_found' };
+  if (isTerminalRequest(row.state)) return { kind: 'ended', row, upstream: null };
+
+  if (row.jobId !== null) {
+    // submitted, pending, running, or lost: only the scheduler can end it.
+    const client = deps.clients.get(row.profile);
+    try {
+      await client.cancel(row.jobId);
+    } catch (error) {
+      if (error instanceof CancelFailedError && error.slurmCode === SLURM_ALREADY_DONE) {
+        return { kind: 'ended', row, upstream: error.detail.message ?? error.message };
+      }
+      throw error;
+    }
+    logger.info({ requestId, job_id: row.jobId, by: by.who }, 'cancel sent to the scheduler');
+    return { kind: 'requested', row };
+  }
+
+  if (row.state === 'submitting') {
+    const job = await deps.submitQueue.getJob(requestId);
+    const active = job ? (await job.getState()) === 'active' : false;
+    return {
+      kind: 'submitting',
+      row,
+      retryAfterSec: active ? SUBMITTING_RETRY_AFTER_SEC : SUBMIT_RETRYING_RETRY_AFTER_SEC,
+    };
+  }
+
+  // accepted or queued: take the submit job out before a worker takes it.
+  const job = await deps.submitQueue.getJob(requestId);
+  if (job) {
+    if ((await job.getState()) === 'active') {
+      return { kind: 'submitting', row, retryAfterSec: SUBMITTING_RETRY_AFTER_SEC };
+    }
+    try {
+      await job.remove();
+    } catch (error) {
+      // A worker took it between the two calls: the submission won.
+      logger.debug({ requestId, err: (error as Error).message }, 'submit job could not be removed');
+      return { kind: 'submitting', row, retryAfterSec: SUBMITTING_RETRY_AFTER_SEC };
+    }
+  }
+  // Without a job (the producer has not added it yet, or it was lost in a crash) the
+  // cancelled state alone is enough: a submit worker skips requests in a final state.
+  const moved = transition(db, requestId, {
+    to: 'cancelled',
+    source: by.source,
+    at: Date.now(),
+    detail: `cancelled before submission by ${by.who}`,
+  });
+  const after = getRequest(db, requestId) ?? row;
+  if (!moved) {
+    // Something moved it first: report what it is now.
+    if (isTerminalRequest(after.state)) return { kind: 'ended', row: after, upstream: null };
+    return { kind: 'submitting', row: after, retryAfterSec: SUBMITTING_RETRY_AFTER_SEC };
+  }
+  logger.info({ requestId, by: by.who }, 'request cancelled before submission');
+  return { kind: 'cancelled', row: after };
+}
