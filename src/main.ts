@@ -8,7 +8,8 @@ import { pollProcessor } from '../workers/poll.js';
 import { reconcileProcessor } from '../workers/reconcile.js';
 import type { WorkerServices } from '../workers/services.js';
 import { recordSubmitGivenUp, requeueUnsubmitted, submitProcessor } from '../workers/submit.js';
-import type { DaemonConfig } from './config/daemon-config.js';
+import { startApiServer } from './api/server.js';
+import { type DaemonConfig, isAllInOne } from './config/daemon-config.js';
 import { type HistoryDatabase, openDatabase } from './db/database.js';
 import { createRequest, transition } from './db/requests.js';
 import type { Deadlines } from './db/schema.js';
@@ -37,6 +38,10 @@ export interface Daemon {
   redis: RedisTarget;
   /** URL of the embedded simulator when no scheduler is configured. */
   simUrl: string | null;
+  /** Base URL the local API is bound to (`web` role), e.g. `http://127.0.0.1:8080`; null without it. */
+  apiUrl: string | null;
+  /** One connected scheduler client per profile (cancel, readiness). */
+  clients: ClientRegistry;
   queues: Record<QueueName, Queue>;
   /** The pipeline files of the pipelines folder: listing and triggering runs. */
   pipelines: PipelineRegistry;
@@ -96,7 +101,7 @@ async function compose(config: DaemonConfig, logger: Logger, lifecycle: Lifecycl
   let profiles = loadProfiles(join(config.configDir, 'profiles'));
   let simUrl: string | null = null;
   if (profiles.size === 0) {
-    if (config.roles.length < 2) {
+    if (!isAllInOne(config.roles)) {
       throw new ConfigError(
         `no scheduler profile in ${join(config.configDir, 'profiles')}: processes with separate roles need one (the embedded simulator runs only in the all-in-one start)`,
       );
@@ -183,12 +188,14 @@ async function compose(config: DaemonConfig, logger: Logger, lifecycle: Lifecycl
   };
   writeFileSync(join(config.dataDir, DAEMON_INFO_FILE), JSON.stringify(info, null, 2), { mode: 0o600 });
 
-  return {
+  const daemon: Daemon = {
     config,
     history,
     profiles,
     redis,
     simUrl,
+    apiUrl: null,
+    clients,
     queues,
     pipelines,
     async submit(input) {
@@ -213,6 +220,30 @@ async function compose(config: DaemonConfig, logger: Logger, lifecycle: Lifecycl
     },
     stop: () => lifecycle.stop(),
   };
+
+  // Last to start, so the first to stop: new requests get 503 and those under way
+  // finish before the workers and queues they use close.
+  if (config.roles.includes('web')) {
+    const api = await startApiServer({
+      db: history.db,
+      logger,
+      profiles,
+      clients,
+      queues,
+      pipelines,
+      submit: (input) => daemon.submit(input),
+      redis,
+      listen: config.listen,
+      settings: {
+        rateLimitPerMin: config.apiRateLimitPerMin,
+        bodyLimitBytes: 1024 * 1024,
+        pollCeilingMs: config.pollCeilingMs,
+      },
+    });
+    lifecycle.add('local API', () => api.close());
+    daemon.apiUrl = api.url;
+  }
+  return daemon;
 }
 
 /** Job schedulers tick the periodic work, so several schedflow processes never tick twice. */

@@ -1,5 +1,5 @@
 import { type Command, Option } from 'commander';
-import { loadDaemonConfig } from '../config/daemon-config.js';
+import { type DaemonRole, loadDaemonConfig } from '../config/daemon-config.js';
 import { Lifecycle } from '../lifecycle.js';
 import { createLogger } from '../logger.js';
 import { startDaemon } from '../main.js';
@@ -12,6 +12,7 @@ interface StartFlags {
   pipelines?: string;
   simPort?: number;
   roles?: string;
+  listen?: string;
   logLevel: string;
 }
 
@@ -25,7 +26,11 @@ export function registerStartCommand(program: Command): void {
     .option('--config <dir>', 'configuration folder holding profiles/ (default ./config)')
     .option('--pipelines <dir>', 'pipeline files (default <config>/pipelines, or SCHEDFLOW_PIPELINES_DIR)')
     .option('--sim-port <port>', 'port of the embedded scheduler simulator (default 6820)', parseInteger)
-    .option('--roles <roles>', 'run only some of the work: worker, scheduler (comma-separated; default both)')
+    .option('--roles <roles>', 'run only some of the work: worker, scheduler, web (comma-separated; default all three)')
+    .option(
+      '--listen <host:port>',
+      'where the local HTTP API listens (web role; default 127.0.0.1:8080, or SCHEDFLOW_LISTEN)',
+    )
     .addOption(new Option('--log-level <level>', 'log level').choices(LOG_LEVELS).default('info'))
     .action(async (flags: StartFlags) => {
       const config = loadDaemonConfig(process.env, {
@@ -33,7 +38,8 @@ export function registerStartCommand(program: Command): void {
         configDir: flags.config,
         pipelinesDir: flags.pipelines,
         simPort: flags.simPort,
-        roles: flags.roles?.split(',').map((r) => r.trim()) as ('worker' | 'scheduler')[] | undefined,
+        roles: flags.roles?.split(',').map((r) => r.trim()) as DaemonRole[] | undefined,
+        listen: flags.listen,
       });
       const logger = createLogger({ level: flags.logLevel, pretty: process.stdout.isTTY });
       const daemon = await startDaemon(config, logger);
@@ -56,6 +62,12 @@ export function registerStartCommand(program: Command): void {
       lines.push(
         `  pipelines: ${pipelines.length - broken} loaded from ${config.pipelinesDir}${broken ? ` (${broken} invalid: see the log)` : ''}`,
       );
+      if (daemon.apiUrl) {
+        lines.push(
+          `  local API: ${daemon.apiUrl}/api/v1 (docs: ${daemon.apiUrl}/api/v1/docs)`,
+          `    a token for it: npx schedflow tokens create --name <name> --scopes read,submit,cancel ${dataFlag}`,
+        );
+      }
       lines.push(
         '  from another terminal in this folder:',
         `    npx schedflow jobs submit config/examples/hello.yaml --wait ${dataFlag}`,

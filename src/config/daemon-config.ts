@@ -4,13 +4,26 @@ import { ConfigError } from '../errors.js';
 import { Secret } from '../lib/secret.js';
 import { DEFAULT_QUEUE_PREFIX } from '../queue/catalog.js';
 
+export const DAEMON_ROLES = ['worker', 'scheduler', 'web'] as const;
+export type DaemonRole = (typeof DAEMON_ROLES)[number];
+
 /** Settings of `schedflow start`: flags win over environment variables, which win over defaults. */
 export const daemonConfigSchema = z.object({
-  /** What this process runs: `worker` (submit, poll, reconcile) and `scheduler` (the periodic ticks). Both by default. */
+  /**
+   * What this process runs: `worker` (submit, poll, reconcile), `scheduler` (the
+   * periodic ticks) and `web` (the local HTTP API). All three by default.
+   */
   roles: z
-    .array(z.enum(['worker', 'scheduler']))
+    .array(z.enum(DAEMON_ROLES))
     .min(1)
-    .default(['worker', 'scheduler']),
+    .default([...DAEMON_ROLES]),
+  /** Where the local API listens (`web` role): `host:port`, `[v6]:port`; port 0 picks a free one. */
+  listen: z
+    .string()
+    .regex(/^(?:\[[0-9a-fA-F:.]+\]|[^\s:[\]]+):\d{1,5}$/, 'host:port, e.g. 127.0.0.1:8080')
+    .default('127.0.0.1:8080'),
+  /** Local API requests per minute per token. */
+  apiRateLimitPerMin: z.number().int().positive().default(300),
   /** Where the history, the private Redis and the embedded simulator keep their state. */
   dataDir: z.string().default('./data'),
   /** Folder holding profiles/ (scheduler profiles). */
@@ -39,7 +52,7 @@ export const daemonConfigSchema = z.object({
   /** How often pending webhook deliveries are moved from the history to the notify queue. */
   notifyEveryMs: z.number().int().positive().default(1000),
   /** Attempts per webhook delivery before it is failed. */
-  notifyAttempts: z.number().int().positive().default(12),
+  notifyAttempts: z.number().int().positive().default(8),
   /** Delay before a webhook's first retry; each next one doubles (with jitter). */
   notifyBackoffMs: z.number().int().positive().default(2000),
   /** Time limit of one webhook attempt, connecting to end of answer. */
@@ -65,6 +78,7 @@ export const DAEMON_ENV_NUMBERS = {
   SCHEDFLOW_NOTIFY_ATTEMPTS: 'notifyAttempts',
   SCHEDFLOW_NOTIFY_BACKOFF_MS: 'notifyBackoffMs',
   SCHEDFLOW_NOTIFY_TIMEOUT_MS: 'notifyTimeoutMs',
+  SCHEDFLOW_API_RATE_LIMIT: 'apiRateLimitPerMin',
 } as const satisfies Record<string, keyof DaemonConfig>;
 
 /** Builds the daemon's configuration from the environment and command-line flags. */
@@ -75,6 +89,7 @@ export function loadDaemonConfig(env: NodeJS.ProcessEnv, flags: DaemonConfigInpu
     ...(env.SCHEDFLOW_PIPELINES_DIR && { pipelinesDir: env.SCHEDFLOW_PIPELINES_DIR }),
     ...(env.SCHEDFLOW_QUEUE_PREFIX && { queuePrefix: env.SCHEDFLOW_QUEUE_PREFIX }),
     ...(env.REDIS_URL && { redisUrl: env.REDIS_URL }),
+    ...(env.SCHEDFLOW_LISTEN?.trim() && { listen: env.SCHEDFLOW_LISTEN.trim() }),
     ...(env.SCHEDFLOW_WEBHOOK_SECRET?.trim() && { webhookSecret: new Secret(env.SCHEDFLOW_WEBHOOK_SECRET.trim()) }),
   };
   for (const [name, key] of Object.entries(DAEMON_ENV_NUMBERS)) {
@@ -88,8 +103,8 @@ export function loadDaemonConfig(env: NodeJS.ProcessEnv, flags: DaemonConfigInpu
   if (!parsed.success) {
     throw new ConfigError(parsed.error.issues.map((i) => `${settingName(i.path)}: ${i.message}`).join('; '));
   }
-  if (parsed.data.roles.length < 2 && !parsed.data.redisUrl) {
-    throw new ConfigError('separate worker and scheduler processes share one Redis: set REDIS_URL');
+  if (!isAllInOne(parsed.data.roles) && !parsed.data.redisUrl) {
+    throw new ConfigError('processes with separate roles (worker, scheduler, web) share one Redis: set REDIS_URL');
   }
   const configDir = resolve(parsed.data.configDir);
   return {
@@ -105,4 +120,9 @@ function settingName(path: PropertyKey[]): string {
   const key = String(path[0]);
   const envName = Object.entries(DAEMON_ENV_NUMBERS).find(([, k]) => k === key)?.[0];
   return envName ?? path.join('.');
+}
+
+/** Worker and scheduler in one process: the only start that may use a private Redis and the embedded simulator. */
+export function isAllInOne(roles: readonly DaemonRole[]): boolean {
+  return roles.includes('worker') && roles.includes('scheduler');
 }

@@ -111,6 +111,8 @@ export function spawnDaemon(
     opts.configDir,
     '--log-level',
     opts.logLevel ?? 'info',
+    // The local API on a free port unless a test picks one: never a clash on 8080.
+    ...(opts.extraArgs?.includes('--listen') ? [] : ['--listen', '127.0.0.1:0']),
     ...(opts.extraArgs ?? []),
   ];
   const child = start(args, opts);

@@ -55,6 +55,8 @@ export async function startTestDaemon(
       configDir,
       redisUrl,
       queuePrefix: `test-${Math.random().toString(36).slice(2, 10)}`,
+      // The local API on a free port: tests (and other people's test runs) never clash on 8080.
+      listen: '127.0.0.1:0',
       pollFloorMs: 500,
       reconcileEveryMs: 2000,
       lostGraceMs: 4000,

@@ -1,0 +1,41 @@
+import type { Queue } from 'bullmq';
+import type { Db } from '../db/database.js';
+import type { Deadlines } from '../db/schema.js';
+import type { Logger } from '../logger.js';
+import type { PipelineService } from '../pipelines/pipeline-service.js';
+import type { QueueName } from '../queue/catalog.js';
+import type { JobSpec } from '../sched/job-spec.js';
+import type { Profile } from '../sched/profile.js';
+import type { ClientRegistry } from '../tracking/client-registry.js';
+
+/** What the local API needs of the daemon; main.ts hands it the running parts. */
+export interface ApiDeps {
+  db: Db;
+  logger: Logger;
+  profiles: ReadonlyMap<string, Profile>;
+  clients: ClientRegistry;
+  queues: Record<QueueName, Queue>;
+  /** Absent until the pipelines are loaded: pipeline routes answer 503 then. */
+  pipelines?: PipelineService;
+  /** Records a request and queues its submission (the daemon's `submit`); returns the request id. */
+  submit(input: {
+    profile?: string;
+    spec: JobSpec;
+    origin: 'api';
+    requestId?: string;
+    webhookUrl?: string | null;
+    deadlines?: Deadlines | null;
+  }): Promise<string>;
+  /** Resolves when Redis answers PING; rejects otherwise (readiness). */
+  pingRedis(): Promise<void>;
+  settings: ApiSettings;
+}
+
+export interface ApiSettings {
+  /** Requests per minute per token. @defaultValue 300 */
+  rateLimitPerMin: number;
+  /** Largest request body. @defaultValue 1 MiB */
+  bodyLimitBytes: number;
+  /** The poller's longest interval: a profile not polled for twice this is stale. */
+  pollCeilingMs: number;
+}

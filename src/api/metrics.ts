@@ -1,0 +1,119 @@
+import type { Queue } from 'bullmq';
+import { Counter, Gauge, Histogram, Registry } from 'prom-client';
+import { getProfileSync } from '../db/accounting.js';
+import type { Db } from '../db/database.js';
+import { REQUEST_STATES } from '../db/schema.js';
+import type { Logger } from '../logger.js';
+import type { QueueName } from '../queue/catalog.js';
+import { requestCountsByState } from './queries.js';
+import { withTimeout } from './with-timeout.js';
+
+/** BullMQ job states reported per queue. */
+const QUEUE_STATES = [
+  'waiting',
+  'active',
+  'delayed',
+  'prioritized',
+  'waiting-children',
+  'failed',
+  'completed',
+] as const;
+/** A scrape must answer even with Redis down: queue counts give up after this. */
+const QUEUE_COUNT_TIMEOUT_MS = 1000;
+
+export interface MetricsDeps {
+  db: Db;
+  queues: Record<QueueName, Queue>;
+  profiles: readonly string[];
+  logger: Logger;
+}
+
+/**
+ * The daemon's Prometheus metrics, in a registry of its own (not prom-client's
+ * global one, so several daemons in one process, as in tests, do not clash).
+ * History and queue figures are read when scraped; API traffic is counted as
+ * it comes.
+ */
+export class ApiMetrics {
+  readonly registry = new Registry();
+  readonly httpRequests: Counter<'method' | 'route' | 'status'>;
+  readonly httpDuration: Histogram<'method' | 'route'>;
+  /** When each profile's poll was last seen succeeding (profile_sync keeps only the last poll). */
+  readonly #lastOkPoll = new Map<string, number>();
+
+  constructor(deps: MetricsDeps) {
+    const registers = [this.registry];
+    const lastOkPoll = this.#lastOkPoll;
+    this.httpRequests = new Counter({
+      name: 'schedflow_api_requests_total',
+      help: 'Local API requests answered, by route and status',
+      labelNames: ['method', 'route', 'status'],
+      registers,
+    });
+    this.httpDuration = new Histogram({
+      name: 'schedflow_api_request_duration_seconds',
+      help: 'Time to answer local API requests',
+      labelNames: ['method', 'route'],
+      buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5],
+      registers,
+    });
+    new Gauge({
+      name: 'schedflow_requests',
+      help: 'Job requests in the history, by state',
+      labelNames: ['state'],
+      registers,
+      collect() {
+        const counts = new Map(requestCountsByState(deps.db).map((r) => [r.state, r.count]));
+        for (const state of REQUEST_STATES) this.set({ state }, counts.get(state) ?? 0);
+      },
+    });
+    new Gauge({
+      name: 'schedflow_queue_jobs',
+      help: 'BullMQ jobs per queue and state (absent when Redis does not answer)',
+      labelNames: ['queue', 'state'],
+      registers,
+      async collect() {
+        this.reset();
+        await Promise.all(
+          Object.entries(deps.queues).map(async ([name, queue]) => {
+            try {
+              const counts = await withTimeout(queue.getJobCounts(...QUEUE_STATES), QUEUE_COUNT_TIMEOUT_MS);
+              for (const state of QUEUE_STATES) this.set({ queue: name, state }, counts[state] ?? 0);
+            } catch (error) {
+              deps.logger.debug({ queue: name, err: (error as Error).message }, 'queue counts unavailable');
+            }
+          }),
+        );
+      },
+    });
+    new Gauge({
+      name: 'schedflow_profile_seconds_since_successful_poll',
+      help: "Seconds since each profile's last successful poll (+Inf when none was seen)",
+      labelNames: ['profile'],
+      registers,
+      collect() {
+        const now = Date.now();
+        for (const profile of deps.profiles) {
+          const sync = getProfileSync(deps.db, profile);
+          // A failed poll overwrites last_poll_at; the last success seen by a scrape stands in for it.
+          if (sync?.lastPollOk && sync.lastPollAt !== null) lastOkPoll.set(profile, sync.lastPollAt);
+          const at = lastOkPoll.get(profile);
+          this.set({ profile }, at === undefined ? Number.POSITIVE_INFINITY : (now - at) / 1000);
+        }
+      },
+    });
+    new Gauge({
+      name: 'schedflow_profile_last_poll_ok',
+      help: "1 when each profile's last poll succeeded, 0 when it failed (absent before the first)",
+      labelNames: ['profile'],
+      registers,
+      collect() {
+        this.reset();
+        for (const profile of deps.profiles) {
+          const sync = getProfileSync(deps.db, profile);
+          if (sync?.lastPollOk != null) this.set({ profile }, sync.lastPollOk ? 1 : 0);
+        }
+      },
+    });
+  }
+}

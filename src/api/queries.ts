@@ -1,0 +1,141 @@
+import { and, desc, eq, gte, inArray, isNotNull, isNull, lt, type SQL, sql } from 'drizzle-orm';
+import type { Db } from '../db/database.js';
+import {
+  type AccountingJobRow,
+  accountingJobs,
+  type JobRequestRow,
+  jobRequests,
+  type PipelineRunRow,
+  pipelineRuns,
+  type RequestState,
+  type RunState,
+} from '../db/schema.js';
+
+/**
+ * The API's list queries: keyset pages (newest first, with a unique
+ * tie-breaker, so rows created in the same millisecond are neither skipped nor
+ * repeated across pages), and the filters of its routes. The CLI's simpler
+ * lists stay in src/db; these take one row more than the page to know whether
+ * there is a next one.
+ */
+
+export interface JobsFilter {
+  states?: RequestState[];
+  profile?: string;
+  pipeline?: string;
+  runId?: string;
+  createdSince?: number;
+  createdUntil?: number;
+  /** The sort key of the last row of the page before: created_at, id. */
+  after?: readonly [number, string];
+  limit: number;
+}
+
+export function jobsPage(db: Db, filter: JobsFilter): JobRequestRow[] {
+  const where: SQL[] = [];
+  if (filter.states?.length) where.push(inArray(jobRequests.state, filter.states));
+  if (filter.profile) where.push(eq(jobRequests.profile, filter.profile));
+  if (filter.runId) where.push(eq(jobRequests.runId, filter.runId));
+  if (filter.pipeline) {
+    where.push(
+      inArray(
+        jobRequests.runId,
+        db.select({ id: pipelineRuns.id }).from(pipelineRuns).where(eq(pipelineRuns.pipeline, filter.pipeline)),
+      ),
+    );
+  }
+  if (filter.createdSince !== undefined) where.push(gte(jobRequests.createdAt, filter.createdSince));
+  if (filter.createdUntil !== undefined) where.push(lt(jobRequests.createdAt, filter.createdUntil));
+  if (filter.after) {
+    where.push(sql`(${jobRequests.createdAt}, ${jobRequests.id}) < (${filter.after[0]}, ${filter.after[1]})`);
+  }
+  return db
+    .select()
+    .from(jobRequests)
+    .where(where.length ? and(...where) : undefined)
+    .orderBy(desc(jobRequests.createdAt), desc(jobRequests.id))
+    .limit(filter.limit + 1)
+    .all();
+}
+
+export interface HistoryFilter {
+  profile?: string;
+  /** Slurm base states (COMPLETED, FAILED, …). */
+  states?: string[];
+  /** Submit time, Unix seconds. */
+  sinceSec?: number;
+  untilSec?: number;
+  external?: boolean;
+  /** The sort key of the last row of the page before: submit time (0 when unknown), job id, profile. */
+  after?: readonly [number, number, string];
+  limit: number;
+}
+
+export interface HistoryPageRow {
+  accounting: AccountingJobRow;
+  localState: RequestState | null;
+}
+
+/**
+ * Accounting records beside the local request, newest submission first: the
+ * query of `history()` in src/db/accounting.ts, with the API's filters and
+ * keyset paging.
+ */
+export function historyPage(db: Db, filter: HistoryFilter): HistoryPageRow[] {
+  const submitKey = sql<number>`coalesce(${accountingJobs.submitTime}, 0)`;
+  const where: SQL[] = [];
+  if (filter.profile) where.push(eq(accountingJobs.profile, filter.profile));
+  if (filter.states?.length) where.push(inArray(accountingJobs.state, filter.states));
+  if (filter.sinceSec !== undefined) where.push(gte(accountingJobs.submitTime, filter.sinceSec));
+  if (filter.untilSec !== undefined) where.push(lt(accountingJobs.submitTime, filter.untilSec));
+  if (filter.external === true) where.push(isNull(accountingJobs.requestId));
+  if (filter.external === false) where.push(isNotNull(accountingJobs.requestId));
+  if (filter.after) {
+    const [submit, jobId, profile] = filter.after;
+    where.push(
+      sql`(${submitKey}, ${accountingJobs.jobId}, ${accountingJobs.profile}) < (${submit}, ${jobId}, ${profile})`,
+    );
+  }
+  return db
+    .select({ accounting: accountingJobs, localState: jobRequests.state })
+    .from(accountingJobs)
+    .leftJoin(jobRequests, eq(jobRequests.id, accountingJobs.requestId))
+    .where(where.length ? and(...where) : undefined)
+    .orderBy(desc(submitKey), desc(accountingJobs.jobId), desc(accountingJobs.profile))
+    .limit(filter.limit + 1)
+    .all();
+}
+
+export interface RunsFilter {
+  pipeline?: string;
+  states?: RunState[];
+  /** The sort key of the last row of the page before: created_at, id. */
+  after?: readonly [number, string];
+  limit: number;
+}
+
+/** Pipeline runs, newest first: `listRuns` of src/db/runs.ts with a tie-breaker for paging. */
+export function runsPage(db: Db, filter: RunsFilter): PipelineRunRow[] {
+  const where: SQL[] = [];
+  if (filter.pipeline) where.push(eq(pipelineRuns.pipeline, filter.pipeline));
+  if (filter.states?.length) where.push(inArray(pipelineRuns.state, filter.states));
+  if (filter.after) {
+    where.push(sql`(${pipelineRuns.createdAt}, ${pipelineRuns.id}) < (${filter.after[0]}, ${filter.after[1]})`);
+  }
+  return db
+    .select()
+    .from(pipelineRuns)
+    .where(where.length ? and(...where) : undefined)
+    .orderBy(desc(pipelineRuns.createdAt), desc(pipelineRuns.id))
+    .limit(filter.limit + 1)
+    .all();
+}
+
+/** Requests per state, for /metrics. */
+export function requestCountsByState(db: Db): { state: RequestState; count: number }[] {
+  return db
+    .select({ state: jobRequests.state, count: sql<number>`count(*)` })
+    .from(jobRequests)
+    .groupBy(jobRequests.state)
+    .all();
+}

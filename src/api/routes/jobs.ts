@@ -1,0 +1,214 @@
+import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
+import type { z } from 'zod';
+import { getProfileSync } from '../../db/accounting.js';
+import { getRequest, transitionsOf } from '../../db/requests.js';
+import type { Deadlines } from '../../db/schema.js';
+import { cancelRequest } from '../../tracking/canceller.js';
+import { ConflictApiError, NotFoundApiError, ValidationApiError } from '../api-errors.js';
+import { decodeCursor, encodeCursor } from '../cursor.js';
+import type { ApiDeps } from '../deps.js';
+import { idempotently } from '../idempotency.js';
+import { jobsPage } from '../queries.js';
+import {
+  answer,
+  cancelAnswerSchema,
+  createdJobSchema,
+  type deadlinesInput,
+  errors,
+  idempotencyHeaders,
+  idParams,
+  jobDetailSchema,
+  jobSchema,
+  listJobsQuery,
+  pageOf,
+  submitJobBody,
+} from '../schemas.js';
+import { freshnessView, jobLink, jobView, transitionView } from '../views.js';
+import { bearer } from './security.js';
+
+/** `/api/v1/jobs`: submit, list, show and cancel job requests. */
+export const jobRoutes: FastifyPluginAsyncZod<{ deps: ApiDeps }> = async (app, { deps }) => {
+  const { db } = deps;
+
+  app.post(
+    '/api/v1/jobs',
+    {
+      config: { scope: 'submit' },
+      schema: {
+        tags: ['jobs'],
+        summary: 'Submit a job',
+        description:
+          'Records a job request and queues its submission to the scheduler (exactly one scheduler job per request). Scope: submit.',
+        security: bearer,
+        headers: idempotencyHeaders,
+        body: submitJobBody,
+        response: {
+          201: answer('queued; `links.self` follows it', createdJobSchema),
+          ...errors(400, 401, 403, 409, 413, 429),
+        },
+      },
+    },
+    async (request, reply) =>
+      idempotently(db, request, reply, async (stableId) => {
+        const body = request.body;
+        if (body.profile !== undefined && !deps.profiles.has(body.profile)) {
+          throw new ValidationApiError([
+            {
+              in: 'body',
+              path: 'profile',
+              reason: `no scheduler profile "${body.profile}" (have: ${[...deps.profiles.keys()].join(', ')})`,
+            },
+          ]);
+        }
+        const id = await deps.submit({
+          profile: body.profile,
+          spec: body.spec,
+          origin: 'api',
+          requestId: stableId ?? undefined,
+          webhookUrl: body.webhook_url ?? null,
+          deadlines: deadlinesOf(body.deadlines),
+        });
+        const row = getRequest(db, id);
+        return {
+          status: 201,
+          body: { id, state: row?.state ?? 'queued', links: { self: jobLink(id) } },
+          headers: { location: jobLink(id) },
+        };
+      }),
+  );
+
+  app.get(
+    '/api/v1/jobs',
+    {
+      config: { scope: 'read' },
+      schema: {
+        tags: ['jobs'],
+        summary: 'List job requests',
+        description: 'Newest first, a page at a time: pass `next` as `cursor` for the next page. Scope: read.',
+        security: bearer,
+        querystring: listJobsQuery,
+        response: { 200: answer('a page of job requests', pageOf(jobSchema)), ...errors(400, 401, 403, 429) },
+      },
+    },
+    async (request) => {
+      const q = request.query;
+      const rows = jobsPage(db, {
+        states: q.state,
+        profile: q.profile,
+        pipeline: q.pipeline,
+        runId: q.run_id,
+        createdSince: q.created_since === undefined ? undefined : Date.parse(q.created_since),
+        createdUntil: q.created_until === undefined ? undefined : Date.parse(q.created_until),
+        after: q.cursor === undefined ? undefined : decodeCursor(q.cursor, ['number', 'string'] as const),
+        limit: q.limit,
+      });
+      const page = rows.slice(0, q.limit);
+      const last = page.at(-1);
+      return {
+        items: page.map(jobView),
+        next: rows.length > q.limit && last ? encodeCursor([last.createdAt, last.id]) : null,
+      };
+    },
+  );
+
+  app.get(
+    '/api/v1/jobs/:id',
+    {
+      config: { scope: 'read' },
+      schema: {
+        tags: ['jobs'],
+        summary: 'Show a job request',
+        description:
+          "Its state, every transition, and how fresh the state is (the profile's last poll and the job's last sighting). Scope: read.",
+        security: bearer,
+        params: idParams,
+        response: { 200: answer('the job request', jobDetailSchema), ...errors(401, 403, 404, 429) },
+      },
+    },
+    async (request) => {
+      const row = getRequest(db, request.params.id);
+      if (!row) throw new NotFoundApiError(`no job request ${request.params.id}`);
+      return {
+        ...jobView(row),
+        spec: row.spec as Record<string, unknown>,
+        transitions: transitionsOf(db, row.id).map(transitionView),
+        freshness: freshnessView(row, getProfileSync(db, row.profile), deps.settings.pollCeilingMs),
+      };
+    },
+  );
+
+  app.delete(
+    '/api/v1/jobs/:id',
+    {
+      config: { scope: 'cancel' },
+      schema: {
+        tags: ['jobs'],
+        summary: 'Cancel a job',
+        description: [
+          'Not submitted yet: its submission is withdrawn and it is cancelled here (200).',
+          'Submitted, pending or running: the scheduler is asked to cancel it (202); the next poll records CANCELLED.',
+          'Being submitted right now: 409 with Retry-After. Already ended: 409 naming its state.',
+          "Scheduler errors: 502 (refused) or 503 (unreachable), with the scheduler's status and message. Scope: cancel.",
+        ].join(' '),
+        security: bearer,
+        params: idParams,
+        response: {
+          200: answer('cancelled before submission', cancelAnswerSchema),
+          202: answer('cancel sent to the scheduler', cancelAnswerSchema),
+          ...errors(401, 403, 404, 409, 429, 502, 503),
+        },
+      },
+    },
+    async (request, reply) => {
+      const id = request.params.id;
+      const who = `API token "${request.apiToken?.name ?? '?'}"`;
+      const outcome = await cancelRequest(
+        { db, submitQueue: deps.queues.submit, clients: deps.clients, logger: deps.logger },
+        id,
+        { source: 'api', who },
+      );
+      switch (outcome.kind) {
+        case 'not_found':
+          throw new NotFoundApiError(`no job request ${id}`);
+        case 'ended':
+          throw new ConflictApiError(
+            'SCHEDFLOW_ERR_JOB_ENDED',
+            outcome.upstream
+              ? `job ${outcome.row.jobId} has already ended upstream (${outcome.upstream}); its final state is recorded at the next poll`
+              : `job request ${id} has already ended: ${outcome.row.state}`,
+            { extra: { state: outcome.row.state } },
+          );
+        case 'submitting':
+          throw new ConflictApiError(
+            'SCHEDFLOW_ERR_JOB_SUBMITTING',
+            `job request ${id} is being submitted right now; cancel it again once it is submitted`,
+            { retryAfterSec: outcome.retryAfterSec, extra: { state: outcome.row.state } },
+          );
+        case 'cancelled':
+          return reply.code(200).send({
+            id,
+            state: outcome.row.state,
+            message: 'cancelled before it was submitted',
+            links: { self: jobLink(id) },
+          });
+        case 'requested':
+          return reply.code(202).send({
+            id,
+            state: outcome.row.state,
+            message: `cancel of job ${outcome.row.jobId} sent to the scheduler; the next poll records CANCELLED`,
+            links: { self: jobLink(id) },
+          });
+      }
+    },
+  );
+};
+
+function deadlinesOf(input: z.output<typeof deadlinesInput> | undefined): Deadlines | null {
+  if (!input) return null;
+  const deadlines: Deadlines = {
+    ...(input.max_pending !== undefined && { maxPendingSec: input.max_pending }),
+    ...(input.start_by !== undefined && { startBy: Date.parse(input.start_by) }),
+    ...(input.finish_by !== undefined && { finishBy: Date.parse(input.finish_by) }),
+  };
+  return Object.keys(deadlines).length > 0 ? deadlines : null;
+}

@@ -1,0 +1,63 @@
+import { Redis } from 'ioredis';
+import { ConfigError } from '../errors.js';
+import { type RedisTarget, redisOptions } from '../redis/redis-server.js';
+import { buildApp } from './app.js';
+import type { ApiDeps } from './deps.js';
+import { withTimeout } from './with-timeout.js';
+
+export interface ApiServer {
+  /** Base URL actually bound: `http://127.0.0.1:8080` (the real port when 0 was asked for). */
+  url: string;
+  /** Stops taking requests (new ones get 503), waits for those under way, then closes. */
+  close(): Promise<void>;
+}
+
+/** `host:port` or `[v6]:port` of `--listen`. */
+export function parseListen(text: string): { host: string; port: number } {
+  const match = /^(?:\[([0-9a-fA-F:.]+)\]|([^\s:[\]]+)):(\d{1,5})$/.exec(text.trim());
+  const port = Number(match?.[3]);
+  const host = match?.[1] ?? match?.[2];
+  if (!match || !host || port > 65_535) {
+    throw new ConfigError(`--listen "${text}": expected host:port, e.g. 127.0.0.1:8080 or [::1]:8080`);
+  }
+  return { host, port };
+}
+
+/**
+ * Serves the local API on `listen`. Redis readiness is checked on a connection
+ * of its own that fails fast (no offline queue) rather than the queues', which
+ * wait for Redis to come back.
+ */
+export async function startApiServer(
+  options: Omit<ApiDeps, 'pingRedis'> & { redis: RedisTarget; listen: string },
+): Promise<ApiServer> {
+  const { host, port } = parseListen(options.listen);
+  const probe = new Redis({
+    ...redisOptions(options.redis),
+    maxRetriesPerRequest: 0,
+    enableOfflineQueue: false,
+    retryStrategy: (attempt) => Math.min(attempt * 200, 2000),
+  });
+  probe.on('error', (error) => options.logger.debug({ err: error.message }, 'readiness Redis connection'));
+  const app = await buildApp({
+    ...options,
+    pingRedis: async () => {
+      const answer = await withTimeout(probe.ping(), 1000, 'PING answer');
+      if (answer !== 'PONG') throw new Error(`PING answered ${answer}`);
+    },
+  });
+  app.addHook('onClose', async () => {
+    probe.disconnect();
+  });
+  try {
+    await app.listen({ host, port });
+  } catch (error) {
+    await app.close();
+    throw error;
+  }
+  const address = app.server.address();
+  const boundPort = typeof address === 'object' && address ? address.port : port;
+  const url = `http://${host.includes(':') ? `[${host}]` : host}:${boundPort}`;
+  options.logger.info({ url }, 'local API listening');
+  return { url, close: () => app.close() };
+}

@@ -1,0 +1,177 @@
+import type { z } from 'zod';
+import type { ProfileSyncRow } from '../db/accounting.js';
+import type { JobRequestRow, JobTransitionRow, PipelineRunRow } from '../db/schema.js';
+import type { PipelineSummary } from '../pipelines/pipeline-service.js';
+import { isTerminalRequest } from '../tracking/request-state.js';
+import type { HistoryPageRow } from './queries.js';
+import type {
+  freshnessSchema,
+  historyItemSchema,
+  jobSchema,
+  pipelineSchema,
+  runSchema,
+  transitionSchema,
+} from './schemas.js';
+
+/** History rows as the API shows them (schemas.ts): snake_case, ISO times, links. */
+
+export const API_PREFIX = '/api/v1';
+
+const iso = (ms: number) => new Date(ms).toISOString();
+const isoOrNull = (ms: number | null) => (ms === null ? null : iso(ms));
+const isoOfSec = (sec: number | null) => (sec === null ? null : iso(sec * 1000));
+
+export const jobLink = (id: string) => `${API_PREFIX}/jobs/${encodeURIComponent(id)}`;
+export const runLink = (id: string) => `${API_PREFIX}/runs/${encodeURIComponent(id)}`;
+
+export function jobView(row: JobRequestRow): z.output<typeof jobSchema> {
+  const d = row.deadlines;
+  return {
+    id: row.id,
+    name: row.name,
+    profile: row.profile,
+    state: row.state,
+    origin: row.origin,
+    job_id: row.jobId,
+    adopted: row.adopted,
+    raw_state: row.rawState,
+    reason: row.reason,
+    exit_code: row.exitCode,
+    signal: row.signal,
+    error: row.errorMessage === null ? null : { code: row.errorCode, message: row.errorMessage },
+    created_at: iso(row.createdAt),
+    updated_at: iso(row.updatedAt),
+    submitted_at: isoOrNull(row.submittedAt),
+    started_at: isoOrNull(row.startedAt),
+    ended_at: isoOrNull(row.endedAt),
+    run_id: row.runId,
+    step: row.step,
+    attempt: row.attempt,
+    webhook_url: row.webhookUrl,
+    deadlines: d
+      ? {
+          max_pending: d.maxPendingSec ?? null,
+          start_by: d.startBy === undefined ? null : iso(d.startBy),
+          finish_by: d.finishBy === undefined ? null : iso(d.finishBy),
+        }
+      : null,
+    links: { self: jobLink(row.id), ...(row.runId !== null && { run: runLink(row.runId) }) },
+  };
+}
+
+export function transitionView(t: JobTransitionRow): z.output<typeof transitionSchema> {
+  return {
+    from: t.fromState,
+    to: t.toState,
+    at: iso(t.at),
+    source: t.source,
+    raw_state: t.rawState,
+    reason: t.reason,
+    stale: t.stale,
+    detail: t.detail,
+  };
+}
+
+/**
+ * How current a request's state is. A finished request is final; a tracked
+ * one is as fresh as its profile's last poll: stale when that poll failed, was
+ * served from the proxy's cache past its lifetime (an outage), or is overdue
+ * (more than twice the longest poll interval ago).
+ */
+export function freshnessView(
+  row: JobRequestRow,
+  sync: ProfileSyncRow | undefined,
+  pollCeilingMs: number,
+  now = Date.now(),
+): z.output<typeof freshnessSchema> {
+  const sincePollMs = sync?.lastPollAt != null ? now - sync.lastPollAt : null;
+  const profile = {
+    last_poll_at: isoOrNull(sync?.lastPollAt ?? null),
+    last_poll_ok: sync?.lastPollOk ?? null,
+    last_poll_error: sync?.lastPollError ?? null,
+    seconds_since_poll: sincePollMs === null ? null : Math.round(sincePollMs / 1000),
+    answer_age_sec: sync?.lastPollAgeSec ?? null,
+    answer_stale: sync?.lastPollStale ?? null,
+  };
+  const job = {
+    last_seen_at: isoOrNull(row.lastSeenAt),
+    last_seen_age_sec: row.lastSeenAgeSec,
+    last_seen_stale: row.lastSeenStale,
+  };
+  const verdict = (stale: boolean, detail: string) => ({ stale, detail, profile, job });
+  if (isTerminalRequest(row.state)) return verdict(false, `final state (${row.state})`);
+  if (row.jobId === null) return verdict(false, 'not submitted yet: the state is local');
+  if (sincePollMs === null) return verdict(true, `profile ${row.profile} has not been polled yet`);
+  if (sync?.lastPollOk === false) {
+    return verdict(true, `the last poll of profile ${row.profile} failed: ${sync.lastPollError ?? 'no message'}`);
+  }
+  if (sync?.lastPollStale) {
+    return verdict(
+      true,
+      `the scheduler is serving cached answers (${sync.lastPollAgeSec ?? '?'} s old): it may be unreachable`,
+    );
+  }
+  if (sincePollMs > 2 * pollCeilingMs) {
+    return verdict(true, `profile ${row.profile} was last polled ${Math.round(sincePollMs / 1000)} s ago`);
+  }
+  return verdict(false, `as of the poll ${Math.round(sincePollMs / 1000)} s ago`);
+}
+
+export function runView(run: PipelineRunRow): z.output<typeof runSchema> {
+  return {
+    id: run.id,
+    pipeline: run.pipeline,
+    trigger: run.trigger,
+    scheduled_for: isoOrNull(run.scheduledFor),
+    params: run.params,
+    state: run.state,
+    detail: run.detail,
+    webhook_url: run.webhookUrl,
+    created_at: iso(run.createdAt),
+    started_at: isoOrNull(run.startedAt),
+    ended_at: isoOrNull(run.endedAt),
+    updated_at: iso(run.updatedAt),
+    links: { self: runLink(run.id), jobs: `${API_PREFIX}/jobs?run_id=${encodeURIComponent(run.id)}` },
+  };
+}
+
+export function pipelineView(p: PipelineSummary): z.output<typeof pipelineSchema> {
+  const name = encodeURIComponent(p.name);
+  return {
+    name: p.name,
+    file: p.file,
+    description: p.description,
+    steps: p.steps,
+    schedule: p.schedule,
+    params: p.params,
+    error: p.error,
+    links: { runs: `${API_PREFIX}/runs?pipeline=${name}`, trigger: `${API_PREFIX}/pipelines/${name}/runs` },
+  };
+}
+
+export function historyView({ accounting: a, localState }: HistoryPageRow): z.output<typeof historyItemSchema> {
+  return {
+    profile: a.profile,
+    job_id: a.jobId,
+    name: a.name,
+    account: a.account,
+    user: a.user,
+    partition: a.partition,
+    external: a.requestId === null,
+    accounting: {
+      state: a.state,
+      exit_code: a.exitCode,
+      submit_time: isoOfSec(a.submitTime),
+      start_time: isoOfSec(a.startTime),
+      end_time: isoOfSec(a.endTime),
+      elapsed_sec: a.elapsedSec,
+      nodes: a.nodes,
+      cpus: a.cpus,
+      cpu_time_sec: a.cpuTimeSec,
+    },
+    local:
+      a.requestId === null
+        ? null
+        : { request_id: a.requestId, state: localState, links: { self: jobLink(a.requestId) } },
+  };
+}
