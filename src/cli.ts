@@ -7,6 +7,7 @@ import { registerSchedCommand } from './cli/sched-command.js';
 import { registerSetupCommand } from './cli/setup-command.js';
 import { registerSimCommand } from './cli/sim-command.js';
 import { registerStartCommand } from './cli/start-command.js';
+import { registerTokensCommand } from './cli/tokens-command.js';
 import { packageVersion } from './lib/package-info.js';
 
 async function main(argv: string[]): Promise<void> {
@@ -18,6 +19,7 @@ async function main(argv: string[]): Promise<void> {
     .exitOverride();
   registerStartCommand(program);
   registerJobsCommand(program);
+  registerTokensCommand(program);
   registerPipelinesCommands(program);
   registerSchedCommand(program);
   registerSimCommand(program);

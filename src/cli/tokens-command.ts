@@ -1,0 +1,114 @@
+import { join, resolve } from 'node:path';
+import type { Command } from 'commander';
+import { type HistoryDatabase, openDatabase } from '../db/database.js';
+import { API_SCOPES, type ApiScope } from '../db/schema.js';
+import { createToken, listTokens, revokeToken } from '../db/tokens.js';
+import { ConfigError } from '../errors.js';
+import { table } from './format.js';
+
+interface TokensFlags {
+  dataDir: string;
+  json?: boolean;
+}
+
+/**
+ * Opens the history of a data dir directly (migrating it, so tokens can be made
+ * before the first start); WAL lets this run beside the daemon.
+ */
+function openHistory(dataDir: string): HistoryDatabase {
+  return openDatabase(join(resolve(dataDir), 'history.sqlite'));
+}
+
+function parseScopes(text: string): ApiScope[] {
+  const scopes = text
+    .split(',')
+    .map((s) => s.trim().toLowerCase())
+    .filter(Boolean);
+  const unknown = scopes.filter((s) => !(API_SCOPES as readonly string[]).includes(s));
+  if (scopes.length === 0 || unknown.length > 0) {
+    throw new ConfigError(
+      `--scopes ${unknown.length ? `"${unknown.join(', ')}" unknown` : 'empty'}: give a comma-separated list of ${API_SCOPES.join(', ')}`,
+    );
+  }
+  return scopes as ApiScope[];
+}
+
+const NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/;
+const time = (ms: number | null) => (ms === null ? '-' : new Date(ms).toISOString().replace('T', ' ').slice(0, 19));
+
+export function registerTokensCommand(program: Command): void {
+  const tokens = program
+    .command('tokens')
+    .description('tokens of the local HTTP API: create (shown once), list, revoke')
+    .option('--data-dir <dir>', 'data dir of the daemon (default ./data)', process.env.SCHEDFLOW_DATA_DIR ?? './data')
+    .option('--json', 'print JSON');
+  const flagsOf = (cmd: Command) => cmd.optsWithGlobals() as TokensFlags;
+
+  tokens
+    .command('create')
+    .description('make a token and print it, alone, on stdout: it is shown this once (only its hash is kept)')
+    .requiredOption('--name <name>', 'who or what uses it, e.g. lims (letters, digits, . _ -)')
+    .requiredOption('--scopes <scopes>', `comma-separated: ${API_SCOPES.join(', ')} (admin holds them all)`)
+    .action((opts: { name: string; scopes: string }, cmd: Command) => {
+      if (!NAME.test(opts.name)) {
+        throw new ConfigError(`--name "${opts.name}": letters, digits, ".", "_" and "-", up to 64 characters`);
+      }
+      const scopes = parseScopes(opts.scopes);
+      const history = openHistory(flagsOf(cmd).dataDir);
+      try {
+        const { token, info } = createToken(history.db, { name: opts.name, scopes });
+        process.stdout.write(`${token}\n`);
+        process.stderr.write(
+          `schedflow: token "${info.name}" (${info.scopes.join(', ')}) created; it is not shown again: keep it now\n`,
+        );
+      } finally {
+        history.close();
+      }
+    });
+
+  tokens
+    .command('list')
+    .description('the tokens (names, scopes, times; never the tokens themselves)')
+    .action((_opts: unknown, cmd: Command) => {
+      const flags = flagsOf(cmd);
+      const history = openHistory(flags.dataDir);
+      try {
+        const rows = listTokens(history.db);
+        process.stdout.write(
+          flags.json
+            ? `${JSON.stringify(
+                rows.map((r) => ({
+                  name: r.name,
+                  scopes: r.scopes,
+                  created_at: new Date(r.createdAt).toISOString(),
+                  last_used_at: r.lastUsedAt === null ? null : new Date(r.lastUsedAt).toISOString(),
+                  revoked_at: r.revokedAt === null ? null : new Date(r.revokedAt).toISOString(),
+                })),
+                null,
+                2,
+              )}\n`
+            : `${table(
+                ['NAME', 'SCOPES', 'CREATED', 'LAST USED', 'REVOKED'],
+                rows.map((r) => [r.name, r.scopes.join(','), time(r.createdAt), time(r.lastUsedAt), time(r.revokedAt)]),
+              )}\n`,
+        );
+      } finally {
+        history.close();
+      }
+    });
+
+  tokens
+    .command('revoke')
+    .description('revoke a token: requests with it are refused (401) from now on')
+    .argument('<name>', 'the name given at create')
+    .action((name: string, _opts: unknown, cmd: Command) => {
+      const history = openHistory(flagsOf(cmd).dataDir);
+      try {
+        if (!revokeToken(history.db, name))
+          throw new ConfigError(`no live token named "${name}" (see: schedflow tokens list)`);
+        process.stderr.write(`schedflow: token "${name}" revoked\n`);
+      } finally {
+        history.close();
+      }
+    });
+}
