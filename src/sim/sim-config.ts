@@ -71,6 +71,17 @@ export const simConfigSchema = z.object({
   simulatedRuntimeSec: z.number().nonnegative().optional(),
   /** Accept `Authorization: MUNGE` (needs munge's `unmunge`). */
   munge: z.boolean().default(true),
+  /** The OpenAI-compatible LLM endpoint (`/v1/...`, src/sim/llm); served when its keys are given. */
+  llm: z
+    .object({
+      /** API keys, one a line, in a file only its owner can read. */
+      keysFile: z.string().optional(),
+      /** Models served; the first is the demo's. */
+      models: z.array(z.string().min(1)).min(1).default(['sim-summarizer']),
+      /** Serve `GET /v1/models`. */
+      listModels: z.boolean().default(true),
+    })
+    .optional(),
 });
 export type SimConfig = z.infer<typeof simConfigSchema>;
 export type SimConfigInput = z.input<typeof simConfigSchema>;
@@ -116,6 +127,9 @@ export function readSimConfigFile(path: string): SimConfigInput {
   const base = dirname(path);
   if (input.tokensFile && !isAbsolute(input.tokensFile)) input.tokensFile = resolve(base, input.tokensFile);
   if (input.stateDir && !isAbsolute(input.stateDir)) input.stateDir = resolve(base, input.stateDir);
+  if (input.llm?.keysFile && !isAbsolute(input.llm.keysFile)) {
+    input.llm = { ...input.llm, keysFile: resolve(base, input.llm.keysFile) };
+  }
   return input;
 }
 

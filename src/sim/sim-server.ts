@@ -5,6 +5,7 @@ import { TokenBucket } from '../lib/token-bucket.js';
 import type { Logger } from '../logger.js';
 import { Authenticator } from './auth.js';
 import { Cluster } from './cluster.js';
+import { LlmSimulator, loadLlmKeysFile } from './llm/llm-sim.js';
 import { latestServed, type ProxyContext, proxyError, type UpstreamStatus } from './proxy-context.js';
 import { ResponseCache } from './response-cache.js';
 import { registerAccountingRoutes } from './routes/accounting.js';
@@ -28,6 +29,8 @@ export interface SimServerOptions {
   logger: Logger;
   /** Tokens given directly (tests); otherwise read from `config.tokensFile`. */
   tokens?: ReadonlyMap<string, TokenEntry>;
+  /** LLM endpoint API keys given directly (tests); otherwise read from `config.llm.keysFile`. */
+  llmKeys?: ReadonlySet<string>;
 }
 
 /**
@@ -39,6 +42,8 @@ export class SimServer {
   readonly app: FastifyInstance;
   readonly cluster: Cluster;
   readonly upstream: UpstreamStatus = { slurmctld: true, slurmdbd: true };
+  /** The OpenAI-compatible endpoint under /v1, when configured with keys. */
+  readonly llm: LlmSimulator | null;
   private readonly buckets = new Map<string, TokenBucket>();
   /** Requests served, by method and route pattern (GET /_sim/stats), for tests and benchmarks. */
   private readonly requestCounts = new Map<string, number>();
@@ -86,6 +91,11 @@ export class SimServer {
     this.registerRateLimit();
     this.registerMeta();
     this.registerAdmin();
+    const llmKeys = options.llmKeys ?? (config.llm?.keysFile ? loadLlmKeysFile(config.llm.keysFile) : null);
+    this.llm =
+      config.llm && llmKeys ? new LlmSimulator(llmKeys, config.llm, logger.child({ component: 'sim-llm' })) : null;
+    this.llm?.register(this.app);
+    this.llm?.registerAdmin(this.app, ADMIN_PREFIX);
     for (const flavor of FLAVORS) {
       const headers = { userName: flavor.userName, userToken: flavor.userToken };
       registerControllerRoutes(this.app, ctx, flavor.controller, headers);
@@ -102,7 +112,8 @@ export class SimServer {
   private registerRateLimit(): void {
     const { capacity, refillPerSecond } = this.options.config.rateLimit;
     this.app.addHook('onRequest', async (req, reply) => {
-      if (req.url.startsWith(ADMIN_PREFIX)) return;
+      // The LLM endpoint is another service than the proxy: the proxy's rate limit is not its.
+      if (req.url.startsWith(ADMIN_PREFIX) || req.url.startsWith('/v1/')) return;
       let bucket = this.buckets.get(req.ip);
       if (!bucket) {
         if (this.buckets.size > 10_000) this.pruneBuckets();
