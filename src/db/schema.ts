@@ -225,7 +225,7 @@ export const idempotencyKeys = sqliteTable(
   (t) => [primaryKey({ columns: [t.tokenId, t.key] }), index('idempotency_keys_created').on(t.createdAt)],
 );
 
-export const WEBHOOK_EVENTS = ['job.finished', 'run.finished', 'deadline.missed'] as const;
+export const WEBHOOK_EVENTS = ['job.finished', 'run.finished', 'deadline.missed', 'summary.ready'] as const;
 export type WebhookEvent = (typeof WEBHOOK_EVENTS)[number];
 
 /**

@@ -14,7 +14,7 @@ export function countTokens(text: string): number {
 export const MESSAGE_OVERHEAD_TOKENS = 4;
 
 /** Labels whose lines make up the answer, in this order. */
-const PICKED = ['Job', 'Run', 'Outcome', 'Efficiency', 'CPU', 'Memory', 'Time', 'Triage', 'Suggested change', 'Trend'];
+const PICKED = ['Job', 'Run', 'Outcome', 'CPU', 'Memory', 'Time', 'Triage', 'Suggested change', 'Trend'];
 
 export function completionText(messages: readonly { role: string; content: string }[]): string {
   const user = [...messages].reverse().find((m) => m.role === 'user')?.content ?? '';
@@ -22,7 +22,8 @@ export function completionText(messages: readonly { role: string; content: strin
   const facts: string[] = [];
   for (const label of PICKED) {
     const line = lines.find((l) => l.startsWith(`${label}:`));
-    if (line) facts.push(line.slice(label.length + 1).trim());
+    const value = line?.slice(label.length + 1).trim();
+    if (value) facts.push(value);
   }
   if (facts.length === 0) return `Summary: ${user.replace(/\s+/g, ' ').slice(0, 200)}`;
   return `Summary (simulated model): ${facts.map((f) => f.replace(/\.$/, '')).join('. ')}.`;

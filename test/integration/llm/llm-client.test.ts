@@ -44,7 +44,11 @@ function client(settings: Partial<LlmSettingsInput> = {}, key = LLM_KEY, url = s
 
 const messages: ChatMessage[] = [
   { role: 'system', content: 'You summarise finished Slurm batch jobs.' },
-  { role: 'user', content: 'Job: hello (Slurm job 1000)\nOutcome: completed after 6 s (exit code 0)\nTime: 6 s of the 10 min limit (1%)' },
+  {
+    role: 'user',
+    content:
+      'Job: hello (Slurm job 1000)\nOutcome: completed after 6 s (exit code 0)\nTime: 6 s of the 10 min limit (1%)',
+  },
 ];
 
 describe('chat completions', () => {
@@ -65,11 +69,13 @@ describe('chat completions', () => {
   });
 
   it('can carry the bound as max_completion_tokens, also a valid request', async () => {
-    await client({ maxTokensField: 'max_completion_tokens', maxOutputTokens: 5 }).chat(messages).then((r) => {
-      // The simulated model stops at the bound, as a real one does.
-      expect(r.truncated).toBe(true);
-      expect(r.completionTokens).toBeLessThanOrEqual(5);
-    });
+    await client({ maxTokensField: 'max_completion_tokens', maxOutputTokens: 5 })
+      .chat(messages)
+      .then((r) => {
+        // The simulated model stops at the bound, as a real one does.
+        expect(r.truncated).toBe(true);
+        expect(r.completionTokens).toBeLessThanOrEqual(5);
+      });
     const body = completionBodies(sim)[0]?.body as Record<string, unknown>;
     expect(body.max_completion_tokens).toBe(5);
     expect(body).not.toHaveProperty('max_tokens');

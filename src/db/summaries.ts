@@ -1,0 +1,238 @@
+import { randomUUID } from 'node:crypto';
+import { and, asc, desc, eq, inArray, isNotNull, isNull, sql } from 'drizzle-orm';
+import type { Db } from './database.js';
+import {
+  type AccountingJobRow,
+  accountingJobs,
+  type JobRequestRow,
+  jobRequests,
+  llmUsage,
+  type PipelineRunRow,
+  pipelineRuns,
+  type SummaryRow,
+  summaries,
+  TERMINAL_REQUEST_STATES,
+  TERMINAL_RUN_STATES,
+} from './schema.js';
+
+/**
+ * Queries of summaries: finding what ended and has not been looked at (the
+ * partial `*_summary_todo` indexes hold only those rows), the summaries
+ * themselves, and the daily LLM budget.
+ */
+
+/** Ended requests the dispatcher has not taken up, oldest first. */
+export function endedRequestsToCheck(db: Db, limit = 200): JobRequestRow[] {
+  return db
+    .select()
+    .from(jobRequests)
+    .where(and(isNull(jobRequests.summaryCheckedAt), inArray(jobRequests.state, [...TERMINAL_REQUEST_STATES])))
+    .orderBy(asc(jobRequests.updatedAt))
+    .limit(limit)
+    .all();
+}
+
+/** Ended runs the dispatcher has not taken up, oldest first. */
+export function endedRunsToCheck(db: Db, limit = 100): PipelineRunRow[] {
+  return db
+    .select()
+    .from(pipelineRuns)
+    .where(and(isNull(pipelineRuns.summaryCheckedAt), inArray(pipelineRuns.state, [...TERMINAL_RUN_STATES])))
+    .orderBy(asc(pipelineRuns.updatedAt))
+    .limit(limit)
+    .all();
+}
+
+/**
+ * Marks requests and runs as taken up and makes a pending summary for those
+ * that want one, in one transaction: a crash leaves either both or neither,
+ * so each is summarized once. Returns the ids of the summaries made.
+ */
+export function takeUp(
+  db: Db,
+  input: { requests: { id: string; wanted: boolean }[]; runs: { id: string; wanted: boolean }[]; at: number },
+): string[] {
+  const made: string[] = [];
+  db.transaction((tx) => {
+    for (const { id, wanted } of input.requests) {
+      if (wanted) {
+        const summaryId = randomUUID();
+        const inserted = tx
+          .insert(summaries)
+          .values({ id: summaryId, requestId: id, state: 'pending', createdAt: input.at, updatedAt: input.at })
+          .onConflictDoNothing()
+          .run();
+        if (inserted.changes > 0) made.push(summaryId);
+      }
+      tx.update(jobRequests).set({ summaryCheckedAt: input.at }).where(eq(jobRequests.id, id)).run();
+    }
+    for (const { id, wanted } of input.runs) {
+      if (wanted) {
+        const summaryId = randomUUID();
+        const inserted = tx
+          .insert(summaries)
+          .values({ id: summaryId, runId: id, state: 'pending', createdAt: input.at, updatedAt: input.at })
+          .onConflictDoNothing()
+          .run();
+        if (inserted.changes > 0) made.push(summaryId);
+      }
+      tx.update(pipelineRuns).set({ summaryCheckedAt: input.at }).where(eq(pipelineRuns.id, id)).run();
+    }
+  });
+  return made;
+}
+
+export function getSummary(db: Db, id: string): SummaryRow | undefined {
+  return db.select().from(summaries).where(eq(summaries.id, id)).get();
+}
+
+export function summaryOfRequest(db: Db, requestId: string): SummaryRow | undefined {
+  return db.select().from(summaries).where(eq(summaries.requestId, requestId)).get();
+}
+
+export function summaryOfRun(db: Db, runId: string): SummaryRow | undefined {
+  return db.select().from(summaries).where(eq(summaries.runId, runId)).get();
+}
+
+/** Ids of summaries still to write, oldest first (the state index answers it alone). */
+export function pendingSummaryIds(db: Db, limit = 1000): string[] {
+  return db
+    .select({ id: summaries.id })
+    .from(summaries)
+    .where(eq(summaries.state, 'pending'))
+    .orderBy(asc(summaries.createdAt))
+    .limit(limit)
+    .all()
+    .map((r) => r.id);
+}
+
+/** Sets columns of a summary still pending; returns false when it was settled meanwhile. */
+export function updatePendingSummary(
+  db: Db,
+  id: string,
+  patch: Partial<Omit<SummaryRow, 'id' | 'requestId' | 'runId' | 'createdAt'>>,
+): boolean {
+  const result = db
+    .update(summaries)
+    .set({ ...patch, updatedAt: patch.updatedAt ?? Date.now() })
+    .where(and(eq(summaries.id, id), eq(summaries.state, 'pending')))
+    .run();
+  return result.changes > 0;
+}
+
+/** One more LLM attempt and how it went. */
+export function recordSummaryAttempt(db: Db, id: string, error: { code: string; message: string } | null): void {
+  db.update(summaries)
+    .set({
+      attempts: sql`${summaries.attempts} + 1`,
+      errorCode: error?.code ?? null,
+      error: error?.message ?? null,
+      updatedAt: Date.now(),
+    })
+    .where(and(eq(summaries.id, id), eq(summaries.state, 'pending')))
+    .run();
+}
+
+/** Records the resubmission made from a summary's suggestion. */
+export function markSuggestionApplied(db: Db, summaryId: string, requestId: string, at: number): void {
+  db.update(summaries)
+    .set({ appliedRequestId: requestId, appliedAt: at, updatedAt: at })
+    .where(and(eq(summaries.id, summaryId), isNull(summaries.appliedRequestId)))
+    .run();
+}
+
+/** Accounting records of a profile's jobs, for the partitions an account has used. */
+export function partitionsUsed(
+  db: Db,
+  profile: string,
+  account: string | null,
+): { name: string; maxTimeLimitMin: number | null; jobs: number }[] {
+  const where = [eq(accountingJobs.profile, profile), isNotNull(accountingJobs.partition)];
+  if (account) where.push(eq(accountingJobs.account, account));
+  return db
+    .select({
+      name: accountingJobs.partition,
+      maxTimeLimitMin: sql<number | null>`max(${accountingJobs.timeLimitMin})`,
+      jobs: sql<number>`count(*)`,
+    })
+    .from(accountingJobs)
+    .where(and(...where))
+    .groupBy(accountingJobs.partition)
+    .all()
+    .filter((p) => p.name !== '');
+}
+
+/** The latest runs of a pipeline that ended, newest first. */
+export function endedRunsOf(db: Db, pipeline: string, limit: number): PipelineRunRow[] {
+  return db
+    .select()
+    .from(pipelineRuns)
+    .where(and(eq(pipelineRuns.pipeline, pipeline), inArray(pipelineRuns.state, ['succeeded', 'failed'])))
+    .orderBy(desc(pipelineRuns.createdAt))
+    .limit(limit)
+    .all();
+}
+
+export function accountingOf(db: Db, profile: string, jobId: number | null): AccountingJobRow | undefined {
+  if (jobId === null) return undefined;
+  return db
+    .select()
+    .from(accountingJobs)
+    .where(and(eq(accountingJobs.profile, profile), eq(accountingJobs.jobId, jobId)))
+    .get();
+}
+
+// ---- The daily LLM budget ------------------------------------------------------------
+
+/** The UTC day a time falls in, as `YYYY-MM-DD`. */
+export function utcDay(ms: number): string {
+  return new Date(ms).toISOString().slice(0, 10);
+}
+
+export interface BudgetLimits {
+  maxRequests: number;
+  maxTokens: number;
+}
+
+/**
+ * Reserves one request and an upper bound of its tokens from the day's
+ * budget, or refuses when either would go over. Immediate transaction, so
+ * two processes on one history cannot both take the last request.
+ */
+export function reserveLlmBudget(
+  db: Db,
+  day: string,
+  limits: BudgetLimits,
+  tokens: number,
+  at = Date.now(),
+): { ok: true } | { ok: false; used: { requests: number; tokens: number } } {
+  return db.transaction(
+    (tx) => {
+      const row = tx.select().from(llmUsage).where(eq(llmUsage.day, day)).get();
+      const used = { requests: row?.requests ?? 0, tokens: row?.tokens ?? 0 };
+      if (used.requests + 1 > limits.maxRequests || used.tokens + tokens > limits.maxTokens) return { ok: false, used };
+      tx.insert(llmUsage)
+        .values({ day, requests: 1, tokens, updatedAt: at })
+        .onConflictDoUpdate({
+          target: llmUsage.day,
+          set: { requests: sql`${llmUsage.requests} + 1`, tokens: sql`${llmUsage.tokens} + ${tokens}`, updatedAt: at },
+        })
+        .run();
+      return { ok: true } as const;
+    },
+    { behavior: 'immediate' },
+  );
+}
+
+/** Replaces a reservation's token bound by what the call really used (0 when it used none). */
+export function settleLlmBudget(db: Db, day: string, reservedTokens: number, usedTokens: number): void {
+  db.update(llmUsage)
+    .set({ tokens: sql`max(0, ${llmUsage.tokens} - ${reservedTokens} + ${usedTokens})`, updatedAt: Date.now() })
+    .where(eq(llmUsage.day, day))
+    .run();
+}
+
+export function llmUsageOf(db: Db, day: string): { requests: number; tokens: number } {
+  const row = db.select().from(llmUsage).where(eq(llmUsage.day, day)).get();
+  return { requests: row?.requests ?? 0, tokens: row?.tokens ?? 0 };
+}

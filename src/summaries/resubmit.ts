@@ -1,0 +1,84 @@
+import { eq } from 'drizzle-orm';
+import type { Db } from '../db/database.js';
+import { createRequest, getRequest } from '../db/requests.js';
+import { type JobRequestRow, jobRequests, type SummaryRow } from '../db/schema.js';
+import { markSuggestionApplied, summaryOfRequest } from '../db/summaries.js';
+import { ConfigError } from '../errors.js';
+import { jobSpecSchema } from '../sched/job-spec.js';
+import { describeSuggestion } from './prompt.js';
+
+/**
+ * Applying a summary's suggestion: one explicit action makes a new request
+ * with the changed spec, linked to the one it re-submits. Nothing else ever
+ * re-submits a job.
+ */
+
+/** Why a request's suggestion cannot be applied, or the summary holding it. */
+export function suggestionToApply(db: Db, requestId: string): { request: JobRequestRow; summary: SummaryRow } {
+  const request = getRequest(db, requestId);
+  if (!request) throw new ConfigError(`no job request ${requestId} in the history`);
+  const summary = summaryOfRequest(db, requestId);
+  if (!summary) {
+    throw new ConfigError(
+      request.runId
+        ? `request ${requestId} is step "${request.step}" of a pipeline run; its run's summary holds the findings, and a change belongs in the pipeline file`
+        : `request ${requestId} has no summary (summaries are off for it, or it has not ended)`,
+    );
+  }
+  if (summary.state === 'pending' && !summary.suggestion) {
+    throw new ConfigError(`the summary of request ${requestId} is still being written; try again shortly`);
+  }
+  const suggestion = summary.suggestion;
+  if (!suggestion) throw new ConfigError(`the summary of request ${requestId} suggests no change to apply`);
+  if (request.runId) {
+    throw new ConfigError(
+      `request ${requestId} is step "${request.step}" of a pipeline run: change the pipeline file instead (suggested: ${describeSuggestion(suggestion)})`,
+    );
+  }
+  return { request, summary };
+}
+
+/** The spec with the suggestion's changes, checked like a job file. */
+export function changedSpec(request: JobRequestRow, summary: SummaryRow): Record<string, unknown> {
+  const changes = summary.suggestion?.changes ?? {};
+  const spec = { ...(request.spec as Record<string, unknown>), ...changes };
+  const parsed = jobSpecSchema.safeParse(spec);
+  if (!parsed.success) {
+    throw new ConfigError(
+      `the suggested spec is not valid: ${parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ')}`,
+    );
+  }
+  return parsed.data;
+}
+
+/**
+ * Records the new request (accepted) with the changed spec and its link, and
+ * marks the suggestion applied, in one transaction. Applying twice returns
+ * the first request. The caller queues its submission.
+ */
+export function applySuggestion(
+  db: Db,
+  input: { requestId: string; newRequestId: string; at: number },
+): { requestId: string; created: boolean } {
+  return db.transaction((tx) => {
+    const { request, summary } = suggestionToApply(tx, input.requestId);
+    if (summary.appliedRequestId) return { requestId: summary.appliedRequestId, created: false };
+    const spec = changedSpec(request, summary);
+    createRequest(tx, {
+      id: input.newRequestId,
+      profile: request.profile,
+      name: request.name,
+      spec,
+      origin: 'cli',
+      at: input.at,
+      source: 'cli',
+      webhookUrl: request.webhookUrl,
+    });
+    tx.update(jobRequests)
+      .set({ resubmitOf: request.id, summarize: request.summarize })
+      .where(eq(jobRequests.id, input.newRequestId))
+      .run();
+    markSuggestionApplied(tx, summary.id, input.newRequestId, input.at);
+    return { requestId: input.newRequestId, created: true };
+  });
+}
