@@ -11,7 +11,7 @@ import { recordSubmitGivenUp, requeueUnsubmitted, submitProcessor } from '../wor
 import { startApiServer } from './api/server.js';
 import { type DaemonConfig, isAllInOne } from './config/daemon-config.js';
 import { type HistoryDatabase, openDatabase } from './db/database.js';
-import { createRequest, transition } from './db/requests.js';
+import { createRequest, patchRequest, transition } from './db/requests.js';
 import type { Deadlines } from './db/schema.js';
 import { ConfigError } from './errors.js';
 import { Lifecycle } from './lifecycle.js';
@@ -26,8 +26,18 @@ import { type RedisTarget, redisOptions, startPrivateRedis } from './redis/redis
 import type { JobSpec } from './sched/job-spec.js';
 import { loadProfiles, type Profile, parseProfile } from './sched/profile.js';
 import { ensureDemoToken } from './sim/demo-token.js';
+import { DEMO_LLM_MODEL, ensureDemoLlmKey } from './sim/llm/demo-llm-key.js';
 import { parseSimConfig } from './sim/sim-config.js';
 import { SimServer } from './sim/sim-server.js';
+import { SUMMARY_DISPATCH_JOB } from './summaries/dispatcher.js';
+import { applySuggestion } from './summaries/resubmit.js';
+import {
+  resolveSummarySettings,
+  type SummariesStatus,
+  startSummaryWorker,
+  summariesStatus,
+} from './summaries/summaries-service.js';
+import type { SummarySettings } from './summaries/summary-settings.js';
 import { ClientRegistry } from './tracking/client-registry.js';
 
 /** What `schedflow start` runs, and what tests and the local API hold on to. */
@@ -54,7 +64,16 @@ export interface Daemon {
     /** POSTed, signed, when the request ends. */
     webhookUrl?: string | null;
     deadlines?: Deadlines | null;
+    /** A summary when it ends: true or false; null or absent follows the global setting. */
+    summarize?: boolean | null;
   }): Promise<string>;
+  /** How summaries run: the global setting and the LLM endpoint, if any. */
+  summaries: SummariesStatus;
+  /**
+   * Applies the suggestion of a request's summary: a new request with the changed spec,
+   * linked to it, is queued (once; again returns the same id). ConfigError when there is none.
+   */
+  resubmitWithSuggestion(requestId: string): Promise<string>;
   stop(): Promise<void>;
 }
 
@@ -100,6 +119,7 @@ async function compose(config: DaemonConfig, logger: Logger, lifecycle: Lifecycl
 
   let profiles = loadProfiles(join(config.configDir, 'profiles'));
   let simUrl: string | null = null;
+  let demoLlm: { url: string; keyFile: string; model: string } | null = null;
   if (profiles.size === 0) {
     if (!isAllInOne(config.roles)) {
       throw new ConfigError(
@@ -110,7 +130,9 @@ async function compose(config: DaemonConfig, logger: Logger, lifecycle: Lifecycl
     lifecycle.add('simulator', () => sim.server.stop());
     simUrl = sim.url;
     profiles = new Map([[sim.profile.name, sim.profile]]);
+    demoLlm = { url: sim.url, keyFile: sim.llmKeyFile, model: DEMO_LLM_MODEL };
   }
+  const summarySettings = resolveSummarySettings(config.summaries, demoLlm);
 
   const clients = new ClientRegistry(profiles, logger.child({ component: 'sched' }));
   lifecycle.add('scheduler clients', () => clients.close());
@@ -125,6 +147,7 @@ async function compose(config: DaemonConfig, logger: Logger, lifecycle: Lifecycl
     reconcile: new Queue('reconcile', { connection, prefix, defaultJobOptions: JOB_OPTIONS.reconcile }),
     pipeline: new Queue('pipeline', { connection, prefix, defaultJobOptions: JOB_OPTIONS.pipeline }),
     notify: new Queue('notify', { connection, prefix, defaultJobOptions: JOB_OPTIONS.notify }),
+    summarize: new Queue('summarize', { connection, prefix, defaultJobOptions: JOB_OPTIONS.summarize }),
   } satisfies Record<QueueName, Queue>;
   lifecycle.add('queues', async () => {
     await Promise.all(Object.values(queues).map((q) => q.close()));
@@ -172,6 +195,8 @@ async function compose(config: DaemonConfig, logger: Logger, lifecycle: Lifecycl
       engine,
       notifyQueue: queues.notify,
       webhookSecret,
+      summarySettings,
+      summarizeQueue: queues.summarize,
     });
   }
 
@@ -203,20 +228,34 @@ async function compose(config: DaemonConfig, logger: Logger, lifecycle: Lifecycl
       if (!profiles.has(profile)) throw new Error(`no scheduler profile "${profile}"`);
       const id = input.requestId ?? randomUUID();
       const now = Date.now();
-      createRequest(history.db, {
-        id,
-        profile,
-        name: input.spec.name,
-        spec: input.spec,
-        origin: input.origin,
-        at: now,
-        source: input.origin === 'cli' ? 'cli' : 'api',
-        webhookUrl: input.webhookUrl ?? null,
-        deadlines: input.deadlines ?? null,
+      history.db.transaction((tx) => {
+        createRequest(tx, {
+          id,
+          profile,
+          name: input.spec.name,
+          spec: input.spec,
+          origin: input.origin,
+          at: now,
+          source: input.origin === 'cli' ? 'cli' : 'api',
+          webhookUrl: input.webhookUrl ?? null,
+          deadlines: input.deadlines ?? null,
+        });
+        if (input.summarize !== undefined && input.summarize !== null) {
+          patchRequest(tx, id, { summarize: input.summarize });
+        }
       });
       await queues.submit.add('submit', { requestId: id }, { jobId: id });
       transition(history.db, id, { to: 'queued', source: 'api', at: Date.now() });
       return id;
+    },
+    summaries: summariesStatus(summarySettings),
+    async resubmitWithSuggestion(requestId) {
+      const made = applySuggestion(history.db, { requestId, newRequestId: randomUUID(), at: Date.now() });
+      if (made.created) {
+        await queues.submit.add('submit', { requestId: made.requestId }, { jobId: made.requestId });
+        transition(history.db, made.requestId, { to: 'queued', source: 'api', at: Date.now() });
+      }
+      return made.requestId;
     },
     stop: () => lifecycle.stop(),
   };
@@ -275,6 +314,15 @@ async function scheduleTicks(
     // A dispatch that fails is not retried: the next tick, a second later, does it again.
     { name: DISPATCH_JOB, data: {}, opts: { attempts: 1, removeOnComplete: true, removeOnFail: { count: 100 } } },
   );
+  await queues.summarize.upsertJobScheduler(
+    'tick:summaries',
+    { every: config.summaries.dispatchEveryMs },
+    {
+      name: SUMMARY_DISPATCH_JOB,
+      data: {},
+      opts: { attempts: 1, removeOnComplete: true, removeOnFail: { count: 100 } },
+    },
+  );
 }
 
 function startWorkers(deps: {
@@ -289,6 +337,8 @@ function startWorkers(deps: {
   engine: RunEngineDeps;
   notifyQueue: Queue;
   webhookSecret: WebhookSecret;
+  summarySettings: SummarySettings & { enabled: boolean };
+  summarizeQueue: Queue;
 }): void {
   const { config, history, clients, logger, lifecycle, profileCount, connection } = deps;
   const prefix = config.queuePrefix;
@@ -352,6 +402,18 @@ function startWorkers(deps: {
     ),
     notifyWorker,
   ];
+  const summaries = startSummaryWorker({
+    settings: deps.summarySettings,
+    db: history.db,
+    logger,
+    connection,
+    prefix,
+    queue: deps.summarizeQueue,
+    clients,
+    enqueueSubmit: deps.engine.enqueueSubmit,
+    shutdown: shutdown.signal,
+  });
+  workers.push(summaries.worker);
   for (const worker of workers) {
     worker.on('failed', (job, error) =>
       services.logger.warn(
@@ -369,6 +431,7 @@ function startWorkers(deps: {
     } finally {
       clearTimeout(timer);
       await sender.close();
+      await summaries.close();
     }
   });
 }
@@ -376,8 +439,15 @@ function startWorkers(deps: {
 /** With no profile configured, schedflow runs against its simulator, with a demo token and profile. */
 async function startEmbeddedSimulator(config: DaemonConfig, logger: Logger) {
   const { tokenFile, tokensFile } = ensureDemoToken(config.dataDir);
+  // The simulator's LLM endpoint too, with a demo key, so summaries show out of the box.
+  const llm = ensureDemoLlmKey(config.dataDir);
   const server = new SimServer({
-    config: parseSimConfig({ port: config.simPort, tokensFile, stateDir: join(config.dataDir, 'sim') }),
+    config: parseSimConfig({
+      port: config.simPort,
+      tokensFile,
+      stateDir: join(config.dataDir, 'sim'),
+      llm: { keysFile: llm.keysFile, models: [DEMO_LLM_MODEL] },
+    }),
     logger,
   });
   const url = await server.start();
@@ -389,5 +459,5 @@ async function startEmbeddedSimulator(config: DaemonConfig, logger: Logger) {
     // The simulator is local: poll and submit without holding back.
     rateLimit: { capacity: 50, refillPerSecond: 50 },
   });
-  return { server, url, profile };
+  return { server, url, profile, llmKeyFile: llm.keyFile };
 }

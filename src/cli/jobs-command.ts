@@ -11,9 +11,13 @@ import { ConfigError } from '../errors.js';
 import { sleep } from '../lib/backoff.js';
 import { parseSource, readYamlSource } from '../lib/yaml-source.js';
 import { DAEMON_INFO_FILE, type DaemonInfo } from '../main.js';
-import { JOB_OPTIONS, type SubmitPayload } from '../queue/catalog.js';
+import { type ApplySuggestionPayload, JOB_OPTIONS, type SubmitPayload } from '../queue/catalog.js';
 import { redisOptions } from '../redis/redis-server.js';
 import { jobSpecSchema } from '../sched/job-spec.js';
+import { APPLY_SUGGESTION_JOB } from '../summaries/dispatcher.js';
+import { describeSuggestion } from '../summaries/prompt.js';
+import { suggestionToApply } from '../summaries/resubmit.js';
+import { summaryForRequest, summaryLines } from '../summaries/show.js';
 import { isTerminalRequest } from '../tracking/request-state.js';
 import { EXIT } from './exit-codes.js';
 import { formatDuration, table } from './format.js';
@@ -231,9 +235,10 @@ export function registerJobsCommand(program: Command): void {
         if (!row) throw new ConfigError(`no job request ${id} in the history`);
         const transitions = transitionsOf(history.db, id);
         const accounting = row.jobId === null ? undefined : getAccountingJob(history.db, row.profile, row.jobId);
+        const summary = summaryForRequest(history.db, row);
         if (flags.json) {
           process.stdout.write(
-            `${JSON.stringify({ request: row, transitions, accounting: accounting ?? null }, null, 2)}\n`,
+            `${JSON.stringify({ request: row, transitions, accounting: accounting ?? null, summary }, null, 2)}\n`,
           );
           return;
         }
@@ -264,7 +269,63 @@ export function registerJobsCommand(program: Command): void {
             `accounting  ${accounting.state}, exit ${accounting.exitCode ?? '-'}, elapsed ${formatDuration(accounting.elapsedSec)}, nodes ${accounting.nodes ?? '-'}, cpus ${accounting.cpus ?? '-'}`,
           );
         }
+        lines.push('', ...summaryLines(history.db, row));
         process.stdout.write(`${lines.join('\n')}\n`);
+      } finally {
+        history.close();
+      }
+    });
+
+  jobs
+    .command('resubmit')
+    .description("queue a request again with its summary's suggested change (more memory, a longer limit, ...)")
+    .argument('<request>', 'request id')
+    .option('--apply-suggestion', 'apply the suggested change (required: nothing is re-submitted without it)')
+    .action(async (id: string, opts: { applySuggestion?: boolean }, cmd: Command) => {
+      const flags = flagsOf(cmd);
+      const info = readDaemonInfo(flags.dataDir);
+      const history = openHistory(flags.dataDir);
+      try {
+        const { summary } = suggestionToApply(history.db, id);
+        const change = describeSuggestion(summary.suggestion as NonNullable<typeof summary.suggestion>);
+        if (!opts.applySuggestion) {
+          throw new ConfigError(
+            `the suggested change is: ${change}; to apply it: schedflow jobs resubmit ${id} --apply-suggestion`,
+          );
+        }
+        let newId = summary.appliedRequestId;
+        if (!newId) {
+          newId = randomUUID();
+          if (!daemonAlive(info)) {
+            process.stderr.write(
+              `schedflow: warning: the daemon (pid ${info.pid}) is not running; the request is made when it starts\n`,
+            );
+          }
+          const queue = new Queue('summarize', {
+            connection: redisOptions(info.redis) as ConnectionOptions,
+            prefix: info.queuePrefix,
+            defaultJobOptions: JOB_OPTIONS.summarize,
+          });
+          try {
+            const payload: ApplySuggestionPayload = { requestId: id, newRequestId: newId };
+            // One job per summary: applying twice, even at once, makes one request.
+            const jobId = `apply-${summary.id}`;
+            await queue.add(APPLY_SUGGESTION_JOB, payload, { jobId });
+            // A job already there (an earlier call) keeps its own new request id.
+            const queued = await queue.getJob(jobId);
+            newId = (queued?.data as ApplySuggestionPayload | undefined)?.newRequestId ?? newId;
+          } finally {
+            await queue.close();
+          }
+          if (daemonAlive(info)) {
+            for (let i = 0; i < 40 && !getRequest(history.db, newId); i++) await sleep(250);
+          }
+        }
+        process.stdout.write(
+          flags.json
+            ? `${JSON.stringify({ requestId: newId, resubmits: id, changes: summary.suggestion?.changes ?? {} })}\n`
+            : `queued request ${newId}, re-submitting ${id} with ${change}\n`,
+        );
       } finally {
         history.close();
       }

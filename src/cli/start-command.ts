@@ -62,6 +62,10 @@ export function registerStartCommand(program: Command): void {
       lines.push(
         `  pipelines: ${pipelines.length - broken} loaded from ${config.pipelinesDir}${broken ? ` (${broken} invalid: see the log)` : ''}`,
       );
+      const { summaries } = daemon;
+      lines.push(
+        `  summaries: ${summaries.enabled ? 'on for every finished job' : 'only for requests and pipelines that ask (SCHEDFLOW_SUMMARIES=on for all)'}, ${summaries.llm ? `written by ${summaries.llm.model} at ${summaries.llm.url}` : 'from the template (no LLM: SCHEDFLOW_LLM_URL)'}`,
+      );
       if (daemon.apiUrl) {
         lines.push(
           `  local API: ${daemon.apiUrl}/api/v1 (docs: ${daemon.apiUrl}/api/v1/docs)`,

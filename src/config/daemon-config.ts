@@ -3,6 +3,7 @@ import { z } from 'zod';
 import { ConfigError } from '../errors.js';
 import { Secret } from '../lib/secret.js';
 import { DEFAULT_QUEUE_PREFIX } from '../queue/catalog.js';
+import { summarySettingsFromEnv, summarySettingsSchema } from '../summaries/summary-settings.js';
 
 export const DAEMON_ROLES = ['worker', 'scheduler', 'web'] as const;
 export type DaemonRole = (typeof DAEMON_ROLES)[number];
@@ -59,6 +60,8 @@ export const daemonConfigSchema = z.object({
   notifyTimeoutMs: z.number().int().positive().default(10_000),
   /** Key webhooks are signed with (SCHEDFLOW_WEBHOOK_SECRET); else `<dataDir>/webhook-secret`. */
   webhookSecret: z.instanceof(Secret).optional(),
+  /** Post-job summaries and the LLM endpoint (SCHEDFLOW_SUMMARIES, SCHEDFLOW_LLM_*; src/summaries/summary-settings.ts). */
+  summaries: summarySettingsSchema.prefault({}),
 });
 /** As loaded: paths absolute, the pipelines folder resolved. */
 export type DaemonConfig = Omit<z.output<typeof daemonConfigSchema>, 'pipelinesDir'> & { pipelinesDir: string };
@@ -91,6 +94,7 @@ export function loadDaemonConfig(env: NodeJS.ProcessEnv, flags: DaemonConfigInpu
     ...(env.REDIS_URL && { redisUrl: env.REDIS_URL }),
     ...(env.SCHEDFLOW_LISTEN?.trim() && { listen: env.SCHEDFLOW_LISTEN.trim() }),
     ...(env.SCHEDFLOW_WEBHOOK_SECRET?.trim() && { webhookSecret: new Secret(env.SCHEDFLOW_WEBHOOK_SECRET.trim()) }),
+    summaries: summarySettingsFromEnv(env),
   };
   for (const [name, key] of Object.entries(DAEMON_ENV_NUMBERS)) {
     const raw = env[name]?.trim();

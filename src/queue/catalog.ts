@@ -7,7 +7,7 @@ import { jobSpecSchema } from '../sched/job-spec.js';
  * The queues and what their jobs carry, as data: name → payload schema and
  * retry policy. Producers and workers both parse payloads with these schemas.
  */
-export const QUEUE_NAMES = ['submit', 'poll', 'reconcile', 'pipeline', 'notify'] as const;
+export const QUEUE_NAMES = ['submit', 'poll', 'reconcile', 'pipeline', 'notify', 'summarize'] as const;
 export type QueueName = (typeof QUEUE_NAMES)[number];
 
 export const submitPayloadSchema = z.object({
@@ -29,6 +29,15 @@ export const profilePayloadSchema = z.object({ profile: z.string().min(1) });
 /** A `deliver` job of the notify queue: one webhook delivery of the outbox (its id is also the job id). */
 export const notifyPayloadSchema = z.object({ deliveryId: z.string().min(1) });
 
+/** A `summarize` job: write one summary (its id is also the job id). */
+export const summarizePayloadSchema = z.object({ summaryId: z.string().min(1) });
+/** An `apply-suggestion` job: re-submit a request with its summary's suggested change, as `newRequestId`. */
+export const applySuggestionPayloadSchema = z.object({
+  requestId: z.string().min(1),
+  newRequestId: z.string().min(1),
+});
+export type ApplySuggestionPayload = z.input<typeof applySuggestionPayloadSchema>;
+
 export const PAYLOADS = {
   submit: submitPayloadSchema,
   poll: profilePayloadSchema,
@@ -37,6 +46,8 @@ export const PAYLOADS = {
   pipeline: z.object({}).loose(),
   // `deliver` jobs; the `dispatch` tick carries nothing.
   notify: notifyPayloadSchema,
+  // `summarize` and `apply-suggestion` jobs (parsed by workers/summarize.ts); the `dispatch` tick carries nothing.
+  summarize: z.union([summarizePayloadSchema, applySuggestionPayloadSchema, z.object({})]),
 } as const satisfies Record<QueueName, z.ZodType>;
 
 /** Retry policy per queue. Submits retry for about an hour of upstream trouble; periodic work does not retry (the next tick does). */
@@ -62,6 +73,15 @@ export const JOB_OPTIONS: Record<QueueName, JobsOptions> = {
   notify: {
     attempts: 8,
     backoff: { type: WEBHOOK_BACKOFF_TYPE, delay: 2000 },
+    removeOnComplete: { age: 24 * 3600, count: 1000 },
+    removeOnFail: { age: 7 * 24 * 3600 },
+  },
+  // A summarize job carries its own attempts and backoff, from the summary settings (the
+  // `summary` backoff type honours the LLM's Retry-After; src/summaries/dispatcher.ts). These
+  // apply to apply-suggestion jobs: a few quick tries, the request id makes them idempotent.
+  summarize: {
+    attempts: 3,
+    backoff: { type: 'exponential', delay: 1000 },
     removeOnComplete: { age: 24 * 3600, count: 1000 },
     removeOnFail: { age: 7 * 24 * 3600 },
   },

@@ -1,0 +1,144 @@
+import { type ConnectionOptions, type Queue, Worker } from 'bullmq';
+import { recordSummaryGivenUp, summarizeProcessor, summaryBackoffStrategy } from '../../workers/summarize.js';
+import type { Db } from '../db/database.js';
+import { LlmClient } from '../llm/llm-client.js';
+import { LlmModelError } from '../llm/llm-errors.js';
+import { apiKeyOf, baseUrlOf } from '../llm/llm-settings.js';
+import type { Logger } from '../logger.js';
+import type { ClientRegistry } from '../tracking/client-registry.js';
+import { SummaryDispatcher } from './dispatcher.js';
+import { Semaphore } from './limiter.js';
+import { type LlmGate, Summarizer } from './summarizer.js';
+import type { SummarySettings } from './summary-settings.js';
+
+/** How the daemon runs summaries, for the start banner and the local API. */
+export interface SummariesStatus {
+  /** The global setting: every ended request and run is summarized unless it says otherwise. */
+  enabled: boolean;
+  /** The endpoint and model; null: template summaries only. */
+  llm: { url: string; model: string } | null;
+}
+
+/**
+ * The settings the daemon runs with. The embedded demo (no scheduler profile)
+ * turns summaries on and uses the simulator's LLM endpoint, unless an LLM
+ * was configured or summaries were turned off.
+ */
+export function resolveSummarySettings(
+  settings: SummarySettings,
+  demo: { url: string; keyFile: string; model: string } | null,
+): SummarySettings & { enabled: boolean } {
+  if (!demo) return { ...settings, enabled: settings.enabled ?? false };
+  return {
+    ...settings,
+    enabled: settings.enabled ?? true,
+    llm: settings.llm ?? {
+      url: demo.url,
+      model: demo.model,
+      apiKeyFile: demo.keyFile,
+      timeoutMs: 30_000,
+      maxOutputTokens: 400,
+      maxTokensField: 'max_tokens',
+      temperature: 0.2,
+    },
+  };
+}
+
+export function summariesStatus(settings: SummarySettings & { enabled: boolean }): SummariesStatus {
+  return {
+    enabled: settings.enabled,
+    llm: settings.llm ? { url: baseUrlOf(settings.llm.url), model: settings.llm.model } : null,
+  };
+}
+
+/**
+ * The summarize queue's worker: the LLM client (its key read here, refused
+ * when others can read its file), the model check, the dispatcher and the
+ * summarizer. `close()` closes the worker, then the client.
+ */
+export function startSummaryWorker(deps: {
+  settings: SummarySettings & { enabled: boolean };
+  db: Db;
+  logger: Logger;
+  connection: ConnectionOptions;
+  prefix: string;
+  queue: Queue;
+  clients: ClientRegistry;
+  enqueueSubmit(requestId: string): Promise<void>;
+  shutdown: AbortSignal;
+}): { worker: Worker; close(): Promise<void> } {
+  const { settings, db } = deps;
+  const logger = deps.logger.child({ component: 'summaries' });
+  let gate: LlmGate | null = null;
+  const secrets: string[] = [];
+  if (settings.llm) {
+    const key = apiKeyOf(settings.llm);
+    secrets.push(key.reveal());
+    const client = new LlmClient(settings.llm, key);
+    gate = { client, semaphore: new Semaphore(settings.concurrency), disabledReason: null };
+    const checked = gate;
+    // In the background: an endpoint behind a VPN may not answer now, and the daemon's
+    // other work must not wait for it. A model it does not serve turns the LLM off.
+    void client.checkModel({ signal: AbortSignal.timeout(Math.min(settings.llm.timeoutMs, 15_000)) }).then(
+      (models) =>
+        logger.info(
+          { url: client.baseUrl, model: client.model, listed: models !== null },
+          models === null
+            ? 'LLM endpoint offers no model list; summaries use model %s'
+            : 'LLM endpoint serves model %s',
+          client.model,
+        ),
+      (error: Error) => {
+        if (error instanceof LlmModelError) {
+          checked.disabledReason = error.message;
+          logger.error({ url: client.baseUrl, available: error.available }, error.message);
+        } else {
+          logger.warn({ url: client.baseUrl, err: error.message }, 'LLM model check failed; summaries will try');
+        }
+      },
+    );
+  }
+  const summarizer = new Summarizer({
+    db,
+    logger,
+    settings,
+    llm: gate,
+    secrets,
+    fetchAccounting: async (profile, jobId) =>
+      (await deps.clients.get(profile).getAccountingJob(jobId, { signal: AbortSignal.timeout(15_000) })).data,
+  });
+  const dispatcher = new SummaryDispatcher({
+    db,
+    queue: deps.queue,
+    logger,
+    settings: { enabled: settings.enabled, attempts: settings.attempts, backoffMs: settings.backoffMs },
+    giveUp: (id, reason) => summarizer.giveUp(id, reason),
+  });
+  const worker = new Worker(
+    'summarize',
+    summarizeProcessor({
+      db,
+      summarizer,
+      dispatcher,
+      logger,
+      enqueueSubmit: deps.enqueueSubmit,
+      shutdown: deps.shutdown,
+    }),
+    {
+      connection: deps.connection,
+      prefix: deps.prefix,
+      // One more than the LLM calls in flight, so the dispatch tick never waits behind them.
+      concurrency: settings.concurrency + 1,
+      settings: { backoffStrategy: summaryBackoffStrategy },
+    },
+  );
+  worker.on('failed', (job, error) => {
+    if (job) void recordSummaryGivenUp(summarizer, logger, job, error);
+  });
+  return {
+    worker,
+    close: async () => {
+      await gate?.client.close();
+    },
+  };
+}
