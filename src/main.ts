@@ -412,6 +412,7 @@ function startWorkers(deps: {
     clients,
     enqueueSubmit: deps.engine.enqueueSubmit,
     shutdown: shutdown.signal,
+    protectedDirs: [config.dataDir, config.configDir],
   });
   workers.push(summaries.worker);
   for (const worker of workers) {

@@ -56,6 +56,8 @@ export interface JobFactsOptions {
   scriptHeadLines: number;
   /** Bytes read from the end of each output file (0: none read). */
   outputTailBytes: number;
+  /** Folders output files are never read from (schedflow's data and configuration). */
+  protectedDirs?: readonly string[];
 }
 
 /** Slack for clocks and whole-second start times when telling this job's output file from an older one. */
@@ -108,6 +110,7 @@ export function jobFacts(
           },
           options.outputTailBytes,
           row.startedAt !== null ? row.startedAt - OUTPUT_CLOCK_SLACK_MS : null,
+          options.protectedDirs,
         )
       : [];
   return {

@@ -1,5 +1,5 @@
-import { closeSync, fstatSync, openSync, readSync } from 'node:fs';
-import { isAbsolute, resolve } from 'node:path';
+import { closeSync, fstatSync, openSync, readSync, realpathSync } from 'node:fs';
+import { isAbsolute, resolve, sep } from 'node:path';
 
 /** The end of one output file as a prompt shows it, or why it is not there. */
 export interface OutputTail {
@@ -54,20 +54,51 @@ function printable(text: string): string {
   );
 }
 
+/** True when `path` is `dir` or inside it (both already resolved). */
+function isInside(path: string, dir: string): boolean {
+  return path === dir || path.startsWith(dir.endsWith(sep) ? dir : `${dir}${sep}`);
+}
+
+/** More than this share of control bytes (or any NUL) makes a tail binary: not output worth a prompt. */
+const BINARY_SHARE = 0.1;
+
+function looksBinary(bytes: Buffer): boolean {
+  if (bytes.includes(0)) return true;
+  let control = 0;
+  for (const b of bytes) if (b < 0x09 || (b > 0x0d && b < 0x20)) control++;
+  return bytes.length > 0 && control / bytes.length > BINARY_SHARE;
+}
+
+function realOrSelf(path: string): string {
+  try {
+    return realpathSync(path);
+  } catch {
+    return path;
+  }
+}
+
 /**
  * Reads at most `maxBytes` from the end of a regular file. A file changed
  * before `notBeforeMs` is not this job's (a job id reused by another
- * scheduler or an older state), and is left out.
+ * scheduler or an older state), and is left out. The output paths come from
+ * job specs, which anyone allowed to submit writes: a path that leads (through
+ * links too) into `protectedDirs` (schedflow's data and configuration, with its
+ * keys and history) is never read, nor is a binary file.
  */
 export function readTail(
   path: string,
   label: OutputTail['label'],
   maxBytes: number,
   notBeforeMs: number | null,
+  protectedDirs: readonly string[] = [],
 ): OutputTail {
+  const real = realOrSelf(path);
+  if (protectedDirs.some((dir) => isInside(real, realOrSelf(dir)))) {
+    return { label, path, text: null, sizeBytes: null, note: "inside schedflow's own folders: not read" };
+  }
   let fd: number;
   try {
-    fd = openSync(path, 'r');
+    fd = openSync(real, 'r');
   } catch (error) {
     const code = (error as NodeJS.ErrnoException).code;
     const note =
@@ -93,6 +124,9 @@ export function readTail(
     const length = Math.min(maxBytes, stat.size);
     const buffer = Buffer.alloc(length);
     const read = length > 0 ? readSync(fd, buffer, 0, length, stat.size - length) : 0;
+    if (looksBinary(buffer.subarray(0, read))) {
+      return { label, path, text: null, sizeBytes: stat.size, note: 'binary, not text output: left out' };
+    }
     let text = buffer.subarray(0, read).toString('utf8');
     // Cut inside the file: the first line is partial (and maybe half a character); drop it.
     if (length < stat.size) {
@@ -115,6 +149,7 @@ export function outputTails(
   job: { jobId: number; name: string; user: string | null; node: string | null },
   maxBytes: number,
   notBeforeMs: number | null,
+  protectedDirs: readonly string[] = [],
 ): OutputTail[] {
   const cwd = typeof spec.current_working_directory === 'string' ? spec.current_working_directory : '/tmp';
   const resolvePath = (pattern: string): string | null => {
@@ -136,10 +171,10 @@ export function outputTails(
       note: 'its name pattern uses fields schedflow does not know',
     });
   } else if (stderr === stdout) {
-    tails.push(readTail(stdout, 'output', maxBytes, notBeforeMs));
+    tails.push(readTail(stdout, 'output', maxBytes, notBeforeMs, protectedDirs));
     return tails;
   } else {
-    tails.push(readTail(stdout, 'stdout', maxBytes, notBeforeMs));
+    tails.push(readTail(stdout, 'stdout', maxBytes, notBeforeMs, protectedDirs));
   }
   if (stderr === null) {
     tails.push({
@@ -150,7 +185,7 @@ export function outputTails(
       note: 'its name pattern uses fields schedflow does not know',
     });
   } else {
-    tails.push(readTail(stderr, 'stderr', maxBytes, notBeforeMs));
+    tails.push(readTail(stderr, 'stderr', maxBytes, notBeforeMs, protectedDirs));
   }
   return tails;
 }

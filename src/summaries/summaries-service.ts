@@ -66,6 +66,8 @@ export function startSummaryWorker(deps: {
   clients: ClientRegistry;
   enqueueSubmit(requestId: string): Promise<void>;
   shutdown: AbortSignal;
+  /** Folders no job output is read from (the data dir, the configuration). */
+  protectedDirs: readonly string[];
 }): { worker: Worker; close(): Promise<void> } {
   const { settings, db } = deps;
   const logger = deps.logger.child({ component: 'summaries' });
@@ -104,6 +106,7 @@ export function startSummaryWorker(deps: {
     settings,
     llm: gate,
     secrets,
+    protectedDirs: deps.protectedDirs,
     fetchAccounting: async (profile, jobId) =>
       (await deps.clients.get(profile).getAccountingJob(jobId, { signal: AbortSignal.timeout(15_000) })).data,
   });

@@ -56,6 +56,8 @@ export interface SummarizerDeps {
   llm: LlmGate | null;
   /** Literal secrets never to send (the LLM key itself). */
   secrets: readonly string[];
+  /** Folders no output file is read from: schedflow's data dir (keys, history) and configuration. */
+  protectedDirs?: readonly string[];
   /** The scheduler's accounting record of a job, when the history has none that is final yet. */
   fetchAccounting?(profile: string, jobId: number): Promise<SchedJob | null>;
 }
@@ -300,7 +302,7 @@ export class Summarizer {
   private async prepareJob(request: JobRequestRow, fetch: boolean): Promise<Prepared> {
     const { db, settings } = this.deps;
     const accounting = await this.accounting(request, fetch);
-    const facts = jobFacts(request, accounting, settings);
+    const facts = jobFacts(request, accounting, { ...settings, protectedDirs: this.deps.protectedDirs });
     const known = request.state === 'submit_failed' ? partitionsUsed(db, request.profile, facts.account) : undefined;
     const { triage, suggestion } = jobTriage(facts, known);
     // A step's change belongs in its pipeline file: it is kept with the findings, not as an action.
@@ -330,7 +332,10 @@ export class Summarizer {
     for (const step of order) {
       const request = latest.get(step);
       if (!request) continue;
-      const facts = jobFacts(request, await this.accounting(request, fetch), settings);
+      const facts = jobFacts(request, await this.accounting(request, fetch), {
+        ...settings,
+        protectedDirs: this.deps.protectedDirs,
+      });
       const { triage, suggestion } = jobTriage(facts);
       steps.push({
         facts,

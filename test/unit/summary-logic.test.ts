@@ -1,4 +1,4 @@
-import { mkdtempSync, utimesSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, symlinkSync, utimesSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -14,7 +14,7 @@ import {
   timeEfficiency,
 } from '../../src/summaries/efficiency.js';
 import { jobEfficiency, jobFacts, jobTriage } from '../../src/summaries/facts.js';
-import { expandOutputPattern } from '../../src/summaries/output-tail.js';
+import { expandOutputPattern, readTail } from '../../src/summaries/output-tail.js';
 import { jobPrompt, tokenBound } from '../../src/summaries/prompt.js';
 import { Redactor } from '../../src/summaries/redact.js';
 import { jobTemplate } from '../../src/summaries/template.js';
@@ -329,6 +329,34 @@ describe('prompt building', () => {
     ]);
     expect(expandOutputPattern('%x_%j_%%_%A.out', { jobId: 1, name: 'n', user: null, node: null })).toBeNull();
     expect(expandOutputPattern('%u/%x.%j.%N', { jobId: 1, name: 'n', user: 'al', node: 'c1' })).toBe('al/n.1.c1');
+  });
+});
+
+describe('output files a job spec names', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'schedflow-tail-'));
+  const dataDir = join(dir, 'data');
+  mkdirSync(dataDir);
+  writeFileSync(join(dataDir, 'webhook-secret'), 'the-webhook-secret\n');
+  symlinkSync(join(dataDir, 'webhook-secret'), join(dir, 'innocent.out'));
+  writeFileSync(join(dir, 'binary.out'), Buffer.from([0x53, 0x51, 0x4c, 0x00, 0x01, 0x02, 0x41]));
+  writeFileSync(join(dir, 'plain.out'), 'all good\n');
+  const started = Date.now() - 60_000;
+
+  it("are never read inside schedflow's own folders, also through a link", () => {
+    for (const path of [join(dataDir, 'webhook-secret'), join(dir, 'innocent.out')]) {
+      expect(readTail(path, 'output', 100, started, [dataDir])).toMatchObject({
+        text: null,
+        note: "inside schedflow's own folders: not read",
+      });
+    }
+    expect(readTail(join(dir, 'plain.out'), 'output', 100, started, [dataDir]).text).toBe('all good\n');
+  });
+
+  it('are left out when binary', () => {
+    expect(readTail(join(dir, 'binary.out'), 'output', 100, started)).toMatchObject({
+      text: null,
+      note: 'binary, not text output: left out',
+    });
   });
 });
 
