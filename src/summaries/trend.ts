@@ -41,9 +41,11 @@ function durationSec(run: TrendRun): number | null {
 }
 
 function compare(current: number | null, med: number | null, earlier: number): string | null {
-  if (current === null || med === null || med <= 0) return null;
-  const ratio = current / med;
+  if (current === null || med === null) return null;
   const base = `the median of the ${earlier} earlier run(s), ${formatSeconds(med)}`;
+  // Slurm's times are whole seconds: runs shorter than that compare as equal, or not at all.
+  if (med <= 0) return current <= 0 ? `about as long as ${base}` : null;
+  const ratio = current / med;
   if (ratio >= 0.8 && ratio <= 1.25) return `about as long as ${base}`;
   const times = Math.round((ratio >= 1 ? ratio : 1 / ratio) * 10) / 10;
   return `${times}× ${ratio > 1 ? 'longer' : 'shorter'} than ${base}`;

@@ -251,7 +251,7 @@ describe('limits', () => {
   it('the concurrency limit holds: no more LLM calls in flight than allowed, and every summary is written', async () => {
     const sim = await env.sim({ ...llmSimConfig(), cpus: 4 });
     const td = await env.daemon(sim.url, settings(sim, { concurrency: 2 }));
-    llmOf(sim).setFault({ mode: 'slow', delayMs: 700 });
+    llmOf(sim).setFault({ mode: 'slow', delayMs: 1500 });
     const ids = await Promise.all(
       [1, 2, 3, 4].map((n) =>
         td.daemon.submit({ origin: 'api', spec: spec(sim, { name: `batch-${n}`, script: '#!/bin/sh\nsleep 1\n' }) }),
@@ -294,7 +294,7 @@ describe('who gets a summary', () => {
       '  time_limit: 10',
       'steps:',
       '  fetch:',
-      '    script: "#!/bin/sh\\necho fetched\\n"',
+      '    script: "#!/bin/sh\\necho fetched\\nsleep 1\\n"',
       '  report:',
       '    needs: [fetch]',
       '    script: "#!/bin/sh\\necho reported\\n"',
