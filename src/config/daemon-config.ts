@@ -53,7 +53,7 @@ export const daemonConfigSchema = z.object({
   /** How often pending webhook deliveries are moved from the history to the notify queue. */
   notifyEveryMs: z.number().int().positive().default(1000),
   /** Attempts per webhook delivery before it is failed. */
-  notifyAttempts: z.number().int().positive().default(8),
+  notifyAttempts: z.number().int().positive().default(12),
   /** Delay before a webhook's first retry; each next one doubles (with jitter). */
   notifyBackoffMs: z.number().int().positive().default(2000),
   /** Time limit of one webhook attempt, connecting to end of answer. */
