@@ -39,6 +39,7 @@ import {
 } from './summaries/summaries-service.js';
 import type { SummarySettings } from './summaries/summary-settings.js';
 import { ClientRegistry } from './tracking/client-registry.js';
+import { loadUiPassword } from './ui/ui-password.js';
 
 /** What `schedflow start` runs, and what tests and the local API hold on to. */
 export interface Daemon {
@@ -277,6 +278,10 @@ async function compose(config: DaemonConfig, logger: Logger, lifecycle: Lifecycl
         rateLimitPerMin: config.apiRateLimitPerMin,
         bodyLimitBytes: 1024 * 1024,
         pollCeilingMs: config.pollCeilingMs,
+      },
+      ui: {
+        password: loadUiPassword(config.dataDir, config.uiPassword),
+        protectedDirs: [config.dataDir, config.configDir],
       },
     });
     lifecycle.add('local API', () => api.close());

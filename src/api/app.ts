@@ -10,6 +10,7 @@ import {
   validatorCompiler,
 } from 'fastify-type-provider-zod';
 import { packageVersion } from '../lib/package-info.js';
+import { uiPlugin } from '../ui/ui-plugin.js';
 import { RateLimitedApiError } from './api-errors.js';
 import { registerAuth } from './auth.js';
 import type { ApiDeps } from './deps.js';
@@ -119,6 +120,7 @@ export async function buildApp(deps: ApiDeps): Promise<FastifyInstance> {
   await app.register(historyRoutes, { deps });
   await app.register(runRoutes, { deps });
   await app.register(pipelineRoutes, { deps });
+  if (deps.ui) await app.register(uiPlugin, { deps, settings: deps.ui });
   return app;
 }
 

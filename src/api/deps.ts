@@ -7,6 +7,7 @@ import type { QueueName } from '../queue/catalog.js';
 import type { JobSpec } from '../sched/job-spec.js';
 import type { Profile } from '../sched/profile.js';
 import type { ClientRegistry } from '../tracking/client-registry.js';
+import type { UiSettings } from '../ui/ui-settings.js';
 
 /** What the local API needs of the daemon; main.ts hands it the running parts. */
 export interface ApiDeps {
@@ -29,6 +30,8 @@ export interface ApiDeps {
   /** Resolves when Redis answers PING; rejects otherwise (readiness). */
   pingRedis(): Promise<void>;
   settings: ApiSettings;
+  /** The admin web UI under /ui; absent: no UI (tests of the API alone). */
+  ui?: UiSettings;
 }
 
 export interface ApiSettings {

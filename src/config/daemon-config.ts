@@ -60,6 +60,8 @@ export const daemonConfigSchema = z.object({
   notifyTimeoutMs: z.number().int().positive().default(10_000),
   /** Key webhooks are signed with (SCHEDFLOW_WEBHOOK_SECRET); else `<dataDir>/webhook-secret`. */
   webhookSecret: z.instanceof(Secret).optional(),
+  /** Password of the admin web UI (SCHEDFLOW_UI_PASSWORD); else `<dataDir>/ui-password` when it exists; else tokens only. */
+  uiPassword: z.instanceof(Secret).optional(),
   /** Post-job summaries and the LLM endpoint (SCHEDFLOW_SUMMARIES, SCHEDFLOW_LLM_*; src/summaries/summary-settings.ts). */
   summaries: summarySettingsSchema.prefault({}),
 });
@@ -94,6 +96,7 @@ export function loadDaemonConfig(env: NodeJS.ProcessEnv, flags: DaemonConfigInpu
     ...(env.REDIS_URL && { redisUrl: env.REDIS_URL }),
     ...(env.SCHEDFLOW_LISTEN?.trim() && { listen: env.SCHEDFLOW_LISTEN.trim() }),
     ...(env.SCHEDFLOW_WEBHOOK_SECRET?.trim() && { webhookSecret: new Secret(env.SCHEDFLOW_WEBHOOK_SECRET.trim()) }),
+    ...(env.SCHEDFLOW_UI_PASSWORD && { uiPassword: new Secret(env.SCHEDFLOW_UI_PASSWORD) }),
     summaries: summarySettingsFromEnv(env),
   };
   for (const [name, key] of Object.entries(DAEMON_ENV_NUMBERS)) {

@@ -1,0 +1,55 @@
+import type { FastifyRequest } from 'fastify';
+import type { UiContext } from '../context.js';
+import { queryField } from '../context.js';
+import { type Html, html } from '../html.js';
+
+/** Messages after an action, by code: the query string never carries text onto the page. */
+const FLASH: Record<string, { text: string; error?: boolean }> = {
+  'cancel-cancelled': { text: 'Cancelled before it was submitted.' },
+  'cancel-requested': { text: 'Cancel sent to the scheduler; the next poll records it.' },
+  'cancel-submitting': { text: 'A submission is under way: try the cancel again in a few seconds.', error: true },
+  'cancel-ended': { text: 'It had already ended.' },
+  'cancel-not_found': { text: 'No such request.', error: true },
+  'cancel-error': { text: 'The scheduler did not accept the cancel; the daemon log says why.', error: true },
+  retried: { text: 'Retried: this is the new request, with the same spec.' },
+  'retry-not': { text: 'Only a request that ended without completing can be retried.', error: true },
+  triggered: { text: 'Run started.' },
+  paused: { text: 'Queue paused: its workers take no new jobs until resumed.' },
+  resumed: { text: 'Queue resumed.' },
+};
+
+export function flashOf(request: FastifyRequest): { text: string; error?: boolean } | null {
+  const code = queryField(request, 'done');
+  return code ? (FLASH[code] ?? null) : null;
+}
+
+export function selectField(
+  name: string,
+  label: string,
+  options: readonly string[],
+  selected: string | undefined,
+): Html {
+  return html`<label>${label}<select name="${name}">${options.map(
+    (o) => html`<option value="${o}"${o === (selected ?? '') ? html` selected` : ''}>${o === '' ? 'any' : o}</option>`,
+  )}</select></label>`;
+}
+
+export function textField(name: string, label: string, value: string | undefined, type = 'text'): Html {
+  return html`<label>${label}<input type="${type}" name="${name}" value="${value ?? ''}"></label>`;
+}
+
+export function pipelineOptions(ctx: UiContext): string[] {
+  return ctx.deps.pipelines?.list().map((p) => p.name) ?? [];
+}
+
+/** `from`/`to` days (YYYY-MM-DD, UTC) as a half-open range of milliseconds; `to` is included. */
+export function dayRange(from: string | undefined, to: string | undefined): { sinceMs?: number; untilMs?: number } {
+  const day = (text: string | undefined): number | undefined => {
+    if (!text || !/^\d{4}-\d{2}-\d{2}$/.test(text)) return undefined;
+    const ms = Date.parse(`${text}T00:00:00Z`);
+    return Number.isFinite(ms) ? ms : undefined;
+  };
+  const since = day(from);
+  const until = day(to);
+  return { sinceMs: since, untilMs: until === undefined ? undefined : until + 86_400_000 };
+}

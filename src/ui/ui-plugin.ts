@@ -1,0 +1,306 @@
+import { randomBytes } from 'node:crypto';
+import { and, eq, isNull } from 'drizzle-orm';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { ApiDeps } from '../api/deps.js';
+import { apiTokens } from '../db/schema.js';
+import { findToken } from '../db/tokens.js';
+import { APP_CSS, APP_JS } from './assets.js';
+import { field, queryField, sendPage, type UiContext, type UiSettings } from './context.js';
+import { html } from './html.js';
+import { page, UI_PREFIX } from './layout.js';
+import { LiveChanges } from './live-changes.js';
+import { registerQueueBoards } from './queue-board.js';
+import { historyPages } from './routes/history.js';
+import { jobPages } from './routes/jobs.js';
+import { pipelinePages } from './routes/pipelines.js';
+import { profilePages } from './routes/profiles.js';
+import { isAdmin, SessionStore, sameText, type UiSession } from './sessions.js';
+
+export const SESSION_COOKIE = 'schedflow_ui';
+/** The login form's double-submit cookie: a login cannot be posted from another site. */
+const LOGIN_COOKIE = 'schedflow_ui_login';
+
+const CSP = [
+  "default-src 'self'",
+  "style-src 'self' 'unsafe-inline'",
+  "img-src 'self' data:",
+  "font-src 'self' data:",
+  "frame-ancestors 'none'",
+  "form-action 'self'",
+  "base-uri 'self'",
+].join('; ');
+
+/** Paths under /ui that need no session. */
+const PUBLIC = new Set([`${UI_PREFIX}/login`, `${UI_PREFIX}/assets/app.css`, `${UI_PREFIX}/assets/app.js`]);
+
+export function parseCookies(header: string | undefined): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const part of (header ?? '').split(';')) {
+    const eq = part.indexOf('=');
+    if (eq <= 0) continue;
+    const name = part.slice(0, eq).trim();
+    try {
+      out[name] = decodeURIComponent(part.slice(eq + 1).trim());
+    } catch {
+      // a malformed cookie is ignored, not an error
+    }
+  }
+  return out;
+}
+
+function cookie(request: FastifyRequest, name: string, value: string, maxAgeSec: number | null): string {
+  const secure = request.protocol === 'https' ? '; Secure' : '';
+  const age = maxAgeSec === null ? '' : `; Max-Age=${maxAgeSec}`;
+  return `${name}=${encodeURIComponent(value)}; Path=${UI_PREFIX}; HttpOnly; SameSite=Strict${secure}${age}`;
+}
+
+/** Only a path of this UI is followed after login (never another site). */
+function safeNext(next: string | undefined): string {
+  return next && /^\/ui\/[A-Za-z0-9/_.%?=&-]*$/.test(next) && !next.startsWith('//') ? next : `${UI_PREFIX}/jobs`;
+}
+
+/**
+ * The admin web UI under /ui: server-rendered pages, a session cookie after
+ * logging in with a local API token or the UI password, CSRF tokens on every
+ * form, live updates over Server-Sent Events, and the BullMQ dashboard.
+ * Registered inside the local API's Fastify app (same address, same process).
+ */
+export async function uiPlugin(app: FastifyInstance, opts: { deps: ApiDeps; settings: UiSettings }): Promise<void> {
+  const ctx: UiContext = {
+    deps: opts.deps,
+    settings: opts.settings,
+    sessions: new SessionStore(),
+    live: new LiveChanges(opts.deps.db, opts.deps.logger.child({ component: 'ui' })),
+  };
+  const log = opts.deps.logger.child({ component: 'ui' });
+
+  // Pages are not API operations: kept out of the OpenAPI document.
+  app.addHook('onRoute', (route) => {
+    route.schema = { ...route.schema, hide: true };
+  });
+  app.addContentTypeParser('application/x-www-form-urlencoded', { parseAs: 'string' }, (_request, body, done) => {
+    const fields: Record<string, string> = {};
+    for (const [k, v] of new URLSearchParams(String(body))) fields[k] = v;
+    done(null, fields);
+  });
+  app.decorateRequest('uiSession', null);
+
+  app.addHook('onRequest', async (request, reply) => {
+    reply.header('x-frame-options', 'DENY');
+    reply.header('x-content-type-options', 'nosniff');
+    reply.header('referrer-policy', 'same-origin');
+    // Nothing leaves this origin: also keeps bull-board's page from fetching its web fonts
+    // from Google (its template links them), which would tell a third party who opens it.
+    reply.header('content-security-policy', CSP);
+    const path = request.url.split('?')[0] ?? '';
+    const cookies = parseCookies(request.headers.cookie);
+    request.uiSession = currentSession(ctx, cookies[SESSION_COOKIE]);
+    if (PUBLIC.has(path)) return;
+    const session = request.uiSession;
+    if (!session) {
+      if (request.method === 'GET' || request.method === 'HEAD') {
+        const next = path === UI_PREFIX || path === `${UI_PREFIX}/` ? '' : `?next=${encodeURIComponent(request.url)}`;
+        return reply.redirect(`${UI_PREFIX}/login${next}`, 303);
+      }
+      return reply.code(401).type('text/plain').send('log in first');
+    }
+    if (request.method === 'GET' || request.method === 'HEAD') return;
+    // The BullMQ dashboard posts JSON from its own script, without our CSRF field: its
+    // actions are for admins only and must come from a page of this origin (besides
+    // the SameSite=Strict cookie, which a cross-site request does not carry).
+    if (path.startsWith(`${UI_PREFIX}/queues-admin/`)) {
+      if (!isAdmin(session) || !sameOrigin(request)) return reply.code(403).type('text/plain').send('forbidden');
+      return;
+    }
+  });
+  // CSRF for every form of these pages: after body parsing, before the handler.
+  app.addHook('preHandler', async (request, reply) => {
+    if (request.method === 'GET' || request.method === 'HEAD') return;
+    const path = request.url.split('?')[0] ?? '';
+    if (path === `${UI_PREFIX}/login` || path.startsWith(`${UI_PREFIX}/queues`)) return;
+    const session = request.uiSession;
+    const presented = field(request.body, '_csrf') ?? request.headers['x-csrf-token'];
+    if (!session || typeof presented !== 'string' || !sameText(presented, session.csrfToken)) {
+      log.warn({ path, who: session?.who }, 'UI action refused: missing or wrong CSRF token');
+      return sendPage(
+        reply,
+        page({
+          title: 'Refused',
+          nav: 'jobs',
+          session,
+          body: html`<h1>Refused</h1><p>This form has expired or did not come from this site. Go back, reload the page and try again.</p>`,
+        }),
+        403,
+      );
+    }
+  });
+
+  app.setErrorHandler((error: Error & { statusCode?: number }, request, reply) => {
+    const status = error.statusCode && error.statusCode >= 400 && error.statusCode < 500 ? error.statusCode : 500;
+    if (status === 500) log.error({ err: error, url: request.url.split('?')[0] }, 'UI page failed');
+    return sendPage(
+      reply,
+      page({
+        title: 'Error',
+        nav: 'jobs',
+        session: request.uiSession,
+        body: html`<h1>${status === 500 ? 'Something went wrong' : 'Not possible'}</h1><p>${
+          status === 500 ? 'The page could not be made; the daemon log says why.' : error.message
+        }</p>`,
+      }),
+      status,
+    );
+  });
+
+  app.get(`${UI_PREFIX}/assets/app.css`, async (_request, reply) =>
+    reply.type('text/css; charset=utf-8').header('cache-control', 'max-age=300').send(APP_CSS),
+  );
+  app.get(`${UI_PREFIX}/assets/app.js`, async (_request, reply) =>
+    reply.type('text/javascript; charset=utf-8').header('cache-control', 'max-age=300').send(APP_JS),
+  );
+  app.get(UI_PREFIX, async (_request, reply) => reply.redirect(`${UI_PREFIX}/jobs`, 303));
+  app.get(`${UI_PREFIX}/`, async (_request, reply) => reply.redirect(`${UI_PREFIX}/jobs`, 303));
+
+  app.get(`${UI_PREFIX}/login`, async (request, reply) => {
+    if (request.uiSession) return reply.redirect(safeNext(queryField(request, 'next')), 303);
+    return loginPage(ctx, request, reply, null);
+  });
+  app.post(`${UI_PREFIX}/login`, async (request, reply) => {
+    const cookies = parseCookies(request.headers.cookie);
+    const expected = cookies[LOGIN_COOKIE];
+    const presented = field(request.body, '_login');
+    if (!expected || !presented || !sameText(expected, presented)) {
+      return loginPage(ctx, request, reply, 'The login form expired; try again.', 403);
+    }
+    const token = field(request.body, 'token')?.trim() ?? '';
+    const password = field(request.body, 'password') ?? '';
+    let session: UiSession | null = null;
+    if (token) {
+      const found = findToken(ctx.deps.db, token);
+      if (found.kind === 'valid') {
+        session = ctx.sessions.create({
+          who: `token ${found.token.name}`,
+          tokenId: found.token.id,
+          scopes: found.token.scopes,
+        });
+      }
+    } else if (password && ctx.settings.password) {
+      if (sameText(password, ctx.settings.password.reveal())) {
+        session = ctx.sessions.create({ who: 'password', tokenId: null, scopes: ['admin'] });
+      }
+    }
+    if (!session) {
+      log.warn({ with: token ? 'token' : 'password' }, 'UI login refused');
+      return loginPage(ctx, request, reply, 'That token or password is not valid.', 401);
+    }
+    log.info({ who: session.who }, 'UI login');
+    reply.header('set-cookie', [
+      cookie(request, SESSION_COOKIE, session.id, null),
+      cookie(request, LOGIN_COOKIE, '', 0),
+    ]);
+    return reply.redirect(safeNext(field(request.body, 'next')), 303);
+  });
+  app.post(`${UI_PREFIX}/logout`, async (request, reply) => {
+    const session = request.uiSession;
+    if (session) ctx.sessions.delete(session.id);
+    reply.header('set-cookie', cookie(request, SESSION_COOKIE, '', 0));
+    return reply.redirect(`${UI_PREFIX}/login`, 303);
+  });
+
+  app.get(`${UI_PREFIX}/events`, (_request, reply) => {
+    reply.hijack();
+    const res = reply.raw;
+    res.writeHead(200, {
+      'content-type': 'text/event-stream; charset=utf-8',
+      'cache-control': 'no-store',
+      connection: 'keep-alive',
+      'x-accel-buffering': 'no',
+    });
+    res.write('retry: 3000\n\n');
+    const unsubscribe = ctx.live.subscribe((changes) => {
+      res.write(`event: change\ndata: ${JSON.stringify(changes)}\n\n`);
+    });
+    // Proxies drop idle connections: a comment every 25 s keeps this one open.
+    const keepAlive = setInterval(() => res.write(': keep-alive\n\n'), 25_000);
+    const end = () => {
+      clearInterval(keepAlive);
+      unsubscribe();
+    };
+    streams.add(res);
+    res.on('close', () => {
+      streams.delete(res);
+      end();
+    });
+  });
+  const streams = new Set<import('node:http').ServerResponse>();
+  // Open event streams would hold the server's close forever: end them first.
+  app.addHook('preClose', async () => {
+    ctx.live.close();
+    for (const res of streams) res.end();
+  });
+
+  await app.register(jobPages, { ctx });
+  await app.register(pipelinePages, { ctx });
+  await app.register(historyPages, { ctx });
+  await app.register(profilePages, { ctx });
+  await registerQueueBoards(app, ctx);
+}
+
+function currentSession(ctx: UiContext, id: string | undefined): UiSession | null {
+  const session = ctx.sessions.get(id);
+  if (!session) return null;
+  if (session.tokenId !== null) {
+    // A token revoked since the login ends its sessions at their next request.
+    const live = ctx.deps.db
+      .select({ id: apiTokens.id })
+      .from(apiTokens)
+      .where(and(eq(apiTokens.id, session.tokenId), isNull(apiTokens.revokedAt)))
+      .get();
+    if (!live) {
+      ctx.sessions.deleteOfToken(session.tokenId);
+      return null;
+    }
+  }
+  return session;
+}
+
+/** A browser's same-origin request: Sec-Fetch-Site, or else the Origin header against Host. */
+function sameOrigin(request: FastifyRequest): boolean {
+  const site = request.headers['sec-fetch-site'];
+  if (typeof site === 'string') return site === 'same-origin';
+  const origin = request.headers.origin;
+  if (typeof origin !== 'string') return false;
+  try {
+    return new URL(origin).host === request.headers.host;
+  } catch {
+    return false;
+  }
+}
+
+function loginPage(
+  ctx: UiContext,
+  request: FastifyRequest,
+  reply: FastifyReply,
+  error: string | null,
+  status = 200,
+): FastifyReply {
+  const loginNonce = randomBytes(18).toString('base64url');
+  reply.header('set-cookie', cookie(request, LOGIN_COOKIE, loginNonce, 600));
+  const next = field(request.body, 'next') ?? queryField(request, 'next') ?? '';
+  const body = html`<div class="login"><h1>Log in to schedflow</h1>
+<form class="stack" method="post" action="${UI_PREFIX}/login">
+<input type="hidden" name="_login" value="${loginNonce}"><input type="hidden" name="next" value="${safeNext(next)}">
+<label>Local API token<input type="password" name="token" autocomplete="off" spellcheck="false" placeholder="sfa_…"></label>
+${
+  ctx.settings.password
+    ? html`<label>or the UI password<input type="password" name="password" autocomplete="current-password"></label>`
+    : ''
+}
+<button type="submit">Log in</button></form>
+<p class="muted">Make a token with <code>schedflow tokens create --name &lt;you&gt; --scopes admin</code> (or <code>read</code> for a read-only view). The page keeps a session, never the token.</p></div>`;
+  return sendPage(
+    reply,
+    page({ title: 'Log in', nav: 'login', session: null, body, flash: error ? { text: error, error: true } : null }),
+    status,
+  );
+}
