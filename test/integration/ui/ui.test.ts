@@ -1,0 +1,279 @@
+import type { Page } from 'playwright-core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { history } from '../../../src/db/accounting.js';
+import { getRun } from '../../../src/db/runs.js';
+import { createToken, revokeToken } from '../../../src/db/tokens.js';
+import { Secret } from '../../../src/lib/secret.js';
+import type { JobSpec } from '../../../src/sched/job-spec.js';
+import { launchBrowser, type TestBrowser } from '../../helpers/browser.js';
+import { startTestDaemon, type TestDaemon } from '../../helpers/daemon.js';
+import { waitFor } from '../../helpers/http.js';
+import { startTestRedis, type TestRedis } from '../../helpers/redis.js';
+import { startSim, type TestSim } from '../../helpers/sim.js';
+
+/**
+ * The admin web UI end to end, in headless Chromium (Debian's, through
+ * playwright-core) against one in-process daemon on the simulator and real
+ * Redis. Each test opens its own browser context (its own cookies); every page
+ * is saved as a screenshot in test/artifacts/ui/.
+ */
+
+const PIPELINE = [
+  'params:',
+  '  greeting: hi',
+  'steps:',
+  '  first:',
+  '    script: |',
+  '      #!/bin/sh',
+  '      echo ${params.greeting}',
+  '  second:',
+  '    needs: [first]',
+  '    script: |',
+  '      #!/bin/sh',
+  '      echo done',
+  '  third:',
+  '    needs: [first]',
+  '    script: |',
+  '      #!/bin/sh',
+  '      true',
+].join('\n');
+
+const UI_PASSWORD = 'correct horse battery staple';
+
+let redis: TestRedis;
+let sim: TestSim;
+let td: TestDaemon;
+let browser: TestBrowser;
+let base: string;
+let adminToken: string;
+let readToken: string;
+
+const shell = (name: string, body: string): JobSpec =>
+  ({ name, script: `#!/bin/sh\n${body}\n`, current_working_directory: sim.workDir }) as JobSpec;
+
+beforeAll(async () => {
+  redis = await startTestRedis();
+  sim = await startSim();
+  td = await startTestDaemon(
+    sim.url,
+    redis.url,
+    { uiPassword: new Secret(UI_PASSWORD) },
+    {},
+    { 'greet.yaml': PIPELINE },
+  );
+  if (!td.daemon.apiUrl) throw new Error('the test daemon has no local API');
+  base = `${td.daemon.apiUrl}/ui`;
+  adminToken = createToken(td.daemon.history.db, { name: 'ui-admin', scopes: ['admin'] }).token;
+  readToken = createToken(td.daemon.history.db, { name: 'ui-reader', scopes: ['read'] }).token;
+  browser = await launchBrowser();
+}, 60_000);
+
+afterAll(async () => {
+  await browser?.close();
+  await td?.stop();
+  await sim?.stop();
+  await redis?.stop();
+});
+
+async function logIn(token: string, options: { width?: number } = {}): Promise<Page> {
+  const page = await browser.page(options);
+  await page.goto(`${base}/jobs`);
+  await page.getByLabel('Local API token').fill(token);
+  await page.getByRole('button', { name: 'Log in' }).click();
+  await page.waitForURL(`${base}/jobs`);
+  return page;
+}
+
+/** Waits for the state badge of the page's main facts to show `state` (it changes through the event stream). */
+async function liveState(page: Page, id: string, state: string, timeout: number): Promise<void> {
+  await page.locator(`main dd [data-live-state="${id}"]`, { hasText: new RegExp(`^${state}$`) }).waitFor({ timeout });
+}
+
+describe('admin web UI', () => {
+  it('shows an unauthenticated visitor the login page only', async () => {
+    const page = await browser.page();
+    for (const path of ['', '/jobs', '/history', '/pipelines', '/profiles', '/queues/', '/queues-admin/']) {
+      await page.goto(`${base}${path}`);
+      expect(new URL(page.url()).pathname).toBe('/ui/login');
+      await expect(page.getByRole('heading', { name: 'Log in to schedflow' }).isVisible()).resolves.toBe(true);
+    }
+    await browser.screenshot(page, 'login');
+    // Actions and the event stream refuse too.
+    const post = await fetch(`${base}/pipelines/greet/trigger`, { method: 'POST', redirect: 'manual' });
+    expect(post.status).toBe(401);
+    const events = await fetch(`${base}/events`, { redirect: 'manual' });
+    expect(events.status).toBe(303);
+    // A wrong token is refused with a message, and still no session.
+    await page.getByLabel('Local API token').fill('sfa_not-a-token');
+    await page.getByRole('button', { name: 'Log in' }).click();
+    await expect(page.getByText('That token or password is not valid.').isVisible()).resolves.toBe(true);
+    expect((await page.context().cookies()).some((c) => c.name === 'schedflow_ui')).toBe(false);
+    // The configured password logs in with admin rights, back to the page first asked for
+    // (the last one above); logging out ends the session.
+    await page.getByLabel('or the UI password').fill(UI_PASSWORD);
+    await page.getByRole('button', { name: 'Log in' }).click();
+    await page.waitForURL(`${base}/queues-admin/`, { timeout: 5000 });
+    await page.goto(`${base}/jobs`);
+    await expect(page.getByText('password · admin').isVisible()).resolves.toBe(true);
+    await page.getByRole('button', { name: 'Log out' }).click();
+    await page.waitForURL(/\/ui\/login$/);
+    await page.goto(`${base}/jobs`);
+    expect(new URL(page.url()).pathname).toBe('/ui/login');
+  });
+
+  it('follows a job from submission to COMPLETED without reloading', async () => {
+    const page = await logIn(adminToken);
+    const cookie = (await page.context().cookies()).find((c) => c.name === 'schedflow_ui');
+    expect(cookie).toMatchObject({ httpOnly: true, sameSite: 'Strict' });
+    expect(cookie?.value).not.toContain(adminToken);
+
+    const id = await td.daemon.submit({ spec: shell('ui-watch', 'sleep 2; echo watched'), origin: 'api' });
+    await page.goto(`${base}/jobs/${id}`);
+    // Lost if the page were loaded again: the update must come through the event stream.
+    await page.evaluate('window.notReloaded = true');
+    const state = page.locator(`main [data-live-state="${id}"]`).first();
+    await expect(state.textContent()).resolves.not.toBe('completed');
+    await liveState(page, id, 'completed', 30_000);
+    expect(await page.evaluate('window.notReloaded')).toBe(true);
+    // The timeline has the whole story, and the page the job id and its output.
+    const timeline = page.getByRole('list', { name: 'timeline' });
+    for (const s of ['queued', 'submitted', 'running', 'completed']) {
+      await expect(timeline.getByText(s, { exact: true }).first().isVisible()).resolves.toBe(true);
+    }
+    const row = await td.waitForState(id, 'completed');
+    await expect(page.getByText(String(row.jobId), { exact: true }).first().isVisible()).resolves.toBe(true);
+    await page.locator('pre.output', { hasText: 'watched' }).waitFor({ timeout: 10_000 });
+    // Times are shown in the viewer's zone, with UTC on hover.
+    const title = await page.locator('main time').first().getAttribute('title');
+    expect(title).toMatch(/UTC$/);
+    await expect(page.locator('main time').first().textContent()).resolves.not.toMatch(/UTC$/);
+    await browser.screenshot(page, 'job-completed');
+    await page.goto(`${base}/jobs`);
+    await expect(page.getByRole('link', { name: 'ui-watch' }).first().isVisible()).resolves.toBe(true);
+    await browser.screenshot(page, 'jobs');
+    const phone = await logIn(adminToken, { width: 390 });
+    await phone.goto(`${base}/jobs/${id}`);
+    await browser.screenshot(phone, 'job-phone');
+  });
+
+  it('cancels a running job from its page; a POST without the CSRF token is refused', async () => {
+    const page = await logIn(adminToken);
+    const id = await td.daemon.submit({ spec: shell('ui-cancel', 'sleep 120'), origin: 'api' });
+    await td.waitForState(id, 'running');
+    await page.goto(`${base}/jobs/${id}`);
+
+    // Forged: the session's cookie but no CSRF field.
+    const forged = await page.context().request.post(`${base}/jobs/${id}/cancel`, { form: {}, maxRedirects: 0 });
+    expect(forged.status()).toBe(403);
+    const forgedWrong = await page
+      .context()
+      .request.post(`${base}/jobs/${id}/cancel`, { form: { _csrf: 'guess' }, maxRedirects: 0 });
+    expect(forgedWrong.status()).toBe(403);
+    expect(td.states(id)).not.toContain('cancelled');
+
+    page.once('dialog', (dialog) => void dialog.accept());
+    await page.getByRole('button', { name: 'Cancel job' }).click();
+    await page.getByText('Cancel sent to the scheduler').waitFor();
+    await liveState(page, id, 'cancelled', 20_000);
+    await td.waitForState(id, 'cancelled');
+    await expect(page.getByRole('button', { name: 'Cancel job' }).count()).resolves.toBe(0);
+    await browser.screenshot(page, 'job-cancelled');
+  });
+
+  it('triggers a pipeline with a parameter and shows its run as a graph', async () => {
+    const page = await logIn(adminToken);
+    await page.getByRole('link', { name: 'Pipelines' }).click();
+    await page.getByRole('link', { name: 'greet' }).click();
+    await browser.screenshot(page, 'pipeline');
+    await page.getByLabel('greeting').fill('bonjour');
+    await page.getByRole('button', { name: 'Trigger greet' }).click();
+    await page.waitForURL(/\/ui\/runs\//);
+    await page.getByText('Run started.').waitFor();
+    const graph = page.getByRole('img', { name: 'steps of the run and their dependencies' });
+    await expect(graph.locator('g.node').count()).resolves.toBe(3);
+    await expect(graph.locator('path.edge').count()).resolves.toBe(2);
+    // The run ends while the page is open; its badge and the graph follow.
+    await page.locator('main dd .state', { hasText: /^succeeded$/ }).waitFor({ timeout: 30_000 });
+    await expect(graph.locator('g.node[data-state="completed"]').count()).resolves.toBe(3);
+    const runId = new URL(page.url()).pathname.split('/').pop() ?? '';
+    const run = getRun(td.daemon.history.db, runId);
+    expect(run?.trigger).toBe('ui');
+    expect(run?.params).toEqual({ greeting: 'bonjour' });
+    await browser.screenshot(page, 'run');
+    await page.getByRole('link', { name: 'Runs', exact: true }).click();
+    await browser.screenshot(page, 'runs');
+  });
+
+  it('opens the queue dashboard, the profiles with their queues, and the history with charts', async () => {
+    const done = await td.daemon.submit({ spec: shell('ui-history', 'true'), origin: 'api' });
+    const page = await logIn(adminToken);
+    const elsewhere: string[] = [];
+    // A request the policy blocks gets no response.
+    page.on('response', (r) => {
+      if (!r.url().startsWith(td.daemon.apiUrl ?? '')) elsewhere.push(r.url());
+    });
+    await page.getByRole('link', { name: 'Queues' }).click();
+    await page.waitForURL(`${base}/queues-admin/`);
+    await page.getByText('submit', { exact: true }).first().waitFor({ timeout: 15_000 });
+    await page.getByText('Loading...').waitFor({ state: 'detached', timeout: 15_000 });
+    await browser.screenshot(page, 'queues');
+    // The page's policy keeps everything on this origin (bull-board links Google's web fonts).
+    expect(elsewhere).toEqual([]);
+
+    await page.goto(`${base}/profiles`);
+    await expect(page.getByRole('heading', { name: 'test' }).isVisible()).resolves.toBe(true);
+    await expect(page.getByText('v0.0.44').first().isVisible()).resolves.toBe(true);
+    page.once('dialog', (dialog) => void dialog.accept());
+    await page.getByRole('button', { name: 'Pause the summarize queue' }).click();
+    await page.getByText('Queue paused').waitFor();
+    expect(await td.daemon.queues.summarize.isPaused()).toBe(true);
+    await browser.screenshot(page, 'profiles');
+    await page.getByRole('button', { name: 'Resume the summarize queue' }).click();
+    await page.getByText('Queue resumed.').waitFor();
+    expect(await td.daemon.queues.summarize.isPaused()).toBe(false);
+
+    // The reconciler imports accounting every 2 s here: the earlier jobs reach the history.
+    await waitFor(async () => (history(td.daemon.history.db).some((r) => r.requestId === done) ? true : undefined), {
+      what: 'accounting records',
+      timeoutMs: 20_000,
+    });
+    await page.goto(`${base}/history`);
+    await expect(page.getByRole('link', { name: 'ui-history' }).first().isVisible()).resolves.toBe(true);
+    await expect(page.getByRole('img', { name: 'jobs per day by state' }).isVisible()).resolves.toBe(true);
+    await expect(page.getByRole('img', { name: 'run time distribution' }).isVisible()).resolves.toBe(true);
+    await page.getByLabel('Slurm state').selectOption('COMPLETED');
+    await page.getByRole('button', { name: 'Filter' }).click();
+    await page.waitForURL(/state=COMPLETED/);
+    await expect(page.getByRole('cell', { name: 'CANCELLED' }).count()).resolves.toBe(0);
+    await browser.screenshot(page, 'history');
+  });
+
+  it('gives a read-only token no action buttons, and refuses its actions', async () => {
+    const page = await logIn(readToken);
+    const id = await td.daemon.submit({ spec: shell('ui-readonly', 'sleep 60'), origin: 'api' });
+    await page.goto(`${base}/jobs/${id}`);
+    await expect(page.getByText('read-only').isVisible()).resolves.toBe(true);
+    await expect(page.locator('main button').count()).resolves.toBe(0);
+    await page.goto(`${base}/pipelines/greet`);
+    await expect(page.getByRole('button', { name: 'Trigger greet' }).count()).resolves.toBe(0);
+    await page.goto(`${base}/profiles`);
+    await expect(page.locator('main button').count()).resolves.toBe(0);
+    // Even with the session's own CSRF token, the action needs the admin scope.
+    await page.goto(`${base}/jobs/${id}`);
+    const csrf = await page.locator('header input[name=_csrf]').getAttribute('value');
+    const refused = await page
+      .context()
+      .request.post(`${base}/jobs/${id}/cancel`, { form: { _csrf: csrf ?? '' }, maxRedirects: 0 });
+    expect(refused.status()).toBe(403);
+    // The dashboard with actions is for admins; the read-only one is open.
+    const admin = await page.goto(`${base}/queues-admin/`);
+    expect(admin?.status()).toBe(403);
+    await page.goto(`${base}/queues/`);
+    await page.getByText('submit', { exact: true }).first().waitFor({ timeout: 15_000 });
+    await browser.screenshot(page, 'queues-readonly');
+    // Revoking the token ends its session.
+    expect(revokeToken(td.daemon.history.db, 'ui-reader')).toBe(true);
+    await page.goto(`${base}/jobs`);
+    expect(new URL(page.url()).pathname).toBe('/ui/login');
+  });
+});
