@@ -9,7 +9,7 @@ import { field, queryField, sendPage, type UiContext, type UiSettings } from './
 import { html } from './html.js';
 import { page, UI_PREFIX } from './layout.js';
 import { LiveChanges } from './live-changes.js';
-import { registerQueueBoards } from './queue-board.js';
+import { QUEUE_BOARD_PATH, registerQueueBoards } from './queue-board.js';
 import { historyPages } from './routes/history.js';
 import { jobPages } from './routes/jobs.js';
 import { pipelinePages } from './routes/pipelines.js';
@@ -112,6 +112,8 @@ export async function uiPlugin(app: FastifyInstance, opts: { deps: ApiDeps; sett
       if (!isAdmin(session) || !sameOrigin(request)) return reply.code(403).type('text/plain').send('forbidden');
       return;
     }
+    // The read-only board writes nothing (bull-board refuses too; this does not depend on it).
+    if (path.startsWith(`${QUEUE_BOARD_PATH}/`)) return reply.code(403).type('text/plain').send('read-only');
   });
   // CSRF for every form of these pages: after body parsing, before the handler.
   app.addHook('preHandler', async (request, reply) => {

@@ -1,6 +1,7 @@
 import type { Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { history } from '../../../src/db/accounting.js';
+import { getRequest } from '../../../src/db/requests.js';
 import { getRun } from '../../../src/db/runs.js';
 import { createToken, revokeToken } from '../../../src/db/tokens.js';
 import { Secret } from '../../../src/lib/secret.js';
@@ -180,6 +181,20 @@ describe('admin web UI', () => {
     await browser.screenshot(page, 'job-cancelled');
   });
 
+  it('retries a failed request as a new request with the same spec', async () => {
+    const page = await logIn(adminToken);
+    const id = await td.daemon.submit({ spec: shell('ui-fails', 'echo oops >&2; exit 3'), origin: 'api' });
+    await td.waitForState(id, 'failed');
+    await page.goto(`${base}/jobs/${id}`);
+    await page.getByRole('button', { name: 'Retry (new request, same spec)' }).click();
+    await page.getByText('Retried: this is the new request').waitFor();
+    const newId = new URL(page.url()).pathname.split('/').pop() ?? '';
+    expect(newId).not.toBe(id);
+    const retried = await td.waitForState(newId, 'failed');
+    expect(retried.spec).toEqual(getRequest(td.daemon.history.db, id)?.spec);
+    await browser.screenshot(page, 'job-retried');
+  });
+
   it('triggers a pipeline with a parameter and shows its run as a graph', async () => {
     const page = await logIn(adminToken);
     await page.getByRole('link', { name: 'Pipelines' }).click();
@@ -219,6 +234,17 @@ describe('admin web UI', () => {
     await browser.screenshot(page, 'queues');
     // The page's policy keeps everything on this origin (bull-board links Google's web fonts).
     expect(elsewhere).toEqual([]);
+    // The board's writes: only from a page of this origin, and never on the read-only board.
+    const request = page.context().request;
+    const pause = `${base}/queues-admin/api/queues/summarize/pause`;
+    expect((await request.put(pause)).status()).toBe(403);
+    expect((await request.put(pause, { headers: { origin: 'http://evil.example' } })).status()).toBe(403);
+    expect((await request.put(`${base}/queues/api/queues/summarize/pause`)).status()).toBe(403);
+    expect(await td.daemon.queues.summarize.isPaused()).toBe(false);
+    const origin = new URL(base).origin;
+    expect((await request.put(pause, { headers: { origin } })).status()).toBe(200);
+    expect(await td.daemon.queues.summarize.isPaused()).toBe(true);
+    await td.daemon.queues.summarize.resume();
 
     await page.goto(`${base}/profiles`);
     await expect(page.getByRole('heading', { name: 'test' }).isVisible()).resolves.toBe(true);
