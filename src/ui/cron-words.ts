@@ -1,5 +1,5 @@
 /**
- * A five-field cron expression in words, for the common shapes ("every 15
+ * A cron expression (five fields, or six with seconds) in words, for the common shapes ("every 15
  * minutes", "at 02:30 on Monday to Friday"); null when it is not one of them
  * (the page then shows the expression alone).
  */
@@ -18,7 +18,15 @@ function dayList(field: string): string | null {
 const pad = (n: string): string => n.padStart(2, '0');
 
 export function cronInWords(cron: string): string | null {
-  const fields = cron.trim().split(/\s+/);
+  let fields = cron.trim().split(/\s+/);
+  // Six fields: seconds first. "every N seconds", or the five-field words when it is 0.
+  if (fields.length === 6) {
+    const [sec, ...rest] = fields;
+    const every = /^\*\/(\d+)$/.exec(sec ?? '');
+    if (every && rest.every((f) => f === '*')) return `every ${every[1]} seconds`;
+    if (sec !== '0') return null;
+    fields = rest;
+  }
   if (fields.length !== 5) return null;
   const [min, hour, dom, month, dow] = fields as [string, string, string, string, string];
   if (month !== '*') return null;

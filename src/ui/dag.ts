@@ -37,7 +37,7 @@ const fillOf = (state: string): string => FILL[state] ?? '#b3261e';
  * to the step that needs it (dashed unless `afterok`), nodes are coloured by
  * state and link to the step's job.
  */
-export function dagSvg(nodes: DagNode[]): Html {
+export function dagSvg(nodes: DagNode[], label = 'steps of the run and their dependencies'): Html {
   const byName = new Map(nodes.map((n) => [n.name, n]));
   const depth = new Map<string, number>();
   const depthOf = (name: string, seen: Set<string>): number => {
@@ -96,7 +96,7 @@ export function dagSvg(nodes: DagNode[]): Html {
     }" fill="#fff">${node.state}</text><title>${node.name}: ${node.state}</title></g>`;
     return node.href ? html`<a href="${node.href}" aria-label="step ${node.name}: ${node.state}">${box}</a>` : box;
   });
-  return html`<div class="table-wrap"><svg role="img" aria-label="steps of the run and their dependencies" width="${width}" height="${height}" viewBox="0 0 ${width} ${height}">
+  return html`<div class="table-wrap"><svg role="img" aria-label="${label}" width="${width}" height="${height}" viewBox="0 0 ${width} ${height}">
 <defs><marker id="arrow" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="7" markerHeight="7" orient="auto-start-reverse"><path d="M0,0 L10,5 L0,10 z" fill="#5d6873"/></marker></defs>
 ${edges}${boxes}</svg></div>`;
 }

@@ -56,7 +56,7 @@ function cookie(request: FastifyRequest, name: string, value: string, maxAgeSec:
 
 /** Only a path of this UI is followed after login (never another site). */
 function safeNext(next: string | undefined): string {
-  return next && /^\/ui\/[A-Za-z0-9/_.%?=&-]*$/.test(next) && !next.startsWith('//') ? next : `${UI_PREFIX}/jobs`;
+  return next && /^\/ui\/[A-Za-z0-9/_.%?=&-]*$/.test(next) && !next.includes('..') ? next : `${UI_PREFIX}/jobs`;
 }
 
 /**

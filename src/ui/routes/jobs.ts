@@ -55,7 +55,7 @@ export async function jobPages(app: FastifyInstance, { ctx }: { ctx: UiContext }
       createdSince: range.sinceMs,
       createdUntil: range.untilMs,
       limit: 200,
-    }).slice(0, 200);
+    });
     const body = html`<h1>Jobs</h1>
 <form class="filters" method="get" action="${UI_PREFIX}/jobs" aria-label="filter jobs">
 ${selectField('state', 'State', ['', ...REQUEST_STATES], state)}
@@ -64,8 +64,8 @@ ${selectField('pipeline', 'Pipeline', ['', ...pipelineOptions(ctx)], pipeline)}
 ${textField('from', 'From (day)', queryField(request, 'from'), 'date')}
 ${textField('to', 'To (day)', queryField(request, 'to'), 'date')}
 <button type="submit">Filter</button></form>
-${jobTable(rows)}
-${rows.length === 200 ? html`<p class="muted">The newest 200 are shown; narrow the filters to see others.</p>` : ''}`;
+${jobTable(rows.slice(0, 200))}
+${rows.length > 200 ? html`<p class="muted">The newest 200 are shown; narrow the filters to see others.</p>` : ''}`;
     return sendPage(reply, page({ title: 'Jobs', nav: 'jobs', session, body, live: 'all' }));
   });
 

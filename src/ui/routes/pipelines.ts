@@ -71,8 +71,21 @@ ${
     : ''
 }
 <dt>Steps</dt><dd>${p.steps.map((s) => s.name).join(', ')}</dd></dl>
-<p class="muted">To pause or resume the schedule, set <code>schedule.enabled</code> in the file; the daemon reloads it.</p></div>
-${dagSvg(p.steps.map((s) => ({ name: s.name, needs: s.needs.map((n) => ({ step: n, type: 'afterok' })), state: 'not started', href: null, liveId: null })))}
+${
+  p.schedule
+    ? html`<p class="muted">To switch the schedule off or on, set <code>schedule.enabled</code> in the file; the daemon reloads it.</p>`
+    : ''
+}</div>
+${dagSvg(
+  p.steps.map((s) => ({
+    name: s.name,
+    needs: s.needs.map((n) => ({ step: n, type: 'afterok' })),
+    state: 'not started',
+    href: null,
+    liveId: null,
+  })),
+  'steps of the pipeline and their dependencies',
+)}
 ${isAdmin(session) ? triggerForm(session, p) : ''}
 <h2>Runs</h2>${runTable(runs)}`;
     return sendPage(

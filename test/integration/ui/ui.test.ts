@@ -1,8 +1,10 @@
+import { randomUUID } from 'node:crypto';
 import type { Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { history } from '../../../src/db/accounting.js';
 import { getRequest } from '../../../src/db/requests.js';
 import { getRun } from '../../../src/db/runs.js';
+import { summaries } from '../../../src/db/schema.js';
 import { createToken, revokeToken } from '../../../src/db/tokens.js';
 import { Secret } from '../../../src/lib/secret.js';
 import type { JobSpec } from '../../../src/sched/job-spec.js';
@@ -39,6 +41,18 @@ const PIPELINE = [
   '      true',
 ].join('\n');
 
+const NIGHTLY = [
+  'description: weekday report',
+  'schedule:',
+  "  cron: '30 2 * * 1-5'",
+  '  timezone: UTC',
+  'steps:',
+  '  report:',
+  '    script: |',
+  '      #!/bin/sh',
+  '      true',
+].join('\n');
+
 const UI_PASSWORD = 'correct horse battery staple';
 
 let redis: TestRedis;
@@ -60,7 +74,7 @@ beforeAll(async () => {
     redis.url,
     { uiPassword: new Secret(UI_PASSWORD) },
     {},
-    { 'greet.yaml': PIPELINE },
+    { 'greet.yaml': PIPELINE, 'nightly.yaml': NIGHTLY },
   );
   if (!td.daemon.apiUrl) throw new Error('the test daemon has no local API');
   base = `${td.daemon.apiUrl}/ui`;
@@ -198,6 +212,12 @@ describe('admin web UI', () => {
   it('triggers a pipeline with a parameter and shows its run as a graph', async () => {
     const page = await logIn(adminToken);
     await page.getByRole('link', { name: 'Pipelines' }).click();
+    // A schedule in words and cron, with its next fire times.
+    const nightly = page.getByRole('row').filter({ hasText: 'nightly' });
+    await expect(nightly.getByText('at 02:30 on Monday to Friday').isVisible()).resolves.toBe(true);
+    await expect(nightly.getByText('30 2 * * 1-5').isVisible()).resolves.toBe(true);
+    await expect(nightly.locator('time').count()).resolves.toBe(3);
+    await browser.screenshot(page, 'pipelines');
     await page.getByRole('link', { name: 'greet' }).click();
     await browser.screenshot(page, 'pipeline');
     await page.getByLabel('greeting').fill('bonjour');
@@ -272,6 +292,39 @@ describe('admin web UI', () => {
     await page.waitForURL(/state=COMPLETED/);
     await expect(page.getByRole('cell', { name: 'CANCELLED' }).count()).resolves.toBe(0);
     await browser.screenshot(page, 'history');
+  });
+
+  it("shows markup from the history as text, and a request's summary", async () => {
+    const page = await logIn(adminToken);
+    const markup = '<img src=x onerror="window.pwned=1"><b>bold</b>';
+    const pipelines = td.daemon.pipelines;
+    const run = await pipelines.trigger('greet', { trigger: 'api', params: { greeting: markup } });
+    await page.goto(`${base}/runs/${run.id}`);
+    await expect(page.getByText(`greeting=${markup}`).isVisible()).resolves.toBe(true);
+    await expect(page.locator('main b').count()).resolves.toBe(0);
+    expect(await page.evaluate('window.pwned')).toBeUndefined();
+
+    const id = await td.daemon.submit({ spec: shell('ui-summary', 'true'), origin: 'api' });
+    await td.waitForState(id, 'completed');
+    const now = Date.now();
+    td.daemon.history.db
+      .insert(summaries)
+      .values({
+        id: randomUUID(),
+        requestId: id,
+        state: 'ready',
+        kind: 'template',
+        text: 'ui-summary completed in 0 s <script>window.pwned=2</script>',
+        createdAt: now,
+        updatedAt: now,
+        completedAt: now,
+      })
+      .run();
+    await page.goto(`${base}/jobs/${id}`);
+    await expect(page.getByRole('heading', { name: 'Summary', exact: true }).isVisible()).resolves.toBe(true);
+    await expect(page.getByText('ui-summary completed in 0 s <script>').isVisible()).resolves.toBe(true);
+    expect(await page.evaluate('window.pwned')).toBeUndefined();
+    await browser.screenshot(page, 'job-summary');
   });
 
   it('gives a read-only token no action buttons, and refuses its actions', async () => {
