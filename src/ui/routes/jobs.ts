@@ -151,12 +151,17 @@ function jobDetail(ctx: UiContext, row: JobRequestRow, admin: import('../session
     .where(eq(webhookDeliveries.requestId, row.id))
     .orderBy(desc(webhookDeliveries.createdAt))
     .all();
+  // "as of 12 s ago" (the profile's last poll), "stale" and why when the answer cannot be trusted.
   const ageSec = fresh.profile.seconds_since_poll;
-  const freshness = isTerminalRequest(row.state)
-    ? html`<span>${fresh.detail}</span>`
-    : html`<span${fresh.stale ? html` class="stale"` : ''}>${
-        ageSec !== null && row.jobId !== null ? `as of ${ageSec} s ago${fresh.stale ? ', stale' : ''}: ` : ''
-      }${fresh.detail}</span>`;
+  const answerAge = fresh.profile.answer_age_sec;
+  const freshness =
+    isTerminalRequest(row.state) || row.jobId === null || ageSec === null
+      ? html`<span${fresh.stale ? html` class="stale"` : ''}>${fresh.detail}</span>`
+      : fresh.stale
+        ? html`<span class="stale">as of ${ageSec} s ago, stale: ${fresh.detail}</span>`
+        : html`<span>as of ${ageSec} s ago${
+            answerAge ? ` (the scheduler's answer was ${answerAge} s old)` : ''
+          }</span>`;
 
   const actions: Html[] = [];
   if (admin && !isTerminalRequest(row.state)) {
@@ -256,13 +261,15 @@ ${
 }
 
 function outputPanel(ctx: UiContext, row: JobRequestRow, user: string | null, node: string | null): Html {
-  if (row.jobId === null || row.startedAt === null) return html``;
+  if (row.jobId === null) return html``;
+  // A file last written before the job could have run is another job's (ids are reused).
+  const since = row.startedAt ?? row.submittedAt ?? row.createdAt;
   const spec = row.spec as JobSpec & { environment?: unknown };
   const tails = outputTails(
     spec,
     { jobId: row.jobId, name: row.name, user, node },
     ctx.settings.outputTailBytes ?? 8192,
-    row.startedAt - 60_000,
+    since - 60_000,
     ctx.settings.protectedDirs,
   );
   // The job's own environment values (tokens, passwords) are masked, as in summaries.

@@ -176,6 +176,9 @@ describe('admin web UI', () => {
     const id = await td.daemon.submit({ spec: shell('ui-cancel', 'sleep 120'), origin: 'api' });
     await td.waitForState(id, 'running');
     await page.goto(`${base}/jobs/${id}`);
+    // How fresh the state is: the profile's last poll, a moment ago.
+    await expect(page.getByText(/^as of \d+ s ago/).isVisible()).resolves.toBe(true);
+    await browser.screenshot(page, 'job-running');
 
     // Forged: the session's cookie but no CSRF field.
     const forged = await page.context().request.post(`${base}/jobs/${id}/cancel`, { form: {}, maxRedirects: 0 });
