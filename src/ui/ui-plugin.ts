@@ -235,7 +235,8 @@ export async function uiPlugin(app: FastifyInstance, opts: { deps: ApiDeps; sett
     });
   });
   const streams = new Set<import('node:http').ServerResponse>();
-  // Open event streams would hold the server's close forever: end them first.
+  // At close: the poller stops and open event streams end, rather than waiting on the
+  // server's close to cut them.
   app.addHook('preClose', async () => {
     ctx.live.close();
     for (const res of streams) res.end();

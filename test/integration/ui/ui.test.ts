@@ -358,4 +358,16 @@ describe('admin web UI', () => {
     await page.goto(`${base}/jobs`);
     expect(new URL(page.url()).pathname).toBe('/ui/login');
   });
+
+  // Last: it stops the file's daemon.
+  it('lets the daemon stop promptly while a page follows it over SSE', async () => {
+    const page = await logIn(adminToken);
+    const events = page.waitForResponse((r) => r.url().endsWith('/ui/events'));
+    await page.goto(`${base}/jobs`);
+    expect((await events).status()).toBe(200);
+    const started = Date.now();
+    await td.daemon.stop();
+    // An open event stream must not hold up the local API's shutdown step.
+    expect(Date.now() - started).toBeLessThan(10_000);
+  });
 });
