@@ -286,6 +286,7 @@ async function compose(config: DaemonConfig, logger: Logger, lifecycle: Lifecycl
     });
     lifecycle.add('local API', () => api.close());
     daemon.apiUrl = api.url;
+    logger.info({ url: `${api.url}/ui` }, 'admin web UI at %s/ui (log in with a token or the UI password)', api.url);
   }
   return daemon;
 }
