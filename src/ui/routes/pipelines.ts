@@ -1,7 +1,9 @@
+import { eq } from 'drizzle-orm';
 import type { FastifyInstance } from 'fastify';
 import { runsPage } from '../../api/queries.js';
 import { getRun, stepRequests } from '../../db/runs.js';
-import { type PipelineRunRow, RUN_STATES, type RunState } from '../../db/schema.js';
+import { deadlineMisses, type PipelineRunRow, RUN_STATES, type RunState } from '../../db/schema.js';
+import { summaryOfRun } from '../../db/summaries.js';
 import { ConfigError } from '../../errors.js';
 import type { PipelineSummary } from '../../pipelines/pipeline-service.js';
 import type { RunPlan } from '../../pipelines/run-plan.js';
@@ -158,6 +160,8 @@ ${selectField('state', 'State', ['', ...RUN_STATES], state)}
       if (s.step && (!known || s.attempt > known.attempt)) latest.set(s.step, s);
     }
     const plan = run.definition as RunPlan;
+    const misses = db.select().from(deadlineMisses).where(eq(deadlineMisses.runId, run.id)).all();
+    const summary = summaryOfRun(db, run.id);
     const nodes: DagNode[] = plan.steps.map((s) => {
       const req = latest.get(s.step);
       return {
@@ -178,7 +182,20 @@ ${selectField('state', 'State', ['', ...RUN_STATES], state)}
 <dt>Ended</dt><dd>${time(run.endedAt)}</dd>
 <dt>Run id</dt><dd><code>${run.id}</code></dd></dl></div>
 <h2>Steps</h2>${dagSvg(nodes)}
-${jobTable([...steps].reverse())}`;
+${jobTable([...steps].reverse())}
+${
+  misses.length
+    ? html`<h2>Deadlines missed</h2><ul>${misses.map((m) => html`<li>${time(m.at)} — ${m.kind}: ${m.detail}</li>`)}</ul>`
+    : ''
+}${
+  summary
+    ? html`<h2>Summary</h2><div class="panel">${
+        summary.text
+          ? html`<p style="white-space:pre-wrap">${summary.text}</p>`
+          : html`<p class="muted">${summary.state === 'pending' ? 'Being written…' : (summary.error ?? summary.note ?? '—')}</p>`
+      }</div>`
+    : ''
+}`;
     return sendPage(
       reply,
       page({ title: `Run ${run.pipeline}`, nav: 'runs', session, body, live: 'watched', flash: flashOf(request) }),

@@ -306,6 +306,21 @@ describe('admin web UI', () => {
     await expect(page.getByText(`greeting=${markup}`).isVisible()).resolves.toBe(true);
     await expect(page.locator('main b').count()).resolves.toBe(0);
     expect(await page.evaluate('window.pwned')).toBeUndefined();
+    const at = Date.now();
+    td.daemon.history.db
+      .insert(summaries)
+      .values({
+        id: randomUUID(),
+        runId: run.id,
+        state: 'ready',
+        kind: 'template',
+        text: 'all three steps completed',
+        createdAt: at,
+        updatedAt: at,
+      })
+      .run();
+    await page.reload();
+    await expect(page.getByText('all three steps completed').isVisible()).resolves.toBe(true);
 
     const id = await td.daemon.submit({ spec: shell('ui-summary', 'true'), origin: 'api' });
     await td.waitForState(id, 'completed');
