@@ -1,4 +1,6 @@
 import { randomUUID } from 'node:crypto';
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import type { Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { history } from '../../../src/db/accounting.js';
@@ -142,12 +144,17 @@ describe('admin web UI', () => {
     expect(cookie).toMatchObject({ httpOnly: true, sameSite: 'Strict' });
     expect(cookie?.value).not.toContain(adminToken);
 
-    const id = await td.daemon.submit({ spec: shell('ui-watch', 'sleep 2; echo watched'), origin: 'api' });
+    // The job runs until the test lets it end, so the page is open before it can finish.
+    const gate = join(sim.workDir, 'ui-watch.go');
+    const id = await td.daemon.submit({
+      spec: shell('ui-watch', `while [ ! -e ${gate} ]; do sleep 0.2; done; echo watched`),
+      origin: 'api',
+    });
     await page.goto(`${base}/jobs/${id}`);
     // Lost if the page were loaded again: the update must come through the event stream.
     await page.evaluate('window.notReloaded = true');
-    const state = page.locator(`main [data-live-state="${id}"]`).first();
-    await expect(state.textContent()).resolves.not.toBe('completed');
+    await liveState(page, id, 'running', 20_000);
+    writeFileSync(gate, '');
     await liveState(page, id, 'completed', 30_000);
     expect(await page.evaluate('window.notReloaded')).toBe(true);
     // The timeline has the whole story, and the page the job id and its output.
