@@ -2,9 +2,8 @@ import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { stepRequests } from '../../../src/db/runs.js';
-import { daemonTestEnv, type TestDaemon } from '../../helpers/daemon.js';
+import { daemonTestEnv } from '../../helpers/daemon.js';
 import { waitFor } from '../../helpers/http.js';
-import type { TestSim } from '../../helpers/sim.js';
 
 /** Pipeline files change under a running daemon: reloads, and invalid versions that change nothing. */
 
@@ -21,7 +20,9 @@ describe('reloading pipeline files', () => {
     const path = join(td.configDir, 'pipelines', 'p.yaml');
     const scriptOfRun = async () => {
       const run = await daemon.pipelines.trigger('p', { trigger: 'api' });
-      return (stepRequests(daemon.history.db, run.id)[0]?.spec as { script: string }).script;
+      const [first] = stepRequests(daemon.history.db, run.id);
+      if (!first) throw new Error(`run ${run.id} has no step requests`);
+      return (first.spec as { script: string }).script;
     };
     expect(await scriptOfRun()).toBe('#!/bin/sh\necho one\n');
 

@@ -7,7 +7,7 @@ import { openDatabase } from '../../../src/db/database.js';
 import { listRuns } from '../../../src/db/runs.js';
 import { type PipelineRunRow, pipelineSchedules } from '../../../src/db/schema.js';
 import { type Daemon, startDaemon } from '../../../src/main.js';
-import { daemonTestEnv, type TestDaemon } from '../../helpers/daemon.js';
+import { daemonTestEnv } from '../../helpers/daemon.js';
 import { waitFor } from '../../helpers/http.js';
 import type { TestSim } from '../../helpers/sim.js';
 
