@@ -254,12 +254,20 @@ export class SchedClient {
         if (!e.retryable) throw e;
         // 429 means the request was turned away before Slurm saw it; anything else may have landed.
         if (e.code !== 'SCHEDFLOW_ERR_SCHED_RATE_LIMITED') {
+          // A lookup that fails says nothing about whether the job exists: posting again could
+          // make a second job, so the submission fails (retryably) and its caller's retry adopts.
           const found = await this.findByMarker(requestId, {
             submittedAfter,
             jobName: spec.name,
             notBeforeMs: attemptStartedMs,
             signal: options.signal,
-          }).catch(() => null);
+          }).catch((lookupError: unknown) => {
+            this.logger.warn(
+              { requestId, code: (lookupError as SchedApiError).code },
+              'could not look the job up by its marker after a failed submit; not submitting again',
+            );
+            throw e;
+          });
           if (found) {
             this.logger.info({ job_id: found.job_id, requestId }, 'adopted the job an earlier submit attempt created');
             return { job_id: found.job_id, adopted: true };

@@ -76,17 +76,11 @@ export class SchedTransport {
   async send(req: TransportRequest): Promise<TransportResponse> {
     const retry = req.retry ?? req.method === 'GET';
     const { attempts, baseDelayMs, maxDelayMs } = this.profile.retries;
-    let mungeRetried = false;
     for (let attempt = 0; ; attempt++) {
       try {
         return await this.once(req);
       } catch (error) {
         const e = error as SchedApiError;
-        // A MUNGE credential can expire in flight: one more try with a fresh one.
-        if (e instanceof AuthenticationError && this.credentials.type === 'munge' && !mungeRetried) {
-          mungeRetried = true;
-          continue;
-        }
         if (!retry || !e.retryable || attempt + 1 >= attempts) throw e;
         const retryAfter = e instanceof RateLimitedError ? e.retryAfterMs : null;
         const delay = backoffDelayMs(attempt, { baseDelayMs, maxDelayMs }, retryAfter);
@@ -99,8 +93,20 @@ export class SchedTransport {
     }
   }
 
-  /** One attempt, no retries. */
+  /**
+   * One attempt, no retries; but a MUNGE credential can expire in flight, and a 401 means
+   * Slurm never saw the request (not even a submission), so it is sent once more with a fresh one.
+   */
   async once(req: TransportRequest): Promise<TransportResponse> {
+    try {
+      return await this.sendOnce(req);
+    } catch (error) {
+      if (error instanceof AuthenticationError && this.credentials.type === 'munge') return await this.sendOnce(req);
+      throw error;
+    }
+  }
+
+  private async sendOnce(req: TransportRequest): Promise<TransportResponse> {
     await this.budget.acquire(req.priority);
     const request = this.describe(req);
     const headers: Record<string, string> = { accept: 'application/json' };

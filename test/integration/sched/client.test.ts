@@ -380,6 +380,37 @@ describe('idempotent submission', () => {
     expect(await client.findByMarker('marker-unknown')).toBeNull();
   });
 
+  it('a job that has left the controller listing is found by its marker in accounting', async () => {
+    const proxy = await startFlakyProxy(sim.url);
+    try {
+      const client = await connect({}, ALICE_TOKEN, proxy.url);
+      const { job_id } = await client.submit(spec({ name: 'gone-from-controller' }), 'marker-acct');
+      // What the controller says once MinJobAge has passed: the job is no longer listed.
+      proxy.rewrite = (req, body) =>
+        /\/sched\/[^/]+\/jobs(\?|$)/.test(req.url) ? JSON.stringify({ ...JSON.parse(body), jobs: [] }) : body;
+      const found = await client.findByMarker('marker-acct', { submittedAfter: Math.floor(Date.now() / 1000) - 60 });
+      expect(found?.job_id).toBe(job_id);
+      expect(proxy.requests.some((r) => r.url.includes('/scheddb/'))).toBe(true);
+    } finally {
+      await proxy.close();
+    }
+  });
+
+  it('an answer lost and the marker lookup failing too: no second POST, a retryable error', async () => {
+    const proxy = await startFlakyProxy(sim.url);
+    try {
+      const client = await connect({}, ALICE_TOKEN, proxy.url);
+      proxy.dropAnswerOnce((r) => r.method === 'POST');
+      for (let i = 0; i < 10; i++) proxy.dropAnswerOnce((r) => r.method === 'GET');
+      const error = await client.submit(spec({ name: 'lost-twice' }), 'lost-2').catch((e: unknown) => e);
+      expect(error).toMatchObject({ retryable: true });
+      expect(proxy.requests.filter((r) => r.method === 'POST')).toHaveLength(1);
+      expect(client.logLines.some((l) => /not submitting again/.test(l.msg))).toBe(true);
+    } finally {
+      await proxy.close();
+    }
+  });
+
   it('an answer lost after Slurm accepted the job: the retry adopts it, one job exists', async () => {
     const proxy = await startFlakyProxy(sim.url);
     try {
