@@ -44,7 +44,17 @@ export function simConfigFromFlags(flags: SimFlags): SimConfigInput {
   if (flags.killWait !== undefined) input.killWaitSec = flags.killWait;
   if (flags.cacheTtl !== undefined) {
     const s = flags.cacheTtl;
-    input.cacheTtlSec = { jobs: s, job: s, jobsState: s, ping: s, partitions: s, nodes: s, dbJobs: s, dbJob: s };
+    input.cacheTtlSec = {
+      jobs: s,
+      job: s,
+      jobsState: s,
+      ping: s,
+      meta: s,
+      partitions: s,
+      nodes: s,
+      dbJobs: s,
+      dbJob: s,
+    };
   }
   if (flags.rateCapacity !== undefined || flags.rateRefill !== undefined) {
     input.rateLimit = {

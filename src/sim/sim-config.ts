@@ -27,6 +27,8 @@ export const cacheTtlSchema = z.object({
   job: ttl.default(5),
   jobsState: ttl.default(2),
   ping: ttl.default(2),
+  /** `/meta/versions/*`, which change only when the proxy is upgraded. */
+  meta: ttl.default(60),
   partitions: ttl.default(60),
   nodes: ttl.default(30),
   dbJobs: ttl.default(30),

@@ -1,13 +1,13 @@
 import { createHash } from 'node:crypto';
 import { resolve } from 'node:path';
-import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
+import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyReply } from 'fastify';
 import { TokenBucket } from '../lib/token-bucket.js';
 import type { Logger } from '../logger.js';
 import { Authenticator } from './auth.js';
 import { Cluster } from './cluster.js';
 import { LlmSimulator, loadLlmKeysFile } from './llm/llm-sim.js';
 import { latestServed, type ProxyContext, proxyError, type UpstreamStatus } from './proxy-context.js';
-import { ResponseCache } from './response-cache.js';
+import { cacheHeaders, ResponseCache } from './response-cache.js';
 import { registerAccountingRoutes } from './routes/accounting.js';
 import { registerControllerRoutes } from './routes/controller.js';
 import { loadTokensFile, type SimConfig, type TokenEntry } from './sim-config.js';
@@ -134,9 +134,16 @@ export class SimServer {
 
   private registerMeta(): void {
     const served = this.options.config.versions;
-    this.app.get('/meta/versions/supported', async () => [...served]);
-    this.app.get('/meta/versions/latest', async (_req, reply) => reply.type('text/plain').send(latestServed(served)));
-    this.app.get('/ping', async (_req, reply) => reply.type('text/plain').send('pong'));
+    const { meta: metaTtl, ping: pingTtl } = this.options.config.cacheTtlSec;
+    // The proxy answers these itself, so they are always fresh (Age 0), but they are GET
+    // answers like any other and carry the same caching headers (contract section 4).
+    const fresh = (reply: FastifyReply, ttlSec: number) =>
+      reply.headers(cacheHeaders({ status: 200, body: '', storedAtMs: Date.now(), ttlSec }, Date.now()));
+    this.app.get('/meta/versions/supported', async (_req, reply) => fresh(reply, metaTtl).send([...served]));
+    this.app.get('/meta/versions/latest', async (_req, reply) =>
+      fresh(reply, metaTtl).type('text/plain').send(latestServed(served)),
+    );
+    this.app.get('/ping', async (_req, reply) => fresh(reply, pingTtl).type('text/plain').send('pong'));
   }
 
   /** Test controls, loopback only: switch the simulated slurmctld/slurmdbd off and on. */

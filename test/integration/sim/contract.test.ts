@@ -346,6 +346,19 @@ describe('section 4 caching', () => {
     expect(Number(res.headers.get('age'))).toBeGreaterThanOrEqual(0);
   });
 
+  it('the meta answers and /ping, which the proxy makes itself, carry them too, always fresh', async () => {
+    for (const path of ['/meta/versions/supported', '/meta/versions/latest', '/ping']) {
+      const res = await http(`${sim.url}${path}`);
+      expect(res.headers.get('cache-control'), path).toMatch(/max-age=\d+/);
+      const maxAge = Number(/max-age=(\d+)/.exec(res.headers.get('cache-control') ?? '')?.[1]);
+      expect(maxAge, path).toBeGreaterThanOrEqual(2);
+      expect(maxAge, path).toBeLessThanOrEqual(60);
+      const date = Date.parse(res.headers.get('date') ?? '');
+      expect(Date.parse(res.headers.get('expires') ?? '') - date, path).toBe(maxAge * 1000);
+      expect(res.headers.get('age'), path).toBe('0');
+    }
+  });
+
   it('a repeated query within the lifetime returns the cached (slightly stale) answer', async () => {
     const url = `${sim.url}/scheddb/v0.0.44/jobs?job_name=cache-probe`;
     const first = await http(url, { headers: alice });
