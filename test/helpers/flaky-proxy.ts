@@ -18,6 +18,8 @@ export interface FlakyProxy {
   release(): void;
   /** Accept requests and never answer (for timeouts). */
   hang: boolean;
+  /** Answers 404 without asking the upstream, as plain slurmrestd does for paths it lacks (`/meta/...`). */
+  notFound: ((req: RecordedRequest) => boolean) | undefined;
   /** Rewrites answers (e.g. an accounting that has no record yet); undefined passes them through. */
   rewrite: ((req: RecordedRequest, body: string) => string) | undefined;
   close(): Promise<void>;
@@ -39,6 +41,7 @@ export async function startFlakyProxy(target: string): Promise<FlakyProxy> {
     url: '',
     requests: [],
     hang: false,
+    notFound: undefined,
     rewrite: undefined,
     dropAnswerOnce(match) {
       drops.push(match);
@@ -61,6 +64,10 @@ export async function startFlakyProxy(target: string): Promise<FlakyProxy> {
       };
       proxy.requests.push(recorded);
       if (proxy.hang) return;
+      if (proxy.notFound?.(recorded)) {
+        res.writeHead(404, { 'content-type': 'text/plain' }).end('Not Found');
+        return;
+      }
       const headers: Record<string, string> = {};
       for (const [k, v] of Object.entries(req.headers)) {
         if (typeof v === 'string' && !['host', 'connection', 'content-length'].includes(k)) headers[k] = v;

@@ -141,6 +141,28 @@ describe('every auth scheme, both flavors', () => {
     }
   });
 
+  it('plain slurmrestd has no /meta: the versions it serves are probed through /slurm/{v}/ping', async () => {
+    const proxy = await startFlakyProxy(sim.url);
+    // A slurmrestd built without v0.0.44 (Slurm 25.05): 404 for what it does not have.
+    proxy.notFound = (r) => r.url.startsWith('/meta/') || r.url.startsWith('/slurm/v0.0.44/');
+    try {
+      const overrides = {
+        flavor: 'slurmrestd' as const,
+        auth: { type: 'header-pair' as const, user: 'alice', tokenEnv: 'SCHED_TOKEN' },
+      };
+      const latest = await connect({ ...overrides, version: 'latest' }, ALICE_TOKEN, proxy.url);
+      expect(latest.version).toBe('v0.0.43');
+      expect(proxy.requests.map((r) => r.url)).toContain('/slurm/v0.0.42/ping');
+      const error = await connect({ ...overrides, version: 'v0.0.44' }, ALICE_TOKEN, proxy.url).catch(
+        (e: unknown) => e,
+      );
+      expect(error).toBeInstanceOf(ConfigError);
+      expect((error as Error).message).toMatch(/not served .* it supports v0\.0\.43, v0\.0\.42/);
+    } finally {
+      await proxy.close();
+    }
+  });
+
   it('MUNGE: a fresh credential for every request', async () => {
     const proxy = await startFlakyProxy(sim.url);
     try {
