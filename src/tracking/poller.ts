@@ -110,9 +110,11 @@ export async function pollProfile(deps: PollDeps, profile: string): Promise<Poll
       const job = byId.get(row.jobId as number);
       if (job) {
         const to = requestStateFor(job.state);
-        // Finished: the accounting record carries exit code, times and elapsed.
+        // Finished: the accounting record carries exit code, times and elapsed. A state that
+        // changed (pending to running): the light listing has no reason, start time or nodes,
+        // so the full record comes with the same accounting request, not one more per job.
         if (to !== null && isTerminalRequest(to)) needAccounting.push(row);
-        else if (applyJob(db, row, job, 'poll', states.freshness)) changed++;
+        else if (job.state_flags.join(',') !== row.rawState || row.missingSince !== null) needAccounting.push(row);
       } else if (!states.freshness.stale && producedNoEarlierThan > (row.submittedAt ?? 0)) {
         // Absent from an answer produced after the submission: it has left the controller.
         needAccounting.push(row);
@@ -186,11 +188,18 @@ async function resolveThroughAccounting(
     for (const row of rows) {
       const record = found.get(row.jobId as number);
       const inController = controller.get(row.jobId as number);
-      if (record) {
+      const stillActive = inController && !isTerminalRequest(requestStateFor(inController.state) ?? 'running');
+      if (record && inController && stillActive) {
+        // Accounting may lag behind a job that just started: the controller's state, accounting's details.
+        const merged = { ...record, state: inController.state, state_flags: inController.state_flags };
+        if (applyJob(db, row, merged, 'poll', controllerFreshness)) changed++;
+      } else if (record) {
         if (applyJob(db, row, record, 'accounting', history.freshness)) changed++;
       } else if (inController) {
-        // Accounting lags behind the controller: take the controller's final state now.
+        // Accounting lags behind the controller: take the controller's state now.
         if (applyJob(db, row, inController, 'poll', controllerFreshness)) changed++;
+      } else if (history.freshness.stale) {
+        // An answer kept from before an outage cannot say a job is missing.
       } else if (row.missingSince === null) {
         patchRequest(db, row.id, { missingSince: now });
       } else if (now - row.missingSince >= settings.lostGraceMs && row.state !== 'lost') {

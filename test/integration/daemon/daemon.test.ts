@@ -78,6 +78,20 @@ describe('a request reaches its end state, recorded with every transition', () =
     expect(await td.waitForState(id, 'cancelled')).toMatchObject({ signal: 15 });
   });
 
+  it('a state change seen in the light listing is recorded with the full record: reason, start time', async () => {
+    sim = await startSim({ cpus: 1 });
+    td = await startTestDaemon(sim.url, redis.url);
+    const blocker = await td.daemon.submit({ spec: spec(sim, { script: '#!/bin/sh\nsleep 4\n' }), origin: 'api' });
+    const running = await td.waitForState(blocker, 'running');
+    const waiting = await td.daemon.submit({ spec: spec(sim, { script: '#!/bin/sh\nsleep 1\n' }), origin: 'api' });
+    // jobs/state carries neither; they come from the full record fetched for the change.
+    const pending = await td.waitForState(waiting, 'pending');
+    expect(pending.reason).toBe('Resources');
+    expect(running.startedAt).toEqual(expect.any(Number));
+    const started = await td.waitForState(waiting, 'running');
+    expect(started.startedAt).toBeGreaterThanOrEqual(running.startedAt ?? 0);
+  });
+
   it('a job over its time limit is TIMEOUT', async () => {
     sim = await startSim({ timeScale: 60 });
     td = await startTestDaemon(sim.url, redis.url);
