@@ -81,7 +81,9 @@ export function planRun(pipeline: LoadedPipeline, input: PlanInput): RunPlan {
       spec,
       needs: pipeline.needs[step] ?? [],
       retry: s.retry ? { on: s.retry.on.map((st) => st.toLowerCase() as RequestState), limit: s.retry.limit } : null,
-      deadlines: absolute(s.deadlines, base),
+      // The run's max_pending bounds each step's wait (a step's own wins); start_by and
+      // finish_by are about the run as a whole and stay with it.
+      deadlines: absolute({ max_pending: def.deadlines?.max_pending, ...s.deadlines }, base),
       summarize: s.summarize ?? def.summarize ?? null,
     };
   });

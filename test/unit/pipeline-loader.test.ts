@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { SourceError } from '../../src/lib/yaml-source.js';
 import { loadPipelineFile } from '../../src/pipelines/pipeline-loader.js';
+import { planRun } from '../../src/pipelines/run-plan.js';
 import { parseProfile } from '../../src/sched/profile.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'schedflow-pipelines-'));
@@ -90,5 +91,36 @@ describe('pipeline files: problems say where and what', () => {
     expect(problems(`defaults:\n  profile: other\nsteps:\n${step}`)).toEqual([
       'p.yaml:2:12: defaults.profile: no scheduler profile "other" (configured: lab)',
     ]);
+  });
+});
+
+describe('run plans: deadlines', () => {
+  it("the run's max_pending bounds every step's wait, a step's own wins; start_by stays with the run", () => {
+    const file = join(dir, 'deadlines.yaml');
+    writeFileSync(
+      file,
+      [
+        'deadlines: { max_pending: 30m, start_by: 1h }',
+        'steps:',
+        '  a:',
+        '    script: "#!/bin/sh\\ntrue\\n"',
+        '  b:',
+        '    script: "#!/bin/sh\\ntrue\\n"',
+        '    deadlines: { max_pending: 5m, finish_by: 2h }',
+        '',
+      ].join('\n'),
+    );
+    const createdAt = Date.parse('2026-11-22T08:00:00Z');
+    const plan = planRun(loadPipelineFile(file, { profiles, defaultProfile: 'lab' }), {
+      runId: 'r1',
+      trigger: 'api',
+      createdAt,
+      scheduledFor: null,
+      params: {},
+    });
+    const [a, b] = plan.steps;
+    expect(a?.deadlines).toEqual({ maxPendingSec: 1800 });
+    expect(b?.deadlines).toEqual({ maxPendingSec: 300, finishBy: createdAt + 2 * 3600_000 });
+    expect(plan.deadlines).toEqual({ maxPendingSec: 1800, startBy: createdAt + 3600_000 });
   });
 });
