@@ -168,10 +168,18 @@ export const pipelineRuns = sqliteTable(
   ],
 );
 
-/** Per-pipeline schedule progress: the last cron time a run was made for, for catch-up after downtime. */
+/**
+ * Per-pipeline schedule state: the last cron time a run was made for, for
+ * catch-up after downtime, and an admin's pause. The pause lives here rather
+ * than in Redis so it outlasts a restart and every daemon sharing the history
+ * honours it.
+ */
 export const pipelineSchedules = sqliteTable('pipeline_schedules', {
   pipeline: text('pipeline').primaryKey(),
   lastScheduledFor: integer('last_scheduled_for'),
+  /** Set while an admin has paused the schedule (the UI or the local API): when, and who (`token <name>`, `password`). */
+  pausedAt: integer('paused_at'),
+  pausedBy: text('paused_by'),
   updatedAt: integer('updated_at').notNull(),
 });
 
@@ -385,6 +393,7 @@ export const profileSync = sqliteTable('profile_sync', {
 
 export type JobRequestRow = typeof jobRequests.$inferSelect;
 export type PipelineRunRow = typeof pipelineRuns.$inferSelect;
+export type PipelineScheduleRow = typeof pipelineSchedules.$inferSelect;
 export type DeadlineMissRow = typeof deadlineMisses.$inferSelect;
 export type ApiTokenRow = typeof apiTokens.$inferSelect;
 export type WebhookDeliveryRow = typeof webhookDeliveries.$inferSelect;

@@ -3,6 +3,7 @@ import { basename, extname } from 'node:path';
 import type { Queue } from 'bullmq';
 import { eq } from 'drizzle-orm';
 import type { Db } from '../db/database.js';
+import { pauseSchedule, resumeSchedule, type SchedulePause, schedulePauses } from '../db/schedule-pauses.js';
 import { type PipelineRunRow, pipelineSchedules } from '../db/schema.js';
 import { ConfigError, SchedflowError } from '../errors.js';
 import { SourceError } from '../lib/yaml-source.js';
@@ -14,6 +15,12 @@ import { activeRuns, createRun, type RunEngineDeps } from './run-engine.js';
 
 export class PipelineNotFoundError extends SchedflowError {
   readonly code = 'SCHEDFLOW_ERR_PIPELINE_NOT_FOUND';
+  readonly retryable = false;
+}
+
+/** Pausing or resuming a pipeline that has no schedule: it only ever runs when triggered. */
+export class PipelineNotScheduledError extends SchedflowError {
+  readonly code = 'SCHEDFLOW_ERR_PIPELINE_NOT_SCHEDULED';
   readonly retryable = false;
 }
 
@@ -123,7 +130,8 @@ export class PipelineRegistry implements PipelineService {
   }
 
   list(): PipelineSummary[] {
-    const summaries = [...this.#loaded.values()].map((p) => this.#summary(p));
+    const pauses = schedulePauses(this.#deps.engine.db);
+    const summaries = [...this.#loaded.values()].map((p) => this.#summary(p, pauses.get(p.name)));
     for (const [file, error] of this.#errors) {
       const current = summaries.find((s) => s.file === file);
       if (current) current.error = error;
@@ -136,7 +144,7 @@ export class PipelineRegistry implements PipelineService {
     return this.list().find((s) => s.name === name);
   }
 
-  #summary(p: LoadedPipeline): PipelineSummary {
+  #summary(p: LoadedPipeline, pause: SchedulePause | undefined): PipelineSummary {
     const schedule = p.def.schedule;
     return {
       name: p.name,
@@ -150,9 +158,11 @@ export class PipelineRegistry implements PipelineService {
             enabled: schedule.enabled,
             overlap: schedule.overlap,
             catchup: schedule.catchup,
-            next: schedule.enabled
-              ? nextFireTimes(schedule.cron, schedule.timezone, Date.now(), 5).map((t) => new Date(t).toISOString())
-              : [],
+            next:
+              schedule.enabled && !pause
+                ? nextFireTimes(schedule.cron, schedule.timezone, Date.now(), 5).map((t) => new Date(t).toISOString())
+                : [],
+            paused: pause ? { by: pause.by, at: new Date(pause.at).toISOString() } : null,
           }
         : null,
       params: Object.fromEntries(Object.entries(p.def.params).map(([k, v]) => [k, v === null ? null : String(v)])),
@@ -162,16 +172,58 @@ export class PipelineRegistry implements PipelineService {
 
   /** A run now, whatever is active (a person asked for it): overlap applies to scheduled ticks only. */
   async trigger(name: string, input: TriggerInput): Promise<PipelineRunRow> {
-    const pipeline = this.#loaded.get(name);
-    if (!pipeline) {
-      const known = [...this.#loaded.keys()].join(', ') || 'none loaded';
-      throw new PipelineNotFoundError(`no pipeline "${name}" (pipelines: ${known})`);
-    }
+    const pipeline = this.#loadedOrThrow(name);
     return createRun(this.#deps.engine, pipeline, {
       trigger: input.trigger,
       params: input.params ?? {},
       webhookUrl: input.webhookUrl ?? null,
     });
+  }
+
+  #loadedOrThrow(name: string): LoadedPipeline {
+    const pipeline = this.#loaded.get(name);
+    if (!pipeline) {
+      const known = [...this.#loaded.keys()].join(', ') || 'none loaded';
+      throw new PipelineNotFoundError(`no pipeline "${name}" (pipelines: ${known})`);
+    }
+    return pipeline;
+  }
+
+  /**
+   * Pauses the schedule: recorded in the history first (the truth every process
+   * reads), then its job scheduler goes. The job schedulers live in Redis,
+   * shared by every process, so whichever one took the pause applies it;
+   * removing one also drops its next delayed tick, and `fire` checks the
+   * history for a tick a worker already holds.
+   */
+  async pause(name: string, by: string): Promise<PipelineSummary> {
+    const pipeline = this.#scheduledOrThrow(name);
+    const { db } = this.#deps.engine;
+    pauseSchedule(db, name, { by, at: Date.now() });
+    await this.#deps.queue.removeJobScheduler(schedulerId(name));
+    this.#deps.logger.info({ pipeline: name, by }, 'pipeline schedule paused');
+    return this.#summary(pipeline, schedulePauses(db).get(name));
+  }
+
+  /** Lifts a pause and puts the job scheduler back, unless the file switches the schedule off (the file wins). */
+  async resume(name: string, by: string): Promise<PipelineSummary> {
+    const pipeline = this.#scheduledOrThrow(name);
+    const { db } = this.#deps.engine;
+    resumeSchedule(db, name, Date.now());
+    if (pipeline.def.schedule?.enabled) await this.#upsertScheduler(pipeline);
+    this.#deps.logger.info(
+      { pipeline: name, by, fileEnabled: pipeline.def.schedule?.enabled },
+      'pipeline schedule resumed',
+    );
+    return this.#summary(pipeline, undefined);
+  }
+
+  #scheduledOrThrow(name: string): LoadedPipeline {
+    const pipeline = this.#loadedOrThrow(name);
+    if (!pipeline.def.schedule) {
+      throw new PipelineNotScheduledError(`pipeline "${name}" has no schedule: it runs only when triggered`);
+    }
+    return pipeline;
   }
 
   /** A cron tick (or a catch-up of one): a run, unless the pipeline's overlap policy says otherwise. */
@@ -180,7 +232,14 @@ export class PipelineRegistry implements PipelineService {
     const pipeline = this.#loaded.get(name);
     const schedule = pipeline?.def.schedule;
     if (!pipeline || !schedule?.enabled) {
-      logger.info({ pipeline: name }, 'tick of a pipeline that is gone or paused: ignored');
+      logger.info({ pipeline: name }, 'tick of a pipeline that is gone or off in its file: ignored');
+      return null;
+    }
+    // A tick taken just before an admin's pause removed its scheduler, or queued by a
+    // process that has not seen the pause: the history has the last word.
+    const pause = schedulePauses(engine.db).get(name);
+    if (pause) {
+      logger.info({ pipeline: name, pausedBy: pause.by, scheduledFor }, 'tick of a paused schedule: ignored');
       return null;
     }
     if (trigger === 'schedule' && Date.now() - scheduledFor > LATE_TICK_MS) {
@@ -218,17 +277,19 @@ export class PipelineRegistry implements PipelineService {
   /**
    * Ticks missed while schedflow was down (or too busy to fire them in time),
    * per pipeline: none, the latest, or all up to the limit, fired as catch-up
-   * runs. A paused pipeline has nothing to catch up when it resumes.
+   * runs. A paused pipeline (by its file or by an admin) has nothing to catch
+   * up when it resumes.
    */
   async catchUp(now = Date.now()): Promise<number> {
     const { db } = this.#deps.engine;
+    const pauses = schedulePauses(db);
     let queued = 0;
     for (const pipeline of this.#loaded.values()) {
       const schedule = pipeline.def.schedule;
       if (!schedule) continue;
       const row = db.select().from(pipelineSchedules).where(eq(pipelineSchedules.pipeline, pipeline.name)).get();
       const until = now - LATE_TICK_MS;
-      if (!schedule.enabled || row?.lastScheduledFor == null) {
+      if (!schedule.enabled || pauses.has(pipeline.name) || row?.lastScheduledFor == null) {
         upsertSchedule(db, pipeline.name, until);
         continue;
       }
@@ -255,20 +316,15 @@ export class PipelineRegistry implements PipelineService {
     return queued;
   }
 
-  /** Registers each scheduled, enabled pipeline as a BullMQ job scheduler and removes the others. */
+  /** Registers each scheduled, enabled and not paused pipeline as a BullMQ job scheduler and removes the others. */
   async syncSchedules(): Promise<void> {
     const { queue } = this.#deps;
+    const pauses = schedulePauses(this.#deps.engine.db);
     const wanted = new Set<string>();
     for (const p of this.#loaded.values()) {
-      const schedule = p.def.schedule;
-      if (!schedule?.enabled) continue;
-      const id = `${SCHEDULER_PREFIX}${p.name}`;
-      wanted.add(id);
-      await queue.upsertJobScheduler(
-        id,
-        { pattern: schedule.cron, tz: schedule.timezone },
-        { name: 'fire', data: { pipeline: p.name, trigger: 'schedule' } },
-      );
+      if (!p.def.schedule?.enabled || pauses.has(p.name)) continue;
+      wanted.add(schedulerId(p.name));
+      await this.#upsertScheduler(p);
     }
     for (const scheduler of await queue.getJobSchedulers()) {
       if (scheduler.key.startsWith(SCHEDULER_PREFIX) && !wanted.has(scheduler.key)) {
@@ -276,7 +332,19 @@ export class PipelineRegistry implements PipelineService {
       }
     }
   }
+
+  async #upsertScheduler(p: LoadedPipeline): Promise<void> {
+    const schedule = p.def.schedule;
+    if (!schedule) return;
+    await this.#deps.queue.upsertJobScheduler(
+      schedulerId(p.name),
+      { pattern: schedule.cron, tz: schedule.timezone },
+      { name: 'fire', data: { pipeline: p.name, trigger: 'schedule' } },
+    );
+  }
 }
+
+const schedulerId = (pipeline: string): string => `${SCHEDULER_PREFIX}${pipeline}`;
 
 function upsertSchedule(db: Db, pipeline: string, lastScheduledFor: number): void {
   const now = Date.now();

@@ -12,8 +12,10 @@ export interface PipelineSummary {
     enabled: boolean;
     overlap: 'skip' | 'queue' | 'allow';
     catchup: 'none' | 'latest' | 'all';
-    /** The next five fire times (ISO 8601, UTC). */
+    /** The next five fire times (ISO 8601, UTC); none while the file switches it off or it is paused. */
     next: string[];
+    /** Set while an admin has paused the schedule: who, and since when (ISO 8601, UTC). */
+    paused: { by: string; at: string } | null;
   } | null;
   /** Parameters a trigger may give, with their defaults (null: required). */
   params: Record<string, string | null>;
@@ -27,7 +29,7 @@ export interface TriggerInput {
   webhookUrl?: string | null;
 }
 
-/** The pipelines of a running daemon: listing and triggering runs. */
+/** The pipelines of a running daemon: listing, triggering runs, and pausing schedules. */
 export interface PipelineService {
   list(): PipelineSummary[];
   get(name: string): PipelineSummary | undefined;
@@ -37,4 +39,13 @@ export interface PipelineService {
    * parameters (the message names the parameter).
    */
   trigger(name: string, input: TriggerInput): Promise<PipelineRunRow>;
+  /**
+   * Pauses the pipeline's schedule for every daemon sharing the history, until
+   * resumed: its cron ticks make no runs; triggering by hand still works. `by`
+   * names who asked. Throws PipelineNotFoundError for an unknown name and
+   * PipelineNotScheduledError for a pipeline without a schedule.
+   */
+  pause(name: string, by: string): Promise<PipelineSummary>;
+  /** Lifts a pause (same errors). A file with `schedule.enabled: false` keeps the schedule off. */
+  resume(name: string, by: string): Promise<PipelineSummary>;
 }

@@ -2,7 +2,7 @@ import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { ConfigError } from '../../errors.js';
 import type { PipelineService } from '../../pipelines/pipeline-service.js';
-import { NotFoundApiError, UnavailableApiError, ValidationApiError } from '../api-errors.js';
+import { ConflictApiError, NotFoundApiError, UnavailableApiError, ValidationApiError } from '../api-errors.js';
 import type { ApiDeps } from '../deps.js';
 import { idempotently } from '../idempotency.js';
 import {
@@ -17,7 +17,21 @@ import {
 import { pipelineView, runLink, runView } from '../views.js';
 import { bearer } from './security.js';
 
-/** `/api/v1/pipelines`: the loaded pipeline files, and runs started by hand. */
+/** What pausing and resuming a schedule say in the OpenAPI document. */
+const SCHEDULE_ACTIONS = {
+  pause: {
+    summary: "Pause a pipeline's schedule",
+    description:
+      'Its cron ticks make no runs until it is resumed, in every daemon sharing the history and after a restart; starting a run by hand still works. Pausing a paused schedule keeps the first pause (who and when). 409 for a pipeline without a schedule. Scope: admin.',
+  },
+  resume: {
+    summary: "Resume a pipeline's paused schedule",
+    description:
+      'Its ticks make runs again from the next one; those that fell while paused are not caught up. A file with `schedule.enabled: false` keeps the schedule off (the file wins). 409 for a pipeline without a schedule. Scope: admin.',
+  },
+} as const;
+
+/** `/api/v1/pipelines`: the loaded pipeline files, runs started by hand, and pausing schedules. */
 export const pipelineRoutes: FastifyPluginAsyncZod<{ deps: ApiDeps }> = async (app, { deps }) => {
   const service = (): PipelineService => {
     if (!deps.pipelines) throw new UnavailableApiError('pipelines not loaded', 5);
@@ -82,4 +96,39 @@ export const pipelineRoutes: FastifyPluginAsyncZod<{ deps: ApiDeps }> = async (a
         }
       }),
   );
+
+  // No Idempotency-Key here: pausing or resuming twice leaves the same state.
+  for (const action of ['pause', 'resume'] as const) {
+    app.post(
+      `/api/v1/pipelines/:name/${action}`,
+      {
+        config: { scope: 'admin' },
+        schema: {
+          tags: ['pipelines'],
+          ...SCHEDULE_ACTIONS[action],
+          security: bearer,
+          params: pipelineNameParams,
+          response: {
+            200: answer('the pipeline, with its schedule as it is now', pipelineSchema),
+            ...errors(401, 403, 404, 409, 429, 503),
+          },
+        },
+      },
+      async (request) => {
+        const pipelines = service();
+        const name = request.params.name;
+        const pipeline = pipelines.get(name);
+        if (!pipeline) throw new NotFoundApiError(`no pipeline "${name}"`);
+        if (!pipeline.schedule) {
+          throw new ConflictApiError(
+            'SCHEDFLOW_ERR_PIPELINE_NOT_SCHEDULED',
+            `pipeline "${name}" has no schedule: it runs only when triggered`,
+          );
+        }
+        const by = `token ${request.apiToken?.name ?? 'unknown'}`;
+        const summary = action === 'pause' ? await pipelines.pause(name, by) : await pipelines.resume(name, by);
+        return pipelineView(summary);
+      },
+    );
+  }
 };

@@ -16,6 +16,12 @@ const FLASH: Record<string, { text: string; error?: boolean }> = {
   triggered: { text: 'Run started.' },
   paused: { text: 'Queue paused: its workers take no new jobs until resumed.' },
   resumed: { text: 'Queue resumed.' },
+  'schedule-paused': { text: 'Schedule paused: its ticks make no runs until it is resumed.' },
+  'schedule-resumed': { text: 'Schedule resumed: its next tick makes a run.' },
+  'schedule-resumed-off': {
+    text: 'Pause lifted, but the file keeps the schedule off (schedule.enabled: false).',
+    error: true,
+  },
 };
 
 export function flashOf(request: FastifyRequest): { text: string; error?: boolean } | null {

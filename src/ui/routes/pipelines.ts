@@ -11,7 +11,7 @@ import { field, queryField, sendPage, sessionOf, type UiContext } from '../conte
 import { cronInWords } from '../cron-words.js';
 import { type DagNode, dagSvg } from '../dag.js';
 import { duration, type Html, html, stateBadge, time } from '../html.js';
-import { page, UI_PREFIX } from '../layout.js';
+import { actionButton, page, UI_PREFIX } from '../layout.js';
 import { isAdmin, type UiSession } from '../sessions.js';
 import { flashOf, selectField } from './common.js';
 import { jobHref, jobTable } from './jobs.js';
@@ -26,7 +26,7 @@ export async function pipelinePages(app: FastifyInstance, { ctx }: { ctx: UiCont
     const session = sessionOf(request);
     const pipelines = ctx.deps.pipelines?.list() ?? [];
     const body = html`<h1>Pipelines</h1>
-<p class="muted">Schedules are switched on and off in the pipeline's file (<code>schedule.enabled</code>), which the daemon reloads when it changes; here a pipeline can be triggered now.</p>
+<p class="muted">On a pipeline's page an admin can trigger it now, and pause or resume its schedule. A file with <code>schedule.enabled: false</code> keeps its schedule off whatever is done here: the file wins for off.</p>
 ${
   pipelines.length === 0
     ? html`<p class="muted">No pipeline files are loaded.</p>`
@@ -69,15 +69,12 @@ ${p.description ? html`<p>${p.description}</p>` : ''}
 ${
   p.schedule
     ? html`<dt>Overlap / catch-up</dt><dd>${p.schedule.overlap} / ${p.schedule.catchup}</dd>
-<dt>Next runs</dt><dd>${p.schedule.next.length ? p.schedule.next.map((t) => html`${time(Date.parse(t))}<br>`) : 'none: the schedule is off'}</dd>`
+<dt>State</dt><dd>${scheduleState(p.schedule)}</dd>
+<dt>Next runs</dt><dd>${p.schedule.next.length ? p.schedule.next.map((t) => html`${time(Date.parse(t))}<br>`) : `none: the schedule is ${p.schedule.paused ? 'paused' : 'off'}`}</dd>`
     : ''
 }
 <dt>Steps</dt><dd>${p.steps.map((s) => s.name).join(', ')}</dd></dl>
-${
-  p.schedule
-    ? html`<p class="muted">To switch the schedule off or on, set <code>schedule.enabled</code> in the file; the daemon reloads it.</p>`
-    : ''
-}</div>
+${p.schedule ? scheduleControls(session, p.name, p.schedule) : ''}</div>
 ${dagSvg(
   p.steps.map((s) => ({
     name: s.name,
@@ -128,6 +125,26 @@ ${isAdmin(session) ? triggerForm(session, p) : ''}
       throw error;
     }
   });
+
+  // Pausing a paused schedule (or resuming a running one) changes nothing: a second click is harmless.
+  for (const action of ['pause', 'resume'] as const) {
+    app.post<{ Params: { name: string } }>(`${UI_PREFIX}/pipelines/:name/${action}`, async (request, reply) => {
+      const session = sessionOf(request);
+      if (!isAdmin(session)) {
+        return reply.code(403).type('text/plain').send('the admin scope is needed to pause or resume a schedule');
+      }
+      const pipelines = ctx.deps.pipelines;
+      const p = pipelines?.get(request.params.name);
+      if (!pipelines || !p) return reply.code(404).type('text/plain').send('no such pipeline');
+      if (!p.schedule) return reply.code(409).type('text/plain').send('this pipeline has no schedule to pause');
+      // The registry logs who did it; `session.who` is what the page shows afterwards.
+      const after =
+        action === 'pause' ? await pipelines.pause(p.name, session.who) : await pipelines.resume(p.name, session.who);
+      const done =
+        action === 'pause' ? 'schedule-paused' : after.schedule?.enabled ? 'schedule-resumed' : 'schedule-resumed-off';
+      return reply.redirect(`${pipelineHref(p.name)}?done=${done}`, 303);
+    });
+  }
 
   app.get(`${UI_PREFIX}/runs`, async (request, reply) => {
     const session = sessionOf(request);
@@ -208,7 +225,31 @@ function scheduleText(p: PipelineSummary): Html {
   const words = cronInWords(p.schedule.cron);
   return html`${words ?? ''}${words ? html`<br>` : ''}<code>${p.schedule.cron}</code> <span class="muted">(${p.schedule.timezone})</span>${
     p.schedule.enabled ? '' : html` <strong>off</strong>`
-  }`;
+  }${p.schedule.paused ? html` <strong>paused</strong>` : ''}`;
+}
+
+type Schedule = NonNullable<PipelineSummary['schedule']>;
+
+/** Whether the schedule ticks, and if not, who or what stopped it. */
+function scheduleState(schedule: Schedule): Html {
+  const off = schedule.enabled ? null : html`off in the file (<code>schedule.enabled: false</code>)`;
+  if (!schedule.paused) return off ?? html`on`;
+  return html`<strong>paused</strong> by ${schedule.paused.by} at ${time(Date.parse(schedule.paused.at))}${off ? html`; also ${off}` : ''}`;
+}
+
+function scheduleControls(session: UiSession, name: string, schedule: Schedule): Html {
+  const note = html`<p class="muted">A paused schedule makes no runs from its ticks, in every daemon on this history and after a restart, until it is resumed; triggering by hand still works. A file with <code>schedule.enabled: false</code> keeps the schedule off even when resumed here: the file wins for off.</p>`;
+  if (!isAdmin(session)) return note;
+  const button = schedule.paused
+    ? actionButton(session, `${pipelineHref(name)}/resume`, 'Resume schedule', {
+        ariaLabel: `Resume schedule of ${name}`,
+      })
+    : actionButton(session, `${pipelineHref(name)}/pause`, 'Pause schedule', {
+        danger: true,
+        ariaLabel: `Pause schedule of ${name}`,
+        confirm: `Pause the schedule of ${name}? Its ticks make no runs until it is resumed.`,
+      });
+  return html`${button}${note}`;
 }
 
 function triggerForm(session: UiSession, p: PipelineSummary, given: Record<string, string> = {}): Html {

@@ -249,6 +249,49 @@ describe('admin web UI', () => {
     await browser.screenshot(page, 'runs');
   });
 
+  it('pauses and resumes a scheduled pipeline from its page; a read-only session gets no button and is refused', async () => {
+    const page = await logIn(adminToken);
+    const schedulers = async () => (await td.daemon.queues.pipeline.getJobSchedulers()).map((s) => s.key);
+    const state = page.locator('main dl.facts dt', { hasText: /^State$/ }).locator('xpath=following-sibling::dd[1]');
+    await page.goto(`${base}/pipelines/nightly`);
+    await expect(state.textContent()).resolves.toBe('on');
+    page.once('dialog', (dialog) => void dialog.accept());
+    await page.getByRole('button', { name: 'Pause schedule of nightly' }).click();
+    await page.getByText('Schedule paused: its ticks make no runs until it is resumed.').waitFor();
+    await expect(state.textContent()).resolves.toMatch(/^paused by token ui-admin at /);
+    await expect(page.getByText('none: the schedule is paused').isVisible()).resolves.toBe(true);
+    expect(td.daemon.pipelines.get('nightly')?.schedule?.paused?.by).toBe('token ui-admin');
+    expect(await schedulers()).not.toContain('pipeline-nightly');
+    await browser.screenshot(page, 'pipeline-paused');
+    await page.goto(`${base}/pipelines`);
+    const row = page.getByRole('row').filter({ hasText: 'nightly' });
+    await expect(row.getByText('paused', { exact: true }).isVisible()).resolves.toBe(true);
+    await expect(row.locator('time').count()).resolves.toBe(0);
+    // The admin's session without the form's CSRF token is refused.
+    const forged = await page.context().request.post(`${base}/pipelines/nightly/resume`, { form: {}, maxRedirects: 0 });
+    expect(forged.status()).toBe(403);
+
+    // Read-only: the state but no button, and a POST with the session's own CSRF token is refused.
+    const reader = await logIn(createToken(td.daemon.history.db, { name: 'ui-pause-reader', scopes: ['read'] }).token);
+    await reader.goto(`${base}/pipelines/nightly`);
+    await expect(reader.getByText(/^paused by token ui-admin at /).isVisible()).resolves.toBe(true);
+    await expect(reader.getByRole('button', { name: /schedule of nightly/ }).count()).resolves.toBe(0);
+    const csrf = await reader.locator('header input[name=_csrf]').getAttribute('value');
+    const refused = await reader
+      .context()
+      .request.post(`${base}/pipelines/nightly/resume`, { form: { _csrf: csrf ?? '' }, maxRedirects: 0 });
+    expect(refused.status()).toBe(403);
+    expect(td.daemon.pipelines.get('nightly')?.schedule?.paused).not.toBeNull();
+
+    await page.goto(`${base}/pipelines/nightly`);
+    await page.getByRole('button', { name: 'Resume schedule of nightly' }).click();
+    await page.getByText('Schedule resumed: its next tick makes a run.').waitFor();
+    await expect(state.textContent()).resolves.toBe('on');
+    await expect(page.locator('main dd time').count()).resolves.toBe(5);
+    expect(td.daemon.pipelines.get('nightly')?.schedule?.paused).toBeNull();
+    expect(await schedulers()).toContain('pipeline-nightly');
+  });
+
   it('opens the queue dashboard, the profiles with their queues, and the history with charts', async () => {
     const done = await td.daemon.submit({ spec: shell('ui-history', 'true'), origin: 'api' });
     const page = await logIn(adminToken);
