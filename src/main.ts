@@ -73,8 +73,9 @@ export interface Daemon {
   /**
    * Applies the suggestion of a request's summary: a new request with the changed spec,
    * linked to it, is queued (once; again returns the same id). ConfigError when there is none.
+   * `newRequestId` names the new request (the local API's Idempotency-Key); default a new UUID.
    */
-  resubmitWithSuggestion(requestId: string): Promise<string>;
+  resubmitWithSuggestion(requestId: string, newRequestId?: string): Promise<string>;
   stop(): Promise<void>;
 }
 
@@ -250,8 +251,13 @@ async function compose(config: DaemonConfig, logger: Logger, lifecycle: Lifecycl
       return id;
     },
     summaries: summariesStatus(summarySettings),
-    async resubmitWithSuggestion(requestId) {
-      const made = applySuggestion(history.db, { requestId, newRequestId: randomUUID(), at: Date.now() });
+    async resubmitWithSuggestion(requestId, newRequestId) {
+      const made = applySuggestion(history.db, {
+        requestId,
+        newRequestId: newRequestId ?? randomUUID(),
+        at: Date.now(),
+        origin: 'api',
+      });
       if (made.created) {
         await queues.submit.add('submit', { requestId: made.requestId }, { jobId: made.requestId });
         transition(history.db, made.requestId, { to: 'queued', source: 'api', at: Date.now() });
@@ -272,6 +278,7 @@ async function compose(config: DaemonConfig, logger: Logger, lifecycle: Lifecycl
       queues,
       pipelines,
       submit: (input) => daemon.submit(input),
+      resubmit: (requestId, newRequestId) => daemon.resubmitWithSuggestion(requestId, newRequestId),
       redis,
       listen: config.listen,
       settings: {

@@ -1,6 +1,6 @@
 import { DelayedError, type Job, type Queue, UnrecoverableError } from 'bullmq';
 import type { Db } from '../src/db/database.js';
-import { createRequest, getRequest, transition, unsubmittedRequests } from '../src/db/requests.js';
+import { createRequest, getRequest, patchRequest, transition, unsubmittedRequests } from '../src/db/requests.js';
 import type { Logger } from '../src/logger.js';
 import { submitPayloadSchema } from '../src/queue/catalog.js';
 import { isTerminalRequest } from '../src/tracking/request-state.js';
@@ -16,15 +16,19 @@ export function submitProcessor(services: WorkerServices) {
     const payload = submitPayloadSchema.parse(job.data);
     const { db, logger } = services;
     if (payload.request) {
-      const { profile, spec, origin, acceptedAt } = payload.request;
-      createRequest(db, {
-        id: payload.requestId,
-        profile,
-        name: spec.name,
-        spec,
-        origin,
-        at: acceptedAt,
-        source: origin === 'cli' ? 'cli' : 'api',
+      const { profile, spec, origin, acceptedAt, summarize } = payload.request;
+      // One transaction: the summaries dispatcher never sees the request without its setting.
+      db.transaction((tx) => {
+        createRequest(tx, {
+          id: payload.requestId,
+          profile,
+          name: spec.name,
+          spec,
+          origin,
+          at: acceptedAt,
+          source: origin === 'cli' ? 'cli' : 'api',
+        });
+        if (summarize !== undefined) patchRequest(tx, payload.requestId, { summarize });
       });
       transition(db, payload.requestId, { to: 'queued', source: 'submit', at: job.timestamp });
     }

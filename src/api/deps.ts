@@ -26,7 +26,14 @@ export interface ApiDeps {
     requestId?: string;
     webhookUrl?: string | null;
     deadlines?: Deadlines | null;
+    /** A summary when it ends: true or false; absent follows the global setting. */
+    summarize?: boolean | null;
   }): Promise<string>;
+  /**
+   * Applies a request's suggested change (the daemon's `resubmitWithSuggestion`): the new
+   * request's id, the same on every call. ConfigError when there is nothing to apply.
+   */
+  resubmit(requestId: string, newRequestId?: string): Promise<string>;
   /** Resolves when Redis answers PING; rejects otherwise (readiness). */
   pingRedis(): Promise<void>;
   settings: ApiSettings;

@@ -2,6 +2,8 @@ import type { z } from 'zod';
 import type { ProfileSyncRow } from '../db/accounting.js';
 import type { JobRequestRow, JobTransitionRow, PipelineRunRow } from '../db/schema.js';
 import type { PipelineSummary } from '../pipelines/pipeline-service.js';
+import type { ShownSummary } from '../summaries/show.js';
+import type { SpecSuggestion } from '../summaries/summary-data.js';
 import { isTerminalRequest } from '../tracking/request-state.js';
 import type { HistoryPageRow } from './queries.js';
 import type {
@@ -10,6 +12,7 @@ import type {
   jobSchema,
   pipelineSchema,
   runSchema,
+  summarySchema,
   transitionSchema,
 } from './schemas.js';
 
@@ -115,6 +118,83 @@ export function freshnessView(
     return verdict(true, `profile ${row.profile} was last polled ${Math.round(sincePollMs / 1000)} s ago`);
   }
   return verdict(false, `as of the poll ${Math.round(sincePollMs / 1000)} s ago`);
+}
+
+type SummaryOutput = z.output<typeof summarySchema>;
+
+function suggestionView(s: SpecSuggestion): NonNullable<SummaryOutput['suggestion']> {
+  return {
+    changes: s.changes,
+    previous: s.previous,
+    why: s.why,
+    step: s.step ?? null,
+    request_id: s.requestId ?? null,
+  };
+}
+
+/**
+ * A summary as stored, in the API's names: what `schedflow jobs show` prints
+ * and the `summary.ready` webhook carries. Its text and error were redacted
+ * before they were stored; the prompt never was.
+ */
+export function summaryView(shown: ShownSummary | null): SummaryOutput | null {
+  if (!shown) return null;
+  const { summary: s } = shown;
+  const f = s.findings;
+  const trend = f?.trend ?? null;
+  return {
+    id: s.id,
+    of: shown.of,
+    request_id: s.requestId,
+    run_id: s.runId,
+    state: s.state,
+    kind: s.kind,
+    text: s.text,
+    note: s.note,
+    model: s.model,
+    prompt_tokens: s.promptTokens,
+    completion_tokens: s.completionTokens,
+    latency_ms: s.latencyMs,
+    attempts: s.attempts,
+    error: s.error === null ? null : { code: s.errorCode, message: s.error },
+    findings: f
+      ? {
+          efficiency: f.efficiency,
+          triage: f.triage,
+          steps: f.steps?.map(({ requestId, ...step }) => ({ ...step, request_id: requestId })) ?? null,
+          trend: trend && {
+            runs: trend.runs.map((r) => ({
+              run_id: r.runId,
+              state: r.state,
+              duration_sec: r.durationSec,
+              created_at: iso(r.createdAt),
+            })),
+            median_duration_sec: trend.medianDurationSec,
+            comparison: trend.comparison,
+            steps: trend.steps.map((t) => ({
+              step: t.step,
+              max_time_percent: t.maxTimePercent,
+              resize: t.resize && suggestionView(t.resize),
+            })),
+          },
+        }
+      : null,
+    suggestion: s.suggestion && suggestionView(s.suggestion),
+    applied_request_id: s.appliedRequestId,
+    applied_at: isoOrNull(s.appliedAt),
+    created_at: iso(s.createdAt),
+    updated_at: iso(s.updatedAt),
+    completed_at: isoOrNull(s.completedAt),
+    links: {
+      // Only a request's own suggestion is applied through the API; a step's goes into its pipeline file.
+      ...(shown.of === 'request' &&
+        s.requestId !== null &&
+        s.suggestion &&
+        !s.suggestion.step &&
+        s.appliedRequestId === null && { resubmit: `${jobLink(s.requestId)}/resubmit` }),
+      ...(s.appliedRequestId !== null && { applied: jobLink(s.appliedRequestId) }),
+    },
+  };
 }
 
 export function runView(run: PipelineRunRow): z.output<typeof runSchema> {

@@ -108,7 +108,9 @@ export function registerJobsCommand(program: Command): void {
     .argument('<file>', 'job file (YAML or JSON job spec)')
     .option('--profile <name>', 'scheduler profile (default: the daemon’s first)')
     .option('--wait', 'print each transition; exit 0 only when the job COMPLETED')
-    .action(async (file: string, opts: { profile?: string; wait?: boolean }, cmd: Command) => {
+    .option('--summarize', 'a summary when it ends, whatever the daemon’s setting')
+    .option('--no-summarize', 'no summary when it ends, whatever the daemon’s setting')
+    .action(async (file: string, opts: { profile?: string; wait?: boolean; summarize?: boolean }, cmd: Command) => {
       const flags = flagsOf(cmd);
       const spec = parseSource(readYamlSource(file), jobSpecSchema);
       const info = readDaemonInfo(flags.dataDir);
@@ -128,7 +130,16 @@ export function registerJobsCommand(program: Command): void {
         defaultJobOptions: JOB_OPTIONS.submit,
       });
       try {
-        const payload: SubmitPayload = { requestId, request: { profile, spec, origin: 'cli', acceptedAt: Date.now() } };
+        const payload: SubmitPayload = {
+          requestId,
+          request: {
+            profile,
+            spec,
+            origin: 'cli',
+            acceptedAt: Date.now(),
+            ...(opts.summarize !== undefined && { summarize: opts.summarize }),
+          },
+        };
         await queue.add('submit', payload, { jobId: requestId });
       } finally {
         await queue.close();

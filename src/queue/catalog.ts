@@ -19,6 +19,8 @@ export const submitPayloadSchema = z.object({
       spec: jobSpecSchema,
       origin: z.enum(['api', 'cli', 'pipeline']),
       acceptedAt: z.number(),
+      /** A summary when it ends (`--summarize`, `--no-summarize`); absent: the global setting. */
+      summarize: z.boolean().optional(),
     })
     .optional(),
 });

@@ -58,8 +58,15 @@ export function changedSpec(request: JobRequestRow, summary: SummaryRow): Record
  */
 export function applySuggestion(
   db: Db,
-  input: { requestId: string; newRequestId: string; at: number },
+  input: {
+    requestId: string;
+    newRequestId: string;
+    at: number;
+    /** Who applied it: the CLI (through its queued job) or the local API. @defaultValue 'cli' */
+    origin?: 'api' | 'cli';
+  },
 ): { requestId: string; created: boolean } {
+  const origin = input.origin ?? 'cli';
   return db.transaction((tx) => {
     const { request, summary } = suggestionToApply(tx, input.requestId);
     if (summary.appliedRequestId) return { requestId: summary.appliedRequestId, created: false };
@@ -69,9 +76,9 @@ export function applySuggestion(
       profile: request.profile,
       name: request.name,
       spec,
-      origin: 'cli',
+      origin,
       at: input.at,
-      source: 'cli',
+      source: origin,
       webhookUrl: request.webhookUrl,
     });
     tx.update(jobRequests)

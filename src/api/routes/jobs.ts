@@ -3,6 +3,9 @@ import type { z } from 'zod';
 import { getProfileSync } from '../../db/accounting.js';
 import { getRequest, transitionsOf } from '../../db/requests.js';
 import type { Deadlines } from '../../db/schema.js';
+import { summaryOfRequest } from '../../db/summaries.js';
+import { ConfigError } from '../../errors.js';
+import { summaryForRequest } from '../../summaries/show.js';
 import { cancelRequest } from '../../tracking/canceller.js';
 import { ConflictApiError, NotFoundApiError, ValidationApiError } from '../api-errors.js';
 import { decodeCursor, encodeCursor } from '../cursor.js';
@@ -21,12 +24,13 @@ import {
   jobSchema,
   listJobsQuery,
   pageOf,
+  resubmittedJobSchema,
   submitJobBody,
 } from '../schemas.js';
-import { freshnessView, jobLink, jobView, transitionView } from '../views.js';
+import { freshnessView, jobLink, jobView, summaryView, transitionView } from '../views.js';
 import { bearer } from './security.js';
 
-/** `/api/v1/jobs`: submit, list, show and cancel job requests. */
+/** `/api/v1/jobs`: submit, list, show, cancel and re-submit (with a summary's suggestion) job requests. */
 export const jobRoutes: FastifyPluginAsyncZod<{ deps: ApiDeps }> = async (app, { deps }) => {
   const { db } = deps;
 
@@ -67,6 +71,7 @@ export const jobRoutes: FastifyPluginAsyncZod<{ deps: ApiDeps }> = async (app, {
           requestId: stableId ?? undefined,
           webhookUrl: body.webhook_url ?? null,
           deadlines: deadlinesOf(body.deadlines),
+          summarize: body.summarize ?? null,
         });
         const row = getRequest(db, id);
         return {
@@ -119,7 +124,7 @@ export const jobRoutes: FastifyPluginAsyncZod<{ deps: ApiDeps }> = async (app, {
         tags: ['jobs'],
         summary: 'Show a job request',
         description:
-          "Its state, every transition, and how fresh the state is (the profile's last poll and the job's last sighting). Scope: read.",
+          "Its state, every transition, how fresh the state is (the profile's last poll and the job's last sighting), and its summary once it has ended (a pipeline step: its run's). Scope: read.",
         security: bearer,
         params: idParams,
         response: { 200: answer('the job request', jobDetailSchema), ...errors(401, 403, 404, 429) },
@@ -133,8 +138,58 @@ export const jobRoutes: FastifyPluginAsyncZod<{ deps: ApiDeps }> = async (app, {
         spec: row.spec as Record<string, unknown>,
         transitions: transitionsOf(db, row.id).map(transitionView),
         freshness: freshnessView(row, getProfileSync(db, row.profile), deps.settings.pollCeilingMs),
+        summary: summaryView(summaryForRequest(db, row)),
       };
     },
+  );
+
+  app.post(
+    '/api/v1/jobs/:id/resubmit',
+    {
+      config: { scope: 'submit' },
+      schema: {
+        tags: ['jobs'],
+        summary: "Apply a summary's suggested change",
+        description: [
+          'Queues a new request with the spec changed as the summary proposes (more memory, a longer limit, another partition), linked to this one (201).',
+          'Applying again answers the request made the first time (200).',
+          'Nothing to apply (no summary yet, no suggestion, or a pipeline step, whose change belongs in the pipeline file): 409. Scope: submit.',
+        ].join(' '),
+        security: bearer,
+        headers: idempotencyHeaders,
+        params: idParams,
+        response: {
+          200: answer('applied before: the request made then', resubmittedJobSchema),
+          201: answer('queued; `links.self` follows the new request', resubmittedJobSchema),
+          ...errors(401, 403, 404, 409, 429),
+        },
+      },
+    },
+    async (request, reply) =>
+      idempotently(db, request, reply, async (stableId) => {
+        const id = request.params.id;
+        if (!getRequest(db, id)) throw new NotFoundApiError(`no job request ${id}`);
+        const before = summaryOfRequest(db, id)?.appliedRequestId ?? null;
+        let newId: string;
+        try {
+          newId = await deps.resubmit(id, stableId ?? undefined);
+        } catch (error) {
+          // The refusals of `schedflow jobs resubmit`: the request's state, not the call, is at fault.
+          if (error instanceof ConfigError) throw new ConflictApiError('SCHEDFLOW_ERR_NO_SUGGESTION', error.message);
+          throw error;
+        }
+        return {
+          status: before === newId ? 200 : 201,
+          body: {
+            id: newId,
+            state: getRequest(db, newId)?.state ?? 'queued',
+            resubmits: id,
+            changes: summaryOfRequest(db, id)?.suggestion?.changes ?? {},
+            links: { self: jobLink(newId) },
+          },
+          headers: { location: jobLink(newId) },
+        };
+      }),
   );
 
   app.delete(

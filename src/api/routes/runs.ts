@@ -1,11 +1,12 @@
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { getRun, stepRequests } from '../../db/runs.js';
+import { summaryOfRun } from '../../db/summaries.js';
 import { NotFoundApiError } from '../api-errors.js';
 import { decodeCursor, encodeCursor } from '../cursor.js';
 import type { ApiDeps } from '../deps.js';
 import { runsPage } from '../queries.js';
 import { answer, errors, idParams, pageOf, runDetailSchema, runSchema, runsQuery } from '../schemas.js';
-import { jobView, runView } from '../views.js';
+import { jobView, runView, summaryView } from '../views.js';
 import { bearer } from './security.js';
 
 /** `/api/v1/runs`: pipeline runs and their steps. */
@@ -47,7 +48,8 @@ export const runRoutes: FastifyPluginAsyncZod<{ deps: ApiDeps }> = async (app, {
       schema: {
         tags: ['pipelines'],
         summary: 'Show a pipeline run',
-        description: 'The run and the job request of each of its steps (every attempt). Scope: read.',
+        description:
+          'The run, the job request of each of its steps (every attempt), and its summary once it has ended. Scope: read.',
         security: bearer,
         params: idParams,
         response: { 200: answer('the run', runDetailSchema), ...errors(401, 403, 404, 429) },
@@ -56,7 +58,13 @@ export const runRoutes: FastifyPluginAsyncZod<{ deps: ApiDeps }> = async (app, {
     async (request) => {
       const run = getRun(deps.db, request.params.id);
       if (!run) throw new NotFoundApiError(`no pipeline run ${request.params.id}`);
-      return { ...runView(run), definition: run.definition, steps: stepRequests(deps.db, run.id).map(jobView) };
+      const summary = summaryOfRun(deps.db, run.id);
+      return {
+        ...runView(run),
+        definition: run.definition,
+        steps: stepRequests(deps.db, run.id).map(jobView),
+        summary: summaryView(summary ? { of: 'run', summary } : null),
+      };
     },
   );
 };

@@ -54,11 +54,14 @@ const ROUTES: { method: string; path: string; scope: string; body?: unknown }[] 
   { method: 'GET', path: '/api/v1/jobs', scope: 'read' },
   { method: 'GET', path: '/api/v1/jobs/some-id', scope: 'read' },
   { method: 'DELETE', path: '/api/v1/jobs/some-id', scope: 'cancel' },
+  { method: 'POST', path: '/api/v1/jobs/some-id/resubmit', scope: 'submit' },
   { method: 'GET', path: '/api/v1/history', scope: 'read' },
   { method: 'GET', path: '/api/v1/runs', scope: 'read' },
   { method: 'GET', path: '/api/v1/runs/some-id', scope: 'read' },
   { method: 'GET', path: '/api/v1/pipelines', scope: 'read' },
   { method: 'POST', path: '/api/v1/pipelines/greet/runs', scope: 'submit', body: {} },
+  { method: 'POST', path: '/api/v1/pipelines/nope/pause', scope: 'admin' },
+  { method: 'POST', path: '/api/v1/pipelines/nope/resume', scope: 'admin' },
 ];
 
 describe('authentication and scopes', () => {
@@ -294,8 +297,11 @@ describe('documents', () => {
         'POST /api/v1/jobs',
         'GET /api/v1/jobs/{id}',
         'DELETE /api/v1/jobs/{id}',
+        'POST /api/v1/jobs/{id}/resubmit',
         'GET /api/v1/pipelines',
         'POST /api/v1/pipelines/{name}/runs',
+        'POST /api/v1/pipelines/{name}/pause',
+        'POST /api/v1/pipelines/{name}/resume',
         'GET /api/v1/runs',
         'GET /api/v1/runs/{id}',
         'GET /healthz',
@@ -309,7 +315,16 @@ describe('documents', () => {
       expect.arrayContaining(['200', '202', '401', '403', '404', '409', '502', '503']),
     );
     expect(Object.keys(doc.components.schemas)).toEqual(
-      expect.arrayContaining(['Error', 'Job', 'JobDetail', 'SubmitJobInput', 'Run', 'Pipeline', 'HistoryItem']),
+      expect.arrayContaining([
+        'Error',
+        'Job',
+        'JobDetail',
+        'SubmitJobInput',
+        'Run',
+        'Pipeline',
+        'HistoryItem',
+        'Summary',
+      ]),
     );
     // Every schema in it is a JSON Schema a client generator can use.
     const schemas = new Ajv2020({ strict: false, validateFormats: false });
@@ -319,7 +334,13 @@ describe('documents', () => {
     }
     const submit = doc.components.schemas.SubmitJobInput as { required: string[]; properties: Record<string, unknown> };
     expect(submit.required).toEqual(['spec']);
-    expect(Object.keys(submit.properties)).toEqual(['spec', 'profile', 'webhook_url', 'deadlines']);
+    expect(Object.keys(submit.properties)).toEqual(['spec', 'profile', 'webhook_url', 'deadlines', 'summarize']);
+    expect(submit.properties.summarize).toMatchObject({ type: 'boolean' });
+    // A job's and a run's detail carry their summary (null until there is one).
+    for (const detail of ['JobDetail', 'RunDetail']) {
+      const props = (doc.components.schemas[detail] as { properties: Record<string, unknown> }).properties;
+      expect(JSON.stringify(props.summary), detail).toContain('#/components/schemas/Summary');
+    }
   });
 
   it('the docs page is served', async () => {
@@ -348,6 +369,12 @@ describe('failures', () => {
       trigger: async () => {
         throw new Error('unreachable');
       },
+      pause: async () => {
+        throw new Error('unreachable');
+      },
+      resume: async () => {
+        throw new Error('unreachable');
+      },
     };
     const app = await buildApp({
       db: td.daemon.history.db,
@@ -357,6 +384,7 @@ describe('failures', () => {
       queues: td.daemon.queues,
       pipelines: broken,
       submit: (input) => td.daemon.submit(input),
+      resubmit: (id, newId) => td.daemon.resubmitWithSuggestion(id, newId),
       pingRedis: async () => {},
       settings: { rateLimitPerMin: 100, bodyLimitBytes: 1024 * 1024, pollCeilingMs: 60_000 },
     });

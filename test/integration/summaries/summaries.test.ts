@@ -1,4 +1,5 @@
-import { chmodSync } from 'node:fs';
+import { chmodSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import type { DaemonConfigInput } from '../../../src/config/daemon-config.js';
 import { getRequest, listRequests } from '../../../src/db/requests.js';
@@ -8,6 +9,7 @@ import { ConfigError } from '../../../src/errors.js';
 import type { LlmSettingsInput } from '../../../src/llm/llm-settings.js';
 import { type JobSpecInput, jobSpecSchema } from '../../../src/sched/job-spec.js';
 import type { SummarySettingsInput } from '../../../src/summaries/summary-settings.js';
+import { apiClient, errorOf } from '../../helpers/api.js';
 import { runCli } from '../../helpers/cli-process.js';
 import { daemonTestEnv, startTestDaemon, type TestDaemon } from '../../helpers/daemon.js';
 import { waitFor } from '../../helpers/http.js';
@@ -161,6 +163,95 @@ describe('a finished job gets a summary', () => {
   }, 60_000);
 });
 
+describe('in the local API', () => {
+  it('GET /api/v1/jobs/{id}: null until the summary is made, then the summary as stored; POST …/resubmit applies its suggestion once', async () => {
+    const sim = await env.sim(llmSimConfig());
+    const td = await env.daemon(sim.url, settings(sim));
+    const api = apiClient(td);
+    const token = api.token(['read', 'submit']);
+    const created = await api.call('POST', '/api/v1/jobs', {
+      token,
+      body: {
+        spec: spec(sim, {
+          name: 'assemble',
+          environment: ['API_TOKEN=hunter2', 'PATH=/usr/bin:/bin'],
+          script:
+            '#!/bin/sh\necho "token $API_TOKEN"\necho "MemoryError: unable to allocate 3.2 GiB" >&2\nsleep 1\nexit 137\n',
+        }),
+      },
+    });
+    expect(created.status, created.text).toBe(201);
+    const id = (created.json as { id: string }).id;
+    const early = await api.call('GET', `/api/v1/jobs/${id}`, { token });
+    expect(early.status).toBe(200);
+    expect(early.json).toMatchObject({ id, summary: null });
+
+    await td.waitForState(id, 'failed');
+    const stored = await waitForSummary(td, id);
+    const shown = await api.call('GET', `/api/v1/jobs/${id}`, { token });
+    expect(shown.status, shown.text).toBe(200);
+    const summary = (shown.json as { summary: Record<string, unknown> }).summary;
+    expect(summary).toMatchObject({
+      id: stored.id,
+      of: 'request',
+      request_id: id,
+      run_id: null,
+      state: 'ready',
+      kind: 'llm',
+      model: LLM_MODEL,
+      text: stored.text,
+      prompt_tokens: stored.promptTokens,
+      completion_tokens: stored.completionTokens,
+      latency_ms: stored.latencyMs,
+      attempts: 1,
+      error: null,
+      findings: {
+        triage: { classification: 'out_of_memory', reason: { code: 'NonZeroExitCode' } },
+        efficiency: { time: { known: true } },
+        steps: null,
+        trend: null,
+      },
+      suggestion: { changes: { memory_per_node: 1024 }, previous: { memory_per_node: 512 }, step: null },
+      applied_request_id: null,
+      links: { resubmit: `/api/v1/jobs/${id}/resubmit` },
+    });
+    expect(summary.prompt_tokens).toBeGreaterThan(50);
+    expect(summary.completed_at).toEqual(new Date(stored.completedAt ?? 0).toISOString());
+    // Redacted where it was stored; the prompt is not there to leak.
+    expect(JSON.stringify(summary)).not.toContain('hunter2');
+    expect(Object.keys(summary)).not.toContain('prompt');
+
+    const key = { 'idempotency-key': `resubmit-${id}` };
+    const applied = await api.call('POST', `/api/v1/jobs/${id}/resubmit`, { token, headers: key });
+    expect(applied.status, applied.text).toBe(201);
+    const newId = (applied.json as { id: string }).id;
+    expect(applied.json).toMatchObject({ resubmits: id, changes: { memory_per_node: 1024 } });
+    expect(applied.headers.get('location')).toBe(`/api/v1/jobs/${newId}`);
+    const replayed = await api.call('POST', `/api/v1/jobs/${id}/resubmit`, { token, headers: key });
+    expect(replayed.headers.get('idempotent-replayed')).toBe('true');
+    expect(replayed.json).toMatchObject({ id: newId });
+    // Another key, or none: the request made the first time, not a second one.
+    const again = await api.call('POST', `/api/v1/jobs/${id}/resubmit`, { token });
+    expect(again.status).toBe(200);
+    expect(again.json).toMatchObject({ id: newId });
+    const made = await td.waitForState(newId, 'failed');
+    expect(made).toMatchObject({ resubmitOf: id, origin: 'api' });
+    expect((made.spec as { memory_per_node: number }).memory_per_node).toBe(1024);
+    expect(listRequests(td.daemon.history.db)).toHaveLength(2);
+    const after = await api.call('GET', `/api/v1/jobs/${id}`, { token });
+    expect(after.json).toMatchObject({
+      summary: { applied_request_id: newId, links: { applied: `/api/v1/jobs/${newId}` } },
+    });
+    expect((after.json as { summary: { links: object } }).summary.links).not.toHaveProperty('resubmit');
+
+    // The refusals of the CLI: a request without a summary suggestion is a 409, an unknown one a 404.
+    const none = await api.call('POST', `/api/v1/jobs/${newId}/resubmit`, { token });
+    expect(none.status).toBe(409);
+    expect(errorOf(none).code).toBe('SCHEDFLOW_ERR_NO_SUGGESTION');
+    expect((await api.call('POST', '/api/v1/jobs/nope/resubmit', { token })).status).toBe(404);
+  }, 60_000);
+});
+
 describe('when the LLM cannot help', () => {
   it('the LLM down: the job history is intact, the summary is retried, then recorded failed with the reason, and the template stands', async () => {
     const sim = await env.sim(llmSimConfig());
@@ -264,6 +355,43 @@ describe('limits', () => {
 });
 
 describe('who gets a summary', () => {
+  it('global on: `summarize: false` through the API and `--no-summarize` through the CLI get none; a request without either does', async () => {
+    const sim = await env.sim(llmSimConfig());
+    const td = await env.daemon(sim.url, settings(sim));
+    const api = apiClient(td);
+    const token = api.token(['read', 'submit']);
+    const post = async (body: Record<string, unknown>) => {
+      const r = await api.call('POST', '/api/v1/jobs', { token, body });
+      expect(r.status, r.text).toBe(201);
+      return (r.json as { id: string }).id;
+    };
+    const off = await post({ summarize: false, spec: spec(sim, { name: 'off', script: '#!/bin/sh\ntrue\n' }) });
+    const usual = await post({ spec: spec(sim, { name: 'usual', script: '#!/bin/sh\ntrue\n' }) });
+    const file = join(td.configDir, 'quiet.json');
+    writeFileSync(file, JSON.stringify(spec(sim, { name: 'quiet', script: '#!/bin/sh\ntrue\n' })));
+    const cli = await runCli(['jobs', 'submit', file, '--no-summarize', '--json', '--data-dir', td.dataDir]);
+    expect(cli.code, cli.stderr).toBe(0);
+    const quiet = (JSON.parse(cli.stdout) as { requestId: string }).requestId;
+
+    expect(await waitForSummary(td, usual)).toMatchObject({ kind: 'llm' });
+    for (const id of [off, quiet]) {
+      const row = await waitFor(async () => getRequest(td.daemon.history.db, id)?.summaryCheckedAt ?? undefined, {
+        what: `request ${id} to be looked at`,
+      });
+      expect(row).toBeGreaterThan(0);
+      expect(getRequest(td.daemon.history.db, id)?.summarize).toBe(false);
+      expect(summaryOfRequest(td.daemon.history.db, id)).toBeUndefined();
+      const shown = await api.call('GET', `/api/v1/jobs/${id}`, { token });
+      expect(shown.json).toMatchObject({ id, state: 'completed', summary: null });
+    }
+    const bad = await api.call('POST', '/api/v1/jobs', {
+      token,
+      body: { summarize: 'no', spec: spec(sim, { script: '#!/bin/sh\ntrue\n' }) },
+    });
+    expect(bad.status).toBe(400);
+    expect(errorOf(bad).fields).toEqual([expect.objectContaining({ in: 'body', path: 'summarize' })]);
+  }, 40_000);
+
   it('global off: only a request that asks gets one; every ended request is looked at once', async () => {
     const sim = await env.sim(llmSimConfig());
     const td = await env.daemon(sim.url, settings(sim, { enabled: false }));
@@ -327,6 +455,22 @@ describe('who gets a summary', () => {
     expect(summaryOfRequest(td.daemon.history.db, step?.id ?? '')).toBeUndefined();
     const shown = await runCli(['jobs', 'show', step?.id ?? '', '--data-dir', td.dataDir]);
     expect(shown.stdout).toContain(`summary   of its pipeline run ${first.id} (nightly, succeeded): ready`);
+    // The same in the API: the run's summary on the run and on its steps; a step's change goes in the file.
+    const api = apiClient(td);
+    const token = api.token(['read', 'submit']);
+    const run = await api.call('GET', `/api/v1/runs/${first.id}`, { token });
+    expect(run.json).toMatchObject({
+      summary: { id: s1.id, of: 'run', run_id: first.id, request_id: null, kind: 'llm', text: s1.text, links: {} },
+    });
+    const steps = (run.json as { summary: { findings: { steps: { step: string; request_id: string }[] } } }).summary
+      .findings.steps;
+    expect(steps.map((s) => s.step)).toEqual(['fetch', 'report']);
+    expect(steps.map((s) => s.request_id)).toContain(step?.id);
+    const stepShown = await api.call('GET', `/api/v1/jobs/${step?.id}`, { token });
+    expect(stepShown.json).toMatchObject({ summary: { id: s1.id, of: 'run', run_id: first.id } });
+    const refused = await api.call('POST', `/api/v1/jobs/${step?.id}/resubmit`, { token });
+    expect(refused.status).toBe(409);
+    expect(errorOf(refused).message).toMatch(/step "(fetch|report)" of a pipeline run/);
 
     const second = await td.daemon.pipelines.trigger('nightly', { trigger: 'api', params: {} });
     const s2 = await runSummary(second.id);
