@@ -87,8 +87,10 @@ export const APP_JS = `
   confirmForms(document);
   // Live updates: the server says which requests and runs changed; a page that
   // shows one of them fetches itself again and swaps its <main> (no reload).
-  var main = document.querySelector('main[data-live]');
-  if (!main || !window.EventSource) return;
+  // Pages whose figures change without a job changing (profiles: last poll, budget) also
+  // fetch themselves every few seconds.
+  var main = document.querySelector('main');
+  if (!main || (!main.hasAttribute('data-live') && !main.hasAttribute('data-refresh-every'))) return;
   var refreshing = false, again = false;
   function watched() {
     var ids = {};
@@ -115,6 +117,9 @@ export const APP_JS = `
       .catch(function () {})
       .then(function () { refreshing = false; if (again) { again = false; refresh(); } });
   }
+  var every = Number(main.getAttribute('data-refresh-every'));
+  if (every > 0) setInterval(refresh, every * 1000);
+  if (!main.hasAttribute('data-live') || !window.EventSource) return;
   var source = new EventSource(main.getAttribute('data-live'));
   source.addEventListener('change', function (e) {
     var data; try { data = JSON.parse(e.data); } catch (_) { return; }

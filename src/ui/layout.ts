@@ -20,6 +20,8 @@ export interface PageInput {
   body: Html;
   /** Live updates: `all` refreshes on any change; `watched` only for what the page marks. */
   live?: 'all' | 'watched';
+  /** Also fetch the page's content again this often (for figures no job change announces). */
+  refreshEverySec?: number;
   flash?: { text: string; error?: boolean } | null;
 }
 
@@ -39,6 +41,7 @@ export function page(input: PageInput): string {
   const live = input.live
     ? html` data-live="${UI_PREFIX}/events"${input.live === 'all' ? html` data-live-all` : ''}`
     : '';
+  const refresh = input.refreshEverySec ? html` data-refresh-every="${String(input.refreshEverySec)}"` : '';
   const flash = input.flash
     ? html`<p class="flash${input.flash.error ? ' error' : ''}" role="status">${input.flash.text}</p>`
     : '';
@@ -47,7 +50,7 @@ export function page(input: PageInput): string {
 <title>${input.title} · schedflow</title>
 <link rel="stylesheet" href="${UI_PREFIX}/assets/app.css"></head>
 <body><header class="top"><span class="brand">schedflow</span>${nav}</header>
-<main id="main"${live}>${flash}${input.body}</main>
+<main id="main"${live}${refresh}>${flash}${input.body}</main>
 <script src="${UI_PREFIX}/assets/app.js" defer></script></body></html>`.text;
 }
 

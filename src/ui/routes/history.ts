@@ -100,6 +100,6 @@ ${
           : ''
       }`
 }`;
-    return sendPage(reply, page({ title: 'History', nav: 'history', session, body }));
+    return sendPage(reply, page({ title: 'History', nav: 'history', session, body, live: 'all' }));
   });
 }

@@ -82,7 +82,16 @@ ${rows.length > 200 ? html`<p class="muted">The newest 200 are shown; narrow the
     const body = jobDetail(ctx, row, isAdmin(session) ? session : null);
     return sendPage(
       reply,
-      page({ title: `Job ${row.name}`, nav: 'jobs', session, body, live: 'watched', flash: flashOf(request) }),
+      page({
+        title: `Job ${row.name}`,
+        nav: 'jobs',
+        session,
+        body,
+        live: 'watched',
+        flash: flashOf(request),
+        // "as of 12 s ago" and the output tail move on without a transition.
+        ...(!isTerminalRequest(row.state) && { refreshEverySec: 10 }),
+      }),
     );
   });
 

@@ -1,4 +1,5 @@
 import type { FastifyInstance } from 'fastify';
+import { withTimeout } from '../../api/with-timeout.js';
 import { getProfileSync } from '../../db/accounting.js';
 import { QUEUE_NAMES, type QueueName } from '../../queue/catalog.js';
 import { sendPage, sessionOf, type UiContext } from '../context.js';
@@ -6,6 +7,8 @@ import { html, time } from '../html.js';
 import { actionButton, page, UI_PREFIX } from '../layout.js';
 import { isAdmin } from '../sessions.js';
 import { flashOf } from './common.js';
+
+const QUEUE_READ_TIMEOUT_MS = 1000;
 
 /**
  * Profiles (the scheduler each one reaches, its last poll, the resolved API
@@ -47,11 +50,13 @@ export async function profilePages(app: FastifyInstance, { ctx }: { ctx: UiConte
     const queueRows = await Promise.all(
       QUEUE_NAMES.map(async (name) => {
         const q = queues[name];
-        const [counts, paused] = await Promise.all([
-          q.getJobCounts('waiting', 'active', 'delayed', 'failed', 'completed'),
-          q.isPaused(),
-        ]);
-        return { name, counts, paused };
+        // Redis down (or closing under a page that refreshes itself) must not hold the page.
+        const [counts, paused] = await withTimeout(
+          Promise.all([q.getJobCounts('waiting', 'active', 'delayed', 'failed', 'completed'), q.isPaused()]),
+          QUEUE_READ_TIMEOUT_MS,
+          'queue counts',
+        ).catch(() => [null, null] as const);
+        return { name, counts: counts ?? {}, paused, unknown: counts === null };
       }),
     );
     const admin = isAdmin(session) ? session : null;
@@ -60,7 +65,13 @@ export async function profilePages(app: FastifyInstance, { ctx }: { ctx: UiConte
       admin ? html`<th>Action</th>` : ''
     }</tr></thead><tbody>${queueRows.map(
       (q) =>
-        html`<tr><td data-label="Queue">${q.name}</td><td data-label="State">${q.paused ? html`<strong>paused</strong>` : 'running'}</td><td data-label="Waiting">${
+        html`<tr><td data-label="Queue">${q.name}</td><td data-label="State">${
+          q.unknown
+            ? html`<span class="stale">Redis not answering</span>`
+            : q.paused
+              ? html`<strong>paused</strong>`
+              : 'running'
+        }</td><td data-label="Waiting">${
           q.counts.waiting ?? 0
         }</td><td data-label="Active">${q.counts.active ?? 0}</td><td data-label="Delayed">${q.counts.delayed ?? 0}</td><td data-label="Failed">${
           q.counts.failed ?? 0
@@ -81,7 +92,10 @@ export async function profilePages(app: FastifyInstance, { ctx }: { ctx: UiConte
         }</tr>`,
     )}</tbody></table></div>
 <p><a href="${UI_PREFIX}/${admin ? 'queues-admin' : 'queues'}/">The queue dashboard</a> shows their jobs.</p>`;
-    return sendPage(reply, page({ title: 'Profiles', nav: 'profiles', session, body, flash: flashOf(request) }));
+    return sendPage(
+      reply,
+      page({ title: 'Profiles', nav: 'profiles', session, body, flash: flashOf(request), refreshEverySec: 5 }),
+    );
   });
 
   app.post<{ Params: { name: string; action: string } }>(

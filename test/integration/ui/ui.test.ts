@@ -330,6 +330,12 @@ describe('admin web UI', () => {
     await page.getByRole('button', { name: 'Resume the summarize queue' }).click();
     await page.getByText('Queue resumed.').waitFor();
     expect(await td.daemon.queues.summarize.isPaused()).toBe(false);
+    // Last poll and the budget move on by themselves: the page fetches its content again, without reloading.
+    await page.evaluate(
+      "window.notReloaded = true; document.querySelector('main > *').setAttribute('data-before-refresh', '')",
+    );
+    await page.locator('[data-before-refresh]').waitFor({ state: 'detached', timeout: 12_000 });
+    expect(await page.evaluate('window.notReloaded')).toBe(true);
 
     // The reconciler imports accounting every 2 s here: the earlier jobs reach the history.
     await waitFor(async () => (history(td.daemon.history.db).some((r) => r.requestId === done) ? true : undefined), {
