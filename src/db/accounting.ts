@@ -34,6 +34,7 @@ export function upsertAccountingJob(
     cpus: job.cpus,
     memoryPerNodeMb: job.memory_per_node_mb,
     cpuTimeSec: job.cpu_time_sec,
+    peakMemoryMb: job.peak_memory_mb ?? null,
     comment: job.comment,
     syncedAt: at,
   };

@@ -364,6 +364,8 @@ export const accountingJobs = sqliteTable(
     cpus: integer('cpus'),
     memoryPerNodeMb: integer('memory_per_node_mb'),
     cpuTimeSec: real('cpu_time_sec'),
+    /** Largest step's MaxRSS (tres.requested.max mem); null where the cluster gathers none. */
+    peakMemoryMb: integer('peak_memory_mb'),
     comment: text('comment').notNull(),
     syncedAt: integer('synced_at').notNull(),
   },

@@ -93,6 +93,12 @@ export interface SchedJob {
   memory_per_node_mb: number | null;
   /** CPU seconds used (user + system), from accounting only: the job's total or its steps' sum, the larger. */
   cpu_time_sec: number | null;
+  /**
+   * Peak resident memory in MB, from accounting only: the largest MaxRSS among the job's steps
+   * (`steps[].tres.requested.max`, type `mem`). Null when no step has it, as on a cluster
+   * without jobacct_gather; absent from a record made without it.
+   */
+  peak_memory_mb?: number | null;
   working_directory: string | null;
   /**
    * Expanded paths of the job's output files, when the record gives them. A record with no

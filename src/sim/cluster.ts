@@ -239,6 +239,7 @@ export class Cluster {
       termSignal: null,
       cpuUserSec: 0,
       cpuSystemSec: 0,
+      peakMemoryBytes: null,
       nodes: '',
       lastUpdate: now,
     };
@@ -411,6 +412,7 @@ export class Cluster {
           () => {},
         );
       },
+      peakMemoryBytes: () => null,
     };
     this.processes.set(job.jobId, startingProc);
     starting.then(
@@ -438,6 +440,8 @@ export class Cluster {
     void proc.done.then((exit) => {
       this.processes.delete(job.jobId);
       delete job.pid;
+      // slurmdbd learns a step's MaxRSS when the step ends, so it is recorded with the end.
+      job.peakMemoryBytes = proc.peakMemoryBytes();
       if (!this.closed) this.finish(job, exit);
     });
   }

@@ -1,5 +1,5 @@
 import { type ChildProcess, spawn } from 'node:child_process';
-import { closeSync, existsSync, openSync, readFileSync, writeSync } from 'node:fs';
+import { closeSync, existsSync, openSync, readdirSync, readFileSync, writeSync } from 'node:fs';
 import { chmod, mkdir, writeFile } from 'node:fs/promises';
 import { isAbsolute, join, resolve } from 'node:path';
 import { expandOutputPattern, type SimJob } from './sim-job.js';
@@ -15,6 +15,76 @@ export interface RunningProcess {
   done: Promise<ProcessExit>;
   /** Signals the whole process group, as slurmd does on cancel and time-out. */
   signal(sig: NodeJS.Signals): void;
+  /** The largest resident memory of the job's processes seen so far, in bytes; null when not measured. */
+  peakMemoryBytes(): number | null;
+}
+
+/**
+ * How often a running script's memory is sampled. Real clusters default to 30 s
+ * (JobAcctGatherFrequency); the simulator's jobs are short, so once a second.
+ */
+const MEMORY_SAMPLE_INTERVAL_MS = 1000;
+
+/** The kB of a `/proc/<pid>/status` line such as `VmRSS:     1234 kB`; 0 when absent (kernel threads). */
+function statusKb(status: string, key: 'VmRSS' | 'VmHWM'): number {
+  const match = new RegExp(`^${key}:\\s+(\\d+) kB`, 'm').exec(status);
+  return match ? Number(match[1]) : 0;
+}
+
+/**
+ * Resident bytes of a process group, as jobacct_gather/linux counts a task's: the RSS of its
+ * processes summed. A member's own high-water mark (VmHWM) exceeds that sum when it peaked
+ * between samples, so the larger of the two is taken. Null when no member is left, or there is
+ * no /proc to read (not Linux).
+ */
+function groupMemoryBytes(pgid: number): number | null {
+  let entries: string[];
+  try {
+    entries = readdirSync('/proc');
+  } catch {
+    return null;
+  }
+  let rssKb = 0;
+  let hwmKb = 0;
+  let found = false;
+  for (const entry of entries) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      const stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
+      // `pid (comm) state ppid pgrp ...`: comm may hold spaces and parentheses, so count from its last `)`.
+      const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+      if (Number(fields[2]) !== pgid) continue;
+      const status = readFileSync(`/proc/${entry}/status`, 'utf8');
+      rssKb += statusKb(status, 'VmRSS');
+      hwmKb = Math.max(hwmKb, statusKb(status, 'VmHWM'));
+      found = true;
+    } catch {
+      // The process ended between listing and reading.
+    }
+  }
+  return found ? Math.max(rssKb, hwmKb) * 1024 : null;
+}
+
+/** Samples a process group's memory until stopped, keeping the peak; one last sample on stop. */
+function memorySampler(pgid: number): { peak(): number | null; stop(): void } {
+  let peak: number | null = null;
+  const sample = () => {
+    const bytes = groupMemoryBytes(pgid);
+    if (bytes !== null) peak = Math.max(peak ?? 0, bytes);
+  };
+  // A first sample at once: a script that ends within the first interval still gets a (lower-bound) figure.
+  sample();
+  const timer = setInterval(sample, MEMORY_SAMPLE_INTERVAL_MS);
+  // Sampling must never keep a simulator that is shutting down alive.
+  timer.unref();
+  return {
+    peak: () => peak,
+    stop() {
+      clearInterval(timer);
+      // The script itself is reaped by now; children it left running in its group still count.
+      sample();
+    },
+  };
 }
 
 /** Environment variables slurmd adds to every batch job. */
@@ -102,8 +172,10 @@ export async function startJobProcess(job: SimJob, options: StartOptions): Promi
     if (stderrFd !== stdoutFd) closeSync(stderrFd);
   }
 
+  const sampler = child.pid === undefined ? null : memorySampler(child.pid);
   const done = new Promise<ProcessExit>((resolveExit) => {
     child.once('error', (error) => {
+      sampler?.stop();
       // execve failed (bad interpreter line, not executable): slurmstepd reports it in the output.
       try {
         const fd = openSync(paths.stderr, 'a');
@@ -114,7 +186,11 @@ export async function startJobProcess(job: SimJob, options: StartOptions): Promi
       }
       resolveExit({ exitCode: 127, signal: null });
     });
-    child.once('exit', (code, signal) => resolveExit({ exitCode: code, signal }));
+    child.once('exit', (code, signal) => {
+      // Before resolving: whoever awaits `done` reads the peak including the last sample.
+      sampler?.stop();
+      resolveExit({ exitCode: code, signal });
+    });
   });
 
   return {
@@ -128,6 +204,7 @@ export async function startJobProcess(job: SimJob, options: StartOptions): Promi
         // Already gone.
       }
     },
+    peakMemoryBytes: () => sampler?.peak() ?? null,
   };
 }
 
@@ -162,5 +239,6 @@ export function simulatedProcess(runtimeMs: number): RunningProcess {
       clearTimeout(timer);
       finish({ exitCode: null, signal: sig });
     },
+    peakMemoryBytes: () => null,
   };
 }

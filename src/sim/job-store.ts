@@ -32,6 +32,8 @@ const simJobSchema = z.object({
   termSignal: z.number().nullable(),
   cpuUserSec: z.number(),
   cpuSystemSec: z.number(),
+  // Absent from state files written before it was measured.
+  peakMemoryBytes: z.number().nullable().default(null),
   nodes: z.string(),
   lastUpdate: z.number(),
   pid: z.number().optional(),

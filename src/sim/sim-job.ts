@@ -48,6 +48,11 @@ export interface SimJob {
   /** CPU seconds used by the script's processes (user, system), when known. */
   cpuUserSec: number;
   cpuSystemSec: number;
+  /**
+   * Peak resident memory of the script's processes in bytes, sampled while it ran (what
+   * jobacct_gather reports as MaxRSS); null when not measured (never ran, benchmark mode).
+   */
+  peakMemoryBytes: number | null;
   /** Node the job ran on; '' before it starts. */
   nodes: string;
   /** Unix seconds of the last change to this record (drives `update_time`). */

@@ -45,7 +45,10 @@ export function cpuEfficiency(input: Pick<EfficiencyInput, 'elapsedSec' | 'cpus'
 
 export function memoryEfficiency(input: Pick<EfficiencyInput, 'requestedMemoryMb' | 'peakMemoryMb'>): Measure {
   if (input.peakMemoryMb === null) {
-    return { known: false, why: 'peak memory (MaxRSS) is not recorded in the accounting schedflow imports' };
+    return {
+      known: false,
+      why: 'peak memory (MaxRSS) is not recorded: the cluster gathers no job accounting (jobacct_gather), or accounting has no record yet',
+    };
   }
   if (input.requestedMemoryMb === null || input.requestedMemoryMb <= 0) {
     return { known: false, why: 'the requested memory is not recorded' };

@@ -140,7 +140,7 @@ export function jobFacts(
     cpus: acct?.cpus ?? specCpus,
     requestedMemoryMb: positiveNumber(spec.memory_per_node) ?? acct?.memoryPerNodeMb ?? null,
     cpuTimeSec: acct?.cpuTimeSec ?? null,
-    peakMemoryMb: null,
+    peakMemoryMb: acct?.peakMemoryMb ?? null,
     hasAccounting: acct !== undefined,
     environmentNames: environment.map((e) => e.slice(0, Math.max(0, e.indexOf('=')))).filter(Boolean),
     environment,

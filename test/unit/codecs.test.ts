@@ -151,6 +151,30 @@ describe.each(SUPPORTED_VERSIONS)('codec %s', (version) => {
     // The job's own time.total is 0; its batch step used 4511 and 3779 microseconds.
     expect(jobs[0]?.cpu_time_sec).toBeCloseTo(0.004511, 9);
     expect(jobs[1]?.cpu_time_sec).toBeCloseTo(0.003779, 9);
+    // That cluster gathers no job accounting: its steps' `tres.requested.max` is empty, so the peak is unknown.
+    expect(jobs.map((j) => j.peak_memory_mb)).toEqual([null, null]);
+  });
+
+  it("reads the peak memory from the steps' MaxRSS, in MB rounded up", () => {
+    const raw = byId(accounting, 25110008);
+    const [batch] = raw.steps as Json[];
+    if (!batch) throw new Error('fixture job has no step');
+    const withMax = (step: Json, bytes: number): Json => {
+      const tres = step.tres as { requested: Json };
+      const max = [
+        { type: 'cpu', name: '', id: 1, count: 9 },
+        { type: 'mem', name: '', id: 2, count: bytes },
+      ];
+      return { ...step, tres: { ...tres, requested: { ...tres.requested, max } } };
+    };
+    const extern = { ...withMax(batch, 4 * 2 ** 20), step: { ...(batch.step as Json), name: 'extern' } };
+    raw.steps = [withMax(batch, 60 * 2 ** 20 + 1), extern];
+    expect(codec.decodeAccountingJob(raw).peak_memory_mb).toBe(61);
+    // A step without the entry, or without tres at all, says nothing; it is no decode error.
+    raw.steps = [batch, { ...extern, tres: undefined }];
+    expect(codec.decodeAccountingJob(raw).peak_memory_mb).toBeNull();
+    raw.steps = [withMax(batch, 0)];
+    expect(codec.decodeAccountingJob(raw).peak_memory_mb).toBe(0);
   });
 
   it('agrees with the controller on the jobs both views hold', () => {
@@ -307,6 +331,7 @@ function simJob(overrides: Partial<SimJob>): SimJob {
     termSignal: null,
     cpuUserSec: 1.5,
     cpuSystemSec: 0.25,
+    peakMemoryBytes: null,
     nodes: 'sim-node',
     lastUpdate: 1_800_000_010,
     ...overrides,
@@ -357,6 +382,17 @@ describe.each(SUPPORTED_VERSIONS)('what the simulator sends, %s', (version) => {
     const expected = { state: 'FAILED', reason: 'NonZeroExitCode', exit_code: 3, signal: null, elapsed_sec: 30 };
     expect(codec.decodeControllerJob(renderJobInfo(job, ctx))).toMatchObject(expected);
     expect(codec.decodeAccountingJob(renderSlurmdbJob(job, ctx, 1_800_000_070))).toMatchObject(expected);
+  });
+
+  it("sends the measured peak as the batch step's MaxRSS, valid against the schema", () => {
+    const ended = { state: 'COMPLETED' as const, endTime: 1_800_000_040, exitCode: 0 };
+    const measured = renderSlurmdbJob(simJob({ ...ended, peakMemoryBytes: 50 * 2 ** 20 }), ctx, 1_800_000_070);
+    const [step] = measured.steps as { tres: { requested: { max: unknown[] } } }[];
+    expect(step?.tres.requested.max).toEqual([{ type: 'mem', name: '', id: 2, count: 50 * 2 ** 20 }]);
+    expect(validateAgainstSpec(version, 'openapi_slurmdbd_jobs_resp', { jobs: [measured] }).errors).toEqual([]);
+    expect(codec.decodeAccountingJob(measured).peak_memory_mb).toBe(50);
+    const unmeasured = renderSlurmdbJob(simJob(ended), ctx, 1_800_000_070);
+    expect(codec.decodeAccountingJob(unmeasured).peak_memory_mb).toBeNull();
   });
 });
 

@@ -70,7 +70,8 @@ describe('efficiency arithmetic', () => {
     });
     expect(describeEfficiency(e)).toEqual({
       cpu: '3 min 20 s CPU time of 4 min 10 s allocated (80%)',
-      memory: 'not known: peak memory (MaxRSS) is not recorded in the accounting schedflow imports',
+      memory:
+        'not known: peak memory (MaxRSS) is not recorded: the cluster gathers no job accounting (jobacct_gather), or accounting has no record yet',
       time: '2 min 5 s of the 10 min limit (20.8%)',
     });
     expect([formatSeconds(42), formatSeconds(3600), formatSeconds(90_061)]).toEqual(['42 s', '1 h', '1 d 1 h']);
@@ -240,6 +241,7 @@ function accountingRow(over: Partial<AccountingJobRow> = {}): AccountingJobRow {
     cpus: 2,
     memoryPerNodeMb: 512,
     cpuTimeSec: 45,
+    peakMemoryMb: 300,
     comment: '',
     syncedAt: 0,
     ...over,
@@ -279,6 +281,7 @@ describe('prompt building', () => {
       'Resources: 2 CPU(s), memory requested 512 MB, time limit 10 min, partition debug, account lab, nodes node7',
       'CPU: 45 s CPU time of 1 min allocated (75%)',
       'Time: 30 s of the 10 min limit (5%)',
+      'Memory: peak 300 MB of 512 MB requested (58.6%)',
       'Suggested change: memory_per_node 512 → 1024',
     ]) {
       expect(user).toContain(line);

@@ -245,15 +245,20 @@ function fromController(job: ControllerRecord, paths: OutputPaths): SchedJob {
     cpus,
     memory_per_node_mb: memoryPerNodeMb(job.memory_per_node, job.memory_per_cpu, cpus),
     cpu_time_sec: null,
+    peak_memory_mb: null,
     working_directory: pathOf(job.current_working_directory),
     ...paths,
   };
 }
 
+const tresListSchema = z.array(z.object({ type: optionalText, count: z.number().optional() }));
+
 const stepSchema = z.object({
   step: z.object({ name: optionalText }).optional(),
   exit_code: exitCodeSchema.optional(),
   time: z.object({ total: cpuTimeSchema.optional() }).optional(),
+  // `requested` holds slurmdbd's tres_usage_in: its `max` mem is the step's MaxRSS.
+  tres: z.object({ requested: z.object({ max: tresListSchema.optional() }).optional() }).optional(),
 });
 
 const accountingSchema = z.object({
@@ -287,9 +292,7 @@ const accountingSchema = z.object({
       memory_per_node: noValSchema.optional(),
     })
     .optional(),
-  tres: z
-    .object({ allocated: z.array(z.object({ type: optionalText, count: z.number().optional() })).optional() })
-    .optional(),
+  tres: z.object({ allocated: tresListSchema.optional() }).optional(),
   working_directory: optionalText,
 });
 type AccountingRecord = z.infer<typeof accountingSchema>;
@@ -333,6 +336,7 @@ function fromAccounting(job: AccountingRecord, paths: OutputPaths): SchedJob {
     cpus,
     memory_per_node_mb: memoryPerNodeMb(job.required?.memory_per_node, job.required?.memory_per_cpu, cpus),
     cpu_time_sec: start === null ? null : cpuTimeOf(job),
+    peak_memory_mb: peakMemoryMb(job),
     working_directory: pathOf(job.working_directory),
     ...paths,
   };
@@ -354,6 +358,23 @@ function batchStep(job: AccountingRecord): z.infer<typeof stepSchema> | undefine
 function cpuTimeOf(job: AccountingRecord): number {
   const steps = (job.steps ?? []).reduce((sum, step) => sum + cpuSeconds(step.time?.total), 0);
   return Math.max(cpuSeconds(job.time?.total), steps);
+}
+
+const BYTES_PER_MB = 2 ** 20;
+
+/**
+ * The largest MaxRSS of the job's steps, in MB (rounded up). slurmdbd has it only where the
+ * cluster gathers job accounting (jobacct_gather); without that, real 25.11 sends `max: []`,
+ * which says nothing about the amount, so it is null and never 0.
+ */
+function peakMemoryMb(job: AccountingRecord): number | null {
+  let peakBytes: number | null = null;
+  for (const step of job.steps ?? []) {
+    const mem = step.tres?.requested?.max?.find((tres) => tres.type === 'mem')?.count;
+    // Slurm's 64-bit "no value" sentinels are not safe integers here: they are unknown too.
+    if (mem !== undefined && Number.isSafeInteger(mem) && mem >= 0) peakBytes = Math.max(peakBytes ?? 0, mem);
+  }
+  return peakBytes === null ? null : Math.ceil(peakBytes / BYTES_PER_MB);
 }
 
 // ---- Encoding ---------------------------------------------------------------------------

@@ -16,6 +16,15 @@ function tres(job: SimJob): Json[] {
   ];
 }
 
+/**
+ * The batch step's `tres.requested` (slurmdbd's tres_usage_in): its `max` mem entry is MaxRSS in
+ * bytes. Left as the template has it (`max: []`, a cluster without jobacct_gather) when not measured.
+ */
+function stepRequested(template: Json, job: SimJob): Json {
+  if (job.peakMemoryBytes === null) return template;
+  return { ...template, max: [{ type: 'mem', name: '', id: 2, count: job.peakMemoryBytes }] };
+}
+
 function cpuTime(seconds: number): { seconds: number; microseconds: number } {
   const whole = Math.floor(seconds);
   return { seconds: whole, microseconds: Math.round((seconds - whole) * 1e6) };
@@ -59,7 +68,11 @@ export function renderSlurmdbJob(job: SimJob, ctx: RenderContext, nowSec: number
             tasks: { count: job.tasks },
             state: [job.state === 'PENDING' ? 'RUNNING' : job.state],
             step: { ...(stepTemplate.step as Json), id: `${job.jobId}.batch`, name: 'batch' },
-            tres: { ...(stepTemplate.tres as Json), allocated: tres(job) },
+            tres: {
+              ...(stepTemplate.tres as Json),
+              requested: stepRequested((stepTemplate.tres as Json).requested as Json, job),
+              allocated: tres(job),
+            },
           },
         ]
       : [];

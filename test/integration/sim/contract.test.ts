@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { codecFor } from '../../../src/sched/codecs/codec.js';
 import { validateAgainstSpec } from '../../../src/sched/spec-validator.js';
 import { type ApiVersion, SUPPORTED_VERSIONS } from '../../../src/sched/versions.js';
 import { bearer, http, waitFor } from '../../helpers/http.js';
@@ -455,5 +456,31 @@ describe('section 7 and 8: per-IP rate limit', () => {
     } finally {
       await limited.stop();
     }
+  });
+});
+
+describe('accounting: the MaxRSS the simulator measures', () => {
+  it("reports a script's real peak memory as its batch step's tres.requested.max mem, in bytes", async () => {
+    const script = '#!/bin/sh\npython3 -c "b=bytearray(60*1024*1024); import time; time.sleep(1.5)"\n';
+    const memory_per_node = { set: true, infinite: false, number: 256 };
+    const sub = await submit({ name: 'peak-memory', script, memory_per_node });
+    expect(sub.status).toBe(200);
+    const id = (sub.json as Json).job_id as number;
+    const record = await waitFor(
+      async () => {
+        const res = await http(`${sim.url}/scheddb/v0.0.44/job/${id}`, { headers: alice });
+        const body = res.json as { jobs: { state: { current: string[] } }[] };
+        const [state] = body.jobs[0]?.state.current ?? ['PENDING'];
+        return state === 'PENDING' || state === 'RUNNING' ? undefined : body;
+      },
+      { what: 'the peak-memory job to end' },
+    );
+    expectValid('v0.0.44', 'openapi_slurmdbd_jobs_resp', record);
+    const job = codecFor('v0.0.44').decodeAccountingJob(record.jobs[0]);
+    expect(job.state).toBe('COMPLETED');
+    // 60 MiB of bytearray plus the interpreter; well under what the job asked for.
+    expect(job.peak_memory_mb).toBeGreaterThanOrEqual(60);
+    expect(job.peak_memory_mb).toBeLessThan(job.memory_per_node_mb ?? 0);
+    expect(job.memory_per_node_mb).toBe(256);
   });
 });

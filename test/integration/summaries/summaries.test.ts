@@ -112,6 +112,26 @@ describe('a finished job gets a summary', () => {
     expect(td.states(id)).toEqual(['accepted', 'queued', 'submitting', 'submitted', 'running', 'completed']);
   }, 40_000);
 
+  it('peak memory, measured while the job ran and reported by accounting, against the memory it requested', async () => {
+    const sim = await env.sim(llmSimConfig());
+    const td = await env.daemon(sim.url, settings(sim));
+    const id = await td.daemon.submit({
+      origin: 'api',
+      spec: spec(sim, {
+        name: 'hungry',
+        memory_per_node: 256,
+        script: '#!/bin/sh\npython3 -c "b = bytearray(60 * 1024 * 1024); import time; time.sleep(1.5)"\n',
+      }),
+    });
+    await td.waitForState(id, 'completed');
+    const summary = await waitForSummary(td, id);
+    const memory = summary.findings?.efficiency?.memory;
+    expect(memory).toMatchObject({ known: true, of: 256 });
+    expect((memory as { used: number }).used).toBeGreaterThanOrEqual(60);
+    expect((memory as { used: number }).used).toBeLessThan(256);
+    expect(summary.text).toMatch(/peak \d+ MB of 256 MB requested/);
+  });
+
   it('a failed job: triage and a suggested change, applied only by the explicit action (schedflow jobs resubmit --apply-suggestion)', async () => {
     const sim = await env.sim(llmSimConfig());
     const td = await env.daemon(sim.url, settings(sim));

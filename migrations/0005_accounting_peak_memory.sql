@@ -1,0 +1,1 @@
+ALTER TABLE `accounting_jobs` ADD `peak_memory_mb` integer;
