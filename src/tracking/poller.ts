@@ -189,10 +189,15 @@ async function resolveThroughAccounting(
       const record = found.get(row.jobId as number);
       const inController = controller.get(row.jobId as number);
       const stillActive = inController && !isTerminalRequest(requestStateFor(inController.state) ?? 'running');
+      const recordEnded = record && isTerminalRequest(requestStateFor(record.state) ?? 'running');
       if (record && inController && stillActive) {
         // Accounting may lag behind a job that just started: the controller's state, accounting's details.
         const merged = { ...record, state: inController.state, state_flags: inController.state_flags };
         if (applyJob(db, row, merged, 'poll', controllerFreshness)) changed++;
+      } else if (record && inController && !recordEnded) {
+        // The controller saw the end first (accounting lags, or its answer is still cached from when
+        // the job started): its final record has exit code and times; reconcile brings the rest.
+        if (applyJob(db, row, inController, 'poll', controllerFreshness)) changed++;
       } else if (record) {
         if (applyJob(db, row, record, 'accounting', history.freshness)) changed++;
       } else if (inController) {

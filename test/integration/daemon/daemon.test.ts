@@ -53,8 +53,9 @@ describe('a request reaches its end state, recorded with every transition', () =
     expect(row).toMatchObject({ exitCode: 0, adopted: false });
     expect(row.jobId).toEqual(expect.any(Number));
     expect(td.states(id)).toEqual(['accepted', 'queued', 'submitting', 'submitted', 'running', 'completed']);
+    // The end comes from accounting, or from the controller when accounting has not caught up.
     const sources = transitionsOf(td.daemon.history.db, id).map((t) => t.source);
-    expect(sources.at(-1)).toBe('accounting');
+    expect(['accounting', 'poll']).toContain(sources.at(-1));
     expect(row.startedAt).toBeLessThanOrEqual(row.endedAt ?? 0);
   });
 
@@ -81,15 +82,15 @@ describe('a request reaches its end state, recorded with every transition', () =
   it('a state change seen in the light listing is recorded with the full record: reason, start time', async () => {
     sim = await startSim({ cpus: 1 });
     td = await startTestDaemon(sim.url, redis.url);
-    const blocker = await td.daemon.submit({ spec: spec(sim, { script: '#!/bin/sh\nsleep 4\n' }), origin: 'api' });
+    const blocker = await td.daemon.submit({ spec: spec(sim, { script: '#!/bin/sh\nsleep 6\n' }), origin: 'api' });
     const running = await td.waitForState(blocker, 'running');
-    const waiting = await td.daemon.submit({ spec: spec(sim, { script: '#!/bin/sh\nsleep 1\n' }), origin: 'api' });
     // jobs/state carries neither; they come from the full record fetched for the change.
-    const pending = await td.waitForState(waiting, 'pending');
-    expect(pending.reason).toBe('Resources');
     expect(running.startedAt).toEqual(expect.any(Number));
-    const started = await td.waitForState(waiting, 'running');
-    expect(started.startedAt).toBeGreaterThanOrEqual(running.startedAt ?? 0);
+    const waiting = await td.daemon.submit({ spec: spec(sim, { script: '#!/bin/sh\ntrue\n' }), origin: 'api' });
+    const done = await td.waitForState(waiting, 'completed', 30_000);
+    const pending = transitionsOf(td.daemon.history.db, waiting).find((t) => t.toState === 'pending');
+    expect(pending?.reason).toBe('Resources');
+    expect(done.startedAt).toBeGreaterThanOrEqual(running.startedAt ?? 0);
   });
 
   it('a job over its time limit is TIMEOUT', async () => {
