@@ -104,6 +104,7 @@ export async function pollProfile(deps: PollDeps, profile: string): Promise<Poll
   const producedNoEarlierThan = states.freshness.fetchedAt.getTime() - (states.freshness.ageSec + 1) * 1000;
   let changed = 0;
   const needAccounting: TrackedRequest[] = [];
+  const changedRows: TrackedRequest[] = [];
   // One transaction per batch of writes: thousands of small commits would dominate the cycle.
   db.transaction(() => {
     for (const row of tracked) {
@@ -114,10 +115,20 @@ export async function pollProfile(deps: PollDeps, profile: string): Promise<Poll
         // changed (pending to running): the light listing has no reason, start time or nodes,
         // so the full record comes with the same accounting request, not one more per job.
         if (to !== null && isTerminalRequest(to)) needAccounting.push(row);
-        else if (job.state_flags.join(',') !== row.rawState || row.missingSince !== null) needAccounting.push(row);
+        else if (job.state_flags.join(',') !== row.rawState || row.missingSince !== null) changedRows.push(row);
       } else if (!states.freshness.stale && producedNoEarlierThan > (row.submittedAt ?? 0)) {
         // Absent from an answer produced after the submission: it has left the controller.
         needAccounting.push(row);
+      }
+    }
+    // Full records only while the accounting query can name its jobs: a mass start of thousands
+    // would otherwise pull every full record of the account into memory at once. Those get the
+    // light record now, and the rest with their end.
+    if (needAccounting.length + changedRows.length <= MAX_IDS_IN_QUERY) needAccounting.push(...changedRows);
+    else {
+      for (const row of changedRows) {
+        const job = byId.get(row.jobId as number);
+        if (job && applyJob(db, row, job, 'poll', states.freshness)) changed++;
       }
     }
   });
