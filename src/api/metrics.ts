@@ -115,5 +115,18 @@ export class ApiMetrics {
         }
       },
     });
+    new Gauge({
+      name: 'schedflow_profile_accounting_ok',
+      help: "1 when each profile's last accounting answer came, 0 when accounting failed (jobs followed with controller data alone)",
+      labelNames: ['profile'],
+      registers,
+      collect() {
+        this.reset();
+        for (const profile of deps.profiles) {
+          const sync = getProfileSync(deps.db, profile);
+          if (sync?.accountingOk != null) this.set({ profile }, sync.accountingOk ? 1 : 0);
+        }
+      },
+    });
   }
 }

@@ -390,6 +390,10 @@ export const profileSync = sqliteTable('profile_sync', {
   lastPollStale: integer('last_poll_stale', { mode: 'boolean' }),
   /** The proxy's cache lifetime seen in the last answer; the poll interval follows it. */
   lastMaxAgeSec: integer('last_max_age_sec'),
+  /** The last accounting answer (poll or import): ok, or the error; schedflow then follows jobs with controller data alone. */
+  accountingOk: integer('accounting_ok', { mode: 'boolean' }),
+  accountingError: text('accounting_error'),
+  accountingCheckedAt: integer('accounting_checked_at'),
   updatedAt: integer('updated_at').notNull().default(sql`(unixepoch() * 1000)`),
 });
 

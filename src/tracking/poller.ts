@@ -138,6 +138,7 @@ export async function pollProfile(deps: PollDeps, profile: string): Promise<Poll
     accounting = await resolveThroughAccounting(deps, profile, needAccounting, byId, states.freshness).then(
       (n) => {
         changed += n;
+        updateProfileSync(db, profile, { accountingOk: true, accountingError: null, accountingCheckedAt: Date.now() });
         return 'ok' as const;
       },
       (error: unknown) => {
@@ -146,6 +147,11 @@ export async function pollProfile(deps: PollDeps, profile: string): Promise<Poll
           { profile, code: error.code, err: error.message },
           'accounting unavailable: following jobs with controller data only',
         );
+        updateProfileSync(db, profile, {
+          accountingOk: false,
+          accountingError: error.message,
+          accountingCheckedAt: Date.now(),
+        });
         // Without accounting, a finished job still gets its final state from the controller.
         for (const row of needAccounting) {
           const job = byId.get(row.jobId as number);

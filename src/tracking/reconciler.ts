@@ -49,7 +49,13 @@ export async function reconcileProfile(
       applyJob(db, request, job, 'accounting', freshness);
     }
   }
-  updateProfileSync(db, profile, { accountingSyncedTo: nowSec, accountingSyncedAt: at });
+  updateProfileSync(db, profile, {
+    accountingSyncedTo: nowSec,
+    accountingSyncedAt: at,
+    accountingOk: true,
+    accountingError: null,
+    accountingCheckedAt: at,
+  });
   deps.logger.debug({ profile, imported: data.length, linked }, 'accounting reconciled');
   return { imported: data.length, linked, external: data.length - linked };
 }

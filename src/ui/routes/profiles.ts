@@ -45,6 +45,13 @@ export async function profilePages(app: FastifyInstance, { ctx }: { ctx: UiConte
 <dt>Rate limit</dt><dd>${rateLimited ? html`<span class="stale">the scheduler refused for rate limit at the last poll</span>` : 'not limited at the last poll'}; schedflow's budget: ${
         p.rateLimit.capacity
       } requests, ${p.rateLimit.refillPerSecond} more per second</dd>
+<dt>Accounting</dt><dd>${
+        sync?.accountingOk === false
+          ? html`<span class="stale">unavailable since ${time(sync.accountingCheckedAt)}: ${sync.accountingError ?? 'no answer'}; jobs are followed with controller data alone</span>`
+          : sync?.accountingOk
+            ? html`answering (checked ${time(sync.accountingCheckedAt)})`
+            : 'not asked yet'
+      }</dd>
 <dt>Accounting imported to</dt><dd>${time(sync?.accountingSyncedTo != null ? sync.accountingSyncedTo * 1000 : null)}</dd></dl></section>`;
     });
     const queueRows = await Promise.all(

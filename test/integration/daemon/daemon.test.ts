@@ -176,8 +176,14 @@ describe('polling', () => {
     await setUpstream(sim, { slurmdbd: 'down' });
     await new Promise((r) => setTimeout(r, 6000));
     expect(td.states(id)).toEqual(['accepted', 'queued', 'submitting', 'submitted', 'running']);
+    // …and says so, where admins look (the profiles page and /metrics read this).
+    expect(getProfileSync(td.daemon.history.db, 'test')).toMatchObject({
+      accountingOk: false,
+      accountingError: expect.stringMatching(/HTTP 500|unavailable/),
+    });
     await setUpstream(sim, { slurmdbd: 'up' });
     await td.waitForState(id, 'completed');
+    expect(getProfileSync(td.daemon.history.db, 'test')).toMatchObject({ accountingOk: true, accountingError: null });
   }, 40_000);
 
   it('a job in neither controller nor accounting becomes lost after the grace period, then resolves', async () => {
