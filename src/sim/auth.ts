@@ -1,5 +1,6 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
 import { networkInterfaces } from 'node:os';
+import { isLoopback } from './loopback.js';
 import { MungeUnavailableError, unmunge } from './munge.js';
 import type { Scope, TokenEntry } from './sim-config.js';
 
@@ -20,10 +21,6 @@ export interface AuthHeaders {
 export const MUNGE_TTL_SEC = 5;
 
 const digest = (value: string): Buffer => createHash('sha256').update(value).digest();
-
-function isLoopback(address: string): boolean {
-  return address === '::1' || address.startsWith('127.') || address.startsWith('::ffff:127.');
-}
 
 function localAddresses(): Set<string> {
   const found = new Set<string>();

@@ -6,6 +6,7 @@ import type { Logger } from '../logger.js';
 import { Authenticator } from './auth.js';
 import { Cluster } from './cluster.js';
 import { LlmSimulator, loadLlmKeysFile } from './llm/llm-sim.js';
+import { isLoopback } from './loopback.js';
 import { latestServed, type ProxyContext, proxyError, type UpstreamStatus } from './proxy-context.js';
 import { cacheHeaders, ResponseCache } from './response-cache.js';
 import { registerAccountingRoutes } from './routes/accounting.js';
@@ -19,10 +20,6 @@ const FLAVORS = [
 ] as const;
 
 const ADMIN_PREFIX = '/_sim';
-
-function isLoopback(address: string): boolean {
-  return address === '::1' || address.startsWith('127.') || address.startsWith('::ffff:127.');
-}
 
 export interface SimServerOptions {
   config: SimConfig;

@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { isLoopback } from '../../src/sim/loopback.js';
 import { parseUnmungeOutput } from '../../src/sim/munge.js';
 import { inUsageWindow } from '../../src/sim/routes/accounting.js';
 import { expandOutputPattern, type SimJob } from '../../src/sim/sim-job.js';
@@ -73,5 +74,14 @@ describe('job_submit_req decoding', () => {
       message: expect.stringMatching(/^job\.tasks:/),
     });
     expect(decodeSubmitBody({})).toMatchObject({ ok: false, message: 'body has no "job" member' });
+  });
+});
+
+describe('loopback clients (the admin endpoint, MUNGE credentials from this host)', () => {
+  it('127/8, ::1 and IPv4-mapped 127/8 are loopback; other addresses are not', () => {
+    for (const address of ['127.0.0.1', '127.1.2.3', '::1', '::ffff:127.0.0.1']) expect(isLoopback(address)).toBe(true);
+    for (const address of ['10.0.0.5', '192.0.2.2', '::ffff:10.0.0.5', 'fe80::1', '::2', '']) {
+      expect(isLoopback(address)).toBe(false);
+    }
   });
 });
