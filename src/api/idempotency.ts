@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Db } from '../db/database.js';
-import { completeKey, purgeKeys, releaseKey, reserveKey } from '../db/idempotency.js';
+import { completeKey, purgeKeys, recordReplay, releaseKey, reserveKey } from '../db/idempotency.js';
 import type { Logger } from '../logger.js';
 import { ConflictApiError } from './api-errors.js';
 
@@ -17,6 +17,15 @@ export interface Answer {
   status: number;
   body: unknown;
   headers?: Record<string, string>;
+}
+
+export interface IdempotencyOptions {
+  /**
+   * The job request a stored answer is about (the job routes': its `id`). A
+   * replay of such an answer is recorded on that request, so its history shows
+   * the duplicate submission that was answered with it.
+   */
+  requestOf?: (body: unknown) => string | undefined;
 }
 
 /** Expired keys are purged this often (one indexed delete). */
@@ -76,16 +85,29 @@ export async function idempotently(
   request: FastifyRequest,
   reply: FastifyReply,
   work: (stableId: string | null) => Promise<Answer>,
+  options: IdempotencyOptions = {},
 ): Promise<FastifyReply> {
   const key = request.headers['idempotency-key'];
   const token = request.apiToken;
   if (typeof key !== 'string' || !token || request.bodyHash === null) return send(reply, await work(null));
   const route = `${request.method} ${request.url.split('?')[0]}`;
-  const claim = reserveKey(db, { tokenId: token.id, key, route, bodyHash: request.bodyHash, at: Date.now() });
+  const at = Date.now();
+  const claim = reserveKey(db, { tokenId: token.id, key, route, bodyHash: request.bodyHash, at });
   switch (claim.kind) {
-    case 'replay':
+    case 'replay': {
+      const stored = claim.response as Answer;
+      const requestId = options.requestOf?.(stored.body);
+      if (requestId !== undefined) {
+        // The record is for people reading the request's history; the client's answer matters more.
+        try {
+          recordReplay(db, { requestId, tokenName: token.name, key, at });
+        } catch (error) {
+          request.log.warn({ requestId, err: (error as Error).message }, 'could not record a deduplicated submission');
+        }
+      }
       reply.header('idempotent-replayed', 'true');
-      return send(reply, { ...(claim.response as Answer), status: claim.status });
+      return send(reply, { ...stored, status: claim.status });
+    }
     case 'mismatch':
       throw new ConflictApiError(
         'SCHEDFLOW_ERR_IDEMPOTENCY_KEY_REUSED',

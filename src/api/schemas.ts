@@ -212,6 +212,20 @@ export const transitionSchema = z.object({
   detail: z.string().nullable(),
 });
 
+export const deduplicatedSchema = z
+  .array(
+    z.object({
+      token: z.string().describe("the API token's name (never the token)"),
+      idempotency_key: z.string(),
+      count: z.number().int().describe('POSTs with this key answered with this request'),
+      first_at: time,
+      last_at: time,
+    }),
+  )
+  .describe(
+    'duplicate submissions: POSTs answered from a stored Idempotency-Key with this request instead of a new one, per token and key; empty when none',
+  );
+
 export const freshnessSchema = z
   .object({
     stale: z.boolean().describe('true when the state shown may be out of date'),
@@ -357,6 +371,7 @@ export const jobDetailSchema = named(
   jobSchema.extend({
     spec: z.record(z.string(), z.unknown()),
     transitions: z.array(transitionSchema),
+    deduplicated: deduplicatedSchema,
     freshness: freshnessSchema,
     summary: summarySchema.nullable().describe('null until the job has ended and its summary is made, or when off'),
   }),

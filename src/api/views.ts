@@ -1,12 +1,13 @@
 import type { z } from 'zod';
 import type { ProfileSyncRow } from '../db/accounting.js';
-import type { JobRequestRow, JobTransitionRow, PipelineRunRow } from '../db/schema.js';
+import type { JobRequestRow, JobTransitionRow, PipelineRunRow, RequestReplayRow } from '../db/schema.js';
 import type { PipelineSummary } from '../pipelines/pipeline-service.js';
 import type { ShownSummary } from '../summaries/show.js';
 import type { SpecSuggestion } from '../summaries/summary-data.js';
 import { isTerminalRequest } from '../tracking/request-state.js';
 import type { HistoryPageRow } from './queries.js';
 import type {
+  deduplicatedSchema,
   freshnessSchema,
   historyItemSchema,
   jobSchema,
@@ -72,6 +73,16 @@ export function transitionView(t: JobTransitionRow): z.output<typeof transitionS
     reason: t.reason,
     stale: t.stale,
     detail: t.detail,
+  };
+}
+
+export function deduplicatedView(r: RequestReplayRow): z.output<typeof deduplicatedSchema>[number] {
+  return {
+    token: r.tokenName,
+    idempotency_key: r.key,
+    count: r.count,
+    first_at: iso(r.firstAt),
+    last_at: iso(r.lastAt),
   };
 }
 

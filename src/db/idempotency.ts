@@ -1,6 +1,6 @@
-import { and, eq, lt } from 'drizzle-orm';
+import { and, asc, eq, lt, sql } from 'drizzle-orm';
 import type { Db } from './database.js';
-import { idempotencyKeys } from './schema.js';
+import { idempotencyKeys, type RequestReplayRow, requestReplays } from './schema.js';
 
 /**
  * Queries of `Idempotency-Key`s: per token, the first answer to a POST, so a
@@ -107,4 +107,33 @@ export function purgeKeys(db: Db, now = Date.now()): number {
     .delete(idempotencyKeys)
     .where(lt(idempotencyKeys.createdAt, now - IDEMPOTENCY_TTL_MS))
     .run().changes;
+}
+
+export interface ReplayInput {
+  requestId: string;
+  /** The token's name: its id is not kept, as a revoked token's name can be taken over. */
+  tokenName: string;
+  key: string;
+  at: number;
+}
+
+/** Counts a POST answered with an existing request from its stored key: the first and last time, and how often. */
+export function recordReplay(db: Db, input: ReplayInput): void {
+  db.insert(requestReplays)
+    .values({ ...input, count: 1, firstAt: input.at, lastAt: input.at })
+    .onConflictDoUpdate({
+      target: [requestReplays.requestId, requestReplays.tokenName, requestReplays.key],
+      set: { count: sql`${requestReplays.count} + 1`, lastAt: input.at },
+    })
+    .run();
+}
+
+/** A request's deduplicated submissions, per token and key, first one first. */
+export function replaysOf(db: Db, requestId: string): RequestReplayRow[] {
+  return db
+    .select()
+    .from(requestReplays)
+    .where(eq(requestReplays.requestId, requestId))
+    .orderBy(asc(requestReplays.firstAt))
+    .all();
 }

@@ -233,6 +233,28 @@ export const idempotencyKeys = sqliteTable(
   (t) => [primaryKey({ columns: [t.tokenId, t.key] }), index('idempotency_keys_created').on(t.createdAt)],
 );
 
+/**
+ * Duplicate submissions: POSTs answered with an existing request from a stored
+ * `Idempotency-Key` (a lab service sending the same job again), counted per
+ * request, token and key. Kept with the request: the keys themselves expire
+ * after a day, and a token's row goes when its name is taken over.
+ */
+export const requestReplays = sqliteTable(
+  'request_replays',
+  {
+    requestId: text('request_id')
+      .notNull()
+      .references(() => jobRequests.id, { onDelete: 'cascade' }),
+    /** The token's name, never the token. */
+    tokenName: text('token_name').notNull(),
+    key: text('key').notNull(),
+    count: integer('count').notNull(),
+    firstAt: integer('first_at').notNull(),
+    lastAt: integer('last_at').notNull(),
+  },
+  (t) => [primaryKey({ columns: [t.requestId, t.tokenName, t.key] })],
+);
+
 export const WEBHOOK_EVENTS = ['job.finished', 'run.finished', 'deadline.missed', 'summary.ready'] as const;
 export type WebhookEvent = (typeof WEBHOOK_EVENTS)[number];
 
@@ -402,6 +424,7 @@ export type PipelineRunRow = typeof pipelineRuns.$inferSelect;
 export type PipelineScheduleRow = typeof pipelineSchedules.$inferSelect;
 export type DeadlineMissRow = typeof deadlineMisses.$inferSelect;
 export type ApiTokenRow = typeof apiTokens.$inferSelect;
+export type RequestReplayRow = typeof requestReplays.$inferSelect;
 export type WebhookDeliveryRow = typeof webhookDeliveries.$inferSelect;
 export type JobTransitionRow = typeof jobTransitions.$inferSelect;
 export type AccountingJobRow = typeof accountingJobs.$inferSelect;

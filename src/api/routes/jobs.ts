@@ -1,6 +1,8 @@
+import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import type { z } from 'zod';
 import { getProfileSync } from '../../db/accounting.js';
+import { replaysOf } from '../../db/idempotency.js';
 import { getRequest, transitionsOf } from '../../db/requests.js';
 import type { Deadlines } from '../../db/schema.js';
 import { summaryOfRequest } from '../../db/summaries.js';
@@ -10,7 +12,7 @@ import { cancelRequest } from '../../tracking/canceller.js';
 import { ConflictApiError, NotFoundApiError, ValidationApiError } from '../api-errors.js';
 import { decodeCursor, encodeCursor } from '../cursor.js';
 import type { ApiDeps } from '../deps.js';
-import { idempotently } from '../idempotency.js';
+import { type Answer, idempotently } from '../idempotency.js';
 import { jobsPage } from '../queries.js';
 import {
   answer,
@@ -27,12 +29,18 @@ import {
   resubmittedJobSchema,
   submitJobBody,
 } from '../schemas.js';
-import { freshnessView, jobLink, jobView, summaryView, transitionView } from '../views.js';
+import { deduplicatedView, freshnessView, jobLink, jobView, summaryView, transitionView } from '../views.js';
 import { bearer } from './security.js';
 
 /** `/api/v1/jobs`: submit, list, show, cancel and re-submit (with a summary's suggestion) job requests. */
 export const jobRoutes: FastifyPluginAsyncZod<{ deps: ApiDeps }> = async (app, { deps }) => {
   const { db } = deps;
+  // Every answer here names a request (`id`): a replay of one is recorded on it, as deduplicated.
+  const idempotentlyFor = (
+    request: FastifyRequest,
+    reply: FastifyReply,
+    work: (stableId: string | null) => Promise<Answer>,
+  ) => idempotently(db, request, reply, work, { requestOf: requestIdOf });
 
   app.post(
     '/api/v1/jobs',
@@ -53,7 +61,7 @@ export const jobRoutes: FastifyPluginAsyncZod<{ deps: ApiDeps }> = async (app, {
       },
     },
     async (request, reply) =>
-      idempotently(db, request, reply, async (stableId) => {
+      idempotentlyFor(request, reply, async (stableId) => {
         const body = request.body;
         if (body.profile !== undefined && !deps.profiles.has(body.profile)) {
           throw new ValidationApiError([
@@ -124,7 +132,7 @@ export const jobRoutes: FastifyPluginAsyncZod<{ deps: ApiDeps }> = async (app, {
         tags: ['jobs'],
         summary: 'Show a job request',
         description:
-          "Its state, every transition, how fresh the state is (the profile's last poll and the job's last sighting), and its summary once it has ended (a pipeline step: its run's). Scope: read.",
+          "Its state, every transition, the duplicate submissions answered with it (Idempotency-Key replays), how fresh the state is (the profile's last poll and the job's last sighting), and its summary once it has ended (a pipeline step: its run's). Scope: read.",
         security: bearer,
         params: idParams,
         response: { 200: answer('the job request', jobDetailSchema), ...errors(401, 403, 404, 429) },
@@ -137,6 +145,7 @@ export const jobRoutes: FastifyPluginAsyncZod<{ deps: ApiDeps }> = async (app, {
         ...jobView(row),
         spec: row.spec as Record<string, unknown>,
         transitions: transitionsOf(db, row.id).map(transitionView),
+        deduplicated: replaysOf(db, row.id).map(deduplicatedView),
         freshness: freshnessView(row, getProfileSync(db, row.profile), deps.settings.pollCeilingMs),
         summary: summaryView(summaryForRequest(db, row)),
       };
@@ -166,7 +175,7 @@ export const jobRoutes: FastifyPluginAsyncZod<{ deps: ApiDeps }> = async (app, {
       },
     },
     async (request, reply) =>
-      idempotently(db, request, reply, async (stableId) => {
+      idempotentlyFor(request, reply, async (stableId) => {
         const id = request.params.id;
         if (!getRequest(db, id)) throw new NotFoundApiError(`no job request ${id}`);
         const before = summaryOfRequest(db, id)?.appliedRequestId ?? null;
@@ -257,6 +266,11 @@ export const jobRoutes: FastifyPluginAsyncZod<{ deps: ApiDeps }> = async (app, {
     },
   );
 };
+
+function requestIdOf(body: unknown): string | undefined {
+  const id = (body as { id?: unknown } | null)?.id;
+  return typeof id === 'string' ? id : undefined;
+}
 
 function deadlinesOf(input: z.output<typeof deadlinesInput> | undefined): Deadlines | null {
   if (!input) return null;

@@ -3,6 +3,7 @@ import type { FastifyInstance } from 'fastify';
 import { jobsPage } from '../../api/queries.js';
 import { freshnessView } from '../../api/views.js';
 import { getAccountingJob, getProfileSync } from '../../db/accounting.js';
+import { replaysOf } from '../../db/idempotency.js';
 import { getRequest, transitionsOf } from '../../db/requests.js';
 import {
   deadlineMisses,
@@ -153,6 +154,7 @@ function jobDetail(ctx: UiContext, row: JobRequestRow, admin: import('../session
   const fresh = freshnessView(row, getProfileSync(db, row.profile), ctx.deps.settings.pollCeilingMs);
   const accounting = row.jobId !== null ? getAccountingJob(db, row.profile, row.jobId) : undefined;
   const summary = summaryOfRequest(db, row.id);
+  const replays = replaysOf(db, row.id);
   const misses = db.select().from(deadlineMisses).where(eq(deadlineMisses.requestId, row.id)).all();
   const deliveries = db
     .select()
@@ -185,30 +187,56 @@ function jobDetail(ctx: UiContext, row: JobRequestRow, admin: import('../session
     actions.push(actionButton(admin, `${jobHref(row.id)}/retry`, 'Retry (new request, same spec)'));
   }
 
-  const timeline = html`<ol class="timeline" aria-label="timeline">${transitions.map(
-    (t) =>
-      html`<li>${time(t.at)} — ${t.fromState ?? 'new'} → ${stateBadge(t.toState)} <span class="muted">(${t.source}${
+  // One story in time order; entries of the same time keep the order they are listed in here.
+  // An adopted job was found as its (only) `submitted` transition was recorded, whose detail says how.
+  const adoptedAt = row.adopted ? (transitions.find((t) => t.toState === 'submitted')?.at ?? row.submittedAt) : null;
+  const events: { at: number; item: Html }[] = [
+    ...transitions.map((t) => ({
+      at: t.at,
+      item: html`${t.fromState ?? 'new'} → ${stateBadge(t.toState)} <span class="muted">(${t.source}${
         t.rawState ? `, Slurm ${t.rawState}` : ''
       }${t.stale ? ', from a stale answer' : ''})</span>${t.reason ? html`<br>reason: ${t.reason}` : ''}${
         t.detail ? html`<br><span class="muted">${t.detail}</span>` : ''
-      }</li>`,
-  )}${
-    row.adopted
-      ? html`<li>Adopted: the scheduler already had this request's job (found by its marker after a retry), so it was not submitted twice.</li>`
-      : ''
-  }${misses.map((m) => html`<li>${time(m.at)} — deadline missed (${m.kind}): ${m.detail}</li>`)}${
-    accounting
-      ? html`<li>${time(accounting.syncedAt)} — accounting record imported: ${accounting.state}${
-          accounting.exitCode !== null ? `, exit ${accounting.exitCode}` : ''
-        }</li>`
-      : ''
-  }${
-    summary
-      ? html`<li>${time(summary.completedAt ?? summary.updatedAt)} — summary ${summary.state}${
-          summary.kind ? ` (${summary.kind})` : ''
-        }</li>`
-      : ''
-  }</ol>`;
+      }`,
+    })),
+    ...(adoptedAt !== null
+      ? [
+          {
+            at: adoptedAt,
+            item: html`deduplicated: the scheduler already had this request's job (found by its marker after a lost answer or an interrupted submit), so it was adopted, not submitted twice`,
+          },
+        ]
+      : []),
+    ...replays.map((r) => ({
+      at: r.firstAt,
+      item: html`deduplicated: the same request was POSTed again with Idempotency-Key <code>${r.key}</code> (token ${
+        r.tokenName
+      }), answered with this request${r.count === 1 ? ' (once)' : html` (${r.count} times, the last at ${time(r.lastAt)})`}`,
+    })),
+    ...misses.map((m) => ({ at: m.at, item: html`deadline missed (${m.kind}): ${m.detail}` })),
+    ...(accounting
+      ? [
+          {
+            at: accounting.syncedAt,
+            item: html`accounting record imported (the latest import): ${accounting.state}${
+              accounting.exitCode !== null ? `, exit ${accounting.exitCode}` : ''
+            }`,
+          },
+        ]
+      : []),
+    ...(summary
+      ? [
+          {
+            at: summary.completedAt ?? summary.updatedAt,
+            item: html`summary ${summary.state}${summary.kind ? ` (${summary.kind})` : ''}`,
+          },
+        ]
+      : []),
+  ];
+  events.sort((a, b) => a.at - b.at);
+  const timeline = html`<ol class="timeline" aria-label="timeline">${events.map(
+    (e) => html`<li>${time(e.at)} — ${e.item}</li>`,
+  )}</ol>`;
 
   const facts = html`<dl class="facts">
 <dt>State</dt><dd>${stateBadge(row.state, { liveId: row.id })}${row.reason ? html` <span class="muted">${row.reason}</span>` : ''}</dd>

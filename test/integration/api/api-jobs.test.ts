@@ -18,6 +18,7 @@ interface JobDetail {
   job_id: number | null;
   exit_code: number | null;
   transitions: { from: string | null; to: string; source: string }[];
+  deduplicated: { token: string; idempotency_key: string; count: number; first_at: string; last_at: string }[];
   freshness: {
     stale: boolean;
     detail: string;
@@ -130,7 +131,7 @@ describe('POST /api/v1/jobs', () => {
     const sim = await env.sim();
     const td = await env.daemon(sim.url);
     const api = apiClient(td);
-    const token = api.token(['submit', 'read']);
+    const token = api.token(['submit', 'read'], 'lab-service');
     const body = { spec: shellSpec('once', 'true', sim.workDir) };
     const headers = { 'idempotency-key': 'order-42' };
 
@@ -144,6 +145,18 @@ describe('POST /api/v1/jobs', () => {
     expect(again.headers.get('idempotent-replayed')).toBe('true');
     expect(again.json).toEqual(first.json);
     expect(again.headers.get('location')).toBe(first.headers.get('location'));
+    // One request, and the replay is recorded on it: by which token's name and key, when, how often.
+    const shown = (await api.call('GET', first.headers.get('location') ?? '', { token })).json as JobDetail;
+    expect(shown.deduplicated).toEqual([
+      {
+        token: 'lab-service',
+        idempotency_key: 'order-42',
+        count: 1,
+        first_at: expect.any(String),
+        last_at: expect.any(String),
+      },
+    ]);
+    expect(shown.deduplicated[0]?.first_at).toBe(shown.deduplicated[0]?.last_at);
 
     const other = await api.call('POST', '/api/v1/jobs', {
       token,
@@ -165,6 +178,9 @@ describe('POST /api/v1/jobs', () => {
 
     const listed = await api.call('GET', '/api/v1/jobs', { token });
     expect((listed.json as Page<{ name: string }>).items.filter((j) => j.name === 'once')).toHaveLength(2);
+    // A request answered only once has no replays.
+    const freshShown = (await api.call('GET', fresh.headers.get('location') ?? '', { token })).json as JobDetail;
+    expect(freshShown.deduplicated).toEqual([]);
   });
 });
 
