@@ -99,13 +99,14 @@ export class Cluster {
       const now = nowSec();
       for (const job of saved.jobs) {
         if (job.state === 'RUNNING') {
-          if (job.pid !== undefined) killOrphan(job.pid, this.scriptDir, job.jobId);
+          if (job.pid !== undefined) killOrphan(job.pid, job.pidStartTicks, this.scriptDir, job.jobId);
           job.state = 'NODE_FAIL';
           job.reason = 'NodeDown';
           job.endTime = now;
           job.lastUpdate = now;
         }
         delete job.pid;
+        delete job.pidStartTicks;
         this.jobs.set(job.jobId, job);
       }
       this.options.logger.info({ jobs: saved.jobs.length, nextJobId: this.nextJobId }, 'simulator job table restored');
@@ -413,6 +414,7 @@ export class Cluster {
         );
       },
       peakMemoryBytes: () => null,
+      startTicks: null,
     };
     this.processes.set(job.jobId, startingProc);
     starting.then(
@@ -428,6 +430,7 @@ export class Cluster {
   private track(job: SimJob, proc: RunningProcess): void {
     this.processes.set(job.jobId, proc);
     job.pid = proc.pid;
+    if (proc.startTicks !== null) job.pidStartTicks = proc.startTicks;
     this.changed(job);
     if (job.timeLimitMin !== null) {
       const limitMs = (job.timeLimitMin * 60_000) / this.options.timeScale;
@@ -440,6 +443,7 @@ export class Cluster {
     void proc.done.then((exit) => {
       this.processes.delete(job.jobId);
       delete job.pid;
+      delete job.pidStartTicks;
       // slurmdbd learns a step's MaxRSS when the step ends, so it is recorded with the end.
       job.peakMemoryBytes = proc.peakMemoryBytes();
       if (!this.closed) this.finish(job, exit);

@@ -17,6 +17,20 @@ export interface RunningProcess {
   signal(sig: NodeJS.Signals): void;
   /** The largest resident memory of the job's processes seen so far, in bytes; null when not measured. */
   peakMemoryBytes(): number | null;
+  /** When the leader started (clock ticks since boot, /proc/<pid>/stat): with the pid, its identity. */
+  startTicks: number | null;
+}
+
+/** Field 22 of `/proc/<pid>/stat`, the process's start time; null when it is gone (or not Linux). */
+export function processStartTicks(pid: number): number | null {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    // `pid (comm) state …`: comm may hold spaces and parentheses, so count from its last `)`.
+    const start = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19]);
+    return Number.isFinite(start) ? start : null;
+  } catch {
+    return null;
+  }
 }
 
 /**
@@ -205,17 +219,23 @@ export async function startJobProcess(job: SimJob, options: StartOptions): Promi
       }
     },
     peakMemoryBytes: () => sampler?.peak() ?? null,
+    startTicks: child.pid === undefined ? null : processStartTicks(child.pid),
   };
 }
 
 /**
  * After a simulator crash the scripts it started may still run. Kill the group
- * only when the pid still belongs to that job's script, so a reused pid is safe.
+ * only when the pid is still that job's script, so a reused pid is safe: by its
+ * start time (which survives the script exec-ing another program), or for a job
+ * saved without one, by its command line.
  */
-export function killOrphan(pid: number, scriptDir: string, jobId: number): void {
+export function killOrphan(pid: number, startTicks: number | undefined, scriptDir: string, jobId: number): void {
   try {
-    const cmdline = readFileSync(`/proc/${pid}/cmdline`, 'utf8');
-    if (!cmdline.includes(join(scriptDir, `job-${jobId}.sh`))) return;
+    if (startTicks !== undefined) {
+      if (processStartTicks(pid) !== startTicks) return;
+    } else if (!readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes(join(scriptDir, `job-${jobId}.sh`))) {
+      return;
+    }
     process.kill(-pid, 'SIGKILL');
   } catch {
     // Not running any more.
@@ -240,5 +260,6 @@ export function simulatedProcess(runtimeMs: number): RunningProcess {
       finish({ exitCode: null, signal: sig });
     },
     peakMemoryBytes: () => null,
+    startTicks: null,
   };
 }

@@ -37,6 +37,7 @@ const simJobSchema = z.object({
   nodes: z.string(),
   lastUpdate: z.number(),
   pid: z.number().optional(),
+  pidStartTicks: z.number().optional(),
 });
 
 const stateFileSchema = z.object({

@@ -59,6 +59,8 @@ export interface SimJob {
   lastUpdate: number;
   /** Runtime only: pid of the process group leader while RUNNING. */
   pid?: number;
+  /** Runtime only: the leader's start time, so a restart after a crash kills that process and no other. */
+  pidStartTicks?: number;
 }
 
 export function cpusOf(job: Pick<SimJob, 'tasks' | 'cpusPerTask'>): number {

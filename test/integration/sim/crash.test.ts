@@ -188,10 +188,11 @@ describe('a simulator killed with SIGKILL', () => {
 
     const scriptPidFile = join(dirs.workDir, 'script.pid');
     const childPidFile = join(dirs.workDir, 'child.pid');
-    // The script stays the group leader (no exec of sleep), with a child in its group, as a real job has.
+    // A child in the script's group, as a real job has; then the script becomes another program
+    // (exec), so its command line no longer names the script: the restart must still know it.
     const running = await submit(first.url, dirs.workDir, {
       name: 'orphaned',
-      script: `#!/bin/sh\necho $$ > ${scriptPidFile}\nsleep 60 &\necho $! > ${childPidFile}\nwait\n`,
+      script: `#!/bin/sh\necho $$ > ${scriptPidFile}\nsleep 60 &\necho $! > ${childPidFile}\nexec sleep 61\n`,
     });
     await waitForState(first.url, running, 'RUNNING');
     const scriptPid = await readPid(scriptPidFile);
