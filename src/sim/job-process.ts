@@ -21,12 +21,19 @@ export interface RunningProcess {
   startTicks: number | null;
 }
 
-/** Field 22 of `/proc/<pid>/stat`, the process's start time; null when it is gone (or not Linux). */
+/**
+ * The fields of `/proc/<pid>/stat` after `pid (comm)`: [0] state, [2] pgrp, [19] start time.
+ * comm may hold spaces and parentheses, so they are counted from its last `)`. Throws when gone.
+ */
+function procStat(pid: number | string): string[] {
+  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  return stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+}
+
+/** The process's start time (clock ticks since boot); null when it is gone (or not Linux). */
 export function processStartTicks(pid: number): number | null {
   try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    // `pid (comm) state …`: comm may hold spaces and parentheses, so count from its last `)`.
-    const start = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19]);
+    const start = Number(procStat(pid)[19]);
     return Number.isFinite(start) ? start : null;
   } catch {
     return null;
@@ -64,10 +71,7 @@ function groupMemoryBytes(pgid: number): number | null {
   for (const entry of entries) {
     if (!/^\d+$/.test(entry)) continue;
     try {
-      const stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
-      // `pid (comm) state ppid pgrp ...`: comm may hold spaces and parentheses, so count from its last `)`.
-      const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-      if (Number(fields[2]) !== pgid) continue;
+      if (Number(procStat(entry)[2]) !== pgid) continue;
       const status = readFileSync(`/proc/${entry}/status`, 'utf8');
       rssKb += statusKb(status, 'VmRSS');
       hwmKb = Math.max(hwmKb, statusKb(status, 'VmHWM'));
