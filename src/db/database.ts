@@ -16,7 +16,7 @@ export interface HistoryDatabase {
 
 /**
  * Opens the history database and applies the committed migrations. WAL lets
- * readers (the CLI, the web UI) read while the daemon, the one writer, writes.
+ * readers (the CLI, the web UI) read while a writer writes; writers take turns.
  */
 export function openDatabase(file: string, options: { readonly?: boolean } = {}): HistoryDatabase {
   if (!options.readonly) mkdirSync(dirname(file), { recursive: true });
@@ -28,7 +28,15 @@ export function openDatabase(file: string, options: { readonly?: boolean } = {})
     sqlite.pragma('foreign_keys = ON');
   }
   const db = drizzle(sqlite, { schema });
-  if (!options.readonly) migrate(db, { migrationsFolder: join(packageRoot(), 'migrations') });
+  // Every transaction here writes. A deferred one that reads first cannot wait for another
+  // process's write (SQLite answers "database is locked" at once rather than risk a deadlock),
+  // so with roles in separate processes each transaction takes the write lock as it begins,
+  // where busy_timeout applies.
+  if (!options.readonly) {
+    const transaction = db.transaction.bind(db);
+    db.transaction = ((fn, config) => transaction(fn, { behavior: 'immediate', ...config })) as Db['transaction'];
+    migrate(db, { migrationsFolder: join(packageRoot(), 'migrations') });
+  }
   return {
     db,
     file,

@@ -206,22 +206,19 @@ export function reserveLlmBudget(
   tokens: number,
   at = Date.now(),
 ): { ok: true } | { ok: false; used: { requests: number; tokens: number } } {
-  return db.transaction(
-    (tx) => {
-      const row = tx.select().from(llmUsage).where(eq(llmUsage.day, day)).get();
-      const used = { requests: row?.requests ?? 0, tokens: row?.tokens ?? 0 };
-      if (used.requests + 1 > limits.maxRequests || used.tokens + tokens > limits.maxTokens) return { ok: false, used };
-      tx.insert(llmUsage)
-        .values({ day, requests: 1, tokens, updatedAt: at })
-        .onConflictDoUpdate({
-          target: llmUsage.day,
-          set: { requests: sql`${llmUsage.requests} + 1`, tokens: sql`${llmUsage.tokens} + ${tokens}`, updatedAt: at },
-        })
-        .run();
-      return { ok: true } as const;
-    },
-    { behavior: 'immediate' },
-  );
+  return db.transaction((tx) => {
+    const row = tx.select().from(llmUsage).where(eq(llmUsage.day, day)).get();
+    const used = { requests: row?.requests ?? 0, tokens: row?.tokens ?? 0 };
+    if (used.requests + 1 > limits.maxRequests || used.tokens + tokens > limits.maxTokens) return { ok: false, used };
+    tx.insert(llmUsage)
+      .values({ day, requests: 1, tokens, updatedAt: at })
+      .onConflictDoUpdate({
+        target: llmUsage.day,
+        set: { requests: sql`${llmUsage.requests} + 1`, tokens: sql`${llmUsage.tokens} + ${tokens}`, updatedAt: at },
+      })
+      .run();
+    return { ok: true } as const;
+  });
 }
 
 /** Replaces a reservation's token bound by what the call really used (0 when it used none). */
