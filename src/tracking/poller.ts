@@ -9,6 +9,9 @@ import type { Freshness } from '../sched/freshness.js';
 import type { SchedJob } from '../sched/job-model.js';
 import { isTerminalRequest, requestStateFor } from './request-state.js';
 
+/** Slurm states of a job that has not ended. */
+const ACTIVE_SLURM_STATES = ['PENDING', 'RUNNING', 'SUSPENDED'] as const;
+
 /** Job ids a query names at most (`job_id=1,2,…`, `step=…`); URLs have a length limit. */
 export const MAX_IDS_IN_QUERY = 500;
 
@@ -105,6 +108,7 @@ export async function pollProfile(deps: PollDeps, profile: string): Promise<Poll
   let changed = 0;
   const needAccounting: TrackedRequest[] = [];
   const changedRows: TrackedRequest[] = [];
+  let activeOnly = false;
   // One transaction per batch of writes: thousands of small commits would dominate the cycle.
   db.transaction(() => {
     for (const row of tracked) {
@@ -124,8 +128,10 @@ export async function pollProfile(deps: PollDeps, profile: string): Promise<Poll
     // Full records only while the accounting query can name its jobs: a mass start of thousands
     // would otherwise pull every full record of the account into memory at once. Those get the
     // light record now, and the rest with their end.
-    if (needAccounting.length + changedRows.length <= MAX_IDS_IN_QUERY) needAccounting.push(...changedRows);
-    else {
+    if (needAccounting.length + changedRows.length <= MAX_IDS_IN_QUERY) {
+      activeOnly = needAccounting.length === 0 && changedRows.length > 0;
+      needAccounting.push(...changedRows);
+    } else {
       for (const row of changedRows) {
         const job = byId.get(row.jobId as number);
         if (job && applyJob(db, row, job, 'poll', states.freshness)) changed++;
@@ -135,7 +141,8 @@ export async function pollProfile(deps: PollDeps, profile: string): Promise<Poll
 
   let accounting: PollReport['accounting'] = 'not-needed';
   if (needAccounting.length > 0) {
-    accounting = await resolveThroughAccounting(deps, profile, needAccounting, byId, states.freshness).then(
+    const query = { rows: needAccounting, activeOnly };
+    accounting = await resolveThroughAccounting(deps, profile, query, byId, states.freshness).then(
       (n) => {
         changed += n;
         updateProfileSync(db, profile, { accountingOk: true, accountingError: null, accountingCheckedAt: Date.now() });
@@ -181,7 +188,7 @@ export async function pollProfile(deps: PollDeps, profile: string): Promise<Poll
 async function resolveThroughAccounting(
   deps: PollDeps,
   profile: string,
-  rows: TrackedRequest[],
+  { rows, activeOnly }: { rows: TrackedRequest[]; activeOnly: boolean },
   controller: Map<number, SchedJob>,
   controllerFreshness: Freshness,
 ): Promise<number> {
@@ -195,6 +202,9 @@ async function resolveThroughAccounting(
       jobIds: rows.length <= MAX_IDS_IN_QUERY ? rows.map((r) => r.jobId as number) : undefined,
       accounts: account ? [account] : undefined,
       startTime: earliestSubmitSec - 60,
+      // Only started jobs: ask for active records only. The proxy caches answers by URL, so the
+      // answer to this query can never stand in, later, for the one that asks how they ended.
+      ...(activeOnly && { states: [...ACTIVE_SLURM_STATES] }),
     },
     { forPolling: true, signal: deps.signal },
   );
@@ -206,15 +216,10 @@ async function resolveThroughAccounting(
       const record = found.get(row.jobId as number);
       const inController = controller.get(row.jobId as number);
       const stillActive = inController && !isTerminalRequest(requestStateFor(inController.state) ?? 'running');
-      const recordEnded = record && isTerminalRequest(requestStateFor(record.state) ?? 'running');
       if (record && inController && stillActive) {
         // Accounting may lag behind a job that just started: the controller's state, accounting's details.
         const merged = { ...record, state: inController.state, state_flags: inController.state_flags };
         if (applyJob(db, row, merged, 'poll', controllerFreshness)) changed++;
-      } else if (record && inController && !recordEnded) {
-        // The controller saw the end first (accounting lags, or its answer is still cached from when
-        // the job started): its final record has exit code and times; reconcile brings the rest.
-        if (applyJob(db, row, inController, 'poll', controllerFreshness)) changed++;
       } else if (record) {
         if (applyJob(db, row, record, 'accounting', history.freshness)) changed++;
       } else if (inController) {

@@ -53,9 +53,8 @@ describe('a request reaches its end state, recorded with every transition', () =
     expect(row).toMatchObject({ exitCode: 0, adopted: false });
     expect(row.jobId).toEqual(expect.any(Number));
     expect(td.states(id)).toEqual(['accepted', 'queued', 'submitting', 'submitted', 'running', 'completed']);
-    // The end comes from accounting, or from the controller when accounting has not caught up.
     const sources = transitionsOf(td.daemon.history.db, id).map((t) => t.source);
-    expect(['accounting', 'poll']).toContain(sources.at(-1));
+    expect(sources.at(-1)).toBe('accounting');
     expect(row.startedAt).toBeLessThanOrEqual(row.endedAt ?? 0);
   });
 
@@ -91,6 +90,28 @@ describe('a request reaches its end state, recorded with every transition', () =
     const pending = transitionsOf(td.daemon.history.db, waiting).find((t) => t.toState === 'pending');
     expect(pending?.reason).toBe('Resources');
     expect(done.startedAt).toBeGreaterThanOrEqual(running.startedAt ?? 0);
+  });
+
+  it('accounting cached for 30 s: the answer fetched when the job started does not hold back its end', async () => {
+    sim = await startSim({
+      cpus: 1,
+      cacheTtlSec: { jobs: 2, job: 2, jobsState: 2, ping: 2, meta: 60, partitions: 2, nodes: 2, dbJobs: 30, dbJob: 30 },
+    });
+    // No import in between: the end must come from polling.
+    td = await startTestDaemon(sim.url, redis.url, { reconcileEveryMs: 600_000 });
+    // A job schedflow does not follow takes the CPU, so the one it follows is PENDING, then RUNNING
+    // (polling fetches the full record at each change, with the same job ids), then fails.
+    const blocker = await http(`${sim.url}/sched/v0.0.44/job/submit`, {
+      method: 'POST',
+      headers: bearer(ALICE_TOKEN),
+      body: { job: { name: 'blocker', script: '#!/bin/sh\nsleep 3\n', current_working_directory: sim.workDir } },
+    });
+    expect(blocker.status).toBe(200);
+    const id = await td.daemon.submit({ spec: spec(sim, { script: '#!/bin/sh\nsleep 1\nexit 4\n' }), origin: 'api' });
+    await td.waitForState(id, 'pending');
+    const ended = await td.waitForState(id, 'failed', 15_000);
+    expect(ended).toMatchObject({ exitCode: 4 });
+    expect(transitionsOf(td.daemon.history.db, id).at(-1)?.source).toBe('accounting');
   });
 
   it('a job over its time limit is TIMEOUT', async () => {
