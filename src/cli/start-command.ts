@@ -70,6 +70,7 @@ export function registerStartCommand(program: Command): void {
         lines.push(
           `  local API: ${daemon.apiUrl}/api/v1 (docs: ${daemon.apiUrl}/api/v1/docs)`,
           `    a token for it: npx schedflow tokens create --name <name> --scopes read,submit,cancel ${dataFlag}`,
+          `  admin web UI: ${daemon.apiUrl}/ui (log in with a token that has the admin scope, or the UI password)`,
         );
       }
       lines.push(
