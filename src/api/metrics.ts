@@ -1,6 +1,6 @@
 import type { Queue } from 'bullmq';
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
-import { getProfileSync } from '../db/accounting.js';
+import { getProfileSync, type ProfileSyncRow } from '../db/accounting.js';
 import type { Db } from '../db/database.js';
 import { REQUEST_STATES } from '../db/schema.js';
 import type { Logger } from '../logger.js';
@@ -102,31 +102,31 @@ export class ApiMetrics {
         }
       },
     });
-    new Gauge({
-      name: 'schedflow_profile_last_poll_ok',
-      help: "1 when each profile's last poll succeeded, 0 when it failed (absent before the first)",
-      labelNames: ['profile'],
-      registers,
-      collect() {
-        this.reset();
-        for (const profile of deps.profiles) {
-          const sync = getProfileSync(deps.db, profile);
-          if (sync?.lastPollOk != null) this.set({ profile }, sync.lastPollOk ? 1 : 0);
-        }
-      },
-    });
-    new Gauge({
-      name: 'schedflow_profile_accounting_ok',
-      help: "1 when each profile's last accounting answer came, 0 when accounting failed (jobs followed with controller data alone)",
-      labelNames: ['profile'],
-      registers,
-      collect() {
-        this.reset();
-        for (const profile of deps.profiles) {
-          const sync = getProfileSync(deps.db, profile);
-          if (sync?.accountingOk != null) this.set({ profile }, sync.accountingOk ? 1 : 0);
-        }
-      },
-    });
+    // A profile's yes/no of the history as 1 or 0 (absent before the first answer).
+    const profileFlag = (name: string, help: string, flag: (sync: ProfileSyncRow) => boolean | null) =>
+      new Gauge({
+        name,
+        help,
+        labelNames: ['profile'],
+        registers,
+        collect() {
+          this.reset();
+          for (const profile of deps.profiles) {
+            const sync = getProfileSync(deps.db, profile);
+            const value = sync ? flag(sync) : null;
+            if (value !== null) this.set({ profile }, value ? 1 : 0);
+          }
+        },
+      });
+    profileFlag(
+      'schedflow_profile_last_poll_ok',
+      "1 when each profile's last poll succeeded, 0 when it failed (absent before the first)",
+      (sync) => sync.lastPollOk,
+    );
+    profileFlag(
+      'schedflow_profile_accounting_ok',
+      "1 when each profile's last accounting answer came, 0 when accounting failed (jobs followed with controller data alone)",
+      (sync) => sync.accountingOk,
+    );
   }
 }
