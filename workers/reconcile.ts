@@ -1,5 +1,5 @@
 import type { Job } from 'bullmq';
-import { updateProfileSync } from '../src/db/accounting.js';
+import { recordAccountingAnswer } from '../src/db/accounting.js';
 import { SchedflowError } from '../src/errors.js';
 import { profilePayloadSchema } from '../src/queue/catalog.js';
 import { type ReconcileReport, reconcileProfile } from '../src/tracking/reconciler.js';
@@ -24,11 +24,7 @@ export function reconcileProcessor(services: WorkerServices) {
     } catch (error) {
       if (!(error instanceof SchedflowError)) throw error;
       services.logger.warn({ profile, code: error.code, err: error.message }, 'accounting import failed; will retry');
-      updateProfileSync(services.db, profile, {
-        accountingOk: false,
-        accountingError: error.message,
-        accountingCheckedAt: Date.now(),
-      });
+      recordAccountingAnswer(services.db, profile, error.message);
       return 'waiting';
     }
   };

@@ -66,6 +66,11 @@ export function updateProfileSync(db: Db, profile: string, patch: Partial<Omit<P
     .run();
 }
 
+/** The profile's last accounting answer: it came (no error), or why it did not. */
+export function recordAccountingAnswer(db: Db, profile: string, error: string | null, at = Date.now()): void {
+  updateProfileSync(db, profile, { accountingOk: error === null, accountingError: error, accountingCheckedAt: at });
+}
+
 export interface HistoryRow {
   profile: string;
   jobId: number;

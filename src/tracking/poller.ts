@@ -1,4 +1,4 @@
-import { updateProfileSync } from '../db/accounting.js';
+import { recordAccountingAnswer, updateProfileSync } from '../db/accounting.js';
 import type { Db } from '../db/database.js';
 import { patchRequest, type TrackedRequest, trackedRequests, transition } from '../db/requests.js';
 import type { TransitionSource } from '../db/schema.js';
@@ -145,7 +145,7 @@ export async function pollProfile(deps: PollDeps, profile: string): Promise<Poll
     accounting = await resolveThroughAccounting(deps, profile, query, byId, states.freshness).then(
       (n) => {
         changed += n;
-        updateProfileSync(db, profile, { accountingOk: true, accountingError: null, accountingCheckedAt: Date.now() });
+        recordAccountingAnswer(db, profile, null);
         return 'ok' as const;
       },
       (error: unknown) => {
@@ -154,11 +154,7 @@ export async function pollProfile(deps: PollDeps, profile: string): Promise<Poll
           { profile, code: error.code, err: error.message },
           'accounting unavailable: following jobs with controller data only',
         );
-        updateProfileSync(db, profile, {
-          accountingOk: false,
-          accountingError: error.message,
-          accountingCheckedAt: Date.now(),
-        });
+        recordAccountingAnswer(db, profile, error.message);
         // Without accounting, a finished job still gets its final state from the controller.
         for (const row of needAccounting) {
           const job = byId.get(row.jobId as number);

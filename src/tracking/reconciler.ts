@@ -1,4 +1,4 @@
-import { getProfileSync, updateProfileSync, upsertAccountingJob } from '../db/accounting.js';
+import { getProfileSync, recordAccountingAnswer, updateProfileSync, upsertAccountingJob } from '../db/accounting.js';
 import type { Db } from '../db/database.js';
 import { getRequest } from '../db/requests.js';
 import type { Logger } from '../logger.js';
@@ -49,13 +49,8 @@ export async function reconcileProfile(
       applyJob(db, request, job, 'accounting', freshness);
     }
   }
-  updateProfileSync(db, profile, {
-    accountingSyncedTo: nowSec,
-    accountingSyncedAt: at,
-    accountingOk: true,
-    accountingError: null,
-    accountingCheckedAt: at,
-  });
+  updateProfileSync(db, profile, { accountingSyncedTo: nowSec, accountingSyncedAt: at });
+  recordAccountingAnswer(db, profile, null, at);
   deps.logger.debug({ profile, imported: data.length, linked }, 'accounting reconciled');
   return { imported: data.length, linked, external: data.length - linked };
 }
