@@ -159,6 +159,24 @@ export function registerSchedCommand(program: Command): void {
     });
 
   sched
+    .command('states')
+    .description('the light state listing (jobs/state): id and state of the given jobs, or of all')
+    .argument('[job_ids...]', 'Slurm job ids (default: every job in the controller)')
+    .action(async (ids: string[], _opts, cmd: Command) => {
+      const flags = flagsOf(cmd);
+      const jobIds = ids.map((id) => parseInteger(id));
+      await withClient(flags, async (client) => {
+        const { data, freshness } = await client.listJobStates(jobIds);
+        print(
+          flags,
+          { jobs: data, freshness },
+          () =>
+            `${data.map((j) => `${j.job_id}\t${j.state_flags.join(',')}`).join('\n')}\n(${count(data.length, 'job')}, ${freshnessNote(freshness)})`,
+        );
+      });
+    });
+
+  sched
     .command('job')
     .description('one job: from the controller, or from accounting once it has left the controller')
     .argument('<job_id>', 'Slurm job id', parseInteger)

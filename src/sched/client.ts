@@ -4,16 +4,16 @@ import type { Logger } from '../logger.js';
 import { codecFor, type JobCodec } from './codecs/codec.js';
 import { type Credentials, credentialsFor } from './credentials.js';
 import type { Freshness } from './freshness.js';
-import { JobDecodeError, type SchedJob } from './job-model.js';
+import { JobDecodeError, type JobStateEntry, type SchedJob } from './job-model.js';
 import type { JobSpec } from './job-spec.js';
 import type { Profile } from './profile.js';
 import {
+  AmbiguousJobError,
   BadRequestError,
   CancelFailedError,
   JobNotFoundError,
   type SchedApiError,
   UnexpectedResponseError,
-  UpstreamUnavailableError,
 } from './sched-errors.js';
 import { SchedTransport, type TransportRequest } from './transport.js';
 import { type ApiVersion, isApiVersion, SUPPORTED_VERSIONS } from './versions.js';
@@ -71,7 +71,7 @@ export function hasMarker(comment: string, requestId: string): boolean {
 
 type Json = Record<string, unknown>;
 
-const csv = (values: readonly (string | number)[] | undefined) => (values?.length ? values.join(',') : undefined);
+const listParam = <T>(values: readonly T[] | undefined) => (values?.length ? values : undefined);
 
 function arrayMember(body: unknown, member: string, request: string): unknown[] {
   const value = (body as Json | undefined)?.[member];
@@ -120,6 +120,7 @@ export class SchedClient {
     const transport = new SchedTransport(profile, credentials, options.logger);
     try {
       const version = await resolveVersion(profile, transport);
+      if (profile.flavor === 'slurmrestd') await checkCredential(transport, version);
       options.logger.info({ profile: profile.name, version, requested: profile.version }, 'scheduler API version');
       return new SchedClient(profile, version, transport, options.logger);
     } catch (error) {
@@ -140,7 +141,9 @@ export class SchedClient {
   }
 
   async supportedVersions(): Promise<string[]> {
-    return fetchSupportedVersions(this.transport);
+    return this.profile.flavor === 'slurmrestd'
+      ? probeSlurmrestdVersions(this.transport)
+      : fetchSupportedVersions(this.transport);
   }
 
   /** The controller's job listing; `updateTime` asks only for changes since then. */
@@ -156,12 +159,15 @@ export class SchedClient {
     };
   }
 
-  /** The lighter state listing (`jobs/state`): id and state of the given jobs, or all. */
-  async listJobStates(jobIds: number[] = [], options: ReadOptions = {}): Promise<Read<SchedJob[]>> {
-    const req = this.read(`${this.ctl}/jobs/state`, options, { job_id: csv(jobIds) });
+  /**
+   * The light state listing (`jobs/state`): id and state of the given jobs, or of all. Several
+   * ids go as repeated `job_id=` parameters: real slurmrestd refuses the document's CSV form.
+   */
+  async listJobStates(jobIds: number[] = [], options: ReadOptions = {}): Promise<Read<JobStateEntry[]>> {
+    const req = this.read(`${this.ctl}/jobs/state`, options, { job_id: listParam(jobIds) });
     const res = await this.transport.send(req);
     const raw = arrayMember(res.body, 'jobs', this.transport.describe(req));
-    return { data: this.decodeAll(raw, (j) => this.codec.decodeControllerJob(j), req), freshness: res.freshness };
+    return { data: this.decodeAll(raw, (j) => this.codec.decodeJobState(j), req), freshness: res.freshness };
   }
 
   /** One job from the controller; JobNotFoundError once it has left it (see accounting). */
@@ -182,15 +188,17 @@ export class SchedClient {
 
   /** Accounting records (slurmdbd), filtered; every filter is optional. */
   async listAccountingJobs(query: AccountingQuery = {}, options: ReadOptions = {}): Promise<Read<SchedJob[]>> {
+    // Lists go as repeated parameters (`step=1&step=2`): real slurmrestd answers 500 to a raw
+    // comma list and 422 to an encoded one, whatever its document says.
     const req = this.read(`${this.db}/jobs`, options, {
       start_time: query.startTime,
       end_time: query.endTime,
-      account: csv(query.accounts),
-      job_name: csv(query.jobNames),
-      state: csv(query.states),
-      users: csv(query.users),
-      partition: csv(query.partitions),
-      step: csv(query.jobIds),
+      account: listParam(query.accounts),
+      job_name: listParam(query.jobNames),
+      state: listParam(query.states),
+      users: listParam(query.users),
+      partition: listParam(query.partitions),
+      step: listParam(query.jobIds),
     });
     const res = await this.transport.send(req);
     const raw = arrayMember(res.body, 'jobs', this.transport.describe(req));
@@ -218,7 +226,11 @@ export class SchedClient {
    * that leaves it unknown whether Slurm took the job (no answer, 5xx), the
    * marker is looked up before trying again, so one request makes one job.
    */
-  async submit(spec: JobSpec, requestId: string, options: { signal?: AbortSignal } = {}): Promise<SubmitResult> {
+  async submit(
+    spec: JobSpec,
+    requestId: string,
+    options: { signal?: AbortSignal; isKnownJob?: (jobId: number) => boolean } = {},
+  ): Promise<SubmitResult> {
     const marker = markerFor(requestId);
     const body = this.codec.encodeSubmit({
       ...spec,
@@ -261,6 +273,7 @@ export class SchedClient {
             jobName: spec.name,
             notBeforeMs: attemptStartedMs,
             signal: options.signal,
+            isKnownJob: options.isKnownJob,
           }).catch((lookupError: unknown) => {
             this.logger.warn(
               { requestId, code: (lookupError as SchedApiError).code },
@@ -285,10 +298,22 @@ export class SchedClient {
    * controller first (pending and recent jobs), then accounting (jobs that have
    * left the controller). With `notBeforeMs`, an answer the proxy cached before
    * that moment is not trusted to say "absent": the lookup waits for a fresher one.
+   *
+   * slurmdbd keeps a job's comment only where the cluster sets
+   * `AccountingStoreFlags=job_comment` (Slurm's default is not to). Without it, an
+   * accounting record with no comment, the request's job name, and a submit time within
+   * the attempt is taken for the job, unless `isKnownJob` says another request has it;
+   * two such records are ambiguous, and the lookup refuses to guess.
    */
   async findByMarker(
     requestId: string,
-    hint: { submittedAfter?: number; jobName?: string; notBeforeMs?: number; signal?: AbortSignal } = {},
+    hint: {
+      submittedAfter?: number;
+      jobName?: string;
+      notBeforeMs?: number;
+      signal?: AbortSignal;
+      isKnownJob?: (jobId: number) => boolean;
+    } = {},
   ): Promise<SchedJob | null> {
     const listing = await this.freshEnough(() => this.listJobs({ signal: hint.signal }), hint);
     const inController = listing.data.jobs.find((job) => hasMarker(job.comment, requestId));
@@ -305,7 +330,26 @@ export class SchedClient {
         ),
       hint,
     );
-    return history.data.find((job) => hasMarker(job.comment, requestId)) ?? null;
+    const marked = history.data.find((job) => hasMarker(job.comment, requestId));
+    if (marked) return marked;
+    if (hint.notBeforeMs === undefined || !hint.jobName) return null;
+    // Submit times are whole seconds.
+    const attemptSec = Math.floor(hint.notBeforeMs / 1000);
+    const candidates = history.data.filter(
+      (job) =>
+        job.comment === '' &&
+        job.name === hint.jobName &&
+        (job.submit_time ?? 0) >= attemptSec &&
+        !hint.isKnownJob?.(job.job_id),
+    );
+    if (candidates.length > 1) {
+      const ids = candidates.map((job) => job.job_id).join(', ');
+      throw new AmbiguousJobError(
+        `jobs ${ids} all match request ${requestId} (name "${hint.jobName}", submitted during its attempt) and accounting keeps no comments to tell them apart (set AccountingStoreFlags=job_comment); not submitting again: cancel the extra job and resubmit if needed`,
+        { status: null, message: null, slurmErrors: [], request: `GET ${this.db}/jobs` },
+      );
+    }
+    return candidates[0] ?? null;
   }
 
   /** Repeats a read until the proxy's answer was produced at or after `notBeforeMs` (at most ~a minute). */
@@ -365,7 +409,7 @@ export class SchedClient {
     };
   }
 
-  private decodeOne(raw: unknown, decode: (raw: unknown) => SchedJob, req: TransportRequest): SchedJob {
+  private decodeOne<T>(raw: unknown, decode: (raw: unknown) => T, req: TransportRequest): T {
     try {
       return decode(raw);
     } catch (error) {
@@ -378,7 +422,7 @@ export class SchedClient {
     }
   }
 
-  private decodeAll(raw: unknown[], decode: (raw: unknown) => SchedJob, req: TransportRequest): SchedJob[] {
+  private decodeAll<T>(raw: unknown[], decode: (raw: unknown) => T, req: TransportRequest): T[] {
     return raw.map((item) => this.decodeOne(item, decode, req));
   }
 }
@@ -401,29 +445,36 @@ async function fetchSupportedVersions(transport: SchedTransport): Promise<string
   return res.body as string[];
 }
 
-/** Plain slurmrestd has no meta endpoints: probe `/slurm/{v}/ping`, newest version first. */
+/**
+ * Plain slurmrestd has no meta endpoints, and authenticates before it routes (an anonymous
+ * request is a 401 on every path): probe `/slurm/{v}/ping` with credentials, newest first.
+ * A data parser it was not started with answers 404.
+ */
 async function probeSlurmrestdVersions(transport: SchedTransport): Promise<ApiVersion[]> {
   const served: ApiVersion[] = [];
   for (const version of [...SUPPORTED_VERSIONS].reverse()) {
     try {
-      await transport.send({ method: 'GET', path: `/slurm/${version}/ping`, retry: false });
+      await transport.send({ method: 'GET', path: `/slurm/${version}/ping` });
       served.push(version);
     } catch (error) {
-      if (error instanceof UpstreamUnavailableError) throw error;
       if (!(error instanceof BadRequestError)) throw error;
     }
   }
   return served;
 }
 
+/**
+ * slurmrestd answers `/ping` without asking slurmctld who the caller is, so a bad or expired
+ * JWT would pass the version probe; one light request that slurmctld authenticates says so
+ * at start instead of at the first submission.
+ */
+async function checkCredential(transport: SchedTransport, version: ApiVersion): Promise<void> {
+  await transport.send({ method: 'GET', path: `/slurm/${version}/jobs/state`, query: { job_id: 1 } });
+}
+
 async function resolveVersion(profile: Profile, transport: SchedTransport): Promise<ApiVersion> {
-  let served: string[];
-  try {
-    served = await fetchSupportedVersions(transport);
-  } catch (error) {
-    if (!(profile.flavor === 'slurmrestd' && error instanceof BadRequestError)) throw error;
-    served = await probeSlurmrestdVersions(transport);
-  }
+  const served: string[] =
+    profile.flavor === 'slurmrestd' ? await probeSlurmrestdVersions(transport) : await fetchSupportedVersions(transport);
   if (profile.version === 'latest') return resolveLatest(profile, transport, served);
   if (!isApiVersion(profile.version)) {
     throw new ConfigError(

@@ -108,6 +108,17 @@ export interface SchedJob {
   stderr_path: string | null;
 }
 
+/**
+ * One element of the controller's light state listing (`GET …/jobs/state`). Real slurmrestd
+ * sends `{"job_id": "25110018", "state": ["RUNNING"]}` there, whatever its document says
+ * (`job_info`): the id as a string, the flags under `state`, and nothing else.
+ */
+export interface JobStateEntry {
+  job_id: number;
+  state: JobState;
+  state_flags: string[];
+}
+
 /** A decode problem: names the member that is missing or of the wrong type. */
 export class JobDecodeError extends Error {
   override name = 'JobDecodeError';

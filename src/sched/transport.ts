@@ -18,7 +18,8 @@ import {
 export interface TransportRequest {
   method: 'GET' | 'POST' | 'DELETE';
   path: string;
-  query?: Record<string, string | number | undefined>;
+  /** An array value is sent as the parameter repeated (`job_id=1&job_id=2`), which slurmrestd wants for lists. */
+  query?: Record<string, string | number | readonly (string | number)[] | undefined>;
   body?: unknown;
   /** Polling is served first from the request budget. */
   priority?: RequestPriority;
@@ -117,10 +118,12 @@ export class SchedTransport {
       body = JSON.stringify(req.body);
       headers['content-type'] = 'application/json';
     }
-    const query = Object.entries(req.query ?? {}).filter((e): e is [string, string | number] => e[1] !== undefined);
-    const search = query.length
-      ? `?${new URLSearchParams(query.map(([k, v]): [string, string] => [k, String(v)]))}`
-      : '';
+    const params = new URLSearchParams();
+    for (const [key, value] of Object.entries(req.query ?? {})) {
+      if (value === undefined) continue;
+      for (const item of Array.isArray(value) ? value : [value]) params.append(key, String(item));
+    }
+    const search = params.size > 0 ? `?${params}` : '';
 
     let statusCode: number;
     let responseHeaders: Record<string, string | string[] | undefined>;

@@ -6,7 +6,7 @@ import { SchedflowError } from '../errors.js';
 import type { Logger } from '../logger.js';
 import type { SchedClient } from '../sched/client.js';
 import type { Freshness } from '../sched/freshness.js';
-import type { SchedJob } from '../sched/job-model.js';
+import type { JobStateEntry, SchedJob } from '../sched/job-model.js';
 import { isTerminalRequest, requestStateFor } from './request-state.js';
 
 /** Slurm states of a job that has not ended. */
@@ -30,12 +30,22 @@ export interface PollDeps {
 
 export interface PollReport {
   tracked: number;
-  /** Upstream requests this cycle made: 0 with nothing to track, else 1 or 2. */
+  /**
+   * Upstream requests this cycle made: 0 with nothing to track, 1 when nothing changed, 2 with
+   * changes (accounting), 3 when accounting could not describe an ended job (controller listing).
+   */
   requests: number;
   changed: number;
   stale: boolean;
   accounting: 'not-needed' | 'ok' | 'unavailable';
 }
+
+/**
+ * What one answer says of a job: at least its state. The light `jobs/state` listing has
+ * nothing else, and a member it lacks (`undefined`) leaves what the history knows as it is.
+ */
+export type JobObservation = Pick<SchedJob, 'state' | 'state_flags'> &
+  Partial<Pick<SchedJob, 'reason' | 'start_time' | 'end_time' | 'exit_code' | 'signal'>>;
 
 /**
  * Applies what the scheduler says of a job to its request: state, and the
@@ -46,23 +56,24 @@ export interface PollReport {
 export function applyJob(
   db: Db,
   row: TrackedRequest,
-  job: SchedJob,
+  job: JobObservation,
   source: TransitionSource,
   freshness: Freshness,
 ): boolean {
   const details = {
-    ...(job.start_time !== null && { startedAt: job.start_time * 1000 }),
-    ...(job.end_time !== null && { endedAt: job.end_time * 1000 }),
-    ...(job.exit_code !== null && { exitCode: job.exit_code }),
-    ...(job.signal !== null && { signal: job.signal.id }),
+    ...(job.start_time != null && { startedAt: job.start_time * 1000 }),
+    ...(job.end_time != null && { endedAt: job.end_time * 1000 }),
+    ...(job.exit_code != null && { exitCode: job.exit_code }),
+    ...(job.signal != null && { signal: job.signal.id }),
   };
   const rawState = job.state_flags.join(',');
+  const reason = job.reason === undefined ? row.reason : job.reason;
   const to = requestStateFor(job.state);
   const moves = to !== null && to !== row.state;
   const unchanged =
     !moves &&
     row.rawState === rawState &&
-    row.reason === job.reason &&
+    row.reason === reason &&
     row.missingSince === null &&
     Object.entries(details).every(([key, value]) => row[key as keyof TrackedRequest] === value);
   if (unchanged) return false;
@@ -74,7 +85,7 @@ export function applyJob(
     missingSince: null,
   };
   if (!moves) {
-    patchRequest(db, row.id, { ...seen, rawState, reason: job.reason });
+    patchRequest(db, row.id, { ...seen, rawState, reason });
     return false;
   }
   return transition(db, row.id, {
@@ -82,7 +93,7 @@ export function applyJob(
     source,
     at: Date.now(),
     rawState,
-    reason: job.reason,
+    reason,
     stale: freshness.stale,
     patch: seen,
   });
@@ -91,9 +102,11 @@ export function applyJob(
 /**
  * One poll cycle for one profile, whatever the number of tracked jobs: one
  * `jobs/state` request for all of them, and one accounting request for those
- * that finished or left the controller (details such as the exit code come
- * from there). A job found in neither is never taken to have completed; after
- * a grace period it is `lost`, and accounting may still resolve it later.
+ * that changed, finished or left the controller (details such as the exit code
+ * come from there). When accounting cannot give an ended job's record (a cluster
+ * without slurmdbd, slurmdbd down, or lagging), one full controller listing does.
+ * A job found nowhere is never taken to have completed; after a grace period it
+ * is `lost`, and accounting may still resolve it later.
  */
 export async function pollProfile(deps: PollDeps, profile: string): Promise<PollReport> {
   const { db, client, logger } = deps;
@@ -103,6 +116,7 @@ export async function pollProfile(deps: PollDeps, profile: string): Promise<Poll
   // Few jobs: ask for just those. Many: their ids would not fit in a URL, so take every job's state.
   const ids = tracked.length <= MAX_IDS_IN_QUERY ? tracked.map((r) => r.jobId as number) : [];
   const states = await client.listJobStates(ids, { forPolling: true, signal: deps.signal });
+  let requests = 1;
   const byId = new Map(states.data.map((job) => [job.job_id, job]));
   const producedNoEarlierThan = states.freshness.fetchedAt.getTime() - (states.freshness.ageSec + 1) * 1000;
   let changed = 0;
@@ -140,29 +154,30 @@ export async function pollProfile(deps: PollDeps, profile: string): Promise<Poll
   });
 
   let accounting: PollReport['accounting'] = 'not-needed';
+  let needController: TrackedRequest[] = [];
   if (needAccounting.length > 0) {
+    requests++;
     const query = { rows: needAccounting, activeOnly };
-    accounting = await resolveThroughAccounting(deps, profile, query, byId, states.freshness).then(
-      (n) => {
-        changed += n;
-        recordAccountingAnswer(db, profile, null);
-        return 'ok' as const;
-      },
-      (error: unknown) => {
-        if (!(error instanceof SchedflowError)) throw error;
-        logger.warn(
-          { profile, code: error.code, err: error.message },
-          'accounting unavailable: following jobs with controller data only',
-        );
-        recordAccountingAnswer(db, profile, error.message);
-        // Without accounting, a finished job still gets its final state from the controller.
-        for (const row of needAccounting) {
-          const job = byId.get(row.jobId as number);
-          if (job && applyJob(db, row, job, 'poll', states.freshness)) changed++;
-        }
-        return 'unavailable' as const;
-      },
-    );
+    try {
+      const result = await resolveThroughAccounting(deps, profile, query, byId, states.freshness);
+      changed += result.changed;
+      needController = result.endedWithoutRecord;
+      recordAccountingAnswer(db, profile, null);
+      accounting = 'ok';
+    } catch (error) {
+      if (!(error instanceof SchedflowError)) throw error;
+      logger.warn(
+        { profile, code: error.code, err: error.message },
+        'accounting unavailable: following jobs with controller data only',
+      );
+      recordAccountingAnswer(db, profile, error.message);
+      needController = needAccounting.filter((row) => byId.has(row.jobId as number));
+      accounting = 'unavailable';
+    }
+  }
+  if (needController.length > 0) {
+    requests++;
+    changed += await resolveThroughController(deps, needController, byId, states.freshness);
   }
   updateProfileSync(db, profile, {
     lastPollAt: Date.now(),
@@ -172,22 +187,46 @@ export async function pollProfile(deps: PollDeps, profile: string): Promise<Poll
     lastPollStale: states.freshness.stale,
     lastMaxAgeSec: states.freshness.maxAgeSec,
   });
-  return {
-    tracked: tracked.length,
-    requests: needAccounting.length > 0 ? 2 : 1,
-    changed,
-    stale: states.freshness.stale,
-    accounting,
-  };
+  return { tracked: tracked.length, requests, changed, stale: states.freshness.stale, accounting };
+}
+
+/**
+ * Full controller records (`GET …/jobs`) for jobs whose change accounting could not
+ * describe: without them an ended job would have its state but not its exit code or times.
+ * A job that has already left the controller keeps the light listing's state.
+ */
+async function resolveThroughController(
+  deps: PollDeps,
+  rows: TrackedRequest[],
+  light: Map<number, JobStateEntry>,
+  lightFreshness: Freshness,
+): Promise<number> {
+  const { db, client } = deps;
+  const listing = await client.listJobs({ forPolling: true, signal: deps.signal }).catch((error: unknown) => {
+    if (!(error instanceof SchedflowError)) throw error;
+    deps.logger.warn({ code: error.code, err: error.message }, 'controller listing unavailable: states only');
+    return null;
+  });
+  const full = new Map(listing?.data.jobs.map((job) => [job.job_id, job]));
+  let changed = 0;
+  db.transaction(() => {
+    for (const row of rows) {
+      const record = full.get(row.jobId as number);
+      const entry = light.get(row.jobId as number);
+      if (record && listing && applyJob(db, row, record, 'poll', listing.freshness)) changed++;
+      else if (!record && entry && applyJob(db, row, entry, 'poll', lightFreshness)) changed++;
+    }
+  });
+  return changed;
 }
 
 async function resolveThroughAccounting(
   deps: PollDeps,
   profile: string,
   { rows, activeOnly }: { rows: TrackedRequest[]; activeOnly: boolean },
-  controller: Map<number, SchedJob>,
+  controller: Map<number, JobStateEntry>,
   controllerFreshness: Freshness,
-): Promise<number> {
+): Promise<{ changed: number; endedWithoutRecord: TrackedRequest[] }> {
   const { db, client, settings, logger } = deps;
   // The request's creation bounds its job's submit time from below, also for an
   // adopted job, whose recorded submittedAt is when schedflow found it.
@@ -206,20 +245,27 @@ async function resolveThroughAccounting(
   );
   const found = new Map(history.data.map((job) => [job.job_id, job]));
   let changed = 0;
+  const endedWithoutRecord: TrackedRequest[] = [];
   const now = Date.now();
   db.transaction(() => {
     for (const row of rows) {
       const record = found.get(row.jobId as number);
       const inController = controller.get(row.jobId as number);
-      const stillActive = inController && !isTerminalRequest(requestStateFor(inController.state) ?? 'running');
-      if (record && inController && stillActive) {
+      const controllerState = inController ? requestStateFor(inController.state) : null;
+      const endedInController = controllerState !== null && isTerminalRequest(controllerState);
+      const recordEnded = record !== undefined && isTerminalRequest(requestStateFor(record.state) ?? 'running');
+      if (endedInController && !recordEnded) {
+        // Accounting lags behind (or its answer was cached before the end): the controller's
+        // full record has the exit code and times.
+        endedWithoutRecord.push(row);
+      } else if (record && inController && !endedInController) {
         // Accounting may lag behind a job that just started: the controller's state, accounting's details.
         const merged = { ...record, state: inController.state, state_flags: inController.state_flags };
         if (applyJob(db, row, merged, 'poll', controllerFreshness)) changed++;
       } else if (record) {
         if (applyJob(db, row, record, 'accounting', history.freshness)) changed++;
       } else if (inController) {
-        // Accounting lags behind the controller: take the controller's state now.
+        // Accounting has no record yet of a job that has not ended: the controller's state.
         if (applyJob(db, row, inController, 'poll', controllerFreshness)) changed++;
       } else if (history.freshness.stale) {
         // An answer kept from before an outage cannot say a job is missing.
@@ -241,5 +287,5 @@ async function resolveThroughAccounting(
       }
     }
   });
-  return changed;
+  return { changed, endedWithoutRecord };
 }

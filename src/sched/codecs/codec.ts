@@ -1,4 +1,4 @@
-import type { SchedJob } from '../job-model.js';
+import type { JobStateEntry, SchedJob } from '../job-model.js';
 import type { JobSpec } from '../job-spec.js';
 import type { ApiVersion } from '../versions.js';
 import { codecV0042 } from './v0.0.42.js';
@@ -11,8 +11,10 @@ import { codecV0044 } from './v0.0.44.js';
  */
 export interface JobCodec {
   version: ApiVersion;
-  /** One element of GET /slurm/{v}/jobs (or /job/{id}, or /jobs/state which has only job_id + job_state) */
+  /** One element of GET /slurm/{v}/jobs or /job/{id} */
   decodeControllerJob(raw: unknown): SchedJob;
+  /** One element of GET /slurm/{v}/jobs/state: `{job_id: "1", state: [...]}` in every version */
+  decodeJobState(raw: unknown): JobStateEntry;
   /** One element of GET /slurmdb/{v}/jobs */
   decodeAccountingJob(raw: unknown): SchedJob;
   /** The body of POST /slurm/{v}/job/submit: {job: job_desc_msg}; `comment` is the final comment to send */

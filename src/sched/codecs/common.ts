@@ -1,6 +1,13 @@
 import { z } from 'zod';
 import { assertNever } from '../../lib/assert-never.js';
-import { JOB_STATES, JobDecodeError, type JobState, type SchedJob, type TimeLimit } from '../job-model.js';
+import {
+  JOB_STATES,
+  JobDecodeError,
+  type JobState,
+  type JobStateEntry,
+  type SchedJob,
+  type TimeLimit,
+} from '../job-model.js';
 import { DEFAULT_ENVIRONMENT, type JobSpec } from '../job-spec.js';
 import { jobDescFields, withoutNulls } from '../spec-validator.js';
 import type { ApiVersion } from '../versions.js';
@@ -205,7 +212,7 @@ const controllerSchema = z.object({
 });
 type ControllerRecord = z.infer<typeof controllerSchema>;
 
-/** One controller record: of `/jobs`, `/job/{id}`, or `/jobs/state` (which has only id and state). */
+/** One controller record: of `/jobs` or `/job/{id}`. */
 export function decodeController(raw: unknown, paths: PathsSchema): SchedJob {
   const clean = withoutNulls(raw);
   const job = parseJob(controllerSchema, clean);
@@ -249,6 +256,18 @@ function fromController(job: ControllerRecord, paths: OutputPaths): SchedJob {
     working_directory: pathOf(job.current_working_directory),
     ...paths,
   };
+}
+
+// Real 25.11 sends the id as a decimal string (every data parser); a number is read as well.
+const jobStateSchema = z.object({
+  job_id: z.union([z.number().int(), z.string().regex(/^\d+$/, 'not a job id').transform(Number)]),
+  state: stateFlagsSchema,
+});
+
+/** One element of `/jobs/state`, as real slurmrestd sends it (not as its document says). */
+export function decodeJobState(raw: unknown): JobStateEntry {
+  const job = parseJob(jobStateSchema, withoutNulls(raw));
+  return { job_id: job.job_id, state: stateOf(job.state), state_flags: job.state };
 }
 
 const tresListSchema = z.array(z.object({ type: optionalText, count: z.number().optional() }));

@@ -2,6 +2,7 @@ import { z } from 'zod';
 import type { JobCodec } from './codec.js';
 import {
   decodeAccounting,
+  decodeJobState,
   decodeController,
   encodeSubmitFor,
   expandedPaths,
@@ -21,6 +22,7 @@ const controllerPaths: PathsSchema = z
 export const codecV0042: JobCodec = {
   version: 'v0.0.42',
   decodeControllerJob: (raw) => decodeController(raw, controllerPaths),
+  decodeJobState,
   decodeAccountingJob: (raw) => decodeAccounting(raw, expandedPaths),
   encodeSubmit: (spec) => encodeSubmitFor('v0.0.42', spec),
 };

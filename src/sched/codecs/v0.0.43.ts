@@ -1,5 +1,5 @@
 import type { JobCodec } from './codec.js';
-import { decodeAccounting, decodeController, encodeSubmitFor, expandedPaths } from './common.js';
+import { decodeAccounting, decodeController, decodeJobState, encodeSubmitFor, expandedPaths } from './common.js';
 
 /**
  * Data parser v0.0.43 (Slurm 25.05): the controller gives expanded output paths in `stdout_expanded`
@@ -8,6 +8,7 @@ import { decodeAccounting, decodeController, encodeSubmitFor, expandedPaths } fr
 export const codecV0043: JobCodec = {
   version: 'v0.0.43',
   decodeControllerJob: (raw) => decodeController(raw, expandedPaths),
+  decodeJobState,
   decodeAccountingJob: (raw) => decodeAccounting(raw, expandedPaths),
   encodeSubmit: (spec) => encodeSubmitFor('v0.0.43', spec),
 };

@@ -1,5 +1,5 @@
 import type { JobCodec } from './codec.js';
-import { decodeAccounting, decodeController, encodeSubmitFor, expandedPaths } from './common.js';
+import { decodeAccounting, decodeController, decodeJobState, encodeSubmitFor, expandedPaths } from './common.js';
 
 /**
  * Data parser v0.0.44 (Slurm 25.11). It adds `step_id` and `submit_line` to controller records and
@@ -8,6 +8,7 @@ import { decodeAccounting, decodeController, encodeSubmitFor, expandedPaths } fr
 export const codecV0044: JobCodec = {
   version: 'v0.0.44',
   decodeControllerJob: (raw) => decodeController(raw, expandedPaths),
+  decodeJobState,
   decodeAccountingJob: (raw) => decodeAccounting(raw, expandedPaths),
   encodeSubmit: (spec) => encodeSubmitFor('v0.0.44', spec),
 };
