@@ -7,6 +7,7 @@ import {
   type SchedApiError,
   type SlurmErrorEntry,
   SlurmRefusedError,
+  SubmitLimitError,
   UnexpectedResponseError,
   UnsupportedVersionError,
   type UpstreamDetail,
@@ -14,6 +15,11 @@ import {
 } from './sched-errors.js';
 
 type Json = Record<string, unknown>;
+
+/** ESLURM_ACCOUNTING_POLICY: over a submit limit now, accepted later. */
+const SLURM_ACCOUNTING_POLICY = 2050;
+/** SLURM_PROTOCOL_AUTHENTICATION_ERROR: slurmctld refused the user's credential. */
+const SLURM_PROTOCOL_AUTHENTICATION_ERROR = 1007;
 
 const str = (value: unknown): string | null => (typeof value === 'string' && value !== '' ? value : null);
 
@@ -76,6 +82,14 @@ export function errorForResponse(res: FailedResponse): SchedApiError {
       detail,
     );
   }
+  // slurmrestd passes a token through to slurmctld unchecked: a bad or expired JWT comes back
+  // from there as HTTP 511 with Slurm error 1007 (even /ping answers 200 with such a token).
+  if (res.status === 511 || slurmErrors.some((e) => e.error_number === SLURM_PROTOCOL_AUTHENTICATION_ERROR)) {
+    return new AuthenticationError(
+      `Slurm refused the credential for ${res.request} (HTTP ${res.status}${said}); check that the token (JWT) is valid and not expired`,
+      detail,
+    );
+  }
   if (res.status === 401) {
     return new AuthenticationError(
       `the scheduler refused the credential for ${res.request} (401${said}); check that the token is valid and not expired`,
@@ -101,6 +115,12 @@ export function errorForResponse(res: FailedResponse): SchedApiError {
   }
   if (res.status >= 500 && hasSlurmError) {
     const first = slurmErrors.find((e) => e.error_number) ?? slurmErrors[0];
+    if (first?.error_number === SLURM_ACCOUNTING_POLICY) {
+      return new SubmitLimitError(
+        `Slurm holds back ${res.request}: ${first.error ?? 'accounting/QOS policy'} (error 2050); it is submitted once other jobs of the user end`,
+        detail,
+      );
+    }
     return new SlurmRefusedError(
       `Slurm refused ${res.request}: ${first?.error ?? 'error'} (error ${first?.error_number})${first?.description ? ` — ${first.description}` : ''}`,
       detail,

@@ -103,6 +103,16 @@ export class SlurmRefusedError extends SchedApiError {
   }
 }
 
+/**
+ * Slurm error 2050 (ESLURM_ACCOUNTING_POLICY): the submission is over an association's or
+ * QOS's limit (MaxSubmitJobs, …). Not a bad job: the same submission succeeds once other
+ * jobs of the user end. The client does not retry it; the submit queue holds the request.
+ */
+export class SubmitLimitError extends SchedApiError {
+  readonly code = 'SCHEDFLOW_ERR_SCHED_SUBMIT_LIMIT';
+  readonly retryable = false;
+}
+
 /** A cancel answered 200 whose `status[]` holds an error (2017 unknown job, 2021 already done). */
 export class CancelFailedError extends SchedApiError {
   readonly code = 'SCHEDFLOW_ERR_SCHED_CANCEL_FAILED';
@@ -131,6 +141,15 @@ export class RequestTimeoutError extends SchedApiError {
 /** The answer was not what the API documents (not JSON, a required member missing). */
 export class UnexpectedResponseError extends SchedApiError {
   readonly code = 'SCHEDFLOW_ERR_SCHED_UNEXPECTED_RESPONSE';
+  readonly retryable = false;
+}
+
+/**
+ * After an interrupted submission, more than one job could be the request's and nothing tells
+ * which (accounting without comments): schedflow will not submit again, nor guess.
+ */
+export class AmbiguousJobError extends SchedApiError {
+  readonly code = 'SCHEDFLOW_ERR_SCHED_AMBIGUOUS_JOB';
   readonly retryable = false;
 }
 
