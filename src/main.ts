@@ -361,7 +361,12 @@ function startWorkers(deps: {
     clients,
     logger: logger.child({ component: 'worker' }),
     shutdown: shutdown.signal,
-    settings: { pollFloorMs: config.pollFloorMs, pollCeilingMs: config.pollCeilingMs, lostGraceMs: config.lostGraceMs },
+    settings: {
+      pollFloorMs: config.pollFloorMs,
+      pollCeilingMs: config.pollCeilingMs,
+      lostGraceMs: config.lostGraceMs,
+      submitLimitRecheckMs: config.submitLimitRecheckMs,
+    },
   };
   const submitWorker = new Worker('submit', submitProcessor(services), {
     connection,

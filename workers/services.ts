@@ -13,5 +13,7 @@ export interface WorkerServices {
     pollFloorMs: number;
     pollCeilingMs: number;
     lostGraceMs: number;
+    /** How often the first request held by a submit limit asks Slurm again. */
+    submitLimitRecheckMs: number;
   };
 }

@@ -4,11 +4,18 @@ import { createRequest, getRequest, patchRequest, transition, unsubmittedRequest
 import type { Logger } from '../src/logger.js';
 import { submitPayloadSchema } from '../src/queue/catalog.js';
 import { isTerminalRequest } from '../src/tracking/request-state.js';
-import { SubmitRefusedError, submitRequest, WaitingForDependencyError } from '../src/tracking/submitter.js';
+import {
+  SubmitRefusedError,
+  submitRequest,
+  WaitingForDependencyError,
+  WaitingForSubmitLimitError,
+} from '../src/tracking/submitter.js';
 import type { WorkerServices } from './services.js';
 
 /** Steps are submitted right behind the steps they need: a wait for a job id is short. */
 const DEPENDENCY_RECHECK_MS = 250;
+/** A request queued behind others held by a submit limit only reads the history: look often. */
+const SUBMIT_LIMIT_QUEUE_RECHECK_MS = 1000;
 
 /** The `submit` queue: record the request if the producer could not, then submit it once. */
 export function submitProcessor(services: WorkerServices) {
@@ -45,6 +52,12 @@ export function submitProcessor(services: WorkerServices) {
       // A step whose needed steps are not submitted yet: look again shortly, without spending an attempt.
       if (error instanceof WaitingForDependencyError) {
         await job.moveToDelayed(Date.now() + DEPENDENCY_RECHECK_MS, token);
+        throw new DelayedError();
+      }
+      // Held by a submit limit: only the first in line asks Slurm again, once per recheck period.
+      if (error instanceof WaitingForSubmitLimitError) {
+        const delayMs = error.head ? services.settings.submitLimitRecheckMs : SUBMIT_LIMIT_QUEUE_RECHECK_MS;
+        await job.moveToDelayed(Date.now() + delayMs, token);
         throw new DelayedError();
       }
       throw error;

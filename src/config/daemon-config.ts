@@ -46,6 +46,8 @@ export const daemonConfigSchema = z.object({
   lostGraceMs: z.number().int().positive().default(300_000),
   reconcileEveryMs: z.number().int().positive().default(60_000),
   submitConcurrency: z.number().int().positive().default(4),
+  /** How often the first request held by a submit limit (Slurm error 2050) is offered to Slurm again. */
+  submitLimitRecheckMs: z.number().int().positive().default(15_000),
   /** How long a worker's claim on a job lasts; a job of a worker that died is resumed after this. */
   lockDurationMs: z.number().int().positive().default(30_000),
   /** Time given to running work at shutdown before it is aborted and handed back. */
@@ -76,6 +78,7 @@ export const DAEMON_ENV_NUMBERS = {
   SCHEDFLOW_LOST_GRACE_MS: 'lostGraceMs',
   SCHEDFLOW_RECONCILE_EVERY_MS: 'reconcileEveryMs',
   SCHEDFLOW_SUBMIT_CONCURRENCY: 'submitConcurrency',
+  SCHEDFLOW_SUBMIT_LIMIT_RECHECK_MS: 'submitLimitRecheckMs',
   SCHEDFLOW_LOCK_DURATION_MS: 'lockDurationMs',
   SCHEDFLOW_SHUTDOWN_GRACE_MS: 'shutdownGraceMs',
   SCHEDFLOW_PIPELINE_TICK_MS: 'pipelineTickMs',

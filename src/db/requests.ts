@@ -1,4 +1,4 @@
-import { and, asc, desc, eq, inArray, isNotNull, lt, notInArray, type SQL } from 'drizzle-orm';
+import { and, asc, desc, eq, inArray, isNotNull, isNull, lt, notInArray, or, type SQL } from 'drizzle-orm';
 import { jobFinishedBody } from '../notify/events.js';
 import { canTransition, isTerminalRequest } from '../tracking/request-state.js';
 import type { Db } from './database.js';
@@ -134,6 +134,15 @@ export function getRequest(db: Db, id: string): JobRequestRow | undefined {
   return db.select().from(jobRequests).where(eq(jobRequests.id, id)).get();
 }
 
+/** The request that has this Slurm job on this profile, if any. */
+export function requestByJobId(db: Db, profile: string, jobId: number): JobRequestRow | undefined {
+  return db
+    .select()
+    .from(jobRequests)
+    .where(and(eq(jobRequests.profile, profile), eq(jobRequests.jobId, jobId)))
+    .get();
+}
+
 export function transitionsOf(db: Db, requestId: string): JobTransitionRow[] {
   return db
     .select()
@@ -175,12 +184,38 @@ export function trackedRequests(db: Db, profile: string): TrackedRequest[] {
     .all();
 }
 
+/** The error code a request keeps while it waits on a submit limit, through its next attempts. */
+export const SUBMIT_LIMIT_CODE = 'SCHEDFLOW_ERR_SCHED_SUBMIT_LIMIT';
+
+/**
+ * How many requests of the profile, accepted before this one, wait on a submit limit (or are
+ * being tried again after one). They go first: a freed slot is taken in order of acceptance.
+ */
+export function submitLimitQueueAhead(db: Db, row: Pick<JobRequestRow, 'id' | 'profile' | 'createdAt'>): number {
+  const waiting = db
+    .select({ id: jobRequests.id, createdAt: jobRequests.createdAt })
+    .from(jobRequests)
+    .where(
+      and(
+        eq(jobRequests.profile, row.profile),
+        isNull(jobRequests.jobId),
+        or(
+          eq(jobRequests.state, 'waiting'),
+          and(eq(jobRequests.state, 'submitting'), eq(jobRequests.errorCode, SUBMIT_LIMIT_CODE)),
+        ),
+      ),
+    )
+    .all();
+  return waiting.filter((w) => w.createdAt < row.createdAt || (w.createdAt === row.createdAt && w.id < row.id))
+    .length;
+}
+
 /** Requests not yet submitted (after a restart they must be queued again). */
 export function unsubmittedRequests(db: Db): JobRequestRow[] {
   return db
     .select()
     .from(jobRequests)
-    .where(inArray(jobRequests.state, ['accepted', 'queued', 'submitting']))
+    .where(inArray(jobRequests.state, ['accepted', 'queued', 'waiting', 'submitting']))
     .all();
 }
 

@@ -13,6 +13,8 @@ import type { SpecSuggestion, SummaryFindings } from '../summaries/summary-data.
 export const REQUEST_STATES = [
   'accepted',
   'queued',
+  /** Refused for now by an accounting/QOS submit limit (Slurm error 2050): submitted once jobs end. */
+  'waiting',
   'submitting',
   'submitted',
   'pending',

@@ -148,6 +148,7 @@ export function triageJob(input: TriageInput): TriageResult {
     case 'completed':
     case 'accepted':
     case 'queued':
+    case 'waiting':
     case 'submitting':
     case 'submitted':
     case 'pending':

@@ -1,6 +1,6 @@
 import { getProfileSync, recordAccountingAnswer, updateProfileSync, upsertAccountingJob } from '../db/accounting.js';
 import type { Db } from '../db/database.js';
-import { getRequest } from '../db/requests.js';
+import { getRequest, requestByJobId } from '../db/requests.js';
 import type { Logger } from '../logger.js';
 import type { SchedClient } from '../sched/client.js';
 import { applyJob } from './poller.js';
@@ -41,8 +41,10 @@ export async function reconcileProfile(
   let linked = 0;
   const at = Date.now();
   for (const job of data) {
+    // By job id first: slurmdbd keeps the comment holding the marker only with
+    // AccountingStoreFlags=job_comment, which clusters do not set by default.
     const requestId = MARKER.exec(job.comment)?.[1] ?? null;
-    const request = requestId ? getRequest(db, requestId) : undefined;
+    const request = requestByJobId(db, profile, job.job_id) ?? (requestId ? getRequest(db, requestId) : undefined);
     upsertAccountingJob(db, profile, job, request ? request.id : null, at);
     if (request && request.jobId === job.job_id) {
       linked++;

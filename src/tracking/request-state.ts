@@ -13,6 +13,7 @@ export function isTerminalRequest(state: RequestState): boolean {
 const RANK: Record<RequestState, number> = {
   accepted: 0,
   queued: 1,
+  waiting: 1.5,
   submitting: 2,
   submitted: 3,
   pending: 4,
@@ -39,6 +40,8 @@ export function canTransition(from: RequestState, to: RequestState): boolean {
   if (isTerminalRequest(from)) return false;
   if (from === 'lost') return to !== 'lost';
   // Slurm can requeue a running job (PENDING again): allow running → pending.
+  // A submission refused over a submit limit waits, and is tried again.
+  if (from === 'submitting' && to === 'waiting') return true;
   if (from === 'running' && to === 'pending') return true;
   return RANK[to] > RANK[from];
 }

@@ -1,10 +1,18 @@
 import type { Db } from '../db/database.js';
-import { getRequest, patchRequest, transition } from '../db/requests.js';
+import {
+  getRequest,
+  patchRequest,
+  requestByJobId,
+  SUBMIT_LIMIT_CODE,
+  submitLimitQueueAhead,
+  transition,
+} from '../db/requests.js';
 import { SchedflowError } from '../errors.js';
 import type { Logger } from '../logger.js';
 import { stepDependencies } from '../pipelines/run-engine.js';
 import type { SchedClient } from '../sched/client.js';
 import { jobSpecSchema } from '../sched/job-spec.js';
+import { SubmitLimitError } from '../sched/sched-errors.js';
 import { isTerminalRequest } from './request-state.js';
 
 export interface SubmitDeps {
@@ -17,6 +25,20 @@ export interface SubmitDeps {
 /** A pipeline step whose needed steps have no job id yet: try again shortly, it is not a failure. */
 export class WaitingForDependencyError extends Error {
   override name = 'WaitingForDependencyError';
+}
+
+/**
+ * A request held back by a submit limit (Slurm error 2050), or queued behind requests that
+ * are: not a failure. `head` is the first in line, which alone asks Slurm again.
+ */
+export class WaitingForSubmitLimitError extends Error {
+  override name = 'WaitingForSubmitLimitError';
+  constructor(
+    message: string,
+    readonly head: boolean,
+  ) {
+    super(message);
+  }
 }
 
 /** A submission the scheduler refused for good: the request is failed and must not be retried. */
@@ -53,39 +75,59 @@ export async function submitRequest(deps: SubmitDeps, requestId: string): Promis
     dependency = resolution.dependency;
   }
 
+  // Requests accepted earlier are held by a submit limit: a slot that frees up is theirs first,
+  // and asking Slurm now would only be refused again.
+  const ahead = submitLimitQueueAhead(db, row);
+  if (ahead > 0) {
+    const detail = `behind ${ahead} earlier request(s) held by the account's submit limit`;
+    if (row.state !== 'waiting') {
+      transition(db, requestId, {
+        to: 'waiting',
+        source: 'submit',
+        at: Date.now(),
+        reason: 'SubmitLimitQueue',
+        detail,
+        patch: { errorCode: SUBMIT_LIMIT_CODE, errorMessage: detail },
+      });
+    }
+    throw new WaitingForSubmitLimitError(detail, false);
+  }
+
   const earlierAttempt = row.state === 'submitting' ? row.submitAttemptAt : null;
+  const isKnownJob = (jobId: number) => requestByJobId(db, row.profile, jobId) !== undefined;
   const now = Date.now();
   transition(db, requestId, { to: 'submitting', source: 'submit', at: now, patch: { submitAttemptAt: now } });
   const spec = { ...jobSpecSchema.parse(row.spec), ...(dependency !== null && { dependency }) };
 
-  if (earlierAttempt !== null) {
-    const found = await client.findByMarker(requestId, {
-      submittedAfter: Math.floor(earlierAttempt / 1000) - 60,
-      jobName: spec.name,
-      notBeforeMs: earlierAttempt,
-      signal: deps.signal,
-    });
-    if (found) {
-      logger.info({ requestId, job_id: found.job_id }, 'adopted the job an interrupted submit created');
-      transition(db, requestId, {
-        to: 'submitted',
-        source: 'submit',
-        at: Date.now(),
-        detail: 'found by its marker after an interrupted submit',
-        patch: {
-          jobId: found.job_id,
-          adopted: true,
-          submittedAt: found.submit_time !== null ? found.submit_time * 1000 : Date.now(),
-          errorCode: null,
-          errorMessage: null,
-        },
-      });
-      return 'submitted';
-    }
-  }
-
   try {
-    const result = await client.submit(spec, requestId, { signal: deps.signal });
+    if (earlierAttempt !== null) {
+      const found = await client.findByMarker(requestId, {
+        submittedAfter: Math.floor(earlierAttempt / 1000) - 60,
+        jobName: spec.name,
+        notBeforeMs: earlierAttempt,
+        signal: deps.signal,
+        isKnownJob,
+      });
+      if (found) {
+        logger.info({ requestId, job_id: found.job_id }, 'adopted the job an interrupted submit created');
+        transition(db, requestId, {
+          to: 'submitted',
+          source: 'submit',
+          at: Date.now(),
+          detail: 'found by its marker after an interrupted submit',
+          patch: {
+            jobId: found.job_id,
+            adopted: true,
+            submittedAt: found.submit_time !== null ? found.submit_time * 1000 : Date.now(),
+            errorCode: null,
+            errorMessage: null,
+          },
+        });
+        return 'submitted';
+      }
+    }
+
+    const result = await client.submit(spec, requestId, { signal: deps.signal, isKnownJob });
     transition(db, requestId, {
       to: 'submitted',
       source: 'submit',
@@ -102,6 +144,19 @@ export async function submitRequest(deps: SubmitDeps, requestId: string): Promis
     logger.info({ requestId, job_id: result.job_id, adopted: result.adopted }, 'job submitted');
     return 'submitted';
   } catch (error) {
+    if (error instanceof SubmitLimitError) {
+      // Nothing was made: Slurm turned the job away before creating it.
+      transition(db, requestId, {
+        to: 'waiting',
+        source: 'submit',
+        at: Date.now(),
+        reason: error.detail.slurmErrors[0]?.error ?? 'AccountingPolicy',
+        detail: error.message,
+        patch: { errorCode: error.code, errorMessage: error.message },
+      });
+      logger.info({ requestId, code: error.code }, 'submission held by a submit limit; waiting');
+      throw new WaitingForSubmitLimitError(error.message, true);
+    }
     if (error instanceof SchedflowError && !error.retryable) {
       transition(db, requestId, {
         to: 'submit_failed',
