@@ -183,8 +183,15 @@ async function advanceRun(deps: RunEngineDeps, run: PipelineRunRow): Promise<Pip
       latest = latestAttempts(stepRequests(db, run.id));
       continue;
     }
-    if (!madeAgainstOldAttempt(row, stepPlan, latest)) continue;
     const resolution = resolveDependencies(stepPlan.needs, latest, plans);
+    if (!madeAgainstOldAttempt(row, stepPlan, latest)) {
+      // Submitted behind a step that has since ended the wrong way: Slurm (without
+      // kill_invalid_depend, its default) holds it PENDING forever, so it is cancelled here.
+      if (resolution.kind === 'never' && row.jobId !== null && row.startedAt === null && !isTerminalRequest(row.state)) {
+        await cancelBlocked(deps, run, stepPlan.step, row);
+      }
+      continue;
+    }
     if (resolution.kind === 'never') continue;
     if (isTerminalRequest(row.state)) {
       // A step it needs is being retried: this step gets another go behind the new attempt.
@@ -192,14 +199,10 @@ async function advanceRun(deps: RunEngineDeps, run: PipelineRunRow): Promise<Pip
       logger.info({ runId: run.id, step: stepPlan.step }, 'step made again behind a retried dependency');
       added = true;
       latest = latestAttempts(stepRequests(db, run.id));
-    } else if (row.jobId !== null && !cancelling.has(row.id)) {
+    } else if (row.jobId !== null) {
       // Still waiting on the failed attempt (Slurm without kill_invalid_depend holds it forever):
       // cancel it; once it is cancelled, a pass makes it again.
-      cancelling.add(row.id);
-      await deps.cancelJob(row.profile, row.jobId).catch((error: Error) => {
-        cancelling.delete(row.id);
-        logger.warn({ runId: run.id, step: stepPlan.step, err: error.message }, 'could not cancel a blocked step');
-      });
+      await cancelBlocked(deps, run, stepPlan.step, row);
     }
   }
   if (added) {
@@ -209,8 +212,18 @@ async function advanceRun(deps: RunEngineDeps, run: PipelineRunRow): Promise<Pip
   return finishIfDone(db, run, plan, latest, now);
 }
 
-/** Requests being cancelled because they wait on a failed attempt, so a pass does not cancel twice. */
+/** Requests being cancelled because they wait on a dependency that cannot be met, so a pass does not cancel twice. */
 const cancelling = new Set<string>();
+
+async function cancelBlocked(deps: RunEngineDeps, run: PipelineRunRow, step: string, row: JobRequestRow): Promise<void> {
+  if (row.jobId === null || cancelling.has(row.id)) return;
+  cancelling.add(row.id);
+  deps.logger.info({ runId: run.id, step, job_id: row.jobId }, 'cancelling a step whose dependency can never be met');
+  await deps.cancelJob(row.profile, row.jobId).catch((error: Error) => {
+    cancelling.delete(row.id);
+    deps.logger.warn({ runId: run.id, step, err: error.message }, 'could not cancel a blocked step');
+  });
+}
 
 /**
  * A step attempt that never started and was made while a step it needs was on
