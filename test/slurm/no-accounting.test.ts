@@ -1,0 +1,49 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { killLeftovers } from '../helpers/cli-process.js';
+import { startTestRedis, type TestRedis } from '../helpers/redis.js';
+import { clusterDown, clusterUp, readClusterEnv } from './cluster.js';
+import { type RealDaemon, realSpec, startRealDaemon } from './daemon-helpers.js';
+
+/**
+ * A cluster without accounting (no slurmdbd; `/slurmdb/...` answers 404), as some sites run:
+ * every job still reaches its true final state with its exit code, from the controller.
+ */
+
+const NO_ACCOUNTING = {
+  SLURM_ACCOUNTING: 'none',
+  SLURM_RUN: '/tmp/real-slurm-noacct',
+  SLURM_PORT_BASE: '27917',
+};
+
+let redis: TestRedis;
+let d: RealDaemon;
+
+beforeAll(async () => {
+  const env = readClusterEnv(await clusterUp(NO_ACCOUNTING));
+  redis = await startTestRedis();
+  d = await startRealDaemon(redis, { url: env.SLURMRESTD_URL, jwt: env.ALICE_JWT });
+});
+
+afterAll(async () => {
+  await d?.stop();
+  await killLeftovers();
+  await redis?.stop();
+  await clusterDown(NO_ACCOUNTING);
+});
+
+describe('a cluster without accounting', () => {
+  it('follows every job to its final state with its exit code; nothing stays running', async () => {
+    const ok = await d.submit(realSpec('sf-noacct-ok', 'sleep 2; echo ok'));
+    const bad = await d.submit(realSpec('sf-noacct-bad', 'exit 6'));
+    const cancelled = await d.submit(realSpec('sf-noacct-cancel', 'sleep 600'));
+    await d.waitForState(cancelled, 'running', 60_000);
+    expect((await d.api('DELETE', `/api/v1/jobs/${cancelled}`)).status).toBe(202);
+
+    const done = await d.waitForState(ok, 'completed', 90_000);
+    expect(done.exit_code).toBe(0);
+    expect(done.started_at).not.toBeNull();
+    expect(done.ended_at).not.toBeNull();
+    expect((await d.waitForState(bad, 'failed', 90_000)).exit_code).toBe(6);
+    await d.waitForState(cancelled, 'cancelled', 90_000);
+  });
+});
