@@ -1,4 +1,4 @@
-import { and, asc, desc, eq, inArray, isNotNull, isNull, lt, notInArray, or, type SQL } from 'drizzle-orm';
+import { and, asc, desc, eq, inArray, isNotNull, isNull, lt, notInArray, type SQL } from 'drizzle-orm';
 import { jobFinishedBody } from '../notify/events.js';
 import { canTransition, isTerminalRequest } from '../tracking/request-state.js';
 import type { Db } from './database.js';
@@ -184,12 +184,10 @@ export function trackedRequests(db: Db, profile: string): TrackedRequest[] {
     .all();
 }
 
-/** The error code a request keeps while it waits on a submit limit, through its next attempts. */
-export const SUBMIT_LIMIT_CODE = 'SCHEDFLOW_ERR_SCHED_SUBMIT_LIMIT';
-
 /**
- * How many requests of the profile, accepted before this one, wait on a submit limit (or are
- * being tried again after one). They go first: a freed slot is taken in order of acceptance.
+ * How many requests of the profile, accepted before this one, wait on a submit limit (the
+ * first of them keeps `waiting` while it is tried again). They go first: a freed slot is taken
+ * in order of acceptance.
  */
 export function submitLimitQueueAhead(db: Db, row: Pick<JobRequestRow, 'id' | 'profile' | 'createdAt'>): number {
   const waiting = db
@@ -199,10 +197,7 @@ export function submitLimitQueueAhead(db: Db, row: Pick<JobRequestRow, 'id' | 'p
       and(
         eq(jobRequests.profile, row.profile),
         isNull(jobRequests.jobId),
-        or(
-          eq(jobRequests.state, 'waiting'),
-          and(eq(jobRequests.state, 'submitting'), eq(jobRequests.errorCode, SUBMIT_LIMIT_CODE)),
-        ),
+        eq(jobRequests.state, 'waiting'),
       ),
     )
     .all();

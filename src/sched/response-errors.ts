@@ -18,6 +18,17 @@ type Json = Record<string, unknown>;
 
 /** ESLURM_ACCOUNTING_POLICY: over a submit limit now, accepted later. */
 const SLURM_ACCOUNTING_POLICY = 2050;
+/**
+ * Slurm errors that say slurmrestd could not reach slurmctld or slurmdbd (stopped, restarting,
+ * unreachable), not that the request is wrong: SLURM_COMMUNICATIONS_* (1001-1004, 1006),
+ * SLURMCTLD_COMMUNICATIONS_* (1800-1804), SLURM_PROTOCOL_SOCKET_IMPL_TIMEOUT (5004) and
+ * ESLURM_DB_CONNECTION (7000). Real slurmrestd answers them as HTTP 500 (or 502) with the
+ * error in errors[], like a refusal; they are outages, and the same request succeeds later.
+ */
+const SLURM_UNREACHABLE: ReadonlySet<number> = new Set([
+  1001, 1002, 1003, 1004, 1006, 1800, 1801, 1802, 1803, 1804, 5004, 7000,
+]);
+
 /** SLURM_PROTOCOL_AUTHENTICATION_ERROR: slurmctld refused the user's credential. */
 const SLURM_PROTOCOL_AUTHENTICATION_ERROR = 1007;
 
@@ -111,6 +122,13 @@ export function errorForResponse(res: FailedResponse): SchedApiError {
       `${res.request} was rate limited (429${said}); backing off`,
       detail,
       parseRetryAfterMs(res.retryAfter),
+    );
+  }
+  const unreachable = slurmErrors.find((e) => e.error_number !== null && SLURM_UNREACHABLE.has(e.error_number));
+  if (res.status >= 500 && unreachable) {
+    return new UpstreamUnavailableError(
+      `the scheduler is unavailable for ${res.request} (HTTP ${res.status}: ${unreachable.error ?? 'error'}, Slurm error ${unreachable.error_number}); will retry`,
+      detail,
     );
   }
   if (res.status >= 500 && hasSlurmError) {

@@ -109,7 +109,8 @@ export class SlurmRefusedError extends SchedApiError {
  * jobs of the user end. The client does not retry it; the submit queue holds the request.
  */
 export class SubmitLimitError extends SchedApiError {
-  readonly code = 'SCHEDFLOW_ERR_SCHED_SUBMIT_LIMIT';
+  static readonly CODE = 'SCHEDFLOW_ERR_SCHED_SUBMIT_LIMIT';
+  readonly code = SubmitLimitError.CODE;
   readonly retryable = false;
 }
 

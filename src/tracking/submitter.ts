@@ -3,7 +3,6 @@ import {
   getRequest,
   patchRequest,
   requestByJobId,
-  SUBMIT_LIMIT_CODE,
   submitLimitQueueAhead,
   transition,
 } from '../db/requests.js';
@@ -87,16 +86,20 @@ export async function submitRequest(deps: SubmitDeps, requestId: string): Promis
         at: Date.now(),
         reason: 'SubmitLimitQueue',
         detail,
-        patch: { errorCode: SUBMIT_LIMIT_CODE, errorMessage: detail },
+        patch: { errorCode: SubmitLimitError.CODE, errorMessage: detail },
       });
     }
     throw new WaitingForSubmitLimitError(detail, false);
   }
 
-  const earlierAttempt = row.state === 'submitting' ? row.submitAttemptAt : null;
+  // An attempt whose outcome was never recorded (a crash): the job may exist. A request held by
+  // a submit limit is tried again without leaving `waiting`, so its timeline does not grow with
+  // every try; its attempt time is cleared when Slurm refuses it again.
+  const earlierAttempt = row.state === 'submitting' || row.state === 'waiting' ? row.submitAttemptAt : null;
   const isKnownJob = (jobId: number) => requestByJobId(db, row.profile, jobId) !== undefined;
   const now = Date.now();
-  transition(db, requestId, { to: 'submitting', source: 'submit', at: now, patch: { submitAttemptAt: now } });
+  if (row.state === 'waiting') patchRequest(db, requestId, { submitAttemptAt: now });
+  else transition(db, requestId, { to: 'submitting', source: 'submit', at: now, patch: { submitAttemptAt: now } });
   const spec = { ...jobSpecSchema.parse(row.spec), ...(dependency !== null && { dependency }) };
 
   try {
@@ -146,14 +149,18 @@ export async function submitRequest(deps: SubmitDeps, requestId: string): Promis
   } catch (error) {
     if (error instanceof SubmitLimitError) {
       // Nothing was made: Slurm turned the job away before creating it.
-      transition(db, requestId, {
-        to: 'waiting',
-        source: 'submit',
-        at: Date.now(),
-        reason: error.detail.slurmErrors[0]?.error ?? 'AccountingPolicy',
-        detail: error.message,
-        patch: { errorCode: error.code, errorMessage: error.message },
-      });
+      const patch = { errorCode: error.code, errorMessage: error.message, submitAttemptAt: null };
+      if (getRequest(db, requestId)?.state === 'waiting') patchRequest(db, requestId, patch);
+      else {
+        transition(db, requestId, {
+          to: 'waiting',
+          source: 'submit',
+          at: Date.now(),
+          reason: error.detail.slurmErrors[0]?.error ?? 'AccountingPolicy',
+          detail: error.message,
+          patch,
+        });
+      }
       logger.info({ requestId, code: error.code }, 'submission held by a submit limit; waiting');
       throw new WaitingForSubmitLimitError(error.message, true);
     }

@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { killLeftovers } from '../helpers/cli-process.js';
+import { waitFor } from '../helpers/http.js';
 import { startTestRedis, type TestRedis } from '../helpers/redis.js';
 import { slurmCommand } from './cluster.js';
 import { type RealDaemon, realSpec, startRealDaemon } from './daemon-helpers.js';
@@ -17,6 +18,13 @@ const setLimit = (value: number) =>
   slurmCommand('sacctmgr', ['-i', 'modify', 'user', 'alice', 'where', 'account=lab', 'set', `MaxSubmitJobs=${value}`]);
 
 beforeAll(async () => {
+  // Jobs other files left pending would count against the limit.
+  await slurmCommand('scancel', ['-u', 'alice']);
+  await waitFor(async () => ((await slurmCommand('squeue', ['-h', '-u', 'alice'])).trim() === '' ? true : undefined), {
+    what: "alice's jobs to leave the queue",
+    timeoutMs: 60_000,
+    intervalMs: 500,
+  });
   redis = await startTestRedis();
   d = await startRealDaemon(redis);
   await setLimit(2);
