@@ -23,8 +23,9 @@ export function reconcileProcessor(services: WorkerServices) {
       );
     } catch (error) {
       if (!(error instanceof SchedflowError)) throw error;
-      services.logger.warn({ profile, code: error.code, err: error.message }, 'accounting import failed; will retry');
-      recordAccountingAnswer(services.db, profile, error.message);
+      if (recordAccountingAnswer(services.db, profile, error.message)) {
+        services.logger.warn({ profile, code: error.code, err: error.message }, 'accounting import failed; will retry');
+      }
       return 'waiting';
     }
   };

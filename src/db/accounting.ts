@@ -67,8 +67,11 @@ export function updateProfileSync(db: Db, profile: string, patch: Partial<Omit<P
 }
 
 /** The profile's last accounting answer: it came (no error), or why it did not. */
-export function recordAccountingAnswer(db: Db, profile: string, error: string | null, at = Date.now()): void {
+/** Records the last accounting answer; true when it differs from the one before (worth a log line). */
+export function recordAccountingAnswer(db: Db, profile: string, error: string | null, at = Date.now()): boolean {
+  const before = getProfileSync(db, profile);
   updateProfileSync(db, profile, { accountingOk: error === null, accountingError: error, accountingCheckedAt: at });
+  return (before?.accountingError ?? null) !== error;
 }
 
 export interface HistoryRow {

@@ -8,6 +8,7 @@ import { JobDecodeError, type JobStateEntry, type SchedJob } from './job-model.j
 import type { JobSpec } from './job-spec.js';
 import type { Profile } from './profile.js';
 import {
+  AccountingNotServedError,
   AmbiguousJobError,
   BadRequestError,
   CancelFailedError,
@@ -56,6 +57,9 @@ export interface SubmitResult {
   adopted: boolean;
 }
 
+/** How long a scheduler without accounting endpoints is taken to have none before asking again. */
+const ACCOUNTING_RECHECK_MS = 10 * 60_000;
+
 /** Seconds of staleness polling reads accept while the upstream is down (the contract's maximum). */
 export const POLL_STALE_IF_ERROR_SEC = 300;
 
@@ -92,6 +96,7 @@ function arrayMember(body: unknown, member: string, request: string): unknown[] 
  */
 export class SchedClient {
   readonly codec: JobCodec;
+  private accountingMissing: { error: AccountingNotServedError; until: number } | null = null;
   private readonly ctl: string;
   private readonly db: string;
 
@@ -200,9 +205,29 @@ export class SchedClient {
       partition: listParam(query.partitions),
       step: listParam(query.jobIds),
     });
-    const res = await this.transport.send(req);
+    const res = await this.accountingRequest(req);
     const raw = arrayMember(res.body, 'jobs', this.transport.describe(req));
     return { data: this.decodeAll(raw, (j) => this.codec.decodeAccountingJob(j), req), freshness: res.freshness };
+  }
+
+  /**
+   * A cluster without slurmdbd has no `/slurmdb` endpoints (404): that is remembered for a
+   * while, so the poller and reconcile do not ask again on every cycle, and said plainly.
+   */
+  private async accountingRequest(req: TransportRequest) {
+    if (this.accountingMissing && Date.now() < this.accountingMissing.until) throw this.accountingMissing.error;
+    try {
+      return await this.transport.send(req);
+    } catch (error) {
+      if (!(error instanceof BadRequestError && error.status === 404)) throw error;
+      const missing = new AccountingNotServedError(
+        `the scheduler at ${this.profile.url} serves no accounting (${this.transport.describe(req)}: 404): a cluster without slurmdbd; jobs are followed from the controller only, and no history is imported`,
+        error.detail,
+        { cause: error },
+      );
+      this.accountingMissing = { error: missing, until: Date.now() + ACCOUNTING_RECHECK_MS };
+      throw missing;
+    }
   }
 
   /** One accounting record; null when slurmdbd has none (yet). */

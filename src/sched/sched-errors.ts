@@ -154,6 +154,15 @@ export class AmbiguousJobError extends SchedApiError {
   readonly retryable = false;
 }
 
+/**
+ * The scheduler serves no accounting endpoints (slurmrestd answers 404 for `/slurmdb/...`: a
+ * cluster without slurmdbd). Jobs are followed from the controller alone; nothing to retry.
+ */
+export class AccountingNotServedError extends SchedApiError {
+  readonly code = 'SCHEDFLOW_ERR_SCHED_NO_ACCOUNTING';
+  readonly retryable = false;
+}
+
 /** MUNGE credentials cannot be made here (munge missing, munged not running). */
 export class MungeError extends SchedflowError {
   readonly code = 'SCHEDFLOW_ERR_SCHED_MUNGE';

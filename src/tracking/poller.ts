@@ -166,11 +166,13 @@ export async function pollProfile(deps: PollDeps, profile: string): Promise<Poll
       accounting = 'ok';
     } catch (error) {
       if (!(error instanceof SchedflowError)) throw error;
-      logger.warn(
-        { profile, code: error.code, err: error.message },
-        'accounting unavailable: following jobs with controller data only',
-      );
-      recordAccountingAnswer(db, profile, error.message);
+      // Said once when it starts (or its reason changes), not on every cycle of a long outage.
+      if (recordAccountingAnswer(db, profile, error.message)) {
+        logger.warn(
+          { profile, code: error.code, err: error.message },
+          'accounting unavailable: following jobs with controller data only',
+        );
+      }
       needController = needAccounting.filter((row) => byId.has(row.jobId as number));
       accounting = 'unavailable';
     }
