@@ -141,8 +141,10 @@ export class SchedClient {
       const res = await this.transport.send({ method: 'GET', path: '/ping', anonymous: true });
       return { ok: res.text.trim() === 'pong', latencyMs: Date.now() - started };
     }
-    await this.transport.send({ method: 'GET', path: `${this.ctl}/ping` });
-    return { ok: true, latencyMs: Date.now() - started };
+    // slurmrestd answers 200 while slurmctld is down, with `responding: false` in the ping.
+    const res = await this.transport.send({ method: 'GET', path: `${this.ctl}/ping` });
+    const pings = (res.body as { pings?: { responding?: unknown }[] } | undefined)?.pings ?? [];
+    return { ok: pings.some((p) => p.responding === true), latencyMs: Date.now() - started };
   }
 
   async supportedVersions(): Promise<string[]> {

@@ -124,7 +124,13 @@ export function errorForResponse(res: FailedResponse): SchedApiError {
       parseRetryAfterMs(res.retryAfter),
     );
   }
-  const unreachable = slurmErrors.find((e) => e.error_number !== null && SLURM_UNREACHABLE.has(e.error_number));
+  // A read cannot be refused the way a job can: slurmrestd answers 500 "Unspecified error" (-1)
+  // to jobs/state while slurmctld is down.
+  const unreachable = slurmErrors.find(
+    (e) =>
+      e.error_number !== null &&
+      (SLURM_UNREACHABLE.has(e.error_number) || (e.error_number === -1 && res.request.startsWith('GET '))),
+  );
   if (res.status >= 500 && unreachable) {
     return new UpstreamUnavailableError(
       `the scheduler is unavailable for ${res.request} (HTTP ${res.status}: ${unreachable.error ?? 'error'}, Slurm error ${unreachable.error_number}); will retry`,

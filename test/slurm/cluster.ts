@@ -46,10 +46,11 @@ export async function killSlurmDaemon(name: 'slurmctld' | 'slurmdbd'): Promise<v
 
 /** `cluster.sh up`: starts whatever of the cluster is not running (idempotent). */
 export async function clusterUp(env: NodeJS.ProcessEnv = {}): Promise<string> {
-  const { stdout } = await exec('bash', [join(REAL_SLURM_DIR, 'cluster.sh'), 'up'], {
-    env: { ...process.env, ...env },
-    timeout: 180_000,
-  });
+  const up = () =>
+    exec('bash', [join(REAL_SLURM_DIR, 'cluster.sh'), 'up'], { env: { ...process.env, ...env }, timeout: 180_000 });
+  // Right after a SIGKILL, slurmdbd can fail its first start (its port or pid file not yet
+  // free); a second `up` starts it.
+  const { stdout } = await up().catch(() => up());
   return stdout.trim().split('\n').at(-1) ?? '';
 }
 
