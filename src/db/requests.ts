@@ -193,16 +193,9 @@ export function submitLimitQueueAhead(db: Db, row: Pick<JobRequestRow, 'id' | 'p
   const waiting = db
     .select({ id: jobRequests.id, createdAt: jobRequests.createdAt })
     .from(jobRequests)
-    .where(
-      and(
-        eq(jobRequests.profile, row.profile),
-        isNull(jobRequests.jobId),
-        eq(jobRequests.state, 'waiting'),
-      ),
-    )
+    .where(and(eq(jobRequests.profile, row.profile), isNull(jobRequests.jobId), eq(jobRequests.state, 'waiting')))
     .all();
-  return waiting.filter((w) => w.createdAt < row.createdAt || (w.createdAt === row.createdAt && w.id < row.id))
-    .length;
+  return waiting.filter((w) => w.createdAt < row.createdAt || (w.createdAt === row.createdAt && w.id < row.id)).length;
 }
 
 /** Requests not yet submitted (after a restart they must be queued again). */

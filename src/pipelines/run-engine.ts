@@ -187,7 +187,12 @@ async function advanceRun(deps: RunEngineDeps, run: PipelineRunRow): Promise<Pip
     if (!madeAgainstOldAttempt(row, stepPlan, latest)) {
       // Submitted behind a step that has since ended the wrong way: Slurm (without
       // kill_invalid_depend, its default) holds it PENDING forever, so it is cancelled here.
-      if (resolution.kind === 'never' && row.jobId !== null && row.startedAt === null && !isTerminalRequest(row.state)) {
+      if (
+        resolution.kind === 'never' &&
+        row.jobId !== null &&
+        row.startedAt === null &&
+        !isTerminalRequest(row.state)
+      ) {
         await cancelBlocked(deps, run, stepPlan.step, row);
       }
       continue;
@@ -215,7 +220,12 @@ async function advanceRun(deps: RunEngineDeps, run: PipelineRunRow): Promise<Pip
 /** Requests being cancelled because they wait on a dependency that cannot be met, so a pass does not cancel twice. */
 const cancelling = new Set<string>();
 
-async function cancelBlocked(deps: RunEngineDeps, run: PipelineRunRow, step: string, row: JobRequestRow): Promise<void> {
+async function cancelBlocked(
+  deps: RunEngineDeps,
+  run: PipelineRunRow,
+  step: string,
+  row: JobRequestRow,
+): Promise<void> {
   if (row.jobId === null || cancelling.has(row.id)) return;
   cancelling.add(row.id);
   deps.logger.info({ runId: run.id, step, job_id: row.jobId }, 'cancelling a step whose dependency can never be met');

@@ -501,7 +501,9 @@ async function checkCredential(transport: SchedTransport, version: ApiVersion): 
 
 async function resolveVersion(profile: Profile, transport: SchedTransport): Promise<ApiVersion> {
   const served: string[] =
-    profile.flavor === 'slurmrestd' ? await probeSlurmrestdVersions(transport) : await fetchSupportedVersions(transport);
+    profile.flavor === 'slurmrestd'
+      ? await probeSlurmrestdVersions(transport)
+      : await fetchSupportedVersions(transport);
   if (profile.version === 'latest') return resolveLatest(profile, transport, served);
   if (!isApiVersion(profile.version)) {
     throw new ConfigError(

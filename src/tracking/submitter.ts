@@ -1,11 +1,5 @@
 import type { Db } from '../db/database.js';
-import {
-  getRequest,
-  patchRequest,
-  requestByJobId,
-  submitLimitQueueAhead,
-  transition,
-} from '../db/requests.js';
+import { getRequest, patchRequest, requestByJobId, submitLimitQueueAhead, transition } from '../db/requests.js';
 import { SchedflowError } from '../errors.js';
 import type { Logger } from '../logger.js';
 import { stepDependencies } from '../pipelines/run-engine.js';

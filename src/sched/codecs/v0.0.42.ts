@@ -2,8 +2,8 @@ import { z } from 'zod';
 import type { JobCodec } from './codec.js';
 import {
   decodeAccounting,
-  decodeJobState,
   decodeController,
+  decodeJobState,
   encodeSubmitFor,
   expandedPaths,
   type PathsSchema,
