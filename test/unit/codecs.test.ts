@@ -214,18 +214,21 @@ describe.each(SUPPORTED_VERSIONS)('codec %s', (version) => {
     expect(db.state).toBe('UNKNOWN');
   });
 
-  it('decodes the id-and-state element of /jobs/state', () => {
-    const job = codec.decodeControllerJob({ job_id: 42, job_state: ['RUNNING', 'COMPLETING'] });
-    expect(job).toMatchObject({
-      job_id: 42,
-      state: 'RUNNING',
-      state_flags: ['RUNNING', 'COMPLETING'],
-      name: '',
-      nodes: null,
-      start_time: null,
-      time_limit: null,
-      stdout_path: null,
+  it('decodes /jobs/state as real slurmrestd sends it: the id a string, the flags under state', () => {
+    const url = new URL(`../fixtures/real-slurm-25.11/jobs_state_${version}.json`, import.meta.url);
+    const body = JSON.parse(readFileSync(url, 'utf8')) as { jobs: unknown[] };
+    expect(body.jobs.map((j) => codec.decodeJobState(j))).toEqual([
+      { job_id: 25110018, state: 'RUNNING', state_flags: ['RUNNING'] },
+      { job_id: 25110019, state: 'RUNNING', state_flags: ['RUNNING'] },
+    ]);
+    expect(codec.decodeJobState({ job_id: '7', state: ['PENDING', 'REQUEUED'] })).toEqual({
+      job_id: 7,
+      state: 'PENDING',
+      state_flags: ['PENDING', 'REQUEUED'],
     });
+    expect(decodeError(() => codec.decodeJobState({ job_id: 'x7', state: ['RUNNING'] })).path).toBe('job_id');
+    // The document's job_info shape (job_state) is not what the endpoint sends.
+    expect(decodeError(() => codec.decodeJobState({ job_id: 42, job_state: ['RUNNING'] })).path).toBe('state');
   });
 
   it('reads null members as absent', () => {

@@ -17,6 +17,16 @@ describe('request state machine', () => {
     expect(canTransition('running', 'pending')).toBe(true);
   });
 
+  it('a submission refused over a submit limit waits, and goes on from waiting when it is accepted', () => {
+    expect(canTransition('queued', 'waiting')).toBe(true);
+    expect(canTransition('submitting', 'waiting')).toBe(true);
+    expect(canTransition('waiting', 'submitting')).toBe(true);
+    expect(canTransition('waiting', 'submitted')).toBe(true);
+    expect(canTransition('waiting', 'cancelled')).toBe(true);
+    expect(canTransition('submitted', 'waiting')).toBe(false);
+    expect(isTerminalRequest('waiting')).toBe(false);
+  });
+
   it('lost is not terminal: accounting may resolve it into any state', () => {
     expect(isTerminalRequest('lost')).toBe(false);
     expect(canTransition('lost', 'completed')).toBe(true);

@@ -9,6 +9,7 @@ import {
   JobNotFoundError,
   RateLimitedError,
   SlurmRefusedError,
+  SubmitLimitError,
   UnsupportedVersionError,
   UpstreamUnavailableError,
 } from '../../src/sched/sched-errors.js';
@@ -122,5 +123,51 @@ describe('backoffDelayMs: exponential with full jitter, never before Retry-After
   it('Retry-After is a floor', () => {
     expect(backoffDelayMs(0, options, 5000, () => 0.5)).toBe(5000);
     expect(backoffDelayMs(10, options, 1000, () => 0.5)).toBe(15_000);
+  });
+});
+
+/** What real slurmrestd 25.11 answers that its documents do not say (seen on the test cluster). */
+describe('errorForResponse on real slurmrestd answers', () => {
+  const slurm = (status: number, error_number: number, error: string, request = 'POST /slurm/v0.0.44/job/submit') =>
+    errorForResponse({
+      status,
+      body: { errors: [{ error_number, error, description: 'x', source: 'y' }] },
+      text: '',
+      request,
+    });
+
+  it('slurmctld unreachable (1800, as 502 or 500) is an outage to retry, not a refusal', () => {
+    for (const status of [500, 502]) {
+      const e = slurm(status, 1800, 'Unable to contact slurm controller (connect failure)');
+      expect(e).toBeInstanceOf(UpstreamUnavailableError);
+      expect(e.retryable).toBe(true);
+    }
+    expect(slurm(502, 7000, 'Unable to connect to database', 'GET /slurmdb/v0.0.44/jobs')).toBeInstanceOf(
+      UpstreamUnavailableError,
+    );
+  });
+
+  it('"Unspecified error" (-1) to a read is an outage (jobs/state while slurmctld is down); to a submission, a refusal', () => {
+    expect(slurm(500, -1, 'Unspecified error', 'GET /slurm/v0.0.44/jobs/state')).toBeInstanceOf(
+      UpstreamUnavailableError,
+    );
+    expect(slurm(500, -1, 'Unspecified error')).toBeInstanceOf(SlurmRefusedError);
+  });
+
+  it('a bad or expired JWT comes back from slurmctld as 511 / error 1007: a refused credential', () => {
+    const e = slurm(511, 1007, 'Protocol authentication error', 'GET /slurm/v0.0.44/jobs');
+    expect(e).toBeInstanceOf(AuthenticationError);
+    expect(e.retryable).toBe(false);
+    expect(e.message).toMatch(/JWT/);
+  });
+
+  it('a submit limit (2050) is its own error: the request waits', () => {
+    const e = slurm(
+      500,
+      2050,
+      "Job violates accounting/QOS policy (job submit limit, user's size and/or time limits)",
+    );
+    expect(e).toBeInstanceOf(SubmitLimitError);
+    expect(e.code).toBe('SCHEDFLOW_ERR_SCHED_SUBMIT_LIMIT');
   });
 });
