@@ -18,8 +18,8 @@ export interface RealDaemon {
   apiUrl: string;
   token: string;
   api(method: string, path: string, body?: unknown): Promise<HttpResult>;
-  /** POST /api/v1/jobs; returns the request id. */
-  submit(spec: Record<string, unknown>): Promise<string>;
+  /** POST /api/v1/jobs (to profile `real` unless named); returns the request id. */
+  submit(spec: Record<string, unknown>, profile?: string): Promise<string>;
   job(id: string): Promise<JobView>;
   /** Waits for the request to reach `state`; fails at once when it ends in another final state. */
   waitForState(id: string, state: string, timeoutMs?: number): Promise<JobView>;
@@ -80,6 +80,8 @@ export async function startRealDaemon(
     env?: Record<string, string>;
     pipelines?: Record<string, string>;
     profileExtra?: object;
+    /** More profiles on the same cluster, by name, each pinned to a data parser version (or latest). */
+    versions?: Record<string, string>;
   } = {},
 ): Promise<RealDaemon> {
   const root = mkdtempSync(join(tmpdir(), 'schedflow-real-'));
@@ -92,6 +94,9 @@ export async function startRealDaemon(
   });
   mkdirSync(join(configDir, 'profiles'), { recursive: true });
   writeFileSync(join(configDir, 'profiles', 'real.yaml'), JSON.stringify(input));
+  for (const [name, version] of Object.entries(options.versions ?? {})) {
+    writeFileSync(join(configDir, 'profiles', `${name}.yaml`), JSON.stringify({ ...input, version }));
+  }
   mkdirSync(join(configDir, 'pipelines'), { recursive: true });
   for (const [name, text] of Object.entries(options.pipelines ?? {})) {
     writeFileSync(join(configDir, 'pipelines', name), text);
@@ -120,8 +125,8 @@ export async function startRealDaemon(
     apiUrl: first.apiUrl,
     token,
     api: (method, path, body) => http(`${handle.apiUrl}${path}`, { method, body, headers: bearer(token) }),
-    async submit(spec) {
-      const res = await handle.api('POST', '/api/v1/jobs', { profile: 'real', spec });
+    async submit(spec, profile = 'real') {
+      const res = await handle.api('POST', '/api/v1/jobs', { profile, spec });
       if (res.status !== 201 && res.status !== 202) {
         throw new Error(`POST /api/v1/jobs answered ${res.status}: ${JSON.stringify(res.json)}`);
       }

@@ -55,7 +55,10 @@ steps:
 
 beforeAll(async () => {
   redis = await startTestRedis();
-  d = await startRealDaemon(redis, { pipelines: { 'deps.yaml': PIPELINE } });
+  d = await startRealDaemon(redis, {
+    pipelines: { 'deps.yaml': PIPELINE },
+    versions: { v42: 'v0.0.42', v43: 'v0.0.43', latest: 'latest' },
+  });
 });
 
 afterAll(async () => {
@@ -85,6 +88,13 @@ describe.concurrent('jobs through the daemon on real Slurm', () => {
     );
     expect(record.accounting).toMatchObject({ exit_code: 0, nodes: 'localhost' });
     expect(record.accounting.elapsed_sec).toBeGreaterThanOrEqual(2);
+  });
+
+  it('a job through profiles pinned to each data parser, and latest', async () => {
+    const ids = await Promise.all(
+      ['v42', 'v43', 'latest'].map((profile) => d.submit(realSpec(`sf-${profile}`, 'exit 3'), profile)),
+    );
+    for (const id of ids) expect((await d.waitForState(id, 'failed')).exit_code).toBe(3);
   });
 
   it('a job that fails: its exit code', async () => {
