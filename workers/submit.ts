@@ -14,8 +14,6 @@ import type { WorkerServices } from './services.js';
 
 /** Steps are submitted right behind the steps they need: a wait for a job id is short. */
 const DEPENDENCY_RECHECK_MS = 250;
-/** A request queued behind others held by a submit limit only reads the history: look often. */
-const SUBMIT_LIMIT_QUEUE_RECHECK_MS = 1000;
 
 /** The `submit` queue: record the request if the producer could not, then submit it once. */
 export function submitProcessor(services: WorkerServices) {
@@ -54,10 +52,10 @@ export function submitProcessor(services: WorkerServices) {
         await job.moveToDelayed(Date.now() + DEPENDENCY_RECHECK_MS, token);
         throw new DelayedError();
       }
-      // Held by a submit limit: only the first in line asks Slurm again, once per recheck period.
+      // Held by a submit limit: only the first in line asks Slurm again, once per recheck period;
+      // the others only look whether they are first yet.
       if (error instanceof WaitingForSubmitLimitError) {
-        const delayMs = error.head ? services.settings.submitLimitRecheckMs : SUBMIT_LIMIT_QUEUE_RECHECK_MS;
-        await job.moveToDelayed(Date.now() + delayMs, token);
+        await job.moveToDelayed(Date.now() + services.settings.submitLimitRecheckMs, token);
         throw new DelayedError();
       }
       throw error;

@@ -183,28 +183,23 @@ async function advanceRun(deps: RunEngineDeps, run: PipelineRunRow): Promise<Pip
       latest = latestAttempts(stepRequests(db, run.id));
       continue;
     }
+    if (isTerminalRequest(row.state)) cancelling.delete(row.id);
     const resolution = resolveDependencies(stepPlan.needs, latest, plans);
-    if (!madeAgainstOldAttempt(row, stepPlan, latest)) {
+    const blocked = row.jobId !== null && row.startedAt === null && !isTerminalRequest(row.state);
+    if (resolution.kind === 'never') {
       // Submitted behind a step that has since ended the wrong way: Slurm (without
       // kill_invalid_depend, its default) holds it PENDING forever, so it is cancelled here.
-      if (
-        resolution.kind === 'never' &&
-        row.jobId !== null &&
-        row.startedAt === null &&
-        !isTerminalRequest(row.state)
-      ) {
-        await cancelBlocked(deps, run, stepPlan.step, row);
-      }
+      if (blocked) await cancelBlocked(deps, run, stepPlan.step, row);
       continue;
     }
-    if (resolution.kind === 'never') continue;
+    if (!madeAgainstOldAttempt(row, stepPlan, latest)) continue;
     if (isTerminalRequest(row.state)) {
       // A step it needs is being retried: this step gets another go behind the new attempt.
       addSteps(db, run, [stepPlan], now, row.attempt + 1);
       logger.info({ runId: run.id, step: stepPlan.step }, 'step made again behind a retried dependency');
       added = true;
       latest = latestAttempts(stepRequests(db, run.id));
-    } else if (row.jobId !== null) {
+    } else if (blocked) {
       // Still waiting on the failed attempt (Slurm without kill_invalid_depend holds it forever):
       // cancel it; once it is cancelled, a pass makes it again.
       await cancelBlocked(deps, run, stepPlan.step, row);

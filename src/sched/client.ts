@@ -10,6 +10,7 @@ import type { Profile } from './profile.js';
 import {
   AccountingNotServedError,
   AmbiguousJobError,
+  AuthenticationError,
   BadRequestError,
   CancelFailedError,
   JobNotFoundError,
@@ -56,6 +57,9 @@ export interface SubmitResult {
   /** True when an earlier attempt had created the job and this call found it by its marker. */
   adopted: boolean;
 }
+
+/** Seconds slurmctld's clock may be behind the daemon's when matching a job by its submit time. */
+const SUBMIT_CLOCK_LEEWAY_SEC = 5;
 
 /** How long a scheduler without accounting endpoints is taken to have none before asking again. */
 const ACCOUNTING_RECHECK_MS = 10 * 60_000;
@@ -125,7 +129,7 @@ export class SchedClient {
     const transport = new SchedTransport(profile, credentials, options.logger);
     try {
       const version = await resolveVersion(profile, transport);
-      if (profile.flavor === 'slurmrestd') await checkCredential(transport, version);
+      if (profile.flavor === 'slurmrestd') await checkCredential(transport, version, options.logger);
       options.logger.info({ profile: profile.name, version, requested: profile.version }, 'scheduler API version');
       return new SchedClient(profile, version, transport, options.logger);
     } catch (error) {
@@ -291,8 +295,9 @@ export class SchedClient {
       } catch (error) {
         const e = error as SchedApiError;
         if (!e.retryable) throw e;
-        // 429 means the request was turned away before Slurm saw it; anything else may have landed.
-        if (e.code !== 'SCHEDFLOW_ERR_SCHED_RATE_LIMITED') {
+        // 429 means the request was turned away before Slurm saw it, and so does slurmrestd's
+        // failure to connect to slurmctld (1800); anything else may have landed.
+        if (e.code !== 'SCHEDFLOW_ERR_SCHED_RATE_LIMITED' && !neverReachedSlurmctld(e)) {
           // A lookup that fails says nothing about whether the job exists: posting again could
           // make a second job, so the submission fails (retryably) and its caller's retry adopts.
           const found = await this.findByMarker(requestId, {
@@ -345,28 +350,41 @@ export class SchedClient {
     const listing = await this.freshEnough(() => this.listJobs({ signal: hint.signal }), hint);
     const inController = listing.data.jobs.find((job) => hasMarker(job.comment, requestId));
     if (inController) return inController;
-    const history = await this.freshEnough(
-      () =>
-        this.listAccountingJobs(
-          {
-            startTime: hint.submittedAfter,
-            jobNames: hint.jobName ? [hint.jobName] : undefined,
-            accounts: this.profile.account ? [this.profile.account] : undefined,
-          },
-          { signal: hint.signal },
-        ),
-      hint,
-    );
+    const user = this.profile.auth.type === 'header-pair' ? this.profile.auth.user : undefined;
+    let history: Read<SchedJob[]>;
+    try {
+      history = await this.freshEnough(
+        () =>
+          this.listAccountingJobs(
+            {
+              startTime: hint.submittedAfter,
+              jobNames: hint.jobName ? [hint.jobName] : undefined,
+              accounts: this.profile.account ? [this.profile.account] : undefined,
+              users: user ? [user] : undefined,
+            },
+            { signal: hint.signal },
+          ),
+        hint,
+      );
+    } catch (error) {
+      // Without accounting the controller is all there is; it keeps an ended job for MinJobAge.
+      if (error instanceof AccountingNotServedError) return null;
+      throw error;
+    }
     const marked = history.data.find((job) => hasMarker(job.comment, requestId));
     if (marked) return marked;
     if (hint.notBeforeMs === undefined || !hint.jobName) return null;
-    // Submit times are whole seconds.
-    const attemptSec = Math.floor(hint.notBeforeMs / 1000);
+    // Jobs the controller still shows carry their own comment: if not ours, they are another's.
+    const inControllerIds = new Set(listing.data.jobs.map((job) => job.job_id));
+    // Submit times are whole seconds from slurmctld's clock: a few seconds' leeway for skew.
+    const attemptSec = Math.floor(hint.notBeforeMs / 1000) - SUBMIT_CLOCK_LEEWAY_SEC;
     const candidates = history.data.filter(
       (job) =>
         job.comment === '' &&
         job.name === hint.jobName &&
+        (user === undefined || job.user === user) &&
         (job.submit_time ?? 0) >= attemptSec &&
+        !inControllerIds.has(job.job_id) &&
         !hint.isKnownJob?.(job.job_id),
     );
     if (candidates.length > 1) {
@@ -454,6 +472,11 @@ export class SchedClient {
   }
 }
 
+/** SLURMCTLD_COMMUNICATIONS_CONNECTION_ERROR: slurmrestd could not connect, so slurmctld saw nothing. */
+function neverReachedSlurmctld(error: SchedApiError): boolean {
+  return error.detail.slurmErrors.some((entry) => entry.error_number === 1800);
+}
+
 function emptyFreshness(): Freshness {
   const now = new Date();
   return { fetchedAt: now, producedAt: now, ageSec: 0, maxAgeSec: null, expiresAt: null, stale: false };
@@ -495,8 +518,14 @@ async function probeSlurmrestdVersions(transport: SchedTransport): Promise<ApiVe
  * JWT would pass the version probe; one light request that slurmctld authenticates says so
  * at start instead of at the first submission.
  */
-async function checkCredential(transport: SchedTransport, version: ApiVersion): Promise<void> {
-  await transport.send({ method: 'GET', path: `/slurm/${version}/jobs/state`, query: { job_id: 1 } });
+async function checkCredential(transport: SchedTransport, version: ApiVersion, logger: Logger): Promise<void> {
+  try {
+    await transport.send({ method: 'GET', path: `/slurm/${version}/jobs/state`, query: { job_id: 1 }, retry: false });
+  } catch (error) {
+    if (error instanceof AuthenticationError) throw error;
+    // slurmctld down says nothing about the token; it is checked again with every request.
+    logger.warn({ code: (error as SchedApiError).code }, 'could not check the credential with slurmctld now');
+  }
 }
 
 async function resolveVersion(profile: Profile, transport: SchedTransport): Promise<ApiVersion> {

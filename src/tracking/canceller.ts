@@ -71,7 +71,9 @@ export async function cancelRequest(
     return { kind: 'requested', row };
   }
 
-  if (row.state === 'submitting') {
+  // A request held by a submit limit is tried again from `waiting`; one whose try was under way
+  // at a crash (its attempt time kept) may have a job upstream, like one `submitting`.
+  if (row.state === 'submitting' || (row.state === 'waiting' && row.submitAttemptAt !== null)) {
     const job = await deps.submitQueue.getJob(requestId);
     const active = job ? (await job.getState()) === 'active' : false;
     return {

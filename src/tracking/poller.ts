@@ -7,6 +7,7 @@ import type { Logger } from '../logger.js';
 import type { SchedClient } from '../sched/client.js';
 import type { Freshness } from '../sched/freshness.js';
 import type { JobStateEntry, SchedJob } from '../sched/job-model.js';
+import { AccountingNotServedError } from '../sched/sched-errors.js';
 import { isTerminalRequest, requestStateFor } from './request-state.js';
 
 /** Slurm states of a job that has not ended. */
@@ -174,6 +175,16 @@ export async function pollProfile(deps: PollDeps, profile: string): Promise<Poll
         );
       }
       needController = needAccounting.filter((row) => byId.has(row.jobId as number));
+      // A cluster without accounting will never describe a job that left the controller unseen
+      // (a daemon down past MinJobAge): it goes the way of any job found nowhere.
+      if (error instanceof AccountingNotServedError && !states.freshness.stale) {
+        const now = Date.now();
+        db.transaction(() => {
+          for (const row of needAccounting) {
+            if (!byId.has(row.jobId as number) && markMissing(deps, profile, row, now)) changed++;
+          }
+        });
+      }
       accounting = 'unavailable';
     }
   }
@@ -215,11 +226,38 @@ async function resolveThroughController(
     for (const row of rows) {
       const record = full.get(row.jobId as number);
       const entry = light.get(row.jobId as number);
-      if (record && listing && applyJob(db, row, record, 'poll', listing.freshness)) changed++;
-      else if (!record && entry && applyJob(db, row, entry, 'poll', lightFreshness)) changed++;
+      if (record && listing) {
+        if (applyJob(db, row, record, 'poll', listing.freshness)) changed++;
+        continue;
+      }
+      // Without the full record an end would be recorded without its exit code and times, for
+      // good: only a state that has not ended is taken from the light listing; ends wait.
+      const ended = entry !== undefined && isTerminalRequest(requestStateFor(entry.state) ?? 'running');
+      if (entry && (listing || !ended) && applyJob(db, row, entry, 'poll', lightFreshness)) changed++;
     }
   });
   return changed;
+}
+
+/**
+ * A job found neither in the controller nor in accounting: its absence is noted, and after the
+ * grace period it is `lost` (never taken to have finished). True when the request moved.
+ */
+function markMissing(deps: PollDeps, profile: string, row: TrackedRequest, now: number): boolean {
+  const { db, settings, logger } = deps;
+  if (row.missingSince === null) {
+    patchRequest(db, row.id, { missingSince: now });
+    return false;
+  }
+  if (now - row.missingSince < settings.lostGraceMs || row.state === 'lost') return false;
+  const seconds = Math.round((now - row.missingSince) / 1000);
+  logger.warn({ profile, requestId: row.id, job_id: row.jobId }, 'job is in neither controller nor accounting');
+  return transition(db, row.id, {
+    to: 'lost',
+    source: 'poll',
+    at: now,
+    detail: `job ${row.jobId} has been missing from the controller and from accounting for ${seconds} s; it is not assumed finished and will be resolved if accounting shows it`,
+  });
 }
 
 async function resolveThroughAccounting(
@@ -229,7 +267,7 @@ async function resolveThroughAccounting(
   controller: Map<number, JobStateEntry>,
   controllerFreshness: Freshness,
 ): Promise<{ changed: number; endedWithoutRecord: TrackedRequest[] }> {
-  const { db, client, settings, logger } = deps;
+  const { db, client } = deps;
   // The request's creation bounds its job's submit time from below, also for an
   // adopted job, whose recorded submittedAt is when schedflow found it.
   const earliestSubmitSec = Math.min(...rows.map((r) => Math.floor(r.createdAt / 1000)));
@@ -269,23 +307,9 @@ async function resolveThroughAccounting(
       } else if (inController) {
         // Accounting has no record yet of a job that has not ended: the controller's state.
         if (applyJob(db, row, inController, 'poll', controllerFreshness)) changed++;
-      } else if (history.freshness.stale) {
-        // An answer kept from before an outage cannot say a job is missing.
-      } else if (row.missingSince === null) {
-        patchRequest(db, row.id, { missingSince: now });
-      } else if (now - row.missingSince >= settings.lostGraceMs && row.state !== 'lost') {
-        const seconds = Math.round((now - row.missingSince) / 1000);
-        logger.warn({ profile, requestId: row.id, job_id: row.jobId }, 'job is in neither controller nor accounting');
-        if (
-          transition(db, row.id, {
-            to: 'lost',
-            source: 'poll',
-            at: now,
-            detail: `job ${row.jobId} has been missing from the controller and from accounting for ${seconds} s; it is not assumed finished and will be resolved if accounting shows it`,
-          })
-        ) {
-          changed++;
-        }
+      } else if (!history.freshness.stale && markMissing(deps, profile, row, now)) {
+        // (An answer kept from before an outage cannot say a job is missing.)
+        changed++;
       }
     }
   });

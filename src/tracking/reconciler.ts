@@ -41,10 +41,14 @@ export async function reconcileProfile(
   let linked = 0;
   const at = Date.now();
   for (const job of data) {
-    // By job id first: slurmdbd keeps the comment holding the marker only with
-    // AccountingStoreFlags=job_comment, which clusters do not set by default.
+    // By the marker, or else by job id: slurmdbd keeps the comment holding the marker only with
+    // AccountingStoreFlags=job_comment, which clusters do not set by default. A job id can come
+    // again (a cluster's state reset), so the job must not be older than the request.
     const requestId = MARKER.exec(job.comment)?.[1] ?? null;
-    const request = requestByJobId(db, profile, job.job_id) ?? (requestId ? getRequest(db, requestId) : undefined);
+    const byId = requestId ? undefined : requestByJobId(db, profile, job.job_id);
+    const request =
+      (requestId ? getRequest(db, requestId) : undefined) ??
+      (byId && (job.submit_time ?? 0) * 1000 >= byId.createdAt - 60_000 ? byId : undefined);
     upsertAccountingJob(db, profile, job, request ? request.id : null, at);
     if (request && request.jobId === job.job_id) {
       linked++;

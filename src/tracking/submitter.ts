@@ -68,9 +68,14 @@ export async function submitRequest(deps: SubmitDeps, requestId: string): Promis
     dependency = resolution.dependency;
   }
 
+  // An attempt whose outcome was never recorded (a crash): the job may exist. A request held by
+  // a submit limit is tried again without leaving `waiting`, so its timeline does not grow with
+  // every try; its attempt time is cleared when Slurm refuses it again.
+  const earlierAttempt = row.state === 'submitting' || row.state === 'waiting' ? row.submitAttemptAt : null;
+
   // Requests accepted earlier are held by a submit limit: a slot that frees up is theirs first,
-  // and asking Slurm now would only be refused again.
-  const ahead = submitLimitQueueAhead(db, row);
+  // and asking Slurm now would only be refused again. (Not one whose attempt may have made a job.)
+  const ahead = earlierAttempt === null ? submitLimitQueueAhead(db, row) : 0;
   if (ahead > 0) {
     const detail = `behind ${ahead} earlier request(s) held by the account's submit limit`;
     if (row.state !== 'waiting') {
@@ -86,10 +91,6 @@ export async function submitRequest(deps: SubmitDeps, requestId: string): Promis
     throw new WaitingForSubmitLimitError(detail, false);
   }
 
-  // An attempt whose outcome was never recorded (a crash): the job may exist. A request held by
-  // a submit limit is tried again without leaving `waiting`, so its timeline does not grow with
-  // every try; its attempt time is cleared when Slurm refuses it again.
-  const earlierAttempt = row.state === 'submitting' || row.state === 'waiting' ? row.submitAttemptAt : null;
   const isKnownJob = (jobId: number) => requestByJobId(db, row.profile, jobId) !== undefined;
   const now = Date.now();
   if (row.state === 'waiting') patchRequest(db, requestId, { submitAttemptAt: now });
@@ -141,7 +142,7 @@ export async function submitRequest(deps: SubmitDeps, requestId: string): Promis
     logger.info({ requestId, job_id: result.job_id, adopted: result.adopted }, 'job submitted');
     return 'submitted';
   } catch (error) {
-    if (error instanceof SubmitLimitError) {
+    if (error instanceof SubmitLimitError && !(await neverFreesUp(client, deps.signal))) {
       // Nothing was made: Slurm turned the job away before creating it.
       const patch = { errorCode: error.code, errorMessage: error.message, submitAttemptAt: null };
       if (getRequest(db, requestId)?.state === 'waiting') patchRequest(db, requestId, patch);
@@ -159,14 +160,18 @@ export async function submitRequest(deps: SubmitDeps, requestId: string): Promis
       throw new WaitingForSubmitLimitError(error.message, true);
     }
     if (error instanceof SchedflowError && !error.retryable) {
+      const message =
+        error instanceof SubmitLimitError
+          ? `${error.message.replace(/; it is submitted once.*$/, '')}; the account has no active job whose end would make room, so it is a limit on the job itself (MaxWall, MaxTRESPerJob, …): change the job`
+          : error.message;
       transition(db, requestId, {
         to: 'submit_failed',
         source: 'submit',
         at: Date.now(),
-        detail: error.message,
-        patch: { errorCode: error.code, errorMessage: error.message },
+        detail: message,
+        patch: { errorCode: error.code, errorMessage: message },
       });
-      throw new SubmitRefusedError(error.message, { cause: error });
+      throw new SubmitRefusedError(message, { cause: error });
     }
     // Retryable: keep the reason visible while BullMQ backs off.
     if (error instanceof SchedflowError) {
@@ -174,4 +179,23 @@ export async function submitRequest(deps: SubmitDeps, requestId: string): Promis
     }
     throw error;
   }
+}
+
+/**
+ * Slurm answers 2050 for a submit limit (MaxSubmitJobs, GrpSubmitJobs), which frees up as jobs
+ * end, and for limits on the job itself (MaxWall, MaxTRESPerJob under DenyOnLimit), which never
+ * do; its message is the same. With no active job of the profile's user or account in the
+ * controller, nothing can end to make room: waiting would be forever.
+ */
+async function neverFreesUp(client: SchedClient, signal?: AbortSignal): Promise<boolean> {
+  const { auth, account } = client.profile;
+  const user = auth.type === 'header-pair' ? auth.user : undefined;
+  if (!user && !account) return false;
+  const { data } = await client.listJobs({ signal });
+  const active = data.jobs.filter(
+    (job) =>
+      (job.state === 'PENDING' || job.state === 'RUNNING' || job.state === 'SUSPENDED') &&
+      ((user !== undefined && job.user === user) || (account !== undefined && job.account === account)),
+  );
+  return active.length === 0;
 }

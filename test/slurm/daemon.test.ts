@@ -34,6 +34,7 @@ steps:
     needs: [first]
     script: |
       #!/bin/bash
+      sleep 3
       exit 4
     current_working_directory: /tmp
     time_limit: 5
@@ -134,7 +135,10 @@ describe.concurrent('jobs through the daemon on real Slurm', () => {
     const run = await waitFor(
       async () => {
         const r = await d.api('GET', `/api/v1/runs/${runId}`);
-        const body = r.json as { state: string; steps: { step: string; state: string; exit_code: number | null }[] };
+        const body = r.json as {
+          state: string;
+          steps: { step: string; state: string; exit_code: number | null; job_id: number | null }[];
+        };
         return ['succeeded', 'failed', 'cancelled'].includes(body.state) ? body : undefined;
       },
       { what: 'the run to end', timeoutMs: 120_000, intervalMs: 500 },
@@ -144,7 +148,9 @@ describe.concurrent('jobs through the daemon on real Slurm', () => {
     expect(byStep.first).toMatchObject({ state: 'completed', exit_code: 0 });
     expect(byStep.breaks).toMatchObject({ state: 'failed', exit_code: 4 });
     expect(byStep.cleanup).toMatchObject({ state: 'completed', exit_code: 0 });
+    // Submitted behind "breaks" before it failed: Slurm held it pending for good, schedflow cancelled it.
     expect(byStep.never?.state).toBe('cancelled');
+    expect(byStep.never?.job_id).not.toBeNull();
   });
 
   it('a job submitted outside schedflow is imported by reconcile', async () => {

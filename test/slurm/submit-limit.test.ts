@@ -52,6 +52,9 @@ describe('a submission over MaxSubmitJobs', () => {
     expect(new Set(ended.map((j) => j.job_id)).size).toBe(5);
     const held = ended.filter((j) => j.transitions.some((t) => t.to === 'waiting'));
     expect(held.length).toBeGreaterThanOrEqual(3);
+    // The first in line shows Slurm's own reason.
+    const reasons = held.flatMap((j) => j.transitions.filter((t) => t.to === 'waiting').map((t) => t.reason));
+    expect(reasons).toContain("Job violates accounting/QOS policy (job submit limit, user's size and/or time limits)");
     const heldIds = held.map((j) => j.job_id as number);
     expect([...heldIds].sort((a, b) => a - b)).toEqual(heldIds);
     for (const job of ended) expect(job.transitions.some((t) => t.to === 'submit_failed')).toBe(false);
