@@ -200,10 +200,15 @@ export class SchedClient {
   /** Accounting records (slurmdbd), filtered; every filter is optional. */
   async listAccountingJobs(query: AccountingQuery = {}, options: ReadOptions = {}): Promise<Read<SchedJob[]>> {
     // Lists go as repeated parameters (`step=1&step=2`): real slurmrestd answers 500 to a raw
-    // comma list and 422 to an encoded one, whatever its document says.
+    // comma list and 422 to an encoded one, whatever its document says. With states and a start
+    // but no end, slurmdbd looks at the single instant `start` (slurmdb_job_cond_def_start_end):
+    // every caller here means "from start until now".
+    const endTime =
+      query.endTime ??
+      (query.states?.length && query.startTime !== undefined ? Math.floor(Date.now() / 1000) : undefined);
     const req = this.read(`${this.db}/jobs`, options, {
       start_time: query.startTime,
-      end_time: query.endTime,
+      end_time: endTime,
       account: listParam(query.accounts),
       job_name: listParam(query.jobNames),
       state: listParam(query.states),

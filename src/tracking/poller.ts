@@ -134,7 +134,14 @@ export async function pollProfile(deps: PollDeps, profile: string): Promise<Poll
         // changed (pending to running): the light listing has no reason, start time or nodes,
         // so the full record comes with the same accounting request, not one more per job.
         if (to !== null && isTerminalRequest(to)) needAccounting.push(row);
-        else if (job.state_flags.join(',') !== row.rawState || row.missingSince !== null) changedRows.push(row);
+        // A running job whose start the history lacks (accounting was behind last time) is asked again.
+        else if (
+          job.state_flags.join(',') !== row.rawState ||
+          row.missingSince !== null ||
+          (to === 'running' && row.startedAt === null)
+        ) {
+          changedRows.push(row);
+        }
       } else if (!states.freshness.stale && producedNoEarlierThan > (row.submittedAt ?? 0)) {
         // Absent from an answer produced after the submission: it has left the controller.
         needAccounting.push(row);
@@ -299,9 +306,11 @@ async function resolveThroughAccounting(
         // full record has the exit code and times.
         endedWithoutRecord.push(row);
       } else if (record && inController && !endedInController) {
-        // Accounting may lag behind a job that just started: the controller's state, accounting's details.
-        const merged = { ...record, state: inController.state, state_flags: inController.state_flags };
-        if (applyJob(db, row, merged, 'poll', controllerFreshness)) changed++;
+        // The controller's state; accounting's details only when its record has caught up with
+        // that state (an answer from before the change would say pending, without a start).
+        const observed =
+          record.state === inController.state ? { ...record, state_flags: inController.state_flags } : inController;
+        if (applyJob(db, row, observed, 'poll', controllerFreshness)) changed++;
       } else if (record) {
         if (applyJob(db, row, record, 'accounting', history.freshness)) changed++;
       } else if (inController) {

@@ -382,16 +382,31 @@ describe.each(SUPPORTED_VERSIONS)('what the simulator sends, %s', (version) => {
 
   it('decodes a failed job', () => {
     const job = simJob({ state: 'FAILED', reason: 'NonZeroExitCode', endTime: 1_800_000_040, exitCode: 3 });
-    const expected = { state: 'FAILED', reason: 'NonZeroExitCode', exit_code: 3, signal: null, elapsed_sec: 30 };
-    expect(codec.decodeControllerJob(renderJobInfo(job, ctx))).toMatchObject(expected);
-    expect(codec.decodeAccountingJob(renderSlurmdbJob(job, ctx, 1_800_000_070))).toMatchObject(expected);
+    const expected = { state: 'FAILED', exit_code: 3, signal: null, elapsed_sec: 30 };
+    expect(codec.decodeControllerJob(renderJobInfo(job, ctx))).toMatchObject({
+      ...expected,
+      reason: 'NonZeroExitCode',
+    });
+    // slurmdbd keeps the reason a job waited for, not why it ended: None (no reason) for one that started.
+    expect(codec.decodeAccountingJob(renderSlurmdbJob(job, ctx, 1_800_000_070))).toMatchObject({
+      ...expected,
+      reason: null,
+    });
   });
 
   it("sends the measured peak as the batch step's MaxRSS, valid against the schema", () => {
     const ended = { state: 'COMPLETED' as const, endTime: 1_800_000_040, exitCode: 0 };
     const measured = renderSlurmdbJob(simJob({ ...ended, peakMemoryBytes: 50 * 2 ** 20 }), ctx, 1_800_000_070);
     const [step] = measured.steps as { tres: { requested: { max: unknown[] } } }[];
-    expect(step?.tres.requested.max).toEqual([{ type: 'mem', name: '', id: 2, count: 50 * 2 ** 20 }]);
+    // As jobacct_gather/linux fills it: every TRES it samples, with the task and node of the maximum.
+    expect(step?.tres.requested.max).toContainEqual({
+      type: 'mem',
+      name: '',
+      id: 2,
+      count: 50 * 2 ** 20,
+      task: 0,
+      node: ctx.nodeName,
+    });
     expect(validateAgainstSpec(version, 'openapi_slurmdbd_jobs_resp', { jobs: [measured] }).errors).toEqual([]);
     expect(codec.decodeAccountingJob(measured).peak_memory_mb).toBe(50);
     const unmeasured = renderSlurmdbJob(simJob(ended), ctx, 1_800_000_070);

@@ -162,11 +162,7 @@ describe('errorForResponse on real slurmrestd answers', () => {
   });
 
   it('a submit limit (2050) is its own error: the request waits', () => {
-    const e = slurm(
-      500,
-      2050,
-      "Job violates accounting/QOS policy (job submit limit, user's size and/or time limits)",
-    );
+    const e = slurm(500, 2050, "Job violates accounting/QOS policy (job submit limit, user's size and/or time limits)");
     expect(e).toBeInstanceOf(SubmitLimitError);
     expect(e.code).toBe('SCHEDFLOW_ERR_SCHED_SUBMIT_LIMIT');
   });

@@ -332,14 +332,15 @@ function fromAccounting(job: AccountingRecord, paths: OutputPaths): SchedJob {
   // As with the controller: a job that ended before it ran has no nodes and did not really start.
   const start = nodes === null ? null : nonZero(time.start);
   const cpus = allocatedCpus(job) ?? job.required?.CPUs ?? null;
+  const exit = settledExit(phaseOf(state), nodes !== null, exitOf(batchStep(job)?.exit_code ?? job.exit_code));
   return {
     source: 'accounting',
     job_id: job.job_id,
     name: job.name ?? '',
     state,
     state_flags: flags,
-    reason: reasonOf(job.state?.reason),
-    ...settledExit(phaseOf(state), nodes !== null, exitOf(batchStep(job)?.exit_code ?? job.exit_code)),
+    ...exit,
+    reason: reasonOf(job.state?.reason) ?? endReason(state, exit),
     submit_time: nonZero(time.submission),
     start_time: start,
     end_time: nonZero(time.end),
@@ -359,6 +360,16 @@ function fromAccounting(job: AccountingRecord, paths: OutputPaths): SchedJob {
     working_directory: pathOf(job.working_directory),
     ...paths,
   };
+}
+
+/**
+ * slurmdbd keeps only the reason a job waited (`None` once it ran); slurmctld gives a failed job
+ * the reason of its failure. Accounting's record of the same end gets what slurmctld says of it.
+ */
+function endReason(state: JobState, exit: ExitFields): string | null {
+  if (state !== 'FAILED') return null;
+  if (exit.signal) return `RaisedSignal:${exit.signal.id}(${exit.signal.name})`;
+  return exit.exit_code !== null && exit.exit_code !== 0 ? 'NonZeroExitCode' : null;
 }
 
 function allocatedCpus(job: AccountingRecord): number | null {

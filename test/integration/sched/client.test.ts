@@ -407,6 +407,9 @@ describe('idempotent submission', () => {
     try {
       const client = await connect({}, ALICE_TOKEN, proxy.url);
       const { job_id } = await client.submit(spec({ name: 'gone-from-controller' }), 'marker-acct');
+      // slurmdbd's window ends at now, exclusive: a job that became eligible this very second is
+      // not in it yet (as on a real cluster, where its record may not even have arrived).
+      await new Promise((r) => setTimeout(r, 1100));
       // What the controller says once MinJobAge has passed: the job is no longer listed.
       proxy.rewrite = (req, body) =>
         /\/sched\/[^/]+\/jobs(\?|$)/.test(req.url) ? JSON.stringify({ ...JSON.parse(body), jobs: [] }) : body;
