@@ -30,6 +30,11 @@ export interface ClusterOptions {
   firstJobId: number;
   /** Benchmark mode: scripts are not executed; every job runs this long and completes. */
   simulatedRuntimeSec?: number | undefined;
+  /**
+   * Seconds between jobacct_gather samples (slurm.conf JobAcctGatherFrequency): a job that ends
+   * sooner has no usage in accounting (empty `tres.requested`), as on a real cluster.
+   */
+  jobAcctGatherFrequencySec?: number | undefined;
   logger: Logger;
 }
 
@@ -58,6 +63,10 @@ export interface Submitter {
   userId: number;
   /** Account used when the request names none. */
   defaultAccount?: string | undefined;
+  /** Accounts the user has an association with; undefined: any. */
+  accounts?: readonly string[] | undefined;
+  /** The association's MaxSubmitJobs: pending and running jobs allowed at once; undefined: no limit. */
+  maxSubmitJobs?: number | undefined;
 }
 
 export type CancelResult = { ok: true } | { ok: false; error: SlurmError };
@@ -163,8 +172,14 @@ export class Cluster {
     return found;
   }
 
+  /**
+   * slurmctld's checks of a batch job, in its order: partition, account, limits, resources,
+   * time, dependency, and last the script and environment it writes to the spool. It does not
+   * read the script: one without `#!` is accepted and fails when slurmd cannot exec it.
+   */
   submit(request: SubmitRequest, submitter: Submitter): SimJob {
-    const source = '_slurm_submit_batch_job()';
+    // The name slurmrestd reports refusals under, whatever slurmctld found.
+    const source = 'slurm_submit_batch_job()';
     const fail = (name: ConstructorParameters<typeof SlurmError>[0]) =>
       new SlurmError(name, 'Batch job submission failed', source);
 
@@ -173,28 +188,22 @@ export class Cluster {
       throw new SlurmError('ESLURM_NOT_SUPPORTED', 'Job arrays are not supported by the schedflow simulator', source);
     }
     const script = request.script ?? '';
-    if (script.trim() === '') throw fail('ESLURM_JOB_SCRIPT_MISSING');
-    if (!script.startsWith('#!')) {
-      throw new SlurmError(
-        'ESLURM_JOB_SCRIPT_MISSING',
-        'Batch script does not start with #! followed by the path to an interpreter',
-        source,
-      );
-    }
+    if (script === '') throw fail('ESLURM_JOB_SCRIPT_MISSING');
     const partition = request.partition ? this.partition(request.partition) : this.defaultPartition();
     if (!partition) throw fail('ESLURM_INVALID_PARTITION_NAME');
     const account = request.account || submitter.defaultAccount;
     if (!account) throw fail('ESLURM_INVALID_ACCOUNT');
+    if (submitter.accounts && !submitter.accounts.includes(account)) throw fail('ESLURM_INVALID_ACCOUNT');
     if (partition.allowAccounts && !partition.allowAccounts.includes(account)) {
       throw fail('ESLURM_INVALID_ACCOUNT');
+    }
+    if (submitter.maxSubmitJobs !== undefined && this.activeJobsOf(submitter.user) >= submitter.maxSubmitJobs) {
+      throw fail('ESLURM_ACCOUNTING_POLICY');
     }
     const tasks = request.tasks ?? 1;
     const cpusPerTask = request.cpusPerTask ?? 1;
     if (tasks < 1 || cpusPerTask < 1 || tasks * cpusPerTask > this.options.cpus) {
-      throw fail('ESLURM_REQUESTED_NODE_CONFIG_UNAVAILABLE');
-    }
-    if (request.memoryPerNodeMb !== undefined && request.memoryPerNodeMb > this.options.memoryMb) {
-      throw fail('ESLURM_REQUESTED_NODE_CONFIG_UNAVAILABLE');
+      throw fail('ESLURM_TOO_MANY_REQUESTED_CPUS');
     }
     const timeLimitMin =
       request.timeLimitMin === undefined
@@ -209,6 +218,11 @@ export class Cluster {
     }
     if (timeLimitMin !== null && timeLimitMin < 0) throw fail('ESLURM_INVALID_TIME_LIMIT');
     const dependency = this.checkDependency(request.dependency ?? '', source);
+    // slurmctld writes the environment beside the script and refuses a job without one.
+    if (!request.environment?.length) throw fail('ESLURM_WRITING_TO_FILE');
+    // Only then does it look for nodes: a job no node can hold is refused after its record
+    // was made, and that record stays, FAILED (see below).
+    const unplaceable = request.memoryPerNodeMb !== undefined && request.memoryPerNodeMb > this.options.memoryMb;
 
     const now = nowSec();
     const job: SimJob = {
@@ -244,6 +258,15 @@ export class Cluster {
       nodes: '',
       lastUpdate: now,
     };
+    if (unplaceable) {
+      // As 25.11.7 leaves it: FAILED (BadConstraints) in the controller, with a raw status of 1
+      // that reads as signal 1 there and as exit code 1 in accounting; the submit answer has no id.
+      Object.assign(job, { state: 'FAILED', reason: 'BadConstraints', startTime: now, endTime: now, termSignal: 1 });
+      job.unplaceable = true;
+      this.jobs.set(job.jobId, job);
+      this.changed(job);
+      throw fail('ESLURM_REQUESTED_NODE_CONFIG_UNAVAILABLE');
+    }
     this.jobs.set(job.jobId, job);
     this.options.logger.info({ job_id: job.jobId, account, partition: partition.name }, 'job submitted');
     this.changed(job);
@@ -252,27 +275,40 @@ export class Cluster {
   }
 
   private checkDependency(text: string, source: string): Dependency | undefined {
+    const refused = () => new SlurmError('ESLURM_DEPENDENCY', 'Batch job submission failed', source);
     let dependency: Dependency | undefined;
     try {
       dependency = parseDependency(text);
     } catch (error) {
-      if (error instanceof DependencySyntaxError) {
-        throw new SlurmError('ESLURM_DEPENDENCY', `Job dependency problem: ${error.message}`, source);
-      }
+      if (error instanceof DependencySyntaxError) throw refused();
       throw error;
     }
     for (const term of dependency?.terms ?? []) {
-      if (!this.jobs.has(term.jobId)) {
-        throw new SlurmError('ESLURM_DEPENDENCY', `Job dependency problem: job ${term.jobId} does not exist`, source);
-      }
+      if (!this.jobs.has(term.jobId)) throw refused();
     }
     return dependency;
   }
 
-  cancel(jobId: number): CancelResult {
+  /** The user's pending and running jobs: what MaxSubmitJobs counts. */
+  activeJobsOf(user: string): number {
+    let count = 0;
+    for (const job of this.jobs.values()) if (job.user === user && !isTerminal(job)) count++;
+    return count;
+  }
+
+  /**
+   * scancel: `user` (when given) must own the job, as slurmctld checks for anyone but an
+   * operator. A job the controller no longer holds (past MinJobAge) is unknown to it.
+   */
+  cancel(jobId: number, user?: string): CancelResult {
     const source = 'slurm_kill_job()';
     const job = this.jobs.get(jobId);
-    if (!job) return { ok: false, error: new SlurmError('ESLURM_INVALID_JOB_ID', 'Job not found', source) };
+    if (!job || !this.isInController(job)) {
+      return { ok: false, error: new SlurmError('ESLURM_INVALID_JOB_ID', 'Job not found', source) };
+    }
+    if (user !== undefined && job.user !== user) {
+      return { ok: false, error: new SlurmError('ESLURM_ACCESS_DENIED', 'Job of another user', source) };
+    }
     if (isTerminal(job)) {
       return { ok: false, error: new SlurmError('ESLURM_ALREADY_DONE', 'Job already finished', source) };
     }
@@ -294,9 +330,14 @@ export class Cluster {
   }
 
   /** Sends a signal to a running job's processes without cancelling it (scancel --signal). */
-  signal(jobId: number, sig: NodeJS.Signals): CancelResult {
+  signal(jobId: number, sig: NodeJS.Signals, user?: string): CancelResult {
     const job = this.jobs.get(jobId);
-    if (!job) return { ok: false, error: new SlurmError('ESLURM_INVALID_JOB_ID', 'Job not found', 'slurm_kill_job()') };
+    if (!job || !this.isInController(job)) {
+      return { ok: false, error: new SlurmError('ESLURM_INVALID_JOB_ID', 'Job not found', 'slurm_kill_job()') };
+    }
+    if (user !== undefined && job.user !== user) {
+      return { ok: false, error: new SlurmError('ESLURM_ACCESS_DENIED', 'Job of another user', 'slurm_kill_job()') };
+    }
     const proc = this.processes.get(jobId);
     if (job.state !== 'RUNNING' || !proc) {
       return { ok: false, error: new SlurmError('ESLURM_ALREADY_DONE', 'Job is not running', 'slurm_kill_job()') };
@@ -334,7 +375,7 @@ export class Cluster {
     };
   };
 
-  /** Releases or kills jobs held by dependencies, then starts what fits, in job id order. */
+  /** Releases jobs held by dependencies that are met, then starts what fits, in job id order. */
   schedule(): void {
     if (this.closed || this.scheduling) return;
     this.scheduling = true;
@@ -342,7 +383,10 @@ export class Cluster {
       this.resolveDependencies();
       let free = this.options.cpus - this.cpusInUse();
       for (const job of this.listJobs()) {
-        if (job.state !== 'PENDING' || job.reason === 'Dependency') continue;
+        // Held by a dependency, met later or never: not the scheduler's to start.
+        if (job.state !== 'PENDING' || job.reason === 'Dependency' || job.reason === 'DependencyNeverSatisfied') {
+          continue;
+        }
         const need = cpusOf(job);
         if (need <= free) {
           free -= need;
@@ -358,7 +402,6 @@ export class Cluster {
   }
 
   private resolveDependencies(): void {
-    // Cancelling one job can doom the jobs that depend on it: repeat until nothing changes.
     for (let changed = true; changed; ) {
       changed = false;
       for (const job of this.jobs.values()) {
@@ -368,12 +411,12 @@ export class Cluster {
         const status = evaluateDependency(dependency, this.dependencyTarget);
         const now = nowSec();
         if (status === 'never') {
-          // What slurm.conf's kill_invalid_depend does: the job can never run, so it is cancelled.
-          job.state = 'CANCELLED';
-          job.reason = 'DependencyNeverSatisfied';
-          job.endTime = now;
-          this.changed(job);
-          changed = true;
+          // As real Slurm without kill_invalid_depend (its default): the job stays PENDING
+          // forever, with this reason, until someone cancels it.
+          if (job.reason !== 'DependencyNeverSatisfied') {
+            job.reason = 'DependencyNeverSatisfied';
+            this.changed(job);
+          }
         } else if (status === 'satisfied' && job.reason === 'Dependency') {
           job.reason = 'None';
           job.eligibleTime = now;
@@ -444,8 +487,11 @@ export class Cluster {
       this.processes.delete(job.jobId);
       delete job.pid;
       delete job.pidStartTicks;
-      // slurmdbd learns a step's MaxRSS when the step ends, so it is recorded with the end.
-      job.peakMemoryBytes = proc.peakMemoryBytes();
+      // slurmdbd learns a step's MaxRSS when the step ends, so it is recorded with the end; a step
+      // that ended before jobacct_gather's first sample has none.
+      const ranSec = Date.now() / 1000 - job.startTime;
+      const sampled = ranSec >= (this.options.jobAcctGatherFrequencySec ?? 0);
+      job.peakMemoryBytes = sampled ? proc.peakMemoryBytes() : null;
       if (!this.closed) this.finish(job, exit);
     });
   }

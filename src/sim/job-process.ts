@@ -1,6 +1,7 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { closeSync, existsSync, openSync, readdirSync, readFileSync, writeSync } from 'node:fs';
 import { chmod, mkdir, writeFile } from 'node:fs/promises';
+import { constants } from 'node:os';
 import { isAbsolute, join, resolve } from 'node:path';
 import { expandOutputPattern, type SimJob } from './sim-job.js';
 
@@ -176,6 +177,14 @@ export async function startJobProcess(job: SimJob, options: StartOptions): Promi
     );
   }
 
+  if (!job.script.startsWith('#!')) {
+    // slurmstepd execve()s the script itself, with no shell to fall back on: without an
+    // interpreter line that fails (ENOEXEC), and the errno is the job's exit code.
+    writeSync(stderrFd, `slurmstepd: error: execve(): ${scriptPath}: Exec format error\n`);
+    closeSync(stdoutFd);
+    if (stderrFd !== stdoutFd) closeSync(stderrFd);
+    return exitedProcess({ exitCode: constants.errno.ENOEXEC, signal: null });
+  }
   const env = { ...toEnv(slurmEnvironment(job, options.nodeName, options.clusterName)), ...toEnv(job.environment) };
   let child: ChildProcess;
   try {
@@ -202,7 +211,9 @@ export async function startJobProcess(job: SimJob, options: StartOptions): Promi
       } catch {
         // The output file may be unwritable; the exit code still tells the story.
       }
-      resolveExit({ exitCode: 127, signal: null });
+      // Like slurmstepd, the errno of the failed execve is the exit code (ENOENT 2, EACCES 13).
+      const errno = constants.errno[(error as NodeJS.ErrnoException).code as keyof typeof constants.errno];
+      resolveExit({ exitCode: typeof errno === 'number' ? errno : 127, signal: null });
     });
     child.once('exit', (code, signal) => {
       // Before resolving: whoever awaits `done` reads the peak including the last sample.
@@ -244,6 +255,11 @@ export function killOrphan(pid: number, startTicks: number | undefined, scriptDi
   } catch {
     // Not running any more.
   }
+}
+
+/** A job whose script never started: it has already ended, as given. */
+function exitedProcess(exit: ProcessExit): RunningProcess {
+  return { pid: -1, done: Promise.resolve(exit), signal() {}, peakMemoryBytes: () => null, startTicks: null };
 }
 
 /**

@@ -34,6 +34,7 @@ const simJobSchema = z.object({
   cpuSystemSec: z.number(),
   // Absent from state files written before it was measured.
   peakMemoryBytes: z.number().nullable().default(null),
+  unplaceable: z.boolean().optional(),
   nodes: z.string(),
   lastUpdate: z.number(),
   pid: z.number().optional(),

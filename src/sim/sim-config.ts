@@ -19,6 +19,24 @@ export const partitionSchema = z.object({
 });
 export type PartitionSettings = z.infer<typeof partitionSchema>;
 
+/** A cluster user: uid, and what `sacctmgr add user` would give them. */
+export const simUserSchema = z.object({
+  uid: z.number().int().nonnegative(),
+  /** Account charged when a job names none (sacctmgr DefaultAccount). */
+  defaultAccount: z.string().optional(),
+  /**
+   * Accounts the user has an association with; a job naming another is refused (2045).
+   * Absent: the default account only, or any account when there is no default either.
+   */
+  accounts: z.array(z.string()).optional(),
+  /**
+   * Jobs the user may have pending or running at once (the association's MaxSubmitJobs); one
+   * more is refused with 2050 until one ends. Absent: no limit. PUT /_sim/users/<name> changes it.
+   */
+  maxSubmitJobs: z.number().int().nonnegative().optional(),
+});
+export type SimUser = z.infer<typeof simUserSchema>;
+
 const ttl = z.number().int().min(2).max(60);
 
 /** Seconds each GET endpoint is cached by the proxy (the contract allows 2 to 60). */
@@ -51,10 +69,8 @@ export const simConfigSchema = z.object({
     .array(partitionSchema)
     .min(1)
     .default([{ name: 'debug', default: true }]),
-  /** Cluster users: uid and the account used when a job names none (MUNGE callers). */
-  users: z
-    .record(z.string(), z.object({ uid: z.number().int().nonnegative(), defaultAccount: z.string().optional() }))
-    .default({}),
+  /** Cluster users, with what slurmdbd's associations say about them. */
+  users: z.record(z.string(), simUserSchema).default({}),
   cacheTtlSec: cacheTtlSchema.default(cacheTtlSchema.parse({})),
   /** Per-client-IP token bucket. */
   rateLimit: z
@@ -69,6 +85,11 @@ export const simConfigSchema = z.object({
     .array(z.enum(SUPPORTED_VERSIONS))
     .min(1)
     .default([...SUPPORTED_VERSIONS]),
+  /**
+   * Seconds between samples of a running job's usage (slurm.conf JobAcctGatherFrequency); a job
+   * that ends sooner has none in accounting. Slurm's default is 30; the simulator's jobs are short.
+   */
+  jobAcctGatherFrequencySec: z.number().nonnegative().default(1),
   /** Benchmark mode: do not execute scripts; every job runs this many seconds and completes. */
   simulatedRuntimeSec: z.number().nonnegative().optional(),
   /** Accept `Authorization: MUNGE` (needs munge's `unmunge`). */

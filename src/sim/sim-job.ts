@@ -53,6 +53,11 @@ export interface SimJob {
    * jobacct_gather reports as MaxRSS); null when not measured (never ran, benchmark mode).
    */
   peakMemoryBytes: number | null;
+  /**
+   * slurmctld made the job's record but could place it nowhere (the submission was refused
+   * with 2014): it is FAILED from the start, never ran, and stays in the listings like any job.
+   */
+  unplaceable?: boolean;
   /** Node the job ran on; '' before it starts. */
   nodes: string;
   /** Unix seconds of the last change to this record (drives `update_time`). */

@@ -3,8 +3,10 @@ import { resolve } from 'node:path';
 import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyReply } from 'fastify';
 import { TokenBucket } from '../lib/token-bucket.js';
 import type { Logger } from '../logger.js';
+import { Associations } from './associations.js';
 import { Authenticator } from './auth.js';
 import { Cluster } from './cluster.js';
+import { hasSlurmrestdCredential, PROXY, SLURMRESTD, SLURMRESTD_TEXT, sendSlurmrestdText } from './flavor.js';
 import { LlmSimulator, loadLlmKeysFile } from './llm/llm-sim.js';
 import { isLoopback } from './loopback.js';
 import { latestServed, type ProxyContext, proxyError, type UpstreamStatus } from './proxy-context.js';
@@ -12,14 +14,15 @@ import { cacheHeaders, ResponseCache } from './response-cache.js';
 import { registerAccountingRoutes } from './routes/accounting.js';
 import { registerControllerRoutes } from './routes/controller.js';
 import { loadTokensFile, type SimConfig, type TokenEntry } from './sim-config.js';
-
-/** The two ways to reach the scheduler: the site proxy and plain slurmrestd. */
-const FLAVORS = [
-  { controller: '/sched', accounting: '/scheddb', userName: 'x-sched-user-name', userToken: 'x-sched-user-token' },
-  { controller: '/slurm', accounting: '/slurmdb', userName: 'x-slurm-user-name', userToken: 'x-slurm-user-token' },
-] as const;
+import { UNPARSABLE_BODY } from './submit-request.js';
 
 const ADMIN_PREFIX = '/_sim';
+
+/** The proxy's paths, which its rate limit covers. */
+const RATE_LIMITED_PATHS = /^\/(sched|scheddb|meta|ping)(\/|\?|$)/;
+
+/** Paths of the proxy itself (and of the LLM endpoint, the admin endpoint): anything else is slurmrestd's. */
+const PROXY_PATHS = /^\/(sched|scheddb|meta|ping|v1|_sim)(\/|$)/;
 
 export interface SimServerOptions {
   config: SimConfig;
@@ -39,6 +42,8 @@ export class SimServer {
   readonly app: FastifyInstance;
   readonly cluster: Cluster;
   readonly upstream: UpstreamStatus = { slurmctld: true, slurmdbd: true };
+  /** Users' accounts and submit limits, as slurmdbd's associations hold them. */
+  readonly associations: Associations;
   /** The OpenAI-compatible endpoint under /v1, when configured with keys. */
   readonly llm: LlmSimulator | null;
   private readonly buckets = new Map<string, TokenBucket>();
@@ -61,13 +66,16 @@ export class SimServer {
       stateDir: resolve(config.stateDir),
       firstJobId: config.firstJobId,
       simulatedRuntimeSec: config.simulatedRuntimeSec,
+      jobAcctGatherFrequencySec: config.jobAcctGatherFrequencySec,
       logger: logger.child({ component: 'sim-cluster' }),
     });
+    this.associations = new Associations(config.users);
     const ctx: ProxyContext = {
       config,
       cluster: this.cluster,
       cache: new ResponseCache(),
       authenticator: new Authenticator(tokens, { munge: config.munge }),
+      associations: this.associations,
       upstream: this.upstream,
       uidOf: (user) =>
         config.users[user]?.uid ?? 10_000 + (createHash('sha256').update(user).digest().readUInt16BE(0) % 50_000),
@@ -93,11 +101,36 @@ export class SimServer {
       config.llm && llmKeys ? new LlmSimulator(llmKeys, config.llm, logger.child({ component: 'sim-llm' })) : null;
     this.llm?.register(this.app);
     this.llm?.registerAdmin(this.app, ADMIN_PREFIX);
-    for (const flavor of FLAVORS) {
-      const headers = { userName: flavor.userName, userToken: flavor.userToken };
-      registerControllerRoutes(this.app, ctx, flavor.controller, headers);
-      registerAccountingRoutes(this.app, ctx, flavor.accounting, headers);
-    }
+    this.app.register(async (scheduler) => {
+      // A body that is not JSON is slurmrestd's to answer (400 text, after the credential check),
+      // so the parser hands it on instead of failing the request before any route runs.
+      scheduler.addContentTypeParser('application/json', { parseAs: 'string' }, (_req, body, done) => {
+        const text = typeof body === 'string' ? body : body.toString('utf8');
+        try {
+          done(null, text === '' ? undefined : JSON.parse(text));
+        } catch {
+          done(null, UNPARSABLE_BODY);
+        }
+      });
+      for (const flavor of [PROXY, SLURMRESTD]) {
+        registerControllerRoutes(scheduler, ctx, flavor);
+        registerAccountingRoutes(scheduler, ctx, flavor);
+      }
+    });
+    this.app.setNotFoundHandler((req, reply) => {
+      const path = req.url.split('?')[0] ?? '';
+      if (PROXY_PATHS.test(path)) {
+        return reply
+          .code(404)
+          .send({ message: `Route ${req.method}:${path} not found`, error: 'Not Found', statusCode: 404 });
+      }
+      // Plain slurmrestd authenticates before it routes: without a credential, even a path it
+      // does not have is a 401. (The proxy's header pair counts: the path is no more the proxy's.)
+      if (!hasSlurmrestdCredential(req.headers) && !req.headers[PROXY.userToken]) {
+        return sendSlurmrestdText(reply, 401, SLURMRESTD_TEXT.unauthenticated);
+      }
+      return sendSlurmrestdText(reply, 404, SLURMRESTD_TEXT.notFound);
+    });
     this.app.setErrorHandler((error: Error & { statusCode?: number }, _req, reply) => {
       const status = error.statusCode && error.statusCode >= 400 && error.statusCode < 500 ? error.statusCode : 500;
       if (status === 500) this.options.logger.error({ err: error }, 'simulator request failed');
@@ -105,12 +138,15 @@ export class SimServer {
     });
   }
 
-  /** Per-client-IP token bucket (contract section 8); the admin endpoint is exempt. */
+  /**
+   * Per-client-IP token bucket (contract section 8) on the proxy's own paths. The admin
+   * endpoint is exempt, and so are the LLM endpoint and plain slurmrestd: other services than
+   * the proxy, without its rate limit.
+   */
   private registerRateLimit(): void {
     const { capacity, refillPerSecond } = this.options.config.rateLimit;
     this.app.addHook('onRequest', async (req, reply) => {
-      // The LLM endpoint is another service than the proxy: the proxy's rate limit is not its.
-      if (req.url.startsWith(ADMIN_PREFIX) || req.url.startsWith('/v1/')) return;
+      if (!RATE_LIMITED_PATHS.test(req.url)) return;
       let bucket = this.buckets.get(req.ip);
       if (!bucket) {
         if (this.buckets.size > 10_000) this.pruneBuckets();
@@ -151,6 +187,16 @@ export class SimServer {
       }
     });
     this.app.get(`${ADMIN_PREFIX}/upstream`, async () => this.upstream);
+    // The stand-in for `sacctmgr modify user <name> set MaxSubmitJobs=<n>` (null or -1: no limit).
+    this.app.put<{ Params: { name: string }; Body: unknown }>(`${ADMIN_PREFIX}/users/:name`, async (req, reply) => {
+      const limit = (req.body as { maxSubmitJobs?: unknown } | null)?.maxSubmitJobs;
+      if (limit !== null && limit !== -1 && !(typeof limit === 'number' && Number.isInteger(limit) && limit >= 0)) {
+        return proxyError(reply, 400, 'Bad Request', 'maxSubmitJobs must be a whole number, or null (or -1) for none');
+      }
+      this.associations.setMaxSubmitJobs(req.params.name, limit === -1 ? null : limit);
+      this.options.logger.warn({ user: req.params.name, maxSubmitJobs: limit }, 'simulated submit limit changed');
+      return { user: req.params.name, ...this.associations.of(req.params.name) };
+    });
     this.app.get(`${ADMIN_PREFIX}/stats`, async () => ({ requests: Object.fromEntries(this.requestCounts) }));
     this.app.put<{ Body: unknown }>(`${ADMIN_PREFIX}/upstream`, async (req, reply) => {
       const body = req.body as Partial<Record<keyof UpstreamStatus, unknown>> | null;

@@ -53,11 +53,17 @@ const submitBodySchema = z
   })
   .loose();
 
+/**
+ * What the body parser hands on for a body that is not JSON: slurmrestd answers it itself
+ * (400, `Failure during parsing`), and only after it has checked the credential.
+ */
+export const UNPARSABLE_BODY: unique symbol = Symbol('unparsable request body');
+
 export type DecodeResult =
   | { ok: true; request: SubmitRequest }
-  | { ok: false; problem: 'invalid' | 'hetjob'; message: string };
+  | { ok: false; problem: 'invalid' | 'no-script' | 'empty-script' | 'hetjob'; message: string };
 
-/** Decodes the body of `POST /job/submit` (`job_submit_req`). */
+/** Decodes the body of `POST /job/submit` (`job_submit_req`), with slurmrestd's own checks of it. */
 export function decodeSubmitBody(body: unknown): DecodeResult {
   const parsed = submitBodySchema.safeParse(body);
   if (!parsed.success) {
@@ -72,7 +78,12 @@ export function decodeSubmitBody(body: unknown): DecodeResult {
     return { ok: false, problem: 'hetjob', message: 'heterogeneous jobs (jobs[]) are not simulated' };
   }
   const job = parsed.data.job;
-  if (!job) return { ok: false, problem: 'invalid', message: 'body has no "job" member' };
+  const script = job?.script ?? parsed.data.script;
+  // slurmrestd's own words (openapi/slurmctld jobs.c): a missing script is a bad request, an empty one Slurm's 2009.
+  if (!job || script === undefined) {
+    return { ok: false, problem: 'no-script', message: 'Populated "script" field is required for job submission' };
+  }
+  if (script === '') return { ok: false, problem: 'empty-script', message: 'Batch job script empty or missing' };
   const memory = fromNoVal(job.memory_per_node);
   return {
     ok: true,
@@ -81,7 +92,7 @@ export function decodeSubmitBody(body: unknown): DecodeResult {
       account: job.account,
       partition: job.partition,
       comment: job.comment,
-      script: job.script ?? parsed.data.script,
+      script,
       environment: job.environment,
       cwd: job.current_working_directory,
       tasks: job.tasks,

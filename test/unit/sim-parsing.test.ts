@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
+import { defaultWindow, inStateDuring, matchesFilter } from '../../src/sim/accounting-query.js';
 import { isLoopback } from '../../src/sim/loopback.js';
 import { parseUnmungeOutput } from '../../src/sim/munge.js';
-import { inUsageWindow } from '../../src/sim/routes/accounting.js';
 import { expandOutputPattern, type SimJob } from '../../src/sim/sim-job.js';
 import { decodeSubmitBody } from '../../src/sim/submit-request.js';
 
@@ -38,14 +38,50 @@ describe('sbatch filename patterns', () => {
   });
 });
 
-describe("slurmdbd's usage window", () => {
+describe("slurmdbd's job query (slurmdb_job_cond_def_start_end and the mysql plugin)", () => {
+  const now = 1000;
+  const ended = {
+    ...job,
+    account: 'lab',
+    partition: 'debug',
+    state: 'FAILED',
+    submitTime: 100,
+    startTime: 110,
+    endTime: 150,
+  } as SimJob;
+
+  it('defaults the window as Slurm does', () => {
+    // No states, no ids: from midnight to now.
+    expect(defaultWindow({}, now).end).toBe(now);
+    // Ids only: all time up to now.
+    expect(defaultWindow({ jobIds: [42] }, now)).toEqual({ start: 0, end: now });
+    // States with a start and no end: that instant only.
+    expect(defaultWindow({ states: ['RUNNING'], startSec: 120 }, now)).toEqual({ start: 120, end: 120 });
+    // States only: now.
+    expect(defaultWindow({ states: ['RUNNING'] }, now)).toEqual({ start: now, end: now });
+    // States and ids: from 0 (or the start) up to now.
+    expect(defaultWindow({ states: ['RUNNING'], jobIds: [42] }, now)).toEqual({ start: 0, end: now });
+  });
+
   it('matches jobs eligible before the end that had not ended before the start', () => {
-    expect(inUsageWindow({ ...job, endTime: 150 }, 120, undefined, 200)).toBe(true);
-    expect(inUsageWindow({ ...job, endTime: 110 }, 120, undefined, 200)).toBe(false);
-    expect(inUsageWindow({ ...job, endTime: 0 }, 120, undefined, 200)).toBe(true);
-    expect(inUsageWindow({ ...job, eligibleTime: 0 }, 0, undefined, 200)).toBe(false);
-    expect(inUsageWindow({ ...job, eligibleTime: 0 }, undefined, undefined, 200)).toBe(true);
-    expect(inUsageWindow(job, 50, 90, 200)).toBe(false);
+    expect(matchesFilter({ ...ended, endTime: 150 }, { startSec: 120 }, 200)).toBe(true);
+    expect(matchesFilter({ ...ended, endTime: 110 }, { startSec: 120 }, 200)).toBe(false);
+    expect(matchesFilter({ ...ended, endTime: 0 }, { startSec: 120 }, 200)).toBe(true);
+    expect(matchesFilter({ ...ended, eligibleTime: 0 }, { startSec: 1 }, 200)).toBe(false);
+    expect(matchesFilter(ended, { startSec: 50, endSec: 90 }, 200)).toBe(false);
+    // Asked for by id, a job that never became eligible is found too.
+    expect(matchesFilter({ ...ended, eligibleTime: 0 }, { jobIds: [42] }, 200)).toBe(true);
+  });
+
+  it('a state matches a job that was in it during the window', () => {
+    expect(inStateDuring(ended, 'RUNNING', { start: 120, end: 130 })).toBe(true);
+    expect(inStateDuring(ended, 'RUNNING', { start: 160, end: 170 })).toBe(false);
+    expect(inStateDuring(ended, 'FAILED', { start: 120, end: 150 })).toBe(true);
+    expect(inStateDuring(ended, 'FAILED', { start: 151, end: 200 })).toBe(false);
+    expect(inStateDuring(ended, 'PENDING', { start: 100, end: 200 })).toBe(true);
+    // The poller's question, states and a start but no end: the window is one instant.
+    expect(matchesFilter(ended, { states: ['RUNNING'], startSec: 100, jobIds: [42] }, now)).toBe(false);
+    expect(matchesFilter(ended, { states: ['RUNNING'], startSec: 100, endSec: now, jobIds: [42] }, now)).toBe(true);
   });
 });
 
@@ -55,9 +91,9 @@ describe('job_submit_req decoding', () => {
       job: { script: '#!/bin/sh\n', time_limit: { set: true, number: 10 }, memory_per_node: 512, tasks: 2 },
     });
     expect(decoded).toMatchObject({ ok: true, request: { timeLimitMin: 10, memoryPerNodeMb: 512, tasks: 2 } });
-    const infinite = decodeSubmitBody({ job: { time_limit: { infinite: true } } });
+    const infinite = decodeSubmitBody({ job: { script: '#!/bin/sh\n', time_limit: { infinite: true } } });
     expect(infinite).toMatchObject({ ok: true, request: { timeLimitMin: null } });
-    const unset = decodeSubmitBody({ job: { time_limit: { set: false, number: 5 } } });
+    const unset = decodeSubmitBody({ job: { script: '#!/bin/sh\n', time_limit: { set: false, number: 5 } } });
     expect(unset).toMatchObject({ ok: true, request: { timeLimitMin: undefined } });
   });
 
@@ -73,7 +109,20 @@ describe('job_submit_req decoding', () => {
       ok: false,
       message: expect.stringMatching(/^job\.tasks:/),
     });
-    expect(decodeSubmitBody({})).toMatchObject({ ok: false, message: 'body has no "job" member' });
+  });
+
+  it('refuses a job without a script, and one with an empty script, in slurmrestd’s words', () => {
+    expect(decodeSubmitBody({})).toMatchObject({
+      ok: false,
+      problem: 'no-script',
+      message: 'Populated "script" field is required for job submission',
+    });
+    expect(decodeSubmitBody({ job: { name: 'x' } })).toMatchObject({ ok: false, problem: 'no-script' });
+    expect(decodeSubmitBody({ job: { script: '' } })).toMatchObject({
+      ok: false,
+      problem: 'empty-script',
+      message: 'Batch job script empty or missing',
+    });
   });
 });
 

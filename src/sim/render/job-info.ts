@@ -29,6 +29,15 @@ export function renderExitCode(job: SimJob): Json {
   };
 }
 
+/**
+ * `derived_exit_code`: the highest exit code of the job's steps other than the batch step
+ * (its srun steps). The simulator runs batch scripts only, so it is always a success, as a
+ * real Slurm reports it for a batch job that ran no srun, however the script itself ended.
+ */
+export function renderDerivedExitCode(): Json {
+  return { status: ['SUCCESS'], return_code: noVal(0), signal: { id: noVal(null), name: '' } };
+}
+
 function memoryMbPerNode(job: SimJob): number {
   // Without a request, slurmctld applies DefMemPerCPU; the captured cluster used 256 MB.
   return job.memoryPerNodeMb ?? 256 * job.tasks * job.cpusPerTask;
@@ -46,7 +55,8 @@ function setIfPresent(target: Json, key: string, value: unknown): void {
 /** One element of `jobs[]` in `GET /sched/{v}/jobs` and `/job/{id}`. */
 export function renderJobInfo(job: SimJob, ctx: RenderContext): Json {
   const t = structuredClone(templateFor(ctx.version).job);
-  const started = job.startTime > 0;
+  // A job refused after its record was made has a start time but never ran anywhere.
+  const started = job.startTime > 0 && !job.unplaceable;
   const cpus = job.tasks * job.cpusPerTask;
   const paths = outputPaths(job, ctx.nodeName);
   const timeLimit = job.timeLimitMin === null ? noVal(null, true) : noVal(job.timeLimitMin);
@@ -65,7 +75,7 @@ export function renderJobInfo(job: SimJob, ctx: RenderContext): Json {
     cpus: noVal(cpus),
     current_working_directory: job.cwd,
     dependency: job.dependency,
-    derived_exit_code: renderExitCode(job),
+    derived_exit_code: renderDerivedExitCode(),
     eligible_time: noVal(job.eligibleTime),
     end_time: noVal(expectedEnd),
     exit_code: renderExitCode(job),
@@ -123,10 +133,10 @@ function renderJobResources(template: Json, job: SimJob, ctx: RenderContext): Js
   return { ...template, nodes, cpus };
 }
 
-/** The lighter element of `GET /sched/{v}/jobs/state`: id and state only. */
+/**
+ * One element of `GET /slurm/{v}/jobs/state`, as slurmrestd really sends it: the id as a
+ * string and the flags under `state`, nothing else (not the `job_info` its document names).
+ */
 export function renderJobState(job: SimJob): Json {
-  return {
-    job_id: job.jobId,
-    job_state: [job.state],
-  };
+  return { job_id: String(job.jobId), state: [job.state] };
 }

@@ -24,6 +24,11 @@ export function renderMeta(plugin: Plugin, ctx: MetaContext): Record<string, unk
 }
 
 /** The envelope shared by all responses: meta, errors, warnings. */
-export function envelope(plugin: Plugin, ctx: MetaContext, errors: unknown[] = []): Record<string, unknown> {
-  return { meta: renderMeta(plugin, ctx), errors, warnings: [] };
+export function envelope(
+  plugin: Plugin,
+  ctx: MetaContext,
+  errors: unknown[] = [],
+  warnings: unknown[] = [],
+): Record<string, unknown> {
+  return { meta: renderMeta(plugin, ctx), errors, warnings };
 }

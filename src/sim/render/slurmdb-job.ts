@@ -1,9 +1,12 @@
 import { outputPaths } from '../job-process.js';
 import type { SimJob } from '../sim-job.js';
-import { type RenderContext, renderExitCode } from './job-info.js';
+import { type RenderContext, renderDerivedExitCode, renderExitCode } from './job-info.js';
 import { noVal, templateFor } from './templates.js';
 
 type Json = Record<string, unknown>;
+
+/** `time.start` of a job slurmdbd recorded without ever getting its start (NO_VAL - 1). */
+const UNPLACED_START = 4_294_967_294;
 
 function tres(job: SimJob): Json[] {
   const cpus = job.tasks * job.cpusPerTask;
@@ -17,12 +20,23 @@ function tres(job: SimJob): Json[] {
 }
 
 /**
- * The batch step's `tres.requested` (slurmdbd's tres_usage_in): its `max` mem entry is MaxRSS in
- * bytes. Left as the template has it (`max: []`, a cluster without jobacct_gather) when not measured.
+ * The batch step's `tres.requested` (slurmdbd's tres_usage_in), as jobacct_gather/linux fills it
+ * once it has sampled the step: max and min with the task and node they were seen on, average
+ * and total without; mem is MaxRSS in bytes, cpu the CPU time in milliseconds. Left as the
+ * template has it (all empty) for a step that ended before its first sample.
  */
-function stepRequested(template: Json, job: SimJob): Json {
+function stepRequested(template: Json, job: SimJob, nodeName: string): Json {
   if (job.peakMemoryBytes === null) return template;
-  return { ...template, max: [{ type: 'mem', name: '', id: 2, count: job.peakMemoryBytes }] };
+  const usage = [
+    { type: 'cpu', name: '', id: 1, count: Math.round((job.cpuUserSec + job.cpuSystemSec) * 1000) },
+    { type: 'mem', name: '', id: 2, count: job.peakMemoryBytes },
+    { type: 'energy', name: '', id: 3, count: 0 },
+    { type: 'fs', name: 'disk', id: 6, count: 0 },
+    { type: 'vmem', name: '', id: 7, count: job.peakMemoryBytes },
+    { type: 'pages', name: '', id: 8, count: 0 },
+  ];
+  const where = usage.map((u) => ({ ...u, task: 0, node: nodeName }));
+  return { ...template, max: where, min: where, average: usage, total: usage };
 }
 
 function cpuTime(seconds: number): { seconds: number; microseconds: number } {
@@ -38,7 +52,7 @@ export function renderSlurmdbJob(job: SimJob, ctx: RenderContext, nowSec: number
     association: Json;
     required: Json;
   };
-  const started = job.startTime > 0;
+  const started = job.startTime > 0 && !job.unplaceable;
   const end = job.endTime;
   const elapsed = started ? (end > 0 ? end : nowSec) - job.startTime : 0;
   const cpus = job.tasks * job.cpusPerTask;
@@ -70,7 +84,7 @@ export function renderSlurmdbJob(job: SimJob, ctx: RenderContext, nowSec: number
             step: { ...(stepTemplate.step as Json), id: `${job.jobId}.batch`, name: 'batch' },
             tres: {
               ...(stepTemplate.tres as Json),
-              requested: stepRequested((stepTemplate.tres as Json).requested as Json, job),
+              requested: stepRequested((stepTemplate.tres as Json).requested as Json, job, ctx.nodeName),
               allocated: tres(job),
             },
           },
@@ -83,21 +97,29 @@ export function renderSlurmdbJob(job: SimJob, ctx: RenderContext, nowSec: number
     allocation_nodes: started ? 1 : 0,
     association: { ...t.association, account: job.account, user: job.user },
     cluster: ctx.clusterName,
-    derived_exit_code: renderExitCode(job),
+    derived_exit_code: renderDerivedExitCode(),
     time: {
       ...t.time,
       elapsed,
       eligible: job.eligibleTime,
       end,
-      start: job.startTime,
+      // slurmdbd never got a start for a job refused after its record was made: 0xFFFFFFFE there.
+      start: job.unplaceable ? UNPLACED_START : job.startTime,
       submission: job.submitTime,
       limit,
       system,
       user,
       total,
     },
-    exit_code: renderExitCode(job),
-    flags: started ? ['STARTED_ON_SCHEDULE', 'START_RECEIVED'] : [],
+    // slurmdbd records a cancelled job's end when slurmctld accepts the cancel, before its batch
+    // step is killed: the job's exit code stays 0 (the step's tells how it ended).
+    exit_code:
+      job.state === 'CANCELLED'
+        ? renderDerivedExitCode()
+        : job.unplaceable
+          ? renderExitCode({ ...job, exitCode: 1, termSignal: null })
+          : renderExitCode(job),
+    flags: started ? ['STARTED_ON_SCHEDULE', 'START_RECEIVED'] : job.unplaceable ? ['START_RECEIVED'] : [],
     group: job.user,
     job_id: job.jobId,
     name: job.name,
@@ -109,7 +131,9 @@ export function renderSlurmdbJob(job: SimJob, ctx: RenderContext, nowSec: number
       memory_per_cpu: job.memoryPerNodeMb === null ? noVal(256) : noVal(null),
       memory_per_node: job.memoryPerNodeMb === null ? noVal(null) : noVal(job.memoryPerNodeMb),
     },
-    state: { current: [job.state], reason: job.reason },
+    // slurmdbd keeps the reason a job waited for; one that started waited for nothing (None),
+    // whatever slurmctld's state_reason says at its end (NonZeroExitCode, TimeLimit).
+    state: { current: [job.state], reason: started || job.unplaceable ? 'None' : job.reason },
     steps,
     tres: { allocated: started ? tres(job) : [], requested: tres(job) },
     user: job.user,

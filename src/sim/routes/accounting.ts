@@ -1,123 +1,93 @@
 import type { FastifyInstance } from 'fastify';
-import { admit, cachedGet, type FlavorHeaders, type ProxyContext, slurmErrorEntry } from '../proxy-context.js';
+import { type AccountingFilter, matchesFilter } from '../accounting-query.js';
+import type { Flavor } from '../flavor.js';
+import { admit, type CallContext, cachedGet, type Produced, type ProxyContext } from '../proxy-context.js';
 import { renderSlurmdbJob } from '../render/slurmdb-job.js';
 import type { SimJob } from '../sim-job.js';
-import { SlurmError } from '../slurm-errno.js';
+import type { SlurmError } from '../slurm-errno.js';
+import {
+  accountingRefused,
+  accountingUnreachable,
+  conversionError,
+  listParam,
+  parseJobId,
+  queryRejected,
+  warning,
+} from '../slurmrestd-answers.js';
 
 type VersionParams = { version: string };
 type JobParams = { version: string; job_id: string };
+type Query = Record<string, string | string[] | undefined>;
 
-/** The query parameters of `GET /slurmdb/{v}/jobs` the simulator honours. */
-export interface AccountingQuery {
-  start_time?: string;
-  end_time?: string;
-  account?: string;
-  job_name?: string;
-  state?: string;
-  users?: string;
-  partition?: string;
-  /** slurmdbd's step list doubles as a job id filter (`sacct -j`). */
-  step?: string;
+const REJECTED = 'Rejecting request. Failure parsing query parameters';
+
+/** A time parameter: Unix seconds; anything else is slurmrestd's conversion error. */
+function parseTime(name: string, value: string | string[] | undefined): number | undefined | SlurmError {
+  if (value === undefined) return undefined;
+  if (Array.isArray(value)) return conversionError(name, `Expected integer but got ${JSON.stringify(value)}`);
+  return /^\d+$/.test(value) ? Number(value) : conversionError(name, `Parsing of ${value} for timestamp failed`);
 }
 
-const csv = (value: string | undefined): Set<string> | undefined =>
-  value
-    ? new Set(
-        value
-          .split(',')
-          .map((v) => v.trim())
-          .filter((v) => v !== ''),
-      )
-    : undefined;
-
-/**
- * slurmdbd's usage window: with `start_time`/`end_time`, a job matches when it was
- * eligible by the time the window ends and had not ended before it starts. A job that
- * never became eligible (cancelled while held by a dependency) matches no window.
- */
-export function inUsageWindow(
-  job: SimJob,
-  startSec: number | undefined,
-  endSec: number | undefined,
-  nowSec: number,
-): boolean {
-  if (startSec === undefined && endSec === undefined) return true;
-  const windowEnd = endSec ?? nowSec;
-  const windowStart = startSec ?? 0;
-  if (job.eligibleTime === 0 || job.eligibleTime > windowEnd) return false;
-  return job.endTime === 0 || job.endTime >= windowStart;
+/** The query as slurmdbd's job condition, or the errors slurmrestd rejects it with. */
+function parseFilter(query: Query): AccountingFilter | SlurmError[] {
+  const start = parseTime('start_time', query.start_time);
+  const end = parseTime('end_time', query.end_time);
+  const errors = [start, end].filter((t): t is SlurmError => typeof t === 'object');
+  // Each step is a job id (`1%2C2` is not one: lists come as repeated parameters).
+  const steps = listParam(query.step)?.map(parseJobId);
+  const jobIds = steps?.filter((id): id is number => id !== undefined);
+  if (errors.length || jobIds?.length !== steps?.length) return errors;
+  return {
+    startSec: typeof start === 'number' ? start : undefined,
+    endSec: typeof end === 'number' ? end : undefined,
+    accounts: listParam(query.account),
+    jobNames: listParam(query.job_name),
+    users: listParam(query.users),
+    partitions: listParam(query.partition),
+    states: listParam(query.state)?.map((s) => s.toUpperCase()),
+    jobIds,
+  };
 }
 
-function parseTime(text: string | undefined): number | undefined | 'invalid' {
-  if (text === undefined || text === '') return undefined;
-  return /^\d+$/.test(text) ? Number(text) : 'invalid';
-}
-
-export interface UsageWindow {
-  start: number | undefined;
-  end: number | undefined;
-}
-
-export function matchesQuery(job: SimJob, query: AccountingQuery, window: UsageWindow, nowSec: number): boolean {
-  if (!inUsageWindow(job, window.start, window.end, nowSec)) return false;
-  const checks: [Set<string> | undefined, string][] = [
-    [csv(query.account), job.account],
-    [csv(query.job_name), job.name],
-    [csv(query.users), job.user],
-    [csv(query.partition), job.partition],
-    [csv(query.step), String(job.jobId)],
-  ];
-  for (const [wanted, value] of checks) if (wanted && !wanted.has(value)) return false;
-  const states = csv(query.state?.toUpperCase());
-  return !states || states.has(job.state);
+/** The listing of accounting records; slurmrestd notes an empty one with a warning. */
+function listing(call: CallContext, jobs: SimJob[], nowSec: number): Produced {
+  const rendered = jobs.map((job) => renderSlurmdbJob(job, call.render, nowSec));
+  const warnings = rendered.length ? [] : [warning('slurmdb_jobs_get() found nothing', '_dump_jobs')];
+  return { status: 200, body: { jobs: rendered, ...call.envelope('slurmdbd', [], warnings) } };
 }
 
 /** slurmdbd endpoints under `{prefix}/{version}/`: the job history and one job's record. */
-export function registerAccountingRoutes(
-  app: FastifyInstance,
-  ctx: ProxyContext,
-  prefix: string,
-  headers: FlavorHeaders,
-): void {
-  app.get<{ Params: VersionParams; Querystring: AccountingQuery }>(`${prefix}/:version/jobs`, async (req, reply) => {
-    const call = await admit(ctx, req, reply, 'scheddb:read', headers);
+export function registerAccountingRoutes(app: FastifyInstance, ctx: ProxyContext, flavor: Flavor): void {
+  const prefix = flavor.accounting;
+
+  app.get<{ Params: VersionParams; Querystring: Query }>(`${prefix}/:version/jobs`, async (req, reply) => {
+    const call = await admit(ctx, req, reply, 'scheddb:read', flavor);
     if (!call) return reply;
     return cachedGet(ctx, call, req, reply, 'dbJobs', 'slurmdbd', () => {
+      // slurmrestd opens its slurmdbd connection (with the caller's token) before it reads the query.
+      if (!ctx.upstream.slurmdbd) return accountingUnreachable(call);
+      if (!call.principal) return accountingRefused(call);
       const now = Math.floor(Date.now() / 1000);
-      const start = parseTime(req.query.start_time);
-      const end = parseTime(req.query.end_time);
-      if (start === 'invalid' || end === 'invalid') {
-        const error = new SlurmError(
-          'ESLURM_REST_INVALID_QUERY',
-          'start_time and end_time must be Unix timestamps',
-          '_op_handler_jobs()',
-        );
-        return { status: 400, body: { jobs: [], ...call.envelope('slurmdbd', [slurmErrorEntry(error)]) } };
-      }
-      const jobs = ctx.cluster
-        .listJobs()
-        .filter((job) => matchesQuery(job, req.query, { start, end }, now))
-        .map((job) => renderSlurmdbJob(job, call.render, now));
-      return { status: 200, body: { jobs, ...call.envelope('slurmdbd') } };
+      const filter = parseFilter(req.query);
+      if (Array.isArray(filter)) return queryRejected(call, 'slurmdbd', 'op_handler_jobs', REJECTED, filter);
+      // Without any parameter slurmrestd asks for every record, with no window at all.
+      const all = Object.keys(req.query).length === 0;
+      const jobs = ctx.cluster.listJobs().filter((job) => all || matchesFilter(job, filter, now));
+      return listing(call, jobs, now);
     });
   });
 
   app.get<{ Params: JobParams }>(`${prefix}/:version/job/:job_id`, async (req, reply) => {
-    const call = await admit(ctx, req, reply, 'scheddb:read', headers);
+    const call = await admit(ctx, req, reply, 'scheddb:read', flavor);
     if (!call) return reply;
     return cachedGet(ctx, call, req, reply, 'dbJob', 'slurmdbd', () => {
-      const now = Math.floor(Date.now() / 1000);
-      const jobId = /^\d+$/.test(req.params.job_id) ? Number(req.params.job_id) : undefined;
-      const job = jobId === undefined ? undefined : ctx.cluster.getJob(jobId);
-      if (!job) {
-        const error = new SlurmError(
-          'ESLURM_REST_EMPTY_RESULT',
-          `No job found with id ${req.params.job_id}`,
-          '_op_handler_job()',
-        );
-        return { status: 404, body: { jobs: [], ...call.envelope('slurmdbd', [slurmErrorEntry(error)]) } };
-      }
-      return { status: 200, body: { jobs: [renderSlurmdbJob(job, call.render, now)], ...call.envelope('slurmdbd') } };
+      if (!ctx.upstream.slurmdbd) return accountingUnreachable(call);
+      if (!call.principal) return accountingRefused(call);
+      const jobId = parseJobId(req.params.job_id);
+      if (jobId === undefined) return queryRejected(call, 'slurmdbd', 'op_handler_job', REJECTED);
+      const job = ctx.cluster.getJob(jobId);
+      // Not a 404: an id slurmdbd has no record of is an empty listing, as for any query.
+      return listing(call, job ? [job] : [], Math.floor(Date.now() / 1000));
     });
   });
 }

@@ -1,13 +1,14 @@
 import { constants } from 'node:os';
 import type { FastifyInstance } from 'fastify';
 import type { Submitter } from '../cluster.js';
+import { type Flavor, SLURMRESTD_TEXT, sendSlurmrestdText } from '../flavor.js';
 import {
   admit,
   type CallContext,
   cachedGet,
-  type FlavorHeaders,
   type ProxyContext,
   proxyError,
+  sendSlurm,
   slurmErrorEntry,
   upstreamDown,
 } from '../proxy-context.js';
@@ -15,11 +16,22 @@ import { type NodeView, renderNode, renderPartition } from '../render/cluster-in
 import { renderJobInfo, renderJobState } from '../render/job-info.js';
 import { noVal } from '../render/templates.js';
 import { SlurmError } from '../slurm-errno.js';
-import { decodeSubmitBody } from '../submit-request.js';
+import {
+  CONTROLLER_REFUSED_STATUS,
+  controllerUnreachable,
+  conversionError,
+  credentialRefusedEntry,
+  listParam,
+  parseJobId,
+  queryRejected,
+  warning,
+} from '../slurmrestd-answers.js';
+import { decodeSubmitBody, UNPARSABLE_BODY } from '../submit-request.js';
 
 type VersionParams = { version: string };
 type JobParams = { version: string; job_id: string };
 type NameParams = { version: string; name: string };
+type Query = Record<string, string | string[] | undefined>;
 
 const bootTime = Math.floor(Date.now() / 1000);
 
@@ -36,95 +48,131 @@ function nodeView(ctx: ProxyContext): NodeView {
   };
 }
 
-function parseJobId(text: string): number | undefined {
-  return /^\d+$/.test(text) ? Number(text) : undefined;
+/** `2026-11-24T07:20:06`: how slurmctld prints a time in a warning (local time, no zone). */
+function slurmTime(sec: number): string {
+  const d = new Date(sec * 1000);
+  const pad = (n: number) => String(n).padStart(2, '0');
+  return `${d.getFullYear()}-${pad(d.getMonth() + 1)}-${pad(d.getDate())}T${pad(d.getHours())}:${pad(d.getMinutes())}:${pad(d.getSeconds())}`;
 }
 
-function notFound(call: CallContext, jobId: string) {
-  const error = new SlurmError('ESLURM_INVALID_JOB_ID', `Unable to query JobId=${jobId}`, '_handle_job_get()');
+/** The answer of `GET /job/{id}` without a job: unknown id (404) or a refused credential (511). */
+function noJob(call: CallContext, status: number, error: SlurmError | Record<string, unknown>) {
   return {
-    status: 404,
+    status,
     body: {
       jobs: [],
-      last_backfill: noVal(null),
-      last_update: noVal(null),
-      ...call.envelope('slurmctld', [slurmErrorEntry(error)]),
+      last_backfill: noVal(0),
+      last_update: noVal(0),
+      ...call.envelope('slurmctld', [error instanceof SlurmError ? slurmErrorEntry(error) : error]),
     },
   };
 }
 
 /** slurmctld endpoints under `{prefix}/{version}/`: jobs, one job, job states, submit, cancel, partitions, nodes. */
-export function registerControllerRoutes(
-  app: FastifyInstance,
-  ctx: ProxyContext,
-  prefix: string,
-  headers: FlavorHeaders,
-): void {
+export function registerControllerRoutes(app: FastifyInstance, ctx: ProxyContext, flavor: Flavor): void {
   const { cluster } = ctx;
+  const prefix = flavor.controller;
 
-  app.get<{ Params: VersionParams; Querystring: { update_time?: string } }>(
-    `${prefix}/:version/jobs`,
-    async (req, reply) => {
-      const call = await admit(ctx, req, reply, 'sched:read', headers);
-      if (!call) return reply;
-      return cachedGet(ctx, call, req, reply, 'jobs', 'slurmctld', () => {
-        const now = Math.floor(Date.now() / 1000);
-        const since = req.query.update_time ? Number(req.query.update_time) : undefined;
-        // slurmctld answers "no change" with an empty list when nothing changed since update_time.
-        const unchanged = since !== undefined && Number.isFinite(since) && cluster.lastJobUpdate <= since;
-        const jobs = unchanged
-          ? []
-          : cluster
-              .listJobs()
-              .filter((job) => cluster.isInController(job, now))
-              .map((job) => renderJobInfo(job, call.render));
+  app.get<{ Params: VersionParams; Querystring: Query }>(`${prefix}/:version/jobs`, async (req, reply) => {
+    const call = await admit(ctx, req, reply, 'sched:read', flavor);
+    if (!call) return reply;
+    return cachedGet(ctx, call, req, reply, 'jobs', 'slurmctld', () => {
+      const now = Math.floor(Date.now() / 1000);
+      const raw = req.query.update_time;
+      const since = typeof raw === 'string' && /^\d+$/.test(raw) ? Number(raw) : undefined;
+      if (raw !== undefined && since === undefined) {
+        return queryRejected(call, 'slurmctld', 'op_handler_jobs', 'Rejecting request. Failure parsing query.', [
+          conversionError('update_time', `Parsing of ${String(raw)} for timestamp failed`),
+        ]);
+      }
+      if (!ctx.upstream.slurmctld) return controllerUnreachable(call, 'jobs');
+      if (!call.principal) {
+        return noJob(
+          call,
+          CONTROLLER_REFUSED_STATUS,
+          credentialRefusedEntry('Unable to query jobs', 'slurm_load_jobs()'),
+        );
+      }
+      // slurmctld answers "no change" when nothing changed since update_time: no jobs, no last_update.
+      if (since !== undefined && cluster.lastJobUpdate <= since) {
         return {
           status: 200,
           body: {
-            jobs,
+            jobs: [],
             last_backfill: noVal(now),
-            last_update: noVal(cluster.lastJobUpdate),
-            ...call.envelope('slurmctld'),
+            last_update: noVal(0),
+            ...call.envelope(
+              'slurmctld',
+              [],
+              [warning(`No job changes since update_time[${since}]=${slurmTime(since)}`, 'op_handler_jobs')],
+            ),
           },
         };
-      });
-    },
-  );
+      }
+      const jobs = cluster
+        .listJobs()
+        .filter((job) => cluster.isInController(job, now))
+        .map((job) => renderJobInfo(job, call.render));
+      return {
+        status: 200,
+        body: {
+          jobs,
+          last_backfill: noVal(now),
+          last_update: noVal(cluster.lastJobUpdate),
+          ...call.envelope('slurmctld', [], jobs.length ? [] : [warning('Zero jobs to dump', '')]),
+        },
+      };
+    });
+  });
 
-  app.get<{ Params: VersionParams; Querystring: { job_id?: string } }>(
-    `${prefix}/:version/jobs/state`,
-    async (req, reply) => {
-      const call = await admit(ctx, req, reply, 'sched:read', headers);
-      if (!call) return reply;
-      return cachedGet(ctx, call, req, reply, 'jobsState', 'slurmctld', () => {
-        const now = Math.floor(Date.now() / 1000);
-        const wanted = req.query.job_id
-          ? new Set(req.query.job_id.split(',').map((id) => Number(id.trim())))
-          : undefined;
-        const jobs = cluster
-          .listJobs()
-          .filter((job) => cluster.isInController(job, now) && (!wanted || wanted.has(job.jobId)))
-          .map(renderJobState);
+  app.get<{ Params: VersionParams; Querystring: Query }>(`${prefix}/:version/jobs/state`, async (req, reply) => {
+    const call = await admit(ctx, req, reply, 'sched:read', flavor);
+    if (!call) return reply;
+    return cachedGet(ctx, call, req, reply, 'jobsState', 'slurmctld', () => {
+      const now = Math.floor(Date.now() / 1000);
+      // Several ids come as repeated `job_id`; each must be a job id (`1%2C2` is not one).
+      const ids = listParam(req.query.job_id)?.map(parseJobId);
+      if (ids?.some((id) => id === undefined)) {
+        return queryRejected(call, 'slurmctld', 'op_handler_job_states', 'Rejecting request. Failure parsing query');
+      }
+      if (!ctx.upstream.slurmctld) return controllerUnreachable(call, 'jobsState');
+      if (!call.principal) {
         return {
-          status: 200,
+          status: CONTROLLER_REFUSED_STATUS,
           body: {
-            jobs,
-            last_backfill: noVal(now),
-            last_update: noVal(cluster.lastJobUpdate),
-            ...call.envelope('slurmctld'),
+            jobs: null,
+            ...call.envelope('slurmctld', [
+              credentialRefusedEntry('Unable to query job states', 'slurm_load_job_state()'),
+            ]),
           },
         };
-      });
-    },
-  );
+      }
+      const wanted = ids ? new Set(ids) : undefined;
+      const jobs = cluster
+        .listJobs()
+        .filter((job) => cluster.isInController(job, now) && (!wanted || wanted.has(job.jobId)))
+        .map(renderJobState);
+      return { status: 200, body: { jobs, ...call.envelope('slurmctld') } };
+    });
+  });
 
   app.get<{ Params: JobParams }>(`${prefix}/:version/job/:job_id`, async (req, reply) => {
-    const call = await admit(ctx, req, reply, 'sched:read', headers);
+    const call = await admit(ctx, req, reply, 'sched:read', flavor);
     if (!call) return reply;
     return cachedGet(ctx, call, req, reply, 'job', 'slurmctld', () => {
       const jobId = parseJobId(req.params.job_id);
-      const job = jobId === undefined ? undefined : cluster.getJob(jobId);
-      if (!job || !cluster.isInController(job)) return notFound(call, req.params.job_id);
+      if (jobId === undefined) {
+        return queryRejected(call, 'slurmctld', 'op_handler_job', 'Rejecting request. Failure parsing parameters');
+      }
+      if (!ctx.upstream.slurmctld) return controllerUnreachable(call, 'job', jobId);
+      const description = `Unable to query JobId=${jobId}`;
+      if (!call.principal) {
+        return noJob(call, CONTROLLER_REFUSED_STATUS, credentialRefusedEntry(description, '_handle_job_get'));
+      }
+      const job = cluster.getJob(jobId);
+      if (!job || !cluster.isInController(job)) {
+        return noJob(call, 404, new SlurmError('ESLURM_INVALID_JOB_ID', description, '_handle_job_get'));
+      }
       return {
         status: 200,
         body: {
@@ -138,26 +186,41 @@ export function registerControllerRoutes(
   });
 
   app.post<{ Params: VersionParams; Body: unknown }>(`${prefix}/:version/job/submit`, async (req, reply) => {
-    const call = await admit(ctx, req, reply, 'sched:jobs:manage', headers);
+    const call = await admit(ctx, req, reply, 'sched:jobs:manage', flavor);
     if (!call) return reply;
-    if (!ctx.upstream.slurmctld) return upstreamDown(reply, 'slurmctld');
+    // The proxy says so itself; slurmrestd first checks the body, then finds slurmctld gone.
+    if (!ctx.upstream.slurmctld && flavor.kind === 'proxy') return upstreamDown(reply, 'slurmctld');
+    if (req.body === UNPARSABLE_BODY) return sendSlurmrestdText(reply, 400, SLURMRESTD_TEXT.unparsableBody);
+    // slurmrestd checks the body itself before it asks slurmctld anything.
     const decoded = decodeSubmitBody(req.body);
     if (!decoded.ok) {
-      const error = new SlurmError(
-        decoded.problem === 'hetjob' ? 'ESLURM_NOT_SUPPORTED' : 'ESLURM_REST_INVALID_JOBS_DESC',
-        decoded.message,
-        '_op_handler_submit_job()',
-      );
-      return reply
-        .code(decoded.problem === 'hetjob' ? 500 : 400)
-        .send(call.envelope('slurmctld', [slurmErrorEntry(error)]));
+      if (decoded.problem === 'hetjob') {
+        // Heterogeneous jobs are not simulated: say so rather than pretend.
+        const error = new SlurmError('ESLURM_NOT_SUPPORTED', decoded.message, '_job_post_het_submit');
+        return sendSlurm(reply, 500, call.envelope('slurmctld', [slurmErrorEntry(error)]));
+      }
+      if (decoded.problem === 'empty-script') {
+        const error = new SlurmError('ESLURM_JOB_SCRIPT_MISSING', decoded.message, 'script');
+        return sendSlurm(reply, 500, call.envelope('slurmctld', [slurmErrorEntry(error)]));
+      }
+      const rejected = queryRejected(call, 'slurmctld', '_job_post', decoded.message);
+      return sendSlurm(reply, rejected.status, rejected.body);
+    }
+    if (!ctx.upstream.slurmctld) {
+      const unreachable = controllerUnreachable(call, 'submit');
+      return sendSlurm(reply, unreachable.status, unreachable.body);
     }
     const { principal } = call;
+    if (!principal) {
+      const refused = credentialRefusedEntry('Batch job submission failed', 'slurm_submit_batch_job()');
+      return sendSlurm(reply, CONTROLLER_REFUSED_STATUS, call.envelope('slurmctld', [refused]));
+    }
+    const association = ctx.associations.of(principal.user);
     let submitter: Submitter;
     if (principal.kind === 'bearer') {
       // The proxy's account binding: a bearer caller submits only as its token's account.
       const requested = decoded.request.account;
-      if (requested && requested !== principal.account) {
+      if (flavor.kind === 'proxy' && requested && requested !== principal.account) {
         return proxyError(
           reply,
           403,
@@ -165,17 +228,18 @@ export function registerControllerRoutes(
           `account restriction: this token may only submit to account "${principal.account}", not "${requested}"`,
         );
       }
-      submitter = { user: principal.user, userId: ctx.uidOf(principal.user), defaultAccount: principal.account };
-    } else {
       submitter = {
         user: principal.user,
-        userId: principal.uid,
-        defaultAccount: ctx.config.users[principal.user]?.defaultAccount,
+        userId: ctx.uidOf(principal.user),
+        ...association,
+        defaultAccount: flavor.kind === 'proxy' ? principal.account : (association.defaultAccount ?? principal.account),
       };
+    } else {
+      submitter = { user: principal.user, userId: principal.uid, ...association };
     }
     try {
       const job = cluster.submit(decoded.request, submitter);
-      return reply.code(200).send({
+      return sendSlurm(reply, 200, {
         job_id: job.jobId,
         step_id: 'batch',
         job_submit_user_msg: '',
@@ -184,133 +248,166 @@ export function registerControllerRoutes(
     } catch (error) {
       if (!(error instanceof SlurmError)) throw error;
       // A refusal by slurmctld comes back as HTTP 500 with the Slurm error in errors[].
-      return reply.code(500).send(call.envelope('slurmctld', [slurmErrorEntry(error)]));
+      return sendSlurm(reply, 500, call.envelope('slurmctld', [slurmErrorEntry(error)]));
     }
   });
 
   app.delete<{ Params: JobParams; Querystring: { signal?: string } }>(
     `${prefix}/:version/job/:job_id`,
     async (req, reply) => {
-      const call = await admit(ctx, req, reply, 'sched:jobs:manage', headers);
+      const call = await admit(ctx, req, reply, 'sched:jobs:manage', flavor);
       if (!call) return reply;
-      if (!ctx.upstream.slurmctld) return upstreamDown(reply, 'slurmctld');
+      if (!ctx.upstream.slurmctld && flavor.kind === 'proxy') return upstreamDown(reply, 'slurmctld');
       const jobId = parseJobId(req.params.job_id);
-      const job = jobId === undefined ? undefined : cluster.getJob(jobId);
-      const known = job && cluster.isInController(job) ? job : undefined;
-      if (known && call.principal.kind === 'bearer' && known.account !== call.principal.account) {
-        return proxyError(
-          reply,
-          403,
-          'Forbidden',
-          `account restriction: job ${known.jobId} belongs to account "${known.account}"; this token may only cancel jobs of account "${call.principal.account}"`,
+      if (jobId === undefined) {
+        const rejected = queryRejected(
+          call,
+          'slurmctld',
+          'op_handler_job',
+          'Rejecting request. Failure parsing parameters',
         );
+        return sendSlurm(reply, rejected.status, rejected.body);
       }
       const signal = req.query.signal ? parseSignal(req.query.signal) : undefined;
       if (req.query.signal && signal === undefined) {
         return proxyError(reply, 400, 'Bad Request', `unknown signal "${req.query.signal}"`);
       }
+      if (!ctx.upstream.slurmctld) {
+        const unreachable = controllerUnreachable(call, 'cancel');
+        return sendSlurm(reply, unreachable.status, unreachable.body);
+      }
+      const { principal } = call;
+      if (!principal) {
+        const refused = credentialRefusedEntry('Signal request failed', 'slurm_kill_jobs()');
+        return sendSlurm(reply, CONTROLLER_REFUSED_STATUS, { status: [], ...call.envelope('slurmctld', [refused]) });
+      }
+      const job = cluster.getJob(jobId);
+      const known = job && cluster.isInController(job) ? job : undefined;
+      if (flavor.kind === 'proxy' && known && principal.kind === 'bearer' && known.account !== principal.account) {
+        return proxyError(
+          reply,
+          403,
+          'Forbidden',
+          `account restriction: job ${known.jobId} belongs to account "${known.account}"; this token may only cancel jobs of account "${principal.account}"`,
+        );
+      }
       const result =
-        !known || jobId === undefined
-          ? { ok: false as const, error: new SlurmError('ESLURM_INVALID_JOB_ID', 'Job not found', 'slurm_kill_job()') }
-          : signal && signal !== 'SIGKILL' && signal !== 'SIGTERM'
-            ? cluster.signal(jobId, signal)
-            : cluster.cancel(jobId);
-      // Like slurmrestd: HTTP 200 even when the kill failed; the failure is in status[].
+        signal && signal !== 'SIGKILL' && signal !== 'SIGTERM'
+          ? cluster.signal(jobId, signal, principal.user)
+          : cluster.cancel(jobId, principal.user);
+      // Like slurmrestd: HTTP 200 even when the kill failed; the failure is in status[], with
+      // the job id set only when slurmctld knew the job.
       const status = result.ok
         ? []
         : [
             {
-              error: { string: result.error.message, code: result.error.errno, message: result.error.description },
-              step_id: 'batch',
-              job_id: noVal(jobId ?? null),
+              error: { string: result.error.message, code: result.error.errno, message: result.error.message },
+              step_id: req.params.job_id,
+              job_id: noVal(known ? jobId : null),
               federation: { sibling: '' },
             },
           ];
-      return reply.code(200).send({ status, ...call.envelope('slurmctld') });
+      return sendSlurm(reply, 200, { status, ...call.envelope('slurmctld') });
     },
   );
 
   app.get<{ Params: VersionParams }>(`${prefix}/:version/ping`, async (req, reply) => {
-    const call = await admit(ctx, req, reply, 'sched:read', headers);
+    const call = await admit(ctx, req, reply, 'sched:read', flavor);
     if (!call) return reply;
-    return cachedGet(ctx, call, req, reply, 'ping', 'slurmctld', () => ({
-      status: 200,
-      body: {
-        pings: [
-          {
-            hostname: ctx.config.nodeName,
-            pinged: 'UP',
-            responding: true,
-            latency: 150,
-            mode: 'primary',
-            primary: true,
-          },
-        ],
-        ...call.envelope('slurmctld'),
-      },
-    }));
+    return cachedGet(ctx, call, req, reply, 'ping', 'slurmctld', () => {
+      // slurmrestd pings with the caller's credential: a slurmctld that is gone, or that refuses
+      // the credential, reads as DOWN, still HTTP 200.
+      const up = call.principal !== null && ctx.upstream.slurmctld;
+      return {
+        status: 200,
+        body: {
+          pings: [
+            {
+              hostname: ctx.config.nodeName,
+              pinged: up ? 'UP' : 'DOWN',
+              responding: up,
+              latency: 150,
+              mode: 'primary',
+              primary: true,
+            },
+          ],
+          ...call.envelope('slurmctld'),
+        },
+      };
+    });
   });
 
   app.get<{ Params: VersionParams }>(`${prefix}/:version/partitions`, async (req, reply) => {
-    const call = await admit(ctx, req, reply, 'sched:read', headers);
+    const call = await admit(ctx, req, reply, 'sched:read', flavor);
     if (!call) return reply;
-    return cachedGet(ctx, call, req, reply, 'partitions', 'slurmctld', () => ({
-      status: 200,
-      body: {
-        partitions: ctx.config.partitions.map((p) => renderPartition(p, nodeView(ctx))),
-        last_update: noVal(bootTime),
-        ...call.envelope('slurmctld'),
-      },
-    }));
+    return cachedGet(ctx, call, req, reply, 'partitions', 'slurmctld', () => {
+      if (!ctx.upstream.slurmctld) return controllerUnreachable(call, 'partitions');
+      // A refused credential: 511 with neither partitions nor an error entry, as 25.11.7 answers.
+      if (!call.principal) return { status: CONTROLLER_REFUSED_STATUS, body: call.envelope('slurmctld') };
+      return {
+        status: 200,
+        body: {
+          partitions: ctx.config.partitions.map((p) => renderPartition(p, nodeView(ctx))),
+          last_update: noVal(bootTime),
+          ...call.envelope('slurmctld'),
+        },
+      };
+    });
   });
 
   app.get<{ Params: NameParams }>(`${prefix}/:version/partition/:name`, async (req, reply) => {
-    const call = await admit(ctx, req, reply, 'sched:read', headers);
+    const call = await admit(ctx, req, reply, 'sched:read', flavor);
     if (!call) return reply;
     return cachedGet(ctx, call, req, reply, 'partitions', 'slurmctld', () => {
+      if (!ctx.upstream.slurmctld) return controllerUnreachable(call, 'partitions');
+      if (!call.principal) {
+        const refused = credentialRefusedEntry('Unable to query partitions', 'op_handler_partition');
+        return { status: CONTROLLER_REFUSED_STATUS, body: call.envelope('slurmctld', [refused]) };
+      }
       const p = cluster.partition(req.params.name);
-      const error = new SlurmError(
-        'ESLURM_INVALID_PARTITION_NAME',
-        `Unable to find partition ${req.params.name}`,
-        '_op_handler_partition()',
-      );
+      if (!p) {
+        return queryRejected(call, 'slurmctld', 'op_handler_partition', `Unable to find partition ${req.params.name}`);
+      }
       return {
-        status: p ? 200 : 404,
+        status: 200,
         body: {
-          partitions: p ? [renderPartition(p, nodeView(ctx))] : [],
+          partitions: [renderPartition(p, nodeView(ctx))],
           last_update: noVal(bootTime),
-          ...call.envelope('slurmctld', p ? [] : [slurmErrorEntry(error)]),
+          ...call.envelope('slurmctld'),
         },
       };
     });
   });
 
   app.get<{ Params: VersionParams }>(`${prefix}/:version/nodes`, async (req, reply) => {
-    const call = await admit(ctx, req, reply, 'sched:read', headers);
+    const call = await admit(ctx, req, reply, 'sched:read', flavor);
     if (!call) return reply;
-    return cachedGet(ctx, call, req, reply, 'nodes', 'slurmctld', () => ({
-      status: 200,
-      body: { nodes: [renderNode(nodeView(ctx))], last_update: noVal(bootTime), ...call.envelope('slurmctld') },
-    }));
+    return cachedGet(ctx, call, req, reply, 'nodes', 'slurmctld', () => {
+      if (!ctx.upstream.slurmctld) return controllerUnreachable(call, 'nodes');
+      if (!call.principal) {
+        const refused = credentialRefusedEntry('Failure to query nodes', '_dump_nodes');
+        return { status: CONTROLLER_REFUSED_STATUS, body: call.envelope('slurmctld', [refused]) };
+      }
+      return {
+        status: 200,
+        body: { nodes: [renderNode(nodeView(ctx))], last_update: noVal(bootTime), ...call.envelope('slurmctld') },
+      };
+    });
   });
 
   app.get<{ Params: NameParams }>(`${prefix}/:version/node/:name`, async (req, reply) => {
-    const call = await admit(ctx, req, reply, 'sched:read', headers);
+    const call = await admit(ctx, req, reply, 'sched:read', flavor);
     if (!call) return reply;
     return cachedGet(ctx, call, req, reply, 'nodes', 'slurmctld', () => {
-      const found = req.params.name === ctx.config.nodeName;
-      const error = new SlurmError(
-        'ESLURM_INVALID_NODE_NAME',
-        `Unable to find node ${req.params.name}`,
-        '_op_handler_node()',
-      );
+      if (!ctx.upstream.slurmctld) return controllerUnreachable(call, 'nodes');
+      if (!call.principal) {
+        const refused = credentialRefusedEntry(`Failure to query node ${req.params.name}`, '_dump_nodes');
+        return { status: CONTROLLER_REFUSED_STATUS, body: call.envelope('slurmctld', [refused]) };
+      }
+      // 25.11.7 answers a node name it does not know with every node, HTTP 200, no error.
       return {
-        status: found ? 200 : 404,
-        body: {
-          nodes: found ? [renderNode(nodeView(ctx))] : [],
-          last_update: noVal(bootTime),
-          ...call.envelope('slurmctld', found ? [] : [slurmErrorEntry(error)]),
-        },
+        status: 200,
+        body: { nodes: [renderNode(nodeView(ctx))], last_update: noVal(bootTime), ...call.envelope('slurmctld') },
       };
     });
   });

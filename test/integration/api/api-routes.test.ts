@@ -131,7 +131,14 @@ describe('routes', () => {
     const external = await http(`${sim.url}/sched/v0.0.44/job/submit`, {
       method: 'POST',
       headers: bearer(ALICE_TOKEN),
-      body: { job: { name: 'not-ours', script: '#!/bin/sh\ntrue\n', current_working_directory: sim.workDir } },
+      body: {
+        job: {
+          name: 'not-ours',
+          script: '#!/bin/sh\ntrue\n',
+          current_working_directory: sim.workDir,
+          environment: ['PATH=/usr/bin:/bin'],
+        },
+      },
     });
     const externalId = (external.json as { job_id: number }).job_id;
     type Item = {

@@ -276,7 +276,14 @@ describe('schedflow sched: submitting, reading and cancelling jobs', () => {
     const res = await http(`${sim.url}/sched/v0.0.44/job/submit`, {
       method: 'POST',
       headers: bearer(ALICE_TOKEN),
-      body: { job: { name: 'cli-table', script: '#!/bin/sh\ntrue\n', current_working_directory: dir } },
+      body: {
+        job: {
+          name: 'cli-table',
+          script: '#!/bin/sh\ntrue\n',
+          current_working_directory: dir,
+          environment: ['PATH=/usr/bin:/bin'],
+        },
+      },
     });
     expect(res.status, res.text).toBe(200);
     const jobId = (res.json as { job_id: number }).job_id;

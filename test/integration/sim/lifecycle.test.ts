@@ -206,7 +206,7 @@ describe('dependencies', () => {
     expect(times(c).start).toBeGreaterThanOrEqual(times(p).end);
   });
 
-  it('afterok on a failed parent can never run: the child is cancelled (DependencyNeverSatisfied), and so is its child', async () => {
+  it('afterok on a failed parent can never run: the child stays PENDING (DependencyNeverSatisfied), as real Slurm without kill_invalid_depend keeps it', async () => {
     sim = await startSim();
     const parent = await submit(sim, { name: 'bad-parent', script: '#!/bin/sh\nexit 1\n' });
     const child = await submit(sim, { name: 'doomed', dependency: `afterok:${parent}`, script: '#!/bin/sh\ntrue\n' });
@@ -215,9 +215,19 @@ describe('dependencies', () => {
       dependency: `afterany:${child}`,
       script: '#!/bin/sh\ntrue\n',
     });
-    const job = await waitForState(sim, child, 'CANCELLED');
-    expect(job.state_reason).toBe('DependencyNeverSatisfied');
-    // afterany runs after any end, including a cancellation.
+    await waitForState(sim, parent, 'FAILED');
+    const held = await waitFor(
+      async () => {
+        const job = await controllerJob(sim as TestSim, child);
+        return job?.state_reason === 'DependencyNeverSatisfied' ? job : undefined;
+      },
+      { what: 'the child to be held for good' },
+    );
+    expect(held.job_state).toEqual(['PENDING']);
+    // Only a cancel ends it; afterany runs after any end, a cancellation included.
+    const res = await http(`${sim.url}/sched/v0.0.44/job/${child}`, { method: 'DELETE', headers: alice });
+    expect(res.status).toBe(200);
+    await waitForState(sim, child, 'CANCELLED');
     await waitForState(sim, grandchild, 'COMPLETED');
   });
 
@@ -238,7 +248,14 @@ describe('dependencies', () => {
       dependency: `afternotok:${okParent}`,
       script: '#!/bin/sh\ntrue\n',
     });
-    expect((await waitForState(sim, notRun, 'CANCELLED')).state_reason).toBe('DependencyNeverSatisfied');
+    const held = await waitFor(
+      async () => {
+        const job = await controllerJob(sim as TestSim, notRun);
+        return job?.state_reason === 'DependencyNeverSatisfied' ? job : undefined;
+      },
+      { what: 'the afternotok child of a success to be held for good' },
+    );
+    expect(held.job_state).toEqual(['PENDING']);
   });
 
   it('a dependency on an unknown job or with bad syntax is refused (error 2038)', async () => {
