@@ -11,7 +11,11 @@ export default defineConfig({
     projects: [
       {
         extends: true,
-        test: { name: 'default', include: ['test/**/*.test.ts'], exclude: [...configDefaults.exclude, 'test/slurm/**'] },
+        test: {
+          name: 'default',
+          include: ['test/**/*.test.ts'],
+          exclude: [...configDefaults.exclude, 'test/slurm/**'],
+        },
       },
       {
         // `npm run test:slurm`: against a real Slurm 25.11 cluster (../shared/real-slurm), built when missing.
