@@ -1,0 +1,69 @@
+import { describe, expect, it } from 'vitest';
+import { getRequest } from '../../../src/db/requests.js';
+import { createToken } from '../../../src/db/tokens.js';
+import { jobSpecSchema } from '../../../src/sched/job-spec.js';
+import { daemonTestEnv } from '../../helpers/daemon.js';
+import { http } from '../../helpers/http.js';
+
+/**
+ * A submission over the user's MaxSubmitJobs is refused by Slurm with error 2050 (the
+ * simulator answers as real Slurm does): the request waits, with Slurm's reason, and goes in
+ * once earlier jobs end, in the order requests were accepted, asking Slurm again only for the
+ * first in line. The same is tested on a real cluster in test/slurm/submit-limit.test.ts.
+ */
+
+const env = daemonTestEnv();
+
+describe('a submit limit', () => {
+  it('holds requests in waiting and submits them in order as slots free up, never failing them', async () => {
+    const sim = await env.sim({ users: { alice: { uid: 1003, defaultAccount: 'lab', maxSubmitJobs: 1 } } });
+    const td = await env.daemon(sim.url, { submitLimitRecheckMs: 300, submitConcurrency: 1 });
+    const ids: string[] = [];
+    for (let i = 0; i < 4; i++) {
+      const spec = jobSpecSchema.parse({
+        name: `limited-${i}`,
+        script: '#!/bin/sh\nsleep 1\n',
+        current_working_directory: sim.workDir,
+      });
+      ids.push(await td.daemon.submit({ spec, origin: 'api' }));
+    }
+    const held = await td.waitForState(ids[3] as string, 'waiting');
+    expect(held.jobId).toBeNull();
+    expect(held.errorMessage).toMatch(/behind \d earlier request/);
+    // The first in line has Slurm's own answer.
+    expect(getRequest(td.daemon.history.db, ids[1] as string)?.errorMessage).toMatch(/error 2050/);
+
+    const ended = [];
+    for (const id of ids) ended.push(await td.waitForState(id, 'completed', 30_000));
+    const jobIds = ended.map((row) => row.jobId as number);
+    expect([...jobIds].sort((a, b) => a - b)).toEqual(jobIds);
+    for (const id of ids.slice(1)) {
+      // One `waiting` each, however many times the first in line was offered again.
+      expect(td.states(id).filter((s) => s === 'waiting')).toHaveLength(1);
+      expect(td.states(id)).not.toContain('submit_failed');
+    }
+    expect(getRequest(td.daemon.history.db, ids[3] as string)?.errorCode).toBeNull();
+  });
+
+  it('lets a waiting request be cancelled: it is withdrawn, never submitted', async () => {
+    const sim = await env.sim({ users: { alice: { uid: 1003, defaultAccount: 'lab', maxSubmitJobs: 1 } } });
+    const td = await env.daemon(sim.url, { submitLimitRecheckMs: 300 });
+    const spec = (name: string, script: string) =>
+      jobSpecSchema.parse({ name, script, current_working_directory: sim.workDir });
+    const blocker = await td.daemon.submit({ spec: spec('blocker', '#!/bin/sh\nsleep 30\n'), origin: 'api' });
+    await td.waitForState(blocker, 'running');
+    const waiting = await td.daemon.submit({ spec: spec('withdrawn', '#!/bin/sh\ntrue\n'), origin: 'api' });
+    await td.waitForState(waiting, 'waiting');
+    const res = await http(`${td.daemon.apiUrl}/api/v1/jobs/${waiting}`, {
+      method: 'DELETE',
+      headers: { authorization: `Bearer ${apiToken(td)}` },
+    });
+    expect(res.status).toBe(200);
+    const row = await td.waitForState(waiting, 'cancelled');
+    expect(row.jobId).toBeNull();
+  });
+});
+
+function apiToken(td: Awaited<ReturnType<typeof env.daemon>>): string {
+  return createToken(td.daemon.history.db, { name: 'cancel-test', scopes: ['admin'] }).token;
+}
