@@ -81,6 +81,9 @@ type Json = Record<string, unknown>;
 
 const listParam = <T>(values: readonly T[] | undefined) => (values?.length ? values : undefined);
 
+/** Unix seconds at which the UTC day of `nowMs` ends. */
+const endOfUtcDay = (nowMs: number) => (Math.floor(nowMs / 86_400_000) + 1) * 86_400;
+
 function arrayMember(body: unknown, member: string, request: string): unknown[] {
   const value = (body as Json | undefined)?.[member];
   if (!Array.isArray(value)) {
@@ -202,10 +205,11 @@ export class SchedClient {
     // Lists go as repeated parameters (`step=1&step=2`): real slurmrestd answers 500 to a raw
     // comma list and 422 to an encoded one, whatever its document says. With states and a start
     // but no end, slurmdbd looks at the single instant `start` (slurmdb_job_cond_def_start_end):
-    // every caller here means "from start until now".
+    // every caller here means "from start until now". The end of the current UTC day says that
+    // and keeps the URL the same from one poll to the next, so the proxy can cache the answer and
+    // serve it stale-if-error; `now` would make every query a new URL, uncached in an outage.
     const endTime =
-      query.endTime ??
-      (query.states?.length && query.startTime !== undefined ? Math.floor(Date.now() / 1000) : undefined);
+      query.endTime ?? (query.states?.length && query.startTime !== undefined ? endOfUtcDay(Date.now()) : undefined);
     const req = this.read(`${this.db}/jobs`, options, {
       start_time: query.startTime,
       end_time: endTime,

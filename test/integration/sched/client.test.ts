@@ -361,6 +361,25 @@ describe('freshness, stale-if-error, rate limits', () => {
     }
   });
 
+  it('the poller’s active-states accounting query keeps one URL, so an outage is served its cached answer', async () => {
+    const client = await connect({ retries: { attempts: 1 } });
+    const { job_id } = await client.submit(spec({ name: 'active-states', script: '#!/bin/sh\nsleep 5\n' }));
+    const query = { jobIds: [job_id], startTime: Math.floor(Date.now() / 1000) - 60, states: ['PENDING', 'RUNNING'] };
+    const fresh = await client.listAccountingJobs(query, { forPolling: true });
+    expect(fresh.data.map((j) => j.job_id)).toEqual([job_id]);
+    await setUpstream({ slurmdbd: 'down' });
+    try {
+      // Past the accounting cache lifetime and into the next second: `end_time=now` would be a new URL by now.
+      await new Promise((r) => setTimeout(r, 2100));
+      const stale = await client.listAccountingJobs(query, { forPolling: true });
+      expect(stale.freshness.stale).toBe(true);
+      expect(stale.data.map((j) => j.job_id)).toEqual([job_id]);
+    } finally {
+      await setUpstream({ slurmdbd: 'up' });
+      await client.cancel(job_id);
+    }
+  });
+
   it('429: retried with backoff honouring Retry-After, then succeeds', async () => {
     const limited = await startSim({ rateLimit: { capacity: 2, refillPerSecond: 1 } });
     try {
