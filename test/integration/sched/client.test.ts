@@ -363,7 +363,10 @@ describe('freshness, stale-if-error, rate limits', () => {
 
   it('the poller’s active-states accounting query keeps one URL, so an outage is served its cached answer', async () => {
     const client = await connect({ retries: { attempts: 1 } });
-    const { job_id } = await client.submit(spec({ name: 'active-states', script: '#!/bin/sh\nsleep 5\n' }), 'marker-active-states');
+    const { job_id } = await client.submit(
+      spec({ name: 'active-states', script: '#!/bin/sh\nsleep 5\n' }),
+      'marker-active-states',
+    );
     const query = { jobIds: [job_id], startTime: Math.floor(Date.now() / 1000) - 60, states: ['PENDING', 'RUNNING'] };
     const fresh = await client.listAccountingJobs(query, { forPolling: true });
     expect(fresh.data.map((j) => j.job_id)).toEqual([job_id]);
