@@ -265,7 +265,13 @@ describe('in the local API', () => {
     expect((after.json as { summary: { links: object } }).summary.links).not.toHaveProperty('resubmit');
 
     // The refusals of the CLI: a request without a summary suggestion is a 409, an unknown one a 404.
-    const none = await api.call('POST', `/api/v1/jobs/${newId}/resubmit`, { token });
+    // (Not the new request: it failed too, and its own summary may already propose a change.)
+    const unsummarized = await api.call('POST', '/api/v1/jobs', {
+      token,
+      body: { spec: spec(sim, { name: 'no-summary', script: '#!/bin/sh\ntrue\n' }), summarize: false },
+    });
+    expect(unsummarized.status, unsummarized.text).toBe(201);
+    const none = await api.call('POST', `/api/v1/jobs/${(unsummarized.json as { id: string }).id}/resubmit`, { token });
     expect(none.status).toBe(409);
     expect(errorOf(none).code).toBe('SCHEDFLOW_ERR_NO_SUGGESTION');
     expect((await api.call('POST', '/api/v1/jobs/nope/resubmit', { token })).status).toBe(404);
