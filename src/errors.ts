@@ -20,6 +20,15 @@ export class ConfigError extends SchedflowError {
   readonly retryable = false;
 }
 
+/**
+ * A job spec no scheduler will take (an unknown member, a value out of range or of the wrong
+ * type): the request fails at once, never retried, with the member and the reason.
+ */
+export class InvalidJobSpecError extends SchedflowError {
+  readonly code = 'SCHEDFLOW_ERR_INVALID_SPEC';
+  readonly retryable = false;
+}
+
 /** Wraps a thrown non-Error once, so everything downstream handles Errors only. */
 export function toError(value: unknown): Error {
   if (value instanceof Error) return value;

@@ -1,4 +1,6 @@
 import { z } from 'zod';
+import { jobDescFields, validateAgainstSpec } from './spec-validator.js';
+import { LATEST_VERSION, SUPPORTED_VERSIONS } from './versions.js';
 
 /**
  * The typed job spec: what a job file (YAML or JSON) holds and what the client
@@ -42,11 +44,20 @@ export function parseMemoryMb(value: number | string): number {
   return Math.ceil(Number(match[1]) * (factor[(match[2] ?? 'M').toUpperCase()] ?? 1));
 }
 
+/**
+ * Largest values Slurm can store: time limits and counts are 32-bit with NO_VAL (0xfffffffe) and
+ * INFINITE above; memory is 64-bit MB, of which JSON numbers here carry 2^53 exactly.
+ */
+const MAX_UINT32_VALUE = 0xfffffffd;
+const MAX_MEMORY_MB = Number.MAX_SAFE_INTEGER;
+
 /** A number, or a string in Slurm's notation that `parse` turns into one (its error becomes the issue). */
-function slurmNotation<T>(parse: (value: number | string) => T) {
+function slurmNotation(parse: (value: number | string) => number | 'infinite', max: number, what: string) {
   return z.union([z.number().int().positive(), z.string()]).transform((value, ctx) => {
     try {
-      return parse(value);
+      const parsed = parse(value);
+      if (parsed !== 'infinite' && parsed > max) throw new Error(`"${value}" is more ${what} than Slurm can take`);
+      return parsed;
     } catch (error) {
       ctx.addIssue({ code: 'custom', message: (error as Error).message });
       return z.NEVER;
@@ -54,8 +65,9 @@ function slurmNotation<T>(parse: (value: number | string) => T) {
   });
 }
 
-const timeLimitSchema = slurmNotation(parseTimeLimit);
-const memorySchema = slurmNotation(parseMemoryMb);
+const timeLimitSchema = slurmNotation(parseTimeLimit, MAX_UINT32_VALUE, 'minutes');
+const memorySchema = slurmNotation(parseMemoryMb, MAX_MEMORY_MB, 'memory');
+const count = z.number().int().positive().max(MAX_UINT32_VALUE);
 
 const environmentSchema = z
   .union([
@@ -84,8 +96,8 @@ export const jobSpecSchema = z
     account: z.string().min(1).optional(),
     environment: environmentSchema.optional(),
     current_working_directory: z.string().min(1).optional(),
-    tasks: z.number().int().positive().optional(),
-    cpus_per_task: z.number().int().positive().optional(),
+    tasks: count.optional(),
+    cpus_per_task: count.optional(),
     memory_per_node: memorySchema.optional(),
     /** Minutes, or a Slurm time string. */
     time_limit: timeLimitSchema.optional(),
@@ -95,14 +107,68 @@ export const jobSpecSchema = z
     standard_output: z.string().optional(),
     standard_error: z.string().optional(),
   })
-  // Other job_desc_msg members pass through; the codec checks them against the version's schema.
-  .catchall(z.unknown());
+  // Other job_desc_msg members pass through, checked here as far as no profile is needed: the
+  // member must exist in some data parser, and its value must be one the newest would take.
+  .catchall(z.unknown())
+  // Also beside other mistakes, so that one answer names them all.
+  .superRefine(checkPassThrough, { when: ({ value }) => typeof value === 'object' && value !== null });
 
 export type JobSpecInput = z.input<typeof jobSpecSchema>;
 export type JobSpec = z.output<typeof jobSpecSchema>;
 
 /** The fields the spec itself defines; anything else is a pass-through `job_desc_msg` member. */
 export const KNOWN_SPEC_FIELDS: ReadonlySet<string> = new Set(Object.keys(jobSpecSchema.shape));
+
+let anyVersionFields: ReadonlySet<string> | undefined;
+/** Members of `job_desc_msg` in any supported data parser. */
+function passThroughFields(): ReadonlySet<string> {
+  anyVersionFields ??= new Set(SUPPORTED_VERSIONS.flatMap((version) => [...jobDescFields(version)]));
+  return anyVersionFields;
+}
+
+function checkPassThrough(spec: Record<string, unknown>, ctx: z.RefinementCtx): void {
+  const members: Record<string, unknown> = {};
+  for (const [key, value] of Object.entries(spec)) {
+    if (KNOWN_SPEC_FIELDS.has(key)) continue;
+    if (!passThroughFields().has(key)) {
+      const near = closestName(key, [...KNOWN_SPEC_FIELDS, ...passThroughFields()]);
+      const hint = near ? `; did you mean "${near}"?` : '';
+      ctx.addIssue({ code: 'custom', path: [key], message: `unknown member "${key}"${hint}` });
+    } else if (jobDescFields(LATEST_VERSION).has(key)) {
+      members[key] = value;
+    }
+  }
+  if (Object.keys(members).length === 0) return;
+  for (const error of validateAgainstSpec(LATEST_VERSION, 'job_desc_msg', members).errors) {
+    // `/cpu_binding: must be string` → path ["cpu_binding"], the schema's words.
+    const [pointer = '', message = error] = error.split(/: (.*)/s);
+    ctx.addIssue({ code: 'custom', path: pointer.split('/').filter(Boolean), message });
+  }
+}
+
+/** The candidate nearest to `name` by edit distance, if near enough to be a slip of the keyboard. */
+export function closestName(name: string, candidates: readonly string[]): string | undefined {
+  let best: string | undefined;
+  let bestDistance = Math.max(2, Math.floor(name.length / 3)) + 1;
+  for (const candidate of candidates) {
+    const distance = editDistance(name.toLowerCase(), candidate.toLowerCase());
+    if (distance < bestDistance) [best, bestDistance] = [candidate, distance];
+  }
+  return best;
+}
+
+function editDistance(a: string, b: string): number {
+  let previous = Array.from({ length: b.length + 1 }, (_, j) => j);
+  for (let i = 1; i <= a.length; i++) {
+    const current = [i];
+    for (let j = 1; j <= b.length; j++) {
+      const substitution = (previous[j - 1] ?? 0) + (a[i - 1] === b[j - 1] ? 0 : 1);
+      current[j] = Math.min((previous[j] ?? 0) + 1, (current[j - 1] ?? 0) + 1, substitution);
+    }
+    previous = current;
+  }
+  return previous[b.length] ?? 0;
+}
 
 /** When a spec has no environment, a job still needs a PATH (sbatch would copy the caller's). */
 export const DEFAULT_ENVIRONMENT = ['PATH=/usr/local/bin:/usr/bin:/bin'];

@@ -3,6 +3,7 @@ import { basename, extname, join } from 'node:path';
 import { parseDocument } from 'yaml';
 import { z } from 'zod';
 import { ConfigError } from '../errors.js';
+import { issuesText } from '../lib/issues-text.js';
 import { Secret } from '../lib/secret.js';
 
 /**
@@ -72,10 +73,6 @@ export type AuthSettings = ProfileSettings['auth'];
 
 export interface Profile extends ProfileSettings {
   name: string;
-}
-
-function issuesText(error: z.ZodError): string {
-  return error.issues.map((i) => `${i.path.join('.') || '(root)'}: ${i.message}`).join('; ');
 }
 
 export function parseProfile(name: string, input: unknown, where = `profile "${name}"`): Profile {

@@ -1,6 +1,7 @@
 import { readFileSync, statSync } from 'node:fs';
 import { dirname, isAbsolute, resolve } from 'node:path';
 import { z } from 'zod';
+import { issuesText } from '../lib/issues-text.js';
 import { readYamlSource, SourceError } from '../lib/yaml-source.js';
 import { SUPPORTED_VERSIONS } from '../sched/versions.js';
 
@@ -124,10 +125,6 @@ export class SimConfigError extends Error {
   override name = 'SimConfigError';
 }
 
-function formatIssues(error: z.ZodError): string {
-  return error.issues.map((i) => `${i.path.join('.') || '(root)'}: ${i.message}`).join('; ');
-}
-
 /**
  * Reads a JSON or YAML file of simulator settings. Relative paths in it
  * (tokensFile, stateDir) are relative to the file, not to the current directory.
@@ -145,7 +142,7 @@ export function readSimConfigFile(path: string): SimConfigInput {
     .partial()
     .strict()
     .safeParse(data ?? {});
-  if (!parsed.success) throw new SimConfigError(`${path}: ${formatIssues(parsed.error)}`);
+  if (!parsed.success) throw new SimConfigError(`${path}: ${issuesText(parsed.error)}`);
   const input = { ...(data as SimConfigInput) };
   const base = dirname(path);
   if (input.tokensFile && !isAbsolute(input.tokensFile)) input.tokensFile = resolve(base, input.tokensFile);
@@ -158,7 +155,7 @@ export function readSimConfigFile(path: string): SimConfigInput {
 
 export function parseSimConfig(input: SimConfigInput): SimConfig {
   const parsed = simConfigSchema.safeParse(input);
-  if (!parsed.success) throw new SimConfigError(`simulator settings: ${formatIssues(parsed.error)}`);
+  if (!parsed.success) throw new SimConfigError(`simulator settings: ${issuesText(parsed.error)}`);
   return parsed.data;
 }
 

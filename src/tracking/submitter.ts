@@ -1,6 +1,7 @@
 import type { Db } from '../db/database.js';
 import { getRequest, patchRequest, requestByJobId, submitLimitQueueAhead, transition } from '../db/requests.js';
-import { SchedflowError } from '../errors.js';
+import { InvalidJobSpecError, SchedflowError } from '../errors.js';
+import { issuesText } from '../lib/issues-text.js';
 import type { Logger } from '../logger.js';
 import { stepDependencies } from '../pipelines/run-engine.js';
 import type { SchedClient } from '../sched/client.js';
@@ -95,7 +96,20 @@ export async function submitRequest(deps: SubmitDeps, requestId: string): Promis
   const now = Date.now();
   if (row.state === 'waiting') patchRequest(db, requestId, { submitAttemptAt: now });
   else transition(db, requestId, { to: 'submitting', source: 'submit', at: now, patch: { submitAttemptAt: now } });
-  const spec = { ...jobSpecSchema.parse(row.spec), ...(dependency !== null && { dependency }) };
+  const parsed = jobSpecSchema.safeParse(row.spec);
+  if (!parsed.success) {
+    // Accepted before the door checked as much (or written by an older schedflow): no retry can help.
+    const error = new InvalidJobSpecError(`invalid job spec: ${issuesText(parsed.error)}`);
+    transition(db, requestId, {
+      to: 'submit_failed',
+      source: 'submit',
+      at: Date.now(),
+      detail: error.message,
+      patch: { errorCode: error.code, errorMessage: error.message },
+    });
+    throw new SubmitRefusedError(error.message, { cause: error });
+  }
+  const spec = { ...parsed.data, ...(dependency !== null && { dependency }) };
 
   try {
     if (earlierAttempt !== null) {

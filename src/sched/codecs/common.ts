@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { InvalidJobSpecError } from '../../errors.js';
 import { assertNever } from '../../lib/assert-never.js';
 import {
   JOB_STATES,
@@ -435,6 +436,6 @@ function checkDescMembers(version: ApiVersion, job: Record<string, unknown>): vo
   if (unknown.length > 0) {
     const names = unknown.map((key) => `"${key}"`).join(', ');
     // Caught here, a misspelt member is an error naming it, not a job run without what was asked.
-    throw new Error(`job spec member ${names} is not a job_desc_msg member in ${version}`);
+    throw new InvalidJobSpecError(`job spec member ${names} is not a job_desc_msg member in ${version}`);
   }
 }

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { getRequest, transition } from '../../../src/db/requests.js';
+import { getRequest, listRequests, transition } from '../../../src/db/requests.js';
 import { apiClient, errorOf, shellSpec } from '../../helpers/api.js';
 import { daemonTestEnv, startTestDaemon } from '../../helpers/daemon.js';
 import { http } from '../../helpers/http.js';
@@ -75,6 +75,22 @@ describe('POST /api/v1/jobs', () => {
     expect(job.freshness.job.last_seen_at).not.toBeNull();
     expect(job.freshness).toMatchObject({ stale: false, detail: 'final state (completed)' });
     expect(getRequest(td.daemon.history.db, id)?.deadlines).toMatchObject({ maxPendingSec: 600 });
+  });
+
+  it('refuses a spec no scheduler would take at the door: a misspelt member, an impossible size; nothing stored', async () => {
+    const sim = await env.sim();
+    const td = await env.daemon(sim.url);
+    const api = apiClient(td);
+    const token = api.token(['submit']);
+    const bad = await api.call('POST', '/api/v1/jobs', {
+      token,
+      body: { spec: { ...shellSpec('typo', 'true'), time_limt: 5, memory_per_node: '99999999999999999999999T' } },
+    });
+    expect(bad.status).toBe(400);
+    const fields = Object.fromEntries((errorOf(bad).fields ?? []).map((f) => [f.path, f.reason]));
+    expect(fields['spec.time_limt']).toBe('unknown member "time_limt"; did you mean "time_limit"?');
+    expect(fields['spec.memory_per_node']).toMatch(/more memory than Slurm can take/);
+    expect(listRequests(td.daemon.history.db, {})).toEqual([]);
   });
 
   it('answers 400 naming each field and the reason; an unknown profile is a field error too', async () => {

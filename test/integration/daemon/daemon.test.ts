@@ -309,6 +309,27 @@ describe('a submit BullMQ gives up on', () => {
     expect(failedBy(await td.daemon.queues.submit.getJob('given-up'))).toBe(last?.detail?.replace(/^[^:]+: /, ''));
   }, 30_000);
 
+  it('a stored spec no scheduler would take (accepted before the door checked it) fails at once, never retried', async () => {
+    sim = await startSim();
+    td = await startTestDaemon(sim.url, redis.url);
+    const { db } = td.daemon.history;
+    createRequest(db, {
+      id: 'bad-spec',
+      profile: 'test',
+      name: 'x',
+      spec: { ...spec(sim), time_limt: 5 },
+      origin: 'api',
+      at: Date.now(),
+      source: 'api',
+    });
+    // The queue's own dozen attempts: only a fatal error ends it at the first.
+    await td.daemon.queues.submit.add('submit', { requestId: 'bad-spec' }, { jobId: 'bad-spec' });
+    const row = await td.waitForState('bad-spec', 'submit_failed', 10_000);
+    expect(row).toMatchObject({ errorCode: 'SCHEDFLOW_ERR_INVALID_SPEC', jobId: null });
+    expect(row.errorMessage).toMatch(/time_limt: unknown member "time_limt"; did you mean "time_limit"\?/);
+    expect((await td.daemon.queues.submit.getJob('bad-spec'))?.attemptsMade).toBe(1);
+  }, 30_000);
+
   it('without the history knowing (the process died first) is retried at restart', async () => {
     sim = await startSim();
     td = await startTestDaemon(sim.url, redis.url);
