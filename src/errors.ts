@@ -29,6 +29,12 @@ export class InvalidJobSpecError extends SchedflowError {
   readonly retryable = false;
 }
 
+/** The daemon's Redis did not answer: nothing was queued; the same call may work once it is back. */
+export class RedisUnavailableError extends SchedflowError {
+  readonly code = 'SCHEDFLOW_ERR_REDIS_UNAVAILABLE';
+  readonly retryable = true;
+}
+
 /** Wraps a thrown non-Error once, so everything downstream handles Errors only. */
 export function toError(value: unknown): Error {
   if (value instanceof Error) return value;

@@ -7,7 +7,7 @@ import { getAccountingJob, history as historyRows } from '../db/accounting.js';
 import { type HistoryDatabase, openDatabase } from '../db/database.js';
 import { getRequest, listRequests, transitionsOf } from '../db/requests.js';
 import { type JobRequestRow, REQUEST_STATES, type RequestState } from '../db/schema.js';
-import { ConfigError } from '../errors.js';
+import { ConfigError, RedisUnavailableError, toError } from '../errors.js';
 import { sleep } from '../lib/backoff.js';
 import { parseSource, readYamlSource } from '../lib/yaml-source.js';
 import { DAEMON_INFO_FILE, type DaemonInfo } from '../main.js';
@@ -46,6 +46,64 @@ function daemonAlive(info: DaemonInfo): boolean {
   } catch {
     return false;
   }
+}
+
+/** How long a command waits for the daemon's Redis before it gives up, nothing queued. */
+const REDIS_CONNECT_TIMEOUT_MS = 3000;
+
+/**
+ * Runs `use` with one of the daemon's queues, or fails within seconds saying what to do: a
+ * command must never hang retrying a Redis that is gone, printing ioredis's traces meanwhile.
+ * A stopped daemon's private Redis stopped with it, so there is then no queue to wait in.
+ */
+async function withDaemonQueue<T>(
+  info: DaemonInfo,
+  dataDir: string,
+  name: 'submit' | 'summarize',
+  use: (queue: Queue) => Promise<T>,
+): Promise<T> {
+  if (!daemonAlive(info) && 'path' in info.redis) {
+    throw new ConfigError(
+      `the daemon of ${resolve(dataDir)} (pid ${info.pid}) is not running, so nothing was queued: start it (npm start, or schedflow start --data-dir ${dataDir}) and run this again`,
+    );
+  }
+  const target = 'path' in info.redis ? info.redis.path : new URL(info.redis.url).host;
+  let lastError: Error | undefined;
+  const queue = new Queue(name, {
+    connection: {
+      ...redisOptions(info.redis),
+      // A queue (not a worker) may give up: one try per command, no reconnecting.
+      maxRetriesPerRequest: 1,
+      enableOfflineQueue: false,
+      connectTimeout: REDIS_CONNECT_TIMEOUT_MS,
+      retryStrategy: () => null,
+    } as ConnectionOptions,
+    prefix: info.queuePrefix,
+    defaultJobOptions: JOB_OPTIONS[name],
+  });
+  queue.on('error', (error) => {
+    lastError = error;
+  });
+  try {
+    await withDeadline(queue.waitUntilReady(), REDIS_CONNECT_TIMEOUT_MS);
+    return await use(queue);
+  } catch (error) {
+    const reason = (lastError ?? toError(error)).message;
+    throw new RedisUnavailableError(
+      `cannot reach the daemon's Redis at ${target} (${reason}); nothing was queued: try again once it is back`,
+      { cause: error },
+    );
+  } finally {
+    await queue.close().catch(() => undefined);
+  }
+}
+
+function withDeadline<T>(promise: Promise<T>, ms: number): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const deadline = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`no answer within ${ms} ms`)), ms);
+  });
+  return Promise.race([promise, deadline]).finally(() => clearTimeout(timer));
 }
 
 function openHistory(dataDir: string): HistoryDatabase {
@@ -118,31 +176,24 @@ export function registerJobsCommand(program: Command): void {
       if (!info.profiles.includes(profile)) {
         throw new ConfigError(`the daemon has no profile "${profile}" (it has: ${info.profiles.join(', ')})`);
       }
+      const requestId = randomUUID();
+      const payload: SubmitPayload = {
+        requestId,
+        request: {
+          profile,
+          spec,
+          origin: 'cli',
+          acceptedAt: Date.now(),
+          ...(opts.summarize !== undefined && { summarize: opts.summarize }),
+        },
+      };
+      await withDaemonQueue(info, flags.dataDir, 'submit', (queue) =>
+        queue.add('submit', payload, { jobId: requestId }),
+      );
       if (!daemonAlive(info)) {
         process.stderr.write(
-          `schedflow: warning: the daemon (pid ${info.pid}) is not running; the job waits in the queue until it starts\n`,
+          `schedflow: warning: the daemon (pid ${info.pid}) is not running; the job waits in its Redis queue until it starts\n`,
         );
-      }
-      const requestId = randomUUID();
-      const queue = new Queue('submit', {
-        connection: redisOptions(info.redis) as ConnectionOptions,
-        prefix: info.queuePrefix,
-        defaultJobOptions: JOB_OPTIONS.submit,
-      });
-      try {
-        const payload: SubmitPayload = {
-          requestId,
-          request: {
-            profile,
-            spec,
-            origin: 'cli',
-            acceptedAt: Date.now(),
-            ...(opts.summarize !== undefined && { summarize: opts.summarize }),
-          },
-        };
-        await queue.add('submit', payload, { jobId: requestId });
-      } finally {
-        await queue.close();
       }
       process.stdout.write(
         flags.json
@@ -307,26 +358,19 @@ export function registerJobsCommand(program: Command): void {
         let newId = summary.appliedRequestId;
         if (!newId) {
           newId = randomUUID();
-          if (!daemonAlive(info)) {
-            process.stderr.write(
-              `schedflow: warning: the daemon (pid ${info.pid}) is not running; the request is made when it starts\n`,
-            );
-          }
-          const queue = new Queue('summarize', {
-            connection: redisOptions(info.redis) as ConnectionOptions,
-            prefix: info.queuePrefix,
-            defaultJobOptions: JOB_OPTIONS.summarize,
-          });
-          try {
-            const payload: ApplySuggestionPayload = { requestId: id, newRequestId: newId };
+          const payload: ApplySuggestionPayload = { requestId: id, newRequestId: newId };
+          newId = await withDaemonQueue(info, flags.dataDir, 'summarize', async (queue) => {
             // One job per summary: applying twice, even at once, makes one request.
             const jobId = `apply-${summary.id}`;
             await queue.add(APPLY_SUGGESTION_JOB, payload, { jobId });
             // A job already there (an earlier call) keeps its own new request id.
             const queued = await queue.getJob(jobId);
-            newId = (queued?.data as ApplySuggestionPayload | undefined)?.newRequestId ?? newId;
-          } finally {
-            await queue.close();
+            return (queued?.data as ApplySuggestionPayload | undefined)?.newRequestId ?? payload.newRequestId;
+          });
+          if (!daemonAlive(info)) {
+            process.stderr.write(
+              `schedflow: warning: the daemon (pid ${info.pid}) is not running; the request is made when it starts\n`,
+            );
           }
           if (daemonAlive(info)) {
             for (let i = 0; i < 40 && !getRequest(history.db, newId); i++) await sleep(250);

@@ -501,3 +501,41 @@ describe('mistakes a user meets first', () => {
     expect(daemon.stdout).not.toMatch(/schedflow is running/);
   });
 });
+
+describe('schedflow jobs submit while the daemon is stopped', () => {
+  const noTrace = (stderr: string) => expect(stderr).not.toMatch(/^\s+at |ENOENT|\[ioredis\]/m);
+
+  it('with its private Redis gone: refused at once (exit 2), saying what to do; nothing queued', async () => {
+    const t = await setUp();
+    const env = cleanEnv({ SCHEDFLOW_SHUTDOWN_GRACE_MS: String(SHUTDOWN_GRACE_MS) });
+    const daemon = spawnDaemon({ dataDir: t.dataDir, configDir: t.configDir, env, cwd: root });
+    await daemon.ready();
+    daemon.child.kill('SIGTERM');
+    await daemon.exited;
+    const startedAt = Date.now();
+    const submit = await runCli(['jobs', 'submit', t.jobFile('late', '#!/bin/sh\ntrue\n'), '--data-dir', t.dataDir], {
+      env,
+      cwd: root,
+    });
+    expect(Date.now() - startedAt).toBeLessThan(10_000);
+    expect(submit.code, submit.stderr).toBe(2);
+    expect(submit.stderr).toMatch(/is not running, so nothing was queued: start it \(npm start, or schedflow start/);
+    expect(submit.stdout).toBe('');
+    noTrace(submit.stderr);
+  });
+
+  it('with its external Redis gone too: exit 4 within seconds, nothing queued, no ioredis traces', async () => {
+    const t = await setUp();
+    const daemon = await t.startDaemon();
+    daemon.child.kill('SIGTERM');
+    await daemon.exited;
+    await redis?.stop();
+    redis = undefined; // stopped here; the cleanup would wait on it again
+    const startedAt = Date.now();
+    const submit = await t.cli(['jobs', 'submit', t.jobFile('late', '#!/bin/sh\ntrue\n'), '--data-dir', t.dataDir]);
+    expect(Date.now() - startedAt).toBeLessThan(10_000);
+    expect(submit.code, submit.stderr).toBe(4);
+    expect(submit.stderr).toMatch(/cannot reach the daemon's Redis at 127\.0\.0\.1:\d+ \(.+\); nothing was queued/);
+    noTrace(submit.stderr);
+  });
+});
