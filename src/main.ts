@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { writeFileSync } from 'node:fs';
+import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { type ConnectionOptions, Queue, Worker } from 'bullmq';
 import { notifyProcessor, recordDeliveryGivenUp, webhookBackoffStrategy } from '../workers/notify.js';
@@ -14,6 +14,7 @@ import { type HistoryDatabase, openDatabase } from './db/database.js';
 import { createRequest, patchRequest, transition } from './db/requests.js';
 import type { Deadlines } from './db/schema.js';
 import { ConfigError } from './errors.js';
+import { takePidLock } from './lib/pid-lock.js';
 import { Lifecycle } from './lifecycle.js';
 import type { Logger } from './logger.js';
 import { DeliveryDispatcher, DISPATCH_JOB } from './notify/dispatcher.js';
@@ -107,6 +108,18 @@ export async function startDaemon(config: DaemonConfig, logger: Logger): Promise
 }
 
 async function compose(config: DaemonConfig, logger: Logger, lifecycle: Lifecycle): Promise<Daemon> {
+  if (!config.redisUrl) {
+    // One daemon owns a data dir's private Redis: a second would reuse it, then stop it on its
+    // way out, under the first. It is refused before it touches anything.
+    mkdirSync(config.dataDir, { recursive: true });
+    const lock = takePidLock(join(config.dataDir, 'daemon.pid'));
+    if (!lock.held) {
+      throw new ConfigError(
+        `data dir ${config.dataDir} is in use by another schedflow daemon (pid ${lock.holder}): stop it, or start this one with another --data-dir`,
+      );
+    }
+    lifecycle.add('data dir lock', async () => lock.release());
+  }
   const history = openDatabase(join(config.dataDir, 'history.sqlite'));
   lifecycle.add('history', async () => history.close());
 

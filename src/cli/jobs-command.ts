@@ -9,6 +9,7 @@ import { getRequest, listRequests, transitionsOf } from '../db/requests.js';
 import { type JobRequestRow, REQUEST_STATES, type RequestState } from '../db/schema.js';
 import { ConfigError, RedisUnavailableError, toError } from '../errors.js';
 import { sleep } from '../lib/backoff.js';
+import { pidAlive } from '../lib/pid-lock.js';
 import { parseSource, readYamlSource } from '../lib/yaml-source.js';
 import { DAEMON_INFO_FILE, type DaemonInfo } from '../main.js';
 import { type ApplySuggestionPayload, JOB_OPTIONS, type SubmitPayload } from '../queue/catalog.js';
@@ -40,12 +41,7 @@ export function readDaemonInfo(dataDir: string): DaemonInfo {
 }
 
 function daemonAlive(info: DaemonInfo): boolean {
-  try {
-    process.kill(info.pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
+  return pidAlive(info.pid);
 }
 
 /** How long a command waits for the daemon's Redis before it gives up, nothing queued. */

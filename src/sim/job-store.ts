@@ -1,7 +1,8 @@
-import { readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { z } from 'zod';
+import { takePidLock } from '../lib/pid-lock.js';
 import type { SimJob } from './sim-job.js';
 
 const simJobSchema = z.object({
@@ -51,16 +52,6 @@ export class StateDirLockedError extends Error {
   override name = 'StateDirLockedError';
 }
 
-function pidAlive(pid: number): boolean {
-  if (!Number.isInteger(pid) || pid <= 0) return false;
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (error) {
-    return (error as NodeJS.ErrnoException).code === 'EPERM';
-  }
-}
-
 export interface SimState {
   nextJobId: number;
   jobs: SimJob[];
@@ -74,7 +65,7 @@ export interface SimState {
 export class JobStore {
   readonly file: string;
   private pending: NodeJS.Timeout | undefined;
-  private lockFile: string | undefined;
+  private lock: { release(): void } | undefined;
 
   constructor(readonly stateDir: string) {
     this.file = join(stateDir, 'jobs.json');
@@ -86,26 +77,18 @@ export class JobStore {
    */
   async init(): Promise<void> {
     await mkdir(this.stateDir, { recursive: true });
-    const lock = join(this.stateDir, 'sim.pid');
-    try {
-      writeFileSync(lock, String(process.pid), { flag: 'wx' });
-    } catch (error) {
-      if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
-      const holder = Number(readFileSync(lock, 'utf8'));
-      if (pidAlive(holder)) {
-        throw new StateDirLockedError(
-          `state dir ${this.stateDir} is in use by another simulator (pid ${holder}); stop it or choose another --state-dir`,
-        );
-      }
-      // Left behind by a simulator that died: take it over.
-      writeFileSync(lock, String(process.pid));
+    const lock = takePidLock(join(this.stateDir, 'sim.pid'));
+    if (!lock.held) {
+      throw new StateDirLockedError(
+        `state dir ${this.stateDir} is in use by another simulator (pid ${lock.holder}); stop it or choose another --state-dir`,
+      );
     }
-    this.lockFile = lock;
+    this.lock = lock;
   }
 
   release(): void {
-    if (this.lockFile) rmSync(this.lockFile, { force: true });
-    this.lockFile = undefined;
+    this.lock?.release();
+    this.lock = undefined;
   }
 
   load(): SimState | undefined {

@@ -539,3 +539,25 @@ describe('schedflow jobs submit while the daemon is stopped', () => {
     noTrace(submit.stderr);
   });
 });
+
+describe('a second daemon on the data dir of a running one', () => {
+  it('is refused at once (exit 2) and touches nothing: the first keeps its Redis and goes on working', async () => {
+    const t = await setUp();
+    // No REDIS_URL: each would run the data dir's private redis-server.
+    const env = cleanEnv({ SCHEDFLOW_SHUTDOWN_GRACE_MS: String(SHUTDOWN_GRACE_MS) });
+    const first = spawnDaemon({ dataDir: t.dataDir, configDir: t.configDir, env, cwd: root });
+    await first.ready();
+    const second = spawnDaemon({ dataDir: t.dataDir, configDir: t.configDir, env, cwd: root });
+    const exit = await second.exited;
+    expect(exit.code, second.stderr).toBe(2);
+    expect(second.stderr).toMatch(new RegExp(`is in use by another schedflow daemon \\(pid ${first.pid}\\)`));
+    expect(second.stderr).not.toMatch(/^\s+at /m);
+    expect(first.child.exitCode).toBeNull();
+    const submit = await runCli(
+      ['jobs', 'submit', t.jobFile('after', '#!/bin/sh\ntrue\n'), '--wait', '--data-dir', t.dataDir],
+      { env, cwd: root, timeoutMs: 30_000 },
+    );
+    expect(submit.code, submit.stderr).toBe(0);
+    expect(submit.stdout).toMatch(/completed \(exit 0\)/);
+  }, 60_000);
+});
