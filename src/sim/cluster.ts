@@ -113,7 +113,12 @@ export class Cluster {
           job.reason = 'NodeDown';
           job.endTime = now;
           job.lastUpdate = now;
+        } else if (job.completing) {
+          // Cancelled, its script still dying when the simulator stopped: it stays CANCELLED.
+          if (job.pid !== undefined) killOrphan(job.pid, job.pidStartTicks, this.scriptDir, job.jobId);
+          job.lastUpdate = now;
         }
+        delete job.completing;
         delete job.pid;
         delete job.pidStartTicks;
         this.jobs.set(job.jobId, job);
@@ -324,6 +329,7 @@ export class Cluster {
     this.endCause.set(jobId, 'cancel');
     job.state = 'CANCELLED';
     job.endTime = now;
+    job.completing = true;
     this.changed(job);
     this.terminate(jobId);
     return { ok: true };
@@ -500,6 +506,7 @@ export class Cluster {
     const cause = this.endCause.get(job.jobId);
     this.endCause.delete(job.jobId);
     const now = nowSec();
+    delete job.completing;
     job.exitCode = exit.signal ? null : exit.exitCode;
     job.termSignal = exit.signal ? signalNumber(exit.signal) : null;
     if (cause === 'cancel') {

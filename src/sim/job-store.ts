@@ -36,6 +36,7 @@ const simJobSchema = z.object({
   // Absent from state files written before it was measured.
   peakMemoryBytes: z.number().nullable().default(null),
   unplaceable: z.boolean().optional(),
+  completing: z.boolean().optional(),
   nodes: z.string(),
   lastUpdate: z.number(),
   pid: z.number().optional(),

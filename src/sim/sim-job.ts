@@ -58,6 +58,11 @@ export interface SimJob {
    * with 2014): it is FAILED from the start, never ran, and stays in the listings like any job.
    */
   unplaceable?: boolean;
+  /**
+   * Cancelled while it ran, and its processes not gone yet: slurmctld shows the job
+   * `CANCELLED,COMPLETING` until they are, and only then knows how the script ended.
+   */
+  completing?: boolean;
   /** Node the job ran on; '' before it starts. */
   nodes: string;
   /** Unix seconds of the last change to this record (drives `update_time`). */

@@ -82,7 +82,7 @@ export function renderJobInfo(job: SimJob, ctx: RenderContext): Json {
     group_id: job.userId,
     group_name: job.user,
     job_id: job.jobId,
-    job_state: [job.state],
+    job_state: stateFlags(job),
     last_sched_evaluation: noVal(started ? job.startTime : job.submitTime),
     mail_user: job.user,
     memory_per_cpu: job.memoryPerNodeMb === null ? noVal(256) : noVal(null),
@@ -138,5 +138,9 @@ function renderJobResources(template: Json, job: SimJob, ctx: RenderContext): Js
  * string and the flags under `state`, nothing else (not the `job_info` its document names).
  */
 export function renderJobState(job: SimJob): Json {
-  return { job_id: String(job.jobId), state: [job.state] };
+  return { job_id: String(job.jobId), state: stateFlags(job) };
+}
+
+function stateFlags(job: SimJob): string[] {
+  return job.completing ? [job.state, 'COMPLETING'] : [job.state];
 }

@@ -155,6 +155,34 @@ describe('jobs really run', () => {
     expect((again.json as { status: { error: Json }[] }).status[0]?.error.code).toBe(2021);
   });
 
+  it('a cancelled job is CANCELLED,COMPLETING until its script is gone, then says how it ended', async () => {
+    sim = await startSim();
+    const ready = join(sim.workDir, 'trap.ready');
+    // Takes a moment (under the test's 1 s KillWait) to end after SIGTERM, as a script that cleans up would.
+    const id = await submit(sim, {
+      name: 'slow-to-die',
+      script: `#!/bin/sh\ntrap 'sleep 0.4; exit 3' TERM\ntouch ${ready}\nwhile true; do sleep 0.1; done\n`,
+    });
+    await waitFor(async () => (existsSync(ready) ? true : undefined), { what: 'the trap to be set' });
+    const res = await http(`${sim.url}/sched/v0.0.44/job/${id}`, { method: 'DELETE', headers: alice });
+    expect(res.status).toBe(200);
+    const dying = await controllerJob(sim, id);
+    // As a real 25.11.7 answers meanwhile: nothing known of the script's end yet.
+    expect(dying?.job_state).toEqual(['CANCELLED', 'COMPLETING']);
+    expect(dying?.exit_code).toMatchObject({ status: ['SUCCESS'], return_code: { number: 0 } });
+    const states = await http(`${sim.url}/sched/v0.0.44/jobs/state?job_id=${id}`, { headers: alice });
+    expect((states.json as { jobs: Json[] }).jobs[0]?.state).toEqual(['CANCELLED', 'COMPLETING']);
+    const ended = await waitFor(
+      async () => {
+        const job = await controllerJob(sim as TestSim, id);
+        return (job?.job_state as string[]).length === 1 ? job : undefined;
+      },
+      { what: 'the script to be gone' },
+    );
+    expect(ended.job_state).toEqual(['CANCELLED']);
+    expect(ended.exit_code).toMatchObject({ status: ['ERROR'], return_code: { number: 3 } });
+  });
+
   it('jobs wait PENDING (Resources) while CPUs are taken, then run', async () => {
     sim = await startSim({ cpus: 2 });
     const first = await submit(sim, { name: 'wide', tasks: 1, cpus_per_task: 2, script: '#!/bin/sh\nsleep 2\n' });
