@@ -16,6 +16,7 @@ import { registerAuth } from './auth.js';
 import type { ApiDeps } from './deps.js';
 import { registerErrorHandling } from './error-handler.js';
 import { registerIdempotency } from './idempotency.js';
+import { registerJsonBody } from './json-body.js';
 import { ApiMetrics } from './metrics.js';
 import { healthRoutes } from './routes/health.js';
 import { historyRoutes } from './routes/history.js';
@@ -44,6 +45,7 @@ export async function buildApp(deps: ApiDeps): Promise<FastifyInstance> {
   app.setValidatorCompiler(validatorCompiler);
   app.setSerializerCompiler(serializerCompiler);
   registerErrorHandling(app);
+  registerJsonBody(app);
   app.addHook('onRequest', async (request, reply) => {
     reply.header('x-request-id', request.id);
   });

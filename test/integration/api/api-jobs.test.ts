@@ -93,6 +93,32 @@ describe('POST /api/v1/jobs', () => {
     expect(listRequests(td.daemon.history.db, {})).toEqual([]);
   });
 
+  it('refuses hostile JSON with a 400 in the documented shape: 5,000 levels deep, a lone surrogate, __proto__', async () => {
+    const sim = await env.sim();
+    const td = await env.daemon(sim.url);
+    const api = apiClient(td);
+    const token = api.token(['submit']);
+    const post = (body: string) =>
+      api.call('POST', '/api/v1/jobs', {
+        token,
+        body,
+        headers: { 'content-type': 'application/json', 'idempotency-key': `k-${body.length}` },
+      });
+    const deep = await post(`{"spec":${'['.repeat(5000)}${']'.repeat(5000)}}`);
+    expect(deep.status, deep.text).toBe(400);
+    expect(errorOf(deep)).toMatchObject({ code: 'SCHEDFLOW_ERR_VALIDATION' });
+    expect(errorOf(deep).fields?.[0]?.reason).toBe('nested deeper than 64 levels');
+    const surrogate = await post(JSON.stringify({ spec: shellSpec('x', 'true') }).replace('"x"', '"\\ud800"'));
+    expect(surrogate.status, surrogate.text).toBe(400);
+    expect(errorOf(surrogate).fields).toEqual([
+      { in: 'body', path: 'spec.name', reason: 'contains a lone UTF-16 surrogate' },
+    ]);
+    const proto = await post('{"spec":{"__proto__":{"admin":true}}}');
+    expect(proto.status, proto.text).toBe(400);
+    expect(errorOf(proto).message).toMatch(/__proto__/);
+    expect(listRequests(td.daemon.history.db, {})).toEqual([]);
+  });
+
   it('answers 400 naming each field and the reason; an unknown profile is a field error too', async () => {
     const sim = await env.sim();
     const td = await env.daemon(sim.url);
