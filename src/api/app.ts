@@ -10,6 +10,7 @@ import {
   validatorCompiler,
 } from 'fastify-type-provider-zod';
 import { packageVersion } from '../lib/package-info.js';
+import { UI_PREFIX } from '../ui/layout.js';
 import { uiPlugin } from '../ui/ui-plugin.js';
 import { RateLimitedApiError } from './api-errors.js';
 import { registerAuth } from './auth.js';
@@ -123,6 +124,10 @@ export async function buildApp(deps: ApiDeps): Promise<FastifyInstance> {
   await app.register(runRoutes, { deps });
   await app.register(pipelineRoutes, { deps });
   if (deps.ui) await app.register(uiPlugin, { deps, settings: deps.ui });
+  // A browser pointed at the daemon's address lands on a page, not on a JSON 404.
+  app.get('/', { schema: { hide: true } }, async (_request, reply) =>
+    reply.redirect(deps.ui ? `${UI_PREFIX}/` : DOCS_PATH),
+  );
   return app;
 }
 

@@ -117,6 +117,10 @@ describe('authentication and scopes', () => {
     const missing = await api.call('GET', '/api/v1/nothing');
     expect(missing.status).toBe(404);
     expect(errorOf(missing)).toEqual({ code: 'SCHEDFLOW_ERR_NOT_FOUND', message: 'no route GET /api/v1/nothing' });
+    // A browser at the daemon's address is sent to the web UI, not shown a JSON 404.
+    const root = await fetch(`${api.url}/`, { redirect: 'manual' });
+    expect(root.status).toBe(302);
+    expect(root.headers.get('location')).toBe('/ui/');
   });
 });
 
