@@ -1,0 +1,78 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createToken } from '../../../src/db/tokens.js';
+import { startTestDaemon, type TestDaemon } from '../../helpers/daemon.js';
+import { startTestRedis, type TestRedis } from '../../helpers/redis.js';
+import { startSim, type TestSim } from '../../helpers/sim.js';
+
+/**
+ * The web UI's sessions over a real socket, without a browser: logins are
+ * plain form posts (the login form's double-submit cookie is any value sent
+ * both as cookie and field), and a session is its cookie.
+ */
+
+let redis: TestRedis;
+let sim: TestSim;
+let td: TestDaemon;
+let base: string;
+
+beforeAll(async () => {
+  redis = await startTestRedis();
+  sim = await startSim();
+  // The UI shares the API's rate limit (per address before login); these tests log in a thousand times.
+  td = await startTestDaemon(sim.url, redis.url, { apiRateLimitPerMin: 100_000 });
+  if (!td.daemon.apiUrl) throw new Error('the test daemon has no local API');
+  base = `${td.daemon.apiUrl}/ui`;
+}, 60_000);
+
+afterAll(async () => {
+  await td?.stop();
+  await sim?.stop();
+  await redis?.stop();
+});
+
+/** Logs in with a token: the session cookie's value, or null with the answer's status and text. */
+async function logIn(token: string): Promise<{ session: string | null; status: number; text: string }> {
+  const nonce = 'login-nonce';
+  const res = await fetch(`${base}/login`, {
+    method: 'POST',
+    redirect: 'manual',
+    headers: { 'content-type': 'application/x-www-form-urlencoded', cookie: `schedflow_ui_login=${nonce}` },
+    body: new URLSearchParams({ _login: nonce, token, next: '/ui/jobs' }).toString(),
+  });
+  const cookies = res.headers.getSetCookie();
+  const session = cookies.map((c) => /^schedflow_ui=([^;]+)/.exec(c)?.[1]).find((v) => v) ?? null;
+  return { session, status: res.status, text: await res.text() };
+}
+
+/** The status of a page asked for with a session cookie (303: sent to the login page). */
+async function pageStatus(session: string, path = '/jobs'): Promise<number> {
+  const res = await fetch(`${base}${path}`, { redirect: 'manual', headers: { cookie: `schedflow_ui=${session}` } });
+  await res.arrayBuffer();
+  return res.status;
+}
+
+describe('web UI sessions', () => {
+  it("bounds the sessions of one token: its logins drop its own oldest, never another token's", async () => {
+    const db = td.daemon.history.db;
+    const admin = createToken(db, { name: 'sessions-admin', scopes: ['admin'] }).token;
+    const noisy = createToken(db, { name: 'sessions-noisy', scopes: ['read'] }).token;
+    const adminSession = (await logIn(admin)).session;
+    if (!adminSession) throw new Error('the admin token did not log in');
+    expect(await pageStatus(adminSession)).toBe(200);
+
+    // More logins than the whole store holds (1,000), all with one token.
+    const noisySessions: string[] = [];
+    for (let i = 0; i < 1010; i++) {
+      const { session } = await logIn(noisy);
+      if (!session) throw new Error(`login ${i} of the noisy token failed`);
+      noisySessions.push(session);
+    }
+    expect(await pageStatus(adminSession)).toBe(200);
+    // The noisy token keeps its 10 newest sessions only.
+    const [first, tenthLast, eleventhLast] = [noisySessions[0], noisySessions.at(-10), noisySessions.at(-11)];
+    if (!first || !tenthLast || !eleventhLast) throw new Error('sessions missing');
+    expect(await pageStatus(first)).toBe(303);
+    expect(await pageStatus(eleventhLast)).toBe(303);
+    expect(await pageStatus(tenthLast)).toBe(200);
+  });
+});
