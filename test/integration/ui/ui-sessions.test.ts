@@ -1,4 +1,6 @@
+import { eq } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { apiTokens } from '../../../src/db/schema.js';
 import { createToken } from '../../../src/db/tokens.js';
 import { startTestDaemon, type TestDaemon } from '../../helpers/daemon.js';
 import { startTestRedis, type TestRedis } from '../../helpers/redis.js';
@@ -47,7 +49,8 @@ async function logIn(token: string): Promise<{ session: string | null; status: n
 /** The status of a page asked for with a session cookie (303: sent to the login page). */
 async function pageStatus(session: string, path = '/jobs'): Promise<number> {
   const res = await fetch(`${base}${path}`, { redirect: 'manual', headers: { cookie: `schedflow_ui=${session}` } });
-  await res.arrayBuffer();
+  // Not read to its end: the event stream never ends.
+  await res.body?.cancel();
   return res.status;
 }
 
@@ -74,5 +77,28 @@ describe('web UI sessions', () => {
     expect(await pageStatus(first)).toBe(303);
     expect(await pageStatus(eleventhLast)).toBe(303);
     expect(await pageStatus(tenthLast)).toBe(200);
+  });
+
+  it('lets in only tokens with the read scope, as the API does, at login and on every request', async () => {
+    const db = td.daemon.history.db;
+    const submitter = createToken(db, { name: 'ui-submit-only', scopes: ['submit', 'cancel'] });
+    const refused = await logIn(submitter.token);
+    expect(refused.status).toBe(403);
+    expect(refused.session).toBeNull();
+    expect(refused.text).toContain('lacks the &quot;read&quot; scope');
+
+    // A session whose token no longer has the scope is refused at its next request, and ended.
+    const reader = createToken(db, { name: 'ui-reader-demoted', scopes: ['read'] });
+    const session = (await logIn(reader.token)).session;
+    if (!session) throw new Error('the read token did not log in');
+    for (const path of ['/jobs', '/history', '/profiles', '/queues/', '/events']) {
+      expect(await pageStatus(session, path), path).not.toBe(403);
+    }
+    db.update(apiTokens)
+      .set({ scopes: ['submit'] })
+      .where(eq(apiTokens.id, reader.info.id))
+      .run();
+    expect(await pageStatus(session, '/queues/')).toBe(403);
+    expect(await pageStatus(session, '/jobs')).toBe(303);
   });
 });
