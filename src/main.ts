@@ -1,5 +1,4 @@
 import { randomUUID } from 'node:crypto';
-import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { type ConnectionOptions, Queue, Worker } from 'bullmq';
 import { notifyProcessor, recordDeliveryGivenUp, webhookBackoffStrategy } from '../workers/notify.js';
@@ -14,6 +13,7 @@ import { type HistoryDatabase, openDatabase } from './db/database.js';
 import { createRequest, patchRequest, transition } from './db/requests.js';
 import type { Deadlines } from './db/schema.js';
 import { ConfigError } from './errors.js';
+import { ensureOwnerOnlyDir, writeOwnerOnlyFile } from './lib/owner-only.js';
 import { Lifecycle } from './lifecycle.js';
 import type { Logger } from './logger.js';
 import { DeliveryDispatcher, DISPATCH_JOB } from './notify/dispatcher.js';
@@ -107,6 +107,8 @@ export async function startDaemon(config: DaemonConfig, logger: Logger): Promise
 }
 
 async function compose(config: DaemonConfig, logger: Logger, lifecycle: Lifecycle): Promise<Daemon> {
+  // Before anything is written there: job scripts, environment values and webhook URLs go in.
+  ensureOwnerOnlyDir(config.dataDir, 'data dir');
   const history = openDatabase(join(config.dataDir, 'history.sqlite'));
   lifecycle.add('history', async () => history.close());
 
@@ -213,7 +215,7 @@ async function compose(config: DaemonConfig, logger: Logger, lifecycle: Lifecycl
     profiles: [...profiles.keys()],
     defaultProfile,
   };
-  writeFileSync(join(config.dataDir, DAEMON_INFO_FILE), JSON.stringify(info, null, 2), { mode: 0o600 });
+  writeOwnerOnlyFile(join(config.dataDir, DAEMON_INFO_FILE), JSON.stringify(info, null, 2));
 
   const daemon: Daemon = {
     config,

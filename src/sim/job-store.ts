@@ -2,6 +2,7 @@ import { readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { z } from 'zod';
+import { writeOwnerOnlyFile } from '../lib/owner-only.js';
 import type { SimJob } from './sim-job.js';
 
 const simJobSchema = z.object({
@@ -85,10 +86,10 @@ export class JobStore {
    * would each take the other's running jobs for orphans and kill them.
    */
   async init(): Promise<void> {
-    await mkdir(this.stateDir, { recursive: true });
+    await mkdir(this.stateDir, { recursive: true, mode: 0o700 });
     const lock = join(this.stateDir, 'sim.pid');
     try {
-      writeFileSync(lock, String(process.pid), { flag: 'wx' });
+      writeFileSync(lock, String(process.pid), { flag: 'wx', mode: 0o600 });
     } catch (error) {
       if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
       const holder = Number(readFileSync(lock, 'utf8'));
@@ -98,7 +99,7 @@ export class JobStore {
         );
       }
       // Left behind by a simulator that died: take it over.
-      writeFileSync(lock, String(process.pid));
+      writeOwnerOnlyFile(lock, String(process.pid));
     }
     this.lockFile = lock;
   }
@@ -129,7 +130,8 @@ export class JobStore {
       this.pending = undefined;
     }
     const tmp = `${this.file}.tmp`;
-    writeFileSync(tmp, JSON.stringify({ version: 1, ...state }));
+    // Jobs' scripts and environments: for the owner only (the embedded simulator's state is in the data dir).
+    writeOwnerOnlyFile(tmp, JSON.stringify({ version: 1, ...state }));
     renameSync(tmp, this.file);
   }
 
