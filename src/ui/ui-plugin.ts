@@ -10,7 +10,7 @@ import { field, queryField, sendPage, type UiContext, type UiSettings } from './
 import { type Html, html } from './html.js';
 import { page, UI_PREFIX } from './layout.js';
 import { LiveChanges } from './live-changes.js';
-import { QUEUE_BOARD_PATH, registerQueueBoards } from './queue-board.js';
+import { QUEUE_BOARD_ADMIN_PATH, QUEUE_BOARD_PATH, registerQueueBoards } from './queue-board.js';
 import { historyPages } from './routes/history.js';
 import { jobPages } from './routes/jobs.js';
 import { pipelinePages } from './routes/pipelines.js';
@@ -118,21 +118,26 @@ export async function uiPlugin(app: FastifyInstance, opts: { deps: ApiDeps; sett
       );
     }
     if (request.method === 'GET' || request.method === 'HEAD') return;
+    // By the route the router chose, not the raw URL: the router decodes the path, so
+    // /ui/queues%2Dadmin/… reaches the admin board while its raw text does not name it.
+    const route = request.routeOptions.url ?? '';
     // The BullMQ dashboard posts JSON from its own script, without our CSRF field: its
     // actions are for admins only and must come from a page of this origin (besides
     // the SameSite=Strict cookie, which a cross-site request does not carry).
-    if (path.startsWith(`${UI_PREFIX}/queues-admin/`)) {
+    if (route.startsWith(`${QUEUE_BOARD_ADMIN_PATH}/`)) {
       if (!isAdmin(session) || !sameOrigin(request)) return reply.code(403).type('text/plain').send('forbidden');
       return;
     }
     // The read-only board writes nothing (bull-board refuses too; this does not depend on it).
-    if (path.startsWith(`${QUEUE_BOARD_PATH}/`)) return reply.code(403).type('text/plain').send('read-only');
+    if (route.startsWith(`${QUEUE_BOARD_PATH}/`)) return reply.code(403).type('text/plain').send('read-only');
   });
   // CSRF for every form of these pages: after body parsing, before the handler.
   app.addHook('preHandler', async (request, reply) => {
     if (request.method === 'GET' || request.method === 'HEAD') return;
     const path = request.url.split('?')[0] ?? '';
-    if (path === `${UI_PREFIX}/login` || path.startsWith(`${UI_PREFIX}/queues`)) return;
+    // The boards' own writes were judged above, by their route (see there).
+    const route = request.routeOptions.url ?? '';
+    if (route === `${UI_PREFIX}/login` || route.startsWith(`${QUEUE_BOARD_ADMIN_PATH}/`)) return;
     const session = request.uiSession;
     const presented = field(request.body, '_csrf') ?? request.headers['x-csrf-token'];
     if (!session || typeof presented !== 'string' || !sameText(presented, session.csrfToken)) {

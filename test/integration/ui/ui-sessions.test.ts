@@ -101,4 +101,32 @@ describe('web UI sessions', () => {
     expect(await pageStatus(session, '/queues/')).toBe(403);
     expect(await pageStatus(session, '/jobs')).toBe(303);
   });
+
+  it("refuses the queue boards' writes from another site however the path is spelled (the router decodes it)", async () => {
+    const db = td.daemon.history.db;
+    const session = (await logIn(createToken(db, { name: 'ui-board-admin', scopes: ['admin'] }).token)).session;
+    if (!session) throw new Error('the admin token did not log in');
+    const queue = td.daemon.queues.submit;
+    // No Origin nor Sec-Fetch-Site: not shown to come from a page of this UI.
+    for (const board of ['queues-admin', '%71ueues-admin', 'queues%2Dadmin', 'queues', '%71ueues']) {
+      const res = await fetch(`${base}/${board}/api/queues/${encodeURIComponent(queue.name)}/pause`, {
+        method: 'PUT',
+        redirect: 'manual',
+        headers: { cookie: `schedflow_ui=${session}` },
+      });
+      await res.body?.cancel();
+      expect(res.status, board).toBe(403);
+    }
+    expect(await queue.isPaused()).toBe(false);
+    // From a page of this UI, the admin board's action goes through.
+    for (const action of ['pause', 'resume']) {
+      const res = await fetch(`${base}/queues-admin/api/queues/${encodeURIComponent(queue.name)}/${action}`, {
+        method: 'PUT',
+        headers: { cookie: `schedflow_ui=${session}`, 'sec-fetch-site': 'same-origin' },
+      });
+      await res.body?.cancel();
+      expect(res.status, action).toBe(200);
+      expect(await queue.isPaused()).toBe(action === 'pause');
+    }
+  });
 });
