@@ -1,5 +1,4 @@
 import { randomUUID } from 'node:crypto';
-import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { type ConnectionOptions, Queue, Worker } from 'bullmq';
 import { notifyProcessor, recordDeliveryGivenUp, webhookBackoffStrategy } from '../workers/notify.js';
@@ -14,6 +13,7 @@ import { type HistoryDatabase, openDatabase } from './db/database.js';
 import { createRequest, patchRequest, transition } from './db/requests.js';
 import type { Deadlines } from './db/schema.js';
 import { ConfigError } from './errors.js';
+import { ensureOwnerOnlyDir, writeOwnerOnlyFile } from './lib/owner-only.js';
 import { takePidLock } from './lib/pid-lock.js';
 import { Lifecycle } from './lifecycle.js';
 import type { Logger } from './logger.js';
@@ -108,10 +108,11 @@ export async function startDaemon(config: DaemonConfig, logger: Logger): Promise
 }
 
 async function compose(config: DaemonConfig, logger: Logger, lifecycle: Lifecycle): Promise<Daemon> {
+  // Before anything is written there: job scripts, environment values and webhook URLs go in.
+  ensureOwnerOnlyDir(config.dataDir, 'data dir');
   if (!config.redisUrl) {
     // One daemon owns a data dir's private Redis: a second would reuse it, then stop it on its
-    // way out, under the first. It is refused before it touches anything.
-    mkdirSync(config.dataDir, { recursive: true });
+    // way out, under the first. It is refused before it touches anything else.
     const lock = takePidLock(join(config.dataDir, 'daemon.pid'));
     if (!lock.held) {
       throw new ConfigError(
@@ -226,7 +227,7 @@ async function compose(config: DaemonConfig, logger: Logger, lifecycle: Lifecycl
     profiles: [...profiles.keys()],
     defaultProfile,
   };
-  writeFileSync(join(config.dataDir, DAEMON_INFO_FILE), JSON.stringify(info, null, 2), { mode: 0o600 });
+  writeOwnerOnlyFile(join(config.dataDir, DAEMON_INFO_FILE), JSON.stringify(info, null, 2));
 
   const daemon: Daemon = {
     config,

@@ -28,7 +28,7 @@ export function registerAuth(app: FastifyInstance, db: Db): void {
     const scope = request.routeOptions.config.scope;
     if (!scope) return;
     const token = authenticate(db, request);
-    if (!token.scopes.includes(scope) && !token.scopes.includes('admin')) {
+    if (!hasScope(token.scopes, scope)) {
       throw new ForbiddenApiError(
         `this token (${token.name}) lacks the "${scope}" scope this route needs; it has: ${token.scopes.join(', ')}`,
       );
@@ -36,6 +36,11 @@ export function registerAuth(app: FastifyInstance, db: Db): void {
     request.apiToken = token;
     touchToken(db, token.id);
   });
+}
+
+/** Whether a token's scopes grant `scope`: `admin` holds every scope. The web UI asks the same. */
+export function hasScope(scopes: readonly ApiScope[], scope: ApiScope): boolean {
+  return scopes.includes(scope) || scopes.includes('admin');
 }
 
 function authenticate(db: Db, request: FastifyRequest): TokenInfo {

@@ -16,6 +16,10 @@ function named<T extends z.ZodType>(id: string, schema: T, description?: string)
 }
 
 const time = z.string().describe('ISO 8601 time, UTC');
+const webhookUrlOutput = z
+  .string()
+  .nullable()
+  .describe('the webhook URL; without its user info and query string unless the token has the admin scope');
 const timeInput = z.iso.datetime({ offset: true }).describe('ISO 8601 time with a zone, e.g. 2026-11-01T08:00:00Z');
 
 // ---- errors
@@ -194,7 +198,7 @@ export const jobSchema = named(
     run_id: z.string().nullable(),
     step: z.string().nullable(),
     attempt: z.number().int(),
-    webhook_url: z.string().nullable(),
+    webhook_url: webhookUrlOutput,
     deadlines: deadlinesOutput.nullable(),
     links: z.object({ self: z.string(), run: z.string().optional() }),
   }),
@@ -469,7 +473,7 @@ export const runSchema = named(
     params: z.record(z.string(), z.string()),
     state: z.enum(RUN_STATES),
     detail: z.string().nullable(),
-    webhook_url: z.string().nullable(),
+    webhook_url: webhookUrlOutput,
     created_at: time,
     started_at: time.nullable(),
     ended_at: time.nullable(),

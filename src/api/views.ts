@@ -1,10 +1,13 @@
 import type { z } from 'zod';
 import type { ProfileSyncRow } from '../db/accounting.js';
 import type { JobRequestRow, JobTransitionRow, PipelineRunRow, RequestReplayRow } from '../db/schema.js';
+import type { TokenInfo } from '../db/tokens.js';
+import { shownWebhookUrl } from '../notify/webhook-url-shown.js';
 import type { PipelineSummary } from '../pipelines/pipeline-service.js';
 import type { ShownSummary } from '../summaries/show.js';
 import type { SpecSuggestion } from '../summaries/summary-data.js';
 import { isTerminalRequest } from '../tracking/request-state.js';
+import { hasScope } from './auth.js';
 import type { HistoryPageRow } from './queries.js';
 import type {
   deduplicatedSchema,
@@ -25,10 +28,22 @@ const iso = (ms: number) => new Date(ms).toISOString();
 const isoOrNull = (ms: number | null) => (ms === null ? null : iso(ms));
 const isoOfSec = (sec: number | null) => (sec === null ? null : iso(sec * 1000));
 
+/** Who a view is for: a webhook URL can hold credentials (user info, a query token), which only admins see. */
+export interface Viewer {
+  admin: boolean;
+}
+
+export const viewerOf = (token: TokenInfo | null): Viewer => ({
+  admin: token !== null && hasScope(token.scopes, 'admin'),
+});
+
+const webhookUrlFor = (url: string | null, viewer: Viewer): string | null =>
+  url === null || viewer.admin ? url : shownWebhookUrl(url);
+
 export const jobLink = (id: string) => `${API_PREFIX}/jobs/${encodeURIComponent(id)}`;
 export const runLink = (id: string) => `${API_PREFIX}/runs/${encodeURIComponent(id)}`;
 
-export function jobView(row: JobRequestRow): z.output<typeof jobSchema> {
+export function jobView(row: JobRequestRow, viewer: Viewer): z.output<typeof jobSchema> {
   const d = row.deadlines;
   return {
     id: row.id,
@@ -51,7 +66,7 @@ export function jobView(row: JobRequestRow): z.output<typeof jobSchema> {
     run_id: row.runId,
     step: row.step,
     attempt: row.attempt,
-    webhook_url: row.webhookUrl,
+    webhook_url: webhookUrlFor(row.webhookUrl, viewer),
     deadlines: d
       ? {
           max_pending: d.maxPendingSec ?? null,
@@ -208,7 +223,7 @@ export function summaryView(shown: ShownSummary | null): SummaryOutput | null {
   };
 }
 
-export function runView(run: PipelineRunRow): z.output<typeof runSchema> {
+export function runView(run: PipelineRunRow, viewer: Viewer): z.output<typeof runSchema> {
   return {
     id: run.id,
     pipeline: run.pipeline,
@@ -217,7 +232,7 @@ export function runView(run: PipelineRunRow): z.output<typeof runSchema> {
     params: run.params,
     state: run.state,
     detail: run.detail,
-    webhook_url: run.webhookUrl,
+    webhook_url: webhookUrlFor(run.webhookUrl, viewer),
     created_at: iso(run.createdAt),
     started_at: isoOrNull(run.startedAt),
     ended_at: isoOrNull(run.endedAt),

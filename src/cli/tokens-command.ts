@@ -4,6 +4,7 @@ import { type HistoryDatabase, openDatabase } from '../db/database.js';
 import { API_SCOPES, type ApiScope } from '../db/schema.js';
 import { createToken, listTokens, revokeToken } from '../db/tokens.js';
 import { ConfigError } from '../errors.js';
+import { ensureOwnerOnlyDir } from '../lib/owner-only.js';
 import { table } from './format.js';
 
 interface TokensFlags {
@@ -16,7 +17,9 @@ interface TokensFlags {
  * before the first start); WAL lets this run beside the daemon.
  */
 function openHistory(dataDir: string): HistoryDatabase {
-  return openDatabase(join(resolve(dataDir), 'history.sqlite'));
+  const dir = resolve(dataDir);
+  ensureOwnerOnlyDir(dir, 'data dir');
+  return openDatabase(join(dir, 'history.sqlite'));
 }
 
 function parseScopes(text: string): ApiScope[] {

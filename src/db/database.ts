@@ -1,4 +1,4 @@
-import { mkdirSync } from 'node:fs';
+import { chmodSync, closeSync, existsSync, mkdirSync, openSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import Database from 'better-sqlite3';
 import { type BetterSQLite3Database, drizzle } from 'drizzle-orm/better-sqlite3';
@@ -19,7 +19,10 @@ export interface HistoryDatabase {
  * readers (the CLI, the web UI) read while a writer writes; writers take turns.
  */
 export function openDatabase(file: string, options: { readonly?: boolean } = {}): HistoryDatabase {
-  if (!options.readonly) mkdirSync(dirname(file), { recursive: true });
+  if (!options.readonly) {
+    mkdirSync(dirname(file), { recursive: true });
+    ownerOnlyDatabase(file);
+  }
   const sqlite = new Database(file, { readonly: options.readonly ?? false, fileMustExist: options.readonly ?? false });
   sqlite.pragma('busy_timeout = 5000');
   if (!options.readonly) {
@@ -44,4 +47,14 @@ export function openDatabase(file: string, options: { readonly?: boolean } = {})
       if (sqlite.open) sqlite.close();
     },
   };
+}
+
+/**
+ * The history file, made 0600 before SQLite opens it (SQLite makes a new one 0644 less
+ * the umask). SQLite gives the -wal and -shm files it makes the database file's mode, so
+ * they follow; ones left by an older version are tightened here too.
+ */
+function ownerOnlyDatabase(file: string): void {
+  closeSync(openSync(file, 'a', 0o600));
+  for (const path of [file, `${file}-wal`, `${file}-shm`]) if (existsSync(path)) chmodSync(path, 0o600);
 }

@@ -1,6 +1,7 @@
-import { readFileSync, statSync } from 'node:fs';
+import { readFileSync, type Stats, statSync } from 'node:fs';
 import { z } from 'zod';
 import { ConfigError } from '../errors.js';
+import { refuseSharedAccess } from '../lib/owner-only.js';
 import { Secret } from '../lib/secret.js';
 
 /** Where the chat-completions endpoint is, which model, and the bounds of one call. */
@@ -42,15 +43,13 @@ export function baseUrlOf(url: string): string {
  * files). The key is trimmed and never appears in a message.
  */
 export function readKeyFile(file: string, what = 'LLM API key file'): Secret {
-  let mode: number;
+  let stats: Stats;
   try {
-    mode = statSync(file).mode;
+    stats = statSync(file);
   } catch (error) {
     throw new ConfigError(`cannot read the ${what} ${file}: ${(error as Error).message}`);
   }
-  if ((mode & 0o077) !== 0) {
-    throw new ConfigError(`refusing the ${what} ${file}: other users can read it; run chmod 600 ${file}`);
-  }
+  refuseSharedAccess(file, stats, `the ${what}`);
   const value = readFileSync(file, 'utf8').trim();
   if (!value) throw new ConfigError(`the ${what} ${file} is empty`);
   return new Secret(value);

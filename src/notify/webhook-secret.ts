@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { ConfigError } from '../errors.js';
+import { refuseSharedAccess } from '../lib/owner-only.js';
 import { Secret } from '../lib/secret.js';
 
 export const WEBHOOK_SECRET_ENV = 'SCHEDFLOW_WEBHOOK_SECRET';
@@ -32,10 +33,7 @@ export function loadWebhookSecret(dataDir: string, fromEnv?: Secret): WebhookSec
       throw new ConfigError(`cannot create the webhook secret ${file}: ${(error as Error).message}`);
     }
   }
-  const mode = statSync(file).mode;
-  if ((mode & 0o077) !== 0) {
-    throw new ConfigError(`refusing webhook secret ${file}: other users can read it; run chmod 600 ${file}`);
-  }
+  refuseSharedAccess(file, statSync(file), 'webhook secret');
   const value = readFileSync(file, 'utf8').trim();
   if (!value) throw new ConfigError(`webhook secret ${file} is empty (delete it to have a new one made)`);
   return { secret: new Secret(value), source: file };

@@ -75,9 +75,14 @@ export async function startPrivateRedis(dataDir: string, logger: Logger): Promis
       'redis-server is not installed: install it (Debian/Ubuntu: sudo apt-get install redis-server) or set REDIS_URL to a Redis server',
     );
   }
+  // redis-server makes its append-only files, log and pid file with the umask it inherits:
+  // 077, so they are the owner's alone whatever umask schedflow was started with.
   const child: ChildProcess = spawn(
-    'redis-server',
+    '/bin/sh',
     [
+      '-c',
+      'umask 077 && exec redis-server "$@"',
+      'redis-server',
       '--port',
       '0',
       '--unixsocket',

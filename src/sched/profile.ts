@@ -1,9 +1,10 @@
-import { readdirSync, readFileSync, statSync } from 'node:fs';
+import { readdirSync, readFileSync, type Stats, statSync } from 'node:fs';
 import { basename, extname, join } from 'node:path';
 import { parseDocument } from 'yaml';
 import { z } from 'zod';
 import { ConfigError } from '../errors.js';
 import { issuesText } from '../lib/issues-text.js';
+import { refuseSharedAccess } from '../lib/owner-only.js';
 import { Secret } from '../lib/secret.js';
 
 /**
@@ -116,15 +117,13 @@ export function readToken(
     return new Secret(value);
   }
   const file = auth.tokenFile as string;
-  let mode: number;
+  let stats: Stats;
   try {
-    mode = statSync(file).mode;
+    stats = statSync(file);
   } catch (error) {
     throw new ConfigError(`cannot read token file ${file}: ${(error as Error).message}`);
   }
-  if ((mode & 0o077) !== 0) {
-    throw new ConfigError(`refusing token file ${file}: other users can read it; run chmod 600 ${file}`);
-  }
+  refuseSharedAccess(file, stats, 'token file');
   const value = readFileSync(file, 'utf8').trim();
   if (!value) throw new ConfigError(`token file ${file} is empty`);
   return new Secret(value);

@@ -159,7 +159,7 @@ export function outputPaths(job: SimJob, nodeName: string): { stdout: string; st
  * interpreter line, in its own process group (so cancel reaches every child).
  */
 export async function startJobProcess(job: SimJob, options: StartOptions): Promise<RunningProcess> {
-  await mkdir(options.scriptDir, { recursive: true });
+  await mkdir(options.scriptDir, { recursive: true, mode: 0o700 });
   const scriptPath = join(options.scriptDir, `job-${job.jobId}.sh`);
   await writeFile(scriptPath, job.script, { mode: 0o700 });
   await chmod(scriptPath, 0o700);

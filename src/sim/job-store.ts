@@ -2,6 +2,7 @@ import { readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { z } from 'zod';
+import { writeOwnerOnlyFile } from '../lib/owner-only.js';
 import { takePidLock } from '../lib/pid-lock.js';
 import type { SimJob } from './sim-job.js';
 
@@ -77,7 +78,7 @@ export class JobStore {
    * would each take the other's running jobs for orphans and kill them.
    */
   async init(): Promise<void> {
-    await mkdir(this.stateDir, { recursive: true });
+    await mkdir(this.stateDir, { recursive: true, mode: 0o700 });
     const lock = takePidLock(join(this.stateDir, 'sim.pid'));
     if (!lock.held) {
       throw new StateDirLockedError(
@@ -113,7 +114,8 @@ export class JobStore {
       this.pending = undefined;
     }
     const tmp = `${this.file}.tmp`;
-    writeFileSync(tmp, JSON.stringify({ version: 1, ...state }));
+    // Jobs' scripts and environments: for the owner only (the embedded simulator's state is in the data dir).
+    writeOwnerOnlyFile(tmp, JSON.stringify({ version: 1, ...state }));
     renameSync(tmp, this.file);
   }
 

@@ -182,7 +182,11 @@ export class SimServer {
   /** Test controls, loopback only: switch the simulated slurmctld/slurmdbd off and on. */
   private registerAdmin(): void {
     this.app.addHook('onRequest', async (req, reply) => {
-      if (req.url.startsWith(ADMIN_PREFIX) && !isLoopback(req.socket.remoteAddress ?? '')) {
+      // The route the router chose, not the raw URL: the router decodes the path, so
+      // /%5Fsim/upstream reaches /_sim/upstream while its raw text does not start with /_sim.
+      // This covers every admin route, the LLM endpoint's too, however it is spelled.
+      const route = req.routeOptions.url ?? '';
+      if (route.startsWith(`${ADMIN_PREFIX}/`) && !isLoopback(req.socket.remoteAddress ?? '')) {
         return proxyError(reply, 403, 'Forbidden', 'the simulator admin endpoint answers loopback clients only');
       }
     });

@@ -21,6 +21,11 @@ export interface SessionStoreOptions {
   maxAgeMs?: number;
   /** Oldest sessions are dropped beyond this many. @defaultValue 1000 */
   maxSessions?: number;
+  /**
+   * Sessions one token (or the password) may hold; its next login drops its own oldest,
+   * so no login can push another token's session out. @defaultValue 10
+   */
+  maxSessionsPerLogin?: number;
 }
 
 /**
@@ -36,11 +41,13 @@ export class SessionStore {
   readonly #idleMs: number;
   readonly #maxAgeMs: number;
   readonly #max: number;
+  readonly #maxPerLogin: number;
 
   constructor(options: SessionStoreOptions = {}) {
     this.#idleMs = options.idleMs ?? 8 * 3600_000;
     this.#maxAgeMs = options.maxAgeMs ?? 24 * 3600_000;
     this.#max = options.maxSessions ?? 1000;
+    this.#maxPerLogin = options.maxSessionsPerLogin ?? 10;
   }
 
   create(input: { who: string; tokenId: string | null; scopes: ApiScope[] }, now = Date.now()): UiSession {
@@ -51,7 +58,11 @@ export class SessionStore {
       createdAt: now,
       lastSeenAt: now,
     };
-    // Maps iterate in insertion order: the first key is the oldest session.
+    // Maps iterate in insertion order: the first of a login's sessions is its oldest.
+    // The bound per login comes first, so one token logging in again and again only
+    // ever drops its own sessions, and the store's bound is not reached by it alone.
+    const own = [...this.#sessions.values()].filter((s) => loginOf(s) === loginOf(session));
+    for (const old of own.slice(0, Math.max(0, own.length - this.#maxPerLogin + 1))) this.#sessions.delete(old.id);
     while (this.#sessions.size >= this.#max) {
       const oldest = this.#sessions.keys().next().value;
       if (oldest === undefined) break;
@@ -82,6 +93,9 @@ export class SessionStore {
     for (const [id, s] of this.#sessions) if (s.tokenId === tokenId) this.#sessions.delete(id);
   }
 }
+
+/** Whose login a session is: the token's id, or the password's. */
+const loginOf = (s: Pick<UiSession, 'tokenId' | 'who'>): string => s.tokenId ?? s.who;
 
 /** Constant-time comparison of two texts (CSRF tokens, the UI password). */
 export function sameText(a: string, b: string): boolean {

@@ -1,6 +1,7 @@
-import { readFileSync, statSync } from 'node:fs';
+import { readFileSync, type Stats, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { ConfigError } from '../errors.js';
+import { refuseSharedAccess } from '../lib/owner-only.js';
 import { Secret } from '../lib/secret.js';
 
 export const UI_PASSWORD_FILE = 'ui-password';
@@ -13,16 +14,14 @@ export const UI_PASSWORD_FILE = 'ui-password';
 export function loadUiPassword(dataDir: string, fromEnv?: Secret): Secret | null {
   if (fromEnv) return fromEnv.reveal() ? fromEnv : null;
   const file = join(dataDir, UI_PASSWORD_FILE);
-  let mode: number;
+  let stats: Stats;
   try {
-    mode = statSync(file).mode;
+    stats = statSync(file);
   } catch (error) {
     if ((error as NodeJS.ErrnoException).code === 'ENOENT') return null;
     throw new ConfigError(`cannot read the UI password file ${file}: ${(error as Error).message}`);
   }
-  if ((mode & 0o077) !== 0) {
-    throw new ConfigError(`refusing UI password file ${file}: other users can read it; run chmod 600 ${file}`);
-  }
+  refuseSharedAccess(file, stats, 'UI password file');
   const value = readFileSync(file, 'utf8').trim();
   if (!value) throw new ConfigError(`UI password file ${file} is empty`);
   return new Secret(value);

@@ -1,15 +1,16 @@
 import { randomBytes } from 'node:crypto';
 import { and, eq, isNull } from 'drizzle-orm';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { hasScope } from '../api/auth.js';
 import type { ApiDeps } from '../api/deps.js';
 import { apiTokens } from '../db/schema.js';
 import { findToken } from '../db/tokens.js';
 import { APP_CSS, APP_JS } from './assets.js';
 import { field, queryField, sendPage, type UiContext, type UiSettings } from './context.js';
-import { html } from './html.js';
+import { type Html, html } from './html.js';
 import { page, UI_PREFIX } from './layout.js';
 import { LiveChanges } from './live-changes.js';
-import { QUEUE_BOARD_PATH, registerQueueBoards } from './queue-board.js';
+import { QUEUE_BOARD_ADMIN_PATH, QUEUE_BOARD_PATH, registerQueueBoards } from './queue-board.js';
 import { historyPages } from './routes/history.js';
 import { jobPages } from './routes/jobs.js';
 import { pipelinePages } from './routes/pipelines.js';
@@ -104,22 +105,39 @@ export async function uiPlugin(app: FastifyInstance, opts: { deps: ApiDeps; sett
       }
       return reply.code(401).type('text/plain').send('log in first');
     }
+    // Every page shows what the API answers only to `read` (jobs, output, history, the
+    // queues' failed reasons): a session whose token lost the scope since its login ends.
+    if (!hasScope(session.scopes, 'read')) {
+      log.warn({ path, who: session.who }, 'UI request refused: the token lacks the read scope');
+      if (session.tokenId !== null) ctx.sessions.deleteOfToken(session.tokenId);
+      reply.header('set-cookie', cookie(request, SESSION_COOKIE, '', 0));
+      return sendPage(
+        reply,
+        page({ title: 'Refused', nav: 'login', session: null, body: lacksRead(session.who) }),
+        403,
+      );
+    }
     if (request.method === 'GET' || request.method === 'HEAD') return;
+    // By the route the router chose, not the raw URL: the router decodes the path, so
+    // /ui/queues%2Dadmin/… reaches the admin board while its raw text does not name it.
+    const route = request.routeOptions.url ?? '';
     // The BullMQ dashboard posts JSON from its own script, without our CSRF field: its
     // actions are for admins only and must come from a page of this origin (besides
     // the SameSite=Strict cookie, which a cross-site request does not carry).
-    if (path.startsWith(`${UI_PREFIX}/queues-admin/`)) {
+    if (route.startsWith(`${QUEUE_BOARD_ADMIN_PATH}/`)) {
       if (!isAdmin(session) || !sameOrigin(request)) return reply.code(403).type('text/plain').send('forbidden');
       return;
     }
     // The read-only board writes nothing (bull-board refuses too; this does not depend on it).
-    if (path.startsWith(`${QUEUE_BOARD_PATH}/`)) return reply.code(403).type('text/plain').send('read-only');
+    if (route.startsWith(`${QUEUE_BOARD_PATH}/`)) return reply.code(403).type('text/plain').send('read-only');
   });
   // CSRF for every form of these pages: after body parsing, before the handler.
   app.addHook('preHandler', async (request, reply) => {
     if (request.method === 'GET' || request.method === 'HEAD') return;
     const path = request.url.split('?')[0] ?? '';
-    if (path === `${UI_PREFIX}/login` || path.startsWith(`${UI_PREFIX}/queues`)) return;
+    // The boards' own writes were judged above, by their route (see there).
+    const route = request.routeOptions.url ?? '';
+    if (route === `${UI_PREFIX}/login` || route.startsWith(`${QUEUE_BOARD_ADMIN_PATH}/`)) return;
     const session = request.uiSession;
     const presented = field(request.body, '_csrf') ?? request.headers['x-csrf-token'];
     if (!session || typeof presented !== 'string' || !sameText(presented, session.csrfToken)) {
@@ -179,6 +197,10 @@ export async function uiPlugin(app: FastifyInstance, opts: { deps: ApiDeps; sett
     let session: UiSession | null = null;
     if (token) {
       const found = findToken(ctx.deps.db, token);
+      if (found.kind === 'valid' && !hasScope(found.token.scopes, 'read')) {
+        log.warn({ who: `token ${found.token.name}` }, 'UI login refused: the token lacks the read scope');
+        return loginPage(ctx, request, reply, lacksReadText(`token ${found.token.name}`), 403);
+      }
       if (found.kind === 'valid') {
         session = ctx.sessions.create({
           who: `token ${found.token.name}`,
@@ -255,7 +277,7 @@ function currentSession(ctx: UiContext, id: string | undefined): UiSession | nul
   if (session.tokenId !== null) {
     // A token revoked since the login ends its sessions at their next request.
     const live = ctx.deps.db
-      .select({ id: apiTokens.id })
+      .select({ scopes: apiTokens.scopes })
       .from(apiTokens)
       .where(and(eq(apiTokens.id, session.tokenId), isNull(apiTokens.revokedAt)))
       .get();
@@ -263,8 +285,18 @@ function currentSession(ctx: UiContext, id: string | undefined): UiSession | nul
       ctx.sessions.deleteOfToken(session.tokenId);
       return null;
     }
+    // The token's scopes as they are now, not as they were at login.
+    session.scopes = live.scopes;
   }
   return session;
+}
+
+function lacksReadText(who: string): string {
+  return `This ${who} lacks the "read" scope the web UI needs. Log in with a token made with --scopes read (or admin).`;
+}
+
+function lacksRead(who: string): Html {
+  return html`<h1>Refused</h1><p>${lacksReadText(who)}</p><p><a href="${UI_PREFIX}/login">Log in again</a></p>`;
 }
 
 /** A browser's same-origin request: Sec-Fetch-Site, or else the Origin header against Host. */

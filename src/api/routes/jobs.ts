@@ -29,7 +29,7 @@ import {
   resubmittedJobSchema,
   submitJobBody,
 } from '../schemas.js';
-import { deduplicatedView, freshnessView, jobLink, jobView, summaryView, transitionView } from '../views.js';
+import { deduplicatedView, freshnessView, jobLink, jobView, summaryView, transitionView, viewerOf } from '../views.js';
 import { bearer } from './security.js';
 
 /** `/api/v1/jobs`: submit, list, show, cancel and re-submit (with a summary's suggestion) job requests. */
@@ -118,7 +118,7 @@ export const jobRoutes: FastifyPluginAsyncZod<{ deps: ApiDeps }> = async (app, {
       const page = rows.slice(0, q.limit);
       const last = page.at(-1);
       return {
-        items: page.map(jobView),
+        items: page.map((row) => jobView(row, viewerOf(request.apiToken))),
         next: rows.length > q.limit && last ? encodeCursor([last.createdAt, last.id]) : null,
       };
     },
@@ -142,7 +142,7 @@ export const jobRoutes: FastifyPluginAsyncZod<{ deps: ApiDeps }> = async (app, {
       const row = getRequest(db, request.params.id);
       if (!row) throw new NotFoundApiError(`no job request ${request.params.id}`);
       return {
-        ...jobView(row),
+        ...jobView(row, viewerOf(request.apiToken)),
         spec: row.spec as Record<string, unknown>,
         transitions: transitionsOf(db, row.id).map(transitionView),
         deduplicated: replaysOf(db, row.id).map(deduplicatedView),

@@ -14,7 +14,7 @@ import {
   runSchema,
   triggerRunBody,
 } from '../schemas.js';
-import { pipelineView, runLink, runView } from '../views.js';
+import { pipelineView, runLink, runView, viewerOf } from '../views.js';
 import { bearer } from './security.js';
 
 /** What pausing and resuming a schedule say in the OpenAPI document. */
@@ -87,7 +87,11 @@ export const pipelineRoutes: FastifyPluginAsyncZod<{ deps: ApiDeps }> = async (a
             trigger: 'api',
             webhookUrl: request.body.webhook_url ?? null,
           });
-          return { status: 201, body: runView(run), headers: { location: runLink(run.id) } };
+          return {
+            status: 201,
+            body: runView(run, viewerOf(request.apiToken)),
+            headers: { location: runLink(run.id) },
+          };
         } catch (error) {
           // Bad parameters: the message names the parameter.
           if (error instanceof ConfigError)

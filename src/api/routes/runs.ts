@@ -6,7 +6,7 @@ import { decodeCursor, encodeCursor } from '../cursor.js';
 import type { ApiDeps } from '../deps.js';
 import { runsPage } from '../queries.js';
 import { answer, errors, idParams, pageOf, runDetailSchema, runSchema, runsQuery } from '../schemas.js';
-import { jobView, runView, summaryView } from '../views.js';
+import { jobView, runView, summaryView, viewerOf } from '../views.js';
 import { bearer } from './security.js';
 
 /** `/api/v1/runs`: pipeline runs and their steps. */
@@ -35,7 +35,7 @@ export const runRoutes: FastifyPluginAsyncZod<{ deps: ApiDeps }> = async (app, {
       const page = rows.slice(0, q.limit);
       const last = page.at(-1);
       return {
-        items: page.map(runView),
+        items: page.map((run) => runView(run, viewerOf(request.apiToken))),
         next: rows.length > q.limit && last ? encodeCursor([last.createdAt, last.id]) : null,
       };
     },
@@ -60,9 +60,9 @@ export const runRoutes: FastifyPluginAsyncZod<{ deps: ApiDeps }> = async (app, {
       if (!run) throw new NotFoundApiError(`no pipeline run ${request.params.id}`);
       const summary = summaryOfRun(deps.db, run.id);
       return {
-        ...runView(run),
+        ...runView(run, viewerOf(request.apiToken)),
         definition: run.definition,
-        steps: stepRequests(deps.db, run.id).map(jobView),
+        steps: stepRequests(deps.db, run.id).map((row) => jobView(row, viewerOf(request.apiToken))),
         summary: summaryView(summary ? { of: 'run', summary } : null),
       };
     },

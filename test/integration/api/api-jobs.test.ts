@@ -77,6 +77,32 @@ describe('POST /api/v1/jobs', () => {
     expect(getRequest(td.daemon.history.db, id)?.deadlines).toMatchObject({ maxPendingSec: 600 });
   });
 
+  it("shows webhook_url's user info and query to admin tokens only; others get scheme, host, port and path", async () => {
+    const sim = await env.sim();
+    const td = await env.daemon(sim.url);
+    const api = apiClient(td);
+    const reader = api.token(['submit', 'read']);
+    const admin = api.token(['admin']);
+    const webhook = 'https://hook:s3cret@hooks.example.org:8443/in/schedflow?token=abc#frag';
+    const created = await api.call('POST', '/api/v1/jobs', {
+      token: reader,
+      body: { spec: shellSpec('api-webhook-url', 'true', sim.workDir), webhook_url: webhook },
+    });
+    expect(created.status).toBe(201);
+    const { id } = created.json as { id: string };
+    const shown = 'https://hooks.example.org:8443/in/schedflow';
+    const detail = await api.call('GET', `/api/v1/jobs/${id}`, { token: reader });
+    expect((detail.json as { webhook_url: string }).webhook_url).toBe(shown);
+    const list = await api.call('GET', '/api/v1/jobs', { token: reader });
+    const item = (list.json as Page<{ id: string; webhook_url: string }>).items.find((j) => j.id === id);
+    expect(item?.webhook_url).toBe(shown);
+    expect(detail.text).not.toContain('s3cret');
+    expect(list.text).not.toContain('s3cret');
+    // The admin sees what was given, to check or repair it.
+    const full = await api.call('GET', `/api/v1/jobs/${id}`, { token: admin });
+    expect((full.json as { webhook_url: string }).webhook_url).toBe(webhook);
+  });
+
   it('refuses a spec no scheduler would take at the door: a misspelt member, an impossible size; nothing stored', async () => {
     const sim = await env.sim();
     const td = await env.daemon(sim.url);

@@ -1,3 +1,5 @@
+import { request } from 'node:http';
+import { networkInterfaces } from 'node:os';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { codecFor } from '../../../src/sched/codecs/codec.js';
 import { validateAgainstSpec } from '../../../src/sched/spec-validator.js';
@@ -463,7 +465,50 @@ describe('section 4 caching: stale-if-error', () => {
     const bad = await http(`${sim.url}/_sim/upstream`, { method: 'PUT', body: { slurmctld: 'maybe' } });
     expect(bad.status).toBe(400);
   });
+
+  it('the admin routes refuse another host however the path is spelled (the router decodes it)', async () => {
+    // A request from this machine's own non-loopback address is, to the server, another host.
+    const external = Object.values(networkInterfaces())
+      .flat()
+      .find((a) => a?.family === 'IPv4' && !a.internal)?.address;
+    if (!external) throw new Error('this test needs a non-loopback IPv4 address on the machine');
+    const open = await startSim({ host: '0.0.0.0' });
+    try {
+      const port = Number(new URL(open.url).port);
+      const spellings = ['/_sim/upstream', '/%5Fsim/upstream', '/%5fsim/upstream', '/_sim/%75pstream', '/_sim/stats'];
+      for (const path of spellings) {
+        // The loopback answer shows each spelling does reach an admin route.
+        expect((await rawGet('127.0.0.1', port, path)).status, `${path} from loopback`).toBe(200);
+        const remote = await rawGet(external, port, path, external);
+        expect(remote.status, `${path} from ${external}`).toBe(403);
+        expect(remote.body).toContain('loopback clients only');
+      }
+    } finally {
+      await open.stop();
+    }
+  });
 });
+
+/** A GET sent with its path exactly as written (fetch would normalise it), from `localAddress` when given. */
+function rawGet(
+  host: string,
+  port: number,
+  path: string,
+  localAddress?: string,
+): Promise<{ status: number; body: string }> {
+  return new Promise((resolve, reject) => {
+    const req = request({ host, port, path, localAddress }, (res) => {
+      let body = '';
+      res.setEncoding('utf8');
+      res.on('data', (chunk: string) => {
+        body += chunk;
+      });
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
+    });
+    req.on('error', reject);
+    req.end();
+  });
+}
 
 describe('section 7 and 8: per-IP rate limit', () => {
   it('429 with Retry-After once the bucket is empty, and service again after it refills', async () => {

@@ -1,0 +1,132 @@
+import { eq } from 'drizzle-orm';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { apiTokens } from '../../../src/db/schema.js';
+import { createToken } from '../../../src/db/tokens.js';
+import { startTestDaemon, type TestDaemon } from '../../helpers/daemon.js';
+import { startTestRedis, type TestRedis } from '../../helpers/redis.js';
+import { startSim, type TestSim } from '../../helpers/sim.js';
+
+/**
+ * The web UI's sessions over a real socket, without a browser: logins are
+ * plain form posts (the login form's double-submit cookie is any value sent
+ * both as cookie and field), and a session is its cookie.
+ */
+
+let redis: TestRedis;
+let sim: TestSim;
+let td: TestDaemon;
+let base: string;
+
+beforeAll(async () => {
+  redis = await startTestRedis();
+  sim = await startSim();
+  // The UI shares the API's rate limit (per address before login); these tests log in a thousand times.
+  td = await startTestDaemon(sim.url, redis.url, { apiRateLimitPerMin: 100_000 });
+  if (!td.daemon.apiUrl) throw new Error('the test daemon has no local API');
+  base = `${td.daemon.apiUrl}/ui`;
+}, 60_000);
+
+afterAll(async () => {
+  await td?.stop();
+  await sim?.stop();
+  await redis?.stop();
+});
+
+/** Logs in with a token: the session cookie's value, or null with the answer's status and text. */
+async function logIn(token: string): Promise<{ session: string | null; status: number; text: string }> {
+  const nonce = 'login-nonce';
+  const res = await fetch(`${base}/login`, {
+    method: 'POST',
+    redirect: 'manual',
+    headers: { 'content-type': 'application/x-www-form-urlencoded', cookie: `schedflow_ui_login=${nonce}` },
+    body: new URLSearchParams({ _login: nonce, token, next: '/ui/jobs' }).toString(),
+  });
+  const cookies = res.headers.getSetCookie();
+  const session = cookies.map((c) => /^schedflow_ui=([^;]+)/.exec(c)?.[1]).find((v) => v) ?? null;
+  return { session, status: res.status, text: await res.text() };
+}
+
+/** The status of a page asked for with a session cookie (303: sent to the login page). */
+async function pageStatus(session: string, path = '/jobs'): Promise<number> {
+  const res = await fetch(`${base}${path}`, { redirect: 'manual', headers: { cookie: `schedflow_ui=${session}` } });
+  // Not read to its end: the event stream never ends.
+  await res.body?.cancel();
+  return res.status;
+}
+
+describe('web UI sessions', () => {
+  it("bounds the sessions of one token: its logins drop its own oldest, never another token's", async () => {
+    const db = td.daemon.history.db;
+    const admin = createToken(db, { name: 'sessions-admin', scopes: ['admin'] }).token;
+    const noisy = createToken(db, { name: 'sessions-noisy', scopes: ['read'] }).token;
+    const adminSession = (await logIn(admin)).session;
+    if (!adminSession) throw new Error('the admin token did not log in');
+    expect(await pageStatus(adminSession)).toBe(200);
+
+    // More logins than the whole store holds (1,000), all with one token.
+    const noisySessions: string[] = [];
+    for (let i = 0; i < 1010; i++) {
+      const { session } = await logIn(noisy);
+      if (!session) throw new Error(`login ${i} of the noisy token failed`);
+      noisySessions.push(session);
+    }
+    expect(await pageStatus(adminSession)).toBe(200);
+    // The noisy token keeps its 10 newest sessions only.
+    const [first, tenthLast, eleventhLast] = [noisySessions[0], noisySessions.at(-10), noisySessions.at(-11)];
+    if (!first || !tenthLast || !eleventhLast) throw new Error('sessions missing');
+    expect(await pageStatus(first)).toBe(303);
+    expect(await pageStatus(eleventhLast)).toBe(303);
+    expect(await pageStatus(tenthLast)).toBe(200);
+  });
+
+  it('lets in only tokens with the read scope, as the API does, at login and on every request', async () => {
+    const db = td.daemon.history.db;
+    const submitter = createToken(db, { name: 'ui-submit-only', scopes: ['submit', 'cancel'] });
+    const refused = await logIn(submitter.token);
+    expect(refused.status).toBe(403);
+    expect(refused.session).toBeNull();
+    expect(refused.text).toContain('lacks the &quot;read&quot; scope');
+
+    // A session whose token no longer has the scope is refused at its next request, and ended.
+    const reader = createToken(db, { name: 'ui-reader-demoted', scopes: ['read'] });
+    const session = (await logIn(reader.token)).session;
+    if (!session) throw new Error('the read token did not log in');
+    for (const path of ['/jobs', '/history', '/profiles', '/queues/', '/events']) {
+      expect(await pageStatus(session, path), path).not.toBe(403);
+    }
+    db.update(apiTokens)
+      .set({ scopes: ['submit'] })
+      .where(eq(apiTokens.id, reader.info.id))
+      .run();
+    expect(await pageStatus(session, '/queues/')).toBe(403);
+    expect(await pageStatus(session, '/jobs')).toBe(303);
+  });
+
+  it("refuses the queue boards' writes from another site however the path is spelled (the router decodes it)", async () => {
+    const db = td.daemon.history.db;
+    const session = (await logIn(createToken(db, { name: 'ui-board-admin', scopes: ['admin'] }).token)).session;
+    if (!session) throw new Error('the admin token did not log in');
+    const queue = td.daemon.queues.submit;
+    // No Origin nor Sec-Fetch-Site: not shown to come from a page of this UI.
+    for (const board of ['queues-admin', '%71ueues-admin', 'queues%2Dadmin', 'queues', '%71ueues']) {
+      const res = await fetch(`${base}/${board}/api/queues/${encodeURIComponent(queue.name)}/pause`, {
+        method: 'PUT',
+        redirect: 'manual',
+        headers: { cookie: `schedflow_ui=${session}` },
+      });
+      await res.body?.cancel();
+      expect(res.status, board).toBe(403);
+    }
+    expect(await queue.isPaused()).toBe(false);
+    // From a page of this UI, the admin board's action goes through.
+    for (const action of ['pause', 'resume']) {
+      const res = await fetch(`${base}/queues-admin/api/queues/${encodeURIComponent(queue.name)}/${action}`, {
+        method: 'PUT',
+        headers: { cookie: `schedflow_ui=${session}`, 'sec-fetch-site': 'same-origin' },
+      });
+      await res.body?.cancel();
+      expect(res.status, action).toBe(200);
+      expect(await queue.isPaused()).toBe(action === 'pause');
+    }
+  });
+});
