@@ -21,7 +21,8 @@ export function registerJsonBody(app: FastifyInstance): void {
   app.removeContentTypeParser('application/json');
   app.addContentTypeParser('application/json', { parseAs: 'string' }, (request, body, done) => {
     const text = typeof body === 'string' ? body : body.toString('utf8');
-    parse(request, text, (error, value) => {
+    // Fastify's default JSON parser answers through the callback; its type also allows a promise.
+    void parse(request, text, (error, value) => {
       if (error) return done(isJson(text) ? prototypeMember() : error, undefined);
       const problem = problemOf(value);
       if (problem) return done(new ValidationApiError([{ in: 'body', path: problem.path, reason: problem.reason }]));
