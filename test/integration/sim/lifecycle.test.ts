@@ -175,7 +175,7 @@ describe('jobs really run', () => {
     const ended = await waitFor(
       async () => {
         const job = await controllerJob(sim as TestSim, id);
-        return (job?.job_state as string[]).length === 1 ? job : undefined;
+        return (job?.job_state as string[] | undefined)?.length === 1 ? job : undefined;
       },
       { what: 'the script to be gone' },
     );
