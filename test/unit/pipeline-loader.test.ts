@@ -32,8 +32,23 @@ describe('pipeline files: problems say where and what', () => {
     expect(problems(`steps:\n${step}`)).toEqual([]);
   });
 
-  it('invalid YAML', () => {
-    expect(problems('steps:\n  a: [unclosed\n')).toEqual([expect.stringMatching(/^p\.yaml:3:1: /)]);
+  it('invalid YAML: an unclosed flow sequence or quote is pointed at where it opens, not at the end of the file', () => {
+    expect(problems('steps:\n  a: [unclosed\n')).toEqual([expect.stringMatching(/^p\.yaml:2:6: Flow sequence/)]);
+    const quote = 'steps:\n  a:\n    script: "#!/bin/sh\n    name: x\n  b:\n    script: y\n';
+    expect(problems(quote)).toEqual(['p.yaml:3:13: Missing closing "quote']);
+  });
+
+  it('a YAML alias bomb is refused with where its aliases start, not expanded', () => {
+    const bomb = [
+      'a: &a ["x","x","x","x","x","x","x","x","x"]',
+      'b: &b [*a,*a,*a,*a,*a,*a,*a,*a,*a]',
+      'c: &c [*b,*b,*b,*b,*b,*b,*b,*b,*b]',
+      'd: &d [*c,*c,*c,*c,*c,*c,*c,*c,*c]',
+      `steps:\n${step}`,
+    ].join('\n');
+    expect(problems(bomb)).toEqual([
+      'p.yaml:2:8: aliases expand to more than 100 copies (a YAML alias bomb?): write the values out',
+    ]);
   });
 
   it('a cron expression with the wrong number of fields, and an invalid one', () => {

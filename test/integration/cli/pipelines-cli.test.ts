@@ -64,6 +64,31 @@ describe('schedflow validate', () => {
     );
   });
 
+  it('a YAML alias bomb and an unclosed quote: exit 2 with where each starts, no stack trace', async () => {
+    const bomb = join(root, 'bomb.yaml');
+    writeFileSync(
+      bomb,
+      [
+        'a: &a ["x","x","x","x","x","x","x","x","x"]',
+        'b: &b [*a,*a,*a,*a,*a,*a,*a,*a,*a]',
+        'c: &c [*b,*b,*b,*b,*b,*b,*b,*b,*b]',
+        'd: &d [*c,*c,*c,*c,*c,*c,*c,*c,*c]',
+        'steps: { a: { script: "#!/bin/sh\\n" } }',
+      ].join('\n'),
+    );
+    const quote = join(root, 'quote.yaml');
+    writeFileSync(quote, 'steps:\n  a:\n    script: "#!/bin/sh\n    name: x\n  b:\n    script: y\n');
+    const result = await runCli(['validate', bomb, quote, '--config', config]);
+    expect(result.code).toBe(2);
+    expect(result.stderr).toBe(
+      [
+        `${bomb}:2:8: aliases expand to more than 100 copies (a YAML alias bomb?): write the values out`,
+        `${quote}:3:13: Missing closing "quote`,
+        '2 invalid pipeline files\n',
+      ].join('\n'),
+    );
+  });
+
   it('names the account the profile token is bound to', async () => {
     writeFileSync(join(root, 'account.yaml'), 'steps:\n  a:\n    script: "#!/bin/sh\\n"\n    account: physics\n');
     const result = await runCli(['validate', join(root, 'account.yaml'), '--config', config]);
