@@ -71,8 +71,12 @@ const stepSchema = z
     /** The Slurm job name; default `<pipeline>.<step>`. */
     name: z.string().min(1).optional(),
     script: z.string().min(1).optional(),
-    /** A script file, relative to the pipeline file; read when a run is made. */
-    script_file: z.string().min(1).optional().describe('a script file, relative to the pipeline file'),
+    /** A script file, relative to the pipeline file and inside its folder (symlinks included); read when a run is made. */
+    script_file: z
+      .string()
+      .min(1)
+      .optional()
+      .describe('a script file, relative to the pipeline file; it must be inside the pipelines folder'),
     partition: spec.partition,
     account: spec.account,
     environment: spec.environment,

@@ -6,6 +6,7 @@ import { locate, parseSource, readYamlSource, SourceError, type YamlSource } fro
 import type { Profile } from '../sched/profile.js';
 import { type PipelineFile, pipelineFileSchema } from './pipeline-file.js';
 import { planRun } from './run-plan.js';
+import { readScriptFile } from './script-file.js';
 import { stringsIn, unknownPlaceholders } from './template.js';
 
 /** A pipeline file that passed every check, ready to plan runs from. */
@@ -177,9 +178,9 @@ function checkPlaceholders(source: YamlSource, def: PipelineFile, path: string, 
     const scriptPath = resolve(dirname(path), s.script_file);
     let text: string;
     try {
-      text = readFileSync(scriptPath, 'utf8');
-    } catch {
-      at(['steps', step, 'script_file'], `steps.${step}.script_file: cannot read ${scriptPath}`);
+      text = readScriptFile(path, s.script_file);
+    } catch (error) {
+      at(['steps', step, 'script_file'], `steps.${step}.script_file: ${(error as Error).message}`);
       continue;
     }
     for (const name of unknownPlaceholders(text, params)) {

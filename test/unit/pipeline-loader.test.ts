@@ -1,6 +1,6 @@
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { basename, dirname, join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { SourceError } from '../../src/lib/yaml-source.js';
 import { loadPipelineFile } from '../../src/pipelines/pipeline-loader.js';
@@ -100,6 +100,43 @@ describe('pipeline files: problems say where and what', () => {
     expect(problems('steps:\n  a:\n    script_file: missing.sh\n')).toEqual([
       `p.yaml:3:18: steps.a.script_file: cannot read ${dir}/missing.sh`,
     ]);
+  });
+
+  it('a script_file outside the pipelines folder is refused: ../, an absolute path, a symlink pointing out', () => {
+    // A valid script one folder up, so only the confinement can refuse it.
+    const outside = join(dirname(dir), `outside-${basename(dir)}.sh`);
+    writeFileSync(outside, '#!/bin/sh\necho secret\n');
+    rmSync(join(dir, 'link.sh'), { force: true });
+    symlinkSync(outside, join(dir, 'link.sh'));
+    const refused = `is outside the pipelines folder ${dir}: keep scripts in it`;
+    expect(problems(`steps:\n  a:\n    script_file: ../${basename(outside)}\n`)).toEqual([
+      `p.yaml:3:18: steps.a.script_file: ../${basename(outside)} ${refused}`,
+    ]);
+    expect(problems(`steps:\n  a:\n    script_file: ${outside}\n`)).toEqual([
+      `p.yaml:3:18: steps.a.script_file: ${outside} ${refused}`,
+    ]);
+    expect(problems('steps:\n  a:\n    script_file: link.sh\n')).toEqual([
+      `p.yaml:3:18: steps.a.script_file: link.sh (it resolves to ${outside}) ${refused}`,
+    ]);
+    // Inside the folder, through a subfolder and a symlink that stays inside: fine.
+    mkdirSync(join(dir, 'scripts'), { recursive: true });
+    writeFileSync(join(dir, 'scripts', 'ok.sh'), '#!/bin/sh\necho ok\n');
+    rmSync(join(dir, 'inside.sh'), { force: true });
+    symlinkSync(join(dir, 'scripts', 'ok.sh'), join(dir, 'inside.sh'));
+    expect(problems('steps:\n  a:\n    script_file: scripts/ok.sh\n  b:\n    script_file: inside.sh\n')).toEqual([]);
+  });
+
+  it('a script file swapped for a symlink out after the load is refused when a run is made', () => {
+    const file = join(dir, 'swap.yaml');
+    writeFileSync(join(dir, 'swap.sh'), '#!/bin/sh\necho fine\n');
+    writeFileSync(file, 'steps:\n  a:\n    script_file: swap.sh\n');
+    const loaded = loadPipelineFile(file, { profiles, defaultProfile: 'lab' });
+    rmSync(join(dir, 'swap.sh'));
+    symlinkSync('/etc/passwd', join(dir, 'swap.sh'));
+    const input = { runId: 'r', trigger: 'api', createdAt: 0, scheduledFor: null, params: {} } as const;
+    expect(() => planRun(loaded, input)).toThrow(
+      `steps.a.script_file: swap.sh (it resolves to /etc/passwd) is outside the pipelines folder ${dir}: keep scripts in it`,
+    );
   });
 
   it('an unknown profile names the configured ones', () => {
