@@ -191,7 +191,7 @@ function checkPlaceholders(source: YamlSource, def: PipelineFile, path: string, 
 
 function describeNames(params: ReadonlySet<string>): string {
   const declared = params.size ? [...params].map((p) => `params.${p}`).join(', ') : 'no params declared';
-  return `known: run.id, run.scheduled_time, run.date, run.trigger, pipeline.name, step.name, ${declared}`;
+  return `known: run.id, run.scheduled_time, run.date, run.trigger, pipeline.name, step.name, ${declared}; :q after a name shell-quotes it`;
 }
 
 function sampleParams(def: PipelineFile): Record<string, string> {

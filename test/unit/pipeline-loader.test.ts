@@ -88,8 +88,8 @@ describe('pipeline files: problems say where and what', () => {
     const text =
       'params:\n  sample: A1\nsteps:\n  a:\n    script: "#!/bin/sh\\necho ${HOME} ${params.sample} ${params.nope} ${run.idx}\\n"\n';
     expect(problems(text)).toEqual([
-      'p.yaml:5:13: steps.a.script: unknown template name ${params.nope} (known: run.id, run.scheduled_time, run.date, run.trigger, pipeline.name, step.name, params.sample)',
-      'p.yaml:5:13: steps.a.script: unknown template name ${run.idx} (known: run.id, run.scheduled_time, run.date, run.trigger, pipeline.name, step.name, params.sample)',
+      'p.yaml:5:13: steps.a.script: unknown template name ${params.nope} (known: run.id, run.scheduled_time, run.date, run.trigger, pipeline.name, step.name, params.sample; :q after a name shell-quotes it)',
+      'p.yaml:5:13: steps.a.script: unknown template name ${run.idx} (known: run.id, run.scheduled_time, run.date, run.trigger, pipeline.name, step.name, params.sample; :q after a name shell-quotes it)',
     ]);
   });
 
