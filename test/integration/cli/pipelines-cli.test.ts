@@ -89,6 +89,22 @@ describe('schedflow validate', () => {
     );
   });
 
+  it('refuses what the daemon refuses: one pipeline name in x.yaml and x.yml, even when only one is named', async () => {
+    const dup = join(root, 'dup');
+    mkdirSync(dup);
+    const [yaml, yml] = [join(dup, 'x.yaml'), join(dup, 'x.yml')];
+    for (const file of [yaml, yml]) writeFileSync(file, 'steps:\n  a:\n    script: "#!/bin/sh\\n"\n');
+    const fix = ': give each file its own name (name:) or file name';
+    const both = await runCli(['validate', dup, '--config', config]);
+    expect(both).toMatchObject({ code: 2, stdout: '' });
+    expect(both.stderr).toBe(
+      `${yaml}: pipeline name "x" is also used by ${yml}${fix}\n${yml}: pipeline name "x" is also used by ${yaml}${fix}\n2 invalid pipeline files\n`,
+    );
+    const one = await runCli(['validate', yaml, '--config', config]);
+    expect(one).toMatchObject({ code: 2, stdout: '' });
+    expect(one.stderr).toBe(`${yaml}: pipeline name "x" is also used by ${yml}${fix}\n1 invalid pipeline file\n`);
+  });
+
   it('names the account the profile token is bound to', async () => {
     writeFileSync(join(root, 'account.yaml'), 'steps:\n  a:\n    script: "#!/bin/sh\\n"\n    account: physics\n');
     const result = await runCli(['validate', join(root, 'account.yaml'), '--config', config]);
