@@ -80,6 +80,10 @@ describe('pipeline files: problems say where and what', () => {
 
   it('needs naming a missing step, and a cycle', () => {
     expect(problems(`steps:\n${step}    needs: [b]\n`)).toEqual(['p.yaml:4:13: steps.a.needs: no step "b" (steps: a)']);
+    // Looked up among the steps only, not among an object's inherited members.
+    expect(problems(`steps:\n${step}    needs: [toString]\n`)).toEqual([
+      'p.yaml:4:13: steps.a.needs: no step "toString" (steps: a)',
+    ]);
     const cycle = `steps:\n${step}    needs: [b]\n  b:\n    script: "#!/bin/sh\\n"\n    needs: [a]\n`;
     expect(problems(cycle)).toEqual(['p.yaml:2:3: steps: the needs of a, b form a cycle']);
   });

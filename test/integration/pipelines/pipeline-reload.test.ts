@@ -57,6 +57,22 @@ describe('reloading pipeline files', () => {
     ]);
   }, 30_000);
 
+  it('a YAML alias bomb is reported by the daemon with its file and position', async () => {
+    const sim = await env.sim();
+    const aliases = ['a: &a [x, x, x, x, x, x, x, x, x]'];
+    for (const [name, of] of [
+      ['b', 'a'],
+      ['c', 'b'],
+      ['d', 'c'],
+    ])
+      aliases.push(`${name}: &${name} [${`*${of}, `.repeat(8)}*${of}]`);
+    const td = await env.daemon(sim.url, {}, { 'bomb.yaml': `${aliases.join('\n')}\n${file('x')}` });
+    const path = join(td.configDir, 'pipelines', 'bomb.yaml');
+    expect(td.daemon.pipelines.list().map((p) => p.error)).toEqual([
+      `${path}:2:8: aliases expand to more than 100 copies (a YAML alias bomb?): write the values out`,
+    ]);
+  }, 30_000);
+
   it('a schedule added, paused and removed changes the job schedulers accordingly', async () => {
     const sim = await env.sim();
     const td = await env.daemon(sim.url, {}, { 's.yaml': file('s') });
