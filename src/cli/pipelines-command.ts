@@ -1,16 +1,12 @@
 import { statSync } from 'node:fs';
-import { basename, join, resolve } from 'node:path';
+import { basename, dirname, join, resolve } from 'node:path';
 import type { Command } from 'commander';
 import { ConfigError } from '../errors.js';
 import { SourceError } from '../lib/yaml-source.js';
 import { nextFireTimes } from '../pipelines/cron-times.js';
 import { pipelineJsonSchema } from '../pipelines/pipeline-file.js';
-import {
-  type LoadContext,
-  type LoadedPipeline,
-  loadPipelineFile,
-  pipelineFiles,
-} from '../pipelines/pipeline-loader.js';
+import { type LoadContext, type LoadedPipeline, pipelineFiles } from '../pipelines/pipeline-loader.js';
+import { type FileLoad, loadPipelineSet } from '../pipelines/pipeline-set.js';
 import { planRun } from '../pipelines/run-plan.js';
 import { codecFor } from '../sched/codecs/codec.js';
 import { loadProfiles } from '../sched/profile.js';
@@ -43,6 +39,24 @@ function expandFiles(paths: string[]): string[] {
   });
 }
 
+/**
+ * The named files loaded the way the daemon loads its folder: each with the
+ * other pipeline files of its folder, so a name another file there uses is
+ * refused here too. Results for the named files only, in the order named.
+ */
+function validateFiles(files: string[], context: LoadContext): FileLoad[] {
+  const byFolder = new Map<string, string[]>();
+  for (const file of files) byFolder.set(dirname(file), [...(byFolder.get(dirname(file)) ?? []), file]);
+  const results = new Map<string, FileLoad>();
+  for (const [folder, named] of byFolder) {
+    const set = [...new Set([...pipelineFiles(folder), ...named])];
+    for (const result of loadPipelineSet(set, context).results) {
+      if (named.includes(result.file)) results.set(result.file, result);
+    }
+  }
+  return files.flatMap((file) => results.get(file) ?? []);
+}
+
 export function registerPipelinesCommands(program: Command): void {
   program
     .command('schema')
@@ -66,9 +80,9 @@ export function registerPipelinesCommands(program: Command): void {
         );
       }
       let failed = 0;
-      for (const file of expandFiles(paths)) {
+      for (const { file, pipeline, error } of validateFiles(expandFiles(paths), context)) {
         try {
-          const pipeline = loadPipelineFile(file, context);
+          if (error) throw error;
           if (flags.render) {
             process.stdout.write(`${JSON.stringify(render(pipeline, context, flags.param), null, 2)}\n`);
           } else {
@@ -95,14 +109,8 @@ export function registerPipelinesCommands(program: Command): void {
     .action((flags: { pipelines?: string; config: string; json?: boolean }) => {
       const dir = resolve(flags.pipelines ?? join(flags.config, 'pipelines'));
       const context = loadContext(flags.config);
-      const listed = pipelineFiles(dir).map((file) => {
-        try {
-          const p = loadPipelineFile(file, context);
-          const s = p.def.schedule;
-          const next = s?.enabled ? nextFireTimes(s.cron, s.timezone, Date.now(), 5) : [];
-          return { name: p.name, file, schedule: s ?? null, next, steps: p.order, error: null };
-        } catch (error) {
-          if (!(error instanceof SourceError)) throw error;
+      const listed = loadPipelineSet(pipelineFiles(dir), context).results.map(({ file, pipeline: p, error }) => {
+        if (error) {
           return {
             name: `${basename(file)} (invalid)`,
             file,
@@ -112,6 +120,9 @@ export function registerPipelinesCommands(program: Command): void {
             error: error.message,
           };
         }
+        const s = p.def.schedule;
+        const next = s?.enabled ? nextFireTimes(s.cron, s.timezone, Date.now(), 5) : [];
+        return { name: p.name, file, schedule: s ?? null, next, steps: p.order, error: null };
       });
       if (flags.json) {
         const out = listed.map((l) => ({ ...l, next: l.next.map((t) => new Date(t).toISOString()) }));

@@ -1,5 +1,5 @@
 import { readFileSync } from 'node:fs';
-import { type Document, isNode, LineCounter, parseDocument } from 'yaml';
+import { type Document, isCollection, isNode, isScalar, LineCounter, parseDocument, visit, type YAMLError } from 'yaml';
 import type { z } from 'zod';
 
 /** A YAML (or JSON, which is YAML) file parsed with positions, so problems can say file:line:column. */
@@ -27,18 +27,68 @@ function readText(file: string): string {
   }
 }
 
+/**
+ * Aliases a file may expand in all. Each alias copies its anchor's whole value, so
+ * nested anchors grow exponentially ("billion laughs"); hand-written
+ * configuration never needs many.
+ */
+export const MAX_YAML_ALIASES = 100;
+
 export function readYamlSource(file: string, text = readText(file)): YamlSource {
   const lines = new LineCounter();
   const doc = parseDocument(text, { lineCounter: lines, prettyErrors: false, uniqueKeys: true });
+  const at = (offset: number) => {
+    const { line, col } = lines.linePos(offset);
+    return `${file}:${line}:${col}`;
+  };
   if (doc.errors.length > 0) {
-    throw new SourceError(
-      doc.errors.map((e) => {
-        const pos = e.linePos?.[0] ?? lines.linePos(e.pos[0]);
-        return `${file}:${pos.line}:${pos.col}: ${e.message.split('\n')[0]}`;
-      }),
-    );
+    throw new SourceError(doc.errors.map((e) => `${at(problemStart(doc, e))}: ${e.message.split('\n')[0]}`));
   }
-  return { file, doc, lines, data: doc.toJS() };
+  let data: unknown;
+  try {
+    data = doc.toJS({ maxAliasCount: MAX_YAML_ALIASES });
+  } catch (error) {
+    // yaml throws a bare ReferenceError for too many aliases; say where the aliasing starts.
+    if (!(error instanceof ReferenceError)) throw error;
+    throw new SourceError([
+      `${at(firstAliasOffset(doc))}: aliases expand to more than ${MAX_YAML_ALIASES} copies (a YAML alias bomb?): write the values out`,
+    ]);
+  }
+  return { file, doc, lines, data };
+}
+
+/**
+ * Where a syntax error begins. yaml reports an unclosed quote or flow collection
+ * at the offset where it gave up, often the end of the file; the construct that
+ * was left open starts at the node whose value ends there.
+ */
+function problemStart(doc: Document, error: YAMLError): number {
+  const offset = error.pos[0];
+  const unclosedQuote = error.code === 'MISSING_CHAR' && error.message.includes('quote');
+  const unclosedFlow = error.code === 'BAD_INDENT' && error.message.startsWith('Flow ');
+  if (!unclosedQuote && !unclosedFlow) return offset;
+  let start = offset;
+  visit(doc, {
+    Node(_key, node) {
+      const open = unclosedQuote
+        ? isScalar(node) && (node.type === 'QUOTE_DOUBLE' || node.type === 'QUOTE_SINGLE')
+        : isCollection(node) && node.flow === true;
+      // The innermost match wins: visit goes outside in.
+      if (open && node.range && node.range[1] === offset) start = node.range[0];
+    },
+  });
+  return start;
+}
+
+function firstAliasOffset(doc: Document): number {
+  let offset = 0;
+  visit(doc, {
+    Alias(_key, node) {
+      offset = node.range?.[0] ?? 0;
+      return visit.BREAK;
+    },
+  });
+  return offset;
 }
 
 /** `file:line:column` of the node at a path, or of its nearest existing parent. */

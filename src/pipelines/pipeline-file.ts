@@ -71,8 +71,12 @@ const stepSchema = z
     /** The Slurm job name; default `<pipeline>.<step>`. */
     name: z.string().min(1).optional(),
     script: z.string().min(1).optional(),
-    /** A script file, relative to the pipeline file; read when a run is made. */
-    script_file: z.string().min(1).optional().describe('a script file, relative to the pipeline file'),
+    /** A script file, relative to the pipeline file and inside its folder (symlinks included); read when a run is made. */
+    script_file: z
+      .string()
+      .min(1)
+      .optional()
+      .describe('a script file, relative to the pipeline file; it must be inside the pipelines folder'),
     partition: spec.partition,
     account: spec.account,
     environment: spec.environment,
@@ -153,13 +157,19 @@ export const pipelineFileSchema = z
     name: nameSchema.optional(),
     description: z.string().optional(),
     schedule: scheduleSchema.optional(),
-    /** Parameters, `${params.NAME}` in steps, with a default; null makes one required at trigger time. */
+    /**
+     * Parameters, `${params.NAME}` in steps (the value as is) or `${params.NAME:q}` (one
+     * single-quoted shell word, for scripts), with a default; null makes one required at trigger time.
+     */
     params: z
       .record(
         z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'letters, digits and _'),
         z.union([z.string(), z.number(), z.null()]),
       )
-      .default({}),
+      .default({})
+      .describe(
+        'run parameters with their defaults (null: required at trigger time); in steps ${params.NAME} pastes the value as is, ${params.NAME:q} as one single-quoted shell word: use :q in scripts',
+      ),
     defaults: z
       .object({
         /** The scheduler profile (config/profiles/<name>.yaml); default: the daemon's first profile. */

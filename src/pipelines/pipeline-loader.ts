@@ -1,11 +1,14 @@
 import { createHash } from 'node:crypto';
-import { readdirSync, readFileSync } from 'node:fs';
+import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { basename, dirname, extname, join, resolve } from 'node:path';
 import type { StepNeed } from '../db/schema.js';
 import { locate, parseSource, readYamlSource, SourceError, type YamlSource } from '../lib/yaml-source.js';
 import type { Profile } from '../sched/profile.js';
 import { type PipelineFile, pipelineFileSchema } from './pipeline-file.js';
+import { MAX_PIPELINE_FILE_BYTES, MAX_PIPELINE_STEPS } from './pipeline-limits.js';
 import { planRun } from './run-plan.js';
+import { readScriptFile } from './script-file.js';
+import { stepOrder } from './step-order.js';
 import { stringsIn, unknownPlaceholders } from './template.js';
 
 /** A pipeline file that passed every check, ready to plan runs from. */
@@ -53,6 +56,7 @@ export function loadPipelineFile(file: string, context: LoadContext): LoadedPipe
   const path = resolve(file);
   const text = readText(path);
   const source = readYamlSource(path, text);
+  checkStepCount(source);
   const def = parseSource(source, pipelineFileSchema);
   const problems: string[] = [];
   const at = (where: PropertyKey[], message: string) => problems.push(`${locate(source, where)}: ${message}`);
@@ -92,10 +96,30 @@ export function loadPipelineFile(file: string, context: LoadContext): LoadedPipe
 
 function readText(path: string): string {
   try {
+    // Sized before it is read: the limit is there so a huge file costs nothing.
+    const { size } = statSync(path);
+    if (size > MAX_PIPELINE_FILE_BYTES) {
+      throw new SourceError([
+        `${path}: ${size} bytes, more than the ${MAX_PIPELINE_FILE_BYTES} bytes (${MAX_PIPELINE_FILE_BYTES / 1024 / 1024} MiB) a pipeline file may have: split it into several pipelines`,
+      ]);
+    }
     return readFileSync(path, 'utf8');
   } catch (error) {
+    if (error instanceof SourceError) throw error;
     const code = (error as NodeJS.ErrnoException).code;
     throw new SourceError([`${path}: cannot read: ${code === 'ENOENT' ? 'no such file' : (error as Error).message}`]);
+  }
+}
+
+/** Before the schema check, which would otherwise check every one of a huge number of steps first. */
+function checkStepCount(source: YamlSource): void {
+  const steps = (source.data as { steps?: unknown } | null)?.steps;
+  if (steps === null || typeof steps !== 'object') return;
+  const count = Object.keys(steps).length;
+  if (count > MAX_PIPELINE_STEPS) {
+    throw new SourceError([
+      `${locate(source, ['steps'])}: steps: ${count} steps, more than the ${MAX_PIPELINE_STEPS} a pipeline may have: split it into several pipelines, or use array jobs (array:) for many alike tasks`,
+    ]);
   }
 }
 
@@ -129,13 +153,15 @@ function checkAccounts(def: PipelineFile, profileName: string | null, context: L
 
 function checkNeeds(def: PipelineFile, at: At): Record<string, StepNeed[]> {
   const needs: Record<string, StepNeed[]> = {};
+  // Once, not per missing need: a file with many wrong needs would repeat the whole list each time.
+  const names = listed(Object.keys(def.steps));
   for (const [step, s] of Object.entries(def.steps)) {
     needs[step] = s.needs.map((n, i) => {
       const need: StepNeed = typeof n === 'string' ? { step: n, type: 'afterok' } : n;
       const where = ['steps', step, 'needs', i];
       if (need.step === step) at(where, `steps.${step}.needs: a step cannot need itself`);
-      else if (!(need.step in def.steps)) {
-        at(where, `steps.${step}.needs: no step "${need.step}" (steps: ${Object.keys(def.steps).join(', ')})`);
+      else if (!Object.hasOwn(def.steps, need.step)) {
+        at(where, `steps.${step}.needs: no step "${need.step}" (steps: ${names})`);
       }
       return need;
     });
@@ -143,23 +169,17 @@ function checkNeeds(def: PipelineFile, at: At): Record<string, StepNeed[]> {
   return needs;
 }
 
-/** Kahn's algorithm, in file order among ready steps; a cycle is reported with its steps. */
 function topologicalOrder(def: PipelineFile, needs: Record<string, StepNeed[]>, at: At): string[] {
-  const order: string[] = [];
-  const remaining = new Set(Object.keys(def.steps));
-  while (remaining.size > 0) {
-    const ready = [...remaining].filter((s) => (needs[s] ?? []).every((n) => !remaining.has(n.step)));
-    if (ready.length === 0) {
-      const cycle = [...remaining].join(', ');
-      at(['steps'], `steps: the needs of ${cycle} form a cycle`);
-      return [];
-    }
-    for (const s of ready) {
-      order.push(s);
-      remaining.delete(s);
-    }
-  }
-  return order;
+  const result = stepOrder(Object.keys(def.steps), needs);
+  if (result.ok) return result.order;
+  at(['steps'], `steps: the needs of ${listed(result.cycle)} form a cycle`);
+  return [];
+}
+
+/** Step names for a message, the first few of a long list. */
+function listed(names: readonly string[], shown = 20): string {
+  const head = names.slice(0, shown).join(', ');
+  return names.length > shown ? `${head} and ${names.length - shown} more` : head;
 }
 
 function checkPlaceholders(source: YamlSource, def: PipelineFile, path: string, at: At): void {
@@ -177,9 +197,9 @@ function checkPlaceholders(source: YamlSource, def: PipelineFile, path: string, 
     const scriptPath = resolve(dirname(path), s.script_file);
     let text: string;
     try {
-      text = readFileSync(scriptPath, 'utf8');
-    } catch {
-      at(['steps', step, 'script_file'], `steps.${step}.script_file: cannot read ${scriptPath}`);
+      text = readScriptFile(path, s.script_file);
+    } catch (error) {
+      at(['steps', step, 'script_file'], `steps.${step}.script_file: ${(error as Error).message}`);
       continue;
     }
     for (const name of unknownPlaceholders(text, params)) {
@@ -190,7 +210,7 @@ function checkPlaceholders(source: YamlSource, def: PipelineFile, path: string, 
 
 function describeNames(params: ReadonlySet<string>): string {
   const declared = params.size ? [...params].map((p) => `params.${p}`).join(', ') : 'no params declared';
-  return `known: run.id, run.scheduled_time, run.date, run.trigger, pipeline.name, step.name, ${declared}`;
+  return `known: run.id, run.scheduled_time, run.date, run.trigger, pipeline.name, step.name, ${declared}; :q after a name shell-quotes it`;
 }
 
 function sampleParams(def: PipelineFile): Record<string, string> {

@@ -9,8 +9,9 @@ import { ConfigError, SchedflowError } from '../errors.js';
 import { SourceError } from '../lib/yaml-source.js';
 import type { Logger } from '../logger.js';
 import { missedFireTimes, nextFireTimes } from './cron-times.js';
-import { type LoadContext, type LoadedPipeline, loadPipelineFile, pipelineFiles } from './pipeline-loader.js';
+import { type LoadContext, type LoadedPipeline, pipelineFiles } from './pipeline-loader.js';
 import type { PipelineService, PipelineSummary, TriggerInput } from './pipeline-service.js';
+import { loadPipelineSet, PipelineCache } from './pipeline-set.js';
 import { activeRuns, createRun, type RunEngineDeps } from './run-engine.js';
 
 export class PipelineNotFoundError extends SchedflowError {
@@ -47,6 +48,7 @@ export class PipelineRegistry implements PipelineService {
   readonly #loaded = new Map<string, LoadedPipeline>();
   /** Problems by file: a file that failed its last load. */
   readonly #errors = new Map<string, string>();
+  readonly #cache = new PipelineCache();
   #watcher: FSWatcher | null = null;
   #reloadTimer: NodeJS.Timeout | null = null;
   #onReload: (() => Promise<void>) | null = null;
@@ -55,19 +57,32 @@ export class PipelineRegistry implements PipelineService {
     this.#deps = deps;
   }
 
-  /** Loads every file; an invalid one is reported (log and list) and skipped. */
+  /**
+   * Loads every file (those unchanged since the last load come from the
+   * cache); an invalid one is reported (log and list) and skipped, and the
+   * version of it loaded before, if any, keeps running.
+   */
   load(): void {
     const files = pipelineFiles(this.#deps.dir);
+    const { results, checked } = loadPipelineSet(files, this.#deps.context, this.#cache);
+    this.#deps.logger.debug({ files: files.length, checked: checked.length }, 'pipelines folder read');
+    const failing = new Set(results.filter((r) => r.error).map((r) => r.file));
     const seen = new Set<string>();
     const byFile = new Map([...this.#loaded.values()].map((p) => [p.file, p]));
-    for (const file of files) {
+    for (const result of results) {
+      const { file } = result;
       const before = byFile.get(file);
-      try {
-        const pipeline = loadPipelineFile(file, this.#deps.context);
-        const clash = this.#loaded.get(pipeline.name);
-        if (clash && clash.file !== file) {
-          throw new SourceError([`${file}: pipeline name "${pipeline.name}" is also used by ${clash.file}`]);
-        }
+      let error = result.error;
+      const pipeline = result.pipeline;
+      // The one thing a set of files cannot know: a name still held by the version
+      // loaded before of a file that now fails (that version keeps running).
+      const holder = pipeline ? this.#loaded.get(pipeline.name) : undefined;
+      if (pipeline && holder && holder.file !== file && failing.has(holder.file)) {
+        error = new SourceError([
+          `${file}: pipeline name "${pipeline.name}" is also used by ${holder.file} (its version loaded before keeps running while that file is invalid)`,
+        ]);
+      }
+      if (pipeline && !error) {
         if (before && before.name !== pipeline.name) this.#loaded.delete(before.name);
         seen.add(pipeline.name);
         this.#errors.delete(file);
@@ -75,17 +90,17 @@ export class PipelineRegistry implements PipelineService {
           this.#loaded.set(pipeline.name, pipeline);
           this.#deps.logger.info({ pipeline: pipeline.name, file }, before ? 'pipeline reloaded' : 'pipeline loaded');
         }
-      } catch (error) {
-        const message = error instanceof SourceError ? error.message : (error as Error).message;
-        if (this.#errors.get(file) !== message) {
-          this.#deps.logger.error(
-            { file, problems: message.split('\n'), keeps: before ? 'the version loaded before' : 'nothing' },
-            'invalid pipeline file',
-          );
-        }
-        this.#errors.set(file, message);
-        if (before) seen.add(before.name);
+        continue;
       }
+      const message = error?.message ?? '';
+      if (this.#errors.get(file) !== message) {
+        this.#deps.logger.error(
+          { file, problems: message.split('\n'), keeps: before ? 'the version loaded before' : 'nothing' },
+          'invalid pipeline file',
+        );
+      }
+      this.#errors.set(file, message);
+      if (before) seen.add(before.name);
     }
     for (const [name, pipeline] of this.#loaded) {
       if (!seen.has(name)) {
@@ -93,7 +108,8 @@ export class PipelineRegistry implements PipelineService {
         this.#deps.logger.info({ pipeline: name, file: pipeline.file }, 'pipeline removed');
       }
     }
-    for (const file of this.#errors.keys()) if (!files.includes(file)) this.#errors.delete(file);
+    const present = new Set(files);
+    for (const file of this.#errors.keys()) if (!present.has(file)) this.#errors.delete(file);
   }
 
   /** Reloads on changes in the folder (debounced), then runs `onReload` (the scheduler role re-syncs schedules). */

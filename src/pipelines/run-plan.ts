@@ -1,11 +1,10 @@
-import { readFileSync } from 'node:fs';
-import { dirname, resolve } from 'node:path';
 import type { z } from 'zod';
 import type { Deadlines, RequestState, RunTrigger, StepNeed } from '../db/schema.js';
 import { ConfigError } from '../errors.js';
 import { type JobSpec, jobSpecSchema } from '../sched/job-spec.js';
 import type { StepDeadlines } from './pipeline-file.js';
 import type { LoadedPipeline } from './pipeline-loader.js';
+import { readScriptFile } from './script-file.js';
 import { renderDeep, type TemplateContext, TemplateError } from './template.js';
 
 /** One step of a run as it will be submitted: templating applied, the spec final. */
@@ -57,7 +56,7 @@ export function planRun(pipeline: LoadedPipeline, input: PlanInput): RunPlan {
     const s = def.steps[step];
     if (!s) throw new Error(`no step ${step}`);
     const context: TemplateContext = { ...runContext, step: { name: step } };
-    const script = s.script ?? readFileSync(resolve(dirname(pipeline.file), s.script_file as string), 'utf8');
+    const script = s.script ?? readScript(step, pipeline.file, s.script_file as string);
     const raw = {
       ...s.slurm,
       name: s.name ?? `${pipeline.name}.${step}`,
@@ -122,6 +121,15 @@ function mergeEnvironment(base: string[] | undefined, own: string[] | undefined)
   const merged = new Map<string, string>();
   for (const entry of [...(base ?? []), ...(own ?? [])]) merged.set(entry.slice(0, entry.indexOf('=')), entry);
   return [...merged.values()];
+}
+
+function readScript(step: string, pipelineFile: string, scriptFile: string): string {
+  try {
+    return readScriptFile(pipelineFile, scriptFile);
+  } catch (error) {
+    if (error instanceof ConfigError) throw new ConfigError(`steps.${step}.script_file: ${error.message}`);
+    throw error;
+  }
 }
 
 function rendered<T>(step: string, value: T, context: TemplateContext): T {

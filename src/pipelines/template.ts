@@ -2,9 +2,21 @@
  * `${namespace.name}` templating in pipeline files. Only dotted names are
  * ours (`${params.sample}`, `${run.id}`), so a shell's `${HOME}` in a script is
  * left alone; an unknown dotted name is an error, never an empty string.
+ *
+ * `${params.sample}` pastes the value as it is; `${params.sample:q}` pastes it
+ * as one POSIX shell word, single-quoted. Parameters come from whoever
+ * triggers a run, so a script should take them with `:q`: the plain form in
+ * a script lets a value such as `"; rm -rf ~; echo "` run commands. The plain
+ * form stays literal because it is also used outside scripts (job names,
+ * environment values, paths), where quotes would be wrong, and because
+ * existing scripts wrap it in their own quotes (`"${params.x}"`), which a
+ * quoting default would silently change into a value with quote characters.
  */
 
-const PLACEHOLDER = /\$\{\s*([A-Za-z_][A-Za-z0-9_]*)\.([A-Za-z_][A-Za-z0-9_]*)\s*\}/g;
+const PLACEHOLDER = /\$\{\s*([A-Za-z_][A-Za-z0-9_]*)\.([A-Za-z_][A-Za-z0-9_]*)(?::([A-Za-z]*))?\s*\}/g;
+
+/** What may follow a name after a colon: `q` shell-quotes the value. */
+const MODIFIERS = ['q'] as const;
 
 /** Names a template may use besides `params.*`. */
 export const RUN_VARIABLES = {
@@ -18,8 +30,10 @@ export type TemplateContext = Record<string, Record<string, string>>;
 /** The placeholders in a text that the names allowed do not cover, as `ns.name`. */
 export function unknownPlaceholders(text: string, params: ReadonlySet<string>): string[] {
   const unknown: string[] = [];
-  for (const [, ns, name] of text.matchAll(PLACEHOLDER)) {
-    if (!isKnown(ns as string, name as string, params)) unknown.push(`${ns}.${name}`);
+  for (const [, ns, name, modifier] of text.matchAll(PLACEHOLDER)) {
+    if (!isKnown(ns as string, name as string, params) || !isModifier(modifier)) {
+      unknown.push(`${ns}.${name}${modifier === undefined ? '' : `:${modifier}`}`);
+    }
   }
   return unknown;
 }
@@ -30,16 +44,28 @@ function isKnown(ns: string, name: string, params: ReadonlySet<string>): boolean
   return names?.includes(name) ?? false;
 }
 
+function isModifier(modifier: string | undefined): boolean {
+  return modifier === undefined || (MODIFIERS as readonly string[]).includes(modifier);
+}
+
+/** One POSIX shell word whatever the value: inside single quotes nothing is special but `'`, closed, escaped and reopened. */
+export function shellQuote(value: string): string {
+  return `'${value.replaceAll("'", "'\\''")}'`;
+}
+
 export class TemplateError extends Error {
   override name = 'TemplateError';
 }
 
 /** Replaces every placeholder; one the context lacks is an error naming it. */
 export function render(text: string, context: TemplateContext): string {
-  return text.replace(PLACEHOLDER, (_match, ns: string, name: string) => {
+  return text.replace(PLACEHOLDER, (_match, ns: string, name: string, modifier: string | undefined) => {
     const value = context[ns]?.[name];
-    if (value === undefined) throw new TemplateError(`unknown template name \${${ns}.${name}}`);
-    return value;
+    if (value === undefined || !isModifier(modifier)) {
+      const written = `${ns}.${name}${modifier === undefined ? '' : `:${modifier}`}`;
+      throw new TemplateError(`unknown template name \${${written}}`);
+    }
+    return modifier === 'q' ? shellQuote(value) : value;
   });
 }
 

@@ -1,6 +1,6 @@
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { basename, dirname, join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { SourceError } from '../../src/lib/yaml-source.js';
 import { loadPipelineFile } from '../../src/pipelines/pipeline-loader.js';
@@ -32,8 +32,23 @@ describe('pipeline files: problems say where and what', () => {
     expect(problems(`steps:\n${step}`)).toEqual([]);
   });
 
-  it('invalid YAML', () => {
-    expect(problems('steps:\n  a: [unclosed\n')).toEqual([expect.stringMatching(/^p\.yaml:3:1: /)]);
+  it('invalid YAML: an unclosed flow sequence or quote is pointed at where it opens, not at the end of the file', () => {
+    expect(problems('steps:\n  a: [unclosed\n')).toEqual([expect.stringMatching(/^p\.yaml:2:6: Flow sequence/)]);
+    const quote = 'steps:\n  a:\n    script: "#!/bin/sh\n    name: x\n  b:\n    script: y\n';
+    expect(problems(quote)).toEqual(['p.yaml:3:13: Missing closing "quote']);
+  });
+
+  it('a YAML alias bomb is refused with where its aliases start, not expanded', () => {
+    const bomb = [
+      'a: &a ["x","x","x","x","x","x","x","x","x"]',
+      'b: &b [*a,*a,*a,*a,*a,*a,*a,*a,*a]',
+      'c: &c [*b,*b,*b,*b,*b,*b,*b,*b,*b]',
+      'd: &d [*c,*c,*c,*c,*c,*c,*c,*c,*c]',
+      `steps:\n${step}`,
+    ].join('\n');
+    expect(problems(bomb)).toEqual([
+      'p.yaml:2:8: aliases expand to more than 100 copies (a YAML alias bomb?): write the values out',
+    ]);
   });
 
   it('a cron expression with the wrong number of fields, and an invalid one', () => {
@@ -65,6 +80,10 @@ describe('pipeline files: problems say where and what', () => {
 
   it('needs naming a missing step, and a cycle', () => {
     expect(problems(`steps:\n${step}    needs: [b]\n`)).toEqual(['p.yaml:4:13: steps.a.needs: no step "b" (steps: a)']);
+    // Looked up among the steps only, not among an object's inherited members.
+    expect(problems(`steps:\n${step}    needs: [toString]\n`)).toEqual([
+      'p.yaml:4:13: steps.a.needs: no step "toString" (steps: a)',
+    ]);
     const cycle = `steps:\n${step}    needs: [b]\n  b:\n    script: "#!/bin/sh\\n"\n    needs: [a]\n`;
     expect(problems(cycle)).toEqual(['p.yaml:2:3: steps: the needs of a, b form a cycle']);
   });
@@ -73,8 +92,8 @@ describe('pipeline files: problems say where and what', () => {
     const text =
       'params:\n  sample: A1\nsteps:\n  a:\n    script: "#!/bin/sh\\necho ${HOME} ${params.sample} ${params.nope} ${run.idx}\\n"\n';
     expect(problems(text)).toEqual([
-      'p.yaml:5:13: steps.a.script: unknown template name ${params.nope} (known: run.id, run.scheduled_time, run.date, run.trigger, pipeline.name, step.name, params.sample)',
-      'p.yaml:5:13: steps.a.script: unknown template name ${run.idx} (known: run.id, run.scheduled_time, run.date, run.trigger, pipeline.name, step.name, params.sample)',
+      'p.yaml:5:13: steps.a.script: unknown template name ${params.nope} (known: run.id, run.scheduled_time, run.date, run.trigger, pipeline.name, step.name, params.sample; :q after a name shell-quotes it)',
+      'p.yaml:5:13: steps.a.script: unknown template name ${run.idx} (known: run.id, run.scheduled_time, run.date, run.trigger, pipeline.name, step.name, params.sample; :q after a name shell-quotes it)',
     ]);
   });
 
@@ -85,6 +104,43 @@ describe('pipeline files: problems say where and what', () => {
     expect(problems('steps:\n  a:\n    script_file: missing.sh\n')).toEqual([
       `p.yaml:3:18: steps.a.script_file: cannot read ${dir}/missing.sh`,
     ]);
+  });
+
+  it('a script_file outside the pipelines folder is refused: ../, an absolute path, a symlink pointing out', () => {
+    // A valid script one folder up, so only the confinement can refuse it.
+    const outside = join(dirname(dir), `outside-${basename(dir)}.sh`);
+    writeFileSync(outside, '#!/bin/sh\necho secret\n');
+    rmSync(join(dir, 'link.sh'), { force: true });
+    symlinkSync(outside, join(dir, 'link.sh'));
+    const refused = `is outside the pipelines folder ${dir}: keep scripts in it`;
+    expect(problems(`steps:\n  a:\n    script_file: ../${basename(outside)}\n`)).toEqual([
+      `p.yaml:3:18: steps.a.script_file: ../${basename(outside)} ${refused}`,
+    ]);
+    expect(problems(`steps:\n  a:\n    script_file: ${outside}\n`)).toEqual([
+      `p.yaml:3:18: steps.a.script_file: ${outside} ${refused}`,
+    ]);
+    expect(problems('steps:\n  a:\n    script_file: link.sh\n')).toEqual([
+      `p.yaml:3:18: steps.a.script_file: link.sh (it resolves to ${outside}) ${refused}`,
+    ]);
+    // Inside the folder, through a subfolder and a symlink that stays inside: fine.
+    mkdirSync(join(dir, 'scripts'), { recursive: true });
+    writeFileSync(join(dir, 'scripts', 'ok.sh'), '#!/bin/sh\necho ok\n');
+    rmSync(join(dir, 'inside.sh'), { force: true });
+    symlinkSync(join(dir, 'scripts', 'ok.sh'), join(dir, 'inside.sh'));
+    expect(problems('steps:\n  a:\n    script_file: scripts/ok.sh\n  b:\n    script_file: inside.sh\n')).toEqual([]);
+  });
+
+  it('a script file swapped for a symlink out after the load is refused when a run is made', () => {
+    const file = join(dir, 'swap.yaml');
+    writeFileSync(join(dir, 'swap.sh'), '#!/bin/sh\necho fine\n');
+    writeFileSync(file, 'steps:\n  a:\n    script_file: swap.sh\n');
+    const loaded = loadPipelineFile(file, { profiles, defaultProfile: 'lab' });
+    rmSync(join(dir, 'swap.sh'));
+    symlinkSync('/etc/passwd', join(dir, 'swap.sh'));
+    const input = { runId: 'r', trigger: 'api', createdAt: 0, scheduledFor: null, params: {} } as const;
+    expect(() => planRun(loaded, input)).toThrow(
+      `steps.a.script_file: swap.sh (it resolves to /etc/passwd) is outside the pipelines folder ${dir}: keep scripts in it`,
+    );
   });
 
   it('an unknown profile names the configured ones', () => {

@@ -4,7 +4,7 @@ import { parseDuration } from '../../src/lib/duration.js';
 import { missedFireTimes, nextFireTimes } from '../../src/pipelines/cron-times.js';
 import type { StepPlan } from '../../src/pipelines/run-plan.js';
 import { latestAttempts, resolveDependencies, retryPending } from '../../src/pipelines/step-dependencies.js';
-import { render, TemplateError, unknownPlaceholders } from '../../src/pipelines/template.js';
+import { render, shellQuote, TemplateError, unknownPlaceholders } from '../../src/pipelines/template.js';
 
 describe('templates', () => {
   const context = { run: { id: 'r1' }, params: { sample: 'A1' } };
@@ -16,6 +16,22 @@ describe('templates', () => {
   it('an unknown dotted name is an error, never an empty string', () => {
     expect(() => render('${params.other}', context)).toThrow(TemplateError);
     expect(() => render('${params.other}', context)).toThrow('unknown template name ${params.other}');
+  });
+
+  it(':q pastes a value as one single-quoted shell word, embedded quotes included; the plain form pastes it as is', () => {
+    const hostile = { params: { v: `"; touch pwned; echo "it's` } };
+    expect(render('echo ${params.v:q}', hostile)).toBe(`echo '"; touch pwned; echo "it'\\''s'`);
+    expect(render('echo ${ params.v:q }', { params: { v: '' } })).toBe("echo ''");
+    expect(render('echo "${params.v}"', hostile)).toBe(`echo ""; touch pwned; echo "it's"`);
+    expect(shellQuote("a'b")).toBe("'a'\\''b'");
+  });
+
+  it('an unknown modifier is an error, never passed to the shell', () => {
+    expect(() => render('${params.sample:x}', context)).toThrow('unknown template name ${params.sample:x}');
+    expect(unknownPlaceholders('${params.a:q} ${params.a:} ${params.a:Q}', new Set(['a']))).toEqual([
+      'params.a:',
+      'params.a:Q',
+    ]);
   });
 
   it('lists the names a file may not use', () => {

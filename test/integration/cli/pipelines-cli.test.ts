@@ -64,6 +64,47 @@ describe('schedflow validate', () => {
     );
   });
 
+  it('a YAML alias bomb and an unclosed quote: exit 2 with where each starts, no stack trace', async () => {
+    const bomb = join(root, 'bomb.yaml');
+    writeFileSync(
+      bomb,
+      [
+        'a: &a ["x","x","x","x","x","x","x","x","x"]',
+        'b: &b [*a,*a,*a,*a,*a,*a,*a,*a,*a]',
+        'c: &c [*b,*b,*b,*b,*b,*b,*b,*b,*b]',
+        'd: &d [*c,*c,*c,*c,*c,*c,*c,*c,*c]',
+        'steps: { a: { script: "#!/bin/sh\\n" } }',
+      ].join('\n'),
+    );
+    const quote = join(root, 'quote.yaml');
+    writeFileSync(quote, 'steps:\n  a:\n    script: "#!/bin/sh\n    name: x\n  b:\n    script: y\n');
+    const result = await runCli(['validate', bomb, quote, '--config', config]);
+    expect(result.code).toBe(2);
+    expect(result.stderr).toBe(
+      [
+        `${bomb}:2:8: aliases expand to more than 100 copies (a YAML alias bomb?): write the values out`,
+        `${quote}:3:13: Missing closing "quote`,
+        '2 invalid pipeline files\n',
+      ].join('\n'),
+    );
+  });
+
+  it('refuses what the daemon refuses: one pipeline name in x.yaml and x.yml, even when only one is named', async () => {
+    const dup = join(root, 'dup');
+    mkdirSync(dup);
+    const [yaml, yml] = [join(dup, 'x.yaml'), join(dup, 'x.yml')];
+    for (const file of [yaml, yml]) writeFileSync(file, 'steps:\n  a:\n    script: "#!/bin/sh\\n"\n');
+    const fix = ': give each file its own name (name:) or file name';
+    const both = await runCli(['validate', dup, '--config', config]);
+    expect(both).toMatchObject({ code: 2, stdout: '' });
+    expect(both.stderr).toBe(
+      `${yaml}: pipeline name "x" is also used by ${yml}${fix}\n${yml}: pipeline name "x" is also used by ${yaml}${fix}\n2 invalid pipeline files\n`,
+    );
+    const one = await runCli(['validate', yaml, '--config', config]);
+    expect(one).toMatchObject({ code: 2, stdout: '' });
+    expect(one.stderr).toBe(`${yaml}: pipeline name "x" is also used by ${yml}${fix}\n1 invalid pipeline file\n`);
+  });
+
   it('names the account the profile token is bound to', async () => {
     writeFileSync(join(root, 'account.yaml'), 'steps:\n  a:\n    script: "#!/bin/sh\\n"\n    account: physics\n');
     const result = await runCli(['validate', join(root, 'account.yaml'), '--config', config]);

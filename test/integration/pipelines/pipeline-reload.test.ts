@@ -44,6 +44,35 @@ describe('reloading pipeline files', () => {
     expect(await scriptOfRun()).toBe('#!/bin/sh\necho four\n');
   }, 30_000);
 
+  it('x.yaml and x.yml with one pipeline name: the daemon loads neither and reports both, as validate does', async () => {
+    const sim = await env.sim();
+    const td = await env.daemon(sim.url, {}, { 'x.yaml': file('yaml'), 'x.yml': file('yml'), 'y.yaml': file('y') });
+    const dir = join(td.configDir, 'pipelines');
+    const fix = ': give each file its own name (name:) or file name';
+    expect(td.daemon.pipelines.pipeline('x')).toBeUndefined();
+    expect(td.daemon.pipelines.list().map((p) => [p.name, p.error])).toEqual([
+      ['x', `${join(dir, 'x.yaml')}: pipeline name "x" is also used by ${join(dir, 'x.yml')}${fix}`],
+      ['x', `${join(dir, 'x.yml')}: pipeline name "x" is also used by ${join(dir, 'x.yaml')}${fix}`],
+      ['y', null],
+    ]);
+  }, 30_000);
+
+  it('a YAML alias bomb is reported by the daemon with its file and position', async () => {
+    const sim = await env.sim();
+    const aliases = ['a: &a [x, x, x, x, x, x, x, x, x]'];
+    for (const [name, of] of [
+      ['b', 'a'],
+      ['c', 'b'],
+      ['d', 'c'],
+    ])
+      aliases.push(`${name}: &${name} [${`*${of}, `.repeat(8)}*${of}]`);
+    const td = await env.daemon(sim.url, {}, { 'bomb.yaml': `${aliases.join('\n')}\n${file('x')}` });
+    const path = join(td.configDir, 'pipelines', 'bomb.yaml');
+    expect(td.daemon.pipelines.list().map((p) => p.error)).toEqual([
+      `${path}:2:8: aliases expand to more than 100 copies (a YAML alias bomb?): write the values out`,
+    ]);
+  }, 30_000);
+
   it('a schedule added, paused and removed changes the job schedulers accordingly', async () => {
     const sim = await env.sim();
     const td = await env.daemon(sim.url, {}, { 's.yaml': file('s') });

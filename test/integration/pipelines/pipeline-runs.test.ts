@@ -1,4 +1,4 @@
-import { readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { getRun, stepRequests } from '../../../src/db/runs.js';
@@ -142,6 +142,25 @@ describe('a three-step pipeline', () => {
 });
 
 describe('triggering', () => {
+  it('a hostile parameter value taken with :q is one shell word: it runs nothing and arrives intact', async () => {
+    const sim = await env.sim();
+    const yaml = [
+      'params:',
+      '  sample: null',
+      'defaults:',
+      `  current_working_directory: ${sim.workDir}`,
+      'steps:',
+      step('only', 'printf %s ${params.sample:q} > sample.txt'),
+    ].join('\n');
+    const td = await daemonWith(sim, { 'q.yaml': yaml });
+    const hostile = `"; touch pwned; echo "it's $(touch pwned2)`;
+    const run = await td.daemon.pipelines.trigger('q', { trigger: 'api', params: { sample: hostile } });
+    expect(await waitForRun(td, run.id, ['succeeded', 'failed'])).toMatchObject({ state: 'succeeded' });
+    expect(readFileSync(join(sim.workDir, 'sample.txt'), 'utf8')).toBe(hostile);
+    expect(existsSync(join(sim.workDir, 'pwned'))).toBe(false);
+    expect(existsSync(join(sim.workDir, 'pwned2'))).toBe(false);
+  }, 40_000);
+
   it('refuses unknown and missing parameters, and unknown pipelines, with the reason', async () => {
     const sim = await env.sim();
     const yaml = ['params:', '  sample: null', 'steps:', step('only', 'true')].join('\n');

@@ -1,0 +1,113 @@
+import { statSync } from 'node:fs';
+import { dirname, resolve } from 'node:path';
+import { SourceError } from '../lib/yaml-source.js';
+import { type LoadContext, type LoadedPipeline, loadPipelineFile } from './pipeline-loader.js';
+
+/** One file of a set: loaded, or why not. */
+export type FileLoad =
+  | { file: string; pipeline: LoadedPipeline; error: null }
+  | { file: string; pipeline: null; error: SourceError };
+
+export interface PipelineSetLoad {
+  /** In the order the files were given. */
+  results: FileLoad[];
+  /** The files read and checked this time; the others came unchanged from the cache. */
+  checked: string[];
+}
+
+/**
+ * Loaded pipelines by file with what they were read from, so a reload skips a
+ * file that has not changed: parsing and checking every file again on each
+ * change in the folder is the expensive part of a reload. Only successful
+ * loads are kept: a failing file is checked again each time, since what it
+ * lacked (a script file, say) may have appeared without the file changing.
+ */
+export class PipelineCache {
+  readonly #entries = new Map<string, { key: string; pipeline: LoadedPipeline }>();
+
+  get(file: string): LoadedPipeline | undefined {
+    const entry = this.#entries.get(file);
+    if (!entry) return undefined;
+    if (entry.key === `${statKey(file)}|${scriptsKey(entry.pipeline)}`) return entry.pipeline;
+    this.#entries.delete(file);
+    return undefined;
+  }
+
+  /** `fileKey`: the file's statKey taken before it was read, so an edit during the load is not mistaken for what was read. */
+  set(file: string, pipeline: LoadedPipeline, fileKey: string): void {
+    this.#entries.set(file, { key: `${fileKey}|${scriptsKey(pipeline)}`, pipeline });
+  }
+
+  /** Forgets the files not in `files` (removed from the folder). */
+  keepOnly(files: ReadonlySet<string>): void {
+    for (const file of this.#entries.keys()) if (!files.has(file)) this.#entries.delete(file);
+  }
+}
+
+/**
+ * Modification time and size: a stat per file instead of a read, so an
+ * unchanged folder costs almost nothing.
+ */
+function statKey(path: string): string {
+  try {
+    const { mtimeMs, size } = statSync(path);
+    return `${mtimeMs}:${size}`;
+  } catch {
+    return 'missing';
+  }
+}
+
+/** Script files count too: their text is checked at load. */
+function scriptsKey(pipeline: LoadedPipeline): string {
+  const keys: string[] = [];
+  for (const step of Object.values(pipeline.def.steps)) {
+    if (step.script_file) keys.push(statKey(resolve(dirname(pipeline.file), step.script_file)));
+  }
+  return keys.join('|');
+}
+
+/**
+ * Loads a folder's pipeline files as one set: each file's checks, then the
+ * checks between files (a pipeline name used by two files, such as `x.yaml`
+ * and `x.yml`, is an error in both: which one the daemon would pick must not
+ * depend on the order files are read). `schedflow validate`, `schedflow
+ * pipelines` and the daemon's registry all load through here, so they cannot
+ * disagree about a file.
+ */
+export function loadPipelineSet(
+  files: readonly string[],
+  context: LoadContext,
+  cache?: PipelineCache,
+): PipelineSetLoad {
+  const checked: string[] = [];
+  const results = files.map((file): FileLoad => {
+    const cached = cache?.get(file);
+    if (cached) return { file, pipeline: cached, error: null };
+    checked.push(file);
+    const fileKey = statKey(file);
+    try {
+      const pipeline = loadPipelineFile(file, context);
+      cache?.set(file, pipeline, fileKey);
+      return { file, pipeline, error: null };
+    } catch (error) {
+      if (error instanceof SourceError) return { file, pipeline: null, error };
+      throw error;
+    }
+  });
+  cache?.keepOnly(new Set(files));
+
+  const byName = new Map<string, string[]>();
+  for (const r of results) {
+    if (r.pipeline) byName.set(r.pipeline.name, [...(byName.get(r.pipeline.name) ?? []), r.file]);
+  }
+  return {
+    checked,
+    results: results.map((r): FileLoad => {
+      const users = r.pipeline ? (byName.get(r.pipeline.name) ?? []) : [];
+      if (!r.pipeline || users.length < 2) return r;
+      const others = users.filter((f) => f !== r.file).join(', ');
+      const message = `${r.file}: pipeline name "${r.pipeline.name}" is also used by ${others}: give each file its own name (name:) or file name`;
+      return { file: r.file, pipeline: null, error: new SourceError([message]) };
+    }),
+  };
+}
