@@ -24,6 +24,7 @@ import { PipelineRegistry } from './pipelines/pipeline-registry.js';
 import type { RunEngineDeps } from './pipelines/run-engine.js';
 import { JOB_OPTIONS, type QueueName } from './queue/catalog.js';
 import { type RedisTarget, redisOptions, startPrivateRedis } from './redis/redis-server.js';
+import { RedisWatch } from './redis/redis-watch.js';
 import type { JobSpec } from './sched/job-spec.js';
 import { loadProfiles, type Profile, parseProfile } from './sched/profile.js';
 import { ensureDemoToken } from './sim/demo-token.js';
@@ -165,6 +166,10 @@ async function compose(config: DaemonConfig, logger: Logger, lifecycle: Lifecycl
     notify: new Queue('notify', { connection, prefix, defaultJobOptions: JOB_OPTIONS.notify }),
     summarize: new Queue('summarize', { connection, prefix, defaultJobOptions: JOB_OPTIONS.summarize }),
   } satisfies Record<QueueName, Queue>;
+  const redisWatch = new RedisWatch(redis, logger.child({ component: 'redis' }));
+  lifecycle.add('redis watch', async () => redisWatch.close());
+  for (const [name, queue] of Object.entries(queues))
+    queue.on('error', (error) => redisWatch.failed(error, `queue ${name}`));
   lifecycle.add('queues', async () => {
     await Promise.all(Object.values(queues).map((q) => q.close()));
   });
@@ -213,6 +218,7 @@ async function compose(config: DaemonConfig, logger: Logger, lifecycle: Lifecycl
       webhookSecret,
       summarySettings,
       summarizeQueue: queues.summarize,
+      redisWatch,
     });
   }
 
@@ -366,6 +372,7 @@ function startWorkers(deps: {
   webhookSecret: WebhookSecret;
   summarySettings: SummarySettings & { enabled: boolean };
   summarizeQueue: Queue;
+  redisWatch: RedisWatch;
 }): void {
   const { config, history, clients, logger, lifecycle, profileCount, connection } = deps;
   const prefix = config.queuePrefix;
@@ -454,7 +461,7 @@ function startWorkers(deps: {
         'job attempt failed',
       ),
     );
-    worker.on('error', (error) => services.logger.error({ queue: worker.name, err: error.message }, 'worker error'));
+    worker.on('error', (error) => deps.redisWatch.failed(error, `worker ${worker.name}`));
   }
   lifecycle.add('workers', async () => {
     // Running work gets the grace period to finish; then it is aborted and handed back to its queue.

@@ -561,3 +561,29 @@ describe('a second daemon on the data dir of a running one', () => {
     expect(submit.stdout).toMatch(/completed \(exit 0\)/);
   }, 60_000);
 });
+
+describe('Redis going away and coming back under a running daemon', () => {
+  it('is said once when it goes and once when it returns, JSON only, and the daemon goes on working', async () => {
+    const t = await setUp();
+    const daemon = await t.startDaemon();
+    await redis?.kill();
+    await daemon.waitForOutput(/"msg":"Redis unreachable/, 10_000);
+    // Every queue and worker keeps failing to reconnect meanwhile: none of it may reach the log.
+    await new Promise((r) => setTimeout(r, 3000));
+    await redis?.start();
+    await daemon.waitForOutput(/"msg":"Redis reachable again"/, 15_000);
+    const lines = logLines(daemon.stdout);
+    expect(lines.filter((l) => l.msg?.startsWith('Redis unreachable'))).toHaveLength(1);
+    expect(lines.filter((l) => l.msg === 'worker error' || l.msg === 'Redis error')).toEqual([]);
+    expect(daemon.stderr).toBe('');
+    const submit = await t.cli([
+      'jobs',
+      'submit',
+      t.jobFile('after-redis', '#!/bin/sh\ntrue\n'),
+      '--wait',
+      '--data-dir',
+      t.dataDir,
+    ]);
+    expect(submit.code, submit.stderr).toBe(0);
+  }, 60_000);
+});

@@ -1,0 +1,64 @@
+import { Redis } from 'ioredis';
+import type { Logger } from '../logger.js';
+import { type RedisTarget, redisOptions } from './redis-server.js';
+
+/** Errors of a lost or refused connection, as ioredis and Node report them: an outage, not a fault. */
+const CONNECTION_CODES = new Set([
+  'ECONNREFUSED',
+  'ECONNRESET',
+  'ENOENT',
+  'EPIPE',
+  'ETIMEDOUT',
+  'EHOSTUNREACH',
+  'ENOTCONN',
+]);
+
+export function isConnectionError(error: Error): boolean {
+  const code = (error as NodeJS.ErrnoException).code;
+  return (
+    (code !== undefined && CONNECTION_CODES.has(code)) || /Connection is closed|connect ETIMEDOUT/.test(error.message)
+  );
+}
+
+/**
+ * Says once that Redis went away and once that it came back. Every queue and worker has
+ * connections of its own, each failing every reconnect attempt while Redis is gone: their
+ * errors are this one outage, not hundreds of log lines (nor, without a listener, ioredis's
+ * stack traces on stderr). A connection of its own tells when Redis answers again.
+ */
+export class RedisWatch {
+  readonly #logger: Logger;
+  readonly #client: Redis;
+  #downSince: number | null = null;
+
+  constructor(target: RedisTarget, logger: Logger) {
+    this.#logger = logger;
+    this.#client = new Redis({ ...redisOptions(target), lazyConnect: false });
+    this.#client.on('error', (error: Error) => this.failed(error));
+    this.#client.on('ready', () => this.#back());
+  }
+
+  /** For the 'error' event of queues and workers: outages are said once here, anything else as it comes. */
+  readonly failed = (error: Error, source?: string): void => {
+    if (!isConnectionError(error)) {
+      this.#logger.error({ source, err: error }, 'Redis error');
+      return;
+    }
+    if (this.#downSince !== null) return;
+    this.#downSince = Date.now();
+    this.#logger.error(
+      { err: error.message },
+      'Redis unreachable: queued work waits and connections retry until it is back',
+    );
+  };
+
+  #back(): void {
+    if (this.#downSince === null) return;
+    this.#logger.info({ downForMs: Date.now() - this.#downSince }, 'Redis reachable again');
+    this.#downSince = null;
+  }
+
+  close(): void {
+    this.#client.disconnect();
+  }
+}
