@@ -1,4 +1,4 @@
-import { STATUS_CODES } from 'node:http';
+import { type ServerResponse, STATUS_CODES } from 'node:http';
 import type { Socket } from 'node:net';
 import type { FastifyBaseLogger } from 'fastify';
 
@@ -16,9 +16,10 @@ export function clientErrorHandler(
     if (error.code === 'ECONNRESET' || socket.destroyed) return;
     const answer = answerOf(error.code);
     logger.debug({ err: error.message, code: error.code, status: answer.status }, 'malformed HTTP request refused');
-    // Only when nothing of an answer was written yet (as Node itself does), or the bytes would
-    // land in the middle of another answer.
-    if (!socket.writable || socket.bytesWritten > 0) {
+    // Only when no answer is being written on the connection (Node's own check), or the bytes
+    // would land in the middle of it; after an earlier request's whole answer is fine.
+    const inFlight = (socket as Socket & { _httpMessage?: ServerResponse | null })._httpMessage;
+    if (!socket.writable || inFlight?.headersSent) {
       socket.destroy();
       return;
     }

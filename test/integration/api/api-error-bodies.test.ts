@@ -35,13 +35,23 @@ interface RawAnswer {
   body: string;
 }
 
-/** Writes `bytes` to the API's port and reads the answer until the server closes the connection. */
-function rawRequest(bytes: string): Promise<RawAnswer> {
+/**
+ * Writes `bytes` to the API's port and reads the answer until the server closes the connection;
+ * `then`, when given, is written once the first answer has arrived (a second request on it).
+ */
+function rawRequest(bytes: string, then?: string): Promise<RawAnswer> {
   const { hostname, port } = new URL(api.url);
   return new Promise((resolve, reject) => {
     const socket = connect({ host: hostname, port: Number(port) });
     const chunks: Buffer[] = [];
-    socket.on('data', (chunk) => chunks.push(chunk));
+    let next = then;
+    socket.on('data', (chunk) => {
+      chunks.push(chunk);
+      if (next !== undefined) {
+        socket.write(next);
+        next = undefined;
+      }
+    });
     socket.on('error', reject);
     socket.on('end', () => {
       const text = Buffer.concat(chunks).toString('utf8');
@@ -69,6 +79,16 @@ describe("Node's client errors", () => {
     expect(r.headers.get('content-type')).toMatch(/^application\/json/);
     expect(r.headers.get('connection')).toBe('close');
     expectErrorBody(JSON.parse(r.body), 'SCHEDFLOW_ERR_MALFORMED_REQUEST');
+  });
+
+  it('malformed HTTP after a whole answer on a kept-alive connection: answered too', async () => {
+    const r = await rawRequest('GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n', 'NOT HTTP AT ALL\r\n\r\n');
+    expect(r.status).toBe(200);
+    const second = r.body.slice(r.body.indexOf('HTTP/1.1 '));
+    expect(second).toMatch(/^HTTP\/1\.1 400 Bad Request\r\n/);
+    expect(JSON.parse(second.slice(second.indexOf('\r\n\r\n') + 4))).toEqual({
+      error: { code: 'SCHEDFLOW_ERR_MALFORMED_REQUEST', message: expect.any(String) },
+    });
   });
 
   it('headers over 16 KiB: 431 with the error body and Connection: close', async () => {
