@@ -14,8 +14,9 @@ import { UI_PREFIX } from '../ui/layout.js';
 import { uiPlugin } from '../ui/ui-plugin.js';
 import { RateLimitedApiError } from './api-errors.js';
 import { registerAuth } from './auth.js';
+import { clientErrorHandler } from './client-errors.js';
 import type { ApiDeps } from './deps.js';
-import { registerErrorHandling } from './error-handler.js';
+import { registerErrorHandling, sendError } from './error-handler.js';
 import { registerIdempotency } from './idempotency.js';
 import { registerJsonBody } from './json-body.js';
 import { ApiMetrics } from './metrics.js';
@@ -42,6 +43,13 @@ export async function buildApp(deps: ApiDeps): Promise<FastifyInstance> {
     logController: new LogController({ disableRequestLogging: true, requestIdLogLabel: 'reqId' }),
     bodyLimit: deps.settings.bodyLimitBytes,
     genReqId: () => randomUUID(),
+    // Errors met before any route or hook (a bad or too long path, malformed HTTP) get the
+    // same error body as every other answer, rather than Fastify's or Node's own.
+    frameworkErrors: (error, request, reply) => {
+      reply.header('x-request-id', request.id);
+      sendError(error, request, reply);
+    },
+    clientErrorHandler: clientErrorHandler(deps.logger.child({ component: 'api' })),
   });
   app.setValidatorCompiler(validatorCompiler);
   app.setSerializerCompiler(serializerCompiler);

@@ -1,8 +1,9 @@
-import type { FastifyError, FastifyInstance, FastifyRequest } from 'fastify';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { ConfigError, SchedflowError } from '../errors.js';
 import { SchedApiError } from '../sched/sched-errors.js';
 import { ProfileNotConnectedError } from '../tracking/client-registry.js';
 import { ApiError, type FieldProblem, ValidationApiError } from './api-errors.js';
+import { fastifyErrorMapping } from './fastify-errors.js';
 
 export interface ErrorAnswer {
   status: number;
@@ -23,18 +24,43 @@ const LOCATIONS: Record<string, FieldProblem['in']> = {
  * request id and answered 500 with that id only.
  */
 export function registerErrorHandling(app: FastifyInstance): void {
-  app.setErrorHandler((error, request, reply) => {
-    const answer = errorAnswer(error, request);
-    if (answer.status >= 500) {
-      request.log.error({ err: error, reqId: request.id, route: request.routeOptions.url }, 'API request failed');
+  app.setErrorHandler((error, request, reply) => sendError(error, request, reply));
+  app.setNotFoundHandler((request, reply) => {
+    const path = request.url.split('?')[0] ?? '/';
+    const shown = path.length > 200 ? `${path.slice(0, 200)}…` : path;
+    // A path that exists under other methods is a 405 naming them, so a client sees its
+    // mistake is the method (PUT for POST), not the address.
+    const allowed = METHODS.filter((method) => app.findRoute({ method, url: path }) !== null);
+    if (allowed.length > 0) {
+      return reply
+        .code(405)
+        .header('allow', allowed.join(', '))
+        .send({
+          error: {
+            code: 'SCHEDFLOW_ERR_METHOD_NOT_ALLOWED',
+            message: `${request.method} is not allowed on ${shown}; it takes ${allowed.join(', ')}`,
+          },
+        });
     }
-    return reply.code(answer.status).headers(answer.headers).send(answer.body);
+    return reply
+      .code(404)
+      .send({ error: { code: 'SCHEDFLOW_ERR_NOT_FOUND', message: `no route ${request.method} ${shown}` } });
   });
-  app.setNotFoundHandler((request, reply) =>
-    reply.code(404).send({
-      error: { code: 'SCHEDFLOW_ERR_NOT_FOUND', message: `no route ${request.method} ${request.url.split('?')[0]}` },
-    }),
-  );
+}
+
+/** The methods the API's routes use (HEAD with every GET, from Fastify's exposeHeadRoutes). */
+const METHODS = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'] as const;
+
+/**
+ * Answers an error: the error handler's, and that of Fastify's `frameworkErrors` (a bad
+ * or too long path), which come before any route or hook.
+ */
+export function sendError(error: unknown, request: FastifyRequest, reply: FastifyReply): FastifyReply {
+  const answer = errorAnswer(error, request);
+  if (answer.status >= 500) {
+    request.log.error({ err: error, reqId: request.id, route: request.routeOptions.url }, 'API request failed');
+  }
+  return reply.code(answer.status).headers(answer.headers).send(answer.body);
 }
 
 export function errorAnswer(error: unknown, request: FastifyRequest): ErrorAnswer {
@@ -46,20 +72,10 @@ export function errorAnswer(error: unknown, request: FastifyRequest): ErrorAnswe
       headers: known.headers,
     };
   }
-  const fastifyError = error as Partial<FastifyError>;
-  const status = fastifyError.statusCode;
-  // Fastify's own 4xx (body too large, bad JSON, unsupported media type): their messages are safe to show.
-  if (typeof status === 'number' && status >= 400 && status < 500 && fastifyError.code?.startsWith('FST_')) {
-    return {
-      status,
-      body: {
-        error: {
-          code: FASTIFY_CODES[fastifyError.code] ?? 'SCHEDFLOW_ERR_BAD_REQUEST',
-          message: messageOf(fastifyError),
-        },
-      },
-      headers: {},
-    };
+  // Fastify's own client errors (body too large, bad JSON, a path parameter too long, …).
+  const fastify = fastifyErrorMapping(error);
+  if (fastify) {
+    return { status: fastify.status, body: { error: { code: fastify.code, message: fastify.message } }, headers: {} };
   }
   return {
     status: 500,
@@ -72,18 +88,6 @@ export function errorAnswer(error: unknown, request: FastifyRequest): ErrorAnswe
     },
     headers: {},
   };
-}
-
-const FASTIFY_CODES: Record<string, string> = {
-  FST_ERR_CTP_BODY_TOO_LARGE: 'SCHEDFLOW_ERR_BODY_TOO_LARGE',
-  FST_ERR_CTP_INVALID_MEDIA_TYPE: 'SCHEDFLOW_ERR_UNSUPPORTED_MEDIA_TYPE',
-  FST_ERR_CTP_EMPTY_JSON_BODY: 'SCHEDFLOW_ERR_VALIDATION',
-  FST_ERR_CTP_INVALID_JSON_BODY: 'SCHEDFLOW_ERR_VALIDATION',
-};
-
-function messageOf(error: Partial<FastifyError>): string {
-  if (error.code === 'FST_ERR_CTP_BODY_TOO_LARGE') return 'request body too large (the limit is 1 MiB)';
-  return error.message ?? 'bad request';
 }
 
 /** The API error a thrown error stands for, when it is one we can explain. */

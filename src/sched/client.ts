@@ -16,6 +16,7 @@ import {
   JobNotFoundError,
   type SchedApiError,
   UnexpectedResponseError,
+  UpstreamUnavailableError,
 } from './sched-errors.js';
 import { SchedTransport, type TransportRequest } from './transport.js';
 import { type ApiVersion, isApiVersion, SUPPORTED_VERSIONS } from './versions.js';
@@ -152,6 +153,27 @@ export class SchedClient {
     const res = await this.transport.send({ method: 'GET', path: `${this.ctl}/ping` });
     const pings = (res.body as { pings?: { responding?: unknown }[] } | undefined)?.pings ?? [];
     return { ok: pings.some((p) => p.responding === true), latencyMs: Date.now() - started };
+  }
+
+  /**
+   * Whether slurmctld answers, read as polling reads (`{v}/ping` of the controller, the poll's
+   * priority and stale-if-error, so a cached answer during an outage is marked stale): the check
+   * of a profile with nothing to track. Unlike ping(), it reaches slurmctld behind the proxy.
+   * slurmrestd answers 200 while slurmctld is down, with no ping responding: that is an outage.
+   */
+  async pingController(options: ReadOptions = {}): Promise<Read<null>> {
+    const req = this.read(`${this.ctl}/ping`, options);
+    const res = await this.transport.send(req);
+    const pings = (res.body as { pings?: { responding?: unknown }[] } | undefined)?.pings ?? [];
+    if (!pings.some((p) => p.responding === true)) {
+      throw new UpstreamUnavailableError(`${this.transport.describe(req)}: slurmctld is not responding`, {
+        status: res.status,
+        message: 'slurmctld is not responding',
+        slurmErrors: [],
+        request: this.transport.describe(req),
+      });
+    }
+    return { data: null, freshness: res.freshness };
   }
 
   async supportedVersions(): Promise<string[]> {

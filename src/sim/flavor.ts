@@ -44,6 +44,8 @@ export const SLURMRESTD_TEXT = {
   unparsableQuery: 'Unspecified error',
   /** ESLURM_REST_FAIL_PARSING: 400 to a request body that is not JSON. */
   unparsableBody: 'Failure during parsing',
+  /** ESLURM_DATA_UNKNOWN_MIME_TYPE: 415 to a body of a type no serializer plugin reads. */
+  unknownMimeType: 'MIME type is unknown to any loaded plugins',
 } as const;
 
 /** A plain-text answer as slurmrestd sends it: exactly `text/plain`, no charset, connection closed. */

@@ -10,6 +10,7 @@ import { envelope } from './render/meta.js';
 import { cacheHeaders, isFresh, type ResponseCache, staleIfErrorSec, usableWhenStale } from './response-cache.js';
 import type { CachedEndpoint, Scope, SimConfig } from './sim-config.js';
 import type { SlurmError } from './slurm-errno.js';
+import { UNSUPPORTED_BODY } from './submit-request.js';
 
 /** Which simulated daemons the proxy can reach; switched by the admin endpoint. */
 export interface UpstreamStatus {
@@ -135,6 +136,11 @@ export async function admit(
   // Scopes are the proxy's; plain slurmrestd lets Slurm decide what a user may do.
   if (flavor.kind === 'proxy' && principal && !hasScope(principal, scope)) {
     proxyError(reply, 403, 'Forbidden', `token scope insufficient: this endpoint needs scope "${scope}"`);
+    return undefined;
+  }
+  if (req.body === UNSUPPORTED_BODY) {
+    if (flavor.kind === 'slurmrestd') sendSlurmrestdText(reply, 415, SLURMRESTD_TEXT.unknownMimeType);
+    else proxyError(reply, 415, 'Unsupported Media Type', 'send the body as JSON, with Content-Type: application/json');
     return undefined;
   }
   if (hasRawComma(req.url)) {

@@ -14,7 +14,7 @@ import { cacheHeaders, ResponseCache } from './response-cache.js';
 import { registerAccountingRoutes } from './routes/accounting.js';
 import { registerControllerRoutes } from './routes/controller.js';
 import { loadTokensFile, type SimConfig, type TokenEntry } from './sim-config.js';
-import { UNPARSABLE_BODY } from './submit-request.js';
+import { UNPARSABLE_BODY, UNSUPPORTED_BODY } from './submit-request.js';
 
 const ADMIN_PREFIX = '/_sim';
 
@@ -102,8 +102,10 @@ export class SimServer {
     this.llm?.register(this.app);
     this.llm?.registerAdmin(this.app, ADMIN_PREFIX);
     this.app.register(async (scheduler) => {
-      // A body that is not JSON is slurmrestd's to answer (400 text, after the credential check),
-      // so the parser hands it on instead of failing the request before any route runs.
+      // Only JSON is read here (Fastify's own text/plain parser goes). A body that is not JSON
+      // is slurmrestd's to answer (400 text, after the credential check), so the parser hands it
+      // on instead of failing the request before any route runs.
+      scheduler.removeAllContentTypeParsers();
       scheduler.addContentTypeParser('application/json', { parseAs: 'string' }, (_req, body, done) => {
         const text = typeof body === 'string' ? body : body.toString('utf8');
         try {
@@ -111,6 +113,11 @@ export class SimServer {
         } catch {
           done(null, UNPARSABLE_BODY);
         }
+      });
+      // Any other media type too (Fastify would answer its own 415 before any check); a body
+      // without a Content-Type is left unread, as before.
+      scheduler.addContentTypeParser('*', { parseAs: 'string' }, (req, _body, done) => {
+        done(null, req.headers['content-type'] === undefined ? undefined : UNSUPPORTED_BODY);
       });
       for (const flavor of [PROXY, SLURMRESTD]) {
         registerControllerRoutes(scheduler, ctx, flavor);

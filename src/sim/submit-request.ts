@@ -59,6 +59,12 @@ const submitBodySchema = z
  */
 export const UNPARSABLE_BODY: unique symbol = Symbol('unparsable request body');
 
+/**
+ * What the body parser hands on for a body of a media type other than JSON: slurmrestd answers
+ * it (415 text) after the credential and path checks, as it does an unparsable one.
+ */
+export const UNSUPPORTED_BODY: unique symbol = Symbol('request body of an unsupported media type');
+
 export type DecodeResult =
   | { ok: true; request: SubmitRequest }
   | { ok: false; problem: 'invalid' | 'no-script' | 'empty-script' | 'hetjob'; message: string };

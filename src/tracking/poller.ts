@@ -1,4 +1,4 @@
-import { recordAccountingAnswer, updateProfileSync } from '../db/accounting.js';
+import { getProfileSync, recordAccountingAnswer, updateProfileSync } from '../db/accounting.js';
 import type { Db } from '../db/database.js';
 import { patchRequest, type TrackedRequest, trackedRequests, transition } from '../db/requests.js';
 import type { TransitionSource } from '../db/schema.js';
@@ -19,6 +19,8 @@ export const MAX_IDS_IN_QUERY = 500;
 export interface PollSettings {
   /** How long a job may be missing from both controller and accounting before it is `lost`. @defaultValue 300000 */
   lostGraceMs: number;
+  /** How often a profile with nothing to track is checked (the poll interval's ceiling). @defaultValue 60000 */
+  pollCeilingMs?: number;
 }
 
 export interface PollDeps {
@@ -32,7 +34,8 @@ export interface PollDeps {
 export interface PollReport {
   tracked: number;
   /**
-   * Upstream requests this cycle made: 0 with nothing to track, 1 when nothing changed, 2 with
+   * Upstream requests this cycle made: with nothing to track 1 when it checked the controller
+   * and 0 when the last check is recent; 1 when nothing changed, 2 with
    * changes (accounting), 3 when accounting could not describe an ended job (controller listing).
    */
   requests: number;
@@ -112,7 +115,7 @@ export function applyJob(
 export async function pollProfile(deps: PollDeps, profile: string): Promise<PollReport> {
   const { db, client, logger } = deps;
   const tracked = trackedRequests(db, profile);
-  if (tracked.length === 0) return { tracked: 0, requests: 0, changed: 0, stale: false, accounting: 'not-needed' };
+  if (tracked.length === 0) return checkIdleProfile(deps, profile);
 
   // Few jobs: ask for just those. Many: their ids would not fit in a URL, so take every job's state.
   const ids = tracked.length <= MAX_IDS_IN_QUERY ? tracked.map((r) => r.jobId as number) : [];
@@ -208,6 +211,32 @@ export async function pollProfile(deps: PollDeps, profile: string): Promise<Poll
     lastMaxAgeSec: states.freshness.maxAgeSec,
   });
   return { tracked: tracked.length, requests, changed, stale: states.freshness.stale, accounting };
+}
+
+/**
+ * A profile with nothing to track still gets its poll recorded, so an idle daemon is not
+ * reported overdue: one controller ping per ceiling interval, read and recorded as a poll (a
+ * stale answer marked stale; a failure recorded by the poll worker, as any poll's). Recording
+ * the idle cycle as a poll without asking would cost nothing, but show a scheduler that went
+ * down while idle as healthy. After a failed check it asks at every cycle, so recovery shows soon.
+ */
+async function checkIdleProfile(deps: PollDeps, profile: string): Promise<PollReport> {
+  const { db } = deps;
+  const sync = getProfileSync(db, profile);
+  const checkEveryMs = deps.settings.pollCeilingMs ?? 60_000;
+  if (sync?.lastPollOk && sync.lastPollAt !== null && Date.now() - sync.lastPollAt < checkEveryMs) {
+    return { tracked: 0, requests: 0, changed: 0, stale: false, accounting: 'not-needed' };
+  }
+  const ping = await deps.client.pingController({ forPolling: true, signal: deps.signal });
+  updateProfileSync(db, profile, {
+    lastPollAt: Date.now(),
+    lastPollOk: true,
+    lastPollError: null,
+    lastPollAgeSec: ping.freshness.ageSec,
+    lastPollStale: ping.freshness.stale,
+    lastMaxAgeSec: ping.freshness.maxAgeSec,
+  });
+  return { tracked: 0, requests: 1, changed: 0, stale: ping.freshness.stale, accounting: 'not-needed' };
 }
 
 /**

@@ -502,6 +502,25 @@ describe('mistakes a user meets first', () => {
   });
 });
 
+describe('the embedded default (no profile)', () => {
+  it('says in its banner that the jobs the embedded simulator runs end when the daemon stops', async () => {
+    root = mkdtempSync(join(tmpdir(), 'schedflow-dproc-'));
+    redis = await startTestRedis();
+    const daemon = spawnDaemon({
+      dataDir: join(root, 'data'),
+      configDir: join(root, 'config'),
+      env: cleanEnv({ REDIS_URL: redis.url }),
+      cwd: root,
+      extraArgs: ['--sim-port', '0'],
+    });
+    await daemon.waitForOutput(/stop with Ctrl-C\n/);
+    const banner = daemon.stdout.slice(daemon.stdout.indexOf('schedflow is running'));
+    expect(banner).toMatch(/using the embedded simulator at http:\/\/127\.0\.0\.1:\d+\n/);
+    expect(banner).toContain('  jobs it runs end when the daemon stops: stopping it fails them (node_fail)\n');
+    expect((await daemon.stop('SIGINT')).code).toBe(130);
+  });
+});
+
 describe('schedflow jobs submit while the daemon is stopped', () => {
   const noTrace = (stderr: string) => expect(stderr).not.toMatch(/^\s+at |ENOENT|\[ioredis\]/m);
 

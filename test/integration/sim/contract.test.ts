@@ -277,6 +277,50 @@ describe('section 5: authentication', () => {
   });
 });
 
+describe('bodies the simulator cannot read', () => {
+  const slurmrestd = { 'x-slurm-user-name': 'alice', 'x-slurm-user-token': ALICE_TOKEN };
+  const post = (path: string, headers: Record<string, string>, body: string) =>
+    http(`${sim.url}${path}`, { method: 'POST', headers, body });
+
+  it("another media type than JSON: slurmrestd's 415 text after its credential check; the proxy's JSON error", async () => {
+    const text = { 'content-type': 'text/plain' };
+    const plain = await post('/slurm/v0.0.44/job/submit', { ...slurmrestd, ...text }, JSON.stringify(jobBody()));
+    expect(plain.status).toBe(415);
+    expect(plain.headers.get('content-type')).toBe('text/plain');
+    expect(plain.headers.get('connection')).toBe('close');
+    expect(plain.text).toBe('MIME type is unknown to any loaded plugins');
+    // slurmrestd authenticates before it reads the body.
+    const anonymous = await post('/slurm/v0.0.44/job/submit', text, 'x');
+    expect(anonymous.status).toBe(401);
+    expect(anonymous.text).toBe('Authentication failure');
+    const proxy = await post('/sched/v0.0.44/job/submit', { ...alice, 'content-type': 'application/yaml' }, 'job: {}');
+    expect(proxy.status).toBe(415);
+    expect(proxy.json).toEqual({
+      error: 'Unsupported Media Type',
+      message: 'send the body as JSON, with Content-Type: application/json',
+      status: 415,
+    });
+    const unauthenticated = await post('/sched/v0.0.44/job/submit', { 'content-type': 'application/yaml' }, 'job: {}');
+    expect(unauthenticated.status).toBe(401);
+  });
+
+  it('JSON it cannot parse (NaN), or a value of the wrong type: the answers of the rest of the simulator', async () => {
+    const json = { 'content-type': 'application/json' };
+    const nan = '{"job": {"script": "#!/bin/sh\\ntrue\\n", "tasks": NaN}}';
+    for (const [path, headers] of [
+      ['/slurm/v0.0.44/job/submit', slurmrestd],
+      ['/sched/v0.0.44/job/submit', alice],
+    ] as const) {
+      const unparsable = await post(path, { ...headers, ...json }, nan);
+      expect(unparsable.status, path).toBe(400);
+      expect(unparsable.text).toBe('Failure during parsing');
+      const wrongType = await post(path, { ...headers, ...json }, JSON.stringify(jobBody({ tasks: 'four' })));
+      expect(wrongType.status, path).toBe(422);
+      expect((wrongType.json as { errors: { error_number: number }[] }).errors[0]?.error_number).toBe(9000);
+    }
+  });
+});
+
 describe('section 5 and 7: scopes and the account restriction', () => {
   it('403 when the token lacks sched:jobs:manage for submit', async () => {
     const res = await submit({}, bearer(READONLY_TOKEN));

@@ -1,0 +1,109 @@
+import { afterEach, describe, expect, it } from 'vitest';
+import { getProfileSync } from '../../../src/db/accounting.js';
+import { apiClient } from '../../helpers/api.js';
+import { startTestDaemon, type TestDaemon } from '../../helpers/daemon.js';
+import { http, waitFor } from '../../helpers/http.js';
+import { startTestRedis, type TestRedis } from '../../helpers/redis.js';
+import { startSim, type TestSim } from '../../helpers/sim.js';
+
+/**
+ * A daemon with nothing to track: its profile is still checked (a controller ping per ceiling
+ * interval, here 1.5 s), so an idle daemon is not reported overdue, while a scheduler that is
+ * down shows as down. Seen through /metrics and the profile's sync record.
+ */
+
+const CEILING_MS = 1500;
+
+let redis: TestRedis | undefined;
+let sim: TestSim | undefined;
+let td: TestDaemon | undefined;
+
+afterEach(async () => {
+  await td?.stop();
+  await sim?.stop();
+  await redis?.stop();
+  td = undefined;
+  sim = undefined;
+  redis = undefined;
+});
+
+async function start(): Promise<{ td: TestDaemon; sim: TestSim }> {
+  redis = await startTestRedis();
+  sim = await startSim();
+  td = await startTestDaemon(sim.url, redis.url, { pollCeilingMs: CEILING_MS });
+  return { td, sim };
+}
+
+/** The profile's poll samples of /metrics. */
+async function pollMetrics(
+  daemon: TestDaemon,
+): Promise<{ sinceOkSec: number | undefined; lastOk: number | undefined }> {
+  const r = await apiClient(daemon).call('GET', '/metrics');
+  const value = (name: string) => {
+    const line = r.text.split('\n').find((l) => l.startsWith(`${name}{profile="test"} `));
+    return line === undefined ? undefined : Number(line.split(' ')[1]);
+  };
+  return {
+    sinceOkSec: value('schedflow_profile_seconds_since_successful_poll'),
+    lastOk: value('schedflow_profile_last_poll_ok'),
+  };
+}
+
+describe('a profile with nothing to track', () => {
+  it('is checked once per ceiling interval: its last successful poll stays recent, never overdue', async () => {
+    const { td } = await start();
+    const db = td.daemon.history.db;
+    const first = await waitFor(async () => getProfileSync(db, 'test')?.lastPollAt ?? undefined, {
+      what: 'the first check of the idle profile',
+    });
+    expect(getProfileSync(db, 'test')).toMatchObject({ lastPollOk: true, lastPollStale: false, lastPollError: null });
+    // Past several ceilings, the check was made again, and the metric never grew past about one.
+    await new Promise((r) => setTimeout(r, 3 * CEILING_MS));
+    expect(getProfileSync(db, 'test')?.lastPollAt).toBeGreaterThan(first);
+    const metrics = await pollMetrics(td);
+    expect(metrics.lastOk).toBe(1);
+    expect(metrics.sinceOkSec).toBeLessThan((CEILING_MS + 1000) / 1000);
+  }, 20_000);
+
+  it('whose scheduler is down: the check fails and says so (last_poll_ok 0, the metric grows)', async () => {
+    const { td, sim } = await start();
+    const db = td.daemon.history.db;
+    await waitFor(async () => (getProfileSync(db, 'test')?.lastPollOk ? true : undefined), {
+      what: 'a successful check',
+    });
+    // A scrape sees the success (the metric counts from the last success a scrape saw).
+    expect((await pollMetrics(td)).lastOk).toBe(1);
+    // The simulator stops answering at all (its cached answers go with it).
+    await sim.stop();
+    const failed = await waitFor(
+      async () => {
+        const sync = getProfileSync(db, 'test');
+        return sync?.lastPollOk === false ? sync : undefined;
+      },
+      { what: 'a failed check', timeoutMs: 20_000 },
+    );
+    expect(failed.lastPollError).toBeTruthy();
+    const metrics = await pollMetrics(td);
+    expect(metrics.lastOk).toBe(0);
+    await new Promise((r) => setTimeout(r, CEILING_MS));
+    expect((await pollMetrics(td)).sinceOkSec).toBeGreaterThan(CEILING_MS / 1000);
+  }, 40_000);
+
+  it('whose controller is down while the proxy serves its cached answer: the poll is recorded as stale', async () => {
+    const { td, sim } = await start();
+    const db = td.daemon.history.db;
+    await waitFor(async () => (getProfileSync(db, 'test')?.lastPollOk ? true : undefined), {
+      what: 'a successful check',
+    });
+    const down = await http(`${sim.url}/_sim/upstream`, { method: 'PUT', body: { slurmctld: 'down' } });
+    expect(down.status).toBe(200);
+    const stale = await waitFor(
+      async () => {
+        const sync = getProfileSync(db, 'test');
+        return sync?.lastPollStale ? sync : undefined;
+      },
+      { what: 'a stale check', timeoutMs: 15_000 },
+    );
+    expect(stale.lastPollOk).toBe(true);
+  }, 30_000);
+});
