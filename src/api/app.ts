@@ -15,7 +15,7 @@ import { uiPlugin } from '../ui/ui-plugin.js';
 import { RateLimitedApiError } from './api-errors.js';
 import { registerAuth } from './auth.js';
 import type { ApiDeps } from './deps.js';
-import { registerErrorHandling } from './error-handler.js';
+import { frameworkErrorHandler, MAX_PATH_PARAM_CHARS, registerErrorHandling } from './error-handler.js';
 import { registerIdempotency } from './idempotency.js';
 import { registerJsonBody } from './json-body.js';
 import { ApiMetrics } from './metrics.js';
@@ -42,6 +42,8 @@ export async function buildApp(deps: ApiDeps): Promise<FastifyInstance> {
     logController: new LogController({ disableRequestLogging: true, requestIdLogLabel: 'reqId' }),
     bodyLimit: deps.settings.bodyLimitBytes,
     genReqId: () => randomUUID(),
+    routerOptions: { maxParamLength: MAX_PATH_PARAM_CHARS },
+    frameworkErrors: frameworkErrorHandler,
   });
   app.setValidatorCompiler(validatorCompiler);
   app.setSerializerCompiler(serializerCompiler);

@@ -1,4 +1,4 @@
-import type { FastifyError, FastifyInstance, FastifyRequest } from 'fastify';
+import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { ConfigError, SchedflowError } from '../errors.js';
 import { SchedApiError } from '../sched/sched-errors.js';
 import { ProfileNotConnectedError } from '../tracking/client-registry.js';
@@ -35,6 +35,33 @@ export function registerErrorHandling(app: FastifyInstance): void {
       error: { code: 'SCHEDFLOW_ERR_NOT_FOUND', message: `no route ${request.method} ${request.url.split('?')[0]}` },
     }),
   );
+}
+
+/**
+ * Longest path parameter, as sent (percent-encoded), the router passes on. Past it Fastify's
+ * router answers by itself (FST_ERR_MAX_PARAM_LENGTH); its default, 100, was below the 200
+ * characters the schemas take. 200 characters of 4-byte UTF-8, each byte as `%XX`, are 2,400.
+ */
+export const MAX_PATH_PARAM_CHARS = 2400;
+
+/**
+ * Errors Fastify's router raises before any hook or the error handler runs (a path that is
+ * not percent-encoded UTF-8, a parameter over MAX_PATH_PARAM_CHARS): without this, Fastify
+ * answers them in its own shape (`{ error: "Bad Request", code: "FST_…" }`).
+ */
+export function frameworkErrorHandler(error: FastifyError, request: FastifyRequest, reply: FastifyReply): void {
+  const reason =
+    error.code === 'FST_ERR_BAD_URL'
+      ? 'the path is not valid percent-encoded UTF-8'
+      : error.code === 'FST_ERR_MAX_PARAM_LENGTH'
+        ? `a path parameter is longer than ${MAX_PATH_PARAM_CHARS} characters`
+        : undefined;
+  const answer = errorAnswer(
+    reason === undefined ? error : new ValidationApiError([{ in: 'params', path: '', reason }]),
+    request,
+  );
+  if (answer.status >= 500) request.log.error({ err: error, reqId: request.id }, 'API request failed');
+  void reply.code(answer.status).headers(answer.headers).header('x-request-id', request.id).send(answer.body);
 }
 
 export function errorAnswer(error: unknown, request: FastifyRequest): ErrorAnswer {
