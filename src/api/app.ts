@@ -15,7 +15,12 @@ import { uiPlugin } from '../ui/ui-plugin.js';
 import { RateLimitedApiError } from './api-errors.js';
 import { registerAuth } from './auth.js';
 import type { ApiDeps } from './deps.js';
-import { frameworkErrorHandler, MAX_PATH_PARAM_CHARS, registerErrorHandling } from './error-handler.js';
+import {
+  clientErrorHandler,
+  frameworkErrorHandler,
+  MAX_PATH_PARAM_CHARS,
+  registerErrorHandling,
+} from './error-handler.js';
 import { registerIdempotency } from './idempotency.js';
 import { registerJsonBody } from './json-body.js';
 import { ApiMetrics } from './metrics.js';
@@ -44,6 +49,7 @@ export async function buildApp(deps: ApiDeps): Promise<FastifyInstance> {
     genReqId: () => randomUUID(),
     routerOptions: { maxParamLength: MAX_PATH_PARAM_CHARS },
     frameworkErrors: frameworkErrorHandler,
+    clientErrorHandler,
   });
   app.setValidatorCompiler(validatorCompiler);
   app.setSerializerCompiler(serializerCompiler);

@@ -1,4 +1,6 @@
-import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { STATUS_CODES } from 'node:http';
+import type { Socket } from 'node:net';
+import type { ConnectionError, FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { ConfigError, SchedflowError } from '../errors.js';
 import { SchedApiError } from '../sched/sched-errors.js';
 import { ProfileNotConnectedError } from '../tracking/client-registry.js';
@@ -62,6 +64,30 @@ export function frameworkErrorHandler(error: FastifyError, request: FastifyReque
   );
   if (answer.status >= 500) request.log.error({ err: error, reqId: request.id }, 'API request failed');
   void reply.code(answer.status).headers(answer.headers).header('x-request-id', request.id).send(answer.body);
+}
+
+/**
+ * Requests Node's HTTP parser refuses before Fastify sees them (a request line or headers
+ * over 16 KiB, bytes that are not HTTP): answered on the socket in the API's error shape
+ * rather than Fastify's default `{ error: "Bad Request", statusCode }`, then closed, as
+ * Node does (the connection's framing can no longer be trusted).
+ */
+export function clientErrorHandler(error: ConnectionError, socket: Socket): void {
+  // A reset connection has no one to answer (https://nodejs.org/api/http.html#event-clienterror).
+  if (error.code === 'ECONNRESET' || socket.destroyed) return;
+  const [status, code, message] =
+    error.code === 'HPE_HEADER_OVERFLOW'
+      ? [431, 'SCHEDFLOW_ERR_HEADERS_TOO_LARGE', 'the request line and headers are over 16 KiB']
+      : error.code === 'ERR_HTTP_REQUEST_TIMEOUT'
+        ? [408, 'SCHEDFLOW_ERR_REQUEST_TIMEOUT', 'the request was not received in time']
+        : [400, 'SCHEDFLOW_ERR_BAD_REQUEST', 'not a valid HTTP request'];
+  const body = JSON.stringify({ error: { code, message } });
+  if (socket.writable) {
+    socket.write(
+      `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nContent-Type: application/json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
+    );
+  }
+  socket.destroy(error);
 }
 
 export function errorAnswer(error: unknown, request: FastifyRequest): ErrorAnswer {

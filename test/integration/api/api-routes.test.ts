@@ -1,5 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
+import { connect } from 'node:net';
 import { Writable } from 'node:stream';
 import { Ajv2020 } from 'ajv/dist/2020.js';
 import { pino } from 'pino';
@@ -143,6 +144,32 @@ describe('malformed paths', () => {
     const tooLong = await api.call('GET', `/api/v1/jobs/${'a'.repeat(201)}`, { token });
     expect(tooLong.status).toBe(400);
     expect(errorOf(tooLong).fields?.[0]).toMatchObject({ in: 'params', path: 'id' });
+  });
+
+  // Found by the API fuzz test: Node's parser refuses these before Fastify, whose default
+  // answer was { error: "Request Header Fields Too Large", statusCode: 431 }.
+  it('a request line over 16 KiB is a 431, and bytes that are not HTTP a 400, in the documented shape', async () => {
+    const long = await api.call('GET', `/api/v1/jobs/${'a'.repeat(20_000)}`, { token: api.token(['read']) });
+    expect(long.status).toBe(431);
+    expect(long.headers.get('content-type')).toMatch(/^application\/json/);
+    expect(errorOf(long)).toEqual({
+      code: 'SCHEDFLOW_ERR_HEADERS_TOO_LARGE',
+      message: 'the request line and headers are over 16 KiB',
+    });
+    const { hostname, port } = new URL(api.url);
+    const raw = await new Promise<string>((resolve, reject) => {
+      const socket = connect(Number(port), hostname, () => socket.write('NOT HTTP AT ALL\r\n\r\n'));
+      let text = '';
+      socket.on('data', (chunk) => {
+        text += String(chunk);
+      });
+      socket.on('close', () => resolve(text));
+      socket.on('error', reject);
+    });
+    expect(raw).toMatch(/^HTTP\/1\.1 400 Bad Request\r\n/);
+    expect(JSON.parse(raw.slice(raw.indexOf('\r\n\r\n') + 4))).toEqual({
+      error: { code: 'SCHEDFLOW_ERR_BAD_REQUEST', message: 'not a valid HTTP request' },
+    });
   });
 });
 
