@@ -684,7 +684,6 @@ describe('the local API under generated requests', () => {
     const acceptedJobs = new Set<string>();
     const acceptedRuns = new Set<string>();
     const statuses = new Map<number, number>();
-    const undocumented = new Map<string, number>();
     let sent = 0;
     let slowestMs = 0;
     let slowest = '';
@@ -743,9 +742,12 @@ describe('the local API under generated requests', () => {
             }
             expect(errorBody.safeParse(parsed).success, `error shape: ${what}`).toBe(true);
           }
-          if (route && method === route.method && !route.statuses.has(answer.status)) {
-            const key = `${route.method} ${route.template} ${answer.status}`;
-            undocumented.set(key, (undocumented.get(key) ?? 0) + 1);
+          // The OpenAPI document lists what each route answers. A request line or headers over
+          // 16 KiB are refused by Node's parser before any route (431, in the README's table).
+          if (route && method === route.method && answer.status !== 431) {
+            expect([...route.statuses], `a status ${route.template} does not document: ${what}`).toContain(
+              answer.status,
+            );
           }
           if (route && method === route.method && answer.status < 300) {
             const made = idOf(answer.text);
@@ -777,11 +779,6 @@ describe('the local API under generated requests', () => {
       `api fuzz: ${sent} requests in ${wallSec.toFixed(1)} s (slowest ${Math.round(slowestMs)} ms: ${slowest}), seed ${SEED}; ${byStatus.join(', ')}`,
     );
     console.log(`api fuzz: ${acceptedJobs.size} job requests and ${acceptedRuns.size} runs accepted`);
-    if (undocumented.size > 0) {
-      console.log(
-        `api fuzz: statuses a route does not document: ${[...undocumented].map(([k, n]) => `${k} (${n})`).join('; ')}`,
-      );
-    }
     expect(sent).toBeGreaterThanOrEqual(RUNS);
 
     // Nothing the API refused is in the history: every job request is one an answer named
