@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import { STATUS_CODES } from 'node:http';
 import type { Socket } from 'node:net';
 import type { ConnectionError, FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
@@ -72,7 +73,7 @@ export function frameworkErrorHandler(error: FastifyError, request: FastifyReque
  * rather than Fastify's default `{ error: "Bad Request", statusCode }`, then closed, as
  * Node does (the connection's framing can no longer be trusted).
  */
-export function clientErrorHandler(error: ConnectionError, socket: Socket): void {
+export function clientErrorHandler(this: FastifyInstance, error: ConnectionError, socket: Socket): void {
   // A reset connection has no one to answer (https://nodejs.org/api/http.html#event-clienterror).
   if (error.code === 'ECONNRESET' || socket.destroyed) return;
   const [status, code, message] =
@@ -82,9 +83,12 @@ export function clientErrorHandler(error: ConnectionError, socket: Socket): void
         ? [408, 'SCHEDFLOW_ERR_REQUEST_TIMEOUT', 'the request was not received in time']
         : [400, 'SCHEDFLOW_ERR_BAD_REQUEST', 'not a valid HTTP request'];
   const body = JSON.stringify({ error: { code, message } });
+  // Like every answer, one id for the answer and its log line (there is no request to log).
+  const reqId = randomUUID();
+  this.log.debug({ reqId, status, err: error.code }, 'API request refused by the HTTP parser');
   if (socket.writable) {
     socket.write(
-      `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nContent-Type: application/json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
+      `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nContent-Type: application/json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(body)}\r\nX-Request-Id: ${reqId}\r\nConnection: close\r\n\r\n${body}`,
     );
   }
   socket.destroy(error);

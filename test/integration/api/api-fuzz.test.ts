@@ -627,6 +627,7 @@ interface Answer {
   status: number;
   text: string;
   contentType: string;
+  requestId: string | undefined;
   ms: number;
 }
 
@@ -650,10 +651,12 @@ async function send(input: {
     });
     const text = await response.body.text();
     const contentType = response.headers['content-type'];
+    const requestId = response.headers['x-request-id'];
     return {
       status: response.statusCode,
       text,
       contentType: typeof contentType === 'string' ? contentType : '',
+      requestId: typeof requestId === 'string' ? requestId : undefined,
       ms: performance.now() - started,
     };
   } catch (error) {
@@ -732,6 +735,8 @@ describe('the local API under generated requests', () => {
           // loaded, readiness); no other 5xx at all.
           const documented503 = answer.status === 503 && method === route?.method && route.statuses.has(503);
           expect(answer.status < 500 || documented503, what).toBe(true);
+          // Every answer carries the id its log line has (README), those of Node's parser too.
+          expect(answer.requestId ?? 'none', `X-Request-Id: ${what}`).toMatch(/^[0-9a-f-]{36}$/);
           if (answer.status >= 400 && method !== 'HEAD') {
             expect(answer.contentType, what).toMatch(/^application\/json/);
             let parsed: unknown;

@@ -151,6 +151,7 @@ describe('malformed paths', () => {
   it('a request line over 16 KiB is a 431, and bytes that are not HTTP a 400, in the documented shape', async () => {
     const long = await api.call('GET', `/api/v1/jobs/${'a'.repeat(20_000)}`, { token: api.token(['read']) });
     expect(long.status).toBe(431);
+    expect(long.headers.get('x-request-id')).toMatch(/^[0-9a-f-]{36}$/);
     expect(long.headers.get('content-type')).toMatch(/^application\/json/);
     expect(errorOf(long)).toEqual({
       code: 'SCHEDFLOW_ERR_HEADERS_TOO_LARGE',
@@ -167,6 +168,7 @@ describe('malformed paths', () => {
       socket.on('error', reject);
     });
     expect(raw).toMatch(/^HTTP\/1\.1 400 Bad Request\r\n/);
+    expect(raw).toMatch(/\r\nX-Request-Id: [0-9a-f-]{36}\r\n/);
     expect(JSON.parse(raw.slice(raw.indexOf('\r\n\r\n') + 4))).toEqual({
       error: { code: 'SCHEDFLOW_ERR_BAD_REQUEST', message: 'not a valid HTTP request' },
     });
