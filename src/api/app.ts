@@ -17,6 +17,7 @@ import { registerAuth } from './auth.js';
 import { clientErrorHandler } from './client-errors.js';
 import type { ApiDeps } from './deps.js';
 import { registerErrorHandling, sendError } from './error-handler.js';
+import { MAX_PATH_PARAM_CHARS } from './fastify-errors.js';
 import { registerIdempotency } from './idempotency.js';
 import { registerJsonBody } from './json-body.js';
 import { ApiMetrics } from './metrics.js';
@@ -45,6 +46,7 @@ export async function buildApp(deps: ApiDeps): Promise<FastifyInstance> {
     genReqId: () => randomUUID(),
     // Errors met before any route or hook (a bad or too long path, malformed HTTP) get the
     // same error body as every other answer, rather than Fastify's or Node's own.
+    routerOptions: { maxParamLength: MAX_PATH_PARAM_CHARS },
     frameworkErrors: (error, request, reply) => {
       reply.header('x-request-id', request.id);
       sendError(error, request, reply);

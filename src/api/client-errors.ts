@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import { type ServerResponse, STATUS_CODES } from 'node:http';
 import type { Socket } from 'node:net';
 import type { FastifyBaseLogger } from 'fastify';
@@ -15,7 +16,12 @@ export function clientErrorHandler(
     // A reset connection, or one already closed: there is no one to answer.
     if (error.code === 'ECONNRESET' || socket.destroyed) return;
     const answer = answerOf(error.code);
-    logger.debug({ err: error.message, code: error.code, status: answer.status }, 'malformed HTTP request refused');
+    // Like every answer, one id for it and its log line (there is no request to carry one).
+    const reqId = randomUUID();
+    logger.debug(
+      { reqId, err: error.message, code: error.code, status: answer.status },
+      'malformed HTTP request refused',
+    );
     // Only when no answer is being written on the connection (Node's own check), or the bytes
     // would land in the middle of it; after an earlier request's whole answer is fine.
     const inFlight = (socket as Socket & { _httpMessage?: ServerResponse | null })._httpMessage;
@@ -28,6 +34,7 @@ export function clientErrorHandler(
       `HTTP/1.1 ${answer.status} ${STATUS_CODES[answer.status]}\r\n` +
         'Content-Type: application/json; charset=utf-8\r\n' +
         `Content-Length: ${Buffer.byteLength(body)}\r\n` +
+        `X-Request-Id: ${reqId}\r\n` +
         'Connection: close\r\n\r\n' +
         body,
       () => socket.destroy(),

@@ -1,5 +1,12 @@
 import type { FastifyError } from 'fastify';
 
+/**
+ * Longest path parameter the router passes on (Fastify's default is 100). Ids the routes'
+ * schemas accept are up to 200 characters: those judge an id's length, with a field error;
+ * the router's limit only stops what no schema would ever take.
+ */
+export const MAX_PATH_PARAM_CHARS = 2400;
+
 /** What the API answers for one of Fastify's own errors (`FST_ERR_…`). */
 export interface FastifyErrorMapping {
   status: number;
@@ -62,7 +69,7 @@ const MAPPINGS: Record<string, FastifyErrorMapping> = {
   FST_ERR_MAX_PARAM_LENGTH: {
     status: 414,
     code: 'SCHEDFLOW_ERR_URI_TOO_LONG',
-    message: 'a path parameter is longer than 100 characters; no id or name of this API is',
+    message: `a path parameter is longer than ${MAX_PATH_PARAM_CHARS} characters; no id or name of this API is`,
   },
   FST_ERR_NOT_FOUND: { status: 404, code: 'SCHEDFLOW_ERR_NOT_FOUND', message: 'not found' },
 };

@@ -50,12 +50,13 @@ export const errorBodySchema = named(
 );
 
 const ERROR_DESCRIPTIONS: Record<number, string> = {
-  400: 'invalid request: `fields` names each field and the reason',
+  400: 'invalid request (body, query, path or header): `fields` names each field and the reason',
   401: 'no token, or an unknown or revoked one',
   403: 'the token lacks the scope this route needs',
   404: 'no such resource',
   409: 'conflicts with the state of the resource or with an earlier use of the Idempotency-Key',
   413: 'body larger than 1 MiB',
+  415: 'a body of a media type the API does not read: send Content-Type: application/json',
   429: "the token's rate limit is reached: see Retry-After",
   500: 'a bug; the answer carries a request id to find it in the log',
   502: 'the scheduler refused (its status and message are in `upstream`)',

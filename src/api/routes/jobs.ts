@@ -56,7 +56,7 @@ export const jobRoutes: FastifyPluginAsyncZod<{ deps: ApiDeps }> = async (app, {
         body: submitJobBody,
         response: {
           201: answer('queued; `links.self` follows it', createdJobSchema),
-          ...errors(400, 401, 403, 409, 413, 429),
+          ...errors(400, 401, 403, 409, 413, 415, 429),
         },
       },
     },
@@ -135,7 +135,7 @@ export const jobRoutes: FastifyPluginAsyncZod<{ deps: ApiDeps }> = async (app, {
           "Its state, every transition, the duplicate submissions answered with it (Idempotency-Key replays), how fresh the state is (the profile's last poll and the job's last sighting), and its summary once it has ended (a pipeline step: its run's). Scope: read.",
         security: bearer,
         params: idParams,
-        response: { 200: answer('the job request', jobDetailSchema), ...errors(401, 403, 404, 429) },
+        response: { 200: answer('the job request', jobDetailSchema), ...errors(400, 401, 403, 404, 429) },
       },
     },
     async (request) => {
@@ -170,7 +170,7 @@ export const jobRoutes: FastifyPluginAsyncZod<{ deps: ApiDeps }> = async (app, {
         response: {
           200: answer('applied before: the request made then', resubmittedJobSchema),
           201: answer('queued; `links.self` follows the new request', resubmittedJobSchema),
-          ...errors(401, 403, 404, 409, 429),
+          ...errors(400, 401, 403, 404, 409, 413, 415, 429),
         },
       },
     },
@@ -219,7 +219,7 @@ export const jobRoutes: FastifyPluginAsyncZod<{ deps: ApiDeps }> = async (app, {
         response: {
           200: answer('cancelled before submission', cancelAnswerSchema),
           202: answer('cancel sent to the scheduler', cancelAnswerSchema),
-          ...errors(401, 403, 404, 409, 429, 502, 503),
+          ...errors(400, 401, 403, 404, 409, 413, 415, 429, 502, 503),
         },
       },
     },

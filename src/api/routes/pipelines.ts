@@ -72,7 +72,7 @@ export const pipelineRoutes: FastifyPluginAsyncZod<{ deps: ApiDeps }> = async (a
         body: triggerRunBody,
         response: {
           201: answer('the run', runSchema),
-          ...errors(400, 401, 403, 404, 409, 413, 429, 503),
+          ...errors(400, 401, 403, 404, 409, 413, 415, 429, 503),
         },
       },
     },
@@ -114,7 +114,7 @@ export const pipelineRoutes: FastifyPluginAsyncZod<{ deps: ApiDeps }> = async (a
           params: pipelineNameParams,
           response: {
             200: answer('the pipeline, with its schedule as it is now', pipelineSchema),
-            ...errors(401, 403, 404, 409, 429, 503),
+            ...errors(400, 401, 403, 404, 409, 413, 415, 429, 503),
           },
         },
       },

@@ -52,7 +52,7 @@ export const runRoutes: FastifyPluginAsyncZod<{ deps: ApiDeps }> = async (app, {
           'The run, the job request of each of its steps (every attempt), and its summary once it has ended. Scope: read.',
         security: bearer,
         params: idParams,
-        response: { 200: answer('the run', runDetailSchema), ...errors(401, 403, 404, 429) },
+        response: { 200: answer('the run', runDetailSchema), ...errors(400, 401, 403, 404, 429) },
       },
     },
     async (request) => {

@@ -1,5 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
+import { connect } from 'node:net';
 import { Writable } from 'node:stream';
 import { Ajv2020 } from 'ajv/dist/2020.js';
 import { pino } from 'pino';
@@ -121,6 +122,62 @@ describe('authentication and scopes', () => {
     const root = await fetch(`${api.url}/`, { redirect: 'manual' });
     expect(root.status).toBe(302);
     expect(root.headers.get('location')).toBe('/ui/');
+  });
+});
+
+describe('malformed paths', () => {
+  // Found by the API fuzz test: Fastify's router answered these itself, in its own shape
+  // ({ error: "Bad Request", code: "FST_…", statusCode }), and refused ids of 101 to 200
+  // characters (414) that the schemas take.
+  it('a path that is not percent-encoded UTF-8 (400), or a parameter past the router bound (414): the documented shape', async () => {
+    const token = api.token(['read']);
+    for (const [path, status, code] of [
+      ['/api/v1/jobs/%ED%A0%80', 400, 'SCHEDFLOW_ERR_BAD_URL'],
+      [`/api/v1/runs/${'a'.repeat(2401)}`, 414, 'SCHEDFLOW_ERR_URI_TOO_LONG'],
+    ] as const) {
+      const r = await api.call('GET', path, { token });
+      expect(r.status, path).toBe(status);
+      expect(r.headers.get('x-request-id')).toMatch(/^[0-9a-f-]{36}$/);
+      expect(errorOf(r).code).toBe(code);
+    }
+    // Up to the schema's 200 characters an id reaches the route; past them the schema names it.
+    const long = await api.call('GET', `/api/v1/jobs/${'a'.repeat(200)}`, { token });
+    expect(long.status).toBe(404);
+    expect(errorOf(long).code).toBe('SCHEDFLOW_ERR_NOT_FOUND');
+    const tooLong = await api.call('GET', `/api/v1/jobs/${'a'.repeat(201)}`, { token });
+    expect(tooLong.status).toBe(400);
+    expect(errorOf(tooLong).fields?.[0]).toMatchObject({ in: 'params', path: 'id' });
+  });
+
+  // Found by the API fuzz test: Node's parser refuses these before Fastify, whose default
+  // answer was { error: "Request Header Fields Too Large", statusCode: 431 }.
+  it('a request line over 16 KiB is a 431, and bytes that are not HTTP a 400, in the documented shape', async () => {
+    const long = await api.call('GET', `/api/v1/jobs/${'a'.repeat(20_000)}`, { token: api.token(['read']) });
+    expect(long.status).toBe(431);
+    expect(long.headers.get('x-request-id')).toMatch(/^[0-9a-f-]{36}$/);
+    expect(long.headers.get('content-type')).toMatch(/^application\/json/);
+    expect(errorOf(long)).toEqual({
+      code: 'SCHEDFLOW_ERR_HEADERS_TOO_LARGE',
+      message: 'the request line and headers are larger than 16 KiB',
+    });
+    const { hostname, port } = new URL(api.url);
+    const raw = await new Promise<string>((resolve, reject) => {
+      const socket = connect(Number(port), hostname, () => socket.write('NOT HTTP AT ALL\r\n\r\n'));
+      let text = '';
+      socket.on('data', (chunk) => {
+        text += String(chunk);
+      });
+      socket.on('close', () => resolve(text));
+      socket.on('error', reject);
+    });
+    expect(raw).toMatch(/^HTTP\/1\.1 400 Bad Request\r\n/);
+    expect(raw).toMatch(/\r\nX-Request-Id: [0-9a-f-]{36}\r\n/);
+    expect(JSON.parse(raw.slice(raw.indexOf('\r\n\r\n') + 4))).toMatchObject({
+      error: {
+        code: 'SCHEDFLOW_ERR_MALFORMED_REQUEST',
+        message: expect.stringMatching(/^the request is not valid HTTP/),
+      },
+    });
   });
 });
 

@@ -1,0 +1,812 @@
+import fc from 'fast-check';
+import { Agent } from 'undici';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { z } from 'zod';
+import { getRequest, listRequests } from '../../../src/db/requests.js';
+import { listRuns } from '../../../src/db/runs.js';
+import type { ApiScope } from '../../../src/db/schema.js';
+import { createToken, revokeToken } from '../../../src/db/tokens.js';
+import { startTestDaemon, type TestDaemon } from '../../helpers/daemon.js';
+import { startTestRedis, type TestRedis } from '../../helpers/redis.js';
+import { startSim, type TestSim } from '../../helpers/sim.js';
+
+/**
+ * Careless users and hostile input: fast-check builds requests over every route the
+ * OpenAPI document lists (so a new route is fuzzed without editing this file), with
+ * tokens of every scope and none, malformed bodies, odd ids, queries and headers, and
+ * sends them over the daemon's real socket (the daemon does not expose its Fastify app;
+ * a real socket also puts Node's HTTP parser in front, as users get it). Properties:
+ * no 500, no hang, every error in the documented shape, and afterwards no job request
+ * or run in the history that the API did not accept.
+ *
+ * Seed: fixed by default (CI), `FUZZ_SEED=random` or `FUZZ_SEED=<n>` on demand; the seed
+ * is printed, so `FUZZ_SEED=<printed>` replays a failure. `FUZZ_RUNS` changes the count.
+ */
+
+const FIXED_SEED = 20_261_124;
+const SEED = seedFrom(process.env.FUZZ_SEED);
+const RUNS = runsFrom(process.env.FUZZ_RUNS);
+/** An answer slower than this is a hang. Generous: the slowest honest request parses 1 MiB. */
+const ANSWER_LIMIT_MS = 2000;
+/** Where a hung request is given up, so the report names it instead of the test timing out. */
+const ABORT_AFTER_MS = ANSWER_LIMIT_MS + 3000;
+
+function seedFrom(text: string | undefined): number {
+  if (text === undefined || text === '') return FIXED_SEED;
+  if (text === 'random') return Math.floor(Math.random() * 2 ** 31);
+  const seed = Number(text);
+  if (!Number.isSafeInteger(seed)) throw new Error(`FUZZ_SEED must be "random" or an integer, not "${text}"`);
+  return seed;
+}
+
+function runsFrom(text: string | undefined): number {
+  if (text === undefined || text === '') return 2000;
+  const runs = Number(text);
+  if (!Number.isSafeInteger(runs) || runs < 1) throw new Error(`FUZZ_RUNS must be a positive integer, not "${text}"`);
+  return runs;
+}
+
+// A pipeline with a schedule that does not fire during the test (pause and resume answer 200)
+// and a defaulted parameter; and one without a schedule (pause and resume: 409) whose
+// parameter is required (only manual pipelines may have one).
+const SCHEDULED = [
+  'schedule:',
+  '  cron: "0 0 1 1 *"',
+  'params:',
+  '  who: world',
+  'steps:',
+  '  only:',
+  '    script: |',
+  '      #!/bin/sh',
+  '      echo hello ${params.who}',
+].join('\n');
+const MANUAL = [
+  'params:',
+  '  who: null',
+  'steps:',
+  '  only:',
+  '    script: |',
+  '      #!/bin/sh',
+  '      echo ${params.who}',
+].join('\n');
+
+/** One route of the OpenAPI document. */
+interface DocRoute {
+  method: string;
+  /** `/api/v1/jobs/{id}` */
+  template: string;
+  pathParams: string[];
+  queryParams: string[];
+  hasBody: boolean;
+  /** Statuses it documents. */
+  statuses: Set<number>;
+}
+
+const openApiSchema = z.object({
+  paths: z.record(
+    z.string(),
+    z.record(
+      z.string(),
+      z
+        .object({
+          parameters: z.array(z.object({ in: z.string(), name: z.string() })).optional(),
+          requestBody: z.unknown().optional(),
+          responses: z.record(z.string(), z.unknown()).optional(),
+        })
+        .loose(),
+    ),
+  ),
+});
+
+const HTTP_METHODS = new Set(['get', 'put', 'post', 'delete', 'patch', 'head', 'options', 'trace']);
+
+function routesOf(document: unknown): DocRoute[] {
+  const { paths } = openApiSchema.parse(document);
+  return Object.entries(paths).flatMap(([template, operations]) =>
+    Object.entries(operations)
+      .filter(([method]) => HTTP_METHODS.has(method))
+      .map(([method, operation]) => {
+        const parameters = operation.parameters ?? [];
+        return {
+          method: method.toUpperCase(),
+          template,
+          pathParams: parameters.filter((p) => p.in === 'path').map((p) => p.name),
+          queryParams: parameters.filter((p) => p.in === 'query').map((p) => p.name),
+          hasBody: operation.requestBody !== undefined,
+          statuses: new Set(Object.keys(operation.responses ?? {}).map(Number)),
+        };
+      }),
+  );
+}
+
+/** The documented error body: `{ error: { code, message, … } }`, codes sharing the prefix. */
+const errorBody = z.object({
+  error: z.object({ code: z.string().regex(/^SCHEDFLOW_ERR_[A-Z_]+$/), message: z.string().min(1) }).loose(),
+});
+
+// ---- what a generated request is
+
+type TokenKind =
+  | 'read'
+  | 'submit'
+  | 'cancel'
+  | 'admin'
+  | 'all'
+  | 'none'
+  | 'unknown'
+  | 'revoked'
+  | 'malformed'
+  | 'lowercase';
+
+/** A path parameter: one of the ids the daemon has made (resolved when sent), or text as it goes on the wire. */
+type PathValue = { known: number } | { raw: string };
+
+interface FuzzRequest {
+  /** An index into the routes, or a method and path off the document. */
+  route: { index: number; method?: string } | { method: string; path: string };
+  params: PathValue[];
+  query: string;
+  token: TokenKind;
+  headers: Record<string, string>;
+  body: string | Buffer | undefined;
+  /** Sent twice at once: races on the same Idempotency-Key and resource. */
+  twice: boolean;
+}
+
+/**
+ * Percent-encodes every code unit, a lone surrogate as the 3 bytes of its WTF-8 form
+ * (invalid UTF-8, which is what a careless client sends); encodeURIComponent would throw.
+ */
+function encodeLoose(text: string): string {
+  let out = '';
+  for (const char of text) {
+    const code = char.codePointAt(0) ?? 0;
+    if (code >= 0xd800 && code <= 0xdfff) {
+      out += [0xe0 | (code >> 12), 0x80 | ((code >> 6) & 0x3f), 0x80 | (code & 0x3f)]
+        .map((b) => `%${b.toString(16).toUpperCase()}`)
+        .join('');
+    } else {
+      out += encodeURIComponent(char);
+    }
+  }
+  return out;
+}
+
+/** A body whose JSON text holds a lone surrogate as raw WTF-8 bytes (not as a \u escape). */
+function wtf8(text: string): Buffer {
+  return Buffer.from(decodeURIComponentLoose(encodeLoose(text)), 'latin1');
+}
+
+function decodeURIComponentLoose(encoded: string): string {
+  return encoded.replace(/%([0-9A-F]{2})/g, (_m, hex: string) => String.fromCharCode(Number.parseInt(hex, 16)));
+}
+
+const ODD_PATH_VALUES = [
+  '..',
+  '.',
+  '%2e%2e',
+  '..%2F..%2F..%2Fetc%2Fpasswd',
+  '%2F',
+  '%00',
+  '%ZZ',
+  '%',
+  '%E0%A4%A',
+  '%ED%A0%80',
+  '%C0%AF',
+  '%FF%FE',
+  '+',
+  '%20',
+  '__proto__',
+  'constructor',
+  'hasOwnProperty',
+  '%F0%9F%92%A9',
+  '\u00e9',
+  '\u00ff\u00fe',
+  'a;b=c',
+  '*',
+  'null',
+  'undefined',
+  '0',
+  '-1',
+  '9007199254740993',
+];
+
+const pathValue: fc.Arbitrary<PathValue> = fc.oneof(
+  { weight: 6, arbitrary: fc.nat().map((known) => ({ known })) },
+  { weight: 2, arbitrary: fc.string({ unit: 'grapheme', maxLength: 40 }).map((s) => ({ raw: encodeLoose(s) })) },
+  { weight: 1, arbitrary: fc.string({ unit: 'binary', maxLength: 20 }).map((s) => ({ raw: encodeLoose(s) })) },
+  { weight: 2, arbitrary: fc.constantFrom(...ODD_PATH_VALUES).map((raw) => ({ raw })) },
+  { weight: 1, arbitrary: fc.uuid().map((raw) => ({ raw })) },
+  // 200 is the schema's bound; past about 16 KiB Node's parser refuses the request line itself.
+  {
+    weight: 1,
+    arbitrary: fc.integer({ min: 190, max: 20_000 }).map((n) => ({ raw: 'a'.repeat(n) })),
+  },
+);
+
+const QUERY_VALUES = [
+  '1',
+  '50',
+  '200',
+  '0',
+  '-1',
+  '201',
+  '1.5',
+  '1e3',
+  '1e309',
+  'NaN',
+  'Infinity',
+  '-0',
+  '0x10',
+  '%205',
+  '',
+  'true',
+  'false',
+  'TRUE',
+  'queued,running',
+  'queued,,running',
+  ',',
+  'nope',
+  'COMPLETED,FAILED',
+  'test',
+  'greet',
+  '2026-11-01T08:00:00Z',
+  '2026-11-01T08:00:00',
+  '2026-02-31T25:00:00Z',
+  '2026-02-30T00:00:00Z',
+  '9999-12-31T23:59:59.999999999%2B14:00',
+  '%ZZ',
+  '%ED%A0%80',
+  '__proto__',
+];
+
+/** Cursors: base64url of JSON that is not the key a list made, or of text that is not JSON at all. */
+const cursorValue: fc.Arbitrary<string> = fc.oneof(
+  fc.jsonValue({ maxDepth: 2 }).map((v) => Buffer.from(JSON.stringify(v) ?? 'null').toString('base64url')),
+  fc
+    .constantFrom('[1e999,"x"]', '[-1e999,1e999,"x"]', '[0,"\\ud800"]', '[1.5,"x"]', '[1,2,"x"]', '[', '')
+    .map((t) => Buffer.from(t).toString('base64url')),
+  fc.string({ maxLength: 30 }).map(encodeURIComponent),
+);
+
+function queryOf(route: DocRoute | undefined): fc.Arbitrary<string> {
+  const documented = route?.queryParams ?? [];
+  const key = fc.oneof(
+    { weight: documented.length > 0 ? 6 : 0, arbitrary: fc.constantFrom(...(documented.length ? documented : ['x'])) },
+    {
+      weight: 1,
+      arbitrary: fc.constantFrom('__proto__', 'constructor', 'toString', 'limit[]', '', 'a.b', 'state[0]', 'LIMIT'),
+    },
+    { weight: 1, arbitrary: fc.string({ maxLength: 10 }).map(encodeLoose) },
+  );
+  const value = fc.oneof(
+    { weight: 5, arbitrary: fc.constantFrom(...QUERY_VALUES) },
+    { weight: 2, arbitrary: cursorValue },
+    { weight: 1, arbitrary: fc.string({ unit: 'binary', maxLength: 30 }).map(encodeLoose) },
+    { weight: 1, arbitrary: fc.integer({ min: 400, max: 3000 }).map((n) => 'x'.repeat(n)) },
+  );
+  const pairs = fc.array(fc.tuple(key, value), { maxLength: 4 }).map((list) => list.map(([k, v]) => `${k}=${v}`));
+  return fc.oneof(
+    { weight: 2, arbitrary: fc.constant('') },
+    { weight: 6, arbitrary: pairs.map((list) => (list.length ? `?${list.join('&')}` : '')) },
+    { weight: 1, arbitrary: fc.constantFrom('?', '?&&', '?limit', '?=1', '?%ZZ=1', '?limit=1&limit=2', '?#x') },
+  );
+}
+
+// ---- bodies
+
+const wellFormedSpec = fc.record({
+  name: fc.string({ minLength: 1, maxLength: 20 }),
+  script: fc.constant('#!/bin/sh\ntrue\n'),
+  time_limit: fc.integer({ min: 1, max: 10 }),
+});
+
+/** A spec as a careless user writes one: members missing, of the wrong type, out of range, misspelt. */
+const carelessSpec = fc.record(
+  {
+    name: fc.oneof(fc.string({ maxLength: 30 }), fc.integer(), fc.constant(null), fc.string({ unit: 'binary' })),
+    script: fc.oneof(
+      fc.constant('#!/bin/sh\ntrue\n'),
+      fc.constant('echo no interpreter line'),
+      fc.string({ maxLength: 40 }).map((s) => `#!/bin/sh\n${s}`),
+      fc.constant(''),
+    ),
+    time_limit: fc.oneof(
+      fc.integer({ min: -5, max: 2 ** 33 }),
+      fc.double(),
+      fc.constantFrom('1:00:00', 'UNLIMITED', 'bogus', '99999999999', '1-00:00:00', '1e3', '-1', ''),
+    ),
+    partition: fc.constantFrom('debug', 'lab-owner', 'nope', '', 7),
+    account: fc.constantFrom('lab', 'other', ''),
+    memory_per_node: fc.constantFrom('512M', '4G', '99999999999999999999999T', -1, 1e308, '1.5G', 'lots'),
+    environment: fc.oneof(
+      fc.dictionary(fc.string({ maxLength: 8 }), fc.oneof(fc.string(), fc.integer(), fc.boolean(), fc.constant(null))),
+      fc.array(fc.string({ maxLength: 12 }), { maxLength: 3 }),
+    ),
+    tasks: fc.oneof(fc.integer(), fc.double(), fc.constant('2')),
+    cpus_per_task: fc.integer({ min: -1, max: 2 ** 32 + 1 }),
+    // Pass-through job_desc_msg members, checked against slurmrestd's schema, and a misspelling.
+    nice: fc.oneof(fc.integer(), fc.string({ maxLength: 5 })),
+    hold: fc.oneof(fc.boolean(), fc.constant('yes')),
+    time_limt: fc.constant(5),
+    current_working_directory: fc.constantFrom('/tmp', '', '../../..', '/nonexistent'),
+  },
+  { requiredKeys: [] },
+);
+
+const deadlines = fc.record(
+  {
+    max_pending: fc.oneof(fc.integer({ min: -10, max: 2 ** 40 }), fc.double(), fc.constant('600')),
+    start_by: fc.constantFrom('2026-11-01T08:00:00Z', '2099-01-01T00:00:00+02:00', 'tomorrow', '2026-02-30T00:00:00Z'),
+    finish_by: fc.constantFrom('2026-10-01T08:00:00Z', '2099-01-02T00:00:00Z', '', 5),
+  },
+  { requiredKeys: [] },
+);
+
+/** Webhooks point at loopback's discard port: a test never calls out. */
+const webhookUrl = fc.constantFrom(
+  'http://127.0.0.1:9/hook',
+  'https://u:p@127.0.0.1:9/h?t=1',
+  'ftp://x',
+  'not a url',
+  '',
+);
+
+const submission = fc
+  .record(
+    {
+      spec: fc.oneof({ weight: 3, arbitrary: wellFormedSpec }, { weight: 3, arbitrary: carelessSpec }, fc.jsonValue()),
+      profile: fc.constantFrom('test', 'nope', ''),
+      webhook_url: webhookUrl,
+      deadlines: fc.oneof(deadlines, fc.jsonValue({ maxDepth: 1 })),
+      summarize: fc.oneof(fc.boolean(), fc.constant('yes'), fc.constant(null)),
+      unknown_member: fc.jsonValue({ maxDepth: 1 }),
+    },
+    { requiredKeys: [] },
+  )
+  .chain((body) =>
+    // Mostly without the unknown member, so that well-formed submissions are accepted often.
+    fc.boolean().map((keepUnknown) => {
+      const { unknown_member: _, ...rest } = body;
+      return keepUnknown ? body : rest;
+    }),
+  );
+
+/** A submission the API takes: accepted requests give the id routes real ids to work on. */
+const goodSubmission = fc.record(
+  {
+    spec: wellFormedSpec,
+    profile: fc.constant('test'),
+    webhook_url: fc.constant('http://127.0.0.1:9/hook'),
+    deadlines: fc.constant({ max_pending: 600, finish_by: '2099-01-01T00:00:00Z' }),
+    summarize: fc.boolean(),
+  },
+  { requiredKeys: ['spec'] },
+);
+
+const goodTrigger = fc.record({ params: fc.record({ who: fc.string({ maxLength: 10 }) }) });
+
+const trigger = fc.record(
+  {
+    params: fc.oneof(
+      fc.record({ who: fc.oneof(fc.string({ maxLength: 10 }), fc.integer(), fc.boolean(), fc.constant(null)) }),
+      fc.dictionary(fc.string({ maxLength: 8 }), fc.jsonValue({ maxDepth: 1 })),
+      fc.constant([]),
+    ),
+    webhook_url: webhookUrl,
+  },
+  { requiredKeys: [] },
+);
+
+/** `depth` levels of arrays or objects around a value. */
+function nested(depth: number, kind: 'array' | 'object', inner: string): string {
+  return kind === 'array'
+    ? `${'['.repeat(depth)}${inner}${']'.repeat(depth)}`
+    : `${'{"a":'.repeat(depth)}${inner}${'}'.repeat(depth)}`;
+}
+
+const HOSTILE_TEXTS = [
+  '{"spec":{"__proto__":{"admin":true}}}',
+  '{"__proto__":{"x":1},"spec":{}}',
+  '{"constructor":{"prototype":{"x":1}}}',
+  '{"spec":{"name":"\\ud800","script":"#!/bin/sh\\n"}}',
+  '{"\\udc00":1}',
+  '{"spec":{"name":"x","script":"#!/bin/sh\\n","time_limit":1e999}}',
+  '{"spec":{"name":"x","script":"#!/bin/sh\\n","tasks":-1e999}}',
+  '{"params":{"who":1e999}}',
+  '{"deadlines":{"max_pending":1e999},"spec":{"name":"x","script":"#!/bin/sh\\n"}}',
+  'NaN',
+  '{"a":NaN}',
+  'null',
+  'true',
+  '[]',
+  '{}',
+  '{',
+  '"text"',
+  '1e999',
+  '-0',
+  '\u0000',
+  '{"spec":1,"spec":2}',
+  '\ufeff{}',
+  '{"spec":{"name":"x","script":"#!/bin/sh\\n"}}garbage',
+  '{"params":{"who":"x"},"params":{"who":"y"}}',
+];
+
+const anyBody: fc.Arbitrary<string | Buffer | undefined> = fc.oneof(
+  { weight: 3, arbitrary: fc.constant(undefined) },
+  { weight: 1, arbitrary: fc.constant('') },
+  { weight: 8, arbitrary: submission.map((b) => JSON.stringify(b)) },
+  { weight: 3, arbitrary: trigger.map((b) => JSON.stringify(b)) },
+  { weight: 2, arbitrary: fc.jsonValue({ maxDepth: 3 }).map((v) => JSON.stringify(v) ?? 'null') },
+  { weight: 1, arbitrary: fc.object({ maxDepth: 2 }).map((v) => JSON.stringify(v) ?? 'null') },
+  {
+    weight: 2,
+    arbitrary: fc
+      .tuple(fc.integer({ min: 1, max: 400 }), fc.constantFrom('array' as const, 'object' as const), fc.boolean())
+      .map(([depth, kind, asSpec]) => (asSpec ? `{"spec":${nested(depth, kind, '1')}}` : nested(depth, kind, '1'))),
+  },
+  { weight: 3, arbitrary: fc.constantFrom(...HOSTILE_TEXTS) },
+  // A lone surrogate as raw bytes on the wire rather than as an escape.
+  {
+    weight: 1,
+    arbitrary: fc.string({ unit: 'binary', maxLength: 20 }).map((s) => wtf8(JSON.stringify({ spec: { name: s } }))),
+  },
+  { weight: 1, arbitrary: fc.string({ unit: 'binary', maxLength: 60 }) },
+  // Huge strings: just under and over the 1 MiB body limit.
+  {
+    weight: 1,
+    arbitrary: fc
+      .integer({ min: 1000, max: 1_100_000 })
+      .map((n) => JSON.stringify({ spec: { name: 'x'.repeat(n), script: '#!/bin/sh\ntrue\n' } })),
+  },
+);
+
+/** A route's body: mostly one made for it (well-formed or careless), else anything. */
+function bodyFor(route: DocRoute | undefined): fc.Arbitrary<string | Buffer | undefined> {
+  if (route?.method === 'POST' && route.template === '/api/v1/jobs') {
+    return fc.oneof(
+      { weight: 4, arbitrary: goodSubmission.map((b) => JSON.stringify(b)) },
+      { weight: 3, arbitrary: submission.map((b) => JSON.stringify(b)) },
+      { weight: 3, arbitrary: anyBody },
+    );
+  }
+  if (route?.method === 'POST' && route.template.endsWith('/runs')) {
+    return fc.oneof(
+      { weight: 4, arbitrary: goodTrigger.map((b) => JSON.stringify(b)) },
+      { weight: 2, arbitrary: trigger.map((b) => JSON.stringify(b)) },
+      { weight: 3, arbitrary: anyBody },
+    );
+  }
+  return anyBody;
+}
+
+const CONTENT_TYPES = [
+  'application/json',
+  'application/json; charset=utf-8',
+  'application/JSON',
+  'application/json; charset=latin1',
+  'application/json; charset=utf-16',
+  'application/json;;',
+  'text/plain',
+  'application/x-www-form-urlencoded',
+  'multipart/form-data; boundary=x',
+  'application/vnd.api+json',
+  'a/b/c',
+  '',
+  'application/json\u00e9',
+];
+
+/** ASCII 0x21–0x7e, what a well-formed Idempotency-Key is made of. */
+const printable = fc.string({ unit: fc.integer({ min: 0x21, max: 0x7e }).map((c) => String.fromCharCode(c)) });
+/** What undici will put in a header at all: tab, 0x20–0x7e and 0x80–0xff. */
+const headerText = fc.string({
+  unit: fc
+    .oneof(fc.integer({ min: 0x20, max: 0x7e }), fc.integer({ min: 0x80, max: 0xff }), fc.constant(9))
+    .map((c) => String.fromCharCode(c)),
+  maxLength: 40,
+});
+
+const idempotencyKey: fc.Arbitrary<string | undefined> = fc.oneof(
+  { weight: 5, arbitrary: fc.constant(undefined) },
+  // A few keys used again and again: replays, and the same key with another body or route.
+  { weight: 4, arbitrary: fc.constantFrom('order-1', 'order-2', 'order-3') },
+  { weight: 2, arbitrary: printable.filter((s) => s.length >= 1 && s.length <= 255) },
+  { weight: 1, arbitrary: fc.integer({ min: 256, max: 2000 }).map((n) => 'k'.repeat(n)) },
+  { weight: 1, arbitrary: headerText },
+  { weight: 1, arbitrary: fc.constantFrom('', ' ', 'a b', '\u00e9t\u00e9', 'k\t') },
+);
+
+const headers: fc.Arbitrary<Record<string, string>> = fc
+  .record(
+    {
+      'content-type': fc.oneof(
+        { weight: 6, arbitrary: fc.constant('application/json') },
+        fc.constantFrom(...CONTENT_TYPES),
+      ),
+      'idempotency-key': idempotencyKey,
+      accept: fc.constantFrom('text/html', '*/*', 'application/xml'),
+      'content-encoding': fc.constantFrom('gzip', 'identity', 'br'),
+    },
+    { requiredKeys: ['content-type', 'idempotency-key'] },
+  )
+  .map((h) =>
+    Object.fromEntries(Object.entries(h).filter((entry): entry is [string, string] => entry[1] !== undefined)),
+  );
+
+const token: fc.Arbitrary<TokenKind> = fc.oneof(
+  { weight: 10, arbitrary: fc.constantFrom<TokenKind>('read', 'submit', 'cancel', 'admin', 'all') },
+  { weight: 3, arbitrary: fc.constantFrom<TokenKind>('none', 'unknown', 'revoked', 'malformed', 'lowercase') },
+);
+
+function requestArbitrary(routes: readonly DocRoute[]): fc.Arbitrary<FuzzRequest> {
+  // Routes that make things are drawn more often: what they make is what the others work on.
+  const documented = fc.oneof(
+    ...routes.map((route, index) => ({ weight: route.hasBody ? 4 : 1, arbitrary: fc.constant({ index }) })),
+  );
+  const otherMethod = fc
+    .tuple(fc.nat({ max: routes.length - 1 }), fc.constantFrom('PUT', 'PATCH', 'OPTIONS', 'HEAD', 'PROPFIND', 'TRACE'))
+    .map(([index, method]) => ({ index, method }));
+  const offDocument = fc
+    .tuple(
+      fc.constantFrom('GET', 'POST', 'DELETE'),
+      fc.constantFrom(
+        '/api/v1',
+        '/api/v1/',
+        '/api/v1/nope',
+        '/api/v1/jobs/',
+        '/api/v1//jobs',
+        '/api/v1/jobs/x/y/z',
+        '/api/v2/jobs',
+        '/API/V1/JOBS',
+        '/api/v1/%6Aobs',
+        '/api/v1/jobs/%ZZ/resubmit',
+        '/api/v1/pipelines/%ED%A0%80/runs',
+      ),
+    )
+    .map(([method, path]) => ({ method, path }));
+  const route = fc.oneof({ weight: 12, arbitrary: documented }, { weight: 1, arbitrary: otherMethod }, offDocument);
+  return route.chain((chosen) =>
+    fc.record({
+      route: fc.constant(chosen),
+      params: fc.array(pathValue, { minLength: 2, maxLength: 2 }),
+      query: queryOf('index' in chosen ? routes[chosen.index] : undefined),
+      token,
+      headers,
+      body: bodyFor('index' in chosen ? routes[chosen.index] : undefined),
+      twice: fc.integer({ min: 0, max: 9 }).map((n) => n === 0),
+    }),
+  );
+}
+
+// ---- the run
+
+let redis: TestRedis;
+let sim: TestSim;
+let td: TestDaemon;
+let routes: DocRoute[];
+const tokens = new Map<TokenKind, string>();
+const dispatcher = new Agent({ keepAliveTimeout: 10_000, connections: 8 });
+
+beforeAll(async () => {
+  redis = await startTestRedis();
+  // Benchmark mode: jobs take a second of simulated time and run no script.
+  sim = await startSim({ simulatedRuntimeSec: 1 });
+  td = await startTestDaemon(
+    sim.url,
+    redis.url,
+    // The per-token limit would answer most of a 2,000-request run with 429 before any route ran.
+    { apiRateLimitPerMin: 1_000_000 },
+    // The client's request budget (default 5 a second) is shared by polling, submitting and
+    // cancelling: with dozens of submissions a second, a cancel waits its turn for seconds.
+    // The simulator takes 1,000 a second; so may the client here.
+    { rateLimit: { capacity: 200, refillPerSecond: 200 } },
+    { 'greet.yaml': SCHEDULED, 'manual.yaml': MANUAL },
+  );
+  const db = td.daemon.history.db;
+  const make = (kind: TokenKind, scopes: ApiScope[]) =>
+    tokens.set(kind, createToken(db, { name: `fuzz-${kind}`, scopes }).token);
+  make('read', ['read']);
+  make('submit', ['submit']);
+  make('cancel', ['cancel']);
+  make('admin', ['admin']);
+  make('all', ['read', 'submit', 'cancel']);
+  make('revoked', ['admin']);
+  revokeToken(db, 'fuzz-revoked');
+  const document = await send({ method: 'GET', path: '/api/v1/openapi.json', headers: {} });
+  routes = routesOf(JSON.parse(document.text));
+}, 60_000);
+
+afterAll(async () => {
+  await dispatcher.close();
+  await td?.stop();
+  await sim?.stop();
+  await redis?.stop();
+});
+
+interface Answer {
+  status: number;
+  text: string;
+  contentType: string;
+  requestId: string | undefined;
+  ms: number;
+}
+
+async function send(input: {
+  method: string;
+  path: string;
+  headers: Record<string, string>;
+  body?: string | Buffer | undefined;
+}): Promise<Answer> {
+  const origin = td.daemon.apiUrl ?? '';
+  const started = performance.now();
+  const signal = AbortSignal.timeout(ABORT_AFTER_MS);
+  try {
+    const response = await dispatcher.request({
+      origin,
+      path: input.path,
+      method: input.method as 'GET',
+      headers: input.headers,
+      body: input.body,
+      signal,
+    });
+    const text = await response.body.text();
+    const contentType = response.headers['content-type'];
+    const requestId = response.headers['x-request-id'];
+    return {
+      status: response.statusCode,
+      text,
+      contentType: typeof contentType === 'string' ? contentType : '',
+      requestId: typeof requestId === 'string' ? requestId : undefined,
+      ms: performance.now() - started,
+    };
+  } catch (error) {
+    if (signal.aborted) throw new Error(`no answer within ${ABORT_AFTER_MS} ms: ${input.method} ${input.path}`);
+    throw error;
+  }
+}
+
+function authorization(kind: TokenKind): string | undefined {
+  switch (kind) {
+    case 'none':
+      return undefined;
+    case 'unknown':
+      return `Bearer sfa_${'0'.repeat(43)}`;
+    case 'malformed':
+      return 'Basic dXNlcjpwYXNz';
+    case 'lowercase':
+      return `bearer ${tokens.get('all')}`;
+    default:
+      return `Bearer ${tokens.get(kind)}`;
+  }
+}
+
+describe('the local API under generated requests', () => {
+  it(`answers ${RUNS} generated requests without a 500 or a hang, errors in the documented shape, and stores nothing it refused`, async () => {
+    const jobIds: string[] = [];
+    const runIds: string[] = [];
+    const acceptedJobs = new Set<string>();
+    const acceptedRuns = new Set<string>();
+    const statuses = new Map<number, number>();
+    let sent = 0;
+    let slowestMs = 0;
+    let slowest = '';
+    const started = performance.now();
+    console.log(`api fuzz: seed ${SEED}, ${RUNS} runs (FUZZ_SEED=${SEED} replays this run)`);
+
+    const resolve = (value: PathValue, template: string, param: string): string => {
+      if ('raw' in value) return value.raw;
+      const pool = param === 'name' ? ['greet', 'manual'] : template.startsWith('/api/v1/runs') ? runIds : jobIds;
+      return encodeURIComponent(pool.length ? (pool[value.known % pool.length] ?? 'x') : 'none-yet');
+    };
+
+    await fc.assert(
+      fc.asyncProperty(requestArbitrary(routes), async (fuzz) => {
+        const route = 'index' in fuzz.route ? routes[fuzz.route.index] : undefined;
+        let method: string;
+        let path: string;
+        if ('index' in fuzz.route) {
+          if (!route) throw new Error('no route');
+          method = fuzz.route.method ?? route.method;
+          let i = 0;
+          path = route.template.replace(/\{([^}]+)\}/g, (_m, param: string) =>
+            resolve(fuzz.params[i++] ?? { known: 0 }, route.template, param),
+          );
+        } else {
+          method = fuzz.route.method;
+          path = fuzz.route.path;
+        }
+        path += fuzz.query;
+        const auth = authorization(fuzz.token);
+        const headers = { ...fuzz.headers, ...(auth !== undefined && { authorization: auth }) };
+        // Any method may carry a body (GET and DELETE too); HEAD's would confuse the framing.
+        const withBody = method !== 'HEAD' ? fuzz.body : undefined;
+        const request = { method, path, headers, body: withBody };
+        const answers = await Promise.all(fuzz.twice ? [send(request), send(request)] : [send(request)]);
+        for (const answer of answers) {
+          sent++;
+          statuses.set(answer.status, (statuses.get(answer.status) ?? 0) + 1);
+          const what = `${method} ${path.slice(0, 200)} → ${answer.status} ${answer.text.slice(0, 300)}`;
+          if (answer.ms > slowestMs) {
+            slowestMs = answer.ms;
+            slowest = `${what.slice(0, 200)} (body ${withBody?.length ?? 0} bytes)`;
+          }
+          expect(answer.ms, `answered in ${Math.round(answer.ms)} ms: ${what}`).toBeLessThan(ANSWER_LIMIT_MS);
+          // 503 only where the route documents it (a scheduler out of reach on cancel, pipelines not
+          // loaded, readiness); no other 5xx at all.
+          const documented503 = answer.status === 503 && method === route?.method && route.statuses.has(503);
+          expect(answer.status < 500 || documented503, what).toBe(true);
+          // Every answer carries the id its log line has (README), those of Node's parser too.
+          expect(answer.requestId ?? 'none', `X-Request-Id: ${what}`).toMatch(/^[0-9a-f-]{36}$/);
+          if (answer.status >= 400 && method !== 'HEAD') {
+            expect(answer.contentType, what).toMatch(/^application\/json/);
+            let parsed: unknown;
+            try {
+              parsed = JSON.parse(answer.text);
+            } catch {
+              parsed = undefined;
+            }
+            expect(errorBody.safeParse(parsed).success, `error shape: ${what}`).toBe(true);
+          }
+          // The OpenAPI document lists what each route answers. A request line or headers over
+          // 16 KiB (431, Node's parser) and a path parameter over the router's bound (414) are
+          // refused before any route: they are in the README's table.
+          if (route && method === route.method && answer.status !== 431 && answer.status !== 414) {
+            expect([...route.statuses], `a status ${route.template} does not document: ${what}`).toContain(
+              answer.status,
+            );
+          }
+          if (route && method === route.method && answer.status < 300) {
+            const made = idOf(answer.text);
+            if (route.template === '/api/v1/jobs' && method === 'POST' && made) {
+              acceptedJobs.add(made);
+              jobIds.push(made);
+            } else if (route.template.endsWith('/resubmit') && made) {
+              acceptedJobs.add(made);
+              jobIds.push(made);
+            } else if (route.template.endsWith('/runs') && method === 'POST' && made) {
+              acceptedRuns.add(made);
+              runIds.push(made);
+            }
+          }
+        }
+      }),
+      {
+        seed: SEED,
+        numRuns: RUNS,
+        endOnFailure: false,
+        interruptAfterTimeLimit: 240_000,
+        markInterruptAsFailure: true,
+      },
+    );
+
+    const wallSec = (performance.now() - started) / 1000;
+    const byStatus = [...statuses.entries()].sort(([a], [b]) => a - b).map(([s, n]) => `${s}: ${n}`);
+    console.log(
+      `api fuzz: ${sent} requests in ${wallSec.toFixed(1)} s (slowest ${Math.round(slowestMs)} ms: ${slowest}), seed ${SEED}; ${byStatus.join(', ')}`,
+    );
+    console.log(`api fuzz: ${acceptedJobs.size} job requests and ${acceptedRuns.size} runs accepted`);
+    expect(sent).toBeGreaterThanOrEqual(RUNS);
+
+    // Nothing the API refused is in the history: every job request is one an answer named
+    // (or a step of a run an answer named), and so is every run.
+    const db = td.daemon.history.db;
+    const stray = listRequests(db, { limit: 1_000_000 }).filter(
+      (row) => !acceptedJobs.has(row.id) && !(row.runId !== null && acceptedRuns.has(row.runId)),
+    );
+    expect(stray.map((row) => ({ id: row.id, name: row.name, origin: row.origin }))).toEqual([]);
+    expect(listRuns(db, { limit: 1_000_000 }).filter((run) => !acceptedRuns.has(run.id))).toEqual([]);
+    // And what it accepted is there.
+    expect([...acceptedJobs].filter((id) => getRequest(db, id) === undefined)).toEqual([]);
+    // And the daemon still serves.
+    expect((await send({ method: 'GET', path: '/healthz', headers: {} })).status).toBe(200);
+  }, 300_000);
+});
+
+function idOf(text: string): string | undefined {
+  try {
+    const id = (JSON.parse(text) as { id?: unknown }).id;
+    return typeof id === 'string' ? id : undefined;
+  } catch {
+    return undefined;
+  }
+}
