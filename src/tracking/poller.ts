@@ -234,7 +234,9 @@ async function checkIdleProfile(deps: PollDeps, profile: string): Promise<PollRe
     lastPollError: null,
     lastPollAgeSec: ping.freshness.ageSec,
     lastPollStale: ping.freshness.stale,
-    lastMaxAgeSec: ping.freshness.maxAgeSec,
+    // No cache lifetime from a ping: the next poll, for a job submitted meanwhile, then waits only
+    // the floor interval (the ping's own pace is checkEveryMs, above), so a short job is still seen running.
+    lastMaxAgeSec: null,
   });
   return { tracked: 0, requests: 1, changed: 0, stale: ping.freshness.stale, accounting: 'not-needed' };
 }
