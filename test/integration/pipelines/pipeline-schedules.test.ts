@@ -153,13 +153,20 @@ describe('two daemon processes on one Redis and one history', () => {
     const extra = await startDaemon(config, pino({ level: 'info' }, sink));
     env.defer(() => extra.stop());
     const daemon = td.daemon;
-    await new Promise((r) => setTimeout(r, 9000));
-    const runs = runsOf(daemon, 'shared').filter((r) => r.trigger === 'schedule');
+    // Until the second daemon has won a tick (each is a race between the two workers, so a fixed
+    // wait could see the first win them all on a loaded machine) and three ticks have fired.
+    const scheduled = () => runsOf(daemon, 'shared').filter((r) => r.trigger === 'schedule');
+    await waitFor(
+      async () =>
+        lines.some((l) => l.includes('"msg":"pipeline run made"')) && scheduled().length >= 3 ? true : undefined,
+      { what: 'the second daemon to make a run, and three ticks', timeoutMs: 40_000 },
+    );
+    const runs = scheduled();
     expect(runs.length).toBeGreaterThanOrEqual(3);
     expect(new Set(runs.map((r) => r.scheduledFor)).size).toBe(runs.length);
     // The second daemon did its share of ticks, and never met a tick the other had already fired.
     const logged = lines.map((l) => JSON.parse(l) as { msg: string });
     expect(logged.filter((l) => l.msg === 'tick already has its run')).toEqual([]);
     expect(logged.some((l) => l.msg === 'pipeline run made')).toBe(true);
-  }, 30_000);
+  }, 60_000);
 });
