@@ -578,6 +578,8 @@ describe('a second daemon on the data dir of a running one', () => {
     );
     expect(submit.code, submit.stderr).toBe(0);
     expect(submit.stdout).toMatch(/completed \(exit 0\)/);
+    // Stopped, not killed by the cleanup: a daemon killed leaves its private Redis for its restart.
+    expect((await first.stop('SIGTERM')).code).toBe(143);
   }, 60_000);
 });
 
