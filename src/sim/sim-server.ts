@@ -7,6 +7,7 @@ import { Associations } from './associations.js';
 import { Authenticator } from './auth.js';
 import { Cluster } from './cluster.js';
 import { hasSlurmrestdCredential, PROXY, SLURMRESTD, SLURMRESTD_TEXT, sendSlurmrestdText } from './flavor.js';
+import { parseLenientJson } from './lenient-json.js';
 import { LlmSimulator, loadLlmKeysFile } from './llm/llm-sim.js';
 import { isLoopback } from './loopback.js';
 import { latestServed, type ProxyContext, proxyError, type UpstreamStatus } from './proxy-context.js';
@@ -109,7 +110,8 @@ export class SimServer {
       scheduler.addContentTypeParser('application/json', { parseAs: 'string' }, (_req, body, done) => {
         const text = typeof body === 'string' ? body : body.toString('utf8');
         try {
-          done(null, text === '' ? undefined : JSON.parse(text));
+          // slurmrestd's reader takes bare NaN and Infinity (see parseLenientJson).
+          done(null, text === '' ? undefined : parseLenientJson(text));
         } catch {
           done(null, UNPARSABLE_BODY);
         }

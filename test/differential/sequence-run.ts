@@ -98,6 +98,25 @@ export class SequenceRun {
     return record;
   }
 
+  /**
+   * Records a submission that plays no part later (a coerced body): the job it makes, if any,
+   * is cancelled at once, unrecorded, so it neither holds the node nor counts against limits.
+   */
+  async submitAside(step: string, body: Json | string): Promise<StepRecord> {
+    const answer = await this.send({ method: 'POST', path: '/slurm/{v}/job/submit', body });
+    const record = reduceAnswer(step, 'POST /slurm/{v}/job/submit', answer, this.roles);
+    this.records.push(record);
+    this.options.log?.(`${this.version} ${record.status} ${step}`);
+    let jobId: unknown;
+    try {
+      jobId = (JSON.parse(answer.text) as { job_id?: unknown }).job_id;
+    } catch {
+      jobId = undefined;
+    }
+    if (typeof jobId === 'number') await this.send({ method: 'DELETE', path: `/slurm/{v}/job/${jobId}` });
+    return record;
+  }
+
   /** Submits a job of the sequence and remembers its id under its role. */
   async submit(
     step: string,

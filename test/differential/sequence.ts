@@ -117,6 +117,27 @@ export async function runSequence(
     body: 'not json',
   });
 
+  // slurmrestd's data_parser coerces what it can: a number or boolean where a string belongs, a
+  // string or fraction where an integer does, each with a warning; what it cannot read it drops
+  // with a warning and no error (HTTP 200, no job). Its JSON reader takes bare NaN and Infinity.
+  const bare = (token: string): string =>
+    JSON.stringify(run.jobBody('coerced', 'true', { tasks: '@bare@' })).replace('"@bare@"', token);
+  await run.submitAside('submit coerced: tasks NaN (bare, not JSON)', bare('NaN'));
+  await run.submitAside('submit coerced: tasks Infinity (bare, not JSON)', bare('Infinity'));
+  await run.submitAside('submit coerced: tasks -Infinity (bare, not JSON)', bare('-Infinity'));
+  await run.submitAside('submit coerced: tasks a fraction', run.jobBody('coerced', 'true', { tasks: 2.5 }));
+  await run.submitAside('submit coerced: tasks a numeric string', run.jobBody('coerced', 'true', { tasks: '2' }));
+  await run.submitAside(
+    'submit coerced: cpus_per_task a numeric string',
+    run.jobBody('coerced', 'true', { cpus_per_task: '1' }),
+  );
+  await run.submitAside('submit dropped: tasks a word', run.jobBody('coerced', 'true', { tasks: 'two' }));
+  await run.submitAside('submit dropped: tasks a boolean', run.jobBody('coerced', 'true', { tasks: true }));
+  await run.submitAside('submit coerced: name a number', run.jobBody('coerced', 'true', { name: 5 }));
+  await run.submitAside('submit coerced: name a fraction', run.jobBody('coerced', 'true', { name: 5.5 }));
+  await run.submitAside('submit coerced: name a boolean', run.jobBody('coerced', 'true', { name: true }));
+  await run.submitAside('submit coerced: comment a number', run.jobBody('coerced', 'true', { comment: 7 }));
+
   await run.waitForControllerStates(['cancelled'], (s) => s === 'RUNNING');
   await run.step("cancel another user's job", { method: 'DELETE', path: '/slurm/{v}/job/{cancelled}', as: 'bob' });
   await run.step('cancel own job', { method: 'DELETE', path: '/slurm/{v}/job/{cancelled}' });

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { defaultWindow, inStateDuring, matchesFilter } from '../../src/sim/accounting-query.js';
+import { parseLenientJson } from '../../src/sim/lenient-json.js';
 import { isLoopback } from '../../src/sim/loopback.js';
 import { parseUnmungeOutput } from '../../src/sim/munge.js';
 import { expandOutputPattern, type SimJob } from '../../src/sim/sim-job.js';
@@ -85,6 +86,24 @@ describe("slurmdbd's job query (slurmdb_job_cond_def_start_end and the mysql plu
   });
 });
 
+describe('request bodies as slurmrestd reads them', () => {
+  it('takes bare NaN and Infinity, in any case, outside strings only', () => {
+    expect(parseLenientJson('{"a":NaN,"b":[Infinity,-infinity],"c":nan}')).toEqual({
+      a: Number.NaN,
+      b: [Number.POSITIVE_INFINITY, Number.NEGATIVE_INFINITY],
+      c: Number.NaN,
+    });
+    expect(parseLenientJson('{"s":"NaN \\" Infinity","n":NaN}')).toEqual({ s: 'NaN " Infinity', n: Number.NaN });
+  });
+
+  it('refuses what is not JSON otherwise, and a bare word as a key', () => {
+    expect(() => parseLenientJson('not json')).toThrow(SyntaxError);
+    expect(() => parseLenientJson('{"a":NaNa}')).toThrow(SyntaxError);
+    expect(() => parseLenientJson('{NaN:1}')).toThrow(SyntaxError);
+    expect(() => parseLenientJson('{"a":Infinity')).toThrow(SyntaxError);
+  });
+});
+
 describe('job_submit_req decoding', () => {
   it('reads time_limit and memory as numbers or {set, infinite, number}', () => {
     const decoded = decodeSubmitBody({
@@ -104,11 +123,74 @@ describe('job_submit_req decoding', () => {
     });
   });
 
-  it('names the member with the wrong type', () => {
-    expect(decodeSubmitBody({ job: { tasks: 'two' } })).toMatchObject({
+  it('names the member with a type it cannot coerce', () => {
+    expect(decodeSubmitBody({ job: { tasks: [2] } })).toMatchObject({
       ok: false,
+      problem: 'invalid',
       message: expect.stringMatching(/^job\.tasks:/),
     });
+  });
+
+  it('coerces numbers, booleans and strings as slurmrestd does, with its warnings in its field order', () => {
+    const script = '#!/bin/sh\n';
+    expect(decodeSubmitBody({ job: { script, name: 5, comment: 5.5, account: true } })).toEqual({
+      ok: true,
+      request: expect.objectContaining({ name: '5', comment: '5.500000', account: 'true' }),
+      warnings: [
+        {
+          description:
+            'Expected OpenAPI type=string (Slurm type=string) but got OpenAPI type=boolean (Slurm type=boolean): true',
+          source: '#/job/account/',
+        },
+        {
+          description:
+            'Expected OpenAPI type=string (Slurm type=string) but got OpenAPI type=number (Slurm type=floating point number): 5.5',
+          source: '#/job/comment/',
+        },
+        {
+          description:
+            'Expected OpenAPI type=string (Slurm type=string) but got OpenAPI type=integer (Slurm type=64 bit integer): 5',
+          source: '#/job/name/',
+        },
+      ],
+    });
+    const int32 = 'Expected OpenAPI type=integer format=int32 (Slurm type=64 bit integer) but got OpenAPI type=';
+    expect(decodeSubmitBody({ job: { script, tasks: Number.NaN } })).toMatchObject({
+      ok: true,
+      request: { tasks: undefined },
+      warnings: [{ description: `${int32}number (Slurm type=floating point number): 1.8446744073709552e+19` }],
+    });
+    expect(decodeSubmitBody({ job: { script, tasks: 1e30 } })).toMatchObject({
+      request: { tasks: undefined },
+      warnings: [{ description: `${int32}number (Slurm type=floating point number): 1e+30` }],
+    });
+    expect(decodeSubmitBody({ job: { script, tasks: 2.5, cpus_per_task: '3' } })).toMatchObject({
+      request: { tasks: 2, cpusPerTask: 3 },
+      warnings: [
+        { description: `${int32}number (Slurm type=floating point number): 2.5`, source: '#/job/tasks/' },
+        { description: `${int32}string (Slurm type=string): "3"`, source: '#/job/cpus_per_task/' },
+      ],
+    });
+    expect(decodeSubmitBody({ job: { script, memory_per_node: '100', time_limit: Number.NaN } })).toMatchObject({
+      request: { memoryPerNodeMb: 100, timeLimitMin: undefined },
+      warnings: [],
+    });
+  });
+
+  it('drops a submission with a word or a boolean for an integer: a warning, no error', () => {
+    expect(decodeSubmitBody({ job: { script: '#!/bin/sh\n', tasks: 'two' } })).toEqual({
+      ok: false,
+      problem: 'dropped',
+      message: expect.any(String),
+      warnings: [
+        {
+          description:
+            'Expected OpenAPI type=integer format=int32 (Slurm type=64 bit integer) but got OpenAPI type=string (Slurm type=string): "two"',
+          source: '#/job/tasks/',
+        },
+      ],
+    });
+    expect(decodeSubmitBody({ job: { script: '#!/bin/sh\n', tasks: true } })).toMatchObject({ problem: 'dropped' });
   });
 
   it('refuses a job without a script, and one with an empty script, in slurmrestd’s words', () => {

@@ -194,6 +194,9 @@ export function registerControllerRoutes(app: FastifyInstance, ctx: ProxyContext
     // slurmrestd checks the body itself before it asks slurmctld anything.
     const decoded = decodeSubmitBody(req.body);
     if (!decoded.ok) {
+      if (decoded.problem === 'dropped') {
+        return sendSlurm(reply, 200, call.envelope('slurmctld', [], decoded.warnings));
+      }
       if (decoded.problem === 'hetjob') {
         // Heterogeneous jobs are not simulated: say so rather than pretend.
         const error = new SlurmError('ESLURM_NOT_SUPPORTED', decoded.message, '_job_post_het_submit');
@@ -208,7 +211,8 @@ export function registerControllerRoutes(app: FastifyInstance, ctx: ProxyContext
     }
     if (!ctx.upstream.slurmctld) {
       const unreachable = controllerUnreachable(call, 'submit');
-      return sendSlurm(reply, unreachable.status, unreachable.body);
+      // The body's warnings come along: slurmrestd read it before it found slurmctld gone.
+      return sendSlurm(reply, unreachable.status, { ...unreachable.body, warnings: decoded.warnings });
     }
     const { principal } = call;
     if (!principal) {
@@ -243,12 +247,12 @@ export function registerControllerRoutes(app: FastifyInstance, ctx: ProxyContext
         job_id: job.jobId,
         step_id: 'batch',
         job_submit_user_msg: '',
-        ...call.envelope('slurmctld'),
+        ...call.envelope('slurmctld', [], decoded.warnings),
       });
     } catch (error) {
       if (!(error instanceof SlurmError)) throw error;
       // A refusal by slurmctld comes back as HTTP 500 with the Slurm error in errors[].
-      return sendSlurm(reply, 500, call.envelope('slurmctld', [slurmErrorEntry(error)]));
+      return sendSlurm(reply, 500, call.envelope('slurmctld', [slurmErrorEntry(error)], decoded.warnings));
     }
   });
 
