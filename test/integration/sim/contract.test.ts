@@ -304,19 +304,28 @@ describe('bodies the simulator cannot read', () => {
     expect(unauthenticated.status).toBe(401);
   });
 
-  it('JSON it cannot parse (NaN), or a value of the wrong type: the answers of the rest of the simulator', async () => {
+  it('a bare NaN, or a word where a number belongs: read as a real slurmrestd reads them (test/fixtures/differential)', async () => {
     const json = { 'content-type': 'application/json' };
-    const nan = '{"job": {"script": "#!/bin/sh\\ntrue\\n", "tasks": NaN}}';
+    type Answer = { job_id?: number; errors: unknown[]; warnings: { source: string }[] };
     for (const [path, headers] of [
       ['/slurm/v0.0.44/job/submit', slurmrestd],
       ['/sched/v0.0.44/job/submit', alice],
     ] as const) {
-      const unparsable = await post(path, { ...headers, ...json }, nan);
-      expect(unparsable.status, path).toBe(400);
-      expect(unparsable.text).toBe('Failure during parsing');
-      const wrongType = await post(path, { ...headers, ...json }, JSON.stringify(jobBody({ tasks: 'four' })));
-      expect(wrongType.status, path).toBe(422);
-      expect((wrongType.json as { errors: { error_number: number }[] }).errors[0]?.error_number).toBe(9000);
+      // json-c reads NaN; data_parser warns that it got a float and the job is made.
+      const nan = JSON.stringify(jobBody({ tasks: 'NAN_HERE' })).replace('"NAN_HERE"', 'NaN');
+      const made = await post(path, { ...headers, ...json }, nan);
+      expect(made.status, path).toBe(200);
+      expect((made.json as Answer).job_id).toEqual(expect.any(Number));
+      expect((made.json as Answer).warnings.map((w) => w.source)).toEqual(['#/job/tasks/']);
+      // A word for an integer: a warning, no job, and no error either.
+      const dropped = await post(path, { ...headers, ...json }, JSON.stringify(jobBody({ tasks: 'four' })));
+      expect(dropped.status, path).toBe(200);
+      expect(dropped.json).toMatchObject({ errors: [], warnings: [{ source: '#/job/tasks/' }] });
+      expect((dropped.json as Answer).job_id).toBeUndefined();
+      // Still not JSON at all: slurmrestd's own 400.
+      const broken = await post(path, { ...headers, ...json }, '{"job": ');
+      expect(broken.status, path).toBe(400);
+      expect(broken.text).toBe('Failure during parsing');
     }
   });
 });
