@@ -5,7 +5,7 @@ import { issuesText } from '../lib/issues-text.js';
 import type { Logger } from '../logger.js';
 import { stepDependencies } from '../pipelines/run-engine.js';
 import type { SchedClient } from '../sched/client.js';
-import { jobSpecSchema } from '../sched/job-spec.js';
+import { type JobSpec, jobSpecSchema } from '../sched/job-spec.js';
 import { SubmitLimitError } from '../sched/sched-errors.js';
 import { isTerminalRequest } from './request-state.js';
 
@@ -96,22 +96,8 @@ export async function submitRequest(deps: SubmitDeps, requestId: string): Promis
   const now = Date.now();
   if (row.state === 'waiting') patchRequest(db, requestId, { submitAttemptAt: now });
   else transition(db, requestId, { to: 'submitting', source: 'submit', at: now, patch: { submitAttemptAt: now } });
-  const parsed = jobSpecSchema.safeParse(row.spec);
-  if (!parsed.success) {
-    // Accepted before the door checked as much (or written by an older schedflow): no retry can help.
-    const error = new InvalidJobSpecError(`invalid job spec: ${issuesText(parsed.error)}`);
-    transition(db, requestId, {
-      to: 'submit_failed',
-      source: 'submit',
-      at: Date.now(),
-      detail: error.message,
-      patch: { errorCode: error.code, errorMessage: error.message },
-    });
-    throw new SubmitRefusedError(error.message, { cause: error });
-  }
-  const spec = { ...parsed.data, ...(dependency !== null && { dependency }) };
-
   try {
+    const spec = storedSpec(row.spec, dependency);
     if (earlierAttempt !== null) {
       const found = await client.findByMarker(requestId, {
         submittedAfter: Math.floor(earlierAttempt / 1000) - 60,
@@ -212,4 +198,14 @@ async function neverFreesUp(client: SchedClient, signal?: AbortSignal): Promise<
       ((user !== undefined && job.user === user) || (account !== undefined && job.account === account)),
   );
   return active.length === 0;
+}
+
+/**
+ * The request's spec as stored. One accepted before the door checked as much (or written by an
+ * older schedflow) is refused here: a fatal error, recorded as submit_failed like any other.
+ */
+function storedSpec(stored: unknown, dependency: string | null): JobSpec {
+  const parsed = jobSpecSchema.safeParse(stored);
+  if (!parsed.success) throw new InvalidJobSpecError(`invalid job spec: ${issuesText(parsed.error)}`);
+  return { ...parsed.data, ...(dependency !== null && { dependency }) };
 }
