@@ -3,10 +3,10 @@ import { Counter, Gauge, Histogram, Registry } from 'prom-client';
 import { getProfileSync, type ProfileSyncRow } from '../db/accounting.js';
 import type { Db } from '../db/database.js';
 import { REQUEST_STATES } from '../db/schema.js';
+import { withTimeout } from '../lib/with-timeout.js';
 import type { Logger } from '../logger.js';
 import type { QueueName } from '../queue/catalog.js';
 import { requestCountsByState } from './queries.js';
-import { withTimeout } from './with-timeout.js';
 
 /** BullMQ job states reported per queue. */
 const QUEUE_STATES = [

@@ -1,9 +1,9 @@
 import { Redis } from 'ioredis';
 import { ConfigError } from '../errors.js';
+import { withTimeout } from '../lib/with-timeout.js';
 import { type RedisTarget, redisOptions } from '../redis/redis-server.js';
 import { buildApp } from './app.js';
 import type { ApiDeps } from './deps.js';
-import { withTimeout } from './with-timeout.js';
 
 export interface ApiServer {
   /** Base URL actually bound: `http://127.0.0.1:8080` (the real port when 0 was asked for). */

@@ -10,6 +10,7 @@ import { type JobRequestRow, REQUEST_STATES, type RequestState } from '../db/sch
 import { ConfigError, RedisUnavailableError, toError } from '../errors.js';
 import { sleep } from '../lib/backoff.js';
 import { pidAlive } from '../lib/pid-lock.js';
+import { withTimeout } from '../lib/with-timeout.js';
 import { parseSource, readYamlSource } from '../lib/yaml-source.js';
 import { DAEMON_INFO_FILE, type DaemonInfo } from '../main.js';
 import { type ApplySuggestionPayload, JOB_OPTIONS, type SubmitPayload } from '../queue/catalog.js';
@@ -81,7 +82,7 @@ async function withDaemonQueue<T>(
     lastError = error;
   });
   try {
-    await withDeadline(queue.waitUntilReady(), REDIS_CONNECT_TIMEOUT_MS);
+    await withTimeout(queue.waitUntilReady(), REDIS_CONNECT_TIMEOUT_MS);
     return await use(queue);
   } catch (error) {
     const reason = (lastError ?? toError(error)).message;
@@ -92,14 +93,6 @@ async function withDaemonQueue<T>(
   } finally {
     await queue.close().catch(() => undefined);
   }
-}
-
-function withDeadline<T>(promise: Promise<T>, ms: number): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  const deadline = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`no answer within ${ms} ms`)), ms);
-  });
-  return Promise.race([promise, deadline]).finally(() => clearTimeout(timer));
 }
 
 function openHistory(dataDir: string): HistoryDatabase {

@@ -1,10 +1,10 @@
 import { sql } from 'drizzle-orm';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
+import { withTimeout } from '../../lib/with-timeout.js';
 import type { ApiDeps } from '../deps.js';
 import type { ApiMetrics } from '../metrics.js';
 import { answer, healthSchema, readySchema } from '../schemas.js';
-import { withTimeout } from '../with-timeout.js';
 
 /** Readiness checks give up after this: a probe must answer even when a dependency hangs. */
 const CHECK_TIMEOUT_MS = 1000;

@@ -1,6 +1,6 @@
 import type { FastifyInstance } from 'fastify';
-import { withTimeout } from '../../api/with-timeout.js';
 import { getProfileSync } from '../../db/accounting.js';
+import { withTimeout } from '../../lib/with-timeout.js';
 import { QUEUE_NAMES, type QueueName } from '../../queue/catalog.js';
 import { sendPage, sessionOf, type UiContext } from '../context.js';
 import { html, time } from '../html.js';
