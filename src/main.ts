@@ -191,7 +191,7 @@ async function compose(config: DaemonConfig, logger: Logger, lifecycle: Lifecycl
     queue: queues.pipeline,
     logger: logger.child({ component: 'pipelines' }),
   });
-  pipelines.load();
+  await pipelines.load();
   lifecycle.add('pipeline files', async () => pipelines.close());
   if (config.roles.includes('scheduler')) {
     await scheduleTicks(queues, profiles, config);

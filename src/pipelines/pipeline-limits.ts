@@ -1,9 +1,9 @@
 /**
- * The bounds on one pipeline file, in one place (the README lists them). A
- * file is loaded on the daemon's event loop, at start and on every change, so
- * a file far beyond what a person writes (one of 60,000 steps took six
- * minutes) would stall every run and request meanwhile; these keep one load
- * to milliseconds and say which limit a file broke.
+ * The bounds on one pipeline file, in one place (the README lists them). The
+ * daemon loads files in a worker thread (pipeline-thread.ts), but a load
+ * still holds up reloads and schedules, and `schedflow validate` runs on the
+ * CLI's one thread: a file far beyond what a person writes (one of 60,000
+ * steps took six minutes) is refused, saying which limit it broke.
  */
 
 export { MAX_YAML_ALIASES } from '../lib/yaml-source.js';

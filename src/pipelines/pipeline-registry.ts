@@ -11,7 +11,7 @@ import type { Logger } from '../logger.js';
 import { missedFireTimes, nextFireTimes } from './cron-times.js';
 import { type LoadContext, type LoadedPipeline, pipelineFiles } from './pipeline-loader.js';
 import type { PipelineService, PipelineSummary, TriggerInput } from './pipeline-service.js';
-import { loadPipelineSet, PipelineCache } from './pipeline-set.js';
+import { loadPipelineSetAsync, PipelineCache } from './pipeline-set.js';
 import { activeRuns, createRun, type RunEngineDeps } from './run-engine.js';
 
 export class PipelineNotFoundError extends SchedflowError {
@@ -52,6 +52,8 @@ export class PipelineRegistry implements PipelineService {
   #watcher: FSWatcher | null = null;
   #reloadTimer: NodeJS.Timeout | null = null;
   #onReload: (() => Promise<void>) | null = null;
+  /** The load under way: loads run one at a time, and a change during one is read by the next. */
+  #loading: Promise<void> = Promise.resolve();
 
   constructor(deps: RegistryDeps) {
     this.#deps = deps;
@@ -60,11 +62,17 @@ export class PipelineRegistry implements PipelineService {
   /**
    * Loads every file (those unchanged since the last load come from the
    * cache); an invalid one is reported (log and list) and skipped, and the
-   * version of it loaded before, if any, keeps running.
+   * version of it loaded before, if any, keeps running. Files are checked
+   * off the event loop (pipeline-thread.ts), so the API answers meanwhile.
    */
-  load(): void {
+  load(): Promise<void> {
+    this.#loading = this.#loading.then(() => this.#load());
+    return this.#loading;
+  }
+
+  async #load(): Promise<void> {
     const files = pipelineFiles(this.#deps.dir);
-    const { results, checked } = loadPipelineSet(files, this.#deps.context, this.#cache);
+    const { results, checked } = await loadPipelineSetAsync(files, this.#deps.context, this.#cache);
     this.#deps.logger.debug({ files: files.length, checked: checked.length }, 'pipelines folder read');
     const failing = new Set(results.filter((r) => r.error).map((r) => r.file));
     const seen = new Set<string>();
@@ -129,10 +137,9 @@ export class PipelineRegistry implements PipelineService {
     if (this.#reloadTimer) clearTimeout(this.#reloadTimer);
     this.#reloadTimer = setTimeout(() => {
       this.#reloadTimer = null;
-      this.load();
-      this.#onReload?.().catch((error: Error) =>
-        this.#deps.logger.error({ err: error.message }, 'could not apply reloaded pipelines'),
-      );
+      this.load()
+        .then(() => this.#onReload?.())
+        .catch((error: Error) => this.#deps.logger.error({ err: error }, 'could not apply reloaded pipelines'));
     }, 250);
   }
 

@@ -2,6 +2,7 @@ import { statSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import { SourceError } from '../lib/yaml-source.js';
 import { type LoadContext, type LoadedPipeline, loadPipelineFile } from './pipeline-loader.js';
+import { loadFilesInThread } from './pipeline-thread.js';
 
 /** One file of a set: loaded, or why not. */
 export type FileLoad =
@@ -66,33 +67,91 @@ function scriptsKey(pipeline: LoadedPipeline): string {
   return keys.join('|');
 }
 
+/** Below this many bytes in all, files are checked on the calling thread: starting a thread costs more than they do. */
+const IN_THREAD_BYTES = 64 * 1024;
+
 /**
  * Loads a folder's pipeline files as one set: each file's checks, then the
  * checks between files (a pipeline name used by two files, such as `x.yaml`
  * and `x.yml`, is an error in both: which one the daemon would pick must not
  * depend on the order files are read). `schedflow validate`, `schedflow
  * pipelines` and the daemon's registry all load through here, so they cannot
- * disagree about a file.
+ * disagree about a file. This one is for the CLI: it blocks while it reads.
  */
 export function loadPipelineSet(
   files: readonly string[],
   context: LoadContext,
   cache?: PipelineCache,
 ): PipelineSetLoad {
-  const checked: string[] = [];
+  const pending = uncached(files, cache);
+  return setFrom(files, pending, new Map(pending.wanted.map((f) => [f, loadOne(f, context)])), cache);
+}
+
+/**
+ * The same, for the daemon: files not in the cache are read and checked in a
+ * worker thread (unless they are small), so a reload never stalls the API.
+ */
+export async function loadPipelineSetAsync(
+  files: readonly string[],
+  context: LoadContext,
+  cache: PipelineCache,
+): Promise<PipelineSetLoad> {
+  const pending = uncached(files, cache);
+  const { wanted } = pending;
+  const bytes = wanted.reduce((sum, f) => sum + sizeOf(f), 0);
+  const loaded =
+    bytes <= IN_THREAD_BYTES
+      ? new Map(wanted.map((f) => [f, loadOne(f, context)]))
+      : await loadFilesInThread(wanted, context);
+  return setFrom(files, pending, loaded, cache);
+}
+
+interface Pending {
+  /** The files to read and check. */
+  wanted: string[];
+  /** Each wanted file's statKey, taken before it is read, so an edit during the load is not mistaken for what was read. */
+  fileKeys: Map<string, string>;
+  cached: Map<string, LoadedPipeline>;
+}
+
+function uncached(files: readonly string[], cache?: PipelineCache): Pending {
+  const cached = new Map<string, LoadedPipeline>();
+  for (const file of files) {
+    const pipeline = cache?.get(file);
+    if (pipeline) cached.set(file, pipeline);
+  }
+  const wanted = files.filter((f) => !cached.has(f));
+  return { wanted, fileKeys: new Map(wanted.map((f) => [f, statKey(f)])), cached };
+}
+
+function loadOne(file: string, context: LoadContext): LoadedPipeline | SourceError {
+  try {
+    return loadPipelineFile(file, context);
+  } catch (error) {
+    if (error instanceof SourceError) return error;
+    throw error;
+  }
+}
+
+function sizeOf(path: string): number {
+  try {
+    return statSync(path).size;
+  } catch {
+    return 0;
+  }
+}
+
+function setFrom(
+  files: readonly string[],
+  { cached, fileKeys }: Pending,
+  loaded: ReadonlyMap<string, LoadedPipeline | SourceError>,
+  cache?: PipelineCache,
+): PipelineSetLoad {
   const results = files.map((file): FileLoad => {
-    const cached = cache?.get(file);
-    if (cached) return { file, pipeline: cached, error: null };
-    checked.push(file);
-    const fileKey = statKey(file);
-    try {
-      const pipeline = loadPipelineFile(file, context);
-      cache?.set(file, pipeline, fileKey);
-      return { file, pipeline, error: null };
-    } catch (error) {
-      if (error instanceof SourceError) return { file, pipeline: null, error };
-      throw error;
-    }
+    const outcome = cached.get(file) ?? loaded.get(file) ?? new SourceError([`${file}: was not loaded`]);
+    if (outcome instanceof SourceError) return { file, pipeline: null, error: outcome };
+    if (!cached.has(file)) cache?.set(file, outcome, fileKeys.get(file) ?? 'missing');
+    return { file, pipeline: outcome, error: null };
   });
   cache?.keepOnly(new Set(files));
 
@@ -101,7 +160,7 @@ export function loadPipelineSet(
     if (r.pipeline) byName.set(r.pipeline.name, [...(byName.get(r.pipeline.name) ?? []), r.file]);
   }
   return {
-    checked,
+    checked: [...loaded.keys()],
     results: results.map((r): FileLoad => {
       const users = r.pipeline ? (byName.get(r.pipeline.name) ?? []) : [];
       if (!r.pipeline || users.length < 2) return r;

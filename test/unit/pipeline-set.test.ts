@@ -2,8 +2,9 @@ import { mkdtempSync, rmSync, utimesSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { MAX_PIPELINE_STEPS } from '../../src/pipelines/pipeline-limits.js';
 import { pipelineFiles } from '../../src/pipelines/pipeline-loader.js';
-import { loadPipelineSet, PipelineCache } from '../../src/pipelines/pipeline-set.js';
+import { loadPipelineSet, loadPipelineSetAsync, PipelineCache } from '../../src/pipelines/pipeline-set.js';
 
 /** A folder of pipeline files loaded as one set: the checks between files, and reloads that skip what did not change. */
 
@@ -70,5 +71,40 @@ describe('a set of pipeline files', () => {
     const gone = loadPipelineSet(pipelineFiles(dir), context, cache);
     expect(gone.checked).toEqual([b]);
     expect(gone.results[1]?.error?.message).toBe(`${b}:3:18: steps.b.script_file: cannot read ${join(dir, 'b.sh')}`);
+  });
+
+  it("the daemon's load checks large files off the event loop: timers keep firing, and it finds what the CLI finds", async () => {
+    // Each file at the step limit, each step needing the next: a few hundred milliseconds of parsing and checking apiece.
+    const lines = ['steps:'];
+    for (let i = 0; i < MAX_PIPELINE_STEPS; i++) {
+      lines.push(`  s${i}:`, '    script: "#!/bin/sh\\necho ${params.who:q}\\n"');
+      if (i + 1 < MAX_PIPELINE_STEPS) lines.push(`    needs: [s${i + 1}]`);
+    }
+    const big = `params:\n  who: me\n${lines.join('\n')}\n`;
+    const dir = folder({
+      'a.yaml': big,
+      'b.yaml': big.replace('needs: [s1]', 'needs: [nowhere]'),
+      'c.yaml': big,
+      'd.yaml': 'name: c\nsteps:\n  a:\n    script: "#!/bin/sh\\n"\n',
+    });
+    let ticks = 0;
+    let ticking = true;
+    const tick = () => {
+      ticks += 1;
+      if (ticking) setImmediate(tick);
+    };
+    setImmediate(tick);
+    const cache = new PipelineCache();
+    const loaded = await loadPipelineSetAsync(pipelineFiles(dir), context, cache);
+    ticking = false;
+    // A load on the event loop would let no tick run until it ended.
+    expect(ticks).toBeGreaterThan(10);
+    const summary = (r: (typeof loaded.results)[number]) => r.error?.message ?? r.pipeline?.order.length;
+    expect(loaded.results.map(summary)).toEqual(loadPipelineSet(pipelineFiles(dir), context).results.map(summary));
+    expect(loaded.results.map((r) => r.error?.problems.length ?? 0)).toEqual([0, 1, 1, 1]);
+    expect(loaded.results[1]?.error?.message).toMatch(/b\.yaml:\d+:\d+: steps\.s0\.needs: no step "nowhere"/);
+    expect(loaded.results[0]?.pipeline?.order[0]).toBe(`s${MAX_PIPELINE_STEPS - 1}`);
+    // What came from the thread is cached like any load (a file that failed alone is checked again).
+    expect((await loadPipelineSetAsync(pipelineFiles(dir), context, cache)).checked).toEqual([join(dir, 'b.yaml')]);
   });
 });
