@@ -11,6 +11,22 @@ export function pollIntervalMs(lastMaxAgeSec: number | null, floorMs: number, ce
   return Math.min(ceilingMs, Math.max(floorMs, byCache));
 }
 
+/** Share of a rate-limited profile's pace that polling may take; the rest is the submissions'. */
+const RATE_LIMITED_POLL_SHARE = 0.1;
+/** Requests a poll cycle with changes costs (the state listing and one accounting query). */
+const REQUESTS_PER_POLL = 2;
+
+/**
+ * While the proxy's rate limit holds a profile below its configured pace (429s lately), polls
+ * are spaced to take at most a tenth of that pace: at one request a second, a poll every 20 s
+ * instead of every cache lifetime, which alone would take the whole budget and starve the
+ * submissions (issue 13, weak spot 3). Never beyond the ceiling.
+ */
+export function rateLimitedPollIntervalMs(intervalMs: number, ratePerSec: number, ceilingMs: number): number {
+  const spacedMs = (REQUESTS_PER_POLL / (RATE_LIMITED_POLL_SHARE * ratePerSec)) * 1000;
+  return Math.max(intervalMs, Math.min(ceilingMs, spacedMs));
+}
+
 /**
  * The `poll` queue: a job scheduler ticks at the floor interval; a tick polls
  * only when the profile's interval has passed since its last poll.
@@ -21,13 +37,14 @@ export function pollProcessor(services: WorkerServices) {
     const { db, settings } = services;
     if (!services.clients.connected(profile)) return 'waiting';
     const sync = getProfileSync(db, profile);
-    const interval = pollIntervalMs(sync?.lastMaxAgeSec ?? null, settings.pollFloorMs, settings.pollCeilingMs);
+    const client = services.clients.get(profile);
+    let interval = pollIntervalMs(sync?.lastMaxAgeSec ?? null, settings.pollFloorMs, settings.pollCeilingMs);
+    if (client.isRateLimited()) {
+      interval = rateLimitedPollIntervalMs(interval, client.currentRate(), settings.pollCeilingMs);
+    }
     if (sync?.lastPollAt && Date.now() - sync.lastPollAt < interval - 250) return 'waiting';
     try {
-      return await pollProfile(
-        { db, client: services.clients.get(profile), logger: services.logger, settings, signal: services.shutdown },
-        profile,
-      );
+      return await pollProfile({ db, client, logger: services.logger, settings, signal: services.shutdown }, profile);
     } catch (error) {
       // An outage is not the jobs' fault: record it for the profile and try at the next tick.
       if (!(error instanceof SchedflowError)) throw error;

@@ -7,8 +7,8 @@ export class TokenBucket {
   private updatedAtMs: number;
 
   constructor(
-    readonly capacity: number,
-    readonly refillPerSecond: number,
+    public capacity: number,
+    public refillPerSecond: number,
     nowMs: number = Date.now(),
   ) {
     this.tokens = capacity;
@@ -35,6 +35,23 @@ export class TokenBucket {
     if (this.tokens >= 1) return 0;
     if (this.refillPerSecond <= 0) return Number.POSITIVE_INFINITY;
     return Math.ceil(((1 - this.tokens) / this.refillPerSecond) * 1000);
+  }
+
+  /**
+   * Changes capacity and rate from now on (tokens gathered so far at the old rate are kept, up
+   * to the new capacity): a client that learns the server's real limit slows down to it.
+   */
+  retune(capacity: number, refillPerSecond: number, nowMs: number = Date.now()): void {
+    this.refill(nowMs);
+    this.capacity = capacity;
+    this.refillPerSecond = refillPerSecond;
+    this.tokens = Math.min(this.tokens, capacity);
+  }
+
+  /** Spends every token: the next one comes at the refill rate. */
+  empty(nowMs: number = Date.now()): void {
+    this.refill(nowMs);
+    this.tokens = 0;
   }
 
   /** True when the bucket is full, i.e. nobody has used it for a while. */

@@ -19,6 +19,7 @@ import {
   UpstreamUnavailableError,
 } from './sched-errors.js';
 import { SchedTransport, type TransportRequest } from './transport.js';
+import type { UpstreamHealth } from './upstream-health.js';
 import { type ApiVersion, isApiVersion, SUPPORTED_VERSIONS } from './versions.js';
 
 /** Data read from the scheduler, with how fresh it is. */
@@ -105,6 +106,8 @@ function arrayMember(body: unknown, member: string, request: string): unknown[] 
 export class SchedClient {
   readonly codec: JobCodec;
   private accountingMissing: { error: AccountingNotServedError; until: number } | null = null;
+  /** The marker lookup that has not started yet, which more lookups may join. */
+  private openLookup: LookupBatch | null = null;
   private readonly ctl: string;
   private readonly db: string;
 
@@ -127,10 +130,10 @@ export class SchedClient {
    */
   static async connect(
     profile: Profile,
-    options: { logger: Logger; env?: NodeJS.ProcessEnv; credentials?: Credentials },
+    options: { logger: Logger; env?: NodeJS.ProcessEnv; credentials?: Credentials; health?: UpstreamHealth },
   ): Promise<SchedClient> {
     const credentials = options.credentials ?? credentialsFor(profile, options.env);
-    const transport = new SchedTransport(profile, credentials, options.logger);
+    const transport = new SchedTransport(profile, credentials, options.logger, options.health);
     try {
       const version = await resolveVersion(profile, transport);
       if (profile.flavor === 'slurmrestd') await checkCredential(transport, version, options.logger);
@@ -140,6 +143,21 @@ export class SchedClient {
       await transport.close();
       throw error;
     }
+  }
+
+  /** What this profile's upstream has been answering (requests, stale answers, freshest answer). */
+  get health(): UpstreamHealth {
+    return this.transport.health;
+  }
+
+  /** True while the proxy's rate limit holds this profile below its configured pace. */
+  isRateLimited(): boolean {
+    return this.transport.isRateLimited();
+  }
+
+  /** The pace (requests a second) this profile sends at now. */
+  currentRate(): number {
+    return this.transport.currentRate();
   }
 
   /** Liveness of the scheduler proxy (`GET /ping`; plain slurmrestd: `GET /slurm/{v}/ping`). */
@@ -291,7 +309,17 @@ export class SchedClient {
   async submit(
     spec: JobSpec,
     requestId: string,
-    options: { signal?: AbortSignal; isKnownJob?: (jobId: number) => boolean } = {},
+    options: {
+      signal?: AbortSignal;
+      isKnownJob?: (jobId: number) => boolean;
+      /**
+       * Told when an attempt whose outcome may stay unknown starts (its time), and when nothing
+       * can have been made after all (null: a definite refusal such as 429, or a lookup that found
+       * nothing). The submitter records it, so a retry after a crash looks the marker up only
+       * when a job may really exist.
+       */
+      onOutcome?: (attemptStartedMs: number | null) => void;
+    } = {},
   ): Promise<SubmitResult> {
     const marker = markerFor(requestId);
     const body = this.codec.encodeSubmit({
@@ -310,7 +338,10 @@ export class SchedClient {
     const submittedAfter = Math.floor(Date.now() / 1000) - 60;
     const { attempts, baseDelayMs, maxDelayMs } = this.profile.retries;
     for (let attempt = 0; ; attempt++) {
+      // No marker lookup can be cheaper than not sending into a Retry-After: wait it out first.
+      await this.transport.whenOpen();
       const attemptStartedMs = Date.now();
+      options.onOutcome?.(attemptStartedMs);
       try {
         const res = await this.transport.once(req);
         const jobId = (res.body as { job_id?: unknown } | undefined)?.job_id;
@@ -328,7 +359,9 @@ export class SchedClient {
         if (!e.retryable) throw e;
         // 429 means the request was turned away before Slurm saw it, and so does slurmrestd's
         // failure to connect to slurmctld (1800); anything else may have landed.
-        if (e.code !== 'SCHEDFLOW_ERR_SCHED_RATE_LIMITED' && !neverReachedSlurmctld(e)) {
+        if (e.code === 'SCHEDFLOW_ERR_SCHED_RATE_LIMITED' || neverReachedSlurmctld(e)) {
+          options.onOutcome?.(null);
+        } else {
           // A lookup that fails says nothing about whether the job exists: posting again could
           // make a second job, so the submission fails (retryably) and its caller's retry adopts.
           const found = await this.findByMarker(requestId, {
@@ -348,6 +381,7 @@ export class SchedClient {
             this.logger.info({ job_id: found.job_id, requestId }, 'adopted the job an earlier submit attempt created');
             return { job_id: found.job_id, adopted: true };
           }
+          options.onOutcome?.(null);
         }
         if (attempt + 1 >= attempts) throw e;
         const retryAfter = 'retryAfterMs' in e ? (e.retryAfterMs as number | null) : null;
@@ -378,30 +412,12 @@ export class SchedClient {
       isKnownJob?: (jobId: number) => boolean;
     } = {},
   ): Promise<SchedJob | null> {
-    const listing = await this.freshEnough(() => this.listJobs({ signal: hint.signal }), hint);
+    const { listing, history } = await this.lookupData(hint);
     const inController = listing.data.jobs.find((job) => hasMarker(job.comment, requestId));
     if (inController) return inController;
     const user = this.profile.auth.type === 'header-pair' ? this.profile.auth.user : undefined;
-    let history: Read<SchedJob[]>;
-    try {
-      history = await this.freshEnough(
-        () =>
-          this.listAccountingJobs(
-            {
-              startTime: hint.submittedAfter,
-              jobNames: hint.jobName ? [hint.jobName] : undefined,
-              accounts: this.profile.account ? [this.profile.account] : undefined,
-              users: user ? [user] : undefined,
-            },
-            { signal: hint.signal },
-          ),
-        hint,
-      );
-    } catch (error) {
-      // Without accounting the controller is all there is; it keeps an ended job for MinJobAge.
-      if (error instanceof AccountingNotServedError) return null;
-      throw error;
-    }
+    // Without accounting the controller is all there is; it keeps an ended job for MinJobAge.
+    if (history === null) return null;
     const marked = history.data.find((job) => hasMarker(job.comment, requestId));
     if (marked) return marked;
     if (hint.notBeforeMs === undefined || !hint.jobName) return null;
@@ -426,6 +442,81 @@ export class SchedClient {
       );
     }
     return candidates[0] ?? null;
+  }
+
+  /**
+   * The controller listing and accounting records a marker lookup reads, shared: lookups asked
+   * for while one is waiting to start (behind a Retry-After, or in the same tick, as after an
+   * outage when every request in `submitting` is retried at once) join it, and one controller
+   * listing and one accounting query answer them all. The shared query is the widest of theirs
+   * (earliest start, every job name) and as fresh as the most demanding needs. `history` is
+   * null when the scheduler serves no accounting.
+   */
+  private lookupData(hint: LookupHint): Promise<LookupData> {
+    let batch = this.openLookup;
+    if (!batch) {
+      const abort = new AbortController();
+      batch = { hints: [], abort, callers: 0, result: Promise.resolve(null as unknown as LookupData) };
+      const opened = batch;
+      this.openLookup = opened;
+      opened.result = (async () => {
+        // Let lookups asked for in the same moment join before it starts.
+        await new Promise((resolve) => setImmediate(resolve));
+        await this.transport.whenOpen();
+        if (this.openLookup === opened) this.openLookup = null;
+        return this.readLookupData(mergeHints(opened.hints), opened.abort.signal);
+      })();
+      // A batch every caller has left (aborted) settles unobserved.
+      opened.result.catch(() => {});
+    }
+    const joined = batch;
+    joined.hints.push(hint);
+    joined.callers++;
+    const { signal } = hint;
+    if (!signal) return joined.result;
+    // One caller's abort (a shutdown) leaves the others their lookup; the last one's stops it.
+    return new Promise<LookupData>((resolve, reject) => {
+      const onAbort = () => {
+        if (--joined.callers === 0) joined.abort.abort(signal.reason);
+        reject(signal.reason);
+      };
+      if (signal.aborted) return onAbort();
+      signal.addEventListener('abort', onAbort, { once: true });
+      joined.result.then(
+        (data) => {
+          signal.removeEventListener('abort', onAbort);
+          resolve(data);
+        },
+        (error: unknown) => {
+          signal.removeEventListener('abort', onAbort);
+          reject(error);
+        },
+      );
+    });
+  }
+
+  private async readLookupData(hint: LookupHint, signal: AbortSignal): Promise<LookupData> {
+    const listing = await this.freshEnough(() => this.listJobs({ signal }), { ...hint, signal });
+    const user = this.profile.auth.type === 'header-pair' ? this.profile.auth.user : undefined;
+    try {
+      const history = await this.freshEnough(
+        () =>
+          this.listAccountingJobs(
+            {
+              startTime: hint.submittedAfter,
+              jobNames: hint.jobName ? [hint.jobName] : hint.jobNames,
+              accounts: this.profile.account ? [this.profile.account] : undefined,
+              users: user ? [user] : undefined,
+            },
+            { signal },
+          ),
+        { ...hint, signal },
+      );
+      return { listing, history };
+    } catch (error) {
+      if (error instanceof AccountingNotServedError) return { listing, history: null };
+      throw error;
+    }
   }
 
   /** Repeats a read until the proxy's answer was produced at or after `notBeforeMs` (at most ~a minute). */
@@ -501,6 +592,43 @@ export class SchedClient {
   private decodeAll<T>(raw: unknown[], decode: (raw: unknown) => T, req: TransportRequest): T[] {
     return raw.map((item) => this.decodeOne(item, decode, req));
   }
+}
+
+interface LookupHint {
+  submittedAfter?: number;
+  jobName?: string;
+  /** Several names (a shared lookup); used when `jobName` is absent. */
+  jobNames?: string[];
+  notBeforeMs?: number;
+  signal?: AbortSignal;
+}
+
+interface LookupData {
+  listing: Read<JobListing>;
+  history: Read<SchedJob[]> | null;
+}
+
+interface LookupBatch {
+  hints: LookupHint[];
+  abort: AbortController;
+  /** Callers still waiting for it. */
+  callers: number;
+  result: Promise<LookupData>;
+}
+
+/**
+ * The query that answers every lookup of a batch: from the earliest start, for every name
+ * (any name when one lookup has none), and produced after the latest attempt.
+ */
+function mergeHints(hints: LookupHint[]): LookupHint {
+  const starts = hints.map((h) => h.submittedAfter);
+  const names = hints.map((h) => h.jobName || undefined);
+  const notBefore = hints.map((h) => h.notBeforeMs).filter((ms): ms is number => ms !== undefined);
+  return {
+    submittedAfter: starts.includes(undefined) ? undefined : Math.min(...(starts as number[])),
+    jobNames: names.includes(undefined) ? undefined : [...new Set(names as string[])].sort(),
+    notBeforeMs: notBefore.length > 0 ? Math.max(...notBefore) : undefined,
+  };
 }
 
 /** SLURMCTLD_COMMUNICATIONS_CONNECTION_ERROR: slurmrestd could not connect, so slurmctld saw nothing. */

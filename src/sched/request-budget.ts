@@ -7,35 +7,113 @@ interface Waiter {
   resolve: () => void;
 }
 
+/** The slowest pace a rate-limited profile drops to (requests a second); Retry-After pauses go lower. */
+const MIN_RATE_PER_SEC = 0.1;
+/** After a 429 the pace grows back by this share of the configured rate each second without one. */
+const RECOVERY_SHARE_PER_SEC = 0.01;
+
 /**
  * One request budget per profile: a token bucket kept below the proxy's limit,
  * so schedflow does not cause 429s in normal operation. Waiting requests are
  * served in order, polling before everything else.
+ *
+ * When the proxy answers 429 anyway (its limit is lower than the profile says, or other
+ * clients share its address), the budget is also the profile's gate: nothing is sent until
+ * the Retry-After has passed, whatever the request (submit, poll, lookup), since the proxy
+ * would refuse it; then requests go one at a time at half the pace that was refused, and the
+ * pace grows back slowly (additive increase, multiplicative decrease, as TCP does) until the
+ * configured one. Retrying at the old pace would only buy more 429s (issue 13, weak spot 3).
  */
 export class RequestBudget {
   private readonly bucket: TokenBucket;
   private readonly queues: Record<RequestPriority, Waiter[]> = { poll: [], normal: [] };
   private timer: NodeJS.Timeout | undefined;
+  /** Nothing is sent before this (the last 429's Retry-After). */
+  private heldUntilMs = 0;
+  /** The pace after the last 429, and when it was set: the current pace grows from there. */
+  private limited: { ratePerSec: number; sinceMs: number } | null = null;
 
-  constructor(capacity: number, refillPerSecond: number) {
+  constructor(
+    private readonly capacity: number,
+    private readonly refillPerSecond: number,
+  ) {
     this.bucket = new TokenBucket(capacity, refillPerSecond);
   }
 
   acquire(priority: RequestPriority = 'normal'): Promise<void> {
-    if (this.waiting() === 0 && this.bucket.tryTake()) return Promise.resolve();
+    this.recover();
+    if (this.waiting() === 0 && Date.now() >= this.heldUntilMs && this.bucket.tryTake()) return Promise.resolve();
     return new Promise((resolve) => {
       this.queues[priority].push({ resolve });
       this.schedule();
     });
   }
 
+  /**
+   * The proxy refused a request for its rate limit: hold every request until `retryAfterMs`
+   * from now, and halve the pace. 429s to requests that were already in flight when the
+   * first came (within its hold) are the same overrun, and do not halve it again.
+   */
+  rateLimited(retryAfterMs: number | null, nowMs: number = Date.now()): void {
+    const holdMs = Math.max(retryAfterMs ?? 1000, 100);
+    if (nowMs >= this.heldUntilMs) {
+      const pace = Math.max(MIN_RATE_PER_SEC, this.currentRate(nowMs) / 2);
+      this.limited = { ratePerSec: pace, sinceMs: nowMs + holdMs };
+      // One at a time after the hold: a burst of the bucket's capacity would be refused again.
+      this.bucket.retune(1, pace, nowMs);
+    }
+    this.bucket.empty(nowMs);
+    this.heldUntilMs = Math.max(this.heldUntilMs, nowMs + holdMs);
+    if (this.timer) {
+      clearTimeout(this.timer);
+      this.timer = undefined;
+    }
+    if (this.waiting() > 0) this.schedule();
+  }
+
+  /** The pace requests are sent at now (requests a second); lower than configured after 429s. */
+  currentRate(nowMs: number = Date.now()): number {
+    if (!this.limited) return this.refillPerSecond;
+    const grownSec = Math.max(0, nowMs - this.limited.sinceMs) / 1000;
+    return Math.min(
+      this.refillPerSecond,
+      this.limited.ratePerSec + grownSec * RECOVERY_SHARE_PER_SEC * this.refillPerSecond,
+    );
+  }
+
+  /** True while the proxy's rate limit holds the profile below its configured pace. */
+  isLimited(nowMs: number = Date.now()): boolean {
+    this.recover(nowMs);
+    return this.limited !== null;
+  }
+
+  /** Resolves once no Retry-After holds the profile (at once when none does). Takes no token. */
+  async whenOpen(): Promise<void> {
+    for (let waitMs = this.heldUntilMs - Date.now(); waitMs > 0; waitMs = this.heldUntilMs - Date.now()) {
+      await new Promise((resolve) => setTimeout(resolve, waitMs));
+    }
+  }
+
   waiting(): number {
     return this.queues.poll.length + this.queues.normal.length;
   }
 
+  /** Follows the pace as it grows back; the configured bucket again once it is reached. */
+  private recover(nowMs: number = Date.now()): void {
+    if (!this.limited || nowMs < this.heldUntilMs) return;
+    const rate = this.currentRate(nowMs);
+    if (rate >= this.refillPerSecond) {
+      this.limited = null;
+      this.bucket.retune(this.capacity, this.refillPerSecond, nowMs);
+    } else {
+      this.bucket.retune(1, rate, nowMs);
+    }
+  }
+
   private schedule(): void {
     if (this.timer) return;
-    const delay = this.bucket.msUntilToken();
+    const now = Date.now();
+    const delay = Math.max(this.bucket.msUntilToken(now), this.heldUntilMs - now, 0);
     this.timer = setTimeout(() => {
       this.timer = undefined;
       this.drain();
@@ -43,7 +121,8 @@ export class RequestBudget {
   }
 
   private drain(): void {
-    while (this.waiting() > 0 && this.bucket.tryTake()) {
+    this.recover();
+    while (this.waiting() > 0 && Date.now() >= this.heldUntilMs && this.bucket.tryTake()) {
       const next = this.queues.poll.shift() ?? this.queues.normal.shift();
       next?.resolve();
     }

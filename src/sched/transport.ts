@@ -14,6 +14,7 @@ import {
   type SchedApiError,
   UnexpectedResponseError,
 } from './sched-errors.js';
+import { endpointOf, UpstreamHealth } from './upstream-health.js';
 
 export interface TransportRequest {
   method: 'GET' | 'POST' | 'DELETE';
@@ -56,6 +57,8 @@ export class SchedTransport {
     readonly profile: Profile,
     private readonly credentials: Credentials,
     private readonly logger: Logger,
+    /** Where requests and answers are counted; the client registry keeps one per profile across reconnects. */
+    readonly health: UpstreamHealth = new UpstreamHealth(profile.name),
   ) {
     const url = new URL(profile.url);
     this.basePath = url.pathname.replace(/\/+$/, '');
@@ -71,6 +74,21 @@ export class SchedTransport {
 
   describe(req: Pick<TransportRequest, 'method' | 'path'>): string {
     return `${req.method} ${req.path}`;
+  }
+
+  /** True while the proxy's rate limit holds this profile below its configured pace (a 429 lately). */
+  isRateLimited(): boolean {
+    return this.budget.isLimited();
+  }
+
+  /** Resolves once no Retry-After holds the profile. */
+  whenOpen(): Promise<void> {
+    return this.budget.whenOpen();
+  }
+
+  /** The pace (requests a second) this profile sends at now: the configured one, or less after 429s. */
+  currentRate(): number {
+    return this.budget.currentRate();
   }
 
   /** Sends a request, retrying what may be retried; throws a typed SchedApiError on failure. */
@@ -128,6 +146,7 @@ export class SchedTransport {
     let statusCode: number;
     let responseHeaders: Record<string, string | string[] | undefined>;
     let text: string;
+    const endpoint = endpointOf(req.method, req.path);
     try {
       const res = await this.pool.request({
         method: req.method,
@@ -140,9 +159,13 @@ export class SchedTransport {
       responseHeaders = res.headers;
       text = await res.body.text();
     } catch (error) {
+      this.health.record(endpoint, null);
       throw this.transportError(error, request);
     }
     const fetchedAtMs = Date.now();
+    const freshness = freshnessOf(responseHeaders, fetchedAtMs);
+    // The proxy's own answers (meta, /ping) are always fresh: they say nothing of the scheduler.
+    this.health.record(endpoint, statusCode, statusCode < 300 && !req.anonymous ? freshness : undefined);
     const isJson = String(responseHeaders['content-type'] ?? '').includes('json');
     let parsed: unknown;
     if (isJson && text !== '') {
@@ -158,7 +181,7 @@ export class SchedTransport {
     }
     if (statusCode >= 300) {
       const retryAfter = responseHeaders['retry-after'];
-      throw errorForResponse({
+      const error = errorForResponse({
         status: statusCode,
         body: parsed,
         text,
@@ -166,14 +189,11 @@ export class SchedTransport {
         retryAfter: Array.isArray(retryAfter) ? retryAfter[0] : retryAfter,
         account: this.profile.account,
       });
+      // Every request of the profile waits out the Retry-After, not just this one's retry.
+      if (error instanceof RateLimitedError) this.budget.rateLimited(error.retryAfterMs);
+      throw error;
     }
-    return {
-      status: statusCode,
-      body: parsed,
-      text,
-      headers: responseHeaders,
-      freshness: freshnessOf(responseHeaders, fetchedAtMs),
-    };
+    return { status: statusCode, body: parsed, text, headers: responseHeaders, freshness };
   }
 
   private transportError(error: unknown, request: string): SchedApiError {

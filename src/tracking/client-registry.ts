@@ -3,6 +3,7 @@ import { backoffDelayMs, sleep } from '../lib/backoff.js';
 import type { Logger } from '../logger.js';
 import { SchedClient } from '../sched/client.js';
 import type { Profile } from '../sched/profile.js';
+import { UpstreamHealth } from '../sched/upstream-health.js';
 
 /** A profile whose scheduler has not answered yet: work for it waits and retries. */
 export class ProfileNotConnectedError extends SchedflowError {
@@ -19,11 +20,20 @@ export class ClientRegistry {
   private readonly clients = new Map<string, SchedClient>();
   private readonly abort = new AbortController();
   private readonly connecting: Promise<void>[] = [];
+  /** One per profile, from the start: requests that fail before the first connection count too. */
+  private readonly healthByProfile: ReadonlyMap<string, UpstreamHealth>;
 
   constructor(
     readonly profiles: ReadonlyMap<string, Profile>,
     private readonly logger: Logger,
-  ) {}
+  ) {
+    this.healthByProfile = new Map([...profiles.keys()].map((name) => [name, new UpstreamHealth(name)]));
+  }
+
+  /** What the profile's upstream has been answering; undefined for an unknown profile. */
+  health(profile: string): UpstreamHealth | undefined {
+    return this.healthByProfile.get(profile);
+  }
 
   /** Connects every profile; waits for the first attempt of each, keeps retrying failed ones. */
   async start(): Promise<void> {
@@ -39,7 +49,13 @@ export class ClientRegistry {
   private async connect(profile: Profile, firstAttemptDone: (fatal?: unknown) => void): Promise<void> {
     for (let attempt = 0; !this.abort.signal.aborted; attempt++) {
       try {
-        this.clients.set(profile.name, await SchedClient.connect(profile, { logger: this.logger }));
+        this.clients.set(
+          profile.name,
+          await SchedClient.connect(profile, {
+            logger: this.logger,
+            health: this.healthByProfile.get(profile.name),
+          }),
+        );
         firstAttemptDone();
         return;
       } catch (error) {

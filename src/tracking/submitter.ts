@@ -69,9 +69,12 @@ export async function submitRequest(deps: SubmitDeps, requestId: string): Promis
     dependency = resolution.dependency;
   }
 
-  // An attempt whose outcome was never recorded (a crash): the job may exist. A request held by
-  // a submit limit is tried again without leaving `waiting`, so its timeline does not grow with
-  // every try; its attempt time is cleared when Slurm refuses it again.
+  // An attempt whose outcome is unknown (a crash while it was in flight, or a lost answer no
+  // lookup could settle): the job may exist. submitAttemptAt is set only while that is so: just
+  // before each POST, and cleared when nothing can have been made (a 429, a refusal before
+  // slurmctld, a lookup that found nothing), so a retry after a definite refusal does not pay
+  // for a lookup (issue 13, weak spot 3). A request held by a submit limit is tried again
+  // without leaving `waiting`, so its timeline does not grow with every try.
   const earlierAttempt = row.state === 'submitting' || row.state === 'waiting' ? row.submitAttemptAt : null;
 
   // Requests accepted earlier are held by a submit limit: a slot that frees up is theirs first,
@@ -93,9 +96,13 @@ export async function submitRequest(deps: SubmitDeps, requestId: string): Promis
   }
 
   const isKnownJob = (jobId: number) => requestByJobId(db, row.profile, jobId) !== undefined;
-  const now = Date.now();
-  if (row.state === 'waiting') patchRequest(db, requestId, { submitAttemptAt: now });
-  else transition(db, requestId, { to: 'submitting', source: 'submit', at: now, patch: { submitAttemptAt: now } });
+  // The earlier attempt's time stays until its lookup has settled it: a crash during the lookup
+  // must leave the next try the same question.
+  if (row.state !== 'waiting' && row.state !== 'submitting') {
+    transition(db, requestId, { to: 'submitting', source: 'submit', at: Date.now() });
+  }
+  const onOutcome = (attemptStartedMs: number | null) =>
+    patchRequest(db, requestId, { submitAttemptAt: attemptStartedMs });
   try {
     const spec = storedSpec(row.spec, dependency);
     if (earlierAttempt !== null) {
@@ -125,7 +132,7 @@ export async function submitRequest(deps: SubmitDeps, requestId: string): Promis
       }
     }
 
-    const result = await client.submit(spec, requestId, { signal: deps.signal, isKnownJob });
+    const result = await client.submit(spec, requestId, { signal: deps.signal, isKnownJob, onOutcome });
     transition(db, requestId, {
       to: 'submitted',
       source: 'submit',
