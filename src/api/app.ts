@@ -67,6 +67,7 @@ export async function buildApp(deps: ApiDeps): Promise<FastifyInstance> {
     queues: deps.queues,
     profiles: [...deps.profiles.keys()],
     logger: deps.logger,
+    upstreamHealth: (profile) => deps.clients.health(profile),
   });
   app.addHook('onResponse', async (request, reply) => {
     const route = request.routeOptions.url ?? 'unmatched';

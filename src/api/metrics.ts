@@ -6,6 +6,7 @@ import { REQUEST_STATES } from '../db/schema.js';
 import { withTimeout } from '../lib/with-timeout.js';
 import type { Logger } from '../logger.js';
 import type { QueueName } from '../queue/catalog.js';
+import type { UpstreamHealth } from '../sched/upstream-health.js';
 import { requestCountsByState } from './queries.js';
 
 /** BullMQ job states reported per queue. */
@@ -26,6 +27,8 @@ export interface MetricsDeps {
   queues: Record<QueueName, Queue>;
   profiles: readonly string[];
   logger: Logger;
+  /** What each profile's upstream has been answering (the client registry's). */
+  upstreamHealth?: (profile: string) => UpstreamHealth | undefined;
 }
 
 /**
@@ -100,6 +103,62 @@ export class ApiMetrics {
           const at = lastOkPoll.get(profile);
           this.set({ profile }, at === undefined ? Number.POSITIVE_INFINITY : (now - at) / 1000);
         }
+      },
+    });
+    const upstream = () =>
+      deps.profiles.flatMap((profile) => {
+        const health = deps.upstreamHealth?.(profile);
+        return health ? [health] : [];
+      });
+    // Counted by the transport as requests go; a scrape copies the totals (so they are counters
+    // that only grow, for rate()). Endpoints are fixed names, never ids: bounded cardinality.
+    new Counter({
+      name: 'schedflow_upstream_requests_total',
+      help: "Requests to each profile's scheduler, by endpoint (submit, jobs_state, accounting, …) and HTTP status ('error' when no answer came)",
+      labelNames: ['profile', 'endpoint', 'status'],
+      registers,
+      collect() {
+        this.reset();
+        for (const health of upstream()) {
+          for (const [key, count] of health.requests) {
+            const [endpoint, status] = key.split(' ');
+            this.inc({ profile: health.profile, endpoint, status }, count);
+          }
+        }
+      },
+    });
+    new Counter({
+      name: 'schedflow_upstream_stale_answers_total',
+      help: 'Answers the proxy served from its cache past their lifetime (stale-if-error: the scheduler behind it did not answer), by endpoint',
+      labelNames: ['profile', 'endpoint'],
+      registers,
+      collect() {
+        this.reset();
+        for (const health of upstream()) {
+          for (const [endpoint, count] of health.staleAnswers) this.inc({ profile: health.profile, endpoint }, count);
+        }
+      },
+    });
+    new Gauge({
+      name: 'schedflow_upstream_fresh_answer_age_seconds',
+      help: "Age of the freshest fresh (not stale) answer from each profile's scheduler (+Inf before one): grows through an outage even while stale answers come",
+      labelNames: ['profile'],
+      registers,
+      collect() {
+        const now = Date.now();
+        for (const health of upstream()) {
+          const at = health.freshestAnswerAtMs;
+          this.set({ profile: health.profile }, at === null ? Number.POSITIVE_INFINITY : Math.max(0, now - at) / 1000);
+        }
+      },
+    });
+    new Gauge({
+      name: 'schedflow_upstream_serving_stale',
+      help: "1 while some endpoint of each profile's scheduler answers only stale (cached) answers, 0 otherwise",
+      labelNames: ['profile'],
+      registers,
+      collect() {
+        for (const health of upstream()) this.set({ profile: health.profile }, health.staleSince() === null ? 0 : 1);
       },
     });
     // A profile's yes/no of the history as 1 or 0 (absent before the first answer).

@@ -131,14 +131,15 @@ export function freshnessView(
   if (isTerminalRequest(row.state)) return verdict(false, `final state (${row.state})`);
   if (row.jobId === null) return verdict(false, 'not submitted yet: the state is local');
   if (sincePollMs === null) return verdict(true, `profile ${row.profile} has not been polled yet`);
-  if (sync?.lastPollOk === false) {
-    return verdict(true, `the last poll of profile ${row.profile} failed: ${sync.lastPollError ?? 'no message'}`);
-  }
+  // A stale poll is also a failed one (not ok): the cached answer's age says more than "failed".
   if (sync?.lastPollStale) {
     return verdict(
       true,
       `the scheduler is serving cached answers (${sync.lastPollAgeSec ?? '?'} s old): it may be unreachable`,
     );
+  }
+  if (sync?.lastPollOk === false) {
+    return verdict(true, `the last poll of profile ${row.profile} failed: ${sync.lastPollError ?? 'no message'}`);
   }
   if (sincePollMs > 2 * pollCeilingMs) {
     return verdict(true, `profile ${row.profile} was last polled ${Math.round(sincePollMs / 1000)} s ago`);

@@ -204,8 +204,7 @@ export async function pollProfile(deps: PollDeps, profile: string): Promise<Poll
   }
   updateProfileSync(db, profile, {
     lastPollAt: Date.now(),
-    lastPollOk: true,
-    lastPollError: null,
+    ...pollOutcome(states.freshness),
     lastPollAgeSec: states.freshness.ageSec,
     lastPollStale: states.freshness.stale,
     lastMaxAgeSec: states.freshness.maxAgeSec,
@@ -214,9 +213,22 @@ export async function pollProfile(deps: PollDeps, profile: string): Promise<Poll
 }
 
 /**
+ * A poll answered from the proxy's cache past its lifetime (stale-if-error: the scheduler behind
+ * it did not answer) is not a successful poll: jobs keep their last known state, and health says
+ * the scheduler is down rather than "polled a second ago" (issue 13, weak spot 4).
+ */
+function pollOutcome(freshness: Freshness): { lastPollOk: boolean; lastPollError: string | null } {
+  if (!freshness.stale) return { lastPollOk: true, lastPollError: null };
+  return {
+    lastPollOk: false,
+    lastPollError: `serving stale answers: the scheduler behind the proxy did not answer, and its cached answer is ${freshness.ageSec} s old`,
+  };
+}
+
+/**
  * A profile with nothing to track still gets its poll recorded, so an idle daemon is not
  * reported overdue: one controller ping per ceiling interval, read and recorded as a poll (a
- * stale answer marked stale; a failure recorded by the poll worker, as any poll's). Recording
+ * stale answer marked stale, and not ok; a failure recorded by the poll worker, as any poll's). Recording
  * the idle cycle as a poll without asking would cost nothing, but show a scheduler that went
  * down while idle as healthy. After a failed check it asks at every cycle, so recovery shows soon.
  */
@@ -230,8 +242,7 @@ async function checkIdleProfile(deps: PollDeps, profile: string): Promise<PollRe
   const ping = await deps.client.pingController({ forPolling: true, signal: deps.signal });
   updateProfileSync(db, profile, {
     lastPollAt: Date.now(),
-    lastPollOk: true,
-    lastPollError: null,
+    ...pollOutcome(ping.freshness),
     lastPollAgeSec: ping.freshness.ageSec,
     lastPollStale: ping.freshness.stale,
     // No cache lifetime from a ping: the next poll, for a job submitted meanwhile, then waits only

@@ -38,7 +38,7 @@ export const healthRoutes: FastifyPluginAsyncZod<{ deps: ApiDeps; metrics: ApiMe
         tags: ['operations'],
         summary: 'Readiness',
         description:
-          'Redis answers PING, the history database answers, and every scheduler profile has connected: 200; otherwise 503 naming the checks that failed. No token.',
+          'Redis answers PING, the history database answers, and every scheduler profile has connected: 200; otherwise 503 naming the checks that failed. `detail` says what is degraded without making the daemon unready, such as a profile serving stale answers since a given time. No token.',
         response: { 200: answer('ready', readySchema), 503: answer('not ready', readySchema) },
       },
     },
@@ -64,7 +64,16 @@ export const healthRoutes: FastifyPluginAsyncZod<{ deps: ApiDeps; metrics: ApiMe
         ),
       ]);
       const ready = Object.values(checks).every((c) => c === 'ok');
-      return reply.code(ready ? 200 : 503).send({ status: ready ? 'ready' : 'not ready', checks });
+      // A scheduler down behind its proxy does not make the daemon unready (requests are still
+      // accepted and queued, and jobs keep their last known state), but it is said, not hidden.
+      const detail: Record<string, string> = {};
+      for (const profile of deps.profiles.keys()) {
+        const note = deps.clients.health(profile)?.staleNote();
+        if (note) detail[`scheduler:${profile}`] = note;
+      }
+      return reply
+        .code(ready ? 200 : 503)
+        .send({ status: ready ? 'ready' : 'not ready', checks, ...(Object.keys(detail).length > 0 && { detail }) });
     },
   );
 
@@ -76,7 +85,7 @@ export const healthRoutes: FastifyPluginAsyncZod<{ deps: ApiDeps; metrics: ApiMe
         tags: ['operations'],
         summary: 'Prometheus metrics',
         description:
-          'Requests by state, BullMQ jobs per queue and state, seconds since each profile’s last successful poll, API requests by route and status with their durations. No token.',
+          'Requests by state, BullMQ jobs per queue and state, seconds since each profile’s last successful poll, upstream requests by profile, endpoint and status, stale answers, the age of the freshest fresh answer, API requests by route and status with their durations. No token.',
         response: { 200: { description: 'Prometheus text format', content: { 'text/plain': { schema: z.string() } } } },
       },
     },

@@ -25,13 +25,16 @@ export async function profilePages(app: FastifyInstance, { ctx }: { ctx: UiConte
       const connected = clients.connected(p.name);
       const sincePollMs = sync?.lastPollAt != null ? now - sync.lastPollAt : null;
       const overdue = sincePollMs !== null && sincePollMs > 2 * ctx.deps.settings.pollCeilingMs;
+      const staleSince = clients.health(p.name)?.staleSince() ?? null;
       const reachable = !connected
         ? html`<span class="stale">not yet: the first connection has not succeeded</span>`
-        : sync?.lastPollOk === false
-          ? html`<span class="stale">no: ${sync.lastPollError ?? 'the last poll failed'}</span>`
-          : sync?.lastPollStale
-            ? html`<span class="stale">serving cached answers (${sync.lastPollAgeSec ?? '?'} s old)</span>`
-            : html`yes`;
+        : staleSince !== null
+          ? html`<span class="stale">no: serving stale answers since ${time(staleSince)} (the proxy's cache; the scheduler behind it does not answer)</span>`
+          : sync?.lastPollOk === false
+            ? html`<span class="stale">no: ${sync.lastPollError ?? 'the last poll failed'}</span>`
+            : sync?.lastPollStale
+              ? html`<span class="stale">serving cached answers (${sync.lastPollAgeSec ?? '?'} s old)</span>`
+              : html`yes`;
       const rateLimited = /\b429\b|rate.?limit/i.test(sync?.lastPollError ?? '');
       return html`<section class="panel" aria-labelledby="profile-${p.name}"><h2 id="profile-${p.name}">${p.name}</h2><dl class="facts">
 <dt>Scheduler</dt><dd><code>${p.url}</code> (account ${p.account ?? '—'})</dd>

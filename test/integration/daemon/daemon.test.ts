@@ -199,9 +199,9 @@ describe('polling', () => {
     await new Promise((r) => setTimeout(r, 8000));
     const during = listRequests(td.daemon.history.db, {})[0];
     expect(during?.state).toBe('running');
-    // The poller kept going on stale answers, and says so.
+    // The poller kept going on stale answers, and says so: a stale answer is not a successful poll.
     const sync = getProfileSync(td.daemon.history.db, 'test');
-    expect(sync, JSON.stringify(sync)).toMatchObject({ lastPollOk: true, lastPollStale: true });
+    expect(sync, JSON.stringify(sync)).toMatchObject({ lastPollOk: false, lastPollStale: true });
     await setUpstream(sim, { slurmctld: 'up', slurmdbd: 'up' });
     await td.waitForState(id, 'completed');
     expect(td.states(id)).not.toContain('lost');

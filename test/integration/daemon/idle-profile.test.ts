@@ -89,7 +89,7 @@ describe('a profile with nothing to track', () => {
     expect((await pollMetrics(td)).sinceOkSec).toBeGreaterThan(CEILING_MS / 1000);
   }, 40_000);
 
-  it('whose controller is down while the proxy serves its cached answer: the poll is recorded as stale', async () => {
+  it('whose controller is down while the proxy serves its cached answer: the poll is recorded as stale, not ok', async () => {
     const { td, sim } = await start();
     const db = td.daemon.history.db;
     await waitFor(async () => (getProfileSync(db, 'test')?.lastPollOk ? true : undefined), {
@@ -104,6 +104,7 @@ describe('a profile with nothing to track', () => {
       },
       { what: 'a stale check', timeoutMs: 15_000 },
     );
-    expect(stale.lastPollOk).toBe(true);
+    expect(stale.lastPollOk).toBe(false);
+    expect(stale.lastPollError).toMatch(/serving stale answers/);
   }, 30_000);
 });
