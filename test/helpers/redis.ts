@@ -71,7 +71,7 @@ export async function startTestRedis(): Promise<TestRedis> {
   };
   const kill = async () => {
     const c = child;
-    if (!c || c.exitCode !== null) return;
+    if (!c || c.exitCode !== null || c.signalCode !== null) return;
     const exited = new Promise((r) => c.once('exit', r));
     c.kill('SIGKILL');
     await exited;
