@@ -108,7 +108,7 @@ describe('a request is recorded as queued before its job exists', () => {
 describe('the local API while Redis is down', () => {
   const PIPELINE = ['steps:', '  only:', '    script: |', '      #!/bin/sh', '      true'].join('\n');
 
-  it('POST /api/v1/jobs, a pipeline run and a re-submit answer within a second; what they accepted runs once Redis is back', async () => {
+  it('POST /api/v1/jobs and a pipeline run answer within a second; what they accepted runs once Redis is back', async () => {
     const { redis, sim, td } = await setUp({ 'quick.yaml': PIPELINE });
     const api = apiClient(td);
     const token = api.token(['submit', 'read']);
