@@ -10,6 +10,8 @@ import type { Logger } from '../logger.js';
  * {@link QueueKeeper} once Redis answers: an API call never hangs on a Redis outage.
  */
 export const ENQUEUE_WAIT_MS = 500;
+/** After an add that did not get through in time, later ones do not wait either, for this long. */
+const HOLD_AFTER_LATE_MS = 5000;
 
 export interface SubmitQueueDeps {
   db: Db;
@@ -19,6 +21,11 @@ export interface SubmitQueueDeps {
   redisReachable(): boolean;
   /** Asks the keeper to look for recorded requests without a job at its next check. */
   sweepLater(): void;
+  /**
+   * Set when an add did not get through in time (a frozen Redis says nothing): until then the
+   * next ones are left to the keeper, so a pipeline of many steps does not wait for each.
+   */
+  holdUntil?: number;
 }
 
 export type EnqueueOutcome = 'queued' | 'deferred';
@@ -39,7 +46,7 @@ export async function enqueueSubmit(
   if (getRequest(db, requestId)?.state === 'accepted') {
     transition(db, requestId, { to: 'queued', source, at: Date.now() });
   }
-  if (!deps.redisReachable()) {
+  if (!deps.redisReachable() || Date.now() < (deps.holdUntil ?? 0)) {
     deps.sweepLater();
     return 'deferred';
   }
@@ -58,6 +65,7 @@ export async function enqueueSubmit(
   if (outcome === 'queued') return 'queued';
   deps.sweepLater();
   if (outcome === 'late') {
+    deps.holdUntil = Date.now() + HOLD_AFTER_LATE_MS;
     logger.warn({ requestId }, 'Redis did not take the submit job in time: the request is queued once Redis answers');
   } else {
     logger.warn(
