@@ -10,7 +10,7 @@ import { recordSubmitGivenUp, requeueUnsubmitted, submitProcessor } from '../wor
 import { startApiServer } from './api/server.js';
 import { type DaemonConfig, isAllInOne } from './config/daemon-config.js';
 import { type HistoryDatabase, openDatabase } from './db/database.js';
-import { createRequest, patchRequest, transition } from './db/requests.js';
+import { createRequest, getRequest, patchRequest } from './db/requests.js';
 import type { Deadlines } from './db/schema.js';
 import { ConfigError } from './errors.js';
 import { ensureOwnerOnlyDir, writeOwnerOnlyFile } from './lib/owner-only.js';
@@ -23,6 +23,8 @@ import { loadWebhookSecret, type WebhookSecret } from './notify/webhook-secret.j
 import { PipelineRegistry } from './pipelines/pipeline-registry.js';
 import type { RunEngineDeps } from './pipelines/run-engine.js';
 import { JOB_OPTIONS, type QueueName } from './queue/catalog.js';
+import { QueueKeeper, type SchedulerSpec } from './queue/queue-keeper.js';
+import { enqueueSubmit, type SubmitQueueDeps } from './queue/submit-queue.js';
 import { type RedisTarget, redisOptions, startPrivateRedis } from './redis/redis-server.js';
 import { RedisWatch } from './redis/redis-watch.js';
 import type { JobSpec } from './sched/job-spec.js';
@@ -174,11 +176,21 @@ async function compose(config: DaemonConfig, logger: Logger, lifecycle: Lifecycl
     await Promise.all(Object.values(queues).map((q) => q.close()));
   });
 
+  // Filled in once the keeper exists: producers ask it to requeue what Redis did not take.
+  let keeper: QueueKeeper | undefined;
+  const submitQueue: SubmitQueueDeps = {
+    db: history.db,
+    queue: queues.submit,
+    logger: logger.child({ component: 'queue' }),
+    redisReachable: () => redisWatch.reachable,
+    sweepLater: () => keeper?.sweepLater(),
+  };
+  const submitsInFlight = new Set<string>();
   const engine: RunEngineDeps = {
     db: history.db,
     logger: logger.child({ component: 'pipelines' }),
-    enqueueSubmit: async (requestId) => {
-      await queues.submit.add('submit', { requestId }, { jobId: requestId });
+    enqueueSubmit: async (requestId, source) => {
+      await enqueueSubmit(submitQueue, requestId, source);
     },
     cancelJob: async (profile, jobId) => {
       await clients.get(profile).cancel(jobId);
@@ -193,8 +205,9 @@ async function compose(config: DaemonConfig, logger: Logger, lifecycle: Lifecycl
   });
   await pipelines.load();
   lifecycle.add('pipeline files', async () => pipelines.close());
+  const ticks = config.roles.includes('scheduler') ? tickSchedulers(queues, profiles, config) : [];
+  for (const tick of ticks) await tick.queue.upsertJobScheduler(tick.id, tick.repeat, tick.template);
   if (config.roles.includes('scheduler')) {
-    await scheduleTicks(queues, profiles, config);
     await pipelines.syncSchedules();
     pipelines.watch(() => pipelines.syncSchedules());
   } else {
@@ -219,10 +232,25 @@ async function compose(config: DaemonConfig, logger: Logger, lifecycle: Lifecycl
       summarySettings,
       summarizeQueue: queues.summarize,
       redisWatch,
+      submitsInFlight,
     });
   }
 
   await requeueUnsubmitted(history.db, queues.submit, logger);
+  // Redis may lose everything under a running daemon (restarted without its data): the keeper
+  // notices on its next check and rebuilds the ticks and the queue from the history.
+  keeper = new QueueKeeper({
+    logger: logger.child({ component: 'queue' }),
+    everyMs: config.pollFloorMs,
+    schedulers: ticks,
+    ensurePipelineSchedules: config.roles.includes('scheduler') ? () => pipelines.ensureSchedules() : undefined,
+    requeue: () => requeueUnsubmitted(history.db, queues.submit, logger, submitsInFlight),
+    redisReachable: () => redisWatch.reachable,
+  });
+  redisWatch.onReconnect(keeper.reconnected);
+  keeper.start();
+  const runningKeeper = keeper;
+  lifecycle.add('queue keeper', () => runningKeeper.close());
 
   const defaultProfile = [...profiles.keys()][0] as string;
   const info: DaemonInfo = {
@@ -266,8 +294,8 @@ async function compose(config: DaemonConfig, logger: Logger, lifecycle: Lifecycl
           patchRequest(tx, id, { summarize: input.summarize });
         }
       });
-      await queues.submit.add('submit', { requestId: id }, { jobId: id });
-      transition(history.db, id, { to: 'queued', source: 'api', at: Date.now() });
+      // Recorded, then queued: a Redis outage answers within ENQUEUE_WAIT_MS, the request kept as queued.
+      await enqueueSubmit(submitQueue, id, input.origin === 'cli' ? 'cli' : 'api');
       return id;
     },
     summaries: summariesStatus(summarySettings),
@@ -278,9 +306,9 @@ async function compose(config: DaemonConfig, logger: Logger, lifecycle: Lifecycl
         at: Date.now(),
         origin: 'api',
       });
-      if (made.created) {
-        await queues.submit.add('submit', { requestId: made.requestId }, { jobId: made.requestId });
-        transition(history.db, made.requestId, { to: 'queued', source: 'api', at: Date.now() });
+      // Also when an earlier call recorded the request but did not get to queue it.
+      if (made.created || getRequest(history.db, made.requestId)?.state === 'accepted') {
+        await enqueueSubmit(submitQueue, made.requestId, 'api');
       }
       return made.requestId;
     },
@@ -318,44 +346,55 @@ async function compose(config: DaemonConfig, logger: Logger, lifecycle: Lifecycl
   return daemon;
 }
 
-/** Job schedulers tick the periodic work, so several schedflow processes never tick twice. */
-async function scheduleTicks(
+/**
+ * Job schedulers tick the periodic work, so several schedflow processes never tick twice.
+ * Created at start and put back by the QueueKeeper whenever Redis lost them.
+ */
+function tickSchedulers(
   queues: Record<QueueName, Queue>,
   profiles: ReadonlyMap<string, Profile>,
   config: DaemonConfig,
-): Promise<void> {
+): SchedulerSpec[] {
+  const ticks: SchedulerSpec[] = [];
   for (const name of profiles.keys()) {
-    await queues.poll.upsertJobScheduler(
-      `poll:${name}`,
-      { every: config.pollFloorMs },
-      { name: 'poll', data: { profile: name } },
-    );
-    await queues.reconcile.upsertJobScheduler(
-      `reconcile:${name}`,
-      { every: config.reconcileEveryMs },
-      { name: 'reconcile', data: { profile: name } },
+    ticks.push(
+      {
+        queue: queues.poll,
+        id: `poll:${name}`,
+        repeat: { every: config.pollFloorMs },
+        template: { name: 'poll', data: { profile: name } },
+      },
+      {
+        queue: queues.reconcile,
+        id: `reconcile:${name}`,
+        repeat: { every: config.reconcileEveryMs },
+        template: { name: 'reconcile', data: { profile: name } },
+      },
     );
   }
-  await queues.pipeline.upsertJobScheduler(
-    'tick:pipelines',
-    { every: config.pipelineTickMs },
-    { name: 'tick', data: {} },
-  );
-  await queues.notify.upsertJobScheduler(
-    'tick:notify',
-    { every: config.notifyEveryMs },
-    // A dispatch that fails is not retried: the next tick, a second later, does it again.
-    { name: DISPATCH_JOB, data: {}, opts: { attempts: 1, removeOnComplete: true, removeOnFail: { count: 100 } } },
-  );
-  await queues.summarize.upsertJobScheduler(
-    'tick:summaries',
-    { every: config.summaries.dispatchEveryMs },
+  // A dispatch that fails is not retried: the next tick, a second later, does it again.
+  const once = { attempts: 1, removeOnComplete: true, removeOnFail: { count: 100 } };
+  ticks.push(
     {
-      name: SUMMARY_DISPATCH_JOB,
-      data: {},
-      opts: { attempts: 1, removeOnComplete: true, removeOnFail: { count: 100 } },
+      queue: queues.pipeline,
+      id: 'tick:pipelines',
+      repeat: { every: config.pipelineTickMs },
+      template: { name: 'tick', data: {} },
+    },
+    {
+      queue: queues.notify,
+      id: 'tick:notify',
+      repeat: { every: config.notifyEveryMs },
+      template: { name: DISPATCH_JOB, data: {}, opts: once },
+    },
+    {
+      queue: queues.summarize,
+      id: 'tick:summaries',
+      repeat: { every: config.summaries.dispatchEveryMs },
+      template: { name: SUMMARY_DISPATCH_JOB, data: {}, opts: once },
     },
   );
+  return ticks;
 }
 
 function startWorkers(deps: {
@@ -373,6 +412,7 @@ function startWorkers(deps: {
   summarySettings: SummarySettings & { enabled: boolean };
   summarizeQueue: Queue;
   redisWatch: RedisWatch;
+  submitsInFlight: Set<string>;
 }): void {
   const { config, history, clients, logger, lifecycle, profileCount, connection } = deps;
   const prefix = config.queuePrefix;
@@ -382,6 +422,7 @@ function startWorkers(deps: {
     clients,
     logger: logger.child({ component: 'worker' }),
     shutdown: shutdown.signal,
+    submitsInFlight: deps.submitsInFlight,
     settings: {
       pollFloorMs: config.pollFloorMs,
       pollCeilingMs: config.pollCeilingMs,

@@ -9,6 +9,11 @@ export interface WorkerServices {
   logger: Logger;
   /** Aborted when shutdown's grace period is over: running work stops and is handed back. */
   shutdown: AbortSignal;
+  /**
+   * Requests an attempt of this process is submitting right now (the submit worker keeps it):
+   * the keeper's re-queue leaves them alone even when their job is gone from Redis.
+   */
+  submitsInFlight?: Set<string>;
   settings: {
     pollFloorMs: number;
     pollCeilingMs: number;

@@ -39,6 +39,7 @@ export function submitProcessor(services: WorkerServices) {
     }
     const row = getRequest(db, payload.requestId);
     if (!row) throw new UnrecoverableError(`no job request ${payload.requestId}`);
+    services.submitsInFlight?.add(payload.requestId);
     try {
       return await submitRequest(
         { db, client: services.clients.get(row.profile), logger, signal: services.shutdown },
@@ -59,6 +60,8 @@ export function submitProcessor(services: WorkerServices) {
         throw new DelayedError();
       }
       throw error;
+    } finally {
+      services.submitsInFlight?.delete(payload.requestId);
     }
   };
 }
@@ -88,20 +91,33 @@ export function recordSubmitGivenUp(db: Db, logger: Logger, job: Job, error: Err
 }
 
 /**
- * Queues again every request accepted but not submitted before a stop. The job
- * id is the request id, so a request already waiting is not queued twice; one
- * whose BullMQ job failed without reaching the history (a crash, or stalls
- * beyond the limit) is retried rather than left behind.
+ * Queues again every request accepted but not submitted: at start (after a stop or a
+ * crash between recording a request and queueing it) and whenever Redis may have lost
+ * jobs (restarted empty, or an add that did not get through). The job id is the request
+ * id, so a request already waiting is not queued twice; one whose BullMQ job failed
+ * without reaching the history (a crash, or stalls beyond the limit) is retried rather
+ * than left behind. `busy` names requests an attempt of this process is submitting
+ * right now: their job may be gone from Redis, but queueing them again would start a
+ * second attempt beside the first.
  */
-export async function requeueUnsubmitted(db: Db, queue: Queue, logger: Logger): Promise<number> {
+export async function requeueUnsubmitted(
+  db: Db,
+  queue: Queue,
+  logger: Logger,
+  busy: ReadonlySet<string> = new Set(),
+): Promise<number> {
   let requeued = 0;
   for (const row of unsubmittedRequests(db)) {
+    if (busy.has(row.id)) continue;
     const existing = await queue.getJob(row.id);
     const state = existing ? await existing.getState() : 'missing';
     if (existing && state === 'failed') {
       await existing.retry('failed', { resetAttemptsMade: true, resetAttemptsStarted: true });
       requeued++;
     } else if (!existing || state === 'completed' || state === 'unknown') {
+      // Recorded but never queued (a crash between the two): it gets its `queued` first, as
+      // every request does before its job exists.
+      if (row.state === 'accepted') transition(db, row.id, { to: 'queued', source: 'submit', at: Date.now() });
       await existing?.remove();
       await queue.add('submit', { requestId: row.id }, { jobId: row.id });
       requeued++;

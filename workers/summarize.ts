@@ -1,6 +1,7 @@
 import { type BackoffStrategy, DelayedError, type Job, UnrecoverableError } from 'bullmq';
 import type { Db } from '../src/db/database.js';
-import { getRequest, transition } from '../src/db/requests.js';
+import { getRequest } from '../src/db/requests.js';
+import type { TransitionSource } from '../src/db/schema.js';
 import { ConfigError } from '../src/errors.js';
 import { assertNever } from '../src/lib/assert-never.js';
 import { backoffDelayMs } from '../src/lib/backoff.js';
@@ -22,7 +23,7 @@ export interface SummarizeWorkerDeps {
   dispatcher: SummaryDispatcher;
   logger: Logger;
   /** Queues a request's submission (job id = request id). */
-  enqueueSubmit(requestId: string): Promise<void>;
+  enqueueSubmit(requestId: string, source: TransitionSource): Promise<void>;
   /** Aborted when shutdown's grace period is over: a running LLM call stops and is handed back. */
   shutdown: AbortSignal;
 }
@@ -74,8 +75,7 @@ async function applySuggestionJob(deps: SummarizeWorkerDeps, job: Job): Promise<
   }
   // Queued here, also when an earlier attempt recorded the request but died before queueing it.
   if (getRequest(deps.db, result.requestId)?.state === 'accepted') {
-    await deps.enqueueSubmit(result.requestId);
-    transition(deps.db, result.requestId, { to: 'queued', source: 'cli', at: Date.now() });
+    await deps.enqueueSubmit(result.requestId, 'cli');
   }
   deps.logger.info(
     { requestId: payload.requestId, newRequestId: result.requestId, created: result.created },

@@ -1,4 +1,4 @@
-import { createHash } from 'node:crypto';
+import { createHash, randomUUID } from 'node:crypto';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Db } from '../db/database.js';
 import { completeKey, purgeKeys, recordReplay, releaseKey, reserveKey } from '../db/idempotency.js';
@@ -9,6 +9,10 @@ declare module 'fastify' {
   interface FastifyRequest {
     /** SHA-256 of the body as sent (canonical JSON), taken before validation transforms it. */
     bodyHash: string | null;
+  }
+  interface FastifyInstance {
+    /** This local API's name on the keys it reserves: `<pid>:<uuid>`, new at each start. */
+    idempotencyOwner: string;
   }
 }
 
@@ -49,6 +53,7 @@ export function canonicalJson(value: unknown): string {
  */
 export function registerIdempotency(app: FastifyInstance, db: Db, logger: Logger): void {
   app.decorateRequest('bodyHash', null);
+  app.decorate('idempotencyOwner', `${process.pid}:${randomUUID()}`);
   app.addHook('preValidation', async (request) => {
     if (request.method === 'POST' && request.headers['idempotency-key'] !== undefined) {
       request.bodyHash = createHash('sha256')
@@ -92,7 +97,16 @@ export async function idempotently(
   if (typeof key !== 'string' || !token || request.bodyHash === null) return send(reply, await work(null));
   const route = `${request.method} ${request.url.split('?')[0]}`;
   const at = Date.now();
-  const claim = reserveKey(db, { tokenId: token.id, key, route, bodyHash: request.bodyHash, at });
+  const owner = request.server.idempotencyOwner;
+  const claim = reserveKey(db, {
+    tokenId: token.id,
+    key,
+    route,
+    bodyHash: request.bodyHash,
+    at,
+    owner,
+    ownerGone: (other) => ownerGone(other, owner),
+  });
   switch (claim.kind) {
     case 'replay': {
       const stored = claim.response as Answer;
@@ -132,6 +146,26 @@ export async function idempotently(
       completeKey(db, token.id, key, answer.status, { body: answer.body, headers: answer.headers });
       return send(reply, answer);
     }
+  }
+}
+
+/**
+ * Whether the local API that reserved a key is gone: an earlier start in this process (the
+ * same pid, another uuid; a graceful stop drains every request, so its reservations were cut
+ * off), or a process that no longer runs. Another live process sharing the history (separate
+ * `web` processes) may still be answering: its reservations wait for IN_PROGRESS_TIMEOUT_MS.
+ */
+function ownerGone(other: string, self: string): boolean {
+  if (other === self) return false;
+  const pid = Number(other.split(':')[0]);
+  if (!Number.isInteger(pid) || pid <= 0) return false;
+  if (pid === process.pid) return true;
+  try {
+    process.kill(pid, 0);
+    return false;
+  } catch (error) {
+    // EPERM: a process of another user has the pid now: ours is gone all the same.
+    return (error as NodeJS.ErrnoException).code === 'ESRCH' || (error as NodeJS.ErrnoException).code === 'EPERM';
   }
 }
 

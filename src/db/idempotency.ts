@@ -12,7 +12,8 @@ import { idempotencyKeys, type RequestReplayRow, requestReplays } from './schema
 export const IDEMPOTENCY_TTL_MS = 24 * 3600 * 1000;
 /**
  * A reservation (the work is under way) older than this was left by a process
- * that died mid-request: the next request with the key takes it over.
+ * that died mid-request: the next request with the key takes it over. A reservation
+ * whose owner is known to be gone (see `KeyInput.ownerGone`) is taken over at once.
  */
 export const IN_PROGRESS_TIMEOUT_MS = 60_000;
 /** `status` of a row whose request is still being answered. */
@@ -38,6 +39,14 @@ export interface KeyInput {
   route: string;
   bodyHash: string;
   at: number;
+  /** Who answers (one running local API); kept on the reservation. */
+  owner: string;
+  /**
+   * Whether the owner of a reservation is gone (an earlier run of the daemon, stopped or
+   * killed mid-request): its work will never finish, so a retry takes the key over at once
+   * instead of answering 409 until IN_PROGRESS_TIMEOUT_MS has passed.
+   */
+  ownerGone: (owner: string) => boolean;
 }
 
 /** Claims a key for a request, or says what to answer instead; one transaction. */
@@ -45,10 +54,12 @@ export function reserveKey(db: Db, input: KeyInput): Reservation {
   return db.transaction((tx) => {
     const where = and(eq(idempotencyKeys.tokenId, input.tokenId), eq(idempotencyKeys.key, input.key));
     const row = tx.select().from(idempotencyKeys).where(where).get();
+    const ownerGone = (owner: string | undefined) => owner !== undefined && input.ownerGone(owner);
     const abandoned =
       row &&
       (row.createdAt < input.at - IDEMPOTENCY_TTL_MS ||
-        (row.status === IN_PROGRESS && row.createdAt < input.at - IN_PROGRESS_TIMEOUT_MS));
+        (row.status === IN_PROGRESS &&
+          (row.createdAt < input.at - IN_PROGRESS_TIMEOUT_MS || ownerGone(ownerOf(row.response)))));
     if (row && !abandoned) {
       if (row.route !== input.route) return { kind: 'mismatch', what: 'route', route: row.route };
       if (row.bodyHash !== input.bodyHash) return { kind: 'mismatch', what: 'body', route: row.route };
@@ -66,12 +77,17 @@ export function reserveKey(db: Db, input: KeyInput): Reservation {
         route: input.route,
         bodyHash: input.bodyHash,
         status: IN_PROGRESS,
-        response: { reservedAt },
+        response: { reservedAt, owner: input.owner },
         createdAt: input.at,
       })
       .run();
     return { kind: 'reserved', reservedAt };
   });
+}
+
+function ownerOf(response: unknown): string | undefined {
+  const value = (response as { owner?: unknown } | null)?.owner;
+  return typeof value === 'string' ? value : undefined;
 }
 
 function reservedAtOf(response: unknown): number | undefined {

@@ -356,6 +356,22 @@ export class PipelineRegistry implements PipelineService {
     }
   }
 
+  /**
+   * Puts back the job schedulers of scheduled, enabled and not paused pipelines that are
+   * missing from Redis (restarted without its data); returns how many. One read each.
+   */
+  async ensureSchedules(): Promise<number> {
+    const pauses = schedulePauses(this.#deps.engine.db);
+    let added = 0;
+    for (const p of this.#loaded.values()) {
+      if (!p.def.schedule?.enabled || pauses.has(p.name)) continue;
+      if (await this.#deps.queue.getJobScheduler(schedulerId(p.name))) continue;
+      await this.#upsertScheduler(p);
+      added++;
+    }
+    return added;
+  }
+
   async #upsertScheduler(p: LoadedPipeline): Promise<void> {
     const schedule = p.def.schedule;
     if (!schedule) return;

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { and, asc, eq, inArray } from 'drizzle-orm';
 import type { Db } from '../db/database.js';
-import { createRequest, transition } from '../db/requests.js';
+import { createRequest } from '../db/requests.js';
 import { getRun, stepRequests } from '../db/runs.js';
 import {
   type JobRequestRow,
@@ -10,6 +10,7 @@ import {
   type RunState,
   type RunTrigger,
   TERMINAL_RUN_STATES,
+  type TransitionSource,
 } from '../db/schema.js';
 import { addDelivery } from '../db/webhooks.js';
 import type { Logger } from '../logger.js';
@@ -29,7 +30,8 @@ export interface RunEngineDeps {
   db: Db;
   logger: Logger;
   /** Queues a request's submission (job id = request id). */
-  enqueueSubmit(requestId: string): Promise<void>;
+  /** Records `queued`, then queues the submission (job id = request id); never waits long on Redis. */
+  enqueueSubmit(requestId: string, source: TransitionSource): Promise<void>;
   /** Cancels a job upstream (a step stuck behind a dependency that can never be met). */
   cancelJob(profile: string, jobId: number): Promise<void>;
 }
@@ -123,8 +125,7 @@ function addSteps(db: Db, run: PipelineRunRow, steps: readonly StepPlan[], at: n
 async function queueSteps(deps: RunEngineDeps, runId: string): Promise<void> {
   for (const row of stepRequests(deps.db, runId)) {
     if (row.state !== 'accepted') continue;
-    await deps.enqueueSubmit(row.id);
-    transition(deps.db, row.id, { to: 'queued', source: 'pipeline', at: Date.now() });
+    await deps.enqueueSubmit(row.id, 'pipeline');
   }
 }
 

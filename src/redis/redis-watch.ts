@@ -30,12 +30,33 @@ export class RedisWatch {
   readonly #logger: Logger;
   readonly #client: Redis;
   #downSince: number | null = null;
+  #readyBefore = false;
+  readonly #onReconnect: (() => void)[] = [];
 
   constructor(target: RedisTarget, logger: Logger) {
     this.#logger = logger;
     this.#client = new Redis({ ...redisOptions(target), lazyConnect: false });
     this.#client.on('error', (error: Error) => this.failed(error));
-    this.#client.on('ready', () => this.#back());
+    this.#client.on('ready', () => this.#ready());
+  }
+
+  /** False from the first connection error of an outage until Redis answers again. */
+  get reachable(): boolean {
+    return this.#downSince === null;
+  }
+
+  /**
+   * Runs `listener` each time the connection is ready again after it was lost, also after a
+   * restart too quick for an error to be seen: Redis may have come back without its data.
+   */
+  onReconnect(listener: () => void): void {
+    this.#onReconnect.push(listener);
+  }
+
+  #ready(): void {
+    this.#back();
+    if (this.#readyBefore) for (const listener of this.#onReconnect) listener();
+    this.#readyBefore = true;
   }
 
   /** For the 'error' event of queues and workers: outages are said once here, anything else as it comes. */

@@ -1,6 +1,7 @@
 import { type ConnectionOptions, type Queue, Worker } from 'bullmq';
 import { recordSummaryGivenUp, summarizeProcessor, summaryBackoffStrategy } from '../../workers/summarize.js';
 import type { Db } from '../db/database.js';
+import type { TransitionSource } from '../db/schema.js';
 import { LlmClient } from '../llm/llm-client.js';
 import { LlmModelError } from '../llm/llm-errors.js';
 import { apiKeyOf, baseUrlOf } from '../llm/llm-settings.js';
@@ -64,7 +65,7 @@ export function startSummaryWorker(deps: {
   prefix: string;
   queue: Queue;
   clients: ClientRegistry;
-  enqueueSubmit(requestId: string): Promise<void>;
+  enqueueSubmit(requestId: string, source: TransitionSource): Promise<void>;
   shutdown: AbortSignal;
   /** Folders no job output is read from (the data dir, the configuration). */
   protectedDirs: readonly string[];

@@ -1,5 +1,5 @@
 import { type ChildProcess, spawn } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -11,6 +11,11 @@ export interface TestRedis {
   restart(): Promise<void>;
   kill(): Promise<void>;
   start(): Promise<void>;
+  /** Kills the server and starts a new one on the same port without its data (as a Redis restarted empty). */
+  restartEmpty(): Promise<void>;
+  /** SIGSTOP: the server holds its connections but answers nothing, until `resume` (SIGCONT). */
+  pause(): void;
+  resume(): void;
   stop(): Promise<void>;
 }
 
@@ -66,7 +71,7 @@ export async function startTestRedis(): Promise<TestRedis> {
   };
   const kill = async () => {
     const c = child;
-    if (!c || c.exitCode !== null) return;
+    if (!c || c.exitCode !== null || c.signalCode !== null) return;
     const exited = new Promise((r) => c.once('exit', r));
     c.kill('SIGKILL');
     await exited;
@@ -79,6 +84,18 @@ export async function startTestRedis(): Promise<TestRedis> {
     restart: async () => {
       await kill();
       await start();
+    },
+    restartEmpty: async () => {
+      await kill();
+      rmSync(dir, { recursive: true, force: true });
+      mkdirSync(dir, { recursive: true });
+      await start();
+    },
+    pause: () => {
+      child?.kill('SIGSTOP');
+    },
+    resume: () => {
+      child?.kill('SIGCONT');
     },
     stop: async () => {
       await kill();

@@ -1,0 +1,104 @@
+import type { Queue } from 'bullmq';
+import type { Logger } from '../logger.js';
+
+/** A job scheduler schedflow keeps in Redis: the periodic ticks (poll, reconcile, pipelines, …). */
+export interface SchedulerSpec {
+  queue: Queue;
+  id: string;
+  repeat: Parameters<Queue['upsertJobScheduler']>[1];
+  template: NonNullable<Parameters<Queue['upsertJobScheduler']>[2]>;
+}
+
+export interface QueueKeeperDeps {
+  logger: Logger;
+  /** How often to check (one cheap read per job scheduler); each reconnect also checks at once. */
+  everyMs: number;
+  /** The ticks this process owns (the `scheduler` role); empty otherwise. */
+  schedulers: readonly SchedulerSpec[];
+  /** Puts back the pipelines' cron job schedulers that are missing; returns how many. */
+  ensurePipelineSchedules?: () => Promise<number>;
+  /** Queues again every request recorded but not submitted whose job is missing; returns how many. */
+  requeue(): Promise<number>;
+  redisReachable(): boolean;
+}
+
+/**
+ * Keeps what schedflow needs in Redis there. Everything in Redis can be rebuilt from the
+ * history and the configuration, and Redis may come back from a restart without its data
+ * (no append-only file, a new server): the job schedulers that tick polling are then gone
+ * and, without this, nothing would poll again until the daemon restarts. So on every check
+ * (each `everyMs`, and at once when a connection to Redis is ready again) the missing job
+ * schedulers are put back; when any was missing, when Redis reconnected, or when a
+ * producer could not queue a job, the requests of the history that are not submitted are
+ * queued again (their job id is the request id: nothing is queued twice). Requests already
+ * submitted need nothing more: the poller follows them from the history.
+ */
+export class QueueKeeper {
+  readonly #deps: QueueKeeperDeps;
+  #timer: NodeJS.Timeout | undefined;
+  #running: Promise<void> | null = null;
+  #sweepDue = false;
+  #closed = false;
+
+  constructor(deps: QueueKeeperDeps) {
+    this.#deps = deps;
+  }
+
+  start(): void {
+    this.#timer = setInterval(() => void this.check(), this.#deps.everyMs);
+    this.#timer.unref();
+  }
+
+  /** A producer's job may not be in Redis: requeue at the next check. */
+  readonly sweepLater = (): void => {
+    this.#sweepDue = true;
+  };
+
+  /** Redis answered again after losing the connection: it may have come back empty. */
+  readonly reconnected = (): void => {
+    this.#sweepDue = true;
+    void this.check();
+  };
+
+  /** One check at a time; a check asked for while one runs is skipped (the next tick comes soon). */
+  check(): Promise<void> {
+    if (this.#closed || this.#running || !this.#deps.redisReachable()) return this.#running ?? Promise.resolve();
+    this.#running = this.#check()
+      .catch((error: Error) => {
+        // Redis went away again mid-check: the watch says so; the next check redoes it.
+        this.#sweepDue = true;
+        this.#deps.logger.debug({ err: error.message }, 'queue check did not finish');
+      })
+      .finally(() => {
+        this.#running = null;
+      });
+    return this.#running;
+  }
+
+  async #check(): Promise<void> {
+    const { logger } = this.#deps;
+    const missing: string[] = [];
+    for (const spec of this.#deps.schedulers) {
+      if (await spec.queue.getJobScheduler(spec.id)) continue;
+      await spec.queue.upsertJobScheduler(spec.id, spec.repeat, spec.template);
+      missing.push(spec.id);
+    }
+    const pipelines = (await this.#deps.ensurePipelineSchedules?.()) ?? 0;
+    if (missing.length > 0 || pipelines > 0) {
+      logger.warn(
+        { schedulers: missing, pipelineSchedules: pipelines },
+        'job schedulers were missing from Redis (restarted without its data?): put back',
+      );
+    }
+    if (missing.length > 0 || pipelines > 0 || this.#sweepDue) {
+      this.#sweepDue = false;
+      await this.#deps.requeue();
+    }
+  }
+
+  async close(): Promise<void> {
+    this.#closed = true;
+    clearInterval(this.#timer);
+    await this.#running;
+  }
+}

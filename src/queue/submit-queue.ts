@@ -1,0 +1,77 @@
+import type { Queue } from 'bullmq';
+import type { Db } from '../db/database.js';
+import { getRequest, transition } from '../db/requests.js';
+import type { TransitionSource } from '../db/schema.js';
+import type { Logger } from '../logger.js';
+
+/**
+ * How long a producer (the local API, a pipeline run, a re-submit) waits for Redis to take a
+ * submit job. Past it the request stays recorded as `queued` and is queued by the
+ * {@link QueueKeeper} once Redis answers: an API call never hangs on a Redis outage.
+ */
+export const ENQUEUE_WAIT_MS = 500;
+/** After an add that did not get through in time, later ones do not wait either, for this long. */
+const HOLD_AFTER_LATE_MS = 5000;
+
+export interface SubmitQueueDeps {
+  db: Db;
+  queue: Queue;
+  logger: Logger;
+  /** False while Redis is known to be unreachable: nothing is sent, the keeper queues it later. */
+  redisReachable(): boolean;
+  /** Asks the keeper to look for recorded requests without a job at its next check. */
+  sweepLater(): void;
+  /**
+   * Set when an add did not get through in time (a frozen Redis says nothing): until then the
+   * next ones are left to the keeper, so a pipeline of many steps does not wait for each.
+   */
+  holdUntil?: number;
+}
+
+export type EnqueueOutcome = 'queued' | 'deferred';
+
+/**
+ * Queues the submission of a recorded request. The `queued` transition is written
+ * first, so the worker that takes the job always finds it (it used to be written after
+ * the add, and a fast worker could move the request to `submitting` before it). The job
+ * id is the request id: queueing twice is a no-op, so the keeper's sweep can redo this
+ * after a crash between the two steps, or after Redis lost its data.
+ */
+export async function enqueueSubmit(
+  deps: SubmitQueueDeps,
+  requestId: string,
+  source: TransitionSource,
+): Promise<EnqueueOutcome> {
+  const { db, queue, logger } = deps;
+  if (getRequest(db, requestId)?.state === 'accepted') {
+    transition(db, requestId, { to: 'queued', source, at: Date.now() });
+  }
+  if (!deps.redisReachable() || Date.now() < (deps.holdUntil ?? 0)) {
+    deps.sweepLater();
+    return 'deferred';
+  }
+  const added = queue.add('submit', { requestId }, { jobId: requestId });
+  // Commands wait in ioredis's offline queue while it reconnects: one that outlives the wait
+  // below may still land later (harmlessly, by its job id), or fail with the connection.
+  const settled = added.then(
+    () => 'queued' as const,
+    (error: Error) => error,
+  );
+  let timer: NodeJS.Timeout | undefined;
+  const waited = new Promise<'late'>((resolve) => {
+    timer = setTimeout(() => resolve('late'), ENQUEUE_WAIT_MS);
+  });
+  const outcome = await Promise.race([settled, waited]).finally(() => clearTimeout(timer));
+  if (outcome === 'queued') return 'queued';
+  deps.sweepLater();
+  if (outcome === 'late') {
+    deps.holdUntil = Date.now() + HOLD_AFTER_LATE_MS;
+    logger.warn({ requestId }, 'Redis did not take the submit job in time: the request is queued once Redis answers');
+  } else {
+    logger.warn(
+      { requestId, err: outcome.message },
+      'Redis refused the submit job: the request is queued at the next check',
+    );
+  }
+  return 'deferred';
+}
