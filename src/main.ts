@@ -244,7 +244,7 @@ async function compose(config: DaemonConfig, logger: Logger, lifecycle: Lifecycl
     everyMs: config.pollFloorMs,
     schedulers: ticks,
     ensurePipelineSchedules: config.roles.includes('scheduler') ? () => pipelines.ensureSchedules() : undefined,
-    requeue: () => requeueUnsubmitted(history.db, queues.submit, logger, submitsInFlight),
+    requeue: () => requeueUnsubmitted(history.db, queues.submit, logger, submitsInFlight, config.lockDurationMs),
     redisReachable: () => redisWatch.reachable,
   });
   redisWatch.onReconnect(keeper.reconnected);

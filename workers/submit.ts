@@ -98,17 +98,27 @@ export function recordSubmitGivenUp(db: Db, logger: Logger, job: Job, error: Err
  * without reaching the history (a crash, or stalls beyond the limit) is retried rather
  * than left behind. `busy` names requests an attempt of this process is submitting
  * right now: their job may be gone from Redis, but queueing them again would start a
- * second attempt beside the first.
+ * second attempt beside the first. For the same reason a request whose POST started
+ * less than `recentMs` ago is left for a later sweep (counted in `deferred`): the
+ * attempt may be another process's, still waiting for its answer, and an attempt that
+ * lasts longer than its lock is taken for stalled by BullMQ anyway.
  */
 export async function requeueUnsubmitted(
   db: Db,
   queue: Queue,
   logger: Logger,
   busy: ReadonlySet<string> = new Set(),
-): Promise<number> {
+  recentMs = 0,
+): Promise<{ requeued: number; deferred: number }> {
   let requeued = 0;
+  let deferred = 0;
+  const now = Date.now();
   for (const row of unsubmittedRequests(db)) {
     if (busy.has(row.id)) continue;
+    if (row.submitAttemptAt !== null && now - row.submitAttemptAt < recentMs) {
+      deferred++;
+      continue;
+    }
     const existing = await queue.getJob(row.id);
     const state = existing ? await existing.getState() : 'missing';
     if (existing && state === 'failed') {
@@ -124,5 +134,5 @@ export async function requeueUnsubmitted(
     }
   }
   if (requeued > 0) logger.info({ requeued }, 'queued unsubmitted requests again');
-  return requeued;
+  return { requeued, deferred };
 }

@@ -17,8 +17,8 @@ export interface QueueKeeperDeps {
   schedulers: readonly SchedulerSpec[];
   /** Puts back the pipelines' cron job schedulers that are missing; returns how many. */
   ensurePipelineSchedules?: () => Promise<number>;
-  /** Queues again every request recorded but not submitted whose job is missing; returns how many. */
-  requeue(): Promise<number>;
+  /** Queues again every request recorded but not submitted whose job is missing; `deferred`: those to look at again later. */
+  requeue(): Promise<{ deferred: number }>;
   redisReachable(): boolean;
 }
 
@@ -91,8 +91,9 @@ export class QueueKeeper {
       );
     }
     if (missing.length > 0 || pipelines > 0 || this.#sweepDue) {
-      this.#sweepDue = false;
-      await this.#deps.requeue();
+      const { deferred } = await this.#deps.requeue();
+      // A request another process may be submitting right now is looked at again next time.
+      this.#sweepDue = deferred > 0;
     }
   }
 
