@@ -117,7 +117,7 @@ export function registerSimCommand(program: Command): void {
         );
       } catch (error) {
         // Stopped by a signal while starting: its handler exits once the shutdown is done.
-        if (error instanceof StopRequestedError || lifecycle.stopRequested) return;
+        if (error instanceof StopRequestedError) return;
         throw error;
       }
       logger.info({ url, stateDir: config.stateDir, cpus: config.cpus }, 'scheduler simulator listening');

@@ -50,7 +50,7 @@ export function registerStartCommand(program: Command): void {
         daemon = await startDaemon(config, logger, lifecycle);
       } catch (error) {
         // Stopped by a signal while starting: its handler exits once the shutdown is done.
-        if (error instanceof StopRequestedError || lifecycle.stopRequested) return;
+        if (error instanceof StopRequestedError) return;
         throw error;
       }
       const dataFlag = `--data-dir ${config.dataDir}`;
