@@ -52,11 +52,16 @@ const ALL_STEPS = [
 /** Generous: the requirement is under 2 s on an idle daemon; a loaded CI machine gets slack. */
 const EXIT_WITHIN_MS = 5000;
 
-function logLines(stdout: string): { msg?: string; level?: number; step?: string; [k: string]: unknown }[] {
+/**
+ * Pino's JSON lines, in the order of their times: written to a pipe, a line can reach it a
+ * little after the next one (seen: a step's line after the following step's, 1 ms apart).
+ */
+function logLines(stdout: string): { msg?: string; level?: number; step?: string; time?: number }[] {
   return stdout
     .split('\n')
     .filter((l) => l.startsWith('{'))
-    .map((l) => JSON.parse(l) as { msg?: string });
+    .map((l) => JSON.parse(l) as { msg?: string; time?: number })
+    .sort((a, b) => (a.time ?? 0) - (b.time ?? 0));
 }
 
 function startEmbedded(): DaemonProcess {
@@ -118,7 +123,10 @@ describe('an idle daemon on its private Redis and the embedded simulator, signal
         'every step, in reverse start order',
       ).toEqual(ALL_STEPS);
       const shutdown = logs.slice(logs.findIndex((l) => l.msg === 'shutting down'));
-      expect(shutdown.filter((l) => (l.level ?? 0) >= 40).map((l) => l.msg), 'warnings or errors').toEqual([]);
+      expect(
+        shutdown.filter((l) => (l.level ?? 0) >= 40).map((l) => l.msg),
+        'warnings or errors',
+      ).toEqual([]);
       expect(logs.at(-1)?.msg).toBe('shutdown complete');
       expect(daemon.stderr).toBe('');
       expect(took).toBeLessThan(EXIT_WITHIN_MS);
