@@ -15,7 +15,7 @@ import type { Deadlines } from './db/schema.js';
 import { ConfigError } from './errors.js';
 import { ensureOwnerOnlyDir, writeOwnerOnlyFile } from './lib/owner-only.js';
 import { takePidLock } from './lib/pid-lock.js';
-import { Lifecycle } from './lifecycle.js';
+import { Lifecycle, StopRequestedError } from './lifecycle.js';
 import type { Logger } from './logger.js';
 import { DeliveryDispatcher, DISPATCH_JOB } from './notify/dispatcher.js';
 import { WebhookSender } from './notify/sender.js';
@@ -100,10 +100,14 @@ export const DAEMON_INFO_FILE = 'daemon.json';
  * clients → queues → workers. Everything else lives where its path says.
  * Shutdown runs the same steps in reverse.
  */
-export async function startDaemon(config: DaemonConfig, logger: Logger): Promise<Daemon> {
-  const lifecycle = new Lifecycle(logger, config.shutdownGraceMs + 20_000);
+export async function startDaemon(
+  config: DaemonConfig,
+  logger: Logger,
+  /** Whose signal handlers are installed before the start, so a signal during it stops what has started. */
+  lifecycle = new Lifecycle(logger),
+): Promise<Daemon> {
   try {
-    return await compose(config, logger, lifecycle);
+    return await lifecycle.track(compose(config, logger, lifecycle));
   } catch (error) {
     await lifecycle.stop();
     throw error;
@@ -124,17 +128,20 @@ async function compose(config: DaemonConfig, logger: Logger, lifecycle: Lifecycl
     }
     lifecycle.add('data dir lock', async () => lock.release());
   }
-  const history = openDatabase(join(config.dataDir, 'history.sqlite'));
-  lifecycle.add('history', async () => history.close());
-
+  // The private Redis starts before the history opens, so it stops after it closes: last but
+  // the lock. Workers hand their jobs back to it during the shutdown; a Redis that takes long
+  // to flush does not keep SQLite open.
   let redis: RedisTarget;
   if (config.redisUrl) {
     redis = { url: config.redisUrl };
   } else {
     const own = await startPrivateRedis(config.dataDir, logger.child({ component: 'redis' }));
-    lifecycle.add('redis-server', () => own.stop());
+    // Its own stop waits up to 10 s for redis-server to flush its append-only file.
+    lifecycle.add('redis-server', () => own.stop(), { timeoutMs: 12_000 });
     redis = own.target;
   }
+  const history = openDatabase(join(config.dataDir, 'history.sqlite'));
+  lifecycle.add('history', async () => history.close());
 
   let profiles = loadProfiles(join(config.configDir, 'profiles'));
   let simUrl: string | null = null;
@@ -146,7 +153,8 @@ async function compose(config: DaemonConfig, logger: Logger, lifecycle: Lifecycl
       );
     }
     const sim = await startEmbeddedSimulator(config, logger);
-    lifecycle.add('simulator', () => sim.server.stop());
+    // It ends the jobs it runs (SIGTERM, then SIGKILL after its KillWait).
+    lifecycle.add('simulator', () => sim.server.stop(), { timeoutMs: 10_000 });
     simUrl = sim.url;
     profiles = new Map([[sim.profile.name, sim.profile]]);
     demoLlm = { url: sim.url, keyFile: sim.llmKeyFile, model: DEMO_LLM_MODEL };
@@ -339,10 +347,13 @@ async function compose(config: DaemonConfig, logger: Logger, lifecycle: Lifecycl
         protectedDirs: [config.dataDir, config.configDir],
       },
     });
-    lifecycle.add('local API', () => api.close());
+    // Requests under way finish; one that hangs (a client that never reads) is not waited for.
+    lifecycle.add('local API', () => api.close(), { timeoutMs: 5000 });
     daemon.apiUrl = api.url;
     logger.info({ url: `${api.url}/ui` }, 'admin web UI at %s/ui (log in with a token or the UI password)', api.url);
   }
+  // A signal after the last add(): not reported as started, it is being stopped.
+  if (lifecycle.stopRequested) throw new StopRequestedError();
   return daemon;
 }
 
@@ -504,17 +515,22 @@ function startWorkers(deps: {
     );
     worker.on('error', (error) => deps.redisWatch.failed(error, `worker ${worker.name}`));
   }
-  lifecycle.add('workers', async () => {
-    // Running work gets the grace period to finish; then it is aborted and handed back to its queue.
-    const timer = setTimeout(() => shutdown.abort(new Error('shutting down')), config.shutdownGraceMs);
-    try {
-      await Promise.all(workers.map((w) => w.close()));
-    } finally {
-      clearTimeout(timer);
-      await sender.close();
-      await summaries.close();
-    }
-  });
+  // The grace period, then aborted work is handed back to its queue: that gets a few seconds more.
+  lifecycle.add(
+    'workers',
+    async () => {
+      // Running work gets the grace period to finish; then it is aborted and handed back to its queue.
+      const timer = setTimeout(() => shutdown.abort(new Error('shutting down')), config.shutdownGraceMs);
+      try {
+        await Promise.all(workers.map((w) => w.close()));
+      } finally {
+        clearTimeout(timer);
+        await sender.close();
+        await summaries.close();
+      }
+    },
+    { timeoutMs: config.shutdownGraceMs + 5000 },
+  );
 }
 
 /** With no profile configured, schedflow runs against its simulator, with a demo token and profile. */

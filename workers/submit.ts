@@ -48,6 +48,14 @@ export function submitProcessor(services: WorkerServices) {
     } catch (error) {
       // Refused for good (403, Slurm refusal, bad spec): failed in the history, no more attempts.
       if (error instanceof SubmitRefusedError) throw new UnrecoverableError(error.message);
+      // Aborted by the daemon's shutdown (after the grace period): handed back to the queue
+      // without spending one of its attempts, since nothing went wrong with it. The request stays
+      // `submitting`, so the next attempt looks its marker up before submitting again.
+      if (services.shutdown.aborted) {
+        await job.moveToDelayed(Date.now(), token);
+        services.logger.info({ requestId: payload.requestId }, 'submit interrupted by the shutdown; handed back');
+        throw new DelayedError();
+      }
       // A step whose needed steps are not submitted yet: look again shortly, without spending an attempt.
       if (error instanceof WaitingForDependencyError) {
         await job.moveToDelayed(Date.now() + DEPENDENCY_RECHECK_MS, token);

@@ -1,5 +1,5 @@
 import { type Command, InvalidArgumentError, Option } from 'commander';
-import { Lifecycle } from '../lifecycle.js';
+import { Lifecycle, StopRequestedError } from '../lifecycle.js';
 import { createLogger } from '../logger.js';
 import { parseSimConfig, readSimConfigFile, type SimConfigInput } from '../sim/sim-config.js';
 import { SimServer } from '../sim/sim-server.js';
@@ -103,10 +103,23 @@ export function registerSimCommand(program: Command): void {
         logger.warn('no --tokens file: every bearer request will be refused (401); MUNGE callers still work');
       }
       const lifecycle = new Lifecycle(logger);
-      lifecycle.handleSignals();
+      lifecycle.handleProcessEvents();
       const server = new SimServer({ config, logger });
-      const url = await server.start();
-      lifecycle.add('simulator', () => server.stop());
+      let url: string;
+      try {
+        url = await lifecycle.track(
+          (async () => {
+            const started = await server.start();
+            // It ends the jobs it runs: SIGTERM, then SIGKILL after its KillWait.
+            lifecycle.add('simulator', () => server.stop(), { timeoutMs: (config.killWaitSec + 5) * 1000 });
+            return started;
+          })(),
+        );
+      } catch (error) {
+        // Stopped by a signal while starting: its handler exits once the shutdown is done.
+        if (error instanceof StopRequestedError) return;
+        throw error;
+      }
       logger.info({ url, stateDir: config.stateDir, cpus: config.cpus }, 'scheduler simulator listening');
     });
 }

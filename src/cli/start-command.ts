@@ -1,8 +1,8 @@
 import { type Command, Option } from 'commander';
 import { type DaemonRole, loadDaemonConfig } from '../config/daemon-config.js';
-import { Lifecycle } from '../lifecycle.js';
+import { Lifecycle, StopRequestedError } from '../lifecycle.js';
 import { createLogger } from '../logger.js';
-import { startDaemon } from '../main.js';
+import { type Daemon, startDaemon } from '../main.js';
 import { DEMO_ACCOUNT, DEMO_USER } from '../sim/demo-token.js';
 import { LOG_LEVELS, parseInteger } from './options.js';
 
@@ -42,10 +42,17 @@ export function registerStartCommand(program: Command): void {
         listen: flags.listen,
       });
       const logger = createLogger({ level: flags.logLevel, pretty: process.stdout.isTTY });
-      const daemon = await startDaemon(config, logger);
-      const lifecycle = new Lifecycle(logger, config.shutdownGraceMs + 30_000);
-      lifecycle.add('daemon', () => daemon.stop());
-      lifecycle.handleSignals();
+      // Before the start: a Ctrl-C while it runs stops what has started, as after it.
+      const lifecycle = new Lifecycle(logger);
+      lifecycle.handleProcessEvents();
+      let daemon: Daemon;
+      try {
+        daemon = await startDaemon(config, logger, lifecycle);
+      } catch (error) {
+        // Stopped by a signal while starting: its handler exits once the shutdown is done.
+        if (error instanceof StopRequestedError) return;
+        throw error;
+      }
       const dataFlag = `--data-dir ${config.dataDir}`;
       const lines = ['', `schedflow is running (data in ${config.dataDir})`];
       if (daemon.simUrl) {

@@ -67,7 +67,15 @@ export async function startPrivateRedis(dataDir: string, logger: Logger): Promis
   if (existsSync(target.path) && (await answers(target))) {
     logger.info({ socket: target.path }, 'reusing the redis-server left running for this data dir');
     const pid = Number(readFileSync(pidFile, 'utf8'));
-    return { target, started: false, stop: async () => stopPid(pid) };
+    const untilExit = stopAtExit(() => signalPid(pid));
+    return {
+      target,
+      started: false,
+      stop: async () => {
+        untilExit.cancel();
+        await stopPid(pid);
+      },
+    };
   }
   const probe = spawnSync('redis-server', ['--version'], { encoding: 'utf8' });
   if (probe.error) {
@@ -104,7 +112,10 @@ export async function startPrivateRedis(dataDir: string, logger: Logger): Promis
       '--logfile',
       join(dir, 'redis.log'),
     ],
-    { stdio: 'ignore' },
+    // Detached: a session and process group of its own, so the SIGINT or SIGTERM a terminal
+    // (Ctrl-C) or a supervisor sends to the daemon's whole group does not reach it. The daemon
+    // still needs it to shut down (workers hand their jobs back, queues close), and stops it last.
+    { stdio: 'ignore', detached: true },
   );
   const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
   for (let waited = 0; !(await answers(target)); waited += 100) {
@@ -114,12 +125,16 @@ export async function startPrivateRedis(dataDir: string, logger: Logger): Promis
       throw new ConfigError(`redis-server did not start; see ${join(dir, 'redis.log')}`);
     }
   }
+  const untilExit = stopAtExit(() => {
+    if (child.exitCode === null && child.signalCode === null) child.kill('SIGTERM');
+  });
   logger.info({ socket: target.path, redisPid: child.pid }, 'started a private redis-server');
   return {
     target,
     started: true,
     stop: async () => {
-      if (child.exitCode !== null) return;
+      untilExit.cancel();
+      if (child.exitCode !== null || child.signalCode !== null) return;
       // SIGTERM: redis-server flushes its append-only file and exits.
       child.kill('SIGTERM');
       await Promise.race([exited, sleep(10_000)]);
@@ -127,13 +142,29 @@ export async function startPrivateRedis(dataDir: string, logger: Logger): Promis
   };
 }
 
-async function stopPid(pid: number): Promise<void> {
-  if (!Number.isInteger(pid) || pid <= 0) return;
+/**
+ * Out of the daemon's process group, the private Redis would outlive a daemon that exits
+ * without its shutdown (a second Ctrl-C, a fatal error): it is sent SIGTERM as the process
+ * exits (it flushes its append-only file and ends). A daemon killed with SIGKILL runs no
+ * code: its Redis is left running, and its restart reuses it.
+ */
+function stopAtExit(signal: () => void): { cancel(): void } {
+  process.once('exit', signal);
+  return { cancel: () => process.off('exit', signal) };
+}
+
+function signalPid(pid: number): boolean {
+  if (!Number.isInteger(pid) || pid <= 0) return false;
   try {
     process.kill(pid, 'SIGTERM');
+    return true;
   } catch {
-    return;
+    return false;
   }
+}
+
+async function stopPid(pid: number): Promise<void> {
+  if (!signalPid(pid)) return;
   for (let i = 0; i < 100; i++) {
     try {
       process.kill(pid, 0);

@@ -26,6 +26,12 @@ export interface ProcessOptions {
   cwd?: string;
   /** The whole environment of the child (default: this process's, without REDIS_URL and SCHEDFLOW_*). */
   env?: NodeJS.ProcessEnv;
+  /**
+   * Leader of a process group of its own, as a shell runs a job, so a test can signal the
+   * whole group (`process.kill(-pid, …)`, what Ctrl-C does) without reaching the test runner.
+   * @defaultValue false
+   */
+  ownProcessGroup?: boolean;
 }
 
 const live = new Set<ChildProcess>();
@@ -42,6 +48,7 @@ function start(args: string[], options: ProcessOptions): ChildProcess {
     cwd: options.cwd ?? REPO,
     env: options.env ?? cleanEnv(),
     stdio: ['ignore', 'pipe', 'pipe'],
+    detached: options.ownProcessGroup ?? false,
   });
   live.add(child);
   child.once('exit', () => live.delete(child));

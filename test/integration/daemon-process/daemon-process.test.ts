@@ -1,10 +1,12 @@
 import { mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { Queue } from 'bullmq';
 import { afterEach, describe, expect, it } from 'vitest';
 import { type Db, openDatabase } from '../../../src/db/database.js';
 import { getRequest, transitionsOf } from '../../../src/db/requests.js';
 import type { JobRequestRow, JobTransitionRow } from '../../../src/db/schema.js';
+import { DEFAULT_QUEUE_PREFIX } from '../../../src/queue/catalog.js';
 import { cleanEnv, type DaemonProcess, killLeftovers, runCli, spawnDaemon } from '../../helpers/cli-process.js';
 import { writeProfile } from '../../helpers/daemon.js';
 import { type FlakyProxy, startFlakyProxy } from '../../helpers/flaky-proxy.js';
@@ -300,8 +302,19 @@ describe('SIGTERM while the answer to an accepted submission is held upstream', 
     expect(first.stderr).toBe('');
     p.release();
     expect(requestOf(t.dataDir, id).row).toMatchObject({ state: 'submitting', jobId: null });
+    // Handed back without spending one of its attempts: the shutdown was no failure of the submit.
+    const queue = new Queue('submit', { connection: { url: t.redisUrl }, prefix: DEFAULT_QUEUE_PREFIX });
+    try {
+      const job = await queue.getJob(id);
+      expect({ state: await job?.getState(), attemptsMade: job?.attemptsMade }).toEqual({
+        state: 'delayed',
+        attemptsMade: 0,
+      });
+    } finally {
+      await queue.close();
+    }
 
-    // Handed back (not stalled): the restarted daemon takes it up after the retry backoff, not after a lock expiry.
+    // Handed back (not stalled): the restarted daemon takes it up at once, not after a lock expiry.
     const second = await t.startDaemon();
     const row = await waitForState(t.dataDir, id, 'completed', 30_000);
     const states = statesOf(requestOf(t.dataDir, id).transitions);
