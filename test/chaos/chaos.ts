@@ -8,10 +8,11 @@
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { countsSince } from './counting-proxy.js';
 import { parseOptions, scenarioSeed, USAGE } from './options.js';
 import { cleanupAll, cleanupOnExit, trackDir } from './processes.js';
 import { Random } from './random.js';
-import { makeWorld, type RunSettings, SCENARIOS, type TrialResult } from './scenarios.js';
+import { makeWorld, type RunSettings, SCENARIOS, type TrialResult, type World } from './scenarios.js';
 import { renderTable, type ScenarioFigures, sums } from './table.js';
 
 const options = parseOptions(process.argv.slice(2));
@@ -32,8 +33,8 @@ if (unknown.length) {
 cleanupOnExit();
 const settings: RunSettings = {
   ci: options.ci,
-  deadlineMs: options.ci ? 40_000 : 180_000,
-  shutdownWaitMs: options.ci ? 12_000 : 45_000,
+  deadlineMs: options.ci ? 30_000 : 180_000,
+  shutdownWaitMs: options.ci ? 10_000 : 45_000,
 };
 const base = trackDir(mkdtempSync(join(tmpdir(), 'schedflow-chaos-')));
 const chosen = SCENARIOS.filter((s) => !options.scenarios || options.scenarios.includes(s.name));
@@ -44,6 +45,11 @@ log(
 
 const startedAt = Date.now();
 const figures: ScenarioFigures[] = [];
+let shared: { key: string; world: World } | undefined;
+const closeShared = async () => {
+  await shared?.world.close();
+  shared = undefined;
+};
 for (const scenario of chosen) {
   const trials = scenario.trials(options.trials, settings);
   if (trials === 0) continue;
@@ -56,11 +62,19 @@ for (const scenario of chosen) {
   };
   figures.push(entry);
   log(`${scenario.name}: ${scenario.what} (${trials} trial${trials > 1 ? 's' : ''})`);
-  const world = await makeWorld(base, scenario).catch((error: Error) => {
-    entry.error = error.message;
-    return undefined;
-  });
-  if (!world) continue;
+  // A CI run shares a world among consecutive scenarios that allow it; a full run starts each afresh.
+  if (!settings.ci || shared?.key !== scenario.world) await closeShared();
+  let world = shared?.world;
+  if (!world) {
+    world = await makeWorld(base, scenario).catch((error: Error) => {
+      entry.error = error.message;
+      return undefined;
+    });
+    if (!world) continue;
+    shared = { key: scenario.world, world };
+  }
+  const before = world.counts();
+  let failed = false;
   try {
     for (let i = 0; i < trials; i++) {
       const result = await scenario.trial(world, i, random, settings);
@@ -77,15 +91,19 @@ for (const scenario of chosen) {
       );
       for (const note of v.notes.slice(0, 5)) log(`    ${note}`);
       if (v.notes.length > 5) log(`    … and ${v.notes.length - 5} more`);
+      // A world whose requests did not all end is not handed on: the next scenario starts afresh.
+      if (v.stuck || v.lost) failed = true;
     }
   } catch (error) {
+    failed = true;
     entry.error = (error as Error).message;
     log(`  ${scenario.name} stopped: ${(error as Error).message}`);
   } finally {
-    entry.counts = world.counts();
-    await world.close();
+    entry.counts = countsSince(before, world.counts());
+    if (failed) await closeShared();
   }
 }
+await closeShared();
 
 process.stdout.write(`\n${renderTable(figures)}\n\n`);
 process.stdout.write(

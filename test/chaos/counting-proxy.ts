@@ -81,3 +81,18 @@ export async function startCountingProxy(target: string): Promise<CountingProxy>
       }),
   };
 }
+
+/** What was counted between two readings of the same proxy. */
+export function countsSince(before: UpstreamCounts, after: UpstreamCounts): UpstreamCounts {
+  const minus = (a: Record<string, number>, b: Record<string, number>) =>
+    Object.fromEntries(
+      Object.entries(a)
+        .map(([k, n]) => [k, n - (b[k] ?? 0)] as const)
+        .filter(([, n]) => n > 0),
+    );
+  return {
+    total: after.total - before.total,
+    byEndpoint: minus(after.byEndpoint, before.byEndpoint),
+    byStatus: minus(after.byStatus, before.byStatus),
+  };
+}

@@ -209,12 +209,12 @@ export class DaemonUnderTest {
     };
   }
 
-  /** Stops it for good: SIGTERM, then SIGKILL to its group after 15 s. */
-  async stop(): Promise<void> {
+  /** Stops it: SIGTERM, then SIGKILL to its group after `waitMs`. */
+  async stop(waitMs = 15_000): Promise<void> {
     const proc = this.proc;
     if (!proc?.alive()) return;
     proc.child.kill('SIGTERM');
-    const exit = await Promise.race([proc.exited, sleep(15_000).then(() => undefined)]);
+    const exit = await Promise.race([proc.exited, sleep(waitMs).then(() => undefined)]);
     if (!exit) process.kill(-proc.pid, 'SIGKILL');
     await proc.exited;
   }

@@ -75,9 +75,9 @@ function readRows(daemon: DaemonUnderTest, ids: string[]): Map<string, Row> {
  * Waits until every accepted request of a trial is terminal (or the deadline passes), then
  * holds the history against the scheduler's own job table:
  * - duplicate: more than one scheduler job for one submission or one request's marker;
- * - lost: accepted (2xx) but no row in the history, or no scheduler job at the deadline
- *   (not counting one refused for good, which is a wrong failure instead);
- * - stuck: not terminal at the deadline;
+ * - lost: accepted (2xx) but no row in the history, or ended without a scheduler job ever
+ *   made for it (one refused for good is a wrong failure instead);
+ * - stuck: not terminal at the deadline (with a job or without: it is counted once, here);
  * - wrongly failed: terminal, not what the scheduler says became of its job (its script
  *   succeeds: `completed` unless the fault itself ended the job), or `submit_failed` / `lost`
  *   although every fault is transient.
@@ -124,20 +124,20 @@ export async function judge(
     if (!TERMINAL.has(row.state)) {
       verdict.stuck++;
       verdict.notes.push(`stuck: ${sub.name} (request ${row.id}) still ${row.state}, job ${row.job_id ?? 'none'}`);
+      continue;
     }
     if (byName.length === 0 && row.state !== 'submit_failed') {
       verdict.lost++;
-      verdict.notes.push(`lost: ${sub.name} (request ${row.id}, ${row.state}) never got a scheduler job`);
+      verdict.notes.push(`lost: ${sub.name} (request ${row.id}) ended ${row.state} without a scheduler job`);
+      continue;
     }
-    if (TERMINAL.has(row.state)) {
-      const job = byName.find((j) => j.jobId === row.job_id) ?? byName[0];
-      const truth = job ? SLURM_TO_REQUEST[job.state] : undefined;
-      if (row.state === 'submit_failed' || row.state === 'lost' || (truth !== undefined && row.state !== truth)) {
-        verdict.wronglyFailed++;
-        verdict.notes.push(
-          `wrongly failed: ${sub.name} (request ${row.id}) is ${row.state}; the scheduler's job: ${job ? `${job.jobId} ${job.state}` : 'none'}`,
-        );
-      }
+    const job = byName.find((j) => j.jobId === row.job_id) ?? byName[0];
+    const truth = job ? SLURM_TO_REQUEST[job.state] : undefined;
+    if (row.state === 'submit_failed' || row.state === 'lost' || (truth !== undefined && row.state !== truth)) {
+      verdict.wronglyFailed++;
+      verdict.notes.push(
+        `wrongly failed: ${sub.name} (request ${row.id}) is ${row.state}; the scheduler's job: ${job ? `${job.jobId} ${job.state}` : 'none'}`,
+      );
     }
   }
   return verdict;
