@@ -109,7 +109,7 @@ process.stdout.write(`\n${renderTable(figures)}\n\n`);
 process.stdout.write(
   `seed ${options.seed}, ${options.ci ? 'CI run' : `--trials ${options.trials}`}, ${((Date.now() - startedAt) / 1000).toFixed(0)} s` +
     `; jobs = requests the API accepted (2xx); recover = from the end of the fault to every request terminal` +
-    `; upstream req/submit = every request the simulator was sent during the scenario (polling too) / jobs\n`,
+    `; upstream req/submit = every request the simulator was sent during the scenario (polling too) / scheduler jobs made\n`,
 );
 if (options.keep) log(`kept ${base}`);
 cleanupAll(options.keep);

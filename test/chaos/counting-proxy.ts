@@ -33,9 +33,10 @@ export function endpointOf(method: string, url: string): string {
  * A loopback HTTP proxy in front of the simulator that counts every request the daemon
  * sends upstream (the simulator's own counters start again when it restarts; these do not).
  * An upstream that cannot be reached (stopped, restarting) drops the client's connection,
- * as a dead upstream would, and counts as `network`.
+ * as a dead upstream would, and counts as `network`. `latencyMs` delays every request (a slow
+ * site proxy), so work is in flight when a fault lands.
  */
-export async function startCountingProxy(target: string): Promise<CountingProxy> {
+export async function startCountingProxy(target: string, latencyMs = 0): Promise<CountingProxy> {
   const upstream = new URL(target);
   const agent = new Agent({ keepAlive: true, maxSockets: 64 });
   let counts: UpstreamCounts = { total: 0, byEndpoint: {}, byStatus: {} };
@@ -48,21 +49,26 @@ export async function startCountingProxy(target: string): Promise<CountingProxy>
     counts.total++;
     bump(counts.byEndpoint, endpointOf(method, url));
     const headers = { ...req.headers, host: upstream.host };
-    const out = request(
-      { host: upstream.hostname, port: upstream.port, method, path: url, headers, agent },
-      (answer) => {
-        bump(counts.byStatus, String(answer.statusCode ?? 0));
-        res.writeHead(answer.statusCode ?? 502, answer.headers);
-        answer.pipe(res);
-        answer.on('error', () => res.destroy());
-      },
-    );
-    out.on('error', () => {
-      bump(counts.byStatus, 'network');
-      req.socket.destroy();
-    });
-    req.pipe(out);
-    req.on('error', () => out.destroy());
+    req.pause();
+    setTimeout(() => forward(), latencyMs);
+    const forward = () => {
+      const out = request(
+        { host: upstream.hostname, port: upstream.port, method, path: url, headers, agent },
+        (answer) => {
+          bump(counts.byStatus, String(answer.statusCode ?? 0));
+          res.writeHead(answer.statusCode ?? 502, answer.headers);
+          answer.pipe(res);
+          answer.on('error', () => res.destroy());
+        },
+      );
+      out.on('error', () => {
+        bump(counts.byStatus, 'network');
+        req.socket.destroy();
+      });
+      req.pipe(out);
+      req.resume();
+      req.on('error', () => out.destroy());
+    };
   });
   server.keepAliveTimeout = 5000;
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));

@@ -40,6 +40,8 @@ export interface Scenario {
   /** The simulator's per-client bucket (default: generous, never a 429). */
   rateLimit?: RateLimit;
   externalRedis?: boolean;
+  /** Added to every upstream request by the counting proxy. */
+  upstreamLatencyMs?: number;
   logLevel?: 'info' | 'debug';
   /**
    * Scenarios with the same world key can share one world in a CI run (each trial leaves the
@@ -57,7 +59,7 @@ export async function makeWorld(base: string, scenario: Scenario): Promise<World
   const root = trackDir(join(base, `${scenario.world}-${scenario.name}`));
   mkdirSync(root, { recursive: true, mode: 0o700 });
   const sim = await SimUpstream.start(root, scenario.rateLimit ?? GENEROUS);
-  const proxy = await startCountingProxy(sim.url);
+  const proxy = await startCountingProxy(sim.url, scenario.upstreamLatencyMs);
   const redis = scenario.externalRedis ? await ExternalRedis.start(join(root, 'redis')) : undefined;
   const daemon = new DaemonUnderTest(join(root, 'daemon'), {
     schedulerUrl: proxy.url,
@@ -187,6 +189,9 @@ function signalScenario(name: string, what: string, signal: 'SIGTERM' | 'SIGINT'
     what,
     world: 'signals',
     logLevel: 'debug',
+    // A slow proxy (every request 400 ms), so submits are under way when the signal lands: a
+    // shutdown with nothing to wait for proves little.
+    upstreamLatencyMs: 400,
     trials: (n, s) => (s.ci ? 1 : n),
     async trial(world, index, random, settings) {
       let shutdown: ShutdownReport | undefined;

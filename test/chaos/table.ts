@@ -21,6 +21,7 @@ export function sums(f: ScenarioFigures) {
   const accepted = f.trials.reduce((n, t) => n + t.subs.filter((s) => s.requestId).length, 0);
   return {
     accepted,
+    made: v.reduce((n, x) => n + x.jobs, 0),
     unanswered: f.trials.reduce((n, t) => n + t.subs.filter((s) => s.status === undefined).length, 0),
     refused: f.trials.reduce((n, t) => n + t.subs.filter((s) => s.status !== undefined && !s.requestId).length, 0),
     duplicates: v.reduce((n, x) => n + x.duplicates, 0),
@@ -52,7 +53,7 @@ function notes(f: ScenarioFigures): string {
     const forced = shutdowns.filter((x) => x.forced).length;
     const missing = [...new Set(shutdowns.flatMap((x) => x.stepsMissing))];
     out.push(
-      `shutdown ${seconds(Math.min(...times))}–${seconds(Math.max(...times))} s, all steps ${complete}/${shutdowns.length}` +
+      `shutdown ${seconds(Math.min(...times))}–${seconds(Math.max(...times))} s, every step run in ${complete} of ${shutdowns.length}` +
         (forced ? `, ${forced} killed after the wait` : '') +
         (missing.length ? ` (not run: ${missing.join(', ')})` : ''),
     );
@@ -91,7 +92,7 @@ export function renderTable(figures: ScenarioFigures[]): string {
       String(s.stuck),
       String(s.wronglyFailed),
       recovery(f),
-      s.accepted ? (f.counts.total / s.accepted).toFixed(1) : '-',
+      s.made ? (f.counts.total / s.made).toFixed(1) : '-',
       notes(f),
     ];
   });
