@@ -12,7 +12,7 @@ import { countsSince } from './counting-proxy.js';
 import { parseOptions, scenarioSeed, USAGE } from './options.js';
 import { cleanupAll, cleanupOnExit, trackDir } from './processes.js';
 import { Random } from './random.js';
-import { makeWorld, type RunSettings, SCENARIOS, type TrialResult, type World } from './scenarios.js';
+import { makeWorld, type RunSettings, SCENARIOS, SLURM_SCENARIOS, type TrialResult, type World } from './scenarios.js';
 import { renderTable, type ScenarioFigures, sums } from './table.js';
 
 const options = parseOptions(process.argv.slice(2));
@@ -22,11 +22,10 @@ if (options.help) {
   );
   process.exit(0);
 }
-const unknown = options.scenarios?.filter((name) => !SCENARIOS.some((s) => s.name === name)) ?? [];
+const all = [...SCENARIOS, ...SLURM_SCENARIOS];
+const unknown = options.scenarios?.filter((name) => !all.some((s) => s.name === name)) ?? [];
 if (unknown.length) {
-  process.stderr.write(
-    `chaos: no scenario ${unknown.join(', ')}; there are: ${SCENARIOS.map((s) => s.name).join(', ')}\n`,
-  );
+  process.stderr.write(`chaos: no scenario ${unknown.join(', ')}; there are: ${all.map((s) => s.name).join(', ')}\n`);
   process.exit(2);
 }
 
@@ -37,7 +36,8 @@ const settings: RunSettings = {
   shutdownWaitMs: options.ci ? 10_000 : 45_000,
 };
 const base = trackDir(mkdtempSync(join(tmpdir(), 'schedflow-chaos-')));
-const chosen = SCENARIOS.filter((s) => !options.scenarios || options.scenarios.includes(s.name));
+const pool = options.slurm ? SLURM_SCENARIOS : SCENARIOS;
+const chosen = pool.filter((s) => !options.scenarios || options.scenarios.includes(s.name));
 const log = (line: string) => process.stderr.write(`chaos: ${line}\n`);
 log(
   `seed ${options.seed} (replay: npm run chaos -- --seed ${options.seed}${options.ci ? ' --ci' : ''}); dirs in ${base}`,

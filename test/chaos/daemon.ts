@@ -28,6 +28,10 @@ export interface DaemonOptions {
   /** An external Redis; none: the daemon starts its private redis-server. */
   redisUrl?: string;
   logLevel?: 'info' | 'debug';
+  /** The profile, instead of the simulator's (bearer token, account lab). */
+  profile?: Record<string, unknown>;
+  /** Job spec fields every submission adds (a real cluster needs a working directory). */
+  specExtra?: Record<string, unknown>;
 }
 
 export interface ShutdownReport {
@@ -53,6 +57,9 @@ export class DaemonUnderTest {
   readonly errFile: string;
   apiUrl = '';
   apiToken = '';
+  get specExtra(): Record<string, unknown> {
+    return this.options.specExtra ?? {};
+  }
   private starts = 0;
 
   constructor(
@@ -71,7 +78,7 @@ export class DaemonUnderTest {
     mkdirSync(join(this.configDir, 'pipelines'), { recursive: true });
     const tokenFile = join(this.configDir, 'alice.token');
     writeFileSync(tokenFile, ALICE_TOKEN, { mode: 0o600 });
-    const profile = {
+    const profile = this.options.profile ?? {
       url: this.options.schedulerUrl,
       auth: { type: 'bearer', tokenFile },
       account: 'lab',

@@ -6,6 +6,7 @@ export interface ChaosOptions {
   scenario?: string;
   ci: boolean;
   keep: boolean;
+  slurm: boolean;
 }
 
 export const USAGE = `npm run chaos -- [--trials N] [--seed S] [--scenario NAME] [--ci] [--keep]
@@ -14,7 +15,11 @@ export const USAGE = `npm run chaos -- [--trials N] [--seed S] [--scenario NAME]
   --scenario NAME  run one scenario (repeat or comma-separate for several)
   --ci             the CI run: a few trials each, shorter outages and deadlines, under 3 minutes;
                    exits 1 on any duplicate, lost, stuck or wrongly failed request
-  --keep           keep the temp dirs (daemon logs, histories, simulator state)`;
+  --keep           keep the temp dirs (daemon logs, histories, simulator state)
+  --slurm          the scenarios that apply to the real test cluster instead (cluster.sh up from
+                   ../shared/real-slurm; env from /tmp/real-slurm/env): daemon kill -9, slurmctld
+                   and slurmdbd killed for 20 s. It stops the shared cluster's daemons: not while
+                   someone else runs npm run test:slurm`;
 
 export function parseOptions(argv: string[]): ChaosOptions & { scenarios?: string[]; help: boolean } {
   const { values } = parseArgs({
@@ -25,6 +30,7 @@ export function parseOptions(argv: string[]): ChaosOptions & { scenarios?: strin
       scenario: { type: 'string', multiple: true },
       ci: { type: 'boolean', default: false },
       keep: { type: 'boolean', default: false },
+      slurm: { type: 'boolean', default: false },
       help: { type: 'boolean', short: 'h', default: false },
     },
     strict: true,
@@ -38,7 +44,15 @@ export function parseOptions(argv: string[]): ChaosOptions & { scenarios?: strin
     ?.flatMap((s) => s.split(','))
     .map((s) => s.trim())
     .filter(Boolean);
-  return { trials, seed, ci: values.ci ?? false, keep: values.keep ?? false, scenarios, help: values.help ?? false };
+  return {
+    trials,
+    seed,
+    ci: values.ci ?? false,
+    keep: values.keep ?? false,
+    slurm: values.slurm ?? false,
+    scenarios,
+    help: values.help ?? false,
+  };
 }
 
 /** A per-scenario seed, so `--scenario x --seed S` replays what scenario x did in a full run with seed S. */

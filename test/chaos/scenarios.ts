@@ -4,8 +4,9 @@ import { startCountingProxy, type UpstreamCounts } from './counting-proxy.js';
 import { DaemonUnderTest, type ShutdownReport } from './daemon.js';
 import { sleep, trackDir } from './processes.js';
 import type { Random } from './random.js';
+import { RealSlurm } from './real-slurm.js';
 import { ExternalRedis } from './redis-server.js';
-import { type RateLimit, SimUpstream } from './upstream.js';
+import { type JobTable, type RateLimit, SimUpstream } from './upstream.js';
 import { judge, type TrialVerdict } from './verdict.js';
 import { burst, type Submission } from './workload.js';
 
@@ -20,7 +21,10 @@ export interface RunSettings {
 /** What one scenario's world is made of: a simulator behind a counting proxy, a daemon, maybe a Redis. */
 export interface World {
   root: string;
-  sim: SimUpstream;
+  /** The simulator, in a simulator world (none against a real cluster). */
+  sim: SimUpstream | undefined;
+  /** Where the scheduler's own record of the jobs is read. */
+  jobs: JobTable;
   daemon: DaemonUnderTest;
   redis?: ExternalRedis;
   counts(): UpstreamCounts;
@@ -40,6 +44,8 @@ export interface Scenario {
   /** The simulator's per-client bucket (default: generous, never a 429). */
   rateLimit?: RateLimit;
   externalRedis?: boolean;
+  /** Runs against the real test cluster (`--slurm`) instead of the simulator. */
+  slurm?: boolean;
   /** Added to every upstream request by the counting proxy. */
   upstreamLatencyMs?: number;
   logLevel?: 'info' | 'debug';
@@ -58,6 +64,7 @@ const GENEROUS: RateLimit = { capacity: 100_000, refillPerSecond: 100_000 };
 export async function makeWorld(base: string, scenario: Scenario): Promise<World> {
   const root = trackDir(join(base, `${scenario.world}-${scenario.name}`));
   mkdirSync(root, { recursive: true, mode: 0o700 });
+  if (scenario.slurm) return makeSlurmWorld(root);
   const sim = await SimUpstream.start(root, scenario.rateLimit ?? GENEROUS);
   const proxy = await startCountingProxy(sim.url, scenario.upstreamLatencyMs);
   const redis = scenario.externalRedis ? await ExternalRedis.start(join(root, 'redis')) : undefined;
@@ -71,6 +78,7 @@ export async function makeWorld(base: string, scenario: Scenario): Promise<World
   return {
     root,
     sim,
+    jobs: sim,
     daemon,
     redis,
     counts: () => proxy.counts(),
@@ -79,6 +87,39 @@ export async function makeWorld(base: string, scenario: Scenario): Promise<World
       await proxy.close();
       await sim.stop();
       await redis?.kill();
+    },
+  };
+}
+
+export function simOf(world: World): SimUpstream {
+  if (!world.sim) throw new Error('this scenario needs the simulator');
+  return world.sim;
+}
+
+let realSlurm: RealSlurm | undefined;
+
+/** A daemon on a slurmrestd profile of the real test cluster, behind the counting proxy. */
+async function makeSlurmWorld(root: string): Promise<World> {
+  realSlurm ??= await RealSlurm.up();
+  const slurm = realSlurm;
+  const proxy = await startCountingProxy(slurm.url);
+  const daemon = new DaemonUnderTest(join(root, 'daemon'), {
+    schedulerUrl: proxy.url,
+    profile: slurm.profile(root, proxy.url),
+    // alice's jobs really run on this machine: in a folder she can write.
+    specExtra: { current_working_directory: '/tmp' },
+  });
+  await daemon.setup();
+  await daemon.start();
+  return {
+    root,
+    sim: undefined,
+    jobs: slurm,
+    daemon,
+    counts: () => proxy.counts(),
+    close: async () => {
+      await daemon.stop().catch(() => {});
+      await proxy.close();
     },
   };
 }
@@ -102,11 +143,12 @@ async function burstWithFault(
 const BURST = 10;
 
 /** A daemon stopped by kill -9 (or a dead Redis) is started again and must finish the burst. */
-function killScenario(name: string, what: string, kill: (world: World) => Promise<void>): Scenario {
+function killScenario(name: string, what: string, kill: (world: World) => Promise<void>, slurm = false): Scenario {
   return {
     name,
     what,
-    world: 'base',
+    slurm,
+    world: slurm ? 'slurm' : 'base',
     trials: (n, s) => (s.ci ? 2 : n),
     async trial(world, index, random, settings) {
       const subs = await burstWithFault(world, `${name}-${index}`, BURST, random, () => kill(world));
@@ -115,7 +157,7 @@ function killScenario(name: string, what: string, kill: (world: World) => Promis
       await world.daemon.stop(5000);
       const restartAt = Date.now();
       await world.daemon.start();
-      const verdict = await judge(world.daemon, world.sim, subs, restartAt, settings.deadlineMs);
+      const verdict = await judge(world.daemon, world.jobs, subs, restartAt, settings.deadlineMs);
       return { verdict, subs };
     },
   };
@@ -135,10 +177,12 @@ function outageScenario(
     world: 'base',
     trials,
     async trial(world, index, random, settings) {
-      const subs = await burstWithFault(world, `${name}-${index}`, BURST, random, () => world.sim.setUpstream(parts));
+      const subs = await burstWithFault(world, `${name}-${index}`, BURST, random, () =>
+        simOf(world).setUpstream(parts),
+      );
       await sleep(durationMs(settings));
-      await world.sim.setUpstream({ slurmctld: 'up', slurmdbd: 'up' });
-      const verdict = await judge(world.daemon, world.sim, subs, Date.now(), settings.deadlineMs);
+      await simOf(world).setUpstream({ slurmctld: 'up', slurmdbd: 'up' });
+      const verdict = await judge(world.daemon, world.jobs, subs, Date.now(), settings.deadlineMs);
       return { verdict, subs };
     },
   };
@@ -157,7 +201,7 @@ function stormScenario(name: string, what: string, rateLimit: RateLimit): Scenar
       const subs = await burst(world.daemon, `${name}-${index}`, count, random, [0, 20]);
       // The bucket alone makes this take count / refill seconds: the deadline allows 4 times that.
       const deadlineMs = Math.max(settings.deadlineMs, (4000 * count) / rateLimit.refillPerSecond);
-      const verdict = await judge(world.daemon, world.sim, subs, Date.now(), deadlineMs);
+      const verdict = await judge(world.daemon, world.jobs, subs, Date.now(), deadlineMs);
       return { verdict, subs };
     },
   };
@@ -176,7 +220,7 @@ function redisScenario(name: string, what: string, keepData: boolean): Scenario 
       const subs = await burstWithFault(world, `${name}-${index}`, BURST, random, () => redis.kill());
       await sleep(random.int(3000, settings.ci ? 4000 : 15_000));
       await redis.restart(keepData);
-      const verdict = await judge(world.daemon, world.sim, subs, Date.now(), settings.deadlineMs);
+      const verdict = await judge(world.daemon, world.jobs, subs, Date.now(), settings.deadlineMs);
       return { verdict, subs };
     },
   };
@@ -200,7 +244,7 @@ function signalScenario(name: string, what: string, signal: 'SIGTERM' | 'SIGINT'
       });
       const restartAt = Date.now();
       await world.daemon.start();
-      const verdict = await judge(world.daemon, world.sim, subs, restartAt, settings.deadlineMs);
+      const verdict = await judge(world.daemon, world.jobs, subs, restartAt, settings.deadlineMs);
       return { verdict, subs, shutdown };
     },
   };
@@ -241,8 +285,10 @@ export const SCENARIOS: Scenario[] = [
     what: 'the simulator process stopped and started again during a burst',
     trials: (n, s) => (s.ci ? 1 : n),
     async trial(world, index, random, settings) {
-      const subs = await burstWithFault(world, `upstream-restart-${index}`, BURST, random, () => world.sim.restart());
-      const verdict = await judge(world.daemon, world.sim, subs, Date.now(), settings.deadlineMs);
+      const subs = await burstWithFault(world, `upstream-restart-${index}`, BURST, random, () =>
+        simOf(world).restart(),
+      );
+      const verdict = await judge(world.daemon, world.jobs, subs, Date.now(), settings.deadlineMs);
       return { verdict, subs };
     },
   },
@@ -260,4 +306,36 @@ export const SCENARIOS: Scenario[] = [
   signalScenario('sigint', 'SIGINT to the daemon process during a burst', 'SIGINT', false),
   signalScenario('sigterm-group', 'SIGTERM to the daemon’s process group (a supervisor)', 'SIGTERM', true),
   signalScenario('sigint-group', 'SIGINT to the daemon’s process group (Ctrl-C in a terminal)', 'SIGINT', true),
+];
+
+/** slurmctld or slurmdbd of the real cluster killed during a burst, started again after a while. */
+function slurmOutage(name: string, what: string, daemon: 'slurmctld' | 'slurmdbd'): Scenario {
+  return {
+    name,
+    what,
+    slurm: true,
+    world: 'slurm',
+    trials: (n) => n,
+    async trial(world, index, random, settings) {
+      if (!realSlurm) throw new Error('no real cluster');
+      const slurm = realSlurm;
+      const subs = await burstWithFault(world, `${name}-${index}`, BURST, random, () => slurm.kill(daemon));
+      await sleep(20_000);
+      await slurm.restore();
+      const verdict = await judge(world.daemon, world.jobs, subs, Date.now(), settings.deadlineMs);
+      return { verdict, subs };
+    },
+  };
+}
+
+/** `--slurm`: the scenarios that apply to a real cluster (one the harness cannot rate-limit or restart at will). */
+export const SLURM_SCENARIOS: Scenario[] = [
+  killScenario(
+    'slurm-kill9-daemon',
+    'kill -9 of the daemon during a burst on the real cluster, then a restart',
+    async (w) => w.daemon.kill9(),
+    true,
+  ),
+  slurmOutage('slurm-ctld-stop', 'slurmctld killed during a burst, started again after 20 s', 'slurmctld'),
+  slurmOutage('slurm-dbd-stop', 'slurmdbd killed during a burst, started again after 20 s', 'slurmdbd'),
 ];

@@ -27,6 +27,11 @@ export interface SimJob {
   exitCode: number | null;
 }
 
+/** Where the scheduler's own record of jobs is read: the simulator's job table, or sacct. */
+export interface JobTable {
+  jobs(): Promise<SimJob[]>;
+}
+
 export interface RateLimit {
   capacity: number;
   refillPerSecond: number;
@@ -36,7 +41,7 @@ export interface RateLimit {
  * The scheduler proxy simulator as its own process (`schedflow sim`), so the daemon can be
  * killed without it and it can be stopped and restarted on the same port and state.
  */
-export class SimUpstream {
+export class SimUpstream implements JobTable {
   private proc: Spawned | undefined;
   readonly url: string;
 
@@ -105,7 +110,7 @@ export class SimUpstream {
   }
 
   /** Every job the simulator holds (a file read: no request that would spend the daemon's rate budget). */
-  jobs(): SimJob[] {
+  async jobs(): Promise<SimJob[]> {
     try {
       const state = JSON.parse(readFileSync(join(this.dir, 'state', 'jobs.json'), 'utf8')) as { jobs: SimJob[] };
       return state.jobs;

@@ -4,7 +4,7 @@ import Database from 'better-sqlite3';
 import { hasMarker } from '../../src/sched/client.js';
 import type { DaemonUnderTest } from './daemon.js';
 import { pollUntil } from './processes.js';
-import type { SimUpstream } from './upstream.js';
+import type { JobTable } from './upstream.js';
 import type { Submission } from './workload.js';
 
 const TERMINAL = new Set([
@@ -84,7 +84,7 @@ function readRows(daemon: DaemonUnderTest, ids: string[]): Map<string, Row> {
  */
 export async function judge(
   daemon: DaemonUnderTest,
-  sim: SimUpstream,
+  table: JobTable,
   subs: Submission[],
   faultEndedAt: number,
   deadlineMs: number,
@@ -102,7 +102,7 @@ export async function judge(
   // Let the simulator's state file catch up with the last ends (it is written within 50 ms).
   await new Promise((r) => setTimeout(r, 200));
   const rows = readRows(daemon, ids);
-  const jobs = sim.jobs();
+  const jobs = await table.jobs();
   const verdict: TrialVerdict = { jobs: 0, duplicates: 0, lost: 0, stuck: 0, wronglyFailed: 0, notes: [] };
   if (allTerminal !== undefined) verdict.recoverMs = Math.max(0, allTerminal - faultEndedAt);
   for (const sub of subs) {

@@ -14,6 +14,12 @@ export interface Submission {
   error?: string;
 }
 
+/**
+ * Part of every job name, so jobs of an earlier run on a cluster that outlives the run (the
+ * real one: its accounting keeps them) are never counted as this run's duplicates.
+ */
+const RUN_TAG = Date.now().toString(36);
+
 /** A short job whose script succeeds: anything but `completed` for it is the fault's doing. */
 export function jobSpec(name: string) {
   return { name, script: '#!/bin/sh\nsleep 1\necho ok\n', time_limit: 5 };
@@ -26,7 +32,7 @@ export async function submitOne(daemon: DaemonUnderTest, name: string): Promise<
     const res = await fetch(`${daemon.apiUrl}/api/v1/jobs`, {
       method: 'POST',
       headers: { authorization: `Bearer ${daemon.apiToken}`, 'content-type': 'application/json' },
-      body: JSON.stringify({ spec: jobSpec(name) }),
+      body: JSON.stringify({ spec: { ...jobSpec(name), ...daemon.specExtra } }),
       signal: AbortSignal.timeout(10_000),
     });
     sub.status = res.status;
@@ -52,7 +58,7 @@ export async function burst(
 ): Promise<Submission[]> {
   const pending: Promise<Submission>[] = [];
   for (let i = 0; i < count; i++) {
-    pending.push(submitOne(daemon, `${prefix}-${i}`));
+    pending.push(submitOne(daemon, `${prefix}-${RUN_TAG}-${i}`));
     if (i < count - 1) await sleep(random.int(gapMs[0], gapMs[1]));
   }
   return Promise.all(pending);
