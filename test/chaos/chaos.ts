@@ -74,6 +74,7 @@ for (const scenario of chosen) {
     shared = { key: scenario.world, world };
   }
   const before = world.counts();
+  const scenarioStart = Date.now();
   let failed = false;
   try {
     for (let i = 0; i < trials; i++) {
@@ -100,6 +101,7 @@ for (const scenario of chosen) {
     log(`  ${scenario.name} stopped: ${(error as Error).message}`);
   } finally {
     entry.counts = countsSince(before, world.counts());
+    log(`  ${scenario.name}: ${((Date.now() - scenarioStart) / 1000).toFixed(0)} s`);
     if (failed) await closeShared();
   }
 }

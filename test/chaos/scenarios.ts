@@ -83,7 +83,8 @@ export async function makeWorld(base: string, scenario: Scenario): Promise<World
     redis,
     counts: () => proxy.counts(),
     close: async () => {
-      await daemon.stop().catch(() => {});
+      // The end of a world is not measured (the signal scenarios measure shutdowns): 3 s, then its group is killed.
+      await daemon.stop(3000).catch(() => {});
       await proxy.close();
       await sim.stop();
       await redis?.kill();
@@ -118,7 +119,8 @@ async function makeSlurmWorld(root: string): Promise<World> {
     daemon,
     counts: () => proxy.counts(),
     close: async () => {
-      await daemon.stop().catch(() => {});
+      // The end of a world is not measured (the signal scenarios measure shutdowns): 3 s, then its group is killed.
+      await daemon.stop(3000).catch(() => {});
       await proxy.close();
     },
   };

@@ -25,7 +25,7 @@ export function jobSpec(name: string) {
   return { name, script: '#!/bin/sh\nsleep 1\necho ok\n', time_limit: 5 };
 }
 
-/** POST /api/v1/jobs once; an answer that does not come within 10 s counts as none. */
+/** POST /api/v1/jobs once; an answer that does not come within 5 s counts as none (a client gives up). */
 export async function submitOne(daemon: DaemonUnderTest, name: string): Promise<Submission> {
   const sub: Submission = { name, sentAt: Date.now() };
   try {
@@ -33,13 +33,13 @@ export async function submitOne(daemon: DaemonUnderTest, name: string): Promise<
       method: 'POST',
       headers: { authorization: `Bearer ${daemon.apiToken}`, 'content-type': 'application/json' },
       body: JSON.stringify({ spec: { ...jobSpec(name), ...daemon.specExtra } }),
-      signal: AbortSignal.timeout(10_000),
+      signal: AbortSignal.timeout(5000),
     });
     sub.status = res.status;
     const body = (await res.json().catch(() => ({}))) as { id?: string };
     if (res.ok && body.id) sub.requestId = body.id;
   } catch (error) {
-    sub.error = (error as Error).name === 'TimeoutError' ? 'no answer in 10 s' : (error as Error).message;
+    sub.error = (error as Error).name === 'TimeoutError' ? 'no answer in 5 s' : (error as Error).message;
   }
   return sub;
 }
