@@ -9,12 +9,13 @@ export interface ChaosOptions {
   slurm: boolean;
 }
 
-export const USAGE = `npm run chaos -- [--trials N] [--seed S] [--scenario NAME] [--ci] [--keep]
+export const USAGE = `npm run chaos -- [--trials N] [--seed S] [--scenario NAME] [--ci] [--keep] [--slurm]
   --trials N       trials per scenario (default 3; long scenarios run fewer, see the list)
   --seed S         seed of the random fault points (default: random; printed, to replay a run)
   --scenario NAME  run one scenario (repeat or comma-separate for several)
-  --ci             the CI run: a few trials each, shorter outages and deadlines, under 3 minutes;
-                   exits 1 on any duplicate, lost, stuck or wrongly failed request
+  --ci             the CI run: 1–2 trials each, shorter outages and deadlines, world shared where
+                   it can be (about 2.5 minutes when nothing fails; a failing scenario waits out its
+                   deadline); exits 1 on any duplicate, lost, stuck or wrongly failed request
   --keep           keep the temp dirs (daemon logs, histories, simulator state)
   --slurm          the scenarios that apply to the real test cluster instead (cluster.sh up from
                    ../shared/real-slurm; env from /tmp/real-slurm/env): daemon kill -9, slurmctld
