@@ -1,0 +1,104 @@
+import { Agent, createServer, request } from 'node:http';
+import type { AddressInfo } from 'node:net';
+
+/** What the upstream was asked, by kind of request, and how it answered. */
+export interface UpstreamCounts {
+  total: number;
+  byEndpoint: Record<string, number>;
+  /** Answers by status (`429`, `502`, …; `network` when the upstream could not be reached). */
+  byStatus: Record<string, number>;
+}
+
+export interface CountingProxy {
+  url: string;
+  counts(): UpstreamCounts;
+  reset(): void;
+  close(): Promise<void>;
+}
+
+/** The kind of a scheduler-API request, from its method and path. */
+export function endpointOf(method: string, url: string): string {
+  const path = url.split('?')[0] ?? '';
+  if (method === 'POST' && /\/job\/submit$/.test(path)) return 'submit';
+  if (/^\/sched\/[^/]+\/jobs\/state$/.test(path)) return 'jobs/state';
+  if (/^\/sched\/[^/]+\/jobs$/.test(path)) return 'controller listing';
+  if (method === 'DELETE') return 'cancel';
+  if (/^\/sched\/[^/]+\/job\//.test(path)) return 'controller job';
+  if (path.startsWith('/scheddb/')) return 'accounting';
+  if (/ping$/.test(path)) return 'ping';
+  return 'other';
+}
+
+/**
+ * A loopback HTTP proxy in front of the simulator that counts every request the daemon
+ * sends upstream (the simulator's own counters start again when it restarts; these do not).
+ * An upstream that cannot be reached (stopped, restarting) drops the client's connection,
+ * as a dead upstream would, and counts as `network`. `latencyMs` delays every request (a slow
+ * site proxy), so work is in flight when a fault lands.
+ */
+export async function startCountingProxy(target: string, latencyMs = 0): Promise<CountingProxy> {
+  const upstream = new URL(target);
+  const agent = new Agent({ keepAlive: true, maxSockets: 64 });
+  let counts: UpstreamCounts = { total: 0, byEndpoint: {}, byStatus: {} };
+  const bump = (record: Record<string, number>, key: string) => {
+    record[key] = (record[key] ?? 0) + 1;
+  };
+  const server = createServer((req, res) => {
+    const method = req.method ?? 'GET';
+    const url = req.url ?? '/';
+    counts.total++;
+    bump(counts.byEndpoint, endpointOf(method, url));
+    const headers = { ...req.headers, host: upstream.host };
+    req.pause();
+    setTimeout(() => forward(), latencyMs);
+    const forward = () => {
+      const out = request(
+        { host: upstream.hostname, port: upstream.port, method, path: url, headers, agent },
+        (answer) => {
+          bump(counts.byStatus, String(answer.statusCode ?? 0));
+          res.writeHead(answer.statusCode ?? 502, answer.headers);
+          answer.pipe(res);
+          answer.on('error', () => res.destroy());
+        },
+      );
+      out.on('error', () => {
+        bump(counts.byStatus, 'network');
+        req.socket.destroy();
+      });
+      req.pipe(out);
+      req.resume();
+      req.on('error', () => out.destroy());
+    };
+  });
+  server.keepAliveTimeout = 5000;
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const port = (server.address() as AddressInfo).port;
+  return {
+    url: `http://127.0.0.1:${port}`,
+    counts: () => structuredClone(counts),
+    reset: () => {
+      counts = { total: 0, byEndpoint: {}, byStatus: {} };
+    },
+    close: () =>
+      new Promise((resolve) => {
+        server.closeAllConnections();
+        agent.destroy();
+        server.close(() => resolve());
+      }),
+  };
+}
+
+/** What was counted between two readings of the same proxy. */
+export function countsSince(before: UpstreamCounts, after: UpstreamCounts): UpstreamCounts {
+  const minus = (a: Record<string, number>, b: Record<string, number>) =>
+    Object.fromEntries(
+      Object.entries(a)
+        .map(([k, n]) => [k, n - (b[k] ?? 0)] as const)
+        .filter(([, n]) => n > 0),
+    );
+  return {
+    total: after.total - before.total,
+    byEndpoint: minus(after.byEndpoint, before.byEndpoint),
+    byStatus: minus(after.byStatus, before.byStatus),
+  };
+}

@@ -1,0 +1,228 @@
+import { execFileSync } from 'node:child_process';
+import { closeSync, existsSync, mkdirSync, openSync, readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { pollUntil, type Spawned, sleep, spawnTracked, trackPid } from './processes.js';
+import { ALICE_TOKEN, CLI, freePort } from './upstream.js';
+
+/**
+ * The steps a daemon with a profile and its private Redis registers (src/main.ts, plus the
+ * CLI's own `daemon` step): a shutdown that ran them all logs `stopped` for each at debug
+ * level. With REDIS_URL there is no data dir lock and no redis-server step.
+ */
+export const SHUTDOWN_STEPS_PRIVATE_REDIS = [
+  'workers',
+  'local API',
+  'pipeline files',
+  'queues',
+  'redis watch',
+  'scheduler clients',
+  'redis-server',
+  'history',
+  'data dir lock',
+  'daemon',
+];
+
+export interface DaemonOptions {
+  /** The scheduler URL the profile points at (the counting proxy). */
+  schedulerUrl: string;
+  /** An external Redis; none: the daemon starts its private redis-server. */
+  redisUrl?: string;
+  logLevel?: 'info' | 'debug';
+  /** The profile, instead of the simulator's (bearer token, account lab). */
+  profile?: Record<string, unknown>;
+  /** Job spec fields every submission adds (a real cluster needs a working directory). */
+  specExtra?: Record<string, unknown>;
+}
+
+export interface ShutdownReport {
+  exitMs: number;
+  /** Killed by the harness after the wait ran out. */
+  forced: boolean;
+  code: number | null;
+  stepsRun: string[];
+  stepsMissing: string[];
+  deadlinePassed: boolean;
+}
+
+/**
+ * `schedflow start` as a real separate process (dist/src/cli.js, in its own process group)
+ * on a data dir of its own, a profile pointing at the upstream and a fixed API port, so a
+ * restarted daemon answers where the last one did. Logs go to files (JSON lines on stdout).
+ */
+export class DaemonUnderTest {
+  proc: Spawned | undefined;
+  readonly dataDir: string;
+  readonly configDir: string;
+  readonly logFile: string;
+  readonly errFile: string;
+  apiUrl = '';
+  apiToken = '';
+  get specExtra(): Record<string, unknown> {
+    return this.options.specExtra ?? {};
+  }
+  private starts = 0;
+
+  constructor(
+    readonly root: string,
+    private readonly options: DaemonOptions,
+  ) {
+    this.dataDir = join(root, 'data');
+    this.configDir = join(root, 'config');
+    this.logFile = join(root, 'daemon.log');
+    this.errFile = join(root, 'daemon.stderr');
+  }
+
+  async setup(): Promise<void> {
+    mkdirSync(this.dataDir, { recursive: true, mode: 0o700 });
+    mkdirSync(join(this.configDir, 'profiles'), { recursive: true });
+    mkdirSync(join(this.configDir, 'pipelines'), { recursive: true });
+    const tokenFile = join(this.configDir, 'alice.token');
+    writeFileSync(tokenFile, ALICE_TOKEN, { mode: 0o600 });
+    const profile = this.options.profile ?? {
+      url: this.options.schedulerUrl,
+      auth: { type: 'bearer', tokenFile },
+      account: 'lab',
+      version: 'v0.0.44',
+    };
+    writeFileSync(join(this.configDir, 'profiles', 'chaos.yaml'), JSON.stringify(profile));
+    this.apiToken = execFileSync(
+      process.execPath,
+      [CLI, 'tokens', 'create', '--name', 'chaos', '--scopes', 'submit,read', '--data-dir', this.dataDir],
+      { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] },
+    ).trim();
+    this.apiUrl = `http://127.0.0.1:${await freePort()}`;
+  }
+
+  get env(): NodeJS.ProcessEnv {
+    const env: NodeJS.ProcessEnv = { ...process.env };
+    for (const name of Object.keys(env)) if (name.startsWith('SCHEDFLOW_') || name === 'REDIS_URL') delete env[name];
+    return {
+      ...env,
+      ...(this.options.redisUrl && { REDIS_URL: this.options.redisUrl }),
+      // Faster than the defaults so a trial takes seconds, not minutes; each says why.
+      SCHEDFLOW_POLL_FLOOR_MS: '1000', // the simulator's cache lifetime is 2 s
+      SCHEDFLOW_RECONCILE_EVERY_MS: '10000',
+      SCHEDFLOW_LOCK_DURATION_MS: '5000', // a killed worker's submit is taken up again in ~10 s, not ~60 s
+      SCHEDFLOW_API_RATE_LIMIT: '100000', // the harness's bursts must not meet the local API's own limit
+    };
+  }
+
+  /** Starts the daemon and waits until its API answers /healthz. */
+  async start(timeoutMs = 30_000): Promise<void> {
+    this.starts++;
+    const out = openSync(this.logFile, 'a');
+    const err = openSync(this.errFile, 'a');
+    const listen = this.apiUrl.replace('http://', '');
+    const args = [CLI, 'start', '--data-dir', this.dataDir, '--config', this.configDir, '--listen', listen];
+    args.push('--log-level', this.options.logLevel ?? 'info');
+    this.proc = spawnTracked(process.execPath, args, { cwd: this.root, env: this.env, stdio: ['ignore', out, err] });
+    closeSync(out);
+    closeSync(err);
+    const proc = this.proc;
+    const up = await pollUntil(
+      async () => {
+        if (!proc.alive()) throw new Error('exited');
+        const res = await fetch(`${this.apiUrl}/healthz`, { signal: AbortSignal.timeout(1000) });
+        return res.ok ? true : undefined;
+      },
+      timeoutMs,
+      100,
+    ).catch(() => undefined);
+    if (!up) {
+      const exited = !proc.alive();
+      throw new Error(
+        `daemon start #${this.starts} ${exited ? 'exited' : `did not answer /healthz in ${timeoutMs} ms`}; log: ${this.logFile}`,
+      );
+    }
+    this.trackPrivateRedis();
+  }
+
+  /** The private redis-server's pid (from its pid file), if the daemon has one. */
+  privateRedisPid(): number | undefined {
+    const file = join(this.dataDir, 'redis', 'redis.pid');
+    if (!existsSync(file)) return undefined;
+    const pid = Number(readFileSync(file, 'utf8').trim());
+    return Number.isInteger(pid) && pid > 0 ? pid : undefined;
+  }
+
+  private trackPrivateRedis(): void {
+    const pid = this.privateRedisPid();
+    if (pid) trackPid(pid);
+  }
+
+  /** kill -9 of the daemon process alone (its private redis-server lives on, as after a crash). */
+  async kill9(): Promise<void> {
+    const proc = this.proc;
+    if (!proc?.alive()) return;
+    process.kill(proc.pid, 'SIGKILL');
+    await proc.exited;
+  }
+
+  /** kill -9 of the private redis-server. */
+  killPrivateRedis(): boolean {
+    const pid = this.privateRedisPid();
+    if (!pid) return false;
+    try {
+      process.kill(pid, 'SIGKILL');
+      return true;
+    } catch {
+      return false;
+    }
+  }
+
+  /**
+   * Sends a signal to the daemon process or to its whole process group (what a terminal's
+   * Ctrl-C and many supervisors do), waits up to `waitMs` for the exit (then SIGKILL) and
+   * reads from the log which shutdown steps ran.
+   */
+  async signal(signal: 'SIGTERM' | 'SIGINT', group: boolean, waitMs: number): Promise<ShutdownReport> {
+    const proc = this.proc;
+    if (!proc?.alive()) throw new Error('the daemon is not running');
+    const logStart = existsSync(this.logFile) ? readFileSync(this.logFile).length : 0;
+    const sentAt = Date.now();
+    process.kill(group ? -proc.pid : proc.pid, signal);
+    const exit = await Promise.race([proc.exited, sleep(waitMs).then(() => undefined)]);
+    let forced = false;
+    if (!exit) {
+      forced = true;
+      process.kill(-proc.pid, 'SIGKILL');
+    }
+    const final = await proc.exited;
+    const exitMs = final.at - sentAt;
+    await sleep(100);
+    const lines = readFileSync(this.logFile).subarray(logStart).toString('utf8').split('\n');
+    const stepsRun: string[] = [];
+    let deadlinePassed = false;
+    for (const line of lines) {
+      if (!line.startsWith('{')) continue;
+      try {
+        const entry = JSON.parse(line) as { msg?: string; step?: string };
+        if (entry.msg === 'stopped' && entry.step) stepsRun.push(entry.step);
+        if (entry.msg?.startsWith('shutdown deadline passed')) deadlinePassed = true;
+      } catch {
+        // a partial last line
+      }
+    }
+    const expected = this.options.redisUrl
+      ? SHUTDOWN_STEPS_PRIVATE_REDIS.filter((s) => s !== 'redis-server' && s !== 'data dir lock')
+      : SHUTDOWN_STEPS_PRIVATE_REDIS;
+    return {
+      exitMs,
+      forced,
+      code: final.code,
+      stepsRun,
+      stepsMissing: expected.filter((s) => !stepsRun.includes(s)),
+      deadlinePassed,
+    };
+  }
+
+  /** Stops it: SIGTERM, then SIGKILL to its group after `waitMs`. */
+  async stop(waitMs = 15_000): Promise<void> {
+    const proc = this.proc;
+    if (!proc?.alive()) return;
+    proc.child.kill('SIGTERM');
+    const exit = await Promise.race([proc.exited, sleep(waitMs).then(() => undefined)]);
+    if (!exit) process.kill(-proc.pid, 'SIGKILL');
+    await proc.exited;
+  }
+}
