@@ -119,11 +119,15 @@ cleanupAll(options.keep);
 if (options.ci) {
   const bad = figures.filter((f) => {
     const s = sums(f);
-    return f.error || s.duplicates || s.lost || s.stuck || s.wronglyFailed;
+    // A shutdown that skipped a step fails too (how long it took never does).
+    const skipped = f.trials.some((t) => (t.shutdown?.stepsMissing.length ?? 0) > 0);
+    return f.error || s.duplicates || s.lost || s.stuck || s.wronglyFailed || skipped;
   });
   if (bad.length) {
     process.stdout.write(`chaos --ci: FAILED in ${bad.map((f) => f.name).join(', ')}\n`);
     process.exit(1);
   }
-  process.stdout.write('chaos --ci: no duplicate, lost, stuck or wrongly failed request\n');
+  process.stdout.write(
+    'chaos --ci: no duplicate, lost, stuck or wrongly failed request; every shutdown ran every step\n',
+  );
 }
