@@ -38,6 +38,7 @@ function alive(pid: number): boolean {
 /** The steps of a full all-in-one daemon, in the order they stop: the reverse of their start. */
 const ALL_STEPS = [
   'local API',
+  'queue keeper',
   'workers',
   'pipeline files',
   'queues',
