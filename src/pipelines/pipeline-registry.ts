@@ -313,7 +313,9 @@ export class PipelineRegistry implements PipelineService {
       const row = db.select().from(pipelineSchedules).where(eq(pipelineSchedules.pipeline, pipeline.name)).get();
       const until = now - LATE_TICK_MS;
       if (!schedule.enabled || pauses.has(pipeline.name) || row?.lastScheduledFor == null) {
-        upsertSchedule(db, pipeline.name, until);
+        // Nothing before now is owed to a schedule seen for the first time, off or paused:
+        // marking `until` instead would let the next pass catch up a tick from a minute ago.
+        upsertSchedule(db, pipeline.name, now);
         continue;
       }
       if (row.lastScheduledFor >= until) continue;

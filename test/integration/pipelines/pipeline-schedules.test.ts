@@ -1,3 +1,4 @@
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Writable } from 'node:stream';
 import { pino } from 'pino';
@@ -129,6 +130,27 @@ describe('catch-up after downtime', () => {
     expect(catchUps('latest')[0]?.scheduledFor).toBe(all[2]);
     expect(all[2] as number).toBeGreaterThan(Date.now() - 3 * 60_000);
   }, 40_000);
+
+  it('owes nothing from the time a schedule was off, once it is switched on', async () => {
+    const sim = await env.sim();
+    const before = Date.now();
+    // A tick every second: a mark left a minute back would make the next pass catch up its ticks.
+    const every = (enabled: boolean) => pipelineYaml(sim, `cron: '* * * * * *'\ncatchup: all\nenabled: ${enabled}`);
+    const td = await env.daemon(sim.url, { pipelineTickMs: 200 }, { 'later.yaml': every(false) });
+    const daemon = td.daemon;
+    const mark = await waitFor(
+      async () => daemon.history.db.select().from(pipelineSchedules).get()?.lastScheduledFor ?? undefined,
+      { what: 'the first catch-up pass' },
+    );
+    expect(mark).toBeGreaterThanOrEqual(before);
+
+    writeFileSync(join(td.configDir, 'pipelines', 'later.yaml'), every(true));
+    await waitFor(
+      async () => (runsOf(daemon, 'later').filter((r) => r.trigger === 'schedule').length >= 2 ? true : undefined),
+      { what: 'two ticks once switched on' },
+    );
+    expect(runsOf(daemon, 'later').filter((r) => r.trigger === 'catchup')).toEqual([]);
+  }, 30_000);
 });
 
 describe('two daemon processes on one Redis and one history', () => {
