@@ -27,7 +27,7 @@ describe('a slurmctld crash that loses its newest jobs and reuses their ids', ()
       jobSpecSchema.parse({ name, script, current_working_directory: sim.workDir });
 
     // In flight when the controller dies: submitted, their ids recorded, not yet ended.
-    const lost = [];
+    const lost: string[] = [];
     for (const name of ['crash-a', 'crash-b', 'crash-c']) {
       lost.push(await td.daemon.submit({ spec: spec(name, '#!/bin/sh\nsleep 30\n'), origin: 'api' }));
     }
