@@ -160,7 +160,10 @@ export class Cluster {
     }
     const first = lost[0];
     if (first) this.nextJobId = first.jobId;
-    this.options.logger.warn({ lost: lost.map((j) => j.jobId), nextJobId: this.nextJobId }, 'simulated slurmctld crash');
+    this.options.logger.warn(
+      { lost: lost.map((j) => j.jobId), nextJobId: this.nextJobId },
+      'simulated slurmctld crash',
+    );
     this.touch();
     this.store.saveNow(this.snapshot());
     this.schedule();
