@@ -1,5 +1,10 @@
 import { and, asc, desc, eq, inArray, isNotNull, isNull, lt, notInArray, type SQL } from 'drizzle-orm';
 import { jobFinishedBody } from '../notify/events.js';
+import {
+  LOST_BY_CONTROLLER_CODE,
+  LOST_BY_CONTROLLER_REASON,
+  lostByControllerMessage,
+} from '../tracking/job-identity.js';
 import { canTransition, isTerminalRequest } from '../tracking/request-state.js';
 import type { Db } from './database.js';
 import {
@@ -143,6 +148,60 @@ export function requestByJobId(db: Db, profile: string, jobId: number): JobReque
     .get();
 }
 
+/**
+ * Ends a request whose job the controller lost (slurmctld back from a crash without it, its id
+ * given to another job): `node_fail` with reason JobLostByController and the job id in its
+ * message, and its claim on the id released (job_id null) for the job that has the id now. A
+ * request already ended only lets the id go. True when the request moved.
+ */
+export function endLostByController(
+  db: Db,
+  requestId: string,
+  input: { at: number; source: TransitionSource; why: string },
+): boolean {
+  return db.transaction((tx) => {
+    const row = tx.select().from(jobRequests).where(eq(jobRequests.id, requestId)).get();
+    if (!row || row.jobId === null) return false;
+    if (isTerminalRequest(row.state)) {
+      patchRequest(tx, requestId, { jobId: null, updatedAt: input.at });
+      return false;
+    }
+    const message = lostByControllerMessage(row.jobId, input.why);
+    return transition(tx, requestId, {
+      to: 'node_fail',
+      source: input.source,
+      at: input.at,
+      reason: LOST_BY_CONTROLLER_REASON,
+      detail: message,
+      patch: {
+        jobId: null,
+        endedAt: input.at,
+        missingSince: null,
+        errorCode: LOST_BY_CONTROLLER_CODE,
+        errorMessage: message,
+      },
+    });
+  });
+}
+
+/**
+ * Makes `jobId` recordable for `requestId`, whose job it is now (slurmctld's answer to its
+ * submission, or found by its marker): another request still holding the id had its job lost by
+ * the controller, which then gave the id again, and is ended so (see endLostByController).
+ */
+export function claimJobId(
+  db: Db,
+  input: { profile: string; jobId: number; requestId: string; at: number; source: TransitionSource },
+): void {
+  const holder = requestByJobId(db, input.profile, input.jobId);
+  if (!holder || holder.id === input.requestId) return;
+  endLostByController(db, holder.id, {
+    at: input.at,
+    source: input.source,
+    why: `slurmctld has since given job id ${input.jobId} to request ${input.requestId}'s job`,
+  });
+}
+
 export function transitionsOf(db: Db, requestId: string): JobTransitionRow[] {
   return db
     .select()
@@ -156,7 +215,9 @@ export function transitionsOf(db: Db, requestId: string): JobTransitionRow[] {
 const trackedColumns = {
   id: jobRequests.id,
   state: jobRequests.state,
+  name: jobRequests.name,
   jobId: jobRequests.jobId,
+  jobConfirmedAt: jobRequests.jobConfirmedAt,
   rawState: jobRequests.rawState,
   reason: jobRequests.reason,
   exitCode: jobRequests.exitCode,

@@ -63,6 +63,12 @@ export const jobRequests = sqliteTable(
     state: text('state', { enum: REQUEST_STATES }).notNull(),
     /** Slurm's job id, once the scheduler accepted the job. */
     jobId: integer('job_id'),
+    /**
+     * When the controller's record under jobId was seen carrying this request's marker: the id is
+     * this request's job. Until then it is only what slurmctld answered, and a slurmctld that
+     * crashed before saving its state may have given the id to another job since.
+     */
+    jobConfirmedAt: integer('job_confirmed_at'),
     /** True when the job was found by its marker after an ambiguous submit. */
     adopted: integer('adopted', { mode: 'boolean' }).notNull().default(false),
     /** Upstream's view, as last seen. */

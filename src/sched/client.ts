@@ -311,7 +311,7 @@ export class SchedClient {
     requestId: string,
     options: {
       signal?: AbortSignal;
-      isKnownJob?: (jobId: number) => boolean;
+      isKnownJob?: (jobId: number, job: SchedJob) => boolean;
       /**
        * Told when an attempt whose outcome may stay unknown starts (its time), and when nothing
        * can have been made after all (null: a definite refusal such as 429, or a lookup that found
@@ -409,7 +409,7 @@ export class SchedClient {
       jobName?: string;
       notBeforeMs?: number;
       signal?: AbortSignal;
-      isKnownJob?: (jobId: number) => boolean;
+      isKnownJob?: (jobId: number, job: SchedJob) => boolean;
     } = {},
   ): Promise<SchedJob | null> {
     const { listing, history } = await this.lookupData(hint);
@@ -432,7 +432,7 @@ export class SchedClient {
         (user === undefined || job.user === user) &&
         (job.submit_time ?? 0) >= attemptSec &&
         !inControllerIds.has(job.job_id) &&
-        !hint.isKnownJob?.(job.job_id),
+        !hint.isKnownJob?.(job.job_id, job),
     );
     if (candidates.length > 1) {
       const ids = candidates.map((job) => job.job_id).join(', ');

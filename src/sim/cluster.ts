@@ -142,6 +142,34 @@ export class Cluster {
     this.store.release();
   }
 
+  /**
+   * slurmctld killed with SIGKILL and started again from its last state save, which lacks its
+   * `count` newest jobs: they are gone (their scripts killed, as slurmd's are for jobs the
+   * restarted controller does not know), and their ids go to the next jobs submitted, as the
+   * saved next job id is the lowest of them. slurmdbd had not been told of them yet either (the
+   * controller's queued messages die with it), so accounting has no record of them. Returns the
+   * ids lost.
+   */
+  crashLosingNewest(count: number): number[] {
+    const lost = this.listJobs().slice(-Math.max(0, count));
+    for (const job of lost) {
+      this.jobs.delete(job.jobId);
+      this.endCause.delete(job.jobId);
+      this.processes.get(job.jobId)?.signal('SIGKILL');
+      this.processes.delete(job.jobId);
+    }
+    const first = lost[0];
+    if (first) this.nextJobId = first.jobId;
+    this.options.logger.warn(
+      { lost: lost.map((j) => j.jobId), nextJobId: this.nextJobId },
+      'simulated slurmctld crash',
+    );
+    this.touch();
+    this.store.saveNow(this.snapshot());
+    this.schedule();
+    return lost.map((job) => job.jobId);
+  }
+
   get lastJobUpdate(): number {
     return this.lastJobUpdateSec;
   }
@@ -477,6 +505,11 @@ export class Cluster {
   }
 
   private track(job: SimJob, proc: RunningProcess): void {
+    if (this.jobs.get(job.jobId) !== job) {
+      // Started as a simulated crash took its job away.
+      proc.signal('SIGKILL');
+      return;
+    }
     this.processes.set(job.jobId, proc);
     job.pid = proc.pid;
     if (proc.startTicks !== null) job.pidStartTicks = proc.startTicks;
@@ -490,6 +523,8 @@ export class Cluster {
       });
     }
     void proc.done.then((exit) => {
+      // A job a simulated crash took away: its id may be another job's by now.
+      if (this.jobs.get(job.jobId) !== job) return;
       this.processes.delete(job.jobId);
       delete job.pid;
       delete job.pidStartTicks;

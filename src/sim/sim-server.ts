@@ -210,6 +210,14 @@ export class SimServer {
       this.options.logger.warn({ user: req.params.name, maxSubmitJobs: limit }, 'simulated submit limit changed');
       return { user: req.params.name, ...this.associations.of(req.params.name) };
     });
+    // slurmctld killed with SIGKILL and back at once, its newest jobs not yet saved (see Cluster.crashLosingNewest).
+    this.app.post<{ Body: unknown }>(`${ADMIN_PREFIX}/slurmctld/crash`, async (req, reply) => {
+      const lose = (req.body as { loseNewest?: unknown } | null)?.loseNewest;
+      if (!(typeof lose === 'number' && Number.isInteger(lose) && lose >= 0)) {
+        return proxyError(reply, 400, 'Bad Request', 'loseNewest must be a whole number of jobs');
+      }
+      return { lost: this.cluster.crashLosingNewest(lose) };
+    });
     this.app.get(`${ADMIN_PREFIX}/stats`, async () => ({ requests: Object.fromEntries(this.requestCounts) }));
     this.app.put<{ Body: unknown }>(`${ADMIN_PREFIX}/upstream`, async (req, reply) => {
       const body = req.body as Partial<Record<keyof UpstreamStatus, unknown>> | null;

@@ -1,6 +1,6 @@
 import { getProfileSync, recordAccountingAnswer, updateProfileSync } from '../db/accounting.js';
 import type { Db } from '../db/database.js';
-import { patchRequest, type TrackedRequest, trackedRequests, transition } from '../db/requests.js';
+import { endLostByController, patchRequest, type TrackedRequest, trackedRequests, transition } from '../db/requests.js';
 import type { TransitionSource } from '../db/schema.js';
 import { SchedflowError } from '../errors.js';
 import type { Logger } from '../logger.js';
@@ -8,6 +8,7 @@ import type { SchedClient } from '../sched/client.js';
 import type { Freshness } from '../sched/freshness.js';
 import type { JobStateEntry, SchedJob } from '../sched/job-model.js';
 import { AccountingNotServedError } from '../sched/sched-errors.js';
+import { jobIdentity } from './job-identity.js';
 import { isTerminalRequest, requestStateFor } from './request-state.js';
 
 /** Slurm states of a job that has not ended. */
@@ -127,29 +128,41 @@ export async function pollProfile(deps: PollDeps, profile: string): Promise<Poll
   const needAccounting: TrackedRequest[] = [];
   const changedRows: TrackedRequest[] = [];
   let activeOnly = false;
+  for (const row of tracked) {
+    const job = byId.get(row.jobId as number);
+    if (job) {
+      const to = requestStateFor(job.state);
+      // Finished: the accounting record carries exit code, times and elapsed. A state that
+      // changed (pending to running): the light listing has no reason, start time or nodes,
+      // so the full record comes with the same accounting request, not one more per job.
+      if (to !== null && isTerminalRequest(to)) needAccounting.push(row);
+      // A running job whose start the history lacks (accounting was behind last time) is asked again.
+      else if (
+        job.state_flags.join(',') !== row.rawState ||
+        row.missingSince !== null ||
+        (to === 'running' && row.startedAt === null)
+      ) {
+        changedRows.push(row);
+      }
+    } else if (!states.freshness.stale && producedNoEarlierThan > (row.submittedAt ?? 0)) {
+      // Absent from an answer produced after the submission: it has left the controller.
+      needAccounting.push(row);
+    }
+  }
+
+  // A job id is what slurmctld answered, not proof: one that crashed before saving its state
+  // gives the lost jobs' ids again. A job seen for the first time is checked once against the
+  // controller's full record, which carries the marker; until it is, it gives its request nothing.
+  const confirmed = await confirmIdentities(deps, [...needAccounting, ...changedRows], byId, states.freshness);
+  changed += confirmed.ended;
+  for (const list of [needAccounting, changedRows]) {
+    const kept = list.filter((row) => !confirmed.skip.has(row.id));
+    list.splice(0, list.length, ...kept);
+  }
+  if (confirmed.listed) requests++;
+
   // One transaction per batch of writes: thousands of small commits would dominate the cycle.
   db.transaction(() => {
-    for (const row of tracked) {
-      const job = byId.get(row.jobId as number);
-      if (job) {
-        const to = requestStateFor(job.state);
-        // Finished: the accounting record carries exit code, times and elapsed. A state that
-        // changed (pending to running): the light listing has no reason, start time or nodes,
-        // so the full record comes with the same accounting request, not one more per job.
-        if (to !== null && isTerminalRequest(to)) needAccounting.push(row);
-        // A running job whose start the history lacks (accounting was behind last time) is asked again.
-        else if (
-          job.state_flags.join(',') !== row.rawState ||
-          row.missingSince !== null ||
-          (to === 'running' && row.startedAt === null)
-        ) {
-          changedRows.push(row);
-        }
-      } else if (!states.freshness.stale && producedNoEarlierThan > (row.submittedAt ?? 0)) {
-        // Absent from an answer produced after the submission: it has left the controller.
-        needAccounting.push(row);
-      }
-    }
     // Full records only while the accounting query can name its jobs: a mass start of thousands
     // would otherwise pull every full record of the account into memory at once. Those get the
     // light record now, and the rest with their end.
@@ -275,6 +288,8 @@ async function resolveThroughController(
     for (const row of rows) {
       const record = full.get(row.jobId as number);
       const entry = light.get(row.jobId as number);
+      // (Never another job's record: a crashed slurmctld gives lost jobs' ids again.)
+      if (record && jobIdentity(record, row) === 'other') continue;
       if (record && listing) {
         if (applyJob(db, row, record, 'poll', listing.freshness)) changed++;
         continue;
@@ -286,6 +301,86 @@ async function resolveThroughController(
     }
   });
   return changed;
+}
+
+/**
+ * Checks the jobs of `rows` the controller lists and whose identity is not yet confirmed
+ * against its full records (one listing for all): a record carrying the request's marker
+ * confirms it for good; a record of another job under the id means the controller lost this
+ * request's job and gave the id again, and the request ends (node_fail, JobLostByController).
+ * Rows left unsettled (the listing failed, or the job left the controller between the two
+ * reads) are skipped this cycle. Jobs the controller no longer lists are checked against
+ * accounting's record instead (resolveThroughAccounting).
+ */
+async function confirmIdentities(
+  deps: PollDeps,
+  rows: TrackedRequest[],
+  light: Map<number, JobStateEntry>,
+  lightFreshness: Freshness,
+): Promise<{ skip: Set<string>; ended: number; listed: boolean }> {
+  const { db, client, logger } = deps;
+  const skip = new Set<string>();
+  const toCheck = rows.filter((row) => row.jobConfirmedAt === null && light.has(row.jobId as number));
+  if (toCheck.length === 0) return { skip, ended: 0, listed: false };
+  const listing = await client.listJobs({ forPolling: true, signal: deps.signal }).catch((error: unknown) => {
+    if (!(error instanceof SchedflowError)) throw error;
+    logger.warn({ code: error.code, err: error.message }, 'controller listing unavailable: new jobs not yet checked');
+    return null;
+  });
+  if (!listing) {
+    for (const row of toCheck) skip.add(row.id);
+    return { skip, ended: 0, listed: true };
+  }
+  const full = new Map(listing.data.jobs.map((job) => [job.job_id, job]));
+  let ended = 0;
+  const now = Date.now();
+  db.transaction(() => {
+    for (const row of toCheck) {
+      const record = full.get(row.jobId as number);
+      if (!record) {
+        skip.add(row.id);
+        continue;
+      }
+      if (jobIdentity(record, row) === 'ours') {
+        // A listing older than the light one that showed the job might predate a crash that lost it.
+        if (listing.freshness.stale || listing.freshness.ageSec > lightFreshness.ageSec) {
+          skip.add(row.id);
+          continue;
+        }
+        patchRequest(db, row.id, { jobConfirmedAt: now });
+        row.jobConfirmedAt = now;
+        continue;
+      }
+      skip.add(row.id);
+      // An answer from before the submission may still show an older job under a reused id.
+      if (listing.freshness.stale) continue;
+      logger.warn(
+        { requestId: row.id, job_id: row.jobId, other: record.comment || record.name },
+        'the controller lost this job: its id is another job now',
+      );
+      const why = `job ${row.jobId} in the controller now is another job ("${record.name}"${record.comment ? `, comment "${record.comment}"` : ''}, submitted ${record.submit_time === null ? 'at an unknown time' : new Date(record.submit_time * 1000).toISOString()})`;
+      if (endLostByController(db, row.id, { at: now, source: 'poll', why })) ended++;
+    }
+  });
+  return { skip, ended, listed: true };
+}
+
+/**
+ * The request's own record among accounting's records under its job id: one carrying its marker,
+ * else the newest that may be its job (the latest run of a requeued job). `reusedBy`: none may
+ * be, and one was submitted after the request was made (its id was given again).
+ */
+function ownRecord(records: SchedJob[], row: TrackedRequest): { record?: SchedJob; reusedBy?: SchedJob } {
+  const identities = records.map((job) => ({ job, identity: jobIdentity(job, row) }));
+  const ours = identities.find((x) => x.identity === 'ours');
+  if (ours) return { record: ours.job };
+  const maybe = identities.filter((x) => x.identity === 'unsure').map((x) => x.job);
+  if (maybe.length > 0) {
+    const newest = maybe.reduce((a, b) => ((b.submit_time ?? 0) >= (a.submit_time ?? 0) ? b : a));
+    return { record: newest };
+  }
+  const createdSec = Math.floor(row.createdAt / 1000);
+  return { reusedBy: records.find((job) => (job.submit_time ?? 0) >= createdSec) };
 }
 
 /**
@@ -332,14 +427,25 @@ async function resolveThroughAccounting(
     },
     { forPolling: true, signal: deps.signal },
   );
-  const found = new Map(history.data.map((job) => [job.job_id, job]));
+  // Several records can share an id: a requeued job (a new submit time each time) and, after a
+  // crash of slurmctld, a job it lost and the one that has its id now.
+  const found = new Map<number, SchedJob[]>();
+  for (const job of history.data) found.set(job.job_id, [...(found.get(job.job_id) ?? []), job]);
   let changed = 0;
   const endedWithoutRecord: TrackedRequest[] = [];
   const now = Date.now();
   db.transaction(() => {
     for (const row of rows) {
-      const record = found.get(row.jobId as number);
+      const records = found.get(row.jobId as number) ?? [];
+      const { record, reusedBy } = ownRecord(records, row);
       const inController = controller.get(row.jobId as number);
+      if (reusedBy && !inController && !history.freshness.stale) {
+        // Not in the controller, and accounting's only records under the id are of other jobs
+        // submitted since this request: the controller lost its job and gave the id again.
+        const why = `accounting's record of job ${row.jobId} is another job ("${reusedBy.name}", submitted ${new Date((reusedBy.submit_time ?? 0) * 1000).toISOString()})`;
+        if (endLostByController(db, row.id, { at: now, source: 'accounting', why })) changed++;
+        continue;
+      }
       const controllerState = inController ? requestStateFor(inController.state) : null;
       const endedInController = controllerState !== null && isTerminalRequest(controllerState);
       const recordEnded = record !== undefined && isTerminalRequest(requestStateFor(record.state) ?? 'running');

@@ -3,6 +3,7 @@ import type { Db } from '../db/database.js';
 import { getRequest, requestByJobId } from '../db/requests.js';
 import type { Logger } from '../logger.js';
 import type { SchedClient } from '../sched/client.js';
+import { jobIdentity } from './job-identity.js';
 import { applyJob } from './poller.js';
 
 export interface ReconcileSettings {
@@ -43,12 +44,13 @@ export async function reconcileProfile(
   for (const job of data) {
     // By the marker, or else by job id: slurmdbd keeps the comment holding the marker only with
     // AccountingStoreFlags=job_comment, which clusters do not set by default. A job id can come
-    // again (a cluster's state reset), so the job must not be older than the request.
+    // again (a cluster's state reset, a crashed slurmctld), so the job must fit the request: its
+    // name, and not older than the request (jobIdentity).
     const requestId = MARKER.exec(job.comment)?.[1] ?? null;
     const byId = requestId ? undefined : requestByJobId(db, profile, job.job_id);
     const request =
       (requestId ? getRequest(db, requestId) : undefined) ??
-      (byId && (job.submit_time ?? 0) * 1000 >= byId.createdAt - 60_000 ? byId : undefined);
+      (byId && jobIdentity(job, byId) !== 'other' ? byId : undefined);
     upsertAccountingJob(db, profile, job, request ? request.id : null, at);
     if (request && request.jobId === job.job_id) {
       linked++;

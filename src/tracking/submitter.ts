@@ -1,12 +1,21 @@
 import type { Db } from '../db/database.js';
-import { getRequest, patchRequest, requestByJobId, submitLimitQueueAhead, transition } from '../db/requests.js';
+import {
+  claimJobId,
+  getRequest,
+  patchRequest,
+  requestByJobId,
+  submitLimitQueueAhead,
+  transition,
+} from '../db/requests.js';
 import { InvalidJobSpecError, SchedflowError } from '../errors.js';
 import { issuesText } from '../lib/issues-text.js';
 import type { Logger } from '../logger.js';
 import { stepDependencies } from '../pipelines/run-engine.js';
 import type { SchedClient } from '../sched/client.js';
+import type { SchedJob } from '../sched/job-model.js';
 import { type JobSpec, jobSpecSchema } from '../sched/job-spec.js';
 import { SubmitLimitError } from '../sched/sched-errors.js';
+import { jobIdentity } from './job-identity.js';
 import { isTerminalRequest } from './request-state.js';
 
 export interface SubmitDeps {
@@ -95,7 +104,13 @@ export async function submitRequest(deps: SubmitDeps, requestId: string): Promis
     throw new WaitingForSubmitLimitError(detail, false);
   }
 
-  const isKnownJob = (jobId: number) => requestByJobId(db, row.profile, jobId) !== undefined;
+  // Another request's job, unless the record itself says it is not (another name, another
+  // marker): a crashed slurmctld gives lost jobs' ids again, and the request still holding one
+  // must not make the job that has it now look taken (a second submission would follow).
+  const isKnownJob = (jobId: number, job: SchedJob) => {
+    const holder = requestByJobId(db, row.profile, jobId);
+    return holder !== undefined && holder.id !== requestId && jobIdentity(job, holder) !== 'other';
+  };
   // The earlier attempt's time stays until its lookup has settled it: a crash during the lookup
   // must leave the next try the same question.
   if (row.state !== 'waiting' && row.state !== 'submitting') {
@@ -115,6 +130,7 @@ export async function submitRequest(deps: SubmitDeps, requestId: string): Promis
       });
       if (found) {
         logger.info({ requestId, job_id: found.job_id }, 'adopted the job an interrupted submit created');
+        claimJobId(db, { profile: row.profile, jobId: found.job_id, requestId, at: Date.now(), source: 'submit' });
         transition(db, requestId, {
           to: 'submitted',
           source: 'submit',
@@ -122,6 +138,7 @@ export async function submitRequest(deps: SubmitDeps, requestId: string): Promis
           detail: 'found by its marker after an interrupted submit',
           patch: {
             jobId: found.job_id,
+            jobConfirmedAt: found.source === 'controller' ? Date.now() : null,
             adopted: true,
             submittedAt: found.submit_time !== null ? found.submit_time * 1000 : Date.now(),
             errorCode: null,
@@ -133,6 +150,8 @@ export async function submitRequest(deps: SubmitDeps, requestId: string): Promis
     }
 
     const result = await client.submit(spec, requestId, { signal: deps.signal, isKnownJob, onOutcome });
+    // The id is this request's job now, whoever held it before (a job the controller lost).
+    claimJobId(db, { profile: row.profile, jobId: result.job_id, requestId, at: Date.now(), source: 'submit' });
     transition(db, requestId, {
       to: 'submitted',
       source: 'submit',

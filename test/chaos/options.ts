@@ -18,9 +18,10 @@ export const USAGE = `npm run chaos -- [--trials N] [--seed S] [--scenario NAME]
                    deadline); exits 1 on any duplicate, lost, stuck or wrongly failed request
   --keep           keep the temp dirs (daemon logs, histories, simulator state)
   --slurm          the scenarios that apply to the real test cluster instead (cluster.sh up from
-                   ../shared/real-slurm; env from /tmp/real-slurm/env): daemon kill -9, slurmctld
-                   and slurmdbd killed for 20 s. It stops the shared cluster's daemons: not while
-                   someone else runs npm run test:slurm`;
+                   ../shared/real-slurm; env from $SLURM_RUN/env, /tmp/real-slurm by default):
+                   daemon kill -9, slurmctld and slurmdbd killed for 20 s. It stops the cluster's
+                   daemons: to leave the shared one alone, run a cluster of your own beside it with
+                   SLURM_RUN=/tmp/real-slurm-b SLURM_PORT_BASE=28817 (as cluster.sh takes them)`;
 
 export function parseOptions(argv: string[]): ChaosOptions & { scenarios?: string[]; help: boolean } {
   const { values } = parseArgs({

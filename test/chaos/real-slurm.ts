@@ -9,7 +9,13 @@ const exec = promisify(execFile);
 
 /** `../shared/real-slurm` beside the repository (as test/slurm finds it), or SCHEDFLOW_REAL_SLURM_DIR. */
 export const REAL_SLURM_DIR = process.env.SCHEDFLOW_REAL_SLURM_DIR ?? join(REPO, '..', 'shared', 'real-slurm');
-const ENV_FILE = '/tmp/real-slurm/env';
+/**
+ * The cluster's run dir, as cluster.sh takes it (SLURM_RUN, with SLURM_PORT_BASE for its ports):
+ * another than the shared /tmp/real-slurm runs a cluster of its own beside it, so a chaos run
+ * that kills its daemons does not disturb someone else's `npm run test:slurm`.
+ */
+const RUN_DIR = process.env.SLURM_RUN ?? '/tmp/real-slurm';
+const ENV_FILE = join(RUN_DIR, 'env');
 
 /**
  * The real test cluster of `npm run test:slurm` (cluster.sh: slurmctld, slurmd, slurmdbd,
@@ -19,7 +25,7 @@ const ENV_FILE = '/tmp/real-slurm/env';
 export class RealSlurm {
   private constructor(private readonly env: Record<string, string>) {}
 
-  /** `cluster.sh up` (idempotent: starts what is not running), then its env file. */
+  /** `cluster.sh up` (idempotent: starts what is not running; SLURM_RUN and SLURM_PORT_BASE go with the environment), then its env file. */
   static async up(): Promise<RealSlurm> {
     const up = () => exec('bash', [join(REAL_SLURM_DIR, 'cluster.sh'), 'up'], { timeout: 600_000 });
     // Right after a SIGKILL slurmdbd can fail its first start (port or pid file not yet free).
@@ -92,7 +98,7 @@ export class RealSlurm {
 
   /** Stops one daemon of the cluster as an outage would: SIGKILL (test/slurm/cluster.ts does the same). */
   async kill(name: 'slurmctld' | 'slurmdbd'): Promise<void> {
-    const pid = Number(readFileSync(join('/tmp/real-slurm', 'run', `${name}.pid`), 'utf8').trim());
+    const pid = Number(readFileSync(join(RUN_DIR, 'run', `${name}.pid`), 'utf8').trim());
     process.kill(pid, 'SIGKILL');
     for (let i = 0; i < 100; i++) {
       try {

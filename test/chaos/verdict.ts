@@ -38,6 +38,7 @@ interface Row {
   id: string;
   state: string;
   job_id: number | null;
+  reason: string | null;
 }
 
 export interface TrialVerdict {
@@ -60,7 +61,7 @@ function readRows(daemon: DaemonUnderTest, ids: string[]): Map<string, Row> {
   const db = new Database(file, { readonly: true, fileMustExist: true });
   try {
     db.pragma('busy_timeout = 2000');
-    const stmt = db.prepare('SELECT id, state, job_id FROM job_requests WHERE id = ?');
+    const stmt = db.prepare('SELECT id, state, job_id, reason FROM job_requests WHERE id = ?');
     for (const id of ids) {
       const row = stmt.get(id) as Row | undefined;
       if (row) rows.set(id, row);
@@ -128,7 +129,12 @@ export async function judge(
     }
     if (byName.length === 0 && row.state !== 'submit_failed') {
       verdict.lost++;
-      verdict.notes.push(`lost: ${sub.name} (request ${row.id}) ended ${row.state} without a scheduler job`);
+      // Still a loss (counted), but Slurm's, and said: the controller lost the job (a crash).
+      verdict.notes.push(
+        row.reason === 'JobLostByController'
+          ? `lost: ${sub.name} (request ${row.id}) ended ${row.state}: the controller lost its job, and the history says so`
+          : `lost: ${sub.name} (request ${row.id}) ended ${row.state} without a scheduler job`,
+      );
       continue;
     }
     const job = byName.find((j) => j.jobId === row.job_id) ?? byName[0];

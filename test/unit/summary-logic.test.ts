@@ -188,6 +188,7 @@ function requestRow(over: Partial<JobRequestRow> = {}): JobRequestRow {
     origin: 'api',
     state: 'failed',
     jobId: 1234,
+    jobConfirmedAt: null,
     adopted: false,
     rawState: 'FAILED',
     reason: 'NonZeroExitCode',
