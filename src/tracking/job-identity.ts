@@ -16,7 +16,7 @@ import type { SchedJob } from '../sched/job-model.js';
  */
 export type JobIdentity = 'ours' | 'other' | 'unsure';
 
-/** Seconds a job's submit time (slurmctld's clock) may precede the request's creation (the daemon's). */
+/** Seconds slurmctld's clock (a job's submit time) may differ from the daemon's. */
 const CLOCK_LEEWAY_SEC = 60;
 
 export interface IdentityOf {
@@ -24,6 +24,13 @@ export interface IdentityOf {
   /** The job name the request submitted (its spec's name). */
   name: string;
   createdAt: number;
+}
+
+export interface RequestOfRecords extends IdentityOf {
+  /** When slurmctld answered the submission (or, adopted, when schedflow found the job). */
+  submittedAt: number | null;
+  /** When the controller's record under the id was seen carrying the request's marker. */
+  jobConfirmedAt: number | null;
 }
 
 export function jobIdentity(
@@ -44,4 +51,47 @@ export const LOST_BY_CONTROLLER_CODE = 'SCHEDFLOW_ERR_JOB_LOST_BY_CONTROLLER';
 
 export function lostByControllerMessage(jobId: number, why: string): string {
   return `the controller lost this request's job ${jobId} (restarted without its state?): ${why}; it is not resubmitted (it may have started before the loss): submit it again if it should run`;
+}
+
+/**
+ * The request's own record among accounting's records under its job id:
+ * - `ours`: one carrying its marker, else the newest that may be its job;
+ * - `suspect`: the newest that may be its job was submitted well after the request's submission:
+ *   a requeue of its job (Slurm stamps a new submit time) or, after a slurmctld crash, another
+ *   job of the same name given its id. Only the controller's record (which keeps the marker) can
+ *   say which: the poller asks for it, for these few, instead of for every new job;
+ * - `reused`: none may be its job, and one was submitted after the request was made: the
+ *   controller lost its job and gave the id again;
+ * - `none`: no record of it (yet).
+ */
+export type OwnRecord =
+  | { kind: 'ours'; record: SchedJob }
+  | { kind: 'suspect'; record: SchedJob }
+  | { kind: 'reused'; by: SchedJob }
+  | { kind: 'none' };
+
+export function ownRecord(records: SchedJob[], request: RequestOfRecords): OwnRecord {
+  const identities = records.map((job) => ({ job, identity: jobIdentity(job, request) }));
+  const marked = identities.find((x) => x.identity === 'ours');
+  if (marked) return { kind: 'ours', record: marked.job };
+  const maybe = identities.filter((x) => x.identity === 'unsure').map((x) => x.job);
+  if (maybe.length > 0) {
+    const newest = maybe.reduce((a, b) => ((b.submit_time ?? 0) >= (a.submit_time ?? 0) ? b : a));
+    const submittedSec = request.submittedAt === null ? null : Math.floor(request.submittedAt / 1000);
+    const late =
+      request.jobConfirmedAt === null &&
+      submittedSec !== null &&
+      newest.submit_time !== null &&
+      newest.submit_time > submittedSec + CLOCK_LEEWAY_SEC;
+    return { kind: late ? 'suspect' : 'ours', record: newest };
+  }
+  const createdSec = Math.floor(request.createdAt / 1000);
+  const by = records.find((job) => (job.submit_time ?? 0) >= createdSec);
+  return by ? { kind: 'reused', by } : { kind: 'none' };
+}
+
+/** Why a request's job is taken to be lost: what now has its id. */
+export function describeOtherJob(job: SchedJob, where: string): string {
+  const when = job.submit_time === null ? 'at an unknown time' : new Date(job.submit_time * 1000).toISOString();
+  return `${where} record of job ${job.job_id} is another job ("${job.name}"${job.comment ? `, comment "${job.comment}"` : ''}, submitted ${when})`;
 }

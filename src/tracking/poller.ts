@@ -8,7 +8,7 @@ import type { SchedClient } from '../sched/client.js';
 import type { Freshness } from '../sched/freshness.js';
 import type { JobStateEntry, SchedJob } from '../sched/job-model.js';
 import { AccountingNotServedError } from '../sched/sched-errors.js';
-import { jobIdentity } from './job-identity.js';
+import { describeOtherJob, jobIdentity, ownRecord } from './job-identity.js';
 import { isTerminalRequest, requestStateFor } from './request-state.js';
 
 /** Slurm states of a job that has not ended. */
@@ -150,17 +150,6 @@ export async function pollProfile(deps: PollDeps, profile: string): Promise<Poll
     }
   }
 
-  // A job id is what slurmctld answered, not proof: one that crashed before saving its state
-  // gives the lost jobs' ids again. A job seen for the first time is checked once against the
-  // controller's full record, which carries the marker; until it is, it gives its request nothing.
-  const confirmed = await confirmIdentities(deps, [...needAccounting, ...changedRows], byId, states.freshness);
-  changed += confirmed.ended;
-  for (const list of [needAccounting, changedRows]) {
-    const kept = list.filter((row) => !confirmed.skip.has(row.id));
-    list.splice(0, list.length, ...kept);
-  }
-  if (confirmed.listed) requests++;
-
   // One transaction per batch of writes: thousands of small commits would dominate the cycle.
   db.transaction(() => {
     // Full records only while the accounting query can name its jobs: a mass start of thousands
@@ -186,6 +175,10 @@ export async function pollProfile(deps: PollDeps, profile: string): Promise<Poll
       const result = await resolveThroughAccounting(deps, profile, query, byId, states.freshness);
       changed += result.changed;
       needController = result.endedWithoutRecord;
+      if (result.suspects.length > 0) {
+        requests++;
+        changed += await checkSuspects(deps, result.suspects);
+      }
       recordAccountingAnswer(db, profile, null);
       accounting = 'ok';
     } catch (error) {
@@ -288,8 +281,15 @@ async function resolveThroughController(
     for (const row of rows) {
       const record = full.get(row.jobId as number);
       const entry = light.get(row.jobId as number);
-      // (Never another job's record: a crashed slurmctld gives lost jobs' ids again.)
-      if (record && jobIdentity(record, row) === 'other') continue;
+      // Never another job's record: a crashed slurmctld gives lost jobs' ids again. A fresh
+      // listing showing another job under the id says the controller lost this one.
+      if (record && jobIdentity(record, row) === 'other') {
+        if (listing && !listing.freshness.stale) {
+          const why = describeOtherJob(record, "the controller's");
+          if (endLostByController(db, row.id, { at: Date.now(), source: 'poll', why })) changed++;
+        }
+        continue;
+      }
       if (record && listing) {
         if (applyJob(db, row, record, 'poll', listing.freshness)) changed++;
         continue;
@@ -304,90 +304,62 @@ async function resolveThroughController(
 }
 
 /**
- * Checks the jobs of `rows` the controller lists and whose identity is not yet confirmed
- * against its full records (one listing for all): a record carrying the request's marker
- * confirms it for good; a record of another job under the id means the controller lost this
- * request's job and gave the id again, and the request ends (node_fail, JobLostByController).
- * Rows left unsettled (the listing failed, or the job left the controller between the two
- * reads) are skipped this cycle. Jobs the controller no longer lists are checked against
- * accounting's record instead (resolveThroughAccounting).
+ * Settles the requests whose accounting record may be another job's (see ownRecord): one
+ * controller listing for them all, whose records keep the marker. Their own job (a requeue):
+ * confirmed and applied. Another job under the id: the controller lost theirs and gave the id
+ * again, and they end (node_fail, JobLostByController). Gone from the controller too: the
+ * accounting record is the best there is. Only these few ever cost the listing: a job id is
+ * checked when its record gives cause, not every new job on every cycle.
  */
-async function confirmIdentities(
-  deps: PollDeps,
-  rows: TrackedRequest[],
-  light: Map<number, JobStateEntry>,
-  lightFreshness: Freshness,
-): Promise<{ skip: Set<string>; ended: number; listed: boolean }> {
+async function checkSuspects(deps: PollDeps, suspects: Suspect[]): Promise<number> {
   const { db, client, logger } = deps;
-  const skip = new Set<string>();
-  const toCheck = rows.filter((row) => row.jobConfirmedAt === null && light.has(row.jobId as number));
-  if (toCheck.length === 0) return { skip, ended: 0, listed: false };
   const listing = await client.listJobs({ forPolling: true, signal: deps.signal }).catch((error: unknown) => {
     if (!(error instanceof SchedflowError)) throw error;
-    logger.warn({ code: error.code, err: error.message }, 'controller listing unavailable: new jobs not yet checked');
+    logger.warn({ code: error.code, err: error.message }, 'controller listing unavailable: jobs left to check');
     return null;
   });
-  if (!listing) {
-    for (const row of toCheck) skip.add(row.id);
-    return { skip, ended: 0, listed: true };
-  }
+  if (!listing || listing.freshness.stale) return 0;
   const full = new Map(listing.data.jobs.map((job) => [job.job_id, job]));
-  let ended = 0;
+  let changed = 0;
   const now = Date.now();
   db.transaction(() => {
-    for (const row of toCheck) {
-      const record = full.get(row.jobId as number);
-      if (!record) {
-        skip.add(row.id);
+    for (const { row, record, freshness } of suspects) {
+      const inController = full.get(row.jobId as number);
+      if (!inController) {
+        if (applyJob(db, row, record, 'accounting', freshness)) changed++;
         continue;
       }
-      if (jobIdentity(record, row) === 'ours') {
-        // A listing older than the light one that showed the job might predate a crash that lost it.
-        if (listing.freshness.stale || listing.freshness.ageSec > lightFreshness.ageSec) {
-          skip.add(row.id);
-          continue;
-        }
+      if (jobIdentity(inController, row) === 'ours') {
         patchRequest(db, row.id, { jobConfirmedAt: now });
-        row.jobConfirmedAt = now;
+        if (applyJob(db, row, inController, 'poll', listing.freshness)) changed++;
         continue;
       }
-      skip.add(row.id);
-      // An answer from before the submission may still show an older job under a reused id.
-      if (listing.freshness.stale) continue;
-      logger.warn(
-        { requestId: row.id, job_id: row.jobId, other: record.comment || record.name },
-        'the controller lost this job: its id is another job now',
-      );
-      const why = `job ${row.jobId} in the controller now is another job ("${record.name}"${record.comment ? `, comment "${record.comment}"` : ''}, submitted ${record.submit_time === null ? 'at an unknown time' : new Date(record.submit_time * 1000).toISOString()})`;
-      if (endLostByController(db, row.id, { at: now, source: 'poll', why })) ended++;
+      logger.warn({ requestId: row.id, job_id: row.jobId }, 'the controller lost this job: its id is another job now');
+      const why = describeOtherJob(inController, "the controller's");
+      if (endLostByController(db, row.id, { at: now, source: 'poll', why })) changed++;
     }
   });
-  return { skip, ended, listed: true };
+  return changed;
 }
 
-/**
- * The request's own record among accounting's records under its job id: one carrying its marker,
- * else the newest that may be its job (the latest run of a requeued job). `reusedBy`: none may
- * be, and one was submitted after the request was made (its id was given again).
- */
-function ownRecord(records: SchedJob[], row: TrackedRequest): { record?: SchedJob; reusedBy?: SchedJob } {
-  const identities = records.map((job) => ({ job, identity: jobIdentity(job, row) }));
-  const ours = identities.find((x) => x.identity === 'ours');
-  if (ours) return { record: ours.job };
-  const maybe = identities.filter((x) => x.identity === 'unsure').map((x) => x.job);
-  if (maybe.length > 0) {
-    const newest = maybe.reduce((a, b) => ((b.submit_time ?? 0) >= (a.submit_time ?? 0) ? b : a));
-    return { record: newest };
-  }
-  const createdSec = Math.floor(row.createdAt / 1000);
-  return { reusedBy: records.find((job) => (job.submit_time ?? 0) >= createdSec) };
+interface Suspect {
+  row: TrackedRequest;
+  record: SchedJob;
+  freshness: Freshness;
 }
 
 /**
  * A job found neither in the controller nor in accounting: its absence is noted, and after the
  * grace period it is `lost` (never taken to have finished). True when the request moved.
  */
-function markMissing(deps: PollDeps, profile: string, row: TrackedRequest, now: number): boolean {
+function markMissing(
+  deps: PollDeps,
+  profile: string,
+  row: TrackedRequest,
+  now: number,
+  /** Accounting's state when it still has the job as active, absent from the controller. */
+  accountingState?: string,
+): boolean {
   const { db, settings, logger } = deps;
   if (row.missingSince === null) {
     patchRequest(db, row.id, { missingSince: now });
@@ -395,12 +367,16 @@ function markMissing(deps: PollDeps, profile: string, row: TrackedRequest, now: 
   }
   if (now - row.missingSince < settings.lostGraceMs || row.state === 'lost') return false;
   const seconds = Math.round((now - row.missingSince) / 1000);
-  logger.warn({ profile, requestId: row.id, job_id: row.jobId }, 'job is in neither controller nor accounting');
+  const where =
+    accountingState === undefined
+      ? 'from the controller and from accounting'
+      : `from the controller (accounting still says ${accountingState}: slurmctld lost it in a crash?)`;
+  logger.warn({ profile, requestId: row.id, job_id: row.jobId, accountingState }, `job missing ${where}`);
   return transition(db, row.id, {
     to: 'lost',
     source: 'poll',
     at: now,
-    detail: `job ${row.jobId} has been missing from the controller and from accounting for ${seconds} s; it is not assumed finished and will be resolved if accounting shows it`,
+    detail: `job ${row.jobId} has been missing ${where} for ${seconds} s; it is not assumed finished and will be resolved if accounting shows it ended`,
   });
 }
 
@@ -410,7 +386,7 @@ async function resolveThroughAccounting(
   { rows, activeOnly }: { rows: TrackedRequest[]; activeOnly: boolean },
   controller: Map<number, JobStateEntry>,
   controllerFreshness: Freshness,
-): Promise<{ changed: number; endedWithoutRecord: TrackedRequest[] }> {
+): Promise<{ changed: number; endedWithoutRecord: TrackedRequest[]; suspects: Suspect[] }> {
   const { db, client } = deps;
   // The request's creation bounds its job's submit time from below, also for an
   // adopted job, whose recorded submittedAt is when schedflow found it.
@@ -433,19 +409,26 @@ async function resolveThroughAccounting(
   for (const job of history.data) found.set(job.job_id, [...(found.get(job.job_id) ?? []), job]);
   let changed = 0;
   const endedWithoutRecord: TrackedRequest[] = [];
+  const suspects: Suspect[] = [];
   const now = Date.now();
   db.transaction(() => {
     for (const row of rows) {
-      const records = found.get(row.jobId as number) ?? [];
-      const { record, reusedBy } = ownRecord(records, row);
-      const inController = controller.get(row.jobId as number);
-      if (reusedBy && !inController && !history.freshness.stale) {
-        // Not in the controller, and accounting's only records under the id are of other jobs
-        // submitted since this request: the controller lost its job and gave the id again.
-        const why = `accounting's record of job ${row.jobId} is another job ("${reusedBy.name}", submitted ${new Date((reusedBy.submit_time ?? 0) * 1000).toISOString()})`;
+      const own = ownRecord(found.get(row.jobId as number) ?? [], row);
+      if (own.kind === 'reused') {
+        // Accounting's only records under the id are of other jobs submitted since this request:
+        // the controller lost its job and gave the id again (whatever the controller lists
+        // under the id now is that other job).
+        if (history.freshness.stale) continue;
+        const why = describeOtherJob(own.by, "accounting's");
         if (endLostByController(db, row.id, { at: now, source: 'accounting', why })) changed++;
         continue;
       }
+      if (own.kind === 'suspect') {
+        suspects.push({ row, record: own.record, freshness: history.freshness });
+        continue;
+      }
+      const record = own.kind === 'ours' ? own.record : undefined;
+      const inController = controller.get(row.jobId as number);
       const controllerState = inController ? requestStateFor(inController.state) : null;
       const endedInController = controllerState !== null && isTerminalRequest(controllerState);
       const recordEnded = record !== undefined && isTerminalRequest(requestStateFor(record.state) ?? 'running');
@@ -459,6 +442,11 @@ async function resolveThroughAccounting(
         const observed =
           record.state === inController.state ? { ...record, state_flags: inController.state_flags } : inController;
         if (applyJob(db, row, observed, 'poll', controllerFreshness)) changed++;
+      } else if (record && !recordEnded && !inController) {
+        // Active in accounting, absent from a controller answer produced after the submission:
+        // accounting lags behind an end, or slurmctld lost the job in a crash and slurmdbd keeps
+        // it pending forever (a runaway job). Not taken as running: missing, then lost.
+        if (!history.freshness.stale && markMissing(deps, profile, row, now, record.state)) changed++;
       } else if (record) {
         if (applyJob(db, row, record, 'accounting', history.freshness)) changed++;
       } else if (inController) {
@@ -470,5 +458,5 @@ async function resolveThroughAccounting(
       }
     }
   });
-  return { changed, endedWithoutRecord };
+  return { changed, endedWithoutRecord, suspects };
 }

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { jobIdentity } from '../../src/tracking/job-identity.js';
+import type { SchedJob } from '../../src/sched/job-model.js';
+import { jobIdentity, ownRecord } from '../../src/tracking/job-identity.js';
 
 /** Whether a scheduler record is a request's own job: ids come again after a slurmctld crash. */
 
@@ -25,5 +26,35 @@ describe('jobIdentity', () => {
     expect(jobIdentity({ ...base, name: 'align', submit_time: createdSec + 86_400 }, request)).toBe('unsure');
     expect(jobIdentity({ ...base, name: 'other-name', submit_time: createdSec + 5 }, request)).toBe('other');
     expect(jobIdentity({ ...base, name: 'align', submit_time: createdSec - 3600 }, request)).toBe('other');
+  });
+});
+
+describe('ownRecord', () => {
+  const submittedAt = request.createdAt + 2000;
+  const row = { ...request, submittedAt, jobConfirmedAt: null };
+  const record = (name: string, submitSec: number, comment = ''): SchedJob =>
+    ({ job_id: 42, name, submit_time: submitSec, comment, source: 'accounting', state: ['PENDING'] }) as unknown as SchedJob;
+  const submittedSec = submittedAt / 1000;
+
+  it('takes its own record; with no comment, the one that fits the submission', () => {
+    const mine = record('align', submittedSec);
+    expect(ownRecord([mine], row)).toEqual({ kind: 'ours', record: mine });
+    const marked = record('align', submittedSec + 900, 'schedflow:req-1');
+    expect(ownRecord([mine, marked], row)).toEqual({ kind: 'ours', record: marked });
+    expect(ownRecord([], row)).toEqual({ kind: 'none' });
+  });
+
+  it('another job under the id, submitted since the request: reused (the controller lost it)', () => {
+    const other = record('someone-else', submittedSec + 30);
+    expect(ownRecord([other], row)).toEqual({ kind: 'reused', by: other });
+    // An older job that had the id long before: not a reuse, just no record of this one yet.
+    expect(ownRecord([record('someone-else', submittedSec - 86_400)], row)).toEqual({ kind: 'none' });
+  });
+
+  it('a same-name record submitted well after the submission is suspect until the controller says', () => {
+    const late = record('align', submittedSec + 600);
+    expect(ownRecord([late], row)).toEqual({ kind: 'suspect', record: late });
+    // Once the controller's record showed the marker (a requeue), a later submit time is its own.
+    expect(ownRecord([late], { ...row, jobConfirmedAt: submittedAt + 700_000 })).toEqual({ kind: 'ours', record: late });
   });
 });
