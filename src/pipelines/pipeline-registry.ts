@@ -5,7 +5,8 @@ import { eq } from 'drizzle-orm';
 import type { Db } from '../db/database.js';
 import { pauseSchedule, resumeSchedule, type SchedulePause, schedulePauses } from '../db/schedule-pauses.js';
 import { type PipelineRunRow, pipelineSchedules } from '../db/schema.js';
-import { ConfigError, SchedflowError } from '../errors.js';
+import { ConfigError, SchedflowError, toError } from '../errors.js';
+import { withTimeout } from '../lib/with-timeout.js';
 import { SourceError } from '../lib/yaml-source.js';
 import type { Logger } from '../logger.js';
 import { missedFireTimes, nextFireTimes } from './cron-times.js';
@@ -27,6 +28,8 @@ export class PipelineNotScheduledError extends SchedflowError {
 
 /** A tick processed later than this is a missed tick: catch-up decides about it, by the pipeline's policy. */
 export const LATE_TICK_MS = 60_000;
+/** How long an admin's pause or resume waits on Redis before leaving its half to the queue keeper. */
+const REDIS_ANSWER_MS = 1000;
 const SCHEDULER_PREFIX = 'pipeline-';
 
 export interface RegistryDeps {
@@ -223,9 +226,26 @@ export class PipelineRegistry implements PipelineService {
     const pipeline = this.#scheduledOrThrow(name);
     const { db } = this.#deps.engine;
     pauseSchedule(db, name, { by, at: Date.now() });
-    await this.#deps.queue.removeJobScheduler(schedulerId(name));
+    await this.#inRedis(name, 'pause', () => this.#deps.queue.removeJobScheduler(schedulerId(name)));
     this.#deps.logger.info({ pipeline: name, by }, 'pipeline schedule paused');
     return this.#summary(pipeline, schedulePauses(db).get(name));
+  }
+
+  /**
+   * The Redis half of a pause or resume. The history already holds the decision, so a Redis
+   * that does not answer must not hold up the admin: the queue keeper puts the job schedulers
+   * in line with the history when Redis is back (ensureSchedules), and `fire` ignores a paused
+   * schedule's ticks meanwhile.
+   */
+  async #inRedis(name: string, what: 'pause' | 'resume', op: () => Promise<unknown>): Promise<void> {
+    try {
+      await withTimeout(op(), REDIS_ANSWER_MS, 'Redis answer');
+    } catch (error) {
+      this.#deps.logger.warn(
+        { pipeline: name, err: toError(error) },
+        `${what} recorded; Redis did not answer, so its job scheduler is updated once Redis is back`,
+      );
+    }
   }
 
   /** Lifts a pause and puts the job scheduler back, unless the file switches the schedule off (the file wins). */
@@ -233,7 +253,7 @@ export class PipelineRegistry implements PipelineService {
     const pipeline = this.#scheduledOrThrow(name);
     const { db } = this.#deps.engine;
     resumeSchedule(db, name, Date.now());
-    if (pipeline.def.schedule?.enabled) await this.#upsertScheduler(pipeline);
+    if (pipeline.def.schedule?.enabled) await this.#inRedis(name, 'resume', () => this.#upsertScheduler(pipeline));
     this.#deps.logger.info(
       { pipeline: name, by, fileEnabled: pipeline.def.schedule?.enabled },
       'pipeline schedule resumed',
@@ -366,7 +386,14 @@ export class PipelineRegistry implements PipelineService {
     const pauses = schedulePauses(this.#deps.engine.db);
     let added = 0;
     for (const p of this.#loaded.values()) {
-      if (!p.def.schedule?.enabled || pauses.has(p.name)) continue;
+      if (!p.def.schedule?.enabled) continue;
+      if (pauses.has(p.name)) {
+        // Paused while Redis did not answer: its scheduler goes now.
+        if (await this.#deps.queue.getJobScheduler(schedulerId(p.name))) {
+          await this.#deps.queue.removeJobScheduler(schedulerId(p.name));
+        }
+        continue;
+      }
       if (await this.#deps.queue.getJobScheduler(schedulerId(p.name))) continue;
       await this.#upsertScheduler(p);
       added++;

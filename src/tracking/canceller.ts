@@ -2,6 +2,8 @@ import type { Queue } from 'bullmq';
 import type { Db } from '../db/database.js';
 import { getRequest, transition } from '../db/requests.js';
 import type { JobRequestRow } from '../db/schema.js';
+import { toError } from '../errors.js';
+import { withTimeout } from '../lib/with-timeout.js';
 import type { Logger } from '../logger.js';
 import { CancelFailedError } from '../sched/sched-errors.js';
 import type { ClientRegistry } from './client-registry.js';
@@ -74,31 +76,35 @@ export async function cancelRequest(
   // A request held by a submit limit is tried again from `waiting`; one whose try was under way
   // at a crash (its attempt time kept) may have a job upstream, like one `submitting`.
   if (row.state === 'submitting' || (row.state === 'waiting' && row.submitAttemptAt !== null)) {
-    const job = await deps.submitQueue.getJob(requestId);
-    const active = job ? (await job.getState()) === 'active' : false;
+    const active = await inRedis(deps, async () => {
+      const job = await deps.submitQueue.getJob(requestId);
+      return job ? (await job.getState()) === 'active' : false;
+    });
     return {
       kind: 'submitting',
       row,
-      retryAfterSec: active ? SUBMITTING_RETRY_AFTER_SEC : SUBMIT_RETRYING_RETRY_AFTER_SEC,
+      retryAfterSec: active === true ? SUBMITTING_RETRY_AFTER_SEC : SUBMIT_RETRYING_RETRY_AFTER_SEC,
     };
   }
 
   // accepted or queued: take the submit job out before a worker takes it.
-  const job = await deps.submitQueue.getJob(requestId);
-  if (job) {
-    if ((await job.getState()) === 'active') {
-      return { kind: 'submitting', row, retryAfterSec: SUBMITTING_RETRY_AFTER_SEC };
-    }
+  const taken = await inRedis(deps, async () => {
+    const job = await deps.submitQueue.getJob(requestId);
+    if (!job) return false;
+    if ((await job.getState()) === 'active') return true;
     try {
       await job.remove();
+      return false;
     } catch (error) {
       // A worker took it between the two calls: the submission won.
-      logger.debug({ requestId, err: (error as Error).message }, 'submit job could not be removed');
-      return { kind: 'submitting', row, retryAfterSec: SUBMITTING_RETRY_AFTER_SEC };
+      logger.debug({ requestId, err: toError(error) }, 'submit job could not be removed');
+      return true;
     }
-  }
-  // Without a job (the producer has not added it yet, or it was lost in a crash) the
-  // cancelled state alone is enough: a submit worker skips requests in a final state.
+  });
+  if (taken === true) return { kind: 'submitting', row, retryAfterSec: SUBMITTING_RETRY_AFTER_SEC };
+  // Without a job (the producer has not added it yet, it was lost in a crash, or Redis does not
+  // answer) the cancelled state alone is enough: a submit worker skips requests in a final
+  // state, and one that has just taken it cannot move it from `cancelled` to `submitting`.
   const moved = transition(db, requestId, {
     to: 'cancelled',
     source: by.source,
@@ -113,4 +119,17 @@ export async function cancelRequest(
   }
   logger.info({ requestId, by: by.who }, 'request cancelled before submission');
   return { kind: 'cancelled', row: after };
+}
+
+/** How long a cancel waits on Redis: the history decides, so a Redis that does not answer must not hold it up. */
+const REDIS_ANSWER_MS = 1000;
+
+/** The answer of a Redis step, or `undefined` when Redis did not give one in time. */
+async function inRedis<T>(deps: CancelDeps, op: () => Promise<T>): Promise<T | undefined> {
+  try {
+    return await withTimeout(op(), REDIS_ANSWER_MS, 'Redis answer');
+  } catch (error) {
+    deps.logger.warn({ err: toError(error) }, 'cancel: Redis did not answer; deciding from the history');
+    return undefined;
+  }
 }

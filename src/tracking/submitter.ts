@@ -114,7 +114,8 @@ export async function submitRequest(deps: SubmitDeps, requestId: string): Promis
   // The earlier attempt's time stays until its lookup has settled it: a crash during the lookup
   // must leave the next try the same question.
   if (row.state !== 'waiting' && row.state !== 'submitting') {
-    transition(db, requestId, { to: 'submitting', source: 'submit', at: Date.now() });
+    // Refused when it has just ended (cancelled by another process, say): nothing is submitted.
+    if (!transition(db, requestId, { to: 'submitting', source: 'submit', at: Date.now() })) return 'skipped';
   }
   const onOutcome = (attemptStartedMs: number | null) =>
     patchRequest(db, requestId, { submitAttemptAt: attemptStartedMs });

@@ -7,7 +7,7 @@ import { findToken } from '../../../src/db/tokens.js';
 import { jobSpecSchema } from '../../../src/sched/job-spec.js';
 import { apiClient, shellSpec } from '../../helpers/api.js';
 import { startTestDaemon, type TestDaemon } from '../../helpers/daemon.js';
-import { http } from '../../helpers/http.js';
+import { http, waitFor } from '../../helpers/http.js';
 import { startTestRedis, type TestRedis } from '../../helpers/redis.js';
 import { startSim, type TestSim } from '../../helpers/sim.js';
 
@@ -137,6 +137,53 @@ describe('the local API while Redis is down', () => {
     for (const r of listRequests(td.daemon.history.db)) {
       expect(transitionsOf(td.daemon.history.db, r.id).map((t) => t.toState)).toContain('queued');
     }
+  }, 60_000);
+});
+
+describe('cancel, pause and resume while Redis is frozen', () => {
+  const TICKING = ['schedule:', "  cron: '0 0 1 1 *'", 'steps:', '  only:', '    script: "#!/bin/sh\\ntrue\\n"'].join(
+    '\n',
+  );
+
+  it('answer within two seconds from the history; the queue catches up once Redis answers', async () => {
+    const { redis, sim, td } = await setUp({ 'yearly.yaml': TICKING });
+    const api = apiClient(td);
+    const admin = api.token(['admin']);
+    const schedulers = async () => (await td.daemon.queues.pipeline.getJobSchedulers()).map((j) => j.key);
+    expect(await schedulers()).toContain('pipeline-yearly');
+
+    redis.pause();
+    const timed = async <T>(call: () => Promise<T>) => {
+      const started = Date.now();
+      const result = await call();
+      expect(Date.now() - started).toBeLessThan(2000);
+      return result;
+    };
+    const id = await td.daemon.submit({ spec: spec(sim, { name: 'cancel-me' }), origin: 'api' });
+    const cancelled = await timed(() => api.call('DELETE', `/api/v1/jobs/${id}`, { token: admin }));
+    expect(cancelled.status, cancelled.text).toBe(200);
+    expect(getRequest(td.daemon.history.db, id)?.state).toBe('cancelled');
+    const paused = await timed(() => api.call('POST', '/api/v1/pipelines/yearly/pause', { token: admin }));
+    expect(paused.status, paused.text).toBe(200);
+
+    redis.resume();
+    // The paused schedule's job scheduler goes (the keeper), and the cancelled request is never submitted.
+    await waitFor(async () => ((await schedulers()).includes('pipeline-yearly') ? undefined : true), {
+      what: 'the paused schedule to leave Redis',
+      timeoutMs: 20_000,
+    });
+    redis.pause();
+    const resumed = await timed(() => api.call('POST', '/api/v1/pipelines/yearly/resume', { token: admin }));
+    expect(resumed.status, resumed.text).toBe(200);
+    redis.resume();
+    await waitFor(async () => ((await schedulers()).includes('pipeline-yearly') ? true : undefined), {
+      what: 'the resumed schedule back in Redis',
+      timeoutMs: 20_000,
+    });
+    const later = await td.daemon.submit({ spec: spec(sim, { name: 'after' }), origin: 'api' });
+    await td.waitForState(later, 'completed');
+    expect(td.states(id)).toEqual(['accepted', 'queued', 'cancelled']);
+    expect(getRequest(td.daemon.history.db, id)?.jobId).toBeNull();
   }, 60_000);
 });
 
