@@ -33,7 +33,14 @@ describe('ownRecord', () => {
   const submittedAt = request.createdAt + 2000;
   const row = { ...request, submittedAt, jobConfirmedAt: null };
   const record = (name: string, submitSec: number, comment = ''): SchedJob =>
-    ({ job_id: 42, name, submit_time: submitSec, comment, source: 'accounting', state: ['PENDING'] }) as unknown as SchedJob;
+    ({
+      job_id: 42,
+      name,
+      submit_time: submitSec,
+      comment,
+      source: 'accounting',
+      state: ['PENDING'],
+    }) as unknown as SchedJob;
   const submittedSec = submittedAt / 1000;
 
   it('takes its own record; with no comment, the one that fits the submission', () => {
@@ -55,6 +62,9 @@ describe('ownRecord', () => {
     const late = record('align', submittedSec + 600);
     expect(ownRecord([late], row)).toEqual({ kind: 'suspect', record: late });
     // Once the controller's record showed the marker (a requeue), a later submit time is its own.
-    expect(ownRecord([late], { ...row, jobConfirmedAt: submittedAt + 700_000 })).toEqual({ kind: 'ours', record: late });
+    expect(ownRecord([late], { ...row, jobConfirmedAt: submittedAt + 700_000 })).toEqual({
+      kind: 'ours',
+      record: late,
+    });
   });
 });
