@@ -191,15 +191,21 @@ function outageScenario(
 }
 
 /** A burst many times larger than the proxy's bucket, sent as fast as a client can. */
-function stormScenario(name: string, what: string, rateLimit: RateLimit): Scenario {
+function stormScenario(
+  name: string,
+  what: string,
+  rateLimit: RateLimit,
+  size = { ci: 10, full: 30 },
+  trials: Scenario['trials'] = (n, s) => (s.ci ? 1 : n),
+): Scenario {
   return {
     name,
     what,
     world: name,
     rateLimit,
-    trials: (n, s) => (s.ci ? 1 : n),
+    trials,
     async trial(world, index, random, settings) {
-      const count = settings.ci ? 10 : 30;
+      const count = settings.ci ? size.ci : size.full;
       const subs = await burst(world.daemon, `${name}-${index}`, count, random, [0, 20]);
       // The bucket alone makes this take count / refill seconds: the deadline allows 4 times that.
       const deadlineMs = Math.max(settings.deadlineMs, (4000 * count) / rateLimit.refillPerSecond);
@@ -298,6 +304,13 @@ export const SCENARIOS: Scenario[] = [
     capacity: 1,
     refillPerSecond: 1,
   }),
+  stormScenario(
+    '429-storm-100',
+    '100 submits at once against a proxy bucket of 1 (1/s), as the issue measured (not in CI; one trial per 5)',
+    { capacity: 1, refillPerSecond: 1 },
+    { ci: 0, full: 100 },
+    (n, s) => (s.ci ? 0 : Math.max(1, Math.floor(n / 5))),
+  ),
   stormScenario('429-bucket-4', '30 submits at once (CI 10) against a proxy bucket of 4 (4/s)', {
     capacity: 4,
     refillPerSecond: 4,
