@@ -24,7 +24,7 @@ import { PipelineRegistry } from './pipelines/pipeline-registry.js';
 import type { RunEngineDeps } from './pipelines/run-engine.js';
 import { JOB_OPTIONS, type QueueName } from './queue/catalog.js';
 import { QueueKeeper, type SchedulerSpec } from './queue/queue-keeper.js';
-import { enqueueSubmit, type SubmitQueueDeps } from './queue/submit-queue.js';
+import { enqueueSubmit, promoteDelayedSubmits, type SubmitQueueDeps } from './queue/submit-queue.js';
 import { type RedisTarget, redisOptions, startPrivateRedis } from './redis/redis-server.js';
 import { RedisWatch } from './redis/redis-watch.js';
 import type { JobSpec } from './sched/job-spec.js';
@@ -239,6 +239,7 @@ async function compose(config: DaemonConfig, logger: Logger, lifecycle: Lifecycl
       webhookSecret,
       summarySettings,
       summarizeQueue: queues.summarize,
+      submitQueue: queues.submit,
       redisWatch,
       submitsInFlight,
     });
@@ -422,6 +423,7 @@ function startWorkers(deps: {
   webhookSecret: WebhookSecret;
   summarySettings: SummarySettings & { enabled: boolean };
   summarizeQueue: Queue;
+  submitQueue: Queue;
   redisWatch: RedisWatch;
   submitsInFlight: Set<string>;
 }): void {
@@ -434,6 +436,10 @@ function startWorkers(deps: {
     logger: logger.child({ component: 'worker' }),
     shutdown: shutdown.signal,
     submitsInFlight: deps.submitsInFlight,
+    async onUpstreamBack(profile) {
+      const promoted = await promoteDelayedSubmits(history.db, deps.submitQueue, profile);
+      if (promoted > 0) logger.info({ profile, promoted }, 'scheduler answers again: waiting submissions retried now');
+    },
     settings: {
       pollFloorMs: config.pollFloorMs,
       pollCeilingMs: config.pollCeilingMs,

@@ -44,7 +44,13 @@ export function pollProcessor(services: WorkerServices) {
     }
     if (sync?.lastPollAt && Date.now() - sync.lastPollAt < interval - 250) return 'waiting';
     try {
-      return await pollProfile({ db, client, logger: services.logger, settings, signal: services.shutdown }, profile);
+      const report = await pollProfile(
+        { db, client, logger: services.logger, settings, signal: services.shutdown },
+        profile,
+      );
+      // Back after an outage: submissions waiting out a long backoff need not wait any more.
+      if (sync?.lastPollOk === false && !report.stale) await services.onUpstreamBack?.(profile);
+      return report;
     } catch (error) {
       // An outage is not the jobs' fault: record it for the profile and try at the next tick.
       if (!(error instanceof SchedflowError)) throw error;

@@ -14,6 +14,8 @@ export interface WorkerServices {
    * the keeper's re-queue leaves them alone even when their job is gone from Redis.
    */
   submitsInFlight?: Set<string>;
+  /** Told when a profile's scheduler answers again after failed or stale polls. */
+  onUpstreamBack?(profile: string): Promise<void>;
   settings: {
     pollFloorMs: number;
     pollCeilingMs: number;

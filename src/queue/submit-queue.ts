@@ -1,6 +1,6 @@
 import type { Queue } from 'bullmq';
 import type { Db } from '../db/database.js';
-import { getRequest, transition } from '../db/requests.js';
+import { getRequest, transition, unsubmittedRequests } from '../db/requests.js';
 import type { TransitionSource } from '../db/schema.js';
 import type { Logger } from '../logger.js';
 
@@ -74,4 +74,25 @@ export async function enqueueSubmit(
     );
   }
   return 'deferred';
+}
+
+/**
+ * Submissions of `profile` waiting out a retry backoff, run now: after an outage their next
+ * attempts can be minutes away (the backoff grows to cover an hour of trouble), and the
+ * scheduler answers again. Requests held by a submit limit keep their own pace. Returns how
+ * many were moved up.
+ */
+export async function promoteDelayedSubmits(db: Db, queue: Queue, profile: string): Promise<number> {
+  let promoted = 0;
+  for (const row of unsubmittedRequests(db)) {
+    if (row.profile !== profile || row.state === 'waiting') continue;
+    const job = await queue.getJob(row.id);
+    if (!job || !(await job.isDelayed())) continue;
+    // A job that moved meanwhile (a worker took it, the keeper re-added it) is fine as it is.
+    await job.promote().then(
+      () => promoted++,
+      () => undefined,
+    );
+  }
+  return promoted;
 }

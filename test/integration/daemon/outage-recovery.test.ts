@@ -1,0 +1,61 @@
+import { describe, expect, it } from 'vitest';
+import { getProfileSync } from '../../../src/db/accounting.js';
+import { getRequest } from '../../../src/db/requests.js';
+import { jobSpecSchema } from '../../../src/sched/job-spec.js';
+import { daemonTestEnv } from '../../helpers/daemon.js';
+import { http, waitFor } from '../../helpers/http.js';
+
+const env = daemonTestEnv();
+
+/**
+ * Submissions retried through an upstream outage wait out a backoff that grows to cover an
+ * hour of trouble: after a long outage the next attempt can be minutes away (the chaos run's
+ * outage-long left requests `submitting` past its deadline). Once the scheduler answers again,
+ * they go at once.
+ */
+describe('a submission retried through an outage', () => {
+  it('goes as soon as the scheduler answers again, not when its backoff ends', async () => {
+    const sim = await env.sim();
+    const td = await env.daemon(sim.url, { pollCeilingMs: 1000 });
+    const db = td.daemon.history.db;
+    const setUpstream = async (state: 'up' | 'down') => {
+      const res = await http(`${sim.url}/_sim/upstream`, {
+        method: 'PUT',
+        body: { slurmctld: state, slurmdbd: state },
+      });
+      expect(res.status).toBe(200);
+    };
+    await setUpstream('down');
+    const id = await td.daemon.submit({
+      spec: jobSpecSchema.parse({
+        name: 'after-outage',
+        script: '#!/bin/sh\ntrue\n',
+        current_working_directory: sim.workDir,
+      }),
+      origin: 'api',
+    });
+    await waitFor(async () => (getProfileSync(db, 'test')?.lastPollOk === false ? true : undefined), {
+      what: 'the outage to be seen by a poll',
+    });
+    // Three attempts failed: the next waits 4–8 s (2 s doubling, half jittered) from the failure.
+    await waitFor(
+      async () => {
+        const j = await td.daemon.queues.submit.getJob(id);
+        return j && j.attemptsMade >= 3 && (await j.isDelayed()) ? true : undefined;
+      },
+      { what: 'three failed attempts', timeoutMs: 30_000, intervalMs: 50 },
+    );
+    const retryNoSoonerThan = Date.now() - 50 + 4000;
+    await setUpstream('up');
+    const submitted = await waitFor(async () => getRequest(db, id)?.submittedAt ?? undefined, {
+      what: 'the submission',
+      timeoutMs: 20_000,
+      intervalMs: 50,
+    }).then(() => getRequest(db, id));
+    const at = submitted?.submittedAt ?? Number.POSITIVE_INFINITY;
+    expect(at, `submitted ${at - retryNoSoonerThan} ms after its backoff would have let it`).toBeLessThan(
+      retryNoSoonerThan,
+    );
+    await td.waitForState(id, 'completed');
+  }, 60_000);
+});
