@@ -57,12 +57,12 @@ const EXIT_WITHIN_MS = 5000;
  * Pino's JSON lines, in the order of their times: written to a pipe, a line can reach it a
  * little after the next one (seen: a step's line after the following step's, 1 ms apart).
  */
+/** The daemon's JSON lines in the order it wrote them (one process, one stream: no sort by `time`, whose milliseconds a wall clock stepped back would reorder). */
 function logLines(stdout: string): { msg?: string; level?: number; step?: string; time?: number }[] {
   return stdout
     .split('\n')
     .filter((l) => l.startsWith('{'))
-    .map((l) => JSON.parse(l) as { msg?: string; time?: number })
-    .sort((a, b) => (a.time ?? 0) - (b.time ?? 0));
+    .map((l) => JSON.parse(l) as { msg?: string; time?: number });
 }
 
 function startEmbedded(): DaemonProcess {
