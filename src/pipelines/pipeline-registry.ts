@@ -238,9 +238,16 @@ export class PipelineRegistry implements PipelineService {
    * schedule's ticks meanwhile.
    */
   async #inRedis(name: string, what: 'pause' | 'resume', op: () => Promise<unknown>): Promise<void> {
+    let refused: { error: unknown } | undefined;
+    const answer = op().catch((error: unknown) => {
+      refused = { error };
+      throw error;
+    });
     try {
-      await withTimeout(op(), REDIS_ANSWER_MS, 'Redis answer');
+      await withTimeout(answer, REDIS_ANSWER_MS, 'Redis answer');
     } catch (error) {
+      // Only silence is left to the keeper: an error Redis did answer is the admin's to see.
+      if (refused) throw refused.error;
       this.#deps.logger.warn(
         { pipeline: name, err: toError(error) },
         `${what} recorded; Redis did not answer, so its job scheduler is updated once Redis is back`,
@@ -388,8 +395,9 @@ export class PipelineRegistry implements PipelineService {
     for (const p of this.#loaded.values()) {
       if (!p.def.schedule?.enabled) continue;
       if (pauses.has(p.name)) {
-        // Paused while Redis did not answer: its scheduler goes now.
-        if (await this.#deps.queue.getJobScheduler(schedulerId(p.name))) {
+        // Paused while Redis did not answer: its scheduler goes now (unless resumed meanwhile).
+        const scheduler = await this.#deps.queue.getJobScheduler(schedulerId(p.name));
+        if (scheduler && schedulePauses(this.#deps.engine.db).has(p.name)) {
           await this.#deps.queue.removeJobScheduler(schedulerId(p.name));
         }
         continue;

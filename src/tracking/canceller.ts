@@ -101,10 +101,15 @@ export async function cancelRequest(
       return true;
     }
   });
-  if (taken === true) return { kind: 'submitting', row, retryAfterSec: SUBMITTING_RETRY_AFTER_SEC };
+  // A request held by a submit limit is tried again from `waiting`, never moving to
+  // `submitting`: without Redis's word that no worker holds it, it may be posting right now.
+  if (taken === true || (taken === undefined && row.state === 'waiting')) {
+    return { kind: 'submitting', row, retryAfterSec: SUBMITTING_RETRY_AFTER_SEC };
+  }
   // Without a job (the producer has not added it yet, it was lost in a crash, or Redis does not
-  // answer) the cancelled state alone is enough: a submit worker skips requests in a final
-  // state, and one that has just taken it cannot move it from `cancelled` to `submitting`.
+  // answer) the cancelled state alone is enough for a request accepted or queued: a submit
+  // worker skips requests in a final state, and one that has just taken it cannot move it from
+  // `cancelled` to `submitting`.
   const moved = transition(db, requestId, {
     to: 'cancelled',
     source: by.source,

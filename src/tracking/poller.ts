@@ -37,7 +37,8 @@ export interface PollReport {
   /**
    * Upstream requests this cycle made: with nothing to track 1 when it checked the controller
    * and 0 when the last check is recent; 1 when nothing changed, 2 with
-   * changes (accounting), 3 when accounting could not describe an ended job (controller listing).
+   * changes (accounting), 3 when accounting could not describe an ended job or a record may be
+   * another job's (a controller listing), 4 when both happen in one cycle.
    */
   requests: number;
   changed: number;
@@ -177,7 +178,7 @@ export async function pollProfile(deps: PollDeps, profile: string): Promise<Poll
       needController = result.endedWithoutRecord;
       if (result.suspects.length > 0) {
         requests++;
-        changed += await checkSuspects(deps, result.suspects);
+        changed += await checkSuspects(deps, profile, result.suspects);
       }
       recordAccountingAnswer(db, profile, null);
       accounting = 'ok';
@@ -307,11 +308,12 @@ async function resolveThroughController(
  * Settles the requests whose accounting record may be another job's (see ownRecord): one
  * controller listing for them all, whose records keep the marker. Their own job (a requeue):
  * confirmed and applied. Another job under the id: the controller lost theirs and gave the id
- * again, and they end (node_fail, JobLostByController). Gone from the controller too: the
- * accounting record is the best there is. Only these few ever cost the listing: a job id is
- * checked when its record gives cause, not every new job on every cycle.
+ * again, and they end (node_fail, JobLostByController). Gone from the controller meanwhile:
+ * missing, then `lost` after the grace period, since nothing certain is known of them. Only
+ * these few ever cost the listing: a job id is checked when its record gives cause, not every
+ * new job on every cycle.
  */
-async function checkSuspects(deps: PollDeps, suspects: Suspect[]): Promise<number> {
+async function checkSuspects(deps: PollDeps, profile: string, suspects: Suspect[]): Promise<number> {
   const { db, client, logger } = deps;
   const listing = await client.listJobs({ forPolling: true, signal: deps.signal }).catch((error: unknown) => {
     if (!(error instanceof SchedflowError)) throw error;
@@ -323,10 +325,11 @@ async function checkSuspects(deps: PollDeps, suspects: Suspect[]): Promise<numbe
   let changed = 0;
   const now = Date.now();
   db.transaction(() => {
-    for (const { row, record, freshness } of suspects) {
+    for (const { row } of suspects) {
       const inController = full.get(row.jobId as number);
       if (!inController) {
-        if (applyJob(db, row, record, 'accounting', freshness)) changed++;
+        // Left the controller between the two reads: nothing certain is known of it.
+        if (markMissing(deps, profile, row, now)) changed++;
         continue;
       }
       if (jobIdentity(inController, row) === 'ours') {
@@ -344,13 +347,12 @@ async function checkSuspects(deps: PollDeps, suspects: Suspect[]): Promise<numbe
 
 interface Suspect {
   row: TrackedRequest;
-  record: SchedJob;
-  freshness: Freshness;
 }
 
 /**
- * A job found neither in the controller nor in accounting: its absence is noted, and after the
- * grace period it is `lost` (never taken to have finished). True when the request moved.
+ * A job the controller no longer has, of which accounting knows nothing certain (no record, a
+ * record still active, or records that may be other jobs'): its absence is noted, and after
+ * the grace period it is `lost` (never taken to have finished). True when the request moved.
  */
 function markMissing(
   deps: PollDeps,
@@ -414,21 +416,18 @@ async function resolveThroughAccounting(
   db.transaction(() => {
     for (const row of rows) {
       const own = ownRecord(found.get(row.jobId as number) ?? [], row);
-      if (own.kind === 'reused') {
-        // Accounting's only records under the id are of other jobs submitted since this request:
-        // the controller lost its job and gave the id again (whatever the controller lists
-        // under the id now is that other job).
+      const inController = controller.get(row.jobId as number);
+      // Accounting's only records under the id are other jobs' submitted since (the controller
+      // lost this one and gave its id again?), or its record may be another's: the controller's
+      // record, which keeps the marker, decides. Gone from the controller too: missing, as a
+      // job of which nothing is known (a name alone never ends a request).
+      if (own.kind === 'reused' || own.kind === 'suspect') {
         if (history.freshness.stale) continue;
-        const why = describeOtherJob(own.by, "accounting's");
-        if (endLostByController(db, row.id, { at: now, source: 'accounting', why })) changed++;
-        continue;
-      }
-      if (own.kind === 'suspect') {
-        suspects.push({ row, record: own.record, freshness: history.freshness });
+        if (inController) suspects.push({ row });
+        else if (markMissing(deps, profile, row, now)) changed++;
         continue;
       }
       const record = own.kind === 'ours' ? own.record : undefined;
-      const inController = controller.get(row.jobId as number);
       const controllerState = inController ? requestStateFor(inController.state) : null;
       const endedInController = controllerState !== null && isTerminalRequest(controllerState);
       const recordEnded = record !== undefined && isTerminalRequest(requestStateFor(record.state) ?? 'running');

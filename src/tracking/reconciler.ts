@@ -3,8 +3,9 @@ import type { Db } from '../db/database.js';
 import { getRequest, requestByJobId } from '../db/requests.js';
 import type { Logger } from '../logger.js';
 import type { SchedClient } from '../sched/client.js';
-import { jobIdentity } from './job-identity.js';
+import { ownRecord } from './job-identity.js';
 import { applyJob } from './poller.js';
+import { isTerminalRequest, requestStateFor } from './request-state.js';
 
 export interface ReconcileSettings {
   /** On the first run, import this far back. @defaultValue 86400 */
@@ -46,15 +47,23 @@ export async function reconcileProfile(
     // AccountingStoreFlags=job_comment, which clusters do not set by default. A job id can come
     // again (a cluster's state reset, a crashed slurmctld), so the job must fit the request: its
     // name, and not older than the request (jobIdentity).
+    // A same-name record submitted well after the request's submission is linked, not applied:
+    // only the controller's record can say whether it is its job (the poller asks, see ownRecord).
     const requestId = MARKER.exec(job.comment)?.[1] ?? null;
     const byId = requestId ? undefined : requestByJobId(db, profile, job.job_id);
+    const identity = byId ? ownRecord([job], byId).kind : null;
     const request =
       (requestId ? getRequest(db, requestId) : undefined) ??
-      (byId && jobIdentity(job, byId) !== 'other' ? byId : undefined);
+      (byId && (identity === 'ours' || identity === 'suspect') ? byId : undefined);
     upsertAccountingJob(db, profile, job, request ? request.id : null, at);
     if (request && request.jobId === job.job_id) {
       linked++;
-      applyJob(db, request, job, 'accounting', freshness);
+      // A job the controller no longer has, which accounting still holds active (lagging, or a
+      // runaway slurmctld lost): the poller's grace decides; an import must not reset it.
+      const ended = isTerminalRequest(requestStateFor(job.state) ?? 'running');
+      if (identity !== 'suspect' && (ended || request.missingSince === null)) {
+        applyJob(db, request, job, 'accounting', freshness);
+      }
     }
   }
   updateProfileSync(db, profile, { accountingSyncedTo: nowSec, accountingSyncedAt: at });
