@@ -12,13 +12,13 @@ export function pollIntervalMs(lastMaxAgeSec: number | null, floorMs: number, ce
 }
 
 /** Share of a rate-limited profile's pace that polling may take; the rest is the submissions'. */
-const RATE_LIMITED_POLL_SHARE = 0.1;
+const RATE_LIMITED_POLL_SHARE = 0.05;
 /** Requests a poll cycle with changes costs (the state listing and one accounting query). */
 const REQUESTS_PER_POLL = 2;
 
 /**
  * While the proxy's rate limit holds a profile below its configured pace (429s lately), polls
- * are spaced to take at most a tenth of that pace: at one request a second, a poll every 20 s
+ * are spaced to take at most a twentieth of that pace: at one request a second, a poll every 40 s
  * instead of every cache lifetime, which alone would take the whole budget and starve the
  * submissions (issue 13, weak spot 3). Never beyond the ceiling.
  */

@@ -8,7 +8,7 @@ import type { ApiDeps } from './deps.js';
 export interface ApiServer {
   /** Base URL actually bound: `http://127.0.0.1:8080` (the real port when 0 was asked for). */
   url: string;
-  /** Stops taking requests (new ones get 503), waits for those under way, then closes. */
+  /** Stops taking requests (new ones get 503), waits up to a second for those under way, then closes. */
   close(): Promise<void>;
 }
 
@@ -59,5 +59,20 @@ export async function startApiServer(
   const boundPort = typeof address === 'object' && address ? address.port : port;
   const url = `http://${host.includes(':') ? `[${host}]` : host}:${boundPort}`;
   options.logger.info({ url }, 'local API listening');
-  return { url, close: () => app.close() };
+  return {
+    url,
+    close: async () => {
+      // Requests under way get a moment to finish; a client that stalls in the middle of one
+      // (a body that never ends) is cut then, or it would hold the shutdown to its step limit.
+      const cut = setTimeout(() => app.server.closeAllConnections(), CLOSE_GRACE_MS);
+      try {
+        await app.close();
+      } finally {
+        clearTimeout(cut);
+      }
+    },
+  };
 }
+
+/** How long a stopping API waits for requests under way before cutting their connections. */
+const CLOSE_GRACE_MS = 1000;
