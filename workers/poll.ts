@@ -13,14 +13,16 @@ export function pollIntervalMs(lastMaxAgeSec: number | null, floorMs: number, ce
 
 /** Share of a rate-limited profile's pace that polling may take; the rest is the submissions'. */
 const RATE_LIMITED_POLL_SHARE = 0.05;
+/** How recently submissions must have waited for the budget for polls to give way to them. */
+const CONTENTION_WINDOW_MS = 10_000;
 /** Requests a poll cycle with changes costs (the state listing and one accounting query). */
 const REQUESTS_PER_POLL = 2;
 
 /**
- * While the proxy's rate limit holds a profile below its configured pace (429s lately), polls
- * are spaced to take at most a twentieth of that pace: at one request a second, a poll every 40 s
- * instead of every cache lifetime, which alone would take the whole budget and starve the
- * submissions (issue 13, weak spot 3). Never beyond the ceiling.
+ * While the proxy's rate limit holds a profile below its configured pace (429s lately) and
+ * submissions wait for it, polls are spaced to take at most a twentieth of that pace: at one
+ * request a second, a poll every 40 s instead of every cache lifetime, which alone would take
+ * the whole budget and starve the submissions (issue 13, weak spot 3). Never beyond the ceiling.
  */
 export function rateLimitedPollIntervalMs(intervalMs: number, ratePerSec: number, ceilingMs: number): number {
   const spacedMs = (REQUESTS_PER_POLL / (RATE_LIMITED_POLL_SHARE * ratePerSec)) * 1000;
@@ -39,7 +41,9 @@ export function pollProcessor(services: WorkerServices) {
     const sync = getProfileSync(db, profile);
     const client = services.clients.get(profile);
     let interval = pollIntervalMs(sync?.lastMaxAgeSec ?? null, settings.pollFloorMs, settings.pollCeilingMs);
-    if (client.isRateLimited()) {
+    // Only while submissions compete for the budget: once they are through, the reduced pace is
+    // all polling's, and ends are seen at once rather than a spacing later.
+    if (client.isRateLimited() && client.contendedWithin(CONTENTION_WINDOW_MS)) {
       interval = rateLimitedPollIntervalMs(interval, client.currentRate(), settings.pollCeilingMs);
     }
     if (sync?.lastPollAt && Date.now() - sync.lastPollAt < interval - 250) return 'waiting';

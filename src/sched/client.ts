@@ -155,6 +155,11 @@ export class SchedClient {
     return this.transport.isRateLimited();
   }
 
+  /** Whether submissions or lookups had to wait for this profile's request budget within `windowMs`. */
+  contendedWithin(windowMs: number): boolean {
+    return this.transport.contendedWithin(windowMs);
+  }
+
   /** The pace (requests a second) this profile sends at now. */
   currentRate(): number {
     return this.transport.currentRate();

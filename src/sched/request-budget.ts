@@ -27,6 +27,8 @@ const RECOVERY_SHARE_PER_SEC = 0.01;
 export class RequestBudget {
   private readonly bucket: TokenBucket;
   private readonly queues: Record<RequestPriority, Waiter[]> = { poll: [], normal: [] };
+  /** When a request other than a poll last had to wait for a token (or the Retry-After). */
+  private normalQueuedAtMs = Number.NEGATIVE_INFINITY;
   private timer: NodeJS.Timeout | undefined;
   /** Nothing is sent before this (the last 429's Retry-After). */
   private heldUntilMs = 0;
@@ -43,6 +45,7 @@ export class RequestBudget {
   acquire(priority: RequestPriority = 'normal'): Promise<void> {
     this.recover();
     if (this.waiting() === 0 && Date.now() >= this.heldUntilMs && this.bucket.tryTake()) return Promise.resolve();
+    if (priority === 'normal') this.normalQueuedAtMs = Date.now();
     return new Promise((resolve) => {
       this.queues[priority].push({ resolve });
       this.schedule();
@@ -85,6 +88,11 @@ export class RequestBudget {
   isLimited(nowMs: number = Date.now()): boolean {
     this.recover(nowMs);
     return this.limited !== null;
+  }
+
+  /** Whether work other than polling (submissions, lookups) had to wait for the budget within `windowMs`. */
+  contendedWithin(windowMs: number, nowMs: number = Date.now()): boolean {
+    return nowMs - this.normalQueuedAtMs <= windowMs;
   }
 
   /** Resolves once no Retry-After holds the profile (at once when none does). Takes no token. */

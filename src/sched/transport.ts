@@ -81,6 +81,11 @@ export class SchedTransport {
     return this.budget.isLimited();
   }
 
+  /** Whether submissions or lookups had to wait for the request budget within `windowMs`. */
+  contendedWithin(windowMs: number): boolean {
+    return this.budget.contendedWithin(windowMs);
+  }
+
   /** Resolves once no Retry-After holds the profile. */
   whenOpen(): Promise<void> {
     return this.budget.whenOpen();
