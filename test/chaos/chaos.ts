@@ -102,6 +102,8 @@ for (const scenario of chosen) {
   } finally {
     entry.counts = countsSince(before, world.counts());
     log(`  ${scenario.name}: ${((Date.now() - scenarioStart) / 1000).toFixed(0)} s`);
+    // The scenario's row as soon as it is known: a long run cut off keeps what it measured.
+    process.stdout.write(`${renderTable([entry]).split('\n').at(-1)}\n`);
     if (failed) await closeShared();
   }
 }

@@ -92,7 +92,7 @@ export function renderTable(figures: ScenarioFigures[]): string {
       String(s.stuck),
       String(s.wronglyFailed),
       recovery(f),
-      s.made ? (f.counts.total / s.made).toFixed(1) : '-',
+      s.made ? (f.counts.total / s.made).toFixed(2) : '-',
       notes(f),
     ];
   });
