@@ -13,8 +13,6 @@ export function pollIntervalMs(lastMaxAgeSec: number | null, floorMs: number, ce
 
 /** Share of a rate-limited profile's pace that polling may take; the rest is the submissions'. */
 const RATE_LIMITED_POLL_SHARE = 0.05;
-/** How recently submissions must have waited for the budget for polls to give way to them. */
-const CONTENTION_WINDOW_MS = 10_000;
 /** Requests a poll cycle with changes costs (the state listing and one accounting query). */
 const REQUESTS_PER_POLL = 2;
 
@@ -43,7 +41,7 @@ export function pollProcessor(services: WorkerServices) {
     let interval = pollIntervalMs(sync?.lastMaxAgeSec ?? null, settings.pollFloorMs, settings.pollCeilingMs);
     // Only while submissions compete for the budget: once they are through, the reduced pace is
     // all polling's, and ends are seen at once rather than a spacing later.
-    if (client.isRateLimited() && client.contendedWithin(CONTENTION_WINDOW_MS)) {
+    if (client.submissionsHeldBack()) {
       interval = rateLimitedPollIntervalMs(interval, client.currentRate(), settings.pollCeilingMs);
     }
     if (sync?.lastPollAt && Date.now() - sync.lastPollAt < interval - 250) return 'waiting';

@@ -10,6 +10,9 @@ export function reconcileProcessor(services: WorkerServices) {
   return async (job: Job): Promise<ReconcileReport | 'waiting'> => {
     const { profile } = profilePayloadSchema.parse(job.data);
     if (!services.clients.connected(profile)) return 'waiting';
+    // The import is never urgent: while a rate limit holds submissions back it waits for the next
+    // tick (at one request a second, a reconcile every 10 s cost a tenth of a 429 storm's budget).
+    if (services.clients.get(profile).submissionsHeldBack()) return 'waiting';
     try {
       return await reconcileProfile(
         {

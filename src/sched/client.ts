@@ -22,6 +22,9 @@ import { SchedTransport, type TransportRequest } from './transport.js';
 import type { UpstreamHealth } from './upstream-health.js';
 import { type ApiVersion, isApiVersion, SUPPORTED_VERSIONS } from './versions.js';
 
+/** How recently submissions must have waited for the budget for work that can wait to give way. */
+const CONTENTION_WINDOW_MS = 10_000;
+
 /** Data read from the scheduler, with how fresh it is. */
 export interface Read<T> {
   data: T;
@@ -150,14 +153,13 @@ export class SchedClient {
     return this.transport.health;
   }
 
-  /** True while the proxy's rate limit holds this profile below its configured pace. */
-  isRateLimited(): boolean {
-    return this.transport.isRateLimited();
-  }
-
-  /** Whether submissions or lookups had to wait for this profile's request budget within `windowMs`. */
-  contendedWithin(windowMs: number): boolean {
-    return this.transport.contendedWithin(windowMs);
+  /**
+   * True while the proxy's rate limit holds this profile below its pace and submissions (or
+   * lookups) had to wait for the budget within the last 10 s: work that can wait (polls spaced,
+   * the accounting import put off) gives way to them. Once they are through it is polling's again.
+   */
+  submissionsHeldBack(): boolean {
+    return this.transport.isRateLimited() && this.transport.contendedWithin(CONTENTION_WINDOW_MS);
   }
 
   /** The pace (requests a second) this profile sends at now. */

@@ -9,7 +9,11 @@ interface Waiter {
 
 /** The slowest pace a rate-limited profile drops to (requests a second); Retry-After pauses go lower. */
 const MIN_RATE_PER_SEC = 0.1;
-/** After a 429 the pace grows back by this share of the configured rate each second without one. */
+/**
+ * After a 429 the pace grows back by this share of a rate each second without one: of the rate
+ * refused, up to it (the limit is likely there: probing it faster meant a 429 every 8 s in a
+ * storm at 1/s with 5/s configured), then of the configured rate (the limit has gone up).
+ */
 const RECOVERY_SHARE_PER_SEC = 0.01;
 
 /**
@@ -33,7 +37,7 @@ export class RequestBudget {
   /** Nothing is sent before this (the last 429's Retry-After). */
   private heldUntilMs = 0;
   /** The pace after the last 429, and when it was set: the current pace grows from there. */
-  private limited: { ratePerSec: number; sinceMs: number } | null = null;
+  private limited: { ratePerSec: number; refusedPerSec: number; sinceMs: number } | null = null;
 
   constructor(
     private readonly capacity: number,
@@ -60,8 +64,9 @@ export class RequestBudget {
   rateLimited(retryAfterMs: number | null, nowMs: number = Date.now()): void {
     const holdMs = Math.max(retryAfterMs ?? 1000, 100);
     if (nowMs >= this.heldUntilMs) {
-      const pace = Math.max(MIN_RATE_PER_SEC, this.currentRate(nowMs) / 2);
-      this.limited = { ratePerSec: pace, sinceMs: nowMs + holdMs };
+      const refused = this.currentRate(nowMs);
+      const pace = Math.max(MIN_RATE_PER_SEC, refused / 2);
+      this.limited = { ratePerSec: pace, refusedPerSec: Math.max(refused, pace), sinceMs: nowMs + holdMs };
       // One at a time after the hold: a burst of the bucket's capacity would be refused again.
       this.bucket.retune(1, pace, nowMs);
     }
@@ -77,11 +82,12 @@ export class RequestBudget {
   /** The pace requests are sent at now (requests a second); lower than configured after 429s. */
   currentRate(nowMs: number = Date.now()): number {
     if (!this.limited) return this.refillPerSecond;
-    const grownSec = Math.max(0, nowMs - this.limited.sinceMs) / 1000;
-    return Math.min(
-      this.refillPerSecond,
-      this.limited.ratePerSec + grownSec * RECOVERY_SHARE_PER_SEC * this.refillPerSecond,
-    );
+    const { ratePerSec, refusedPerSec, sinceMs } = this.limited;
+    const grownSec = Math.max(0, nowMs - sinceMs) / 1000;
+    const towardRefusedSec = (refusedPerSec - ratePerSec) / (RECOVERY_SHARE_PER_SEC * refusedPerSec);
+    if (grownSec <= towardRefusedSec) return ratePerSec + grownSec * RECOVERY_SHARE_PER_SEC * refusedPerSec;
+    const beyondSec = grownSec - towardRefusedSec;
+    return Math.min(this.refillPerSecond, refusedPerSec + beyondSec * RECOVERY_SHARE_PER_SEC * this.refillPerSecond);
   }
 
   /** True while the proxy's rate limit holds the profile below its configured pace. */

@@ -1,3 +1,4 @@
+import { appendFileSync } from 'node:fs';
 import { Agent, createServer, request } from 'node:http';
 import type { AddressInfo } from 'node:net';
 
@@ -38,6 +39,8 @@ export function endpointOf(method: string, url: string): string {
  */
 export async function startCountingProxy(target: string, latencyMs = 0): Promise<CountingProxy> {
   const upstream = new URL(target);
+  // Every request's time, status and URL, for finding out where a scenario's requests go.
+  const urlLog = process.env.CHAOS_URL_LOG;
   const agent = new Agent({ keepAlive: true, maxSockets: 64 });
   let counts: UpstreamCounts = { total: 0, byEndpoint: {}, byStatus: {} };
   const bump = (record: Record<string, number>, key: string) => {
@@ -56,6 +59,7 @@ export async function startCountingProxy(target: string, latencyMs = 0): Promise
         { host: upstream.hostname, port: upstream.port, method, path: url, headers, agent },
         (answer) => {
           bump(counts.byStatus, String(answer.statusCode ?? 0));
+          if (urlLog) appendFileSync(urlLog, `${Date.now()} ${answer.statusCode} ${method} ${url}\n`);
           res.writeHead(answer.statusCode ?? 502, answer.headers);
           answer.pipe(res);
           answer.on('error', () => res.destroy());
