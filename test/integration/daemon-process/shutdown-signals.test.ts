@@ -121,7 +121,7 @@ describe('an idle daemon on its private Redis and the embedded simulator, signal
       expect(logs.find((l) => l.msg === 'shutting down')).toMatchObject({ signal, level: 30 });
       expect(
         logs.filter((l) => l.msg === 'shutdown step done').map((l) => l.step),
-        'every step, in reverse start order',
+        `every step, in reverse start order; the daemon's output:\n${daemon.stdout}`,
       ).toEqual(ALL_STEPS);
       const shutdown = logs.slice(logs.findIndex((l) => l.msg === 'shutting down'));
       expect(
