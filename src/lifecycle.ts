@@ -127,7 +127,7 @@ export class Lifecycle {
           process.exit(code);
         }
         this.logger.info({ signal }, 'shutting down');
-        void this.stop().finally(() => this.exitOnceLogged(code));
+        void this.stop().finally(() => process.exit(code));
       });
     }
     process.on('unhandledRejection', (reason) => {
@@ -136,18 +136,7 @@ export class Lifecycle {
         'unhandled promise rejection; shutting down',
       );
       // 1: schedflow's exit code for an internal error (EXIT.internal).
-      void this.stop().finally(() => this.exitOnceLogged(1));
+      void this.stop().finally(() => process.exit(1));
     });
-  }
-
-  /**
-   * Exits once the logger has written what it holds. pino writes asynchronously; an exit while a
-   * write is in flight has the rest flushed first, out of order (the lock's "shutdown step done"
-   * before redis-server's, 1 shutdown in 12), or a last line lost. Never waits over a second.
-   */
-  private exitOnceLogged(code: number): void {
-    const exit = () => process.exit(code);
-    setTimeout(exit, 1000);
-    this.logger.flush(() => exit());
   }
 }

@@ -40,5 +40,8 @@ export function createLogger(settings: LoggerSettings = {}): Logger {
       transport: { target: 'pino-pretty', options: { colorize: true, ignore: 'pid,hostname' } },
     });
   }
-  return pino(options);
+  // Synchronous: an asynchronous write that met a full pipe (EAGAIN) is retried later, and the
+  // lines logged meanwhile went out before it (a shutdown's last steps out of order), or were
+  // flushed at exit ahead of it. A log line is written, in order, before the call returns.
+  return pino(options, pino.destination({ dest: 1, sync: true }));
 }
