@@ -5,8 +5,8 @@ import { eq } from 'drizzle-orm';
 import type { Db } from '../db/database.js';
 import { pauseSchedule, resumeSchedule, type SchedulePause, schedulePauses } from '../db/schedule-pauses.js';
 import { type PipelineRunRow, pipelineSchedules } from '../db/schema.js';
-import { ConfigError, SchedflowError, toError } from '../errors.js';
-import { withTimeout } from '../lib/with-timeout.js';
+import { ConfigError, SchedflowError } from '../errors.js';
+import { answerWithin } from '../lib/with-timeout.js';
 import { SourceError } from '../lib/yaml-source.js';
 import type { Logger } from '../logger.js';
 import { missedFireTimes, nextFireTimes } from './cron-times.js';
@@ -238,21 +238,12 @@ export class PipelineRegistry implements PipelineService {
    * schedule's ticks meanwhile.
    */
   async #inRedis(name: string, what: 'pause' | 'resume', op: () => Promise<unknown>): Promise<void> {
-    let refused: { error: unknown } | undefined;
-    const answer = op().catch((error: unknown) => {
-      refused = { error };
-      throw error;
-    });
-    try {
-      await withTimeout(answer, REDIS_ANSWER_MS, 'Redis answer');
-    } catch (error) {
-      // Only silence is left to the keeper: an error Redis did answer is the admin's to see.
-      if (refused) throw refused.error;
-      this.#deps.logger.warn(
-        { pipeline: name, err: toError(error) },
-        `${what} recorded; Redis did not answer, so its job scheduler is updated once Redis is back`,
-      );
-    }
+    // Only silence is left to the keeper: an error Redis did answer is the admin's to see.
+    if ((await answerWithin(op(), REDIS_ANSWER_MS)).answered) return;
+    this.#deps.logger.warn(
+      { pipeline: name },
+      `${what} recorded; Redis did not answer within ${REDIS_ANSWER_MS} ms, so its job scheduler is updated once Redis is back`,
+    );
   }
 
   /** Lifts a pause and puts the job scheduler back, unless the file switches the schedule off (the file wins). */

@@ -3,7 +3,7 @@ import type { Db } from '../db/database.js';
 import { getRequest, transition } from '../db/requests.js';
 import type { JobRequestRow } from '../db/schema.js';
 import { toError } from '../errors.js';
-import { withTimeout } from '../lib/with-timeout.js';
+import { answerWithin } from '../lib/with-timeout.js';
 import type { Logger } from '../logger.js';
 import { CancelFailedError } from '../sched/sched-errors.js';
 import type { ClientRegistry } from './client-registry.js';
@@ -129,12 +129,14 @@ export async function cancelRequest(
 /** How long a cancel waits on Redis: the history decides, so a Redis that does not answer must not hold it up. */
 const REDIS_ANSWER_MS = 1000;
 
-/** The answer of a Redis step, or `undefined` when Redis did not give one in time. */
+/** The answer of a Redis step, or `undefined` when Redis did not give one in time (or failed it). */
 async function inRedis<T>(deps: CancelDeps, op: () => Promise<T>): Promise<T | undefined> {
   try {
-    return await withTimeout(op(), REDIS_ANSWER_MS, 'Redis answer');
+    const answer = await answerWithin(op(), REDIS_ANSWER_MS);
+    if (answer.answered) return answer.value;
+    deps.logger.warn({ waitedMs: REDIS_ANSWER_MS }, 'cancel: Redis did not answer; deciding from the history');
   } catch (error) {
-    deps.logger.warn({ err: toError(error) }, 'cancel: Redis did not answer; deciding from the history');
-    return undefined;
+    deps.logger.warn({ err: toError(error) }, 'cancel: Redis refused; deciding from the history');
   }
+  return undefined;
 }
