@@ -15,7 +15,7 @@ export function pollIntervalMs(lastMaxAgeSec: number | null, floorMs: number, ce
 const RATE_LIMITED_POLL_SHARE = 0.05;
 /** How recently submissions must have waited for the budget for polls to give way to them. */
 const CONTENTION_WINDOW_MS = 10_000;
-/** Requests a poll cycle with changes costs (the state listing and one accounting query). */
+/** Requests a poll cycle with changes costs up to 500 jobs (the state listing and one accounting query). */
 const REQUESTS_PER_POLL = 2;
 
 /**
@@ -23,9 +23,16 @@ const REQUESTS_PER_POLL = 2;
  * submissions wait for it, polls are spaced to take at most a twentieth of that pace: at one
  * request a second, a poll every 40 s instead of every cache lifetime, which alone would take
  * the whole budget and starve the submissions (issue 13, weak spot 3). Never beyond the ceiling.
+ * A cycle over thousands of jobs costs a request per chunk of ids (`requestsPerPoll`, the last
+ * cycle's), and is spaced accordingly.
  */
-export function rateLimitedPollIntervalMs(intervalMs: number, ratePerSec: number, ceilingMs: number): number {
-  const spacedMs = (REQUESTS_PER_POLL / (RATE_LIMITED_POLL_SHARE * ratePerSec)) * 1000;
+export function rateLimitedPollIntervalMs(
+  intervalMs: number,
+  ratePerSec: number,
+  ceilingMs: number,
+  requestsPerPoll = REQUESTS_PER_POLL,
+): number {
+  const spacedMs = (Math.max(REQUESTS_PER_POLL, requestsPerPoll) / (RATE_LIMITED_POLL_SHARE * ratePerSec)) * 1000;
   return Math.max(intervalMs, Math.min(ceilingMs, spacedMs));
 }
 
@@ -34,6 +41,8 @@ export function rateLimitedPollIntervalMs(intervalMs: number, ratePerSec: number
  * only when the profile's interval has passed since its last poll.
  */
 export function pollProcessor(services: WorkerServices) {
+  /** Upstream requests each profile's last poll made. */
+  const lastRequests = new Map<string, number>();
   return async (job: Job): Promise<PollReport | 'waiting'> => {
     const { profile } = profilePayloadSchema.parse(job.data);
     const { db, settings } = services;
@@ -44,7 +53,12 @@ export function pollProcessor(services: WorkerServices) {
     // Only while submissions compete for the budget: once they are through, the reduced pace is
     // all polling's, and ends are seen at once rather than a spacing later.
     if (client.isRateLimited() && client.contendedWithin(CONTENTION_WINDOW_MS)) {
-      interval = rateLimitedPollIntervalMs(interval, client.currentRate(), settings.pollCeilingMs);
+      interval = rateLimitedPollIntervalMs(
+        interval,
+        client.currentRate(),
+        settings.pollCeilingMs,
+        lastRequests.get(profile),
+      );
     }
     if (sync?.lastPollAt && Date.now() - sync.lastPollAt < interval - 250) return 'waiting';
     try {
@@ -52,6 +66,7 @@ export function pollProcessor(services: WorkerServices) {
         { db, client, logger: services.logger, settings, signal: services.shutdown },
         profile,
       );
+      lastRequests.set(profile, report.requests);
       // Back after an outage: submissions waiting out a long backoff need not wait any more.
       if (sync?.lastPollOk === false && !report.stale) await services.onUpstreamBack?.(profile);
       return report;
