@@ -13,17 +13,23 @@ export function pollIntervalMs(lastMaxAgeSec: number | null, floorMs: number, ce
 
 /** Share of a rate-limited profile's pace that polling may take; the rest is the submissions'. */
 const RATE_LIMITED_POLL_SHARE = 0.05;
+/**
+ * Share of the pace polling may take while submissions wait for the budget, without 429s: a cycle
+ * over thousands of jobs costs a request per chunk of ids (21 at 10,000 jobs), which at the cache
+ * lifetime's pace would take all of a default budget (5 a second).
+ */
+const CONTENDED_POLL_SHARE = 0.5;
 /** How recently submissions must have waited for the budget for polls to give way to them. */
 const CONTENTION_WINDOW_MS = 10_000;
 /** Requests a poll cycle with changes costs up to 500 jobs (the state listing and one accounting query). */
 const REQUESTS_PER_POLL = 2;
 
 /**
- * While the proxy's rate limit holds a profile below its configured pace (429s lately) and
- * submissions wait for it, polls are spaced to take at most a twentieth of that pace: at one
- * request a second, a poll every 40 s instead of every cache lifetime, which alone would take
- * the whole budget and starve the submissions (issue 13, weak spot 3). Never beyond the ceiling.
- * A cycle over thousands of jobs costs a request per chunk of ids (`requestsPerPoll`, the last
+ * While submissions wait for the profile's budget, polls are spaced to take at most `share` of
+ * its pace. Under the proxy's rate limit (429s lately) a twentieth: at one request a second, a
+ * poll every 40 s instead of every cache lifetime, which alone would take the whole budget and
+ * starve the submissions (issue 13, weak spot 3); otherwise half. Never beyond the ceiling. A
+ * cycle over thousands of jobs costs a request per chunk of ids (`requestsPerPoll`, the last
  * cycle's), and is spaced accordingly.
  */
 export function rateLimitedPollIntervalMs(
@@ -31,8 +37,9 @@ export function rateLimitedPollIntervalMs(
   ratePerSec: number,
   ceilingMs: number,
   requestsPerPoll = REQUESTS_PER_POLL,
+  share = RATE_LIMITED_POLL_SHARE,
 ): number {
-  const spacedMs = (Math.max(REQUESTS_PER_POLL, requestsPerPoll) / (RATE_LIMITED_POLL_SHARE * ratePerSec)) * 1000;
+  const spacedMs = (Math.max(REQUESTS_PER_POLL, requestsPerPoll) / (share * ratePerSec)) * 1000;
   return Math.max(intervalMs, Math.min(ceilingMs, spacedMs));
 }
 
@@ -51,13 +58,15 @@ export function pollProcessor(services: WorkerServices) {
     const client = services.clients.get(profile);
     let interval = pollIntervalMs(sync?.lastMaxAgeSec ?? null, settings.pollFloorMs, settings.pollCeilingMs);
     // Only while submissions compete for the budget: once they are through, the reduced pace is
-    // all polling's, and ends are seen at once rather than a spacing later.
-    if (client.isRateLimited() && client.contendedWithin(CONTENTION_WINDOW_MS)) {
+    // all polling's, and ends are seen at once rather than a spacing later. Without 429s this
+    // changes nothing up to 500 tracked jobs (2 requests a cycle); beyond, half the pace.
+    if (client.contendedWithin(CONTENTION_WINDOW_MS)) {
       interval = rateLimitedPollIntervalMs(
         interval,
         client.currentRate(),
         settings.pollCeilingMs,
         lastRequests.get(profile),
+        client.isRateLimited() ? RATE_LIMITED_POLL_SHARE : CONTENDED_POLL_SHARE,
       );
     }
     if (sync?.lastPollAt && Date.now() - sync.lastPollAt < interval - 250) return 'waiting';

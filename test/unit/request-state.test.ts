@@ -72,4 +72,10 @@ describe('poll interval behind a rate-limiting proxy', () => {
     expect(rateLimitedPollIntervalMs(2000, 1, 600_000, 21)).toBe(420_000);
     expect(rateLimitedPollIntervalMs(2000, 1, 60_000, 21)).toBe(60_000);
   });
+
+  it('without 429s, while submissions wait: polls take at most half the pace, which up to 500 jobs changes nothing', () => {
+    // The default budget (5 a second): a 2-request cycle fits the floor; 21 requests (10,000 jobs) every 8.4 s.
+    expect(rateLimitedPollIntervalMs(2000, 5, 60_000, 2, 0.5)).toBe(2000);
+    expect(rateLimitedPollIntervalMs(2000, 5, 60_000, 21, 0.5)).toBe(8400);
+  });
 });
