@@ -11,7 +11,7 @@
  * BENCH_CAPACITY and BENCH_REFILL (10 and 5: the profile defaults).
  */
 import { type ChildProcess, spawn } from 'node:child_process';
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { closeSync, mkdirSync, mkdtempSync, openSync, rmSync, writeFileSync, writeSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -20,6 +20,7 @@ import { sql } from 'drizzle-orm';
 import { pino } from 'pino';
 import { openDatabase } from '../../src/db/database.js';
 import { createRequest, transition } from '../../src/db/requests.js';
+import { SchedflowError } from '../../src/errors.js';
 import { SchedClient } from '../../src/sched/client.js';
 import { parseProfile } from '../../src/sched/profile.js';
 import { pollProfile } from '../../src/tracking/poller.js';
@@ -81,13 +82,31 @@ function simJob(jobId: number, fields: Record<string, unknown>) {
   };
 }
 
-/** The account's past (PAST records that ended over the last day), then ENDS pending jobs of schedflow's. */
+/**
+ * The account's past (PAST records that ended over the last day), then ENDS pending jobs of
+ * schedflow's, written a thousand at a time: one 60 MB string would stay in this process's RSS.
+ */
 function seedSimulator(dir: string): number[] {
   const now = Math.floor(Date.now() / 1000);
-  const jobs = [];
+  mkdirSync(join(dir, 'sim'), { recursive: true });
+  const fd = openSync(join(dir, 'sim', 'jobs.json'), 'w');
+  writeSync(fd, `{"version":1,"nextJobId":${1000 + PAST + ENDS},"jobs":[`);
+  const ours: number[] = [];
+  let batch: string[] = [];
+  let written = false;
+  const flush = () => {
+    if (batch.length === 0) return;
+    writeSync(fd, `${written ? ',' : ''}${batch.join(',')}`);
+    written = true;
+    batch = [];
+  };
+  const add = (job: object) => {
+    batch.push(JSON.stringify(job));
+    if (batch.length === 1000) flush();
+  };
   for (let i = 0; i < PAST; i++) {
     const at = now - 86_400 + Math.floor((i * 80_000) / Math.max(1, PAST));
-    jobs.push(
+    add(
       simJob(1000 + i, {
         state: 'COMPLETED',
         submitTime: at,
@@ -100,14 +119,14 @@ function seedSimulator(dir: string): number[] {
       }),
     );
   }
-  const ours: number[] = [];
   for (let i = 0; i < ENDS; i++) {
     const jobId = 1000 + PAST + i;
     ours.push(jobId);
-    jobs.push(simJob(jobId, { comment: `schedflow:end-${i}`, submitTime: now, eligibleTime: now, lastUpdate: now }));
+    add(simJob(jobId, { comment: `schedflow:end-${i}`, submitTime: now, eligibleTime: now, lastUpdate: now }));
   }
-  mkdirSync(join(dir, 'sim'), { recursive: true });
-  writeFileSync(join(dir, 'sim', 'jobs.json'), JSON.stringify({ version: 1, nextJobId: 1000 + PAST + ENDS, jobs }));
+  flush();
+  writeSync(fd, ']}');
+  closeSync(fd);
   return ours;
 }
 
@@ -178,9 +197,18 @@ try {
   const count = (where: ReturnType<typeof sql>) =>
     db.get<{ n: number }>(sql`select count(*) as n from job_requests where ${where}`)?.n ?? 0;
   const settings = { lostGraceMs: 600_000 };
+  let failedPolls = 0;
+  // As the poll worker does: a poll the upstream did not answer is tried again at the next tick.
+  const poll = () =>
+    pollProfile({ db, client, logger, settings }, 'bench').catch((error: unknown) => {
+      if (!(error instanceof SchedflowError)) throw error;
+      failedPolls++;
+      process.stderr.write(`poll failed: ${error.message}\n`);
+      return { requests: 0, changed: 0 };
+    });
   // Follow the jobs up to their end (a mass start on the way), then measure the end.
   while (Date.now() < endsAtMs) {
-    await pollProfile({ db, client, logger, settings }, 'bench');
+    await poll();
     await sleep(POLL_FLOOR_MS);
   }
   const before = await requestsByRoute(url);
@@ -191,6 +219,7 @@ try {
     longestBlockMs = Math.max(longestBlockMs, now - last);
     last = now;
   }, 5);
+  const rssBeforeMb = process.memoryUsage().rss / 1048576;
   let peakRss = process.memoryUsage().rss;
   const rss = setInterval(() => {
     peakRss = Math.max(peakRss, process.memoryUsage().rss);
@@ -199,7 +228,7 @@ try {
   let cycles = 0;
   let lastRecordedMs = Date.now();
   while (count(sql`state = 'completed'`) < ENDS && cycles < 500) {
-    const report = await pollProfile({ db, client, logger, settings }, 'bench');
+    const report = await poll();
     cycles++;
     lastRecordedMs = Date.now();
     process.stderr.write(
@@ -234,8 +263,9 @@ try {
     ['end → last end recorded', `${((lastRecordedMs - endsAtMs) / 1000).toFixed(1)} s`],
     ['CPU of this process', `${((used.user + used.system) / 1e6).toFixed(1)} s`],
     ['longest event-loop block', `${longestBlockMs.toFixed(0)} ms`],
-    ['peak RSS', `${(peakRss / 1048576).toFixed(0)} MB`],
+    ['RSS before the end, peak after', `${rssBeforeMb.toFixed(0)} MB, ${(peakRss / 1048576).toFixed(0)} MB`],
     ['recorded completed with exit code and times', `${complete} of ${ENDS}`],
+    ['polls the simulator did not answer in time', String(failedPolls)],
   ];
   const width = Math.max(...rows.map(([k]) => k.length));
   process.stdout.write(`${rows.map(([k, v]) => `${k.padEnd(width)}  ${v}`).join('\n')}\n\n`);
