@@ -13,17 +13,31 @@ export function pollIntervalMs(lastMaxAgeSec: number | null, floorMs: number, ce
 
 /** Share of a rate-limited profile's pace that polling may take; the rest is the submissions'. */
 const RATE_LIMITED_POLL_SHARE = 0.05;
-/** Requests a poll cycle with changes costs (the state listing and one accounting query). */
+/**
+ * Share of the pace polling may take while submissions wait for the budget, without 429s: a cycle
+ * over thousands of jobs costs a request per chunk of ids (21 at 10,000 jobs), which at the cache
+ * lifetime's pace would take all of a default budget (5 a second).
+ */
+const CONTENDED_POLL_SHARE = 0.5;
+/** Requests a poll cycle with changes costs up to 500 jobs (the state listing and one accounting query). */
 const REQUESTS_PER_POLL = 2;
 
 /**
- * While the proxy's rate limit holds a profile below its configured pace (429s lately) and
- * submissions wait for it, polls are spaced to take at most a twentieth of that pace: at one
- * request a second, a poll every 40 s instead of every cache lifetime, which alone would take
- * the whole budget and starve the submissions (issue 13, weak spot 3). Never beyond the ceiling.
+ * While submissions wait for the profile's budget, polls are spaced to take at most `share` of
+ * its pace. Under the proxy's rate limit (429s lately) a twentieth: at one request a second, a
+ * poll every 40 s instead of every cache lifetime, which alone would take the whole budget and
+ * starve the submissions (issue 13, weak spot 3); otherwise half. Never beyond the ceiling. A
+ * cycle over thousands of jobs costs a request per chunk of ids (`requestsPerPoll`, the last
+ * cycle's), and is spaced accordingly.
  */
-export function rateLimitedPollIntervalMs(intervalMs: number, ratePerSec: number, ceilingMs: number): number {
-  const spacedMs = (REQUESTS_PER_POLL / (RATE_LIMITED_POLL_SHARE * ratePerSec)) * 1000;
+export function rateLimitedPollIntervalMs(
+  intervalMs: number,
+  ratePerSec: number,
+  ceilingMs: number,
+  requestsPerPoll = REQUESTS_PER_POLL,
+  share = RATE_LIMITED_POLL_SHARE,
+): number {
+  const spacedMs = (Math.max(REQUESTS_PER_POLL, requestsPerPoll) / (share * ratePerSec)) * 1000;
   return Math.max(intervalMs, Math.min(ceilingMs, spacedMs));
 }
 
@@ -32,6 +46,8 @@ export function rateLimitedPollIntervalMs(intervalMs: number, ratePerSec: number
  * only when the profile's interval has passed since its last poll.
  */
 export function pollProcessor(services: WorkerServices) {
+  /** Upstream requests each profile's last poll made. */
+  const lastRequests = new Map<string, number>();
   return async (job: Job): Promise<PollReport | 'waiting'> => {
     const { profile } = profilePayloadSchema.parse(job.data);
     const { db, settings } = services;
@@ -40,9 +56,16 @@ export function pollProcessor(services: WorkerServices) {
     const client = services.clients.get(profile);
     let interval = pollIntervalMs(sync?.lastMaxAgeSec ?? null, settings.pollFloorMs, settings.pollCeilingMs);
     // Only while submissions compete for the budget: once they are through, the reduced pace is
-    // all polling's, and ends are seen at once rather than a spacing later.
-    if (client.submissionsHeldBack()) {
-      interval = rateLimitedPollIntervalMs(interval, client.currentRate(), settings.pollCeilingMs);
+    // all polling's, and ends are seen at once rather than a spacing later. Without 429s this
+    // changes nothing up to 500 tracked jobs (2 requests a cycle); beyond, half the pace.
+    if (client.submissionsWaiting()) {
+      interval = rateLimitedPollIntervalMs(
+        interval,
+        client.currentRate(),
+        settings.pollCeilingMs,
+        lastRequests.get(profile),
+        client.isRateLimited() ? RATE_LIMITED_POLL_SHARE : CONTENDED_POLL_SHARE,
+      );
     }
     if (sync?.lastPollAt && Date.now() - sync.lastPollAt < interval - 250) return 'waiting';
     try {
@@ -50,6 +73,7 @@ export function pollProcessor(services: WorkerServices) {
         { db, client, logger: services.logger, settings, signal: services.shutdown },
         profile,
       );
+      lastRequests.set(profile, report.requests);
       // Back after an outage: submissions waiting out a long backoff need not wait any more.
       if (sync?.lastPollOk === false && !report.stale) await services.onUpstreamBack?.(profile);
       return report;

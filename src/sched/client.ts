@@ -86,6 +86,41 @@ type Json = Record<string, unknown>;
 
 const listParam = <T>(values: readonly T[] | undefined) => (values?.length ? values : undefined);
 
+/** Job ids one query names at most (`job_id=…` or `step=…` repeated). @defaultValue 500 */
+export const MAX_IDS_IN_QUERY = 500;
+
+/**
+ * Bytes the repeated id parameters of one query take at most. With the path and the other
+ * parameters (under 200 bytes) the URL stays well under 8 KB, the request line that common
+ * reverse proxies accept by default (nginx's `large_client_header_buffers 4 8k`, Apache's
+ * `LimitRequestLine 8190`); 10-digit ids (federated clusters) still fit 333 to a query.
+ */
+export const MAX_ID_QUERY_BYTES = 6000;
+
+/**
+ * Splits job ids into the fewest queries that name them all, in order, each within
+ * MAX_IDS_IN_QUERY ids and MAX_ID_QUERY_BYTES of `<param>=<id>&`. The poller asks the
+ * controller and accounting by name, never for every job: on a real cluster that would be
+ * every user's jobs, or every record of the account (issue 14).
+ */
+export function chunkJobIds(ids: readonly number[], param: 'job_id' | 'step'): number[][] {
+  const chunks: number[][] = [];
+  let chunk: number[] = [];
+  let bytes = 0;
+  for (const id of ids) {
+    const size = param.length + String(id).length + 2;
+    if (chunk.length > 0 && (chunk.length >= MAX_IDS_IN_QUERY || bytes + size > MAX_ID_QUERY_BYTES)) {
+      chunks.push(chunk);
+      chunk = [];
+      bytes = 0;
+    }
+    chunk.push(id);
+    bytes += size;
+  }
+  if (chunk.length > 0) chunks.push(chunk);
+  return chunks;
+}
+
 /** Unix seconds at which the UTC day of `nowMs` ends. */
 const endOfUtcDay = (nowMs: number) => (Math.floor(nowMs / 86_400_000) + 1) * 86_400;
 
@@ -159,7 +194,17 @@ export class SchedClient {
    * the accounting import put off) gives way to them. Once they are through it is polling's again.
    */
   submissionsHeldBack(): boolean {
-    return this.transport.isRateLimited() && this.transport.contendedWithin(CONTENTION_WINDOW_MS);
+    return this.isRateLimited() && this.submissionsWaiting();
+  }
+
+  /** True while submissions (or lookups) had to wait for this profile's budget within the last 10 s. */
+  submissionsWaiting(): boolean {
+    return this.transport.contendedWithin(CONTENTION_WINDOW_MS);
+  }
+
+  /** True while the proxy's 429s hold this profile below its configured pace. */
+  isRateLimited(): boolean {
+    return this.transport.isRateLimited();
   }
 
   /** The pace (requests a second) this profile sends at now. */
@@ -207,15 +252,23 @@ export class SchedClient {
       : fetchSupportedVersions(this.transport);
   }
 
-  /** The controller's job listing; `updateTime` asks only for changes since then. */
-  async listJobs(options: ReadOptions & { updateTime?: number } = {}): Promise<Read<JobListing>> {
+  /**
+   * The controller's job listing; `updateTime` asks only for changes since then. Slurm cannot
+   * filter it by id: with `jobIds`, only those jobs' records are decoded and kept, not every
+   * job of the cluster.
+   */
+  async listJobs(
+    options: ReadOptions & { updateTime?: number; jobIds?: ReadonlySet<number> } = {},
+  ): Promise<Read<JobListing>> {
     const req = this.read(`${this.ctl}/jobs`, options, { update_time: options.updateTime });
     const res = await this.transport.send(req);
-    const raw = arrayMember(res.body, 'jobs', this.transport.describe(req));
+    const all = arrayMember(res.body, 'jobs', this.transport.describe(req));
+    const { jobIds } = options;
+    const raw = jobIds ? all.filter((j) => jobIds.has(Number((j as { job_id?: unknown } | null)?.job_id))) : all;
     const jobs = this.decodeAll(raw, (j) => this.codec.decodeControllerJob(j), req);
     const lastUpdate = (res.body as { last_update?: { number?: number } }).last_update?.number ?? null;
     return {
-      data: { jobs, lastUpdate, changed: !(options.updateTime !== undefined && jobs.length === 0) },
+      data: { jobs, lastUpdate, changed: !(options.updateTime !== undefined && all.length === 0) },
       freshness: res.freshness,
     };
   }

@@ -88,6 +88,7 @@ export class Cluster {
   private nextJobId: number;
   private lastJobUpdateSec = nowSec();
   private scheduling = false;
+  private schedulePending: NodeJS.Immediate | undefined;
   private closed = false;
 
   constructor(readonly options: ClusterOptions) {
@@ -133,6 +134,7 @@ export class Cluster {
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
+    if (this.schedulePending) clearImmediate(this.schedulePending);
     for (const timer of this.timers) clearTimeout(timer);
     this.timers.clear();
     this.store.saveNow(this.snapshot());
@@ -564,7 +566,20 @@ export class Cluster {
       'job finished',
     );
     this.changed(job);
-    this.schedule();
+    this.scheduleSoon();
+  }
+
+  /**
+   * One scheduling pass for every job that ended in this turn of the event loop: a pass sorts the
+   * whole table, and thousands of jobs ending in the same second (a benchmark's mass end) each
+   * asked for one, which kept the simulator from answering for minutes.
+   */
+  private scheduleSoon(): void {
+    if (this.schedulePending) return;
+    this.schedulePending = setImmediate(() => {
+      this.schedulePending = undefined;
+      this.schedule();
+    });
   }
 
   private changed(job: SimJob): void {

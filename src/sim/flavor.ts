@@ -46,7 +46,16 @@ export const SLURMRESTD_TEXT = {
   unparsableBody: 'Failure during parsing',
   /** ESLURM_DATA_UNKNOWN_MIME_TYPE: 415 to a body of a type no serializer plugin reads. */
   unknownMimeType: 'MIME type is unknown to any loaded plugins',
+  /** SLURM_PROTOCOL_INSANE_MSG_LENGTH: 500 to a request line and headers over 80 KiB. */
+  insaneLength: 'Insane message length',
 } as const;
+
+/**
+ * How much request line and headers slurmrestd 25.11.7 reads (http_parser's 80 KiB): a URL of
+ * 81,644 bytes is answered, one of 81,964 is `500 INTERNAL ERROR` with `Insane message length`
+ * (about 5,100 repeated `job_id=` of 8 digits).
+ */
+export const SLURMRESTD_MAX_HEAD_BYTES = 80 * 1024;
 
 /** A plain-text answer as slurmrestd sends it: exactly `text/plain`, no charset, connection closed. */
 export function sendSlurmrestdText(reply: FastifyReply, status: number, text: string): FastifyReply {

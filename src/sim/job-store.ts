@@ -68,6 +68,8 @@ export class JobStore {
   readonly file: string;
   private pending: NodeJS.Timeout | undefined;
   private lock: { release(): void } | undefined;
+  /** How long the last write took: a table of 100,000 jobs takes about a second to write. */
+  private lastSaveMs = 0;
 
   constructor(readonly stateDir: string) {
     this.file = join(stateDir, 'jobs.json');
@@ -115,20 +117,29 @@ export class JobStore {
     }
     const tmp = `${this.file}.tmp`;
     // Jobs' scripts and environments: for the owner only (the embedded simulator's state is in the data dir).
+    const started = Date.now();
     writeOwnerOnlyFile(tmp, JSON.stringify({ version: 1, ...state }));
     renameSync(tmp, this.file);
+    this.lastSaveMs = Date.now() - started;
   }
 
-  /** Coalesces bursts of changes into one write. */
+  /**
+   * Coalesces bursts of changes into one write, at least four times as long after the change as
+   * the last write took: a large table (a benchmark's) is not rewritten back to back while its
+   * jobs change, which left no time to answer requests.
+   */
   saveSoon(snapshot: () => SimState, onError: (error: unknown) => void, delayMs = 50): void {
     if (this.pending) return;
-    this.pending = setTimeout(() => {
-      this.pending = undefined;
-      try {
-        this.saveNow(snapshot());
-      } catch (error) {
-        onError(error);
-      }
-    }, delayMs);
+    this.pending = setTimeout(
+      () => {
+        this.pending = undefined;
+        try {
+          this.saveNow(snapshot());
+        } catch (error) {
+          onError(error);
+        }
+      },
+      Math.max(delayMs, 4 * this.lastSaveMs),
+    );
   }
 }

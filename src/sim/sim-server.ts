@@ -1,4 +1,5 @@
 import { createHash } from 'node:crypto';
+import type { Socket } from 'node:net';
 import { resolve } from 'node:path';
 import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyReply } from 'fastify';
 import { TokenBucket } from '../lib/token-bucket.js';
@@ -6,7 +7,14 @@ import type { Logger } from '../logger.js';
 import { Associations } from './associations.js';
 import { Authenticator } from './auth.js';
 import { Cluster } from './cluster.js';
-import { hasSlurmrestdCredential, PROXY, SLURMRESTD, SLURMRESTD_TEXT, sendSlurmrestdText } from './flavor.js';
+import {
+  hasSlurmrestdCredential,
+  PROXY,
+  SLURMRESTD,
+  SLURMRESTD_MAX_HEAD_BYTES,
+  SLURMRESTD_TEXT,
+  sendSlurmrestdText,
+} from './flavor.js';
 import { parseLenientJson } from './lenient-json.js';
 import { LlmSimulator, loadLlmKeysFile } from './llm/llm-sim.js';
 import { isLoopback } from './loopback.js';
@@ -89,6 +97,9 @@ export class SimServer {
       ) as FastifyBaseLogger,
       routerOptions: { ignoreTrailingSlash: true },
       bodyLimit: 4 * 1024 * 1024,
+      // Long queries (hundreds of repeated `job_id=`) as far as slurmrestd reads them, then its answer.
+      http: { maxHeaderSize: SLURMRESTD_MAX_HEAD_BYTES },
+      clientErrorHandler: answerClientError,
     });
     this.app.addHook('onResponse', async (req) => {
       const key = `${req.method} ${req.routeOptions.url ?? 'unknown'}`;
@@ -261,4 +272,29 @@ export class SimServer {
     })();
     return this.stopping;
   }
+}
+
+/**
+ * A request Node's parser refused before any route: one whose request line and headers exceed
+ * what slurmrestd reads gets slurmrestd's answer; anything else Fastify's (400, or 408 for a
+ * request that took too long).
+ */
+function answerClientError(error: Error & { code?: string }, socket: Socket): void {
+  if (error.code === 'ECONNRESET' || socket.destroyed) return;
+  const [status, type, body] =
+    error.code === 'HPE_HEADER_OVERFLOW'
+      ? ['500 INTERNAL ERROR', 'text/plain', SLURMRESTD_TEXT.insaneLength]
+      : error.code === 'ERR_HTTP_REQUEST_TIMEOUT'
+        ? [
+            '408 Request Timeout',
+            'application/json',
+            '{"error":"Request Timeout","message":"Client Timeout","statusCode":408}',
+          ]
+        : ['400 Bad Request', 'application/json', '{"error":"Bad Request","message":"Client Error","statusCode":400}'];
+  if (socket.writable) {
+    socket.write(
+      `HTTP/1.1 ${status}\r\nContent-Length: ${Buffer.byteLength(body)}\r\nContent-Type: ${type}\r\n\r\n${body}`,
+    );
+  }
+  socket.destroy(error);
 }

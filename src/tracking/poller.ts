@@ -1,10 +1,11 @@
+import { setImmediate as nextTurn } from 'node:timers/promises';
 import { getProfileSync, recordAccountingAnswer, updateProfileSync } from '../db/accounting.js';
 import type { Db } from '../db/database.js';
 import { endLostByController, patchRequest, type TrackedRequest, trackedRequests, transition } from '../db/requests.js';
 import type { TransitionSource } from '../db/schema.js';
 import { SchedflowError } from '../errors.js';
 import type { Logger } from '../logger.js';
-import type { SchedClient } from '../sched/client.js';
+import { chunkJobIds, type SchedClient } from '../sched/client.js';
 import type { Freshness } from '../sched/freshness.js';
 import type { JobStateEntry, SchedJob } from '../sched/job-model.js';
 import { AccountingNotServedError } from '../sched/sched-errors.js';
@@ -14,8 +15,13 @@ import { isTerminalRequest, requestStateFor } from './request-state.js';
 /** Slurm states of a job that has not ended. */
 const ACTIVE_SLURM_STATES = ['PENDING', 'RUNNING', 'SUSPENDED'] as const;
 
-/** Job ids a query names at most (`job_id=1,2,…`, `step=…`); URLs have a length limit. */
-export const MAX_IDS_IN_QUERY = 500;
+/**
+ * Rows written in one transaction when many change at once (a mass start or end); the event loop
+ * runs between batches. One transaction for every row held the API, health checks included,
+ * for 3.2 s at 10,000 jobs (issue 14); a row takes 0.3 to 0.5 ms on a loaded 2-core machine, so
+ * a batch stays well under 100 ms.
+ */
+export const WRITE_BATCH_ROWS = 100;
 
 export interface PollSettings {
   /** How long a job may be missing from both controller and accounting before it is `lost`. @defaultValue 300000 */
@@ -36,9 +42,11 @@ export interface PollReport {
   tracked: number;
   /**
    * Upstream requests this cycle made: with nothing to track 1 when it checked the controller
-   * and 0 when the last check is recent; 1 when nothing changed, 2 with
-   * changes (accounting), 3 when accounting could not describe an ended job or a record may be
-   * another job's (a controller listing), 4 when both happen in one cycle.
+   * and 0 when the last check is recent. Otherwise one `jobs/state` request per chunk of tracked
+   * job ids (one up to 500 jobs), one accounting request per chunk of jobs that changed, finished
+   * or left the controller (one when up to 500 did; more in a mass end, within the request
+   * budget), one controller listing when accounting could not describe an ended job, and one when
+   * a record may be another job's.
    */
   requests: number;
   changed: number;
@@ -106,31 +114,28 @@ export function applyJob(
 }
 
 /**
- * One poll cycle for one profile, whatever the number of tracked jobs: one
- * `jobs/state` request for all of them, and one accounting request for those
- * that changed, finished or left the controller (details such as the exit code
- * come from there). When accounting cannot give an ended job's record (a cluster
- * without slurmdbd, slurmdbd down, or lagging), one full controller listing does.
- * A job found nowhere is never taken to have completed; after a grace period it
- * is `lost`, and accounting may still resolve it later.
+ * One poll cycle for one profile, whatever the number of tracked jobs: `jobs/state` for them
+ * (one request up to 500 jobs, one per chunk of ids beyond), and accounting for those that
+ * changed, finished or left the controller (details such as the exit code come from there): one
+ * request up to 500 jobs; beyond, chunks of 500 within the request budget, the longest waiting
+ * first, the rest in the next cycles. Both always name their jobs: never every job of the
+ * controller (every user's), nor every record of the account (issue 14). When accounting cannot
+ * give an ended job's record (a cluster without slurmdbd, slurmdbd down, or lagging), one full
+ * controller listing does. A job found nowhere is never taken to have completed; after a grace
+ * period it is `lost`, and accounting may still resolve it later.
  */
 export async function pollProfile(deps: PollDeps, profile: string): Promise<PollReport> {
   const { db, client, logger } = deps;
   const tracked = trackedRequests(db, profile);
   if (tracked.length === 0) return checkIdleProfile(deps, profile);
 
-  // Few jobs: ask for just those. Many: their ids would not fit in a URL, so take every job's state.
-  const ids = tracked.length <= MAX_IDS_IN_QUERY ? tracked.map((r) => r.jobId as number) : [];
-  const states = await client.listJobStates(ids, { forPolling: true, signal: deps.signal });
-  let requests = 1;
-  const byId = new Map(states.data.map((job) => [job.job_id, job]));
-  const producedNoEarlierThan = states.freshness.fetchedAt.getTime() - (states.freshness.ageSec + 1) * 1000;
+  const light = await readLightStates(deps, tracked);
+  let requests = light.requests;
   let changed = 0;
   const needAccounting: TrackedRequest[] = [];
   const changedRows: TrackedRequest[] = [];
-  let activeOnly = false;
   for (const row of tracked) {
-    const job = byId.get(row.jobId as number);
+    const job = light.byId.get(row.jobId as number);
     if (job) {
       const to = requestStateFor(job.state);
       // Finished: the accounting record carries exit code, times and elapsed. A state that
@@ -145,78 +150,215 @@ export async function pollProfile(deps: PollDeps, profile: string): Promise<Poll
       ) {
         changedRows.push(row);
       }
-    } else if (!states.freshness.stale && producedNoEarlierThan > (row.submittedAt ?? 0)) {
+    } else {
       // Absent from an answer produced after the submission: it has left the controller.
-      needAccounting.push(row);
+      const freshness = light.freshnessOf(row);
+      const producedNoEarlierThan = freshness.fetchedAt.getTime() - (freshness.ageSec + 1) * 1000;
+      if (!freshness.stale && producedNoEarlierThan > (row.submittedAt ?? 0)) needAccounting.push(row);
     }
   }
 
-  // One transaction per batch of writes: thousands of small commits would dominate the cycle.
-  db.transaction(() => {
-    // Full records only while the accounting query can name its jobs: a mass start of thousands
-    // would otherwise pull every full record of the account into memory at once. Those get the
-    // light record now, and the rest with their end.
-    if (needAccounting.length + changedRows.length <= MAX_IDS_IN_QUERY) {
-      activeOnly = needAccounting.length === 0 && changedRows.length > 0;
-      needAccounting.push(...changedRows);
-    } else {
-      for (const row of changedRows) {
-        const job = byId.get(row.jobId as number);
-        if (job && applyJob(db, row, job, 'poll', states.freshness)) changed++;
-      }
-    }
-  });
+  const queue = accountingQueueOf(client, needAccounting);
+  let queries: AccountingChunk[];
+  const allIds = [...needAccounting, ...changedRows].map((row) => row.jobId as number);
+  if (chunkJobIds(allIds, 'step').length <= 1) {
+    // One query names them all: started jobs get their full record with the ends. Only started
+    // jobs: it asks for active records alone (see resolveThroughAccounting).
+    const rows = [...needAccounting, ...changedRows];
+    queries = rows.length > 0 ? [{ rows, activeOnly: needAccounting.length === 0 }] : [];
+  } else {
+    // A mass start or end: ends go to accounting in chunks, the longest waiting first, as many
+    // as the budget allows this cycle (the rest in the next ones). Started jobs get the light
+    // record now, and the rest with their end: their full records would cost a chunk each.
+    changed += await writeInBatches(db, changedRows, (row) => {
+      const job = light.byId.get(row.jobId as number);
+      return job !== undefined && applyJob(db, row, job, 'poll', light.freshnessOf(row));
+    });
+    queries = queue.next(accountingChunksPerCycle(client)).map((rows) => ({ rows, activeOnly: false }));
+  }
 
   let accounting: PollReport['accounting'] = 'not-needed';
-  let needController: TrackedRequest[] = [];
-  if (needAccounting.length > 0) {
+  const needController: TrackedRequest[] = [];
+  const suspects: Suspect[] = [];
+  const answered = new Set<string>();
+  let failure: SchedflowError | null = null;
+  for (const query of queries) {
     requests++;
-    const query = { rows: needAccounting, activeOnly };
+    // Asked, answered or not: a chunk that keeps failing (a record schedflow cannot read) must
+    // not hold the others back; it goes behind them.
+    queue.asked(query.rows);
     try {
-      const result = await resolveThroughAccounting(deps, profile, query, byId, states.freshness);
+      const result = await resolveThroughAccounting(deps, profile, query, light);
       changed += result.changed;
-      needController = result.endedWithoutRecord;
-      if (result.suspects.length > 0) {
-        requests++;
-        changed += await checkSuspects(deps, profile, result.suspects);
-      }
-      recordAccountingAnswer(db, profile, null);
-      accounting = 'ok';
+      needController.push(...result.endedWithoutRecord);
+      suspects.push(...result.suspects);
+      for (const row of query.rows) answered.add(row.id);
     } catch (error) {
       if (!(error instanceof SchedflowError)) throw error;
-      // Said once when it starts (or its reason changes), not on every cycle of a long outage.
-      if (recordAccountingAnswer(db, profile, error.message)) {
-        logger.warn(
-          { profile, code: error.code, err: error.message },
-          'accounting unavailable: following jobs with controller data only',
-        );
-      }
-      needController = needAccounting.filter((row) => byId.has(row.jobId as number));
-      // A cluster without accounting will never describe a job that left the controller unseen
-      // (a daemon down past MinJobAge): it goes the way of any job found nowhere.
-      if (error instanceof AccountingNotServedError && !states.freshness.stale) {
-        const now = Date.now();
-        db.transaction(() => {
-          for (const row of needAccounting) {
-            if (!byId.has(row.jobId as number) && markMissing(deps, profile, row, now)) changed++;
-          }
-        });
-      }
-      accounting = 'unavailable';
+      failure = error;
+      break;
     }
+  }
+  if (suspects.length > 0) {
+    requests++;
+    changed += await checkSuspects(deps, profile, suspects);
+  }
+  if (queries.length > 0 && failure === null) {
+    recordAccountingAnswer(db, profile, null);
+    accounting = 'ok';
+  } else if (failure !== null) {
+    // Said once when it starts (or its reason changes), not on every cycle of a long outage.
+    if (recordAccountingAnswer(db, profile, failure.message)) {
+      logger.warn(
+        { profile, code: failure.code, err: failure.message },
+        'accounting unavailable: following jobs with controller data only',
+      );
+    }
+    // Every job accounting did not answer for, asked this cycle or waiting its turn: one
+    // controller listing serves them all, however many.
+    const unanswered = queries.flatMap((q) => q.rows).concat(needAccounting);
+    const unresolved = [...new Set(unanswered)].filter((row) => !answered.has(row.id));
+    needController.push(...unresolved.filter((row) => light.byId.has(row.jobId as number)));
+    // A cluster without accounting will never describe a job that left the controller unseen
+    // (a daemon down past MinJobAge): it goes the way of any job found nowhere.
+    if (failure instanceof AccountingNotServedError) {
+      const now = Date.now();
+      const gone = unresolved.filter((row) => !light.byId.has(row.jobId as number) && !light.freshnessOf(row).stale);
+      changed += await writeInBatches(db, gone, (row) => markMissing(deps, profile, row, now));
+    }
+    accounting = 'unavailable';
   }
   if (needController.length > 0) {
     requests++;
-    changed += await resolveThroughController(deps, needController, byId, states.freshness);
+    changed += await resolveThroughController(deps, needController, light);
   }
   updateProfileSync(db, profile, {
     lastPollAt: Date.now(),
-    ...pollOutcome(states.freshness),
-    lastPollAgeSec: states.freshness.ageSec,
-    lastPollStale: states.freshness.stale,
-    lastMaxAgeSec: states.freshness.maxAgeSec,
+    ...pollOutcome(light.overall),
+    lastPollAgeSec: light.overall.ageSec,
+    lastPollStale: light.overall.stale,
+    lastMaxAgeSec: light.overall.maxAgeSec,
   });
-  return { tracked: tracked.length, requests, changed, stale: states.freshness.stale, accounting };
+  return { tracked: tracked.length, requests, changed, stale: light.overall.stale, accounting };
+}
+
+/** The light listing of the tracked jobs: each entry, and the freshness of the answer that had it. */
+interface LightStates {
+  byId: Map<number, JobStateEntry>;
+  /** The freshness of the answer that was asked for the row's job. */
+  freshnessOf(row: TrackedRequest): Freshness;
+  /** The least fresh of the answers: a cycle with one stale chunk is a stale poll. */
+  overall: Freshness;
+  requests: number;
+}
+
+/**
+ * `jobs/state` for every tracked job, their ids named in chunks that fit a URL, one request
+ * after the other (each waits its turn in the request budget). Never every job's state: on a
+ * real cluster that is every user's jobs.
+ */
+async function readLightStates(deps: PollDeps, tracked: TrackedRequest[]): Promise<LightStates> {
+  const ids = [...new Set(tracked.map((row) => row.jobId as number))];
+  const byId = new Map<number, JobStateEntry>();
+  const freshnessById = new Map<number, Freshness>();
+  let overall: Freshness | undefined;
+  let requests = 0;
+  for (const chunk of chunkJobIds(ids, 'job_id')) {
+    const states = await deps.client.listJobStates(chunk, { forPolling: true, signal: deps.signal });
+    requests++;
+    // Only the jobs asked for: an answer never speaks for another chunk's jobs.
+    const asked = new Set(chunk);
+    for (const job of states.data) if (asked.has(job.job_id)) byId.set(job.job_id, job);
+    for (const id of chunk) freshnessById.set(id, states.freshness);
+    overall = overall === undefined ? states.freshness : leastFresh(overall, states.freshness);
+  }
+  // tracked is not empty, so neither is ids: one request was made.
+  const answered = overall as Freshness;
+  return {
+    byId,
+    freshnessOf: (row) => freshnessById.get(row.jobId as number) ?? answered,
+    overall: answered,
+    requests,
+  };
+}
+
+function leastFresh(a: Freshness, b: Freshness): Freshness {
+  if (a.stale !== b.stale) return a.stale ? a : b;
+  return b.ageSec > a.ageSec ? b : a;
+}
+
+/** One accounting request: the jobs it names, and whether it asks for their active records only. */
+interface AccountingChunk {
+  rows: TrackedRequest[];
+  activeOnly: boolean;
+}
+
+/**
+ * Accounting chunks one cycle may ask for in a mass end: half the profile's burst (its bucket's
+ * capacity), so the other half stays for submissions; one while the proxy's rate limit holds the
+ * profile. At the default budget (10, 5/s) five chunks: 2,500 ends a cycle.
+ */
+function accountingChunksPerCycle(client: SchedClient): number {
+  if (client.isRateLimited()) return 1;
+  return Math.max(1, Math.floor(client.profile.rateLimit.capacity / 2));
+}
+
+/**
+ * The jobs waiting for accounting, per profile connection: for each request, when it was last
+ * asked for, or began to wait. The smallest go first, so a job asked for goes behind every job
+ * that has waited since, and none waits forever (jobs accounting never describes, such as lost
+ * ones, included). Kept in memory: after a restart every job waits from then, oldest request first.
+ */
+const accountingQueues = new WeakMap<SchedClient, Map<string, number>>();
+
+function accountingQueueOf(client: SchedClient, waiting: TrackedRequest[]) {
+  let since = accountingQueues.get(client);
+  if (!since) {
+    since = new Map();
+    accountingQueues.set(client, since);
+  }
+  const queue = since;
+  const now = Date.now();
+  const still = new Set(waiting.map((row) => row.id));
+  for (const id of queue.keys()) if (!still.has(id)) queue.delete(id);
+  for (const row of waiting) if (!queue.has(row.id)) queue.set(row.id, now);
+  return {
+    /** The next `count` chunks of requests, the longest waiting first. */
+    next(count: number): TrackedRequest[][] {
+      const order = [...waiting].sort(
+        (a, b) =>
+          (queue.get(a.id) ?? now) - (queue.get(b.id) ?? now) ||
+          a.createdAt - b.createdAt ||
+          (a.id < b.id ? -1 : a.id > b.id ? 1 : 0),
+      );
+      const byJobId = new Map(order.map((row) => [row.jobId as number, row]));
+      const chunks = chunkJobIds(
+        order.map((row) => row.jobId as number),
+        'step',
+      ).slice(0, count);
+      return chunks.map((ids) => ids.map((id) => byJobId.get(id) as TrackedRequest));
+    },
+    asked(rows: TrackedRequest[]): void {
+      const at = Date.now();
+      for (const row of rows) if (queue.has(row.id)) queue.set(row.id, at);
+    },
+  };
+}
+
+/**
+ * Applies `write` to each item, in transactions of WRITE_BATCH_ROWS items, letting the event loop
+ * run before each (also before the first: the answer was just parsed and decoded in one go).
+ * Returns how many writes said they changed something.
+ */
+async function writeInBatches<T>(db: Db, items: readonly T[], write: (item: T) => boolean): Promise<number> {
+  let changed = 0;
+  for (let i = 0; i < items.length; i += WRITE_BATCH_ROWS) {
+    await nextTurn();
+    db.transaction(() => {
+      for (const item of items.slice(i, i + WRITE_BATCH_ROWS)) if (write(item)) changed++;
+    });
+  }
+  return changed;
 }
 
 /**
@@ -262,46 +404,39 @@ async function checkIdleProfile(deps: PollDeps, profile: string): Promise<PollRe
 /**
  * Full controller records (`GET …/jobs`) for jobs whose change accounting could not
  * describe: without them an ended job would have its state but not its exit code or times.
- * A job that has already left the controller keeps the light listing's state.
+ * A job that has already left the controller keeps the light listing's state. One listing
+ * however many jobs need it (Slurm cannot filter it by id); only their records are decoded,
+ * and they are written in batches.
  */
-async function resolveThroughController(
-  deps: PollDeps,
-  rows: TrackedRequest[],
-  light: Map<number, JobStateEntry>,
-  lightFreshness: Freshness,
-): Promise<number> {
+async function resolveThroughController(deps: PollDeps, rows: TrackedRequest[], light: LightStates): Promise<number> {
   const { db, client } = deps;
-  const listing = await client.listJobs({ forPolling: true, signal: deps.signal }).catch((error: unknown) => {
-    if (!(error instanceof SchedflowError)) throw error;
-    deps.logger.warn({ code: error.code, err: error.message }, 'controller listing unavailable: states only');
-    return null;
-  });
+  const wanted = new Set(rows.map((row) => row.jobId as number));
+  const listing = await client
+    .listJobs({ forPolling: true, signal: deps.signal, jobIds: wanted })
+    .catch((error: unknown) => {
+      if (!(error instanceof SchedflowError)) throw error;
+      deps.logger.warn({ code: error.code, err: error.message }, 'controller listing unavailable: states only');
+      return null;
+    });
   const full = new Map(listing?.data.jobs.map((job) => [job.job_id, job]));
-  let changed = 0;
-  db.transaction(() => {
-    for (const row of rows) {
-      const record = full.get(row.jobId as number);
-      const entry = light.get(row.jobId as number);
-      // Never another job's record: a crashed slurmctld gives lost jobs' ids again. A fresh
-      // listing showing another job under the id says the controller lost this one.
-      if (record && jobIdentity(record, row) === 'other') {
-        if (listing && !listing.freshness.stale) {
-          const why = describeOtherJob(record, "the controller's");
-          if (endLostByController(db, row.id, { at: Date.now(), source: 'poll', why })) changed++;
-        }
-        continue;
-      }
-      if (record && listing) {
-        if (applyJob(db, row, record, 'poll', listing.freshness)) changed++;
-        continue;
-      }
-      // Without the full record an end would be recorded without its exit code and times, for
-      // good: only a state that has not ended is taken from the light listing; ends wait.
-      const ended = entry !== undefined && isTerminalRequest(requestStateFor(entry.state) ?? 'running');
-      if (entry && (listing || !ended) && applyJob(db, row, entry, 'poll', lightFreshness)) changed++;
+  return writeInBatches(db, rows, (row) => {
+    const record = full.get(row.jobId as number);
+    const entry = light.byId.get(row.jobId as number);
+    // Never another job's record: a crashed slurmctld gives lost jobs' ids again. A fresh
+    // listing showing another job under the id says the controller lost this one.
+    if (record && jobIdentity(record, row) === 'other') {
+      if (!listing || listing.freshness.stale) return false;
+      const why = describeOtherJob(record, "the controller's");
+      return endLostByController(db, row.id, { at: Date.now(), source: 'poll', why });
     }
+    if (record && listing) return applyJob(db, row, record, 'poll', listing.freshness);
+    // Without the full record an end would be recorded without its exit code and times, for
+    // good: only a state that has not ended is taken from the light listing; ends wait.
+    const ended = entry !== undefined && isTerminalRequest(requestStateFor(entry.state) ?? 'running');
+    return (
+      entry !== undefined && (listing !== null || !ended) && applyJob(db, row, entry, 'poll', light.freshnessOf(row))
+    );
   });
-  return changed;
 }
 
 /**
@@ -315,34 +450,29 @@ async function resolveThroughController(
  */
 async function checkSuspects(deps: PollDeps, profile: string, suspects: Suspect[]): Promise<number> {
   const { db, client, logger } = deps;
-  const listing = await client.listJobs({ forPolling: true, signal: deps.signal }).catch((error: unknown) => {
-    if (!(error instanceof SchedflowError)) throw error;
-    logger.warn({ code: error.code, err: error.message }, 'controller listing unavailable: jobs left to check');
-    return null;
-  });
+  const wanted = new Set(suspects.map(({ row }) => row.jobId as number));
+  const listing = await client
+    .listJobs({ forPolling: true, signal: deps.signal, jobIds: wanted })
+    .catch((error: unknown) => {
+      if (!(error instanceof SchedflowError)) throw error;
+      logger.warn({ code: error.code, err: error.message }, 'controller listing unavailable: jobs left to check');
+      return null;
+    });
   if (!listing || listing.freshness.stale) return 0;
   const full = new Map(listing.data.jobs.map((job) => [job.job_id, job]));
-  let changed = 0;
   const now = Date.now();
-  db.transaction(() => {
-    for (const { row } of suspects) {
-      const inController = full.get(row.jobId as number);
-      if (!inController) {
-        // Left the controller between the two reads: nothing certain is known of it.
-        if (markMissing(deps, profile, row, now)) changed++;
-        continue;
-      }
-      if (jobIdentity(inController, row) === 'ours') {
-        patchRequest(db, row.id, { jobConfirmedAt: now });
-        if (applyJob(db, row, inController, 'poll', listing.freshness)) changed++;
-        continue;
-      }
-      logger.warn({ requestId: row.id, job_id: row.jobId }, 'the controller lost this job: its id is another job now');
-      const why = describeOtherJob(inController, "the controller's");
-      if (endLostByController(db, row.id, { at: now, source: 'poll', why })) changed++;
+  return writeInBatches(db, suspects, ({ row }) => {
+    const inController = full.get(row.jobId as number);
+    // Left the controller between the two reads: nothing certain is known of it.
+    if (!inController) return markMissing(deps, profile, row, now);
+    if (jobIdentity(inController, row) === 'ours') {
+      patchRequest(db, row.id, { jobConfirmedAt: now });
+      return applyJob(db, row, inController, 'poll', listing.freshness);
     }
+    logger.warn({ requestId: row.id, job_id: row.jobId }, 'the controller lost this job: its id is another job now');
+    const why = describeOtherJob(inController, "the controller's");
+    return endLostByController(db, row.id, { at: now, source: 'poll', why });
   });
-  return changed;
 }
 
 interface Suspect {
@@ -382,12 +512,16 @@ function markMissing(
   });
 }
 
+/**
+ * One accounting request for a chunk of requests, naming their jobs (never the account's every
+ * record since a start: 394 MB at 100,000 past records, and past ~137,000 more than V8 can hold
+ * as a string), and what its answer says of each.
+ */
 async function resolveThroughAccounting(
   deps: PollDeps,
   profile: string,
-  { rows, activeOnly }: { rows: TrackedRequest[]; activeOnly: boolean },
-  controller: Map<number, JobStateEntry>,
-  controllerFreshness: Freshness,
+  { rows, activeOnly }: AccountingChunk,
+  light: LightStates,
 ): Promise<{ changed: number; endedWithoutRecord: TrackedRequest[]; suspects: Suspect[] }> {
   const { db, client } = deps;
   // The request's creation bounds its job's submit time from below, also for an
@@ -396,7 +530,7 @@ async function resolveThroughAccounting(
   const account = client.profile.account;
   const history = await client.listAccountingJobs(
     {
-      jobIds: rows.length <= MAX_IDS_IN_QUERY ? rows.map((r) => r.jobId as number) : undefined,
+      jobIds: rows.map((r) => r.jobId as number),
       accounts: account ? [account] : undefined,
       startTime: earliestSubmitSec - 60,
       // Only started jobs: ask for active records only. The proxy caches answers by URL, so the
@@ -409,53 +543,51 @@ async function resolveThroughAccounting(
   // crash of slurmctld, a job it lost and the one that has its id now.
   const found = new Map<number, SchedJob[]>();
   for (const job of history.data) found.set(job.job_id, [...(found.get(job.job_id) ?? []), job]);
-  let changed = 0;
   const endedWithoutRecord: TrackedRequest[] = [];
   const suspects: Suspect[] = [];
   const now = Date.now();
-  db.transaction(() => {
-    for (const row of rows) {
-      const own = ownRecord(found.get(row.jobId as number) ?? [], row);
-      const inController = controller.get(row.jobId as number);
-      // Accounting's only records under the id are other jobs' submitted since (the controller
-      // lost this one and gave its id again?), or its record may be another's: the controller's
-      // record, which keeps the marker, decides. Gone from the controller too: missing, as a
-      // job of which nothing is known (a name alone never ends a request).
-      if (own.kind === 'reused' || own.kind === 'suspect') {
-        if (history.freshness.stale) continue;
-        if (inController) suspects.push({ row });
-        else if (markMissing(deps, profile, row, now)) changed++;
-        continue;
-      }
-      const record = own.kind === 'ours' ? own.record : undefined;
-      const controllerState = inController ? requestStateFor(inController.state) : null;
-      const endedInController = controllerState !== null && isTerminalRequest(controllerState);
-      const recordEnded = record !== undefined && isTerminalRequest(requestStateFor(record.state) ?? 'running');
-      if (endedInController && !recordEnded) {
-        // Accounting lags behind (or its answer was cached before the end): the controller's
-        // full record has the exit code and times.
-        endedWithoutRecord.push(row);
-      } else if (record && inController && !endedInController) {
-        // The controller's state; accounting's details only when its record has caught up with
-        // that state (an answer from before the change would say pending, without a start).
-        const observed =
-          record.state === inController.state ? { ...record, state_flags: inController.state_flags } : inController;
-        if (applyJob(db, row, observed, 'poll', controllerFreshness)) changed++;
-      } else if (record && !recordEnded && !inController) {
-        // Active in accounting, absent from a controller answer produced after the submission:
-        // accounting lags behind an end, or slurmctld lost the job in a crash and slurmdbd keeps
-        // it pending forever (a runaway job). Not taken as running: missing, then lost.
-        if (!history.freshness.stale && markMissing(deps, profile, row, now, record.state)) changed++;
-      } else if (record) {
-        if (applyJob(db, row, record, 'accounting', history.freshness)) changed++;
-      } else if (inController) {
-        // Accounting has no record yet of a job that has not ended: the controller's state.
-        if (applyJob(db, row, inController, 'poll', controllerFreshness)) changed++;
-      } else if (!history.freshness.stale && markMissing(deps, profile, row, now)) {
-        // (An answer kept from before an outage cannot say a job is missing.)
-        changed++;
-      }
+  const changed = await writeInBatches(db, rows, (row) => {
+    const own = ownRecord(found.get(row.jobId as number) ?? [], row);
+    const inController = light.byId.get(row.jobId as number);
+    const controllerFreshness = light.freshnessOf(row);
+    // Accounting's only records under the id are other jobs' submitted since (the controller
+    // lost this one and gave its id again?), or its record may be another's: the controller's
+    // record, which keeps the marker, decides. Gone from the controller too: missing, as a
+    // job of which nothing is known (a name alone never ends a request).
+    if (own.kind === 'reused' || own.kind === 'suspect') {
+      if (history.freshness.stale) return false;
+      if (!inController) return markMissing(deps, profile, row, now);
+      suspects.push({ row });
+      return false;
     }
+    const record = own.kind === 'ours' ? own.record : undefined;
+    const controllerState = inController ? requestStateFor(inController.state) : null;
+    const endedInController = controllerState !== null && isTerminalRequest(controllerState);
+    const recordEnded = record !== undefined && isTerminalRequest(requestStateFor(record.state) ?? 'running');
+    if (endedInController && !recordEnded) {
+      // Accounting lags behind (or its answer was cached before the end): the controller's
+      // full record has the exit code and times.
+      endedWithoutRecord.push(row);
+      return false;
+    }
+    if (record && inController && !endedInController) {
+      // The controller's state; accounting's details only when its record has caught up with
+      // that state (an answer from before the change would say pending, without a start).
+      const observed =
+        record.state === inController.state ? { ...record, state_flags: inController.state_flags } : inController;
+      return applyJob(db, row, observed, 'poll', controllerFreshness);
+    }
+    if (record && !recordEnded && !inController) {
+      // Active in accounting, absent from a controller answer produced after the submission:
+      // accounting lags behind an end, or slurmctld lost the job in a crash and slurmdbd keeps
+      // it pending forever (a runaway job). Not taken as running: missing, then lost.
+      return !history.freshness.stale && markMissing(deps, profile, row, now, record.state);
+    }
+    if (record) return applyJob(db, row, record, 'accounting', history.freshness);
+    // Accounting has no record yet of a job that has not ended: the controller's state.
+    if (inController) return applyJob(db, row, inController, 'poll', controllerFreshness);
+    // (An answer kept from before an outage cannot say a job is missing.)
+    return !history.freshness.stale && markMissing(deps, profile, row, now);
   });
   return { changed, endedWithoutRecord, suspects };
 }

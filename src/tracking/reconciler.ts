@@ -1,8 +1,11 @@
+import { setImmediate } from 'node:timers/promises';
 import { getProfileSync, recordAccountingAnswer, updateProfileSync, upsertAccountingJob } from '../db/accounting.js';
 import type { Db } from '../db/database.js';
 import { getRequest, requestByJobId } from '../db/requests.js';
 import type { Logger } from '../logger.js';
 import type { SchedClient } from '../sched/client.js';
+import type { Freshness } from '../sched/freshness.js';
+import type { SchedJob } from '../sched/job-model.js';
 import { ownRecord } from './job-identity.js';
 import { applyJob } from './poller.js';
 import { isTerminalRequest, requestStateFor } from './request-state.js';
@@ -23,9 +26,24 @@ export interface ReconcileReport {
 const MARKER = /^schedflow:(\S+)/;
 
 /**
+ * The longest stretch of time one accounting request of reconcile covers. The first import
+ * (a day back and the overlap) goes in 7 requests of up to four hours: one answer holding a day
+ * of a busy account could exceed what the process can hold (past ~137,000 records, more than
+ * V8's longest string; issue 14), and hourly slices made 25 requests of a fresh daemon's start,
+ * which spilled into its first submissions behind a rate-limited proxy. A run every minute
+ * covers 11 minutes (overlap included): one request.
+ */
+export const RECONCILE_SLICE_SEC = 4 * 3600;
+
+/** Records written per transaction; the event loop runs before each batch (one commit per record held it for seconds). */
+const IMPORT_BATCH_RECORDS = 100;
+
+/**
  * Imports the accounting records of the profile's account since the last sync:
  * jobs schedflow submitted are linked to their requests (by the marker in the
  * comment) and give them accounting fields; the others are kept as external.
+ * The window goes in slices of at most RECONCILE_SLICE_SEC, each written in batches,
+ * and the sync point moves after each, so a failure resumes where it stopped.
  */
 export async function reconcileProfile(
   deps: { db: Db; client: SchedClient; logger: Logger; settings: ReconcileSettings; signal?: AbortSignal },
@@ -34,40 +52,56 @@ export async function reconcileProfile(
   const { db, client, settings } = deps;
   const sync = getProfileSync(db, profile);
   const nowSec = Math.floor(Date.now() / 1000);
-  const from = (sync?.accountingSyncedTo ?? nowSec - settings.initialLookbackSec) - settings.overlapSec;
   const account = client.profile.account;
-  const { data, freshness } = await client.listAccountingJobs(
-    { startTime: from, accounts: account ? [account] : undefined },
-    { signal: deps.signal },
-  );
+  let from = (sync?.accountingSyncedTo ?? nowSec - settings.initialLookbackSec) - settings.overlapSec;
+  let imported = 0;
   let linked = 0;
-  const at = Date.now();
-  for (const job of data) {
-    // By the marker, or else by job id: slurmdbd keeps the comment holding the marker only with
-    // AccountingStoreFlags=job_comment, which clusters do not set by default. A job id can come
-    // again (a cluster's state reset, a crashed slurmctld), so the job must fit the request: its
-    // name, and not older than the request (jobIdentity).
-    // A same-name record submitted well after the request's submission is linked, not applied:
-    // only the controller's record can say whether it is its job (the poller asks, see ownRecord).
-    const requestId = MARKER.exec(job.comment)?.[1] ?? null;
-    const byId = requestId ? undefined : requestByJobId(db, profile, job.job_id);
-    const identity = byId ? ownRecord([job], byId).kind : null;
-    const request =
-      (requestId ? getRequest(db, requestId) : undefined) ??
-      (byId && (identity === 'ours' || identity === 'suspect') ? byId : undefined);
-    upsertAccountingJob(db, profile, job, request ? request.id : null, at);
-    if (request && request.jobId === job.job_id) {
-      linked++;
-      // A job the controller no longer has, which accounting still holds active (lagging, or a
-      // runaway slurmctld lost): the poller's grace decides; an import must not reset it.
-      const ended = isTerminalRequest(requestStateFor(job.state) ?? 'running');
-      if (identity !== 'suspect' && (ended || request.missingSince === null)) {
-        applyJob(db, request, job, 'accounting', freshness);
-      }
+  let at = Date.now();
+  // slurmdbd gives every record whose usage meets the window: an active job comes in every slice.
+  do {
+    const to = Math.min(nowSec, from + RECONCILE_SLICE_SEC);
+    const { data, freshness } = await client.listAccountingJobs(
+      { startTime: from, endTime: to, accounts: account ? [account] : undefined },
+      { signal: deps.signal },
+    );
+    at = Date.now();
+    for (let i = 0; i < data.length; i += IMPORT_BATCH_RECORDS) {
+      await setImmediate();
+      db.transaction(() => {
+        for (const job of data.slice(i, i + IMPORT_BATCH_RECORDS))
+          if (importRecord(db, profile, job, freshness, at)) linked++;
+      });
     }
-  }
-  updateProfileSync(db, profile, { accountingSyncedTo: nowSec, accountingSyncedAt: at });
+    imported += data.length;
+    updateProfileSync(db, profile, { accountingSyncedTo: to, accountingSyncedAt: at });
+    from = to;
+  } while (from < nowSec);
   recordAccountingAnswer(db, profile, null, at);
-  deps.logger.debug({ profile, imported: data.length, linked }, 'accounting reconciled');
-  return { imported: data.length, linked, external: data.length - linked };
+  deps.logger.debug({ profile, imported, linked }, 'accounting reconciled');
+  return { imported, linked, external: imported - linked };
+}
+
+/** Stores one accounting record, linked to its request when it is one's; true when linked. */
+function importRecord(db: Db, profile: string, job: SchedJob, freshness: Freshness, at: number): boolean {
+  // By the marker, or else by job id: slurmdbd keeps the comment holding the marker only with
+  // AccountingStoreFlags=job_comment, which clusters do not set by default. A job id can come
+  // again (a cluster's state reset, a crashed slurmctld), so the job must fit the request: its
+  // name, and not older than the request (jobIdentity).
+  // A same-name record submitted well after the request's submission is linked, not applied:
+  // only the controller's record can say whether it is its job (the poller asks, see ownRecord).
+  const requestId = MARKER.exec(job.comment)?.[1] ?? null;
+  const byId = requestId ? undefined : requestByJobId(db, profile, job.job_id);
+  const identity = byId ? ownRecord([job], byId).kind : null;
+  const request =
+    (requestId ? getRequest(db, requestId) : undefined) ??
+    (byId && (identity === 'ours' || identity === 'suspect') ? byId : undefined);
+  upsertAccountingJob(db, profile, job, request ? request.id : null, at);
+  if (!request || request.jobId !== job.job_id) return false;
+  // A job the controller no longer has, which accounting still holds active (lagging, or a
+  // runaway slurmctld lost): the poller's grace decides; an import must not reset it.
+  const ended = isTerminalRequest(requestStateFor(job.state) ?? 'running');
+  if (identity !== 'suspect' && (ended || request.missingSince === null)) {
+    applyJob(db, request, job, 'accounting', freshness);
+  }
+  return true;
 }

@@ -1,8 +1,9 @@
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createLogger } from '../../src/logger.js';
 import { parseSimConfig, type SimConfigInput, type TokenEntry } from '../../src/sim/sim-config.js';
+import type { SimJob } from '../../src/sim/sim-job.js';
 import { SimServer } from '../../src/sim/sim-server.js';
 
 export const ALICE_TOKEN = 'alice-token-0123456789abcdef';
@@ -27,13 +28,65 @@ export interface TestSim {
   restart(): Promise<void>;
 }
 
-/** A simulator on a free loopback port with its own state dir and test settings. */
-export async function startSim(overrides: SimConfigInput = {}, keepDirs = false): Promise<TestSim> {
+/**
+ * A job of alice's in account `lab` for a simulator's saved job table (see startSim's `jobs`):
+ * pending, so a simulator in benchmark mode (`simulatedRuntimeSec`) starts it at once.
+ */
+export function savedSimJob(jobId: number, overrides: Partial<SimJob> = {}): SimJob {
+  const now = Math.floor(Date.now() / 1000);
+  return {
+    jobId,
+    name: 'seeded',
+    user: 'alice',
+    userId: 1003,
+    account: 'lab',
+    partition: 'debug',
+    comment: '',
+    script: '#!/bin/sh\ntrue\n',
+    environment: ['PATH=/usr/bin:/bin'],
+    cwd: '/tmp',
+    tasks: 1,
+    cpusPerTask: 1,
+    memoryPerNodeMb: null,
+    timeLimitMin: null,
+    dependency: '',
+    standardOutput: '',
+    standardError: '',
+    state: 'PENDING',
+    reason: 'None',
+    submitTime: now,
+    eligibleTime: now,
+    startTime: 0,
+    endTime: 0,
+    exitCode: null,
+    termSignal: null,
+    cpuUserSec: 0,
+    cpuSystemSec: 0,
+    peakMemoryBytes: null,
+    nodes: '',
+    lastUpdate: now,
+    ...overrides,
+  };
+}
+
+/**
+ * A simulator on a free loopback port with its own state dir and test settings. `jobs` are
+ * written to its saved job table before it starts (thousands of jobs without as many submissions).
+ */
+export async function startSim(
+  overrides: SimConfigInput = {},
+  keepDirs = false,
+  jobs: SimJob[] = [],
+): Promise<TestSim> {
   const root = mkdtempSync(join(tmpdir(), 'schedflow-sim-'));
   const stateDir = join(root, 'state');
   const workDir = join(root, 'work');
-  const { mkdirSync } = await import('node:fs');
   mkdirSync(workDir, { recursive: true });
+  if (jobs.length > 0) {
+    mkdirSync(stateDir, { recursive: true });
+    const nextJobId = Math.max(...jobs.map((job) => job.jobId)) + 1;
+    writeFileSync(join(stateDir, 'jobs.json'), JSON.stringify({ version: 1, nextJobId, jobs }), { mode: 0o600 });
+  }
   const logger = createLogger({ level: process.env.LOG_LEVEL ?? 'silent' });
   const base: SimConfigInput = {
     port: 0,

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { JOB_STATES } from '../../src/sched/job-model.js';
 import { canTransition, isTerminalRequest, requestStateFor } from '../../src/tracking/request-state.js';
-import { pollIntervalMs } from '../../workers/poll.js';
+import { pollIntervalMs, rateLimitedPollIntervalMs } from '../../workers/poll.js';
 
 describe('request state machine', () => {
   it('moves forward only', () => {
@@ -60,5 +60,22 @@ describe('poll interval', () => {
     expect(pollIntervalMs(1, 2000, 60_000)).toBe(2000);
     expect(pollIntervalMs(300, 2000, 60_000)).toBe(60_000);
     expect(pollIntervalMs(null, 2000, 60_000)).toBe(2000);
+  });
+});
+
+describe('poll interval behind a rate-limiting proxy', () => {
+  it('spaces polls to a twentieth of the pace, by what the last cycle cost (a request per chunk of ids)', () => {
+    // One request a second: a 2-request cycle every 40 s; a 21-request cycle (10,000 jobs) would
+    // take the whole budget at that spacing, so its polls go further apart (up to the ceiling).
+    expect(rateLimitedPollIntervalMs(2000, 1, 600_000)).toBe(40_000);
+    expect(rateLimitedPollIntervalMs(2000, 1, 600_000, 1)).toBe(40_000);
+    expect(rateLimitedPollIntervalMs(2000, 1, 600_000, 21)).toBe(420_000);
+    expect(rateLimitedPollIntervalMs(2000, 1, 60_000, 21)).toBe(60_000);
+  });
+
+  it('without 429s, while submissions wait: polls take at most half the pace, which up to 500 jobs changes nothing', () => {
+    // The default budget (5 a second): a 2-request cycle fits the floor; 21 requests (10,000 jobs) every 8.4 s.
+    expect(rateLimitedPollIntervalMs(2000, 5, 60_000, 2, 0.5)).toBe(2000);
+    expect(rateLimitedPollIntervalMs(2000, 5, 60_000, 21, 0.5)).toBe(8400);
   });
 });

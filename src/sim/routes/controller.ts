@@ -15,6 +15,7 @@ import {
 import { type NodeView, renderNode, renderPartition } from '../render/cluster-info.js';
 import { renderJobInfo, renderJobState } from '../render/job-info.js';
 import { noVal } from '../render/templates.js';
+import type { SimJob } from '../sim-job.js';
 import { SlurmError } from '../slurm-errno.js';
 import {
   CONTROLLER_REFUSED_STATUS,
@@ -147,10 +148,11 @@ export function registerControllerRoutes(app: FastifyInstance, ctx: ProxyContext
           },
         };
       }
-      const wanted = ids ? new Set(ids) : undefined;
-      const jobs = cluster
-        .listJobs()
-        .filter((job) => cluster.isInController(job, now) && (!wanted || wanted.has(job.jobId)))
+      // As slurmctld answers a list of ids: one entry per id asked, in the order asked (an id
+      // asked twice comes twice), and nothing for an id it does not hold.
+      const held = (job: SimJob | undefined): job is SimJob => job !== undefined && cluster.isInController(job, now);
+      const jobs = (ids ? (ids as number[]).map((id) => cluster.getJob(id)) : cluster.listJobs())
+        .filter(held)
         .map(renderJobState);
       return { status: 200, body: { jobs, ...call.envelope('slurmctld') } };
     });

@@ -142,6 +142,26 @@ describe('section 4: every endpoint, every version, bodies valid against the spe
         expect((encoded.json as { errors: Json[] }).errors[0]).toMatchObject({ error_number: 9000 });
       });
 
+      it('GET /sched/{v}/jobs/state with many ids answers as slurmrestd 25.11.7: one entry per id asked, in order, up to an 80 KiB request', async () => {
+        const ids = jobIds.get(version);
+        // An id asked twice comes twice, in the order asked; an unknown one is left out.
+        const res = await http(
+          `${sim.url}/sched/${version}/jobs/state?job_id=${ids?.failed}&job_id=99999999&job_id=${ids?.ok}&job_id=${ids?.failed}`,
+          { headers: alice },
+        );
+        expect((res.json as { jobs: Json[] }).jobs.map((j) => j.job_id)).toEqual(
+          [ids?.failed, ids?.ok, ids?.failed].map(String),
+        );
+        // 5,000 ids of 8 digits (80 KB of URL) are read; 5,200 are past slurmrestd's 80 KiB request head.
+        const many = (count: number) =>
+          [ids?.ok, ...Array.from({ length: count }, (_, i) => 60_000_000 + i)].map((id) => `job_id=${id}`).join('&');
+        const long = await http(`${sim.url}/sched/${version}/jobs/state?${many(5000)}`, { headers: alice });
+        expect(long.status).toBe(200);
+        expect((long.json as { jobs: Json[] }).jobs).toEqual([{ job_id: String(ids?.ok), state: ['COMPLETED'] }]);
+        const tooLong = await http(`${sim.url}/sched/${version}/jobs/state?${many(5200)}`, { headers: alice });
+        expect(tooLong).toMatchObject({ status: 500, text: 'Insane message length' });
+      });
+
       it('DELETE /sched/{v}/job/{id} cancels (openapi_kill_job_resp); an unknown job is 200 with code 2017', async () => {
         const sub = await submit({ name: 'to-cancel', script: '#!/bin/sh\nsleep 30\n' }, alice, version);
         const id = (sub.json as Json).job_id;

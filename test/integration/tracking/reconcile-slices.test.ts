@@ -1,0 +1,102 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, expect, it } from 'vitest';
+import { getProfileSync, history } from '../../../src/db/accounting.js';
+import { openDatabase } from '../../../src/db/database.js';
+import { createRequest, getRequest, transition } from '../../../src/db/requests.js';
+import { createLogger } from '../../../src/logger.js';
+import { SchedClient } from '../../../src/sched/client.js';
+import { parseProfile } from '../../../src/sched/profile.js';
+import { RECONCILE_SLICE_SEC, reconcileProfile } from '../../../src/tracking/reconciler.js';
+import { type FlakyProxy, startFlakyProxy } from '../../helpers/flaky-proxy.js';
+import { ALICE_TOKEN, savedSimJob, startSim, type TestSim } from '../../helpers/sim.js';
+
+const logger = createLogger({ level: process.env.LOG_LEVEL ?? 'silent' });
+
+let sim: TestSim | undefined;
+let proxy: FlakyProxy | undefined;
+let client: SchedClient | undefined;
+let cleanup: (() => void) | undefined;
+
+afterEach(async () => {
+  await client?.close();
+  await proxy?.close();
+  await sim?.stop();
+  cleanup?.();
+  client = proxy = sim = cleanup = undefined;
+});
+
+it('the first import of a long window goes in slices of four hours, written in batches; the sync point follows', async () => {
+  const nowSec = Math.floor(Date.now() / 1000);
+  // 1,500 records of the account that ended over the last ten hours, 10 of them schedflow's.
+  const jobs = Array.from({ length: 1500 }, (_, i) => {
+    const endTime = nowSec - 36_000 + i * 24;
+    return savedSimJob(1000 + i, {
+      state: 'COMPLETED',
+      comment: i < 10 ? `schedflow:req-${i}` : '',
+      submitTime: endTime - 120,
+      eligibleTime: endTime - 120,
+      startTime: endTime - 60,
+      endTime,
+      exitCode: 0,
+      nodes: 'sim-node1',
+    });
+  });
+  sim = await startSim({ minJobAgeSec: 60 }, false, jobs);
+  proxy = await startFlakyProxy(sim.url);
+  const profile = parseProfile('test', {
+    url: proxy.url,
+    auth: { type: 'bearer', tokenEnv: 'TEST_TOKEN' },
+    account: 'lab',
+    version: 'v0.0.44',
+  });
+  client = await SchedClient.connect(profile, { logger, env: { TEST_TOKEN: ALICE_TOKEN } });
+  const dir = mkdtempSync(join(tmpdir(), 'schedflow-reconcile-'));
+  const historyDb = openDatabase(join(dir, 'history.sqlite'));
+  cleanup = () => {
+    historyDb.close();
+    rmSync(dir, { recursive: true, force: true });
+  };
+  const { db } = historyDb;
+  const createdAt = (nowSec - 37_000) * 1000;
+  for (let i = 0; i < 10; i++) {
+    const id = `req-${i}`;
+    createRequest(db, { id, profile: 'test', name: 'seeded', spec: {}, origin: 'api', at: createdAt, source: 'api' });
+    transition(db, id, {
+      to: 'submitted',
+      source: 'submit',
+      at: createdAt,
+      patch: { jobId: 1000 + i, submittedAt: createdAt },
+    });
+  }
+
+  let longestGapMs = 0;
+  let last = performance.now();
+  const ticker = setInterval(() => {
+    const now = performance.now();
+    longestGapMs = Math.max(longestGapMs, now - last);
+    last = now;
+  }, 5);
+  const before = proxy.requests.length;
+  const report = await reconcileProfile(
+    { db, client, logger, settings: { initialLookbackSec: 12 * 3600, overlapSec: 600 } },
+    'test',
+  );
+  await new Promise((resolve) => setTimeout(resolve, 50));
+  clearInterval(ticker);
+
+  const asked = proxy.requests.slice(before).map((req) => new URL(req.url, 'http://x').searchParams);
+  // 12 h and the 10 min overlap: four slices, none longer than four hours.
+  expect(asked).toHaveLength(4);
+  for (const query of asked) {
+    const span = Number(query.get('end_time')) - Number(query.get('start_time'));
+    expect(span).toBeGreaterThan(0);
+    expect(span).toBeLessThanOrEqual(RECONCILE_SLICE_SEC);
+  }
+  expect(history(db, { profile: 'test', limit: 5000 })).toHaveLength(1500);
+  expect(report.linked).toBeGreaterThanOrEqual(10);
+  for (let i = 0; i < 10; i++) expect(getRequest(db, `req-${i}`)).toMatchObject({ state: 'completed', exitCode: 0 });
+  expect(getProfileSync(db, 'test')?.accountingSyncedTo).toBeGreaterThanOrEqual(nowSec);
+  expect(longestGapMs).toBeLessThan(400);
+}, 60_000);
