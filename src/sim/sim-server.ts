@@ -58,6 +58,8 @@ export class SimServer {
   private readonly buckets = new Map<string, TokenBucket>();
   /** Requests served, by method and route pattern (GET /_sim/stats), for tests and benchmarks. */
   private readonly requestCounts = new Map<string, number>();
+  /** Body bytes sent, by the same keys. */
+  private readonly bytesSent = new Map<string, number>();
   private stopping: Promise<void> | undefined;
 
   constructor(private readonly options: SimServerOptions) {
@@ -101,9 +103,11 @@ export class SimServer {
       http: { maxHeaderSize: SLURMRESTD_MAX_HEAD_BYTES },
       clientErrorHandler: answerClientError,
     });
-    this.app.addHook('onResponse', async (req) => {
+    this.app.addHook('onResponse', async (req, reply) => {
       const key = `${req.method} ${req.routeOptions.url ?? 'unknown'}`;
       this.requestCounts.set(key, (this.requestCounts.get(key) ?? 0) + 1);
+      const length = Number(reply.getHeader('content-length') ?? 0);
+      this.bytesSent.set(key, (this.bytesSent.get(key) ?? 0) + (Number.isFinite(length) ? length : 0));
     });
     this.registerRateLimit();
     this.registerMeta();
@@ -229,7 +233,10 @@ export class SimServer {
       }
       return { lost: this.cluster.crashLosingNewest(lose) };
     });
-    this.app.get(`${ADMIN_PREFIX}/stats`, async () => ({ requests: Object.fromEntries(this.requestCounts) }));
+    this.app.get(`${ADMIN_PREFIX}/stats`, async () => ({
+      requests: Object.fromEntries(this.requestCounts),
+      bytes: Object.fromEntries(this.bytesSent),
+    }));
     this.app.put<{ Body: unknown }>(`${ADMIN_PREFIX}/upstream`, async (req, reply) => {
       const body = req.body as Partial<Record<keyof UpstreamStatus, unknown>> | null;
       for (const key of ['slurmctld', 'slurmdbd'] as const) {

@@ -49,11 +49,13 @@ export class SimUpstream implements JobTable {
     private readonly dir: string,
     private readonly port: number,
     private readonly rateLimit: RateLimit,
+    /** More `schedflow sim` options (the benchmark's simulated runtime, a larger cluster). */
+    private readonly extraArgs: string[] = [],
   ) {
     this.url = `http://127.0.0.1:${port}`;
   }
 
-  static async start(dir: string, rateLimit: RateLimit): Promise<SimUpstream> {
+  static async start(dir: string, rateLimit: RateLimit, extraArgs: string[] = []): Promise<SimUpstream> {
     const tokens = join(dir, 'tokens.json');
     writeFileSync(
       tokens,
@@ -62,7 +64,7 @@ export class SimUpstream implements JobTable {
       }),
       { mode: 0o600 },
     );
-    const sim = new SimUpstream(dir, await freePort(), rateLimit);
+    const sim = new SimUpstream(dir, await freePort(), rateLimit, extraArgs);
     await sim.startProcess();
     return sim;
   }
@@ -78,6 +80,7 @@ export class SimUpstream implements JobTable {
       ...['--cache-ttl', '2', '--min-job-age', '3600', '--kill-wait', '1'],
       ...['--rate-capacity', String(this.rateLimit.capacity), '--rate-refill', String(this.rateLimit.refillPerSecond)],
       ...['--no-munge', '--log-level', 'warn'],
+      ...this.extraArgs,
     ];
     this.proc = spawnTracked(process.execPath, args, { cwd: this.dir, stdio: ['ignore', 'ignore', 'ignore'] });
     const up = await pollUntil(
