@@ -1,4 +1,4 @@
-import { and, asc, desc, eq, inArray, isNotNull, isNull, lt, notInArray, type SQL } from 'drizzle-orm';
+import { and, asc, count, desc, eq, inArray, isNotNull, lt, notInArray, or, type SQL, sql } from 'drizzle-orm';
 import { jobFinishedBody } from '../notify/events.js';
 import {
   LOST_BY_CONTROLLER_CODE,
@@ -7,6 +7,7 @@ import {
 } from '../tracking/job-identity.js';
 import { canTransition, isTerminalRequest } from '../tracking/request-state.js';
 import type { Db } from './database.js';
+import { prepared } from './prepared.js';
 import {
   type Deadlines,
   type JobRequestRow,
@@ -42,31 +43,92 @@ export interface NewRequest {
 /** Creates a request in `accepted`; a second call with the same id returns the first row. */
 export function createRequest(db: Db, req: NewRequest): JobRequestRow {
   return db.transaction((tx) => {
-    const existing = tx.select().from(jobRequests).where(eq(jobRequests.id, req.id)).get();
+    const existing = getRequest(tx, req.id);
     if (existing) return existing;
-    const row = tx
-      .insert(jobRequests)
-      .values({
-        id: req.id,
-        profile: req.profile,
-        name: req.name,
-        spec: req.spec,
-        origin: req.origin,
-        state: 'accepted',
-        createdAt: req.at,
-        updatedAt: req.at,
-        runId: req.runId ?? null,
-        step: req.step ?? null,
-        attempt: req.attempt ?? 1,
-        needs: req.needs ?? null,
-        webhookUrl: req.webhookUrl ?? null,
-        deadlines: req.deadlines ?? null,
-      })
-      .returning()
-      .get();
-    tx.insert(jobTransitions).values({ requestId: req.id, toState: 'accepted', at: req.at, source: req.source }).run();
+    const row = insertRequestStatement(tx).get({
+      id: req.id,
+      profile: req.profile,
+      name: req.name,
+      spec: req.spec,
+      origin: req.origin,
+      createdAt: req.at,
+      runId: req.runId ?? null,
+      step: req.step ?? null,
+      attempt: req.attempt ?? 1,
+      needs: req.needs ?? null,
+      webhookUrl: req.webhookUrl ?? null,
+      deadlines: req.deadlines ?? null,
+    }) as JobRequestRow;
+    insertTransition(tx, { requestId: req.id, fromState: null, toState: 'accepted', at: req.at, source: req.source });
     return row;
   });
+}
+
+const placeholder = sql.placeholder;
+
+const insertRequestStatement = (db: Db) =>
+  prepared(db, 'requests.insert', () =>
+    db
+      .insert(jobRequests)
+      .values({
+        id: placeholder('id'),
+        profile: placeholder('profile'),
+        name: placeholder('name'),
+        spec: placeholder('spec'),
+        origin: placeholder('origin'),
+        state: 'accepted',
+        createdAt: placeholder('createdAt'),
+        updatedAt: placeholder('createdAt'),
+        runId: placeholder('runId'),
+        step: placeholder('step'),
+        attempt: placeholder('attempt'),
+        needs: placeholder('needs'),
+        webhookUrl: placeholder('webhookUrl'),
+        deadlines: placeholder('deadlines'),
+      })
+      .returning()
+      .prepare(),
+  );
+
+type TransitionRecord = Omit<typeof jobTransitions.$inferInsert, 'id'>;
+
+function insertTransition(db: Db, record: TransitionRecord): void {
+  prepared(db, 'transitions.insert', () =>
+    db
+      .insert(jobTransitions)
+      .values({
+        requestId: placeholder('requestId'),
+        fromState: placeholder('fromState'),
+        toState: placeholder('toState'),
+        at: placeholder('at'),
+        source: placeholder('source'),
+        rawState: placeholder('rawState'),
+        reason: placeholder('reason'),
+        stale: placeholder('stale'),
+        detail: placeholder('detail'),
+      })
+      .prepare(),
+  ).run({ rawState: null, reason: null, stale: false, detail: null, ...record });
+}
+
+type RequestPatch = Partial<Omit<JobRequestRow, 'id'>>;
+
+/**
+ * UPDATE of the columns `set` names, prepared once per set of names: the poller, the
+ * submitter and the API each write a handful of shapes, again and again.
+ */
+function updateRequest(db: Db, requestId: string, set: RequestPatch): void {
+  const values: Record<string, unknown> = {};
+  for (const [key, value] of Object.entries(set)) if (value !== undefined) values[key] = value;
+  const keys = Object.keys(values).sort();
+  if (keys.length === 0) return;
+  prepared(db, `requests.update:${keys.join(',')}`, () =>
+    db
+      .update(jobRequests)
+      .set(Object.fromEntries(keys.map((key) => [key, placeholder(key)])) as RequestPatch)
+      .where(eq(jobRequests.id, placeholder('$id')))
+      .prepare(),
+  ).run({ ...values, $id: requestId });
 }
 
 export interface TransitionInput {
@@ -88,35 +150,32 @@ export interface TransitionInput {
  */
 export function transition(db: Db, requestId: string, input: TransitionInput): boolean {
   return db.transaction((tx) => {
-    const row = tx.select().from(jobRequests).where(eq(jobRequests.id, requestId)).get();
+    const row = getRequest(tx, requestId);
     if (!row) throw new Error(`no job request ${requestId}`);
     const moves = canTransition(row.state, input.to);
     const patch = { ...input.patch, updatedAt: input.at };
-    tx.update(jobRequests)
-      .set(
-        moves
-          ? { ...patch, state: input.to, rawState: input.rawState ?? row.rawState, reason: input.reason ?? null }
-          : patch,
-      )
-      .where(eq(jobRequests.id, requestId))
-      .run();
+    updateRequest(
+      tx,
+      requestId,
+      moves
+        ? { ...patch, state: input.to, rawState: input.rawState ?? row.rawState, reason: input.reason ?? null }
+        : patch,
+    );
     if (!moves) return false;
-    tx.insert(jobTransitions)
-      .values({
-        requestId,
-        fromState: row.state,
-        toState: input.to,
-        at: input.at,
-        source: input.source,
-        rawState: input.rawState ?? null,
-        reason: input.reason ?? null,
-        stale: input.stale ?? false,
-        detail: input.detail ?? null,
-      })
-      .run();
+    insertTransition(tx, {
+      requestId,
+      fromState: row.state,
+      toState: input.to,
+      at: input.at,
+      source: input.source,
+      rawState: input.rawState ?? null,
+      reason: input.reason ?? null,
+      stale: input.stale ?? false,
+      detail: input.detail ?? null,
+    });
     // The outbox: written in the transaction of the final state, so neither exists without the other.
     if (row.webhookUrl && isTerminalRequest(input.to)) {
-      const after = tx.select().from(jobRequests).where(eq(jobRequests.id, requestId)).get() as JobRequestRow;
+      const after = getRequest(tx, requestId) as JobRequestRow;
       addDelivery(tx, {
         event: 'job.finished',
         url: row.webhookUrl,
@@ -132,20 +191,28 @@ export function transition(db: Db, requestId: string, input: TransitionInput): b
 
 /** Sets columns without a state change (freshness of the last sighting, accounting fields). */
 export function patchRequest(db: Db, requestId: string, patch: Partial<Omit<JobRequestRow, 'id' | 'state'>>): void {
-  db.update(jobRequests).set(patch).where(eq(jobRequests.id, requestId)).run();
+  updateRequest(db, requestId, patch);
 }
 
 export function getRequest(db: Db, id: string): JobRequestRow | undefined {
-  return db.select().from(jobRequests).where(eq(jobRequests.id, id)).get();
+  return prepared(db, 'requests.byId', () =>
+    db
+      .select()
+      .from(jobRequests)
+      .where(eq(jobRequests.id, placeholder('id')))
+      .prepare(),
+  ).get({ id });
 }
 
 /** The request that has this Slurm job on this profile, if any. */
 export function requestByJobId(db: Db, profile: string, jobId: number): JobRequestRow | undefined {
-  return db
-    .select()
-    .from(jobRequests)
-    .where(and(eq(jobRequests.profile, profile), eq(jobRequests.jobId, jobId)))
-    .get();
+  return prepared(db, 'requests.byJobId', () =>
+    db
+      .select()
+      .from(jobRequests)
+      .where(and(eq(jobRequests.profile, placeholder('profile')), eq(jobRequests.jobId, placeholder('jobId'))))
+      .prepare(),
+  ).get({ profile, jobId });
 }
 
 /**
@@ -251,12 +318,27 @@ export function trackedRequests(db: Db, profile: string): TrackedRequest[] {
  * in order of acceptance.
  */
 export function submitLimitQueueAhead(db: Db, row: Pick<JobRequestRow, 'id' | 'profile' | 'createdAt'>): number {
-  const waiting = db
-    .select({ id: jobRequests.id, createdAt: jobRequests.createdAt })
-    .from(jobRequests)
-    .where(and(eq(jobRequests.profile, row.profile), isNull(jobRequests.jobId), eq(jobRequests.state, 'waiting')))
-    .all();
-  return waiting.filter((w) => w.createdAt < row.createdAt || (w.createdAt === row.createdAt && w.id < row.id)).length;
+  return (
+    prepared(db, 'requests.submitLimitQueueAhead', () =>
+      db
+        .select({ n: count() })
+        .from(jobRequests)
+        .where(
+          and(
+            eq(jobRequests.profile, placeholder('profile')),
+            eq(jobRequests.state, 'waiting'),
+            // Unary + keeps SQLite on the (profile, state) index: by (profile, job_id) it went
+            // through every request not submitted yet, for every submission (issue 14).
+            sql`+${jobRequests.jobId} is null`,
+            or(
+              lt(jobRequests.createdAt, placeholder('createdAt')),
+              and(eq(jobRequests.createdAt, placeholder('createdAt')), lt(jobRequests.id, placeholder('id'))),
+            ),
+          ),
+        )
+        .prepare(),
+    ).get({ profile: row.profile, createdAt: row.createdAt, id: row.id })?.n ?? 0
+  );
 }
 
 /** Requests not yet submitted (after a restart they must be queued again). */
