@@ -116,6 +116,8 @@ export const jobRequests = sqliteTable(
     index('job_requests_run').on(t.runId, t.step),
     // Partial: only requests the summaries dispatcher has not taken up (active ones and those just ended).
     index('job_requests_summary_todo').on(t.state).where(sql`"summary_checked_at" is null`),
+    // Partial: the deadline check reads only requests that have deadlines, on every tick.
+    index('job_requests_deadlines').on(t.state).where(sql`"deadlines" is not null`),
   ],
 );
 

@@ -1,0 +1,1 @@
+CREATE INDEX `job_requests_deadlines` ON `job_requests` (`state`) WHERE "deadlines" is not null;
