@@ -1,5 +1,11 @@
 import { setImmediate } from 'node:timers/promises';
-import { getProfileSync, recordAccountingAnswer, updateProfileSync, upsertAccountingJob } from '../db/accounting.js';
+import {
+  getProfileSync,
+  recordAccountingAnswer,
+  unchangedAccountingJobs,
+  updateProfileSync,
+  upsertAccountingJob,
+} from '../db/accounting.js';
 import type { Db } from '../db/database.js';
 import { getRequest, requestByJobId } from '../db/requests.js';
 import type { Logger } from '../logger.js';
@@ -18,6 +24,7 @@ export interface ReconcileSettings {
 }
 
 export interface ReconcileReport {
+  /** Records written: new, or changed since the last import (a running job's running time aside). */
   imported: number;
   linked: number;
   external: number;
@@ -39,7 +46,8 @@ export const RECONCILE_SLICE_SEC = 4 * 3600;
 const IMPORT_BATCH_RECORDS = 100;
 
 /**
- * Imports the accounting records of the profile's account since the last sync:
+ * Imports the accounting records of the profile's account since the last sync, those new or
+ * changed since they were last imported:
  * jobs schedflow submitted are linked to their requests (by the marker in the
  * comment) and give them accounting fields; the others are kept as external.
  * The window goes in slices of at most RECONCILE_SLICE_SEC, each written in batches,
@@ -67,12 +75,16 @@ export async function reconcileProfile(
     at = Date.now();
     for (let i = 0; i < data.length; i += IMPORT_BATCH_RECORDS) {
       await setImmediate();
+      const batch = data.slice(i, i + IMPORT_BATCH_RECORDS);
       db.transaction(() => {
-        for (const job of data.slice(i, i + IMPORT_BATCH_RECORDS))
+        const unchanged = unchangedAccountingJobs(db, profile, batch);
+        for (const job of batch) {
+          if (unchanged.has(job.job_id)) continue;
+          imported++;
           if (importRecord(db, profile, job, freshness, at)) linked++;
+        }
       });
     }
-    imported += data.length;
     updateProfileSync(db, profile, { accountingSyncedTo: to, accountingSyncedAt: at });
     from = to;
   } while (from < nowSec);
