@@ -1,3 +1,4 @@
+import { setImmediate } from 'node:timers/promises';
 import { ConfigError } from '../errors.js';
 import { backoffDelayMs, sleep } from '../lib/backoff.js';
 import type { Logger } from '../logger.js';
@@ -21,6 +22,9 @@ import {
 import { SchedTransport, type TransportRequest } from './transport.js';
 import type { UpstreamHealth } from './upstream-health.js';
 import { type ApiVersion, isApiVersion, SUPPORTED_VERSIONS } from './versions.js';
+
+/** Longest stretch of record decoding between turns of the event loop. */
+const DECODE_SLICE_MS = 20;
 
 /** How recently submissions must have waited for the budget for work that can wait to give way. */
 const CONTENTION_WINDOW_MS = 10_000;
@@ -265,7 +269,7 @@ export class SchedClient {
     const all = arrayMember(res.body, 'jobs', this.transport.describe(req));
     const { jobIds } = options;
     const raw = jobIds ? all.filter((j) => jobIds.has(Number((j as { job_id?: unknown } | null)?.job_id))) : all;
-    const jobs = this.decodeAll(raw, (j) => this.codec.decodeControllerJob(j), req);
+    const jobs = await this.decodeAll(raw, (j) => this.codec.decodeControllerJob(j), req);
     const lastUpdate = (res.body as { last_update?: { number?: number } }).last_update?.number ?? null;
     return {
       data: { jobs, lastUpdate, changed: !(options.updateTime !== undefined && all.length === 0) },
@@ -281,7 +285,7 @@ export class SchedClient {
     const req = this.read(`${this.ctl}/jobs/state`, options, { job_id: listParam(jobIds) });
     const res = await this.transport.send(req);
     const raw = arrayMember(res.body, 'jobs', this.transport.describe(req));
-    return { data: this.decodeAll(raw, (j) => this.codec.decodeJobState(j), req), freshness: res.freshness };
+    return { data: await this.decodeAll(raw, (j) => this.codec.decodeJobState(j), req), freshness: res.freshness };
   }
 
   /** One job from the controller; JobNotFoundError once it has left it (see accounting). */
@@ -322,7 +326,10 @@ export class SchedClient {
     });
     const res = await this.accountingRequest(req);
     const raw = arrayMember(res.body, 'jobs', this.transport.describe(req));
-    return { data: this.decodeAll(raw, (j) => this.codec.decodeAccountingJob(j), req), freshness: res.freshness };
+    return {
+      data: await this.decodeAll(raw, (j) => this.codec.decodeAccountingJob(j), req),
+      freshness: res.freshness,
+    };
   }
 
   /**
@@ -649,8 +656,22 @@ export class SchedClient {
     }
   }
 
-  private decodeAll<T>(raw: unknown[], decode: (raw: unknown) => T, req: TransportRequest): T[] {
-    return raw.map((item) => this.decodeOne(item, decode, req));
+  /**
+   * Decodes every record, letting the event loop run every DECODE_SLICE_MS: checking a record
+   * against the data parser's schema takes up to a millisecond, and a reconcile that met 10,000
+   * jobs ending held the daemon (API, health checks, workers) for 1 to 2 s (issue 14).
+   */
+  private async decodeAll<T>(raw: unknown[], decode: (raw: unknown) => T, req: TransportRequest): Promise<T[]> {
+    const decoded: T[] = [];
+    let sliceStart = performance.now();
+    for (const item of raw) {
+      if (performance.now() - sliceStart > DECODE_SLICE_MS) {
+        await setImmediate();
+        sliceStart = performance.now();
+      }
+      decoded.push(this.decodeOne(item, decode, req));
+    }
+    return decoded;
   }
 }
 
