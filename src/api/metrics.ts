@@ -1,3 +1,4 @@
+import { monitorEventLoopDelay } from 'node:perf_hooks';
 import type { Queue } from 'bullmq';
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
 import { getProfileSync, type ProfileSyncRow } from '../db/accounting.js';
@@ -43,10 +44,38 @@ export class ApiMetrics {
   readonly httpDuration: Histogram<'method' | 'route'>;
   /** When each profile's poll was last seen succeeding (profile_sync keeps only the last poll). */
   readonly #lastOkPoll = new Map<string, number>();
+  /** How late the event loop ran, sampled every 10 ms: its maximum is the longest block. */
+  readonly #loopDelay = monitorEventLoopDelay({ resolution: 10 });
 
   constructor(deps: MetricsDeps) {
     const registers = [this.registry];
     const lastOkPoll = this.#lastOkPoll;
+    const loopDelay = this.#loopDelay;
+    loopDelay.enable();
+    // A stall holds up the API, the UI, health checks and every queue worker at once.
+    new Gauge({
+      name: 'schedflow_event_loop_block_max_seconds',
+      help: 'Longest the event loop was held up (by one synchronous piece of work) since the previous scrape',
+      registers,
+      collect() {
+        this.set(loopDelay.max / 1e9);
+        loopDelay.reset();
+      },
+    });
+    new Gauge({
+      name: 'schedflow_process_memory_bytes',
+      help: "The daemon's memory: resident (rss), the JavaScript heap's size and use (heap_total, heap_used), and memory outside it (external, of which array_buffers)",
+      labelNames: ['kind'],
+      registers,
+      collect() {
+        const m = process.memoryUsage();
+        this.set({ kind: 'rss' }, m.rss);
+        this.set({ kind: 'heap_total' }, m.heapTotal);
+        this.set({ kind: 'heap_used' }, m.heapUsed);
+        this.set({ kind: 'external' }, m.external);
+        this.set({ kind: 'array_buffers' }, m.arrayBuffers);
+      },
+    });
     this.httpRequests = new Counter({
       name: 'schedflow_api_requests_total',
       help: 'Local API requests answered, by route and status',
@@ -187,5 +216,10 @@ export class ApiMetrics {
       "1 when each profile's last accounting answer came, 0 when accounting failed (jobs followed with controller data alone)",
       (sync) => sync.accountingOk,
     );
+  }
+
+  /** Stops sampling the event loop (the daemon's API closing). */
+  close(): void {
+    this.#loopDelay.disable();
   }
 }

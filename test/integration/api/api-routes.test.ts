@@ -330,6 +330,22 @@ describe('routes', () => {
       samples.get('schedflow_api_requests_total{method="GET",route="/api/v1/jobs/:id",status="404"}'),
     ).toBeGreaterThan(0);
     expect([...samples.keys()].some((k) => k.startsWith('schedflow_api_request_duration_seconds_bucket{'))).toBe(true);
+    expect(samples.get('schedflow_process_memory_bytes{kind="rss"}')).toBeGreaterThan(10 * 1024 * 1024);
+    expect(samples.get('schedflow_process_memory_bytes{kind="heap_used"}')).toBeGreaterThan(0);
+  });
+
+  it('metrics: the longest event-loop block since the previous scrape', async () => {
+    const scrape = async () =>
+      Number(/^schedflow_event_loop_block_max_seconds (\S+)$/m.exec((await api.call('GET', '/metrics')).text)?.[1]);
+    await scrape();
+    // The daemon runs in this process: hold its event loop for 300 ms.
+    const until = performance.now() + 300;
+    while (performance.now() < until) {
+      // busy
+    }
+    expect(await scrape()).toBeGreaterThanOrEqual(0.25);
+    // Counted since the previous scrape: the block above is no longer in it.
+    expect(await scrape()).toBeLessThan(0.25);
   });
 });
 
