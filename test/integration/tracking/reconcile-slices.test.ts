@@ -1,6 +1,7 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { sql } from 'drizzle-orm';
 import { afterEach, expect, it } from 'vitest';
 import { getProfileSync, history } from '../../../src/db/accounting.js';
 import { openDatabase } from '../../../src/db/database.js';
@@ -99,4 +100,19 @@ it('the first import of a long window goes in slices of four hours, written in b
   for (let i = 0; i < 10; i++) expect(getRequest(db, `req-${i}`)).toMatchObject({ state: 'completed', exitCode: 0 });
   expect(getProfileSync(db, 'test')?.accountingSyncedTo).toBeGreaterThanOrEqual(nowSec);
   expect(longestGapMs).toBeLessThan(400);
+
+  // The next run meets the same records again (its window overlaps the last): none has changed,
+  // so none is written. One whose stored copy differs (as a job that ended since would) is.
+  db.run(sql`update accounting_jobs set state = 'RUNNING', end_time_sec = null where job_id = 2499`);
+  const again = await reconcileProfile(
+    { db, client, logger, settings: { initialLookbackSec: 12 * 3600, overlapSec: 600 } },
+    'test',
+  );
+  expect(again.imported).toBe(1);
+  expect(history(db, { profile: 'test', limit: 1 })[0]).toMatchObject({ jobId: 2499, accountingState: 'COMPLETED' });
+  const third = await reconcileProfile(
+    { db, client, logger, settings: { initialLookbackSec: 12 * 3600, overlapSec: 600 } },
+    'test',
+  );
+  expect(third.imported).toBe(0);
 }, 60_000);
