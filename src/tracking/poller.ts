@@ -1,8 +1,8 @@
-import { setImmediate as nextTurn } from 'node:timers/promises';
 import { getProfileSync, recordAccountingAnswer, updateProfileSync } from '../db/accounting.js';
 import type { Db } from '../db/database.js';
 import { endLostByController, patchRequest, type TrackedRequest, trackedRequests, transition } from '../db/requests.js';
 import type { TransitionSource } from '../db/schema.js';
+import { writeInSlices } from '../db/write-in-slices.js';
 import { SchedflowError } from '../errors.js';
 import type { Logger } from '../logger.js';
 import { chunkJobIds, type SchedClient } from '../sched/client.js';
@@ -14,14 +14,6 @@ import { isTerminalRequest, requestStateFor } from './request-state.js';
 
 /** Slurm states of a job that has not ended. */
 const ACTIVE_SLURM_STATES = ['PENDING', 'RUNNING', 'SUSPENDED'] as const;
-
-/**
- * Rows written in one transaction when many change at once (a mass start or end); the event loop
- * runs between batches. One transaction for every row held the API, health checks included,
- * for 3.2 s at 10,000 jobs (issue 14); a row takes 0.3 to 0.5 ms on a loaded 2-core machine, so
- * a batch stays well under 100 ms.
- */
-export const WRITE_BATCH_ROWS = 100;
 
 export interface PollSettings {
   /** How long a job may be missing from both controller and accounting before it is `lost`. @defaultValue 300000 */
@@ -170,7 +162,7 @@ export async function pollProfile(deps: PollDeps, profile: string): Promise<Poll
     // A mass start or end: ends go to accounting in chunks, the longest waiting first, as many
     // as the budget allows this cycle (the rest in the next ones). Started jobs get the light
     // record now, and the rest with their end: their full records would cost a chunk each.
-    changed += await writeInBatches(db, changedRows, (row) => {
+    changed += await writeInSlices(db, changedRows, (row) => {
       const job = light.byId.get(row.jobId as number);
       return job !== undefined && applyJob(db, row, job, 'poll', light.freshnessOf(row));
     });
@@ -224,7 +216,7 @@ export async function pollProfile(deps: PollDeps, profile: string): Promise<Poll
     if (failure instanceof AccountingNotServedError) {
       const now = Date.now();
       const gone = unresolved.filter((row) => !light.byId.has(row.jobId as number) && !light.freshnessOf(row).stale);
-      changed += await writeInBatches(db, gone, (row) => markMissing(deps, profile, row, now));
+      changed += await writeInSlices(db, gone, (row) => markMissing(deps, profile, row, now));
     }
     accounting = 'unavailable';
   }
@@ -346,22 +338,6 @@ function accountingQueueOf(client: SchedClient, waiting: TrackedRequest[]) {
 }
 
 /**
- * Applies `write` to each item, in transactions of WRITE_BATCH_ROWS items, letting the event loop
- * run before each (also before the first: the answer was just parsed and decoded in one go).
- * Returns how many writes said they changed something.
- */
-async function writeInBatches<T>(db: Db, items: readonly T[], write: (item: T) => boolean): Promise<number> {
-  let changed = 0;
-  for (let i = 0; i < items.length; i += WRITE_BATCH_ROWS) {
-    await nextTurn();
-    db.transaction(() => {
-      for (const item of items.slice(i, i + WRITE_BATCH_ROWS)) if (write(item)) changed++;
-    });
-  }
-  return changed;
-}
-
-/**
  * A poll answered from the proxy's cache past its lifetime (stale-if-error: the scheduler behind
  * it did not answer) is not a successful poll: jobs keep their last known state, and health says
  * the scheduler is down rather than "polled a second ago" (issue 13, weak spot 4).
@@ -419,7 +395,7 @@ async function resolveThroughController(deps: PollDeps, rows: TrackedRequest[], 
       return null;
     });
   const full = new Map(listing?.data.jobs.map((job) => [job.job_id, job]));
-  return writeInBatches(db, rows, (row) => {
+  return writeInSlices(db, rows, (row) => {
     const record = full.get(row.jobId as number);
     const entry = light.byId.get(row.jobId as number);
     // Never another job's record: a crashed slurmctld gives lost jobs' ids again. A fresh
@@ -461,7 +437,7 @@ async function checkSuspects(deps: PollDeps, profile: string, suspects: Suspect[
   if (!listing || listing.freshness.stale) return 0;
   const full = new Map(listing.data.jobs.map((job) => [job.job_id, job]));
   const now = Date.now();
-  return writeInBatches(db, suspects, ({ row }) => {
+  return writeInSlices(db, suspects, ({ row }) => {
     const inController = full.get(row.jobId as number);
     // Left the controller between the two reads: nothing certain is known of it.
     if (!inController) return markMissing(deps, profile, row, now);
@@ -546,7 +522,7 @@ async function resolveThroughAccounting(
   const endedWithoutRecord: TrackedRequest[] = [];
   const suspects: Suspect[] = [];
   const now = Date.now();
-  const changed = await writeInBatches(db, rows, (row) => {
+  const changed = await writeInSlices(db, rows, (row) => {
     const own = ownRecord(found.get(row.jobId as number) ?? [], row);
     const inController = light.byId.get(row.jobId as number);
     const controllerFreshness = light.freshnessOf(row);

@@ -8,6 +8,7 @@ import {
 } from '../db/accounting.js';
 import type { Db } from '../db/database.js';
 import { getRequest, requestByJobId } from '../db/requests.js';
+import { writeInSlices } from '../db/write-in-slices.js';
 import type { Logger } from '../logger.js';
 import type { SchedClient } from '../sched/client.js';
 import type { Freshness } from '../sched/freshness.js';
@@ -42,8 +43,8 @@ const MARKER = /^schedflow:(\S+)/;
  */
 export const RECONCILE_SLICE_SEC = 4 * 3600;
 
-/** Records written per transaction; the event loop runs before each batch (one commit per record held it for seconds). */
-const IMPORT_BATCH_RECORDS = 100;
+/** Records looked up at once to tell which changed since their last import. */
+const COMPARE_BATCH_RECORDS = 500;
 
 /**
  * Imports the accounting records of the profile's account since the last sync, those new or
@@ -73,18 +74,16 @@ export async function reconcileProfile(
       { signal: deps.signal },
     );
     at = Date.now();
-    for (let i = 0; i < data.length; i += IMPORT_BATCH_RECORDS) {
+    // Records already stored as they are now are left out first (a running job comes every run).
+    const changed: SchedJob[] = [];
+    for (let i = 0; i < data.length; i += COMPARE_BATCH_RECORDS) {
+      const batch = data.slice(i, i + COMPARE_BATCH_RECORDS);
+      const unchanged = unchangedAccountingJobs(db, profile, batch);
+      for (const job of batch) if (!unchanged.has(job.job_id)) changed.push(job);
       await setImmediate();
-      const batch = data.slice(i, i + IMPORT_BATCH_RECORDS);
-      db.transaction(() => {
-        const unchanged = unchangedAccountingJobs(db, profile, batch);
-        for (const job of batch) {
-          if (unchanged.has(job.job_id)) continue;
-          imported++;
-          if (importRecord(db, profile, job, freshness, at)) linked++;
-        }
-      });
     }
+    linked += await writeInSlices(db, changed, (job) => importRecord(db, profile, job, freshness, at));
+    imported += changed.length;
     updateProfileSync(db, profile, { accountingSyncedTo: to, accountingSyncedAt: at });
     from = to;
   } while (from < nowSec);
