@@ -13,6 +13,7 @@ import { type HistoryDatabase, openDatabase } from './db/database.js';
 import { createRequest, getRequest, patchRequest } from './db/requests.js';
 import type { Deadlines } from './db/schema.js';
 import { ConfigError } from './errors.js';
+import { HeapCollector } from './lib/heap-collector.js';
 import { ensureOwnerOnlyDir, writeOwnerOnlyFile } from './lib/owner-only.js';
 import { takePidLock } from './lib/pid-lock.js';
 import { Lifecycle, StopRequestedError } from './lifecycle.js';
@@ -178,6 +179,8 @@ async function compose(config: DaemonConfig, logger: Logger, lifecycle: Lifecycl
   } satisfies Record<QueueName, Queue>;
   const redisWatch = new RedisWatch(redis, logger.child({ component: 'redis' }));
   lifecycle.add('redis watch', async () => redisWatch.close());
+  const heap = new HeapCollector(logger.child({ component: 'memory' }));
+  lifecycle.add('heap collector', async () => heap.stop());
   for (const [name, queue] of Object.entries(queues))
     queue.on('error', (error) => redisWatch.failed(error, `queue ${name}`));
   lifecycle.add('queues', async () => {
