@@ -69,7 +69,6 @@ export async function buildApp(deps: ApiDeps): Promise<FastifyInstance> {
     logger: deps.logger,
     upstreamHealth: (profile) => deps.clients.health(profile),
   });
-  app.addHook('onClose', async () => metrics.close());
   app.addHook('onResponse', async (request, reply) => {
     const route = request.routeOptions.url ?? 'unmatched';
     const seconds = reply.elapsedTime / 1000;

@@ -1,4 +1,3 @@
-import { monitorEventLoopDelay } from 'node:perf_hooks';
 import type { Queue } from 'bullmq';
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
 import { getProfileSync, type ProfileSyncRow } from '../db/accounting.js';
@@ -44,22 +43,18 @@ export class ApiMetrics {
   readonly httpDuration: Histogram<'method' | 'route'>;
   /** When each profile's poll was last seen succeeding (profile_sync keeps only the last poll). */
   readonly #lastOkPoll = new Map<string, number>();
-  /** How late the event loop ran, sampled every 10 ms: its maximum is the longest block. */
-  readonly #loopDelay = monitorEventLoopDelay({ resolution: 10 });
 
   constructor(deps: MetricsDeps) {
     const registers = [this.registry];
     const lastOkPoll = this.#lastOkPoll;
-    const loopDelay = this.#loopDelay;
-    loopDelay.enable();
+    const loopBlocks = processLoopBlocks();
     // A stall holds up the API, the UI, health checks and every queue worker at once.
     new Gauge({
       name: 'schedflow_event_loop_block_max_seconds',
       help: 'Longest the event loop was held up (by one synchronous piece of work) since the previous scrape',
       registers,
       collect() {
-        this.set(loopDelay.max / 1e9);
-        loopDelay.reset();
+        this.set(loopBlocks.takeMaxMs() / 1000);
       },
     });
     new Gauge({
@@ -217,9 +212,38 @@ export class ApiMetrics {
       (sync) => sync.accountingOk,
     );
   }
+}
 
-  /** Stops sampling the event loop (the daemon's API closing). */
-  close(): void {
-    this.#loopDelay.disable();
+/** How often the event loop is sampled for blocks. */
+const LOOP_SAMPLE_MS = 10;
+
+/**
+ * The longest the event loop was held up since the last call: a 10 ms timer that notes how late
+ * it fires. One for the process. (Node's monitorEventLoopDelay stopped recording when the tests
+ * ran several daemons in one process.)
+ */
+class LoopBlockMonitor {
+  #max = 0;
+  #last = performance.now();
+
+  constructor() {
+    setInterval(() => {
+      const now = performance.now();
+      this.#max = Math.max(this.#max, now - this.#last - LOOP_SAMPLE_MS);
+      this.#last = now;
+    }, LOOP_SAMPLE_MS).unref();
+  }
+
+  /** Milliseconds of the longest block since the last call, the one still under way included. */
+  takeMaxMs(): number {
+    const max = Math.max(this.#max, performance.now() - this.#last - LOOP_SAMPLE_MS, 0);
+    this.#max = 0;
+    return max;
   }
 }
+
+let loopBlocks: LoopBlockMonitor | undefined;
+const processLoopBlocks = () => {
+  loopBlocks ??= new LoopBlockMonitor();
+  return loopBlocks;
+};
