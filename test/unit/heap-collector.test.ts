@@ -21,4 +21,12 @@ it('collects once the heap has grown by 64 MB of garbage, and gives it back', ()
   expect(process.memoryUsage().heapUsed).toBeLessThan(grown - 64 * 1024 * 1024);
   // Nothing grew since: no second collection.
   expect(collector.check()).toBe(false);
+  // Live data does not raise the bar: once it is gone, its garbage is collected.
+  let live: string[] | null = Array.from({ length: 2_500_000 }, (_, i) => `live-${i}`);
+  expect(collector.check()).toBe(true);
+  expect(live).toHaveLength(2_500_000);
+  live = null;
+  const garbage2 = Array.from({ length: 100_000 }, (_, i) => ({ id: `g${i}`, spec: { script: `#!/bin/sh\n${i}` } }));
+  expect(garbage2).toHaveLength(100_000);
+  expect(collector.check()).toBe(true);
 });
