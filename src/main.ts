@@ -10,7 +10,7 @@ import { recordSubmitGivenUp, requeueUnsubmitted, submitProcessor } from '../wor
 import { startApiServer } from './api/server.js';
 import { type DaemonConfig, isAllInOne } from './config/daemon-config.js';
 import { type HistoryDatabase, openDatabase } from './db/database.js';
-import { createRequest, getRequest, patchRequest } from './db/requests.js';
+import { createRequest, getRequest, patchRequest, transition } from './db/requests.js';
 import type { Deadlines } from './db/schema.js';
 import { ConfigError } from './errors.js';
 import { HeapCollector } from './lib/heap-collector.js';
@@ -305,6 +305,8 @@ async function compose(config: DaemonConfig, logger: Logger, lifecycle: Lifecycl
         if (input.summarize !== undefined && input.summarize !== null) {
           patchRequest(tx, id, { summarize: input.summarize });
         }
+        // In the same commit (one write of the history per request accepted, not two).
+        transition(tx, id, { to: 'queued', source: input.origin === 'cli' ? 'cli' : 'api', at: now });
       });
       // Recorded, then queued: a Redis outage answers within ENQUEUE_WAIT_MS, the request kept as queued.
       await enqueueSubmit(submitQueue, id, input.origin === 'cli' ? 'cli' : 'api');

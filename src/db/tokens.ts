@@ -1,7 +1,8 @@
 import { createHash, randomBytes, randomUUID, timingSafeEqual } from 'node:crypto';
-import { and, eq, isNull, lt, or } from 'drizzle-orm';
+import { and, eq, isNull, lt, or, sql } from 'drizzle-orm';
 import { ConfigError } from '../errors.js';
 import type { Db } from './database.js';
+import { prepared } from './prepared.js';
 import { type ApiScope, type ApiTokenRow, apiTokens } from './schema.js';
 
 /**
@@ -75,7 +76,8 @@ export type TokenLookup =
 export function findToken(db: Db, presented: string): TokenLookup {
   const wanted = Buffer.from(hashToken(presented), 'hex');
   let found: ApiTokenRow | undefined;
-  for (const row of db.select().from(apiTokens).all()) {
+  const rows = prepared(db, 'tokens.all', () => db.select().from(apiTokens).prepare()).all();
+  for (const row of rows) {
     const stored = Buffer.from(row.hash, 'hex');
     if (stored.length === wanted.length && timingSafeEqual(stored, wanted)) found = row;
   }
@@ -85,10 +87,18 @@ export function findToken(db: Db, presented: string): TokenLookup {
 
 /** Records use, at most once a minute per token, so reads do not each cost a write. */
 export function touchToken(db: Db, id: string, at = Date.now()): void {
-  db.update(apiTokens)
-    .set({ lastUsedAt: at })
-    .where(and(eq(apiTokens.id, id), or(isNull(apiTokens.lastUsedAt), lt(apiTokens.lastUsedAt, at - 60_000))))
-    .run();
+  prepared(db, 'tokens.touch', () =>
+    db
+      .update(apiTokens)
+      .set({ lastUsedAt: sql`${sql.placeholder('at')}` })
+      .where(
+        and(
+          eq(apiTokens.id, sql.placeholder('id')),
+          or(isNull(apiTokens.lastUsedAt), lt(apiTokens.lastUsedAt, sql.placeholder('staleBefore'))),
+        ),
+      )
+      .prepare(),
+  ).run({ id, at, staleBefore: at - 60_000 });
 }
 
 /** Number of live tokens, for the start banner's hint. */
