@@ -14,6 +14,8 @@ export interface DaemonOptions {
   profile?: Record<string, unknown>;
   /** Job spec fields every submission adds (a real cluster needs a working directory). */
   specExtra?: Record<string, unknown>;
+  /** Options for node itself (a benchmark's `--cpu-prof`). */
+  nodeArgs?: string[];
 }
 
 export interface ShutdownReport {
@@ -95,7 +97,12 @@ export class DaemonUnderTest {
     const out = openSync(this.logFile, 'a');
     const err = openSync(this.errFile, 'a');
     const listen = this.apiUrl.replace('http://', '');
-    const args = [CLI, 'start', '--data-dir', this.dataDir, '--config', this.configDir, '--listen', listen];
+    const args = [
+      ...(this.options.nodeArgs ?? []),
+      CLI,
+      'start',
+      ...['--data-dir', this.dataDir, '--config', this.configDir, '--listen', listen],
+    ];
     args.push('--log-level', this.options.logLevel ?? 'info');
     this.proc = spawnTracked(process.execPath, args, { cwd: this.root, env: this.env, stdio: ['ignore', out, err] });
     closeSync(out);
