@@ -122,7 +122,7 @@ try {
   ]);
   const daemon = new DaemonUnderTest(join(root, 'daemon'), {
     schedulerUrl: sim.url,
-    logLevel: 'info',
+    logLevel: process.env.BENCH_DAEMON_LOG_LEVEL === 'debug' ? 'debug' : 'info',
     // BENCH_DAEMON_NODE_ARGS='--cpu-prof --heapsnapshot-signal=SIGUSR2' profiles the daemon.
     nodeArgs: process.env.BENCH_DAEMON_NODE_ARGS?.split(' ').filter(Boolean),
     profile: {
