@@ -1,4 +1,4 @@
-import { setImmediate } from 'node:timers/promises';
+import { setImmediate as nextTurn } from 'node:timers/promises';
 import { ConfigError } from '../errors.js';
 import { backoffDelayMs, sleep } from '../lib/backoff.js';
 import type { Logger } from '../logger.js';
@@ -666,7 +666,7 @@ export class SchedClient {
     let sliceStart = performance.now();
     for (const item of raw) {
       if (performance.now() - sliceStart > DECODE_SLICE_MS) {
-        await setImmediate();
+        await nextTurn();
         sliceStart = performance.now();
       }
       decoded.push(this.decodeOne(item, decode, req));

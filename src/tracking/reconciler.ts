@@ -1,4 +1,4 @@
-import { setImmediate } from 'node:timers/promises';
+import { setImmediate as nextTurn } from 'node:timers/promises';
 import {
   getProfileSync,
   recordAccountingAnswer,
@@ -80,7 +80,7 @@ export async function reconcileProfile(
       const batch = data.slice(i, i + COMPARE_BATCH_RECORDS);
       const unchanged = unchangedAccountingJobs(db, profile, batch);
       for (const job of batch) if (!unchanged.has(job.job_id)) changed.push(job);
-      await setImmediate();
+      await nextTurn();
     }
     linked += await writeInSlices(db, changed, (job) => importRecord(db, profile, job, freshness, at));
     imported += changed.length;
