@@ -5,8 +5,38 @@ import { profilePayloadSchema } from '../src/queue/catalog.js';
 import { type ReconcileReport, reconcileProfile } from '../src/tracking/reconciler.js';
 import type { WorkerServices } from './services.js';
 
+/** How far back each run looks again, while accounting answers: slurmdbd has a job's record seconds after its end. */
+export const STEADY_OVERLAP_SEC = 60;
+/** How far back, after an accounting failure or a start: a backlog of records can take minutes to reach slurmdbd. */
+export const RECOVERY_OVERLAP_SEC = 600;
+
+/**
+ * How far back each reconcile run of a profile looks again. Every run gets every record of its
+ * window, so the overlap is paid for on every run: 10 minutes of it made the records of a burst
+ * of 10,000 jobs come back 11 times, about 40 MB and a 300 ms parse each (issue 14). Ten minutes
+ * only where records may come late: the first run of the process, and runs within ten minutes
+ * of a failed one (slurmdbd back from an outage, slurmctld flushing what it kept meanwhile).
+ */
+export class ReconcileOverlap {
+  readonly #longUntil = new Map<string, number>();
+
+  forRun(profile: string, nowMs = Date.now()): number {
+    const until = this.#longUntil.get(profile);
+    if (until === undefined) {
+      this.#longUntil.set(profile, nowMs);
+      return RECOVERY_OVERLAP_SEC;
+    }
+    return nowMs < until ? RECOVERY_OVERLAP_SEC : STEADY_OVERLAP_SEC;
+  }
+
+  failed(profile: string, nowMs = Date.now()): void {
+    this.#longUntil.set(profile, nowMs + RECOVERY_OVERLAP_SEC * 1000);
+  }
+}
+
 /** The `reconcile` queue: import the profile's accounting records since the last sync. */
 export function reconcileProcessor(services: WorkerServices) {
+  const overlap = new ReconcileOverlap();
   return async (job: Job): Promise<ReconcileReport | 'waiting'> => {
     const { profile } = profilePayloadSchema.parse(job.data);
     if (!services.clients.connected(profile)) return 'waiting';
@@ -19,13 +49,14 @@ export function reconcileProcessor(services: WorkerServices) {
           db: services.db,
           client: services.clients.get(profile),
           logger: services.logger,
-          settings: { initialLookbackSec: 86_400, overlapSec: 600 },
+          settings: { initialLookbackSec: 86_400, overlapSec: overlap.forRun(profile) },
           signal: services.shutdown,
         },
         profile,
       );
     } catch (error) {
       if (!(error instanceof SchedflowError)) throw error;
+      overlap.failed(profile);
       if (recordAccountingAnswer(services.db, profile, error.message)) {
         services.logger.warn({ profile, code: error.code, err: error.message }, 'accounting import failed; will retry');
       }
