@@ -42,6 +42,7 @@ const ALL_STEPS = [
   'workers',
   'pipeline files',
   'queues',
+  'heap collector',
   'redis watch',
   'scheduler clients',
   'simulator',
