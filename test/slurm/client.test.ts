@@ -14,7 +14,7 @@ import {
 } from '../../src/sched/sched-errors.js';
 import { SUPPORTED_VERSIONS } from '../../src/sched/versions.js';
 import { waitFor } from '../helpers/http.js';
-import { realSlurm, script, slurmrestdProfile } from './cluster.js';
+import { jobWorkDir, realSlurm, script, slurmrestdProfile } from './cluster.js';
 
 const logger = createLogger({ level: process.env.LOG_LEVEL ?? 'silent' });
 const dir = mkdtempSync(join(tmpdir(), 'schedflow-slurm-client-'));
@@ -23,7 +23,7 @@ const spec = (extra: Partial<JobSpecInput> = {}) =>
   jobSpecSchema.parse({
     name: 'sf-client',
     script: script('echo hello from $SLURM_JOB_ID'),
-    current_working_directory: '/tmp',
+    current_working_directory: jobWorkDir(),
     time_limit: 5,
     ...extra,
   });
@@ -82,7 +82,7 @@ describe.each([...SUPPORTED_VERSIONS, 'latest'] as const)('the client on real sl
     expect(listed?.comment).toBe(`schedflow:${requestId}`);
 
     const one = await alice.getJob(first.job_id);
-    expect(one.data).toMatchObject({ job_id: first.job_id, working_directory: '/tmp' });
+    expect(one.data).toMatchObject({ job_id: first.job_id, working_directory: jobWorkDir() });
 
     // The marker lookup finds the job a lost answer would have hidden.
     expect((await alice.findByMarker(requestId, { submittedAfter: since, jobName: 'sf-client' }))?.job_id).toBe(

@@ -1,5 +1,6 @@
 import { execFile } from 'node:child_process';
-import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { chmodSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { promisify } from 'node:util';
 import { inject } from 'vitest';
@@ -13,6 +14,22 @@ const exec = promisify(execFile);
 export { REAL_SLURM_DIR, type RealSlurm } from './real-slurm.js';
 
 export const realSlurm = (): RealSlurm => inject('realSlurm');
+
+let jobDir: string | undefined;
+
+/**
+ * The working directory of the tier's jobs: a folder of this run's, writable by the cluster's
+ * users (sticky, as /tmp is). In /tmp itself a job's default output, /tmp/slurm-<id>.out, could
+ * already exist, left by the simulator (run as root: its jobs take the same ids) or by an
+ * earlier cluster, and the job then failed to start (Permission denied; RaisedSignal:53).
+ */
+export function jobWorkDir(): string {
+  if (!jobDir) {
+    jobDir = mkdtempSync(join(tmpdir(), 'schedflow-slurm-jobs-'));
+    chmodSync(jobDir, 0o1777);
+  }
+  return jobDir;
+}
 
 /** The folder `cluster.sh` keeps its state, pids and logs in. */
 export const slurmRun = (): string => resolve(realSlurm().slurmConf, '..', '..');

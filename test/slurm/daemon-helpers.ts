@@ -7,7 +7,7 @@ import type { JobRequestRow } from '../../src/db/schema.js';
 import { cleanEnv, type DaemonProcess, runCli, spawnDaemon } from '../helpers/cli-process.js';
 import { bearer, type HttpResult, http, waitFor } from '../helpers/http.js';
 import type { TestRedis } from '../helpers/redis.js';
-import { slurmrestdProfile } from './cluster.js';
+import { jobWorkDir, slurmrestdProfile } from './cluster.js';
 
 /** `schedflow start` as a process, on a slurmrestd profile of the real cluster, driven through its local API. */
 export interface RealDaemon {
@@ -184,5 +184,5 @@ export function requestRow(d: RealDaemon, id: string): { row: JobRequestRow | un
 
 /** A job spec for the real cluster: runs in /tmp, which the test users can write. */
 export function realSpec(name: string, body: string, extra: Record<string, unknown> = {}): Record<string, unknown> {
-  return { name, script: `#!/bin/bash\n${body}\n`, current_working_directory: '/tmp', time_limit: 5, ...extra };
+  return { name, script: `#!/bin/bash\n${body}\n`, current_working_directory: jobWorkDir(), time_limit: 5, ...extra };
 }

@@ -9,7 +9,7 @@ import { SchedClient } from '../../src/sched/client.js';
 import { jobSpecSchema } from '../../src/sched/job-spec.js';
 import { pollProfile } from '../../src/tracking/poller.js';
 import { type FlakyProxy, startFlakyProxy } from '../helpers/flaky-proxy.js';
-import { realSlurm, script, slurmrestdProfile } from './cluster.js';
+import { jobWorkDir, realSlurm, script, slurmrestdProfile } from './cluster.js';
 
 /**
  * Issue 14 on a real slurmrestd 25.11.7: with more tracked jobs than one query names, the poller
@@ -56,7 +56,7 @@ it('700 unknown jobs and 2 real ones: every request names its jobs in URLs slurm
     const spec = jobSpecSchema.parse({
       name: 'sf-chunks',
       script: script(kind === 'ok' ? 'sleep 1' : 'exit 3'),
-      current_working_directory: '/tmp',
+      current_working_directory: jobWorkDir(),
       time_limit: 5,
     });
     createRequest(db, {

@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { runCli } from '../helpers/cli-process.js';
-import { realSlurm, slurmrestdProfile } from './cluster.js';
+import { jobWorkDir, realSlurm, slurmrestdProfile } from './cluster.js';
 
 /** `schedflow sched …` against plain slurmrestd, as a user types it: the real cluster's answers in tables and JSON. */
 
@@ -32,7 +32,7 @@ function jobFile(name: string, extra: Record<string, unknown> = {}): string {
     JSON.stringify({
       name,
       script: '#!/bin/bash\nsleep 30\n',
-      current_working_directory: '/tmp',
+      current_working_directory: jobWorkDir(),
       time_limit: 2,
       ...extra,
     }),
