@@ -182,7 +182,7 @@ export function requestRow(d: RealDaemon, id: string): { row: JobRequestRow | un
   return d.read((db) => ({ row: getRequest(db, id), states: transitionsOf(db, id).map((t) => t.toState) }));
 }
 
-/** A job spec for the real cluster: runs in /tmp, which the test users can write. */
+/** A job spec for the real cluster: runs in the run's job folder, which the test users can write. */
 export function realSpec(name: string, body: string, extra: Record<string, unknown> = {}): Record<string, unknown> {
   return { name, script: `#!/bin/bash\n${body}\n`, current_working_directory: jobWorkDir(), time_limit: 5, ...extra };
 }

@@ -8,7 +8,7 @@ import { jobSpecSchema } from '../../src/sched/job-spec.js';
 import { killLeftovers } from '../helpers/cli-process.js';
 import { waitFor } from '../helpers/http.js';
 import { startTestRedis, type TestRedis } from '../helpers/redis.js';
-import { slurmrestdProfile } from './cluster.js';
+import { jobWorkDir, slurmrestdProfile } from './cluster.js';
 import { type RealDaemon, realSpec, startRealDaemon } from './daemon-helpers.js';
 
 /**
@@ -28,7 +28,7 @@ steps:
     script: |
       #!/bin/bash
       echo first
-    current_working_directory: /tmp
+    current_working_directory: ${jobWorkDir()}
     time_limit: 5
   breaks:
     needs: [first]
@@ -36,21 +36,21 @@ steps:
       #!/bin/bash
       sleep 3
       exit 4
-    current_working_directory: /tmp
+    current_working_directory: ${jobWorkDir()}
     time_limit: 5
   cleanup:
     needs: [{ step: breaks, type: afterany }]
     script: |
       #!/bin/bash
       echo cleanup
-    current_working_directory: /tmp
+    current_working_directory: ${jobWorkDir()}
     time_limit: 5
   never:
     needs: [breaks]
     script: |
       #!/bin/bash
       echo never
-    current_working_directory: /tmp
+    current_working_directory: ${jobWorkDir()}
     time_limit: 5
 `;
 
