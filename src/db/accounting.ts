@@ -1,7 +1,7 @@
 import { and, desc, eq, gte, inArray, sql } from 'drizzle-orm';
 import type { SchedJob } from '../sched/job-model.js';
 import type { Db } from './database.js';
-import { prepared } from './prepared.js';
+import { placeholders, prepared } from './prepared.js';
 import { type AccountingJobRow, accountingJobs, jobRequests, profileSync } from './schema.js';
 
 /** Queries of accounting records (slurmdbd's view) and each profile's sync progress. */
@@ -41,54 +41,18 @@ export function upsertAccountingJob(
   requestId: string | null,
   at: number,
 ): void {
-  const values: Record<(typeof ACCOUNTING_COLUMNS)[number], unknown> = {
-    ...recordValues(profile, job),
-    requestId,
-    syncedAt: at,
-  };
-  upsertStatement(db).run(values);
-}
-
-/** Every column of a record: what recordValues sets, the link to a request and the sync time. */
-const ACCOUNTING_COLUMNS = [
-  'profile',
-  'jobId',
-  'name',
-  'account',
-  'user',
-  'partition',
-  'state',
-  'rawState',
-  'reason',
-  'exitCode',
-  'signal',
-  'submitTime',
-  'startTime',
-  'endTime',
-  'elapsedSec',
-  'timeLimitMin',
-  'nodes',
-  'cpus',
-  'memoryPerNodeMb',
-  'cpuTimeSec',
-  'peakMemoryMb',
-  'comment',
-  'requestId',
-  'syncedAt',
-] as const satisfies readonly (keyof AccountingJobRow)[];
-
-/** Prepared once per connection: reconcile and the poller write thousands of records at a time. */
-const upsertStatement = (db: Db) =>
+  const values = { ...recordValues(profile, job), requestId, syncedAt: at };
+  // Prepared once per connection (its columns are always these): reconcile and the poller write
+  // thousands of records at a time.
   prepared(db, 'accounting.upsert', () => {
-    const values = Object.fromEntries(
-      ACCOUNTING_COLUMNS.map((key) => [key, sql.placeholder(key)]),
-    ) as unknown as typeof accountingJobs.$inferInsert;
+    const set = placeholders(Object.keys(values)) as unknown as typeof accountingJobs.$inferInsert;
     return db
       .insert(accountingJobs)
-      .values(values)
-      .onConflictDoUpdate({ target: [accountingJobs.profile, accountingJobs.jobId], set: values })
+      .values(set)
+      .onConflictDoUpdate({ target: [accountingJobs.profile, accountingJobs.jobId], set })
       .prepare();
-  });
+  }).run(values);
+}
 
 /** Grow while a job runs, without anything else about it changing. */
 const RUNNING_COUNTERS = new Set(['elapsedSec', 'cpuTimeSec']);

@@ -1,3 +1,4 @@
+import { type Placeholder, sql } from 'drizzle-orm';
 import type { Db } from './database.js';
 
 /**
@@ -33,4 +34,9 @@ function sessionOf(db: Db): object {
   const { session } = db as unknown as { session?: object };
   if (!session) throw new Error('drizzle database without a session: cannot cache its statements');
   return session;
+}
+
+/** `{ key: placeholder(key) }` for each key: the values of a statement prepared for these columns. */
+export function placeholders(keys: readonly string[]): Record<string, Placeholder> {
+  return Object.fromEntries(keys.map((key) => [key, sql.placeholder(key)]));
 }

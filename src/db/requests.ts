@@ -7,7 +7,7 @@ import {
 } from '../tracking/job-identity.js';
 import { canTransition, isTerminalRequest } from '../tracking/request-state.js';
 import type { Db } from './database.js';
-import { prepared } from './prepared.js';
+import { placeholders, prepared } from './prepared.js';
 import {
   type Deadlines,
   type JobRequestRow,
@@ -125,7 +125,7 @@ function updateRequest(db: Db, requestId: string, set: RequestPatch): void {
   prepared(db, `requests.update:${keys.join(',')}`, () =>
     db
       .update(jobRequests)
-      .set(Object.fromEntries(keys.map((key) => [key, placeholder(key)])) as RequestPatch)
+      .set(placeholders(keys) as RequestPatch)
       .where(eq(jobRequests.id, placeholder('$id')))
       .prepare(),
   ).run({ ...values, $id: requestId });
