@@ -11,9 +11,8 @@
  * Figures: upstream requests and bytes, CPU of this process, peak RSS, the event loop's
  * longest block, and cycles (and seconds) until every end was recorded.
  */
-import { type ChildProcess, spawn } from 'node:child_process';
-import { closeSync, mkdirSync, mkdtempSync, openSync, rmSync, writeFileSync, writeSync } from 'node:fs';
-import { createServer } from 'node:net';
+import { spawn } from 'node:child_process';
+import { closeSync, mkdirSync, mkdtempSync, openSync, rmSync, writeSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
@@ -26,14 +25,20 @@ import { createRequest, trackedRequests, transition } from '../../src/db/request
 import { jobRequests } from '../../src/db/schema.js';
 import { SchedflowError } from '../../src/errors.js';
 import { SchedClient } from '../../src/sched/client.js';
-import { parseProfile } from '../../src/sched/profile.js';
 import { applyJob, pollProfile } from '../../src/tracking/poller.js';
+import { sleep } from '../chaos/processes.js';
+import {
+  BENCH_TOKEN,
+  benchProfile,
+  CACHE_TTL_SEC,
+  simJob,
+  startBenchSim,
+  UNBOUNDED,
+  upstreamTotals,
+} from './bench-sim.js';
 
 const PAST = Number(process.env.BENCH_PAST_RECORDS ?? 100_000);
-const TOKEN = 'bench-token-0123456789abcdef';
-const CACHE_TTL_SEC = 2;
 const MAX_CYCLES = 300;
-const repo = fileURLToPath(new URL('../..', import.meta.url));
 
 type Mode = 'schedflow' | 'per-job' | 'fetch-all';
 
@@ -66,53 +71,6 @@ interface CaseResult {
   end: Phase & { recorded: number };
   peakRssMb: number;
   rssAfterMb: number;
-}
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-async function freePort(): Promise<number> {
-  return new Promise((resolve) => {
-    const server = createServer();
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as { port: number };
-      server.close(() => resolve(port));
-    });
-  });
-}
-
-function simJob(jobId: number, fields: Record<string, unknown>) {
-  return {
-    jobId,
-    name: 'bench',
-    user: 'bench',
-    userId: 10_000,
-    account: 'bench',
-    partition: 'debug',
-    comment: '',
-    script: '#!/bin/sh\ntrue\n',
-    environment: [],
-    cwd: '/tmp',
-    tasks: 1,
-    cpusPerTask: 1,
-    memoryPerNodeMb: null,
-    timeLimitMin: null,
-    dependency: '',
-    standardOutput: '',
-    standardError: '',
-    state: 'PENDING',
-    reason: 'None',
-    submitTime: 0,
-    eligibleTime: 0,
-    startTime: 0,
-    endTime: 0,
-    exitCode: null,
-    termSignal: null,
-    cpuUserSec: 0,
-    cpuSystemSec: 0,
-    nodes: '',
-    lastUpdate: 0,
-    ...fields,
-  };
 }
 
 /**
@@ -187,55 +145,6 @@ function seedHistory(db: Db, jobIds: number[], c: Case): void {
   });
 }
 
-async function startSim(dir: string, c: Case, runtimeSec: number): Promise<{ url: string; child: ChildProcess }> {
-  const port = await freePort();
-  const tokens = join(dir, 'tokens.json');
-  writeFileSync(
-    tokens,
-    JSON.stringify({
-      [TOKEN]: { user: 'bench', account: 'bench', scopes: ['sched:read', 'scheddb:read', 'sched:jobs:manage'] },
-    }),
-    { mode: 0o600 },
-  );
-  const child = spawn(
-    process.execPath,
-    [
-      '--import',
-      import.meta.resolve('tsx'),
-      join(repo, 'src/cli.ts'),
-      'sim',
-      ...['--port', String(port), '--tokens', tokens, '--state-dir', join(dir, 'sim')],
-      ...['--cpus', String(c.ends + 10), '--memory-mb', String((c.ends + 10) * 1024)],
-      ...['--simulated-runtime', String(runtimeSec), '--cache-ttl', String(CACHE_TTL_SEC)],
-      ...['--rate-capacity', '1000000', '--rate-refill', '1000000', '--min-job-age', '3600'],
-      ...['--no-munge', '--log-level', 'warn'],
-    ],
-    { stdio: ['ignore', 'ignore', 'inherit'] },
-  );
-  const url = `http://127.0.0.1:${port}`;
-  for (let i = 0; i < 1200; i++) {
-    try {
-      if ((await fetch(`${url}/ping`)).ok) return { url, child };
-    } catch {
-      // starting
-    }
-    await sleep(100);
-  }
-  throw new Error('simulator did not start');
-}
-
-async function upstreamTotals(url: string): Promise<{ requests: number; bytes: number }> {
-  const stats = (await (await fetch(`${url}/_sim/stats`)).json()) as {
-    requests: Record<string, number>;
-    bytes: Record<string, number>;
-  };
-  const sum = (m: Record<string, number>) =>
-    Object.entries(m)
-      .filter(([route]) => !route.includes('/_sim/'))
-      .reduce((s, [, n]) => s + n, 0);
-  return { requests: sum(stats.requests), bytes: sum(stats.bytes) };
-}
-
 /** Runs `cycle` every cache lifetime until `done`, measuring what the cycles cost. */
 async function phase(url: string, cycle: () => Promise<void>, done: () => boolean): Promise<Phase> {
   const before = await upstreamTotals(url);
@@ -275,20 +184,14 @@ async function runCase(c: Case, mode: Mode): Promise<CaseResult> {
   const jobIds = seedSimulator(dir, c);
   // Long enough for the start to be recorded before anything ends, whatever the mode.
   const runtimeSec = 30 + Math.ceil(c.ends / 500);
-  const { url, child } = await startSim(dir, c, runtimeSec);
+  const { url, child } = await startBenchSim(dir, { jobs: c.ends, runtimeSec });
   const simStarted = Date.now();
   try {
     const logger = pino({ level: 'silent' });
-    const profile = parseProfile('bench', {
-      url,
-      auth: { type: 'bearer', tokenEnv: 'BENCH_TOKEN' },
-      account: 'bench',
-      version: 'v0.0.44',
-      // schedflow at the profile's default budget, as users run it; the baselines unbounded,
-      // or one request per job would take hours.
-      ...(mode === 'schedflow' ? {} : { rateLimit: { capacity: 100_000, refillPerSecond: 100_000 }, concurrency: 16 }),
-    });
-    const client = await SchedClient.connect(profile, { logger, env: { BENCH_TOKEN: TOKEN } });
+    // schedflow at the profile's default budget, as users run it; the baselines unbounded, or one
+    // request per job would take hours.
+    const profile = benchProfile(url, mode === 'schedflow' ? undefined : UNBOUNDED);
+    const client = await SchedClient.connect(profile, { logger, env: { BENCH_TOKEN } });
     const store = openDatabase(join(dir, 'history.sqlite'));
     const db = store.db;
     seedHistory(db, jobIds, c);

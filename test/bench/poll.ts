@@ -6,9 +6,8 @@
  * Figures per cycle: upstream requests, CPU ms of this process, RSS, and the
  * delay from a state change in the scheduler to its record in the history.
  */
-import { type ChildProcess, spawn } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -17,89 +16,19 @@ import type { Db } from '../../src/db/database.js';
 import { openDatabase } from '../../src/db/database.js';
 import { createRequest, getRequest, trackedRequests, transition } from '../../src/db/requests.js';
 import { SchedClient } from '../../src/sched/client.js';
-import { parseProfile } from '../../src/sched/profile.js';
 import { applyJob, pollProfile } from '../../src/tracking/poller.js';
+import { sleep } from '../chaos/processes.js';
+import {
+  BENCH_TOKEN,
+  benchProfile,
+  CACHE_TTL_SEC,
+  simJob,
+  startBenchSim,
+  UNBOUNDED,
+  upstreamTotals,
+} from './bench-sim.js';
 
 const SIZES = (process.env.BENCH_SIZES ?? '10,1000,10000').split(',').map(Number);
-const TOKEN = 'bench-token-0123456789abcdef';
-const CACHE_TTL_SEC = 2;
-const repo = fileURLToPath(new URL('../..', import.meta.url));
-
-async function freePort(): Promise<number> {
-  return new Promise((resolve) => {
-    const server = createServer();
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as { port: number };
-      server.close(() => resolve(port));
-    });
-  });
-}
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-async function startSimProcess(dir: string, n: number): Promise<{ url: string; child: ChildProcess }> {
-  const port = await freePort();
-  const tokens = join(dir, 'tokens.json');
-  writeFileSync(
-    tokens,
-    JSON.stringify({
-      [TOKEN]: { user: 'bench', account: 'bench', scopes: ['sched:read', 'scheddb:read', 'sched:jobs:manage'] },
-    }),
-    { mode: 0o600 },
-  );
-  const tsx = import.meta.resolve('tsx');
-  const child = spawn(
-    process.execPath,
-    [
-      '--import',
-      tsx,
-      join(repo, 'src/cli.ts'),
-      'sim',
-      '--port',
-      String(port),
-      '--tokens',
-      tokens,
-      '--state-dir',
-      join(dir, 'sim'),
-      '--cpus',
-      String(n + 10),
-      '--memory-mb',
-      String((n + 10) * 1024),
-      '--simulated-runtime',
-      '3600',
-      '--cache-ttl',
-      String(CACHE_TTL_SEC),
-      '--rate-capacity',
-      '1000000',
-      '--rate-refill',
-      '1000000',
-      '--min-job-age',
-      '3600',
-      '--no-munge',
-      '--log-level',
-      'warn',
-    ],
-    { stdio: ['ignore', 'ignore', 'inherit'] },
-  );
-  const url = `http://127.0.0.1:${port}`;
-  for (let i = 0; i < 200; i++) {
-    try {
-      if ((await fetch(`${url}/ping`)).ok) return { url, child };
-    } catch {
-      // starting
-    }
-    await sleep(100);
-  }
-  throw new Error('simulator did not start');
-}
-
-async function upstreamRequests(url: string): Promise<number> {
-  const stats = (await (await fetch(`${url}/_sim/stats`)).json()) as { requests: Record<string, number> };
-  return Object.entries(stats.requests)
-    .filter(([route]) => !route.includes('/_sim/'))
-    .reduce((sum, [, n]) => sum + n, 0);
-}
-
 /**
  * Writes N pending jobs into the simulator's saved job table before it starts
  * (it runs them at once, in benchmark mode), so this process's memory is not
@@ -107,37 +36,9 @@ async function upstreamRequests(url: string): Promise<number> {
  */
 function seedSimulator(dir: string, n: number): number[] {
   const now = Math.floor(Date.now() / 1000);
-  const jobs = Array.from({ length: n }, (_, i) => ({
-    jobId: 1000 + i,
-    name: 'bench',
-    user: 'bench',
-    userId: 10_000,
-    account: 'bench',
-    partition: 'debug',
-    comment: `schedflow:bench-${i}`,
-    script: '#!/bin/sh\ntrue\n',
-    environment: [],
-    cwd: '/tmp',
-    tasks: 1,
-    cpusPerTask: 1,
-    memoryPerNodeMb: null,
-    timeLimitMin: null,
-    dependency: '',
-    standardOutput: '',
-    standardError: '',
-    state: 'PENDING',
-    reason: 'None',
-    submitTime: now,
-    eligibleTime: now,
-    startTime: 0,
-    endTime: 0,
-    exitCode: null,
-    termSignal: null,
-    cpuUserSec: 0,
-    cpuSystemSec: 0,
-    nodes: '',
-    lastUpdate: now,
-  }));
+  const jobs = Array.from({ length: n }, (_, i) =>
+    simJob(1000 + i, { comment: `schedflow:bench-${i}`, submitTime: now, eligibleTime: now, lastUpdate: now }),
+  );
   mkdirSync(join(dir, 'sim'), { recursive: true });
   writeFileSync(join(dir, 'sim', 'jobs.json'), JSON.stringify({ version: 1, nextJobId: 1000 + n, jobs }));
   return jobs.map((j) => j.jobId);
@@ -173,18 +74,21 @@ async function measure(
   const cycles = 2;
   for (let i = 0; i < cycles; i++) {
     await sleep(CACHE_TTL_SEC * 1000);
-    const before = await upstreamRequests(url);
+    const before = (await upstreamTotals(url)).requests;
     const cpu = process.cpuUsage();
     await cycle();
     const used = process.cpuUsage(cpu);
     cpuMs += (used.user + used.system) / 1000;
-    requests += (await upstreamRequests(url)) - before;
+    requests += (await upstreamTotals(url)).requests - before;
   }
   // Collect what the measured cycles left behind, so RSS is what polling holds on to.
   (globalThis as { gc?: () => void }).gc?.();
   const rssMb = process.memoryUsage().rss / 1024 / 1024;
   const changedAt = Date.now();
-  await fetch(`${url}/sched/v0.0.44/job/${jobId}`, { method: 'DELETE', headers: { authorization: `Bearer ${TOKEN}` } });
+  await fetch(`${url}/sched/v0.0.44/job/${jobId}`, {
+    method: 'DELETE',
+    headers: { authorization: `Bearer ${BENCH_TOKEN}` },
+  });
   // Poll at the interval the cache lifetime sets, until the history has the change.
   for (;;) {
     await cycle();
@@ -197,18 +101,11 @@ async function measure(
 async function benchSize(n: number): Promise<{ n: number; schedflow: Figures; perJob: Figures }> {
   const dir = mkdtempSync(join(tmpdir(), 'schedflow-bench-'));
   const jobIds = seedSimulator(dir, n);
-  const { url, child } = await startSimProcess(dir, n);
+  const { url, child } = await startBenchSim(dir, { jobs: n, runtimeSec: 3600 });
   try {
     const logger = pino({ level: 'silent' });
-    const profile = parseProfile('bench', {
-      url,
-      auth: { type: 'bearer', tokenEnv: 'BENCH_TOKEN' },
-      account: 'bench',
-      version: 'v0.0.44',
-      rateLimit: { capacity: 100_000, refillPerSecond: 100_000 },
-      concurrency: 16,
-    });
-    const client = await SchedClient.connect(profile, { logger, env: { BENCH_TOKEN: TOKEN } });
+    const profile = benchProfile(url, UNBOUNDED);
+    const client = await SchedClient.connect(profile, { logger, env: { BENCH_TOKEN } });
 
     const ours = openDatabase(join(dir, 'ours.sqlite'));
     seedHistory(ours.db, jobIds);
