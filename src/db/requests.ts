@@ -313,6 +313,29 @@ export function trackedRequests(db: Db, profile: string): TrackedRequest[] {
 }
 
 /**
+ * Submissions of the profile whose answer is not recorded yet, by job name: the earliest
+ * attempt's start (ms). The job such an attempt makes exists before its id is recorded.
+ */
+export function submissionsInFlight(db: Db, profile: string): Map<string, number> {
+  const rows = prepared(db, 'requests.submissionsInFlight', () =>
+    db
+      .select({ name: jobRequests.name, since: sql<number>`min(${jobRequests.submitAttemptAt})` })
+      .from(jobRequests)
+      .where(
+        and(
+          eq(jobRequests.profile, placeholder('profile')),
+          inArray(jobRequests.state, ['submitting', 'waiting']),
+          sql`+${jobRequests.jobId} is null`,
+          isNotNull(jobRequests.submitAttemptAt),
+        ),
+      )
+      .groupBy(jobRequests.name)
+      .prepare(),
+  ).all({ profile });
+  return new Map(rows.map((row) => [row.name, row.since]));
+}
+
+/**
  * How many requests of the profile, accepted before this one, wait on a submit limit (the
  * first of them keeps `waiting` while it is tried again). They go first: a freed slot is taken
  * in order of acceptance.

@@ -58,8 +58,11 @@ export function lostByControllerMessage(jobId: number, why: string): string {
  * - `ours`: one carrying its marker, else the newest that may be its job;
  * - `suspect`: the newest that may be its job was submitted well after the request's submission:
  *   a requeue of its job (Slurm stamps a new submit time) or, after a slurmctld crash, another
- *   job of the same name given its id. Only the controller's record (which keeps the marker) can
- *   say which: the poller asks for it, for these few, instead of for every new job;
+ *   job of the same name given its id. Or a submission of the same name is in flight (`inFlight`,
+ *   name → its attempt's start in ms), and the record may be the job it has just made, under an id
+ *   the controller lost and gave again, before that submission's answer is recorded. Only the
+ *   controller's record (which keeps the marker) can say which: the poller asks for it, for these
+ *   few, instead of for every new job;
  * - `reused`: none may be its job, and one was submitted after the request was made: the
  *   controller lost its job and gave the id again;
  * - `none`: no record of it (yet).
@@ -70,7 +73,11 @@ export type OwnRecord =
   | { kind: 'reused'; by: SchedJob }
   | { kind: 'none' };
 
-export function ownRecord(records: SchedJob[], request: RequestOfRecords): OwnRecord {
+export function ownRecord(
+  records: SchedJob[],
+  request: RequestOfRecords,
+  inFlight: ReadonlyMap<string, number> = new Map(),
+): OwnRecord {
   const identities = records.map((job) => ({ job, identity: jobIdentity(job, request) }));
   const marked = identities.find((x) => x.identity === 'ours');
   if (marked) return { kind: 'ours', record: marked.job };
@@ -83,7 +90,11 @@ export function ownRecord(records: SchedJob[], request: RequestOfRecords): OwnRe
       submittedSec !== null &&
       newest.submit_time !== null &&
       newest.submit_time > submittedSec + CLOCK_LEEWAY_SEC;
-    return { kind: late ? 'suspect' : 'ours', record: newest };
+    const racingSince = inFlight.get(newest.name);
+    const racing =
+      racingSince !== undefined &&
+      (newest.submit_time === null || newest.submit_time >= Math.floor(racingSince / 1000) - CLOCK_LEEWAY_SEC);
+    return { kind: late || racing ? 'suspect' : 'ours', record: newest };
   }
   const createdSec = Math.floor(request.createdAt / 1000);
   const by = records.find((job) => (job.submit_time ?? 0) >= createdSec);

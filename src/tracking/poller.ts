@@ -1,6 +1,13 @@
 import { getProfileSync, recordAccountingAnswer, updateProfileSync } from '../db/accounting.js';
 import type { Db } from '../db/database.js';
-import { endLostByController, patchRequest, type TrackedRequest, trackedRequests, transition } from '../db/requests.js';
+import {
+  endLostByController,
+  patchRequest,
+  submissionsInFlight,
+  type TrackedRequest,
+  trackedRequests,
+  transition,
+} from '../db/requests.js';
 import type { TransitionSource } from '../db/schema.js';
 import { writeInSlices } from '../db/write-in-slices.js';
 import { SchedflowError } from '../errors.js';
@@ -522,8 +529,10 @@ async function resolveThroughAccounting(
   const endedWithoutRecord: TrackedRequest[] = [];
   const suspects: Suspect[] = [];
   const now = Date.now();
+  // Read after the answer: a submission whose job it may hold had started before it was made.
+  const inFlight = submissionsInFlight(db, profile);
   const changed = await writeInSlices(db, rows, (row) => {
-    const own = ownRecord(found.get(row.jobId as number) ?? [], row);
+    const own = ownRecord(found.get(row.jobId as number) ?? [], row, inFlight);
     const inController = light.byId.get(row.jobId as number);
     const controllerFreshness = light.freshnessOf(row);
     // Accounting's only records under the id are other jobs' submitted since (the controller

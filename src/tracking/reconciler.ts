@@ -7,7 +7,7 @@ import {
   upsertAccountingJob,
 } from '../db/accounting.js';
 import type { Db } from '../db/database.js';
-import { getRequest, requestByJobId } from '../db/requests.js';
+import { getRequest, requestByJobId, submissionsInFlight } from '../db/requests.js';
 import { writeInSlices } from '../db/write-in-slices.js';
 import type { Logger } from '../logger.js';
 import type { SchedClient } from '../sched/client.js';
@@ -82,7 +82,9 @@ export async function reconcileProfile(
       for (const job of batch) if (!unchanged.has(job.job_id)) changed.push(job);
       await nextTurn();
     }
-    linked += await writeInSlices(db, changed, (job) => importRecord(db, profile, job, freshness, at));
+    // Read after the answer: a submission whose job it may hold had started before it was made.
+    const inFlight = submissionsInFlight(db, profile);
+    linked += await writeInSlices(db, changed, (job) => importRecord(db, profile, job, freshness, at, inFlight));
     imported += changed.length;
     updateProfileSync(db, profile, { accountingSyncedTo: to, accountingSyncedAt: at });
     from = to;
@@ -93,7 +95,14 @@ export async function reconcileProfile(
 }
 
 /** Stores one accounting record, linked to its request when it is one's; true when linked. */
-function importRecord(db: Db, profile: string, job: SchedJob, freshness: Freshness, at: number): boolean {
+function importRecord(
+  db: Db,
+  profile: string,
+  job: SchedJob,
+  freshness: Freshness,
+  at: number,
+  inFlight: ReadonlyMap<string, number>,
+): boolean {
   // By the marker, or else by job id: slurmdbd keeps the comment holding the marker only with
   // AccountingStoreFlags=job_comment, which clusters do not set by default. A job id can come
   // again (a cluster's state reset, a crashed slurmctld), so the job must fit the request: its
@@ -102,7 +111,7 @@ function importRecord(db: Db, profile: string, job: SchedJob, freshness: Freshne
   // only the controller's record can say whether it is its job (the poller asks, see ownRecord).
   const requestId = MARKER.exec(job.comment)?.[1] ?? null;
   const byId = requestId ? undefined : requestByJobId(db, profile, job.job_id);
-  const identity = byId ? ownRecord([job], byId).kind : null;
+  const identity = byId ? ownRecord([job], byId, inFlight).kind : null;
   const request =
     (requestId ? getRequest(db, requestId) : undefined) ??
     (byId && (identity === 'ours' || identity === 'suspect') ? byId : undefined);

@@ -67,4 +67,18 @@ describe('ownRecord', () => {
       record: late,
     });
   });
+
+  it('a same-name record while a same-name submission is in flight is suspect: it may be that job, under a lost id', () => {
+    const fits = record('align', submittedSec + 3);
+    const attemptMs = submittedAt + 2500;
+    expect(ownRecord([fits], row, new Map([['align', attemptMs]]))).toEqual({ kind: 'suspect', record: fits });
+    // Even once the controller had confirmed the id: a crash can have lost the job since.
+    expect(ownRecord([fits], { ...row, jobConfirmedAt: submittedAt + 1000 }, new Map([['align', attemptMs]]))).toEqual({
+      kind: 'suspect',
+      record: fits,
+    });
+    // Another name in flight, or an attempt begun long after the record was submitted: its own.
+    expect(ownRecord([fits], row, new Map([['other', attemptMs]]))).toEqual({ kind: 'ours', record: fits });
+    expect(ownRecord([fits], row, new Map([['align', attemptMs + 3_600_000]]))).toEqual({ kind: 'ours', record: fits });
+  });
 });

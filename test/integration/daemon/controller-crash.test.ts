@@ -44,7 +44,9 @@ describe('a slurmctld crash that loses its newest jobs and reuses their ids', ()
     expect([...(crash.json as { lost: number[] }).lost].sort()).toEqual([...lostJobIds].sort());
 
     // The next jobs get the lost ids: two through schedflow (one with a lost job's name), and one
-    // submitted outside it.
+    // submitted outside it. Not with a lost job's name: an outside job of the same name given the
+    // id within a minute cannot be told from the lost one without comments in accounting (the
+    // README's limit); whether the controller's record is asked first depended on timing.
     const after = [
       await td.daemon.submit({ spec: spec('crash-a', '#!/bin/sh\ntrue\n'), origin: 'api' }),
       await td.daemon.submit({ spec: spec('crash-new', '#!/bin/sh\ntrue\n'), origin: 'api' }),
@@ -58,7 +60,7 @@ describe('a slurmctld crash that loses its newest jobs and reuses their ids', ()
       headers: alice,
       body: {
         job: {
-          name: 'crash-b',
+          name: 'outside-job',
           script: '#!/bin/sh\ntrue\n',
           current_working_directory: sim.workDir,
           environment: ['PATH=/usr/bin:/bin'],
