@@ -94,6 +94,9 @@ let worst = 0;
 process.on('message', (m) => { if (m === 'report') { process.send(worst); worst = 0; } else process.exit(0); });
 process.on('disconnect', () => process.exit(0));
 (async () => {
+  // The first fetch loads Node's HTTP client and connects: the probe's own start, not the daemon.
+  await fetch(process.argv[1] + '/healthz');
+  process.send('ready');
   for (;;) {
     const t = performance.now();
     await fetch(process.argv[1] + '/healthz').catch(() => undefined);
@@ -103,8 +106,9 @@ process.on('disconnect', () => process.exit(0));
 })();
 `;
 
-function startHealthProbe(apiUrl: string): { report(): Promise<number>; stop(): void } {
+async function startHealthProbe(apiUrl: string): Promise<{ report(): Promise<number>; stop(): void }> {
   const child = spawn(process.execPath, ['-e', PROBE, apiUrl], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+  const ready = new Promise((resolve) => child.once('message', resolve));
   // Ahead of the harness's clients, the simulator and Redis for the CPU (where allowed): on 2
   // cores they keep both busy, and a probe waiting for a core is not the daemon answering late.
   try {
@@ -112,6 +116,7 @@ function startHealthProbe(apiUrl: string): { report(): Promise<number>; stop(): 
   } catch {
     // not permitted: measured at the default priority
   }
+  await ready;
   return {
     report: () =>
       new Promise((resolve) => {
@@ -126,7 +131,7 @@ function startHealthProbe(apiUrl: string): { report(): Promise<number>; stop(): 
 
 /** The slowest /healthz answer, from the probe, while `work` runs. */
 async function healthWhile<T>(
-  probe: ReturnType<typeof startHealthProbe>,
+  probe: Awaited<ReturnType<typeof startHealthProbe>>,
   work: Promise<T>,
 ): Promise<{ result: T; worstMs: number }> {
   await probe.report();
@@ -193,7 +198,7 @@ try {
     if (body.id) ids.push(body.id);
     return res.status === 201;
   };
-  const probe = startHealthProbe(daemon.apiUrl);
+  const probe = await startHealthProbe(daemon.apiUrl);
   const phases: Phase[] = [];
   /** Runs `work` as a phase: the daemon's CPU, /healthz, longest block, RSS and heap after it. */
   const phase = async <T>(what: string, work: () => Promise<T>): Promise<T> => {
