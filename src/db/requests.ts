@@ -55,9 +55,9 @@ export function createRequest(db: Db, req: NewRequest): JobRequestRow {
       runId: req.runId ?? null,
       step: req.step ?? null,
       attempt: req.attempt ?? 1,
-      needs: req.needs ?? null,
+      needsJson: jsonOrNull(req.needs),
       webhookUrl: req.webhookUrl ?? null,
-      deadlines: req.deadlines ?? null,
+      deadlinesJson: jsonOrNull(req.deadlines),
     }) as JobRequestRow;
     insertTransition(tx, { requestId: req.id, fromState: null, toState: 'accepted', at: req.at, source: req.source });
     return row;
@@ -65,6 +65,11 @@ export function createRequest(db: Db, req: NewRequest): JobRequestRow {
 }
 
 const placeholder = sql.placeholder;
+
+/** A json column's value as SQL stores it: its JSON text, or NULL. */
+function jsonOrNull(value: unknown): string | null {
+  return value === undefined || value === null ? null : JSON.stringify(value);
+}
 
 const insertRequestStatement = (db: Db) =>
   prepared(db, 'requests.insert', () =>
@@ -82,9 +87,11 @@ const insertRequestStatement = (db: Db) =>
         runId: placeholder('runId'),
         step: placeholder('step'),
         attempt: placeholder('attempt'),
-        needs: placeholder('needs'),
+        // Bound as SQL, not through the column: a json column's placeholder writes null as the
+        // text 'null', which `deadlines is not null` (the deadline check's index) takes for a value.
+        needs: sql`${placeholder('needsJson')}`,
         webhookUrl: placeholder('webhookUrl'),
-        deadlines: placeholder('deadlines'),
+        deadlines: sql`${placeholder('deadlinesJson')}`,
       })
       .returning()
       .prepare(),

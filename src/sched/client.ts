@@ -1,7 +1,7 @@
-import { setImmediate as nextTurn } from 'node:timers/promises';
 import { ConfigError } from '../errors.js';
 import { backoffDelayMs, sleep } from '../lib/backoff.js';
 import type { Logger } from '../logger.js';
+import type { ItemsOf } from './answer-items.js';
 import { codecFor, type JobCodec } from './codecs/codec.js';
 import { type Credentials, credentialsFor } from './credentials.js';
 import type { Freshness } from './freshness.js';
@@ -22,9 +22,6 @@ import {
 import { SchedTransport, type TransportRequest } from './transport.js';
 import type { UpstreamHealth } from './upstream-health.js';
 import { type ApiVersion, isApiVersion, SUPPORTED_VERSIONS } from './versions.js';
-
-/** Longest stretch of record decoding between turns of the event loop. */
-const DECODE_SLICE_MS = 20;
 
 /** How recently submissions must have waited for the budget for work that can wait to give way. */
 const CONTENTION_WINDOW_MS = 10_000;
@@ -265,14 +262,18 @@ export class SchedClient {
     options: ReadOptions & { updateTime?: number; jobIds?: ReadonlySet<number> } = {},
   ): Promise<Read<JobListing>> {
     const req = this.read(`${this.ctl}/jobs`, options, { update_time: options.updateTime });
-    const res = await this.transport.send(req);
-    const all = arrayMember(res.body, 'jobs', this.transport.describe(req));
     const { jobIds } = options;
-    const raw = jobIds ? all.filter((j) => jobIds.has(Number((j as { job_id?: unknown } | null)?.job_id))) : all;
-    const jobs = await this.decodeAll(raw, (j) => this.codec.decodeControllerJob(j), req);
+    const res = await this.transport.sendForItems(
+      req,
+      this.itemsOf(req, (j) =>
+        !jobIds || jobIds.has(Number((j as { job_id?: unknown } | null)?.job_id))
+          ? this.codec.decodeControllerJob(j)
+          : undefined,
+      ),
+    );
     const lastUpdate = (res.body as { last_update?: { number?: number } }).last_update?.number ?? null;
     return {
-      data: { jobs, lastUpdate, changed: !(options.updateTime !== undefined && all.length === 0) },
+      data: { jobs: res.items, lastUpdate, changed: !(options.updateTime !== undefined && res.seen === 0) },
       freshness: res.freshness,
     };
   }
@@ -283,9 +284,11 @@ export class SchedClient {
    */
   async listJobStates(jobIds: number[] = [], options: ReadOptions = {}): Promise<Read<JobStateEntry[]>> {
     const req = this.read(`${this.ctl}/jobs/state`, options, { job_id: listParam(jobIds) });
-    const res = await this.transport.send(req);
-    const raw = arrayMember(res.body, 'jobs', this.transport.describe(req));
-    return { data: await this.decodeAll(raw, (j) => this.codec.decodeJobState(j), req), freshness: res.freshness };
+    const res = await this.transport.sendForItems(
+      req,
+      this.itemsOf(req, (j) => this.codec.decodeJobState(j)),
+    );
+    return { data: res.items, freshness: res.freshness };
   }
 
   /** One job from the controller; JobNotFoundError once it has left it (see accounting). */
@@ -324,22 +327,21 @@ export class SchedClient {
       partition: listParam(query.partitions),
       step: listParam(query.jobIds),
     });
-    const res = await this.accountingRequest(req);
-    const raw = arrayMember(res.body, 'jobs', this.transport.describe(req));
-    return {
-      data: await this.decodeAll(raw, (j) => this.codec.decodeAccountingJob(j), req),
-      freshness: res.freshness,
-    };
+    const res = await this.accountingRequest(
+      req,
+      this.itemsOf(req, (j) => this.codec.decodeAccountingJob(j)),
+    );
+    return { data: res.items, freshness: res.freshness };
   }
 
   /**
    * A cluster without slurmdbd has no `/slurmdb` endpoints (404): that is remembered for a
    * while, so the poller and reconcile do not ask again on every cycle, and said plainly.
    */
-  private async accountingRequest(req: TransportRequest) {
+  private async accountingRequest<T>(req: TransportRequest, of: ItemsOf<T>) {
     if (this.accountingMissing && Date.now() < this.accountingMissing.until) throw this.accountingMissing.error;
     try {
-      return await this.transport.send(req);
+      return await this.transport.sendForItems(req, of);
     } catch (error) {
       if (!(error instanceof BadRequestError && error.status === 404)) throw error;
       const missing = new AccountingNotServedError(
@@ -656,22 +658,9 @@ export class SchedClient {
     }
   }
 
-  /**
-   * Decodes every record, letting the event loop run every DECODE_SLICE_MS: checking a record
-   * against the data parser's schema takes up to a millisecond, and a reconcile that met 10,000
-   * jobs ending held the daemon (API, health checks, workers) for 1 to 2 s (issue 14).
-   */
-  private async decodeAll<T>(raw: unknown[], decode: (raw: unknown) => T, req: TransportRequest): Promise<T[]> {
-    const decoded: T[] = [];
-    let sliceStart = performance.now();
-    for (const item of raw) {
-      if (performance.now() - sliceStart > DECODE_SLICE_MS) {
-        await nextTurn();
-        sliceStart = performance.now();
-      }
-      decoded.push(this.decodeOne(item, decode, req));
-    }
-    return decoded;
+  /** The `jobs` of a list answer, each decoded as it is read (see answer-items.ts). */
+  private itemsOf<T>(req: TransportRequest, decode: (raw: unknown) => T | undefined): ItemsOf<T> {
+    return { member: 'jobs', decode: (raw) => this.decodeOne(raw, decode, req) };
   }
 }
 

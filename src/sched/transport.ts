@@ -1,6 +1,14 @@
 import { Pool, errors as undiciErrors } from 'undici';
 import { backoffDelayMs, sleep } from '../lib/backoff.js';
 import type { Logger } from '../logger.js';
+import {
+  AnswerShapeError,
+  type ItemsOf,
+  itemsOfParsed,
+  itemsOfStream,
+  type ReadItems,
+  STREAM_ABOVE_BYTES,
+} from './answer-items.js';
 import type { Credentials } from './credentials.js';
 import { type Freshness, freshnessOf } from './freshness.js';
 import type { Profile } from './profile.js';
@@ -39,6 +47,23 @@ export interface TransportResponse {
   text: string;
   headers: Record<string, string | string[] | undefined>;
   freshness: Freshness;
+}
+
+/** A list answer: its records decoded one by one, and the rest of its body. */
+export interface ItemsResponse<T> extends TransportResponse {
+  items: T[];
+  /** Records the answer held, kept or not. */
+  seen: number;
+}
+
+function isJson(headers: Record<string, string | string[] | undefined>): boolean {
+  return String(headers['content-type'] ?? '').includes('json');
+}
+
+/** Large, or of unknown length (chunked). */
+function isLarge(headers: Record<string, string | string[] | undefined>): boolean {
+  const length = Number(headers['content-length']);
+  return !Number.isFinite(length) || headers['content-length'] === undefined || length > STREAM_ABOVE_BYTES;
 }
 
 const NETWORK_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH', 'EPIPE']);
@@ -98,11 +123,26 @@ export class SchedTransport {
 
   /** Sends a request, retrying what may be retried; throws a typed SchedApiError on failure. */
   async send(req: TransportRequest): Promise<TransportResponse> {
+    return this.withRetries(req, () => this.once(req));
+  }
+
+  /**
+   * Sends a request whose answer lists records under `of.member`, each decoded as it is read
+   * (a large answer is parsed as it arrives: see answer-items.ts); retries as `send`.
+   */
+  async sendForItems<T>(req: TransportRequest, of: ItemsOf<T>): Promise<ItemsResponse<T>> {
+    return this.withRetries(req, async () => {
+      const res = await this.once(req, of);
+      return res as ItemsResponse<T>;
+    });
+  }
+
+  private async withRetries<R>(req: TransportRequest, attemptOnce: () => Promise<R>): Promise<R> {
     const retry = req.retry ?? req.method === 'GET';
     const { attempts, baseDelayMs, maxDelayMs } = this.profile.retries;
     for (let attempt = 0; ; attempt++) {
       try {
-        return await this.once(req);
+        return await attemptOnce();
       } catch (error) {
         const e = error as SchedApiError;
         if (!retry || !e.retryable || attempt + 1 >= attempts) throw e;
@@ -121,16 +161,17 @@ export class SchedTransport {
    * One attempt, no retries; but a MUNGE credential can expire in flight, and a 401 means
    * Slurm never saw the request (not even a submission), so it is sent once more with a fresh one.
    */
-  async once(req: TransportRequest): Promise<TransportResponse> {
+  async once<T>(req: TransportRequest, of?: ItemsOf<T>): Promise<TransportResponse | ItemsResponse<T>> {
     try {
-      return await this.sendOnce(req);
+      return await this.sendOnce(req, of);
     } catch (error) {
-      if (error instanceof AuthenticationError && this.credentials.type === 'munge') return await this.sendOnce(req);
+      if (error instanceof AuthenticationError && this.credentials.type === 'munge')
+        return await this.sendOnce(req, of);
       throw error;
     }
   }
 
-  private async sendOnce(req: TransportRequest): Promise<TransportResponse> {
+  private async sendOnce<T>(req: TransportRequest, of?: ItemsOf<T>): Promise<TransportResponse | ItemsResponse<T>> {
     await this.budget.acquire(req.priority);
     const request = this.describe(req);
     const headers: Record<string, string> = { accept: 'application/json' };
@@ -148,9 +189,10 @@ export class SchedTransport {
     }
     const search = params.size > 0 ? `?${params}` : '';
 
-    let statusCode: number;
+    let statusCode = 0;
     let responseHeaders: Record<string, string | string[] | undefined>;
-    let text: string;
+    let text = '';
+    let streamed: ReadItems<T> | null = null;
     const endpoint = endpointOf(req.method, req.path);
     try {
       const res = await this.pool.request({
@@ -162,8 +204,15 @@ export class SchedTransport {
       });
       statusCode = res.statusCode;
       responseHeaders = res.headers;
-      text = await res.body.text();
+      if (of && statusCode < 300 && isJson(res.headers) && isLarge(res.headers)) {
+        streamed = await itemsOfStream(res.body, of);
+      } else {
+        text = await res.body.text();
+      }
     } catch (error) {
+      if (error instanceof AnswerShapeError) throw this.shapeError(error, request, statusCode);
+      // A record the decoder refused.
+      if (error instanceof UnexpectedResponseError) throw error;
       this.health.record(endpoint, null);
       throw this.transportError(error, request);
     }
@@ -171,9 +220,8 @@ export class SchedTransport {
     const freshness = freshnessOf(responseHeaders, fetchedAtMs);
     // The proxy's own answers (meta, /ping) are always fresh: they say nothing of the scheduler.
     this.health.record(endpoint, statusCode, statusCode < 300 && !req.anonymous ? freshness : undefined);
-    const isJson = String(responseHeaders['content-type'] ?? '').includes('json');
-    let parsed: unknown;
-    if (isJson && text !== '') {
+    let parsed: unknown = streamed?.rest;
+    if (!streamed && isJson(responseHeaders) && text !== '') {
       try {
         parsed = JSON.parse(text);
       } catch (error) {
@@ -198,7 +246,24 @@ export class SchedTransport {
       if (error instanceof RateLimitedError) this.budget.rateLimited(error.retryAfterMs);
       throw error;
     }
-    return { status: statusCode, body: parsed, text, headers: responseHeaders, freshness };
+    const response = { status: statusCode, body: parsed, text, headers: responseHeaders, freshness };
+    if (!of) return response;
+    try {
+      const read = streamed ?? (await itemsOfParsed(parsed, of));
+      // The text is not kept beside the records: a list answer can be tens of MB.
+      return { ...response, body: read.rest, text: '', items: read.items, seen: read.seen };
+    } catch (error) {
+      if (error instanceof AnswerShapeError) throw this.shapeError(error, request, statusCode);
+      throw error;
+    }
+  }
+
+  private shapeError(error: AnswerShapeError, request: string, status: number): UnexpectedResponseError {
+    return new UnexpectedResponseError(
+      `${request} ${error.message} (HTTP ${status})`,
+      { status, message: error.message, slurmErrors: [], request },
+      { cause: error },
+    );
   }
 
   private transportError(error: unknown, request: string): SchedApiError {

@@ -22,6 +22,8 @@ export interface FlakyProxy {
   notFound: ((req: RecordedRequest) => boolean) | undefined;
   /** Rewrites answers (e.g. an accounting that has no record yet); undefined passes them through. */
   rewrite: ((req: RecordedRequest, body: string) => string) | undefined;
+  /** Answer in chunks of this many bytes, without a length (as a server streaming its answer). */
+  chunkBytes: number | undefined;
   close(): Promise<void>;
 }
 
@@ -43,6 +45,7 @@ export async function startFlakyProxy(target: string): Promise<FlakyProxy> {
     hang: false,
     notFound: undefined,
     rewrite: undefined,
+    chunkBytes: undefined,
     dropAnswerOnce(match) {
       drops.push(match);
     },
@@ -95,7 +98,15 @@ export async function startFlakyProxy(target: string): Promise<FlakyProxy> {
       upstream.headers.forEach((value, key) => {
         if (!['content-length', 'connection', 'keep-alive', 'transfer-encoding'].includes(key)) out[key] = value;
       });
-      res.writeHead(upstream.status, out).end(text);
+      res.writeHead(upstream.status, out);
+      const step = proxy.chunkBytes;
+      if (step === undefined) {
+        res.end(text);
+        return;
+      }
+      const bytes = Buffer.from(text);
+      for (let at = 0; at < bytes.length; at += step) res.write(bytes.subarray(at, at + step));
+      res.end();
     });
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));

@@ -6,7 +6,7 @@ let collector: HeapCollector | undefined;
 afterEach(() => collector?.stop());
 
 it('collects once the heap has grown by 64 MB of garbage, and gives it back', () => {
-  collector = new HeapCollector(pino({ level: 'silent' }));
+  collector = new HeapCollector(pino({ level: 'silent' }), () => 0);
   expect(collector.check()).toBe(false);
   // ~100 MB of short-lived objects, as a burst of submissions leaves behind.
   let garbage: { id: string; spec: { script: string } }[][] | null = [];
@@ -28,5 +28,24 @@ it('collects once the heap has grown by 64 MB of garbage, and gives it back', ()
   live = null;
   const garbage2 = Array.from({ length: 100_000 }, (_, i) => ({ id: `g${i}`, spec: { script: `#!/bin/sh\n${i}` } }));
   expect(garbage2).toHaveLength(100_000);
+  expect(collector.check()).toBe(true);
+});
+
+it('waits while the event loop is busy, unless the heap has grown by 256 MB', () => {
+  let utilization = 0.9;
+  collector = new HeapCollector(pino({ level: 'silent' }), () => utilization);
+  // Arrays of doubles: 800 KB of heap each.
+  const doubles = (mb: number) => Array.from({ length: (mb * 10) / 8 }, () => new Array(100_000).fill(0.5));
+  let garbage: number[][] | null = doubles(100);
+  expect(garbage.length).toBeGreaterThan(0);
+  garbage = null;
+  expect(collector.check()).toBe(false);
+  utilization = 0.1;
+  expect(collector.check()).toBe(true);
+  // Busy, but grown far more: collected anyway.
+  utilization = 0.9;
+  let more: number[][] | null = doubles(300);
+  expect(more.length).toBeGreaterThan(0);
+  more = null;
   expect(collector.check()).toBe(true);
 });

@@ -15,6 +15,7 @@ import {
   NetworkError,
   RequestTimeoutError,
   SlurmRefusedError,
+  UnexpectedResponseError,
   UpstreamUnavailableError,
 } from '../../../src/sched/sched-errors.js';
 import { validateAgainstSpec } from '../../../src/sched/spec-validator.js';
@@ -264,6 +265,50 @@ describe('operations and decoding in every version', () => {
       expect(older.data.jobs).toHaveLength(1);
     } finally {
       await quiet.stop();
+    }
+  });
+});
+
+describe('list answers read as they arrive (large or of unknown length)', () => {
+  it('decodes the same records from a chunked answer as from a whole one, in every version; a cut or bad body is a typed error', async () => {
+    const proxy = await startFlakyProxy(sim.url);
+    try {
+      for (const version of SUPPORTED_VERSIONS) {
+        const direct = await connect({ version });
+        const streamed = await connect({ version, retries: { attempts: 1 } }, ALICE_TOKEN, proxy.url);
+        const since = Math.floor(Date.now() / 1000) - 5;
+        const ids: number[] = [];
+        for (let i = 0; i < 3; i++) {
+          ids.push(
+            (await direct.submit(spec({ name: `streamed-${version}-${i}` }), `streamed-${version}-${i}`)).job_id,
+          );
+        }
+        const query = { startTime: since, jobIds: ids };
+        await waitFor(async () => ((await direct.listAccountingJobs(query)).data.length === 3 ? true : undefined), {
+          what: 'three accounting records',
+        });
+        proxy.chunkBytes = 97;
+        const whole = await direct.listAccountingJobs(query);
+        const parts = await streamed.listAccountingJobs(query);
+        expect(parts.data.map((j) => j.job_id).sort()).toEqual([...ids].sort());
+        expect(parts.data).toEqual(whole.data);
+        const wanted = new Set(ids.slice(0, 2));
+        const listing = await streamed.listJobs({ jobIds: wanted });
+        expect(listing.data.jobs.map((j) => j.job_id).sort()).toEqual([...wanted].sort());
+        expect(listing.data.changed).toBe(true);
+        expect((await streamed.listJobStates(ids)).data.map((j) => j.job_id).sort()).toEqual([...ids].sort());
+
+        proxy.rewrite = (req, body) => (req.url.includes('/jobs') ? body.slice(0, body.length - 40) : body);
+        const cut = await streamed.listAccountingJobs(query).catch((e: unknown) => e);
+        expect(cut).toBeInstanceOf(UnexpectedResponseError);
+        expect((cut as Error).message).toMatch(/truncated JSON|invalid JSON/);
+        proxy.rewrite = (req, body) => (req.url.includes('/jobs') ? body.replace('"jobs"', '"jobz"') : body);
+        await expect(streamed.listAccountingJobs(query)).rejects.toThrow(/without a "jobs" array/);
+        proxy.rewrite = undefined;
+        proxy.chunkBytes = undefined;
+      }
+    } finally {
+      await proxy.close();
     }
   });
 });
