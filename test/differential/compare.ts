@@ -18,7 +18,9 @@ const show = (value: unknown): string => (value === undefined ? 'absent' : JSON.
 /**
  * How a cancelled script dies is a race on a real cluster: slurmstepd's SIGTERM, or the SIGKILL
  * after it, or the shell's own exit 143 (128 + TERM), from one run to the next (seen on 25.11.7).
- * Any of them is "ended by the cancel" here; a clean exit or another signal still differs.
+ * Any of them is "ended by the cancel" here; a clean exit or another signal still differs. The
+ * batch step's state follows the same race: CANCELLED when signalled, FAILED after the shell's
+ * exit 143 (seen on 25.11.7 in a CI run).
  */
 function settled(role: string, value: unknown): unknown {
   if (role !== 'cancelled') return value;
@@ -30,11 +32,14 @@ function settled(role: string, value: unknown): unknown {
     return signalled || shellExit ? 'ended by the cancel' : code;
   };
   if (Array.isArray(value)) {
-    return value.map((step) =>
-      step && typeof step === 'object' && 'exit_code' in step
-        ? { ...step, exit_code: byCancel((step as { exit_code: unknown }).exit_code) }
-        : step,
-    );
+    return value.map((step) => {
+      if (!step || typeof step !== 'object' || !('exit_code' in step)) return step;
+      const { exit_code, state } = step as { exit_code: unknown; state?: unknown };
+      const ended = byCancel(exit_code);
+      const byTheCancel =
+        ended === 'ended by the cancel' && ['["CANCELLED"]', '["FAILED"]'].includes(JSON.stringify(state));
+      return { ...step, exit_code: ended, ...(byTheCancel && { state: 'ended by the cancel' }) };
+    });
   }
   return byCancel(value);
 }
