@@ -8,48 +8,29 @@ import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseProfile } from '../../src/sched/profile.js';
+import type { SimJob } from '../../src/sim/sim-job.js';
 import { sleep } from '../chaos/processes.js';
 import { freePort } from '../chaos/upstream.js';
+import { savedSimJob } from '../helpers/sim.js';
 
 export const BENCH_TOKEN = 'bench-token-0123456789abcdef';
 /** The simulator's cache lifetime: the poll cadence the benchmarks follow. */
 export const CACHE_TTL_SEC = 2;
 const repo = fileURLToPath(new URL('../..', import.meta.url));
 
-/** A simulator job record (see src/sim/sim-job.ts) of the bench account, pending unless `fields` say otherwise. */
-export function simJob(jobId: number, fields: Record<string, unknown>) {
-  return {
-    jobId,
+/** A simulator job record of the bench account (see savedSimJob), pending unless `fields` say otherwise. */
+export function simJob(jobId: number, fields: Partial<SimJob>): SimJob {
+  return savedSimJob(jobId, {
     name: 'bench',
     user: 'bench',
     userId: 10_000,
     account: 'bench',
-    partition: 'debug',
-    comment: '',
-    script: '#!/bin/sh\ntrue\n',
     environment: [],
-    cwd: '/tmp',
-    tasks: 1,
-    cpusPerTask: 1,
-    memoryPerNodeMb: null,
-    timeLimitMin: null,
-    dependency: '',
-    standardOutput: '',
-    standardError: '',
-    state: 'PENDING',
-    reason: 'None',
     submitTime: 0,
     eligibleTime: 0,
-    startTime: 0,
-    endTime: 0,
-    exitCode: null,
-    termSignal: null,
-    cpuUserSec: 0,
-    cpuSystemSec: 0,
-    nodes: '',
     lastUpdate: 0,
     ...fields,
-  };
+  });
 }
 
 /**
