@@ -23,7 +23,7 @@ export interface ReadItems<T> {
 }
 
 /** Longest stretch of parsing or decoding between turns of the event loop. */
-export const ITEMS_SLICE_MS = 20;
+const ITEMS_SLICE_MS = 20;
 
 /**
  * Above this size an answer is parsed as it arrives. Below it, `JSON.parse` (about 8 ms a MB

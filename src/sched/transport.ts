@@ -62,8 +62,8 @@ function isJson(headers: Record<string, string | string[] | undefined>): boolean
 
 /** Large, or of unknown length (chunked). */
 function isLarge(headers: Record<string, string | string[] | undefined>): boolean {
-  const length = Number(headers['content-length']);
-  return !Number.isFinite(length) || headers['content-length'] === undefined || length > STREAM_ABOVE_BYTES;
+  const length = Number(headers['content-length'] ?? Number.NaN);
+  return !Number.isFinite(length) || length > STREAM_ABOVE_BYTES;
 }
 
 const NETWORK_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH', 'EPIPE']);
@@ -131,10 +131,7 @@ export class SchedTransport {
    * (a large answer is parsed as it arrives: see answer-items.ts); retries as `send`.
    */
   async sendForItems<T>(req: TransportRequest, of: ItemsOf<T>): Promise<ItemsResponse<T>> {
-    return this.withRetries(req, async () => {
-      const res = await this.once(req, of);
-      return res as ItemsResponse<T>;
-    });
+    return this.withRetries(req, () => this.once(req, of) as Promise<ItemsResponse<T>>);
   }
 
   private async withRetries<R>(req: TransportRequest, attemptOnce: () => Promise<R>): Promise<R> {
