@@ -13,7 +13,7 @@ const MAY_BE_MISSING = new Set(['docs/errors.md']);
 
 /** The page's text without fenced code blocks and inline code, where brackets are not links. */
 function prose(markdown: string): string {
-  return markdown.replace(/^```[\s\S]*?^```/gm, '').replace(/`[^`\n]*`/g, '');
+  return markdown.replace(/^```[\s\S]*?^```/gm, '').replace(/`[^`]*`/g, '');
 }
 
 /** GitHub's heading anchors: lower case, punctuation dropped, spaces to hyphens, repeats numbered. */
