@@ -19,7 +19,7 @@ export const daemonConfigSchema = z.object({
     .min(1)
     .default([...DAEMON_ROLES])
     .describe(
-      'What this process runs: `worker` (submit, poll, reconcile), `scheduler` (the periodic ticks), `web` (the local HTTP API and the admin UI). Separate processes need `REDIS_URL` and a profile; the `Procfile` names all three.',
+      'What this process runs: `worker` (the workers of every queue: submit, poll, reconcile, pipelines, webhooks, summaries), `scheduler` (the periodic ticks), `web` (the local HTTP API and the admin UI). Separate processes need `REDIS_URL` and a profile; the `Procfile` names all three.',
     ),
   listen: z
     .string()
