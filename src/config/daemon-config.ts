@@ -36,7 +36,7 @@ export const daemonConfigSchema = z.object({
     .string()
     .default('./data')
     .describe(
-      'The history, the private Redis, the embedded simulator\'s state, the keys and `daemon.json`; made 0700, its owner\'s alone.',
+      "The history, the private Redis, the embedded simulator's state, the keys and `daemon.json`; made 0700, its owner's alone.",
     ),
   configDir: z
     .string()
@@ -106,9 +106,7 @@ export const daemonConfigSchema = z.object({
     .int()
     .positive()
     .default(15_000)
-    .describe(
-      'How often the first request held by a submit limit (Slurm error 2050) is offered to Slurm again.',
-    ),
+    .describe('How often the first request held by a submit limit (Slurm error 2050) is offered to Slurm again.'),
   lockDurationMs: z
     .number()
     .int()

@@ -4,9 +4,12 @@ import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
-const PAGES = ['README.md', ...readdirSync(join(ROOT, 'docs'))
-  .filter((f) => f.endsWith('.md'))
-  .map((f) => join('docs', f))];
+const PAGES = [
+  'README.md',
+  ...readdirSync(join(ROOT, 'docs'))
+    .filter((f) => f.endsWith('.md'))
+    .map((f) => join('docs', f)),
+];
 // docs/errors.md is generated from the error registry (src/errors.ts) on another branch of
 // issue 15; until both are merged it may be missing here, and links to it are allowed.
 const MAY_BE_MISSING = new Set(['docs/errors.md']);
