@@ -8,64 +8,157 @@ import { summarySettingsFromEnv, summarySettingsSchema } from '../summaries/summ
 export const DAEMON_ROLES = ['worker', 'scheduler', 'web'] as const;
 export type DaemonRole = (typeof DAEMON_ROLES)[number];
 
-/** Settings of `schedflow start`: flags win over environment variables, which win over defaults. */
+/**
+ * Settings of `schedflow start`: flags win over environment variables, which win over defaults.
+ * Each `.describe()` is the setting's meaning in docs/configuration.md, whose table of settings
+ * is generated from this schema (`npm run docs:settings`), so the words are written for users.
+ */
 export const daemonConfigSchema = z.object({
-  /**
-   * What this process runs: `worker` (submit, poll, reconcile), `scheduler` (the
-   * periodic ticks) and `web` (the local HTTP API). All three by default.
-   */
   roles: z
     .array(z.enum(DAEMON_ROLES))
     .min(1)
-    .default([...DAEMON_ROLES]),
-  /** Where the local API listens (`web` role): `host:port`, `[v6]:port`; port 0 picks a free one. */
+    .default([...DAEMON_ROLES])
+    .describe(
+      'What this process runs: `worker` (the workers of every queue: submit, poll, reconcile, pipelines, webhooks, summaries), `scheduler` (the periodic ticks), `web` (the local HTTP API and the admin UI). Separate processes need `REDIS_URL` and a profile; the `Procfile` names all three.',
+    ),
   listen: z
     .string()
     .regex(/^(?:\[[0-9a-fA-F:.]+\]|[^\s:[\]]+):\d{1,5}$/, 'host:port, e.g. 127.0.0.1:8080')
-    .default('127.0.0.1:8080'),
-  /** Local API requests per minute per token. */
-  apiRateLimitPerMin: z.number().int().positive().default(300),
-  /** Where the history, the private Redis and the embedded simulator keep their state. */
-  dataDir: z.string().default('./data'),
-  /** Folder holding profiles/ (scheduler profiles). */
-  configDir: z.string().default('./config'),
-  /** Pipeline files; default `<configDir>/pipelines`. */
-  pipelinesDir: z.string().optional(),
-  /** How often active pipeline runs are advanced, missed ticks caught up and deadlines checked. */
-  pipelineTickMs: z.number().int().positive().default(2000),
-  /** An external Redis; without it schedflow starts its own redis-server. */
-  redisUrl: z.url({ protocol: /^rediss?$/ }).optional(),
-  queuePrefix: z.string().min(1).default(DEFAULT_QUEUE_PREFIX),
-  /** Port of the embedded simulator, when no profile is configured. */
-  simPort: z.number().int().min(0).max(65535).default(6820),
-  /** Poll no faster than this, even when the proxy's cache lifetime is shorter. */
-  pollFloorMs: z.number().int().positive().default(2000),
-  /** Poll at least this often, even when the cache lifetime is longer. */
-  pollCeilingMs: z.number().int().positive().default(60_000),
-  /** A job missing from controller and accounting this long becomes `lost`. */
-  lostGraceMs: z.number().int().positive().default(300_000),
-  reconcileEveryMs: z.number().int().positive().default(60_000),
-  submitConcurrency: z.number().int().positive().default(4),
-  /** How often the first request held by a submit limit (Slurm error 2050) is offered to Slurm again. */
-  submitLimitRecheckMs: z.number().int().positive().default(15_000),
-  /** How long a worker's claim on a job lasts; a job of a worker that died is resumed after this. */
-  lockDurationMs: z.number().int().positive().default(30_000),
-  /** Time given to running work at shutdown before it is aborted and handed back. */
-  shutdownGraceMs: z.number().int().positive().default(10_000),
-  /** How often pending webhook deliveries are moved from the history to the notify queue. */
-  notifyEveryMs: z.number().int().positive().default(1000),
-  /** Attempts per webhook delivery before it is failed. */
-  notifyAttempts: z.number().int().positive().default(12),
-  /** Delay before a webhook's first retry; each next one doubles (with jitter). */
-  notifyBackoffMs: z.number().int().positive().default(2000),
-  /** Time limit of one webhook attempt, connecting to end of answer. */
-  notifyTimeoutMs: z.number().int().positive().default(10_000),
-  /** Key webhooks are signed with (SCHEDFLOW_WEBHOOK_SECRET); else `<dataDir>/webhook-secret`. */
-  webhookSecret: z.instanceof(Secret).optional(),
-  /** Password of the admin web UI (SCHEDFLOW_UI_PASSWORD); else `<dataDir>/ui-password` when it exists; else tokens only. */
-  uiPassword: z.instanceof(Secret).optional(),
-  /** Post-job summaries and the LLM endpoint (SCHEDFLOW_SUMMARIES, SCHEDFLOW_LLM_*; src/summaries/summary-settings.ts). */
-  summaries: summarySettingsSchema.prefault({}),
+    .default('127.0.0.1:8080')
+    .describe('Where the `web` role listens: `host:port` or `[v6]:port` (port 0 picks a free one).'),
+  apiRateLimitPerMin: z
+    .number()
+    .int()
+    .positive()
+    .default(300)
+    .describe('Local API requests per minute per token; past it, 429 with `Retry-After`.'),
+  dataDir: z
+    .string()
+    .default('./data')
+    .describe(
+      "The history, the private Redis, the embedded simulator's state, the keys and `daemon.json`; made 0700, its owner's alone.",
+    ),
+  configDir: z
+    .string()
+    .default('./config')
+    .describe('Folder holding `profiles/*.yaml` (scheduler profiles) and, unless set apart, `pipelines/`.'),
+  pipelinesDir: z.string().optional().describe('Pipeline files; unset: `<config>/pipelines`.'),
+  pipelineTickMs: z
+    .number()
+    .int()
+    .positive()
+    .default(2000)
+    .describe('How often active pipeline runs are advanced, missed ticks caught up and deadlines checked.'),
+  redisUrl: z
+    .url({ protocol: /^rediss?$/ })
+    .optional()
+    .describe(
+      'An external Redis (`redis://` or `rediss://`); unset: a private redis-server on a unix socket in `<data-dir>/redis/`.',
+    ),
+  queuePrefix: z
+    .string()
+    .min(1)
+    .default(DEFAULT_QUEUE_PREFIX)
+    .describe('The Redis key prefix, so several daemons can share one Redis.'),
+  simPort: z
+    .number()
+    .int()
+    .min(0)
+    .max(65535)
+    .default(6820)
+    .describe('Port of the embedded simulator, started only when there is no scheduler profile.'),
+  pollFloorMs: z
+    .number()
+    .int()
+    .positive()
+    .default(2000)
+    .describe(
+      "Poll no faster than this, even when the proxy's cache lifetime is shorter; also how often Redis's job schedulers are checked and put back.",
+    ),
+  pollCeilingMs: z
+    .number()
+    .int()
+    .positive()
+    .default(60_000)
+    .describe(
+      'Poll at least this often, even when the cache lifetime is longer; a profile with nothing to track is pinged this often.',
+    ),
+  lostGraceMs: z
+    .number()
+    .int()
+    .positive()
+    .default(300_000)
+    .describe('How long a job may be missing from both the controller and accounting before it is `lost`.'),
+  reconcileEveryMs: z
+    .number()
+    .int()
+    .positive()
+    .default(60_000)
+    .describe("How often each profile's accounting records are imported."),
+  submitConcurrency: z
+    .number()
+    .int()
+    .positive()
+    .default(4)
+    .describe('Submissions in flight at once, per worker process.'),
+  submitLimitRecheckMs: z
+    .number()
+    .int()
+    .positive()
+    .default(15_000)
+    .describe('How often the first request held by a submit limit (Slurm error 2050) is offered to Slurm again.'),
+  lockDurationMs: z
+    .number()
+    .int()
+    .positive()
+    .default(30_000)
+    .describe("A worker's claim on a job: the submit of a worker that died is taken up again after about twice this."),
+  shutdownGraceMs: z
+    .number()
+    .int()
+    .positive()
+    .default(10_000)
+    .describe('At shutdown, the time running work is given before it is aborted and handed back to its queue.'),
+  notifyEveryMs: z
+    .number()
+    .int()
+    .positive()
+    .default(1000)
+    .describe('How often pending webhook deliveries are moved from the history to the `notify` queue.'),
+  notifyAttempts: z
+    .number()
+    .int()
+    .positive()
+    .default(12)
+    .describe('Attempts per webhook delivery before it is failed.'),
+  notifyBackoffMs: z
+    .number()
+    .int()
+    .positive()
+    .default(2000)
+    .describe("Delay before a webhook's first retry; each next one doubles, with jitter."),
+  notifyTimeoutMs: z
+    .number()
+    .int()
+    .positive()
+    .default(10_000)
+    .describe('Time limit of one webhook attempt, from connecting to the end of the answer.'),
+  webhookSecret: z
+    .instanceof(Secret)
+    .optional()
+    .describe('The key webhooks are signed with; unset: `<data-dir>/webhook-secret`, made at first start.'),
+  uiPassword: z
+    .instanceof(Secret)
+    .optional()
+    .describe(
+      'Password of the admin web UI (admin rights); unset: `<data-dir>/ui-password` when that file exists, else tokens only.',
+    ),
+  // Built by summarySettingsFromEnv (src/summaries/summary-settings.ts) from variables of its own.
+  summaries: summarySettingsSchema
+    .prefault({})
+    .describe(
+      'Post-job summaries and the LLM endpoint that writes them, from variables of their own: `SCHEDFLOW_SUMMARIES`, `SCHEDFLOW_SUMMARY_*`, `SCHEDFLOW_LLM_*`, `SCHEDFLOW_REDACT_PATTERNS`.',
+    ),
 });
 /** As loaded: paths absolute, the pipelines folder resolved. */
 export type DaemonConfig = Omit<z.output<typeof daemonConfigSchema>, 'pipelinesDir'> & { pipelinesDir: string };
