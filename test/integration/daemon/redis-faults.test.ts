@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import { afterEach, describe, expect, it } from 'vitest';
-import { canonicalJson } from '../../../src/api/idempotency.js';
+import { canonicalJson } from '../../../src/http/api/idempotency.js';
 import { reserveKey } from '../../../src/db/idempotency.js';
 import { getRequest, listRequests, transitionsOf } from '../../../src/db/requests.js';
 import { findToken } from '../../../src/db/tokens.js';

@@ -1,8 +1,8 @@
 import { readFileSync, type Stats, statSync } from 'node:fs';
 import { join } from 'node:path';
-import { ConfigError } from '../errors.js';
-import { refuseSharedAccess } from '../lib/owner-only.js';
-import { Secret } from '../lib/secret.js';
+import { ConfigError } from '../../errors.js';
+import { refuseSharedAccess } from '../../lib/owner-only.js';
+import { Secret } from '../../lib/secret.js';
 
 export const UI_PASSWORD_FILE = 'ui-password';
 

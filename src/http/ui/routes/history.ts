@@ -1,6 +1,6 @@
 import { and, desc, eq, gte, inArray, isNotNull, isNull, lt, type SQL, sql } from 'drizzle-orm';
 import type { FastifyInstance } from 'fastify';
-import { accountingJobs, jobRequests, pipelineRuns } from '../../db/schema.js';
+import { accountingJobs, jobRequests, pipelineRuns } from '../../../db/schema.js';
 import { charts } from '../charts-section.js';
 import { queryField, sendPage, sessionOf, type UiContext } from '../context.js';
 import { duration, html, time } from '../html.js';

@@ -1,5 +1,5 @@
 import { randomBytes, timingSafeEqual } from 'node:crypto';
-import type { ApiScope } from '../db/schema.js';
+import type { ApiScope } from '../../db/schema.js';
 
 /** Who is logged in: a local API token (by id, never the token) or the configured password. */
 export interface UiSession {

@@ -1,4 +1,4 @@
-import { SchedflowError } from '../errors.js';
+import { SchedflowError } from '../../errors.js';
 
 /**
  * Errors the local API answers with: each knows its HTTP status, and its code

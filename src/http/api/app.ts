@@ -9,7 +9,7 @@ import {
   serializerCompiler,
   validatorCompiler,
 } from 'fastify-type-provider-zod';
-import { packageVersion } from '../lib/package-info.js';
+import { packageVersion } from '../../lib/package-info.js';
 import { UI_PREFIX } from '../ui/layout.js';
 import { uiPlugin } from '../ui/ui-plugin.js';
 import { RateLimitedApiError } from './api-errors.js';

@@ -1,12 +1,12 @@
 import { eq } from 'drizzle-orm';
 import type { FastifyInstance } from 'fastify';
 import { runsPage } from '../../api/queries.js';
-import { getRun, stepRequests } from '../../db/runs.js';
-import { deadlineMisses, type PipelineRunRow, RUN_STATES, type RunState } from '../../db/schema.js';
-import { summaryOfRun } from '../../db/summaries.js';
-import { ConfigError } from '../../errors.js';
-import type { PipelineSummary } from '../../pipelines/pipeline-service.js';
-import type { RunPlan } from '../../pipelines/run-plan.js';
+import { getRun, stepRequests } from '../../../db/runs.js';
+import { deadlineMisses, type PipelineRunRow, RUN_STATES, type RunState } from '../../../db/schema.js';
+import { summaryOfRun } from '../../../db/summaries.js';
+import { ConfigError } from '../../../errors.js';
+import type { PipelineSummary } from '../../../pipelines/pipeline-service.js';
+import type { RunPlan } from '../../../pipelines/run-plan.js';
 import { field, queryField, sendPage, sessionOf, type UiContext } from '../context.js';
 import { cronInWords } from '../cron-words.js';
 import { type DagNode, dagSvg } from '../dag.js';

@@ -1,7 +1,7 @@
 import { and, asc, gt, gte, sql } from 'drizzle-orm';
-import type { Db } from '../db/database.js';
-import { jobRequests, jobTransitions, pipelineRuns } from '../db/schema.js';
-import type { Logger } from '../logger.js';
+import type { Db } from '../../db/database.js';
+import { jobRequests, jobTransitions, pipelineRuns } from '../../db/schema.js';
+import type { Logger } from '../../logger.js';
 
 /** One change a page may show: a request's new state (with its run) or a run's. */
 export interface LiveChange {

@@ -1,4 +1,4 @@
-import type { Secret } from '../lib/secret.js';
+import type { Secret } from '../../lib/secret.js';
 
 /** The admin web UI's own settings (the rest comes from the local API's deps). */
 export interface UiSettings {

@@ -2,22 +2,22 @@ import { desc, eq } from 'drizzle-orm';
 import type { FastifyInstance } from 'fastify';
 import { jobsPage } from '../../api/queries.js';
 import { freshnessView } from '../../api/views.js';
-import { getAccountingJob, getProfileSync } from '../../db/accounting.js';
-import { replaysOf } from '../../db/idempotency.js';
-import { getRequest, transitionsOf } from '../../db/requests.js';
+import { getAccountingJob, getProfileSync } from '../../../db/accounting.js';
+import { replaysOf } from '../../../db/idempotency.js';
+import { getRequest, transitionsOf } from '../../../db/requests.js';
 import {
   deadlineMisses,
   type JobRequestRow,
   REQUEST_STATES,
   type RequestState,
   webhookDeliveries,
-} from '../../db/schema.js';
-import { summaryOfRequest } from '../../db/summaries.js';
-import type { JobSpec } from '../../sched/job-spec.js';
-import { outputTails } from '../../summaries/output-tail.js';
-import { Redactor } from '../../summaries/redact.js';
-import { cancelRequest } from '../../tracking/canceller.js';
-import { isTerminalRequest } from '../../tracking/request-state.js';
+} from '../../../db/schema.js';
+import { summaryOfRequest } from '../../../db/summaries.js';
+import type { JobSpec } from '../../../sched/job-spec.js';
+import { outputTails } from '../../../summaries/output-tail.js';
+import { Redactor } from '../../../summaries/redact.js';
+import { cancelRequest } from '../../../tracking/canceller.js';
+import { isTerminalRequest } from '../../../tracking/request-state.js';
 import { queryField, sendPage, sessionOf, type UiContext } from '../context.js';
 import { duration, type Html, html, stateBadge, time } from '../html.js';
 import { actionButton, page, UI_PREFIX } from '../layout.js';

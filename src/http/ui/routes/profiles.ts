@@ -1,7 +1,7 @@
 import type { FastifyInstance } from 'fastify';
-import { getProfileSync } from '../../db/accounting.js';
-import { withTimeout } from '../../lib/with-timeout.js';
-import { QUEUE_NAMES, type QueueName } from '../../queue/catalog.js';
+import { getProfileSync } from '../../../db/accounting.js';
+import { withTimeout } from '../../../lib/with-timeout.js';
+import { QUEUE_NAMES, type QueueName } from '../../../queue/catalog.js';
 import { sendPage, sessionOf, type UiContext } from '../context.js';
 import { html, time } from '../html.js';
 import { actionButton, page, UI_PREFIX } from '../layout.js';

@@ -1,7 +1,7 @@
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
-import { ConfigError } from '../../errors.js';
-import type { PipelineService } from '../../pipelines/pipeline-service.js';
+import { ConfigError } from '../../../errors.js';
+import type { PipelineService } from '../../../pipelines/pipeline-service.js';
 import { ConflictApiError, NotFoundApiError, UnavailableApiError, ValidationApiError } from '../api-errors.js';
 import type { ApiDeps } from '../deps.js';
 import { idempotently } from '../idempotency.js';

@@ -1,4 +1,4 @@
-import type { AccountingJobRow } from '../db/schema.js';
+import type { AccountingJobRow } from '../../db/schema.js';
 import { jobsPerDayChart, runTimeChart } from './charts.js';
 import { type Html, html } from './html.js';
 

@@ -1,6 +1,6 @@
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
-import { getRun, stepRequests } from '../../db/runs.js';
-import { summaryOfRun } from '../../db/summaries.js';
+import { getRun, stepRequests } from '../../../db/runs.js';
+import { summaryOfRun } from '../../../db/summaries.js';
 import { NotFoundApiError } from '../api-errors.js';
 import { decodeCursor, encodeCursor } from '../cursor.js';
 import type { ApiDeps } from '../deps.js';

@@ -1,8 +1,8 @@
 import { createHash, randomUUID } from 'node:crypto';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import type { Db } from '../db/database.js';
-import { completeKey, purgeKeys, recordReplay, releaseKey, reserveKey } from '../db/idempotency.js';
-import type { Logger } from '../logger.js';
+import type { Db } from '../../db/database.js';
+import { completeKey, purgeKeys, recordReplay, releaseKey, reserveKey } from '../../db/idempotency.js';
+import type { Logger } from '../../logger.js';
 import { ConflictApiError } from './api-errors.js';
 
 declare module 'fastify' {

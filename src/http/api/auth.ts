@@ -1,7 +1,7 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
-import type { Db } from '../db/database.js';
-import type { ApiScope } from '../db/schema.js';
-import { findToken, type TokenInfo, touchToken } from '../db/tokens.js';
+import type { Db } from '../../db/database.js';
+import type { ApiScope } from '../../db/schema.js';
+import { findToken, type TokenInfo, touchToken } from '../../db/tokens.js';
 import { ForbiddenApiError, UnauthorizedApiError } from './api-errors.js';
 
 declare module 'fastify' {
