@@ -7,7 +7,7 @@ import { pollProcessor } from '../workers/poll.js';
 import { reconcileProcessor } from '../workers/reconcile.js';
 import type { WorkerServices } from '../workers/services.js';
 import { recordSubmitGivenUp, requeueUnsubmitted, submitProcessor } from '../workers/submit.js';
-import { startApiServer } from './http/api/server.js';
+import { startApiServer } from './http/server.js';
 import { type DaemonConfig, isAllInOne } from './config/daemon-config.js';
 import { type HistoryDatabase, openDatabase } from './db/database.js';
 import { createRequest, getRequest, patchRequest, transition } from './db/requests.js';

@@ -2,6 +2,7 @@ import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { Db } from '../../db/database.js';
 import type { ApiScope } from '../../db/schema.js';
 import { findToken, type TokenInfo, touchToken } from '../../db/tokens.js';
+import { hasScope } from '../scopes.js';
 import { ForbiddenApiError, UnauthorizedApiError } from './api-errors.js';
 
 declare module 'fastify' {
@@ -36,11 +37,6 @@ export function registerAuth(app: FastifyInstance, db: Db): void {
     request.apiToken = token;
     touchToken(db, token.id);
   });
-}
-
-/** Whether a token's scopes grant `scope`: `admin` holds every scope. The web UI asks the same. */
-export function hasScope(scopes: readonly ApiScope[], scope: ApiScope): boolean {
-  return scopes.includes(scope) || scopes.includes('admin');
 }
 
 function authenticate(db: Db, request: FastifyRequest): TokenInfo {

@@ -7,7 +7,7 @@ import { withTimeout } from '../../lib/with-timeout.js';
 import type { Logger } from '../../logger.js';
 import type { QueueName } from '../../queue/catalog.js';
 import type { UpstreamHealth } from '../../sched/upstream-health.js';
-import { requestCountsByState } from './queries.js';
+import { requestCountsByState } from '../queries.js';
 
 /** BullMQ job states reported per queue. */
 const QUEUE_STATES = [

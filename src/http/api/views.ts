@@ -7,8 +7,8 @@ import type { PipelineSummary } from '../../pipelines/pipeline-service.js';
 import type { ShownSummary } from '../../summaries/show.js';
 import type { SpecSuggestion } from '../../summaries/summary-data.js';
 import { isTerminalRequest } from '../../tracking/request-state.js';
-import { hasScope } from './auth.js';
-import type { HistoryPageRow } from './queries.js';
+import { hasScope } from '../scopes.js';
+import type { HistoryPageRow } from '../queries.js';
 import type {
   deduplicatedSchema,
   freshnessSchema,

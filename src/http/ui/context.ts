@@ -1,5 +1,5 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import type { ApiDeps } from '../api/deps.js';
+import type { ApiDeps } from '../deps.js';
 import type { LiveChanges } from './live-changes.js';
 import type { SessionStore, UiSession } from './sessions.js';
 import type { UiSettings } from './ui-settings.js';

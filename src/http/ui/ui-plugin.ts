@@ -1,8 +1,8 @@
 import { randomBytes } from 'node:crypto';
 import { and, eq, isNull } from 'drizzle-orm';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { hasScope } from '../api/auth.js';
-import type { ApiDeps } from '../api/deps.js';
+import { hasScope } from '../scopes.js';
+import type { ApiDeps } from '../deps.js';
 import { apiTokens } from '../../db/schema.js';
 import { findToken } from '../../db/tokens.js';
 import { APP_CSS, APP_JS } from './assets.js';

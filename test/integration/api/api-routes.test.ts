@@ -5,7 +5,7 @@ import { Writable } from 'node:stream';
 import { Ajv2020 } from 'ajv/dist/2020.js';
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { buildApp } from '../../../src/http/api/app.js';
+import { buildApp } from '../../../src/http/app.js';
 import { revokeToken } from '../../../src/db/tokens.js';
 import { REDACT_PATHS } from '../../../src/logger.js';
 import type { PipelineService } from '../../../src/pipelines/pipeline-service.js';

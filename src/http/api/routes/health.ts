@@ -2,7 +2,7 @@ import { sql } from 'drizzle-orm';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { withTimeout } from '../../../lib/with-timeout.js';
-import type { ApiDeps } from '../deps.js';
+import type { ApiDeps } from '../../deps.js';
 import type { ApiMetrics } from '../metrics.js';
 import { answer, healthSchema, readySchema } from '../schemas.js';
 

@@ -1,7 +1,7 @@
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { decodeCursor, encodeCursor } from '../cursor.js';
-import type { ApiDeps } from '../deps.js';
-import { historyPage } from '../queries.js';
+import type { ApiDeps } from '../../deps.js';
+import { historyPage } from '../../queries.js';
 import { answer, errors, historyItemSchema, historyQuery, pageOf } from '../schemas.js';
 import { historyView } from '../views.js';
 import { bearer } from './security.js';

@@ -11,9 +11,9 @@ import { summaryForRequest } from '../../../summaries/show.js';
 import { cancelRequest } from '../../../tracking/canceller.js';
 import { ConflictApiError, NotFoundApiError, ValidationApiError } from '../api-errors.js';
 import { decodeCursor, encodeCursor } from '../cursor.js';
-import type { ApiDeps } from '../deps.js';
+import type { ApiDeps } from '../../deps.js';
 import { type Answer, idempotently } from '../idempotency.js';
-import { jobsPage } from '../queries.js';
+import { jobsPage } from '../../queries.js';
 import {
   answer,
   cancelAnswerSchema,

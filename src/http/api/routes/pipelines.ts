@@ -3,7 +3,7 @@ import { z } from 'zod';
 import { ConfigError } from '../../../errors.js';
 import type { PipelineService } from '../../../pipelines/pipeline-service.js';
 import { ConflictApiError, NotFoundApiError, UnavailableApiError, ValidationApiError } from '../api-errors.js';
-import type { ApiDeps } from '../deps.js';
+import type { ApiDeps } from '../../deps.js';
 import { idempotently } from '../idempotency.js';
 import {
   answer,

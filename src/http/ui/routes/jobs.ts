@@ -1,6 +1,6 @@
 import { desc, eq } from 'drizzle-orm';
 import type { FastifyInstance } from 'fastify';
-import { jobsPage } from '../../api/queries.js';
+import { jobsPage } from '../../queries.js';
 import { freshnessView } from '../../api/views.js';
 import { getAccountingJob, getProfileSync } from '../../../db/accounting.js';
 import { replaysOf } from '../../../db/idempotency.js';

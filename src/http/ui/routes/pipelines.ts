@@ -1,6 +1,6 @@
 import { eq } from 'drizzle-orm';
 import type { FastifyInstance } from 'fastify';
-import { runsPage } from '../../api/queries.js';
+import { runsPage } from '../../queries.js';
 import { getRun, stepRequests } from '../../../db/runs.js';
 import { deadlineMisses, type PipelineRunRow, RUN_STATES, type RunState } from '../../../db/schema.js';
 import { summaryOfRun } from '../../../db/summaries.js';

@@ -1,5 +1,5 @@
 import { and, desc, eq, gte, inArray, isNotNull, isNull, lt, type SQL, sql } from 'drizzle-orm';
-import type { Db } from '../../db/database.js';
+import type { Db } from '../db/database.js';
 import {
   type AccountingJobRow,
   accountingJobs,
@@ -9,7 +9,7 @@ import {
   pipelineRuns,
   type RequestState,
   type RunState,
-} from '../../db/schema.js';
+} from '../db/schema.js';
 
 /**
  * The API's list queries: keyset pages (newest first, with a unique

@@ -1,13 +1,13 @@
 import type { Queue } from 'bullmq';
-import type { Db } from '../../db/database.js';
-import type { Deadlines } from '../../db/schema.js';
-import type { Logger } from '../../logger.js';
-import type { PipelineService } from '../../pipelines/pipeline-service.js';
-import type { QueueName } from '../../queue/catalog.js';
-import type { JobSpec } from '../../sched/job-spec.js';
-import type { Profile } from '../../sched/profile.js';
-import type { ClientRegistry } from '../../tracking/client-registry.js';
-import type { UiSettings } from '../ui/ui-settings.js';
+import type { Db } from '../db/database.js';
+import type { Deadlines } from '../db/schema.js';
+import type { Logger } from '../logger.js';
+import type { PipelineService } from '../pipelines/pipeline-service.js';
+import type { QueueName } from '../queue/catalog.js';
+import type { JobSpec } from '../sched/job-spec.js';
+import type { Profile } from '../sched/profile.js';
+import type { ClientRegistry } from '../tracking/client-registry.js';
+import type { UiSettings } from './ui/ui-settings.js';
 
 /** What the local API needs of the daemon; main.ts hands it the running parts. */
 export interface ApiDeps {

@@ -1,7 +1,7 @@
 import { Redis } from 'ioredis';
-import { ConfigError } from '../../errors.js';
-import { withTimeout } from '../../lib/with-timeout.js';
-import { type RedisTarget, redisOptions } from '../../redis/redis-server.js';
+import { ConfigError } from '../errors.js';
+import { withTimeout } from '../lib/with-timeout.js';
+import { type RedisTarget, redisOptions } from '../redis/redis-server.js';
 import { buildApp } from './app.js';
 import type { ApiDeps } from './deps.js';
 

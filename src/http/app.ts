@@ -9,24 +9,24 @@ import {
   serializerCompiler,
   validatorCompiler,
 } from 'fastify-type-provider-zod';
-import { packageVersion } from '../../lib/package-info.js';
-import { UI_PREFIX } from '../ui/layout.js';
-import { uiPlugin } from '../ui/ui-plugin.js';
-import { RateLimitedApiError } from './api-errors.js';
-import { registerAuth } from './auth.js';
-import { clientErrorHandler } from './client-errors.js';
+import { packageVersion } from '../lib/package-info.js';
+import { UI_PREFIX } from './ui/layout.js';
+import { uiPlugin } from './ui/ui-plugin.js';
+import { RateLimitedApiError } from './api/api-errors.js';
+import { registerAuth } from './api/auth.js';
+import { clientErrorHandler } from './api/client-errors.js';
 import type { ApiDeps } from './deps.js';
-import { registerErrorHandling, sendError } from './error-handler.js';
-import { MAX_PATH_PARAM_CHARS } from './fastify-errors.js';
-import { registerIdempotency } from './idempotency.js';
-import { registerJsonBody } from './json-body.js';
-import { ApiMetrics } from './metrics.js';
-import { healthRoutes } from './routes/health.js';
-import { historyRoutes } from './routes/history.js';
-import { jobRoutes } from './routes/jobs.js';
-import { pipelineRoutes } from './routes/pipelines.js';
-import { runRoutes } from './routes/runs.js';
-import { API_PREFIX } from './views.js';
+import { registerErrorHandling, sendError } from './api/error-handler.js';
+import { MAX_PATH_PARAM_CHARS } from './api/fastify-errors.js';
+import { registerIdempotency } from './api/idempotency.js';
+import { registerJsonBody } from './api/json-body.js';
+import { ApiMetrics } from './api/metrics.js';
+import { healthRoutes } from './api/routes/health.js';
+import { historyRoutes } from './api/routes/history.js';
+import { jobRoutes } from './api/routes/jobs.js';
+import { pipelineRoutes } from './api/routes/pipelines.js';
+import { runRoutes } from './api/routes/runs.js';
+import { API_PREFIX } from './api/views.js';
 
 export const OPENAPI_PATH = `${API_PREFIX}/openapi.json`;
 export const DOCS_PATH = `${API_PREFIX}/docs`;
