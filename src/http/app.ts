@@ -26,7 +26,7 @@ import { historyRoutes } from './api/routes/history.js';
 import { jobRoutes } from './api/routes/jobs.js';
 import { pipelineRoutes } from './api/routes/pipelines.js';
 import { runRoutes } from './api/routes/runs.js';
-import { API_PREFIX } from './api/views.js';
+import { API_PREFIX } from '../views/views.js';
 
 export const OPENAPI_PATH = `${API_PREFIX}/openapi.json`;
 export const DOCS_PATH = `${API_PREFIX}/docs`;

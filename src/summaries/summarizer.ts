@@ -21,7 +21,7 @@ import { toError } from '../errors.js';
 import type { LlmClient } from '../llm/llm-client.js';
 import { LlmError } from '../llm/llm-errors.js';
 import type { Logger } from '../logger.js';
-import { isoOrNull } from '../notify/events.js';
+import { isoOrNull } from '../views/views.js';
 import type { RunPlan } from '../pipelines/run-plan.js';
 import { latestAttempts } from '../pipelines/step-dependencies.js';
 import { isTerminalState, type SchedJob } from '../sched/job-model.js';

@@ -3,7 +3,7 @@ import { decodeCursor, encodeCursor } from '../cursor.js';
 import type { ApiDeps } from '../../deps.js';
 import { historyPage } from '../../queries.js';
 import { answer, errors, historyItemSchema, historyQuery, pageOf } from '../schemas.js';
-import { historyView } from '../views.js';
+import { historyView } from '../../../views/views.js';
 import { bearer } from './security.js';
 
 /** `/api/v1/history`: accounting records, schedflow's jobs and external ones, beside the local state. */

@@ -29,7 +29,15 @@ import {
   resubmittedJobSchema,
   submitJobBody,
 } from '../schemas.js';
-import { deduplicatedView, freshnessView, jobLink, jobView, summaryView, transitionView, viewerOf } from '../views.js';
+import {
+  deduplicatedView,
+  freshnessView,
+  jobLink,
+  jobView,
+  summaryView,
+  transitionView,
+} from '../../../views/views.js';
+import { viewerOf } from '../../scopes.js';
 import { bearer } from './security.js';
 
 /** `/api/v1/jobs`: submit, list, show, cancel and re-submit (with a summary's suggestion) job requests. */

@@ -14,7 +14,8 @@ import {
   runSchema,
   triggerRunBody,
 } from '../schemas.js';
-import { pipelineView, runLink, runView, viewerOf } from '../views.js';
+import { pipelineView, runLink, runView } from '../../../views/views.js';
+import { viewerOf } from '../../scopes.js';
 import { bearer } from './security.js';
 
 /** What pausing and resuming a schedule say in the OpenAPI document. */

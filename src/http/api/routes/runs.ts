@@ -6,7 +6,8 @@ import { decodeCursor, encodeCursor } from '../cursor.js';
 import type { ApiDeps } from '../../deps.js';
 import { runsPage } from '../../queries.js';
 import { answer, errors, idParams, pageOf, runDetailSchema, runSchema, runsQuery } from '../schemas.js';
-import { jobView, runView, summaryView, viewerOf } from '../views.js';
+import { jobView, runView, summaryView } from '../../../views/views.js';
+import { viewerOf } from '../../scopes.js';
 import { bearer } from './security.js';
 
 /** `/api/v1/runs`: pipeline runs and their steps. */

@@ -1,7 +1,7 @@
 import { desc, eq } from 'drizzle-orm';
 import type { FastifyInstance } from 'fastify';
 import { jobsPage } from '../../queries.js';
-import { freshnessView } from '../../api/views.js';
+import { freshnessView } from '../../../views/views.js';
 import { getAccountingJob, getProfileSync } from '../../../db/accounting.js';
 import { replaysOf } from '../../../db/idempotency.js';
 import { getRequest, transitionsOf } from '../../../db/requests.js';

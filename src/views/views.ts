@@ -1,41 +1,42 @@
-import type { z } from 'zod';
-import type { ProfileSyncRow } from '../../db/accounting.js';
-import type { JobRequestRow, JobTransitionRow, PipelineRunRow, RequestReplayRow } from '../../db/schema.js';
-import type { TokenInfo } from '../../db/tokens.js';
-import { shownWebhookUrl } from '../../notify/webhook-url-shown.js';
-import type { PipelineSummary } from '../../pipelines/pipeline-service.js';
-import type { ShownSummary } from '../../summaries/show.js';
-import type { SpecSuggestion } from '../../summaries/summary-data.js';
-import { isTerminalRequest } from '../../tracking/request-state.js';
-import { hasScope } from '../scopes.js';
-import type { HistoryPageRow } from '../queries.js';
-import type {
-  deduplicatedSchema,
-  freshnessSchema,
-  historyItemSchema,
-  jobSchema,
-  pipelineSchema,
-  runSchema,
-  summarySchema,
-  transitionSchema,
-} from './schemas.js';
+import type { ProfileSyncRow } from '../db/accounting.js';
+import {
+  type AccountingJobRow,
+  type JobRequestRow,
+  type JobTransitionRow,
+  type PipelineRunRow,
+  type RequestReplayRow,
+  type RequestState,
+  type SummaryRow,
+  TERMINAL_REQUEST_STATES,
+} from '../db/schema.js';
+import type { PipelineSummary } from '../pipelines/pipeline-service.js';
+import { shownWebhookUrl } from './webhook-url-shown.js';
 
-/** History rows as the API shows them (schemas.ts): snake_case, ISO times, links. */
+/**
+ * The one description of a request, its transitions, a run, a summary and an
+ * accounting record in the words users see (snake_case, ISO times, links):
+ * the local API answers with these, the web UI shows them, and the webhook
+ * bodies (src/notify/events.ts) are picked from them. Here, below both
+ * src/http and src/notify, because notify must not import http; so this
+ * module imports nothing above src/db (a type of the pipeline service aside).
+ * The API's zod schemas (src/http/api/routes/*.schema.ts) describe the same
+ * shapes for the OpenAPI document; its routes check these against them when
+ * they compile, and serialize members in the schemas' order.
+ */
 
 export const API_PREFIX = '/api/v1';
 
-const iso = (ms: number) => new Date(ms).toISOString();
-const isoOrNull = (ms: number | null) => (ms === null ? null : iso(ms));
+export const iso = (ms: number): string => new Date(ms).toISOString();
+export const isoOrNull = (ms: number | null | undefined): string | null =>
+  ms === null || ms === undefined ? null : iso(ms);
 const isoOfSec = (sec: number | null) => (sec === null ? null : iso(sec * 1000));
+// The list tracking/request-state.ts also reads: this module stays below the tracking code.
+const isTerminal = (state: RequestState): boolean => (TERMINAL_REQUEST_STATES as readonly string[]).includes(state);
 
 /** Who a view is for: a webhook URL can hold credentials (user info, a query token), which only admins see. */
 export interface Viewer {
   admin: boolean;
 }
-
-export const viewerOf = (token: TokenInfo | null): Viewer => ({
-  admin: token !== null && hasScope(token.scopes, 'admin'),
-});
 
 const webhookUrlFor = (url: string | null, viewer: Viewer): string | null =>
   url === null || viewer.admin ? url : shownWebhookUrl(url);
@@ -43,7 +44,7 @@ const webhookUrlFor = (url: string | null, viewer: Viewer): string | null =>
 export const jobLink = (id: string) => `${API_PREFIX}/jobs/${encodeURIComponent(id)}`;
 export const runLink = (id: string) => `${API_PREFIX}/runs/${encodeURIComponent(id)}`;
 
-export function jobView(row: JobRequestRow, viewer: Viewer): z.output<typeof jobSchema> {
+export function jobView(row: JobRequestRow, viewer: Viewer) {
   const d = row.deadlines;
   return {
     id: row.id,
@@ -78,7 +79,7 @@ export function jobView(row: JobRequestRow, viewer: Viewer): z.output<typeof job
   };
 }
 
-export function transitionView(t: JobTransitionRow): z.output<typeof transitionSchema> {
+export function transitionView(t: JobTransitionRow) {
   return {
     from: t.fromState,
     to: t.toState,
@@ -91,7 +92,7 @@ export function transitionView(t: JobTransitionRow): z.output<typeof transitionS
   };
 }
 
-export function deduplicatedView(r: RequestReplayRow): z.output<typeof deduplicatedSchema>[number] {
+export function deduplicatedView(r: RequestReplayRow) {
   return {
     token: r.tokenName,
     idempotency_key: r.key,
@@ -112,7 +113,7 @@ export function freshnessView(
   sync: ProfileSyncRow | undefined,
   pollCeilingMs: number,
   now = Date.now(),
-): z.output<typeof freshnessSchema> {
+) {
   const sincePollMs = sync?.lastPollAt != null ? now - sync.lastPollAt : null;
   const profile = {
     last_poll_at: isoOrNull(sync?.lastPollAt ?? null),
@@ -128,7 +129,7 @@ export function freshnessView(
     last_seen_stale: row.lastSeenStale,
   };
   const verdict = (stale: boolean, detail: string) => ({ stale, detail, profile, job });
-  if (isTerminalRequest(row.state)) return verdict(false, `final state (${row.state})`);
+  if (isTerminal(row.state)) return verdict(false, `final state (${row.state})`);
   if (row.jobId === null) return verdict(false, 'not submitted yet: the state is local');
   if (sincePollMs === null) return verdict(true, `profile ${row.profile} has not been polled yet`);
   // A stale poll is also a failed one (not ok): the cached answer's age says more than "failed".
@@ -147,9 +148,7 @@ export function freshnessView(
   return verdict(false, `as of the poll ${Math.round(sincePollMs / 1000)} s ago`);
 }
 
-type SummaryOutput = z.output<typeof summarySchema>;
-
-function suggestionView(s: SpecSuggestion): NonNullable<SummaryOutput['suggestion']> {
+function suggestionView(s: NonNullable<SummaryRow['suggestion']>) {
   return {
     changes: s.changes,
     previous: s.previous,
@@ -164,7 +163,7 @@ function suggestionView(s: SpecSuggestion): NonNullable<SummaryOutput['suggestio
  * and the `summary.ready` webhook carries. Its text and error were redacted
  * before they were stored; the prompt never was.
  */
-export function summaryView(shown: ShownSummary | null): SummaryOutput | null {
+export function summaryView(shown: { of: 'request' | 'run'; summary: SummaryRow } | null) {
   if (!shown) return null;
   const { summary: s } = shown;
   const f = s.findings;
@@ -224,7 +223,7 @@ export function summaryView(shown: ShownSummary | null): SummaryOutput | null {
   };
 }
 
-export function runView(run: PipelineRunRow, viewer: Viewer): z.output<typeof runSchema> {
+export function runView(run: PipelineRunRow, viewer: Viewer) {
   return {
     id: run.id,
     pipeline: run.pipeline,
@@ -242,7 +241,7 @@ export function runView(run: PipelineRunRow, viewer: Viewer): z.output<typeof ru
   };
 }
 
-export function pipelineView(p: PipelineSummary): z.output<typeof pipelineSchema> {
+export function pipelineView(p: PipelineSummary) {
   const name = encodeURIComponent(p.name);
   return {
     name: p.name,
@@ -256,7 +255,13 @@ export function pipelineView(p: PipelineSummary): z.output<typeof pipelineSchema
   };
 }
 
-export function historyView({ accounting: a, localState }: HistoryPageRow): z.output<typeof historyItemSchema> {
+export function historyView({
+  accounting: a,
+  localState,
+}: {
+  accounting: AccountingJobRow;
+  localState: RequestState | null;
+}) {
   return {
     profile: a.profile,
     job_id: a.jobId,
@@ -280,5 +285,76 @@ export function historyView({ accounting: a, localState }: HistoryPageRow): z.ou
       a.requestId === null
         ? null
         : { request_id: a.requestId, state: localState, links: { self: jobLink(a.requestId) } },
+  };
+}
+
+/** What a webhook receiver is shown: never a webhook URL, so the least a viewer sees. */
+const RECEIVER: Viewer = { admin: false };
+
+function pick<T extends object, K extends keyof T>(from: T, keys: readonly K[]): Pick<T, K> {
+  return Object.fromEntries(keys.map((key) => [key, from[key]])) as Pick<T, K>;
+}
+
+/** A request's members in a `job.finished` body, in the order receivers have always had them. */
+const JOB_OUTCOME_KEYS = [
+  'id',
+  'name',
+  'profile',
+  'state',
+  'job_id',
+  'exit_code',
+  'signal',
+  'reason',
+  'raw_state',
+  'submitted_at',
+  'started_at',
+  'ended_at',
+  'run_id',
+  'step',
+  'attempt',
+] as const;
+
+/** A request's outcome, as sent with `job.finished`: its view without what a receiver should not see. */
+export type JobOutcome = Pick<ReturnType<typeof jobView>, (typeof JOB_OUTCOME_KEYS)[number]>;
+
+export function jobOutcome(row: JobRequestRow): JobOutcome {
+  return pick(jobView(row, RECEIVER), JOB_OUTCOME_KEYS);
+}
+
+const RUN_OUTCOME_KEYS = [
+  'id',
+  'pipeline',
+  'trigger',
+  'state',
+  'detail',
+  'scheduled_for',
+  'created_at',
+  'started_at',
+  'ended_at',
+] as const;
+
+/** A step request in a `run.finished` body. */
+export interface StepOutcome {
+  step: string | null;
+  attempt: number;
+  request_id: string;
+  state: RequestState;
+  job_id: number | null;
+  exit_code: number | null;
+}
+
+/** A pipeline run's outcome, as sent with `run.finished`: its view, with every step request. */
+export type RunOutcome = Pick<ReturnType<typeof runView>, (typeof RUN_OUTCOME_KEYS)[number]> & {
+  /** The step requests, every attempt, in step then attempt order. */
+  steps: StepOutcome[];
+};
+
+export function runOutcome(run: PipelineRunRow, steps: readonly JobRequestRow[]): RunOutcome {
+  return {
+    ...pick(runView(run, RECEIVER), RUN_OUTCOME_KEYS),
+    steps: steps.map((row) => {
+      const s = jobView(row, RECEIVER);
+      return { step: s.step, attempt: s.attempt, request_id: s.id, state: s.state, job_id: s.job_id, exit_code: s.exit_code };
+    }),
   };
 }
