@@ -1,7 +1,7 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { ApiDeps } from '../deps.js';
 import type { LiveChanges } from './live-changes.js';
-import type { SessionStore, UiSession } from './sessions.js';
+import type { MemorySessionStore, UiSession } from './sessions.js';
 import type { UiSettings } from './ui-settings.js';
 
 export type { UiSettings };
@@ -9,7 +9,7 @@ export type { UiSettings };
 export interface UiContext {
   deps: ApiDeps;
   settings: UiSettings;
-  sessions: SessionStore;
+  sessions: MemorySessionStore;
   live: LiveChanges;
 }
 

@@ -1,4 +1,7 @@
 import { randomBytes } from 'node:crypto';
+import fastifyCookie from '@fastify/cookie';
+import csrfProtection from '@fastify/csrf-protection';
+import fastifySession from '@fastify/session';
 import { and, eq, isNull } from 'drizzle-orm';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { hasScope } from '../scopes.js';
@@ -15,7 +18,7 @@ import { historyPages } from './routes/history.js';
 import { jobPages } from './routes/jobs.js';
 import { pipelinePages } from './routes/pipelines.js';
 import { profilePages } from './routes/profiles.js';
-import { isAdmin, SessionStore, sameText, type UiSession } from './sessions.js';
+import { isAdmin, MemorySessionStore, sameText, type UiLogin, type UiSession } from './sessions.js';
 
 export const SESSION_COOKIE = 'schedflow_ui';
 /** The login form's double-submit cookie: a login cannot be posted from another site. */
@@ -34,26 +37,16 @@ const CSP = [
 /** Paths under /ui that need no session. */
 const PUBLIC = new Set([`${UI_PREFIX}/login`, `${UI_PREFIX}/assets/app.css`, `${UI_PREFIX}/assets/app.js`]);
 
-export function parseCookies(header: string | undefined): Record<string, string> {
-  const out: Record<string, string> = {};
-  for (const part of (header ?? '').split(';')) {
-    const eq = part.indexOf('=');
-    if (eq <= 0) continue;
-    const name = part.slice(0, eq).trim();
-    try {
-      out[name] = decodeURIComponent(part.slice(eq + 1).trim());
-    } catch {
-      // a malformed cookie is ignored, not an error
-    }
-  }
-  return out;
-}
+/**
+ * The UI's cookies: for its pages only, never read by scripts, never sent
+ * with a request from another site, and Secure when the page came over https
+ * (on plain http a Secure cookie would not come back at all).
+ */
+const cookieOptions = (request: FastifyRequest) =>
+  ({ path: UI_PREFIX, httpOnly: true, sameSite: 'strict', secure: request.protocol === 'https' }) as const;
 
-function cookie(request: FastifyRequest, name: string, value: string, maxAgeSec: number | null): string {
-  const secure = request.protocol === 'https' ? '; Secure' : '';
-  const age = maxAgeSec === null ? '' : `; Max-Age=${maxAgeSec}`;
-  return `${name}=${encodeURIComponent(value)}; Path=${UI_PREFIX}; HttpOnly; SameSite=Strict${secure}${age}`;
-}
+/** Errors of @fastify/csrf-protection: a form without its token, or with a wrong one. */
+const CSRF_ERRORS = new Set(['FST_CSRF_INVALID_TOKEN', 'FST_CSRF_MISSING_SECRET']);
 
 /** Only a path of this UI is followed after login (never another site). */
 function safeNext(next: string | undefined): string {
@@ -70,7 +63,7 @@ export async function uiPlugin(app: FastifyInstance, opts: { deps: ApiDeps; sett
   const ctx: UiContext = {
     deps: opts.deps,
     settings: opts.settings,
-    sessions: new SessionStore(),
+    sessions: new MemorySessionStore(),
     live: new LiveChanges(opts.deps.db, opts.deps.logger.child({ component: 'ui' })),
   };
   const log = opts.deps.logger.child({ component: 'ui' });
@@ -86,6 +79,22 @@ export async function uiPlugin(app: FastifyInstance, opts: { deps: ApiDeps; sett
   });
   app.decorateRequest('uiSession', null);
 
+  await app.register(fastifyCookie);
+  await app.register(fastifySession, {
+    // Sessions live in this process's memory: a secret of its own signs their cookies.
+    secret: randomBytes(32).toString('base64url'),
+    cookieName: SESSION_COOKIE,
+    // No Max-Age: the cookie lasts as long as the browser's session; the store ends it sooner.
+    cookie: { path: UI_PREFIX, httpOnly: true, sameSite: 'strict', secure: false },
+    store: ctx.sessions,
+    // A session is kept and its cookie set at login only, not for every visitor nor on every page.
+    saveUninitialized: false,
+    rolling: false,
+    idGenerator: () => randomBytes(32).toString('base64url'),
+  });
+  // The CSRF secret lives in the session; every page's forms carry a token made from it.
+  await app.register(csrfProtection, { sessionPlugin: '@fastify/session' });
+
   app.addHook('onRequest', async (request, reply) => {
     reply.header('x-frame-options', 'DENY');
     reply.header('x-content-type-options', 'nosniff');
@@ -94,8 +103,16 @@ export async function uiPlugin(app: FastifyInstance, opts: { deps: ApiDeps; sett
     // from Google (its template links them), which would tell a third party who opens it.
     reply.header('content-security-policy', CSP);
     const path = request.url.split('?')[0] ?? '';
-    const cookies = parseCookies(request.headers.cookie);
-    request.uiSession = currentSession(ctx, cookies[SESSION_COOKIE]);
+    if (request.session) request.session.cookie.secure = request.protocol === 'https';
+    // A revoked token's session is gone from the store; this request leaves it unchanged,
+    // so the plugin does not save it back.
+    const login = currentLogin(ctx, request.session?.login);
+    // A session without the read scope is ended below: it gets no CSRF secret (which would
+    // change the session, and so save it again).
+    request.uiSession = login && {
+      ...login,
+      csrfToken: hasScope(login.scopes, 'read') ? reply.generateCsrf() : '',
+    };
     if (PUBLIC.has(path)) return;
     const session = request.uiSession;
     if (!session) {
@@ -109,8 +126,8 @@ export async function uiPlugin(app: FastifyInstance, opts: { deps: ApiDeps; sett
     // queues' failed reasons): a session whose token lost the scope since its login ends.
     if (!hasScope(session.scopes, 'read')) {
       log.warn({ path, who: session.who }, 'UI request refused: the token lacks the read scope');
-      if (session.tokenId !== null) ctx.sessions.deleteOfToken(session.tokenId);
-      reply.header('set-cookie', cookie(request, SESSION_COOKIE, '', 0));
+      if (session.tokenId !== null) ctx.sessions.destroyOfToken(session.tokenId);
+      reply.clearCookie(SESSION_COOKIE, cookieOptions(request));
       return sendPage(
         reply,
         page({ title: 'Refused', nav: 'login', session: null, body: lacksRead(session.who) }),
@@ -131,31 +148,32 @@ export async function uiPlugin(app: FastifyInstance, opts: { deps: ApiDeps; sett
     // The read-only board writes nothing (bull-board refuses too; this does not depend on it).
     if (route.startsWith(`${QUEUE_BOARD_PATH}/`)) return reply.code(403).type('text/plain').send('read-only');
   });
-  // CSRF for every form of these pages: after body parsing, before the handler.
-  app.addHook('preHandler', async (request, reply) => {
-    if (request.method === 'GET' || request.method === 'HEAD') return;
-    const path = request.url.split('?')[0] ?? '';
-    // The boards' own writes were judged above, by their route (see there).
+  // CSRF for every form of these pages (the `_csrf` field, or the X-CSRF-Token header of
+  // scripted POSTs): after body parsing, before the handler. A refusal is an error of the
+  // plugin's, answered by the error handler below.
+  app.addHook('preHandler', (request, reply, done) => {
+    if (request.method === 'GET' || request.method === 'HEAD') return done();
+    // The login form has its own double-submit nonce (there is no session yet); the
+    // boards' own writes were judged above, by their route (see there).
     const route = request.routeOptions.url ?? '';
-    if (route === `${UI_PREFIX}/login` || route.startsWith(`${QUEUE_BOARD_ADMIN_PATH}/`)) return;
-    const session = request.uiSession;
-    const presented = field(request.body, '_csrf') ?? request.headers['x-csrf-token'];
-    if (!session || typeof presented !== 'string' || !sameText(presented, session.csrfToken)) {
-      log.warn({ path, who: session?.who }, 'UI action refused: missing or wrong CSRF token');
+    if (route === `${UI_PREFIX}/login` || route.startsWith(`${QUEUE_BOARD_ADMIN_PATH}/`)) return done();
+    app.csrfProtection(request, reply, done);
+  });
+
+  app.setErrorHandler((error: Error & { statusCode?: number; code?: string }, request, reply) => {
+    if (error.code !== undefined && CSRF_ERRORS.has(error.code)) {
+      log.warn({ path: request.url.split('?')[0], who: request.uiSession?.who }, 'UI action refused: missing or wrong CSRF token');
       return sendPage(
         reply,
         page({
           title: 'Refused',
           nav: 'jobs',
-          session,
+          session: request.uiSession,
           body: html`<h1>Refused</h1><p>This form has expired or did not come from this site. Go back, reload the page and try again.</p>`,
         }),
         403,
       );
     }
-  });
-
-  app.setErrorHandler((error: Error & { statusCode?: number }, request, reply) => {
     const status = error.statusCode && error.statusCode >= 400 && error.statusCode < 500 ? error.statusCode : 500;
     if (status === 500) log.error({ err: error, url: request.url.split('?')[0] }, 'UI page failed');
     return sendPage(
@@ -186,15 +204,14 @@ export async function uiPlugin(app: FastifyInstance, opts: { deps: ApiDeps; sett
     return loginPage(ctx, request, reply, null);
   });
   app.post(`${UI_PREFIX}/login`, async (request, reply) => {
-    const cookies = parseCookies(request.headers.cookie);
-    const expected = cookies[LOGIN_COOKIE];
+    const expected = request.cookies[LOGIN_COOKIE];
     const presented = field(request.body, '_login');
     if (!expected || !presented || !sameText(expected, presented)) {
       return loginPage(ctx, request, reply, 'The login form expired; try again.', 403);
     }
     const token = field(request.body, 'token')?.trim() ?? '';
     const password = field(request.body, 'password') ?? '';
-    let session: UiSession | null = null;
+    let login: UiLogin | null = null;
     if (token) {
       const found = findToken(ctx.deps.db, token);
       if (found.kind === 'valid' && !hasScope(found.token.scopes, 'read')) {
@@ -202,32 +219,29 @@ export async function uiPlugin(app: FastifyInstance, opts: { deps: ApiDeps; sett
         return loginPage(ctx, request, reply, lacksReadText(`token ${found.token.name}`), 403);
       }
       if (found.kind === 'valid') {
-        session = ctx.sessions.create({
-          who: `token ${found.token.name}`,
-          tokenId: found.token.id,
-          scopes: found.token.scopes,
-        });
+        login = { who: `token ${found.token.name}`, tokenId: found.token.id, scopes: found.token.scopes };
       }
     } else if (password && ctx.settings.password) {
       if (sameText(password, ctx.settings.password.reveal())) {
-        session = ctx.sessions.create({ who: 'password', tokenId: null, scopes: ['admin'] });
+        login = { who: 'password', tokenId: null, scopes: ['admin'] };
       }
     }
-    if (!session) {
+    if (!login) {
       log.warn({ with: token ? 'token' : 'password' }, 'UI login refused');
       return loginPage(ctx, request, reply, 'That token or password is not valid.', 401);
     }
-    log.info({ who: session.who }, 'UI login');
-    reply.header('set-cookie', [
-      cookie(request, SESSION_COOKIE, session.id, null),
-      cookie(request, LOGIN_COOKIE, '', 0),
-    ]);
+    log.info({ who: login.who }, 'UI login');
+    // A new session id at login: one planted in the browser before it (session fixation) is worth nothing.
+    await request.session.regenerate();
+    request.session.cookie.secure = request.protocol === 'https';
+    request.session.login = login;
+    reply.generateCsrf();
+    reply.clearCookie(LOGIN_COOKIE, cookieOptions(request));
     return reply.redirect(safeNext(field(request.body, 'next')), 303);
   });
   app.post(`${UI_PREFIX}/logout`, async (request, reply) => {
-    const session = request.uiSession;
-    if (session) ctx.sessions.delete(session.id);
-    reply.header('set-cookie', cookie(request, SESSION_COOKIE, '', 0));
+    if (request.uiSession) await request.session.destroy();
+    reply.clearCookie(SESSION_COOKIE, cookieOptions(request));
     return reply.redirect(`${UI_PREFIX}/login`, 303);
   });
 
@@ -271,24 +285,22 @@ export async function uiPlugin(app: FastifyInstance, opts: { deps: ApiDeps; sett
   await registerQueueBoards(app, ctx);
 }
 
-function currentSession(ctx: UiContext, id: string | undefined): UiSession | null {
-  const session = ctx.sessions.get(id);
-  if (!session) return null;
-  if (session.tokenId !== null) {
-    // A token revoked since the login ends its sessions at their next request.
-    const live = ctx.deps.db
-      .select({ scopes: apiTokens.scopes })
-      .from(apiTokens)
-      .where(and(eq(apiTokens.id, session.tokenId), isNull(apiTokens.revokedAt)))
-      .get();
-    if (!live) {
-      ctx.sessions.deleteOfToken(session.tokenId);
-      return null;
-    }
-    // The token's scopes as they are now, not as they were at login.
-    session.scopes = live.scopes;
+/** The login of a request's session as it stands now, or null (none, or its token was revoked). */
+function currentLogin(ctx: UiContext, login: UiLogin | undefined): UiLogin | null {
+  if (!login) return null;
+  if (login.tokenId === null) return login;
+  // A token revoked since the login ends its sessions at their next request.
+  const live = ctx.deps.db
+    .select({ scopes: apiTokens.scopes })
+    .from(apiTokens)
+    .where(and(eq(apiTokens.id, login.tokenId), isNull(apiTokens.revokedAt)))
+    .get();
+  if (!live) {
+    ctx.sessions.destroyOfToken(login.tokenId);
+    return null;
   }
-  return session;
+  // The token's scopes as they are now, not as they were at login.
+  return { ...login, scopes: live.scopes };
 }
 
 function lacksReadText(who: string): string {
@@ -320,7 +332,7 @@ function loginPage(
   status = 200,
 ): FastifyReply {
   const loginNonce = randomBytes(18).toString('base64url');
-  reply.header('set-cookie', cookie(request, LOGIN_COOKIE, loginNonce, 600));
+  reply.setCookie(LOGIN_COOKIE, loginNonce, { ...cookieOptions(request), maxAge: 600 });
   const next = field(request.body, 'next') ?? queryField(request, 'next') ?? '';
   const body = html`<div class="login"><h1>Log in to schedflow</h1>
 <form class="stack" method="post" action="${UI_PREFIX}/login">
