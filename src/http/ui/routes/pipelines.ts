@@ -1,3 +1,4 @@
+import cronstrue from 'cronstrue';
 import { eq } from 'drizzle-orm';
 import type { FastifyInstance } from 'fastify';
 import { runsPage } from '../../queries.js';
@@ -8,7 +9,6 @@ import { ConfigError } from '../../../errors.js';
 import type { PipelineSummary } from '../../../pipelines/pipeline-service.js';
 import type { RunPlan } from '../../../pipelines/run-plan.js';
 import { field, queryField, sendPage, sessionOf, type UiContext } from '../context.js';
-import { cronInWords } from '../cron-words.js';
 import { type DagNode, dagSvg } from '../dag.js';
 import { duration, type Html, html, stateBadge, time } from '../html.js';
 import { actionButton, page, UI_PREFIX } from '../layout.js';
@@ -218,6 +218,19 @@ ${
       page({ title: `Run ${run.pipeline}`, nav: 'runs', session, body, live: 'watched', flash: flashOf(request) }),
     );
   });
+}
+
+/**
+ * A cron expression in words ("At 02:30, Monday through Friday"), in the
+ * 24-hour clock of the fire times beside it; null for one cronstrue cannot
+ * read (the page then shows the expression alone).
+ */
+function cronInWords(cron: string): string | null {
+  try {
+    return cronstrue.toString(cron, { use24HourTimeFormat: true, verbose: false });
+  } catch {
+    return null;
+  }
 }
 
 function scheduleText(p: PipelineSummary): Html {
