@@ -2,7 +2,8 @@ import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { decodeCursor, encodeCursor } from '../cursor.js';
 import type { ApiDeps } from '../../deps.js';
 import { historyPage } from '../../queries.js';
-import { answer, errors, historyItemSchema, historyQuery, pageOf } from '../schemas.js';
+import { historyItemSchema, historyQuery } from './history.schema.js';
+import { answer, errors, pageOf } from '../shared-schemas.js';
 import { historyView } from '../../../views/views.js';
 import { bearer } from './security.js';
 

@@ -14,21 +14,8 @@ import { decodeCursor, encodeCursor } from '../cursor.js';
 import type { ApiDeps } from '../../deps.js';
 import { type Answer, idempotently } from '../idempotency.js';
 import { jobsPage } from '../../queries.js';
-import {
-  answer,
-  cancelAnswerSchema,
-  createdJobSchema,
-  type deadlinesInput,
-  errors,
-  idempotencyHeaders,
-  idParams,
-  jobDetailSchema,
-  jobSchema,
-  listJobsQuery,
-  pageOf,
-  resubmittedJobSchema,
-  submitJobBody,
-} from '../schemas.js';
+import { cancelAnswerSchema, createdJobSchema, type deadlinesInput, jobDetailSchema, jobSchema, listJobsQuery, resubmittedJobSchema, submitJobBody } from './jobs.schema.js';
+import { answer, errors, idempotencyHeaders, idParams, pageOf } from '../shared-schemas.js';
 import {
   deduplicatedView,
   freshnessView,

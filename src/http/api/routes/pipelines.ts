@@ -5,15 +5,9 @@ import type { PipelineService } from '../../../pipelines/pipeline-service.js';
 import { ConflictApiError, NotFoundApiError, UnavailableApiError, ValidationApiError } from '../api-errors.js';
 import type { ApiDeps } from '../../deps.js';
 import { idempotently } from '../idempotency.js';
-import {
-  answer,
-  errors,
-  idempotencyHeaders,
-  pipelineNameParams,
-  pipelineSchema,
-  runSchema,
-  triggerRunBody,
-} from '../schemas.js';
+import { pipelineNameParams, pipelineSchema, triggerRunBody } from './pipelines.schema.js';
+import { runSchema } from './runs.schema.js';
+import { answer, errors, idempotencyHeaders } from '../shared-schemas.js';
 import { pipelineView, runLink, runView } from '../../../views/views.js';
 import { viewerOf } from '../../scopes.js';
 import { bearer } from './security.js';
