@@ -36,11 +36,12 @@ export const raw = (text: string): Html => new Html(text);
 
 /**
  * A time shown in the viewer's zone by the page's script (from the ISO
- * `datetime`), with the UTC value as the text until then and on hover.
+ * `datetime`), with the UTC value as the text until then and on hover. Takes
+ * milliseconds or the ISO text of a view (src/views/).
  */
-export function time(ms: number | null | undefined): Html {
-  if (ms === null || ms === undefined) return html`<span class="muted">—</span>`;
-  const iso = new Date(ms).toISOString();
+export function time(at: number | string | null | undefined): Html {
+  if (at === null || at === undefined) return html`<span class="muted">—</span>`;
+  const iso = new Date(at).toISOString();
   const utc = `${iso.slice(0, 19).replace('T', ' ')} UTC`;
   return html`<time datetime="${iso}" title="${utc}">${utc}</time>`;
 }

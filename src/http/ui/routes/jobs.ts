@@ -1,7 +1,7 @@
 import { desc, eq } from 'drizzle-orm';
 import type { FastifyInstance } from 'fastify';
 import { jobsPage } from '../../queries.js';
-import { freshnessView } from '../../../views/views.js';
+import { freshnessView, jobView } from '../../../views/views.js';
 import { getAccountingJob, getProfileSync } from '../../../db/accounting.js';
 import { replaysOf } from '../../../db/idempotency.js';
 import { getRequest, transitionsOf } from '../../../db/requests.js';
@@ -238,24 +238,26 @@ function jobDetail(ctx: UiContext, row: JobRequestRow, admin: import('../session
     (e) => html`<li>${time(e.at)} — ${e.item}</li>`,
   )}</ol>`;
 
+  // The request as the API and the webhooks describe it (src/views/).
+  const v = jobView(row, { admin: admin !== null });
   const facts = html`<dl class="facts">
-<dt>State</dt><dd>${stateBadge(row.state, { liveId: row.id })}${row.reason ? html` <span class="muted">${row.reason}</span>` : ''}</dd>
+<dt>State</dt><dd>${stateBadge(v.state, { liveId: v.id })}${v.reason ? html` <span class="muted">${v.reason}</span>` : ''}</dd>
 <dt>Freshness</dt><dd>${freshness}</dd>
-<dt>Scheduler job id</dt><dd>${row.jobId ?? 'not submitted yet'}</dd>
-<dt>Profile</dt><dd>${row.profile}</dd>
-<dt>Origin</dt><dd>${row.origin}${
-    row.runId
-      ? html` — run <a href="${UI_PREFIX}/runs/${encodeURIComponent(row.runId)}">${row.runId.slice(0, 8)}</a>, step ${row.step}, attempt ${row.attempt}`
+<dt>Scheduler job id</dt><dd>${v.job_id ?? 'not submitted yet'}</dd>
+<dt>Profile</dt><dd>${v.profile}</dd>
+<dt>Origin</dt><dd>${v.origin}${
+    v.run_id
+      ? html` — run <a href="${UI_PREFIX}/runs/${encodeURIComponent(v.run_id)}">${v.run_id.slice(0, 8)}</a>, step ${v.step}, attempt ${v.attempt}`
       : ''
   }</dd>
-<dt>Created</dt><dd>${time(row.createdAt)}</dd>
-<dt>Submitted</dt><dd>${time(row.submittedAt)}</dd>
-<dt>Started</dt><dd>${time(row.startedAt)}</dd>
-<dt>Ended</dt><dd>${time(row.endedAt)}</dd>
-<dt>Exit code</dt><dd>${row.exitCode ?? '—'}${row.signal !== null ? ` (signal ${row.signal})` : ''}</dd>
-${row.errorMessage ? html`<dt>Error</dt><dd>${row.errorCode ?? ''} ${row.errorMessage}</dd>` : ''}
+<dt>Created</dt><dd>${time(v.created_at)}</dd>
+<dt>Submitted</dt><dd>${time(v.submitted_at)}</dd>
+<dt>Started</dt><dd>${time(v.started_at)}</dd>
+<dt>Ended</dt><dd>${time(v.ended_at)}</dd>
+<dt>Exit code</dt><dd>${v.exit_code ?? '—'}${v.signal !== null ? ` (signal ${v.signal})` : ''}</dd>
+${v.error ? html`<dt>Error</dt><dd>${v.error.code ?? ''} ${v.error.message}</dd>` : ''}
 ${row.resubmitOf ? html`<dt>Resubmits</dt><dd><a href="${jobHref(row.resubmitOf)}">${row.resubmitOf}</a></dd>` : ''}
-<dt>Request id</dt><dd><code>${row.id}</code></dd></dl>`;
+<dt>Request id</dt><dd><code>${v.id}</code></dd></dl>`;
 
   const accountingPanel = accounting
     ? html`<h2>Accounting</h2><div class="panel"><dl class="facts">

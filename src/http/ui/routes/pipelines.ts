@@ -2,6 +2,7 @@ import cronstrue from 'cronstrue';
 import { eq } from 'drizzle-orm';
 import type { FastifyInstance } from 'fastify';
 import { runsPage } from '../../queries.js';
+import { runView } from '../../../views/views.js';
 import { getRun, stepRequests } from '../../../db/runs.js';
 import { deadlineMisses, type PipelineRunRow, RUN_STATES, type RunState } from '../../../db/schema.js';
 import { summaryOfRun } from '../../../db/summaries.js';
@@ -189,15 +190,17 @@ ${selectField('state', 'State', ['', ...RUN_STATES], state)}
         liveId: req?.id ?? null,
       };
     });
+    // The run as the API and the webhooks describe it (src/views/).
+    const v = runView(run, { admin: isAdmin(session) });
     const body = html`<h1 data-watch="${run.id}">Run of <a href="${pipelineHref(run.pipeline)}">${run.pipeline}</a></h1>
 <div class="panel"><dl class="facts">
-<dt>State</dt><dd>${stateBadge(run.state, { liveId: run.id })}${run.detail ? html` <span class="muted">${run.detail}</span>` : ''}</dd>
-<dt>Trigger</dt><dd>${run.trigger}${run.scheduledFor ? html` for ${time(run.scheduledFor)}` : ''}</dd>
-<dt>Parameters</dt><dd>${Object.entries(run.params).map(([k, v]) => html`<code>${k}=${v}</code> `)}</dd>
-<dt>Created</dt><dd>${time(run.createdAt)}</dd>
-<dt>Started</dt><dd>${time(run.startedAt)}</dd>
-<dt>Ended</dt><dd>${time(run.endedAt)}</dd>
-<dt>Run id</dt><dd><code>${run.id}</code></dd></dl></div>
+<dt>State</dt><dd>${stateBadge(v.state, { liveId: v.id })}${v.detail ? html` <span class="muted">${v.detail}</span>` : ''}</dd>
+<dt>Trigger</dt><dd>${v.trigger}${v.scheduled_for ? html` for ${time(v.scheduled_for)}` : ''}</dd>
+<dt>Parameters</dt><dd>${Object.entries(v.params).map(([k, value]) => html`<code>${k}=${value}</code> `)}</dd>
+<dt>Created</dt><dd>${time(v.created_at)}</dd>
+<dt>Started</dt><dd>${time(v.started_at)}</dd>
+<dt>Ended</dt><dd>${time(v.ended_at)}</dd>
+<dt>Run id</dt><dd><code>${v.id}</code></dd></dl></div>
 <h2>Steps</h2>${dagSvg(nodes)}
 ${jobTable([...steps].reverse())}
 ${
