@@ -18,7 +18,7 @@ import { historyPages } from './routes/history.js';
 import { jobPages } from './routes/jobs.js';
 import { pipelinePages } from './routes/pipelines.js';
 import { profilePages } from './routes/profiles.js';
-import { isAdmin, MemorySessionStore, sameText, type UiLogin, type UiSession } from './sessions.js';
+import { isAdmin, MemorySessionStore, sameText, type UiLogin } from './sessions.js';
 
 export const SESSION_COOKIE = 'schedflow_ui';
 /** The login form's double-submit cookie: a login cannot be posted from another site. */
@@ -103,7 +103,8 @@ export async function uiPlugin(app: FastifyInstance, opts: { deps: ApiDeps; sett
     // from Google (its template links them), which would tell a third party who opens it.
     reply.header('content-security-policy', CSP);
     const path = request.url.split('?')[0] ?? '';
-    if (request.session) request.session.cookie.secure = request.protocol === 'https';
+    // Secure when the page came over https; no session (a path outside the cookie's) has no cookie.
+    if (request.session?.cookie) request.session.cookie.secure = request.protocol === 'https';
     // A revoked token's session is gone from the store; this request leaves it unchanged,
     // so the plugin does not save it back.
     const login = currentLogin(ctx, request.session?.login);
