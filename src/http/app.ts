@@ -10,12 +10,10 @@ import {
   validatorCompiler,
 } from 'fastify-type-provider-zod';
 import { packageVersion } from '../lib/package-info.js';
-import { UI_PREFIX } from './ui/layout.js';
-import { uiPlugin } from './ui/ui-plugin.js';
+import { API_PREFIX } from '../views/views.js';
 import { RateLimitedApiError } from './api/api-errors.js';
 import { registerAuth } from './api/auth.js';
 import { clientErrorHandler } from './api/client-errors.js';
-import type { ApiDeps } from './deps.js';
 import { registerErrorHandling, sendError } from './api/error-handler.js';
 import { MAX_PATH_PARAM_CHARS } from './api/fastify-errors.js';
 import { registerIdempotency } from './api/idempotency.js';
@@ -26,7 +24,9 @@ import { historyRoutes } from './api/routes/history.js';
 import { jobRoutes } from './api/routes/jobs.js';
 import { pipelineRoutes } from './api/routes/pipelines.js';
 import { runRoutes } from './api/routes/runs.js';
-import { API_PREFIX } from '../views/views.js';
+import type { ApiDeps } from './deps.js';
+import { UI_PREFIX } from './ui/layout.js';
+import { uiPlugin } from './ui/ui-plugin.js';
 
 export const OPENAPI_PATH = `${API_PREFIX}/openapi.json`;
 export const DOCS_PATH = `${API_PREFIX}/docs`;

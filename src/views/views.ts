@@ -354,7 +354,14 @@ export function runOutcome(run: PipelineRunRow, steps: readonly JobRequestRow[])
     ...pick(runView(run, RECEIVER), RUN_OUTCOME_KEYS),
     steps: steps.map((row) => {
       const s = jobView(row, RECEIVER);
-      return { step: s.step, attempt: s.attempt, request_id: s.id, state: s.state, job_id: s.job_id, exit_code: s.exit_code };
+      return {
+        step: s.step,
+        attempt: s.attempt,
+        request_id: s.id,
+        state: s.state,
+        job_id: s.job_id,
+        exit_code: s.exit_code,
+      };
     }),
   };
 }

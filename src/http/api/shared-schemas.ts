@@ -22,7 +22,9 @@ export const webhookUrlOutput = z
   .string()
   .nullable()
   .describe('the webhook URL; without its user info and query string unless the token has the admin scope');
-export const timeInput = z.iso.datetime({ offset: true }).describe('ISO 8601 time with a zone, e.g. 2026-11-01T08:00:00Z');
+export const timeInput = z.iso
+  .datetime({ offset: true })
+  .describe('ISO 8601 time with a zone, e.g. 2026-11-01T08:00:00Z');
 
 // ---- errors
 

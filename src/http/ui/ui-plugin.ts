@@ -4,10 +4,10 @@ import csrfProtection from '@fastify/csrf-protection';
 import fastifySession from '@fastify/session';
 import { and, eq, isNull } from 'drizzle-orm';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { hasScope } from '../scopes.js';
-import type { ApiDeps } from '../deps.js';
 import { apiTokens } from '../../db/schema.js';
 import { findToken } from '../../db/tokens.js';
+import type { ApiDeps } from '../deps.js';
+import { hasScope } from '../scopes.js';
 import { APP_CSS, APP_JS } from './assets.js';
 import { field, queryField, sendPage, type UiContext, type UiSettings } from './context.js';
 import { type Html, html } from './html.js';
@@ -163,7 +163,10 @@ export async function uiPlugin(app: FastifyInstance, opts: { deps: ApiDeps; sett
 
   app.setErrorHandler((error: Error & { statusCode?: number; code?: string }, request, reply) => {
     if (error.code !== undefined && CSRF_ERRORS.has(error.code)) {
-      log.warn({ path: request.url.split('?')[0], who: request.uiSession?.who }, 'UI action refused: missing or wrong CSRF token');
+      log.warn(
+        { path: request.url.split('?')[0], who: request.uiSession?.who },
+        'UI action refused: missing or wrong CSRF token',
+      );
       return sendPage(
         reply,
         page({

@@ -4,8 +4,8 @@ import { z } from 'zod';
 import { withTimeout } from '../../../lib/with-timeout.js';
 import type { ApiDeps } from '../../deps.js';
 import type { ApiMetrics } from '../metrics.js';
-import { healthSchema, readySchema } from './health.schema.js';
 import { answer } from '../shared-schemas.js';
+import { healthSchema, readySchema } from './health.schema.js';
 
 /** Readiness checks give up after this: a probe must answer even when a dependency hangs. */
 const CHECK_TIMEOUT_MS = 1000;

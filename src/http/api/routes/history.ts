@@ -1,10 +1,10 @@
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
-import { decodeCursor, encodeCursor } from '../cursor.js';
+import { historyView } from '../../../views/views.js';
 import type { ApiDeps } from '../../deps.js';
 import { historyPage } from '../../queries.js';
-import { historyItemSchema, historyQuery } from './history.schema.js';
+import { decodeCursor, encodeCursor } from '../cursor.js';
 import { answer, errors, pageOf } from '../shared-schemas.js';
-import { historyView } from '../../../views/views.js';
+import { historyItemSchema, historyQuery } from './history.schema.js';
 import { bearer } from './security.js';
 
 /** `/api/v1/history`: accounting records, schedflow's jobs and external ones, beside the local state. */

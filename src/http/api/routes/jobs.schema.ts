@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { REQUEST_STATES } from '../../../db/schema.js';
 import { jobSpecSchema } from '../../../sched/job-spec.js';
-import { listOf, named, time, timeInput, webhookUrlOutput, cursorQuery, limitQuery } from '../shared-schemas.js';
+import { cursorQuery, limitQuery, listOf, named, time, timeInput, webhookUrlOutput } from '../shared-schemas.js';
 import { suggestionSchema, summarySchema } from './summaries.schema.js';
 
 /** Schemas of the job request routes (jobs.ts). */

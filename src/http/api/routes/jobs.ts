@@ -9,13 +9,6 @@ import { summaryOfRequest } from '../../../db/summaries.js';
 import { ConfigError } from '../../../errors.js';
 import { summaryForRequest } from '../../../summaries/show.js';
 import { cancelRequest } from '../../../tracking/canceller.js';
-import { ConflictApiError, NotFoundApiError, ValidationApiError } from '../api-errors.js';
-import { decodeCursor, encodeCursor } from '../cursor.js';
-import type { ApiDeps } from '../../deps.js';
-import { type Answer, idempotently } from '../idempotency.js';
-import { jobsPage } from '../../queries.js';
-import { cancelAnswerSchema, createdJobSchema, type deadlinesInput, jobDetailSchema, jobSchema, listJobsQuery, resubmittedJobSchema, submitJobBody } from './jobs.schema.js';
-import { answer, errors, idempotencyHeaders, idParams, pageOf } from '../shared-schemas.js';
 import {
   deduplicatedView,
   freshnessView,
@@ -24,7 +17,23 @@ import {
   summaryView,
   transitionView,
 } from '../../../views/views.js';
+import type { ApiDeps } from '../../deps.js';
+import { jobsPage } from '../../queries.js';
 import { viewerOf } from '../../scopes.js';
+import { ConflictApiError, NotFoundApiError, ValidationApiError } from '../api-errors.js';
+import { decodeCursor, encodeCursor } from '../cursor.js';
+import { type Answer, idempotently } from '../idempotency.js';
+import { answer, errors, idempotencyHeaders, idParams, pageOf } from '../shared-schemas.js';
+import {
+  cancelAnswerSchema,
+  createdJobSchema,
+  type deadlinesInput,
+  jobDetailSchema,
+  jobSchema,
+  listJobsQuery,
+  resubmittedJobSchema,
+  submitJobBody,
+} from './jobs.schema.js';
 import { bearer } from './security.js';
 
 /** `/api/v1/jobs`: submit, list, show, cancel and re-submit (with a summary's suggestion) job requests. */

@@ -2,14 +2,14 @@ import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { ConfigError } from '../../../errors.js';
 import type { PipelineService } from '../../../pipelines/pipeline-service.js';
-import { ConflictApiError, NotFoundApiError, UnavailableApiError, ValidationApiError } from '../api-errors.js';
+import { pipelineView, runLink, runView } from '../../../views/views.js';
 import type { ApiDeps } from '../../deps.js';
+import { viewerOf } from '../../scopes.js';
+import { ConflictApiError, NotFoundApiError, UnavailableApiError, ValidationApiError } from '../api-errors.js';
 import { idempotently } from '../idempotency.js';
+import { answer, errors, idempotencyHeaders } from '../shared-schemas.js';
 import { pipelineNameParams, pipelineSchema, triggerRunBody } from './pipelines.schema.js';
 import { runSchema } from './runs.schema.js';
-import { answer, errors, idempotencyHeaders } from '../shared-schemas.js';
-import { pipelineView, runLink, runView } from '../../../views/views.js';
-import { viewerOf } from '../../scopes.js';
 import { bearer } from './security.js';
 
 /** What pausing and resuming a schedule say in the OpenAPI document. */

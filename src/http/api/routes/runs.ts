@@ -1,14 +1,14 @@
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { getRun, stepRequests } from '../../../db/runs.js';
 import { summaryOfRun } from '../../../db/summaries.js';
-import { NotFoundApiError } from '../api-errors.js';
-import { decodeCursor, encodeCursor } from '../cursor.js';
+import { jobView, runView, summaryView } from '../../../views/views.js';
 import type { ApiDeps } from '../../deps.js';
 import { runsPage } from '../../queries.js';
-import { runDetailSchema, runSchema, runsQuery } from './runs.schema.js';
-import { answer, errors, idParams, pageOf } from '../shared-schemas.js';
-import { jobView, runView, summaryView } from '../../../views/views.js';
 import { viewerOf } from '../../scopes.js';
+import { NotFoundApiError } from '../api-errors.js';
+import { decodeCursor, encodeCursor } from '../cursor.js';
+import { answer, errors, idParams, pageOf } from '../shared-schemas.js';
+import { runDetailSchema, runSchema, runsQuery } from './runs.schema.js';
 import { bearer } from './security.js';
 
 /** `/api/v1/runs`: pipeline runs and their steps. */

@@ -1,7 +1,5 @@
 import { desc, eq } from 'drizzle-orm';
 import type { FastifyInstance } from 'fastify';
-import { jobsPage } from '../../queries.js';
-import { freshnessView, jobView } from '../../../views/views.js';
 import { getAccountingJob, getProfileSync } from '../../../db/accounting.js';
 import { replaysOf } from '../../../db/idempotency.js';
 import { getRequest, transitionsOf } from '../../../db/requests.js';
@@ -18,6 +16,8 @@ import { outputTails } from '../../../summaries/output-tail.js';
 import { Redactor } from '../../../summaries/redact.js';
 import { cancelRequest } from '../../../tracking/canceller.js';
 import { isTerminalRequest } from '../../../tracking/request-state.js';
+import { freshnessView, jobView } from '../../../views/views.js';
+import { jobsPage } from '../../queries.js';
 import { queryField, sendPage, sessionOf, type UiContext } from '../context.js';
 import { duration, type Html, html, stateBadge, time } from '../html.js';
 import { actionButton, page, UI_PREFIX } from '../layout.js';
