@@ -7,12 +7,13 @@ import { pollProcessor } from '../workers/poll.js';
 import { reconcileProcessor } from '../workers/reconcile.js';
 import type { WorkerServices } from '../workers/services.js';
 import { recordSubmitGivenUp, requeueUnsubmitted, submitProcessor } from '../workers/submit.js';
-import { startApiServer } from './api/server.js';
 import { type DaemonConfig, isAllInOne } from './config/daemon-config.js';
 import { type HistoryDatabase, openDatabase } from './db/database.js';
 import { createRequest, getRequest, patchRequest, transition } from './db/requests.js';
 import type { Deadlines } from './db/schema.js';
 import { ConfigError } from './errors.js';
+import { startApiServer } from './http/server.js';
+import { loadUiPassword } from './http/ui/ui-password.js';
 import { HeapCollector } from './lib/heap-collector.js';
 import { ensureOwnerOnlyDir, writeOwnerOnlyFile } from './lib/owner-only.js';
 import { takePidLock } from './lib/pid-lock.js';
@@ -44,7 +45,6 @@ import {
 } from './summaries/summaries-service.js';
 import type { SummarySettings } from './summaries/summary-settings.js';
 import { ClientRegistry } from './tracking/client-registry.js';
-import { loadUiPassword } from './ui/ui-password.js';
 
 /** What `schedflow start` runs, and what tests and the local API hold on to. */
 export interface Daemon {

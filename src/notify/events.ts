@@ -1,4 +1,5 @@
 import type { DeadlineMissRow, JobRequestRow, PipelineRunRow, WebhookEvent } from '../db/schema.js';
+import { iso, type JobOutcome, jobOutcome, type RunOutcome, runOutcome } from '../views/views.js';
 
 /**
  * What each webhook event carries. Every body is wrapped in the same envelope
@@ -8,52 +9,9 @@ import type { DeadlineMissRow, JobRequestRow, PipelineRunRow, WebhookEvent } fro
  * Bodies hold outcomes only: never a job spec, its script or environment,
  * tokens or anything else a receiver should not see. Times are ISO 8601 (UTC)
  * or null; Slurm's own words are kept for Slurm things (`job_id`, `exit_code`).
+ * A request's and a run's members are picked from their views (src/views/),
+ * the ones the API answers with, so the two cannot tell different stories.
  */
-
-/** A request's outcome, as sent with `job.finished`. */
-export interface JobOutcome {
-  id: string;
-  name: string;
-  profile: string;
-  state: JobRequestRow['state'];
-  job_id: number | null;
-  exit_code: number | null;
-  signal: number | null;
-  reason: string | null;
-  raw_state: string | null;
-  submitted_at: string | null;
-  started_at: string | null;
-  ended_at: string | null;
-  /** Set for a pipeline step: its run, step name and attempt. */
-  run_id: string | null;
-  step: string | null;
-  attempt: number;
-}
-
-/** A pipeline run's outcome, as sent with `run.finished`. */
-export interface RunOutcome {
-  id: string;
-  pipeline: string;
-  trigger: PipelineRunRow['trigger'];
-  state: PipelineRunRow['state'];
-  /** Why a run failed or was skipped, in words. */
-  detail: string | null;
-  scheduled_for: string | null;
-  created_at: string;
-  started_at: string | null;
-  ended_at: string | null;
-  /** The step requests, every attempt, in step then attempt order. */
-  steps: StepOutcome[];
-}
-
-export interface StepOutcome {
-  step: string | null;
-  attempt: number;
-  request_id: string;
-  state: JobRequestRow['state'];
-  job_id: number | null;
-  exit_code: number | null;
-}
 
 /** A missed deadline, as sent with `deadline.missed`. */
 export interface DeadlineMissed {
@@ -85,56 +43,14 @@ export type WebhookPayload<E extends WebhookEvent = WebhookEvent> = E extends We
   ? WebhookEnvelope<E> & WebhookBodies[E]
   : never;
 
-export function isoOrNull(ms: number | null | undefined): string | null {
-  return ms === null || ms === undefined ? null : new Date(ms).toISOString();
-}
-
 /** `job.finished`: built from the request row as it is after its terminal transition. */
 export function jobFinishedBody(row: JobRequestRow): WebhookBodies['job.finished'] {
-  return {
-    request: {
-      id: row.id,
-      name: row.name,
-      profile: row.profile,
-      state: row.state,
-      job_id: row.jobId,
-      exit_code: row.exitCode,
-      signal: row.signal,
-      reason: row.reason,
-      raw_state: row.rawState,
-      submitted_at: isoOrNull(row.submittedAt),
-      started_at: isoOrNull(row.startedAt),
-      ended_at: isoOrNull(row.endedAt),
-      run_id: row.runId,
-      step: row.step,
-      attempt: row.attempt,
-    },
-  };
+  return { request: jobOutcome(row) };
 }
 
 /** `run.finished`: for the pipelines engine, from the run and its step requests. */
 export function runFinishedBody(run: PipelineRunRow, steps: readonly JobRequestRow[]): WebhookBodies['run.finished'] {
-  return {
-    run: {
-      id: run.id,
-      pipeline: run.pipeline,
-      trigger: run.trigger,
-      state: run.state,
-      detail: run.detail,
-      scheduled_for: isoOrNull(run.scheduledFor),
-      created_at: new Date(run.createdAt).toISOString(),
-      started_at: isoOrNull(run.startedAt),
-      ended_at: isoOrNull(run.endedAt),
-      steps: steps.map((s) => ({
-        step: s.step,
-        attempt: s.attempt,
-        request_id: s.id,
-        state: s.state,
-        job_id: s.jobId,
-        exit_code: s.exitCode,
-      })),
-    },
-  };
+  return { run: runOutcome(run, steps) };
 }
 
 /** `deadline.missed`: for the deadline checker, from the recorded miss. */
@@ -143,7 +59,7 @@ export function deadlineMissedBody(miss: DeadlineMissRow): WebhookBodies['deadli
     deadline: {
       kind: miss.kind,
       detail: miss.detail,
-      missed_at: new Date(miss.at).toISOString(),
+      missed_at: iso(miss.at),
       request_id: miss.requestId,
       run_id: miss.runId,
     },

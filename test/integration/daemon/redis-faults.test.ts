@@ -1,9 +1,9 @@
 import { createHash } from 'node:crypto';
 import { afterEach, describe, expect, it } from 'vitest';
-import { canonicalJson } from '../../../src/api/idempotency.js';
 import { reserveKey } from '../../../src/db/idempotency.js';
 import { getRequest, listRequests, transitionsOf } from '../../../src/db/requests.js';
 import { findToken } from '../../../src/db/tokens.js';
+import { canonicalJson } from '../../../src/http/api/idempotency.js';
 import { jobSpecSchema } from '../../../src/sched/job-spec.js';
 import { apiClient, shellSpec } from '../../helpers/api.js';
 import { startTestDaemon, type TestDaemon } from '../../helpers/daemon.js';

@@ -224,7 +224,7 @@ describe('admin web UI', () => {
     await page.getByRole('link', { name: 'Pipelines' }).click();
     // A schedule in words and cron, with its next fire times.
     const nightly = page.getByRole('row').filter({ hasText: 'nightly' });
-    await expect(nightly.getByText('at 02:30 on Monday to Friday').isVisible()).resolves.toBe(true);
+    await expect(nightly.getByText('At 02:30, Monday through Friday').isVisible()).resolves.toBe(true);
     await expect(nightly.getByText('30 2 * * 1-5').isVisible()).resolves.toBe(true);
     await expect(nightly.locator('time').count()).resolves.toBe(3);
     await browser.screenshot(page, 'pipelines');

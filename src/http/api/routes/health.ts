@@ -1,0 +1,98 @@
+import { sql } from 'drizzle-orm';
+import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
+import { z } from 'zod';
+import { withTimeout } from '../../../lib/with-timeout.js';
+import type { ApiDeps } from '../../deps.js';
+import type { ApiMetrics } from '../metrics.js';
+import { answer } from '../shared-schemas.js';
+import { healthSchema, readySchema } from './health.schema.js';
+
+/** Readiness checks give up after this: a probe must answer even when a dependency hangs. */
+const CHECK_TIMEOUT_MS = 1000;
+
+/** Probes and metrics: no token, no rate limit (orchestrators and Prometheus call them often). */
+export const healthRoutes: FastifyPluginAsyncZod<{ deps: ApiDeps; metrics: ApiMetrics }> = async (
+  app,
+  { deps, metrics },
+) => {
+  const open = { rateLimit: false } as const;
+
+  app.get(
+    '/healthz',
+    {
+      config: open,
+      schema: {
+        tags: ['operations'],
+        summary: 'Liveness',
+        description: 'Always 200 while the process serves. No token.',
+        response: { 200: answer('alive', healthSchema) },
+      },
+    },
+    async () => ({ status: 'ok' as const }),
+  );
+
+  app.get(
+    '/readyz',
+    {
+      config: open,
+      schema: {
+        tags: ['operations'],
+        summary: 'Readiness',
+        description:
+          'Redis answers PING, the history database answers, and every scheduler profile has connected: 200; otherwise 503 naming the checks that failed. `detail` says what is degraded without making the daemon unready, such as a profile serving stale answers since a given time. No token.',
+        response: { 200: answer('ready', readySchema), 503: answer('not ready', readySchema) },
+      },
+    },
+    async (_request, reply) => {
+      const checks: Record<string, string> = {};
+      const run = async (name: string, check: () => Promise<void> | void) => {
+        try {
+          await withTimeout(Promise.resolve().then(check), CHECK_TIMEOUT_MS);
+          checks[name] = 'ok';
+        } catch (error) {
+          checks[name] = (error as Error).message || 'failed';
+        }
+      };
+      await Promise.all([
+        run('redis', () => deps.pingRedis()),
+        run('history', () => {
+          deps.db.get(sql`select 1`);
+        }),
+        ...[...deps.profiles.keys()].map((profile) =>
+          run(`scheduler:${profile}`, () => {
+            if (!deps.clients.connected(profile)) throw new Error('not connected yet (the scheduler has not answered)');
+          }),
+        ),
+      ]);
+      const ready = Object.values(checks).every((c) => c === 'ok');
+      // A scheduler down behind its proxy does not make the daemon unready (requests are still
+      // accepted and queued, and jobs keep their last known state), but it is said, not hidden.
+      const detail: Record<string, string> = {};
+      for (const profile of deps.profiles.keys()) {
+        const note = deps.clients.health(profile)?.staleNote();
+        if (note) detail[`scheduler:${profile}`] = note;
+      }
+      return reply
+        .code(ready ? 200 : 503)
+        .send({ status: ready ? 'ready' : 'not ready', checks, ...(Object.keys(detail).length > 0 && { detail }) });
+    },
+  );
+
+  app.get(
+    '/metrics',
+    {
+      config: open,
+      schema: {
+        tags: ['operations'],
+        summary: 'Prometheus metrics',
+        description:
+          'Requests by state, BullMQ jobs per queue and state, seconds since each profile’s last successful poll, upstream requests by profile, endpoint and status, stale answers, the age of the freshest fresh answer, API requests by route and status with their durations. No token.',
+        response: { 200: { description: 'Prometheus text format', content: { 'text/plain': { schema: z.string() } } } },
+      },
+    },
+    async (_request, reply) => {
+      const text = await metrics.registry.metrics();
+      return reply.type(metrics.registry.contentType).send(text);
+    },
+  );
+};

@@ -1,0 +1,52 @@
+import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
+import { historyView } from '../../../views/views.js';
+import type { ApiDeps } from '../../deps.js';
+import { historyPage } from '../../queries.js';
+import { decodeCursor, encodeCursor } from '../cursor.js';
+import { answer, errors, pageOf } from '../shared-schemas.js';
+import { historyItemSchema, historyQuery } from './history.schema.js';
+import { bearer } from './security.js';
+
+/** `/api/v1/history`: accounting records, schedflow's jobs and external ones, beside the local state. */
+export const historyRoutes: FastifyPluginAsyncZod<{ deps: ApiDeps }> = async (app, { deps }) => {
+  app.get(
+    '/api/v1/history',
+    {
+      config: { scope: 'read' },
+      schema: {
+        tags: ['history'],
+        summary: 'Accounting history',
+        description:
+          "Slurm's accounting records of each profile's account (imported every minute), jobs schedflow did not submit included, with schedflow's own request beside its jobs. Newest submission first, a page at a time. Scope: read.",
+        security: bearer,
+        querystring: historyQuery,
+        response: {
+          200: answer('a page of accounting records', pageOf(historyItemSchema)),
+          ...errors(400, 401, 403, 429),
+        },
+      },
+    },
+    async (request) => {
+      const q = request.query;
+      const toSec = (iso: string | undefined) => (iso === undefined ? undefined : Math.floor(Date.parse(iso) / 1000));
+      const rows = historyPage(deps.db, {
+        profile: q.profile,
+        states: q.state
+          ?.split(',')
+          .map((s) => s.trim().toUpperCase())
+          .filter(Boolean),
+        sinceSec: toSec(q.since),
+        untilSec: toSec(q.until),
+        external: q.external === undefined ? undefined : q.external === 'true',
+        after: q.cursor === undefined ? undefined : decodeCursor(q.cursor, ['number', 'number', 'string'] as const),
+        limit: q.limit,
+      });
+      const page = rows.slice(0, q.limit);
+      const last = page.at(-1)?.accounting;
+      return {
+        items: page.map(historyView),
+        next: rows.length > q.limit && last ? encodeCursor([last.submitTime ?? 0, last.jobId, last.profile]) : null,
+      };
+    },
+  );
+};

@@ -1,0 +1,158 @@
+import { z } from 'zod';
+import { REQUEST_STATES } from '../../../db/schema.js';
+import { jobSpecSchema } from '../../../sched/job-spec.js';
+import { cursorQuery, limitQuery, listOf, named, time, timeInput, webhookUrlOutput } from '../shared-schemas.js';
+import { suggestionSchema, summarySchema } from './summaries.schema.js';
+
+/** Schemas of the job request routes (jobs.ts). */
+
+export const deadlinesInput = z
+  .strictObject({
+    max_pending: z.number().int().positive().optional().describe('seconds the job may wait to start'),
+    start_by: timeInput.optional(),
+    finish_by: timeInput.optional(),
+  })
+  .refine((d) => !d.start_by || !d.finish_by || Date.parse(d.start_by) <= Date.parse(d.finish_by), {
+    message: 'finish_by is before start_by',
+    path: ['finish_by'],
+  });
+
+export const submitJobBody = named(
+  'SubmitJob',
+  z.strictObject({
+    spec: jobSpecSchema.describe(
+      "the job, in slurmrestd's job_desc_msg names (name, script, partition, time_limit, …); any other job_desc_msg member passes through",
+    ),
+    profile: z.string().min(1).optional().describe("scheduler profile; default: the daemon's first"),
+    webhook_url: z
+      .url({ protocol: /^https?$/ })
+      .optional()
+      .describe('POSTed, signed, when the job ends'),
+    deadlines: deadlinesInput.optional(),
+    summarize: z
+      .boolean()
+      .optional()
+      .describe("a summary when the job ends (true) or none (false); absent: the daemon's setting"),
+  }),
+);
+
+export const listJobsQuery = z.strictObject({
+  state: listOf(REQUEST_STATES, 'state').optional(),
+  profile: z.string().min(1).optional(),
+  pipeline: z.string().min(1).optional().describe('steps of runs of this pipeline'),
+  run_id: z.string().min(1).optional().describe('steps of this pipeline run'),
+  created_since: timeInput.optional(),
+  created_until: timeInput.optional(),
+  limit: limitQuery,
+  cursor: cursorQuery,
+});
+
+const deadlinesOutput = z.object({
+  max_pending: z.number().int().nullable(),
+  start_by: time.nullable(),
+  finish_by: time.nullable(),
+});
+
+export const jobSchema = named(
+  'Job',
+  z.object({
+    id: z.string().describe('the request id'),
+    name: z.string(),
+    profile: z.string(),
+    state: z.enum(REQUEST_STATES),
+    origin: z.enum(['api', 'cli', 'pipeline']),
+    job_id: z.number().int().nullable().describe("Slurm's job id, once the scheduler accepted the job"),
+    adopted: z.boolean().describe('found by its marker after an interrupted submit'),
+    raw_state: z.string().nullable(),
+    reason: z.string().nullable(),
+    exit_code: z.number().int().nullable(),
+    signal: z.number().int().nullable(),
+    error: z.object({ code: z.string().nullable(), message: z.string() }).nullable(),
+    created_at: time,
+    updated_at: time,
+    submitted_at: time.nullable(),
+    started_at: time.nullable(),
+    ended_at: time.nullable(),
+    run_id: z.string().nullable(),
+    step: z.string().nullable(),
+    attempt: z.number().int(),
+    webhook_url: webhookUrlOutput,
+    deadlines: deadlinesOutput.nullable(),
+    links: z.object({ self: z.string(), run: z.string().optional() }),
+  }),
+  'A job request and where it is',
+);
+
+export const transitionSchema = z.object({
+  from: z.enum(REQUEST_STATES).nullable(),
+  to: z.enum(REQUEST_STATES),
+  at: time,
+  source: z.string().describe('api, cli, submit, poll, accounting, pipeline'),
+  raw_state: z.string().nullable(),
+  reason: z.string().nullable(),
+  stale: z.boolean().describe('learned from a stale (cached during an outage) answer'),
+  detail: z.string().nullable(),
+});
+
+export const deduplicatedSchema = z
+  .array(
+    z.object({
+      token: z.string().describe("the API token's name (never the token)"),
+      idempotency_key: z.string(),
+      count: z.number().int().describe('POSTs with this key answered with this request'),
+      first_at: time,
+      last_at: time,
+    }),
+  )
+  .describe(
+    'duplicate submissions: POSTs answered from a stored Idempotency-Key with this request instead of a new one, per token and key; empty when none',
+  );
+
+export const freshnessSchema = z
+  .object({
+    stale: z.boolean().describe('true when the state shown may be out of date'),
+    detail: z.string(),
+    profile: z.object({
+      last_poll_at: time.nullable(),
+      last_poll_ok: z.boolean().nullable(),
+      last_poll_error: z.string().nullable(),
+      seconds_since_poll: z.number().int().nullable(),
+      answer_age_sec: z.number().int().nullable().describe("age of the scheduler's answer when it was read"),
+      answer_stale: z.boolean().nullable(),
+    }),
+    job: z.object({
+      last_seen_at: time.nullable(),
+      last_seen_age_sec: z.number().int().nullable(),
+      last_seen_stale: z.boolean().nullable(),
+    }),
+  })
+  .describe("how current the state is: the profile's last poll and the job's last sighting");
+
+export const jobDetailSchema = named(
+  'JobDetail',
+  jobSchema.extend({
+    spec: z.record(z.string(), z.unknown()),
+    transitions: z.array(transitionSchema),
+    deduplicated: deduplicatedSchema,
+    freshness: freshnessSchema,
+    summary: summarySchema.nullable().describe('null until the job has ended and its summary is made, or when off'),
+  }),
+);
+
+export const createdJobSchema = z.object({
+  id: z.string(),
+  state: z.enum(REQUEST_STATES),
+  links: z.object({ self: z.string() }),
+});
+
+export const resubmittedJobSchema = createdJobSchema.extend({
+  resubmits: z.string().describe('the request whose suggested change this one applies'),
+  changes: suggestionSchema.shape.changes,
+});
+
+export const cancelAnswerSchema = z.object({
+  id: z.string(),
+  state: z.enum(REQUEST_STATES),
+  message: z.string(),
+  links: z.object({ self: z.string() }),
+});

@@ -1,0 +1,47 @@
+import { z } from 'zod';
+import { named, time } from '../shared-schemas.js';
+
+/** Schemas of the pipeline routes (pipelines.ts). */
+
+export const pipelineSchema = named(
+  'Pipeline',
+  z.object({
+    name: z.string(),
+    file: z.string(),
+    description: z.string().nullable(),
+    steps: z.array(z.object({ name: z.string(), needs: z.array(z.string()) })),
+    schedule: z
+      .object({
+        cron: z.string(),
+        timezone: z.string(),
+        enabled: z.boolean(),
+        overlap: z.enum(['skip', 'queue', 'allow']),
+        catchup: z.enum(['none', 'latest', 'all']),
+        next: z.array(time).describe('the next five fire times (none while off in the file or paused)'),
+        paused: z
+          .object({ by: z.string().describe('who paused it: token <name>, or password'), at: time })
+          .nullable()
+          .describe('set while an admin has paused the schedule: its ticks make no runs; triggering still works'),
+      })
+      .nullable(),
+    params: z.record(z.string(), z.string().nullable()).describe('parameters and their defaults (null: required)'),
+    error: z.string().nullable().describe("the file's current problem; the version loaded before keeps running"),
+    links: z.object({ runs: z.string(), trigger: z.string() }),
+  }),
+);
+
+export const pipelineNameParams = z.strictObject({ name: z.string().min(1).max(200) });
+
+export const triggerRunBody = named(
+  'TriggerRun',
+  z.strictObject({
+    params: z
+      .record(z.string(), z.union([z.string(), z.number(), z.boolean()]).transform(String))
+      .optional()
+      .describe('parameter values (the pipeline file uses them as params.NAME)'),
+    webhook_url: z
+      .url({ protocol: /^https?$/ })
+      .optional()
+      .describe('POSTed, signed, when the run ends'),
+  }),
+);

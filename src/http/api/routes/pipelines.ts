@@ -1,0 +1,133 @@
+import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
+import { z } from 'zod';
+import { ConfigError } from '../../../errors.js';
+import type { PipelineService } from '../../../pipelines/pipeline-service.js';
+import { pipelineView, runLink, runView } from '../../../views/views.js';
+import type { ApiDeps } from '../../deps.js';
+import { viewerOf } from '../../scopes.js';
+import { ConflictApiError, NotFoundApiError, UnavailableApiError, ValidationApiError } from '../api-errors.js';
+import { idempotently } from '../idempotency.js';
+import { answer, errors, idempotencyHeaders } from '../shared-schemas.js';
+import { pipelineNameParams, pipelineSchema, triggerRunBody } from './pipelines.schema.js';
+import { runSchema } from './runs.schema.js';
+import { bearer } from './security.js';
+
+/** What pausing and resuming a schedule say in the OpenAPI document. */
+const SCHEDULE_ACTIONS = {
+  pause: {
+    summary: "Pause a pipeline's schedule",
+    description:
+      'Its cron ticks make no runs until it is resumed, in every daemon sharing the history and after a restart; starting a run by hand still works. Pausing a paused schedule keeps the first pause (who and when). 409 for a pipeline without a schedule. Scope: admin.',
+  },
+  resume: {
+    summary: "Resume a pipeline's paused schedule",
+    description:
+      'Its ticks make runs again from the next one; those that fell while paused are not caught up. A file with `schedule.enabled: false` keeps the schedule off (the file wins). 409 for a pipeline without a schedule. Scope: admin.',
+  },
+} as const;
+
+/** `/api/v1/pipelines`: the loaded pipeline files, runs started by hand, and pausing schedules. */
+export const pipelineRoutes: FastifyPluginAsyncZod<{ deps: ApiDeps }> = async (app, { deps }) => {
+  const service = (): PipelineService => {
+    if (!deps.pipelines) throw new UnavailableApiError('pipelines not loaded', 5);
+    return deps.pipelines;
+  };
+
+  app.get(
+    '/api/v1/pipelines',
+    {
+      config: { scope: 'read' },
+      schema: {
+        tags: ['pipelines'],
+        summary: 'List pipelines',
+        description:
+          'Every pipeline file of the pipelines folder, with its steps, parameters, schedule and next five fire times; a file whose last edit is invalid shows its problem in `error` (the version loaded before keeps running). Scope: read.',
+        security: bearer,
+        response: {
+          200: answer('the pipelines', z.object({ items: z.array(pipelineSchema) })),
+          ...errors(401, 403, 429, 503),
+        },
+      },
+    },
+    async () => ({ items: service().list().map(pipelineView) }),
+  );
+
+  app.post(
+    '/api/v1/pipelines/:name/runs',
+    {
+      config: { scope: 'submit' },
+      schema: {
+        tags: ['pipelines'],
+        summary: 'Start a pipeline run',
+        description:
+          'Starts a run now with the given parameters (a run asked for by hand is not subject to the schedule’s overlap policy). Scope: submit.',
+        security: bearer,
+        headers: idempotencyHeaders,
+        params: pipelineNameParams,
+        body: triggerRunBody,
+        response: {
+          201: answer('the run', runSchema),
+          ...errors(400, 401, 403, 404, 409, 413, 415, 429, 503),
+        },
+      },
+    },
+    async (request, reply) =>
+      idempotently(deps.db, request, reply, async () => {
+        const pipelines = service();
+        const name = request.params.name;
+        if (!pipelines.get(name)) throw new NotFoundApiError(`no pipeline "${name}"`);
+        try {
+          const run = await pipelines.trigger(name, {
+            params: request.body.params,
+            trigger: 'api',
+            webhookUrl: request.body.webhook_url ?? null,
+          });
+          return {
+            status: 201,
+            body: runView(run, viewerOf(request.apiToken)),
+            headers: { location: runLink(run.id) },
+          };
+        } catch (error) {
+          // Bad parameters: the message names the parameter.
+          if (error instanceof ConfigError)
+            throw new ValidationApiError([{ in: 'body', path: 'params', reason: error.message }]);
+          throw error;
+        }
+      }),
+  );
+
+  // No Idempotency-Key here: pausing or resuming twice leaves the same state.
+  for (const action of ['pause', 'resume'] as const) {
+    app.post(
+      `/api/v1/pipelines/:name/${action}`,
+      {
+        config: { scope: 'admin' },
+        schema: {
+          tags: ['pipelines'],
+          ...SCHEDULE_ACTIONS[action],
+          security: bearer,
+          params: pipelineNameParams,
+          response: {
+            200: answer('the pipeline, with its schedule as it is now', pipelineSchema),
+            ...errors(400, 401, 403, 404, 409, 413, 415, 429, 503),
+          },
+        },
+      },
+      async (request) => {
+        const pipelines = service();
+        const name = request.params.name;
+        const pipeline = pipelines.get(name);
+        if (!pipeline) throw new NotFoundApiError(`no pipeline "${name}"`);
+        if (!pipeline.schedule) {
+          throw new ConflictApiError(
+            'SCHEDFLOW_ERR_PIPELINE_NOT_SCHEDULED',
+            `pipeline "${name}" has no schedule: it runs only when triggered`,
+          );
+        }
+        const by = `token ${request.apiToken?.name ?? 'unknown'}`;
+        const summary = action === 'pause' ? await pipelines.pause(name, by) : await pipelines.resume(name, by);
+        return pipelineView(summary);
+      },
+    );
+  }
+};

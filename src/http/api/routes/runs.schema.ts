@@ -1,0 +1,43 @@
+import { z } from 'zod';
+import { RUN_STATES, RUN_TRIGGERS } from '../../../db/schema.js';
+import { cursorQuery, limitQuery, listOf, named, time, webhookUrlOutput } from '../shared-schemas.js';
+import { jobSchema } from './jobs.schema.js';
+import { summarySchema } from './summaries.schema.js';
+
+/** Schemas of the pipeline run routes (runs.ts). */
+
+export const runsQuery = z.strictObject({
+  pipeline: z.string().min(1).optional(),
+  state: listOf(RUN_STATES, 'state').optional(),
+  limit: limitQuery,
+  cursor: cursorQuery,
+});
+
+export const runSchema = named(
+  'Run',
+  z.object({
+    id: z.string(),
+    pipeline: z.string(),
+    trigger: z.enum(RUN_TRIGGERS),
+    scheduled_for: time.nullable(),
+    params: z.record(z.string(), z.string()),
+    state: z.enum(RUN_STATES),
+    detail: z.string().nullable(),
+    webhook_url: webhookUrlOutput,
+    created_at: time,
+    started_at: time.nullable(),
+    ended_at: time.nullable(),
+    updated_at: time,
+    links: z.object({ self: z.string(), jobs: z.string() }),
+  }),
+  'A run of a pipeline',
+);
+
+export const runDetailSchema = named(
+  'RunDetail',
+  runSchema.extend({
+    definition: z.unknown().describe('the steps as resolved when the run was made'),
+    steps: z.array(jobSchema).describe('every request of the run, all attempts, in step then attempt order'),
+    summary: summarySchema.nullable().describe('one across its steps; null until it has ended, or when off'),
+  }),
+);

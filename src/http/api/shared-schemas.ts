@@ -1,0 +1,139 @@
+import { z } from 'zod';
+
+/**
+ * What the local API's route schemas share: the error body, paging, times,
+ * list filters and the Idempotency-Key header. Each route's own schemas live
+ * beside it (routes/<resource>.schema.ts). One set validates requests
+ * (through fastify-type-provider-zod), shapes answers, and is the OpenAPI
+ * document. JSON members use Slurm's snake_case, like the job spec they carry.
+ */
+
+/**
+ * Schemas given an `id` (in zod's global registry, where `.describe()` keeps
+ * descriptions too) become named components of the document.
+ */
+export function named<T extends z.ZodType>(id: string, schema: T, description?: string): T {
+  z.globalRegistry.add(schema, { id, ...(description && { description }) });
+  return schema;
+}
+
+export const time = z.string().describe('ISO 8601 time, UTC');
+export const webhookUrlOutput = z
+  .string()
+  .nullable()
+  .describe('the webhook URL; without its user info and query string unless the token has the admin scope');
+export const timeInput = z.iso
+  .datetime({ offset: true })
+  .describe('ISO 8601 time with a zone, e.g. 2026-11-01T08:00:00Z');
+
+// ---- errors
+
+export const fieldProblemSchema = z.object({
+  in: z.enum(['body', 'query', 'params', 'headers']),
+  path: z.string().describe('dotted path inside the body, query, path or headers, e.g. spec.script'),
+  reason: z.string(),
+});
+
+export const errorBodySchema = named(
+  'Error',
+  z.object({
+    error: z.object({
+      code: z.string().describe('stable code, e.g. SCHEDFLOW_ERR_VALIDATION'),
+      message: z.string(),
+      fields: z.array(fieldProblemSchema).optional().describe('validation errors: each field and what is wrong'),
+      request_id: z.string().optional().describe('given on 500: the id to look for in the daemon log'),
+      upstream: z
+        .object({ status: z.number().int().nullable(), message: z.string().nullable(), code: z.string() })
+        .optional()
+        .describe("the scheduler's answer, when it refused or could not be reached"),
+      state: z.string().optional().describe('the state of the resource, when it conflicts'),
+      checks: z.record(z.string(), z.string()).optional().describe('readiness checks that failed'),
+    }),
+  }),
+  'Every error answer: a code, a message, and what else helps',
+);
+
+const ERROR_DESCRIPTIONS: Record<number, string> = {
+  400: 'invalid request (body, query, path or header): `fields` names each field and the reason',
+  401: 'no token, or an unknown or revoked one',
+  403: 'the token lacks the scope this route needs',
+  404: 'no such resource',
+  409: 'conflicts with the state of the resource or with an earlier use of the Idempotency-Key',
+  413: 'body larger than 1 MiB',
+  415: 'a body of a media type the API does not read: send Content-Type: application/json',
+  429: "the token's rate limit is reached: see Retry-After",
+  500: 'a bug; the answer carries a request id to find it in the log',
+  502: 'the scheduler refused (its status and message are in `upstream`)',
+  503: 'not available now (scheduler unreachable, pipelines not loaded); try again later',
+};
+
+/**
+ * A documented answer: fastify serializes it with the schema, and the OpenAPI
+ * document gets the description (a described copy of a named schema would
+ * lose its name).
+ */
+export function answer<T extends z.ZodType>(description: string, schema: T) {
+  return { description, content: { 'application/json': { schema } } };
+}
+
+/** Error answers of a route, documented with the shared Error body. */
+export function errors(...statuses: number[]): Record<number, ReturnType<typeof answer<typeof errorBodySchema>>> {
+  return Object.fromEntries(statuses.map((s) => [s, answer(ERROR_DESCRIPTIONS[s] ?? 'error', errorBodySchema)]));
+}
+
+// ---- common inputs and paging
+
+export const idParams = z.strictObject({ id: z.string().min(1).max(200) });
+
+export const limitQuery = z.coerce
+  .number()
+  .int()
+  .min(1)
+  .max(200)
+  .default(50)
+  .describe('page size, 1 to 200 (default 50)');
+export const cursorQuery = z
+  .string()
+  .min(1)
+  .max(500)
+  .optional()
+  .describe('opaque: the `next` of the page before; absent for the first page');
+
+/** `state=running,pending`: a comma-separated list of one enum's values. */
+export function listOf<T extends string>(values: readonly T[], what: string) {
+  return z
+    .string()
+    .transform((text, ctx) => {
+      const items = text
+        .split(',')
+        .map((s) => s.trim().toLowerCase())
+        .filter(Boolean);
+      const unknown = items.filter((s) => !(values as readonly string[]).includes(s));
+      if (unknown.length) {
+        ctx.addIssue({ code: 'custom', message: `unknown ${what} ${unknown.join(', ')}; one of ${values.join(', ')}` });
+        return z.NEVER;
+      }
+      return items as T[];
+    })
+    .describe(`comma-separated: ${values.join(', ')}`);
+}
+
+/** Optional `Idempotency-Key` header of POST routes. */
+export const idempotencyHeaders = z
+  .object({
+    'idempotency-key': z
+      .string()
+      .min(1)
+      .max(255)
+      .regex(/^[\x21-\x7e]+$/, 'printable ASCII without spaces')
+      .optional()
+      .describe('the same key (per token) with the same body within 24 h gives the first answer again'),
+  })
+  .loose();
+
+export function pageOf<T extends z.ZodType>(item: T) {
+  return z.object({
+    items: z.array(item),
+    next: z.string().nullable().describe('cursor of the next page; null on the last'),
+  });
+}

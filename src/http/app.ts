@@ -1,0 +1,176 @@
+import { randomUUID } from 'node:crypto';
+import rateLimit from '@fastify/rate-limit';
+import swagger from '@fastify/swagger';
+import swaggerUi from '@fastify/swagger-ui';
+import Fastify, { type FastifyBaseLogger, type FastifyInstance, LogController } from 'fastify';
+import {
+  jsonSchemaTransform,
+  jsonSchemaTransformObject,
+  serializerCompiler,
+  validatorCompiler,
+} from 'fastify-type-provider-zod';
+import { packageVersion } from '../lib/package-info.js';
+import { API_PREFIX } from '../views/views.js';
+import { RateLimitedApiError } from './api/api-errors.js';
+import { registerAuth } from './api/auth.js';
+import { clientErrorHandler } from './api/client-errors.js';
+import { registerErrorHandling, sendError } from './api/error-handler.js';
+import { MAX_PATH_PARAM_CHARS } from './api/fastify-errors.js';
+import { registerIdempotency } from './api/idempotency.js';
+import { registerJsonBody } from './api/json-body.js';
+import { ApiMetrics } from './api/metrics.js';
+import { healthRoutes } from './api/routes/health.js';
+import { historyRoutes } from './api/routes/history.js';
+import { jobRoutes } from './api/routes/jobs.js';
+import { pipelineRoutes } from './api/routes/pipelines.js';
+import { runRoutes } from './api/routes/runs.js';
+import type { ApiDeps } from './deps.js';
+import { UI_PREFIX } from './ui/layout.js';
+import { uiPlugin } from './ui/ui-plugin.js';
+
+export const OPENAPI_PATH = `${API_PREFIX}/openapi.json`;
+export const DOCS_PATH = `${API_PREFIX}/docs`;
+
+/**
+ * The local API as a Fastify app, without listening (tests may `inject`).
+ * Hooks run in this order for a request: request id, auth (onRequest), body
+ * parsing (1 MiB limit), idempotency hashing and the per-token rate limit
+ * (preValidation), zod validation, the route.
+ */
+export async function buildApp(deps: ApiDeps): Promise<FastifyInstance> {
+  const app = Fastify({
+    loggerInstance: deps.logger.child({ component: 'api' }) as FastifyBaseLogger,
+    // Requests are logged once, on response, with route, status and time (below).
+    logController: new LogController({ disableRequestLogging: true, requestIdLogLabel: 'reqId' }),
+    bodyLimit: deps.settings.bodyLimitBytes,
+    genReqId: () => randomUUID(),
+    // Errors met before any route or hook (a bad or too long path, malformed HTTP) get the
+    // same error body as every other answer, rather than Fastify's or Node's own.
+    routerOptions: { maxParamLength: MAX_PATH_PARAM_CHARS },
+    frameworkErrors: (error, request, reply) => {
+      reply.header('x-request-id', request.id);
+      sendError(error, request, reply);
+    },
+    clientErrorHandler: clientErrorHandler(deps.logger.child({ component: 'api' })),
+  });
+  app.setValidatorCompiler(validatorCompiler);
+  app.setSerializerCompiler(serializerCompiler);
+  registerErrorHandling(app);
+  registerJsonBody(app);
+  app.addHook('onRequest', async (request, reply) => {
+    reply.header('x-request-id', request.id);
+  });
+  registerAuth(app, deps.db);
+
+  const metrics = new ApiMetrics({
+    db: deps.db,
+    queues: deps.queues,
+    profiles: [...deps.profiles.keys()],
+    logger: deps.logger,
+    upstreamHealth: (profile) => deps.clients.health(profile),
+  });
+  app.addHook('onResponse', async (request, reply) => {
+    const route = request.routeOptions.url ?? 'unmatched';
+    const seconds = reply.elapsedTime / 1000;
+    metrics.httpRequests.inc({ method: request.method, route, status: reply.statusCode });
+    metrics.httpDuration.observe({ method: request.method, route }, seconds);
+    const quiet = !route.startsWith(API_PREFIX) || route.startsWith(DOCS_PATH);
+    // The token's name, never the token (the logger also redacts authorization headers).
+    request.log[quiet ? 'debug' : 'info'](
+      {
+        reqId: request.id,
+        method: request.method,
+        url: request.url.split('?')[0],
+        status: reply.statusCode,
+        ms: Math.round(reply.elapsedTime),
+        tokenName: request.apiToken?.name,
+      },
+      'API request',
+    );
+  });
+
+  await app.register(swagger, {
+    openapi: {
+      openapi: '3.1.0',
+      info: {
+        title: 'schedflow local API',
+        version: packageVersion(),
+        description:
+          'Submit, follow and cancel Slurm jobs and pipeline runs through the schedflow daemon. Authenticate with `Authorization: Bearer <token>`; tokens are made with `schedflow tokens create --name <name> --scopes read,submit,cancel`.',
+      },
+      components: {
+        securitySchemes: {
+          bearer: { type: 'http', scheme: 'bearer', description: 'a token from `schedflow tokens create`' },
+        },
+      },
+      tags: [
+        { name: 'jobs', description: 'job requests' },
+        { name: 'pipelines', description: 'pipelines and their runs' },
+        { name: 'history', description: "Slurm's accounting records" },
+        { name: 'operations', description: 'health, readiness and metrics' },
+      ],
+    },
+    transform: jsonSchemaTransform,
+    transformObject: (document) => withoutUnusedSchemas(jsonSchemaTransformObject(document)),
+  });
+  // Registered before the rate limit, so the docs page and its assets are not counted.
+  await app.register(swaggerUi, { routePrefix: DOCS_PATH });
+  app.get(OPENAPI_PATH, { schema: { hide: true } }, async () => app.swagger());
+
+  await app.register(rateLimit, {
+    global: true,
+    max: deps.settings.rateLimitPerMin,
+    timeWindow: 60_000,
+    // After authentication (onRequest), so the limit is per token rather than per address.
+    hook: 'preValidation',
+    keyGenerator: (request) => (request.apiToken ? `token:${request.apiToken.id}` : `ip:${request.ip}`),
+    errorResponseBuilder: (_request, context) =>
+      new RateLimitedApiError(Number(context.max), Math.max(1, Math.ceil(context.ttl / 1000))),
+  });
+  registerIdempotency(app, deps.db, deps.logger);
+
+  await app.register(healthRoutes, { deps, metrics });
+  await app.register(jobRoutes, { deps });
+  await app.register(historyRoutes, { deps });
+  await app.register(runRoutes, { deps });
+  await app.register(pipelineRoutes, { deps });
+  if (deps.ui) await app.register(uiPlugin, { deps, settings: deps.ui });
+  // A browser pointed at the daemon's address lands on a page, not on a JSON 404.
+  app.get('/', { schema: { hide: true } }, async (_request, reply) =>
+    reply.redirect(deps.ui ? `${UI_PREFIX}/` : DOCS_PATH),
+  );
+  return app;
+}
+
+type OpenApiDocument = ReturnType<typeof jsonSchemaTransformObject>;
+
+/**
+ * The type provider puts an input and an output variant of every named schema
+ * into the components; keeps those the paths use (directly or through other
+ * components), so the document lists what the API really takes and gives.
+ */
+function withoutUnusedSchemas(document: OpenApiDocument): OpenApiDocument {
+  const openapi = document as { paths?: unknown; components?: { schemas?: Record<string, unknown> } };
+  const schemas = openapi.components?.schemas;
+  if (!schemas) return document;
+  const used = new Set<string>();
+  const visit = (value: unknown): void => {
+    if (Array.isArray(value)) {
+      for (const item of value) visit(item);
+    } else if (value !== null && typeof value === 'object') {
+      for (const [key, child] of Object.entries(value)) {
+        const name =
+          key === '$ref' && typeof child === 'string' ? /^#\/components\/schemas\/(.+)$/.exec(child)?.[1] : undefined;
+        if (name !== undefined && !used.has(name)) {
+          used.add(name);
+          visit(schemas[name]);
+        } else {
+          visit(child);
+        }
+      }
+    }
+  };
+  visit(openapi.paths);
+  const kept = Object.fromEntries(Object.entries(schemas).filter(([name]) => used.has(name)));
+  return { ...document, components: { ...openapi.components, schemas: kept } } as OpenApiDocument;
+}

@@ -1,0 +1,51 @@
+import type { Queue } from 'bullmq';
+import type { Db } from '../db/database.js';
+import type { Deadlines } from '../db/schema.js';
+import type { Logger } from '../logger.js';
+import type { PipelineService } from '../pipelines/pipeline-service.js';
+import type { QueueName } from '../queue/catalog.js';
+import type { JobSpec } from '../sched/job-spec.js';
+import type { Profile } from '../sched/profile.js';
+import type { ClientRegistry } from '../tracking/client-registry.js';
+import type { UiSettings } from './ui/ui-settings.js';
+
+/** What the local API needs of the daemon; main.ts hands it the running parts. */
+export interface ApiDeps {
+  db: Db;
+  logger: Logger;
+  profiles: ReadonlyMap<string, Profile>;
+  clients: ClientRegistry;
+  queues: Record<QueueName, Queue>;
+  /** Absent until the pipelines are loaded: pipeline routes answer 503 then. */
+  pipelines?: PipelineService;
+  /** Records a request and queues its submission (the daemon's `submit`); returns the request id. */
+  submit(input: {
+    profile?: string;
+    spec: JobSpec;
+    origin: 'api';
+    requestId?: string;
+    webhookUrl?: string | null;
+    deadlines?: Deadlines | null;
+    /** A summary when it ends: true or false; absent follows the global setting. */
+    summarize?: boolean | null;
+  }): Promise<string>;
+  /**
+   * Applies a request's suggested change (the daemon's `resubmitWithSuggestion`): the new
+   * request's id, the same on every call. ConfigError when there is nothing to apply.
+   */
+  resubmit(requestId: string, newRequestId?: string): Promise<string>;
+  /** Resolves when Redis answers PING; rejects otherwise (readiness). */
+  pingRedis(): Promise<void>;
+  settings: ApiSettings;
+  /** The admin web UI under /ui; absent: no UI (tests of the API alone). */
+  ui?: UiSettings;
+}
+
+export interface ApiSettings {
+  /** Requests per minute per token. @defaultValue 300 */
+  rateLimitPerMin: number;
+  /** Largest request body. @defaultValue 1 MiB */
+  bodyLimitBytes: number;
+  /** The poller's longest interval: a profile not polled for twice this is stale. */
+  pollCeilingMs: number;
+}

@@ -1,0 +1,105 @@
+import { and, desc, eq, gte, inArray, isNotNull, isNull, lt, type SQL, sql } from 'drizzle-orm';
+import type { FastifyInstance } from 'fastify';
+import { accountingJobs, jobRequests, pipelineRuns } from '../../../db/schema.js';
+import { charts } from '../charts-section.js';
+import { queryField, sendPage, sessionOf, type UiContext } from '../context.js';
+import { duration, html, time } from '../html.js';
+import { page, UI_PREFIX } from '../layout.js';
+import { dayRange, pipelineOptions, selectField, textField } from './common.js';
+import { jobHref } from './jobs.js';
+
+/** Rows read for the charts; the table shows the newest of them. */
+const CHART_ROWS = 5000;
+const TABLE_ROWS = 200;
+
+/**
+ * The history: Slurm's accounting records (schedflow's jobs and external ones
+ * side by side) with filters, jobs per day by state and the run-time
+ * distribution of what the filters select.
+ */
+export async function historyPages(app: FastifyInstance, { ctx }: { ctx: UiContext }): Promise<void> {
+  const { db } = ctx.deps;
+  app.get(`${UI_PREFIX}/history`, async (request, reply) => {
+    const session = sessionOf(request);
+    const state = queryField(request, 'state');
+    const pipeline = queryField(request, 'pipeline');
+    const account = queryField(request, 'account');
+    const external = queryField(request, 'external');
+    const from = queryField(request, 'from');
+    const to = queryField(request, 'to');
+    const range = dayRange(from, to);
+    const where: SQL[] = [];
+    if (state) where.push(eq(accountingJobs.state, state));
+    if (account) where.push(eq(accountingJobs.account, account));
+    if (external === 'only') where.push(isNull(accountingJobs.requestId));
+    if (external === 'none') where.push(isNotNull(accountingJobs.requestId));
+    if (range.sinceMs !== undefined) where.push(gte(accountingJobs.submitTime, Math.floor(range.sinceMs / 1000)));
+    if (range.untilMs !== undefined) where.push(lt(accountingJobs.submitTime, Math.floor(range.untilMs / 1000)));
+    if (pipeline) {
+      where.push(
+        inArray(
+          jobRequests.runId,
+          db.select({ id: pipelineRuns.id }).from(pipelineRuns).where(eq(pipelineRuns.pipeline, pipeline)),
+        ),
+      );
+    }
+    const rows = db
+      .select({ a: accountingJobs, localState: jobRequests.state })
+      .from(accountingJobs)
+      .leftJoin(jobRequests, eq(jobRequests.id, accountingJobs.requestId))
+      .where(where.length ? and(...where) : undefined)
+      .orderBy(desc(sql`coalesce(${accountingJobs.submitTime}, 0)`), desc(accountingJobs.jobId))
+      .limit(CHART_ROWS)
+      .all();
+    const states = db
+      .selectDistinct({ s: accountingJobs.state })
+      .from(accountingJobs)
+      .all()
+      .map((r) => r.s);
+    const accounts = db
+      .selectDistinct({ s: accountingJobs.account })
+      .from(accountingJobs)
+      .all()
+      .map((r) => r.s);
+    const body = html`<h1>History</h1>
+<form class="filters" method="get" action="${UI_PREFIX}/history" aria-label="filter the history">
+${selectField('state', 'Slurm state', ['', ...states.sort()], state)}
+${selectField('pipeline', 'Pipeline', ['', ...pipelineOptions(ctx)], pipeline)}
+${selectField('account', 'Account', ['', ...accounts.sort()], account)}
+<label>External jobs<select name="external">${[
+      ['', 'with schedflow’s'],
+      ['only', 'external only'],
+      ['none', 'schedflow’s only'],
+    ].map(
+      ([v, l]) => html`<option value="${v}"${(external ?? '') === v ? html` selected` : ''}>${l}</option>`,
+    )}</select></label>
+${textField('from', 'Submitted from (day, UTC)', from, 'date')}
+${textField('to', 'to (day, UTC)', to, 'date')}
+<button type="submit">Filter</button></form>
+${charts(rows.map((r) => r.a))}
+<h2>Jobs</h2>
+${
+  rows.length === 0
+    ? html`<p class="muted">No accounting records match (they are imported every minute).</p>`
+    : html`<div class="table-wrap"><table class="responsive"><thead><tr><th>Job id</th><th>Name</th><th>Slurm state</th><th>schedflow</th><th>Account</th><th>User</th><th>Partition</th><th>Submitted</th><th>Elapsed</th><th>Exit</th></tr></thead><tbody>${rows
+        .slice(0, TABLE_ROWS)
+        .map(
+          ({ a, localState }) =>
+            html`<tr><td data-label="Job id">${a.jobId}</td><td data-label="Name">${
+              a.requestId ? html`<a href="${jobHref(a.requestId)}">${a.name}</a>` : a.name
+            }</td><td data-label="Slurm state">${a.state}</td><td data-label="schedflow">${localState ?? html`<span class="muted">external</span>`}</td><td data-label="Account">${
+              a.account
+            }</td><td data-label="User">${a.user}</td><td data-label="Partition">${a.partition}</td><td data-label="Submitted">${time(
+              a.submitTime !== null ? a.submitTime * 1000 : null,
+            )}</td><td data-label="Elapsed">${a.elapsedSec !== null ? duration(a.elapsedSec * 1000) : '—'}</td><td data-label="Exit">${
+              a.exitCode ?? '—'
+            }</td></tr>`,
+        )}</tbody></table></div>${
+        rows.length > TABLE_ROWS
+          ? html`<p class="muted">The newest ${TABLE_ROWS} of ${rows.length} are listed.</p>`
+          : ''
+      }`
+}`;
+    return sendPage(reply, page({ title: 'History', nav: 'history', session, body, live: 'all' }));
+  });
+}

@@ -1,0 +1,330 @@
+import { desc, eq } from 'drizzle-orm';
+import type { FastifyInstance } from 'fastify';
+import { getAccountingJob, getProfileSync } from '../../../db/accounting.js';
+import { replaysOf } from '../../../db/idempotency.js';
+import { getRequest, transitionsOf } from '../../../db/requests.js';
+import {
+  deadlineMisses,
+  type JobRequestRow,
+  REQUEST_STATES,
+  type RequestState,
+  webhookDeliveries,
+} from '../../../db/schema.js';
+import { summaryOfRequest } from '../../../db/summaries.js';
+import type { JobSpec } from '../../../sched/job-spec.js';
+import { outputTails } from '../../../summaries/output-tail.js';
+import { Redactor } from '../../../summaries/redact.js';
+import { cancelRequest } from '../../../tracking/canceller.js';
+import { isTerminalRequest } from '../../../tracking/request-state.js';
+import { freshnessView, jobView } from '../../../views/views.js';
+import { jobsPage } from '../../queries.js';
+import { queryField, sendPage, sessionOf, type UiContext } from '../context.js';
+import { duration, type Html, html, stateBadge, time } from '../html.js';
+import { actionButton, page, UI_PREFIX } from '../layout.js';
+import { isAdmin } from '../sessions.js';
+import { dayRange, flashOf, pipelineOptions, selectField, textField } from './common.js';
+
+export const jobHref = (id: string): string => `${UI_PREFIX}/jobs/${encodeURIComponent(id)}`;
+
+/** Requests that may be retried: ended without completing. */
+const RETRYABLE = new Set<RequestState>([
+  'failed',
+  'timeout',
+  'cancelled',
+  'node_fail',
+  'out_of_memory',
+  'preempted',
+  'boot_fail',
+  'deadline',
+  'submit_failed',
+  'lost',
+]);
+
+export async function jobPages(app: FastifyInstance, { ctx }: { ctx: UiContext }): Promise<void> {
+  const { db } = ctx.deps;
+
+  app.get(`${UI_PREFIX}/jobs`, async (request, reply) => {
+    const session = sessionOf(request);
+    const state = queryField(request, 'state');
+    const profile = queryField(request, 'profile');
+    const pipeline = queryField(request, 'pipeline');
+    const range = dayRange(queryField(request, 'from'), queryField(request, 'to'));
+    const rows = jobsPage(db, {
+      states: state && (REQUEST_STATES as readonly string[]).includes(state) ? [state as RequestState] : undefined,
+      profile,
+      pipeline,
+      createdSince: range.sinceMs,
+      createdUntil: range.untilMs,
+      limit: 200,
+    });
+    const body = html`<h1>Jobs</h1>
+<form class="filters" method="get" action="${UI_PREFIX}/jobs" aria-label="filter jobs">
+${selectField('state', 'State', ['', ...REQUEST_STATES], state)}
+${selectField('profile', 'Profile', ['', ...ctx.deps.profiles.keys()], profile)}
+${selectField('pipeline', 'Pipeline', ['', ...pipelineOptions(ctx)], pipeline)}
+${textField('from', 'From (day)', queryField(request, 'from'), 'date')}
+${textField('to', 'To (day)', queryField(request, 'to'), 'date')}
+<button type="submit">Filter</button></form>
+${jobTable(rows.slice(0, 200))}
+${rows.length > 200 ? html`<p class="muted">The newest 200 are shown; narrow the filters to see others.</p>` : ''}`;
+    return sendPage(reply, page({ title: 'Jobs', nav: 'jobs', session, body, live: 'all' }));
+  });
+
+  app.get<{ Params: { id: string } }>(`${UI_PREFIX}/jobs/:id`, async (request, reply) => {
+    const session = sessionOf(request);
+    const row = getRequest(db, request.params.id);
+    if (!row) {
+      return sendPage(
+        reply,
+        page({ title: 'Not found', nav: 'jobs', session, body: html`<h1>No such job request</h1>` }),
+        404,
+      );
+    }
+    const body = jobDetail(ctx, row, isAdmin(session) ? session : null);
+    return sendPage(
+      reply,
+      page({
+        title: `Job ${row.name}`,
+        nav: 'jobs',
+        session,
+        body,
+        live: 'watched',
+        flash: flashOf(request),
+        // "as of 12 s ago" and the output tail move on without a transition.
+        ...(!isTerminalRequest(row.state) && { refreshEverySec: 10 }),
+      }),
+    );
+  });
+
+  app.post<{ Params: { id: string } }>(`${UI_PREFIX}/jobs/:id/cancel`, async (request, reply) => {
+    const session = sessionOf(request);
+    if (!isAdmin(session)) return reply.code(403).type('text/plain').send('the admin scope is needed to cancel');
+    const id = request.params.id;
+    let done: string;
+    try {
+      const outcome = await cancelRequest(
+        { db, submitQueue: ctx.deps.queues.submit, clients: ctx.deps.clients, logger: ctx.deps.logger },
+        id,
+        { source: 'api', who: `web UI (${session.who})` },
+      );
+      done = `cancel-${outcome.kind}`;
+    } catch (error) {
+      ctx.deps.logger.warn({ requestId: id, err: (error as Error).message }, 'UI cancel failed');
+      done = 'cancel-error';
+    }
+    return reply.redirect(`${jobHref(id)}?done=${done}`, 303);
+  });
+
+  app.post<{ Params: { id: string } }>(`${UI_PREFIX}/jobs/:id/retry`, async (request, reply) => {
+    const session = sessionOf(request);
+    if (!isAdmin(session)) return reply.code(403).type('text/plain').send('the admin scope is needed to retry');
+    const row = getRequest(db, request.params.id);
+    if (!row || !RETRYABLE.has(row.state)) return reply.redirect(`${jobHref(request.params.id)}?done=retry-not`, 303);
+    const newId = await ctx.deps.submit({
+      profile: row.profile,
+      spec: row.spec as JobSpec,
+      origin: 'api',
+      webhookUrl: row.webhookUrl,
+      deadlines: row.deadlines,
+    });
+    ctx.deps.logger.info({ requestId: newId, retryOf: row.id, by: session.who }, 'request retried from the web UI');
+    return reply.redirect(`${jobHref(newId)}?done=retried`, 303);
+  });
+}
+
+export function jobTable(rows: JobRequestRow[]): Html {
+  if (rows.length === 0) return html`<p class="muted">No job requests match.</p>`;
+  return html`<div class="table-wrap"><table class="responsive"><thead><tr><th>Name</th><th>State</th><th>Job id</th><th>Profile</th><th>Step</th><th>Created</th><th>Run time</th></tr></thead><tbody>
+${rows.map(
+  (r) =>
+    html`<tr><td data-label="Name"><a href="${jobHref(r.id)}">${r.name}</a></td><td data-label="State">${stateBadge(
+      r.state,
+      { liveId: r.id },
+    )}</td><td data-label="Job id">${r.jobId ?? '—'}</td><td data-label="Profile">${r.profile}</td><td data-label="Step">${
+      r.step ?? '—'
+    }</td><td data-label="Created">${time(r.createdAt)}</td><td data-label="Run time">${
+      r.startedAt ? duration((r.endedAt ?? Date.now()) - r.startedAt) : '—'
+    }</td></tr>`,
+)}</tbody></table></div>`;
+}
+
+function jobDetail(ctx: UiContext, row: JobRequestRow, admin: import('../sessions.js').UiSession | null): Html {
+  const { db } = ctx.deps;
+  const transitions = transitionsOf(db, row.id);
+  const fresh = freshnessView(row, getProfileSync(db, row.profile), ctx.deps.settings.pollCeilingMs);
+  const accounting = row.jobId !== null ? getAccountingJob(db, row.profile, row.jobId) : undefined;
+  const summary = summaryOfRequest(db, row.id);
+  const replays = replaysOf(db, row.id);
+  const misses = db.select().from(deadlineMisses).where(eq(deadlineMisses.requestId, row.id)).all();
+  const deliveries = db
+    .select()
+    .from(webhookDeliveries)
+    .where(eq(webhookDeliveries.requestId, row.id))
+    .orderBy(desc(webhookDeliveries.createdAt))
+    .all();
+  // "as of 12 s ago" (the profile's last poll), "stale" and why when the answer cannot be trusted.
+  const ageSec = fresh.profile.seconds_since_poll;
+  const answerAge = fresh.profile.answer_age_sec;
+  const freshness =
+    isTerminalRequest(row.state) || row.jobId === null || ageSec === null
+      ? html`<span${fresh.stale ? html` class="stale"` : ''}>${fresh.detail}</span>`
+      : fresh.stale
+        ? html`<span class="stale">as of ${ageSec} s ago, stale: ${fresh.detail}</span>`
+        : html`<span>as of ${ageSec} s ago${
+            answerAge ? ` (the scheduler's answer was ${answerAge} s old)` : ''
+          }</span>`;
+
+  const actions: Html[] = [];
+  if (admin && !isTerminalRequest(row.state)) {
+    actions.push(
+      actionButton(admin, `${jobHref(row.id)}/cancel`, 'Cancel job', {
+        danger: true,
+        confirm: `Cancel ${row.name}${row.jobId !== null ? ` (job ${row.jobId})` : ''}?`,
+      }),
+    );
+  }
+  if (admin && RETRYABLE.has(row.state)) {
+    actions.push(actionButton(admin, `${jobHref(row.id)}/retry`, 'Retry (new request, same spec)'));
+  }
+
+  // One story in time order; entries of the same time keep the order they are listed in here.
+  // An adopted job was found as its (only) `submitted` transition was recorded, whose detail says how.
+  const adoptedAt = row.adopted ? (transitions.find((t) => t.toState === 'submitted')?.at ?? row.submittedAt) : null;
+  const events: { at: number; item: Html }[] = [
+    ...transitions.map((t) => ({
+      at: t.at,
+      item: html`${t.fromState ?? 'new'} → ${stateBadge(t.toState)} <span class="muted">(${t.source}${
+        t.rawState ? `, Slurm ${t.rawState}` : ''
+      }${t.stale ? ', from a stale answer' : ''})</span>${t.reason ? html`<br>reason: ${t.reason}` : ''}${
+        t.detail ? html`<br><span class="muted">${t.detail}</span>` : ''
+      }`,
+    })),
+    ...(adoptedAt !== null
+      ? [
+          {
+            at: adoptedAt,
+            item: html`deduplicated: the scheduler already had this request's job (found by its marker after a lost answer or an interrupted submit), so it was adopted, not submitted twice`,
+          },
+        ]
+      : []),
+    ...replays.map((r) => ({
+      at: r.firstAt,
+      item: html`deduplicated: the same request was POSTed again with Idempotency-Key <code>${r.key}</code> (token ${
+        r.tokenName
+      }), answered with this request${r.count === 1 ? ' (once)' : html` (${r.count} times, the last at ${time(r.lastAt)})`}`,
+    })),
+    ...misses.map((m) => ({ at: m.at, item: html`deadline missed (${m.kind}): ${m.detail}` })),
+    ...(accounting
+      ? [
+          {
+            at: accounting.syncedAt,
+            item: html`accounting record imported (the latest import): ${accounting.state}${
+              accounting.exitCode !== null ? `, exit ${accounting.exitCode}` : ''
+            }`,
+          },
+        ]
+      : []),
+    ...(summary
+      ? [
+          {
+            at: summary.completedAt ?? summary.updatedAt,
+            item: html`summary ${summary.state}${summary.kind ? ` (${summary.kind})` : ''}`,
+          },
+        ]
+      : []),
+  ];
+  events.sort((a, b) => a.at - b.at);
+  const timeline = html`<ol class="timeline" aria-label="timeline">${events.map(
+    (e) => html`<li>${time(e.at)} — ${e.item}</li>`,
+  )}</ol>`;
+
+  // The request as the API and the webhooks describe it (src/views/).
+  const v = jobView(row, { admin: admin !== null });
+  const facts = html`<dl class="facts">
+<dt>State</dt><dd>${stateBadge(v.state, { liveId: v.id })}${v.reason ? html` <span class="muted">${v.reason}</span>` : ''}</dd>
+<dt>Freshness</dt><dd>${freshness}</dd>
+<dt>Scheduler job id</dt><dd>${v.job_id ?? 'not submitted yet'}</dd>
+<dt>Profile</dt><dd>${v.profile}</dd>
+<dt>Origin</dt><dd>${v.origin}${
+    v.run_id
+      ? html` — run <a href="${UI_PREFIX}/runs/${encodeURIComponent(v.run_id)}">${v.run_id.slice(0, 8)}</a>, step ${v.step}, attempt ${v.attempt}`
+      : ''
+  }</dd>
+<dt>Created</dt><dd>${time(v.created_at)}</dd>
+<dt>Submitted</dt><dd>${time(v.submitted_at)}</dd>
+<dt>Started</dt><dd>${time(v.started_at)}</dd>
+<dt>Ended</dt><dd>${time(v.ended_at)}</dd>
+<dt>Exit code</dt><dd>${v.exit_code ?? '—'}${v.signal !== null ? ` (signal ${v.signal})` : ''}</dd>
+${v.error ? html`<dt>Error</dt><dd>${v.error.code ?? ''} ${v.error.message}</dd>` : ''}
+${row.resubmitOf ? html`<dt>Resubmits</dt><dd><a href="${jobHref(row.resubmitOf)}">${row.resubmitOf}</a></dd>` : ''}
+<dt>Request id</dt><dd><code>${v.id}</code></dd></dl>`;
+
+  const accountingPanel = accounting
+    ? html`<h2>Accounting</h2><div class="panel"><dl class="facts">
+<dt>State</dt><dd>${accounting.state} <span class="muted">(${accounting.rawState})</span></dd>
+<dt>Account / user</dt><dd>${accounting.account} / ${accounting.user}</dd>
+<dt>Partition</dt><dd>${accounting.partition}</dd>
+<dt>Nodes</dt><dd>${accounting.nodes ?? '—'}</dd>
+<dt>CPUs</dt><dd>${accounting.cpus ?? '—'}</dd>
+<dt>Memory per node</dt><dd>${accounting.memoryPerNodeMb !== null ? `${accounting.memoryPerNodeMb} MB` : '—'}</dd>
+<dt>Elapsed</dt><dd>${accounting.elapsedSec !== null ? duration(accounting.elapsedSec * 1000) : '—'}</dd>
+<dt>Time limit</dt><dd>${accounting.timeLimitMin !== null ? `${accounting.timeLimitMin} min` : '—'}</dd>
+<dt>CPU time</dt><dd>${accounting.cpuTimeSec !== null ? duration(accounting.cpuTimeSec * 1000) : '—'}</dd>
+<dt>Exit code</dt><dd>${accounting.exitCode ?? '—'}</dd>
+<dt>Reason</dt><dd>${accounting.reason ?? '—'}</dd></dl></div>`
+    : '';
+
+  const summaryPanel = summary
+    ? html`<h2>Summary</h2><div class="panel">${
+        summary.text
+          ? html`<p style="white-space:pre-wrap">${summary.text}</p>`
+          : html`<p class="muted">${summary.state === 'pending' ? 'Being written…' : (summary.error ?? summary.note ?? '—')}</p>`
+      }<p class="muted">${summary.kind ?? ''}${summary.model ? ` · ${summary.model}` : ''}${
+        summary.note ? ` · ${summary.note}` : ''
+      }</p></div>`
+    : '';
+
+  return html`<h1 data-watch="${row.id}">${row.name}</h1>
+<div class="actions">${actions}</div>
+<div class="panel">${facts}</div>
+<h2>Timeline</h2>${timeline}
+${accountingPanel}${summaryPanel}${outputPanel(ctx, row, accounting?.user ?? null, accounting?.nodes ?? null)}
+${
+  deliveries.length
+    ? html`<h2>Webhook deliveries</h2><div class="table-wrap"><table><thead><tr><th>Event</th><th>State</th><th>Attempts</th><th>Last status</th><th>Created</th></tr></thead><tbody>${deliveries.map(
+        (d) =>
+          html`<tr><td>${d.event}</td><td>${d.state}</td><td>${d.attempts}</td><td>${d.lastStatus ?? d.lastError ?? '—'}</td><td>${time(d.createdAt)}</td></tr>`,
+      )}</tbody></table></div>`
+    : ''
+}`;
+}
+
+function outputPanel(ctx: UiContext, row: JobRequestRow, user: string | null, node: string | null): Html {
+  if (row.jobId === null) return html``;
+  // A file last written before the job could have run is another job's (ids are reused).
+  const since = row.startedAt ?? row.submittedAt ?? row.createdAt;
+  const spec = row.spec as JobSpec & { environment?: unknown };
+  const tails = outputTails(
+    spec,
+    { jobId: row.jobId, name: row.name, user, node },
+    ctx.settings.outputTailBytes ?? 8192,
+    since - 60_000,
+    ctx.settings.protectedDirs,
+  );
+  // The job's own environment values (tokens, passwords) are masked, as in summaries.
+  const env = spec.environment;
+  const environment = Array.isArray(env)
+    ? env.filter((e): e is string => typeof e === 'string')
+    : env !== null && typeof env === 'object'
+      ? Object.entries(env).map(([k, v]) => `${k}=${String(v)}`)
+      : [];
+  const redactor = new Redactor({ environment });
+  return html`<h2>Output</h2>${tails.map(
+    (t) =>
+      html`<p class="muted">${t.label}: <code>${t.path}</code>${t.sizeBytes !== null ? ` (${t.sizeBytes} bytes)` : ''}</p>${
+        t.text !== null
+          ? html`<pre class="output" aria-label="${t.label} tail">${redactor.redact(t.text)}</pre>`
+          : html`<p class="muted">${t.note}</p>`
+      }`,
+  )}`;
+}

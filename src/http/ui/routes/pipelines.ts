@@ -1,0 +1,299 @@
+import cronstrue from 'cronstrue';
+import { eq } from 'drizzle-orm';
+import type { FastifyInstance } from 'fastify';
+import { getRun, stepRequests } from '../../../db/runs.js';
+import { deadlineMisses, type PipelineRunRow, RUN_STATES, type RunState } from '../../../db/schema.js';
+import { summaryOfRun } from '../../../db/summaries.js';
+import { ConfigError } from '../../../errors.js';
+import type { PipelineSummary } from '../../../pipelines/pipeline-service.js';
+import type { RunPlan } from '../../../pipelines/run-plan.js';
+import { runView } from '../../../views/views.js';
+import { runsPage } from '../../queries.js';
+import { field, queryField, sendPage, sessionOf, type UiContext } from '../context.js';
+import { type DagNode, dagSvg } from '../dag.js';
+import { duration, type Html, html, stateBadge, time } from '../html.js';
+import { actionButton, page, UI_PREFIX } from '../layout.js';
+import { isAdmin, type UiSession } from '../sessions.js';
+import { flashOf, selectField } from './common.js';
+import { jobHref, jobTable } from './jobs.js';
+
+export const runHref = (id: string): string => `${UI_PREFIX}/runs/${encodeURIComponent(id)}`;
+const pipelineHref = (name: string): string => `${UI_PREFIX}/pipelines/${encodeURIComponent(name)}`;
+
+export async function pipelinePages(app: FastifyInstance, { ctx }: { ctx: UiContext }): Promise<void> {
+  const { db } = ctx.deps;
+
+  app.get(`${UI_PREFIX}/pipelines`, async (request, reply) => {
+    const session = sessionOf(request);
+    const pipelines = ctx.deps.pipelines?.list() ?? [];
+    const body = html`<h1>Pipelines</h1>
+<p class="muted">On a pipeline's page an admin can trigger it now, and pause or resume its schedule. A file with <code>schedule.enabled: false</code> keeps its schedule off whatever is done here: the file wins for off.</p>
+${
+  pipelines.length === 0
+    ? html`<p class="muted">No pipeline files are loaded.</p>`
+    : html`<div class="table-wrap"><table class="responsive"><thead><tr><th>Pipeline</th><th>Schedule</th><th>Next runs</th><th>Last runs</th></tr></thead><tbody>${pipelines.map(
+        (p) => {
+          const last = runsPage(db, { pipeline: p.name, limit: 5 }).slice(0, 5);
+          return html`<tr><td data-label="Pipeline"><a href="${pipelineHref(p.name)}">${p.name}</a>${
+            p.error ? html`<br><span class="stale">file error: ${p.error}</span>` : ''
+          }</td><td data-label="Schedule">${scheduleText(p)}</td><td data-label="Next runs">${
+            p.schedule?.next.length
+              ? p.schedule.next.slice(0, 3).map((t) => html`${time(Date.parse(t))}<br>`)
+              : html`<span class="muted">—</span>`
+          }</td><td data-label="Last runs">${
+            last.length
+              ? last.map((r) => html`<a href="${runHref(r.id)}">${stateBadge(r.state, { liveId: r.id })}</a> `)
+              : '—'
+          }</td></tr>`;
+        },
+      )}</tbody></table></div>`
+}`;
+    return sendPage(reply, page({ title: 'Pipelines', nav: 'pipelines', session, body, live: 'all' }));
+  });
+
+  app.get<{ Params: { name: string } }>(`${UI_PREFIX}/pipelines/:name`, async (request, reply) => {
+    const session = sessionOf(request);
+    const p = ctx.deps.pipelines?.get(request.params.name);
+    if (!p) {
+      return sendPage(
+        reply,
+        page({ title: 'Not found', nav: 'pipelines', session, body: html`<h1>No such pipeline</h1>` }),
+        404,
+      );
+    }
+    const runs = runsPage(db, { pipeline: p.name, limit: 20 }).slice(0, 20);
+    const body = html`<h1>Pipeline ${p.name}</h1>
+${p.description ? html`<p>${p.description}</p>` : ''}
+<div class="panel"><dl class="facts">
+<dt>File</dt><dd><code>${p.file}</code>${p.error ? html`<br><span class="stale">${p.error}</span>` : ''}</dd>
+<dt>Schedule</dt><dd>${scheduleText(p)}</dd>
+${
+  p.schedule
+    ? html`<dt>Overlap / catch-up</dt><dd>${p.schedule.overlap} / ${p.schedule.catchup}</dd>
+<dt>State</dt><dd>${scheduleState(p.schedule)}</dd>
+<dt>Next runs</dt><dd>${p.schedule.next.length ? p.schedule.next.map((t) => html`${time(Date.parse(t))}<br>`) : `none: the schedule is ${p.schedule.paused ? 'paused' : 'off'}`}</dd>`
+    : ''
+}
+<dt>Steps</dt><dd>${p.steps.map((s) => s.name).join(', ')}</dd></dl>
+${p.schedule ? scheduleControls(session, p.name, p.schedule) : ''}</div>
+${dagSvg(
+  p.steps.map((s) => ({
+    name: s.name,
+    needs: s.needs.map((n) => ({ step: n, type: 'afterok' })),
+    state: 'not started',
+    href: null,
+    liveId: null,
+  })),
+  'steps of the pipeline and their dependencies',
+)}
+${isAdmin(session) ? triggerForm(session, p) : ''}
+<h2>Runs</h2>${runTable(runs)}`;
+    return sendPage(
+      reply,
+      page({ title: `Pipeline ${p.name}`, nav: 'pipelines', session, body, live: 'all', flash: flashOf(request) }),
+    );
+  });
+
+  app.post<{ Params: { name: string } }>(`${UI_PREFIX}/pipelines/:name/trigger`, async (request, reply) => {
+    const session = sessionOf(request);
+    if (!isAdmin(session)) return reply.code(403).type('text/plain').send('the admin scope is needed to trigger');
+    const pipelines = ctx.deps.pipelines;
+    const p = pipelines?.get(request.params.name);
+    if (!pipelines || !p) return reply.code(404).type('text/plain').send('no such pipeline');
+    const params: Record<string, string> = {};
+    for (const name of Object.keys(p.params)) {
+      const value = field(request.body, `param.${name}`);
+      if (value !== undefined && value !== '') params[name] = value;
+    }
+    try {
+      const run = await pipelines.trigger(p.name, { trigger: 'ui', params });
+      ctx.deps.logger.info({ pipeline: p.name, runId: run.id, by: session.who }, 'pipeline triggered from the web UI');
+      return reply.redirect(`${runHref(run.id)}?done=triggered`, 303);
+    } catch (error) {
+      if (error instanceof ConfigError) {
+        return sendPage(
+          reply,
+          page({
+            title: `Pipeline ${p.name}`,
+            nav: 'pipelines',
+            session,
+            body: html`<h1>Pipeline ${p.name}</h1>${triggerForm(session, p, params)}`,
+            flash: { text: error.message, error: true },
+          }),
+          400,
+        );
+      }
+      throw error;
+    }
+  });
+
+  // Pausing a paused schedule (or resuming a running one) changes nothing: a second click is harmless.
+  for (const action of ['pause', 'resume'] as const) {
+    app.post<{ Params: { name: string } }>(`${UI_PREFIX}/pipelines/:name/${action}`, async (request, reply) => {
+      const session = sessionOf(request);
+      if (!isAdmin(session)) {
+        return reply.code(403).type('text/plain').send('the admin scope is needed to pause or resume a schedule');
+      }
+      const pipelines = ctx.deps.pipelines;
+      const p = pipelines?.get(request.params.name);
+      if (!pipelines || !p) return reply.code(404).type('text/plain').send('no such pipeline');
+      if (!p.schedule) return reply.code(409).type('text/plain').send('this pipeline has no schedule to pause');
+      // The registry logs who did it; `session.who` is what the page shows afterwards.
+      const after =
+        action === 'pause' ? await pipelines.pause(p.name, session.who) : await pipelines.resume(p.name, session.who);
+      const done =
+        action === 'pause' ? 'schedule-paused' : after.schedule?.enabled ? 'schedule-resumed' : 'schedule-resumed-off';
+      return reply.redirect(`${pipelineHref(p.name)}?done=${done}`, 303);
+    });
+  }
+
+  app.get(`${UI_PREFIX}/runs`, async (request, reply) => {
+    const session = sessionOf(request);
+    const pipeline = queryField(request, 'pipeline');
+    const state = queryField(request, 'state');
+    const runs = runsPage(db, {
+      pipeline,
+      states: state && (RUN_STATES as readonly string[]).includes(state) ? [state as RunState] : undefined,
+      limit: 100,
+    }).slice(0, 100);
+    const body = html`<h1>Runs</h1>
+<form class="filters" method="get" action="${UI_PREFIX}/runs" aria-label="filter runs">
+${selectField('pipeline', 'Pipeline', ['', ...(ctx.deps.pipelines?.list().map((p) => p.name) ?? [])], pipeline)}
+${selectField('state', 'State', ['', ...RUN_STATES], state)}
+<button type="submit">Filter</button></form>${runTable(runs)}`;
+    return sendPage(reply, page({ title: 'Runs', nav: 'runs', session, body, live: 'all' }));
+  });
+
+  app.get<{ Params: { id: string } }>(`${UI_PREFIX}/runs/:id`, async (request, reply) => {
+    const session = sessionOf(request);
+    const run = getRun(db, request.params.id);
+    if (!run) {
+      return sendPage(reply, page({ title: 'Not found', nav: 'runs', session, body: html`<h1>No such run</h1>` }), 404);
+    }
+    const steps = stepRequests(db, run.id);
+    // The latest attempt of each step is what the graph shows.
+    const latest = new Map<string, (typeof steps)[number]>();
+    for (const s of steps) {
+      const known = s.step ? latest.get(s.step) : undefined;
+      if (s.step && (!known || s.attempt > known.attempt)) latest.set(s.step, s);
+    }
+    const plan = run.definition as RunPlan;
+    const misses = db.select().from(deadlineMisses).where(eq(deadlineMisses.runId, run.id)).all();
+    const summary = summaryOfRun(db, run.id);
+    const nodes: DagNode[] = plan.steps.map((s) => {
+      const req = latest.get(s.step);
+      return {
+        name: s.step,
+        needs: s.needs,
+        state: req?.state ?? (run.state === 'running' || run.state === 'queued' ? 'not started' : 'skipped'),
+        href: req ? jobHref(req.id) : null,
+        liveId: req?.id ?? null,
+      };
+    });
+    // The run as the API and the webhooks describe it (src/views/).
+    const v = runView(run, { admin: isAdmin(session) });
+    const body = html`<h1 data-watch="${run.id}">Run of <a href="${pipelineHref(run.pipeline)}">${run.pipeline}</a></h1>
+<div class="panel"><dl class="facts">
+<dt>State</dt><dd>${stateBadge(v.state, { liveId: v.id })}${v.detail ? html` <span class="muted">${v.detail}</span>` : ''}</dd>
+<dt>Trigger</dt><dd>${v.trigger}${v.scheduled_for ? html` for ${time(v.scheduled_for)}` : ''}</dd>
+<dt>Parameters</dt><dd>${Object.entries(v.params).map(([k, value]) => html`<code>${k}=${value}</code> `)}</dd>
+<dt>Created</dt><dd>${time(v.created_at)}</dd>
+<dt>Started</dt><dd>${time(v.started_at)}</dd>
+<dt>Ended</dt><dd>${time(v.ended_at)}</dd>
+<dt>Run id</dt><dd><code>${v.id}</code></dd></dl></div>
+<h2>Steps</h2>${dagSvg(nodes)}
+${jobTable([...steps].reverse())}
+${
+  misses.length
+    ? html`<h2>Deadlines missed</h2><ul>${misses.map((m) => html`<li>${time(m.at)} — ${m.kind}: ${m.detail}</li>`)}</ul>`
+    : ''
+}${
+  summary
+    ? html`<h2>Summary</h2><div class="panel">${
+        summary.text
+          ? html`<p style="white-space:pre-wrap">${summary.text}</p>`
+          : html`<p class="muted">${summary.state === 'pending' ? 'Being written…' : (summary.error ?? summary.note ?? '—')}</p>`
+      }</div>`
+    : ''
+}`;
+    return sendPage(
+      reply,
+      page({ title: `Run ${run.pipeline}`, nav: 'runs', session, body, live: 'watched', flash: flashOf(request) }),
+    );
+  });
+}
+
+/**
+ * A cron expression in words ("At 02:30, Monday through Friday"), in the
+ * 24-hour clock of the fire times beside it; null for one cronstrue cannot
+ * read (the page then shows the expression alone).
+ */
+function cronInWords(cron: string): string | null {
+  try {
+    return cronstrue.toString(cron, { use24HourTimeFormat: true, verbose: false });
+  } catch {
+    return null;
+  }
+}
+
+function scheduleText(p: PipelineSummary): Html {
+  if (!p.schedule) return html`<span class="muted">no schedule: runs when triggered</span>`;
+  const words = cronInWords(p.schedule.cron);
+  return html`${words ?? ''}${words ? html`<br>` : ''}<code>${p.schedule.cron}</code> <span class="muted">(${p.schedule.timezone})</span>${
+    p.schedule.enabled ? '' : html` <strong>off</strong>`
+  }${p.schedule.paused ? html` <strong>paused</strong>` : ''}`;
+}
+
+type Schedule = NonNullable<PipelineSummary['schedule']>;
+
+/** Whether the schedule ticks, and if not, who or what stopped it. */
+function scheduleState(schedule: Schedule): Html {
+  const off = schedule.enabled ? null : html`off in the file (<code>schedule.enabled: false</code>)`;
+  if (!schedule.paused) return off ?? html`on`;
+  return html`<strong>paused</strong> by ${schedule.paused.by} at ${time(Date.parse(schedule.paused.at))}${off ? html`; also ${off}` : ''}`;
+}
+
+function scheduleControls(session: UiSession, name: string, schedule: Schedule): Html {
+  const note = html`<p class="muted">A paused schedule makes no runs from its ticks, in every daemon on this history and after a restart, until it is resumed; triggering by hand still works. A file with <code>schedule.enabled: false</code> keeps the schedule off even when resumed here: the file wins for off.</p>`;
+  if (!isAdmin(session)) return note;
+  const button = schedule.paused
+    ? actionButton(session, `${pipelineHref(name)}/resume`, 'Resume schedule', {
+        ariaLabel: `Resume schedule of ${name}`,
+      })
+    : actionButton(session, `${pipelineHref(name)}/pause`, 'Pause schedule', {
+        danger: true,
+        ariaLabel: `Pause schedule of ${name}`,
+        confirm: `Pause the schedule of ${name}? Its ticks make no runs until it is resumed.`,
+      });
+  return html`${button}${note}`;
+}
+
+function triggerForm(session: UiSession, p: PipelineSummary, given: Record<string, string> = {}): Html {
+  const params = Object.entries(p.params);
+  return html`<h2>Trigger now</h2><form class="stack panel" method="post" action="${pipelineHref(p.name)}/trigger">
+<input type="hidden" name="_csrf" value="${session.csrfToken}">
+${
+  params.length
+    ? params.map(
+        ([name, dflt]) =>
+          html`<label>${name}${dflt === null ? ' (required)' : ''}<input name="param.${name}" value="${given[name] ?? ''}" placeholder="${dflt ?? ''}"${
+            dflt === null ? html` required` : ''
+          }></label>`,
+      )
+    : html`<p class="muted">This pipeline takes no parameters.</p>`
+}
+<button type="submit">Trigger ${p.name}</button></form>`;
+}
+
+export function runTable(runs: PipelineRunRow[]): Html {
+  if (runs.length === 0) return html`<p class="muted">No runs yet.</p>`;
+  return html`<div class="table-wrap"><table class="responsive"><thead><tr><th>Run</th><th>Pipeline</th><th>State</th><th>Trigger</th><th>Created</th><th>Took</th></tr></thead><tbody>${runs.map(
+    (r) =>
+      html`<tr><td data-label="Run"><a href="${runHref(r.id)}">${r.id.slice(0, 8)}</a></td><td data-label="Pipeline">${r.pipeline}</td><td data-label="State">${stateBadge(
+        r.state,
+        { liveId: r.id },
+      )}</td><td data-label="Trigger">${r.trigger}</td><td data-label="Created">${time(r.createdAt)}</td><td data-label="Took">${
+        r.startedAt ? duration((r.endedAt ?? Date.now()) - r.startedAt) : '—'
+      }</td></tr>`,
+  )}</tbody></table></div>`;
+}

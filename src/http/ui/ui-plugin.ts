@@ -1,0 +1,357 @@
+import { randomBytes } from 'node:crypto';
+import fastifyCookie from '@fastify/cookie';
+import csrfProtection from '@fastify/csrf-protection';
+import fastifySession from '@fastify/session';
+import { and, eq, isNull } from 'drizzle-orm';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { apiTokens } from '../../db/schema.js';
+import { findToken } from '../../db/tokens.js';
+import type { ApiDeps } from '../deps.js';
+import { hasScope } from '../scopes.js';
+import { APP_CSS, APP_JS } from './assets.js';
+import { field, queryField, sendPage, type UiContext, type UiSettings } from './context.js';
+import { type Html, html } from './html.js';
+import { page, UI_PREFIX } from './layout.js';
+import { LiveChanges } from './live-changes.js';
+import { QUEUE_BOARD_ADMIN_PATH, QUEUE_BOARD_PATH, registerQueueBoards } from './queue-board.js';
+import { historyPages } from './routes/history.js';
+import { jobPages } from './routes/jobs.js';
+import { pipelinePages } from './routes/pipelines.js';
+import { profilePages } from './routes/profiles.js';
+import { isAdmin, MemorySessionStore, sameText, type UiLogin } from './sessions.js';
+
+export const SESSION_COOKIE = 'schedflow_ui';
+/** The login form's double-submit cookie: a login cannot be posted from another site. */
+const LOGIN_COOKIE = 'schedflow_ui_login';
+
+const CSP = [
+  "default-src 'self'",
+  "style-src 'self' 'unsafe-inline'",
+  "img-src 'self' data:",
+  "font-src 'self' data:",
+  "frame-ancestors 'none'",
+  "form-action 'self'",
+  "base-uri 'self'",
+].join('; ');
+
+/** Paths under /ui that need no session. */
+const PUBLIC = new Set([`${UI_PREFIX}/login`, `${UI_PREFIX}/assets/app.css`, `${UI_PREFIX}/assets/app.js`]);
+
+/**
+ * The UI's cookies: for its pages only, never read by scripts, never sent
+ * with a request from another site, and Secure when the page came over https
+ * (on plain http a Secure cookie would not come back at all).
+ */
+const cookieOptions = (request: FastifyRequest) =>
+  ({ path: UI_PREFIX, httpOnly: true, sameSite: 'strict', secure: request.protocol === 'https' }) as const;
+
+/** Errors of @fastify/csrf-protection: a form without its token, or with a wrong one. */
+const CSRF_ERRORS = new Set(['FST_CSRF_INVALID_TOKEN', 'FST_CSRF_MISSING_SECRET']);
+
+/** Only a path of this UI is followed after login (never another site). */
+function safeNext(next: string | undefined): string {
+  return next && /^\/ui\/[A-Za-z0-9/_.%?=&-]*$/.test(next) && !next.includes('..') ? next : `${UI_PREFIX}/jobs`;
+}
+
+/**
+ * The admin web UI under /ui: server-rendered pages, a session cookie after
+ * logging in with a local API token or the UI password, CSRF tokens on every
+ * form, live updates over Server-Sent Events, and the BullMQ dashboard.
+ * Registered inside the local API's Fastify app (same address, same process).
+ */
+export async function uiPlugin(app: FastifyInstance, opts: { deps: ApiDeps; settings: UiSettings }): Promise<void> {
+  const ctx: UiContext = {
+    deps: opts.deps,
+    settings: opts.settings,
+    sessions: new MemorySessionStore(),
+    live: new LiveChanges(opts.deps.db, opts.deps.logger.child({ component: 'ui' })),
+  };
+  const log = opts.deps.logger.child({ component: 'ui' });
+
+  // Pages are not API operations: kept out of the OpenAPI document.
+  app.addHook('onRoute', (route) => {
+    route.schema = { ...route.schema, hide: true };
+  });
+  app.addContentTypeParser('application/x-www-form-urlencoded', { parseAs: 'string' }, (_request, body, done) => {
+    const fields: Record<string, string> = {};
+    for (const [k, v] of new URLSearchParams(String(body))) fields[k] = v;
+    done(null, fields);
+  });
+  app.decorateRequest('uiSession', null);
+
+  await app.register(fastifyCookie);
+  await app.register(fastifySession, {
+    // Sessions live in this process's memory: a secret of its own signs their cookies.
+    secret: randomBytes(32).toString('base64url'),
+    cookieName: SESSION_COOKIE,
+    // No Max-Age: the cookie lasts as long as the browser's session; the store ends it sooner.
+    cookie: { path: UI_PREFIX, httpOnly: true, sameSite: 'strict', secure: false },
+    store: ctx.sessions,
+    // A session is kept and its cookie set at login only, not for every visitor nor on every page.
+    saveUninitialized: false,
+    rolling: false,
+    idGenerator: () => randomBytes(32).toString('base64url'),
+  });
+  // The CSRF secret lives in the session; every page's forms carry a token made from it.
+  await app.register(csrfProtection, { sessionPlugin: '@fastify/session' });
+
+  app.addHook('onRequest', async (request, reply) => {
+    reply.header('x-frame-options', 'DENY');
+    reply.header('x-content-type-options', 'nosniff');
+    reply.header('referrer-policy', 'same-origin');
+    // Nothing leaves this origin: also keeps bull-board's page from fetching its web fonts
+    // from Google (its template links them), which would tell a third party who opens it.
+    reply.header('content-security-policy', CSP);
+    const path = request.url.split('?')[0] ?? '';
+    // Secure when the page came over https; no session (a path outside the cookie's) has no cookie.
+    if (request.session?.cookie) request.session.cookie.secure = request.protocol === 'https';
+    // A revoked token's session is gone from the store; this request leaves it unchanged,
+    // so the plugin does not save it back.
+    const login = currentLogin(ctx, request.session?.login);
+    // A session without the read scope is ended below: it gets no CSRF secret (which would
+    // change the session, and so save it again).
+    request.uiSession = login && {
+      ...login,
+      csrfToken: hasScope(login.scopes, 'read') ? reply.generateCsrf() : '',
+    };
+    if (PUBLIC.has(path)) return;
+    const session = request.uiSession;
+    if (!session) {
+      if (request.method === 'GET' || request.method === 'HEAD') {
+        const next = path === UI_PREFIX || path === `${UI_PREFIX}/` ? '' : `?next=${encodeURIComponent(request.url)}`;
+        return reply.redirect(`${UI_PREFIX}/login${next}`, 303);
+      }
+      return reply.code(401).type('text/plain').send('log in first');
+    }
+    // Every page shows what the API answers only to `read` (jobs, output, history, the
+    // queues' failed reasons): a session whose token lost the scope since its login ends.
+    if (!hasScope(session.scopes, 'read')) {
+      log.warn({ path, who: session.who }, 'UI request refused: the token lacks the read scope');
+      if (session.tokenId !== null) ctx.sessions.destroyOfToken(session.tokenId);
+      reply.clearCookie(SESSION_COOKIE, cookieOptions(request));
+      return sendPage(
+        reply,
+        page({ title: 'Refused', nav: 'login', session: null, body: lacksRead(session.who) }),
+        403,
+      );
+    }
+    if (request.method === 'GET' || request.method === 'HEAD') return;
+    // By the route the router chose, not the raw URL: the router decodes the path, so
+    // /ui/queues%2Dadmin/… reaches the admin board while its raw text does not name it.
+    const route = request.routeOptions.url ?? '';
+    // The BullMQ dashboard posts JSON from its own script, without our CSRF field: its
+    // actions are for admins only and must come from a page of this origin (besides
+    // the SameSite=Strict cookie, which a cross-site request does not carry).
+    if (route.startsWith(`${QUEUE_BOARD_ADMIN_PATH}/`)) {
+      if (!isAdmin(session) || !sameOrigin(request)) return reply.code(403).type('text/plain').send('forbidden');
+      return;
+    }
+    // The read-only board writes nothing (bull-board refuses too; this does not depend on it).
+    if (route.startsWith(`${QUEUE_BOARD_PATH}/`)) return reply.code(403).type('text/plain').send('read-only');
+  });
+  // CSRF for every form of these pages (the `_csrf` field, or the X-CSRF-Token header of
+  // scripted POSTs): after body parsing, before the handler. A refusal is an error of the
+  // plugin's, answered by the error handler below.
+  app.addHook('preHandler', (request, reply, done) => {
+    if (request.method === 'GET' || request.method === 'HEAD') return done();
+    // The login form has its own double-submit nonce (there is no session yet); the
+    // boards' own writes were judged above, by their route (see there).
+    const route = request.routeOptions.url ?? '';
+    if (route === `${UI_PREFIX}/login` || route.startsWith(`${QUEUE_BOARD_ADMIN_PATH}/`)) return done();
+    app.csrfProtection(request, reply, done);
+  });
+
+  app.setErrorHandler((error: Error & { statusCode?: number; code?: string }, request, reply) => {
+    if (error.code !== undefined && CSRF_ERRORS.has(error.code)) {
+      log.warn(
+        { path: request.url.split('?')[0], who: request.uiSession?.who },
+        'UI action refused: missing or wrong CSRF token',
+      );
+      return sendPage(
+        reply,
+        page({
+          title: 'Refused',
+          nav: 'jobs',
+          session: request.uiSession,
+          body: html`<h1>Refused</h1><p>This form has expired or did not come from this site. Go back, reload the page and try again.</p>`,
+        }),
+        403,
+      );
+    }
+    const status = error.statusCode && error.statusCode >= 400 && error.statusCode < 500 ? error.statusCode : 500;
+    if (status === 500) log.error({ err: error, url: request.url.split('?')[0] }, 'UI page failed');
+    return sendPage(
+      reply,
+      page({
+        title: 'Error',
+        nav: 'jobs',
+        session: request.uiSession,
+        body: html`<h1>${status === 500 ? 'Something went wrong' : 'Not possible'}</h1><p>${
+          status === 500 ? 'The page could not be made; the daemon log says why.' : error.message
+        }</p>`,
+      }),
+      status,
+    );
+  });
+
+  app.get(`${UI_PREFIX}/assets/app.css`, async (_request, reply) =>
+    reply.type('text/css; charset=utf-8').header('cache-control', 'max-age=300').send(APP_CSS),
+  );
+  app.get(`${UI_PREFIX}/assets/app.js`, async (_request, reply) =>
+    reply.type('text/javascript; charset=utf-8').header('cache-control', 'max-age=300').send(APP_JS),
+  );
+  app.get(UI_PREFIX, async (_request, reply) => reply.redirect(`${UI_PREFIX}/jobs`, 303));
+  app.get(`${UI_PREFIX}/`, async (_request, reply) => reply.redirect(`${UI_PREFIX}/jobs`, 303));
+
+  app.get(`${UI_PREFIX}/login`, async (request, reply) => {
+    if (request.uiSession) return reply.redirect(safeNext(queryField(request, 'next')), 303);
+    return loginPage(ctx, request, reply, null);
+  });
+  app.post(`${UI_PREFIX}/login`, async (request, reply) => {
+    const expected = request.cookies[LOGIN_COOKIE];
+    const presented = field(request.body, '_login');
+    if (!expected || !presented || !sameText(expected, presented)) {
+      return loginPage(ctx, request, reply, 'The login form expired; try again.', 403);
+    }
+    const token = field(request.body, 'token')?.trim() ?? '';
+    const password = field(request.body, 'password') ?? '';
+    let login: UiLogin | null = null;
+    if (token) {
+      const found = findToken(ctx.deps.db, token);
+      if (found.kind === 'valid' && !hasScope(found.token.scopes, 'read')) {
+        log.warn({ who: `token ${found.token.name}` }, 'UI login refused: the token lacks the read scope');
+        return loginPage(ctx, request, reply, lacksReadText(`token ${found.token.name}`), 403);
+      }
+      if (found.kind === 'valid') {
+        login = { who: `token ${found.token.name}`, tokenId: found.token.id, scopes: found.token.scopes };
+      }
+    } else if (password && ctx.settings.password) {
+      if (sameText(password, ctx.settings.password.reveal())) {
+        login = { who: 'password', tokenId: null, scopes: ['admin'] };
+      }
+    }
+    if (!login) {
+      log.warn({ with: token ? 'token' : 'password' }, 'UI login refused');
+      return loginPage(ctx, request, reply, 'That token or password is not valid.', 401);
+    }
+    log.info({ who: login.who }, 'UI login');
+    // A new session id at login: one planted in the browser before it (session fixation) is worth nothing.
+    await request.session.regenerate();
+    request.session.cookie.secure = request.protocol === 'https';
+    request.session.login = login;
+    reply.generateCsrf();
+    reply.clearCookie(LOGIN_COOKIE, cookieOptions(request));
+    return reply.redirect(safeNext(field(request.body, 'next')), 303);
+  });
+  app.post(`${UI_PREFIX}/logout`, async (request, reply) => {
+    if (request.uiSession) await request.session.destroy();
+    reply.clearCookie(SESSION_COOKIE, cookieOptions(request));
+    return reply.redirect(`${UI_PREFIX}/login`, 303);
+  });
+
+  app.get(`${UI_PREFIX}/events`, (_request, reply) => {
+    reply.hijack();
+    const res = reply.raw;
+    res.writeHead(200, {
+      'content-type': 'text/event-stream; charset=utf-8',
+      'cache-control': 'no-store',
+      connection: 'keep-alive',
+      'x-accel-buffering': 'no',
+    });
+    res.write('retry: 3000\n\n');
+    const unsubscribe = ctx.live.subscribe((changes) => {
+      res.write(`event: change\ndata: ${JSON.stringify(changes)}\n\n`);
+    });
+    // Proxies drop idle connections: a comment every 25 s keeps this one open.
+    const keepAlive = setInterval(() => res.write(': keep-alive\n\n'), 25_000);
+    const end = () => {
+      clearInterval(keepAlive);
+      unsubscribe();
+    };
+    streams.add(res);
+    res.on('close', () => {
+      streams.delete(res);
+      end();
+    });
+  });
+  const streams = new Set<import('node:http').ServerResponse>();
+  // At close: the poller stops and open event streams end, rather than waiting on the
+  // server's close to cut them.
+  app.addHook('preClose', async () => {
+    ctx.live.close();
+    for (const res of streams) res.end();
+  });
+
+  await app.register(jobPages, { ctx });
+  await app.register(pipelinePages, { ctx });
+  await app.register(historyPages, { ctx });
+  await app.register(profilePages, { ctx });
+  await registerQueueBoards(app, ctx);
+}
+
+/** The login of a request's session as it stands now, or null (none, or its token was revoked). */
+function currentLogin(ctx: UiContext, login: UiLogin | undefined): UiLogin | null {
+  if (!login) return null;
+  if (login.tokenId === null) return login;
+  // A token revoked since the login ends its sessions at their next request.
+  const live = ctx.deps.db
+    .select({ scopes: apiTokens.scopes })
+    .from(apiTokens)
+    .where(and(eq(apiTokens.id, login.tokenId), isNull(apiTokens.revokedAt)))
+    .get();
+  if (!live) {
+    ctx.sessions.destroyOfToken(login.tokenId);
+    return null;
+  }
+  // The token's scopes as they are now, not as they were at login.
+  return { ...login, scopes: live.scopes };
+}
+
+function lacksReadText(who: string): string {
+  return `This ${who} lacks the "read" scope the web UI needs. Log in with a token made with --scopes read (or admin).`;
+}
+
+function lacksRead(who: string): Html {
+  return html`<h1>Refused</h1><p>${lacksReadText(who)}</p><p><a href="${UI_PREFIX}/login">Log in again</a></p>`;
+}
+
+/** A browser's same-origin request: Sec-Fetch-Site, or else the Origin header against Host. */
+function sameOrigin(request: FastifyRequest): boolean {
+  const site = request.headers['sec-fetch-site'];
+  if (typeof site === 'string') return site === 'same-origin';
+  const origin = request.headers.origin;
+  if (typeof origin !== 'string') return false;
+  try {
+    return new URL(origin).host === request.headers.host;
+  } catch {
+    return false;
+  }
+}
+
+function loginPage(
+  ctx: UiContext,
+  request: FastifyRequest,
+  reply: FastifyReply,
+  error: string | null,
+  status = 200,
+): FastifyReply {
+  const loginNonce = randomBytes(18).toString('base64url');
+  reply.setCookie(LOGIN_COOKIE, loginNonce, { ...cookieOptions(request), maxAge: 600 });
+  const next = field(request.body, 'next') ?? queryField(request, 'next') ?? '';
+  const body = html`<div class="login"><h1>Log in to schedflow</h1>
+<form class="stack" method="post" action="${UI_PREFIX}/login">
+<input type="hidden" name="_login" value="${loginNonce}"><input type="hidden" name="next" value="${safeNext(next)}">
+<label>Local API token<input type="password" name="token" autocomplete="off" spellcheck="false" placeholder="sfa_…"></label>
+${
+  ctx.settings.password
+    ? html`<label>or the UI password<input type="password" name="password" autocomplete="current-password"></label>`
+    : ''
+}
+<button type="submit">Log in</button></form>
+<p class="muted">Make a token with <code>schedflow tokens create --name &lt;you&gt; --scopes admin</code> (or <code>read</code> for a read-only view). The page keeps a session, never the token.</p></div>`;
+  return sendPage(
+    reply,
+    page({ title: 'Log in', nav: 'login', session: null, body, flash: error ? { text: error, error: true } : null }),
+    status,
+  );
+}

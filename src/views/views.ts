@@ -1,0 +1,367 @@
+import type { ProfileSyncRow } from '../db/accounting.js';
+import {
+  type AccountingJobRow,
+  type JobRequestRow,
+  type JobTransitionRow,
+  type PipelineRunRow,
+  type RequestReplayRow,
+  type RequestState,
+  type SummaryRow,
+  TERMINAL_REQUEST_STATES,
+} from '../db/schema.js';
+import type { PipelineSummary } from '../pipelines/pipeline-service.js';
+import { shownWebhookUrl } from './webhook-url-shown.js';
+
+/**
+ * The one description of a request, its transitions, a run, a summary and an
+ * accounting record in the words users see (snake_case, ISO times, links):
+ * the local API answers with these, the web UI shows them, and the webhook
+ * bodies (src/notify/events.ts) are picked from them. Here, below both
+ * src/http and src/notify, because notify must not import http; so this
+ * module imports nothing above src/db (a type of the pipeline service aside).
+ * The API's zod schemas (src/http/api/routes/*.schema.ts) describe the same
+ * shapes for the OpenAPI document; its routes check these against them when
+ * they compile, and serialize members in the schemas' order.
+ */
+
+export const API_PREFIX = '/api/v1';
+
+export const iso = (ms: number): string => new Date(ms).toISOString();
+export const isoOrNull = (ms: number | null | undefined): string | null =>
+  ms === null || ms === undefined ? null : iso(ms);
+const isoOfSec = (sec: number | null) => (sec === null ? null : iso(sec * 1000));
+// The list tracking/request-state.ts also reads: this module stays below the tracking code.
+const isTerminal = (state: RequestState): boolean => (TERMINAL_REQUEST_STATES as readonly string[]).includes(state);
+
+/** Who a view is for: a webhook URL can hold credentials (user info, a query token), which only admins see. */
+export interface Viewer {
+  admin: boolean;
+}
+
+const webhookUrlFor = (url: string | null, viewer: Viewer): string | null =>
+  url === null || viewer.admin ? url : shownWebhookUrl(url);
+
+export const jobLink = (id: string) => `${API_PREFIX}/jobs/${encodeURIComponent(id)}`;
+export const runLink = (id: string) => `${API_PREFIX}/runs/${encodeURIComponent(id)}`;
+
+export function jobView(row: JobRequestRow, viewer: Viewer) {
+  const d = row.deadlines;
+  return {
+    id: row.id,
+    name: row.name,
+    profile: row.profile,
+    state: row.state,
+    origin: row.origin,
+    job_id: row.jobId,
+    adopted: row.adopted,
+    raw_state: row.rawState,
+    reason: row.reason,
+    exit_code: row.exitCode,
+    signal: row.signal,
+    error: row.errorMessage === null ? null : { code: row.errorCode, message: row.errorMessage },
+    created_at: iso(row.createdAt),
+    updated_at: iso(row.updatedAt),
+    submitted_at: isoOrNull(row.submittedAt),
+    started_at: isoOrNull(row.startedAt),
+    ended_at: isoOrNull(row.endedAt),
+    run_id: row.runId,
+    step: row.step,
+    attempt: row.attempt,
+    webhook_url: webhookUrlFor(row.webhookUrl, viewer),
+    deadlines: d
+      ? {
+          max_pending: d.maxPendingSec ?? null,
+          start_by: d.startBy === undefined ? null : iso(d.startBy),
+          finish_by: d.finishBy === undefined ? null : iso(d.finishBy),
+        }
+      : null,
+    links: { self: jobLink(row.id), ...(row.runId !== null && { run: runLink(row.runId) }) },
+  };
+}
+
+export function transitionView(t: JobTransitionRow) {
+  return {
+    from: t.fromState,
+    to: t.toState,
+    at: iso(t.at),
+    source: t.source,
+    raw_state: t.rawState,
+    reason: t.reason,
+    stale: t.stale,
+    detail: t.detail,
+  };
+}
+
+export function deduplicatedView(r: RequestReplayRow) {
+  return {
+    token: r.tokenName,
+    idempotency_key: r.key,
+    count: r.count,
+    first_at: iso(r.firstAt),
+    last_at: iso(r.lastAt),
+  };
+}
+
+/**
+ * How current a request's state is. A finished request is final; a tracked
+ * one is as fresh as its profile's last poll: stale when that poll failed, was
+ * served from the proxy's cache past its lifetime (an outage), or is overdue
+ * (more than twice the longest poll interval ago).
+ */
+export function freshnessView(
+  row: JobRequestRow,
+  sync: ProfileSyncRow | undefined,
+  pollCeilingMs: number,
+  now = Date.now(),
+) {
+  const sincePollMs = sync?.lastPollAt != null ? now - sync.lastPollAt : null;
+  const profile = {
+    last_poll_at: isoOrNull(sync?.lastPollAt ?? null),
+    last_poll_ok: sync?.lastPollOk ?? null,
+    last_poll_error: sync?.lastPollError ?? null,
+    seconds_since_poll: sincePollMs === null ? null : Math.round(sincePollMs / 1000),
+    answer_age_sec: sync?.lastPollAgeSec ?? null,
+    answer_stale: sync?.lastPollStale ?? null,
+  };
+  const job = {
+    last_seen_at: isoOrNull(row.lastSeenAt),
+    last_seen_age_sec: row.lastSeenAgeSec,
+    last_seen_stale: row.lastSeenStale,
+  };
+  const verdict = (stale: boolean, detail: string) => ({ stale, detail, profile, job });
+  if (isTerminal(row.state)) return verdict(false, `final state (${row.state})`);
+  if (row.jobId === null) return verdict(false, 'not submitted yet: the state is local');
+  if (sincePollMs === null) return verdict(true, `profile ${row.profile} has not been polled yet`);
+  // A stale poll is also a failed one (not ok): the cached answer's age says more than "failed".
+  if (sync?.lastPollStale) {
+    return verdict(
+      true,
+      `the scheduler is serving cached answers (${sync.lastPollAgeSec ?? '?'} s old): it may be unreachable`,
+    );
+  }
+  if (sync?.lastPollOk === false) {
+    return verdict(true, `the last poll of profile ${row.profile} failed: ${sync.lastPollError ?? 'no message'}`);
+  }
+  if (sincePollMs > 2 * pollCeilingMs) {
+    return verdict(true, `profile ${row.profile} was last polled ${Math.round(sincePollMs / 1000)} s ago`);
+  }
+  return verdict(false, `as of the poll ${Math.round(sincePollMs / 1000)} s ago`);
+}
+
+function suggestionView(s: NonNullable<SummaryRow['suggestion']>) {
+  return {
+    changes: s.changes,
+    previous: s.previous,
+    why: s.why,
+    step: s.step ?? null,
+    request_id: s.requestId ?? null,
+  };
+}
+
+/**
+ * A summary as stored, in the API's names: what `schedflow jobs show` prints
+ * and the `summary.ready` webhook carries. Its text and error were redacted
+ * before they were stored; the prompt never was.
+ */
+export function summaryView(shown: { of: 'request' | 'run'; summary: SummaryRow } | null) {
+  if (!shown) return null;
+  const { summary: s } = shown;
+  const f = s.findings;
+  const trend = f?.trend ?? null;
+  return {
+    id: s.id,
+    of: shown.of,
+    request_id: s.requestId,
+    run_id: s.runId,
+    state: s.state,
+    kind: s.kind,
+    text: s.text,
+    note: s.note,
+    model: s.model,
+    prompt_tokens: s.promptTokens,
+    completion_tokens: s.completionTokens,
+    latency_ms: s.latencyMs,
+    attempts: s.attempts,
+    error: s.error === null ? null : { code: s.errorCode, message: s.error },
+    findings: f
+      ? {
+          efficiency: f.efficiency,
+          triage: f.triage,
+          steps: f.steps?.map(({ requestId, ...step }) => ({ ...step, request_id: requestId })) ?? null,
+          trend: trend && {
+            runs: trend.runs.map((r) => ({
+              run_id: r.runId,
+              state: r.state,
+              duration_sec: r.durationSec,
+              created_at: iso(r.createdAt),
+            })),
+            median_duration_sec: trend.medianDurationSec,
+            comparison: trend.comparison,
+            steps: trend.steps.map((t) => ({
+              step: t.step,
+              max_time_percent: t.maxTimePercent,
+              resize: t.resize && suggestionView(t.resize),
+            })),
+          },
+        }
+      : null,
+    suggestion: s.suggestion && suggestionView(s.suggestion),
+    applied_request_id: s.appliedRequestId,
+    applied_at: isoOrNull(s.appliedAt),
+    created_at: iso(s.createdAt),
+    updated_at: iso(s.updatedAt),
+    completed_at: isoOrNull(s.completedAt),
+    links: {
+      // Only a request's own suggestion is applied through the API; a step's goes into its pipeline file.
+      ...(shown.of === 'request' &&
+        s.requestId !== null &&
+        s.suggestion &&
+        !s.suggestion.step &&
+        s.appliedRequestId === null && { resubmit: `${jobLink(s.requestId)}/resubmit` }),
+      ...(s.appliedRequestId !== null && { applied: jobLink(s.appliedRequestId) }),
+    },
+  };
+}
+
+export function runView(run: PipelineRunRow, viewer: Viewer) {
+  return {
+    id: run.id,
+    pipeline: run.pipeline,
+    trigger: run.trigger,
+    scheduled_for: isoOrNull(run.scheduledFor),
+    params: run.params,
+    state: run.state,
+    detail: run.detail,
+    webhook_url: webhookUrlFor(run.webhookUrl, viewer),
+    created_at: iso(run.createdAt),
+    started_at: isoOrNull(run.startedAt),
+    ended_at: isoOrNull(run.endedAt),
+    updated_at: iso(run.updatedAt),
+    links: { self: runLink(run.id), jobs: `${API_PREFIX}/jobs?run_id=${encodeURIComponent(run.id)}` },
+  };
+}
+
+export function pipelineView(p: PipelineSummary) {
+  const name = encodeURIComponent(p.name);
+  return {
+    name: p.name,
+    file: p.file,
+    description: p.description,
+    steps: p.steps,
+    schedule: p.schedule,
+    params: p.params,
+    error: p.error,
+    links: { runs: `${API_PREFIX}/runs?pipeline=${name}`, trigger: `${API_PREFIX}/pipelines/${name}/runs` },
+  };
+}
+
+export function historyView({
+  accounting: a,
+  localState,
+}: {
+  accounting: AccountingJobRow;
+  localState: RequestState | null;
+}) {
+  return {
+    profile: a.profile,
+    job_id: a.jobId,
+    name: a.name,
+    account: a.account,
+    user: a.user,
+    partition: a.partition,
+    external: a.requestId === null,
+    accounting: {
+      state: a.state,
+      exit_code: a.exitCode,
+      submit_time: isoOfSec(a.submitTime),
+      start_time: isoOfSec(a.startTime),
+      end_time: isoOfSec(a.endTime),
+      elapsed_sec: a.elapsedSec,
+      nodes: a.nodes,
+      cpus: a.cpus,
+      cpu_time_sec: a.cpuTimeSec,
+    },
+    local:
+      a.requestId === null
+        ? null
+        : { request_id: a.requestId, state: localState, links: { self: jobLink(a.requestId) } },
+  };
+}
+
+/** What a webhook receiver is shown: never a webhook URL, so the least a viewer sees. */
+const RECEIVER: Viewer = { admin: false };
+
+function pick<T extends object, K extends keyof T>(from: T, keys: readonly K[]): Pick<T, K> {
+  return Object.fromEntries(keys.map((key) => [key, from[key]])) as Pick<T, K>;
+}
+
+/** A request's members in a `job.finished` body, in the order receivers have always had them. */
+const JOB_OUTCOME_KEYS = [
+  'id',
+  'name',
+  'profile',
+  'state',
+  'job_id',
+  'exit_code',
+  'signal',
+  'reason',
+  'raw_state',
+  'submitted_at',
+  'started_at',
+  'ended_at',
+  'run_id',
+  'step',
+  'attempt',
+] as const;
+
+/** A request's outcome, as sent with `job.finished`: its view without what a receiver should not see. */
+export type JobOutcome = Pick<ReturnType<typeof jobView>, (typeof JOB_OUTCOME_KEYS)[number]>;
+
+export function jobOutcome(row: JobRequestRow): JobOutcome {
+  return pick(jobView(row, RECEIVER), JOB_OUTCOME_KEYS);
+}
+
+const RUN_OUTCOME_KEYS = [
+  'id',
+  'pipeline',
+  'trigger',
+  'state',
+  'detail',
+  'scheduled_for',
+  'created_at',
+  'started_at',
+  'ended_at',
+] as const;
+
+/** A step request in a `run.finished` body. */
+export interface StepOutcome {
+  step: string | null;
+  attempt: number;
+  request_id: string;
+  state: RequestState;
+  job_id: number | null;
+  exit_code: number | null;
+}
+
+/** A pipeline run's outcome, as sent with `run.finished`: its view, with every step request. */
+export type RunOutcome = Pick<ReturnType<typeof runView>, (typeof RUN_OUTCOME_KEYS)[number]> & {
+  /** The step requests, every attempt, in step then attempt order. */
+  steps: StepOutcome[];
+};
+
+export function runOutcome(run: PipelineRunRow, steps: readonly JobRequestRow[]): RunOutcome {
+  return {
+    ...pick(runView(run, RECEIVER), RUN_OUTCOME_KEYS),
+    steps: steps.map((row) => {
+      const s = jobView(row, RECEIVER);
+      return {
+        step: s.step,
+        attempt: s.attempt,
+        request_id: s.id,
+        state: s.state,
+        job_id: s.job_id,
+        exit_code: s.exit_code,
+      };
+    }),
+  };
+}
