@@ -245,6 +245,7 @@ async function compose(config: DaemonConfig, logger: Logger, lifecycle: Lifecycl
       submitQueue: queues.submit,
       redisWatch,
       submitsInFlight,
+      heap,
     });
   }
 
@@ -431,6 +432,7 @@ function startWorkers(deps: {
   submitQueue: Queue;
   redisWatch: RedisWatch;
   submitsInFlight: Set<string>;
+  heap: HeapCollector;
 }): void {
   const { config, history, clients, logger, lifecycle, profileCount, connection } = deps;
   const prefix = config.queuePrefix;
@@ -441,6 +443,7 @@ function startWorkers(deps: {
     logger: logger.child({ component: 'worker' }),
     shutdown: shutdown.signal,
     submitsInFlight: deps.submitsInFlight,
+    heap: deps.heap,
     async onUpstreamBack(profile) {
       const promoted = await promoteDelayedSubmits(history.db, deps.submitQueue, profile);
       if (promoted > 0) logger.info({ profile, promoted }, 'scheduler answers again: waiting submissions retried now');

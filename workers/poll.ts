@@ -70,7 +70,7 @@ export function pollProcessor(services: WorkerServices) {
     if (sync?.lastPollAt && Date.now() - sync.lastPollAt < interval - 250) return 'waiting';
     try {
       const report = await pollProfile(
-        { db, client, logger: services.logger, settings, signal: services.shutdown },
+        { db, client, logger: services.logger, settings, signal: services.shutdown, heap: services.heap },
         profile,
       );
       lastRequests.set(profile, report.requests);

@@ -1,4 +1,5 @@
 import type { Db } from '../src/db/database.js';
+import type { HeapCollector } from '../src/lib/heap-collector.js';
 import type { Logger } from '../src/logger.js';
 import type { ClientRegistry } from '../src/tracking/client-registry.js';
 
@@ -14,6 +15,8 @@ export interface WorkerServices {
    * the keeper's re-queue leaves them alone even when their job is gone from Redis.
    */
   submitsInFlight?: Set<string>;
+  /** The daemon's heap collector: polls tell it when they wrote a mass start or end. */
+  heap?: Pick<HeapCollector, 'afterBurst'>;
   /** Told when a profile's scheduler answers again after failed or stale polls. */
   onUpstreamBack?(profile: string): Promise<void>;
   settings: {

@@ -11,6 +11,7 @@ import {
 import type { TransitionSource } from '../db/schema.js';
 import { writeInSlices } from '../db/write-in-slices.js';
 import { SchedflowError } from '../errors.js';
+import type { HeapCollector } from '../lib/heap-collector.js';
 import type { Logger } from '../logger.js';
 import { chunkJobIds, type SchedClient } from '../sched/client.js';
 import type { Freshness } from '../sched/freshness.js';
@@ -35,7 +36,12 @@ export interface PollDeps {
   logger: Logger;
   settings: PollSettings;
   signal?: AbortSignal;
+  /** The daemon's heap collector, told when a cycle wrote a mass start or end. */
+  heap?: Pick<HeapCollector, 'afterBurst'>;
 }
+
+/** Changes one cycle wrote above which it was a burst (a mass start or end) for the heap collector. */
+const BURST_CHANGES = 1000;
 
 export interface PollReport {
   tracked: number;
@@ -238,6 +244,7 @@ export async function pollProfile(deps: PollDeps, profile: string): Promise<Poll
     lastPollStale: light.overall.stale,
     lastMaxAgeSec: light.overall.maxAgeSec,
   });
+  if (changed >= BURST_CHANGES) deps.heap?.afterBurst();
   return { tracked: tracked.length, requests, changed, stale: light.overall.stale, accounting };
 }
 

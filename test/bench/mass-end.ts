@@ -24,6 +24,7 @@ import { openDatabase } from '../../src/db/database.js';
 import { createRequest, trackedRequests, transition } from '../../src/db/requests.js';
 import { jobRequests } from '../../src/db/schema.js';
 import { SchedflowError } from '../../src/errors.js';
+import { HeapCollector } from '../../src/lib/heap-collector.js';
 import { SchedClient } from '../../src/sched/client.js';
 import { applyJob, pollProfile } from '../../src/tracking/poller.js';
 import { sleep } from '../chaos/processes.js';
@@ -62,6 +63,9 @@ interface Phase {
   maxBlockMs: number;
   cycles: number;
   seconds: number;
+  /** At the moment of peak RSS: what V8's heap and external memory held. */
+  peakHeapMb: number;
+  peakExternalMb: number;
 }
 
 interface CaseResult {
@@ -150,9 +154,10 @@ async function phase(url: string, cycle: () => Promise<void>, done: () => boolea
   const before = await upstreamTotals(url);
   const delay = monitorEventLoopDelay({ resolution: 10 });
   delay.enable();
-  let peakRss = process.memoryUsage().rss;
+  let peak = process.memoryUsage();
   const sampler = setInterval(() => {
-    peakRss = Math.max(peakRss, process.memoryUsage().rss);
+    const now = process.memoryUsage();
+    if (now.rss > peak.rss) peak = now;
   }, 20);
   const cpu = process.cpuUsage();
   const started = Date.now();
@@ -175,7 +180,9 @@ async function phase(url: string, cycle: () => Promise<void>, done: () => boolea
     maxBlockMs: delay.max / 1e6,
     cycles,
     seconds: (Date.now() - started) / 1000,
-    peakRssMb: peakRss / 1048576,
+    peakRssMb: peak.rss / 1048576,
+    peakHeapMb: peak.heapUsed / 1048576,
+    peakExternalMb: peak.external / 1048576,
   };
 }
 
@@ -186,6 +193,7 @@ async function runCase(c: Case, mode: Mode): Promise<CaseResult> {
   const runtimeSec = 30 + Math.ceil(c.ends / 500);
   const { url, child } = await startBenchSim(dir, { jobs: c.ends, runtimeSec });
   const simStarted = Date.now();
+  let heap: HeapCollector | undefined;
   try {
     const logger = pino({ level: 'silent' });
     // schedflow at the profile's default budget, as users run it; the baselines unbounded, or one
@@ -210,8 +218,10 @@ async function runCase(c: Case, mode: Mode): Promise<CaseResult> {
       );
 
     // As the poll worker does: a poll the upstream did not answer is tried again at the next tick.
+    // The daemon's heap collector beside its poller, as the daemon runs them.
+    heap = new HeapCollector(logger);
     const poll = () =>
-      pollProfile({ db, client, logger, settings }, 'bench').then(
+      pollProfile({ db, client, logger, settings, heap }, 'bench').then(
         () => undefined,
         (error: unknown) => {
           if (!(error instanceof SchedflowError)) throw error;
@@ -264,6 +274,7 @@ async function runCase(c: Case, mode: Mode): Promise<CaseResult> {
       rssAfterMb: process.memoryUsage().rss / 1024 / 1024,
     };
   } finally {
+    heap?.stop();
     child.kill('SIGTERM');
     await new Promise((r) => child.once('exit', r));
     rmSync(dir, { recursive: true, force: true });

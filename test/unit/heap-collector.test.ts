@@ -49,3 +49,15 @@ it('waits while the event loop is busy, unless the heap has grown by 256 MB', ()
   more = null;
   expect(collector.check()).toBe(true);
 });
+
+it('after a burst, collects 32 MB of garbage while busy', () => {
+  collector = new HeapCollector(pino({ level: 'silent' }), () => 0.9);
+  const doubles = (mb: number) => Array.from({ length: (mb * 10) / 8 }, () => new Array(100_000).fill(0.5));
+  let garbage: number[][] | null = doubles(48);
+  expect(garbage.length).toBeGreaterThan(0);
+  garbage = null;
+  // The timer's check waits while busy; a mass end's cycle does not.
+  expect(collector.check()).toBe(false);
+  expect(collector.afterBurst()).toBe(true);
+  expect(collector.afterBurst()).toBe(false);
+});
