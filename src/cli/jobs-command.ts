@@ -8,7 +8,7 @@ import { type HistoryDatabase, openDatabase } from '../db/database.js';
 import { getRequest, listRequests, transitionsOf } from '../db/requests.js';
 import { type JobRequestRow, REQUEST_STATES, type RequestState } from '../db/schema.js';
 import { ConfigError, RedisUnavailableError, toError } from '../errors.js';
-import { sleep } from '../lib/backoff.js';
+import { sleep } from '../lib/sleep.js';
 import { pidAlive } from '../lib/pid-lock.js';
 import { withTimeout } from '../lib/with-timeout.js';
 import { parseSource, readYamlSource } from '../lib/yaml-source.js';
