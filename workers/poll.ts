@@ -82,7 +82,7 @@ export function pollProcessor(services: WorkerServices) {
       if (!(error instanceof SchedflowError)) throw error;
       updateProfileSync(db, profile, { lastPollAt: Date.now(), lastPollOk: false, lastPollError: error.message });
       services.logger.warn(
-        { profile, code: error.code, err: error.message },
+        { profile, code: error.code, err: error },
         'poll failed; jobs keep their last known state',
       );
       return { tracked: 0, requests: 1, changed: 0, stale: false, accounting: 'not-needed' };

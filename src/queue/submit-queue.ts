@@ -69,7 +69,7 @@ export async function enqueueSubmit(
     logger.warn({ requestId }, 'Redis did not take the submit job in time: the request is queued once Redis answers');
   } else {
     logger.warn(
-      { requestId, err: outcome.message },
+      { requestId, err: outcome },
       'Redis refused the submit job: the request is queued at the next check',
     );
   }
