@@ -40,8 +40,7 @@ export function backoffDelayMs(
   random: () => number = Math.random,
 ): number {
   const step = Math.min(options.maxDelayMs, options.baseDelayMs * 2 ** Math.max(0, retry));
-  const jittered =
-    options.jitter === 'half' ? Math.round(step * (0.5 + random() * 0.5)) : Math.floor(random() * step);
+  const jittered = options.jitter === 'half' ? Math.round(step * (0.5 + random() * 0.5)) : Math.floor(random() * step);
   if (retryAfterMs === null) return jittered;
   return Math.max(jittered, Math.min(retryAfterMs, options.maxRetryAfterMs ?? Number.POSITIVE_INFINITY));
 }

@@ -127,10 +127,7 @@ export class PipelineRegistry implements PipelineService {
     try {
       this.#watcher = watch(this.#deps.dir, () => this.#scheduleReload());
     } catch (error) {
-      this.#deps.logger.warn(
-        { dir: this.#deps.dir, err: error },
-        'not watching the pipelines folder',
-      );
+      this.#deps.logger.warn({ dir: this.#deps.dir, err: error }, 'not watching the pipelines folder');
     }
   }
 

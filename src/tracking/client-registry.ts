@@ -66,10 +66,7 @@ export class ClientRegistry {
         }
         firstAttemptDone();
         const delay = backoffDelayMs(attempt, { baseDelayMs: 1000, maxDelayMs: 60_000 });
-        this.logger.warn(
-          { profile: profile.name, err: error, retryInMs: delay },
-          'scheduler not reachable yet',
-        );
+        this.logger.warn({ profile: profile.name, err: error, retryInMs: delay }, 'scheduler not reachable yet');
         await sleep(delay, this.abort.signal).catch(() => {});
       }
     }
