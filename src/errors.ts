@@ -1,23 +1,368 @@
 /**
- * schedflow's error base. Every error a user can meet has a stable code
- * (`SCHEDFLOW_ERR_…`), says whether trying again can help, and carries the
- * upstream's status and message as data rather than only inside the text.
+ * schedflow's error registry: every code schedflow can emit, as data. Each says which HTTP
+ * status the local API answers with, whether trying again can help, and what to do. Error
+ * classes take their `retryable` from here, the API its status, and docs/errors.md is
+ * generated from it (`npm run docs:errors`), so none of them can drift from the others.
+ */
+export interface ErrorSpec {
+  /**
+   * The local API's status for it. For a scheduler error this is the status of the
+   * `SCHEDFLOW_ERR_UPSTREAM` answer that carries it in `upstream.code`; null for a code
+   * only recorded (a summary's or a request's error) or logged, never an answer of its own.
+   */
+  readonly status: number | null;
+  /** True when the same operation may succeed later (outage, rate limit, timeout). */
+  readonly retryable: boolean;
+  /** What to do about it, in one line. */
+  readonly what: string;
+  /**
+   * For a code whose retryability is the upstream's (`SCHEDFLOW_ERR_UPSTREAM`): the status
+   * when the upstream could not be reached, which is retryable; `status` is its refusal's.
+   */
+  readonly unreachableStatus?: number;
+}
+
+/** Every code, grouped as the modules that emit them. Keep the `SCHEDFLOW_ERR_` prefix. */
+export const ERROR_CODES = {
+  // Configuration and input.
+  SCHEDFLOW_ERR_CONFIG: {
+    status: 400,
+    retryable: false,
+    what: 'Fix the setting, file or argument the message names, then run again.',
+  },
+  SCHEDFLOW_ERR_INVALID_SPEC: {
+    status: 400,
+    retryable: false,
+    what: 'Fix the job spec member the message names (unknown, out of range or of the wrong type).',
+  },
+  SCHEDFLOW_ERR_REDIS_UNAVAILABLE: {
+    status: 503,
+    retryable: true,
+    what: "The daemon's Redis did not answer and nothing was queued; try again once it is back.",
+  },
+  SCHEDFLOW_ERR_REDIS_START: {
+    status: null,
+    retryable: false,
+    what: 'The private redis-server did not start: read redis.log in the data dir (port in use, disk full, permissions).',
+  },
+
+  // The local API.
+  SCHEDFLOW_ERR_VALIDATION: {
+    status: 400,
+    retryable: false,
+    what: 'Fix the request: `fields` names each field that does not match the route’s schema.',
+  },
+  SCHEDFLOW_ERR_BAD_REQUEST: {
+    status: 400,
+    retryable: false,
+    what: 'Fix the request as the message says (a body shorter than its Content-Length, …).',
+  },
+  SCHEDFLOW_ERR_BAD_URL: {
+    status: 400,
+    retryable: false,
+    what: 'Percent-encode the path: a % must start an encoded UTF-8 byte such as %2F.',
+  },
+  SCHEDFLOW_ERR_MALFORMED_REQUEST: {
+    status: 400,
+    retryable: false,
+    what: 'Send valid HTTP/1.1; the connection is closed after this answer.',
+  },
+  SCHEDFLOW_ERR_UNAUTHORIZED: {
+    status: 401,
+    retryable: false,
+    what: 'Send a live API token as `Authorization: Bearer <token>` (see `schedflow tokens`).',
+  },
+  SCHEDFLOW_ERR_FORBIDDEN: {
+    status: 403,
+    retryable: false,
+    what: 'Use a token with the scope the route needs, or ask for one.',
+  },
+  SCHEDFLOW_ERR_NOT_FOUND: {
+    status: 404,
+    retryable: false,
+    what: 'Check the path or the id: no route, job request or run has it.',
+  },
+  SCHEDFLOW_ERR_PIPELINE_NOT_FOUND: {
+    status: 404,
+    retryable: false,
+    what: 'Check the pipeline’s name against `GET /api/v1/pipelines` (or `schedflow pipelines list`).',
+  },
+  SCHEDFLOW_ERR_METHOD_NOT_ALLOWED: {
+    status: 405,
+    retryable: false,
+    what: 'Use one of the methods the `Allow` header lists.',
+  },
+  SCHEDFLOW_ERR_REQUEST_TIMEOUT: {
+    status: 408,
+    retryable: true,
+    what: 'The request did not arrive in time; send it again.',
+  },
+  SCHEDFLOW_ERR_IDEMPOTENCY_KEY_REUSED: {
+    status: 409,
+    retryable: false,
+    what: 'Use a new Idempotency-Key for each request; this one was used for another.',
+  },
+  SCHEDFLOW_ERR_IDEMPOTENCY_KEY_IN_USE: {
+    status: 409,
+    retryable: true,
+    what: 'A request with this Idempotency-Key is still being answered; retry after Retry-After.',
+  },
+  SCHEDFLOW_ERR_JOB_ENDED: {
+    status: 409,
+    retryable: false,
+    what: 'The job has already ended: nothing to cancel (`state` says how it ended).',
+  },
+  SCHEDFLOW_ERR_JOB_SUBMITTING: {
+    status: 409,
+    retryable: true,
+    what: 'The request is being submitted right now; cancel again after Retry-After.',
+  },
+  SCHEDFLOW_ERR_NO_SUGGESTION: {
+    status: 409,
+    retryable: false,
+    what: 'Nothing to apply: the request has no summary, no suggestion, or is a pipeline step (change the pipeline file).',
+  },
+  SCHEDFLOW_ERR_SUMMARY_PENDING: {
+    status: 409,
+    retryable: true,
+    what: 'The summary is still being written; apply its suggestion once it is ready.',
+  },
+  SCHEDFLOW_ERR_PIPELINE_NOT_SCHEDULED: {
+    status: 409,
+    retryable: false,
+    what: 'The pipeline has no schedule to pause or resume; it runs only when triggered.',
+  },
+  SCHEDFLOW_ERR_BODY_TOO_LARGE: {
+    status: 413,
+    retryable: false,
+    what: 'Send a body under 1 MiB.',
+  },
+  SCHEDFLOW_ERR_URI_TOO_LONG: {
+    status: 414,
+    retryable: false,
+    what: 'Shorten the path: no id or name of the API is that long.',
+  },
+  SCHEDFLOW_ERR_UNSUPPORTED_MEDIA_TYPE: {
+    status: 415,
+    retryable: false,
+    what: 'Send the body as JSON with `Content-Type: application/json`.',
+  },
+  SCHEDFLOW_ERR_RATE_LIMITED: {
+    status: 429,
+    retryable: true,
+    what: 'The token’s requests per minute are spent; retry after Retry-After.',
+  },
+  SCHEDFLOW_ERR_HEADERS_TOO_LARGE: {
+    status: 431,
+    retryable: false,
+    what: 'Keep the request line and headers under 16 KiB.',
+  },
+  SCHEDFLOW_ERR_INTERNAL: {
+    status: 500,
+    retryable: false,
+    what: 'A bug or an outage inside the daemon: its log has the details under the answer’s `request_id`.',
+  },
+  SCHEDFLOW_ERR_UPSTREAM: {
+    status: 502,
+    unreachableStatus: 503,
+    retryable: false,
+    what: 'The scheduler refused (502: fix what `upstream` says) or could not be reached (503: retry later).',
+  },
+  SCHEDFLOW_ERR_UNAVAILABLE: {
+    status: 503,
+    retryable: true,
+    what: 'A part of the daemon the route needs is not ready (pipelines not loaded); retry shortly.',
+  },
+  SCHEDFLOW_ERR_PROFILE_NOT_CONNECTED: {
+    status: 503,
+    retryable: true,
+    what: 'The profile’s scheduler has not answered yet; work for it waits. Retry later, or check the scheduler.',
+  },
+
+  // The scheduler (answered by the API as SCHEDFLOW_ERR_UPSTREAM, this code in `upstream.code`).
+  SCHEDFLOW_ERR_SCHED_UNSUPPORTED_VERSION: {
+    status: 502,
+    retryable: false,
+    what: 'Pin an API version the scheduler serves in the profile.',
+  },
+  SCHEDFLOW_ERR_SCHED_BAD_REQUEST: {
+    status: 502,
+    retryable: false,
+    what: 'The scheduler refused the request (a bad query or body, an unknown path); read its message.',
+  },
+  SCHEDFLOW_ERR_SCHED_JOB_NOT_FOUND: {
+    status: 502,
+    retryable: false,
+    what: 'The controller does not (or no longer) know the job.',
+  },
+  SCHEDFLOW_ERR_SCHED_UNAUTHORIZED: {
+    status: 502,
+    retryable: false,
+    what: 'The credential was refused: renew the profile’s token (JWT) or check MUNGE.',
+  },
+  SCHEDFLOW_ERR_SCHED_FORBIDDEN: {
+    status: 502,
+    retryable: false,
+    what: 'The token lacks a scope, or is bound to another account: ask the operator.',
+  },
+  SCHEDFLOW_ERR_SCHED_RATE_LIMITED: {
+    status: 503,
+    retryable: true,
+    what: 'The scheduler proxy rate-limits this address; schedflow backs off and retries.',
+  },
+  SCHEDFLOW_ERR_SCHED_UNAVAILABLE: {
+    status: 503,
+    retryable: true,
+    what: 'The scheduler or its proxy is down or cannot reach slurmctld; schedflow retries.',
+  },
+  SCHEDFLOW_ERR_SCHED_NETWORK: {
+    status: 503,
+    retryable: true,
+    what: 'No connection to the scheduler (refused, reset, DNS); check the profile’s URL and the network.',
+  },
+  SCHEDFLOW_ERR_SCHED_TIMEOUT: {
+    status: 503,
+    retryable: true,
+    what: 'The scheduler did not answer in time; schedflow retries.',
+  },
+  SCHEDFLOW_ERR_SCHED_SLURM_REFUSED: {
+    status: 502,
+    retryable: false,
+    what: 'Slurm refused the job (its error number and words are in the message): change the spec.',
+  },
+  SCHEDFLOW_ERR_SCHED_SUBMIT_LIMIT: {
+    status: 502,
+    retryable: false,
+    what: 'Over an association’s or QOS’s submit limit: the request waits and is submitted once other jobs end.',
+  },
+  SCHEDFLOW_ERR_SCHED_CANCEL_FAILED: {
+    status: 502,
+    retryable: false,
+    what: 'Slurm did not cancel the job (unknown, or already done); its state is recorded at the next poll.',
+  },
+  SCHEDFLOW_ERR_SCHED_UNEXPECTED_RESPONSE: {
+    status: 502,
+    retryable: false,
+    what: 'The scheduler’s answer was not what its API documents; check the profile’s API version.',
+  },
+  SCHEDFLOW_ERR_SCHED_AMBIGUOUS_JOB: {
+    status: 502,
+    retryable: false,
+    what: 'After an interrupted submission more than one job could be the request’s; check with squeue and submit again if none is.',
+  },
+  SCHEDFLOW_ERR_SCHED_NO_ACCOUNTING: {
+    status: 502,
+    retryable: false,
+    what: 'The cluster serves no accounting (no slurmdbd); jobs are followed from the controller alone.',
+  },
+  SCHEDFLOW_ERR_SCHED_MUNGE: {
+    status: null,
+    retryable: false,
+    what: 'MUNGE credentials cannot be made here: install munge and start munged.',
+  },
+  SCHEDFLOW_ERR_JOB_LOST_BY_CONTROLLER: {
+    status: null,
+    retryable: false,
+    what: 'The controller lost the job (restarted without its state); submit it again if it should run.',
+  },
+
+  // The LLM endpoint (recorded on a summary).
+  SCHEDFLOW_ERR_LLM_UNREACHABLE: {
+    status: null,
+    retryable: true,
+    what: 'No connection to the LLM endpoint: most often a missing VPN; schedflow retries.',
+  },
+  SCHEDFLOW_ERR_LLM_UNAUTHORIZED: {
+    status: null,
+    retryable: false,
+    what: 'The LLM API key was refused (wrong, revoked, no allocation): set SCHEDFLOW_LLM_API_KEY.',
+  },
+  SCHEDFLOW_ERR_LLM_MODEL: {
+    status: null,
+    retryable: false,
+    what: 'The endpoint does not serve the model: set SCHEDFLOW_LLM_MODEL to one it lists.',
+  },
+  SCHEDFLOW_ERR_LLM_RATE_LIMITED: {
+    status: null,
+    retryable: true,
+    what: 'The LLM endpoint is rate limiting; schedflow retries after its Retry-After.',
+  },
+  SCHEDFLOW_ERR_LLM_UNAVAILABLE: {
+    status: null,
+    retryable: true,
+    what: 'The LLM service failed or is overloaded (5xx); schedflow retries.',
+  },
+  SCHEDFLOW_ERR_LLM_TIMEOUT: {
+    status: null,
+    retryable: true,
+    what: 'The LLM endpoint gave no complete answer in time; schedflow retries (or raise the timeout).',
+  },
+  SCHEDFLOW_ERR_LLM_REFUSED: {
+    status: null,
+    retryable: false,
+    what: 'The LLM endpoint refused the request (a prompt too long for the model’s context, a redirect); read its message.',
+  },
+  SCHEDFLOW_ERR_LLM_UNEXPECTED_RESPONSE: {
+    status: null,
+    retryable: false,
+    what: 'The endpoint’s answer is not a chat completion; check that the URL is an OpenAI-compatible endpoint.',
+  },
+  SCHEDFLOW_ERR_SUMMARY: {
+    status: null,
+    retryable: true,
+    what: 'Writing the summary failed for a reason other than the LLM; the template summary stands. See the daemon’s log.',
+  },
+  SCHEDFLOW_ERR_SUMMARY_GIVEN_UP: {
+    status: null,
+    retryable: false,
+    what: 'The queue gave up on the summary (stalled too often); the template summary stands when it could be made.',
+  },
+
+  // Webhooks (recorded on a delivery).
+  SCHEDFLOW_ERR_WEBHOOK_UNAVAILABLE: {
+    status: null,
+    retryable: true,
+    what: 'The receiver did not answer, timed out, or answered 408, 429 or 5xx; the delivery is retried.',
+  },
+  SCHEDFLOW_ERR_WEBHOOK_REFUSED: {
+    status: null,
+    retryable: false,
+    what: 'The receiver refused the delivery (another 4xx, a redirect) or the URL is unusable: fix the receiver or the URL.',
+  },
+} as const satisfies Record<`SCHEDFLOW_ERR_${string}`, ErrorSpec>;
+
+export type ErrorCode = keyof typeof ERROR_CODES;
+
+export function errorSpec(code: ErrorCode): ErrorSpec {
+  return ERROR_CODES[code];
+}
+
+export function isErrorCode(value: unknown): value is ErrorCode {
+  return typeof value === 'string' && Object.hasOwn(ERROR_CODES, value);
+}
+
+/**
+ * schedflow's error base. Every error a user can meet has a stable code from the registry,
+ * says whether trying again can help, and carries the upstream's status and message as data
+ * rather than only inside the text.
  */
 export abstract class SchedflowError extends Error {
-  abstract readonly code: string;
-  /** True when the same operation may succeed later (outage, rate limit, timeout). */
-  abstract readonly retryable: boolean;
+  abstract readonly code: ErrorCode;
 
   constructor(message: string, options?: { cause?: unknown }) {
     super(message, options);
     this.name = new.target.name;
+  }
+
+  /** True when the same operation may succeed later (outage, rate limit, timeout): the registry's word. */
+  get retryable(): boolean {
+    return ERROR_CODES[this.code].retryable;
   }
 }
 
 /** A mistake in configuration or input: fix it and run again. Never retried. */
 export class ConfigError extends SchedflowError {
   readonly code = 'SCHEDFLOW_ERR_CONFIG';
-  readonly retryable = false;
 }
 
 /**
@@ -26,13 +371,31 @@ export class ConfigError extends SchedflowError {
  */
 export class InvalidJobSpecError extends SchedflowError {
   readonly code = 'SCHEDFLOW_ERR_INVALID_SPEC';
-  readonly retryable = false;
 }
 
 /** The daemon's Redis did not answer: nothing was queued; the same call may work once it is back. */
 export class RedisUnavailableError extends SchedflowError {
   readonly code = 'SCHEDFLOW_ERR_REDIS_UNAVAILABLE';
-  readonly retryable = true;
+}
+
+/** The private redis-server exited or did not answer in time after it was started. */
+export class RedisStartError extends SchedflowError {
+  readonly code = 'SCHEDFLOW_ERR_REDIS_START';
+}
+
+/** A job request the history does not hold (the API answers 404 with the same code as a missing route). */
+export class RequestNotFoundError extends SchedflowError {
+  readonly code = 'SCHEDFLOW_ERR_NOT_FOUND';
+}
+
+/** A request's summary offers nothing to apply: none, no suggestion, or the request is a pipeline step. */
+export class NoSuggestionError extends SchedflowError {
+  readonly code = 'SCHEDFLOW_ERR_NO_SUGGESTION';
+}
+
+/** The request's summary is still being written: its suggestion can be applied once it is ready. */
+export class SummaryPendingError extends SchedflowError {
+  readonly code = 'SCHEDFLOW_ERR_SUMMARY_PENDING';
 }
 
 /** Wraps a thrown non-Error once, so everything downstream handles Errors only. */

@@ -77,7 +77,7 @@ export interface Daemon {
   summaries: SummariesStatus;
   /**
    * Applies the suggestion of a request's summary: a new request with the changed spec,
-   * linked to it, is queued (once; again returns the same id). ConfigError when there is none.
+   * linked to it, is queued (once; again returns the same id). NoSuggestionError when there is none.
    * `newRequestId` names the new request (the local API's Idempotency-Key); default a new UUID.
    */
   resubmitWithSuggestion(requestId: string, newRequestId?: string): Promise<string>;
@@ -523,7 +523,7 @@ function startWorkers(deps: {
   for (const worker of workers) {
     worker.on('failed', (job, error) =>
       services.logger.warn(
-        { queue: worker.name, jobId: job?.id, attempts: job?.attemptsMade, err: error.message },
+        { queue: worker.name, jobId: job?.id, attempts: job?.attemptsMade, err: error },
         'job attempt failed',
       ),
     );

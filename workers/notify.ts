@@ -77,6 +77,6 @@ export function recordDeliveryGivenUp(db: Db, logger: Logger, job: Job, error: E
   const parsed = notifyPayloadSchema.safeParse(job.data);
   if (!parsed.success) return;
   if (markDeliveryFailed(db, parsed.data.deliveryId, `the queue gave up: ${error.message}`)) {
-    logger.error({ deliveryId: parsed.data.deliveryId, err: error.message }, 'webhook delivery given up by the queue');
+    logger.error({ deliveryId: parsed.data.deliveryId, err: error }, 'webhook delivery given up by the queue');
   }
 }

@@ -81,10 +81,7 @@ export function pollProcessor(services: WorkerServices) {
       // An outage is not the jobs' fault: record it for the profile and try at the next tick.
       if (!(error instanceof SchedflowError)) throw error;
       updateProfileSync(db, profile, { lastPollAt: Date.now(), lastPollOk: false, lastPollError: error.message });
-      services.logger.warn(
-        { profile, code: error.code, err: error.message },
-        'poll failed; jobs keep their last known state',
-      );
+      services.logger.warn({ profile, code: error.code, err: error }, 'poll failed; jobs keep their last known state');
       return { tracked: 0, requests: 1, changed: 0, stale: false, accounting: 'not-needed' };
     }
   };

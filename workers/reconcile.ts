@@ -58,7 +58,7 @@ export function reconcileProcessor(services: WorkerServices) {
       if (!(error instanceof SchedflowError)) throw error;
       overlap.failed(profile);
       if (recordAccountingAnswer(services.db, profile, error.message)) {
-        services.logger.warn({ profile, code: error.code, err: error.message }, 'accounting import failed; will retry');
+        services.logger.warn({ profile, code: error.code, err: error }, 'accounting import failed; will retry');
       }
       return 'waiting';
     }

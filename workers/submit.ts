@@ -95,7 +95,7 @@ export function recordSubmitGivenUp(db: Db, logger: Logger, job: Job, error: Err
     detail: message,
     patch: { errorMessage: row.errorMessage ?? error.message },
   });
-  logger.error({ requestId: row.id, attempts: job.attemptsMade, err: error.message }, 'submit given up');
+  logger.error({ requestId: row.id, attempts: job.attemptsMade, err: error }, 'submit given up');
 }
 
 /**

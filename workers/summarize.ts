@@ -2,9 +2,9 @@ import { type BackoffStrategy, DelayedError, type Job, UnrecoverableError } from
 import type { Db } from '../src/db/database.js';
 import { getRequest } from '../src/db/requests.js';
 import type { TransitionSource } from '../src/db/schema.js';
-import { ConfigError } from '../src/errors.js';
+import { SchedflowError } from '../src/errors.js';
 import { assertNever } from '../src/lib/assert-never.js';
-import { backoffDelayMs } from '../src/lib/backoff.js';
+import { backoffDelayMs } from '../src/lib/retry-policy.js';
 import { LlmRateLimitedError } from '../src/llm/llm-errors.js';
 import type { Logger } from '../src/logger.js';
 import { applySuggestionPayloadSchema, summarizePayloadSchema } from '../src/queue/catalog.js';
@@ -69,8 +69,9 @@ async function applySuggestionJob(deps: SummarizeWorkerDeps, job: Job): Promise<
   try {
     result = applySuggestion(deps.db, { ...payload, at: Date.now() });
   } catch (error) {
-    // Nothing to apply (no suggestion, a pipeline step): trying again cannot help.
-    if (error instanceof ConfigError) throw new UnrecoverableError(error.message);
+    // Nothing to apply (no request, no suggestion, a pipeline step): trying again cannot help.
+    // A summary still being written is retryable: the queue's next attempt may find it ready.
+    if (error instanceof SchedflowError && !error.retryable) throw new UnrecoverableError(error.message);
     throw error;
   }
   // Queued here, also when an earlier attempt recorded the request but died before queueing it.
@@ -92,12 +93,13 @@ export const summaryBackoffStrategy: BackoffStrategy = (attemptsMade, type, erro
   if (type !== SUMMARY_BACKOFF_TYPE) throw new Error(`unknown backoff type "${type}"`);
   const backoff = job?.opts.backoff;
   const baseDelayMs = typeof backoff === 'object' && backoff.delay !== undefined ? backoff.delay : 10_000;
-  const retryAfterMs =
-    error instanceof LlmRateLimitedError && error.retryAfterMs !== null
-      ? Math.min(error.retryAfterMs, MAX_RETRY_AFTER_MS)
-      : null;
+  const retryAfterMs = error instanceof LlmRateLimitedError ? error.retryAfterMs : null;
   // attemptsMade is 1 after the first failure: the first retry waits up to baseDelayMs.
-  return backoffDelayMs(Math.max(0, attemptsMade - 1), { baseDelayMs, maxDelayMs: baseDelayMs * 64 }, retryAfterMs);
+  return backoffDelayMs(
+    attemptsMade - 1,
+    { baseDelayMs, maxDelayMs: baseDelayMs * 64, maxRetryAfterMs: MAX_RETRY_AFTER_MS },
+    retryAfterMs,
+  );
 };
 
 /**
@@ -112,6 +114,6 @@ export async function recordSummaryGivenUp(summarizer: Summarizer, logger: Logge
   const parsed = summarizePayloadSchema.safeParse(job.data);
   if (!parsed.success) return;
   if (await summarizer.giveUp(parsed.data.summaryId, `the queue gave up: ${error.message}`)) {
-    logger.error({ summaryId: parsed.data.summaryId, err: error.message }, 'summary given up by the queue');
+    logger.error({ summaryId: parsed.data.summaryId, err: error }, 'summary given up by the queue');
   }
 }

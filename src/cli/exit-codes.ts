@@ -1,4 +1,4 @@
-import { ConfigError, SchedflowError } from '../errors.js';
+import { type ErrorCode, SchedflowError } from '../errors.js';
 import { SourceError } from '../lib/yaml-source.js';
 import { StateDirLockedError } from '../sim/job-store.js';
 import { SimConfigError } from '../sim/sim-config.js';
@@ -17,16 +17,27 @@ export const EXIT = {
   unavailable: 4,
 } as const;
 
-/** The exit code for an error that ends a command. */
+/**
+ * Codes whose fix is the caller's: the command, a file or setting, the request named (all
+ * of them ConfigError once). redis-server not starting is among them: its log names the
+ * setting or the port at fault.
+ */
+const USAGE_CODES: ReadonlySet<ErrorCode> = new Set<ErrorCode>([
+  'SCHEDFLOW_ERR_CONFIG',
+  'SCHEDFLOW_ERR_NOT_FOUND',
+  'SCHEDFLOW_ERR_NO_SUGGESTION',
+  'SCHEDFLOW_ERR_SUMMARY_PENDING',
+  'SCHEDFLOW_ERR_REDIS_START',
+]);
+
+/** The exit code for an error that ends a command: otherwise a retryable error may pass, anything else is a refusal. */
 export function exitCodeFor(error: unknown): number {
-  if (
-    error instanceof SourceError ||
-    error instanceof ConfigError ||
-    error instanceof SimConfigError ||
-    error instanceof StateDirLockedError
-  ) {
+  if (error instanceof SourceError || error instanceof SimConfigError || error instanceof StateDirLockedError) {
     return EXIT.usage;
   }
-  if (error instanceof SchedflowError) return error.retryable ? EXIT.unavailable : EXIT.refused;
+  if (error instanceof SchedflowError) {
+    if (USAGE_CODES.has(error.code)) return EXIT.usage;
+    return error.retryable ? EXIT.unavailable : EXIT.refused;
+  }
   return EXIT.internal;
 }

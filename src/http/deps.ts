@@ -31,7 +31,7 @@ export interface ApiDeps {
   }): Promise<string>;
   /**
    * Applies a request's suggested change (the daemon's `resubmitWithSuggestion`): the new
-   * request's id, the same on every call. ConfigError when there is nothing to apply.
+   * request's id, the same on every call. NoSuggestionError when there is nothing to apply.
    */
   resubmit(requestId: string, newRequestId?: string): Promise<string>;
   /** Resolves when Redis answers PING; rejects otherwise (readiness). */

@@ -38,7 +38,7 @@ export async function startApiServer(
     enableOfflineQueue: false,
     retryStrategy: (attempt) => Math.min(attempt * 200, 2000),
   });
-  probe.on('error', (error) => options.logger.debug({ err: error.message }, 'readiness Redis connection'));
+  probe.on('error', (error) => options.logger.debug({ err: error }, 'readiness Redis connection'));
   const app = await buildApp({
     ...options,
     pingRedis: async () => {

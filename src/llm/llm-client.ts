@@ -1,6 +1,7 @@
 import { Pool, errors as undiciErrors } from 'undici';
 import { z } from 'zod';
 import { packageVersion } from '../lib/package-info.js';
+import { isRetryableStatus, parseRetryAfterMs } from '../lib/retry-policy.js';
 import type { Secret } from '../lib/secret.js';
 import {
   LlmAuthError,
@@ -13,7 +14,6 @@ import {
   LlmUnexpectedResponseError,
   LlmUnreachableError,
   type LlmUpstreamDetail,
-  retryAfterMs,
 } from './llm-errors.js';
 import { baseUrlOf, type LlmSettings } from './llm-settings.js';
 
@@ -250,7 +250,7 @@ export class LlmClient {
       );
     }
     if (status === 429) {
-      const wait = retryAfterMs(res.headers['retry-after']);
+      const wait = parseRetryAfterMs(res.headers['retry-after']);
       throw new LlmRateLimitedError(
         `the LLM endpoint at ${this.baseUrl} is rate limiting (HTTP 429${said})${wait !== null ? `; retry after ${Math.ceil(wait / 1000)} s` : ''}`,
         detail,
@@ -260,7 +260,8 @@ export class LlmClient {
     if (status === 408) {
       throw new LlmTimeoutError(`the LLM endpoint at ${this.baseUrl} timed out the request (HTTP 408${said})`, detail);
     }
-    if (status >= 500) {
+    // The policy's other retryable statuses: any 5xx.
+    if (isRetryableStatus(status)) {
       throw new LlmUnavailableError(`the LLM endpoint at ${this.baseUrl} failed (HTTP ${status}${said})`, detail);
     }
     if (status >= 300 && status < 400) {

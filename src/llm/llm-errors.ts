@@ -30,13 +30,11 @@ export abstract class LlmError extends SchedflowError {
  */
 export class LlmUnreachableError extends LlmError {
   readonly code = 'SCHEDFLOW_ERR_LLM_UNREACHABLE';
-  readonly retryable = true;
 }
 
 /** 401 or 403: the API key was refused (wrong, revoked, or no approved allocation). */
 export class LlmAuthError extends LlmError {
   readonly code = 'SCHEDFLOW_ERR_LLM_UNAUTHORIZED';
-  readonly retryable = false;
 }
 
 /**
@@ -45,7 +43,6 @@ export class LlmAuthError extends LlmError {
  */
 export class LlmModelError extends LlmError {
   readonly code = 'SCHEDFLOW_ERR_LLM_MODEL';
-  readonly retryable = false;
   constructor(
     message: string,
     detail: LlmUpstreamDetail,
@@ -59,7 +56,6 @@ export class LlmModelError extends LlmError {
 /** 429: too many requests. `retryAfterMs` is the endpoint's Retry-After, when it sent one. */
 export class LlmRateLimitedError extends LlmError {
   readonly code = 'SCHEDFLOW_ERR_LLM_RATE_LIMITED';
-  readonly retryable = true;
   constructor(
     message: string,
     detail: LlmUpstreamDetail,
@@ -72,32 +68,19 @@ export class LlmRateLimitedError extends LlmError {
 /** 5xx: the service failed or is overloaded. Try again later. */
 export class LlmUnavailableError extends LlmError {
   readonly code = 'SCHEDFLOW_ERR_LLM_UNAVAILABLE';
-  readonly retryable = true;
 }
 
 /** No complete answer in time. */
 export class LlmTimeoutError extends LlmError {
   readonly code = 'SCHEDFLOW_ERR_LLM_TIMEOUT';
-  readonly retryable = true;
 }
 
 /** Another 4xx (a prompt too long for the model's context, a malformed request) or a redirect. */
 export class LlmRequestRefusedError extends LlmError {
   readonly code = 'SCHEDFLOW_ERR_LLM_REFUSED';
-  readonly retryable = false;
 }
 
 /** A 2xx whose body is not a chat completion (not JSON, no message content). */
 export class LlmUnexpectedResponseError extends LlmError {
   readonly code = 'SCHEDFLOW_ERR_LLM_UNEXPECTED_RESPONSE';
-  readonly retryable = false;
-}
-
-/** Reads Retry-After: delay seconds or an HTTP date; null when absent or unreadable. */
-export function retryAfterMs(value: string | string[] | undefined, now = Date.now()): number | null {
-  const text = (Array.isArray(value) ? value[0] : value)?.trim();
-  if (!text) return null;
-  if (/^\d+$/.test(text)) return Number(text) * 1000;
-  const at = Date.parse(text);
-  return Number.isNaN(at) ? null : Math.max(0, at - now);
 }

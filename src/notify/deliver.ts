@@ -58,20 +58,20 @@ export async function attemptDelivery(
     const outcome = { status: error.status, error: error.message, at };
     if (options.signal?.aborted) {
       recordAttempt(db, deliveryId, 'pending', outcome);
-      logger.info({ ...log, err: error.message }, 'webhook attempt interrupted by shutdown; handed back');
+      logger.info({ ...log, err: error }, 'webhook attempt interrupted by shutdown; handed back');
       return { outcome: 'interrupted', error };
     }
     if (!error.retryable || options.finalAttempt) {
       recordAttempt(db, deliveryId, 'failed', outcome);
       logger.error(
-        { ...log, status: error.status, err: error.message },
+        { ...log, status: error.status, err: error },
         error.retryable ? 'webhook delivery failed: attempts spent' : 'webhook delivery refused; not retried',
       );
       return { outcome: 'failed', error };
     }
     recordAttempt(db, deliveryId, 'pending', outcome);
     logger.warn(
-      { ...log, status: error.status, retryAfterMs: error.retryAfterMs ?? undefined, err: error.message },
+      { ...log, status: error.status, retryAfterMs: error.retryAfterMs ?? undefined, err: error },
       'webhook attempt failed; will retry',
     );
     return { outcome: 'retry', error };

@@ -1,8 +1,9 @@
+import { backoffDelayMs } from '../lib/retry-policy.js';
+
 /**
- * When a failed webhook attempt is tried again: exponential from the base
- * delay with jitter (50–100 % of the step, so receivers coming back after an
- * outage are not hit by every delivery at once), never sooner than the
- * receiver's Retry-After, within reason.
+ * When a failed webhook attempt is tried again: the shared backoff (src/lib/retry-policy.ts)
+ * with half jitter (50–100 % of the step, so receivers coming back after an outage are not
+ * hit by every delivery at once), never sooner than the receiver's Retry-After, within reason.
  */
 
 /** Name of the BullMQ backoff type that uses this policy (the notify worker registers it). */
@@ -19,8 +20,10 @@ export function webhookRetryDelayMs(
   retryAfterMs: number | null = null,
   random: () => number = Math.random,
 ): number {
-  const step = Math.min(MAX_BACKOFF_MS, baseDelayMs * 2 ** Math.max(0, attemptsMade - 1));
-  const jittered = Math.round(step * (0.5 + random() * 0.5));
-  if (retryAfterMs === null) return jittered;
-  return Math.max(jittered, Math.min(retryAfterMs, MAX_RETRY_AFTER_MS));
+  return backoffDelayMs(
+    attemptsMade - 1,
+    { baseDelayMs, maxDelayMs: MAX_BACKOFF_MS, jitter: 'half', maxRetryAfterMs: MAX_RETRY_AFTER_MS },
+    retryAfterMs,
+    random,
+  );
 }

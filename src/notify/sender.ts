@@ -2,8 +2,8 @@ import { Agent, request } from 'undici';
 import type { WebhookDeliveryRow } from '../db/schema.js';
 import { SchedflowError } from '../errors.js';
 import { packageVersion } from '../lib/package-info.js';
+import { isRetryableStatus, parseRetryAfterMs } from '../lib/retry-policy.js';
 import type { Secret } from '../lib/secret.js';
-import { parseRetryAfterMs } from '../sched/response-errors.js';
 import { signatureHeader } from './signature.js';
 
 /** Why an attempt did not deliver. Messages name the receiver by origin only: URLs may carry tokens. */
@@ -23,13 +23,11 @@ export abstract class WebhookDeliveryError extends SchedflowError {
 /** Network error, time-out, 408, 429 or 5xx: another attempt may succeed. */
 export class WebhookRetryableError extends WebhookDeliveryError {
   readonly code = 'SCHEDFLOW_ERR_WEBHOOK_UNAVAILABLE';
-  readonly retryable = true;
 }
 
 /** Any other answer (4xx, a redirect) or an unusable URL: trying again will not help. */
 export class WebhookRefusedError extends WebhookDeliveryError {
   readonly code = 'SCHEDFLOW_ERR_WEBHOOK_REFUSED';
-  readonly retryable = false;
 }
 
 /**
@@ -154,8 +152,8 @@ export class WebhookSender {
     }
 
     const said = excerpt ? `: ${excerpt}` : '';
-    if (status === 408 || status === 429 || status >= 500) {
-      const retryAfterMs = parseRetryAfterMs(Array.isArray(retryAfter) ? retryAfter[0] : retryAfter);
+    if (isRetryableStatus(status)) {
+      const retryAfterMs = parseRetryAfterMs(retryAfter);
       throw new WebhookRetryableError(`${origin} answered HTTP ${status}${said}`, status, retryAfterMs);
     }
     if (status >= 300 && status < 400) {

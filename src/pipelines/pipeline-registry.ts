@@ -17,13 +17,11 @@ import { activeRuns, createRun, type RunEngineDeps } from './run-engine.js';
 
 export class PipelineNotFoundError extends SchedflowError {
   readonly code = 'SCHEDFLOW_ERR_PIPELINE_NOT_FOUND';
-  readonly retryable = false;
 }
 
 /** Pausing or resuming a pipeline that has no schedule: it only ever runs when triggered. */
 export class PipelineNotScheduledError extends SchedflowError {
   readonly code = 'SCHEDFLOW_ERR_PIPELINE_NOT_SCHEDULED';
-  readonly retryable = false;
 }
 
 /** A tick processed later than this is a missed tick: catch-up decides about it, by the pipeline's policy. */
@@ -129,10 +127,7 @@ export class PipelineRegistry implements PipelineService {
     try {
       this.#watcher = watch(this.#deps.dir, () => this.#scheduleReload());
     } catch (error) {
-      this.#deps.logger.warn(
-        { dir: this.#deps.dir, err: (error as Error).message },
-        'not watching the pipelines folder',
-      );
+      this.#deps.logger.warn({ dir: this.#deps.dir, err: error }, 'not watching the pipelines folder');
     }
   }
 
@@ -299,7 +294,7 @@ export class PipelineRegistry implements PipelineService {
       }
     } catch (error) {
       if (error instanceof ConfigError) {
-        logger.error({ pipeline: name, err: error.message }, 'scheduled run could not be made');
+        logger.error({ pipeline: name, err: error }, 'scheduled run could not be made');
         return null;
       }
       throw error;

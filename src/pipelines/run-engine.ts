@@ -227,7 +227,7 @@ async function cancelBlocked(
   deps.logger.info({ runId: run.id, step, job_id: row.jobId }, 'cancelling a step whose dependency can never be met');
   await deps.cancelJob(row.profile, row.jobId).catch((error: Error) => {
     cancelling.delete(row.id);
-    deps.logger.warn({ runId: run.id, step, err: error.message }, 'could not cancel a blocked step');
+    deps.logger.warn({ runId: run.id, step, err: error }, 'could not cancel a blocked step');
   });
 }
 

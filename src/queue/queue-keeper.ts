@@ -67,7 +67,7 @@ export class QueueKeeper {
       .catch((error: Error) => {
         // Redis went away again mid-check: the watch says so; the next check redoes it.
         this.#sweepDue = true;
-        this.#deps.logger.debug({ err: error.message }, 'queue check did not finish');
+        this.#deps.logger.debug({ err: error }, 'queue check did not finish');
       })
       .finally(() => {
         this.#running = null;

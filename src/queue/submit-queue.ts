@@ -68,10 +68,7 @@ export async function enqueueSubmit(
     deps.holdUntil = Date.now() + HOLD_AFTER_LATE_MS;
     logger.warn({ requestId }, 'Redis did not take the submit job in time: the request is queued once Redis answers');
   } else {
-    logger.warn(
-      { requestId, err: outcome.message },
-      'Redis refused the submit job: the request is queued at the next check',
-    );
+    logger.warn({ requestId, err: outcome }, 'Redis refused the submit job: the request is queued at the next check');
   }
   return 'deferred';
 }

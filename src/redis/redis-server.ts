@@ -2,8 +2,8 @@ import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Redis, type RedisOptions } from 'ioredis';
-import { ConfigError } from '../errors.js';
-import { sleep } from '../lib/backoff.js';
+import { ConfigError, RedisStartError } from '../errors.js';
+import { sleep } from '../lib/sleep.js';
 import type { Logger } from '../logger.js';
 
 /** How to reach Redis: a URL, or a unix socket path. */
@@ -122,7 +122,7 @@ export async function startPrivateRedis(dataDir: string, logger: Logger): Promis
     const early = await Promise.race([exited, sleep(100).then(() => undefined)]);
     if (early !== undefined || waited > 10_000) {
       child.kill('SIGKILL');
-      throw new ConfigError(`redis-server did not start; see ${join(dir, 'redis.log')}`);
+      throw new RedisStartError(`redis-server did not start; see ${join(dir, 'redis.log')}`);
     }
   }
   const untilExit = stopAtExit(() => {

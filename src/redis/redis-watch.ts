@@ -67,10 +67,7 @@ export class RedisWatch {
     }
     if (this.#downSince !== null) return;
     this.#downSince = Date.now();
-    this.#logger.error(
-      { err: error.message },
-      'Redis unreachable: queued work waits and connections retry until it is back',
-    );
+    this.#logger.error({ err: error }, 'Redis unreachable: queued work waits and connections retry until it is back');
   };
 
   #back(): void {

@@ -1,5 +1,6 @@
 import { ConfigError } from '../errors.js';
-import { backoffDelayMs, sleep } from '../lib/backoff.js';
+import { backoffDelayMs } from '../lib/retry-policy.js';
+import { sleep } from '../lib/sleep.js';
 import type { Logger } from '../logger.js';
 import type { ItemsOf } from './answer-items.js';
 import { codecFor, type JobCodec } from './codecs/codec.js';

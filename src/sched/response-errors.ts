@@ -1,9 +1,11 @@
+import { isRetryableStatus, parseRetryAfterMs } from '../lib/retry-policy.js';
 import {
   AuthenticationError,
   BadRequestError,
   ForbiddenError,
   JobNotFoundError,
   RateLimitedError,
+  RequestTimeoutError,
   type SchedApiError,
   type SlurmErrorEntry,
   SlurmRefusedError,
@@ -59,14 +61,6 @@ export function upstreamMessage(body: unknown, text: string): string | null {
   }
   const trimmed = text.trim();
   return trimmed === '' ? null : trimmed.slice(0, 500);
-}
-
-/** Seconds or an HTTP date, as Retry-After allows; null when absent or unreadable. */
-export function parseRetryAfterMs(value: string | undefined, nowMs = Date.now()): number | null {
-  if (!value) return null;
-  if (/^\d+$/.test(value.trim())) return Number(value.trim()) * 1000;
-  const at = Date.parse(value);
-  return Number.isNaN(at) ? null : Math.max(0, at - nowMs);
 }
 
 export interface FailedResponse {
@@ -150,7 +144,11 @@ export function errorForResponse(res: FailedResponse): SchedApiError {
       detail,
     );
   }
-  if (res.status >= 500) {
+  // The policy's other retryable statuses: 408 (the proxy timed the request out) and 5xx.
+  if (res.status === 408) {
+    return new RequestTimeoutError(`${res.request} timed out at the scheduler (408${said}); will retry`, detail);
+  }
+  if (isRetryableStatus(res.status)) {
     return new UpstreamUnavailableError(
       `the scheduler is unavailable for ${res.request} (HTTP ${res.status}${said}); try again later`,
       detail,

@@ -36,31 +36,26 @@ export abstract class SchedApiError extends SchedflowError {
 /** 400: the API version in the path is not served. Pin a supported one. */
 export class UnsupportedVersionError extends SchedApiError {
   readonly code = 'SCHEDFLOW_ERR_SCHED_UNSUPPORTED_VERSION';
-  readonly retryable = false;
 }
 
 /** Another 4xx the request caused (bad query, malformed body, 404 on a path). */
 export class BadRequestError extends SchedApiError {
   readonly code = 'SCHEDFLOW_ERR_SCHED_BAD_REQUEST';
-  readonly retryable = false;
 }
 
 /** 404 for a job the controller does not (or no longer) know. */
 export class JobNotFoundError extends SchedApiError {
   readonly code = 'SCHEDFLOW_ERR_SCHED_JOB_NOT_FOUND';
-  readonly retryable = false;
 }
 
 /** 401: the credential was refused (expired, malformed, unknown). */
 export class AuthenticationError extends SchedApiError {
   readonly code = 'SCHEDFLOW_ERR_SCHED_UNAUTHORIZED';
-  readonly retryable = false;
 }
 
 /** 403: the token lacks a scope, or the request targets an account other than the token's. */
 export class ForbiddenError extends SchedApiError {
   readonly code = 'SCHEDFLOW_ERR_SCHED_FORBIDDEN';
-  readonly retryable = false;
   constructor(
     message: string,
     detail: UpstreamDetail,
@@ -74,7 +69,6 @@ export class ForbiddenError extends SchedApiError {
 /** 429: too many requests from this address. Back off; `retryAfterMs` is the upstream's hint. */
 export class RateLimitedError extends SchedApiError {
   readonly code = 'SCHEDFLOW_ERR_SCHED_RATE_LIMITED';
-  readonly retryable = true;
   constructor(
     message: string,
     detail: UpstreamDetail,
@@ -87,7 +81,6 @@ export class RateLimitedError extends SchedApiError {
 /** 5xx without a Slurm error: the scheduler is unreachable or the proxy failed. Try again later. */
 export class UpstreamUnavailableError extends SchedApiError {
   readonly code = 'SCHEDFLOW_ERR_SCHED_UNAVAILABLE';
-  readonly retryable = true;
 }
 
 /**
@@ -96,7 +89,6 @@ export class UpstreamUnavailableError extends SchedApiError {
  */
 export class SlurmRefusedError extends SchedApiError {
   readonly code = 'SCHEDFLOW_ERR_SCHED_SLURM_REFUSED';
-  readonly retryable = false;
 
   get errorNumber(): number | null {
     return this.detail.slurmErrors[0]?.error_number ?? null;
@@ -111,13 +103,11 @@ export class SlurmRefusedError extends SchedApiError {
 export class SubmitLimitError extends SchedApiError {
   static readonly CODE = 'SCHEDFLOW_ERR_SCHED_SUBMIT_LIMIT';
   readonly code = SubmitLimitError.CODE;
-  readonly retryable = false;
 }
 
 /** A cancel answered 200 whose `status[]` holds an error (2017 unknown job, 2021 already done). */
 export class CancelFailedError extends SchedApiError {
   readonly code = 'SCHEDFLOW_ERR_SCHED_CANCEL_FAILED';
-  readonly retryable = false;
   constructor(
     message: string,
     detail: UpstreamDetail,
@@ -130,19 +120,16 @@ export class CancelFailedError extends SchedApiError {
 /** No answer: connection refused or reset, DNS failure. */
 export class NetworkError extends SchedApiError {
   readonly code = 'SCHEDFLOW_ERR_SCHED_NETWORK';
-  readonly retryable = true;
 }
 
 /** No answer in time (connect, headers or body timeout). */
 export class RequestTimeoutError extends SchedApiError {
   readonly code = 'SCHEDFLOW_ERR_SCHED_TIMEOUT';
-  readonly retryable = true;
 }
 
 /** The answer was not what the API documents (not JSON, a required member missing). */
 export class UnexpectedResponseError extends SchedApiError {
   readonly code = 'SCHEDFLOW_ERR_SCHED_UNEXPECTED_RESPONSE';
-  readonly retryable = false;
 }
 
 /**
@@ -151,7 +138,6 @@ export class UnexpectedResponseError extends SchedApiError {
  */
 export class AmbiguousJobError extends SchedApiError {
   readonly code = 'SCHEDFLOW_ERR_SCHED_AMBIGUOUS_JOB';
-  readonly retryable = false;
 }
 
 /**
@@ -160,11 +146,9 @@ export class AmbiguousJobError extends SchedApiError {
  */
 export class AccountingNotServedError extends SchedApiError {
   readonly code = 'SCHEDFLOW_ERR_SCHED_NO_ACCOUNTING';
-  readonly retryable = false;
 }
 
 /** MUNGE credentials cannot be made here (munge missing, munged not running). */
 export class MungeError extends SchedflowError {
   readonly code = 'SCHEDFLOW_ERR_SCHED_MUNGE';
-  readonly retryable = false;
 }

@@ -1,5 +1,6 @@
 import { Pool, errors as undiciErrors } from 'undici';
-import { backoffDelayMs, sleep } from '../lib/backoff.js';
+import { backoffDelayMs } from '../lib/retry-policy.js';
+import { sleep } from '../lib/sleep.js';
 import type { Logger } from '../logger.js';
 import {
   AnswerShapeError,

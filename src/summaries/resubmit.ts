@@ -3,7 +3,7 @@ import type { Db } from '../db/database.js';
 import { createRequest, getRequest } from '../db/requests.js';
 import { type JobRequestRow, jobRequests, type SummaryRow } from '../db/schema.js';
 import { markSuggestionApplied, summaryOfRequest } from '../db/summaries.js';
-import { ConfigError } from '../errors.js';
+import { NoSuggestionError, RequestNotFoundError, SummaryPendingError } from '../errors.js';
 import { jobSpecSchema } from '../sched/job-spec.js';
 import { describeSuggestion } from './prompt.js';
 
@@ -13,25 +13,29 @@ import { describeSuggestion } from './prompt.js';
  * re-submits a job.
  */
 
-/** Why a request's suggestion cannot be applied, or the summary holding it. */
+/**
+ * The request and the summary whose suggestion is to be applied; otherwise why not: the
+ * request is missing (RequestNotFoundError), its summary is still being written
+ * (SummaryPendingError), or there is nothing to apply (NoSuggestionError).
+ */
 export function suggestionToApply(db: Db, requestId: string): { request: JobRequestRow; summary: SummaryRow } {
   const request = getRequest(db, requestId);
-  if (!request) throw new ConfigError(`no job request ${requestId} in the history`);
+  if (!request) throw new RequestNotFoundError(`no job request ${requestId} in the history`);
   const summary = summaryOfRequest(db, requestId);
   if (!summary) {
-    throw new ConfigError(
+    throw new NoSuggestionError(
       request.runId
         ? `request ${requestId} is step "${request.step}" of a pipeline run; its run's summary holds the findings, and a change belongs in the pipeline file`
         : `request ${requestId} has no summary (summaries are off for it, or it has not ended)`,
     );
   }
   if (summary.state === 'pending' && !summary.suggestion) {
-    throw new ConfigError(`the summary of request ${requestId} is still being written; try again shortly`);
+    throw new SummaryPendingError(`the summary of request ${requestId} is still being written; try again shortly`);
   }
   const suggestion = summary.suggestion;
-  if (!suggestion) throw new ConfigError(`the summary of request ${requestId} suggests no change to apply`);
+  if (!suggestion) throw new NoSuggestionError(`the summary of request ${requestId} suggests no change to apply`);
   if (request.runId) {
-    throw new ConfigError(
+    throw new NoSuggestionError(
       `request ${requestId} is step "${request.step}" of a pipeline run: change the pipeline file instead (suggested: ${describeSuggestion(suggestion)})`,
     );
   }
@@ -44,7 +48,7 @@ export function changedSpec(request: JobRequestRow, summary: SummaryRow): Record
   const spec = { ...(request.spec as Record<string, unknown>), ...changes };
   const parsed = jobSpecSchema.safeParse(spec);
   if (!parsed.success) {
-    throw new ConfigError(
+    throw new NoSuggestionError(
       `the suggested spec is not valid: ${parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ')}`,
     );
   }

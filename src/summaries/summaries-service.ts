@@ -96,7 +96,7 @@ export function startSummaryWorker(deps: {
           checked.disabledReason = error.message;
           logger.error({ url: client.baseUrl, available: error.available }, error.message);
         } else {
-          logger.warn({ url: client.baseUrl, err: error.message }, 'LLM model check failed; summaries will try');
+          logger.warn({ url: client.baseUrl, err: error }, 'LLM model check failed; summaries will try');
         }
       },
     );

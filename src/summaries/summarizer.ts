@@ -162,10 +162,10 @@ export class Summarizer {
       const retryable = error instanceof LlmError ? error.retryable : true;
       const attempts = (getSummary(db, id)?.attempts ?? 1) as number;
       if (retryable && !options.finalAttempt) {
-        logger.warn({ summaryId: id, code, attempts, err: error.message }, 'LLM summary failed; retrying');
+        logger.warn({ summaryId: id, code, attempts, err: error }, 'LLM summary failed; retrying');
         return { outcome: 'retry', error };
       }
-      logger.error({ summaryId: id, code, attempts, err: error.message }, 'LLM summary failed: template summary kept');
+      logger.error({ summaryId: id, code, attempts, err: error }, 'LLM summary failed: template summary kept');
       this.finish(
         row,
         {
@@ -284,7 +284,7 @@ export class Summarizer {
       }
     } catch (error) {
       logger.warn(
-        { requestId: request.id, jobId: request.jobId, err: (error as Error).message },
+        { requestId: request.id, jobId: request.jobId, err: error },
         'no accounting record for the summary; its figures stay unknown',
       );
     }

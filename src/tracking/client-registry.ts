@@ -1,5 +1,6 @@
 import { SchedflowError } from '../errors.js';
-import { backoffDelayMs, sleep } from '../lib/backoff.js';
+import { backoffDelayMs } from '../lib/retry-policy.js';
+import { sleep } from '../lib/sleep.js';
 import type { Logger } from '../logger.js';
 import { SchedClient } from '../sched/client.js';
 import type { Profile } from '../sched/profile.js';
@@ -8,7 +9,6 @@ import { UpstreamHealth } from '../sched/upstream-health.js';
 /** A profile whose scheduler has not answered yet: work for it waits and retries. */
 export class ProfileNotConnectedError extends SchedflowError {
   readonly code = 'SCHEDFLOW_ERR_PROFILE_NOT_CONNECTED';
-  readonly retryable = true;
 }
 
 /**
@@ -66,10 +66,7 @@ export class ClientRegistry {
         }
         firstAttemptDone();
         const delay = backoffDelayMs(attempt, { baseDelayMs: 1000, maxDelayMs: 60_000 });
-        this.logger.warn(
-          { profile: profile.name, err: error.message, retryInMs: delay },
-          'scheduler not reachable yet',
-        );
+        this.logger.warn({ profile: profile.name, err: error, retryInMs: delay }, 'scheduler not reachable yet');
         await sleep(delay, this.abort.signal).catch(() => {});
       }
     }

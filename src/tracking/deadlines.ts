@@ -104,7 +104,7 @@ async function reasonFor(
   try {
     return (await reasonOf(row.profile, row.jobId)) ?? 'none given';
   } catch (error) {
-    logger.debug({ requestId: row.id, err: (error as Error).message }, 'could not ask for the pending reason');
+    logger.debug({ requestId: row.id, err: error }, 'could not ask for the pending reason');
     return 'unknown (the scheduler did not answer)';
   }
 }

@@ -215,7 +215,7 @@ export async function pollProfile(deps: PollDeps, profile: string): Promise<Poll
     // Said once when it starts (or its reason changes), not on every cycle of a long outage.
     if (recordAccountingAnswer(db, profile, failure.message)) {
       logger.warn(
-        { profile, code: failure.code, err: failure.message },
+        { profile, code: failure.code, err: failure },
         'accounting unavailable: following jobs with controller data only',
       );
     }
@@ -405,7 +405,7 @@ async function resolveThroughController(deps: PollDeps, rows: TrackedRequest[], 
     .listJobs({ forPolling: true, signal: deps.signal, jobIds: wanted })
     .catch((error: unknown) => {
       if (!(error instanceof SchedflowError)) throw error;
-      deps.logger.warn({ code: error.code, err: error.message }, 'controller listing unavailable: states only');
+      deps.logger.warn({ code: error.code, err: error }, 'controller listing unavailable: states only');
       return null;
     });
   const full = new Map(listing?.data.jobs.map((job) => [job.job_id, job]));
@@ -445,7 +445,7 @@ async function checkSuspects(deps: PollDeps, profile: string, suspects: Suspect[
     .listJobs({ forPolling: true, signal: deps.signal, jobIds: wanted })
     .catch((error: unknown) => {
       if (!(error instanceof SchedflowError)) throw error;
-      logger.warn({ code: error.code, err: error.message }, 'controller listing unavailable: jobs left to check');
+      logger.warn({ code: error.code, err: error }, 'controller listing unavailable: jobs left to check');
       return null;
     });
   if (!listing || listing.freshness.stale) return 0;

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
-import { backoffDelayMs } from '../../src/lib/backoff.js';
+import { backoffDelayMs, parseRetryAfterMs } from '../../src/lib/retry-policy.js';
 import { freshnessOf } from '../../src/sched/freshness.js';
-import { errorForResponse, parseRetryAfterMs } from '../../src/sched/response-errors.js';
+import { errorForResponse } from '../../src/sched/response-errors.js';
 import {
   AuthenticationError,
   BadRequestError,

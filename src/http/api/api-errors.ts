@@ -1,13 +1,16 @@
-import { SchedflowError } from '../../errors.js';
+import { type ErrorCode, errorSpec, SchedflowError } from '../../errors.js';
 
 /**
- * Errors the local API answers with: each knows its HTTP status, and its code
- * and message go into the body `{ error: { code, message, … } }`. Anything
- * else thrown by a route is a bug or an outage and becomes a 500 or 503 (see
- * error-handler.ts).
+ * Errors the local API answers with: the registry gives each its HTTP status,
+ * and its code and message go into the body `{ error: { code, message, … } }`.
+ * Other schedflow errors are answered by their code's status too; anything else
+ * thrown by a route is a bug or an outage and becomes a 500 (see error-handler.ts).
  */
 export abstract class ApiError extends SchedflowError {
-  abstract readonly status: number;
+  get status(): number {
+    // Every code an ApiError is made with has a status; a null one would be a bug, answered 500.
+    return errorSpec(this.code).status ?? 500;
+  }
   /** Extra members of the error body (fields, upstream, state). */
   readonly extra: Record<string, unknown> = {};
   /** Extra response headers (WWW-Authenticate, Retry-After). */
@@ -25,8 +28,6 @@ export interface FieldProblem {
 /** 400: the request does not match the route's schema; `fields` names each problem. */
 export class ValidationApiError extends ApiError {
   readonly code = 'SCHEDFLOW_ERR_VALIDATION';
-  readonly retryable = false;
-  readonly status = 400;
   constructor(readonly fields: FieldProblem[]) {
     super(`invalid request: ${fields.map((f) => `${f.path || f.in}: ${f.reason}`).join('; ')}`);
     this.extra.fields = fields;
@@ -36,8 +37,6 @@ export class ValidationApiError extends ApiError {
 /** 401: no token, a malformed header, an unknown or a revoked token. */
 export class UnauthorizedApiError extends ApiError {
   readonly code = 'SCHEDFLOW_ERR_UNAUTHORIZED';
-  readonly retryable = false;
-  readonly status = 401;
   constructor(message: string) {
     super(message);
     this.headers['www-authenticate'] = 'Bearer realm="schedflow"';
@@ -47,21 +46,16 @@ export class UnauthorizedApiError extends ApiError {
 /** 403: the token is valid but lacks the scope the route needs. */
 export class ForbiddenApiError extends ApiError {
   readonly code = 'SCHEDFLOW_ERR_FORBIDDEN';
-  readonly retryable = false;
-  readonly status = 403;
 }
 
 export class NotFoundApiError extends ApiError {
   readonly code = 'SCHEDFLOW_ERR_NOT_FOUND';
-  readonly retryable = false;
-  readonly status = 404;
 }
 
 /** 409: the request conflicts with the resource's state (or an idempotency key's first use). */
 export class ConflictApiError extends ApiError {
-  readonly status = 409;
   constructor(
-    readonly code: string,
+    readonly code: ErrorCode,
     message: string,
     options: { retryAfterSec?: number; extra?: Record<string, unknown> } = {},
   ) {
@@ -69,17 +63,11 @@ export class ConflictApiError extends ApiError {
     Object.assign(this.extra, options.extra);
     if (options.retryAfterSec !== undefined) this.headers['retry-after'] = String(options.retryAfterSec);
   }
-
-  get retryable(): boolean {
-    return this.headers['retry-after'] !== undefined;
-  }
 }
 
 /** 429: the token's requests per minute are spent. */
 export class RateLimitedApiError extends ApiError {
   readonly code = 'SCHEDFLOW_ERR_RATE_LIMITED';
-  readonly retryable = true;
-  readonly status = 429;
   constructor(max: number, retryAfterSec: number) {
     super(`rate limit of ${max} requests per minute reached for this token; retry in ${retryAfterSec} s`);
     this.headers['retry-after'] = String(retryAfterSec);
@@ -92,23 +80,31 @@ export class RateLimitedApiError extends ApiError {
  */
 export class UpstreamApiError extends ApiError {
   readonly code = 'SCHEDFLOW_ERR_UPSTREAM';
-  readonly status: number;
+  readonly #retryable: boolean;
   constructor(
     message: string,
-    readonly retryable: boolean,
-    upstream: { status: number | null; message: string | null; code: string },
+    retryable: boolean,
+    upstream: { status: number | null; message: string | null; code: ErrorCode },
   ) {
     super(message);
-    this.status = retryable ? 503 : 502;
+    this.#retryable = retryable;
     this.extra.upstream = upstream;
+  }
+
+  /** The upstream error's: a refusal stays one, an outage may pass. */
+  override get retryable(): boolean {
+    return this.#retryable;
+  }
+
+  override get status(): number {
+    const spec = errorSpec(this.code);
+    return this.#retryable ? (spec.unreachableStatus ?? 503) : (spec.status ?? 502);
   }
 }
 
 /** 503: a part of the daemon the route needs is not there (pipelines not loaded, a scheduler not connected). */
 export class UnavailableApiError extends ApiError {
   readonly code = 'SCHEDFLOW_ERR_UNAVAILABLE';
-  readonly retryable = true;
-  readonly status = 503;
   constructor(message: string, retryAfterSec?: number) {
     super(message);
     if (retryAfterSec !== undefined) this.headers['retry-after'] = String(retryAfterSec);

@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { type ServerResponse, STATUS_CODES } from 'node:http';
 import type { Socket } from 'node:net';
 import type { FastifyBaseLogger } from 'fastify';
+import { type ErrorCode, errorSpec } from '../../errors.js';
 
 /**
  * What Node's HTTP parser refuses before Fastify sees a request (Node's `clientError`):
@@ -18,6 +19,8 @@ export function clientErrorHandler(
     const answer = answerOf(error.code);
     // Like every answer, one id for it and its log line (there is no request to carry one).
     const reqId = randomUUID();
+    // The message only, not the error: Node's parser errors carry `rawPacket`, the request's
+    // own bytes, Authorization header included, which pino's err serializer would write out.
     logger.debug(
       { reqId, err: error.message, code: error.code, status: answer.status },
       'malformed HTTP request refused',
@@ -42,21 +45,21 @@ export function clientErrorHandler(
   };
 }
 
-function answerOf(nodeCode: string | undefined): { status: number; code: string; message: string } {
+function answerOf(nodeCode: string | undefined): { status: number; code: ErrorCode; message: string } {
   switch (nodeCode) {
     case 'HPE_HEADER_OVERFLOW':
-      return {
-        status: 431,
-        code: 'SCHEDFLOW_ERR_HEADERS_TOO_LARGE',
-        message: 'the request line and headers are larger than 16 KiB',
-      };
+      return answer('SCHEDFLOW_ERR_HEADERS_TOO_LARGE', 'the request line and headers are larger than 16 KiB');
     case 'ERR_HTTP_REQUEST_TIMEOUT':
-      return { status: 408, code: 'SCHEDFLOW_ERR_REQUEST_TIMEOUT', message: 'the request did not arrive in time' };
+      return answer('SCHEDFLOW_ERR_REQUEST_TIMEOUT', 'the request did not arrive in time');
     default:
-      return {
-        status: 400,
-        code: 'SCHEDFLOW_ERR_MALFORMED_REQUEST',
-        message: `the request is not valid HTTP/1.1${nodeCode ? ` (${nodeCode})` : ''}`,
-      };
+      return answer(
+        'SCHEDFLOW_ERR_MALFORMED_REQUEST',
+        `the request is not valid HTTP/1.1${nodeCode ? ` (${nodeCode})` : ''}`,
+      );
   }
+}
+
+/** The registry's status for the code (each of these has one). */
+function answer(code: ErrorCode, message: string): { status: number; code: ErrorCode; message: string } {
+  return { status: errorSpec(code).status ?? 400, code, message };
 }

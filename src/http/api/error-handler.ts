@@ -1,8 +1,7 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { ConfigError, SchedflowError } from '../../errors.js';
+import { type ErrorCode, errorSpec, SchedflowError } from '../../errors.js';
 import { SchedApiError } from '../../sched/sched-errors.js';
-import { ProfileNotConnectedError } from '../../tracking/client-registry.js';
-import { ApiError, type FieldProblem, ValidationApiError } from './api-errors.js';
+import { ApiError, type FieldProblem, UpstreamApiError, ValidationApiError } from './api-errors.js';
 import { fastifyErrorMapping } from './fastify-errors.js';
 
 export interface ErrorAnswer {
@@ -90,26 +89,47 @@ export function errorAnswer(error: unknown, request: FastifyRequest): ErrorAnswe
   };
 }
 
-/** The API error a thrown error stands for, when it is one we can explain. */
-function translate(error: unknown): ApiError | null {
-  if (error instanceof ApiError) return error;
+/** What the API answers for a thrown error, when it is one we can explain. */
+interface KnownAnswer {
+  status: number;
+  code: ErrorCode;
+  message: string;
+  extra: Record<string, unknown>;
+  headers: Record<string, string>;
+}
+
+/** The answer a thrown error stands for: its code's status in the registry, never a guess from its name. */
+function translate(error: unknown): KnownAnswer | null {
+  if (error instanceof ApiError) return answerOf(error);
   const validation = (error as { validation?: unknown }).validation;
   if (Array.isArray(validation) && validation.length > 0) {
     const where = LOCATIONS[String((error as { validationContext?: string }).validationContext)] ?? 'body';
-    return new ValidationApiError(validation.flatMap((issue) => fieldProblems(issue, where)));
+    return answerOf(new ValidationApiError(validation.flatMap((issue) => fieldProblems(issue, where))));
   }
-  if (error instanceof ProfileNotConnectedError) return new PlainApiError(503, error.code, error.message, true);
   if (error instanceof SchedApiError) {
-    return new PlainApiError(error.retryable ? 503 : 502, 'SCHEDFLOW_ERR_UPSTREAM', error.message, error.retryable, {
-      upstream: { status: error.status, message: error.detail.message, code: error.code },
-    });
+    return answerOf(
+      new UpstreamApiError(error.message, error.retryable, {
+        status: error.status,
+        message: error.detail.message,
+        code: error.code,
+      }),
+    );
   }
-  if (error instanceof ConfigError) return new PlainApiError(400, error.code, error.message, false);
   if (error instanceof SchedflowError) {
-    if (error.code.endsWith('_NOT_FOUND')) return new PlainApiError(404, error.code, error.message, false);
-    if (error.retryable) return new PlainApiError(503, error.code, error.message, true);
+    const status = errorSpec(error.code).status;
+    // A code only recorded or logged (an LLM's, a webhook's) that reaches a route anyway: an
+    // outage when it may pass, otherwise a bug, answered as any other (500 with a request id).
+    if (status === null) {
+      return error.retryable ? { status: 503, code: error.code, message: error.message, extra: {}, headers: {} } : null;
+    }
+    if (status >= 500 && !error.retryable) return null;
+    return { status, code: error.code, message: error.message, extra: {}, headers: {} };
   }
   return null;
+}
+
+function answerOf(error: ApiError): KnownAnswer {
+  return { status: error.status, code: error.code, message: error.message, extra: error.extra, headers: error.headers };
 }
 
 /** One validation issue (from the zod validator) as the fields it names. */
@@ -133,17 +153,4 @@ function fieldProblems(issue: unknown, where: FieldProblem['in']): FieldProblem[
     }));
   }
   return [{ in: where, path, reason: message ?? 'invalid' }];
-}
-
-class PlainApiError extends ApiError {
-  constructor(
-    readonly status: number,
-    readonly code: string,
-    message: string,
-    readonly retryable: boolean,
-    extra: Record<string, unknown> = {},
-  ) {
-    super(message);
-    Object.assign(this.extra, extra);
-  }
 }

@@ -66,7 +66,7 @@ export function registerIdempotency(app: FastifyInstance, db: Db, logger: Logger
       const purged = purgeKeys(db);
       if (purged > 0) logger.debug({ purged }, 'expired idempotency keys purged');
     } catch (error) {
-      logger.warn({ err: (error as Error).message }, 'could not purge idempotency keys');
+      logger.warn({ err: error }, 'could not purge idempotency keys');
     }
   };
   purge();
@@ -116,7 +116,7 @@ export async function idempotently(
         try {
           recordReplay(db, { requestId, tokenName: token.name, key, at });
         } catch (error) {
-          request.log.warn({ requestId, err: (error as Error).message }, 'could not record a deduplicated submission');
+          request.log.warn({ requestId, err: error }, 'could not record a deduplicated submission');
         }
       }
       reply.header('idempotent-replayed', 'true');

@@ -107,7 +107,7 @@ export class ApiMetrics {
               const counts = await withTimeout(queue.getJobCounts(...QUEUE_STATES), QUEUE_COUNT_TIMEOUT_MS);
               for (const state of QUEUE_STATES) this.set({ queue: name, state }, counts[state] ?? 0);
             } catch (error) {
-              deps.logger.debug({ queue: name, err: (error as Error).message }, 'queue counts unavailable');
+              deps.logger.debug({ queue: name, err: error }, 'queue counts unavailable');
             }
           }),
         );

@@ -105,7 +105,7 @@ export class LiveChanges {
       if (changes.length === 0) return;
       for (const listener of this.#listeners) listener(changes);
     } catch (error) {
-      this.logger.warn({ err: (error as Error).message }, 'UI live updates: reading the history failed');
+      this.logger.warn({ err: error }, 'UI live updates: reading the history failed');
     }
   }
 }

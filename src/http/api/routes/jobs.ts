@@ -6,7 +6,6 @@ import { replaysOf } from '../../../db/idempotency.js';
 import { getRequest, transitionsOf } from '../../../db/requests.js';
 import type { Deadlines } from '../../../db/schema.js';
 import { summaryOfRequest } from '../../../db/summaries.js';
-import { ConfigError } from '../../../errors.js';
 import { summaryForRequest } from '../../../summaries/show.js';
 import { cancelRequest } from '../../../tracking/canceller.js';
 import {
@@ -166,7 +165,7 @@ export const jobRoutes: FastifyPluginAsyncZod<{ deps: ApiDeps }> = async (app, {
         description: [
           'Queues a new request with the spec changed as the summary proposes (more memory, a longer limit, another partition), linked to this one (201).',
           'Applying again answers the request made the first time (200).',
-          'Nothing to apply (no summary yet, no suggestion, or a pipeline step, whose change belongs in the pipeline file): 409. Scope: submit.',
+          'Nothing to apply (no summary, no suggestion, or a pipeline step, whose change belongs in the pipeline file): 409 `SCHEDFLOW_ERR_NO_SUGGESTION`; a summary still being written: 409 `SCHEDFLOW_ERR_SUMMARY_PENDING`. Scope: submit.',
         ].join(' '),
         security: bearer,
         headers: idempotencyHeaders,
@@ -183,14 +182,8 @@ export const jobRoutes: FastifyPluginAsyncZod<{ deps: ApiDeps }> = async (app, {
         const id = request.params.id;
         if (!getRequest(db, id)) throw new NotFoundApiError(`no job request ${id}`);
         const before = summaryOfRequest(db, id)?.appliedRequestId ?? null;
-        let newId: string;
-        try {
-          newId = await deps.resubmit(id, stableId ?? undefined);
-        } catch (error) {
-          // The refusals of `schedflow jobs resubmit`: the request's state, not the call, is at fault.
-          if (error instanceof ConfigError) throw new ConflictApiError('SCHEDFLOW_ERR_NO_SUGGESTION', error.message);
-          throw error;
-        }
+        // Its refusals carry their own codes: 409 NO_SUGGESTION, 409 SUMMARY_PENDING, 404 NOT_FOUND.
+        const newId = await deps.resubmit(id, stableId ?? undefined);
         return {
           status: before === newId ? 200 : 201,
           body: {

@@ -109,7 +109,7 @@ ${rows.length > 200 ? html`<p class="muted">The newest 200 are shown; narrow the
       );
       done = `cancel-${outcome.kind}`;
     } catch (error) {
-      ctx.deps.logger.warn({ requestId: id, err: (error as Error).message }, 'UI cancel failed');
+      ctx.deps.logger.warn({ requestId: id, err: error }, 'UI cancel failed');
       done = 'cancel-error';
     }
     return reply.redirect(`${jobHref(id)}?done=${done}`, 303);
