@@ -43,7 +43,7 @@ import {
   summariesStatus,
 } from './summaries/summaries-service.js';
 import type { SummarySettings } from './summaries/summary-settings.js';
-import { ClientRegistry } from './tracking/client-registry.js';
+import { ClientRegistry } from './sched/client-registry.js';
 import { loadUiPassword } from './ui/ui-password.js';
 
 /** What `schedflow start` runs, and what tests and the local API hold on to. */

@@ -3,7 +3,7 @@ import { z } from 'zod';
 import type { Logger } from '../src/logger.js';
 import type { PipelineRegistry } from '../src/pipelines/pipeline-registry.js';
 import { advanceActiveRuns, type RunEngineDeps } from '../src/pipelines/run-engine.js';
-import { checkDeadlines } from '../src/tracking/deadlines.js';
+import { checkDeadlines } from '../src/requests/deadlines.js';
 
 const firePayload = z.object({
   pipeline: z.string().min(1),

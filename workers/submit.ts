@@ -3,13 +3,13 @@ import type { Db } from '../src/db/database.js';
 import { createRequest, getRequest, patchRequest, transition, unsubmittedRequests } from '../src/db/requests.js';
 import type { Logger } from '../src/logger.js';
 import { submitPayloadSchema } from '../src/queue/catalog.js';
-import { isTerminalRequest } from '../src/tracking/request-state.js';
+import { isTerminalRequest } from '../src/requests/request-state.js';
 import {
   SubmitRefusedError,
   submitRequest,
   WaitingForDependencyError,
   WaitingForSubmitLimitError,
-} from '../src/tracking/submitter.js';
+} from '../src/requests/submitter.js';
 import type { WorkerServices } from './services.js';
 
 /** Steps are submitted right behind the steps they need: a wait for a job id is short. */

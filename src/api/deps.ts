@@ -6,7 +6,7 @@ import type { PipelineService } from '../pipelines/pipeline-service.js';
 import type { QueueName } from '../queue/catalog.js';
 import type { JobSpec } from '../sched/job-spec.js';
 import type { Profile } from '../sched/profile.js';
-import type { ClientRegistry } from '../tracking/client-registry.js';
+import type { ClientRegistry } from '../sched/client-registry.js';
 import type { UiSettings } from '../ui/ui-settings.js';
 
 /** What the local API needs of the daemon; main.ts hands it the running parts. */

@@ -5,8 +5,8 @@ import type { TokenInfo } from '../db/tokens.js';
 import { shownWebhookUrl } from '../notify/webhook-url-shown.js';
 import type { PipelineSummary } from '../pipelines/pipeline-service.js';
 import type { ShownSummary } from '../summaries/show.js';
-import type { SpecSuggestion } from '../summaries/summary-data.js';
-import { isTerminalRequest } from '../tracking/request-state.js';
+import type { SpecSuggestion } from '../db/summary-data.js';
+import { isTerminalRequest } from '../requests/request-state.js';
 import { hasScope } from './auth.js';
 import type { HistoryPageRow } from './queries.js';
 import type {

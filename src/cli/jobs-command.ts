@@ -20,7 +20,7 @@ import { APPLY_SUGGESTION_JOB } from '../summaries/dispatcher.js';
 import { describeSuggestion } from '../summaries/prompt.js';
 import { suggestionToApply } from '../summaries/resubmit.js';
 import { summaryForRequest, summaryLines } from '../summaries/show.js';
-import { isTerminalRequest } from '../tracking/request-state.js';
+import { isTerminalRequest } from '../requests/request-state.js';
 import { EXIT } from './exit-codes.js';
 import { formatDuration, table } from './format.js';
 import { parseInteger, parseSince } from './options.js';

@@ -4,8 +4,8 @@ import {
   LOST_BY_CONTROLLER_CODE,
   LOST_BY_CONTROLLER_REASON,
   lostByControllerMessage,
-} from '../tracking/job-identity.js';
-import { canTransition, isTerminalRequest } from '../tracking/request-state.js';
+} from '../requests/job-identity.js';
+import { canTransition, isTerminalRequest } from '../requests/request-state.js';
 import type { Db } from './database.js';
 import { placeholders, prepared } from './prepared.js';
 import {

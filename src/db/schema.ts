@@ -1,6 +1,6 @@
 import { sql } from 'drizzle-orm';
 import { index, integer, primaryKey, real, sqliteTable, text, uniqueIndex } from 'drizzle-orm/sqlite-core';
-import type { SpecSuggestion, SummaryFindings } from '../summaries/summary-data.js';
+import type { SpecSuggestion, SummaryFindings } from './summary-data.js';
 
 /**
  * The local history. One row per job request (what someone asked for), its

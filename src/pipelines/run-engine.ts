@@ -15,7 +15,7 @@ import {
 import { addDelivery } from '../db/webhooks.js';
 import type { Logger } from '../logger.js';
 import { runFinishedBody } from '../notify/events.js';
-import { isTerminalRequest } from '../tracking/request-state.js';
+import { isTerminalRequest } from '../requests/request-state.js';
 import type { LoadedPipeline } from './pipeline-loader.js';
 import { planRun, type RunPlan, type StepPlan } from './run-plan.js';
 import { type DependencyResolution, latestAttempts, resolveDependencies, retryPending } from './step-dependencies.js';

@@ -1,5 +1,5 @@
 import type { JobRequestRow, StepNeed } from '../db/schema.js';
-import { isTerminalRequest } from '../tracking/request-state.js';
+import { isTerminalRequest } from '../requests/request-state.js';
 import type { StepPlan } from './run-plan.js';
 
 /** Whether a step can be submitted now, and with which Slurm dependency. */

@@ -6,7 +6,7 @@ import { LlmClient } from '../llm/llm-client.js';
 import { LlmModelError } from '../llm/llm-errors.js';
 import { apiKeyOf, baseUrlOf } from '../llm/llm-settings.js';
 import type { Logger } from '../logger.js';
-import type { ClientRegistry } from '../tracking/client-registry.js';
+import type { ClientRegistry } from '../sched/client-registry.js';
 import { SummaryDispatcher } from './dispatcher.js';
 import { Semaphore } from './limiter.js';
 import { type LlmGate, Summarizer } from './summarizer.js';

@@ -2,7 +2,7 @@ import type { RequestState } from '../db/schema.js';
 import { assertNever } from '../lib/assert-never.js';
 import { formatSeconds } from './efficiency.js';
 import { explainReason, signalName } from './slurm-reasons.js';
-import type { SpecSuggestion, Triage } from './summary-data.js';
+import type { SpecSuggestion, Triage } from '../db/summary-data.js';
 
 /**
  * Failure triage: from an ended job's facts, what most likely went wrong (a

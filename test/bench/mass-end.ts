@@ -25,7 +25,7 @@ import { createRequest, trackedRequests, transition } from '../../src/db/request
 import { jobRequests } from '../../src/db/schema.js';
 import { SchedflowError } from '../../src/errors.js';
 import { SchedClient } from '../../src/sched/client.js';
-import { applyJob, pollProfile } from '../../src/tracking/poller.js';
+import { applyJob, pollProfile } from '../../src/requests/poller.js';
 import { sleep } from '../chaos/processes.js';
 import {
   BENCH_TOKEN,

@@ -16,7 +16,7 @@ import type { Db } from '../../src/db/database.js';
 import { openDatabase } from '../../src/db/database.js';
 import { createRequest, getRequest, trackedRequests, transition } from '../../src/db/requests.js';
 import { SchedClient } from '../../src/sched/client.js';
-import { applyJob, pollProfile } from '../../src/tracking/poller.js';
+import { applyJob, pollProfile } from '../../src/requests/poller.js';
 import { sleep } from '../chaos/processes.js';
 import {
   BENCH_TOKEN,

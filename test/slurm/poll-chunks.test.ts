@@ -7,7 +7,7 @@ import { createRequest, getRequest, transition, transitionsOf } from '../../src/
 import { createLogger } from '../../src/logger.js';
 import { SchedClient } from '../../src/sched/client.js';
 import { jobSpecSchema } from '../../src/sched/job-spec.js';
-import { pollProfile } from '../../src/tracking/poller.js';
+import { pollProfile } from '../../src/requests/poller.js';
 import { type FlakyProxy, startFlakyProxy } from '../helpers/flaky-proxy.js';
 import { jobWorkDir, realSlurm, script, slurmrestdProfile } from './cluster.js';
 

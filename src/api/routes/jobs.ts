@@ -8,7 +8,7 @@ import type { Deadlines } from '../../db/schema.js';
 import { summaryOfRequest } from '../../db/summaries.js';
 import { ConfigError } from '../../errors.js';
 import { summaryForRequest } from '../../summaries/show.js';
-import { cancelRequest } from '../../tracking/canceller.js';
+import { cancelRequest } from '../../requests/canceller.js';
 import { ConflictApiError, NotFoundApiError, ValidationApiError } from '../api-errors.js';
 import { decodeCursor, encodeCursor } from '../cursor.js';
 import type { ApiDeps } from '../deps.js';

@@ -8,7 +8,7 @@ import { createLogger } from '../../../src/logger.js';
 import { SchedClient } from '../../../src/sched/client.js';
 import { parseProfile } from '../../../src/sched/profile.js';
 import type { SimJob } from '../../../src/sim/sim-job.js';
-import { type PollReport, pollProfile } from '../../../src/tracking/poller.js';
+import { type PollReport, pollProfile } from '../../../src/requests/poller.js';
 import { type FlakyProxy, type RecordedRequest, startFlakyProxy } from '../../helpers/flaky-proxy.js';
 import { ALICE_TOKEN, savedSimJob, startSim, type TestSim } from '../../helpers/sim.js';
 

@@ -9,7 +9,7 @@ import { createRequest, getRequest, transition } from '../../../src/db/requests.
 import { createLogger } from '../../../src/logger.js';
 import { SchedClient } from '../../../src/sched/client.js';
 import { parseProfile } from '../../../src/sched/profile.js';
-import { RECONCILE_SLICE_SEC, reconcileProfile } from '../../../src/tracking/reconciler.js';
+import { RECONCILE_SLICE_SEC, reconcileProfile } from '../../../src/requests/reconciler.js';
 import { type FlakyProxy, startFlakyProxy } from '../../helpers/flaky-proxy.js';
 import { ALICE_TOKEN, savedSimJob, startSim, type TestSim } from '../../helpers/sim.js';
 

@@ -6,7 +6,7 @@ import { toError } from '../errors.js';
 import { answerWithin } from '../lib/with-timeout.js';
 import type { Logger } from '../logger.js';
 import { CancelFailedError } from '../sched/sched-errors.js';
-import type { ClientRegistry } from './client-registry.js';
+import type { ClientRegistry } from '../sched/client-registry.js';
 import { isTerminalRequest } from './request-state.js';
 
 export interface CancelDeps {
