@@ -18,7 +18,8 @@ import { runFinishedBody } from '../notify/events.js';
 import { isTerminalRequest } from '../requests/request-state.js';
 import type { LoadedPipeline } from './pipeline-loader.js';
 import { planRun, type RunPlan, type StepPlan } from './run-plan.js';
-import { type DependencyResolution, latestAttempts, resolveDependencies, retryPending } from './step-dependencies.js';
+import type { DependencyResolution } from '../requests/submitter.js';
+import { latestAttempts, resolveDependencies, retryPending } from './step-dependencies.js';
 
 /**
  * The life of a pipeline run: made from a plan (its steps become job

@@ -21,7 +21,7 @@ import { and, eq, isNotNull, type SQL, sql } from 'drizzle-orm';
 import { pino } from 'pino';
 import type { Db } from '../../src/db/database.js';
 import { openDatabase } from '../../src/db/database.js';
-import { createRequest, trackedRequests, transition } from '../../src/db/requests.js';
+import { createRequest, trackedRequests } from '../../src/db/requests.js';
 import { jobRequests } from '../../src/db/schema.js';
 import { SchedflowError } from '../../src/errors.js';
 import { SchedClient } from '../../src/sched/client.js';
@@ -36,6 +36,7 @@ import {
   UNBOUNDED,
   upstreamTotals,
 } from './bench-sim.js';
+import { transition } from '../../src/requests/transition.js';
 
 const PAST = Number(process.env.BENCH_PAST_RECORDS ?? 100_000);
 const MAX_CYCLES = 300;

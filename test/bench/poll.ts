@@ -14,7 +14,7 @@ import { fileURLToPath } from 'node:url';
 import { pino } from 'pino';
 import type { Db } from '../../src/db/database.js';
 import { openDatabase } from '../../src/db/database.js';
-import { createRequest, getRequest, trackedRequests, transition } from '../../src/db/requests.js';
+import { createRequest, getRequest, trackedRequests } from '../../src/db/requests.js';
 import { SchedClient } from '../../src/sched/client.js';
 import { applyJob, pollProfile } from '../../src/requests/poller.js';
 import { sleep } from '../chaos/processes.js';
@@ -27,6 +27,7 @@ import {
   UNBOUNDED,
   upstreamTotals,
 } from './bench-sim.js';
+import { transition } from '../../src/requests/transition.js';
 
 const SIZES = (process.env.BENCH_SIZES ?? '10,1000,10000').split(',').map(Number);
 /**
