@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import type { JobCodec } from './codec.js';
+import type { JobCodec } from './job-codec.js';
 import {
   decodeAccounting,
   decodeController,

@@ -1,4 +1,4 @@
-import type { JobCodec } from './codec.js';
+import type { JobCodec } from './job-codec.js';
 import { decodeAccounting, decodeController, decodeJobState, encodeSubmitFor, expandedPaths } from './common.js';
 
 /**
