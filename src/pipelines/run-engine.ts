@@ -13,7 +13,6 @@ import {
 import { addDelivery } from '../db/webhooks.js';
 import type { Logger } from '../logger.js';
 import { runFinishedBody } from '../notify/events.js';
-import type { SubmitQueueDeps } from '../queue/submit-queue.js';
 import { type AcceptDeps, enqueueAccepted, recordRequest } from '../requests/accept.js';
 import { isTerminalRequest } from '../requests/request-state.js';
 import type { LoadedPipeline } from './pipeline-loader.js';
@@ -27,11 +26,9 @@ import { latestAttempts, resolveDependencies, retryPending } from './step-depend
  * steps end: retries, steps re-made after a retried dependency, the run's end.
  */
 
+/** Step requests are accepted (`db`, `submitQueue`) through src/requests/accept.ts. */
 export interface RunEngineDeps extends AcceptDeps {
-  db: Db;
   logger: Logger;
-  /** Where step requests are queued for submission (never waits long on Redis). */
-  submitQueue: SubmitQueueDeps;
   /** Cancels a job upstream (a step stuck behind a dependency that can never be met). */
   cancelJob(profile: string, jobId: number): Promise<void>;
 }

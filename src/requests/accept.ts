@@ -35,11 +35,9 @@ export function recordRequest(db: Db, input: RequestToRecord): { row: JobRequest
     const existing = getRequest(tx, input.id);
     if (!existing) {
       createRequest(tx, input);
-      const extra = {
-        ...(input.summarize !== undefined && input.summarize !== null && { summarize: input.summarize }),
-        ...(input.resubmitOf && { resubmitOf: input.resubmitOf }),
-      };
-      if (Object.keys(extra).length > 0) patchRequest(tx, input.id, extra);
+      const summarize = input.summarize ?? null;
+      const resubmitOf = input.resubmitOf ?? null;
+      if (summarize !== null || resubmitOf !== null) patchRequest(tx, input.id, { summarize, resubmitOf });
     }
     const queued = input.queued === undefined ? { source: input.source, at: input.at } : input.queued;
     if (queued && (!existing || existing.state === 'accepted')) {

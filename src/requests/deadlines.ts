@@ -16,10 +16,10 @@ export interface DeadlineMiss {
 }
 
 /**
- * Finds deadlines missed by unfinished requests and runs: too long PENDING
- * (with the scheduler's reason), not started by start-by, not ended by
- * finish-by, and a scheduled run that had not started when the next tick came.
- * Each miss is recorded once; the ones new this time are returned.
+ * Finds deadlines missed by unfinished requests: too long PENDING (with the
+ * scheduler's reason), not started by start-by, not ended by finish-by; and
+ * those `moreMisses` finds (pipeline runs). Each miss is recorded once, with its
+ * webhook delivery; the ones new this time are returned.
  */
 export async function checkDeadlines(
   db: Db,

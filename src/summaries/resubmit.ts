@@ -83,7 +83,8 @@ export function applySuggestion(
       webhookUrl: request.webhookUrl,
       summarize: request.summarize,
       resubmitOf: request.id,
-      // Queued once this commit is in (resubmitWithSuggestion), so the mark and the request go together.
+      // Left `accepted`: resubmitWithSuggestion queues it after this commit, and a call again
+      // after a crash in between finds it so and queues it then.
       queued: null,
     });
     markSuggestionApplied(tx, summary.id, input.newRequestId, input.at);
