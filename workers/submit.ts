@@ -2,8 +2,8 @@ import { DelayedError, type Job, type Queue, UnrecoverableError } from 'bullmq';
 import type { Db } from '../src/db/database.js';
 import { getRequest, unsubmittedRequests } from '../src/db/requests.js';
 import type { Logger } from '../src/logger.js';
-import { submitPayloadSchema } from '../src/queue/catalog.js';
 import { stepDependencies } from '../src/pipelines/run-engine.js';
+import { submitPayloadSchema } from '../src/queue/catalog.js';
 import { recordRequest } from '../src/requests/accept.js';
 import { isTerminalRequest } from '../src/requests/request-state.js';
 import {

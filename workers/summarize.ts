@@ -12,8 +12,8 @@ import {
   SUMMARY_DISPATCH_JOB,
   summarizePayloadSchema,
 } from '../src/queue/catalog.js';
-import type { SummaryDispatcher } from '../src/summaries/dispatcher.js';
 import type { AcceptDeps } from '../src/requests/accept.js';
+import type { SummaryDispatcher } from '../src/summaries/dispatcher.js';
 import { resubmitWithSuggestion } from '../src/summaries/resubmit.js';
 import type { Summarizer } from '../src/summaries/summarizer.js';
 

@@ -1,7 +1,7 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { ConfigError, SchedflowError } from '../errors.js';
-import { SchedApiError } from '../sched/sched-errors.js';
 import { ProfileNotConnectedError } from '../sched/client-registry.js';
+import { SchedApiError } from '../sched/sched-errors.js';
 import { ApiError, type FieldProblem, ValidationApiError } from './api-errors.js';
 import { fastifyErrorMapping } from './fastify-errors.js';
 

@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { REQUEST_STATES, RUN_STATES, RUN_TRIGGERS, SUMMARY_KINDS, SUMMARY_STATES } from '../db/schema.js';
-import { jobSpecSchema } from '../sched/job-spec.js';
 import { TRIAGE_CLASSES } from '../db/summary-data.js';
+import { jobSpecSchema } from '../sched/job-spec.js';
 
 /**
  * The local API's schemas: one set validates requests (through

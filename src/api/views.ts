@@ -1,12 +1,12 @@
 import type { z } from 'zod';
 import type { ProfileSyncRow } from '../db/accounting.js';
 import type { JobRequestRow, JobTransitionRow, PipelineRunRow, RequestReplayRow } from '../db/schema.js';
+import type { SpecSuggestion } from '../db/summary-data.js';
 import type { TokenInfo } from '../db/tokens.js';
 import { shownWebhookUrl } from '../notify/webhook-url-shown.js';
 import type { PipelineSummary } from '../pipelines/pipeline-service.js';
-import type { ShownSummary } from '../summaries/show.js';
-import type { SpecSuggestion } from '../db/summary-data.js';
 import { isTerminalRequest } from '../requests/request-state.js';
+import type { ShownSummary } from '../summaries/show.js';
 import { hasScope } from './auth.js';
 import type { HistoryPageRow } from './queries.js';
 import type {

@@ -12,13 +12,18 @@ import { sleep } from '../lib/backoff.js';
 import { pidAlive } from '../lib/pid-lock.js';
 import { withTimeout } from '../lib/with-timeout.js';
 import { parseSource, readYamlSource } from '../lib/yaml-source.js';
-import { APPLY_SUGGESTION_JOB, type ApplySuggestionPayload, JOB_OPTIONS, type SubmitPayload } from '../queue/catalog.js';
+import {
+  APPLY_SUGGESTION_JOB,
+  type ApplySuggestionPayload,
+  JOB_OPTIONS,
+  type SubmitPayload,
+} from '../queue/catalog.js';
 import { redisOptions } from '../redis/redis-server.js';
+import { isTerminalRequest } from '../requests/request-state.js';
 import { jobSpecSchema } from '../sched/job-spec.js';
 import { describeSuggestion } from '../summaries/prompt.js';
 import { suggestionToApply } from '../summaries/resubmit.js';
 import { summaryForRequest, summaryLines } from '../summaries/show.js';
-import { isTerminalRequest } from '../requests/request-state.js';
 import { EXIT } from './exit-codes.js';
 import { formatDuration, table } from './format.js';
 import { parseInteger, parseSince } from './options.js';

@@ -15,9 +15,9 @@ import type { Logger } from '../logger.js';
 import { runFinishedBody } from '../notify/events.js';
 import { type AcceptDeps, enqueueAccepted, recordRequest } from '../requests/accept.js';
 import { isTerminalRequest } from '../requests/request-state.js';
+import type { DependencyResolution } from '../requests/submitter.js';
 import type { LoadedPipeline } from './pipeline-loader.js';
 import { planRun, type RunPlan, type StepPlan } from './run-plan.js';
-import type { DependencyResolution } from '../requests/submitter.js';
 import { latestAttempts, resolveDependencies, retryPending } from './step-dependencies.js';
 
 /**

@@ -1,6 +1,6 @@
 import type { Queue } from 'bullmq';
 import { DISPATCH_JOB } from '../notify/dispatcher.js';
-import { SUMMARY_DISPATCH_JOB, type QueueName } from './catalog.js';
+import { type QueueName, SUMMARY_DISPATCH_JOB } from './catalog.js';
 import type { SchedulerSpec } from './queue-keeper.js';
 
 /** How often each periodic job ticks (the daemon's configuration). */

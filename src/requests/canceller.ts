@@ -5,8 +5,8 @@ import type { JobRequestRow } from '../db/schema.js';
 import { toError } from '../errors.js';
 import { answerWithin } from '../lib/with-timeout.js';
 import type { Logger } from '../logger.js';
-import { CancelFailedError } from '../sched/sched-errors.js';
 import type { ClientRegistry } from '../sched/client-registry.js';
+import { CancelFailedError } from '../sched/sched-errors.js';
 import { isTerminalRequest } from './request-state.js';
 import { transition } from './transition.js';
 

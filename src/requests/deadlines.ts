@@ -1,7 +1,13 @@
 import { and, eq, isNotNull, notInArray } from 'drizzle-orm';
 import type { Db } from '../db/database.js';
 import { getRun } from '../db/runs.js';
-import { type DeadlineKind, deadlineMisses, type JobRequestRow, jobRequests, TERMINAL_REQUEST_STATES } from '../db/schema.js';
+import {
+  type DeadlineKind,
+  deadlineMisses,
+  type JobRequestRow,
+  jobRequests,
+  TERMINAL_REQUEST_STATES,
+} from '../db/schema.js';
 import { addDelivery } from '../db/webhooks.js';
 import type { Logger } from '../logger.js';
 import { deadlineMissedBody } from '../notify/events.js';

@@ -1,6 +1,6 @@
 import type { Db } from '../db/database.js';
-import type { JobRequestRow } from '../db/schema.js';
 import { getRequest, patchRequest, requestByJobId, submitLimitQueueAhead } from '../db/requests.js';
+import type { JobRequestRow } from '../db/schema.js';
 import { InvalidJobSpecError, SchedflowError } from '../errors.js';
 import { issuesText } from '../lib/issues-text.js';
 import type { Logger } from '../logger.js';

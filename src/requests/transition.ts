@@ -1,6 +1,6 @@
 import type { Db } from '../db/database.js';
 import { getRequest, insertTransition, patchRequest, requestByJobId, updateRequest } from '../db/requests.js';
-import { type JobRequestRow, type RequestState, type TransitionSource } from '../db/schema.js';
+import type { JobRequestRow, RequestState, TransitionSource } from '../db/schema.js';
 import { addDelivery } from '../db/webhooks.js';
 import { jobFinishedBody } from '../notify/events.js';
 import { LOST_BY_CONTROLLER_CODE, LOST_BY_CONTROLLER_REASON, lostByControllerMessage } from './job-identity.js';

@@ -1,5 +1,5 @@
-import { cpuEfficiency, formatSeconds, median, timeEfficiency } from './efficiency.js';
 import type { RunTrend, SpecSuggestion } from '../db/summary-data.js';
+import { cpuEfficiency, formatSeconds, median, timeEfficiency } from './efficiency.js';
 import { niceMinutes } from './triage.js';
 
 /**

@@ -24,8 +24,9 @@ import { openDatabase } from '../../src/db/database.js';
 import { createRequest, trackedRequests } from '../../src/db/requests.js';
 import { jobRequests } from '../../src/db/schema.js';
 import { SchedflowError } from '../../src/errors.js';
-import { SchedClient } from '../../src/sched/client.js';
 import { applyJob, pollProfile } from '../../src/requests/poller.js';
+import { transition } from '../../src/requests/transition.js';
+import { SchedClient } from '../../src/sched/client.js';
 import { sleep } from '../chaos/processes.js';
 import {
   BENCH_TOKEN,
@@ -36,7 +37,6 @@ import {
   UNBOUNDED,
   upstreamTotals,
 } from './bench-sim.js';
-import { transition } from '../../src/requests/transition.js';
 
 const PAST = Number(process.env.BENCH_PAST_RECORDS ?? 100_000);
 const MAX_CYCLES = 300;

@@ -15,8 +15,9 @@ import { pino } from 'pino';
 import type { Db } from '../../src/db/database.js';
 import { openDatabase } from '../../src/db/database.js';
 import { createRequest, getRequest, trackedRequests } from '../../src/db/requests.js';
-import { SchedClient } from '../../src/sched/client.js';
 import { applyJob, pollProfile } from '../../src/requests/poller.js';
+import { transition } from '../../src/requests/transition.js';
+import { SchedClient } from '../../src/sched/client.js';
 import { sleep } from '../chaos/processes.js';
 import {
   BENCH_TOKEN,
@@ -27,7 +28,6 @@ import {
   UNBOUNDED,
   upstreamTotals,
 } from './bench-sim.js';
-import { transition } from '../../src/requests/transition.js';
 
 const SIZES = (process.env.BENCH_SIZES ?? '10,1000,10000').split(',').map(Number);
 /**

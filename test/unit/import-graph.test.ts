@@ -27,7 +27,8 @@ import { beforeAll, describe, expect, it } from 'vitest';
 const LAYERS: readonly { name: string; holds: (file: string) => boolean }[] = [
   {
     name: 'foundation',
-    holds: (f) => f.startsWith('src/lib/') || /^src\/(errors|logger|lifecycle)\.ts$/.test(f) || f.startsWith('src/errors/'),
+    holds: (f) =>
+      f.startsWith('src/lib/') || /^src\/(errors|logger|lifecycle)\.ts$/.test(f) || f.startsWith('src/errors/'),
   },
   { name: 'sched', holds: (f) => f.startsWith('src/sched/') },
   { name: 'db', holds: (f) => f.startsWith('src/db/') },

@@ -1,9 +1,9 @@
 import { describe, expect, it } from 'vitest';
 import { getRequest, listRequests } from '../../../src/db/requests.js';
+import { transition } from '../../../src/requests/transition.js';
 import { apiClient, errorOf, shellSpec } from '../../helpers/api.js';
 import { daemonTestEnv, startTestDaemon } from '../../helpers/daemon.js';
 import { http } from '../../helpers/http.js';
-import { transition } from '../../../src/requests/transition.js';
 
 /**
  * Job requests through the local API, over its real socket, against the

@@ -72,7 +72,15 @@ it('refuses a profile the daemon does not have, recording nothing', async () => 
 });
 
 it('the same id again records nothing more and keeps the one job', async () => {
-  const input = { id: 'twice', profile: 'default', name: 'n', spec, origin: 'api' as const, at: Date.now(), source: 'api' as const };
+  const input = {
+    id: 'twice',
+    profile: 'default',
+    name: 'n',
+    spec,
+    origin: 'api' as const,
+    at: Date.now(),
+    source: 'api' as const,
+  };
   await accept(deps, input);
   await accept(deps, input);
   expect(sources('twice')).toHaveLength(2);
@@ -84,7 +92,15 @@ it('with Redis known unreachable: answers at once, the request kept queued for t
   reachable = false;
   try {
     const before = sweeps;
-    const input = { id: 'outage', profile: 'default', name: 'n', spec, origin: 'api' as const, at: Date.now(), source: 'api' as const };
+    const input = {
+      id: 'outage',
+      profile: 'default',
+      name: 'n',
+      spec,
+      origin: 'api' as const,
+      at: Date.now(),
+      source: 'api' as const,
+    };
     await expect(accept(deps, input)).resolves.toBe('deferred');
     expect(getRequest(history.db, 'outage')?.state).toBe('queued');
     expect(sweeps).toBe(before + 1);
