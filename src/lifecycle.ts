@@ -114,9 +114,9 @@ export class Lifecycle {
 
   /**
    * Stops on SIGINT/SIGTERM and exits with 128 + signal number; a second signal exits at once.
-   * A promise rejected with no handler is a bug: it is logged and the daemon stops (exit 1),
-   * rather than going on in a state nobody planned for. Install before the start, so a signal
-   * during the start stops what has started.
+   * A promise rejected with no handler, or an exception nothing caught, is a bug: it is logged
+   * with its stack and the daemon stops (exit 1), rather than going on in a state nobody planned
+   * for. Install before the start, so a signal or a crash during the start stops what has started.
    */
   handleProcessEvents(): void {
     for (const signal of ['SIGINT', 'SIGTERM'] as const) {
@@ -130,13 +130,17 @@ export class Lifecycle {
         void this.stop().finally(() => process.exit(code));
       });
     }
-    process.on('unhandledRejection', (reason) => {
+    const crashed = (what: string) => (reason: unknown) => {
+      // pino's `err` serializer writes the stack; a thrown non-Error is wrapped once to get one.
       this.logger.error(
-        { err: reason instanceof Error ? reason : new Error(String(reason)) },
-        'unhandled promise rejection; shutting down',
+        { err: reason instanceof Error ? reason : new Error(String(reason), { cause: reason }) },
+        `${what}; shutting down`,
       );
       // 1: schedflow's exit code for an internal error (EXIT.internal).
       void this.stop().finally(() => process.exit(1));
-    });
+    };
+    process.on('unhandledRejection', crashed('unhandled promise rejection'));
+    // Listening replaces Node's default (print and exit at once): the steps still close Redis and SQLite.
+    process.on('uncaughtException', crashed('uncaught exception'));
   }
 }

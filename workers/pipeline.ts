@@ -2,8 +2,9 @@ import type { Job } from 'bullmq';
 import { z } from 'zod';
 import type { Logger } from '../src/logger.js';
 import type { PipelineRegistry } from '../src/pipelines/pipeline-registry.js';
+import { runDeadlineMisses } from '../src/pipelines/run-deadlines.js';
 import { advanceActiveRuns, type RunEngineDeps } from '../src/pipelines/run-engine.js';
-import { checkDeadlines } from '../src/tracking/deadlines.js';
+import { checkDeadlines } from '../src/requests/deadlines.js';
 
 const firePayload = z.object({
   pipeline: z.string().min(1),
@@ -43,7 +44,10 @@ export function pipelineProcessor(deps: PipelineWorkerDeps) {
         );
       }
       const caughtUp = await deps.registry.catchUp();
-      const misses = await checkDeadlines(deps.engine.db, deps.logger, { reasonOf: deps.jobReason });
+      const misses = await checkDeadlines(deps.engine.db, deps.logger, {
+        reasonOf: deps.jobReason,
+        moreMisses: runDeadlineMisses,
+      });
       return { ended: ended.length, caughtUp, misses: misses.length };
     }
     throw new Error(`unknown pipeline job "${job.name}"`);

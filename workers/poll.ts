@@ -2,7 +2,7 @@ import type { Job } from 'bullmq';
 import { getProfileSync, updateProfileSync } from '../src/db/accounting.js';
 import { SchedflowError } from '../src/errors.js';
 import { profilePayloadSchema } from '../src/queue/catalog.js';
-import { type PollReport, pollProfile } from '../src/tracking/poller.js';
+import { type PollReport, pollProfile } from '../src/requests/poller.js';
 import type { WorkerServices } from './services.js';
 
 /** The interval follows the proxy's cache lifetime: polling faster only re-reads the same cached answer. */

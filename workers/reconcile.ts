@@ -2,7 +2,7 @@ import type { Job } from 'bullmq';
 import { recordAccountingAnswer } from '../src/db/accounting.js';
 import { SchedflowError } from '../src/errors.js';
 import { profilePayloadSchema } from '../src/queue/catalog.js';
-import { type ReconcileReport, reconcileProfile } from '../src/tracking/reconciler.js';
+import { type ReconcileReport, reconcileProfile } from '../src/requests/reconciler.js';
 import type { WorkerServices } from './services.js';
 
 /** How far back each run looks again, while accounting answers: slurmdbd has a job's record seconds after its end. */

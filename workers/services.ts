@@ -1,7 +1,7 @@
 import type { Db } from '../src/db/database.js';
 import type { HeapCollector } from '../src/lib/heap-collector.js';
 import type { Logger } from '../src/logger.js';
-import type { ClientRegistry } from '../src/tracking/client-registry.js';
+import type { ClientRegistry } from '../src/sched/client-registry.js';
 
 /** What every processor may use; built once by the composition root. */
 export interface WorkerServices {

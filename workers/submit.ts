@@ -1,15 +1,18 @@
 import { DelayedError, type Job, type Queue, UnrecoverableError } from 'bullmq';
 import type { Db } from '../src/db/database.js';
-import { createRequest, getRequest, patchRequest, transition, unsubmittedRequests } from '../src/db/requests.js';
+import { getRequest, unsubmittedRequests } from '../src/db/requests.js';
 import type { Logger } from '../src/logger.js';
+import { stepDependencies } from '../src/pipelines/run-engine.js';
 import { submitPayloadSchema } from '../src/queue/catalog.js';
-import { isTerminalRequest } from '../src/tracking/request-state.js';
+import { recordRequest } from '../src/requests/accept.js';
+import { isTerminalRequest } from '../src/requests/request-state.js';
 import {
   SubmitRefusedError,
   submitRequest,
   WaitingForDependencyError,
   WaitingForSubmitLimitError,
-} from '../src/tracking/submitter.js';
+} from '../src/requests/submitter.js';
+import { transition } from '../src/requests/transition.js';
 import type { WorkerServices } from './services.js';
 
 /** Steps are submitted right behind the steps they need: a wait for a job id is short. */
@@ -23,26 +26,31 @@ export function submitProcessor(services: WorkerServices) {
     if (payload.request) {
       const { profile, spec, origin, acceptedAt, summarize } = payload.request;
       // One transaction: the summaries dispatcher never sees the request without its setting.
-      db.transaction((tx) => {
-        createRequest(tx, {
-          id: payload.requestId,
-          profile,
-          name: spec.name,
-          spec,
-          origin,
-          at: acceptedAt,
-          source: origin === 'cli' ? 'cli' : 'api',
-        });
-        if (summarize !== undefined) patchRequest(tx, payload.requestId, { summarize });
+      // Accepted by who sent it, queued by this worker: its job is the one running.
+      recordRequest(db, {
+        id: payload.requestId,
+        profile,
+        name: spec.name,
+        spec,
+        origin,
+        at: acceptedAt,
+        source: origin === 'cli' ? 'cli' : 'api',
+        summarize,
+        queued: { source: 'submit', at: job.timestamp },
       });
-      transition(db, payload.requestId, { to: 'queued', source: 'submit', at: job.timestamp });
     }
     const row = getRequest(db, payload.requestId);
     if (!row) throw new UnrecoverableError(`no job request ${payload.requestId}`);
     services.submitsInFlight?.add(payload.requestId);
     try {
       return await submitRequest(
-        { db, client: services.clients.get(row.profile), logger, signal: services.shutdown },
+        {
+          db,
+          client: services.clients.get(row.profile),
+          logger,
+          signal: services.shutdown,
+          stepDependency: stepDependencies,
+        },
         payload.requestId,
       );
     } catch (error) {

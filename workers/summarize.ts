@@ -1,20 +1,20 @@
 import { type BackoffStrategy, DelayedError, type Job, UnrecoverableError } from 'bullmq';
 import type { Db } from '../src/db/database.js';
-import { getRequest } from '../src/db/requests.js';
-import type { TransitionSource } from '../src/db/schema.js';
 import { SchedflowError } from '../src/errors.js';
 import { assertNever } from '../src/lib/assert-never.js';
 import { backoffDelayMs } from '../src/lib/retry-policy.js';
 import { LlmRateLimitedError } from '../src/llm/llm-errors.js';
 import type { Logger } from '../src/logger.js';
-import { applySuggestionPayloadSchema, summarizePayloadSchema } from '../src/queue/catalog.js';
 import {
   APPLY_SUGGESTION_JOB,
+  applySuggestionPayloadSchema,
   SUMMARY_BACKOFF_TYPE,
   SUMMARY_DISPATCH_JOB,
-  type SummaryDispatcher,
-} from '../src/summaries/dispatcher.js';
-import { applySuggestion } from '../src/summaries/resubmit.js';
+  summarizePayloadSchema,
+} from '../src/queue/catalog.js';
+import type { AcceptDeps } from '../src/requests/accept.js';
+import type { SummaryDispatcher } from '../src/summaries/dispatcher.js';
+import { resubmitWithSuggestion } from '../src/summaries/resubmit.js';
 import type { Summarizer } from '../src/summaries/summarizer.js';
 
 export interface SummarizeWorkerDeps {
@@ -22,8 +22,8 @@ export interface SummarizeWorkerDeps {
   summarizer: Summarizer;
   dispatcher: SummaryDispatcher;
   logger: Logger;
-  /** Queues a request's submission (job id = request id). */
-  enqueueSubmit(requestId: string, source: TransitionSource): Promise<void>;
+  /** Where re-submitted requests are accepted (src/requests/accept.ts). */
+  requests: AcceptDeps;
   /** Aborted when shutdown's grace period is over: a running LLM call stops and is handed back. */
   shutdown: AbortSignal;
 }
@@ -67,16 +67,15 @@ async function applySuggestionJob(deps: SummarizeWorkerDeps, job: Job): Promise<
   const payload = applySuggestionPayloadSchema.parse(job.data);
   let result: { requestId: string; created: boolean };
   try {
-    result = applySuggestion(deps.db, { ...payload, at: Date.now() });
+    // Asked for by the CLI (`jobs resubmit --apply-suggestion`), queued by this worker: the
+    // transitions say so, as a CLI submission's say `accepted (cli)`, `queued (submit)`.
+    // Queued also when an earlier attempt recorded the request but died before queueing it.
+    result = await resubmitWithSuggestion(deps.requests, { ...payload, origin: 'cli', queuedBy: 'summarize' });
   } catch (error) {
     // Nothing to apply (no request, no suggestion, a pipeline step): trying again cannot help.
     // A summary still being written is retryable: the queue's next attempt may find it ready.
     if (error instanceof SchedflowError && !error.retryable) throw new UnrecoverableError(error.message);
     throw error;
-  }
-  // Queued here, also when an earlier attempt recorded the request but died before queueing it.
-  if (getRequest(deps.db, result.requestId)?.state === 'accepted') {
-    await deps.enqueueSubmit(result.requestId, 'cli');
   }
   deps.logger.info(
     { requestId: payload.requestId, newRequestId: result.requestId, created: result.created },

@@ -1,8 +1,8 @@
 import { randomUUID } from 'node:crypto';
-import { existsSync, readFileSync } from 'node:fs';
-import { join, resolve } from 'node:path';
+import { resolve } from 'node:path';
 import { type ConnectionOptions, Queue } from 'bullmq';
 import type { Command } from 'commander';
+import { type DaemonInfo, readDaemonInfo } from '../daemon-info.js';
 import { getAccountingJob, history as historyRows } from '../db/accounting.js';
 import { type HistoryDatabase, openDatabase } from '../db/database.js';
 import { getRequest, listRequests, transitionsOf } from '../db/requests.js';
@@ -12,15 +12,18 @@ import { pidAlive } from '../lib/pid-lock.js';
 import { sleep } from '../lib/sleep.js';
 import { withTimeout } from '../lib/with-timeout.js';
 import { parseSource, readYamlSource } from '../lib/yaml-source.js';
-import { DAEMON_INFO_FILE, type DaemonInfo } from '../main.js';
-import { type ApplySuggestionPayload, JOB_OPTIONS, type SubmitPayload } from '../queue/catalog.js';
+import {
+  APPLY_SUGGESTION_JOB,
+  type ApplySuggestionPayload,
+  JOB_OPTIONS,
+  type SubmitPayload,
+} from '../queue/catalog.js';
 import { redisOptions } from '../redis/redis-server.js';
+import { isTerminalRequest } from '../requests/request-state.js';
 import { jobSpecSchema } from '../sched/job-spec.js';
-import { APPLY_SUGGESTION_JOB } from '../summaries/dispatcher.js';
 import { describeSuggestion } from '../summaries/prompt.js';
 import { suggestionToApply } from '../summaries/resubmit.js';
 import { summaryForRequest, summaryLines } from '../summaries/show.js';
-import { isTerminalRequest } from '../tracking/request-state.js';
 import { EXIT } from './exit-codes.js';
 import { formatDuration, table } from './format.js';
 import { parseInteger, parseSince } from './options.js';
@@ -28,17 +31,6 @@ import { parseInteger, parseSince } from './options.js';
 interface JobsFlags {
   dataDir: string;
   json?: boolean;
-}
-
-/** The running daemon of a data dir, as it described itself at start. */
-export function readDaemonInfo(dataDir: string): DaemonInfo {
-  const file = join(resolve(dataDir), DAEMON_INFO_FILE);
-  if (!existsSync(file)) {
-    throw new ConfigError(
-      `no schedflow daemon has run with data dir ${resolve(dataDir)}: start one (npm start, or schedflow start --data-dir ${dataDir})`,
-    );
-  }
-  return JSON.parse(readFileSync(file, 'utf8')) as DaemonInfo;
 }
 
 function daemonAlive(info: DaemonInfo): boolean {

@@ -1,11 +1,4 @@
 import { and, asc, count, desc, eq, inArray, isNotNull, lt, notInArray, or, type SQL, sql } from 'drizzle-orm';
-import { jobFinishedBody } from '../notify/events.js';
-import {
-  LOST_BY_CONTROLLER_CODE,
-  LOST_BY_CONTROLLER_REASON,
-  lostByControllerMessage,
-} from '../tracking/job-identity.js';
-import { canTransition, isTerminalRequest } from '../tracking/request-state.js';
 import type { Db } from './database.js';
 import { placeholders, prepared } from './prepared.js';
 import {
@@ -19,9 +12,11 @@ import {
   TERMINAL_REQUEST_STATES,
   type TransitionSource,
 } from './schema.js';
-import { addDelivery } from './webhooks.js';
 
-/** Queries of the job request aggregate: requests and their transitions, always written together. */
+/**
+ * Queries of the job request aggregate: requests and their transitions. Plain reads and writes;
+ * the state machine and the outbox rows a state change brings are src/requests/transition.ts's.
+ */
 
 export interface NewRequest {
   id: string;
@@ -97,9 +92,10 @@ const insertRequestStatement = (db: Db) =>
       .prepare(),
   );
 
-type TransitionRecord = Omit<typeof jobTransitions.$inferInsert, 'id'>;
+export type TransitionRecord = Omit<typeof jobTransitions.$inferInsert, 'id'>;
 
-function insertTransition(db: Db, record: TransitionRecord): void {
+/** Appends a row to a request's transition log; the caller has moved the request (requests/transition.ts). */
+export function insertTransition(db: Db, record: TransitionRecord): void {
   prepared(db, 'transitions.insert', () =>
     db
       .insert(jobTransitions)
@@ -118,13 +114,13 @@ function insertTransition(db: Db, record: TransitionRecord): void {
   ).run({ rawState: null, reason: null, stale: false, detail: null, ...record });
 }
 
-type RequestPatch = Partial<Omit<JobRequestRow, 'id'>>;
+export type RequestPatch = Partial<Omit<JobRequestRow, 'id'>>;
 
 /**
  * UPDATE of the columns `set` names, prepared once per set of names: the poller, the
  * submitter and the API each write a handful of shapes, again and again.
  */
-function updateRequest(db: Db, requestId: string, set: RequestPatch): void {
+export function updateRequest(db: Db, requestId: string, set: RequestPatch): void {
   const values: Record<string, unknown> = {};
   for (const [key, value] of Object.entries(set)) if (value !== undefined) values[key] = value;
   const keys = Object.keys(values).sort();
@@ -136,64 +132,6 @@ function updateRequest(db: Db, requestId: string, set: RequestPatch): void {
       .where(eq(jobRequests.id, placeholder('$id')))
       .prepare(),
   ).run({ ...values, $id: requestId });
-}
-
-export interface TransitionInput {
-  to: RequestState;
-  source: TransitionSource;
-  at: number;
-  rawState?: string | null;
-  reason?: string | null;
-  stale?: boolean;
-  detail?: string | null;
-  /** Other columns to set with the move (job id, exit code, times, errors). */
-  patch?: Partial<Omit<JobRequestRow, 'id' | 'state'>>;
-}
-
-/**
- * Moves a request to a new state and records the transition, in one
- * transaction. A move the state machine does not allow (backwards, or out of a
- * terminal state) changes nothing but the patch, and returns false.
- */
-export function transition(db: Db, requestId: string, input: TransitionInput): boolean {
-  return db.transaction((tx) => {
-    const row = getRequest(tx, requestId);
-    if (!row) throw new Error(`no job request ${requestId}`);
-    const moves = canTransition(row.state, input.to);
-    const patch = { ...input.patch, updatedAt: input.at };
-    updateRequest(
-      tx,
-      requestId,
-      moves
-        ? { ...patch, state: input.to, rawState: input.rawState ?? row.rawState, reason: input.reason ?? null }
-        : patch,
-    );
-    if (!moves) return false;
-    insertTransition(tx, {
-      requestId,
-      fromState: row.state,
-      toState: input.to,
-      at: input.at,
-      source: input.source,
-      rawState: input.rawState ?? null,
-      reason: input.reason ?? null,
-      stale: input.stale ?? false,
-      detail: input.detail ?? null,
-    });
-    // The outbox: written in the transaction of the final state, so neither exists without the other.
-    if (row.webhookUrl && isTerminalRequest(input.to)) {
-      const after = getRequest(tx, requestId) as JobRequestRow;
-      addDelivery(tx, {
-        event: 'job.finished',
-        url: row.webhookUrl,
-        requestId,
-        runId: row.runId,
-        payload: jobFinishedBody(after),
-        at: input.at,
-      });
-    }
-    return true;
-  });
 }
 
 /** Sets columns without a state change (freshness of the last sighting, accounting fields). */
@@ -220,60 +158,6 @@ export function requestByJobId(db: Db, profile: string, jobId: number): JobReque
       .where(and(eq(jobRequests.profile, placeholder('profile')), eq(jobRequests.jobId, placeholder('jobId'))))
       .prepare(),
   ).get({ profile, jobId });
-}
-
-/**
- * Ends a request whose job the controller lost (slurmctld back from a crash without it, its id
- * given to another job): `node_fail` with reason JobLostByController and the job id in its
- * message, and its claim on the id released (job_id null) for the job that has the id now. A
- * request already ended only lets the id go. True when the request moved.
- */
-export function endLostByController(
-  db: Db,
-  requestId: string,
-  input: { at: number; source: TransitionSource; why: string },
-): boolean {
-  return db.transaction((tx) => {
-    const row = tx.select().from(jobRequests).where(eq(jobRequests.id, requestId)).get();
-    if (!row || row.jobId === null) return false;
-    if (isTerminalRequest(row.state)) {
-      patchRequest(tx, requestId, { jobId: null, updatedAt: input.at });
-      return false;
-    }
-    const message = lostByControllerMessage(row.jobId, input.why);
-    return transition(tx, requestId, {
-      to: 'node_fail',
-      source: input.source,
-      at: input.at,
-      reason: LOST_BY_CONTROLLER_REASON,
-      detail: message,
-      patch: {
-        jobId: null,
-        endedAt: input.at,
-        missingSince: null,
-        errorCode: LOST_BY_CONTROLLER_CODE,
-        errorMessage: message,
-      },
-    });
-  });
-}
-
-/**
- * Makes `jobId` recordable for `requestId`, whose job it is now (slurmctld's answer to its
- * submission, or found by its marker): another request still holding the id had its job lost by
- * the controller, which then gave the id again, and is ended so (see endLostByController).
- */
-export function claimJobId(
-  db: Db,
-  input: { profile: string; jobId: number; requestId: string; at: number; source: TransitionSource },
-): void {
-  const holder = requestByJobId(db, input.profile, input.jobId);
-  if (!holder || holder.id === input.requestId) return;
-  endLostByController(db, holder.id, {
-    at: input.at,
-    source: input.source,
-    why: `slurmctld has since given job id ${input.jobId} to request ${input.requestId}'s job`,
-  });
 }
 
 export function transitionsOf(db: Db, requestId: string): JobTransitionRow[] {

@@ -1,6 +1,6 @@
 import { sql } from 'drizzle-orm';
 import { index, integer, primaryKey, real, sqliteTable, text, uniqueIndex } from 'drizzle-orm/sqlite-core';
-import type { SpecSuggestion, SummaryFindings } from '../summaries/summary-data.js';
+import type { SpecSuggestion, SummaryFindings } from './summary-data.js';
 
 /**
  * The local history. One row per job request (what someone asked for), its
@@ -48,7 +48,8 @@ export const TERMINAL_REQUEST_STATES = [
 ] as const satisfies readonly RequestState[];
 
 /** Where a transition was learned. */
-export const TRANSITION_SOURCES = ['api', 'cli', 'submit', 'poll', 'accounting', 'pipeline'] as const;
+/** Who recorded a transition: `submit` and `summarize` are those queues' workers. */
+export const TRANSITION_SOURCES = ['api', 'cli', 'submit', 'poll', 'accounting', 'pipeline', 'summarize'] as const;
 export type TransitionSource = (typeof TRANSITION_SOURCES)[number];
 
 export const jobRequests = sqliteTable(

@@ -1,8 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import { and, asc, eq, sql } from 'drizzle-orm';
-import type { WebhookBodies, WebhookPayload } from '../notify/events.js';
 import type { Db } from './database.js';
 import { type WebhookDeliveryRow, type WebhookEvent, webhookDeliveries } from './schema.js';
+import type { WebhookBodies, WebhookPayload } from './webhook-payloads.js';
 
 /**
  * Queries of the webhook outbox. A delivery is written in the same transaction

@@ -4,9 +4,9 @@ import type { Deadlines } from '../db/schema.js';
 import type { Logger } from '../logger.js';
 import type { PipelineService } from '../pipelines/pipeline-service.js';
 import type { QueueName } from '../queue/catalog.js';
+import type { ClientRegistry } from '../sched/client-registry.js';
 import type { JobSpec } from '../sched/job-spec.js';
 import type { Profile } from '../sched/profile.js';
-import type { ClientRegistry } from '../tracking/client-registry.js';
 import type { UiSettings } from './ui/ui-settings.js';
 
 /** What the local API needs of the daemon; main.ts hands it the running parts. */

@@ -1,6 +1,6 @@
 import { CronExpressionParser } from 'cron-parser';
 import { z } from 'zod';
-import { DEPENDENCY_TYPES } from '../db/schema.js';
+import { DEPENDENCY_TYPES, type StepNeed } from '../db/schema.js';
 import { parseDuration } from '../lib/duration.js';
 import { jobSpecSchema } from '../sched/job-spec.js';
 
@@ -196,6 +196,20 @@ export const pipelineFileSchema = z
   .strict();
 
 export type PipelineFile = z.output<typeof pipelineFileSchema>;
+
+/** A pipeline file that passed every check, ready to plan runs from. */
+export interface LoadedPipeline {
+  name: string;
+  file: string;
+  def: PipelineFile;
+  /** The scheduler profile its steps go to. */
+  profile: string;
+  /** Steps in an order where every step comes after the steps it needs. */
+  order: string[];
+  needs: Record<string, StepNeed[]>;
+  /** Of the file's text: a reload that changes nothing is not a change. */
+  hash: string;
+}
 export type PipelineStep = PipelineFile['steps'][string];
 export type StepDeadlines = z.output<typeof deadlinesSchema>;
 

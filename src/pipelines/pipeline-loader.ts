@@ -4,26 +4,15 @@ import { basename, dirname, extname, join, resolve } from 'node:path';
 import type { StepNeed } from '../db/schema.js';
 import { locate, parseSource, readYamlSource, SourceError, type YamlSource } from '../lib/yaml-source.js';
 import type { Profile } from '../sched/profile.js';
-import { type PipelineFile, pipelineFileSchema } from './pipeline-file.js';
+import { type LoadedPipeline, type PipelineFile, pipelineFileSchema } from './pipeline-file.js';
 import { MAX_PIPELINE_FILE_BYTES, MAX_PIPELINE_STEPS } from './pipeline-limits.js';
 import { planRun } from './run-plan.js';
 import { readScriptFile } from './script-file.js';
 import { stepOrder } from './step-order.js';
 import { stringsIn, unknownPlaceholders } from './template.js';
 
-/** A pipeline file that passed every check, ready to plan runs from. */
-export interface LoadedPipeline {
-  name: string;
-  file: string;
-  def: PipelineFile;
-  /** The scheduler profile its steps go to. */
-  profile: string;
-  /** Steps in an order where every step comes after the steps it needs. */
-  order: string[];
-  needs: Record<string, StepNeed[]>;
-  /** Of the file's text: a reload that changes nothing is not a change. */
-  hash: string;
-}
+// Beside the file format, not here: run-plan.ts plans from it and this file checks by planning.
+export type { LoadedPipeline } from './pipeline-file.js';
 
 export interface LoadContext {
   profiles: ReadonlyMap<string, Profile>;

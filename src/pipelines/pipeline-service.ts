@@ -1,27 +1,10 @@
 import type { PipelineRunRow, RunTrigger } from '../db/schema.js';
 
-/** What the local API and the UI see of a loaded pipeline file. */
-export interface PipelineSummary {
-  name: string;
-  file: string;
-  description: string | null;
-  steps: { name: string; needs: string[] }[];
-  schedule: {
-    cron: string;
-    timezone: string;
-    enabled: boolean;
-    overlap: 'skip' | 'queue' | 'allow';
-    catchup: 'none' | 'latest' | 'all';
-    /** The next five fire times (ISO 8601, UTC); none while the file switches it off or it is paused. */
-    next: string[];
-    /** Set while an admin has paused the schedule: who, and since when (ISO 8601, UTC). */
-    paused: { by: string; at: string } | null;
-  } | null;
-  /** Parameters a trigger may give, with their defaults (null: required). */
-  params: Record<string, string | null>;
-  /** The file's current problem when a reload failed: the version loaded before keeps running. */
-  error: string | null;
-}
+// What the API and the UI see of a pipeline is a view (src/views/), below both this service and
+// the webhook bodies; re-exported for who implements the service.
+export type { PipelineSummary } from '../views/pipeline-summary.js';
+
+import type { PipelineSummary } from '../views/pipeline-summary.js';
 
 export interface TriggerInput {
   params?: Record<string, string>;

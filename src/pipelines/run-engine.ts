@@ -1,7 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { and, asc, eq, inArray } from 'drizzle-orm';
 import type { Db } from '../db/database.js';
-import { createRequest } from '../db/requests.js';
 import { getRun, stepRequests } from '../db/runs.js';
 import {
   type JobRequestRow,
@@ -10,15 +9,16 @@ import {
   type RunState,
   type RunTrigger,
   TERMINAL_RUN_STATES,
-  type TransitionSource,
 } from '../db/schema.js';
 import { addDelivery } from '../db/webhooks.js';
 import type { Logger } from '../logger.js';
 import { runFinishedBody } from '../notify/events.js';
-import { isTerminalRequest } from '../tracking/request-state.js';
+import { type AcceptDeps, enqueueAccepted, recordRequest } from '../requests/accept.js';
+import { isTerminalRequest } from '../requests/request-state.js';
+import type { DependencyResolution } from '../requests/submitter.js';
 import type { LoadedPipeline } from './pipeline-loader.js';
 import { planRun, type RunPlan, type StepPlan } from './run-plan.js';
-import { type DependencyResolution, latestAttempts, resolveDependencies, retryPending } from './step-dependencies.js';
+import { latestAttempts, resolveDependencies, retryPending } from './step-dependencies.js';
 
 /**
  * The life of a pipeline run: made from a plan (its steps become job
@@ -26,12 +26,9 @@ import { type DependencyResolution, latestAttempts, resolveDependencies, retryPe
  * steps end: retries, steps re-made after a retried dependency, the run's end.
  */
 
-export interface RunEngineDeps {
-  db: Db;
+/** Step requests are accepted (`db`, `submitQueue`) through src/requests/accept.ts. */
+export interface RunEngineDeps extends AcceptDeps {
   logger: Logger;
-  /** Queues a request's submission (job id = request id). */
-  /** Records `queued`, then queues the submission (job id = request id); never waits long on Redis. */
-  enqueueSubmit(requestId: string, source: TransitionSource): Promise<void>;
   /** Cancels a job upstream (a step stuck behind a dependency that can never be met). */
   cancelJob(profile: string, jobId: number): Promise<void>;
 }
@@ -103,7 +100,9 @@ export async function createRun(deps: RunEngineDeps, pipeline: LoadedPipeline, i
 function addSteps(db: Db, run: PipelineRunRow, steps: readonly StepPlan[], at: number, attempt = 1): string[] {
   return steps.map((plan) => {
     const id = randomUUID();
-    createRequest(db, {
+    // Recorded `accepted` with the run (or its retry); queued once that commit is in (queueSteps).
+    recordRequest(db, {
+      queued: null,
       id,
       profile: (run.definition as RunPlan).profile,
       name: plan.spec.name,
@@ -125,7 +124,7 @@ function addSteps(db: Db, run: PipelineRunRow, steps: readonly StepPlan[], at: n
 async function queueSteps(deps: RunEngineDeps, runId: string): Promise<void> {
   for (const row of stepRequests(deps.db, runId)) {
     if (row.state !== 'accepted') continue;
-    await deps.enqueueSubmit(row.id, 'pipeline');
+    await enqueueAccepted(deps, row.id, 'pipeline');
   }
 }
 

@@ -2,8 +2,7 @@ import type { z } from 'zod';
 import type { Deadlines, RequestState, RunTrigger, StepNeed } from '../db/schema.js';
 import { ConfigError } from '../errors.js';
 import { type JobSpec, jobSpecSchema } from '../sched/job-spec.js';
-import type { StepDeadlines } from './pipeline-file.js';
-import type { LoadedPipeline } from './pipeline-loader.js';
+import type { LoadedPipeline, StepDeadlines } from './pipeline-file.js';
 import { readScriptFile } from './script-file.js';
 import { renderDeep, type TemplateContext, TemplateError } from './template.js';
 

@@ -1,12 +1,9 @@
 import type { JobRequestRow, StepNeed } from '../db/schema.js';
-import { isTerminalRequest } from '../tracking/request-state.js';
+import { isTerminalRequest } from '../requests/request-state.js';
+import type { DependencyResolution } from '../requests/submitter.js';
 import type { StepPlan } from './run-plan.js';
 
-/** Whether a step can be submitted now, and with which Slurm dependency. */
-export type DependencyResolution =
-  | { kind: 'ready'; dependency: string | null }
-  | { kind: 'wait'; on: string }
-  | { kind: 'never'; detail: string };
+/** Whether a step can be submitted now, and with which Slurm dependency (a DependencyResolution). */
 
 /** A step attempt that ended in a state its retry policy names, with attempts left: another attempt follows. */
 export function retryPending(row: JobRequestRow, plan: StepPlan | undefined): boolean {

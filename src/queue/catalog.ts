@@ -26,6 +26,13 @@ export const submitPayloadSchema = z.object({
 });
 export type SubmitPayload = z.input<typeof submitPayloadSchema>;
 
+/** Job names of the summarize queue. */
+export const SUMMARIZE_JOB = 'summarize';
+export const SUMMARY_DISPATCH_JOB = 'dispatch';
+export const APPLY_SUGGESTION_JOB = 'apply-suggestion';
+/** The backoff type of summarize jobs (registered by the summarize worker). */
+export const SUMMARY_BACKOFF_TYPE = 'summary';
+
 export const profilePayloadSchema = z.object({ profile: z.string().min(1) });
 
 /** A `deliver` job of the notify queue: one webhook delivery of the outbox (its id is also the job id). */

@@ -1,7 +1,6 @@
 import type { Queue } from 'bullmq';
 import type { Db } from '../db/database.js';
-import { getRequest, transition, unsubmittedRequests } from '../db/requests.js';
-import type { TransitionSource } from '../db/schema.js';
+import { unsubmittedRequests } from '../db/requests.js';
 import type { Logger } from '../logger.js';
 
 /**
@@ -14,7 +13,6 @@ export const ENQUEUE_WAIT_MS = 500;
 const HOLD_AFTER_LATE_MS = 5000;
 
 export interface SubmitQueueDeps {
-  db: Db;
   queue: Queue;
   logger: Logger;
   /** False while Redis is known to be unreachable: nothing is sent, the keeper queues it later. */
@@ -31,21 +29,13 @@ export interface SubmitQueueDeps {
 export type EnqueueOutcome = 'queued' | 'deferred';
 
 /**
- * Queues the submission of a recorded request. The `queued` transition is written
- * first, so the worker that takes the job always finds it (it used to be written after
- * the add, and a fast worker could move the request to `submitting` before it). The job
- * id is the request id: queueing twice is a no-op, so the keeper's sweep can redo this
- * after a crash between the two steps, or after Redis lost its data.
+ * Adds the submit job of a request recorded as `queued` (src/requests/accept.ts writes that
+ * first, so the worker that takes the job always finds it). The job id is the request id:
+ * adding twice is a no-op, so the keeper's sweep can redo this after a crash between the two
+ * steps, or after Redis lost its data. Never waits on Redis longer than ENQUEUE_WAIT_MS.
  */
-export async function enqueueSubmit(
-  deps: SubmitQueueDeps,
-  requestId: string,
-  source: TransitionSource,
-): Promise<EnqueueOutcome> {
-  const { db, queue, logger } = deps;
-  if (getRequest(db, requestId)?.state === 'accepted') {
-    transition(db, requestId, { to: 'queued', source, at: Date.now() });
-  }
+export async function addSubmitJob(deps: SubmitQueueDeps, requestId: string): Promise<EnqueueOutcome> {
+  const { queue, logger } = deps;
   if (!deps.redisReachable() || Date.now() < (deps.holdUntil ?? 0)) {
     deps.sweepLater();
     return 'deferred';

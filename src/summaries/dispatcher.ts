@@ -4,13 +4,7 @@ import type { JobRequestRow, PipelineRunRow } from '../db/schema.js';
 import { endedRequestsToCheck, endedRunsToCheck, pendingSummaryIds, takeUp } from '../db/summaries.js';
 import type { Logger } from '../logger.js';
 import type { RunPlan } from '../pipelines/run-plan.js';
-
-/** Job names of the summarize queue. */
-export const SUMMARIZE_JOB = 'summarize';
-export const SUMMARY_DISPATCH_JOB = 'dispatch';
-export const APPLY_SUGGESTION_JOB = 'apply-suggestion';
-/** The backoff type of summarize jobs (registered by the summarize worker). */
-export const SUMMARY_BACKOFF_TYPE = 'summary';
+import { SUMMARIZE_JOB, SUMMARY_BACKOFF_TYPE } from '../queue/catalog.js';
 
 export interface SummaryDispatchSettings {
   /** The global setting: summarize what asks for nothing itself. */

@@ -1,4 +1,4 @@
-import type { Efficiency, Measure } from './summary-data.js';
+import type { Efficiency, Measure } from '../db/summary-data.js';
 
 /**
  * Efficiency arithmetic: what a job used against what it held. Every figure is

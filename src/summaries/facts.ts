@@ -1,7 +1,7 @@
 import type { AccountingJobRow, JobRequestRow, PipelineRunRow, RequestState } from '../db/schema.js';
+import type { Efficiency } from '../db/summary-data.js';
 import { efficiencyOf } from './efficiency.js';
 import { type OutputTail, outputTails } from './output-tail.js';
-import type { Efficiency } from './summary-data.js';
 import { type TriageInput, type TriageResult, triageJob } from './triage.js';
 
 /**

@@ -1,9 +1,9 @@
+import type { Efficiency, RunTrend, SpecSuggestion, Triage } from '../db/summary-data.js';
 import type { ChatMessage } from '../llm/llm-client.js';
 import { describeEfficiency, formatSeconds } from './efficiency.js';
 import type { JobFacts, RunFacts } from './facts.js';
 import type { Redactor } from './redact.js';
 import { explainReason, signalName } from './slurm-reasons.js';
-import type { Efficiency, RunTrend, SpecSuggestion, Triage } from './summary-data.js';
 
 /**
  * The prompt: fixed instructions, then the facts as `Label: value` lines and

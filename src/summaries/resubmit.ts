@@ -1,9 +1,10 @@
-import { eq } from 'drizzle-orm';
+import { randomUUID } from 'node:crypto';
 import type { Db } from '../db/database.js';
-import { createRequest, getRequest } from '../db/requests.js';
-import { type JobRequestRow, jobRequests, type SummaryRow } from '../db/schema.js';
+import { getRequest } from '../db/requests.js';
+import type { JobRequestRow, SummaryRow, TransitionSource } from '../db/schema.js';
 import { markSuggestionApplied, summaryOfRequest } from '../db/summaries.js';
 import { NoSuggestionError, RequestNotFoundError, SummaryPendingError } from '../errors.js';
+import { type AcceptDeps, enqueueAccepted, recordRequest } from '../requests/accept.js';
 import { jobSpecSchema } from '../sched/job-spec.js';
 import { describeSuggestion } from './prompt.js';
 
@@ -75,7 +76,7 @@ export function applySuggestion(
     const { request, summary } = suggestionToApply(tx, input.requestId);
     if (summary.appliedRequestId) return { requestId: summary.appliedRequestId, created: false };
     const spec = changedSpec(request, summary);
-    createRequest(tx, {
+    recordRequest(tx, {
       id: input.newRequestId,
       profile: request.profile,
       name: request.name,
@@ -84,12 +85,41 @@ export function applySuggestion(
       at: input.at,
       source: origin,
       webhookUrl: request.webhookUrl,
+      summarize: request.summarize,
+      resubmitOf: request.id,
+      // Left `accepted`: resubmitWithSuggestion queues it after this commit, and a call again
+      // after a crash in between finds it so and queues it then.
+      queued: null,
     });
-    tx.update(jobRequests)
-      .set({ resubmitOf: request.id, summarize: request.summarize })
-      .where(eq(jobRequests.id, input.newRequestId))
-      .run();
     markSuggestionApplied(tx, summary.id, input.newRequestId, input.at);
     return { requestId: input.newRequestId, created: true };
   });
+}
+
+/**
+ * Applies a request's suggestion and queues the new request's submission: the local API's
+ * `resubmit` and the CLI's apply-suggestion job. Applying twice returns the first request's id.
+ */
+export async function resubmitWithSuggestion(
+  deps: AcceptDeps,
+  input: {
+    requestId: string;
+    /** The new request's id (the local API's Idempotency-Key). @defaultValue a new UUID */
+    newRequestId?: string;
+    origin: 'api' | 'cli';
+    /** Who queues it: the local API, or the summarize worker running the CLI's job. */
+    queuedBy: TransitionSource;
+  },
+): Promise<{ requestId: string; created: boolean }> {
+  const made = applySuggestion(deps.db, {
+    requestId: input.requestId,
+    newRequestId: input.newRequestId ?? randomUUID(),
+    at: Date.now(),
+    origin: input.origin,
+  });
+  // Also when an earlier call recorded the request but did not get to queue it.
+  if (made.created || getRequest(deps.db, made.requestId)?.state === 'accepted') {
+    await enqueueAccepted(deps, made.requestId, input.queuedBy);
+  }
+  return made;
 }

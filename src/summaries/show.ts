@@ -2,7 +2,7 @@ import type { Db } from '../db/database.js';
 import { getRun } from '../db/runs.js';
 import type { JobRequestRow, SummaryRow } from '../db/schema.js';
 import { summaryOfRequest, summaryOfRun } from '../db/summaries.js';
-import { isTerminalRequest } from '../tracking/request-state.js';
+import { isTerminalRequest } from '../requests/request-state.js';
 import { describeEfficiency } from './efficiency.js';
 import { describeSuggestion, describeTriage } from './prompt.js';
 import { applyHint } from './template.js';

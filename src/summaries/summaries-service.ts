@@ -1,12 +1,10 @@
-import { type ConnectionOptions, type Queue, Worker } from 'bullmq';
-import { recordSummaryGivenUp, summarizeProcessor, summaryBackoffStrategy } from '../../workers/summarize.js';
+import type { Queue } from 'bullmq';
 import type { Db } from '../db/database.js';
-import type { TransitionSource } from '../db/schema.js';
 import { LlmClient } from '../llm/llm-client.js';
 import { LlmModelError } from '../llm/llm-errors.js';
 import { apiKeyOf, baseUrlOf } from '../llm/llm-settings.js';
 import type { Logger } from '../logger.js';
-import type { ClientRegistry } from '../tracking/client-registry.js';
+import type { ClientRegistry } from '../sched/client-registry.js';
 import { SummaryDispatcher } from './dispatcher.js';
 import { Semaphore } from './limiter.js';
 import { type LlmGate, Summarizer } from './summarizer.js';
@@ -53,23 +51,19 @@ export function summariesStatus(settings: SummarySettings & { enabled: boolean }
 }
 
 /**
- * The summarize queue's worker: the LLM client (its key read here, refused
- * when others can read its file), the model check, the dispatcher and the
- * summarizer. `close()` closes the worker, then the client.
+ * What the summarize queue's worker (workers/start-workers.ts) runs: the LLM client (its key
+ * read here, refused when others can read its file), the model check, the dispatcher and the
+ * summarizer. `close()` closes the LLM client, after the worker.
  */
-export function startSummaryWorker(deps: {
+export function createSummaryServices(deps: {
   settings: SummarySettings & { enabled: boolean };
   db: Db;
   logger: Logger;
-  connection: ConnectionOptions;
-  prefix: string;
   queue: Queue;
   clients: ClientRegistry;
-  enqueueSubmit(requestId: string, source: TransitionSource): Promise<void>;
-  shutdown: AbortSignal;
   /** Folders no job output is read from (the data dir, the configuration). */
   protectedDirs: readonly string[];
-}): { worker: Worker; close(): Promise<void> } {
+}): { summarizer: Summarizer; dispatcher: SummaryDispatcher; logger: Logger; close(): Promise<void> } {
   const { settings, db } = deps;
   const logger = deps.logger.child({ component: 'summaries' });
   let gate: LlmGate | null = null;
@@ -118,29 +112,10 @@ export function startSummaryWorker(deps: {
     settings: { enabled: settings.enabled, attempts: settings.attempts, backoffMs: settings.backoffMs },
     giveUp: (id, reason) => summarizer.giveUp(id, reason),
   });
-  const worker = new Worker(
-    'summarize',
-    summarizeProcessor({
-      db,
-      summarizer,
-      dispatcher,
-      logger,
-      enqueueSubmit: deps.enqueueSubmit,
-      shutdown: deps.shutdown,
-    }),
-    {
-      connection: deps.connection,
-      prefix: deps.prefix,
-      // One more than the LLM calls in flight, so the dispatch tick never waits behind them.
-      concurrency: settings.concurrency + 1,
-      settings: { backoffStrategy: summaryBackoffStrategy },
-    },
-  );
-  worker.on('failed', (job, error) => {
-    if (job) void recordSummaryGivenUp(summarizer, logger, job, error);
-  });
   return {
-    worker,
+    summarizer,
+    dispatcher,
+    logger,
     close: async () => {
       await gate?.client.close();
     },

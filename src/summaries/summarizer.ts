@@ -16,6 +16,7 @@ import {
   updatePendingSummary,
   utcDay,
 } from '../db/summaries.js';
+import type { SummaryFindings } from '../db/summary-data.js';
 import { addDelivery } from '../db/webhooks.js';
 import { toError } from '../errors.js';
 import type { LlmClient } from '../llm/llm-client.js';
@@ -29,7 +30,6 @@ import { type JobFacts, jobEfficiency, jobFacts, jobTriage, type RunFacts } from
 import type { Semaphore } from './limiter.js';
 import { type JobFindings, jobPrompt, type RunFindings, runPrompt, tokenBound } from './prompt.js';
 import { Redactor } from './redact.js';
-import type { SummaryFindings } from './summary-data.js';
 import { checkPatterns, type SummarySettings } from './summary-settings.js';
 import { jobTemplate, runTemplate } from './template.js';
 import { runTrend, type TrendRun } from './trend.js';

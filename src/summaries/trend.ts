@@ -1,5 +1,5 @@
+import type { RunTrend, SpecSuggestion } from '../db/summary-data.js';
 import { cpuEfficiency, formatSeconds, median, timeEfficiency } from './efficiency.js';
-import type { RunTrend, SpecSuggestion } from './summary-data.js';
 import { niceMinutes } from './triage.js';
 
 /**

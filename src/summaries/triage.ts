@@ -1,8 +1,8 @@
 import type { RequestState } from '../db/schema.js';
+import type { SpecSuggestion, Triage } from '../db/summary-data.js';
 import { assertNever } from '../lib/assert-never.js';
 import { formatSeconds } from './efficiency.js';
 import { explainReason, signalName } from './slurm-reasons.js';
-import type { SpecSuggestion, Triage } from './summary-data.js';
 
 /**
  * Failure triage: from an ended job's facts, what most likely went wrong (a

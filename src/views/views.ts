@@ -9,7 +9,8 @@ import {
   type SummaryRow,
   TERMINAL_REQUEST_STATES,
 } from '../db/schema.js';
-import type { PipelineSummary } from '../pipelines/pipeline-service.js';
+import type { JobOutcome, RunOutcome, StepOutcome } from '../db/webhook-payloads.js';
+import type { PipelineSummary } from './pipeline-summary.js';
 import { shownWebhookUrl } from './webhook-url-shown.js';
 
 /**
@@ -30,7 +31,7 @@ export const iso = (ms: number): string => new Date(ms).toISOString();
 export const isoOrNull = (ms: number | null | undefined): string | null =>
   ms === null || ms === undefined ? null : iso(ms);
 const isoOfSec = (sec: number | null) => (sec === null ? null : iso(sec * 1000));
-// The list tracking/request-state.ts also reads: this module stays below the tracking code.
+// The list requests/request-state.ts also reads: this module stays below the requests code.
 const isTerminal = (state: RequestState): boolean => (TERMINAL_REQUEST_STATES as readonly string[]).includes(state);
 
 /** Who a view is for: a webhook URL can hold credentials (user info, a query token), which only admins see. */
@@ -315,8 +316,6 @@ const JOB_OUTCOME_KEYS = [
 ] as const;
 
 /** A request's outcome, as sent with `job.finished`: its view without what a receiver should not see. */
-export type JobOutcome = Pick<ReturnType<typeof jobView>, (typeof JOB_OUTCOME_KEYS)[number]>;
-
 export function jobOutcome(row: JobRequestRow): JobOutcome {
   return pick(jobView(row, RECEIVER), JOB_OUTCOME_KEYS);
 }
@@ -333,26 +332,11 @@ const RUN_OUTCOME_KEYS = [
   'ended_at',
 ] as const;
 
-/** A step request in a `run.finished` body. */
-export interface StepOutcome {
-  step: string | null;
-  attempt: number;
-  request_id: string;
-  state: RequestState;
-  job_id: number | null;
-  exit_code: number | null;
-}
-
 /** A pipeline run's outcome, as sent with `run.finished`: its view, with every step request. */
-export type RunOutcome = Pick<ReturnType<typeof runView>, (typeof RUN_OUTCOME_KEYS)[number]> & {
-  /** The step requests, every attempt, in step then attempt order. */
-  steps: StepOutcome[];
-};
-
 export function runOutcome(run: PipelineRunRow, steps: readonly JobRequestRow[]): RunOutcome {
   return {
     ...pick(runView(run, RECEIVER), RUN_OUTCOME_KEYS),
-    steps: steps.map((row) => {
+    steps: steps.map((row): StepOutcome => {
       const s = jobView(row, RECEIVER);
       return {
         step: s.step,

@@ -21,12 +21,13 @@ import { and, eq, isNotNull, type SQL, sql } from 'drizzle-orm';
 import { pino } from 'pino';
 import type { Db } from '../../src/db/database.js';
 import { openDatabase } from '../../src/db/database.js';
-import { createRequest, trackedRequests, transition } from '../../src/db/requests.js';
+import { createRequest, trackedRequests } from '../../src/db/requests.js';
 import { jobRequests } from '../../src/db/schema.js';
 import { SchedflowError } from '../../src/errors.js';
 import { HeapCollector } from '../../src/lib/heap-collector.js';
+import { applyJob, pollProfile } from '../../src/requests/poller.js';
+import { transition } from '../../src/requests/transition.js';
 import { SchedClient } from '../../src/sched/client.js';
-import { applyJob, pollProfile } from '../../src/tracking/poller.js';
 import { sleep } from '../chaos/processes.js';
 import {
   BENCH_TOKEN,

@@ -14,9 +14,10 @@ import { fileURLToPath } from 'node:url';
 import { pino } from 'pino';
 import type { Db } from '../../src/db/database.js';
 import { openDatabase } from '../../src/db/database.js';
-import { createRequest, getRequest, trackedRequests, transition } from '../../src/db/requests.js';
+import { createRequest, getRequest, trackedRequests } from '../../src/db/requests.js';
+import { applyJob, pollProfile } from '../../src/requests/poller.js';
+import { transition } from '../../src/requests/transition.js';
 import { SchedClient } from '../../src/sched/client.js';
-import { applyJob, pollProfile } from '../../src/tracking/poller.js';
 import { sleep } from '../chaos/processes.js';
 import {
   BENCH_TOKEN,

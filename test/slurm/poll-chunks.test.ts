@@ -3,11 +3,12 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { openDatabase } from '../../src/db/database.js';
-import { createRequest, getRequest, transition, transitionsOf } from '../../src/db/requests.js';
+import { createRequest, getRequest, transitionsOf } from '../../src/db/requests.js';
 import { createLogger } from '../../src/logger.js';
+import { pollProfile } from '../../src/requests/poller.js';
+import { transition } from '../../src/requests/transition.js';
 import { SchedClient } from '../../src/sched/client.js';
 import { jobSpecSchema } from '../../src/sched/job-spec.js';
-import { pollProfile } from '../../src/tracking/poller.js';
 import { type FlakyProxy, startFlakyProxy } from '../helpers/flaky-proxy.js';
 import { jobWorkDir, realSlurm, script, slurmrestdProfile } from './cluster.js';
 

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
+import { jobIdentity, ownRecord } from '../../src/requests/job-identity.js';
 import type { SchedJob } from '../../src/sched/job-model.js';
-import { jobIdentity, ownRecord } from '../../src/tracking/job-identity.js';
 
 /** Whether a scheduler record is a request's own job: ids come again after a slurmctld crash. */
 

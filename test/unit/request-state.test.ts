@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
+import { canTransition, isTerminalRequest, requestStateFor } from '../../src/requests/request-state.js';
 import { JOB_STATES } from '../../src/sched/job-model.js';
-import { canTransition, isTerminalRequest, requestStateFor } from '../../src/tracking/request-state.js';
 import { pollIntervalMs, rateLimitedPollIntervalMs } from '../../workers/poll.js';
 
 describe('request state machine', () => {

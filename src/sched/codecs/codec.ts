@@ -1,25 +1,11 @@
-import type { JobStateEntry, SchedJob } from '../job-model.js';
-import type { JobSpec } from '../job-spec.js';
 import type { ApiVersion } from '../versions.js';
+import type { JobCodec } from './job-codec.js';
 import { codecV0042 } from './v0.0.42.js';
 import { codecV0043 } from './v0.0.43.js';
 import { codecV0044 } from './v0.0.44.js';
 
-/**
- * Turns one data parser's job records into `SchedJob` and a `JobSpec` into its submit body.
- * Decoders throw `JobDecodeError` naming the member when a record lacks what identifies a job.
- */
-export interface JobCodec {
-  version: ApiVersion;
-  /** One element of GET /slurm/{v}/jobs or /job/{id} */
-  decodeControllerJob(raw: unknown): SchedJob;
-  /** One element of GET /slurm/{v}/jobs/state: `{job_id: "1", state: [...]}` in every version */
-  decodeJobState(raw: unknown): JobStateEntry;
-  /** One element of GET /slurmdb/{v}/jobs */
-  decodeAccountingJob(raw: unknown): SchedJob;
-  /** The body of POST /slurm/{v}/job/submit: {job: job_desc_msg}; `comment` is the final comment to send */
-  encodeSubmit(spec: JobSpec): { job: Record<string, unknown> };
-}
+// In a file of its own: the codecs implement it and this file imports them (no cycle).
+export type { JobCodec } from './job-codec.js';
 
 const CODECS: Record<ApiVersion, JobCodec> = {
   'v0.0.42': codecV0042,

@@ -1,5 +1,4 @@
 import { z } from 'zod';
-import type { JobCodec } from './codec.js';
 import {
   decodeAccounting,
   decodeController,
@@ -9,6 +8,7 @@ import {
   type PathsSchema,
   pathOf,
 } from './common.js';
+import type { JobCodec } from './job-codec.js';
 
 /**
  * Data parser v0.0.42 (Slurm 24.11). Its controller records have no `*_expanded` members:

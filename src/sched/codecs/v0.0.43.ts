@@ -1,5 +1,5 @@
-import type { JobCodec } from './codec.js';
 import { decodeAccounting, decodeController, decodeJobState, encodeSubmitFor, expandedPaths } from './common.js';
+import type { JobCodec } from './job-codec.js';
 
 /**
  * Data parser v0.0.43 (Slurm 25.05): the controller gives expanded output paths in `stdout_expanded`

@@ -1,5 +1,5 @@
-import type { JobCodec } from './codec.js';
 import { decodeAccounting, decodeController, decodeJobState, encodeSubmitFor, expandedPaths } from './common.js';
+import type { JobCodec } from './job-codec.js';
 
 /**
  * Data parser v0.0.44 (Slurm 25.11). It adds `step_id` and `submit_line` to controller records and

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { getRequest, listRequests, transition } from '../../../src/db/requests.js';
+import { getRequest, listRequests } from '../../../src/db/requests.js';
+import { transition } from '../../../src/requests/transition.js';
 import { apiClient, errorOf, shellSpec } from '../../helpers/api.js';
 import { daemonTestEnv, startTestDaemon } from '../../helpers/daemon.js';
 import { http } from '../../helpers/http.js';

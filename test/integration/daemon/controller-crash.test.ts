@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { getRequest } from '../../../src/db/requests.js';
+import { isTerminalRequest } from '../../../src/requests/request-state.js';
 import { jobSpecSchema } from '../../../src/sched/job-spec.js';
-import { isTerminalRequest } from '../../../src/tracking/request-state.js';
 import { daemonTestEnv } from '../../helpers/daemon.js';
 import { bearer, http, waitFor } from '../../helpers/http.js';
 import { ALICE_TOKEN } from '../../helpers/sim.js';

@@ -2,7 +2,7 @@ import { chmodSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import type { DaemonConfigInput } from '../../../src/config/daemon-config.js';
-import { getRequest, listRequests } from '../../../src/db/requests.js';
+import { getRequest, listRequests, transitionsOf } from '../../../src/db/requests.js';
 import type { SummaryRow } from '../../../src/db/schema.js';
 import { llmUsageOf, summaryOfRequest, utcDay } from '../../../src/db/summaries.js';
 import { ConfigError } from '../../../src/errors.js';
@@ -177,6 +177,16 @@ describe('a finished job gets a summary', () => {
     expect(again).toMatchObject({ resubmitOf: id, name: 'assemble' });
     expect((again.spec as { memory_per_node: number }).memory_per_node).toBe(1024);
     expect(summaryOfRequest(td.daemon.history.db, id)?.appliedRequestId).toBe(newId);
+    // Asked for by the CLI, queued by the summarize worker that ran its job (as a CLI submission
+    // is queued by the submit worker), not `cli` twice.
+    expect(
+      transitionsOf(td.daemon.history.db, newId)
+        .slice(0, 2)
+        .map((t) => [t.toState, t.source]),
+    ).toEqual([
+      ['accepted', 'cli'],
+      ['queued', 'summarize'],
+    ]);
     // Applying again makes no second request.
     await expect(td.daemon.resubmitWithSuggestion(id)).resolves.toBe(newId);
     expect(listRequests(td.daemon.history.db)).toHaveLength(2);

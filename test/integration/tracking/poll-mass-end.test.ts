@@ -3,12 +3,13 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { openDatabase } from '../../../src/db/database.js';
-import { createRequest, getRequest, transition, transitionsOf } from '../../../src/db/requests.js';
+import { createRequest, getRequest, transitionsOf } from '../../../src/db/requests.js';
 import { createLogger } from '../../../src/logger.js';
+import { type PollReport, pollProfile } from '../../../src/requests/poller.js';
+import { transition } from '../../../src/requests/transition.js';
 import { SchedClient } from '../../../src/sched/client.js';
 import { parseProfile } from '../../../src/sched/profile.js';
 import type { SimJob } from '../../../src/sim/sim-job.js';
-import { type PollReport, pollProfile } from '../../../src/tracking/poller.js';
 import { type FlakyProxy, type RecordedRequest, startFlakyProxy } from '../../helpers/flaky-proxy.js';
 import { ALICE_TOKEN, savedSimJob, startSim, type TestSim } from '../../helpers/sim.js';
 

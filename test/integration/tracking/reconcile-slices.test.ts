@@ -5,11 +5,12 @@ import { sql } from 'drizzle-orm';
 import { afterEach, expect, it } from 'vitest';
 import { getProfileSync, history } from '../../../src/db/accounting.js';
 import { openDatabase } from '../../../src/db/database.js';
-import { createRequest, getRequest, transition } from '../../../src/db/requests.js';
+import { createRequest, getRequest } from '../../../src/db/requests.js';
 import { createLogger } from '../../../src/logger.js';
+import { RECONCILE_SLICE_SEC, reconcileProfile } from '../../../src/requests/reconciler.js';
+import { transition } from '../../../src/requests/transition.js';
 import { SchedClient } from '../../../src/sched/client.js';
 import { parseProfile } from '../../../src/sched/profile.js';
-import { RECONCILE_SLICE_SEC, reconcileProfile } from '../../../src/tracking/reconciler.js';
 import { type FlakyProxy, startFlakyProxy } from '../../helpers/flaky-proxy.js';
 import { ALICE_TOKEN, savedSimJob, startSim, type TestSim } from '../../helpers/sim.js';
 

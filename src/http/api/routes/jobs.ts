@@ -6,8 +6,8 @@ import { replaysOf } from '../../../db/idempotency.js';
 import { getRequest, transitionsOf } from '../../../db/requests.js';
 import type { Deadlines } from '../../../db/schema.js';
 import { summaryOfRequest } from '../../../db/summaries.js';
+import { cancelRequest } from '../../../requests/canceller.js';
 import { summaryForRequest } from '../../../summaries/show.js';
-import { cancelRequest } from '../../../tracking/canceller.js';
 import {
   deduplicatedView,
   freshnessView,

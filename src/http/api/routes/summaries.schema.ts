@@ -1,9 +1,9 @@
 import { z } from 'zod';
 import { SUMMARY_KINDS, SUMMARY_STATES } from '../../../db/schema.js';
-import { TRIAGE_CLASSES } from '../../../summaries/summary-data.js';
+import { TRIAGE_CLASSES } from '../../../db/summary-data.js';
 import { named, time } from '../shared-schemas.js';
 
-/** A post-job summary, as the job and run routes show it (src/summaries/summary-data.ts holds what they store). */
+/** A post-job summary, as the job and run routes show it (src/db/summary-data.ts holds what they store). */
 
 const measureSchema = z.union([
   z.object({

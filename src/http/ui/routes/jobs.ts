@@ -11,11 +11,11 @@ import {
   webhookDeliveries,
 } from '../../../db/schema.js';
 import { summaryOfRequest } from '../../../db/summaries.js';
+import { cancelRequest } from '../../../requests/canceller.js';
+import { isTerminalRequest } from '../../../requests/request-state.js';
 import type { JobSpec } from '../../../sched/job-spec.js';
 import { outputTails } from '../../../summaries/output-tail.js';
 import { Redactor } from '../../../summaries/redact.js';
-import { cancelRequest } from '../../../tracking/canceller.js';
-import { isTerminalRequest } from '../../../tracking/request-state.js';
 import { freshnessView, jobView } from '../../../views/views.js';
 import { jobsPage } from '../../queries.js';
 import { queryField, sendPage, sessionOf, type UiContext } from '../context.js';

@@ -2,9 +2,9 @@ import { SchedflowError } from '../errors.js';
 import { backoffDelayMs } from '../lib/retry-policy.js';
 import { sleep } from '../lib/sleep.js';
 import type { Logger } from '../logger.js';
-import { SchedClient } from '../sched/client.js';
-import type { Profile } from '../sched/profile.js';
-import { UpstreamHealth } from '../sched/upstream-health.js';
+import { SchedClient } from './client.js';
+import type { Profile } from './profile.js';
+import { UpstreamHealth } from './upstream-health.js';
 
 /** A profile whose scheduler has not answered yet: work for it waits and retries. */
 export class ProfileNotConnectedError extends SchedflowError {

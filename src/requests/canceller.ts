@@ -1,13 +1,14 @@
 import type { Queue } from 'bullmq';
 import type { Db } from '../db/database.js';
-import { getRequest, transition } from '../db/requests.js';
+import { getRequest } from '../db/requests.js';
 import type { JobRequestRow } from '../db/schema.js';
 import { toError } from '../errors.js';
 import { answerWithin } from '../lib/with-timeout.js';
 import type { Logger } from '../logger.js';
+import type { ClientRegistry } from '../sched/client-registry.js';
 import { CancelFailedError } from '../sched/sched-errors.js';
-import type { ClientRegistry } from './client-registry.js';
 import { isTerminalRequest } from './request-state.js';
+import { transition } from './transition.js';
 
 export interface CancelDeps {
   db: Db;

@@ -1,13 +1,6 @@
 import { getProfileSync, recordAccountingAnswer, updateProfileSync } from '../db/accounting.js';
 import type { Db } from '../db/database.js';
-import {
-  endLostByController,
-  patchRequest,
-  submissionsInFlight,
-  type TrackedRequest,
-  trackedRequests,
-  transition,
-} from '../db/requests.js';
+import { patchRequest, submissionsInFlight, type TrackedRequest, trackedRequests } from '../db/requests.js';
 import type { TransitionSource } from '../db/schema.js';
 import { writeInSlices } from '../db/write-in-slices.js';
 import { SchedflowError } from '../errors.js';
@@ -19,6 +12,7 @@ import type { JobStateEntry, SchedJob } from '../sched/job-model.js';
 import { AccountingNotServedError } from '../sched/sched-errors.js';
 import { describeOtherJob, jobIdentity, ownRecord } from './job-identity.js';
 import { isTerminalRequest, requestStateFor } from './request-state.js';
+import { endLostByController, transition } from './transition.js';
 
 /** Slurm states of a job that has not ended. */
 const ACTIVE_SLURM_STATES = ['PENDING', 'RUNNING', 'SUSPENDED'] as const;

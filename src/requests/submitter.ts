@@ -1,29 +1,34 @@
 import type { Db } from '../db/database.js';
-import {
-  claimJobId,
-  getRequest,
-  patchRequest,
-  requestByJobId,
-  submitLimitQueueAhead,
-  transition,
-} from '../db/requests.js';
+import { getRequest, patchRequest, requestByJobId, submitLimitQueueAhead } from '../db/requests.js';
+import type { JobRequestRow } from '../db/schema.js';
 import { InvalidJobSpecError, SchedflowError } from '../errors.js';
 import { issuesText } from '../lib/issues-text.js';
 import type { Logger } from '../logger.js';
-import { stepDependencies } from '../pipelines/run-engine.js';
 import type { SchedClient } from '../sched/client.js';
 import type { SchedJob } from '../sched/job-model.js';
 import { type JobSpec, jobSpecSchema } from '../sched/job-spec.js';
 import { SubmitLimitError } from '../sched/sched-errors.js';
 import { jobIdentity } from './job-identity.js';
 import { isTerminalRequest } from './request-state.js';
+import { claimJobId, transition } from './transition.js';
 
 export interface SubmitDeps {
   db: Db;
   client: SchedClient;
   logger: Logger;
   signal?: AbortSignal;
+  /**
+   * The Slurm dependency a pipeline step is submitted with, from its run's other steps
+   * (src/pipelines/run-engine.ts's stepDependencies): pipelines sit above requests, so it is given.
+   */
+  stepDependency(db: Db, row: JobRequestRow): DependencyResolution;
 }
+
+/** How a step's needs stand: submit (with this Slurm dependency), wait for a job id, or never. */
+export type DependencyResolution =
+  | { kind: 'ready'; dependency: string | null }
+  | { kind: 'wait'; on: string }
+  | { kind: 'never'; detail: string };
 
 /** A pipeline step whose needed steps have no job id yet: try again shortly, it is not a failure. */
 export class WaitingForDependencyError extends Error {
@@ -62,7 +67,7 @@ export async function submitRequest(deps: SubmitDeps, requestId: string): Promis
 
   let dependency: string | null = null;
   if (row.runId !== null && row.needs?.length) {
-    const resolution = stepDependencies(db, row);
+    const resolution = deps.stepDependency(db, row);
     if (resolution.kind === 'wait') throw new WaitingForDependencyError(`waiting for step "${resolution.on}"`);
     if (resolution.kind === 'never') {
       // What Slurm would do with the job (kill_invalid_depend), without submitting it.

@@ -1,4 +1,4 @@
-import { and, eq, inArray, isNotNull, notInArray } from 'drizzle-orm';
+import { and, eq, isNotNull, notInArray } from 'drizzle-orm';
 import type { Db } from '../db/database.js';
 import { getRun } from '../db/runs.js';
 import {
@@ -6,15 +6,11 @@ import {
   deadlineMisses,
   type JobRequestRow,
   jobRequests,
-  type PipelineRunRow,
-  pipelineRuns,
   TERMINAL_REQUEST_STATES,
 } from '../db/schema.js';
 import { addDelivery } from '../db/webhooks.js';
 import type { Logger } from '../logger.js';
 import { deadlineMissedBody } from '../notify/events.js';
-import { nextFireAfter } from '../pipelines/cron-times.js';
-import type { RunPlan } from '../pipelines/run-plan.js';
 
 export interface DeadlineMiss {
   kind: DeadlineKind;
@@ -26,10 +22,10 @@ export interface DeadlineMiss {
 }
 
 /**
- * Finds deadlines missed by unfinished requests and runs: too long PENDING
- * (with the scheduler's reason), not started by start-by, not ended by
- * finish-by, and a scheduled run that had not started when the next tick came.
- * Each miss is recorded once; the ones new this time are returned.
+ * Finds deadlines missed by unfinished requests: too long PENDING (with the
+ * scheduler's reason), not started by start-by, not ended by finish-by; and
+ * those `moreMisses` finds (pipeline runs). Each miss is recorded once, with its
+ * webhook delivery; the ones new this time are returned.
  */
 export async function checkDeadlines(
   db: Db,
@@ -38,11 +34,16 @@ export async function checkDeadlines(
     now?: number;
     /** The scheduler's current reason for a pending job (the cheap state listing carries none). */
     reasonOf?: (profile: string, jobId: number) => Promise<string | null>;
+    /**
+     * Misses of what is made of requests (pipeline runs: src/pipelines/run-deadlines.ts), found
+     * by the layer that knows them and recorded and reported here like a request's.
+     */
+    moreMisses?: (db: Db, now: number) => DeadlineMiss[];
   } = {},
 ): Promise<DeadlineMiss[]> {
   const now = options.now ?? Date.now();
   const recorded: DeadlineMiss[] = [];
-  for (const candidate of [...requestMisses(db, now), ...runMisses(db, now)]) {
+  for (const candidate of [...requestMisses(db, now), ...(options.moreMisses?.(db, now) ?? [])]) {
     const subject = candidate.requestId ? `request:${candidate.requestId}` : `run:${candidate.runId}`;
     const seen = db
       .select({ id: deadlineMisses.id })
@@ -138,39 +139,9 @@ function requestMisses(db: Db, now: number): (DeadlineMiss & { row: JobRequestRo
   return misses;
 }
 
-function runMisses(db: Db, now: number): DeadlineMiss[] {
-  const runs = db
-    .select()
-    .from(pipelineRuns)
-    .where(inArray(pipelineRuns.state, ['queued', 'running']))
-    .all();
-  const misses: DeadlineMiss[] = [];
-  for (const run of runs) {
-    const plan = run.definition as RunPlan;
-    const miss = (kind: DeadlineKind, detail: string) =>
-      misses.push({ kind, requestId: null, runId: run.id, detail, webhookUrl: run.webhookUrl });
-    const d = plan.deadlines;
-    if (d?.startBy !== undefined && run.startedAt === null && now > d.startBy) {
-      miss('start_by', `${runLabel(run)} had not started by ${iso(d.startBy)}`);
-    }
-    if (d?.finishBy !== undefined && now > d.finishBy) {
-      miss('finish_by', `${runLabel(run)} had not finished by ${iso(d.finishBy)}`);
-    }
-    if (plan.schedule && run.scheduledFor !== null && run.startedAt === null) {
-      const next = nextFireAfter(plan.schedule.cron, plan.schedule.timezone, run.scheduledFor);
-      if (now >= next) {
-        miss('never_started', `${runLabel(run)} had not started when the next tick (${iso(next)}) came`);
-      }
-    }
-  }
-  return misses;
-}
-
 const label = (row: JobRequestRow) =>
   row.step
     ? `step "${row.step}" (request ${row.id}${row.jobId ? `, job ${row.jobId}` : ''})`
     : `request ${row.id}${row.jobId ? ` (job ${row.jobId})` : ''}`;
-const runLabel = (run: PipelineRunRow) =>
-  `run ${run.id} of ${run.pipeline}${run.scheduledFor !== null ? ` for ${iso(run.scheduledFor)}` : ''}`;
 const iso = (ms: number) => new Date(ms).toISOString();
 const minutes = (ms: number) => (ms < 120_000 ? `${Math.round(ms / 1000)} s` : `${Math.round(ms / 60_000)} min`);

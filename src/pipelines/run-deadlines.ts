@@ -1,0 +1,43 @@
+import { inArray } from 'drizzle-orm';
+import type { Db } from '../db/database.js';
+import { type DeadlineKind, type PipelineRunRow, pipelineRuns } from '../db/schema.js';
+import type { DeadlineMiss } from '../requests/deadlines.js';
+import { nextFireAfter } from './cron-times.js';
+import type { RunPlan } from './run-plan.js';
+
+/**
+ * Deadlines of unfinished pipeline runs: start-by and finish-by from the pipeline file, and a
+ * scheduled run that had not started when the next tick came. The request deadline checker
+ * (src/requests/deadlines.ts) records and reports them with the misses of requests.
+ */
+export function runDeadlineMisses(db: Db, now: number): DeadlineMiss[] {
+  const runs = db
+    .select()
+    .from(pipelineRuns)
+    .where(inArray(pipelineRuns.state, ['queued', 'running']))
+    .all();
+  const misses: DeadlineMiss[] = [];
+  for (const run of runs) {
+    const plan = run.definition as RunPlan;
+    const miss = (kind: DeadlineKind, detail: string) =>
+      misses.push({ kind, requestId: null, runId: run.id, detail, webhookUrl: run.webhookUrl });
+    const d = plan.deadlines;
+    if (d?.startBy !== undefined && run.startedAt === null && now > d.startBy) {
+      miss('start_by', `${runLabel(run)} had not started by ${iso(d.startBy)}`);
+    }
+    if (d?.finishBy !== undefined && now > d.finishBy) {
+      miss('finish_by', `${runLabel(run)} had not finished by ${iso(d.finishBy)}`);
+    }
+    if (plan.schedule && run.scheduledFor !== null && run.startedAt === null) {
+      const next = nextFireAfter(plan.schedule.cron, plan.schedule.timezone, run.scheduledFor);
+      if (now >= next) {
+        miss('never_started', `${runLabel(run)} had not started when the next tick (${iso(next)}) came`);
+      }
+    }
+  }
+  return misses;
+}
+
+const runLabel = (run: PipelineRunRow) =>
+  `run ${run.id} of ${run.pipeline}${run.scheduledFor !== null ? ` for ${iso(run.scheduledFor)}` : ''}`;
+const iso = (ms: number) => new Date(ms).toISOString();

@@ -1,0 +1,117 @@
+import { randomUUID } from 'node:crypto';
+import type { Db } from '../db/database.js';
+import { createRequest, getRequest, type NewRequest, patchRequest } from '../db/requests.js';
+import type { Deadlines, JobRequestRow, TransitionSource } from '../db/schema.js';
+import { addSubmitJob, type EnqueueOutcome, type SubmitQueueDeps } from '../queue/submit-queue.js';
+import type { JobSpec } from '../sched/job-spec.js';
+import { transition } from './transition.js';
+
+/**
+ * Accepting a job request, the one way in for the local API, the CLI (through its submit job),
+ * pipeline steps and re-submissions: the request is recorded (`accepted`, then `queued`), then
+ * its submit job is added. A new way to submit calls these; a change to acceptance is made here.
+ */
+
+export interface RequestToRecord extends NewRequest {
+  /** A summary when it ends: true or false; null or absent follows the global setting. */
+  summarize?: boolean | null;
+  /** The request whose summary's suggestion this one applies. */
+  resubmitOf?: string | null;
+  /**
+   * Who moves it to `queued`, and when, in the same commit as the row; null leaves it
+   * `accepted` (steps recorded with their run, a re-submission with its summary's mark) for
+   * {@link enqueueAccepted} to queue. @defaultValue the acceptance's source and time
+   */
+  queued?: { source: TransitionSource; at: number } | null;
+}
+
+/**
+ * Records a request in one transaction (joined when `db` is one already): its row and
+ * `accepted`, its summary setting and link, and `queued` (see `queued`). A second call with
+ * the same id changes nothing but an `accepted` left by a crash, and returns the first row.
+ */
+export function recordRequest(db: Db, input: RequestToRecord): { row: JobRequestRow; created: boolean } {
+  return db.transaction((tx) => {
+    const existing = getRequest(tx, input.id);
+    if (!existing) {
+      createRequest(tx, input);
+      const summarize = input.summarize ?? null;
+      const resubmitOf = input.resubmitOf ?? null;
+      if (summarize !== null || resubmitOf !== null) patchRequest(tx, input.id, { summarize, resubmitOf });
+    }
+    const queued = input.queued === undefined ? { source: input.source, at: input.at } : input.queued;
+    if (queued && (!existing || existing.state === 'accepted')) {
+      transition(tx, input.id, { to: 'queued', source: queued.source, at: queued.at });
+    }
+    return { row: getRequest(tx, input.id) as JobRequestRow, created: !existing };
+  });
+}
+
+export interface AcceptDeps {
+  db: Db;
+  /** The `submit` queue, with its Redis-outage behaviour (src/queue/submit-queue.ts). */
+  submitQueue: SubmitQueueDeps;
+}
+
+/**
+ * Queues the submission of a recorded request: `accepted` moves to `queued` first (so the
+ * worker that takes the job always finds it), then the submit job is added. A Redis outage
+ * answers within ENQUEUE_WAIT_MS: the request stays `queued` and the keeper adds its job.
+ */
+export async function enqueueAccepted(
+  deps: AcceptDeps,
+  requestId: string,
+  source: TransitionSource,
+): Promise<EnqueueOutcome> {
+  if (getRequest(deps.db, requestId)?.state === 'accepted') {
+    transition(deps.db, requestId, { to: 'queued', source, at: Date.now() });
+  }
+  return addSubmitJob(deps.submitQueue, requestId);
+}
+
+/** Records a request (`accepted` and `queued` in one commit), then adds its submit job. */
+export async function accept(deps: AcceptDeps, input: RequestToRecord): Promise<EnqueueOutcome> {
+  recordRequest(deps.db, input);
+  // Also for the same id again: the job id is the request id, so a job already there is kept,
+  // and one that ran finds its request submitted and stops.
+  return addSubmitJob(deps.submitQueue, input.id);
+}
+
+/** A job request as the local API (and tests) hand it to the daemon. */
+export interface JobSubmission {
+  /** @defaultValue the daemon's first profile */
+  profile?: string;
+  spec: JobSpec;
+  origin: 'api' | 'cli' | 'pipeline';
+  /** @defaultValue a new UUID */
+  requestId?: string;
+  /** POSTed, signed, when the request ends. */
+  webhookUrl?: string | null;
+  deadlines?: Deadlines | null;
+  /** A summary when it ends: true or false; null or absent follows the global setting. */
+  summarize?: boolean | null;
+}
+
+/** Accepts a submission for one of `profiles`; returns the request id. */
+export async function acceptSubmission(
+  deps: AcceptDeps & { profiles: ReadonlyMap<string, unknown>; defaultProfile: string },
+  input: JobSubmission,
+): Promise<string> {
+  const profile = input.profile ?? deps.defaultProfile;
+  if (!deps.profiles.has(profile)) throw new Error(`no scheduler profile "${profile}"`);
+  const id = input.requestId ?? randomUUID();
+  const source = input.origin === 'cli' ? 'cli' : 'api';
+  await accept(deps, {
+    id,
+    profile,
+    name: input.spec.name,
+    spec: input.spec,
+    origin: input.origin,
+    at: Date.now(),
+    source,
+    webhookUrl: input.webhookUrl ?? null,
+    deadlines: input.deadlines ?? null,
+    summarize: input.summarize,
+  });
+  return id;
+}

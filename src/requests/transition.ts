@@ -1,0 +1,125 @@
+import type { Db } from '../db/database.js';
+import { getRequest, insertTransition, patchRequest, requestByJobId, updateRequest } from '../db/requests.js';
+import type { JobRequestRow, RequestState, TransitionSource } from '../db/schema.js';
+import { addDelivery } from '../db/webhooks.js';
+import { jobFinishedBody } from '../notify/events.js';
+import { LOST_BY_CONTROLLER_CODE, LOST_BY_CONTROLLER_REASON, lostByControllerMessage } from './job-identity.js';
+import { canTransition, isTerminalRequest } from './request-state.js';
+
+/**
+ * The one way a request changes state: the state machine's check, the new state, its line in
+ * the transition log and the outbox rows it brings (webhook deliveries), in one transaction.
+ * src/db/requests.ts holds the plain queries it is made of.
+ */
+
+export interface TransitionInput {
+  to: RequestState;
+  source: TransitionSource;
+  at: number;
+  rawState?: string | null;
+  reason?: string | null;
+  stale?: boolean;
+  detail?: string | null;
+  /** Other columns to set with the move (job id, exit code, times, errors). */
+  patch?: Partial<Omit<JobRequestRow, 'id' | 'state'>>;
+}
+
+/**
+ * Moves a request to a new state and records the transition, in one
+ * transaction. A move the state machine does not allow (backwards, or out of a
+ * terminal state) changes nothing but the patch, and returns false.
+ */
+export function transition(db: Db, requestId: string, input: TransitionInput): boolean {
+  return db.transaction((tx) => {
+    const row = getRequest(tx, requestId);
+    if (!row) throw new Error(`no job request ${requestId}`);
+    const moves = canTransition(row.state, input.to);
+    const patch = { ...input.patch, updatedAt: input.at };
+    updateRequest(
+      tx,
+      requestId,
+      moves
+        ? { ...patch, state: input.to, rawState: input.rawState ?? row.rawState, reason: input.reason ?? null }
+        : patch,
+    );
+    if (!moves) return false;
+    insertTransition(tx, {
+      requestId,
+      fromState: row.state,
+      toState: input.to,
+      at: input.at,
+      source: input.source,
+      rawState: input.rawState ?? null,
+      reason: input.reason ?? null,
+      stale: input.stale ?? false,
+      detail: input.detail ?? null,
+    });
+    // The outbox: written in the transaction of the final state, so neither exists without the other.
+    if (row.webhookUrl && isTerminalRequest(input.to)) {
+      const after = getRequest(tx, requestId) as JobRequestRow;
+      addDelivery(tx, {
+        event: 'job.finished',
+        url: row.webhookUrl,
+        requestId,
+        runId: row.runId,
+        payload: jobFinishedBody(after),
+        at: input.at,
+      });
+    }
+    return true;
+  });
+}
+
+/**
+ * Ends a request whose job the controller lost (slurmctld back from a crash without it, its id
+ * given to another job): `node_fail` with reason JobLostByController and the job id in its
+ * message, and its claim on the id released (job_id null) for the job that has the id now. A
+ * request already ended only lets the id go. True when the request moved.
+ */
+export function endLostByController(
+  db: Db,
+  requestId: string,
+  input: { at: number; source: TransitionSource; why: string },
+): boolean {
+  return db.transaction((tx) => {
+    const row = getRequest(tx, requestId);
+    if (!row || row.jobId === null) return false;
+    if (isTerminalRequest(row.state)) {
+      patchRequest(tx, requestId, { jobId: null, updatedAt: input.at });
+      return false;
+    }
+    const message = lostByControllerMessage(row.jobId, input.why);
+    return transition(tx, requestId, {
+      to: 'node_fail',
+      source: input.source,
+      at: input.at,
+      reason: LOST_BY_CONTROLLER_REASON,
+      detail: message,
+      patch: {
+        jobId: null,
+        endedAt: input.at,
+        missingSince: null,
+        errorCode: LOST_BY_CONTROLLER_CODE,
+        errorMessage: message,
+      },
+    });
+  });
+}
+
+/**
+ * Makes `jobId` recordable for `requestId`, whose job it is now (slurmctld's answer to its
+ * submission, or found by its marker): another request still holding the id had its job lost by
+ * the controller, which then gave the id again, and is ended so (see endLostByController).
+ */
+export function claimJobId(
+  db: Db,
+  input: { profile: string; jobId: number; requestId: string; at: number; source: TransitionSource },
+): void {
+  const holder = requestByJobId(db, input.profile, input.jobId);
+  if (!holder || holder.id === input.requestId) return;
+  endLostByController(db, holder.id, {
+    at: input.at,
+    source: input.source,
+    why: `slurmctld has since given job id ${input.jobId} to request ${input.requestId}'s job`,
+  });
+}

@@ -1,0 +1,22 @@
+/** What the local API and the UI see of a loaded pipeline file. */
+export interface PipelineSummary {
+  name: string;
+  file: string;
+  description: string | null;
+  steps: { name: string; needs: string[] }[];
+  schedule: {
+    cron: string;
+    timezone: string;
+    enabled: boolean;
+    overlap: 'skip' | 'queue' | 'allow';
+    catchup: 'none' | 'latest' | 'all';
+    /** The next five fire times (ISO 8601, UTC); none while the file switches it off or it is paused. */
+    next: string[];
+    /** Set while an admin has paused the schedule: who, and since when (ISO 8601, UTC). */
+    paused: { by: string; at: string } | null;
+  } | null;
+  /** Parameters a trigger may give, with their defaults (null: required). */
+  params: Record<string, string | null>;
+  /** The file's current problem when a reload failed: the version loaded before keeps running. */
+  error: string | null;
+}

@@ -1,0 +1,183 @@
+import { type ConnectionOptions, type Queue, Worker } from 'bullmq';
+import type { DaemonConfig } from '../src/config/daemon-config.js';
+import type { HistoryDatabase } from '../src/db/database.js';
+import type { HeapCollector } from '../src/lib/heap-collector.js';
+import type { Lifecycle } from '../src/lifecycle.js';
+import type { Logger } from '../src/logger.js';
+import { DeliveryDispatcher } from '../src/notify/dispatcher.js';
+import { WebhookSender } from '../src/notify/sender.js';
+import type { WebhookSecret } from '../src/notify/webhook-secret.js';
+import type { PipelineRegistry } from '../src/pipelines/pipeline-registry.js';
+import type { RunEngineDeps } from '../src/pipelines/run-engine.js';
+import { promoteDelayedSubmits } from '../src/queue/submit-queue.js';
+import type { RedisWatch } from '../src/redis/redis-watch.js';
+import type { AcceptDeps } from '../src/requests/accept.js';
+import type { ClientRegistry } from '../src/sched/client-registry.js';
+import { createSummaryServices } from '../src/summaries/summaries-service.js';
+import type { SummarySettings } from '../src/summaries/summary-settings.js';
+import { notifyProcessor, recordDeliveryGivenUp, webhookBackoffStrategy } from './notify.js';
+import { pipelineProcessor } from './pipeline.js';
+import { pollProcessor } from './poll.js';
+import { reconcileProcessor } from './reconcile.js';
+import type { WorkerServices } from './services.js';
+import { recordSubmitGivenUp, submitProcessor } from './submit.js';
+import { recordSummaryGivenUp, summarizeProcessor, summaryBackoffStrategy } from './summarize.js';
+
+export interface StartWorkersDeps {
+  config: DaemonConfig;
+  history: HistoryDatabase;
+  clients: ClientRegistry;
+  logger: Logger;
+  lifecycle: Lifecycle;
+  profileCount: number;
+  connection: ConnectionOptions;
+  pipelines: PipelineRegistry;
+  engine: RunEngineDeps;
+  /** Where re-submissions are accepted. */
+  requests: AcceptDeps;
+  notifyQueue: Queue;
+  webhookSecret: WebhookSecret;
+  summarySettings: SummarySettings & { enabled: boolean };
+  summarizeQueue: Queue;
+  submitQueue: Queue;
+  redisWatch: RedisWatch;
+  /** Requests this process is submitting right now (the keeper's re-queue leaves them alone). */
+  submitsInFlight: Set<string>;
+  /** The daemon's heap collector: polls tell it of a mass start or end. */
+  heap: HeapCollector;
+}
+
+/**
+ * One worker per queue (the `worker` role), and their shutdown step: the grace period, then
+ * aborted work is handed back to its queue.
+ */
+export function startWorkers(deps: StartWorkersDeps): void {
+  const { config, history, clients, logger, lifecycle, profileCount, connection } = deps;
+  const prefix = config.queuePrefix;
+  const shutdown = new AbortController();
+  const services: WorkerServices = {
+    db: history.db,
+    clients,
+    logger: logger.child({ component: 'worker' }),
+    shutdown: shutdown.signal,
+    submitsInFlight: deps.submitsInFlight,
+    heap: deps.heap,
+    async onUpstreamBack(profile) {
+      const promoted = await promoteDelayedSubmits(history.db, deps.submitQueue, profile);
+      if (promoted > 0) logger.info({ profile, promoted }, 'scheduler answers again: waiting submissions retried now');
+    },
+    settings: {
+      pollFloorMs: config.pollFloorMs,
+      pollCeilingMs: config.pollCeilingMs,
+      lostGraceMs: config.lostGraceMs,
+      submitLimitRecheckMs: config.submitLimitRecheckMs,
+    },
+  };
+  const submitWorker = new Worker('submit', submitProcessor(services), {
+    connection,
+    prefix,
+    concurrency: config.submitConcurrency,
+    // A submit whose worker died is taken up again once its lock expires (found
+    // within about two lock durations). Running it again is safe (the marker),
+    // so a few crashes in a row do not fail the request.
+    lockDuration: config.lockDurationMs,
+    stalledInterval: config.lockDurationMs,
+    maxStalledCount: 5,
+  });
+  submitWorker.on('failed', (job, error) => {
+    if (job) recordSubmitGivenUp(history.db, services.logger, job, error);
+  });
+  const sender = new WebhookSender({ secret: deps.webhookSecret.secret, timeoutMs: config.notifyTimeoutMs });
+  const notifyLogger = logger.child({ component: 'notify' });
+  const notifyWorker = new Worker(
+    'notify',
+    notifyProcessor({
+      db: history.db,
+      sender,
+      dispatcher: new DeliveryDispatcher({
+        db: history.db,
+        queue: deps.notifyQueue,
+        logger: notifyLogger,
+        settings: { attempts: config.notifyAttempts, backoffMs: config.notifyBackoffMs },
+      }),
+      logger: notifyLogger,
+      shutdown: shutdown.signal,
+    }),
+    { connection, prefix, concurrency: 4, settings: { backoffStrategy: webhookBackoffStrategy } },
+  );
+  notifyWorker.on('failed', (job, error) => {
+    if (job) recordDeliveryGivenUp(history.db, notifyLogger, job, error);
+  });
+  const summaries = createSummaryServices({
+    settings: deps.summarySettings,
+    db: history.db,
+    logger,
+    queue: deps.summarizeQueue,
+    clients,
+    protectedDirs: [config.dataDir, config.configDir],
+  });
+  const summarizeWorker = new Worker(
+    'summarize',
+    summarizeProcessor({
+      db: history.db,
+      summarizer: summaries.summarizer,
+      dispatcher: summaries.dispatcher,
+      logger: summaries.logger,
+      requests: deps.requests,
+      shutdown: shutdown.signal,
+    }),
+    {
+      connection,
+      prefix,
+      // One more than the LLM calls in flight, so the dispatch tick never waits behind them.
+      concurrency: deps.summarySettings.concurrency + 1,
+      settings: { backoffStrategy: summaryBackoffStrategy },
+    },
+  );
+  summarizeWorker.on('failed', (job, error) => {
+    if (job) void recordSummaryGivenUp(summaries.summarizer, summaries.logger, job, error);
+  });
+  const workers = [
+    submitWorker,
+    new Worker('poll', pollProcessor(services), { connection, prefix, concurrency: Math.max(1, profileCount) }),
+    new Worker('reconcile', reconcileProcessor(services), { connection, prefix, concurrency: 1 }),
+    // One at a time: runs advance, ticks fire and queued runs start in order.
+    new Worker(
+      'pipeline',
+      pipelineProcessor({
+        registry: deps.pipelines,
+        engine: deps.engine,
+        logger: logger.child({ component: 'pipelines' }),
+        jobReason: async (profile, jobId) => (await clients.get(profile).getJob(jobId)).data.reason,
+      }),
+      { connection, prefix, concurrency: 1 },
+    ),
+    notifyWorker,
+    summarizeWorker,
+  ];
+  for (const worker of workers) {
+    worker.on('failed', (job, error) =>
+      services.logger.warn(
+        { queue: worker.name, jobId: job?.id, attempts: job?.attemptsMade, err: error },
+        'job attempt failed',
+      ),
+    );
+    worker.on('error', (error) => deps.redisWatch.failed(error, `worker ${worker.name}`));
+  }
+  // The grace period, then aborted work is handed back to its queue: that gets a few seconds more.
+  lifecycle.add(
+    'workers',
+    async () => {
+      // Running work gets the grace period to finish; then it is aborted and handed back to its queue.
+      const timer = setTimeout(() => shutdown.abort(new Error('shutting down')), config.shutdownGraceMs);
+      try {
+        await Promise.all(workers.map((w) => w.close()));
+      } finally {
+        clearTimeout(timer);
+        await sender.close();
+        await summaries.close();
+      }
+    },
+    { timeoutMs: config.shutdownGraceMs + 5000 },
+  );
+}
