@@ -4,7 +4,7 @@ import { markDeliveryFailed } from '../src/db/webhooks.js';
 import { assertNever } from '../src/lib/assert-never.js';
 import type { Logger } from '../src/logger.js';
 import { attemptDelivery } from '../src/notify/deliver.js';
-import { type DeliveryDispatcher, DISPATCH_JOB } from '../src/notify/dispatcher.js';
+import { type DeliveryDispatcher, DISPATCH_JOB } from '../src/notify/delivery-dispatcher.js';
 import { WEBHOOK_BACKOFF_TYPE, webhookRetryDelayMs } from '../src/notify/retry-policy.js';
 import { WebhookDeliveryError, type WebhookSender } from '../src/notify/sender.js';
 import { notifyPayloadSchema } from '../src/queue/catalog.js';

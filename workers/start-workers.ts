@@ -4,7 +4,7 @@ import type { HistoryDatabase } from '../src/db/database.js';
 import type { HeapCollector } from '../src/lib/heap-collector.js';
 import type { Lifecycle } from '../src/lifecycle.js';
 import type { Logger } from '../src/logger.js';
-import { DeliveryDispatcher } from '../src/notify/dispatcher.js';
+import { DeliveryDispatcher } from '../src/notify/delivery-dispatcher.js';
 import { WebhookSender } from '../src/notify/sender.js';
 import type { WebhookSecret } from '../src/notify/webhook-secret.js';
 import type { PipelineRegistry } from '../src/pipelines/pipeline-registry.js';

@@ -13,9 +13,9 @@ import {
   summarizePayloadSchema,
 } from '../src/queue/catalog.js';
 import type { AcceptDeps } from '../src/requests/accept.js';
-import type { SummaryDispatcher } from '../src/summaries/dispatcher.js';
 import { resubmitWithSuggestion } from '../src/summaries/resubmit.js';
 import type { Summarizer } from '../src/summaries/summarizer.js';
+import type { SummaryDispatcher } from '../src/summaries/summary-dispatcher.js';
 
 export interface SummarizeWorkerDeps {
   db: Db;

@@ -4,12 +4,12 @@ import { basename, dirname, extname, join, resolve } from 'node:path';
 import type { StepNeed } from '../db/schema.js';
 import { locate, parseSource, readYamlSource, SourceError, type YamlSource } from '../lib/yaml-source.js';
 import type { Profile } from '../sched/profile.js';
+import { stringsIn, unknownPlaceholders } from './param-substitution.js';
 import { type LoadedPipeline, type PipelineFile, pipelineFileSchema } from './pipeline-file.js';
 import { MAX_PIPELINE_FILE_BYTES, MAX_PIPELINE_STEPS } from './pipeline-limits.js';
 import { planRun } from './run-plan.js';
 import { readScriptFile } from './script-file.js';
 import { stepOrder } from './step-order.js';
-import { stringsIn, unknownPlaceholders } from './template.js';
 
 // Beside the file format, not here: run-plan.ts plans from it and this file checks by planning.
 export type { LoadedPipeline } from './pipeline-file.js';

@@ -2,9 +2,9 @@ import type { z } from 'zod';
 import type { Deadlines, RequestState, RunTrigger, StepNeed } from '../db/schema.js';
 import { ConfigError } from '../errors.js';
 import { type JobSpec, jobSpecSchema } from '../sched/job-spec.js';
+import { renderDeep, type TemplateContext, TemplateError } from './param-substitution.js';
 import type { LoadedPipeline, StepDeadlines } from './pipeline-file.js';
 import { readScriptFile } from './script-file.js';
-import { renderDeep, type TemplateContext, TemplateError } from './template.js';
 
 /** One step of a run as it will be submitted: templating applied, the spec final. */
 export interface StepPlan {

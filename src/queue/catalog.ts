@@ -86,7 +86,7 @@ export const JOB_OPTIONS: Record<QueueName, JobsOptions> = {
     removeOnFail: { age: 7 * 24 * 3600 },
   },
   // A summarize job carries its own attempts and backoff, from the summary settings (the
-  // `summary` backoff type honours the LLM's Retry-After; src/summaries/dispatcher.ts). These
+  // `summary` backoff type honours the LLM's Retry-After; src/summaries/summary-dispatcher.ts). These
   // apply to apply-suggestion jobs: a few quick tries, the request id makes them idempotent.
   summarize: {
     attempts: 3,

@@ -1,5 +1,5 @@
 import type { Queue } from 'bullmq';
-import { DISPATCH_JOB } from '../notify/dispatcher.js';
+import { DISPATCH_JOB } from '../notify/delivery-dispatcher.js';
 import { type QueueName, SUMMARY_DISPATCH_JOB } from './catalog.js';
 import type { SchedulerSpec } from './queue-keeper.js';
 

@@ -4,8 +4,8 @@ import type { JobRequestRow, SummaryRow } from '../db/schema.js';
 import { summaryOfRequest, summaryOfRun } from '../db/summaries.js';
 import { isTerminalRequest } from '../requests/request-state.js';
 import { describeEfficiency } from './efficiency.js';
+import { applyHint } from './fallback-summary.js';
 import { describeSuggestion, describeTriage } from './prompt.js';
-import { applyHint } from './template.js';
 
 /**
  * A request's summary as `schedflow jobs show` prints it (and its JSON): its

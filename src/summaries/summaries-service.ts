@@ -5,9 +5,9 @@ import { LlmModelError } from '../llm/llm-errors.js';
 import { apiKeyOf, baseUrlOf } from '../llm/llm-settings.js';
 import type { Logger } from '../logger.js';
 import type { ClientRegistry } from '../sched/client-registry.js';
-import { SummaryDispatcher } from './dispatcher.js';
 import { Semaphore } from './limiter.js';
 import { type LlmGate, Summarizer } from './summarizer.js';
+import { SummaryDispatcher } from './summary-dispatcher.js';
 import type { SummarySettings } from './summary-settings.js';
 
 /** How the daemon runs summaries, for the start banner and the local API. */

@@ -27,11 +27,11 @@ import { latestAttempts } from '../pipelines/step-dependencies.js';
 import { isTerminalState, type SchedJob } from '../sched/job-model.js';
 import { isoOrNull } from '../views/views.js';
 import { type JobFacts, jobEfficiency, jobFacts, jobTriage, type RunFacts } from './facts.js';
+import { jobTemplate, runTemplate } from './fallback-summary.js';
 import type { Semaphore } from './limiter.js';
 import { type JobFindings, jobPrompt, type RunFindings, runPrompt, tokenBound } from './prompt.js';
 import { Redactor } from './redact.js';
 import { checkPatterns, type SummarySettings } from './summary-settings.js';
-import { jobTemplate, runTemplate } from './template.js';
 import { runTrend, type TrendRun } from './trend.js';
 
 /**

@@ -2,9 +2,9 @@ import { describe, expect, it } from 'vitest';
 import type { JobRequestRow } from '../../src/db/schema.js';
 import { parseDuration } from '../../src/lib/duration.js';
 import { missedFireTimes, nextFireTimes } from '../../src/pipelines/cron-times.js';
+import { render, shellQuote, TemplateError, unknownPlaceholders } from '../../src/pipelines/param-substitution.js';
 import type { StepPlan } from '../../src/pipelines/run-plan.js';
 import { latestAttempts, resolveDependencies, retryPending } from '../../src/pipelines/step-dependencies.js';
-import { render, shellQuote, TemplateError, unknownPlaceholders } from '../../src/pipelines/template.js';
 
 describe('templates', () => {
   const context = { run: { id: 'r1' }, params: { sample: 'A1' } };

@@ -14,10 +14,10 @@ import {
   timeEfficiency,
 } from '../../src/summaries/efficiency.js';
 import { jobEfficiency, jobFacts, jobTriage } from '../../src/summaries/facts.js';
+import { jobTemplate } from '../../src/summaries/fallback-summary.js';
 import { expandOutputPattern, readTail } from '../../src/summaries/output-tail.js';
 import { jobPrompt, tokenBound } from '../../src/summaries/prompt.js';
 import { Redactor } from '../../src/summaries/redact.js';
-import { jobTemplate } from '../../src/summaries/template.js';
 import { runTrend, type TrendRun } from '../../src/summaries/trend.js';
 import { lastErrorLine, niceMemoryMb, niceMinutes, type TriageInput, triageJob } from '../../src/summaries/triage.js';
 
