@@ -10,9 +10,6 @@ const PAGES = [
     .filter((f) => f.endsWith('.md'))
     .map((f) => join('docs', f)),
 ];
-// docs/errors.md is generated from the error registry (src/errors.ts) on another branch of
-// issue 15; until both are merged it may be missing here, and links to it are allowed.
-const MAY_BE_MISSING = new Set(['docs/errors.md']);
 
 /** The page's text without fenced code blocks and inline code, where brackets are not links. */
 function prose(markdown: string): string {
@@ -49,7 +46,7 @@ describe('relative links in README.md and docs/', () => {
       const target = path ? resolve(dirname(join(ROOT, page)), path) : join(ROOT, page);
       const name = relative(ROOT, target);
       if (!existsSync(target)) {
-        if (!MAY_BE_MISSING.has(name)) broken.push(`${link}: no file ${name}`);
+        broken.push(`${link}: no file ${name}`);
         continue;
       }
       if (anchor && !anchors(readFileSync(target, 'utf8')).has(anchor)) {
