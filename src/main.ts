@@ -59,9 +59,9 @@ export interface Daemon {
 }
 
 /**
- * The composition root: config → history (migrated) → Redis → scheduler
- * clients → queues → workers. Everything else lives where its path says.
- * Shutdown runs the same steps in reverse.
+ * The composition root: data dir lock → private Redis → history (migrated) → scheduler
+ * clients → queues → pipelines → workers → local API (last to start, first to stop).
+ * Everything else lives where its path says. Shutdown runs the same steps in reverse.
  */
 export async function startDaemon(
   config: DaemonConfig,

@@ -47,7 +47,6 @@ export const TERMINAL_REQUEST_STATES = [
   'submit_failed',
 ] as const satisfies readonly RequestState[];
 
-/** Where a transition was learned. */
 /** Who recorded a transition: `submit` and `summarize` are those queues' workers. */
 export const TRANSITION_SOURCES = ['api', 'cli', 'submit', 'poll', 'accounting', 'pipeline', 'summarize'] as const;
 export type TransitionSource = (typeof TRANSITION_SOURCES)[number];

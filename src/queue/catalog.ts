@@ -77,8 +77,9 @@ export const JOB_OPTIONS: Record<QueueName, JobsOptions> = {
     removeOnFail: { count: 100 },
   },
   // Webhook deliveries: exponential from 2 s with jitter, never sooner than the receiver's
-  // Retry-After (the `webhook` backoff type, registered by the notify worker); about
-  // 4 minutes of receiver trouble before a delivery fails. Failed jobs are kept a week.
+  // Retry-After (the `webhook` backoff type, registered by the notify worker). The attempts
+  // here are a fallback: the dispatcher gives each delivery SCHEDFLOW_NOTIFY_ATTEMPTS (12 by
+  // default, about an hour of receiver trouble). Failed jobs are kept a week.
   notify: {
     attempts: 8,
     backoff: { type: WEBHOOK_BACKOFF_TYPE, delay: 2000 },

@@ -10,19 +10,20 @@ import { beforeAll, describe, expect, it } from 'vitest';
  *     one layer, so either may use the other, but never in a cycle)
  *  2. sched: the scheduler API, its codecs and client registry
  *  3. db: schema and plain queries (accounting rows use sched's job model)
- *  4. redis: the private redis-server and its watch
- *  5. daemon-info: the daemon.json contract between the daemon and the CLI
- *  6. llm: the chat-completions client
- *  7. sim: the simulator of the scheduler proxy and LLM endpoint
- *  8. notify: webhook bodies, sending, the outbox dispatcher
- *  9. queue: the catalog (names, payloads, retry policy), queues, ticks, the submit queue
- * 10. requests: the request aggregate (accept, transition, submit, cancel, poll, reconcile, deadlines)
- * 11. pipelines: runs are made of requests (run deadlines handed to the request deadline check)
- * 12. summaries: of ended requests and runs; re-submission through accept
- * 13. config: the daemon's settings, made of the queue prefix and the summary settings
- * 14. http: the local API and the admin UI (src/api, src/ui, or src/http/{api,ui})
- * 15. workers: one processor per queue and their start-up
- * 16. top: the composition root (src/main.ts) and the CLI
+ *  4. views: how requests, runs, pipelines and summaries are shown (API, UI, webhook bodies)
+ *  5. redis: the private redis-server and its watch
+ *  6. daemon-info: the daemon.json contract between the daemon and the CLI
+ *  7. llm: the chat-completions client
+ *  8. sim: the simulator of the scheduler proxy and LLM endpoint
+ *  9. notify: webhook bodies, sending, the outbox dispatcher
+ * 10. queue: the catalog (names, payloads, retry policy), queues, ticks, the submit queue
+ * 11. requests: the request aggregate (accept, transition, submit, cancel, poll, reconcile, deadlines)
+ * 12. pipelines: runs are made of requests (run deadlines handed to the request deadline check)
+ * 13. summaries: of ended requests and runs; re-submission through accept
+ * 14. config: the daemon's settings, made of the queue prefix and the summary settings
+ * 15. http: the local API and the admin UI (src/http/{api,ui})
+ * 16. workers: one processor per queue and their start-up
+ * 17. top: the composition root (src/main.ts) and the CLI
  */
 const LAYERS: readonly { name: string; holds: (file: string) => boolean }[] = [
   {
