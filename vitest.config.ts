@@ -1,9 +1,12 @@
 import { configDefaults, defineConfig } from 'vitest/config';
 
 /**
- * Files that must run alone: they bound how long the event loop is held or how long parsing
- * takes (a few hundred milliseconds to seconds), which other files' work on the same 2 cores
- * would break. Every other file has its own Redis, ports, queue prefix and directories, so
+ * Files that run alone, before the others start. Some bound how long the event loop is held
+ * or how long parsing takes, which other files' work on the same 2 cores would break. The
+ * others start `schedflow` as processes through tsx, dozens of times each: side by side on a
+ * shared machine, a start took past the 20 s a command is given. They share one process, so
+ * test/unit/heap-collector.test.ts, which needs a heap of its own, stays in 'unit' (a thread
+ * has its own). Every other file has its own Redis, ports, queue prefix and directories, so
  * files run side by side.
  */
 const SERIAL = [
@@ -11,7 +14,8 @@ const SERIAL = [
   'test/integration/tracking/reconcile-slices.test.ts',
   'test/unit/pipeline-set.test.ts',
   'test/unit/pipeline-limits.test.ts',
-  'test/unit/heap-collector.test.ts',
+  'test/integration/daemon-process/*.test.ts',
+  'test/integration/cli/*.test.ts',
 ];
 
 /** After each file: no child process, socket, server or timer left running (see the file). */
