@@ -1,14 +1,27 @@
 #!/usr/bin/env node
 import { Command, CommanderError } from 'commander';
 import { EXIT, exitCodeFor } from './cli/exit-codes.js';
-import { registerJobsCommand } from './cli/jobs-command.js';
-import { registerPipelinesCommands } from './cli/pipelines-command.js';
-import { registerSchedCommand } from './cli/sched-command.js';
-import { registerSetupCommand } from './cli/setup-command.js';
-import { registerSimCommand } from './cli/sim-command.js';
-import { registerStartCommand } from './cli/start-command.js';
-import { registerTokensCommand } from './cli/tokens-command.js';
 import { packageVersion } from './lib/package-info.js';
+
+type Register = (program: Command) => void;
+
+/**
+ * Each command's module, loaded only when it is the one asked for: loading every module (the
+ * daemon's Fastify, BullMQ, simulator, …) took a second or more before `schedflow jobs list`
+ * or `schedflow sched ping` could start. In the order `--help` lists them.
+ */
+const COMMANDS: readonly [names: readonly string[], load: () => Promise<Register>][] = [
+  [['start'], async () => (await import('./cli/start-command.js')).registerStartCommand],
+  [['jobs'], async () => (await import('./cli/jobs-command.js')).registerJobsCommand],
+  [['tokens'], async () => (await import('./cli/tokens-command.js')).registerTokensCommand],
+  [
+    ['schema', 'validate', 'pipelines'],
+    async () => (await import('./cli/pipelines-command.js')).registerPipelinesCommands,
+  ],
+  [['sched'], async () => (await import('./cli/sched-command.js')).registerSchedCommand],
+  [['sim'], async () => (await import('./cli/sim-command.js')).registerSimCommand],
+  [['setup'], async () => (await import('./cli/setup-command.js')).registerSetupCommand],
+];
 
 async function main(argv: string[]): Promise<void> {
   const program = new Command()
@@ -17,13 +30,12 @@ async function main(argv: string[]): Promise<void> {
     .version(packageVersion())
     .showHelpAfterError('(add --help for usage)')
     .exitOverride();
-  registerStartCommand(program);
-  registerJobsCommand(program);
-  registerTokensCommand(program);
-  registerPipelinesCommands(program);
-  registerSchedCommand(program);
-  registerSimCommand(program);
-  registerSetupCommand(program);
+  // The first word that is not an option names the command; `help <command>` names it second.
+  const words = argv.slice(2).filter((arg) => !arg.startsWith('-'));
+  const asked = words[0] === 'help' ? words[1] : words[0];
+  const one = COMMANDS.find(([names]) => asked !== undefined && names.includes(asked));
+  // Every command for the overall help, or an unknown command (commander then suggests the nearest).
+  for (const [, load] of one ? [one] : COMMANDS) (await load())(program);
   await program.parseAsync(argv);
 }
 
