@@ -13,6 +13,9 @@ const CONNECTION_CODES = new Set([
   'ENOTCONN',
 ]);
 
+/** BullMQ's error for a job whose keys are gone (`Missing key for job 12. moveToFinished`). */
+const LOST_WITH_DATA = /^Missing key for job /;
+
 export function isConnectionError(error: Error): boolean {
   const code = (error as NodeJS.ErrnoException).code;
   return (
@@ -61,6 +64,13 @@ export class RedisWatch {
 
   /** For the 'error' event of queues and workers: outages are said once here, anything else as it comes. */
   readonly failed = (error: Error, source?: string): void => {
+    if (LOST_WITH_DATA.test(error.message)) {
+      // A job in flight when Redis came back without its data: BullMQ cannot finish what is no
+      // longer there. Nothing is lost: the history keeps its request, outbox row or summary, and
+      // the keeper and dispatchers queue them again; part of the outage already said.
+      this.#logger.info({ source, err: error.message }, 'a job in flight ended with the data Redis lost');
+      return;
+    }
     if (!isConnectionError(error)) {
       this.#logger.error({ source, err: error }, 'Redis error');
       return;
