@@ -3,8 +3,11 @@ import { configDefaults, defineConfig } from 'vitest/config';
 /**
  * Files that run alone, before the others start. Some bound how long the event loop is held
  * or how long parsing takes, which other files' work on the same 2 cores would break. The
- * others start `schedflow` as processes through tsx, dozens of times each: side by side on a
- * shared machine, a start took past the 20 s a command is given. They share one process, so
+ * daemon-process files start `schedflow start` through tsx again and again, with deadlines a
+ * loaded machine missed. The UI's replayed-request page expects the pending transition to
+ * carry the scheduler's reason, which it does only when the first poll after the job starts
+ * waiting finds its accounting record (under load it could come a cycle late, and the
+ * transition is then recorded from the controller's light listing, which has no reason). They share one process, so
  * test/unit/heap-collector.test.ts, which needs a heap of its own, stays in 'unit' (a thread
  * has its own). Every other file has its own Redis, ports, queue prefix and directories, so
  * files run side by side.
@@ -15,7 +18,7 @@ const SERIAL = [
   'test/unit/pipeline-set.test.ts',
   'test/unit/pipeline-limits.test.ts',
   'test/integration/daemon-process/*.test.ts',
-  'test/integration/cli/*.test.ts',
+  'test/integration/ui/ui.test.ts',
 ];
 
 /** After each file: no child process, socket, server or timer left running (see the file). */
