@@ -13,8 +13,8 @@ import { configDefaults, defineConfig } from 'vitest/config';
  * files run side by side.
  */
 const SERIAL = [
-  'test/integration/tracking/poll-mass-end.test.ts',
-  'test/integration/tracking/reconcile-slices.test.ts',
+  'test/integration/requests/poll-mass-end.test.ts',
+  'test/integration/requests/reconcile-slices.test.ts',
   'test/unit/pipeline-set.test.ts',
   'test/unit/pipeline-limits.test.ts',
   'test/integration/daemon-process/*.test.ts',
