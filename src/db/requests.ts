@@ -139,6 +139,17 @@ export function patchRequest(db: Db, requestId: string, patch: Partial<Omit<JobR
   updateRequest(db, requestId, patch);
 }
 
+/** A request's state alone: without its spec (up to a megabyte of JSON) to read and parse. */
+export function requestStateOf(db: Db, id: string): JobRequestRow['state'] | undefined {
+  return prepared(db, 'requests.stateById', () =>
+    db
+      .select({ state: jobRequests.state })
+      .from(jobRequests)
+      .where(eq(jobRequests.id, sql.placeholder('id')))
+      .prepare(),
+  ).get({ id })?.state;
+}
+
 export function getRequest(db: Db, id: string): JobRequestRow | undefined {
   return prepared(db, 'requests.byId', () =>
     db
