@@ -73,6 +73,16 @@ export function startWorkers(deps: StartWorkersDeps): void {
       submitLimitRecheckMs: config.submitLimitRecheckMs,
     },
   };
+  // Before any worker: it refuses an LLM key file others can read, and a worker made before
+  // that throw would run on, with nothing left to close it.
+  const summaries = createSummaryServices({
+    settings: deps.summarySettings,
+    db: history.db,
+    logger,
+    queue: deps.summarizeQueue,
+    clients,
+    protectedDirs: [config.dataDir, config.configDir],
+  });
   const submitWorker = new Worker('submit', submitProcessor(services), {
     connection,
     prefix,
@@ -107,14 +117,6 @@ export function startWorkers(deps: StartWorkersDeps): void {
   );
   notifyWorker.on('failed', (job, error) => {
     if (job) recordDeliveryGivenUp(history.db, notifyLogger, job, error);
-  });
-  const summaries = createSummaryServices({
-    settings: deps.summarySettings,
-    db: history.db,
-    logger,
-    queue: deps.summarizeQueue,
-    clients,
-    protectedDirs: [config.dataDir, config.configDir],
   });
   const summarizeWorker = new Worker(
     'summarize',

@@ -392,13 +392,15 @@ export class Cluster {
     });
   }
 
-  private later(ms: number, fn: () => void): NodeJS.Timeout {
+  private later(ms: number, fn: () => void): void {
+    // A job whose process came up while the simulator closed (close() kills it) must not
+    // leave its time limit pending after close() cleared the others.
+    if (this.closed) return;
     const timer = setTimeout(() => {
       this.timers.delete(timer);
       fn();
     }, ms);
     this.timers.add(timer);
-    return timer;
   }
 
   private dependencyTarget = (jobId: number): DependencyTarget | undefined => {
