@@ -28,6 +28,9 @@ const schedulerKeys = async (td: TestDaemon): Promise<string[]> =>
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
+/** The schedule's period. */
+const TICK_MS = 1000;
+
 async function listed(api: ApiClient, token: string): Promise<PipelineItem | undefined> {
   const r = await api.call('GET', '/api/v1/pipelines', { token });
   return (r.json as { items: PipelineItem[] }).items.find((p) => p.name === 'ticking');
@@ -36,10 +39,11 @@ async function listed(api: ApiClient, token: string): Promise<PipelineItem | und
 describe('pausing a schedule', () => {
   it('stops its ticks making runs, across a restart, until resumed; triggering by hand still works', async () => {
     const sim = await env.sim({ cpus: 4 });
-    // Every two seconds; catch-up `all` would show any tick owed from the paused time.
+    // Every second (so a few ticks' quiet is a few seconds); catch-up `all` would show any tick
+    // owed from the paused time.
     const pipeline = [
       'schedule:',
-      "  cron: '*/2 * * * * *'",
+      "  cron: '* * * * * *'",
       '  overlap: allow',
       '  catchup: all',
       'defaults:',
@@ -71,7 +75,7 @@ describe('pausing a schedule', () => {
 
     // Three ticks' time: none due after the pause makes a run (one taken just before it may
     // still finish making its own), but a run asked for by hand starts.
-    await sleep(6000);
+    await sleep(3 * TICK_MS);
     expect(scheduledRuns(td).filter((r) => (r.scheduledFor ?? 0) >= pausedAt)).toEqual([]);
     const quietSince = Date.now();
     const byHand = await api.call('POST', '/api/v1/pipelines/ticking/runs', { token: admin, body: {} });
@@ -91,7 +95,7 @@ describe('pausing a schedule', () => {
     api = apiClient(td);
     expect((await listed(api, reader))?.schedule?.paused?.by).toBe('token pauser');
     expect(await schedulerKeys(td)).not.toContain('pipeline-ticking');
-    await sleep(5000);
+    await sleep(3 * TICK_MS);
     // Long after the pause: any run made now, catch-up for the paused time included, is wrong.
     expect(scheduledRuns(td).filter((r) => r.createdAt >= quietSince)).toEqual([]);
 
@@ -108,7 +112,7 @@ describe('pausing a schedule', () => {
     expect(next.scheduledFor as number).toBeGreaterThanOrEqual(resumedAt - 2000);
     expect(await schedulerKeys(td)).toContain('pipeline-ticking');
     // A moment more: nothing from the paused time is caught up.
-    await sleep(1000);
+    await sleep(TICK_MS);
     expect(scheduledRuns(td).filter((r) => r.trigger === 'catchup')).toEqual([]);
   }, 60_000);
 
