@@ -30,7 +30,9 @@ afterEach(async () => {
 async function start(): Promise<{ td: TestDaemon; sim: TestSim }> {
   redis = await startTestRedis();
   sim = await startSim();
-  td = await startTestDaemon(sim.url, redis.url, { pollCeilingMs: CEILING_MS });
+  // Quick retries: a check of a scheduler that is down fails after them.
+  const retries = { attempts: 4, baseDelayMs: 50, maxDelayMs: 200 };
+  td = await startTestDaemon(sim.url, redis.url, { pollCeilingMs: CEILING_MS }, { retries });
   return { td, sim };
 }
 
@@ -58,7 +60,10 @@ describe('a profile with nothing to track', () => {
     });
     expect(getProfileSync(db, 'test')).toMatchObject({ lastPollOk: true, lastPollStale: false, lastPollError: null });
     // Past several ceilings, the check was made again, and the metric never grew past about one.
-    await new Promise((r) => setTimeout(r, 3 * CEILING_MS));
+    await waitFor(
+      async () => ((getProfileSync(db, 'test')?.lastPollAt ?? 0) >= first + 2 * CEILING_MS ? true : undefined),
+      { what: 'the checks of two more ceilings' },
+    );
     expect(getProfileSync(db, 'test')?.lastPollAt).toBeGreaterThan(first);
     const metrics = await pollMetrics(td);
     expect(metrics.lastOk).toBe(1);
@@ -85,8 +90,15 @@ describe('a profile with nothing to track', () => {
     expect(failed.lastPollError).toBeTruthy();
     const metrics = await pollMetrics(td);
     expect(metrics.lastOk).toBe(0);
-    await new Promise((r) => setTimeout(r, CEILING_MS));
-    expect((await pollMetrics(td)).sinceOkSec).toBeGreaterThan(CEILING_MS / 1000);
+    // Each scrape sees no success now: the metric grows from the last one seen.
+    const grown = await waitFor(
+      async () => {
+        const since = (await pollMetrics(td)).sinceOkSec;
+        return since !== undefined && since > CEILING_MS / 1000 ? since : undefined;
+      },
+      { what: 'the time since a successful check to pass a ceiling' },
+    );
+    expect(grown).toBeGreaterThan(CEILING_MS / 1000);
   }, 40_000);
 
   it('whose controller is down while the proxy serves its cached answer: the poll is recorded as stale, not ok', async () => {

@@ -51,8 +51,17 @@ describe('health while the scheduler is down behind its proxy', () => {
     await waitFor(async () => (getProfileSync(db, 'test')?.lastPollStale ? true : undefined), {
       what: 'a poll answered stale',
     });
-    // Long enough that a poll counted as successful would show.
-    await new Promise((r) => setTimeout(r, 4000));
+    // Until the freshest fresh answer is 4 s old (polls answered stale meanwhile): long enough that
+    // a poll counted as successful would show. Scraped only now, as before: a scrape that saw a
+    // success would move what the metric of the time since one counts from.
+    await waitFor(
+      async () => {
+        const text = (await http(`${api}/metrics`)).text;
+        const age = sample(text, 'schedflow_upstream_fresh_answer_age_seconds', 'profile="test"');
+        return (age ?? 0) >= 4 ? true : undefined;
+      },
+      { what: 'the freshest answer to be 4 s old', intervalMs: 250 },
+    );
 
     const sync = getProfileSync(db, 'test');
     expect(sync, JSON.stringify(sync)).toMatchObject({ lastPollOk: false, lastPollStale: true });
