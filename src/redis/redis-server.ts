@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import { Redis, type RedisOptions } from 'ioredis';
 import { ConfigError, RedisStartError } from '../errors.js';
 import { sleep } from '../lib/sleep.js';
+import { answerWithin } from '../lib/with-timeout.js';
 import type { Logger } from '../logger.js';
 
 /** How to reach Redis: a URL, or a unix socket path. */
@@ -137,7 +138,8 @@ export async function startPrivateRedis(dataDir: string, logger: Logger): Promis
       if (child.exitCode !== null || child.signalCode !== null) return;
       // SIGTERM: redis-server flushes its append-only file and exits.
       child.kill('SIGTERM');
-      await Promise.race([exited, sleep(10_000)]);
+      // Its timer cleared once it exits: a 10 s timer left pending would hold the process open.
+      await answerWithin(exited, 10_000);
     },
   };
 }
