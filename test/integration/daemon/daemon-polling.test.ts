@@ -59,7 +59,7 @@ describe('polling', () => {
     } finally {
       await proxy.close();
     }
-  });
+  }, 60_000);
 
   it('an outage longer than the cache lifetime loses nothing and fails nothing; tracking resumes', async () => {
     sim = await startSim();

@@ -1,34 +1,20 @@
 import { readFileSync, statSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { join } from 'node:path';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { openDatabase } from '../../../src/db/database.js';
+import { afterEach, describe, expect, it } from 'vitest';
 import { getRequest } from '../../../src/db/requests.js';
-import type { WebhookDeliveryRow } from '../../../src/db/schema.js';
-import { addDelivery, deliveriesOfRequest, getDelivery } from '../../../src/db/webhooks.js';
-import { jobFinishedBody, type WebhookPayload } from '../../../src/notify/events.js';
+import { deliveriesOfRequest } from '../../../src/db/webhooks.js';
+import type { WebhookPayload } from '../../../src/notify/events.js';
 import { verifySignature } from '../../../src/notify/signature.js';
-import { jobSpecSchema } from '../../../src/sched/job-spec.js';
 import { startTestDaemon, type TestDaemon } from '../../helpers/daemon.js';
-import { waitFor } from '../../helpers/http.js';
-import { startTestRedis, type TestRedis } from '../../helpers/redis.js';
-import { startSim, type TestSim } from '../../helpers/sim.js';
 import { startWebhookReceiver, type WebhookReceiver } from '../../helpers/webhook-receiver.js';
+import { closedPort, FAST, redis, runJob, sim, sleep, spec, webhookFile } from './webhook-files.js';
 
-let redis: TestRedis;
-let sim: TestSim;
+/** Webhooks end to end: job.finished and its retries (webhooks-restarts.test.ts has restarts). */
+
+webhookFile();
+
 let td: TestDaemon | undefined;
 let receiver: WebhookReceiver | undefined;
-
-beforeAll(async () => {
-  redis = await startTestRedis();
-  sim = await startSim();
-});
-
-afterAll(async () => {
-  await sim.stop();
-  await redis.stop();
-});
 
 afterEach(async () => {
   await td?.stop();
@@ -36,49 +22,6 @@ afterEach(async () => {
   td = undefined;
   receiver = undefined;
 });
-
-/** Fast webhook settings: a tick every 200 ms, short backoff and few attempts. */
-const FAST = { notifyEveryMs: 200, notifyBackoffMs: 100, notifyAttempts: 3, notifyTimeoutMs: 2000 };
-
-function spec(overrides: Record<string, unknown> = {}) {
-  return jobSpecSchema.parse({
-    name: 'webhook-test',
-    script: '#!/bin/sh\necho "token is $SECRET_TOKEN"\n',
-    current_working_directory: sim.workDir,
-    environment: ['SECRET_TOKEN=hunter2'],
-    ...overrides,
-  });
-}
-
-/** Submits a job that ends at once, with a webhook, and waits for its delivery to settle. */
-async function runJob(d: TestDaemon, webhookUrl: string, state: WebhookDeliveryRow['state'] = 'delivered') {
-  const requestId = await d.daemon.submit({ spec: spec(), origin: 'api', webhookUrl });
-  await d.waitForState(requestId, 'completed');
-  const delivery = await waitForDelivery(d, requestId, state);
-  return { requestId, delivery };
-}
-
-function waitForDelivery(d: TestDaemon, requestId: string, state: WebhookDeliveryRow['state'], timeoutMs = 15_000) {
-  return waitFor(
-    async () => {
-      const row = deliveriesOfRequest(d.daemon.history.db, requestId)[0];
-      return row?.state === state ? row : undefined;
-    },
-    { what: `the delivery of ${requestId} to be ${state}`, timeoutMs, intervalMs: 50 },
-  );
-}
-
-async function closedPort(): Promise<number> {
-  return new Promise((resolve) => {
-    const server = createServer();
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as { port: number };
-      server.close(() => resolve(port));
-    });
-  });
-}
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 describe('job.finished', () => {
   it('a completed job delivers one signed job.finished with its outcome', async () => {
@@ -221,80 +164,5 @@ describe('retries', () => {
     const { delivery } = await runJob(td, `${receiver.url}/hook`);
     expect(delivery).toMatchObject({ attempts: 2, lastStatus: 200 });
     expect(receiver.calls).toHaveLength(2);
-  });
-});
-
-describe('restarts', () => {
-  it('an attempt cut short by shutdown is handed back and delivered after the restart', async () => {
-    receiver = await startWebhookReceiver();
-    receiver.answer({ status: 200, delayMs: 10_000 });
-    td = await startTestDaemon(sim.url, redis.url, { ...FAST, notifyTimeoutMs: 8000, shutdownGraceMs: 300 });
-    const requestId = await td.daemon.submit({ spec: spec(), origin: 'api', webhookUrl: `${receiver.url}/slow` });
-    await td.waitForState(requestId, 'completed');
-    await receiver.waitForCalls(1);
-    await td.restart();
-    const delivery = await waitForDelivery(td, requestId, 'delivered');
-    // Two POSTs, the first interrupted; the queue attempt it had was not spent.
-    expect(receiver.calls).toHaveLength(2);
-    expect(delivery).toMatchObject({ attempts: 2, lastStatus: 200, lastError: null });
-    const job = await td.daemon.queues.notify.getJob(delivery.id);
-    expect({ started: job?.attemptsStarted, made: job?.attemptsMade }).toEqual({ started: 2, made: 1 });
-  });
-
-  it('a delivery pending across a daemon restart is delivered once', async () => {
-    receiver = await startWebhookReceiver();
-    // The first attempt is told to come back in 3 s: the retry falls after the restart.
-    receiver.answer({ status: 503, headers: { 'retry-after': '3' } });
-    const d = await startTestDaemon(sim.url, redis.url, FAST);
-    td = d;
-    const url = receiver.url;
-    const requestId = await d.daemon.submit({ spec: spec(), origin: 'api', webhookUrl: `${url}/first` });
-    await d.waitForState(requestId, 'completed');
-    const first = await waitFor(
-      async () => {
-        const row = deliveriesOfRequest(d.daemon.history.db, requestId)[0];
-        return row?.attempts === 1 ? row : undefined;
-      },
-      { what: 'the first attempt', intervalMs: 50 },
-    );
-    expect(first.state).toBe('pending');
-
-    let second = '';
-    let restartedAt = 0;
-    const historyFile = d.daemon.history.file;
-    await d.restart(async () => {
-      // A delivery written to the outbox just before the daemon went down, never queued.
-      const history = openDatabase(historyFile);
-      try {
-        const row = getRequest(history.db, requestId);
-        if (!row) throw new Error('no request');
-        second = addDelivery(history.db, {
-          event: 'job.finished',
-          url: `${url}/second`,
-          requestId,
-          payload: jobFinishedBody(row),
-        });
-      } finally {
-        history.close();
-      }
-      restartedAt = Date.now();
-    });
-
-    const db = d.daemon.history.db;
-    await waitFor(async () => (getDelivery(db, first.id)?.state === 'delivered' ? true : undefined), {
-      what: 'the first delivery',
-      intervalMs: 50,
-    });
-    await waitFor(async () => (getDelivery(db, second)?.state === 'delivered' ? true : undefined), {
-      what: 'the second delivery',
-      intervalMs: 50,
-    });
-    await sleep(1000); // no duplicate follows
-    const delivered = receiver.calls.filter((c) => c.status === 200);
-    expect(delivered.map((c) => c.headers['schedflow-delivery']).sort()).toEqual([first.id, second].sort());
-    expect(delivered.every((c) => c.at >= restartedAt)).toBe(true);
-    expect(receiver.calls.map((c) => c.path).sort()).toEqual(['/first', '/first', '/second']);
-    expect(getDelivery(db, first.id)).toMatchObject({ attempts: 2, lastStatus: 200 });
-    expect(getDelivery(db, second)).toMatchObject({ attempts: 1, lastStatus: 200 });
   });
 });
