@@ -24,6 +24,7 @@ import { tickSchedulers, upsertTicks } from './queue/ticks.js';
 import { type RedisTarget, redisOptions, startPrivateRedis } from './redis/redis-server.js';
 import { RedisWatch } from './redis/redis-watch.js';
 import { type AcceptDeps, acceptSubmission, type JobSubmission } from './requests/accept.js';
+import { cancelRequest } from './requests/canceller.js';
 import { ClientRegistry } from './sched/client-registry.js';
 import { loadProfiles, type Profile } from './sched/profile.js';
 import { startEmbeddedSimulator } from './sim/embedded.js';
@@ -158,6 +159,8 @@ async function compose(config: DaemonConfig, logger: Logger, lifecycle: Lifecycl
     cancelJob: async (profile, jobId) => {
       await clients.get(profile).cancel(jobId);
     },
+    cancelStep: (requestId, by) =>
+      cancelRequest({ db: history.db, submitQueue: queues.submit, clients, logger }, requestId, by),
   };
   const pipelines = new PipelineRegistry({
     dir: config.pipelinesDir,

@@ -15,7 +15,12 @@ import { parseSource, readYamlSource } from '../lib/yaml-source.js';
 import {
   APPLY_SUGGESTION_JOB,
   type ApplySuggestionPayload,
+  CANCEL_JOB,
+  CANCEL_JOB_OPTIONS,
+  type CancelPayload,
   JOB_OPTIONS,
+  type JobCancelAnswer,
+  type RunCancelAnswer,
   type SubmitPayload,
 } from '../queue/catalog.js';
 import { redisOptions } from '../redis/redis-server.js';
@@ -45,10 +50,10 @@ const REDIS_CONNECT_TIMEOUT_MS = 3000;
  * command must never hang retrying a Redis that is gone, printing ioredis's traces meanwhile.
  * A stopped daemon's private Redis stopped with it, so there is then no queue to wait in.
  */
-async function withDaemonQueue<T>(
+export async function withDaemonQueue<T>(
   info: DaemonInfo,
   dataDir: string,
-  name: 'submit' | 'summarize',
+  name: 'submit' | 'summarize' | 'pipeline',
   use: (queue: Queue) => Promise<T>,
 ): Promise<T> {
   if (!daemonAlive(info) && 'path' in info.redis) {
@@ -68,7 +73,7 @@ async function withDaemonQueue<T>(
       retryStrategy: () => null,
     } as ConnectionOptions,
     prefix: info.queuePrefix,
-    defaultJobOptions: JOB_OPTIONS[name],
+    defaultJobOptions: name === 'pipeline' ? CANCEL_JOB_OPTIONS : JOB_OPTIONS[name],
   });
   queue.on('error', (error) => {
     lastError = error;
@@ -131,6 +136,47 @@ async function follow(history: HistoryDatabase, requestId: string, json: boolean
     if (row && isTerminalRequest(row.state)) return row;
     await sleep(500);
   }
+}
+
+/** How long a cancel waits for the daemon's answer. */
+const CANCEL_ANSWER_MS = 30_000;
+
+/**
+ * Asks the running daemon to cancel a job request or a run (it holds the scheduler clients and
+ * the history's writer) through a `cancel` job of its pipeline queue, and waits for the answer.
+ */
+export async function cancelThroughDaemon<Of extends 'job' | 'run'>(
+  dataDir: string,
+  payload: { of: Of; id: string },
+): Promise<Of extends 'job' ? JobCancelAnswer : RunCancelAnswer> {
+  const info = readDaemonInfo(dataDir);
+  if (!daemonAlive(info)) {
+    throw new ConfigError(
+      `the daemon of ${resolve(dataDir)} (pid ${info.pid}) is not running, so nothing was cancelled: start it and run this again`,
+    );
+  }
+  const who = `CLI (${userInfoName()}, pid ${process.pid})`;
+  return withDaemonQueue(info, dataDir, 'pipeline', async (queue) => {
+    const job = await queue.add(CANCEL_JOB, { ...payload, who } satisfies CancelPayload, { jobId: randomUUID() });
+    const deadline = Date.now() + CANCEL_ANSWER_MS;
+    for (;;) {
+      const now = job.id ? await queue.getJob(job.id) : undefined;
+      if (now?.finishedOn) {
+        if (now.failedReason) throw new Error(`the daemon failed the cancel: ${now.failedReason}`);
+        return now.returnvalue as Of extends 'job' ? JobCancelAnswer : RunCancelAnswer;
+      }
+      if (Date.now() > deadline) {
+        throw new RedisUnavailableError(
+          `the daemon did not take the cancel up within ${CANCEL_ANSWER_MS / 1000} s (are its workers running?); it stays queued and is done when they do`,
+        );
+      }
+      await sleep(100);
+    }
+  });
+}
+
+function userInfoName(): string {
+  return process.env.USER ?? process.env.LOGNAME ?? 'unknown user';
 }
 
 export function registerJobsCommand(program: Command): void {
@@ -316,6 +362,65 @@ export function registerJobsCommand(program: Command): void {
         process.stdout.write(`${lines.join('\n')}\n`);
       } finally {
         history.close();
+      }
+    });
+
+  jobs
+    .command('cancel')
+    .description('cancel a request: withdrawn before submission, cancelled by the scheduler after')
+    .argument('<request>', 'request id')
+    .option('--wait', 'follow it until the history records it ended')
+    .action(async (id: string, opts: { wait?: boolean }, cmd: Command) => {
+      const flags = flagsOf(cmd);
+      let answer = await cancelThroughDaemon(flags.dataDir, { of: 'job', id });
+      // Being submitted right now: its job may exist upstream any moment; ask again as told.
+      const until = Date.now() + CANCEL_ANSWER_MS;
+      while (answer.kind === 'submitting' && Date.now() < until) {
+        if (!flags.json) process.stderr.write(`being submitted right now; asking again in ${answer.retryAfterSec} s\n`);
+        await sleep(answer.retryAfterSec * 1000);
+        answer = await cancelThroughDaemon(flags.dataDir, { of: 'job', id });
+      }
+      if (flags.json) process.stdout.write(`${JSON.stringify({ id, ...answer })}\n`);
+      switch (answer.kind) {
+        case 'not_found':
+          throw new ConfigError(`no job request ${id} in the history`);
+        case 'error':
+          process.exitCode = answer.retryable ? EXIT.unavailable : EXIT.refused;
+          if (!flags.json) process.stderr.write(`schedflow: ${answer.message}\n`);
+          return;
+        case 'submitting':
+          process.exitCode = EXIT.unavailable;
+          if (!flags.json)
+            process.stderr.write(`schedflow: job request ${id} is still being submitted; cancel it again shortly\n`);
+          return;
+        case 'ended':
+          process.exitCode = EXIT.refused;
+          if (!flags.json) {
+            process.stderr.write(
+              `schedflow: ${answer.upstream ? `job ${answer.jobId} has already ended upstream (${answer.upstream})` : `job request ${id} has already ended: ${answer.state}`}\n`,
+            );
+          }
+          return;
+        case 'cancelled':
+          if (!flags.json) process.stdout.write(`cancelled request ${id} before it was submitted\n`);
+          return;
+        case 'requested':
+          if (!flags.json) {
+            process.stdout.write(
+              `cancel of job ${answer.jobId} sent to the scheduler; the next poll records CANCELLED\n`,
+            );
+          }
+          if (!opts.wait) return;
+          {
+            const history = openHistory(flags.dataDir);
+            try {
+              const row = await follow(history, id, flags.json ?? false);
+              if (!flags.json) process.stdout.write(`job ${row.jobId ?? '-'} ${row.state}\n`);
+            } finally {
+              history.close();
+            }
+          }
+          return;
       }
     });
 

@@ -459,6 +459,9 @@ describe('failures', () => {
       resume: async () => {
         throw new Error('unreachable');
       },
+      cancelRun: async () => {
+        throw new Error('unreachable');
+      },
     };
     const app = await buildApp({
       db: td.daemon.history.db,
