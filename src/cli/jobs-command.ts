@@ -7,7 +7,7 @@ import { getAccountingJob, history as historyRows } from '../db/accounting.js';
 import { type HistoryDatabase, openDatabase } from '../db/database.js';
 import { getRequest, listRequests, transitionsOf } from '../db/requests.js';
 import { type JobRequestRow, REQUEST_STATES, type RequestState } from '../db/schema.js';
-import { ConfigError, RedisUnavailableError, toError } from '../errors.js';
+import { ConfigError, RedisUnavailableError, SubmissionRefusedError, toError } from '../errors.js';
 import { pidAlive } from '../lib/pid-lock.js';
 import { sleep } from '../lib/sleep.js';
 import { withTimeout } from '../lib/with-timeout.js';
@@ -202,6 +202,20 @@ export function registerJobsCommand(program: Command): void {
       const profile = opts.profile ?? info.defaultProfile;
       if (!info.profiles.includes(profile)) {
         throw new ConfigError(`the daemon has no profile "${profile}" (it has: ${info.profiles.join(', ')})`);
+      }
+      // What the daemon's door would refuse (src/requests/door.ts), said before anything is queued.
+      const door = info.doors?.[profile];
+      if (door?.boundAccount && spec.account && spec.account !== door.boundAccount) {
+        throw new SubmissionRefusedError(
+          'SCHEDFLOW_ERR_ACCOUNT_MISMATCH',
+          `${file}: the job names account "${spec.account}", but profile "${profile}"'s token is bound to account "${door.boundAccount}" and the scheduler would refuse it (403): leave account out or use "${door.boundAccount}"`,
+        );
+      }
+      if (door?.missingScopes.length) {
+        throw new SubmissionRefusedError(
+          'SCHEDFLOW_ERR_PROFILE_SCOPE_MISSING',
+          `profile "${profile}"'s token lacks scope ${door.missingScopes.join(' and ')}, so the job could not be submitted or followed: ask the operator for a token with it, or use another profile (--profile)`,
+        );
       }
       const requestId = randomUUID();
       const payload: SubmitPayload = {

@@ -38,6 +38,11 @@ export interface RunEngineDeps extends AcceptDeps {
    * before submission, cancelled upstream after. For the cancel of a whole run.
    */
   cancelStep(requestId: string, by: { source: 'api' | 'cli' | 'pipeline'; who: string }): Promise<CancelOutcome>;
+  /**
+   * Why the profile can take no submission now (its token lacks a scope): a run asked for by
+   * someone is refused with it, a scheduled one is recorded `skipped` with it.
+   */
+  refusal?(profile: string): Error | null;
 }
 
 export interface NewRun {
@@ -64,7 +69,10 @@ export async function createRun(deps: RunEngineDeps, pipeline: LoadedPipeline, i
     scheduledFor,
     params: input.params,
   });
-  const state: RunState = input.skipReason ? 'skipped' : input.start === 'queued' ? 'queued' : 'running';
+  const refused = input.skipReason ? null : (deps.refusal?.(plan.profile) ?? null);
+  if (refused && input.trigger !== 'schedule' && input.trigger !== 'catchup') throw refused;
+  const skipReason = input.skipReason ?? refused?.message;
+  const state: RunState = skipReason ? 'skipped' : input.start === 'queued' ? 'queued' : 'running';
   const run = db.transaction((tx) => {
     if (scheduledFor !== null) {
       const existing = tx
@@ -84,7 +92,7 @@ export async function createRun(deps: RunEngineDeps, pipeline: LoadedPipeline, i
         params: input.params,
         definition: plan,
         state,
-        detail: input.skipReason ?? null,
+        detail: skipReason ?? null,
         webhookUrl: input.webhookUrl ?? plan.webhookUrl,
         createdAt: now,
         endedAt: state === 'skipped' ? now : null,

@@ -4,7 +4,7 @@ import type { FastifyInstance } from 'fastify';
 import { getRun, stepRequests } from '../../../db/runs.js';
 import { deadlineMisses, type PipelineRunRow, RUN_STATES, type RunState } from '../../../db/schema.js';
 import { summaryOfRun } from '../../../db/summaries.js';
-import { ConfigError } from '../../../errors.js';
+import { ConfigError, SubmissionRefusedError } from '../../../errors.js';
 import type { PipelineSummary } from '../../../pipelines/pipeline-service.js';
 import type { RunPlan } from '../../../pipelines/run-plan.js';
 import { runView } from '../../../views/views.js';
@@ -110,7 +110,7 @@ ${isAdmin(session) ? triggerForm(session, p) : ''}
       ctx.deps.logger.info({ pipeline: p.name, runId: run.id, by: session.who }, 'pipeline triggered from the web UI');
       return reply.redirect(`${runHref(run.id)}?done=triggered`, 303);
     } catch (error) {
-      if (error instanceof ConfigError) {
+      if (error instanceof ConfigError || error instanceof SubmissionRefusedError) {
         return sendPage(
           reply,
           page({
