@@ -388,6 +388,7 @@ describe('documents', () => {
         'POST /api/v1/pipelines/{name}/resume',
         'GET /api/v1/runs',
         'GET /api/v1/runs/{id}',
+        'POST /api/v1/runs/{id}/cancel',
         'GET /healthz',
         'GET /metrics',
         'GET /readyz',

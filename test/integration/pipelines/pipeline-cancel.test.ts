@@ -2,7 +2,7 @@ import { eq } from 'drizzle-orm';
 import { describe, expect, it } from 'vitest';
 import { getRun, stepRequests } from '../../../src/db/runs.js';
 import { type JobRequestRow, type PipelineRunRow, webhookDeliveries } from '../../../src/db/schema.js';
-import { apiClient } from '../../helpers/api.js';
+import { apiClient, errorOf } from '../../helpers/api.js';
 import { runCli } from '../../helpers/cli-process.js';
 import { daemonTestEnv, type TestDaemon } from '../../helpers/daemon.js';
 import { startFlakyProxy } from '../../helpers/flaky-proxy.js';
@@ -62,7 +62,16 @@ describe('cancelling a pipeline run', () => {
     ].join('\n');
     // The submission of `held` reaches the scheduler, whose answer is held back: it is `submitting`.
     const reached = proxy.holdAnswerOnce((r) => r.method === 'POST' && r.body.includes('echo held >>'));
-    const td = await env.daemon(proxy.url, { pipelineTickMs: 200, notifyEveryMs: 200 }, { 'cancel-me.yaml': yaml });
+    const td = await env.daemon(
+      proxy.url,
+      { pipelineTickMs: 200, notifyEveryMs: 200 },
+      {
+        'cancel-me.yaml': yaml,
+        'ok.yaml': ['defaults:', `  current_working_directory: ${sim.workDir}`, 'steps:', step('only', 'true')].join(
+          '\n',
+        ),
+      },
+    );
     const api = apiClient(td);
     const token = api.token(['read', 'cancel']);
     const run = await td.daemon.pipelines.trigger('cancel-me', { trigger: 'api' });
@@ -123,6 +132,11 @@ describe('cancelling a pipeline run', () => {
       state: 'cancelled',
       message: expect.stringMatching(/^already cancelled by API token/),
     });
+    const ok = await td.daemon.pipelines.trigger('ok', { trigger: 'api' });
+    await waitForRun(td, ok.id, 'succeeded');
+    const over = await api.call('POST', `/api/v1/runs/${ok.id}/cancel`, { token });
+    expect(over.status).toBe(409);
+    expect(errorOf(over)).toMatchObject({ code: 'SCHEDFLOW_ERR_RUN_ENDED', state: 'succeeded' });
     const missing = await api.call('POST', '/api/v1/runs/no-such-run/cancel', { token });
     expect(missing.status).toBe(404);
     const readOnly = await api.call('POST', `/api/v1/runs/${run.id}/cancel`, { token: api.token(['read']) });
