@@ -84,12 +84,12 @@ describe('early checks of what a profile can take', () => {
     const plain = join(sim.workDir, 'plain.json');
     writeFileSync(plain, JSON.stringify(spec));
     const [account, scopes] = await Promise.all([
-      runCli(['jobs', 'submit', file, '--data-dir', td.dataDir]),
-      runCli(['jobs', 'submit', plain, '--profile', 'readonly', '--data-dir', td.dataDir]),
+      runCli(['jobs', 'submit', file, '--data-dir', td.dataDir], { timeoutMs: 60_000 }),
+      runCli(['jobs', 'submit', plain, '--profile', 'readonly', '--data-dir', td.dataDir], { timeoutMs: 60_000 }),
     ]);
     expect(account.code).toBe(2);
     expect(account.stderr).toMatch(/bound to account "lab" and the scheduler would refuse it/);
     expect(scopes.code).toBe(2);
     expect(scopes.stderr).toMatch(/profile "readonly"'s token lacks scope sched:jobs:manage and scheddb:read/);
-  }, 30_000);
+  }, 90_000);
 });

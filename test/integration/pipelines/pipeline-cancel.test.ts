@@ -29,13 +29,13 @@ const waitForRun = (d: TestDaemon, runId: string, state: string): Promise<Pipeli
       const run = getRun(d.daemon.history.db, runId);
       return run?.state === state ? run : undefined;
     },
-    { what: `run ${runId} to be ${state}`, timeoutMs: 10_000, intervalMs: 50 },
+    { what: `run ${runId} to be ${state}`, timeoutMs: 20_000, intervalMs: 50 },
   );
 
 const waitForSteps = (d: TestDaemon, runId: string, ok: (s: Record<string, JobRequestRow>) => boolean) =>
   waitFor(async () => (ok(latest(d, runId)) ? true : undefined), {
     what: `the steps of run ${runId}`,
-    timeoutMs: 10_000,
+    timeoutMs: 20_000,
     intervalMs: 50,
   });
 
@@ -141,7 +141,7 @@ describe('cancelling a pipeline run', () => {
     expect(missing.status).toBe(404);
     const readOnly = await api.call('POST', `/api/v1/runs/${run.id}/cancel`, { token: api.token(['read']) });
     expect(readOnly.status).toBe(403);
-  }, 20_000);
+  }, 40_000);
 
   it('through the CLI, as processes: runs cancel of a running run, jobs cancel of a running job', async () => {
     const sim = await env.sim();
@@ -149,7 +149,8 @@ describe('cancelling a pipeline run', () => {
       '\n',
     );
     const td = await env.daemon(sim.url, { pipelineTickMs: 200 }, { 'slow.yaml': yaml });
-    const cli = (...args: string[]) => runCli([...args, '--data-dir', td.dataDir]);
+    // A process takes seconds to start on a busy machine: the default 20 s is not always enough.
+    const cli = (...args: string[]) => runCli([...args, '--data-dir', td.dataDir], { timeoutMs: 60_000 });
     const run = await td.daemon.pipelines.trigger('slow', { trigger: 'api' });
     const id = await td.daemon.submit({
       spec: { name: 'cli-cancel', script: '#!/bin/sh\nsleep 60\n', current_working_directory: sim.workDir },
@@ -175,5 +176,5 @@ describe('cancelling a pipeline run', () => {
     expect(again.stdout).toMatch(/was already cancelled \(cancelled by CLI/);
     expect(ended.code).toBe(3);
     expect(ended.stderr).toMatch(/already ended: cancelled/);
-  }, 40_000);
+  }, 90_000);
 });
