@@ -37,6 +37,9 @@ const waitForSteps = (d: TestDaemon, runId: string, ok: (s: Record<string, JobRe
     what: `the steps of run ${runId}`,
     timeoutMs: 20_000,
     intervalMs: 50,
+  }).catch((error: Error) => {
+    const states = Object.entries(latest(d, runId)).map(([step, row]) => `${step}: ${row.state}`);
+    throw new Error(`${error.message} (${states.join(', ')})`);
   });
 
 const step = (name: string, script: string, needs?: string) =>
@@ -44,7 +47,8 @@ const step = (name: string, script: string, needs?: string) =>
 
 describe('cancelling a pipeline run', () => {
   it('withdraws what is not submitted, cancels the rest upstream (one being submitted once it is), ends cancelled, webhook once', async () => {
-    const sim = await env.sim();
+    // Room for `long`, `held` and `quick` at once (the test simulator has 2 CPUs).
+    const sim = await env.sim({ cpus: 4 });
     const proxy = await startFlakyProxy(sim.url);
     env.defer(() => proxy.close());
     const receiver = await startWebhookReceiver();
