@@ -24,7 +24,19 @@ describe('early checks of what a profile can take', () => {
       env.redis.url,
       {},
       {},
-      {},
+      {
+        'ro.yaml': [
+          'schedule:',
+          "  cron: '0 3 1 1 *'",
+          'defaults:',
+          '  profile: readonly',
+          'steps:',
+          '  only:',
+          '    script: |',
+          '      #!/bin/sh',
+          '      true',
+        ].join('\n'),
+      },
       {
         // carol's token: sched:read only.
         readonly: { token: READONLY_TOKEN, account: 'lab' },
@@ -77,6 +89,16 @@ describe('early checks of what a profile can take', () => {
       body: { profile: 'test', spec: { ...spec, account: 'lab' } },
     });
     expect(fine.status).toBe(201);
+
+    // A run of a pipeline on that profile: refused when asked for, recorded skipped when scheduled.
+    const run = await api.call('POST', '/api/v1/pipelines/ro/runs', { token, body: {} });
+    expect(run.status).toBe(422);
+    expect(errorOf(run)).toMatchObject({ code: 'SCHEDFLOW_ERR_PROFILE_SCOPE_MISSING' });
+    const tick = await td.daemon.pipelines.fire('ro', Date.now(), 'schedule');
+    expect(tick).toMatchObject({
+      state: 'skipped',
+      detail: expect.stringMatching(/token lacks scope sched:jobs:manage/),
+    });
 
     // The CLI, from what the daemon wrote at start.
     const file = join(sim.workDir, 'other-account.json');
