@@ -13,6 +13,7 @@ type Register = (program: Command) => void;
 const COMMANDS: readonly [names: readonly string[], load: () => Promise<Register>][] = [
   [['start'], async () => (await import('./cli/start-command.js')).registerStartCommand],
   [['jobs'], async () => (await import('./cli/jobs-command.js')).registerJobsCommand],
+  [['runs'], async () => (await import('./cli/runs-command.js')).registerRunsCommand],
   [['tokens'], async () => (await import('./cli/tokens-command.js')).registerTokensCommand],
   [
     ['schema', 'validate', 'pipelines'],

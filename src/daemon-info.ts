@@ -16,6 +16,12 @@ export interface DaemonInfo {
   historyFile: string;
   profiles: string[];
   defaultProfile: string;
+  /**
+   * What each profile can take, as known at start (src/requests/door.ts): the account its token
+   * is bound to (null: not bound) and the scopes submitting needs that it lacks. Absent in the
+   * file of a daemon older than this.
+   */
+  doors?: Record<string, { boundAccount: string | null; missingScopes: string[] }>;
 }
 
 export const DAEMON_INFO_FILE = 'daemon.json';

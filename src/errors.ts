@@ -46,6 +46,17 @@ export const ERROR_CODES = {
     what: 'The private redis-server did not start: read redis.log in the data dir (port in use, disk full, permissions).',
   },
 
+  SCHEDFLOW_ERR_ACCOUNT_MISMATCH: {
+    status: 422,
+    retryable: false,
+    what: 'The job names an account the profile’s token is not bound to: leave `account` out, use the profile’s, or use another profile.',
+  },
+  SCHEDFLOW_ERR_PROFILE_SCOPE_MISSING: {
+    status: 422,
+    retryable: false,
+    what: 'The profile’s token lacks a scope submitting needs (`sched:jobs:manage`, `scheddb:read`): ask the operator for one that has it, or use another profile.',
+  },
+
   // The local API.
   SCHEDFLOW_ERR_VALIDATION: {
     status: 400,
@@ -116,6 +127,11 @@ export const ERROR_CODES = {
     status: 409,
     retryable: true,
     what: 'The request is being submitted right now; cancel again after Retry-After.',
+  },
+  SCHEDFLOW_ERR_RUN_ENDED: {
+    status: 409,
+    retryable: false,
+    what: 'The run has already ended (`state` says how): nothing to cancel.',
   },
   SCHEDFLOW_ERR_NO_SUGGESTION: {
     status: 409,
@@ -396,6 +412,20 @@ export class NoSuggestionError extends SchedflowError {
 /** The request's summary is still being written: its suggestion can be applied once it is ready. */
 export class SummaryPendingError extends SchedflowError {
   readonly code = 'SCHEDFLOW_ERR_SUMMARY_PENDING';
+}
+
+/**
+ * A submission refused at the door, before anything is recorded or sent: the job names another
+ * account than the one the profile's token is bound to, or the profile's token lacks a scope a
+ * submission needs. The scheduler would refuse it (403); saying so now names the fix.
+ */
+export class SubmissionRefusedError extends SchedflowError {
+  constructor(
+    readonly code: 'SCHEDFLOW_ERR_ACCOUNT_MISMATCH' | 'SCHEDFLOW_ERR_PROFILE_SCOPE_MISSING',
+    message: string,
+  ) {
+    super(message);
+  }
 }
 
 /** Wraps a thrown non-Error once, so everything downstream handles Errors only. */

@@ -24,8 +24,12 @@ import { tickSchedulers, upsertTicks } from './queue/ticks.js';
 import { type RedisTarget, redisOptions, startPrivateRedis } from './redis/redis-server.js';
 import { RedisWatch } from './redis/redis-watch.js';
 import { type AcceptDeps, acceptSubmission, type JobSubmission } from './requests/accept.js';
+import { cancelRequest } from './requests/canceller.js';
+import { scopeRefusal, submissionRefusal } from './requests/door.js';
 import { ClientRegistry } from './sched/client-registry.js';
+import type { JobSpec } from './sched/job-spec.js';
 import { loadProfiles, type Profile } from './sched/profile.js';
+import { scopesApply } from './sched/scope-check.js';
 import { startEmbeddedSimulator } from './sim/embedded.js';
 import { resubmitWithSuggestion } from './summaries/resubmit.js';
 import { resolveSummarySettings, type SummariesStatus, summariesStatus } from './summaries/summaries-service.js';
@@ -158,6 +162,12 @@ async function compose(config: DaemonConfig, logger: Logger, lifecycle: Lifecycl
     cancelJob: async (profile, jobId) => {
       await clients.get(profile).cancel(jobId);
     },
+    cancelStep: (requestId, by) =>
+      cancelRequest({ db: history.db, submitQueue: queues.submit, clients, logger }, requestId, by),
+    refusal: (profile) => {
+      const p = profiles.get(profile);
+      return p ? scopeRefusal(p, clients.scopes(profile)) : null;
+    },
   };
   const pipelines = new PipelineRegistry({
     dir: config.pipelinesDir,
@@ -227,6 +237,11 @@ async function compose(config: DaemonConfig, logger: Logger, lifecycle: Lifecycl
   lifecycle.add('queue keeper', () => runningKeeper.close());
 
   const defaultProfile = [...profiles.keys()][0] as string;
+  const loadedProfiles = profiles;
+  const refusal = (profile: string, spec: JobSpec) => {
+    const p = loadedProfiles.get(profile);
+    return p ? submissionRefusal(p, clients.scopes(profile), spec) : null;
+  };
   writeDaemonInfo(config.dataDir, {
     pid: process.pid,
     redis,
@@ -234,6 +249,15 @@ async function compose(config: DaemonConfig, logger: Logger, lifecycle: Lifecycl
     historyFile: history.file,
     profiles: [...profiles.keys()],
     defaultProfile,
+    doors: Object.fromEntries(
+      [...profiles.values()].map((p) => [
+        p.name,
+        {
+          boundAccount: scopesApply(p) ? (p.account ?? null) : null,
+          missingScopes: clients.scopes(p.name)?.missing ?? [],
+        },
+      ]),
+    ),
   });
 
   const daemon: Daemon = {
@@ -246,7 +270,7 @@ async function compose(config: DaemonConfig, logger: Logger, lifecycle: Lifecycl
     clients,
     queues,
     pipelines,
-    submit: (input) => acceptSubmission({ ...requests, profiles, defaultProfile }, input),
+    submit: (input) => acceptSubmission({ ...requests, profiles, defaultProfile, refusal }, input),
     summaries: summariesStatus(summarySettings),
     resubmitWithSuggestion: async (requestId, newRequestId) =>
       (await resubmitWithSuggestion(requests, { requestId, newRequestId, origin: 'api', queuedBy: 'api' })).requestId,

@@ -1,9 +1,11 @@
 import type { Job } from 'bullmq';
 import { z } from 'zod';
+import { SchedflowError, toError } from '../src/errors.js';
 import type { Logger } from '../src/logger.js';
 import type { PipelineRegistry } from '../src/pipelines/pipeline-registry.js';
 import { runDeadlineMisses } from '../src/pipelines/run-deadlines.js';
-import { advanceActiveRuns, type RunEngineDeps } from '../src/pipelines/run-engine.js';
+import { advanceActiveRuns, cancelRun, type RunEngineDeps } from '../src/pipelines/run-engine.js';
+import { CANCEL_JOB, type CancelJobAnswer, cancelPayloadSchema } from '../src/queue/catalog.js';
 import { checkDeadlines } from '../src/requests/deadlines.js';
 
 const firePayload = z.object({
@@ -50,6 +52,47 @@ export function pipelineProcessor(deps: PipelineWorkerDeps) {
       });
       return { ended: ended.length, caughtUp, misses: misses.length };
     }
+    if (job.name === CANCEL_JOB) return cancelFor(deps, job.data);
     throw new Error(`unknown pipeline job "${job.name}"`);
   };
+}
+
+async function cancelFor(deps: PipelineWorkerDeps, data: unknown): Promise<CancelJobAnswer> {
+  const { of, id, who } = cancelPayloadSchema.parse(data);
+  const by = { source: 'cli' as const, who };
+  try {
+    if (of === 'job') {
+      const outcome = await deps.engine.cancelStep(id, by);
+      switch (outcome.kind) {
+        case 'not_found':
+          return { of, kind: 'not_found' };
+        case 'submitting':
+          return { of, kind: 'submitting', state: outcome.row.state, retryAfterSec: outcome.retryAfterSec };
+        case 'ended':
+          return { of, kind: 'ended', state: outcome.row.state, jobId: outcome.row.jobId, upstream: outcome.upstream };
+        default:
+          return { of, kind: outcome.kind, state: outcome.row.state, jobId: outcome.row.jobId };
+      }
+    }
+    const outcome = await cancelRun(deps.engine, id, by);
+    if (outcome.kind === 'not_found') return { of, kind: 'not_found' };
+    return {
+      of,
+      kind: outcome.kind,
+      state: outcome.run.state,
+      detail: outcome.run.detail,
+      ...(outcome.kind === 'cancelled' && { already: outcome.already }),
+      ...(outcome.kind !== 'ended' && { steps: outcome.steps }),
+    };
+  } catch (error) {
+    const e = toError(error);
+    deps.logger.warn({ of, id, err: e }, 'cancel asked by the CLI failed');
+    return {
+      of,
+      kind: 'error',
+      code: e instanceof SchedflowError ? e.code : null,
+      retryable: e instanceof SchedflowError ? e.retryable : false,
+      message: e.message,
+    };
+  }
 }

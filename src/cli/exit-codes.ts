@@ -28,6 +28,9 @@ const USAGE_CODES: ReadonlySet<ErrorCode> = new Set<ErrorCode>([
   'SCHEDFLOW_ERR_NO_SUGGESTION',
   'SCHEDFLOW_ERR_SUMMARY_PENDING',
   'SCHEDFLOW_ERR_REDIS_START',
+  // Refused at the door: fix the job file, or the profile's token.
+  'SCHEDFLOW_ERR_ACCOUNT_MISMATCH',
+  'SCHEDFLOW_ERR_PROFILE_SCOPE_MISSING',
 ]);
 
 /** The exit code for an error that ends a command: otherwise a retryable error may pass, anything else is a refusal. */

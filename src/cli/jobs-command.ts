@@ -7,7 +7,7 @@ import { getAccountingJob, history as historyRows } from '../db/accounting.js';
 import { type HistoryDatabase, openDatabase } from '../db/database.js';
 import { getRequest, listRequests, transitionsOf } from '../db/requests.js';
 import { type JobRequestRow, REQUEST_STATES, type RequestState } from '../db/schema.js';
-import { ConfigError, RedisUnavailableError, toError } from '../errors.js';
+import { ConfigError, RedisUnavailableError, SubmissionRefusedError, toError } from '../errors.js';
 import { pidAlive } from '../lib/pid-lock.js';
 import { sleep } from '../lib/sleep.js';
 import { withTimeout } from '../lib/with-timeout.js';
@@ -15,7 +15,12 @@ import { parseSource, readYamlSource } from '../lib/yaml-source.js';
 import {
   APPLY_SUGGESTION_JOB,
   type ApplySuggestionPayload,
+  CANCEL_JOB,
+  CANCEL_JOB_OPTIONS,
+  type CancelPayload,
   JOB_OPTIONS,
+  type JobCancelAnswer,
+  type RunCancelAnswer,
   type SubmitPayload,
 } from '../queue/catalog.js';
 import { redisOptions } from '../redis/redis-server.js';
@@ -45,10 +50,10 @@ const REDIS_CONNECT_TIMEOUT_MS = 3000;
  * command must never hang retrying a Redis that is gone, printing ioredis's traces meanwhile.
  * A stopped daemon's private Redis stopped with it, so there is then no queue to wait in.
  */
-async function withDaemonQueue<T>(
+export async function withDaemonQueue<T>(
   info: DaemonInfo,
   dataDir: string,
-  name: 'submit' | 'summarize',
+  name: 'submit' | 'summarize' | 'pipeline',
   use: (queue: Queue) => Promise<T>,
 ): Promise<T> {
   if (!daemonAlive(info) && 'path' in info.redis) {
@@ -68,7 +73,7 @@ async function withDaemonQueue<T>(
       retryStrategy: () => null,
     } as ConnectionOptions,
     prefix: info.queuePrefix,
-    defaultJobOptions: JOB_OPTIONS[name],
+    defaultJobOptions: name === 'pipeline' ? CANCEL_JOB_OPTIONS : JOB_OPTIONS[name],
   });
   queue.on('error', (error) => {
     lastError = error;
@@ -133,6 +138,47 @@ async function follow(history: HistoryDatabase, requestId: string, json: boolean
   }
 }
 
+/** How long a cancel waits for the daemon's answer. */
+const CANCEL_ANSWER_MS = 30_000;
+
+/**
+ * Asks the running daemon to cancel a job request or a run (it holds the scheduler clients and
+ * the history's writer) through a `cancel` job of its pipeline queue, and waits for the answer.
+ */
+export async function cancelThroughDaemon<Of extends 'job' | 'run'>(
+  dataDir: string,
+  payload: { of: Of; id: string },
+): Promise<Of extends 'job' ? JobCancelAnswer : RunCancelAnswer> {
+  const info = readDaemonInfo(dataDir);
+  if (!daemonAlive(info)) {
+    throw new ConfigError(
+      `the daemon of ${resolve(dataDir)} (pid ${info.pid}) is not running, so nothing was cancelled: start it and run this again`,
+    );
+  }
+  const who = `CLI (${userInfoName()}, pid ${process.pid})`;
+  return withDaemonQueue(info, dataDir, 'pipeline', async (queue) => {
+    const job = await queue.add(CANCEL_JOB, { ...payload, who } satisfies CancelPayload, { jobId: randomUUID() });
+    const deadline = Date.now() + CANCEL_ANSWER_MS;
+    for (;;) {
+      const now = job.id ? await queue.getJob(job.id) : undefined;
+      if (now?.finishedOn) {
+        if (now.failedReason) throw new Error(`the daemon failed the cancel: ${now.failedReason}`);
+        return now.returnvalue as Of extends 'job' ? JobCancelAnswer : RunCancelAnswer;
+      }
+      if (Date.now() > deadline) {
+        throw new RedisUnavailableError(
+          `the daemon did not take the cancel up within ${CANCEL_ANSWER_MS / 1000} s (are its workers running?); it stays queued and is done when they do`,
+        );
+      }
+      await sleep(100);
+    }
+  });
+}
+
+function userInfoName(): string {
+  return process.env.USER ?? process.env.LOGNAME ?? 'unknown user';
+}
+
 export function registerJobsCommand(program: Command): void {
   const jobs = program
     .command('jobs')
@@ -156,6 +202,20 @@ export function registerJobsCommand(program: Command): void {
       const profile = opts.profile ?? info.defaultProfile;
       if (!info.profiles.includes(profile)) {
         throw new ConfigError(`the daemon has no profile "${profile}" (it has: ${info.profiles.join(', ')})`);
+      }
+      // What the daemon's door would refuse (src/requests/door.ts), said before anything is queued.
+      const door = info.doors?.[profile];
+      if (door?.boundAccount && spec.account && spec.account !== door.boundAccount) {
+        throw new SubmissionRefusedError(
+          'SCHEDFLOW_ERR_ACCOUNT_MISMATCH',
+          `${file}: the job names account "${spec.account}", but profile "${profile}"'s token is bound to account "${door.boundAccount}" and the scheduler would refuse it (403): leave account out or use "${door.boundAccount}"`,
+        );
+      }
+      if (door?.missingScopes.length) {
+        throw new SubmissionRefusedError(
+          'SCHEDFLOW_ERR_PROFILE_SCOPE_MISSING',
+          `profile "${profile}"'s token lacks scope ${door.missingScopes.join(' and ')}, so the job could not be submitted or followed: ask the operator for a token with it, or use another profile (--profile)`,
+        );
       }
       const requestId = randomUUID();
       const payload: SubmitPayload = {
@@ -316,6 +376,65 @@ export function registerJobsCommand(program: Command): void {
         process.stdout.write(`${lines.join('\n')}\n`);
       } finally {
         history.close();
+      }
+    });
+
+  jobs
+    .command('cancel')
+    .description('cancel a request: withdrawn before submission, cancelled by the scheduler after')
+    .argument('<request>', 'request id')
+    .option('--wait', 'follow it until the history records it ended')
+    .action(async (id: string, opts: { wait?: boolean }, cmd: Command) => {
+      const flags = flagsOf(cmd);
+      let answer = await cancelThroughDaemon(flags.dataDir, { of: 'job', id });
+      // Being submitted right now: its job may exist upstream any moment; ask again as told.
+      const until = Date.now() + CANCEL_ANSWER_MS;
+      while (answer.kind === 'submitting' && Date.now() < until) {
+        if (!flags.json) process.stderr.write(`being submitted right now; asking again in ${answer.retryAfterSec} s\n`);
+        await sleep(answer.retryAfterSec * 1000);
+        answer = await cancelThroughDaemon(flags.dataDir, { of: 'job', id });
+      }
+      if (flags.json) process.stdout.write(`${JSON.stringify({ id, ...answer })}\n`);
+      switch (answer.kind) {
+        case 'not_found':
+          throw new ConfigError(`no job request ${id} in the history`);
+        case 'error':
+          process.exitCode = answer.retryable ? EXIT.unavailable : EXIT.refused;
+          if (!flags.json) process.stderr.write(`schedflow: ${answer.message}\n`);
+          return;
+        case 'submitting':
+          process.exitCode = EXIT.unavailable;
+          if (!flags.json)
+            process.stderr.write(`schedflow: job request ${id} is still being submitted; cancel it again shortly\n`);
+          return;
+        case 'ended':
+          process.exitCode = EXIT.refused;
+          if (!flags.json) {
+            process.stderr.write(
+              `schedflow: ${answer.upstream ? `job ${answer.jobId} has already ended upstream (${answer.upstream})` : `job request ${id} has already ended: ${answer.state}`}\n`,
+            );
+          }
+          return;
+        case 'cancelled':
+          if (!flags.json) process.stdout.write(`cancelled request ${id} before it was submitted\n`);
+          return;
+        case 'requested':
+          if (!flags.json) {
+            process.stdout.write(
+              `cancel of job ${answer.jobId} sent to the scheduler; the next poll records CANCELLED\n`,
+            );
+          }
+          if (!opts.wait) return;
+          {
+            const history = openHistory(flags.dataDir);
+            try {
+              const row = await follow(history, id, flags.json ?? false);
+              if (!flags.json) process.stdout.write(`job ${row.jobId ?? '-'} ${row.state}\n`);
+            } finally {
+              history.close();
+            }
+          }
+          return;
       }
     });
 

@@ -66,6 +66,13 @@ export function registerStartCommand(program: Command): void {
       } else {
         lines.push(`  scheduler profiles: ${[...daemon.profiles.keys()].join(', ')}`);
       }
+      // What each token may do, learnt at start: a missing scope is said here, not at the first failed submit.
+      for (const name of daemon.profiles.keys()) {
+        const scopes = daemon.clients.scopes(name);
+        if (scopes && scopes.source !== 'not-applicable') {
+          lines.push(`  ${scopes.missing.length ? 'WARNING: ' : ''}profile ${name}: ${scopes.detail}`);
+        }
+      }
       const pipelines = daemon.pipelines.list();
       const broken = pipelines.filter((p) => p.error).length;
       lines.push(

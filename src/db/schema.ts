@@ -169,6 +169,13 @@ export const pipelineRuns = sqliteTable(
     updatedAt: integer('updated_at').notNull(),
     /** When the summaries dispatcher took this ended run up (a summary made, or none wanted). */
     summaryCheckedAt: integer('summary_checked_at'),
+    /**
+     * When someone asked for the run to be cancelled, and who (`API token "ci"`, `web UI (…)`,
+     * `CLI`): from then on its steps are cancelled rather than retried, and it ends `cancelled`
+     * once every one has ended. Kept here, not in memory, so a restart finishes the cancel.
+     */
+    cancelRequestedAt: integer('cancel_requested_at'),
+    cancelledBy: text('cancelled_by'),
   },
   (t) => [
     uniqueIndex('pipeline_runs_tick').on(t.pipeline, t.scheduledFor),

@@ -13,7 +13,7 @@ import { missedFireTimes, nextFireTimes } from './cron-times.js';
 import { type LoadContext, type LoadedPipeline, pipelineFiles } from './pipeline-loader.js';
 import type { PipelineService, PipelineSummary, TriggerInput } from './pipeline-service.js';
 import { loadPipelineSetAsync, PipelineCache } from './pipeline-set.js';
-import { activeRuns, createRun, type RunEngineDeps } from './run-engine.js';
+import { activeRuns, cancelRun, createRun, type RunCancelOutcome, type RunEngineDeps } from './run-engine.js';
 
 export class PipelineNotFoundError extends SchedflowError {
   readonly code = 'SCHEDFLOW_ERR_PIPELINE_NOT_FOUND';
@@ -199,6 +199,11 @@ export class PipelineRegistry implements PipelineService {
       params: input.params ?? {},
       webhookUrl: input.webhookUrl ?? null,
     });
+  }
+
+  /** Cancels a run of any pipeline, even one whose file is gone: the run carries its own definition. */
+  cancelRun(runId: string, by: { source: 'api' | 'cli'; who: string }): Promise<RunCancelOutcome> {
+    return cancelRun(this.#deps.engine, runId, by);
   }
 
   #loadedOrThrow(name: string): LoadedPipeline {

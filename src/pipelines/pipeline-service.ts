@@ -5,6 +5,7 @@ import type { PipelineRunRow, RunTrigger } from '../db/schema.js';
 export type { PipelineSummary } from '../views/pipeline-summary.js';
 
 import type { PipelineSummary } from '../views/pipeline-summary.js';
+import type { RunCancelOutcome } from './run-engine.js';
 
 export interface TriggerInput {
   params?: Record<string, string>;
@@ -31,4 +32,9 @@ export interface PipelineService {
   pause(name: string, by: string): Promise<PipelineSummary>;
   /** Lifts a pause (same errors). A file with `schedule.enabled: false` keeps the schedule off. */
   resume(name: string, by: string): Promise<PipelineSummary>;
+  /**
+   * Cancels a run: steps not yet submitted are withdrawn, submitted ones cancelled upstream,
+   * and the run ends `cancelled` once they have ended (src/pipelines/run-engine.ts, cancelRun).
+   */
+  cancelRun(runId: string, by: { source: 'api' | 'cli'; who: string }): Promise<RunCancelOutcome>;
 }

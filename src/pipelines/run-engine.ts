@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { and, asc, eq, inArray } from 'drizzle-orm';
+import { and, asc, eq, inArray, isNull } from 'drizzle-orm';
 import type { Db } from '../db/database.js';
 import { getRun, stepRequests } from '../db/runs.js';
 import {
@@ -11,9 +11,11 @@ import {
   TERMINAL_RUN_STATES,
 } from '../db/schema.js';
 import { addDelivery } from '../db/webhooks.js';
+import { assertNever } from '../lib/assert-never.js';
 import type { Logger } from '../logger.js';
 import { runFinishedBody } from '../notify/events.js';
 import { type AcceptDeps, enqueueAccepted, recordRequest } from '../requests/accept.js';
+import type { CancelOutcome } from '../requests/canceller.js';
 import { isTerminalRequest } from '../requests/request-state.js';
 import type { DependencyResolution } from '../requests/submitter.js';
 import type { LoadedPipeline } from './pipeline-loader.js';
@@ -31,6 +33,16 @@ export interface RunEngineDeps extends AcceptDeps {
   logger: Logger;
   /** Cancels a job upstream (a step stuck behind a dependency that can never be met). */
   cancelJob(profile: string, jobId: number): Promise<void>;
+  /**
+   * Cancels a step's request wherever it is in its life (src/requests/canceller.ts): withdrawn
+   * before submission, cancelled upstream after. For the cancel of a whole run.
+   */
+  cancelStep(requestId: string, by: { source: 'api' | 'cli' | 'pipeline'; who: string }): Promise<CancelOutcome>;
+  /**
+   * Why the profile can take no submission now (its token lacks a scope): a run asked for by
+   * someone is refused with it, a scheduled one is recorded `skipped` with it.
+   */
+  refusal?(profile: string): Error | null;
 }
 
 export interface NewRun {
@@ -57,7 +69,10 @@ export async function createRun(deps: RunEngineDeps, pipeline: LoadedPipeline, i
     scheduledFor,
     params: input.params,
   });
-  const state: RunState = input.skipReason ? 'skipped' : input.start === 'queued' ? 'queued' : 'running';
+  const refused = input.skipReason ? null : (deps.refusal?.(plan.profile) ?? null);
+  if (refused && input.trigger !== 'schedule' && input.trigger !== 'catchup') throw refused;
+  const skipReason = input.skipReason ?? refused?.message;
+  const state: RunState = skipReason ? 'skipped' : input.start === 'queued' ? 'queued' : 'running';
   const run = db.transaction((tx) => {
     if (scheduledFor !== null) {
       const existing = tx
@@ -77,7 +92,7 @@ export async function createRun(deps: RunEngineDeps, pipeline: LoadedPipeline, i
         params: input.params,
         definition: plan,
         state,
-        detail: input.skipReason ?? null,
+        detail: skipReason ?? null,
         webhookUrl: input.webhookUrl ?? plan.webhookUrl,
         createdAt: now,
         endedAt: state === 'skipped' ? now : null,
@@ -167,6 +182,11 @@ export async function advanceActiveRuns(deps: RunEngineDeps): Promise<PipelineRu
  */
 async function advanceRun(deps: RunEngineDeps, run: PipelineRunRow): Promise<PipelineRunRow | null> {
   const { db, logger } = deps;
+  // A run being cancelled gets no retries and no steps made again: what is left is cancelled.
+  if (run.cancelRequestedAt !== null) {
+    await cancelSteps(deps, run, { source: 'pipeline', who: run.cancelledBy ?? 'a cancel' });
+    return finishCancelIfDone(db, run.id);
+  }
   const plan = run.definition as RunPlan;
   const plans = plansOf(run);
   const now = Date.now();
@@ -268,18 +288,206 @@ function finishIfDone(
     : null;
   const endedAt = Math.max(...rows.map((r) => r.endedAt ?? r.updatedAt));
   return db.transaction((tx) => {
-    const ended = tx
-      .update(pipelineRuns)
-      .set({ state: failed.length ? 'failed' : 'succeeded', detail, endedAt, updatedAt: now })
-      .where(and(eq(pipelineRuns.id, run.id), eq(pipelineRuns.state, 'running')))
-      .returning()
+    // A cancel asked for since this pass read the run: its steps have ended, the run is cancelled.
+    const cancel = tx
+      .select({ at: pipelineRuns.cancelRequestedAt, by: pipelineRuns.cancelledBy })
+      .from(pipelineRuns)
+      .where(eq(pipelineRuns.id, run.id))
       .get();
-    if (ended?.webhookUrl) {
-      // In the transaction that ends the run: the webhook is never lost, never sent for a run that did not end.
-      const payload = runFinishedBody(ended, stepRequests(tx, run.id));
-      addDelivery(tx, { event: 'run.finished', url: ended.webhookUrl, runId: run.id, payload, at: endedAt });
+    if (cancel?.at != null && failed.length > 0) {
+      return endRun(tx, run.id, 'running', 'cancelled', cancelDetail(cancel.by, failed), endedAt, now);
     }
-    return ended ?? null;
+    return endRun(tx, run.id, 'running', failed.length ? 'failed' : 'succeeded', detail, endedAt, now);
+  });
+}
+
+/**
+ * Ends a run that is still in `from`, and records its webhook in the same transaction: the
+ * webhook is never lost, and never sent for a run that did not end, or twice for one that did
+ * (the state condition lets one caller end it). Null when something else ended it first.
+ */
+function endRun(
+  tx: Db,
+  runId: string,
+  from: 'running' | 'queued',
+  state: RunState,
+  detail: string | null,
+  endedAt: number,
+  now: number,
+): PipelineRunRow | null {
+  const ended = tx
+    .update(pipelineRuns)
+    .set({ state, detail, endedAt, updatedAt: now })
+    .where(and(eq(pipelineRuns.id, runId), eq(pipelineRuns.state, from)))
+    .returning()
+    .get();
+  if (ended?.webhookUrl) {
+    const payload = runFinishedBody(ended, stepRequests(tx, runId));
+    addDelivery(tx, { event: 'run.finished', url: ended.webhookUrl, runId, payload, at: endedAt });
+  }
+  return ended ?? null;
+}
+
+function cancelDetail(by: string | null, notCompleted: readonly JobRequestRow[]): string {
+  const steps = notCompleted.map((r) => `${r.step}: ${r.state.toUpperCase()}`).join(', ');
+  return `cancelled by ${by ?? 'someone'}${steps ? ` (${steps})` : ''}`;
+}
+
+/** What became of one step of a run being cancelled. */
+export interface StepCancel {
+  step: string;
+  requestId: string;
+  /**
+   * `withdrawn`: never submitted, now cancelled here; `cancel_sent`: the scheduler was asked to
+   * cancel its job (the next poll records CANCELLED); `submitting`: being submitted right now, its
+   * cancel follows once it is (each pipeline tick tries again); `error`: the scheduler did not take
+   * the cancel (`detail`), tried again at the next tick.
+   */
+  outcome: 'withdrawn' | 'cancel_sent' | 'submitting' | 'error';
+  detail: string | null;
+}
+
+export type RunCancelOutcome =
+  | { kind: 'not_found' }
+  /** Ended before the cancel in another state (`run.state`): nothing to cancel. */
+  | { kind: 'ended'; run: PipelineRunRow }
+  /** The run is `cancelled`: just now, or earlier (`already`). */
+  | { kind: 'cancelled'; run: PipelineRunRow; already: boolean; steps: StepCancel[] }
+  /** Asked: steps are still ending upstream or being submitted; it ends `cancelled` once they have. */
+  | { kind: 'cancelling'; run: PipelineRunRow; steps: StepCancel[] };
+
+/** Requests of runs being cancelled whose cancel the scheduler took: a later pass does not send it again. */
+const cancelSent = new Set<string>();
+
+/**
+ * Cancels a run: every step not yet ended is withdrawn (not submitted yet, including steps
+ * waiting on their dependencies) or cancelled upstream (submitted). The cancel is recorded on
+ * the run first, so from then on no step is retried or made again, a step being submitted right
+ * now is cancelled by the pipeline tick once it is, and a restart finishes what was begun. The
+ * run ends `cancelled` (webhook once) when its last step has ended; asking again reports where
+ * it stands. A run queued behind another ends at once.
+ */
+export async function cancelRun(
+  deps: RunEngineDeps,
+  runId: string,
+  by: { source: 'api' | 'cli'; who: string },
+): Promise<RunCancelOutcome> {
+  const { db, logger } = deps;
+  const run = getRun(db, runId);
+  if (!run) return { kind: 'not_found' };
+  if (isTerminalRun(run.state)) {
+    return run.state === 'cancelled' ? { kind: 'cancelled', run, already: true, steps: [] } : { kind: 'ended', run };
+  }
+  const now = Date.now();
+  // The first to ask is the one recorded; asking again goes on with the same cancel.
+  db.update(pipelineRuns)
+    .set({ cancelRequestedAt: now, cancelledBy: by.who, updatedAt: now })
+    .where(and(eq(pipelineRuns.id, runId), isNull(pipelineRuns.cancelRequestedAt)))
+    .run();
+  if (run.state === 'queued') {
+    // No step made yet: it ends here, unless it has just been started (then as a running one).
+    const ended = db.transaction((tx) => endRun(tx, runId, 'queued', 'cancelled', cancelDetail(by.who, []), now, now));
+    if (ended) {
+      logger.info({ runId, pipeline: run.pipeline, by: by.who }, 'queued pipeline run cancelled');
+      return { kind: 'cancelled', run: ended, already: false, steps: [] };
+    }
+  }
+  const marked = getRun(db, runId) ?? run;
+  const steps = await cancelSteps(deps, marked, by);
+  const ended = finishCancelIfDone(db, runId);
+  logger.info(
+    { runId, pipeline: run.pipeline, by: by.who, steps: steps.length, ended: ended !== null },
+    'pipeline run cancel',
+  );
+  if (ended) {
+    await startNextQueued(deps, ended.pipeline);
+    return { kind: 'cancelled', run: ended, already: false, steps };
+  }
+  const after = getRun(db, runId) ?? marked;
+  if (isTerminalRun(after.state)) {
+    // The pipeline tick ended it meanwhile.
+    return after.state === 'cancelled'
+      ? { kind: 'cancelled', run: after, already: false, steps }
+      : { kind: 'ended', run: after };
+  }
+  return { kind: 'cancelling', run: after, steps };
+}
+
+/** Cancels every step request of the run that has not ended; one the scheduler refuses is tried again later. */
+async function cancelSteps(
+  deps: RunEngineDeps,
+  run: PipelineRunRow,
+  by: { source: 'api' | 'cli' | 'pipeline'; who: string },
+): Promise<StepCancel[]> {
+  const results: StepCancel[] = [];
+  for (const row of stepRequests(deps.db, run.id)) {
+    if (isTerminalRequest(row.state)) {
+      cancelSent.delete(row.id);
+      continue;
+    }
+    const step = row.step ?? row.name;
+    // Its cancel is on its way: the poll records CANCELLED. An explicit request (not the tick) sends it again.
+    if (by.source === 'pipeline' && cancelSent.has(row.id)) continue;
+    try {
+      const outcome = await deps.cancelStep(row.id, by);
+      switch (outcome.kind) {
+        case 'cancelled':
+          results.push({ step, requestId: row.id, outcome: 'withdrawn', detail: null });
+          break;
+        case 'requested':
+          cancelSent.add(row.id);
+          results.push({ step, requestId: row.id, outcome: 'cancel_sent', detail: `job ${outcome.row.jobId}` });
+          break;
+        case 'submitting':
+          results.push({
+            step,
+            requestId: row.id,
+            outcome: 'submitting',
+            detail: 'being submitted right now: cancelled once it is',
+          });
+          break;
+        case 'ended':
+          // Ended upstream before the cancel reached it: the poll records how.
+          cancelSent.add(row.id);
+          break;
+        case 'not_found':
+          break;
+        default:
+          assertNever(outcome);
+      }
+    } catch (error) {
+      const message = (error as Error).message;
+      deps.logger.warn({ runId: run.id, step, err: error }, 'could not cancel a step of a run being cancelled');
+      results.push({ step, requestId: row.id, outcome: 'error', detail: message });
+    }
+  }
+  return results;
+}
+
+/** Ends a run being cancelled once every one of its step requests has ended. */
+function finishCancelIfDone(db: Db, runId: string): PipelineRunRow | null {
+  return db.transaction((tx) => {
+    const run = getRun(tx, runId);
+    if (run?.state !== 'running') return null;
+    const rows = stepRequests(tx, runId);
+    if (!rows.every((r) => isTerminalRequest(r.state))) return null;
+    const latest = [...latestAttempts(rows).values()];
+    const notCompleted = latest.filter((r) => r.state !== 'completed');
+    const now = Date.now();
+    const endedAt = rows.length ? Math.max(...rows.map((r) => r.endedAt ?? r.updatedAt)) : now;
+    // Every step completed before the cancel could stop one: the run did succeed.
+    if (notCompleted.length === 0 && latest.length === (run.definition as RunPlan).steps.length) {
+      return endRun(tx, runId, 'running', 'succeeded', null, endedAt, now);
+    }
+    return endRun(
+      tx,
+      runId,
+      'running',
+      'cancelled',
+      cancelDetail(run.cancelledBy, notCompleted),
+      Math.max(endedAt, run.cancelRequestedAt ?? 0),
+      now,
+    );
   });
 }
 

@@ -47,11 +47,56 @@ export const applySuggestionPayloadSchema = z.object({
 });
 export type ApplySuggestionPayload = z.input<typeof applySuggestionPayloadSchema>;
 
+/** A `cancel` job of the pipeline queue: a cancel asked for by the CLI, done by the daemon (it holds the scheduler clients). */
+export const CANCEL_JOB = 'cancel';
+export const cancelPayloadSchema = z.object({
+  /** `job`: a job request (`schedflow jobs cancel`); `run`: a pipeline run (`schedflow runs cancel`). */
+  of: z.enum(['job', 'run']),
+  id: z.string().min(1),
+  /** Who asked, for the history and the log. */
+  who: z.string().min(1),
+});
+export type CancelPayload = z.input<typeof cancelPayloadSchema>;
+/** One try: the CLI waits for the answer and says what to do if there is none. */
+export const CANCEL_JOB_OPTIONS: JobsOptions = {
+  attempts: 1,
+  removeOnComplete: { age: 3600 },
+  removeOnFail: { age: 3600 },
+};
+
+/**
+ * The answer of a `cancel` job, as the CLI prints it: the outcome, or the error with its code
+ * (a scheduler that refused or could not be reached), never a thrown error the CLI would have to
+ * dig out of BullMQ's failure text.
+ */
+type CancelError = { kind: 'error'; code: string | null; retryable: boolean; message: string };
+export type JobCancelAnswer = { of: 'job' } & (
+  | {
+      kind: 'cancelled' | 'requested' | 'ended' | 'not_found';
+      state?: string;
+      jobId?: number | null;
+      upstream?: string | null;
+    }
+  | { kind: 'submitting'; state: string; retryAfterSec: number }
+  | CancelError
+);
+export type RunCancelAnswer = { of: 'run' } & (
+  | {
+      kind: 'cancelled' | 'cancelling' | 'ended' | 'not_found';
+      state?: string;
+      detail?: string | null;
+      already?: boolean;
+      steps?: { step: string; requestId: string; outcome: string; detail: string | null }[];
+    }
+  | CancelError
+);
+export type CancelJobAnswer = JobCancelAnswer | RunCancelAnswer;
+
 export const PAYLOADS = {
   submit: submitPayloadSchema,
   poll: profilePayloadSchema,
   reconcile: profilePayloadSchema,
-  // `fire` and `tick` jobs: parsed by the pipeline worker (workers/pipeline.ts).
+  // `fire`, `tick` and `cancel` jobs: parsed by the pipeline worker (workers/pipeline.ts).
   pipeline: z.object({}).loose(),
   // `deliver` jobs; the `dispatch` tick carries nothing.
   notify: notifyPayloadSchema,

@@ -96,11 +96,18 @@ export interface JobSubmission {
 
 /** Accepts a submission for one of `profiles`; returns the request id. */
 export async function acceptSubmission(
-  deps: AcceptDeps & { profiles: ReadonlyMap<string, unknown>; defaultProfile: string },
+  deps: AcceptDeps & {
+    profiles: ReadonlyMap<string, unknown>;
+    defaultProfile: string;
+    /** Why the profile cannot take the job (another account, a missing scope): refused before anything is recorded. */
+    refusal?(profile: string, spec: JobSpec): Error | null;
+  },
   input: JobSubmission,
 ): Promise<string> {
   const profile = input.profile ?? deps.defaultProfile;
   if (!deps.profiles.has(profile)) throw new Error(`no scheduler profile "${profile}"`);
+  const refused = deps.refusal?.(profile, input.spec);
+  if (refused) throw refused;
   const id = input.requestId ?? randomUUID();
   const source = input.origin === 'cli' ? 'cli' : 'api';
   await accept(deps, {

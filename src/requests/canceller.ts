@@ -52,7 +52,7 @@ export type CancelOutcome =
 export async function cancelRequest(
   deps: CancelDeps,
   requestId: string,
-  by: { source: 'api' | 'cli'; who: string },
+  by: { source: 'api' | 'cli' | 'pipeline'; who: string },
 ): Promise<CancelOutcome> {
   const { db, logger } = deps;
   const row = getRequest(db, requestId);

@@ -4,7 +4,11 @@ import { sleep } from '../lib/sleep.js';
 import type { Logger } from '../logger.js';
 import { SchedClient } from './client.js';
 import type { Profile } from './profile.js';
+import { declaredReport, notApplicable, SCOPES, type ScopeReport, scopeReport, scopesApply } from './scope-check.js';
 import { UpstreamHealth } from './upstream-health.js';
+
+/** How often scopes the proxy's answers left unknown are asked again. */
+const SCOPE_RECHECK_MS = 60_000;
 
 /** A profile whose scheduler has not answered yet: work for it waits and retries. */
 export class ProfileNotConnectedError extends SchedflowError {
@@ -22,6 +26,9 @@ export class ClientRegistry {
   private readonly connecting: Promise<void>[] = [];
   /** One per profile, from the start: requests that fail before the first connection count too. */
   private readonly healthByProfile: ReadonlyMap<string, UpstreamHealth>;
+  /** What each profile's token may do, learnt once it connects (src/sched/scope-check.ts). */
+  private readonly scopeReports = new Map<string, ScopeReport>();
+  private readonly rechecking = new Set<string>();
 
   constructor(
     readonly profiles: ReadonlyMap<string, Profile>,
@@ -49,13 +56,13 @@ export class ClientRegistry {
   private async connect(profile: Profile, firstAttemptDone: (fatal?: unknown) => void): Promise<void> {
     for (let attempt = 0; !this.abort.signal.aborted; attempt++) {
       try {
-        this.clients.set(
-          profile.name,
-          await SchedClient.connect(profile, {
-            logger: this.logger,
-            health: this.healthByProfile.get(profile.name),
-          }),
-        );
+        const client = await SchedClient.connect(profile, {
+          logger: this.logger,
+          health: this.healthByProfile.get(profile.name),
+        });
+        this.clients.set(profile.name, client);
+        // Before the start is reported: the banner says what the token may not do.
+        await this.checkScopes(profile, client);
         firstAttemptDone();
         return;
       } catch (error) {
@@ -70,6 +77,40 @@ export class ClientRegistry {
         await sleep(delay, this.abort.signal).catch(() => {});
       }
     }
+  }
+
+  /**
+   * What the profile's token may do: undefined until it has connected. A report that could not
+   * tell a scope (the proxy did not answer) is learnt again in the background, at most once a
+   * minute, each time it is asked for.
+   */
+  scopes(profile: string): ScopeReport | undefined {
+    const report = this.scopeReports.get(profile);
+    const client = this.clients.get(profile);
+    if (
+      report?.source === 'probe' &&
+      client &&
+      SCOPES.some((s) => report.scopes[s] === 'unknown') &&
+      Date.now() - report.checkedAt > SCOPE_RECHECK_MS &&
+      !this.rechecking.has(profile)
+    ) {
+      this.rechecking.add(profile);
+      void this.checkScopes(client.profile, client).finally(() => this.rechecking.delete(profile));
+    }
+    return report;
+  }
+
+  private async checkScopes(profile: Profile, client: SchedClient): Promise<void> {
+    let report: ScopeReport;
+    if (!scopesApply(profile)) report = notApplicable(profile);
+    else if (profile.scopes) report = declaredReport(profile.scopes);
+    else {
+      report = await client
+        .probeScopes()
+        .catch(() => scopeReport('probe', Object.fromEntries(SCOPES.map((s) => [s, 'unknown' as const]))));
+    }
+    this.scopeReports.set(profile.name, report);
+    if (report.missing.length > 0) this.logger.warn({ profile: profile.name, missing: report.missing }, report.detail);
   }
 
   get(profile: string): SchedClient {

@@ -15,11 +15,22 @@ import {
   AuthenticationError,
   BadRequestError,
   CancelFailedError,
+  ForbiddenError,
   JobNotFoundError,
   type SchedApiError,
+  SlurmRefusedError,
   UnexpectedResponseError,
   UpstreamUnavailableError,
 } from './sched-errors.js';
+import {
+  notApplicable,
+  SCOPES,
+  type ScopeName,
+  type ScopeReport,
+  type ScopeState,
+  scopeReport,
+  scopesApply,
+} from './scope-check.js';
 import { SchedTransport, type TransportRequest } from './transport.js';
 import type { UpstreamHealth } from './upstream-health.js';
 import { type ApiVersion, isApiVersion, SUPPORTED_VERSIONS } from './versions.js';
@@ -122,6 +133,9 @@ export function chunkJobIds(ids: readonly number[], param: 'job_id' | 'step'): n
   if (chunk.length > 0) chunks.push(chunk);
   return chunks;
 }
+
+/** A job id no job can have: Slurm cannot parse it, so the cancel that probes the scope cancels nothing. */
+const SCOPE_PROBE_JOB_ID = 'schedflow-scope-check';
 
 /** Unix seconds at which the UTC day of `nowMs` ends. */
 const endOfUtcDay = (nowMs: number) => (Math.floor(nowMs / 86_400_000) + 1) * 86_400;
@@ -605,6 +619,49 @@ export class SchedClient {
       const waitMs = Math.max(100, (expiresAt?.getTime() ?? Date.now() + 1000) - Date.now() + 50);
       await sleep(Math.min(waitMs, 5000), hint.signal);
     }
+  }
+
+  /**
+   * Learns the token's scopes from the proxy's answers to harmless requests, one per scope: the
+   * controller's ping (`sched:read`), accounting records of the last second (`scheddb:read`),
+   * and a cancel of a job id no job can have (`sched:jobs:manage`: the proxy checks the scope
+   * before it reads the id, and Slurm cancels nothing for an id it cannot parse). 403 means the
+   * scope is missing; any other answer that it is there; no answer, a 401 or a 429, unknown.
+   */
+  async probeScopes(): Promise<ScopeReport> {
+    if (!scopesApply(this.profile)) return notApplicable(this.profile);
+    const now = Math.floor(Date.now() / 1000);
+    const probes: Record<ScopeName, TransportRequest> = {
+      'sched:read': { method: 'GET', path: `${this.ctl}/ping`, retry: false },
+      'scheddb:read': {
+        method: 'GET',
+        path: `${this.db}/jobs`,
+        query: { start_time: now, end_time: now },
+        retry: false,
+      },
+      'sched:jobs:manage': { method: 'DELETE', path: `${this.ctl}/job/${SCOPE_PROBE_JOB_ID}`, retry: false },
+    };
+    const states = await Promise.all(
+      SCOPES.map(async (scope): Promise<[ScopeName, ScopeState]> => {
+        try {
+          await this.transport.send(probes[scope]);
+          return [scope, 'granted'];
+        } catch (error) {
+          if (error instanceof ForbiddenError) return [scope, error.reason === 'account' ? 'granted' : 'missing'];
+          const e = error as SchedApiError;
+          // Answered by the proxy past its scope check: a refusal of the request itself.
+          const pastScope =
+            e instanceof BadRequestError ||
+            e instanceof JobNotFoundError ||
+            e instanceof CancelFailedError ||
+            e instanceof SlurmRefusedError;
+          return [scope, pastScope ? 'granted' : 'unknown'];
+        }
+      }),
+    );
+    const report = scopeReport('probe', Object.fromEntries(states));
+    this.logger.info({ profile: this.profile.name, scopes: report.scopes }, report.detail);
+    return report;
   }
 
   /** Cancels a job; a refusal Slurm reports inside a 200 answer becomes CancelFailedError. */

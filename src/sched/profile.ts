@@ -38,6 +38,12 @@ export const profileSchema = z
       .default('latest'),
     /** The account the token is bound to; jobs are charged to it unless they name another. */
     account: z.string().min(1).optional(),
+    /**
+     * The scopes the token carries, as the operator's staff issued it: when given, schedflow
+     * believes it instead of learning them from the proxy's answers at start (see
+     * docs/profiles.md#scopes). Only for a token sent to the site proxy.
+     */
+    scopes: z.array(z.enum(['sched:read', 'scheddb:read', 'sched:jobs:manage'])).optional(),
     /** The partition jobs go to unless they name one (a node owner's partition). */
     partition: z.string().min(1).optional(),
     /** Client-side budget, kept below the proxy's per-IP limit. */

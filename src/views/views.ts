@@ -238,6 +238,7 @@ export function runView(run: PipelineRunRow, viewer: Viewer) {
     started_at: isoOrNull(run.startedAt),
     ended_at: isoOrNull(run.endedAt),
     updated_at: iso(run.updatedAt),
+    cancel: run.cancelRequestedAt === null ? null : { requested_at: iso(run.cancelRequestedAt), by: run.cancelledBy },
     links: { self: runLink(run.id), jobs: `${API_PREFIX}/jobs?run_id=${encodeURIComponent(run.id)}` },
   };
 }

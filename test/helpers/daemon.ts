@@ -41,11 +41,19 @@ export async function startTestDaemon(
   profileExtra: Record<string, unknown> = {},
   /** Pipeline files to put in config/pipelines (file name → text). */
   pipelineFiles: Record<string, string> = {},
+  /** More profiles beside `test` (name → profile; `token` is written to a file its auth names). */
+  moreProfiles: Record<string, Record<string, unknown> & { token?: string }> = {},
 ): Promise<TestDaemon> {
   const root = mkdtempSync(join(tmpdir(), 'schedflow-daemon-'));
   const dataDir = join(root, 'data');
   const configDir = join(root, 'config');
   writeProfile(configDir, schedulerUrl, profileExtra);
+  for (const [name, { token, ...profile }] of Object.entries(moreProfiles)) {
+    const tokenFile = join(configDir, `${name}.token`);
+    writeFileSync(tokenFile, token ?? ALICE_TOKEN, { mode: 0o600 });
+    const body = { url: schedulerUrl, auth: { type: 'bearer', tokenFile }, version: 'v0.0.44', ...profile };
+    writeFileSync(join(configDir, 'profiles', `${name}.yaml`), JSON.stringify(body));
+  }
   mkdirSync(join(configDir, 'pipelines'), { recursive: true });
   for (const [name, text] of Object.entries(pipelineFiles)) writeFileSync(join(configDir, 'pipelines', name), text);
   const config = loadDaemonConfig(

@@ -388,6 +388,7 @@ describe('documents', () => {
         'POST /api/v1/pipelines/{name}/resume',
         'GET /api/v1/runs',
         'GET /api/v1/runs/{id}',
+        'POST /api/v1/runs/{id}/cancel',
         'GET /healthz',
         'GET /metrics',
         'GET /readyz',
@@ -457,6 +458,9 @@ describe('failures', () => {
         throw new Error('unreachable');
       },
       resume: async () => {
+        throw new Error('unreachable');
+      },
+      cancelRun: async () => {
         throw new Error('unreachable');
       },
     };

@@ -55,6 +55,8 @@ const NIGHTLY = [
   '      true',
 ].join('\n');
 
+const SLOW = ['steps:', '  wait:', '    script: |', '      #!/bin/sh', '      sleep 120'].join('\n');
+
 const UI_PASSWORD = 'correct horse battery staple';
 
 let redis: TestRedis;
@@ -76,7 +78,7 @@ beforeAll(async () => {
     redis.url,
     { uiPassword: new Secret(UI_PASSWORD) },
     {},
-    { 'greet.yaml': PIPELINE, 'nightly.yaml': NIGHTLY },
+    { 'greet.yaml': PIPELINE, 'nightly.yaml': NIGHTLY, 'slow.yaml': SLOW },
   );
   if (!td.daemon.apiUrl) throw new Error('the test daemon has no local API');
   base = `${td.daemon.apiUrl}/ui`;
@@ -249,6 +251,35 @@ describe('admin web UI', () => {
     await browser.screenshot(page, 'runs');
   });
 
+  it('cancels a run from its page; a forged POST and a read-only session are refused', async () => {
+    const run = await td.daemon.pipelines.trigger('slow', { trigger: 'api' });
+    await waitFor(async () => (getRun(td.daemon.history.db, run.id)?.startedAt ? true : undefined), {
+      what: 'the run to start',
+      timeoutMs: 10_000,
+    });
+    const reader = await logIn(readToken);
+    await reader.goto(`${base}/runs/${run.id}`);
+    await expect(reader.getByRole('button', { name: 'Cancel run' }).count()).resolves.toBe(0);
+    const csrf = await reader.locator('header input[name=_csrf]').getAttribute('value');
+    const refused = await reader
+      .context()
+      .request.post(`${base}/runs/${run.id}/cancel`, { form: { _csrf: csrf ?? '' }, maxRedirects: 0 });
+    expect(refused.status()).toBe(403);
+    const page = await logIn(adminToken);
+    const forged = await page.context().request.post(`${base}/runs/${run.id}/cancel`, { form: {}, maxRedirects: 0 });
+    expect(forged.status()).toBe(403);
+    expect(getRun(td.daemon.history.db, run.id)?.cancelRequestedAt).toBeNull();
+
+    await page.goto(`${base}/runs/${run.id}`);
+    page.once('dialog', (dialog) => void dialog.accept());
+    await page.getByRole('button', { name: 'Cancel run' }).click();
+    await page.getByText(/^(Run cancelled\.|Cancel under way)/).waitFor();
+    await liveState(page, run.id, 'cancelled', 10_000);
+    await expect(page.getByText(/^asked .* by web UI \(token ui-admin\)$/).isVisible()).resolves.toBe(true);
+    await expect(page.getByRole('button', { name: 'Cancel run' }).count()).resolves.toBe(0);
+    await browser.screenshot(page, 'run-cancelled');
+  });
+
   it('pauses and resumes a scheduled pipeline from its page; a read-only session gets no button and is refused', async () => {
     const page = await logIn(adminToken);
     const schedulers = async () => (await td.daemon.queues.pipeline.getJobSchedulers()).map((s) => s.key);
@@ -322,6 +353,10 @@ describe('admin web UI', () => {
     await page.goto(`${base}/profiles`);
     await expect(page.getByRole('heading', { name: 'test' }).isVisible()).resolves.toBe(true);
     await expect(page.getByText('v0.0.44').first().isVisible()).resolves.toBe(true);
+    // Learnt from the simulator's answers at start: this token has every scope.
+    await expect(
+      page.getByText(/^token has sched:read, scheddb:read, sched:jobs:manage \(learnt from the proxy\)$/).isVisible(),
+    ).resolves.toBe(true);
     page.once('dialog', (dialog) => void dialog.accept());
     await page.getByRole('button', { name: 'Pause the summarize queue' }).click();
     await page.getByText('Queue paused').waitFor();

@@ -39,7 +39,7 @@ export const healthRoutes: FastifyPluginAsyncZod<{ deps: ApiDeps; metrics: ApiMe
         tags: ['operations'],
         summary: 'Readiness',
         description:
-          'Redis answers PING, the history database answers, and every scheduler profile has connected: 200; otherwise 503 naming the checks that failed. `detail` says what is degraded without making the daemon unready, such as a profile serving stale answers since a given time. No token.',
+          'Redis answers PING, the history database answers, and every scheduler profile has connected: 200; otherwise 503 naming the checks that failed. `detail` says what is degraded without making the daemon unready, such as a profile serving stale answers since a given time, and a profile whose token lacks a scope, or whose scopes are not known yet (`scopes:<profile>`: a token without `sched:jobs:manage` or `scheddb:read` has its submissions refused). No token.',
         response: { 200: answer('ready', readySchema), 503: answer('not ready', readySchema) },
       },
     },
@@ -71,6 +71,11 @@ export const healthRoutes: FastifyPluginAsyncZod<{ deps: ApiDeps; metrics: ApiMe
       for (const profile of deps.profiles.keys()) {
         const note = deps.clients.health(profile)?.staleNote();
         if (note) detail[`scheduler:${profile}`] = note;
+        // A token without a scope does not make the daemon unready (other profiles work), but is said.
+        const scopes = deps.clients.scopes(profile);
+        if (scopes && (scopes.missing.length > 0 || Object.values(scopes.scopes).includes('unknown'))) {
+          detail[`scopes:${profile}`] = scopes.detail;
+        }
       }
       return reply
         .code(ready ? 200 : 503)

@@ -28,6 +28,10 @@ export const runSchema = named(
     started_at: time.nullable(),
     ended_at: time.nullable(),
     updated_at: time,
+    cancel: z
+      .object({ requested_at: time, by: z.string().nullable() })
+      .nullable()
+      .describe('when a cancel was asked for, and by whom; null when none was'),
     links: z.object({ self: z.string(), jobs: z.string() }),
   }),
   'A run of a pipeline',
@@ -40,4 +44,26 @@ export const runDetailSchema = named(
     steps: z.array(jobSchema).describe('every request of the run, all attempts, in step then attempt order'),
     summary: summarySchema.nullable().describe('one across its steps; null until it has ended, or when off'),
   }),
+);
+
+export const runCancelAnswerSchema = named(
+  'RunCancel',
+  z.object({
+    id: z.string(),
+    state: z.enum(RUN_STATES),
+    message: z.string(),
+    cancel: z.object({ requested_at: time, by: z.string().nullable() }).nullable(),
+    steps: z
+      .array(
+        z.object({
+          step: z.string(),
+          request_id: z.string(),
+          outcome: z.enum(['withdrawn', 'cancel_sent', 'submitting', 'error']),
+          detail: z.string().nullable(),
+        }),
+      )
+      .describe('what this call did to each step that had not ended'),
+    links: z.object({ self: z.string() }),
+  }),
+  'What a cancel of a run did',
 );

@@ -1,14 +1,16 @@
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { getRun, stepRequests } from '../../../db/runs.js';
 import { summaryOfRun } from '../../../db/summaries.js';
-import { jobView, runView, summaryView } from '../../../views/views.js';
+import { assertNever } from '../../../lib/assert-never.js';
+import type { StepCancel } from '../../../pipelines/run-engine.js';
+import { jobView, runLink, runView, summaryView } from '../../../views/views.js';
 import type { ApiDeps } from '../../deps.js';
 import { runsPage } from '../../queries.js';
 import { viewerOf } from '../../scopes.js';
-import { NotFoundApiError } from '../api-errors.js';
+import { ConflictApiError, NotFoundApiError, UnavailableApiError } from '../api-errors.js';
 import { decodeCursor, encodeCursor } from '../cursor.js';
 import { answer, errors, idParams, pageOf } from '../shared-schemas.js';
-import { runDetailSchema, runSchema, runsQuery } from './runs.schema.js';
+import { runCancelAnswerSchema, runDetailSchema, runSchema, runsQuery } from './runs.schema.js';
 import { bearer } from './security.js';
 
 /** `/api/v1/runs`: pipeline runs and their steps. */
@@ -69,4 +71,84 @@ export const runRoutes: FastifyPluginAsyncZod<{ deps: ApiDeps }> = async (app, {
       };
     },
   );
+
+  app.post(
+    '/api/v1/runs/:id/cancel',
+    {
+      config: { scope: 'cancel' },
+      schema: {
+        tags: ['pipelines'],
+        summary: 'Cancel a pipeline run',
+        description: [
+          'Every step not yet ended is withdrawn (not submitted yet, including steps waiting on their dependencies: they are never submitted) or cancelled upstream (submitted); no step is retried after.',
+          'Every step ended at once: the run is `cancelled` (200), and its webhook fires once. Otherwise 202: the run ends `cancelled` when the next polls record its jobs CANCELLED; a step being submitted right now is cancelled as soon as it is (`outcome: submitting`).',
+          'Asking again answers where the cancel stands (200 once it is cancelled, with `cancel` saying when and by whom). A run that ended otherwise: 409 `SCHEDFLOW_ERR_RUN_ENDED` with its `state`. Scope: cancel.',
+        ].join(' '),
+        security: bearer,
+        params: idParams,
+        response: {
+          200: answer('the run is cancelled', runCancelAnswerSchema),
+          202: answer('cancel under way: steps are ending', runCancelAnswerSchema),
+          ...errors(400, 401, 403, 404, 409, 413, 415, 429, 503),
+        },
+      },
+    },
+    async (request, reply) => {
+      if (!deps.pipelines) throw new UnavailableApiError('pipelines not loaded', 5);
+      const id = request.params.id;
+      const who = `API token "${request.apiToken?.name ?? '?'}"`;
+      const outcome = await deps.pipelines.cancelRun(id, { source: 'api', who });
+      switch (outcome.kind) {
+        case 'not_found':
+          throw new NotFoundApiError(`no pipeline run ${id}`);
+        case 'ended':
+          throw new ConflictApiError(
+            'SCHEDFLOW_ERR_RUN_ENDED',
+            `pipeline run ${id} has already ended: ${outcome.run.state}${outcome.run.detail ? ` (${outcome.run.detail})` : ''}`,
+            { extra: { state: outcome.run.state } },
+          );
+        case 'cancelled':
+        case 'cancelling': {
+          const view = runView(outcome.run, viewerOf(request.apiToken));
+          const message =
+            outcome.kind === 'cancelling'
+              ? `cancel under way: ${describeSteps(outcome.steps)}; the run ends cancelled once every step has ended`
+              : outcome.already
+                ? `already cancelled${view.cancel?.by ? ` by ${view.cancel.by}` : ''}${view.ended_at ? ` at ${view.ended_at}` : ''}`
+                : `cancelled${outcome.steps.length ? `: ${describeSteps(outcome.steps)}` : ''}`;
+          return reply.code(outcome.kind === 'cancelling' ? 202 : 200).send({
+            id,
+            state: outcome.run.state,
+            message,
+            cancel: view.cancel,
+            steps: outcome.steps.map((s) => ({
+              step: s.step,
+              request_id: s.requestId,
+              outcome: s.outcome,
+              detail: s.detail,
+            })),
+            links: { self: runLink(id) },
+          });
+        }
+        default:
+          return assertNever(outcome);
+      }
+    },
+  );
 };
+
+/** `2 withdrawn (b, c), 1 cancel sent (a)`. */
+function describeSteps(steps: readonly StepCancel[]): string {
+  if (steps.length === 0) return 'no step left to cancel';
+  const groups = new Map<string, string[]>();
+  for (const s of steps) groups.set(s.outcome, [...(groups.get(s.outcome) ?? []), s.step]);
+  const words: Record<StepCancel['outcome'], string> = {
+    withdrawn: 'withdrawn',
+    cancel_sent: 'cancel sent',
+    submitting: 'being submitted (cancelled once submitted)',
+    error: 'cancel refused, tried again',
+  };
+  return [...groups]
+    .map(([o, names]) => `${names.length} ${words[o as StepCancel['outcome']]} (${names.join(', ')})`)
+    .join(', ');
+}

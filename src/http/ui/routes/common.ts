@@ -11,6 +11,13 @@ const FLASH: Record<string, { text: string; error?: boolean }> = {
   'cancel-ended': { text: 'It had already ended.' },
   'cancel-not_found': { text: 'No such request.', error: true },
   'cancel-error': { text: 'The scheduler did not accept the cancel; the daemon log says why.', error: true },
+  'run-cancelled': { text: 'Run cancelled.' },
+  'run-cancelling': {
+    text: 'Cancel under way: steps not submitted are withdrawn, submitted ones cancelled; the run ends cancelled once they have ended.',
+  },
+  'run-ended': { text: 'The run had already ended.', error: true },
+  'run-not_found': { text: 'No such run.', error: true },
+  'run-cancel-error': { text: 'The cancel did not go through; the daemon log says why.', error: true },
   retried: { text: 'Retried: this is the new request, with the same spec.' },
   'retry-not': { text: 'Only a request that ended without completing can be retried.', error: true },
   triggered: { text: 'Run started.' },

@@ -4,7 +4,7 @@ import type { FastifyInstance } from 'fastify';
 import { getRun, stepRequests } from '../../../db/runs.js';
 import { deadlineMisses, type PipelineRunRow, RUN_STATES, type RunState } from '../../../db/schema.js';
 import { summaryOfRun } from '../../../db/summaries.js';
-import { ConfigError } from '../../../errors.js';
+import { ConfigError, SubmissionRefusedError } from '../../../errors.js';
 import type { PipelineSummary } from '../../../pipelines/pipeline-service.js';
 import type { RunPlan } from '../../../pipelines/run-plan.js';
 import { runView } from '../../../views/views.js';
@@ -110,7 +110,7 @@ ${isAdmin(session) ? triggerForm(session, p) : ''}
       ctx.deps.logger.info({ pipeline: p.name, runId: run.id, by: session.who }, 'pipeline triggered from the web UI');
       return reply.redirect(`${runHref(run.id)}?done=triggered`, 303);
     } catch (error) {
-      if (error instanceof ConfigError) {
+      if (error instanceof ConfigError || error instanceof SubmissionRefusedError) {
         return sendPage(
           reply,
           page({
@@ -164,6 +164,23 @@ ${selectField('state', 'State', ['', ...RUN_STATES], state)}
     return sendPage(reply, page({ title: 'Runs', nav: 'runs', session, body, live: 'all' }));
   });
 
+  app.post<{ Params: { id: string } }>(`${UI_PREFIX}/runs/:id/cancel`, async (request, reply) => {
+    const session = sessionOf(request);
+    if (!isAdmin(session)) return reply.code(403).type('text/plain').send('the admin scope is needed to cancel');
+    const pipelines = ctx.deps.pipelines;
+    if (!pipelines) return reply.code(503).type('text/plain').send('pipelines not loaded yet; try again shortly');
+    const id = request.params.id;
+    let done: string;
+    try {
+      const outcome = await pipelines.cancelRun(id, { source: 'api', who: `web UI (${session.who})` });
+      done = `run-${outcome.kind}`;
+    } catch (error) {
+      ctx.deps.logger.warn({ runId: id, err: error }, 'UI run cancel failed');
+      done = 'run-cancel-error';
+    }
+    return reply.redirect(`${runHref(id)}?done=${done}`, 303);
+  });
+
   app.get<{ Params: { id: string } }>(`${UI_PREFIX}/runs/:id`, async (request, reply) => {
     const session = sessionOf(request);
     const run = getRun(db, request.params.id);
@@ -200,7 +217,15 @@ ${selectField('state', 'State', ['', ...RUN_STATES], state)}
 <dt>Created</dt><dd>${time(v.created_at)}</dd>
 <dt>Started</dt><dd>${time(v.started_at)}</dd>
 <dt>Ended</dt><dd>${time(v.ended_at)}</dd>
-<dt>Run id</dt><dd><code>${v.id}</code></dd></dl></div>
+${v.cancel ? html`<dt>Cancel</dt><dd>asked ${time(v.cancel.requested_at)}${v.cancel.by ? ` by ${v.cancel.by}` : ''}</dd>` : ''}
+<dt>Run id</dt><dd><code>${v.id}</code></dd></dl>${
+      isAdmin(session) && (run.state === 'running' || run.state === 'queued')
+        ? html`<p>${actionButton(session, `${runHref(run.id)}/cancel`, 'Cancel run', {
+            danger: true,
+            confirm: `Cancel this run of ${run.pipeline}? Steps not ended are cancelled, and none is retried.`,
+          })}</p>`
+        : ''
+    }</div>
 <h2>Steps</h2>${dagSvg(nodes)}
 ${jobTable([...steps].reverse())}
 ${

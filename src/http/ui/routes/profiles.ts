@@ -36,9 +36,17 @@ export async function profilePages(app: FastifyInstance, { ctx }: { ctx: UiConte
               ? html`<span class="stale">serving cached answers (${sync.lastPollAgeSec ?? '?'} s old)</span>`
               : html`yes`;
       const rateLimited = /\b429\b|rate.?limit/i.test(sync?.lastPollError ?? '');
+      const scopes = clients.scopes(p.name);
+      // A token without a scope submitting needs: said here, and its submissions are refused at the door.
+      const scopesText = !scopes
+        ? html`<span class="muted">not known until the scheduler answers</span>`
+        : scopes.missing.length
+          ? html`<span class="stale">${scopes.detail}</span>`
+          : html`${scopes.detail}`;
       return html`<section class="panel" aria-labelledby="profile-${p.name}"><h2 id="profile-${p.name}">${p.name}</h2><dl class="facts">
 <dt>Scheduler</dt><dd><code>${p.url}</code> (account ${p.account ?? '—'})</dd>
 <dt>API version</dt><dd>${connected ? clients.get(p.name).version : '—'} <span class="muted">(asked for ${p.version})</span></dd>
+<dt>Token scopes</dt><dd>${scopesText}</dd>
 <dt>Upstream reachable</dt><dd>${reachable}</dd>
 <dt>Last poll</dt><dd>${time(sync?.lastPollAt ?? null)}${
         sincePollMs !== null
