@@ -143,6 +143,21 @@ export const ERROR_CODES = {
     retryable: true,
     what: 'The summary is still being written; apply its suggestion once it is ready.',
   },
+  SCHEDFLOW_ERR_OUTPUT_NOT_YET: {
+    status: 409,
+    retryable: true,
+    what: 'The job has not written this output yet (not submitted, not started, or its path is not known yet); ask again once it runs.',
+  },
+  SCHEDFLOW_ERR_OUTPUT_NOT_FOUND: {
+    status: 404,
+    retryable: false,
+    what: 'The output file is not on the daemon’s host (`path` and `host` say what was tried): read it on the node the job ran on, or write output to a shared file system.',
+  },
+  SCHEDFLOW_ERR_OUTPUT_UNREADABLE: {
+    status: 403,
+    retryable: false,
+    what: 'The daemon may not read the output file (its permissions, or a path inside schedflow’s own folders): `reason` says which.',
+  },
   SCHEDFLOW_ERR_PIPELINE_NOT_SCHEDULED: {
     status: 409,
     retryable: false,
@@ -422,6 +437,19 @@ export class SummaryPendingError extends SchedflowError {
 export class SubmissionRefusedError extends SchedflowError {
   constructor(
     readonly code: 'SCHEDFLOW_ERR_ACCOUNT_MISMATCH' | 'SCHEDFLOW_ERR_PROFILE_SCOPE_MISSING',
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+/** A job's output that cannot be read: not written yet, not on this host, or not readable (the message says which path, where). */
+export class JobOutputUnavailableError extends SchedflowError {
+  constructor(
+    readonly code:
+      | 'SCHEDFLOW_ERR_OUTPUT_NOT_YET'
+      | 'SCHEDFLOW_ERR_OUTPUT_NOT_FOUND'
+      | 'SCHEDFLOW_ERR_OUTPUT_UNREADABLE',
     message: string,
   ) {
     super(message);

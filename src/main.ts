@@ -295,6 +295,7 @@ async function compose(config: DaemonConfig, logger: Logger, lifecycle: Lifecycl
         rateLimitPerMin: config.apiRateLimitPerMin,
         bodyLimitBytes: 1024 * 1024,
         pollCeilingMs: config.pollCeilingMs,
+        protectedDirs: [config.dataDir, config.configDir],
       },
       ui: {
         password: loadUiPassword(config.dataDir, config.uiPassword),

@@ -7,7 +7,13 @@ import { getAccountingJob, history as historyRows } from '../db/accounting.js';
 import { type HistoryDatabase, openDatabase } from '../db/database.js';
 import { getRequest, listRequests, transitionsOf } from '../db/requests.js';
 import { type JobRequestRow, REQUEST_STATES, type RequestState } from '../db/schema.js';
-import { ConfigError, RedisUnavailableError, SubmissionRefusedError, toError } from '../errors.js';
+import {
+  ConfigError,
+  JobOutputUnavailableError,
+  RedisUnavailableError,
+  SubmissionRefusedError,
+  toError,
+} from '../errors.js';
 import { pidAlive } from '../lib/pid-lock.js';
 import { sleep } from '../lib/sleep.js';
 import { withTimeout } from '../lib/with-timeout.js';
@@ -24,6 +30,7 @@ import {
   type SubmitPayload,
 } from '../queue/catalog.js';
 import { redisOptions } from '../redis/redis-server.js';
+import { readJobOutput } from '../requests/job-output.js';
 import { isTerminalRequest } from '../requests/request-state.js';
 import { jobSpecSchema } from '../sched/job-spec.js';
 import { describeSuggestion } from '../summaries/prompt.js';
@@ -41,6 +48,11 @@ interface JobsFlags {
 function daemonAlive(info: DaemonInfo): boolean {
   return pidAlive(info.pid);
 }
+
+/** Bytes of an output file read from its end at most, as the API reads them. */
+const OUTPUT_MAX_BYTES = 1024 * 1024;
+/** Lines `jobs output --tail` may ask for, as the API allows. */
+const MAX_TAIL_LINES = 10_000;
 
 /** How long a command waits for the daemon's Redis before it gives up, nothing queued. */
 const REDIS_CONNECT_TIMEOUT_MS = 3000;
@@ -351,6 +363,8 @@ export function registerJobsCommand(program: Command): void {
           `state     ${row.state}${row.reason ? ` (${row.reason})` : ''}`,
           `job id    ${row.jobId ?? '-'}${row.adopted ? ' (adopted after an interrupted submit)' : ''}`,
           `exit      ${row.exitCode ?? '-'}${row.signal ? ` signal ${row.signal}` : ''}`,
+          `stdout    ${row.stdoutPath ?? '-'}`,
+          `stderr    ${row.stderrPath === null ? '-' : row.stderrPath === row.stdoutPath ? `${row.stderrPath} (with stdout)` : row.stderrPath}`,
           `seen      ${row.lastSeenAt ? `${time(row.lastSeenAt)}, answer ${row.lastSeenAgeSec ?? 0} s old${row.lastSeenStale ? ', stale' : ''}` : '-'}`,
           ...(row.errorMessage ? [`error     ${row.errorMessage}`] : []),
           '',
@@ -435,6 +449,46 @@ export function registerJobsCommand(program: Command): void {
             }
           }
           return;
+      }
+    });
+
+  jobs
+    .command('output')
+    .description("the end of a job's stdout (or stderr), read from the path the scheduler reported")
+    .argument('<request>', 'request id')
+    .option('--stderr', 'the stderr file instead of stdout')
+    .option('--tail <lines>', 'lines from the end (default 100)', parseInteger)
+    .action((id: string, opts: { stderr?: boolean; tail?: number }, cmd: Command) => {
+      const flags = flagsOf(cmd);
+      const history = openHistory(flags.dataDir);
+      try {
+        const row = getRequest(history.db, id);
+        if (!row) throw new ConfigError(`no job request ${id} in the history`);
+        const tailLines = opts.tail ?? 100;
+        if (tailLines < 1 || tailLines > MAX_TAIL_LINES) {
+          throw new ConfigError(`--tail must be 1 to ${MAX_TAIL_LINES} lines`);
+        }
+        const accounting = row.jobId === null ? undefined : getAccountingJob(history.db, row.profile, row.jobId);
+        const output = readJobOutput(row, accounting, opts.stderr ? 'stderr' : 'stdout', {
+          tailLines,
+          maxBytes: OUTPUT_MAX_BYTES,
+          protectedDirs: [resolve(flags.dataDir)],
+        });
+        if (output.kind === 'unavailable') throw new JobOutputUnavailableError(output.code, output.message);
+        if (flags.json) {
+          process.stdout.write(`${JSON.stringify(output)}\n`);
+          return;
+        }
+        if (output.truncated || output.sameFile) {
+          const notes = [
+            ...(output.truncated ? [`the last ${output.lines} lines of ${output.sizeBytes} bytes`] : []),
+            ...(output.sameFile ? ['stderr goes to the stdout file'] : []),
+          ];
+          process.stderr.write(`==> ${output.path} (${notes.join('; ')}) <==\n`);
+        }
+        process.stdout.write(output.text);
+      } finally {
+        history.close();
       }
     });
 

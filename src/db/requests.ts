@@ -196,6 +196,8 @@ const trackedColumns = {
   submittedAt: jobRequests.submittedAt,
   createdAt: jobRequests.createdAt,
   missingSince: jobRequests.missingSince,
+  stdoutPath: jobRequests.stdoutPath,
+  stderrPath: jobRequests.stderrPath,
 };
 export type TrackedRequest = Pick<JobRequestRow, keyof typeof trackedColumns>;
 

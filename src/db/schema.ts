@@ -108,6 +108,14 @@ export const jobRequests = sqliteTable(
     summaryCheckedAt: integer('summary_checked_at'),
     /** The request this one submits again with a summary's suggested change. */
     resubmitOf: text('resubmit_of'),
+    /**
+     * Where the job's stdout and stderr go, expanded (`%j`, `%x`, …) and absolute: as the
+     * scheduler reports them once a record has them, computed from the spec at submission until
+     * then (null when the pattern needs what is not known yet, such as `%N`). stderr is the
+     * stdout file when the spec names none.
+     */
+    stdoutPath: text('stdout_path'),
+    stderrPath: text('stderr_path'),
   },
   (t) => [
     index('job_requests_state').on(t.profile, t.state),

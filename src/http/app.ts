@@ -21,6 +21,7 @@ import { registerJsonBody } from './api/json-body.js';
 import { ApiMetrics } from './api/metrics.js';
 import { healthRoutes } from './api/routes/health.js';
 import { historyRoutes } from './api/routes/history.js';
+import { jobOutputRoutes } from './api/routes/job-output.js';
 import { jobRoutes } from './api/routes/jobs.js';
 import { pipelineRoutes } from './api/routes/pipelines.js';
 import { runRoutes } from './api/routes/runs.js';
@@ -131,6 +132,7 @@ export async function buildApp(deps: ApiDeps): Promise<FastifyInstance> {
 
   await app.register(healthRoutes, { deps, metrics });
   await app.register(jobRoutes, { deps });
+  await app.register(jobOutputRoutes, { deps });
   await app.register(historyRoutes, { deps });
   await app.register(runRoutes, { deps });
   await app.register(pipelineRoutes, { deps });

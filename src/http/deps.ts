@@ -48,4 +48,8 @@ export interface ApiSettings {
   bodyLimitBytes: number;
   /** The poller's longest interval: a profile not polled for twice this is stale. */
   pollCeilingMs: number;
+  /** Job output files inside these folders (schedflow's data and configuration) are never read. @defaultValue [] */
+  protectedDirs?: readonly string[];
+  /** Bytes of a job's output file read from its end at most, whatever the lines asked for. @defaultValue 1 MiB */
+  outputTailMaxBytes?: number;
 }

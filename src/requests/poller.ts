@@ -58,7 +58,9 @@ export interface PollReport {
  * nothing else, and a member it lacks (`undefined`) leaves what the history knows as it is.
  */
 export type JobObservation = Pick<SchedJob, 'state' | 'state_flags'> &
-  Partial<Pick<SchedJob, 'reason' | 'start_time' | 'end_time' | 'exit_code' | 'signal'>>;
+  Partial<
+    Pick<SchedJob, 'reason' | 'start_time' | 'end_time' | 'exit_code' | 'signal' | 'stdout_path' | 'stderr_path'>
+  >;
 
 /**
  * Applies what the scheduler says of a job to its request: state, and the
@@ -78,6 +80,9 @@ export function applyJob(
     ...(job.end_time != null && { endedAt: job.end_time * 1000 }),
     ...(job.exit_code != null && { exitCode: job.exit_code }),
     ...(job.signal != null && { signal: job.signal.id }),
+    // The scheduler's own expansion of the output paths wins over the one computed at submission.
+    // No stderr path means stderr goes to the stdout file.
+    ...(job.stdout_path != null && { stdoutPath: job.stdout_path, stderrPath: job.stderr_path ?? job.stdout_path }),
   };
   const rawState = job.state_flags.join(',');
   const reason = job.reason === undefined ? row.reason : job.reason;

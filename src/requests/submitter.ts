@@ -7,6 +7,7 @@ import type { Logger } from '../logger.js';
 import type { SchedClient } from '../sched/client.js';
 import type { SchedJob } from '../sched/job-model.js';
 import { type JobSpec, jobSpecSchema } from '../sched/job-spec.js';
+import { outputPathsOf } from '../sched/output-paths.js';
 import { SubmitLimitError } from '../sched/sched-errors.js';
 import { jobIdentity } from './job-identity.js';
 import { isTerminalRequest } from './request-state.js';
@@ -149,6 +150,7 @@ export async function submitRequest(deps: SubmitDeps, requestId: string): Promis
             submittedAt: found.submit_time !== null ? found.submit_time * 1000 : Date.now(),
             errorCode: null,
             errorMessage: null,
+            ...outputPathsAtSubmit(client, spec, found.job_id, found),
           },
         });
         return 'submitted';
@@ -169,6 +171,7 @@ export async function submitRequest(deps: SubmitDeps, requestId: string): Promis
         submittedAt: Date.now(),
         errorCode: null,
         errorMessage: null,
+        ...outputPathsAtSubmit(client, spec, result.job_id, null),
       },
     });
     logger.info({ requestId, job_id: result.job_id, adopted: result.adopted }, 'job submitted');
@@ -211,6 +214,26 @@ export async function submitRequest(deps: SubmitDeps, requestId: string): Promis
     }
     throw error;
   }
+}
+
+/**
+ * Where the job's output goes: as the record found reports it, else computed from the spec
+ * (the poller replaces it with the scheduler's own expansion once a full record has it). Only
+ * absolute paths are kept: without a working directory in the spec, where the job runs is the
+ * scheduler's to say.
+ */
+function outputPathsAtSubmit(
+  client: SchedClient,
+  spec: JobSpec,
+  jobId: number,
+  found: Pick<SchedJob, 'stdout_path' | 'stderr_path'> | null,
+): { stdoutPath: string | null; stderrPath: string | null } {
+  if (found?.stdout_path) return { stdoutPath: found.stdout_path, stderrPath: found.stderr_path ?? found.stdout_path };
+  const { auth } = client.profile;
+  const user = auth.type === 'header-pair' ? auth.user : null;
+  const paths = outputPathsOf(spec, { jobId, name: spec.name ?? '', user }, null);
+  const absolute = (path: string | null) => (path?.startsWith('/') ? path : null);
+  return { stdoutPath: absolute(paths.stdout), stderrPath: absolute(paths.stderr) };
 }
 
 /**

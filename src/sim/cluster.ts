@@ -1,5 +1,7 @@
-import { constants } from 'node:os';
-import { join } from 'node:path';
+import { createHash } from 'node:crypto';
+import { lstatSync, mkdirSync } from 'node:fs';
+import { constants, tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
 import type { Logger } from '../logger.js';
 import {
   type Dependency,
@@ -27,6 +29,11 @@ export interface ClusterOptions {
   /** Seconds between SIGTERM and SIGKILL on cancel and time-out (slurm.conf KillWait). */
   killWaitSec: number;
   stateDir: string;
+  /**
+   * Where a job that names no `current_working_directory` runs and writes its `slurm-%j.out`.
+   * @defaultValue a folder of this simulator's own in the temporary folder (see defaultWorkDir)
+   */
+  workDir?: string | undefined;
   firstJobId: number;
   /** Benchmark mode: scripts are not executed; every job runs this long and completes. */
   simulatedRuntimeSec?: number | undefined;
@@ -100,9 +107,15 @@ export class Cluster {
     return join(this.options.stateDir, 'scripts');
   }
 
+  /** Where jobs without a working directory run. */
+  get workDir(): string {
+    return this.options.workDir ?? defaultWorkDir(this.options.stateDir);
+  }
+
   /** Loads the saved job table; jobs that were running when the simulator died become NODE_FAIL. */
   async start(): Promise<void> {
     await this.store.init();
+    ensureWorkDir(this.workDir);
     const saved = this.store.load();
     if (saved) {
       this.nextJobId = Math.max(saved.nextJobId, this.options.firstJobId);
@@ -270,7 +283,7 @@ export class Cluster {
       comment: request.comment ?? '',
       script,
       environment: request.environment ?? [],
-      cwd: request.cwd ?? '/tmp',
+      cwd: request.cwd ?? this.workDir,
       tasks,
       cpusPerTask,
       memoryPerNodeMb: request.memoryPerNodeMb ?? null,
@@ -495,6 +508,7 @@ export class Cluster {
         );
       },
       peakMemoryBytes: () => null,
+      cpuSeconds: () => null,
       startTicks: null,
     };
     this.processes.set(job.jobId, startingProc);
@@ -537,6 +551,12 @@ export class Cluster {
       const ranSec = Date.now() / 1000 - job.startTime;
       const sampled = ranSec >= (this.options.jobAcctGatherFrequencySec ?? 0);
       job.peakMemoryBytes = sampled ? proc.peakMemoryBytes() : null;
+      // The script's CPU time (user, system), as accounting's time.user/system/total give it.
+      const cpu = proc.cpuSeconds();
+      if (cpu !== null) {
+        job.cpuUserSec = cpu.user;
+        job.cpuSystemSec = cpu.system;
+      }
       if (!this.closed) this.finish(job, exit);
     });
   }
@@ -613,4 +633,27 @@ export function signalNumber(signal: NodeJS.Signals): number {
 export function signalName(signal: number): string {
   const found = Object.entries(constants.signals).find(([, n]) => n === signal);
   return found ? found[0].replace(/^SIG/, '') : String(signal);
+}
+
+/**
+ * A simulator's own folder for jobs that name no working directory: one per state dir (two
+ * simulators never share one, and each keeps its folder across restarts), in the temporary
+ * folder rather than the state dir, which may lie in schedflow's data dir, where output is
+ * never read. Two simulators sharing /tmp wrote each other's `slurm-1000.out`.
+ */
+export function defaultWorkDir(stateDir: string): string {
+  const id = createHash('sha256').update(resolve(stateDir)).digest('hex').slice(0, 12);
+  return join(tmpdir(), `schedflow-sim-${id}`);
+}
+
+/** Made owner-only if missing; one that is a link or another user's is refused (a shared /tmp). */
+function ensureWorkDir(dir: string): void {
+  mkdirSync(dir, { recursive: true, mode: 0o700 });
+  const stat = lstatSync(dir);
+  const uid = process.getuid?.();
+  if (!stat.isDirectory() || (uid !== undefined && stat.uid !== uid)) {
+    throw new Error(
+      `the simulator's working folder ${dir} is not a folder of this user: remove it, or set the simulator's workDir`,
+    );
+  }
 }

@@ -18,6 +18,8 @@ export interface RunningProcess {
   signal(sig: NodeJS.Signals): void;
   /** The largest resident memory of the job's processes seen so far, in bytes; null when not measured. */
   peakMemoryBytes(): number | null;
+  /** CPU time of the job's processes so far (sampled); null when not measured. */
+  cpuSeconds(): CpuSeconds | null;
   /** When the leader started (clock ticks since boot, /proc/<pid>/stat): with the pid, its identity. */
   startTicks: number | null;
 }
@@ -53,13 +55,30 @@ function statusKb(status: string, key: 'VmRSS' | 'VmHWM'): number {
   return match ? Number(match[1]) : 0;
 }
 
+/** Linux's USER_HZ: /proc counts CPU time in these ticks (100 a second on every architecture Node runs on). */
+const CLOCK_TICKS_PER_SEC = 100;
+
+/** CPU seconds of the script's processes: user and system. */
+export interface CpuSeconds {
+  user: number;
+  system: number;
+}
+
+/** One look at a process group's members in /proc; null when no member is left (or not Linux). */
+interface GroupSample {
+  /** Resident bytes, as jobacct_gather/linux counts a task's: the RSS of its processes summed. */
+  memoryBytes: number;
+  /** Each member's own CPU ticks (utime, stime), keyed by pid and start time (pids are reused). */
+  own: Map<string, [number, number]>;
+  /** The leader's own ticks plus those of the children it has reaped (cutime, cstime). */
+  leader: [number, number] | null;
+}
+
 /**
- * Resident bytes of a process group, as jobacct_gather/linux counts a task's: the RSS of its
- * processes summed. A member's own high-water mark (VmHWM) exceeds that sum when it peaked
- * between samples, so the larger of the two is taken. Null when no member is left, or there is
- * no /proc to read (not Linux).
+ * A process group's members as /proc shows them. A member's own high-water mark (VmHWM) exceeds
+ * the RSS sum when it peaked between samples, so the larger of the two is its memory.
  */
-function groupMemoryBytes(pgid: number): number | null {
+function sampleGroup(pgid: number): GroupSample | null {
   let entries: string[];
   try {
     entries = readdirSync('/proc');
@@ -69,27 +88,51 @@ function groupMemoryBytes(pgid: number): number | null {
   let rssKb = 0;
   let hwmKb = 0;
   let found = false;
+  const own = new Map<string, [number, number]>();
+  let leader: [number, number] | null = null;
   for (const entry of entries) {
     if (!/^\d+$/.test(entry)) continue;
     try {
-      if (Number(procStat(entry)[2]) !== pgid) continue;
+      const stat = procStat(entry);
+      if (Number(stat[2]) !== pgid) continue;
       const status = readFileSync(`/proc/${entry}/status`, 'utf8');
       rssKb += statusKb(status, 'VmRSS');
       hwmKb = Math.max(hwmKb, statusKb(status, 'VmHWM'));
+      // Fields 14-17 of /proc/<pid>/stat: utime, stime, cutime, cstime.
+      const [utime, stime, cutime, cstime] = [11, 12, 13, 14].map((i) => Number(stat[i]) || 0) as [
+        number,
+        number,
+        number,
+        number,
+      ];
+      own.set(`${entry}:${stat[19]}`, [utime, stime]);
+      if (Number(entry) === pgid) leader = [utime + cutime, stime + cstime];
       found = true;
     } catch {
       // The process ended between listing and reading.
     }
   }
-  return found ? Math.max(rssKb, hwmKb) * 1024 : null;
+  return found ? { memoryBytes: Math.max(rssKb, hwmKb) * 1024, own, leader } : null;
 }
 
-/** Samples a process group's memory until stopped, keeping the peak; one last sample on stop. */
-function memorySampler(pgid: number): { peak(): number | null; stop(): void } {
+/**
+ * Samples a process group until stopped, keeping the peak memory and each member's last CPU
+ * ticks (as jobacct_gather/linux does, by sampling); one last sample on stop. CPU time is a
+ * lower bound: what a member used after its last sample is not seen, so of the sum of members'
+ * own times and the leader's own and reaped children's (each a lower bound), the larger.
+ */
+function usageSampler(pgid: number): { peak(): number | null; cpu(): CpuSeconds | null; stop(): void } {
   let peak: number | null = null;
+  const own = new Map<string, [number, number]>();
+  let leader: [number, number] = [0, 0];
+  let seen = false;
   const sample = () => {
-    const bytes = groupMemoryBytes(pgid);
-    if (bytes !== null) peak = Math.max(peak ?? 0, bytes);
+    const s = sampleGroup(pgid);
+    if (s === null) return;
+    seen = true;
+    peak = Math.max(peak ?? 0, s.memoryBytes);
+    for (const [key, ticks] of s.own) own.set(key, ticks);
+    if (s.leader) leader = s.leader;
   };
   // A first sample at once: a script that ends within the first interval still gets a (lower-bound) figure.
   sample();
@@ -98,6 +141,18 @@ function memorySampler(pgid: number): { peak(): number | null; stop(): void } {
   timer.unref();
   return {
     peak: () => peak,
+    cpu() {
+      if (!seen) return null;
+      let user = 0;
+      let system = 0;
+      for (const [u, sys] of own.values()) {
+        user += u;
+        system += sys;
+      }
+      const [leaderUser, leaderSystem] = leader;
+      const [u, sys] = leaderUser + leaderSystem > user + system ? [leaderUser, leaderSystem] : [user, system];
+      return { user: u / CLOCK_TICKS_PER_SEC, system: sys / CLOCK_TICKS_PER_SEC };
+    },
     stop() {
       clearInterval(timer);
       // The script itself is reaped by now; children it left running in its group still count.
@@ -199,7 +254,7 @@ export async function startJobProcess(job: SimJob, options: StartOptions): Promi
     if (stderrFd !== stdoutFd) closeSync(stderrFd);
   }
 
-  const sampler = child.pid === undefined ? null : memorySampler(child.pid);
+  const sampler = child.pid === undefined ? null : usageSampler(child.pid);
   const done = new Promise<ProcessExit>((resolveExit) => {
     child.once('error', (error) => {
       sampler?.stop();
@@ -234,6 +289,7 @@ export async function startJobProcess(job: SimJob, options: StartOptions): Promi
       }
     },
     peakMemoryBytes: () => sampler?.peak() ?? null,
+    cpuSeconds: () => sampler?.cpu() ?? null,
     startTicks: child.pid === undefined ? null : processStartTicks(child.pid),
   };
 }
@@ -259,7 +315,14 @@ export function killOrphan(pid: number, startTicks: number | undefined, scriptDi
 
 /** A job whose script never started: it has already ended, as given. */
 function exitedProcess(exit: ProcessExit): RunningProcess {
-  return { pid: -1, done: Promise.resolve(exit), signal() {}, peakMemoryBytes: () => null, startTicks: null };
+  return {
+    pid: -1,
+    done: Promise.resolve(exit),
+    signal() {},
+    peakMemoryBytes: () => null,
+    cpuSeconds: () => null,
+    startTicks: null,
+  };
 }
 
 /**
@@ -280,6 +343,7 @@ export function simulatedProcess(runtimeMs: number): RunningProcess {
       finish({ exitCode: null, signal: sig });
     },
     peakMemoryBytes: () => null,
+    cpuSeconds: () => null,
     startTicks: null,
   };
 }

@@ -62,6 +62,8 @@ export const simConfigSchema = z.object({
   /** JSON file mapping bearer tokens to user, account and scopes. */
   tokensFile: z.string().optional(),
   stateDir: z.string().default('./data/sim'),
+  /** Where jobs that name no current_working_directory run; default: a folder of this simulator's own under the temporary folder. */
+  workDir: z.string().optional(),
   clusterName: z.string().default('sim'),
   nodeName: z.string().default('sim-node1'),
   cpus: z.number().int().positive().default(4),
@@ -147,6 +149,7 @@ export function readSimConfigFile(path: string): SimConfigInput {
   const base = dirname(path);
   if (input.tokensFile && !isAbsolute(input.tokensFile)) input.tokensFile = resolve(base, input.tokensFile);
   if (input.stateDir && !isAbsolute(input.stateDir)) input.stateDir = resolve(base, input.stateDir);
+  if (input.workDir && !isAbsolute(input.workDir)) input.workDir = resolve(base, input.workDir);
   if (input.llm?.keysFile && !isAbsolute(input.llm.keysFile)) {
     input.llm = { ...input.llm, keysFile: resolve(base, input.llm.keysFile) };
   }

@@ -1,3 +1,5 @@
+import { expandOutputPattern as expandStdioPattern } from '../sched/output-paths.js';
+
 /**
  * The simulator's own record of a job: what slurmctld and slurmdbd would know.
  * It is version-neutral; `render/` turns it into each data parser's JSON.
@@ -81,26 +83,8 @@ export function isTerminal(job: Pick<SimJob, 'state'>): boolean {
   return TERMINAL_STATES.has(job.state);
 }
 
-/** Expands the sbatch filename patterns Slurm documents for --output (a useful subset). */
+/** Expands the sbatch filename patterns (`%j`, `%x`, `%4a`, ...) as slurmstepd does for the batch step. */
 export function expandOutputPattern(pattern: string, job: SimJob, nodeName: string): string {
-  return pattern.replace(/%(%|j|J|x|u|N|A|a)/g, (_match, key: string) => {
-    switch (key) {
-      case '%':
-        return '%';
-      case 'j':
-      case 'J':
-      case 'A':
-        return String(job.jobId);
-      case 'a':
-        return '4294967294';
-      case 'x':
-        return job.name;
-      case 'u':
-        return job.user;
-      case 'N':
-        return nodeName;
-      default:
-        return key;
-    }
-  });
+  // The simulator knows every field: its jobs run on its one node, as their own user.
+  return expandStdioPattern(pattern, { jobId: job.jobId, name: job.name, user: job.user, node: nodeName }) ?? pattern;
 }

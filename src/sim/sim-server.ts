@@ -75,6 +75,7 @@ export class SimServer {
       minJobAgeSec: config.minJobAgeSec,
       killWaitSec: config.killWaitSec,
       stateDir: resolve(config.stateDir),
+      workDir: config.workDir === undefined ? undefined : resolve(config.workDir),
       firstJobId: config.firstJobId,
       simulatedRuntimeSec: config.simulatedRuntimeSec,
       jobAcctGatherFrequencySec: config.jobAcctGatherFrequencySec,

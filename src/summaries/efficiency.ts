@@ -34,8 +34,8 @@ export function cpuEfficiency(input: Pick<EfficiencyInput, 'elapsedSec' | 'cpus'
   if (cpus === null || cpus <= 0) return { known: false, why: 'the allocated CPU count is not recorded' };
   if (cpuTimeSec === null) return { known: false, why: 'CPU time is not recorded in accounting' };
   if (elapsedSec <= 0) return { known: false, why: 'the job ran for less than a second' };
-  // Slurm reports 0 when nothing gathered the job's usage (JobAcctGatherType=none, or this
-  // project's simulator): a job that ran for a while with exactly zero CPU seconds is not a
+  // Slurm reports 0 when nothing gathered the job's usage (JobAcctGatherType=none, or a
+  // simulator job that ended before its first sample): a job that ran for a while with exactly zero CPU seconds is not a
   // measurement one can trust, so it is reported as unknown rather than as 0 %.
   if (cpuTimeSec === 0) {
     return { known: false, why: 'accounting reports 0 CPU seconds, which means CPU time was not measured' };

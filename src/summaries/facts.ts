@@ -111,6 +111,7 @@ export function jobFacts(
           options.outputTailBytes,
           row.startedAt !== null ? row.startedAt - OUTPUT_CLOCK_SLACK_MS : null,
           options.protectedDirs,
+          { stdout: row.stdoutPath ?? null, stderr: row.stderrPath ?? null },
         )
       : [];
   return {

@@ -1,5 +1,6 @@
-import { closeSync, fstatSync, openSync, readSync, realpathSync } from 'node:fs';
-import { isAbsolute, resolve, sep } from 'node:path';
+import { assertNever } from '../lib/assert-never.js';
+import { readFileTail } from '../lib/file-tail.js';
+import { expandOutputPattern as expandPattern, type OutputSpec, outputPathsOf } from '../sched/output-paths.js';
 
 /** The end of one output file as a prompt shows it, or why it is not there. */
 export interface OutputTail {
@@ -13,34 +14,12 @@ export interface OutputTail {
   note: string | null;
 }
 
-/** Expands Slurm's filename pattern (`%j`, `%x`, `%u`, `%N`, `%%`); null when it uses one schedflow cannot know (`%A`, `%a`, ...). */
+/** Expands Slurm's filename pattern for a job that is not an array task; null when it uses a field not known (`%N` before the job ran, `%u` without a user). */
 export function expandOutputPattern(
   pattern: string,
   job: { jobId: number; name: string; user: string | null; node: string | null },
 ): string | null {
-  let unknown = false;
-  const out = pattern.replace(/%(%|[A-Za-z])/g, (_match, c: string) => {
-    switch (c) {
-      case '%':
-        return '%';
-      case 'j':
-        return String(job.jobId);
-      case 'x':
-        return job.name;
-      case 'u':
-        if (job.user) return job.user;
-        unknown = true;
-        return '';
-      case 'N':
-        if (job.node) return job.node;
-        unknown = true;
-        return '';
-      default:
-        unknown = true;
-        return '';
-    }
-  });
-  return unknown ? null : out;
+  return expandPattern(pattern, job);
 }
 
 /** Control characters other than newline and tab, and terminal escape sequences, which mean nothing in a prompt. */
@@ -52,29 +31,6 @@ function printable(text: string): string {
       // biome-ignore lint/suspicious/noControlCharactersInRegex: as above
       .replace(/[\u0000-\u0008\u000b-\u001f\u007f]/g, '')
   );
-}
-
-/** True when `path` is `dir` or inside it (both already resolved). */
-function isInside(path: string, dir: string): boolean {
-  return path === dir || path.startsWith(dir.endsWith(sep) ? dir : `${dir}${sep}`);
-}
-
-/** More than this share of control bytes (or any NUL) makes a tail binary: not output worth a prompt. */
-const BINARY_SHARE = 0.1;
-
-function looksBinary(bytes: Buffer): boolean {
-  if (bytes.includes(0)) return true;
-  let control = 0;
-  for (const b of bytes) if (b < 0x09 || (b > 0x0d && b < 0x20)) control++;
-  return bytes.length > 0 && control / bytes.length > BINARY_SHARE;
-}
-
-function realOrSelf(path: string): string {
-  try {
-    return realpathSync(path);
-  } catch {
-    return path;
-  }
 }
 
 /**
@@ -92,100 +48,66 @@ export function readTail(
   notBeforeMs: number | null,
   protectedDirs: readonly string[] = [],
 ): OutputTail {
-  const real = realOrSelf(path);
-  if (protectedDirs.some((dir) => isInside(real, realOrSelf(dir)))) {
-    return { label, path, text: null, sizeBytes: null, note: "inside schedflow's own folders: not read" };
-  }
-  let fd: number;
-  try {
-    fd = openSync(real, 'r');
-  } catch (error) {
-    const code = (error as NodeJS.ErrnoException).code;
-    const note =
-      code === 'ENOENT'
-        ? 'not found from the machine schedflow runs on (not on a shared file system, or removed)'
-        : code === 'EACCES'
-          ? 'schedflow may not read it'
-          : `cannot be read (${code ?? (error as Error).message})`;
-    return { label, path, text: null, sizeBytes: null, note };
-  }
-  try {
-    const stat = fstatSync(fd);
-    if (!stat.isFile()) return { label, path, text: null, sizeBytes: null, note: 'not a regular file' };
-    if (notBeforeMs !== null && stat.mtimeMs < notBeforeMs) {
-      return {
-        label,
-        path,
-        text: null,
-        sizeBytes: stat.size,
-        note: 'last written before the job started: not its output',
-      };
-    }
-    const length = Math.min(maxBytes, stat.size);
-    const buffer = Buffer.alloc(length);
-    const read = length > 0 ? readSync(fd, buffer, 0, length, stat.size - length) : 0;
-    if (looksBinary(buffer.subarray(0, read))) {
-      return { label, path, text: null, sizeBytes: stat.size, note: 'binary, not text output: left out' };
-    }
-    let text = buffer.subarray(0, read).toString('utf8');
-    // Cut inside the file: the first line is partial (and maybe half a character); drop it.
-    if (length < stat.size) {
-      const newline = text.indexOf('\n');
-      text = newline >= 0 ? text.slice(newline + 1) : text;
-    }
-    return { label, path, text: printable(text), sizeBytes: stat.size, note: null };
-  } finally {
-    closeSync(fd);
+  const tail = readFileTail(path, { maxBytes, notBeforeMs, protectedDirs });
+  const none = (note: string, sizeBytes: number | null = null): OutputTail => ({
+    label,
+    path,
+    text: null,
+    sizeBytes,
+    note,
+  });
+  switch (tail.kind) {
+    case 'ok':
+      if (tail.binary) return none('binary, not text output: left out', tail.sizeBytes);
+      return { label, path, text: printable(tail.text), sizeBytes: tail.sizeBytes, note: null };
+    case 'protected':
+      return none("inside schedflow's own folders: not read");
+    case 'missing':
+      return none('not found from the machine schedflow runs on (not on a shared file system, or removed)');
+    case 'forbidden':
+      return none('schedflow may not read it');
+    case 'not-a-file':
+      return none('not a regular file');
+    case 'older':
+      return none('last written before the job started: not its output', tail.sizeBytes);
+    case 'error':
+      return none(`cannot be read (${tail.code})`);
+    default:
+      return assertNever(tail);
   }
 }
 
 /**
- * The tails of a job's output files, from its spec (`standard_output`,
- * `standard_error`, default `slurm-%j.out`) resolved against its working
- * directory (/tmp when it names none, where the simulator and slurmstepd fall back to).
+ * The tails of a job's output files: the paths the history holds (the scheduler's, or computed
+ * when it submitted the job), else computed here from its spec (`standard_output`,
+ * `standard_error`, default `slurm-%j.out`) against its working directory (/tmp when it names
+ * none, where slurmstepd falls back to).
  */
 export function outputTails(
-  spec: { standard_output?: unknown; standard_error?: unknown; current_working_directory?: unknown },
+  spec: OutputSpec,
   job: { jobId: number; name: string; user: string | null; node: string | null },
   maxBytes: number,
   notBeforeMs: number | null,
   protectedDirs: readonly string[] = [],
+  stored: { stdout: string | null; stderr: string | null } | null = null,
 ): OutputTail[] {
-  const cwd = typeof spec.current_working_directory === 'string' ? spec.current_working_directory : '/tmp';
-  const resolvePath = (pattern: string): string | null => {
-    const expanded = expandOutputPattern(pattern, job);
-    if (expanded === null) return null;
-    return isAbsolute(expanded) ? expanded : resolve(cwd, expanded);
-  };
-  const stdoutPattern = typeof spec.standard_output === 'string' ? spec.standard_output : 'slurm-%j.out';
-  const stderrPattern = typeof spec.standard_error === 'string' ? spec.standard_error : null;
-  const stdout = resolvePath(stdoutPattern);
-  const stderr = stderrPattern ? resolvePath(stderrPattern) : stdout;
-  const tails: OutputTail[] = [];
-  if (stdout === null) {
-    tails.push({
-      label: 'stdout',
-      path: stdoutPattern,
-      text: null,
-      sizeBytes: null,
-      note: 'its name pattern uses fields schedflow does not know',
-    });
-  } else if (stderr === stdout) {
-    tails.push(readTail(stdout, 'output', maxBytes, notBeforeMs, protectedDirs));
-    return tails;
-  } else {
-    tails.push(readTail(stdout, 'stdout', maxBytes, notBeforeMs, protectedDirs));
-  }
-  if (stderr === null) {
-    tails.push({
-      label: 'stderr',
-      path: stderrPattern ?? '',
-      text: null,
-      sizeBytes: null,
-      note: 'its name pattern uses fields schedflow does not know',
-    });
-  } else {
-    tails.push(readTail(stderr, 'stderr', maxBytes, notBeforeMs, protectedDirs));
-  }
-  return tails;
+  const paths = stored?.stdout ? stored : outputPathsOf(spec, job, '/tmp');
+  const stdout = paths.stdout;
+  const stderr = paths.stderr;
+  const unknown = (label: OutputTail['label'], pattern: unknown): OutputTail => ({
+    label,
+    path: typeof pattern === 'string' ? pattern : 'slurm-%j.out',
+    text: null,
+    sizeBytes: null,
+    note: 'its name pattern uses fields schedflow does not know',
+  });
+  if (stdout !== null && stderr === stdout) return [readTail(stdout, 'output', maxBytes, notBeforeMs, protectedDirs)];
+  return [
+    stdout === null
+      ? unknown('stdout', spec.standard_output)
+      : readTail(stdout, 'stdout', maxBytes, notBeforeMs, protectedDirs),
+    stderr === null
+      ? unknown('stderr', spec.standard_error)
+      : readTail(stderr, 'stderr', maxBytes, notBeforeMs, protectedDirs),
+  ];
 }

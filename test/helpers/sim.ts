@@ -91,6 +91,8 @@ export async function startSim(
   const base: SimConfigInput = {
     port: 0,
     stateDir,
+    // Jobs without a working directory write here, removed with the rest.
+    workDir,
     cpus: 2,
     killWaitSec: 1,
     cacheTtlSec: { jobs: 2, job: 2, jobsState: 2, ping: 2, partitions: 2, nodes: 2, dbJobs: 2, dbJob: 2 },

@@ -215,6 +215,8 @@ function requestRow(over: Partial<JobRequestRow> = {}): JobRequestRow {
     summarize: null,
     summaryCheckedAt: null,
     resubmitOf: null,
+    stdoutPath: null,
+    stderrPath: null,
     ...over,
   };
 }
@@ -331,7 +333,9 @@ describe('prompt building', () => {
     expect(f.outputs).toEqual([
       expect.objectContaining({ text: null, note: expect.stringContaining('before the job started') }),
     ]);
-    expect(expandOutputPattern('%x_%j_%%_%A.out', { jobId: 1, name: 'n', user: null, node: null })).toBeNull();
+    // %A of a job that is no array task is its own id, as Slurm expands it; %N before it ran is not known.
+    expect(expandOutputPattern('%x_%j_%%_%A.out', { jobId: 1, name: 'n', user: null, node: null })).toBe('n_1_%_1.out');
+    expect(expandOutputPattern('%x_%N.out', { jobId: 1, name: 'n', user: null, node: null })).toBeNull();
     expect(expandOutputPattern('%u/%x.%j.%N', { jobId: 1, name: 'n', user: 'al', node: 'c1' })).toBe('al/n.1.c1');
   });
 });

@@ -48,6 +48,15 @@ export const errorBodySchema = named(
         .describe("the scheduler's answer, when it refused or could not be reached"),
       state: z.string().optional().describe('the state of the resource, when it conflicts'),
       checks: z.record(z.string(), z.string()).optional().describe('readiness checks that failed'),
+      output: z
+        .object({
+          stream: z.enum(['stdout', 'stderr']),
+          path: z.string().nullable().describe('the path tried (null: not known yet)'),
+          host: z.string().describe("the daemon's host, where it was tried"),
+          reason: z.string().describe('not_submitted, not_started, not_on_this_host, no_permission, …'),
+        })
+        .optional()
+        .describe("a job's output that cannot be read: what was tried, where, and why"),
     }),
   }),
   'Every error answer: a code, a message, and what else helps',

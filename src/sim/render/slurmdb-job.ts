@@ -107,9 +107,10 @@ export function renderSlurmdbJob(job: SimJob, ctx: RenderContext, nowSec: number
       start: job.unplaceable ? UNPLACED_START : job.startTime,
       submission: job.submitTime,
       limit,
-      system,
-      user,
-      total,
+      // Real slurmdbd 25.11 leaves the job's own CPU times at 0: its steps have them (captures).
+      system: cpuTime(0),
+      user: cpuTime(0),
+      total: cpuTime(0),
     },
     // slurmdbd records a cancelled job's end when slurmctld accepts the cancel, before its batch
     // step is killed: the job's exit code stays 0 (the step's tells how it ended).

@@ -167,6 +167,12 @@ describe('admin web UI', () => {
     const row = await td.waitForState(id, 'completed');
     await expect(page.getByText(String(row.jobId), { exact: true }).first().isVisible()).resolves.toBe(true);
     await page.locator('pre.output', { hasText: 'watched' }).waitFor({ timeout: 10_000 });
+    // Where its output went, as the scheduler expanded slurm-%j.out; stderr goes there too.
+    await page.goto(`${base}/jobs/${id}`);
+    const facts = page.locator('dl.facts').first();
+    await expect(facts.getByText(`${row.stdoutPath}`, { exact: true }).isVisible()).resolves.toBe(true);
+    expect(row.stdoutPath).toMatch(new RegExp(`/slurm-${row.jobId}\\.out$`));
+    await expect(facts.getByText('with stdout', { exact: true }).isVisible()).resolves.toBe(true);
     // Times are shown in the viewer's zone, with UTC on hover.
     const title = await page.locator('main time').first().getAttribute('title');
     expect(title).toMatch(/UTC$/);

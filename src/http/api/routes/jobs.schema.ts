@@ -128,10 +128,26 @@ export const freshnessSchema = z
   })
   .describe("how current the state is: the profile's last poll and the job's last sighting");
 
+export const outputPathsSchema = z
+  .object({
+    stdout: z.string().nullable().describe('absolute path of the stdout file; null while not known'),
+    stderr: z
+      .string()
+      .nullable()
+      .describe('absolute path of the stderr file: the stdout file when the spec names none'),
+    links: z
+      .object({ stdout: z.string(), stderr: z.string() })
+      .describe("their ends, when the daemon's host can read them"),
+  })
+  .describe(
+    "where the job's output goes, Slurm's patterns (%j, %x, %A_%a, …) expanded: as the scheduler reports it, or computed from the spec until it does",
+  );
+
 export const jobDetailSchema = named(
   'JobDetail',
   jobSchema.extend({
     spec: z.record(z.string(), z.unknown()),
+    output: outputPathsSchema,
     transitions: z.array(transitionSchema),
     deduplicated: deduplicatedSchema,
     freshness: freshnessSchema,

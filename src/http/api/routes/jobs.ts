@@ -147,6 +147,11 @@ export const jobRoutes: FastifyPluginAsyncZod<{ deps: ApiDeps }> = async (app, {
       return {
         ...jobView(row, viewerOf(request.apiToken)),
         spec: row.spec as Record<string, unknown>,
+        output: {
+          stdout: row.stdoutPath,
+          stderr: row.stderrPath,
+          links: { stdout: `${jobLink(row.id)}/output`, stderr: `${jobLink(row.id)}/output?stream=stderr` },
+        },
         transitions: transitionsOf(db, row.id).map(transitionView),
         deduplicated: replaysOf(db, row.id).map(deduplicatedView),
         freshness: freshnessView(row, getProfileSync(db, row.profile), deps.settings.pollCeilingMs),

@@ -255,6 +255,14 @@ function jobDetail(ctx: UiContext, row: JobRequestRow, admin: import('../session
 <dt>Started</dt><dd>${time(v.started_at)}</dd>
 <dt>Ended</dt><dd>${time(v.ended_at)}</dd>
 <dt>Exit code</dt><dd>${v.exit_code ?? '—'}${v.signal !== null ? ` (signal ${v.signal})` : ''}</dd>
+<dt>Stdout</dt><dd>${row.stdoutPath ? html`<code>${row.stdoutPath}</code>` : '—'}</dd>
+<dt>Stderr</dt><dd>${
+    row.stderrPath === null
+      ? '—'
+      : row.stderrPath === row.stdoutPath
+        ? html`<span class="muted">with stdout</span>`
+        : html`<code>${row.stderrPath}</code>`
+  }</dd>
 ${v.error ? html`<dt>Error</dt><dd>${v.error.code ?? ''} ${v.error.message}</dd>` : ''}
 ${row.resubmitOf ? html`<dt>Resubmits</dt><dd><a href="${jobHref(row.resubmitOf)}">${row.resubmitOf}</a></dd>` : ''}
 <dt>Request id</dt><dd><code>${v.id}</code></dd></dl>`;
@@ -310,6 +318,7 @@ function outputPanel(ctx: UiContext, row: JobRequestRow, user: string | null, no
     ctx.settings.outputTailBytes ?? 8192,
     since - 60_000,
     ctx.settings.protectedDirs,
+    { stdout: row.stdoutPath, stderr: row.stderrPath },
   );
   // The job's own environment values (tokens, passwords) are masked, as in summaries.
   const env = spec.environment;

@@ -1,0 +1,40 @@
+import { z } from 'zod';
+import { named, time } from '../shared-schemas.js';
+
+/** Schemas of the job output route (job-output.ts). */
+
+/** Lines a tail may ask for: enough for a log's end, bounded so one answer stays small. */
+export const MAX_TAIL_LINES = 10_000;
+
+export const jobOutputQuery = z.strictObject({
+  stream: z.enum(['stdout', 'stderr']).default('stdout').describe('which file: stdout (default) or stderr'),
+  tail: z.coerce
+    .number()
+    .int()
+    .min(1)
+    .max(MAX_TAIL_LINES)
+    .default(100)
+    .describe(
+      `lines from the end, 1 to ${MAX_TAIL_LINES} (default 100); at most 1 MiB is read from the end whatever the lines`,
+    ),
+});
+
+export const jobOutputSchema = named(
+  'JobOutput',
+  z.object({
+    id: z.string().describe('the request id'),
+    job_id: z.number().int(),
+    stream: z.enum(['stdout', 'stderr']),
+    path: z.string().describe("the file read, as the scheduler reported it (or computed from the spec's pattern)"),
+    host: z.string().describe("the daemon's host, where it was read"),
+    same_file: z.boolean().describe('stderr asked for, and the job writes it to its stdout file (its spec names none)'),
+    size_bytes: z.number().int().describe("the file's whole size"),
+    modified_at: time,
+    lines: z.number().int().describe('lines in `text`'),
+    truncated: z.boolean().describe('earlier lines were left out'),
+    text: z
+      .string()
+      .describe("the file's last lines; values of the job's own environment variables are masked, as on the UI"),
+  }),
+  "The end of a job's stdout or stderr",
+);

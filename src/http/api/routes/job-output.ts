@@ -1,0 +1,89 @@
+import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
+import { getAccountingJob } from '../../../db/accounting.js';
+import { getRequest } from '../../../db/requests.js';
+import type { ErrorCode } from '../../../errors.js';
+import { readJobOutput } from '../../../requests/job-output.js';
+import { Redactor } from '../../../summaries/redact.js';
+import type { ApiDeps } from '../../deps.js';
+import { ApiError, NotFoundApiError } from '../api-errors.js';
+import { answer, errors, idParams } from '../shared-schemas.js';
+import { jobOutputQuery, jobOutputSchema } from './job-output.schema.js';
+import { bearer } from './security.js';
+
+/** Bytes read from the end of an output file at most, whatever the lines asked for. */
+const DEFAULT_MAX_BYTES = 1024 * 1024;
+/** When to ask again for output not written yet: about a poll cycle. */
+const NOT_YET_RETRY_AFTER_SEC = 10;
+
+/** A job output that cannot be read: its code says why (404, 403, 409), `output` what was tried and where. */
+class OutputUnavailableApiError extends ApiError {
+  constructor(
+    readonly code: ErrorCode,
+    message: string,
+    output: Record<string, unknown>,
+  ) {
+    super(message);
+    this.extra.output = output;
+    if (code === 'SCHEDFLOW_ERR_OUTPUT_NOT_YET') this.headers['retry-after'] = String(NOT_YET_RETRY_AFTER_SEC);
+  }
+}
+
+/** `GET /api/v1/jobs/{id}/output`: the end of a job's stdout or stderr, when the daemon's host can read it. */
+export const jobOutputRoutes: FastifyPluginAsyncZod<{ deps: ApiDeps }> = async (app, { deps }) => {
+  const { db } = deps;
+  app.get(
+    '/api/v1/jobs/:id/output',
+    {
+      config: { scope: 'read' },
+      schema: {
+        tags: ['jobs'],
+        summary: "Read the end of a job's output",
+        description: [
+          "The last `tail` lines of the job's stdout or stderr file, read on the daemon's host from the path the scheduler reported (at most 1 MiB from the end, however large the file).",
+          'Not written yet (not submitted, not started): 409 `SCHEDFLOW_ERR_OUTPUT_NOT_YET` with Retry-After.',
+          "Not on this host (the file may exist only on the job's node) or never written: 404 `SCHEDFLOW_ERR_OUTPUT_NOT_FOUND`.",
+          "No permission, or a path inside schedflow's own folders: 403 `SCHEDFLOW_ERR_OUTPUT_UNREADABLE`.",
+          'Each of those says in `error.output` the path tried, the host and the reason. Scope: read.',
+        ].join(' '),
+        security: bearer,
+        params: idParams,
+        querystring: jobOutputQuery,
+        response: { 200: answer('the end of the file', jobOutputSchema), ...errors(400, 401, 403, 404, 409, 429) },
+      },
+    },
+    async (request) => {
+      const row = getRequest(db, request.params.id);
+      if (!row) throw new NotFoundApiError(`no job request ${request.params.id}`);
+      const accounting = row.jobId === null ? undefined : getAccountingJob(db, row.profile, row.jobId);
+      const output = readJobOutput(row, accounting, request.query.stream, {
+        tailLines: request.query.tail,
+        maxBytes: deps.settings.outputTailMaxBytes ?? DEFAULT_MAX_BYTES,
+        protectedDirs: deps.settings.protectedDirs ?? [],
+      });
+      if (output.kind === 'unavailable') {
+        throw new OutputUnavailableApiError(output.code, output.message, {
+          stream: output.stream,
+          path: output.path,
+          host: output.host,
+          reason: output.reason,
+        });
+      }
+      // The job's own environment values (tokens, passwords) are masked, as on the UI's job page.
+      const env = (row.spec as { environment?: unknown }).environment;
+      const environment = Array.isArray(env) ? env.filter((e): e is string => typeof e === 'string') : [];
+      return {
+        id: row.id,
+        job_id: row.jobId as number,
+        stream: output.stream,
+        path: output.path,
+        host: output.host,
+        same_file: output.sameFile,
+        size_bytes: output.sizeBytes,
+        modified_at: new Date(output.modifiedAt).toISOString(),
+        lines: output.lines,
+        truncated: output.truncated,
+        text: new Redactor({ environment }).redact(output.text),
+      };
+    },
+  );
+};
