@@ -127,7 +127,7 @@ function privateRedisPid(root: string): number | undefined {
 }
 
 /** Reads the daemon's history the way `schedflow jobs` does: read-only, opened for this one read. */
-function readHistory<T>(dataDir: string, read: (db: Db) => T): T {
+export function readHistory<T>(dataDir: string, read: (db: Db) => T): T {
   const history = openDatabase(join(dataDir, 'history.sqlite'), { readonly: true });
   try {
     return read(history.db);

@@ -1,10 +1,12 @@
 import { mkdirSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { listRequests } from '../../../src/db/requests.js';
 import type { JobRequestRow, JobTransitionRow } from '../../../src/db/schema.js';
 import { cleanEnv, runCli, spawnDaemon } from '../../helpers/cli-process.js';
+import { waitFor } from '../../helpers/http.js';
 import { startTestRedis } from '../../helpers/redis.js';
-import { daemonProcessEnv, queuedId, SHUTDOWN_GRACE_MS, statesOf } from './daemon-process-env.js';
+import { daemonProcessEnv, queuedId, readHistory, SHUTDOWN_GRACE_MS, statesOf } from './daemon-process-env.js';
 
 /**
  * `schedflow jobs …` against a `schedflow start` process, and the mistakes a user meets
@@ -27,18 +29,28 @@ describe('schedflow jobs: submit --wait, list, show', () => {
     // A CPU for each of the four jobs: none waits for another to end.
     const t = await dproc.setUp({ cpus: 4 });
     const daemon = await t.startDaemon();
-    const [ok, bad, bad7, okJson] = await Promise.all([
-      t.cli(['jobs', 'submit', t.jobFile('ok', '#!/bin/sh\nsleep 3\n'), '--wait', '--data-dir', t.dataDir], 40_000),
-      t.cli(
-        ['jobs', 'submit', t.jobFile('bad', '#!/bin/sh\nsleep 3\nexit 3\n'), '--wait', '--data-dir', t.dataDir],
-        40_000,
-      ),
+    // ok and bad run until the daemon has recorded them running, so --wait has a running
+    // transition to print however long a poll takes on a busy machine (a sleep of 3 s did not).
+    const gate = (name: string) => join(t.sim.workDir, `${name}.go`);
+    const held = (name: string, end = '') => `#!/bin/sh\nwhile [ ! -e ${gate(name)} ]; do sleep 0.2; done\n${end}`;
+    const waiting = Promise.all([
+      t.cli(['jobs', 'submit', t.jobFile('ok', held('ok')), '--wait', '--data-dir', t.dataDir], 40_000),
+      t.cli(['jobs', 'submit', t.jobFile('bad', held('bad', 'exit 3\n')), '--wait', '--data-dir', t.dataDir], 40_000),
       t.cli(['jobs', 'submit', t.jobFile('bad7', '#!/bin/sh\nexit 7\n'), '--wait', '--data-dir', t.dataDir], 40_000),
       t.cli(
         ['jobs', '--json', 'submit', t.jobFile('okjson', '#!/bin/sh\ntrue\n'), '--wait', '--data-dir', t.dataDir],
         40_000,
       ),
     ]);
+    await waitFor(
+      async () => {
+        const running = readHistory(t.dataDir, (db) => listRequests(db, { state: ['running'] })).map((r) => r.name);
+        return running.includes('ok') && running.includes('bad') ? true : undefined;
+      },
+      { what: 'ok and bad recorded running', timeoutMs: 30_000, intervalMs: 200 },
+    );
+    for (const name of ['ok', 'bad']) writeFileSync(gate(name), '');
+    const [ok, bad, bad7, okJson] = await waiting;
 
     expect(ok.stderr).toBe('');
     expect(ok.code).toBe(0);
@@ -161,7 +173,7 @@ describe('schedflow jobs: submit --wait, list, show', () => {
     expect(unknown.stderr).toBe('schedflow: no job request 00000000-0000-0000-0000-000000000000 in the history\n');
 
     expect((await daemon.stop()).code).toBe(143);
-  }, 60_000);
+  }, 120_000);
 });
 
 describe('mistakes a user meets first', () => {
