@@ -1,28 +1,33 @@
 import { configDefaults, defineConfig } from 'vitest/config';
 
 /**
- * Files that run alone, before the others start. Some bound how long the event loop is held
- * or how long parsing takes, which other files' work on the same 2 cores would break. The
- * daemon-process files start `schedflow start` through tsx again and again, with deadlines a
- * loaded machine missed. The UI's replayed-request page expects the pending transition to
- * carry the scheduler's reason, which it does only when the first poll after the job starts
- * waiting finds its accounting record (under load it could come a cycle late, and the
- * transition is then recorded from the controller's light listing, which has no reason). They share one process, so
- * test/unit/heap-collector.test.ts, which needs a heap of its own, stays in 'unit' (a thread
- * has its own). Every other file has its own Redis, ports, queue prefix and directories, so
- * files run side by side.
+ * Files that run alone, after the others, one after another: they bound how long the event
+ * loop is held or how long parsing takes, which other files' work on the same 2 cores would
+ * break (a mass start written in batches, a reconcile import in slices, pipeline files loaded
+ * off the event loop, step ordering in linear time). With them: the UI's replayed-request page,
+ * whose pending transition carries the scheduler's reason only when the first poll after the
+ * job starts waiting finds its accounting record (under load it came a cycle late, and the
+ * transition is then recorded from the controller's light listing, which has no reason); and
+ * the test set-up's munged check, which stops the default munged that the MUNGE tests use.
+ * They share one process, so test/unit/heap-collector.test.ts, which needs a heap of its own,
+ * stays in 'unit' (a thread has its own). Every other file has its own Redis, ports, queue
+ * prefix and directories, so files run side by side; the files that start `schedflow` as
+ * processes run its build (test/helpers/cli-build.ts), which starts in well under a second.
  */
 const SERIAL = [
-  'test/integration/requests/poll-mass-end.test.ts',
+  'test/integration/requests/poll-mass-start.test.ts',
   'test/integration/requests/reconcile-slices.test.ts',
   'test/unit/pipeline-set.test.ts',
   'test/unit/pipeline-limits.test.ts',
-  'test/integration/daemon-process/*.test.ts',
-  'test/integration/ui/ui.test.ts',
+  'test/integration/ui/ui-replayed.test.ts',
+  'test/integration/setup/munge-setup.test.ts',
 ];
 
 /** After each file: no child process, socket, server or timer left running (see the file). */
 const NO_LEAKS = ['test/helpers/no-leaks.ts'];
+
+/** Builds schedflow once per run, for the tests that start it as a process (see the file). */
+const CLI_BUILD = ['test/helpers/cli-build.ts'];
 
 export default defineConfig({
   test: {
@@ -56,18 +61,19 @@ export default defineConfig({
           exclude: [...configDefaults.exclude, 'test/unit/**', 'test/slurm/**', ...SERIAL],
           pool: 'forks',
           sequence: { groupOrder: 1 },
+          globalSetup: CLI_BUILD,
           setupFiles: NO_LEAKS,
         },
       },
       {
-        // First, before the others start: one process, one file after another.
+        // Last, once the others have ended: one process, one file after another.
         extends: true,
         test: {
           name: 'serial',
           include: SERIAL,
           pool: 'forks',
           poolOptions: { forks: { singleFork: true } },
-          sequence: { groupOrder: 0 },
+          sequence: { groupOrder: 2 },
           setupFiles: NO_LEAKS,
         },
       },

@@ -1,19 +1,51 @@
 import { type ChildProcess, spawn } from 'node:child_process';
+import { existsSync, readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
+import { beforeAll, inject } from 'vitest';
+import { COMPLETE } from './cli-build.js';
 
 /**
- * `schedflow` as separate Node processes on src/cli.ts (through tsx), the way a
- * user runs it: one-shot commands (`runCli`) and a long-running daemon
- * (`spawnDaemon`). Every process started here is remembered until it exits, so
- * a test's cleanup can kill what a failed test left behind (`killLeftovers`).
+ * `schedflow` as separate Node processes, the way a user runs it: one-shot commands
+ * (`runCli`) and a long-running daemon (`spawnDaemon`). They run the build the test run made
+ * once (test/helpers/cli-build.ts, `node <build>/src/cli.js`, as `npm start` does), or
+ * src/cli.ts through tsx where a test asks for it (`viaTsx`) or the run made no build (the
+ * real-Slurm tier). Every process started here is remembered until it exits, so a test's
+ * cleanup can kill what a failed test left behind (`killLeftovers`).
  */
 
 export const REPO = fileURLToPath(new URL('../../', import.meta.url));
 export const CLI = join(REPO, 'src', 'cli.ts');
 // Absolute, so the child can run with its working directory anywhere.
 export const TSX = pathToFileURL(createRequire(join(REPO, 'package.json')).resolve('tsx')).href;
+
+/** How long a file waits for the run's build (about 8 s of CPU for tsc, longer on a loaded machine). */
+const BUILD_WAIT_MS = 240_000;
+
+/** `<build>/src/cli.js` once the run's build is complete; undefined when the run makes none. */
+let builtCli: string | undefined;
+
+function providedBuild(): { dir: string; errorFile: string } | undefined {
+  try {
+    return inject('cliBuild');
+  } catch {
+    return undefined; // not under a vitest project that builds
+  }
+}
+
+// Before the file's own hooks and tests (its imports run first): every start then has the build.
+beforeAll(async () => {
+  const build = providedBuild();
+  if (!build) return;
+  const deadline = Date.now() + BUILD_WAIT_MS;
+  while (!existsSync(join(build.dir, COMPLETE))) {
+    if (existsSync(build.errorFile)) throw new Error(readFileSync(build.errorFile, 'utf8'));
+    if (Date.now() > deadline) throw new Error(`no build of schedflow in ${build.dir} after ${BUILD_WAIT_MS} ms`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  builtCli = join(build.dir, 'src', 'cli.js');
+}, BUILD_WAIT_MS + 5000);
 
 export interface CliResult {
   code: number | null;
@@ -32,6 +64,12 @@ export interface ProcessOptions {
    * @defaultValue false
    */
   ownProcessGroup?: boolean;
+  /**
+   * src/cli.ts through tsx rather than the run's build: what a developer runs, and the proof
+   * the entry point works under tsx.
+   * @defaultValue false
+   */
+  viaTsx?: boolean;
 }
 
 const live = new Set<ChildProcess>();
@@ -43,8 +81,13 @@ export function cleanEnv(extra: NodeJS.ProcessEnv = {}): NodeJS.ProcessEnv {
   return { ...env, ...extra };
 }
 
+/** Node's arguments before schedflow's own: the run's build, or src/cli.ts through tsx. */
+export function schedflowEntry(viaTsx = false): string[] {
+  return builtCli && !viaTsx ? [builtCli] : ['--import', TSX, CLI];
+}
+
 function start(args: string[], options: ProcessOptions): ChildProcess {
-  const child = spawn(process.execPath, ['--import', TSX, CLI, ...args], {
+  const child = spawn(process.execPath, [...schedflowEntry(options.viaTsx), ...args], {
     cwd: options.cwd ?? REPO,
     env: options.env ?? cleanEnv(),
     stdio: ['ignore', 'pipe', 'pipe'],

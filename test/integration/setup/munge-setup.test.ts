@@ -1,5 +1,5 @@
 import { spawn, spawnSync } from 'node:child_process';
-import { chmodSync, chownSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, chownSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -18,6 +18,35 @@ const canRun = root && munge.status === 0 && spawnSync('sh', ['-c', 'command -v 
 const DEFAULT_PID_FILE = '/run/munge/munged.pid';
 
 const defaultAnswers = () => spawnSync('munge', ['-n'], { stdio: 'ignore' }).status === 0;
+
+/**
+ * The munged on the default socket: the one its pid file names, if that process is a munged,
+ * and any munged started without a socket of its own (so on the default), whatever its pid
+ * file says. Never another's: a test cluster's munged has `--socket=` on its command line.
+ */
+function defaultMungedPids(): number[] {
+  const pids = new Set<number>();
+  const commandOf = (pid: number): string | undefined => {
+    try {
+      return readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0').join(' ');
+    } catch {
+      return undefined; // gone, or never was
+    }
+  };
+  const isMunged = (command: string | undefined) => command !== undefined && /(^|\/)munged( |$)/.test(command);
+  try {
+    const pid = Number(readFileSync(DEFAULT_PID_FILE, 'utf8').trim());
+    if (pid > 0 && isMunged(commandOf(pid))) pids.add(pid);
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw error;
+  }
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    const command = commandOf(Number(entry));
+    if (isMunged(command) && !command?.includes('--socket')) pids.add(Number(entry));
+  }
+  return [...pids];
+}
 
 describe.skipIf(!canRun)('test set-up and munged (needs root and the munge package)', () => {
   const dir = mkdtempSync(join(tmpdir(), 'schedflow-munged-'));
@@ -61,9 +90,15 @@ describe.skipIf(!canRun)('test set-up and munged (needs root and the munge packa
       },
     );
 
-    // The default munged stopped: only the other one is left.
-    const pid = Number(readFileSync(DEFAULT_PID_FILE, 'utf8').trim());
-    if (pid > 0) process.kill(pid, 'SIGTERM');
+    // The default munged stopped: only the other one is left. Its pid file may be missing or
+    // name a process long gone (a munged killed without cleaning up): then none is stopped.
+    for (const pid of defaultMungedPids()) {
+      try {
+        process.kill(pid, 'SIGTERM');
+      } catch (error) {
+        if ((error as NodeJS.ErrnoException).code !== 'ESRCH') throw error;
+      }
+    }
     await waitFor(async () => !defaultAnswers() || undefined, { what: 'the default munged to stop' });
 
     const setup = spawnSync('bash', ['test/setup.sh'], { encoding: 'utf8', timeout: 60_000 });

@@ -1,112 +1,33 @@
 import { randomUUID } from 'node:crypto';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import type { Page } from 'playwright-core';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { getProfileSync, history } from '../../../src/db/accounting.js';
+import { describe, expect, it } from 'vitest';
+import { history } from '../../../src/db/accounting.js';
 import { getRequest } from '../../../src/db/requests.js';
 import { getRun } from '../../../src/db/runs.js';
 import { summaries } from '../../../src/db/schema.js';
 import { createToken, revokeToken } from '../../../src/db/tokens.js';
-import { Secret } from '../../../src/lib/secret.js';
-import type { JobSpec } from '../../../src/sched/job-spec.js';
-import { launchBrowser, type TestBrowser } from '../../helpers/browser.js';
-import { startTestDaemon, type TestDaemon } from '../../helpers/daemon.js';
-import { bearer, http, waitFor } from '../../helpers/http.js';
-import { startTestRedis, type TestRedis } from '../../helpers/redis.js';
-import { startSim, type TestSim } from '../../helpers/sim.js';
+import { waitFor } from '../../helpers/http.js';
+import {
+  adminToken,
+  base,
+  browser,
+  liveState,
+  logIn,
+  readToken,
+  shell,
+  sim,
+  td,
+  UI_PASSWORD,
+  useUiDaemon,
+} from './ui-env.js';
 
 /**
- * The admin web UI end to end, in headless Chromium (Debian's, through
- * playwright-core) against one in-process daemon on the simulator and real
- * Redis. Each test opens its own browser context (its own cookies); every page
- * is saved as a screenshot in test/artifacts/ui/.
+ * The admin web UI end to end, in headless Chromium against one in-process daemon on the
+ * simulator and real Redis (ui-env.ts). A replayed request's page is in ui-replayed.test.ts.
  */
 
-const PIPELINE = [
-  'params:',
-  '  greeting: hi',
-  'steps:',
-  '  first:',
-  '    script: |',
-  '      #!/bin/sh',
-  '      echo ${params.greeting}',
-  '  second:',
-  '    needs: [first]',
-  '    script: |',
-  '      #!/bin/sh',
-  '      echo done',
-  '  third:',
-  '    needs: [first]',
-  '    script: |',
-  '      #!/bin/sh',
-  '      true',
-].join('\n');
-
-const NIGHTLY = [
-  'description: weekday report',
-  'schedule:',
-  "  cron: '30 2 * * 1-5'",
-  '  timezone: UTC',
-  'steps:',
-  '  report:',
-  '    script: |',
-  '      #!/bin/sh',
-  '      true',
-].join('\n');
-
-const SLOW = ['steps:', '  wait:', '    script: |', '      #!/bin/sh', '      sleep 120'].join('\n');
-
-const UI_PASSWORD = 'correct horse battery staple';
-
-let redis: TestRedis;
-let sim: TestSim;
-let td: TestDaemon;
-let browser: TestBrowser;
-let base: string;
-let adminToken: string;
-let readToken: string;
-
-const shell = (name: string, body: string): JobSpec =>
-  ({ name, script: `#!/bin/sh\n${body}\n`, current_working_directory: sim.workDir }) as JobSpec;
-
-beforeAll(async () => {
-  redis = await startTestRedis();
-  sim = await startSim();
-  td = await startTestDaemon(
-    sim.url,
-    redis.url,
-    { uiPassword: new Secret(UI_PASSWORD) },
-    {},
-    { 'greet.yaml': PIPELINE, 'nightly.yaml': NIGHTLY, 'slow.yaml': SLOW },
-  );
-  if (!td.daemon.apiUrl) throw new Error('the test daemon has no local API');
-  base = `${td.daemon.apiUrl}/ui`;
-  adminToken = createToken(td.daemon.history.db, { name: 'ui-admin', scopes: ['admin'] }).token;
-  readToken = createToken(td.daemon.history.db, { name: 'ui-reader', scopes: ['read'] }).token;
-  browser = await launchBrowser();
-}, 60_000);
-
-afterAll(async () => {
-  await browser?.close();
-  await td?.stop();
-  await sim?.stop();
-  await redis?.stop();
-});
-
-async function logIn(token: string, options: { width?: number } = {}): Promise<Page> {
-  const page = await browser.page(options);
-  await page.goto(`${base}/jobs`);
-  await page.getByLabel('Local API token').fill(token);
-  await page.getByRole('button', { name: 'Log in' }).click();
-  await page.waitForURL(`${base}/jobs`);
-  return page;
-}
-
-/** Waits for the state badge of the page's main facts to show `state` (it changes through the event stream). */
-async function liveState(page: Page, id: string, state: string, timeout: number): Promise<void> {
-  await page.locator(`main dd [data-live-state="${id}"]`, { hasText: new RegExp(`^${state}$`) }).waitFor({ timeout });
-}
+useUiDaemon();
 
 describe('admin web UI', () => {
   it('shows an unauthenticated visitor the login page only', async () => {
@@ -441,68 +362,6 @@ describe('admin web UI', () => {
     expect(await page.evaluate('window.pwned')).toBeUndefined();
     await browser.screenshot(page, 'job-summary');
   });
-
-  it("shows a replayed request's page: deduplicated, pending with the scheduler's reason, stale while the controller is down", async () => {
-    // The blocker takes both of the simulator's CPUs, so the next job waits for Resources.
-    const gate = join(sim.workDir, 'ui-blocker.go');
-    const blocker = await td.daemon.submit({
-      spec: { ...shell('ui-blocker', `while [ ! -e ${gate} ]; do sleep 0.2; done`), cpus_per_task: 2 } as JobSpec,
-      origin: 'api',
-    });
-    await td.waitForState(blocker, 'running');
-    // A lab service POSTs the same job twice under one Idempotency-Key: the second gets the first's request.
-    const lab = createToken(td.daemon.history.db, { name: 'ui-lab-service', scopes: ['submit'] }).token;
-    const post = () =>
-      http(`${td.daemon.apiUrl}/api/v1/jobs`, {
-        method: 'POST',
-        headers: { ...bearer(lab), 'idempotency-key': 'ui-sample-7' },
-        body: { spec: shell('ui-waits', 'true') },
-      });
-    const first = await post();
-    const again = await post();
-    expect(again.headers.get('idempotent-replayed')).toBe('true');
-    const { id } = first.json as { id: string };
-    expect((again.json as { id: string }).id).toBe(id);
-    await td.waitForState(id, 'pending');
-
-    const page = await logIn(adminToken);
-    await page.goto(`${base}/jobs/${id}`);
-    const items = page.getByRole('list', { name: 'timeline' }).getByRole('listitem');
-    const replayed = items.filter({
-      hasText:
-        'deduplicated: the same request was POSTed again with Idempotency-Key ui-sample-7 (token ui-lab-service), answered with this request (once)',
-    });
-    await expect(replayed.isVisible()).resolves.toBe(true);
-    const pending = items.filter({ has: page.locator('.state-pending') });
-    await expect(pending.textContent()).resolves.toContain('reason: Resources');
-    // In time order: after the request was queued, before the scheduler's answer that it waits.
-    const texts = await items.allTextContents();
-    const at = (part: string) => texts.findIndex((t) => t.includes(part));
-    expect(at('→ queued')).toBeLessThan(at('deduplicated'));
-    expect(at('deduplicated')).toBeLessThan(at('→ pending'));
-    await browser.screenshot(page, 'job-deduplicated-pending');
-
-    // The controller goes away: the simulator's proxy serves cached answers, and the page says so.
-    const setUpstream = async (state: 'up' | 'down') =>
-      expect((await http(`${sim.url}/_sim/upstream`, { method: 'PUT', body: { slurmctld: state } })).status).toBe(200);
-    await setUpstream('down');
-    try {
-      await waitFor(
-        async () => {
-          const sync = getProfileSync(td.daemon.history.db, 'test');
-          return sync?.lastPollStale || sync?.lastPollOk === false ? true : undefined;
-        },
-        { what: 'a stale poll', timeoutMs: 15_000 },
-      );
-      await page.reload();
-      await expect(page.getByText(/^as of \d+ s ago, stale: /).isVisible()).resolves.toBe(true);
-      await browser.screenshot(page, 'job-stale');
-    } finally {
-      await setUpstream('up');
-      writeFileSync(gate, '');
-    }
-    await td.waitForState(id, 'completed');
-  }, 60_000);
 
   it('gives a read-only token no action buttons, and refuses its actions', async () => {
     const page = await logIn(readToken);
