@@ -127,6 +127,11 @@ export const ERROR_CODES = {
     retryable: true,
     what: 'The summary is still being written; apply its suggestion once it is ready.',
   },
+  SCHEDFLOW_ERR_NO_TASKS_TO_RETRY: {
+    status: 409,
+    retryable: false,
+    what: 'Nothing to retry: the request is not an array job, no task of it failed, or an index named is not one of its tasks.',
+  },
   SCHEDFLOW_ERR_PIPELINE_NOT_SCHEDULED: {
     status: 409,
     retryable: false,
@@ -402,4 +407,9 @@ export class SummaryPendingError extends SchedflowError {
 export function toError(value: unknown): Error {
   if (value instanceof Error) return value;
   return new Error(typeof value === 'string' ? value : JSON.stringify(value), { cause: value });
+}
+
+/** A retry of an array's tasks that has nothing to retry (src/requests/array-retry.ts). */
+export class NoTasksToRetryError extends SchedflowError {
+  readonly code = 'SCHEDFLOW_ERR_NO_TASKS_TO_RETRY' as const;
 }

@@ -196,6 +196,7 @@ const trackedColumns = {
   submittedAt: jobRequests.submittedAt,
   createdAt: jobRequests.createdAt,
   missingSince: jobRequests.missingSince,
+  arrayTaskCount: jobRequests.arrayTaskCount,
 };
 export type TrackedRequest = Pick<JobRequestRow, keyof typeof trackedColumns>;
 

@@ -63,6 +63,17 @@ export interface SimJob {
    * `CANCELLED,COMPLETING` until they are, and only then knows how the script ended.
    */
   completing?: boolean;
+  /**
+   * An array job's records share its id (the first record's, `array_job_id`): the array's own
+   * record holds the tasks still pending (`arrayPending`, `%` throttle in `arrayThrottle`, 0 for
+   * none); a task leaves it as a record of its own, with a new job id, when it starts, and the
+   * last one takes the array's record itself (test/fixtures/real-slurm-25.11/array_*).
+   */
+  arrayJobId?: number;
+  /** The task this record runs; absent for the array's record while tasks are pending in it. */
+  arrayTaskId?: number;
+  arrayPending?: number[];
+  arrayThrottle?: number;
   /** Node the job ran on; '' before it starts. */
   nodes: string;
   /** Unix seconds of the last change to this record (drives `update_time`). */
@@ -89,10 +100,12 @@ export function expandOutputPattern(pattern: string, job: SimJob, nodeName: stri
         return '%';
       case 'j':
       case 'J':
-      case 'A':
         return String(job.jobId);
+      case 'A':
+        return String(job.arrayJobId ?? job.jobId);
       case 'a':
-        return '4294967294';
+        // NO_VAL - 1, as slurmctld prints the task of a record that is not a task.
+        return String(job.arrayTaskId ?? 4294967294);
       case 'x':
         return job.name;
       case 'u':
@@ -103,4 +116,14 @@ export function expandOutputPattern(pattern: string, job: SimJob, nodeName: stri
         return key;
     }
   });
+}
+
+/** Whether a record is (part of) an array job. */
+export function isArrayRecord(job: SimJob): boolean {
+  return job.arrayJobId !== undefined;
+}
+
+/** The array's own record while tasks are pending in it. */
+export function isArrayMeta(job: SimJob): boolean {
+  return job.arrayJobId !== undefined && job.arrayTaskId === undefined;
 }

@@ -76,6 +76,7 @@ export class SimServer {
       killWaitSec: config.killWaitSec,
       stateDir: resolve(config.stateDir),
       firstJobId: config.firstJobId,
+      maxArraySize: config.maxArraySize,
       simulatedRuntimeSec: config.simulatedRuntimeSec,
       jobAcctGatherFrequencySec: config.jobAcctGatherFrequencySec,
       logger: logger.child({ component: 'sim-cluster' }),

@@ -215,6 +215,8 @@ function requestRow(over: Partial<JobRequestRow> = {}): JobRequestRow {
     summarize: null,
     summaryCheckedAt: null,
     resubmitOf: null,
+    arrayTaskCount: null,
+    arrayRetryOf: null,
     ...over,
   };
 }

@@ -468,6 +468,7 @@ describe('failures', () => {
       queues: td.daemon.queues,
       pipelines: broken,
       submit: (input) => td.daemon.submit(input),
+      retryTasks: (retry) => td.daemon.retryArrayTasks(retry),
       resubmit: (id, newId) => td.daemon.resubmitWithSuggestion(id, newId),
       pingRedis: async () => {},
       settings: { rateLimitPerMin: 100, bodyLimitBytes: 1024 * 1024, pollCeilingMs: 60_000 },
