@@ -12,6 +12,8 @@ const FLASH: Record<string, { text: string; error?: boolean }> = {
   'cancel-not_found': { text: 'No such request.', error: true },
   'cancel-error': { text: 'The scheduler did not accept the cancel; the daemon log says why.', error: true },
   retried: { text: 'Retried: this is the new request, with the same spec.' },
+  'tasks-retried': { text: "Retried: this is the new request, for the array's tasks that did not complete." },
+  'tasks-retry-not': { text: 'No task of this array job failed: nothing to retry.', error: true },
   'retry-not': { text: 'Only a request that ended without completing can be retried.', error: true },
   triggered: { text: 'Run started.' },
   paused: { text: 'Queue paused: its workers take no new jobs until resumed.' },
