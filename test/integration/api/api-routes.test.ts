@@ -382,6 +382,7 @@ describe('documents', () => {
         'GET /api/v1/jobs/{id}',
         'DELETE /api/v1/jobs/{id}',
         'POST /api/v1/jobs/{id}/resubmit',
+        'POST /api/v1/jobs/{id}/retry-tasks',
         'GET /api/v1/pipelines',
         'POST /api/v1/pipelines/{name}/runs',
         'POST /api/v1/pipelines/{name}/pause',
