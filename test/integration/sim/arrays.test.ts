@@ -83,7 +83,9 @@ describe('job arrays in the simulator', () => {
     const ended = await waitFor(
       async () => {
         const all = (await get(`/scheddb/v0.0.44/jobs?step=${arrayId}`)).jobs;
-        const done = all.filter((r) => ['COMPLETED', 'FAILED'].includes((r.state as { current: string[] }).current[0]));
+        const done = all.filter((r) =>
+          ['COMPLETED', 'FAILED'].includes((r.state as { current: string[] }).current[0] ?? ''),
+        );
         return done.length === 5 ? all : undefined;
       },
       { what: 'every task to end', timeoutMs: 9000, intervalMs: 200 },

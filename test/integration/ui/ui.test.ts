@@ -492,6 +492,29 @@ describe('admin web UI', () => {
     expect(new URL(page.url()).pathname).toBe('/ui/login');
   });
 
+  it("shows an array job's tasks compactly and retries its failed ones from a button", async () => {
+    const page = await logIn(adminToken);
+    const spec = {
+      ...shell(
+        'ui-array',
+        '[ "$SLURM_ARRAY_TASK_ID" = 2 ] && [ ! -e ui-array-once ] && touch ui-array-once && exit 7\ntrue',
+      ),
+      array: '0-3',
+    } as JobSpec;
+    const id = await td.daemon.submit({ spec, origin: 'api' });
+    await td.waitForState(id, 'failed');
+    await page.goto(`${base}/jobs/${id}`);
+    await expect(page.getByText('0-3: 4 tasks — 3 completed, 1 failed').isVisible()).resolves.toBe(true);
+    await expect(page.locator('main table td', { hasText: /^7$/ }).count()).resolves.toBe(1);
+    await browser.screenshot(page, 'job-array');
+    await page.getByRole('button', { name: 'Retry failed tasks (new request)' }).click();
+    await page.waitForURL(/done=tasks-retried/);
+    await expect(page.getByText(`Retries tasks of ${id}`).isVisible()).resolves.toBe(true);
+    const retryId = decodeURIComponent(new URL(page.url()).pathname.split('/').at(-1) ?? '');
+    expect(getRequest(td.daemon.history.db, retryId)?.arrayRetryOf).toBe(id);
+    await td.waitForState(retryId, 'completed');
+  });
+
   // Last: it stops the file's daemon.
   it('lets the daemon stop promptly while a page follows it over SSE', async () => {
     const page = await logIn(adminToken);
