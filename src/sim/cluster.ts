@@ -432,6 +432,15 @@ export class Cluster {
   private dependencyTarget = (jobId: number): DependencyTarget | undefined => {
     const job = this.jobs.get(jobId);
     if (!job) return undefined;
+    // A dependency on an array's id is on every task of it, as slurmctld reads one.
+    if (job.arrayJobId === jobId) {
+      const records = this.arrayRecords(jobId);
+      return {
+        started: records.some((record) => record.startTime > 0),
+        finished: records.every((record) => isTerminal(record) && !this.processes.has(record.jobId)),
+        completedOk: records.every((record) => record.state === 'COMPLETED'),
+      };
+    }
     return {
       started: job.startTime > 0,
       finished: isTerminal(job) && !this.processes.has(jobId),

@@ -1,10 +1,11 @@
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { tasksOf } from '../../../src/db/array-tasks.js';
 import { openDatabase } from '../../../src/db/database.js';
 import { getRequest } from '../../../src/db/requests.js';
+import { getRun, stepRequests } from '../../../src/db/runs.js';
 import { createLogger } from '../../../src/logger.js';
 import { recordRequest } from '../../../src/requests/accept.js';
 import { pollProfile } from '../../../src/requests/poller.js';
@@ -15,6 +16,7 @@ import { parseProfile } from '../../../src/sched/profile.js';
 import { apiClient, errorOf } from '../../helpers/api.js';
 import { daemonTestEnv } from '../../helpers/daemon.js';
 import { startFlakyProxy } from '../../helpers/flaky-proxy.js';
+import { waitFor } from '../../helpers/http.js';
 import { ALICE_TOKEN } from '../../helpers/sim.js';
 
 /**
@@ -88,6 +90,42 @@ describe('array jobs through the daemon', () => {
     expect(errorOf(none).code).toBe('SCHEDFLOW_ERR_NO_TASKS_TO_RETRY');
     const unknown = await api.call('POST', `/api/v1/jobs/${id}/retry-tasks`, { token, body: { indexes: '7' } });
     expect(unknown.status).toBe(409);
+  });
+});
+
+describe('an array step of a pipeline', () => {
+  it('is one request; the step after it waits for every task', async () => {
+    const sim = await env.sim({ cpus: 4 });
+    const yaml = [
+      'defaults:',
+      `  current_working_directory: ${sim.workDir}`,
+      'steps:',
+      '  shards:',
+      '    array: "0-3%2"',
+      '    script: |',
+      '      #!/bin/sh',
+      '      sleep 1; echo shard $SLURM_ARRAY_TASK_ID >> order.txt',
+      '  merge:',
+      '    needs: [shards]',
+      '    script: |',
+      '      #!/bin/sh',
+      '      echo merge >> order.txt',
+    ].join('\n');
+    const td = await env.daemon(sim.url, { pipelineTickMs: 300 }, { 'shards.yaml': yaml });
+    const run = await td.daemon.pipelines.trigger('shards', { trigger: 'api', params: {} });
+    const ended = await waitFor(
+      async () => {
+        const row = getRun(td.daemon.history.db, run.id);
+        return row && ['succeeded', 'failed'].includes(row.state) ? row : undefined;
+      },
+      { what: 'the run to end', timeoutMs: 9000, intervalMs: 100 },
+    );
+    expect(ended.state).toBe('succeeded');
+    const lines = readFileSync(join(sim.workDir, 'order.txt'), 'utf8').trim().split('\n');
+    expect(lines.at(-1)).toBe('merge');
+    expect(lines.slice(0, 4).sort()).toEqual(['shard 0', 'shard 1', 'shard 2', 'shard 3']);
+    const shards = stepRequests(td.daemon.history.db, run.id).find((row) => row.step === 'shards');
+    expect(shards).toMatchObject({ state: 'completed', arrayTaskCount: 4 });
   });
 });
 
