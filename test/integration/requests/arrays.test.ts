@@ -14,6 +14,7 @@ import { SchedClient } from '../../../src/sched/client.js';
 import { jobSpecSchema } from '../../../src/sched/job-spec.js';
 import { parseProfile } from '../../../src/sched/profile.js';
 import { apiClient, errorOf } from '../../helpers/api.js';
+import { runCli } from '../../helpers/cli-process.js';
 import { daemonTestEnv } from '../../helpers/daemon.js';
 import { startFlakyProxy } from '../../helpers/flaky-proxy.js';
 import { waitFor } from '../../helpers/http.js';
@@ -80,7 +81,9 @@ describe('array jobs through the daemon', () => {
     expect(retried.status).toBe(201);
     const retry = retried.json as { id: string; array: string; retry_of: string };
     expect(retry).toMatchObject({ array: '3%2', retry_of: id });
+
     await td.waitForState(retry.id, 'completed', 15_000);
+
     const again = (await api.call('GET', `/api/v1/jobs/${retry.id}`, { token })).json as ArrayDetail;
     expect(again.array).toMatchObject({ task_count: 1, counts: { completed: 1 }, failures: [], retry_of: id });
 
@@ -90,6 +93,33 @@ describe('array jobs through the daemon', () => {
     expect(errorOf(none).code).toBe('SCHEDFLOW_ERR_NO_TASKS_TO_RETRY');
     const unknown = await api.call('POST', `/api/v1/jobs/${id}/retry-tasks`, { token, body: { indexes: '7' } });
     expect(unknown.status).toBe(409);
+  });
+});
+
+describe('array jobs from the shell', () => {
+  it('jobs show lists the tasks compactly; jobs retry-tasks runs the indexes named again', async () => {
+    const sim = await env.sim({ cpus: 4 });
+    const td = await env.daemon(sim.url);
+    const script = '#!/bin/sh\n[ "$SLURM_ARRAY_TASK_ID" = 1 ] && exit 4\ntrue\n';
+    const id = await td.daemon.submit({
+      spec: jobSpecSchema.parse({ name: 'arr-cli', script, array: '0-2', current_working_directory: sim.workDir }),
+      origin: 'api',
+    });
+    await td.waitForState(id, 'failed', 10_000);
+    // Two processes at once: each takes seconds to start here.
+    const [shown, retried] = await Promise.all([
+      runCli(['jobs', 'show', id, '--data-dir', td.dataDir]),
+      runCli(['jobs', 'retry-tasks', id, '--indexes', '1,2', '--data-dir', td.dataDir]),
+    ]);
+    expect(shown.code).toBe(0);
+    expect(shown.stdout).toContain('array     0-2: 3 tasks: 2 completed, 1 failed');
+    expect(shown.stdout).toMatch(/\n1\s+\d+\s+failed\s+4\s/);
+    expect(shown.stdout).toContain(`retry them: schedflow jobs retry-tasks ${id}`);
+    expect(retried.code).toBe(0);
+    const retryId = /queued request (\S+), running tasks 1-2 of/.exec(retried.stdout)?.[1] as string;
+    expect(retryId).toBeDefined();
+    const row = await td.waitForState(retryId, 'failed', 10_000);
+    expect(row).toMatchObject({ arrayRetryOf: id, arrayTaskCount: 2, origin: 'cli' });
   });
 });
 
