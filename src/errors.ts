@@ -158,6 +158,11 @@ export const ERROR_CODES = {
     retryable: false,
     what: 'The daemon may not read the output file (its permissions, or a path inside schedflow’s own folders): `reason` says which.',
   },
+  SCHEDFLOW_ERR_NO_TASKS_TO_RETRY: {
+    status: 409,
+    retryable: false,
+    what: 'Nothing to retry: the request is not an array job, no task of it failed, or an index named is not one of its tasks.',
+  },
   SCHEDFLOW_ERR_PIPELINE_NOT_SCHEDULED: {
     status: 409,
     retryable: false,
@@ -460,4 +465,9 @@ export class JobOutputUnavailableError extends SchedflowError {
 export function toError(value: unknown): Error {
   if (value instanceof Error) return value;
   return new Error(typeof value === 'string' ? value : JSON.stringify(value), { cause: value });
+}
+
+/** A retry of an array's tasks that has nothing to retry (src/requests/array-retry.ts). */
+export class NoTasksToRetryError extends SchedflowError {
+  readonly code = 'SCHEDFLOW_ERR_NO_TASKS_TO_RETRY' as const;
 }

@@ -24,6 +24,7 @@ import { tickSchedulers, upsertTicks } from './queue/ticks.js';
 import { type RedisTarget, redisOptions, startPrivateRedis } from './redis/redis-server.js';
 import { RedisWatch } from './redis/redis-watch.js';
 import { type AcceptDeps, acceptSubmission, type JobSubmission } from './requests/accept.js';
+import { type ArrayRetry, retryArrayTasks } from './requests/array-retry.js';
 import { cancelRequest } from './requests/canceller.js';
 import { scopeRefusal, submissionRefusal } from './requests/door.js';
 import { ClientRegistry } from './sched/client-registry.js';
@@ -59,6 +60,8 @@ export interface Daemon {
    * `newRequestId` names the new request (the local API's Idempotency-Key); default a new UUID.
    */
   resubmitWithSuggestion(requestId: string, newRequestId?: string): Promise<string>;
+  /** Runs tasks of an array request again (the failed ones by default): the new request. */
+  retryArrayTasks(retry: ArrayRetry): Promise<{ id: string; indexes: number[]; array: string }>;
   stop(): Promise<void>;
 }
 
@@ -274,6 +277,7 @@ async function compose(config: DaemonConfig, logger: Logger, lifecycle: Lifecycl
     summaries: summariesStatus(summarySettings),
     resubmitWithSuggestion: async (requestId, newRequestId) =>
       (await resubmitWithSuggestion(requests, { requestId, newRequestId, origin: 'api', queuedBy: 'api' })).requestId,
+    retryArrayTasks: (retry) => retryArrayTasks(requests, retry),
     stop: () => lifecycle.stop(),
   };
 
@@ -289,6 +293,7 @@ async function compose(config: DaemonConfig, logger: Logger, lifecycle: Lifecycl
       pipelines,
       submit: (input) => daemon.submit(input),
       resubmit: (requestId, newRequestId) => daemon.resubmitWithSuggestion(requestId, newRequestId),
+      retryTasks: (retry) => daemon.retryArrayTasks(retry),
       redis,
       listen: config.listen,
       settings: {

@@ -24,7 +24,7 @@ export function submitProcessor(services: WorkerServices) {
     const payload = submitPayloadSchema.parse(job.data);
     const { db, logger } = services;
     if (payload.request) {
-      const { profile, spec, origin, acceptedAt, summarize } = payload.request;
+      const { profile, spec, origin, acceptedAt, summarize, arrayRetryOf } = payload.request;
       // One transaction: the summaries dispatcher never sees the request without its setting.
       // Accepted by who sent it, queued by this worker: its job is the one running.
       recordRequest(db, {
@@ -36,6 +36,7 @@ export function submitProcessor(services: WorkerServices) {
         at: acceptedAt,
         source: origin === 'cli' ? 'cli' : 'api',
         summarize,
+        arrayRetryOf,
         queued: { source: 'submit', at: job.timestamp },
       });
     }

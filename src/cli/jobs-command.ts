@@ -4,6 +4,7 @@ import { type ConnectionOptions, Queue } from 'bullmq';
 import type { Command } from 'commander';
 import { type DaemonInfo, readDaemonInfo } from '../daemon-info.js';
 import { getAccountingJob, history as historyRows } from '../db/accounting.js';
+import { tasksOf } from '../db/array-tasks.js';
 import { type HistoryDatabase, openDatabase } from '../db/database.js';
 import { getRequest, listRequests, transitionsOf } from '../db/requests.js';
 import { type JobRequestRow, REQUEST_STATES, type RequestState } from '../db/schema.js';
@@ -30,8 +31,11 @@ import {
   type SubmitPayload,
 } from '../queue/catalog.js';
 import { redisOptions } from '../redis/redis-server.js';
+import { planArrayRetry } from '../requests/array-retry.js';
+import { formatCounts, summarizeArray } from '../requests/array-state.js';
 import { readJobOutput } from '../requests/job-output.js';
 import { isTerminalRequest } from '../requests/request-state.js';
+import { parseJobArray } from '../sched/job-array.js';
 import { jobSpecSchema } from '../sched/job-spec.js';
 import { describeSuggestion } from '../summaries/prompt.js';
 import { suggestionToApply } from '../summaries/resubmit.js';
@@ -380,6 +384,7 @@ export function registerJobsCommand(program: Command): void {
             ]),
           ),
         ];
+        if (row.arrayTaskCount !== null) lines.push('', ...arrayLines(history.db, row));
         if (accounting) {
           lines.push(
             '',
@@ -493,6 +498,47 @@ export function registerJobsCommand(program: Command): void {
     });
 
   jobs
+    .command('retry-tasks')
+    .description("run some of an array job's tasks again (by default the ones that did not complete): a new request")
+    .argument('<request>', 'request id of the array job')
+    .option('--indexes <list>', "task indexes in Slurm's syntax (3,7-9); default: every task that did not complete")
+    .action(async (id: string, opts: { indexes?: string }, cmd: Command) => {
+      const flags = flagsOf(cmd);
+      const info = readDaemonInfo(flags.dataDir);
+      const history = openHistory(flags.dataDir);
+      try {
+        let given: number[] | undefined;
+        try {
+          given = opts.indexes === undefined ? undefined : parseJobArray(opts.indexes).indexes;
+        } catch (error) {
+          throw new ConfigError(`--indexes: ${toError(error).message}`);
+        }
+        const plan = planArrayRetry(history.db, id, given);
+        const requestId = randomUUID();
+        const payload: SubmitPayload = {
+          requestId,
+          request: {
+            profile: plan.original.profile,
+            spec: jobSpecSchema.parse(plan.spec),
+            origin: 'cli',
+            acceptedAt: Date.now(),
+            arrayRetryOf: plan.original.id,
+          },
+        };
+        await withDaemonQueue(info, flags.dataDir, 'submit', (queue) =>
+          queue.add('submit', payload, { jobId: requestId }),
+        );
+        process.stdout.write(
+          flags.json
+            ? `${JSON.stringify({ requestId, retryOf: id, array: plan.array })}\n`
+            : `queued request ${requestId}, running tasks ${plan.array} of ${id} again\n`,
+        );
+      } finally {
+        history.close();
+      }
+    });
+
+  jobs
     .command('resubmit')
     .description("queue a request again with its summary's suggested change (more memory, a longer limit, ...)")
     .argument('<request>', 'request id')
@@ -539,4 +585,38 @@ export function registerJobsCommand(program: Command): void {
         history.close();
       }
     });
+}
+
+/** Failures `jobs show` lists; their count is in the counts line. */
+const FAILURES_SHOWN = 20;
+
+/** An array job's tasks, compactly: counts by state, then the failures. */
+function arrayLines(db: HistoryDatabase['db'], row: JobRequestRow): string[] {
+  const tasks = tasksOf(db, row.id);
+  const summary = summarizeArray(tasks);
+  const failures = tasks.filter((task) => isTerminalRequest(task.state) && task.state !== 'completed');
+  const lines = [
+    `array     ${String((row.spec as { array?: unknown }).array)}: ${row.arrayTaskCount} tasks: ${formatCounts(summary.counts)}`,
+    ...(row.arrayRetryOf ? [`retry of  ${row.arrayRetryOf}`] : []),
+  ];
+  if (failures.length > 0) {
+    lines.push(
+      table(
+        ['TASK', 'JOB', 'STATE', 'EXIT', 'NODES', 'REASON'],
+        failures
+          .slice(0, FAILURES_SHOWN)
+          .map((task) => [
+            String(task.taskId),
+            String(task.jobId ?? '-'),
+            task.state,
+            String(task.exitCode ?? '-'),
+            task.nodes ?? '-',
+            task.reason ?? '-',
+          ]),
+      ),
+      ...(failures.length > FAILURES_SHOWN ? [`… and ${failures.length - FAILURES_SHOWN} more`] : []),
+      `retry them: schedflow jobs retry-tasks ${row.id}`,
+    );
+  }
+  return lines;
 }

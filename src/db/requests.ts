@@ -198,6 +198,7 @@ const trackedColumns = {
   missingSince: jobRequests.missingSince,
   stdoutPath: jobRequests.stdoutPath,
   stderrPath: jobRequests.stderrPath,
+  arrayTaskCount: jobRequests.arrayTaskCount,
 };
 export type TrackedRequest = Pick<JobRequestRow, keyof typeof trackedColumns>;
 

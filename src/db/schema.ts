@@ -116,6 +116,10 @@ export const jobRequests = sqliteTable(
      */
     stdoutPath: text('stdout_path'),
     stderrPath: text('stderr_path'),
+    /** An array job (`array:` in its spec): how many tasks it has; its tasks are `array_tasks` rows. Null for a single job. */
+    arrayTaskCount: integer('array_task_count'),
+    /** The array request whose tasks (some of them: the failed ones, say) this one runs again. */
+    arrayRetryOf: text('array_retry_of'),
   },
   (t) => [
     index('job_requests_state').on(t.profile, t.state),
@@ -127,6 +131,28 @@ export const jobRequests = sqliteTable(
     // Partial: the deadline check reads only requests that have deadlines, on every tick.
     index('job_requests_deadlines').on(t.state).where(sql`"deadlines" is not null`),
   ],
+);
+
+/**
+ * One task of an array request: its state (a request state), and what the scheduler said of it.
+ * Every index has a row from the start (pending); a task has its own Slurm job id once it
+ * leaves the array's pending record (the last to start takes the array's own id).
+ */
+export const arrayTasks = sqliteTable(
+  'array_tasks',
+  {
+    requestId: text('request_id').notNull(),
+    taskId: integer('task_id').notNull(),
+    jobId: integer('job_id'),
+    state: text('state', { enum: REQUEST_STATES }).notNull(),
+    reason: text('reason'),
+    exitCode: integer('exit_code'),
+    signal: integer('signal'),
+    startedAt: integer('started_at'),
+    endedAt: integer('ended_at'),
+    nodes: text('nodes'),
+  },
+  (t) => [primaryKey({ columns: [t.requestId, t.taskId] }), index('array_tasks_state').on(t.requestId, t.state)],
 );
 
 export const DEPENDENCY_TYPES = ['afterok', 'afterany', 'afternotok'] as const;
@@ -445,6 +471,7 @@ export const profileSync = sqliteTable('profile_sync', {
 });
 
 export type JobRequestRow = typeof jobRequests.$inferSelect;
+export type ArrayTaskRow = typeof arrayTasks.$inferSelect;
 export type PipelineRunRow = typeof pipelineRuns.$inferSelect;
 export type PipelineScheduleRow = typeof pipelineSchedules.$inferSelect;
 export type DeadlineMissRow = typeof deadlineMisses.$inferSelect;

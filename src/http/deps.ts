@@ -4,6 +4,7 @@ import type { Deadlines } from '../db/schema.js';
 import type { Logger } from '../logger.js';
 import type { PipelineService } from '../pipelines/pipeline-service.js';
 import type { QueueName } from '../queue/catalog.js';
+import type { ArrayRetry } from '../requests/array-retry.js';
 import type { ClientRegistry } from '../sched/client-registry.js';
 import type { JobSpec } from '../sched/job-spec.js';
 import type { Profile } from '../sched/profile.js';
@@ -34,6 +35,8 @@ export interface ApiDeps {
    * request's id, the same on every call. NoSuggestionError when there is nothing to apply.
    */
   resubmit(requestId: string, newRequestId?: string): Promise<string>;
+  /** Runs tasks of an array request again (src/requests/array-retry.ts). NoTasksToRetryError when there is none. */
+  retryTasks(retry: ArrayRetry): Promise<{ id: string; indexes: number[]; array: string }>;
   /** Resolves when Redis answers PING; rejects otherwise (readiness). */
   pingRedis(): Promise<void>;
   settings: ApiSettings;

@@ -21,6 +21,8 @@ export const submitPayloadSchema = z.object({
       acceptedAt: z.number(),
       /** A summary when it ends (`--summarize`, `--no-summarize`); absent: the global setting. */
       summarize: z.boolean().optional(),
+      /** The array request whose tasks this one runs again (`schedflow jobs retry-tasks`). */
+      arrayRetryOf: z.string().min(1).optional(),
     })
     .optional(),
 });

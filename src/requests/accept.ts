@@ -1,8 +1,10 @@
 import { randomUUID } from 'node:crypto';
+import { insertArrayTasks } from '../db/array-tasks.js';
 import type { Db } from '../db/database.js';
 import { createRequest, type NewRequest, patchRequest, requestStateOf } from '../db/requests.js';
 import type { Deadlines, TransitionSource } from '../db/schema.js';
 import { addSubmitJob, type EnqueueOutcome, type SubmitQueueDeps } from '../queue/submit-queue.js';
+import { parseJobArray } from '../sched/job-array.js';
 import type { JobSpec } from '../sched/job-spec.js';
 import { transition } from './transition.js';
 
@@ -17,6 +19,8 @@ export interface RequestToRecord extends NewRequest {
   summarize?: boolean | null;
   /** The request whose summary's suggestion this one applies. */
   resubmitOf?: string | null;
+  /** The array request whose tasks this one runs again (src/requests/array-retry.ts). */
+  arrayRetryOf?: string | null;
   /**
    * Who moves it to `queued`, and when, in the same commit as the row; null leaves it
    * `accepted` (steps recorded with their run, a re-submission with its summary's mark) for
@@ -40,6 +44,14 @@ export function recordRequest(db: Db, input: RequestToRecord): boolean {
       const summarize = input.summarize ?? null;
       const resubmitOf = input.resubmitOf ?? null;
       if (summarize !== null || resubmitOf !== null) patchRequest(tx, input.id, { summarize, resubmitOf });
+      // An array's tasks are rows of their own from the start, so counts and the request's state
+      // come from them. The expression was checked where the spec came in (jobSpecSchema).
+      const expression = (input.spec as { array?: unknown } | null)?.array;
+      if (typeof expression === 'string') {
+        const { indexes } = parseJobArray(expression);
+        patchRequest(tx, input.id, { arrayTaskCount: indexes.length, arrayRetryOf: input.arrayRetryOf ?? null });
+        insertArrayTasks(tx, input.id, indexes);
+      }
     }
     const queued = input.queued === undefined ? { source: input.source, at: input.at } : input.queued;
     if (queued && (existing === undefined || existing === 'accepted')) {

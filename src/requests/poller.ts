@@ -10,6 +10,7 @@ import { chunkJobIds, type SchedClient } from '../sched/client.js';
 import type { Freshness } from '../sched/freshness.js';
 import type { JobStateEntry, SchedJob } from '../sched/job-model.js';
 import { AccountingNotServedError } from '../sched/sched-errors.js';
+import { applyArrayTasks, planArrays } from './array-poll.js';
 import { describeOtherJob, jobIdentity, ownRecord } from './job-identity.js';
 import { isTerminalRequest, requestStateFor } from './request-state.js';
 import { endLostByController, transition } from './transition.js';
@@ -138,7 +139,12 @@ export async function pollProfile(deps: PollDeps, profile: string): Promise<Poll
   let changed = 0;
   const needAccounting: TrackedRequest[] = [];
   const changedRows: TrackedRequest[] = [];
+  // Array jobs: their tasks are followed through the same two requests (array-poll.ts).
+  const arrays = tracked.filter((row) => row.arrayTaskCount !== null);
+  const arrayPlan = arrays.length > 0 ? planArrays(db, arrays, light.taskEntries, light.freshnessOf) : null;
+  let arrayRecords: SchedJob[] | null = null;
   for (const row of tracked) {
+    if (row.arrayTaskCount !== null) continue;
     const job = light.byId.get(row.jobId as number);
     if (job) {
       const to = requestStateFor(job.state);
@@ -164,12 +170,15 @@ export async function pollProfile(deps: PollDeps, profile: string): Promise<Poll
 
   const queue = accountingQueueOf(client, needAccounting);
   let queries: AccountingChunk[];
-  const allIds = [...needAccounting, ...changedRows].map((row) => row.jobId as number);
+  const arrayIds = arrayPlan?.accountingIds ?? [];
+  const arrayChunk = { arrays, arrayIds };
+  const allIds = [...needAccounting, ...changedRows].map((row) => row.jobId as number).concat(arrayIds);
   if (chunkJobIds(allIds, 'step').length <= 1) {
     // One query names them all: started jobs get their full record with the ends. Only started
     // jobs: it asks for active records alone (see resolveThroughAccounting).
     const rows = [...needAccounting, ...changedRows];
-    queries = rows.length > 0 ? [{ rows, activeOnly: needAccounting.length === 0 }] : [];
+    const activeOnly = needAccounting.length === 0 && !arrayPlan?.ended;
+    queries = allIds.length > 0 ? [{ rows, activeOnly, ...arrayChunk }] : [];
   } else {
     // A mass start or end: ends go to accounting in chunks, the longest waiting first, as many
     // as the budget allows this cycle (the rest in the next ones). Started jobs get the light
@@ -179,6 +188,7 @@ export async function pollProfile(deps: PollDeps, profile: string): Promise<Poll
       return job !== undefined && applyJob(db, row, job, 'poll', light.freshnessOf(row));
     });
     queries = queue.next(accountingChunksPerCycle(client)).map((rows) => ({ rows, activeOnly: false }));
+    if (arrayIds.length > 0) queries.unshift({ rows: [], activeOnly: false, ...arrayChunk });
   }
 
   let accounting: PollReport['accounting'] = 'not-needed';
@@ -193,6 +203,7 @@ export async function pollProfile(deps: PollDeps, profile: string): Promise<Poll
     queue.asked(query.rows);
     try {
       const result = await resolveThroughAccounting(deps, profile, query, light);
+      if (result.arrayRecords) arrayRecords = [...(arrayRecords ?? []), ...result.arrayRecords];
       changed += result.changed;
       needController.push(...result.endedWithoutRecord);
       suspects.push(...result.suspects);
@@ -236,6 +247,24 @@ export async function pollProfile(deps: PollDeps, profile: string): Promise<Poll
     requests++;
     changed += await resolveThroughController(deps, needController, light);
   }
+  if (arrayPlan) {
+    // Without accounting's answer, tasks take the light states that are not ends.
+    const summaries = applyArrayTasks(db, arrays, arrayPlan, arrayRecords);
+    changed += await writeInSlices(db, arrays, (row) => {
+      const summary = summaries.get(row.id);
+      if (!summary) return false;
+      const observation: JobObservation = {
+        state: summary.state,
+        state_flags: [summary.state],
+        reason: summary.reason,
+        ...(summary.startedAt !== null && { start_time: Math.floor(summary.startedAt / 1000) }),
+        ...(summary.endedAt !== null && { end_time: Math.floor(summary.endedAt / 1000) }),
+        ...(summary.exitCode !== null && { exit_code: summary.exitCode }),
+      };
+      const source = summary.endedAt !== null && arrayRecords !== null ? 'accounting' : 'poll';
+      return applyJob(db, row, observation, source, light.freshnessOf(row));
+    });
+  }
   updateProfileSync(db, profile, {
     lastPollAt: Date.now(),
     ...pollOutcome(light.overall),
@@ -250,6 +279,8 @@ export async function pollProfile(deps: PollDeps, profile: string): Promise<Poll
 /** The light listing of the tracked jobs: each entry, and the freshness of the answer that had it. */
 interface LightStates {
   byId: Map<number, JobStateEntry>;
+  /** Entries of array tasks (`"5_3"`), which are not keyed by id: an array's pending tasks share one. */
+  taskEntries: JobStateEntry[];
   /** The freshness of the answer that was asked for the row's job. */
   freshnessOf(row: TrackedRequest): Freshness;
   /** The least fresh of the answers: a cycle with one stale chunk is a stale poll. */
@@ -265,6 +296,7 @@ interface LightStates {
 async function readLightStates(deps: PollDeps, tracked: TrackedRequest[]): Promise<LightStates> {
   const ids = [...new Set(tracked.map((row) => row.jobId as number))];
   const byId = new Map<number, JobStateEntry>();
+  const taskEntries: JobStateEntry[] = [];
   const freshnessById = new Map<number, Freshness>();
   let overall: Freshness | undefined;
   let requests = 0;
@@ -273,7 +305,11 @@ async function readLightStates(deps: PollDeps, tracked: TrackedRequest[]): Promi
     requests++;
     // Only the jobs asked for: an answer never speaks for another chunk's jobs.
     const asked = new Set(chunk);
-    for (const job of states.data) if (asked.has(job.job_id)) byId.set(job.job_id, job);
+    for (const job of states.data) {
+      // An array's tasks come under their own job ids, not the array's id asked for.
+      if (job.array_task_id !== null) taskEntries.push(job);
+      else if (asked.has(job.job_id)) byId.set(job.job_id, job);
+    }
     for (const id of chunk) freshnessById.set(id, states.freshness);
     overall = overall === undefined ? states.freshness : leastFresh(overall, states.freshness);
   }
@@ -281,6 +317,7 @@ async function readLightStates(deps: PollDeps, tracked: TrackedRequest[]): Promi
   const answered = overall as Freshness;
   return {
     byId,
+    taskEntries,
     freshnessOf: (row) => freshnessById.get(row.jobId as number) ?? answered,
     overall: answered,
     requests,
@@ -296,6 +333,9 @@ function leastFresh(a: Freshness, b: Freshness): Freshness {
 interface AccountingChunk {
   rows: TrackedRequest[];
   activeOnly: boolean;
+  /** Array requests, and the ids of theirs to name (array-poll.ts), when this query carries them. */
+  arrays?: readonly TrackedRequest[];
+  arrayIds?: readonly number[];
 }
 
 /**
@@ -509,17 +549,22 @@ function markMissing(
 async function resolveThroughAccounting(
   deps: PollDeps,
   profile: string,
-  { rows, activeOnly }: AccountingChunk,
+  { rows, activeOnly, arrays = [], arrayIds = [] }: AccountingChunk,
   light: LightStates,
-): Promise<{ changed: number; endedWithoutRecord: TrackedRequest[]; suspects: Suspect[] }> {
+): Promise<{
+  changed: number;
+  endedWithoutRecord: TrackedRequest[];
+  suspects: Suspect[];
+  arrayRecords: SchedJob[] | null;
+}> {
   const { db, client } = deps;
   // The request's creation bounds its job's submit time from below, also for an
   // adopted job, whose recorded submittedAt is when schedflow found it.
-  const earliestSubmitSec = Math.min(...rows.map((r) => Math.floor(r.createdAt / 1000)));
+  const earliestSubmitSec = Math.min(...[...rows, ...arrays].map((r) => Math.floor(r.createdAt / 1000)));
   const account = client.profile.account;
   const history = await client.listAccountingJobs(
     {
-      jobIds: rows.map((r) => r.jobId as number),
+      jobIds: rows.map((r) => r.jobId as number).concat(arrayIds),
       accounts: account ? [account] : undefined,
       startTime: earliestSubmitSec - 60,
       // Only started jobs: ask for active records only. The proxy caches answers by URL, so the
@@ -531,7 +576,11 @@ async function resolveThroughAccounting(
   // Several records can share an id: a requeued job (a new submit time each time) and, after a
   // crash of slurmctld, a job it lost and the one that has its id now.
   const found = new Map<number, SchedJob[]>();
-  for (const job of history.data) found.set(job.job_id, [...(found.get(job.job_id) ?? []), job]);
+  const arrayRecords: SchedJob[] = [];
+  for (const job of history.data) {
+    if (job.array_job_id !== null) arrayRecords.push(job);
+    else found.set(job.job_id, [...(found.get(job.job_id) ?? []), job]);
+  }
   const endedWithoutRecord: TrackedRequest[] = [];
   const suspects: Suspect[] = [];
   const now = Date.now();
@@ -580,5 +629,10 @@ async function resolveThroughAccounting(
     // (An answer kept from before an outage cannot say a job is missing.)
     return !history.freshness.stale && markMissing(deps, profile, row, now);
   });
-  return { changed, endedWithoutRecord, suspects };
+  return {
+    changed,
+    endedWithoutRecord,
+    suspects,
+    arrayRecords: arrayIds.length > 0 && !history.freshness.stale ? arrayRecords : null,
+  };
 }

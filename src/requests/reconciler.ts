@@ -117,6 +117,9 @@ function importRecord(
     (byId && (identity === 'ours' || identity === 'suspect') ? byId : undefined);
   upsertAccountingJob(db, profile, job, request ? request.id : null, at);
   if (!request || request.jobId !== job.job_id) return false;
+  // An array's records are its tasks' (one of them under the array's id): the poller makes the
+  // request's state from all of them (array-poll.ts), never from one.
+  if (request.arrayTaskCount !== null) return true;
   // A job the controller no longer has, which accounting still holds active (lagging, or a
   // runaway slurmctld lost): the poller's grace decides; an import must not reset it.
   const ended = isTerminalRequest(requestStateFor(job.state) ?? 'running');

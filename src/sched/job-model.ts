@@ -115,6 +115,12 @@ export interface SchedJob {
  */
 export interface JobStateEntry {
   job_id: number;
+  /**
+   * The task of an array job (`"5_3"`: job 5, task 3). Asked for by the array's job id, the
+   * listing has every task: one entry per task that has its own job, and one per task still
+   * pending in the array's record, all under that record's id (`"1_4"`, `"1_5"`).
+   */
+  array_task_id: number | null;
   state: JobState;
   state_flags: string[];
 }

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { ArraySyntaxError, parseJobArray } from './job-array.js';
 import { jobDescFields, validateAgainstSpec } from './spec-validator.js';
 import { LATEST_VERSION, SUPPORTED_VERSIONS } from './versions.js';
 
@@ -102,7 +103,18 @@ export const jobSpecSchema = z
     /** Minutes, or a Slurm time string. */
     time_limit: timeLimitSchema.optional(),
     dependency: z.string().optional(),
-    array: z.string().optional(),
+    /** Slurm's array expression (`0-99%10`), checked here; the cluster's MaxArraySize by slurmctld. */
+    array: z
+      .string()
+      .superRefine((value, ctx) => {
+        try {
+          parseJobArray(value);
+        } catch (error) {
+          if (!(error instanceof ArraySyntaxError)) throw error;
+          ctx.addIssue({ code: 'custom', message: error.message });
+        }
+      })
+      .optional(),
     comment: z.string().optional(),
     standard_output: z.string().optional(),
     standard_error: z.string().optional(),

@@ -91,9 +91,12 @@ export function matchesFilter(job: SimJob, filter: AccountingFilter, nowSec: num
     [filter.jobNames, job.name],
     [filter.users, job.user],
     [filter.partitions, job.partition],
-    [filter.jobIds, job.jobId],
   ];
   for (const [wanted, value] of lists) if (wanted?.length && !wanted.includes(value)) return false;
+  // As `sacct -j`: an array's id names every record of the array.
+  if (filter.jobIds?.length && !filter.jobIds.includes(job.jobId)) {
+    if (job.arrayJobId === undefined || !filter.jobIds.includes(job.arrayJobId)) return false;
+  }
   const window = defaultWindow(filter, nowSec);
   if (filter.states?.length) return filter.states.some((state) => inStateDuring(job, state, window));
   return usedDuring(job, filter, window);

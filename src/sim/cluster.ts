@@ -3,6 +3,7 @@ import { lstatSync, mkdirSync } from 'node:fs';
 import { constants, tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import type { Logger } from '../logger.js';
+import { ArraySyntaxError, DEFAULT_MAX_ARRAY_SIZE, type JobArray, parseJobArray } from '../sched/job-array.js';
 import {
   type Dependency,
   DependencySyntaxError,
@@ -13,7 +14,7 @@ import {
 import { killOrphan, type RunningProcess, simulatedProcess, startJobProcess } from './job-process.js';
 import { JobStore } from './job-store.js';
 import type { PartitionSettings } from './sim-config.js';
-import { cpusOf, isTerminal, type SimJob } from './sim-job.js';
+import { cpusOf, isArrayMeta, isTerminal, type SimJob } from './sim-job.js';
 import { SlurmError } from './slurm-errno.js';
 
 export interface ClusterOptions {
@@ -35,6 +36,8 @@ export interface ClusterOptions {
    */
   workDir?: string | undefined;
   firstJobId: number;
+  /** slurm.conf MaxArraySize. @defaultValue 1001 */
+  maxArraySize?: number | undefined;
   /** Benchmark mode: scripts are not executed; every job runs this long and completes. */
   simulatedRuntimeSec?: number | undefined;
   /**
@@ -231,9 +234,14 @@ export class Cluster {
     const fail = (name: ConstructorParameters<typeof SlurmError>[0]) =>
       new SlurmError(name, 'Batch job submission failed', source);
 
-    if (request.array) {
-      // Say so instead of pretending: array jobs are not simulated.
-      throw new SlurmError('ESLURM_NOT_SUPPORTED', 'Job arrays are not supported by the schedflow simulator', source);
+    let array: JobArray | undefined;
+    if (request.array !== undefined) {
+      try {
+        array = parseJobArray(request.array, this.options.maxArraySize ?? DEFAULT_MAX_ARRAY_SIZE);
+      } catch (error) {
+        if (!(error instanceof ArraySyntaxError)) throw error;
+        throw fail('ESLURM_INVALID_ARRAY');
+      }
     }
     const script = request.script ?? '';
     if (script === '') throw fail('ESLURM_JOB_SCRIPT_MISSING');
@@ -306,6 +314,9 @@ export class Cluster {
       nodes: '',
       lastUpdate: now,
     };
+    if (array) {
+      Object.assign(job, { arrayJobId: job.jobId, arrayPending: array.indexes, arrayThrottle: array.throttle ?? 0 });
+    }
     if (unplaceable) {
       // As 25.11.7 leaves it: FAILED (BadConstraints) in the controller, with a raw status of 1
       // that reads as signal 1 there and as exit code 1 in accounting; the submit answer has no id.
@@ -349,6 +360,22 @@ export class Cluster {
    * operator. A job the controller no longer holds (past MinJobAge) is unknown to it.
    */
   cancel(jobId: number, user?: string): CancelResult {
+    const job = this.jobs.get(jobId);
+    // The array's id names every task of it, as scancel's does.
+    if (job && job.arrayJobId === jobId && (!user || job.user === user)) {
+      const active = this.arrayRecords(jobId).filter((record) => !isTerminal(record) && record !== job);
+      for (const record of active) this.cancelOne(record.jobId, user);
+      if (isTerminal(job)) return { ok: true };
+    }
+    return this.cancelOne(jobId, user);
+  }
+
+  /** Every record of the array `arrayJobId`: its own record first, then its tasks'. */
+  arrayRecords(arrayJobId: number): SimJob[] {
+    return this.listJobs().filter((job) => job.arrayJobId === arrayJobId);
+  }
+
+  private cancelOne(jobId: number, user?: string): CancelResult {
     const source = 'slurm_kill_job()';
     const job = this.jobs.get(jobId);
     if (!job || !this.isInController(job)) {
@@ -362,6 +389,7 @@ export class Cluster {
     }
     const now = nowSec();
     if (job.state === 'PENDING') {
+      // Its pending tasks end with it (they stay in its record, as slurmctld keeps them).
       job.state = 'CANCELLED';
       job.reason = 'None';
       job.endTime = now;
@@ -419,6 +447,15 @@ export class Cluster {
   private dependencyTarget = (jobId: number): DependencyTarget | undefined => {
     const job = this.jobs.get(jobId);
     if (!job) return undefined;
+    // A dependency on an array's id is on every task of it, as slurmctld reads one.
+    if (job.arrayJobId === jobId) {
+      const records = this.arrayRecords(jobId);
+      return {
+        started: records.some((record) => record.startTime > 0),
+        finished: records.every((record) => isTerminal(record) && !this.processes.has(record.jobId)),
+        completedOk: records.every((record) => record.state === 'COMPLETED'),
+      };
+    }
     return {
       started: job.startTime > 0,
       finished: isTerminal(job) && !this.processes.has(jobId),
@@ -439,7 +476,9 @@ export class Cluster {
           continue;
         }
         const need = cpusOf(job);
-        if (need <= free) {
+        if (isArrayMeta(job)) {
+          free = this.startArrayTasks(job, free);
+        } else if (need <= free) {
           free -= need;
           this.launch(job);
         } else if (job.reason !== 'Resources') {
@@ -450,6 +489,54 @@ export class Cluster {
     } finally {
       this.scheduling = false;
     }
+  }
+
+  /**
+   * Starts what fits of an array's pending tasks, lowest index first, at most its throttle
+   * running at once: each leaves the array's record as a record of its own under a new job id,
+   * and the last takes the array's record itself. Returns the CPUs left free.
+   */
+  private startArrayTasks(meta: SimJob, free: number): number {
+    const need = cpusOf(meta);
+    const throttle = meta.arrayThrottle ?? 0;
+    let running = throttle > 0 ? this.arrayRecords(meta.jobId).filter((job) => job.state === 'RUNNING').length : 0;
+    let left = free;
+    while ((meta.arrayPending?.length ?? 0) > 0) {
+      const throttled = throttle > 0 && running >= throttle;
+      if (throttled || need > left) {
+        const reason = throttled ? 'JobArrayTaskLimit' : 'Resources';
+        if (meta.reason !== reason) {
+          meta.reason = reason;
+          this.changed(meta);
+        }
+        return left;
+      }
+      const [taskId, ...rest] = meta.arrayPending as number[];
+      left -= need;
+      running++;
+      if (rest.length === 0) {
+        meta.arrayTaskId = taskId as number;
+        delete meta.arrayPending;
+        delete meta.arrayThrottle;
+        this.launch(meta);
+        return left;
+      }
+      meta.arrayPending = rest;
+      const task: SimJob = {
+        ...meta,
+        jobId: this.nextJobId++,
+        arrayTaskId: taskId as number,
+        arrayPending: undefined,
+        arrayThrottle: undefined,
+        environment: [...meta.environment],
+      };
+      delete task.arrayPending;
+      delete task.arrayThrottle;
+      this.jobs.set(task.jobId, task);
+      this.launch(task);
+      this.changed(meta);
+    }
+    return left;
   }
 
   private resolveDependencies(): void {

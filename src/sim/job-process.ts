@@ -177,6 +177,9 @@ function slurmEnvironment(job: SimJob, nodeName: string, clusterName: string): s
     `SLURM_CPUS_ON_NODE=${job.tasks * job.cpusPerTask}`,
     `SLURM_SUBMIT_DIR=${job.cwd}`,
     `SLURM_CLUSTER_NAME=${clusterName}`,
+    ...(job.arrayJobId !== undefined && job.arrayTaskId !== undefined
+      ? [`SLURM_ARRAY_JOB_ID=${job.arrayJobId}`, `SLURM_ARRAY_TASK_ID=${job.arrayTaskId}`]
+      : []),
   ];
 }
 
@@ -204,7 +207,9 @@ export interface StartOptions {
 
 /** Paths slurmd would open for the job's output (`slurm-%j.out` by default). */
 export function outputPaths(job: SimJob, nodeName: string): { stdout: string; stderr: string } {
-  const stdout = outputPath(job.standardOutput || 'slurm-%j.out', job, job.cwd, nodeName);
+  // An array job's default is `slurm-%A_%a.out`, as sbatch's.
+  const fallback = job.arrayJobId === undefined ? 'slurm-%j.out' : 'slurm-%A_%a.out';
+  const stdout = outputPath(job.standardOutput || fallback, job, job.cwd, nodeName);
   const stderr = job.standardError ? outputPath(job.standardError, job, job.cwd, nodeName) : stdout;
   return { stdout, stderr };
 }

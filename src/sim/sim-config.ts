@@ -83,6 +83,8 @@ export const simConfigSchema = z.object({
   minJobAgeSec: z.number().nonnegative().default(300),
   killWaitSec: z.number().nonnegative().default(5),
   firstJobId: z.number().int().positive().default(1000),
+  /** slurm.conf MaxArraySize: array indexes go from 0 to one less. */
+  maxArraySize: z.number().int().positive().default(1001),
   /** Data-parser versions served (a site may serve fewer); the newest is `latest`. */
   versions: z
     .array(z.enum(SUPPORTED_VERSIONS))

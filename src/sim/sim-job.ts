@@ -65,6 +65,17 @@ export interface SimJob {
    * `CANCELLED,COMPLETING` until they are, and only then knows how the script ended.
    */
   completing?: boolean;
+  /**
+   * An array job's records share its id (the first record's, `array_job_id`): the array's own
+   * record holds the tasks still pending (`arrayPending`, `%` throttle in `arrayThrottle`, 0 for
+   * none); a task leaves it as a record of its own, with a new job id, when it starts, and the
+   * last one takes the array's record itself (test/fixtures/real-slurm-25.11/array_*).
+   */
+  arrayJobId?: number;
+  /** The task this record runs; absent for the array's record while tasks are pending in it. */
+  arrayTaskId?: number;
+  arrayPending?: number[];
+  arrayThrottle?: number;
   /** Node the job ran on; '' before it starts. */
   nodes: string;
   /** Unix seconds of the last change to this record (drives `update_time`). */
@@ -86,5 +97,24 @@ export function isTerminal(job: Pick<SimJob, 'state'>): boolean {
 /** Expands the sbatch filename patterns (`%j`, `%x`, `%4a`, ...) as slurmstepd does for the batch step. */
 export function expandOutputPattern(pattern: string, job: SimJob, nodeName: string): string {
   // The simulator knows every field: its jobs run on its one node, as their own user.
-  return expandStdioPattern(pattern, { jobId: job.jobId, name: job.name, user: job.user, node: nodeName }) ?? pattern;
+  return (
+    expandStdioPattern(pattern, {
+      jobId: job.jobId,
+      name: job.name,
+      user: job.user,
+      node: nodeName,
+      arrayJobId: job.arrayJobId ?? null,
+      arrayTaskId: job.arrayTaskId ?? null,
+    }) ?? pattern
+  );
+}
+
+/** Whether a record is (part of) an array job. */
+export function isArrayRecord(job: SimJob): boolean {
+  return job.arrayJobId !== undefined;
+}
+
+/** The array's own record while tasks are pending in it. */
+export function isArrayMeta(job: SimJob): boolean {
+  return job.arrayJobId !== undefined && job.arrayTaskId === undefined;
 }

@@ -77,6 +77,7 @@ export class SimServer {
       stateDir: resolve(config.stateDir),
       workDir: config.workDir === undefined ? undefined : resolve(config.workDir),
       firstJobId: config.firstJobId,
+      maxArraySize: config.maxArraySize,
       simulatedRuntimeSec: config.simulatedRuntimeSec,
       jobAcctGatherFrequencySec: config.jobAcctGatherFrequencySec,
       logger: logger.child({ component: 'sim-cluster' }),

@@ -24,6 +24,7 @@ export const SLURM_ERRNO = {
     number: 2045,
     text: 'Invalid account or account/partition combination specified',
   },
+  ESLURM_INVALID_ARRAY: { number: 2081, text: 'Invalid job array specification' },
   ESLURM_ACCOUNTING_POLICY: {
     number: 2050,
     text: "Job violates accounting/QOS policy (job submit limit, user's size and/or time limits)",

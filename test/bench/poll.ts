@@ -5,6 +5,10 @@
  *
  * Figures per cycle: upstream requests, CPU ms of this process, RSS, and the
  * delay from a state change in the scheduler to its record in the history.
+ *
+ * Then one array job of BENCH_ARRAY_TASKS tasks (1,000; 0 skips it), run in waves by its `%`
+ * throttle, followed from submission to its end: every cycle's upstream requests (at most two,
+ * whatever the number of tasks), CPU ms, and every task recorded completed with its job id.
  */
 import { spawn } from 'node:child_process';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -12,12 +16,15 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { pino } from 'pino';
+import { tasksOf } from '../../src/db/array-tasks.js';
 import type { Db } from '../../src/db/database.js';
 import { openDatabase } from '../../src/db/database.js';
 import { createRequest, getRequest, trackedRequests } from '../../src/db/requests.js';
+import { recordRequest } from '../../src/requests/accept.js';
 import { applyJob, pollProfile } from '../../src/requests/poller.js';
 import { transition } from '../../src/requests/transition.js';
 import { SchedClient } from '../../src/sched/client.js';
+import { jobSpecSchema } from '../../src/sched/job-spec.js';
 import { sleep } from '../chaos/processes.js';
 import {
   BENCH_TOKEN,
@@ -30,6 +37,9 @@ import {
 } from './bench-sim.js';
 
 const SIZES = (process.env.BENCH_SIZES ?? '10,1000,10000').split(',').map(Number);
+const ARRAY_TASKS = Number(process.env.BENCH_ARRAY_TASKS ?? 1000);
+/** The array's throttle: its tasks run in waves of this many, so cycles see starts and ends. */
+const ARRAY_THROTTLE = 250;
 /**
  * Writes N pending jobs into the simulator's saved job table before it starts
  * (it runs them at once, in benchmark mode), so this process's memory is not
@@ -152,6 +162,90 @@ async function benchSize(n: number): Promise<{ n: number; schedflow: Figures; pe
   }
 }
 
+interface ArrayFigures {
+  tasks: number;
+  cycles: number;
+  maxRequestsPerCycle: number;
+  meanRequestsPerCycle: number;
+  meanCpuMsPerCycle: number;
+  maxCpuMsPerCycle: number;
+  rssMb: number;
+  /** From submission to the request's end in the history. */
+  followedMs: number;
+  tasksCompleted: number;
+}
+
+/**
+ * One array of `n` tasks submitted to the simulator (each task runs 3 s, `ARRAY_THROTTLE` at a
+ * time), polled at the cache lifetime until its request ends.
+ */
+async function benchArray(n: number): Promise<ArrayFigures> {
+  const dir = mkdtempSync(join(tmpdir(), 'schedflow-bench-array-'));
+  mkdirSync(join(dir, 'sim'), { recursive: true });
+  const { url, child } = await startBenchSim(dir, { jobs: ARRAY_THROTTLE, runtimeSec: 3 });
+  try {
+    const logger = pino({ level: 'silent' });
+    const client = await SchedClient.connect(benchProfile(url, UNBOUNDED), { logger, env: { BENCH_TOKEN } });
+    const history = openDatabase(join(dir, 'array.sqlite'));
+    const spec = jobSpecSchema.parse({
+      name: 'bench-array',
+      script: '#!/bin/sh\ntrue\n',
+      array: `0-${n - 1}%${ARRAY_THROTTLE}`,
+    });
+    const at = Date.now();
+    recordRequest(history.db, {
+      id: 'array',
+      profile: 'bench',
+      name: spec.name,
+      spec,
+      origin: 'api',
+      at,
+      source: 'api',
+    });
+    const submitted = await client.submit(spec, 'array');
+    transition(history.db, 'array', {
+      to: 'submitted',
+      source: 'submit',
+      at,
+      patch: { jobId: submitted.job_id, submittedAt: at },
+    });
+    const settings = { lostGraceMs: 300_000 };
+    const requests: number[] = [];
+    const cpuMs: number[] = [];
+    let rssMb = 0;
+    while (!['completed', 'failed'].includes(getRequest(history.db, 'array')?.state ?? '')) {
+      if (Date.now() - at > 600_000) throw new Error('the array did not end in 10 minutes');
+      const cpu = process.cpuUsage();
+      const report = await pollProfile({ db: history.db, client, logger, settings }, 'bench');
+      const used = process.cpuUsage(cpu);
+      requests.push(report.requests);
+      cpuMs.push((used.user + used.system) / 1000);
+      rssMb = Math.max(rssMb, process.memoryUsage().rss / 1024 / 1024);
+      await sleep(CACHE_TTL_SEC * 1000);
+    }
+    const followedMs = Date.now() - at;
+    const tasks = tasksOf(history.db, 'array');
+    await client.close();
+    history.close();
+    const sum = (xs: number[]) => xs.reduce((s, x) => s + x, 0);
+    return {
+      tasks: n,
+      cycles: requests.length,
+      maxRequestsPerCycle: Math.max(...requests),
+      meanRequestsPerCycle: sum(requests) / requests.length,
+      meanCpuMsPerCycle: sum(cpuMs) / cpuMs.length,
+      maxCpuMsPerCycle: Math.max(...cpuMs),
+      rssMb,
+      followedMs,
+      tasksCompleted: tasks.filter((task) => task.state === 'completed' && task.jobId !== null).length,
+    };
+  } finally {
+    child.kill('SIGTERM');
+    await new Promise((r) => child.once('exit', r));
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
 function ratio(a: number, b: number): string {
   if (a === 0) return b === 0 ? '1.0x' : '∞';
   return `${(b / a).toFixed(1)}x`;
@@ -160,11 +254,11 @@ function ratio(a: number, b: number): string {
 type Result = Awaited<ReturnType<typeof benchSize>>;
 
 /** Each size runs in its own process, so RSS reflects that size alone. */
-function runChild(n: number): Promise<Result> {
+function runChild(n: number, mode = '--size'): Promise<Result> {
   return new Promise((resolve, reject) => {
     const child = spawn(
       process.execPath,
-      ['--import', import.meta.resolve('tsx'), fileURLToPath(import.meta.url), '--size', String(n)],
+      ['--import', import.meta.resolve('tsx'), fileURLToPath(import.meta.url), mode, String(n)],
       {
         stdio: ['ignore', 'pipe', 'inherit'],
       },
@@ -180,8 +274,11 @@ function runChild(n: number): Promise<Result> {
 }
 
 const sizeArg = process.argv.indexOf('--size');
+const arrayArg = process.argv.indexOf('--array');
 if (sizeArg > 0) {
   process.stdout.write(JSON.stringify(await benchSize(Number(process.argv[sizeArg + 1]))));
+} else if (arrayArg > 0) {
+  process.stdout.write(JSON.stringify(await benchArray(Number(process.argv[arrayArg + 1]))));
 } else {
   const results: Result[] = [];
   for (const n of SIZES) {
@@ -226,5 +323,19 @@ if (sizeArg > 0) {
       ],
     ];
     for (const [what, ok] of targets) process.stdout.write(`${ok ? 'met   ' : 'MISSED'}  ${what}\n`);
+  }
+  if (ARRAY_TASKS > 0) {
+    process.stderr.write(`bench:poll: an array of ${ARRAY_TASKS} tasks…\n`);
+    const a = (await runChild(ARRAY_TASKS, '--array')) as unknown as ArrayFigures;
+    process.stdout.write(
+      [
+        '',
+        `array of ${a.tasks} tasks (%${ARRAY_THROTTLE}, 3 s each): followed to its end in ${(a.followedMs / 1000).toFixed(1)} s, ${a.cycles} cycles`,
+        `  requests/cycle: max ${a.maxRequestsPerCycle}, mean ${a.meanRequestsPerCycle.toFixed(2)}; CPU ms/cycle: mean ${a.meanCpuMsPerCycle.toFixed(1)}, max ${a.maxCpuMsPerCycle.toFixed(1)}; RSS ${a.rssMb.toFixed(0)} MB`,
+        `${a.maxRequestsPerCycle <= 2 ? 'met   ' : 'MISSED'}  array: at most two upstream requests every cycle`,
+        `${a.tasksCompleted === a.tasks ? 'met   ' : 'MISSED'}  array: every task recorded completed, with its job id (${a.tasksCompleted} of ${a.tasks})`,
+        '',
+      ].join('\n'),
+    );
   }
 }

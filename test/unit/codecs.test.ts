@@ -218,14 +218,17 @@ describe.each(SUPPORTED_VERSIONS)('codec %s', (version) => {
     const url = new URL(`../fixtures/real-slurm-25.11/jobs_state_${version}.json`, import.meta.url);
     const body = JSON.parse(readFileSync(url, 'utf8')) as { jobs: unknown[] };
     expect(body.jobs.map((j) => codec.decodeJobState(j))).toEqual([
-      { job_id: 25110018, state: 'RUNNING', state_flags: ['RUNNING'] },
-      { job_id: 25110019, state: 'RUNNING', state_flags: ['RUNNING'] },
+      { job_id: 25110018, array_task_id: null, state: 'RUNNING', state_flags: ['RUNNING'] },
+      { job_id: 25110019, array_task_id: null, state: 'RUNNING', state_flags: ['RUNNING'] },
     ]);
     expect(codec.decodeJobState({ job_id: '7', state: ['PENDING', 'REQUEUED'] })).toEqual({
       job_id: 7,
+      array_task_id: null,
       state: 'PENDING',
       state_flags: ['PENDING', 'REQUEUED'],
     });
+    // An array's task: `<job id>_<task id>` (test/fixtures/real-slurm-25.11/array_jobs_state_*).
+    expect(codec.decodeJobState({ job_id: '5_3', state: ['RUNNING'] })).toMatchObject({ job_id: 5, array_task_id: 3 });
     expect(decodeError(() => codec.decodeJobState({ job_id: 'x7', state: ['RUNNING'] })).path).toBe('job_id');
     // The document's job_info shape (job_state) is not what the endpoint sends.
     expect(decodeError(() => codec.decodeJobState({ job_id: 42, job_state: ['RUNNING'] })).path).toBe('state');

@@ -217,6 +217,8 @@ function requestRow(over: Partial<JobRequestRow> = {}): JobRequestRow {
     resubmitOf: null,
     stdoutPath: null,
     stderrPath: null,
+    arrayTaskCount: null,
+    arrayRetryOf: null,
     ...over,
   };
 }

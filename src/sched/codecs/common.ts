@@ -259,16 +259,35 @@ function fromController(job: ControllerRecord, paths: OutputPaths): SchedJob {
   };
 }
 
-// Real 25.11 sends the id as a decimal string (every data parser); a number is read as well.
+// Real 25.11 sends the id as a decimal string (every data parser); a number is read as well. An
+// array task is `<job id>_<task id>`, a pending task still in its array's record included ("1_4":
+// the record of job 1, task 4; test/fixtures/real-slurm-25.11/array_jobs_state_*).
 const jobStateSchema = z.object({
-  job_id: z.union([z.number().int(), z.string().regex(/^\d+$/, 'not a job id').transform(Number)]),
+  job_id: z.union([
+    z
+      .number()
+      .int()
+      .transform((id) => ({ id, task: null })),
+    z
+      .string()
+      .regex(/^\d+(_\d+)?$/, 'not a job id')
+      .transform((text) => {
+        const [id = '', task] = text.split('_');
+        return { id: Number(id), task: task === undefined ? null : Number(task) };
+      }),
+  ]),
   state: stateFlagsSchema,
 });
 
 /** One element of `/jobs/state`, as real slurmrestd sends it (not as its document says). */
 export function decodeJobState(raw: unknown): JobStateEntry {
   const job = parseJob(jobStateSchema, withoutNulls(raw));
-  return { job_id: job.job_id, state: stateOf(job.state), state_flags: job.state };
+  return {
+    job_id: job.job_id.id,
+    array_task_id: job.job_id.task,
+    state: stateOf(job.state),
+    state_flags: job.state,
+  };
 }
 
 const tresListSchema = z.array(z.object({ type: optionalText, count: z.number().optional() }));

@@ -1,7 +1,8 @@
+import { formatIndexes } from '../../sched/job-array.js';
 import type { ApiVersion } from '../../sched/versions.js';
 import { signalName } from '../cluster.js';
 import { outputPaths } from '../job-process.js';
-import type { SimJob } from '../sim-job.js';
+import { isArrayMeta, type SimJob } from '../sim-job.js';
 import { noVal, templateFor } from './templates.js';
 
 export interface RenderContext {
@@ -66,6 +67,15 @@ export function renderJobInfo(job: SimJob, ctx: RenderContext): Json {
 
   Object.assign(t, {
     account: job.account,
+    ...(job.arrayJobId !== undefined && {
+      array_job_id: noVal(job.arrayJobId),
+      array_task_id: noVal(job.arrayTaskId ?? null),
+      // The tasks still pending in the array's own record (`2-5%2`); '' for a task's record.
+      array_task_string: isArrayMeta(job)
+        ? `${formatIndexes(job.arrayPending ?? [])}${job.arrayThrottle ? `%${job.arrayThrottle}` : ''}`
+        : '',
+      array_max_tasks: noVal(job.arrayThrottle ?? 0),
+    }),
     accrue_time: noVal(job.eligibleTime),
     allocating_node: ctx.nodeName,
     batch_host: started ? ctx.nodeName : '',
@@ -137,8 +147,12 @@ function renderJobResources(template: Json, job: SimJob, ctx: RenderContext): Js
  * One element of `GET /slurm/{v}/jobs/state`, as slurmrestd really sends it: the id as a
  * string and the flags under `state`, nothing else (not the `job_info` its document names).
  */
-export function renderJobState(job: SimJob): Json {
-  return { job_id: String(job.jobId), state: stateFlags(job) };
+export function renderJobState(job: SimJob): Json[] {
+  // An array's tasks are `<job id>_<task id>`, each task still pending in the array's own
+  // record an entry of its own (test/fixtures/real-slurm-25.11/array_jobs_state_*).
+  if (job.arrayJobId === undefined) return [{ job_id: String(job.jobId), state: stateFlags(job) }];
+  const tasks = job.arrayTaskId === undefined ? (job.arrayPending ?? []) : [job.arrayTaskId];
+  return tasks.map((task) => ({ job_id: `${job.jobId}_${task}`, state: stateFlags(job) }));
 }
 
 function stateFlags(job: SimJob): string[] {

@@ -1,5 +1,5 @@
 import { outputPaths } from '../job-process.js';
-import type { SimJob } from '../sim-job.js';
+import { isArrayMeta, type SimJob } from '../sim-job.js';
 import { type RenderContext, renderDerivedExitCode, renderExitCode } from './job-info.js';
 import { noVal, templateFor } from './templates.js';
 
@@ -93,6 +93,7 @@ export function renderSlurmdbJob(job: SimJob, ctx: RenderContext, nowSec: number
 
   Object.assign(t, {
     account: job.account,
+    ...(job.arrayJobId !== undefined && { array: renderSlurmdbArray(job, t.array as Json) }),
     comment: { administrator: '', job: job.comment, system: '' },
     allocation_nodes: started ? 1 : 0,
     association: { ...t.association, account: job.account, user: job.user },
@@ -145,4 +146,22 @@ export function renderSlurmdbJob(job: SimJob, ctx: RenderContext, nowSec: number
     stderr_expanded: job.standardError ? paths.stderr : '',
   });
   return t;
+}
+
+/**
+ * slurmdbd's `array` of an array job's record: the array's id, and either the task (a task's
+ * record) or, for the array's own record while tasks are pending in it, those tasks as a hex
+ * bitmap (`"0x3C"`: tasks 2 to 5) and the throttle (`limits.max.running.tasks`).
+ */
+function renderSlurmdbArray(job: SimJob, template: Json): Json {
+  const meta = isArrayMeta(job);
+  let bitmap = 0n;
+  for (const task of job.arrayPending ?? []) bitmap |= 1n << BigInt(task);
+  return {
+    ...template,
+    job_id: job.arrayJobId,
+    limits: { max: { running: { tasks: meta ? (job.arrayThrottle ?? 0) : 0 } } },
+    task_id: meta ? noVal(null) : noVal(job.arrayTaskId ?? null),
+    task: meta ? `0x${bitmap.toString(16).toUpperCase()}` : '',
+  };
 }

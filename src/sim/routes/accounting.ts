@@ -86,8 +86,10 @@ export function registerAccountingRoutes(app: FastifyInstance, ctx: ProxyContext
       const jobId = parseJobId(req.params.job_id);
       if (jobId === undefined) return queryRejected(call, 'slurmdbd', 'op_handler_job', REJECTED);
       const job = ctx.cluster.getJob(jobId);
-      // Not a 404: an id slurmdbd has no record of is an empty listing, as for any query.
-      return listing(call, job ? [job] : [], Math.floor(Date.now() / 1000));
+      // Not a 404: an id slurmdbd has no record of is an empty listing, as for any query. An
+      // array's id lists every record of the array.
+      const records = job?.arrayJobId === jobId ? ctx.cluster.arrayRecords(jobId) : job ? [job] : [];
+      return listing(call, records, Math.floor(Date.now() / 1000));
     });
   });
 }

@@ -151,9 +151,9 @@ export function registerControllerRoutes(app: FastifyInstance, ctx: ProxyContext
       // As slurmctld answers a list of ids: one entry per id asked, in the order asked (an id
       // asked twice comes twice), and nothing for an id it does not hold.
       const held = (job: SimJob | undefined): job is SimJob => job !== undefined && cluster.isInController(job, now);
-      const jobs = (ids ? (ids as number[]).map((id) => cluster.getJob(id)) : cluster.listJobs())
+      const jobs = (ids ? (ids as number[]).flatMap((id) => recordsFor(cluster, id)) : cluster.listJobs())
         .filter(held)
-        .map(renderJobState);
+        .flatMap(renderJobState);
       return { status: 200, body: { jobs, ...call.envelope('slurmctld') } };
     });
   });
@@ -175,10 +175,11 @@ export function registerControllerRoutes(app: FastifyInstance, ctx: ProxyContext
       if (!job || !cluster.isInController(job)) {
         return noJob(call, 404, new SlurmError('ESLURM_INVALID_JOB_ID', description, '_handle_job_get'));
       }
+      const records = recordsFor(cluster, jobId).filter((record) => cluster.isInController(record));
       return {
         status: 200,
         body: {
-          jobs: [renderJobInfo(job, call.render)],
+          jobs: records.map((record) => renderJobInfo(record, call.render)),
           last_backfill: noVal(Math.floor(Date.now() / 1000)),
           last_update: noVal(cluster.lastJobUpdate),
           ...call.envelope('slurmctld'),
@@ -427,4 +428,16 @@ function parseSignal(text: string): NodeJS.Signals | undefined {
   const number = Number(text);
   const found = Object.entries(constants.signals).find(([, n]) => n === number);
   return found ? (found[0] as NodeJS.Signals) : undefined;
+}
+
+/**
+ * The records an id names, as slurmctld reads it: an array's id names every record of the array
+ * (its own first, then its tasks', newest first), a task's job id that task alone.
+ */
+function recordsFor(cluster: ProxyContext['cluster'], jobId: number): SimJob[] {
+  const job = cluster.getJob(jobId);
+  if (!job) return [];
+  if (job.arrayJobId !== jobId) return [job];
+  const tasks = cluster.arrayRecords(jobId).filter((record) => record !== job);
+  return [job, ...tasks.reverse()];
 }

@@ -7,6 +7,7 @@ import { getRequest } from '../../../src/db/requests.js';
 import { getRun } from '../../../src/db/runs.js';
 import { summaries } from '../../../src/db/schema.js';
 import { createToken, revokeToken } from '../../../src/db/tokens.js';
+import type { JobSpec } from '../../../src/sched/job-spec.js';
 import { waitFor } from '../../helpers/http.js';
 import {
   adminToken,
@@ -390,6 +391,29 @@ describe('admin web UI', () => {
     expect(revokeToken(td.daemon.history.db, 'ui-reader')).toBe(true);
     await page.goto(`${base}/jobs`);
     expect(new URL(page.url()).pathname).toBe('/ui/login');
+  });
+
+  it("shows an array job's tasks compactly and retries its failed ones from a button", async () => {
+    const page = await logIn(adminToken);
+    const spec = {
+      ...shell(
+        'ui-array',
+        '[ "$SLURM_ARRAY_TASK_ID" = 2 ] && [ ! -e ui-array-once ] && touch ui-array-once && exit 7\ntrue',
+      ),
+      array: '0-3',
+    } as JobSpec;
+    const id = await td.daemon.submit({ spec, origin: 'api' });
+    await td.waitForState(id, 'failed');
+    await page.goto(`${base}/jobs/${id}`);
+    await expect(page.getByText('0-3: 4 tasks — 3 completed, 1 failed').isVisible()).resolves.toBe(true);
+    await expect(page.locator('main table td', { hasText: /^7$/ }).count()).resolves.toBe(1);
+    await browser.screenshot(page, 'job-array');
+    await page.getByRole('button', { name: 'Retry failed tasks (new request)' }).click();
+    await page.waitForURL(/done=tasks-retried/);
+    await expect(page.getByText(`Retries tasks of ${id}`).isVisible()).resolves.toBe(true);
+    const retryId = decodeURIComponent(new URL(page.url()).pathname.split('/').at(-1) ?? '');
+    expect(getRequest(td.daemon.history.db, retryId)?.arrayRetryOf).toBe(id);
+    await td.waitForState(retryId, 'completed');
   });
 
   // Last: it stops the file's daemon.

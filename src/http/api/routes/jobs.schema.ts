@@ -143,9 +143,33 @@ export const outputPathsSchema = z
     "where the job's output goes, Slurm's patterns (%j, %x, %A_%a, …) expanded: as the scheduler reports it, or computed from the spec until it does",
   );
 
+export const arraySchema = z
+  .object({
+    expression: z.string().describe("the spec's `array:` (Slurm's syntax: `0-99%10`)"),
+    task_count: z.number().int(),
+    counts: z.record(z.string(), z.number().int()).describe('tasks in each state (only the states some task is in)'),
+    failures: z
+      .array(
+        z.object({
+          task_id: z.number().int(),
+          job_id: z.number().int().nullable(),
+          state: z.enum(REQUEST_STATES),
+          exit_code: z.number().int().nullable(),
+          reason: z.string().nullable(),
+          nodes: z.string().nullable(),
+          started_at: time.nullable(),
+          ended_at: time.nullable(),
+        }),
+      )
+      .describe('the tasks that ended other than completed, by index (at most 100)'),
+    retry_of: z.string().nullable().describe('the array request whose tasks this one runs again'),
+  })
+  .describe('an array job: its tasks, compactly; null for a single job');
+
 export const jobDetailSchema = named(
   'JobDetail',
   jobSchema.extend({
+    array: arraySchema.nullable(),
     spec: z.record(z.string(), z.unknown()),
     output: outputPathsSchema,
     transitions: z.array(transitionSchema),
@@ -164,6 +188,24 @@ export const createdJobSchema = z.object({
 export const resubmittedJobSchema = createdJobSchema.extend({
   resubmits: z.string().describe('the request whose suggested change this one applies'),
   changes: suggestionSchema.shape.changes,
+});
+
+export const retryTasksBody = z
+  .object({
+    indexes: z
+      .string()
+      .min(1)
+      .optional()
+      .describe(
+        "the task indexes to run again, in Slurm's syntax (`3,7-9`); default: every task that did not complete",
+      ),
+  })
+  .strict()
+  .optional();
+
+export const retriedTasksSchema = createdJobSchema.extend({
+  array: z.string().describe("the new request's `array:`"),
+  retry_of: z.string(),
 });
 
 export const cancelAnswerSchema = z.object({

@@ -2,11 +2,14 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import type { z } from 'zod';
 import { getProfileSync } from '../../../db/accounting.js';
+import { tasksOf } from '../../../db/array-tasks.js';
 import { replaysOf } from '../../../db/idempotency.js';
 import { getRequest, transitionsOf } from '../../../db/requests.js';
-import type { Deadlines } from '../../../db/schema.js';
+import type { Deadlines, JobRequestRow } from '../../../db/schema.js';
 import { summaryOfRequest } from '../../../db/summaries.js';
 import { cancelRequest } from '../../../requests/canceller.js';
+import { isTerminalRequest } from '../../../requests/request-state.js';
+import { ArraySyntaxError, parseJobArray } from '../../../sched/job-array.js';
 import { summaryForRequest } from '../../../summaries/show.js';
 import {
   deduplicatedView,
@@ -31,6 +34,8 @@ import {
   jobSchema,
   listJobsQuery,
   resubmittedJobSchema,
+  retriedTasksSchema,
+  retryTasksBody,
   submitJobBody,
 } from './jobs.schema.js';
 import { bearer } from './security.js';
@@ -146,6 +151,7 @@ export const jobRoutes: FastifyPluginAsyncZod<{ deps: ApiDeps }> = async (app, {
       if (!row) throw new NotFoundApiError(`no job request ${request.params.id}`);
       return {
         ...jobView(row, viewerOf(request.apiToken)),
+        array: arrayView(db, row),
         spec: row.spec as Record<string, unknown>,
         output: {
           stdout: row.stdoutPath,
@@ -199,6 +205,60 @@ export const jobRoutes: FastifyPluginAsyncZod<{ deps: ApiDeps }> = async (app, {
             links: { self: jobLink(newId) },
           },
           headers: { location: jobLink(newId) },
+        };
+      }),
+  );
+
+  app.post(
+    '/api/v1/jobs/:id/retry-tasks',
+    {
+      config: { scope: 'submit' },
+      schema: {
+        tags: ['jobs'],
+        summary: "Run some of an array job's tasks again",
+        description: [
+          'Queues a new request for the given task indexes of an array job (by default every task that ended other than completed), the same spec with `array:` naming only those, linked to this one (`array.retry_of`) (201).',
+          'Not an array job, no failed task, or an index that is not one of its tasks: 409 `SCHEDFLOW_ERR_NO_TASKS_TO_RETRY`. Scope: submit.',
+        ].join(' '),
+        security: bearer,
+        headers: idempotencyHeaders,
+        params: idParams,
+        body: retryTasksBody,
+        response: {
+          201: answer('queued; `links.self` follows the new request', retriedTasksSchema),
+          ...errors(400, 401, 403, 404, 409, 413, 415, 429),
+        },
+      },
+    },
+    async (request, reply) =>
+      idempotentlyFor(request, reply, async (stableId) => {
+        const id = request.params.id;
+        let indexes: number[] | undefined;
+        if (request.body?.indexes !== undefined) {
+          try {
+            indexes = parseJobArray(request.body.indexes).indexes;
+          } catch (error) {
+            if (!(error instanceof ArraySyntaxError)) throw error;
+            throw new ValidationApiError([{ in: 'body', path: 'indexes', reason: error.message }]);
+          }
+        }
+        const retried = await deps.retryTasks({
+          requestId: id,
+          indexes,
+          origin: 'api',
+          source: 'api',
+          newRequestId: stableId ?? undefined,
+        });
+        return {
+          status: 201,
+          body: {
+            id: retried.id,
+            state: getRequest(db, retried.id)?.state ?? 'queued',
+            array: retried.array,
+            retry_of: id,
+            links: { self: jobLink(retried.id) },
+          },
+          headers: { location: jobLink(retried.id) },
         };
       }),
   );
@@ -282,4 +342,35 @@ function deadlinesOf(input: z.output<typeof deadlinesInput> | undefined): Deadli
     ...(input.finish_by !== undefined && { finishBy: Date.parse(input.finish_by) }),
   };
   return Object.keys(deadlines).length > 0 ? deadlines : null;
+}
+
+/** Failures an answer lists; their count is in `counts`. */
+const FAILURES_LISTED = 100;
+
+/** An array request's tasks, compactly: counts by state, then the failures. */
+function arrayView(db: ApiDeps['db'], row: JobRequestRow) {
+  if (row.arrayTaskCount === null) return null;
+  const tasks = tasksOf(db, row.id);
+  const counts: Record<string, number> = {};
+  for (const task of tasks) counts[task.state] = (counts[task.state] ?? 0) + 1;
+  const iso = (ms: number | null) => (ms === null ? null : new Date(ms).toISOString());
+  return {
+    expression: String((row.spec as { array?: unknown }).array ?? ''),
+    task_count: row.arrayTaskCount,
+    counts,
+    failures: tasks
+      .filter((task) => isTerminalRequest(task.state) && task.state !== 'completed')
+      .slice(0, FAILURES_LISTED)
+      .map((task) => ({
+        task_id: task.taskId,
+        job_id: task.jobId,
+        state: task.state,
+        exit_code: task.exitCode,
+        reason: task.reason,
+        nodes: task.nodes,
+        started_at: iso(task.startedAt),
+        ended_at: iso(task.endedAt),
+      })),
+    retry_of: row.arrayRetryOf,
+  };
 }

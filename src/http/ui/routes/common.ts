@@ -19,6 +19,8 @@ const FLASH: Record<string, { text: string; error?: boolean }> = {
   'run-not_found': { text: 'No such run.', error: true },
   'run-cancel-error': { text: 'The cancel did not go through; the daemon log says why.', error: true },
   retried: { text: 'Retried: this is the new request, with the same spec.' },
+  'tasks-retried': { text: "Retried: this is the new request, for the array's tasks that did not complete." },
+  'tasks-retry-not': { text: 'No task of this array job failed: nothing to retry.', error: true },
   'retry-not': { text: 'Only a request that ended without completing can be retried.', error: true },
   triggered: { text: 'Run started.' },
   paused: { text: 'Queue paused: its workers take no new jobs until resumed.' },

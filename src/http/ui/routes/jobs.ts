@@ -1,6 +1,7 @@
 import { desc, eq } from 'drizzle-orm';
 import type { FastifyInstance } from 'fastify';
 import { getAccountingJob, getProfileSync } from '../../../db/accounting.js';
+import { tasksOf } from '../../../db/array-tasks.js';
 import { replaysOf } from '../../../db/idempotency.js';
 import { getRequest, transitionsOf } from '../../../db/requests.js';
 import {
@@ -11,6 +12,8 @@ import {
   webhookDeliveries,
 } from '../../../db/schema.js';
 import { summaryOfRequest } from '../../../db/summaries.js';
+import { NoTasksToRetryError } from '../../../errors.js';
+import { formatCounts, summarizeArray } from '../../../requests/array-state.js';
 import { cancelRequest } from '../../../requests/canceller.js';
 import { isTerminalRequest } from '../../../requests/request-state.js';
 import type { JobSpec } from '../../../sched/job-spec.js';
@@ -115,6 +118,23 @@ ${rows.length > 200 ? html`<p class="muted">The newest 200 are shown; narrow the
     return reply.redirect(`${jobHref(id)}?done=${done}`, 303);
   });
 
+  app.post<{ Params: { id: string } }>(`${UI_PREFIX}/jobs/:id/retry-tasks`, async (request, reply) => {
+    const session = sessionOf(request);
+    if (!isAdmin(session)) return reply.code(403).type('text/plain').send('the admin scope is needed to retry');
+    const id = request.params.id;
+    try {
+      const retried = await ctx.deps.retryTasks({ requestId: id, origin: 'api', source: 'api' });
+      ctx.deps.logger.info(
+        { requestId: retried.id, retryOf: id, by: session.who },
+        'array tasks retried from the web UI',
+      );
+      return reply.redirect(`${jobHref(retried.id)}?done=tasks-retried`, 303);
+    } catch (error) {
+      if (!(error instanceof NoTasksToRetryError)) throw error;
+      return reply.redirect(`${jobHref(id)}?done=tasks-retry-not`, 303);
+    }
+  });
+
   app.post<{ Params: { id: string } }>(`${UI_PREFIX}/jobs/:id/retry`, async (request, reply) => {
     const session = sessionOf(request);
     if (!isAdmin(session)) return reply.code(403).type('text/plain').send('the admin scope is needed to retry');
@@ -185,6 +205,11 @@ function jobDetail(ctx: UiContext, row: JobRequestRow, admin: import('../session
   }
   if (admin && RETRYABLE.has(row.state)) {
     actions.push(actionButton(admin, `${jobHref(row.id)}/retry`, 'Retry (new request, same spec)'));
+  }
+  const tasks = row.arrayTaskCount === null ? [] : tasksOf(db, row.id);
+  const failedTasks = tasks.filter((task) => isTerminalRequest(task.state) && task.state !== 'completed');
+  if (admin && failedTasks.length > 0) {
+    actions.push(actionButton(admin, `${jobHref(row.id)}/retry-tasks`, 'Retry failed tasks (new request)'));
   }
 
   // One story in time order; entries of the same time keep the order they are listed in here.
@@ -292,9 +317,33 @@ ${row.resubmitOf ? html`<dt>Resubmits</dt><dd><a href="${jobHref(row.resubmitOf)
       }</p></div>`
     : '';
 
+  // An array job's tasks, compactly: counts by state, then the failures.
+  const arrayPanel =
+    row.arrayTaskCount === null
+      ? ''
+      : html`<h2>Array tasks</h2><div class="panel"><p>${String((row.spec as { array?: unknown }).array ?? '')}: ${
+          row.arrayTaskCount
+        } tasks — ${formatCounts(summarizeArray(tasks).counts)}</p>${
+          row.arrayRetryOf
+            ? html`<p>Retries tasks of <a href="${jobHref(row.arrayRetryOf)}">${row.arrayRetryOf}</a></p>`
+            : ''
+        }${
+          failedTasks.length
+            ? html`<div class="table-wrap"><table><thead><tr><th>Task</th><th>Job id</th><th>State</th><th>Exit code</th><th>Nodes</th><th>Reason</th></tr></thead><tbody>${failedTasks
+                .slice(0, 100)
+                .map(
+                  (t) =>
+                    html`<tr><td>${t.taskId}</td><td>${t.jobId ?? '—'}</td><td>${stateBadge(t.state)}</td><td>${
+                      t.exitCode ?? '—'
+                    }</td><td>${t.nodes ?? '—'}</td><td>${t.reason ?? '—'}</td></tr>`,
+                )}</tbody></table></div>`
+            : ''
+        }</div>`;
+
   return html`<h1 data-watch="${row.id}">${row.name}</h1>
 <div class="actions">${actions}</div>
 <div class="panel">${facts}</div>
+${arrayPanel}
 <h2>Timeline</h2>${timeline}
 ${accountingPanel}${summaryPanel}${outputPanel(ctx, row, accounting?.user ?? null, accounting?.nodes ?? null)}
 ${

@@ -1,0 +1,109 @@
+import type { RequestState } from '../db/schema.js';
+import type { JobState } from '../sched/job-model.js';
+import { isTerminalRequest } from './request-state.js';
+
+/** What the request of an array job says, made from its tasks. */
+export interface ArraySummary {
+  /** The Slurm state the request takes (as one job's would): see {@link summarizeArray}. */
+  state: JobState;
+  /** Tasks in each state, only the states some task is in. */
+  counts: Partial<Record<RequestState, number>>;
+  /** Words for the request's reason: `2 of 6 tasks failed (3: failed, exit 3; 5: timeout)`. */
+  reason: string | null;
+  /** The highest exit code of the ended tasks (0 when all succeeded); null before any ended. */
+  exitCode: number | null;
+  /** Earliest start and latest end (ms), the end once every task has ended. */
+  startedAt: number | null;
+  endedAt: number | null;
+}
+
+/** The fields of a task the summary reads. */
+export interface TaskView {
+  taskId: number;
+  state: RequestState;
+  exitCode: number | null;
+  startedAt: number | null;
+  endedAt: number | null;
+}
+
+/** Failures listed by name in a reason, beyond which only their count is said. */
+const FAILURES_NAMED = 5;
+
+/**
+ * The request's state from its tasks: pending while every task is; running once one has started
+ * and until all have ended; then completed when every task completed, cancelled when every task
+ * that did not complete was cancelled, and failed otherwise, with the counts in the reason.
+ */
+export function summarizeArray(tasks: readonly TaskView[]): ArraySummary {
+  const counts: Partial<Record<RequestState, number>> = {};
+  let exitCode: number | null = null;
+  let startedAt: number | null = null;
+  let endedAt: number | null = null;
+  let ended = 0;
+  let completed = 0;
+  let cancelled = 0;
+  const failures: TaskView[] = [];
+  for (const task of tasks) {
+    counts[task.state] = (counts[task.state] ?? 0) + 1;
+    if (task.startedAt !== null) startedAt = startedAt === null ? task.startedAt : Math.min(startedAt, task.startedAt);
+    if (!isTerminalRequest(task.state)) continue;
+    ended++;
+    if (task.endedAt !== null) endedAt = Math.max(endedAt ?? 0, task.endedAt);
+    if (task.exitCode !== null) exitCode = Math.max(exitCode ?? 0, task.exitCode);
+    if (task.state === 'completed') completed++;
+    else {
+      if (task.state === 'cancelled') cancelled++;
+      failures.push(task);
+    }
+  }
+  const allEnded = ended === tasks.length;
+  let state: JobState;
+  if (allEnded) {
+    state = completed === tasks.length ? 'COMPLETED' : cancelled === failures.length ? 'CANCELLED' : 'FAILED';
+  } else if (startedAt !== null || ended > 0) {
+    state = 'RUNNING';
+  } else {
+    state = 'PENDING';
+  }
+  return {
+    state,
+    counts,
+    reason: failures.length > 0 ? describeFailures(failures, tasks.length) : null,
+    exitCode,
+    startedAt,
+    endedAt: allEnded ? endedAt : null,
+  };
+}
+
+function describeFailures(failures: TaskView[], total: number): string {
+  const named = failures
+    .slice(0, FAILURES_NAMED)
+    .map((task) => `${task.taskId}: ${task.state}${task.exitCode ? `, exit ${task.exitCode}` : ''}`);
+  const more = failures.length > FAILURES_NAMED ? `; ${failures.length - FAILURES_NAMED} more` : '';
+  const verb = failures.every((task) => task.state === 'cancelled') ? 'were cancelled' : 'did not complete';
+  return `${failures.length} of ${total} tasks ${verb} (${named.join('; ')}${more})`;
+}
+
+/** Counts as `3 completed, 1 failed, 2 pending`, in the order of the request's life. */
+export function formatCounts(counts: Partial<Record<RequestState, number>>): string {
+  const order: RequestState[] = [
+    'completed',
+    'failed',
+    'timeout',
+    'out_of_memory',
+    'node_fail',
+    'cancelled',
+    'preempted',
+    'boot_fail',
+    'deadline',
+    'lost',
+    'running',
+    'pending',
+  ];
+  const known = new Set(order);
+  const rest = (Object.keys(counts) as RequestState[]).filter((state) => !known.has(state));
+  return [...order, ...rest]
+    .filter((state) => (counts[state] ?? 0) > 0)
+    .map((state) => `${counts[state]} ${state}`)
+    .join(', ');
+}

@@ -1,0 +1,208 @@
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { tasksOf } from '../../../src/db/array-tasks.js';
+import { openDatabase } from '../../../src/db/database.js';
+import { getRequest } from '../../../src/db/requests.js';
+import { getRun, stepRequests } from '../../../src/db/runs.js';
+import { createLogger } from '../../../src/logger.js';
+import { recordRequest } from '../../../src/requests/accept.js';
+import { pollProfile } from '../../../src/requests/poller.js';
+import { transition } from '../../../src/requests/transition.js';
+import { SchedClient } from '../../../src/sched/client.js';
+import { jobSpecSchema } from '../../../src/sched/job-spec.js';
+import { parseProfile } from '../../../src/sched/profile.js';
+import { apiClient, errorOf } from '../../helpers/api.js';
+import { runCli } from '../../helpers/cli-process.js';
+import { daemonTestEnv } from '../../helpers/daemon.js';
+import { startFlakyProxy } from '../../helpers/flaky-proxy.js';
+import { waitFor } from '../../helpers/http.js';
+import { ALICE_TOKEN } from '../../helpers/sim.js';
+
+/**
+ * Job arrays (issue 16): one request for the array, each task followed through the poll
+ * cycle's two requests, the request's state from its tasks, and a retry of the failed ones.
+ */
+
+const env = daemonTestEnv();
+const logger = createLogger({ level: process.env.LOG_LEVEL ?? 'silent' });
+
+interface ArrayDetail {
+  state: string;
+  job_id: number;
+  exit_code: number | null;
+  reason: string | null;
+  array: {
+    expression: string;
+    task_count: number;
+    counts: Record<string, number>;
+    failures: { task_id: number; job_id: number; state: string; exit_code: number | null; nodes: string | null }[];
+    retry_of: string | null;
+  } | null;
+}
+
+describe('array jobs through the daemon', () => {
+  it('follows an array to its end, with counts and the failed task, and retries the failed one', async () => {
+    const sim = await env.sim({ cpus: 4 });
+    const td = await env.daemon(sim.url);
+    const api = apiClient(td);
+    const token = api.token(['submit', 'read']);
+    // Task 3 fails the first time only: its retry completes.
+    const script = [
+      '#!/bin/sh',
+      'if [ "$SLURM_ARRAY_TASK_ID" = 3 ] && [ ! -e failed-once ]; then touch failed-once; exit 3; fi',
+      'echo task $SLURM_ARRAY_TASK_ID of $SLURM_ARRAY_JOB_ID',
+    ].join('\n');
+    const spec = { name: 'arr', script, array: '0-5%2', current_working_directory: sim.workDir };
+
+    const bad = await api.call('POST', '/api/v1/jobs', { token, body: { spec: { ...spec, array: '5-1' } } });
+    expect(bad.status).toBe(400);
+    expect(JSON.stringify(errorOf(bad))).toContain('ends before it starts');
+
+    const created = await api.call('POST', '/api/v1/jobs', { token, body: { spec } });
+    expect(created.status).toBe(201);
+    const { id } = created.json as { id: string };
+    await td.waitForState(id, 'failed', 15_000);
+    const shown = (await api.call('GET', `/api/v1/jobs/${id}`, { token })).json as ArrayDetail;
+    expect(shown.array).toMatchObject({ expression: '0-5%2', task_count: 6, counts: { completed: 5, failed: 1 } });
+    expect(shown.array?.failures).toEqual([
+      expect.objectContaining({ task_id: 3, state: 'failed', exit_code: 3, nodes: expect.any(String) }),
+    ]);
+    expect(shown.exit_code).toBe(3);
+    expect(shown.reason).toContain('1 of 6 tasks did not complete (3: failed, exit 3)');
+    // Every task had a job of its own; the last to start took the array's id, as on real Slurm.
+    const tasks = tasksOf(td.daemon.history.db, id);
+    expect(new Set(tasks.map((task) => task.jobId)).size).toBe(6);
+    expect(tasks.map((task) => task.jobId)).toContain(shown.job_id);
+    expect(tasks.every((task) => task.startedAt !== null && task.endedAt !== null)).toBe(true);
+
+    const retried = await api.call('POST', `/api/v1/jobs/${id}/retry-tasks`, { token, body: {} });
+    expect(retried.status).toBe(201);
+    const retry = retried.json as { id: string; array: string; retry_of: string };
+    expect(retry).toMatchObject({ array: '3%2', retry_of: id });
+
+    await td.waitForState(retry.id, 'completed', 15_000);
+
+    const again = (await api.call('GET', `/api/v1/jobs/${retry.id}`, { token })).json as ArrayDetail;
+    expect(again.array).toMatchObject({ task_count: 1, counts: { completed: 1 }, failures: [], retry_of: id });
+
+    // Nothing failed in the retry: nothing to retry.
+    const none = await api.call('POST', `/api/v1/jobs/${retry.id}/retry-tasks`, { token, body: {} });
+    expect(none.status).toBe(409);
+    expect(errorOf(none).code).toBe('SCHEDFLOW_ERR_NO_TASKS_TO_RETRY');
+    const unknown = await api.call('POST', `/api/v1/jobs/${id}/retry-tasks`, { token, body: { indexes: '7' } });
+    expect(unknown.status).toBe(409);
+  });
+});
+
+describe('array jobs from the shell', () => {
+  it('jobs show lists the tasks compactly; jobs retry-tasks runs the indexes named again', async () => {
+    const sim = await env.sim({ cpus: 4 });
+    const td = await env.daemon(sim.url);
+    const script = '#!/bin/sh\n[ "$SLURM_ARRAY_TASK_ID" = 1 ] && exit 4\ntrue\n';
+    const id = await td.daemon.submit({
+      spec: jobSpecSchema.parse({ name: 'arr-cli', script, array: '0-2', current_working_directory: sim.workDir }),
+      origin: 'api',
+    });
+    await td.waitForState(id, 'failed', 10_000);
+    // Two processes at once: each takes seconds to start here.
+    const [shown, retried] = await Promise.all([
+      runCli(['jobs', 'show', id, '--data-dir', td.dataDir]),
+      runCli(['jobs', 'retry-tasks', id, '--indexes', '1,2', '--data-dir', td.dataDir]),
+    ]);
+    expect(shown.code).toBe(0);
+    expect(shown.stdout).toContain('array     0-2: 3 tasks: 2 completed, 1 failed');
+    expect(shown.stdout).toMatch(/\n1\s+\d+\s+failed\s+4\s/);
+    expect(shown.stdout).toContain(`retry them: schedflow jobs retry-tasks ${id}`);
+    expect(retried.code).toBe(0);
+    const retryId = /queued request (\S+), running tasks 1-2 of/.exec(retried.stdout)?.[1] as string;
+    expect(retryId).toBeDefined();
+    const row = await td.waitForState(retryId, 'failed', 10_000);
+    expect(row).toMatchObject({ arrayRetryOf: id, arrayTaskCount: 2, origin: 'cli' });
+  });
+});
+
+describe('an array step of a pipeline', () => {
+  it('is one request; the step after it waits for every task', async () => {
+    const sim = await env.sim({ cpus: 4 });
+    const yaml = [
+      'defaults:',
+      `  current_working_directory: ${sim.workDir}`,
+      'steps:',
+      '  shards:',
+      '    array: "0-3%2"',
+      '    script: |',
+      '      #!/bin/sh',
+      '      sleep 1; echo shard $SLURM_ARRAY_TASK_ID >> order.txt',
+      '  merge:',
+      '    needs: [shards]',
+      '    script: |',
+      '      #!/bin/sh',
+      '      echo merge >> order.txt',
+    ].join('\n');
+    const td = await env.daemon(sim.url, { pipelineTickMs: 300 }, { 'shards.yaml': yaml });
+    const run = await td.daemon.pipelines.trigger('shards', { trigger: 'api', params: {} });
+    const ended = await waitFor(
+      async () => {
+        const row = getRun(td.daemon.history.db, run.id);
+        return row && ['succeeded', 'failed'].includes(row.state) ? row : undefined;
+      },
+      { what: 'the run to end', timeoutMs: 9000, intervalMs: 100 },
+    );
+    expect(ended.state).toBe('succeeded');
+    const lines = readFileSync(join(sim.workDir, 'order.txt'), 'utf8').trim().split('\n');
+    expect(lines.at(-1)).toBe('merge');
+    expect(lines.slice(0, 4).sort()).toEqual(['shard 0', 'shard 1', 'shard 2', 'shard 3']);
+    const shards = stepRequests(td.daemon.history.db, run.id).find((row) => row.step === 'shards');
+    expect(shards).toMatchObject({ state: 'completed', arrayTaskCount: 4 });
+  });
+});
+
+describe('polling an array', () => {
+  it('follows 200 tasks with at most two upstream requests a cycle', async () => {
+    const sim = await env.sim({ cpus: 64, simulatedRuntimeSec: 1 });
+    const proxy = await startFlakyProxy(sim.url);
+    env.defer(() => proxy.close());
+    const profile = parseProfile('test', {
+      url: proxy.url,
+      auth: { type: 'bearer', tokenEnv: 'TEST_TOKEN' },
+      account: 'lab',
+      version: 'v0.0.44',
+    });
+    const client = await SchedClient.connect(profile, { logger, env: { TEST_TOKEN: ALICE_TOKEN } });
+    env.defer(() => client.close());
+    const dir = mkdtempSync(join(tmpdir(), 'schedflow-arrays-'));
+    const history = openDatabase(join(dir, 'history.sqlite'));
+    env.defer(async () => {
+      history.close();
+      rmSync(dir, { recursive: true, force: true });
+    });
+    const spec = jobSpecSchema.parse({ name: 'many', script: '#!/bin/sh\ntrue\n', array: '0-199%64' });
+    const at = Date.now();
+    recordRequest(history.db, { id: 'arr', profile: 'test', name: 'many', spec, origin: 'api', at, source: 'api' });
+    const submitted = await client.submit(spec, 'arr');
+    transition(history.db, 'arr', {
+      to: 'submitted',
+      source: 'submit',
+      at,
+      patch: { jobId: submitted.job_id, submittedAt: at },
+    });
+
+    const deadline = Date.now() + 9_000;
+    let cycles = 0;
+    while (getRequest(history.db, 'arr')?.state !== 'completed' && Date.now() < deadline) {
+      const before = proxy.requests.length;
+      const report = await pollProfile({ db: history.db, client, logger, settings: { lostGraceMs: 60_000 } }, 'test');
+      expect(report.requests).toBeLessThanOrEqual(2);
+      expect(proxy.requests.length - before).toBe(report.requests);
+      cycles++;
+      await new Promise((resolve) => setTimeout(resolve, 200));
+    }
+    expect(getRequest(history.db, 'arr')?.state).toBe('completed');
+    expect(cycles).toBeGreaterThan(1);
+    const tasks = tasksOf(history.db, 'arr');
+    expect(tasks).toHaveLength(200);
+    expect(tasks.every((task) => task.state === 'completed' && task.exitCode === 0 && task.jobId !== null)).toBe(true);
+  });
+});
