@@ -21,6 +21,11 @@ export const submitPayloadSchema = z.object({
       acceptedAt: z.number(),
       /** A summary when it ends (`--summarize`, `--no-summarize`); absent: the global setting. */
       summarize: z.boolean().optional(),
+      /**
+       * The job file's `retry:` as written, checked by the CLI: the submit worker parses it with
+       * src/requests/attempt-policy.ts (a layer above the queues).
+       */
+      retry: z.record(z.string(), z.unknown()).optional(),
     })
     .optional(),
 });

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Db } from '../db/database.js';
 import { createRequest, type NewRequest, patchRequest, requestStateOf } from '../db/requests.js';
-import type { Deadlines, TransitionSource } from '../db/schema.js';
+import type { AttemptPolicy, Deadlines, RetryCause, TransitionSource } from '../db/schema.js';
 import { addSubmitJob, type EnqueueOutcome, type SubmitQueueDeps } from '../queue/submit-queue.js';
 import type { JobSpec } from '../sched/job-spec.js';
 import { transition } from './transition.js';
@@ -17,6 +17,11 @@ export interface RequestToRecord extends NewRequest {
   summarize?: boolean | null;
   /** The request whose summary's suggestion this one applies. */
   resubmitOf?: string | null;
+  /** Its retry policy (src/requests/attempt-policy.ts): ends it names make new attempts. */
+  retryPolicy?: AttemptPolicy | null;
+  /** A retry: the request's first attempt, and why this one was made (src/requests/attempts.ts). */
+  firstAttemptId?: string | null;
+  retryCause?: RetryCause | null;
   /**
    * Who moves it to `queued`, and when, in the same commit as the row; null leaves it
    * `accepted` (steps recorded with their run, a re-submission with its summary's mark) for
@@ -40,6 +45,13 @@ export function recordRequest(db: Db, input: RequestToRecord): boolean {
       const summarize = input.summarize ?? null;
       const resubmitOf = input.resubmitOf ?? null;
       if (summarize !== null || resubmitOf !== null) patchRequest(tx, input.id, { summarize, resubmitOf });
+      if (input.retryPolicy || input.retryCause) {
+        patchRequest(tx, input.id, {
+          retryPolicy: input.retryPolicy ?? null,
+          firstAttemptId: input.firstAttemptId ?? null,
+          retryCause: input.retryCause ?? null,
+        });
+      }
     }
     const queued = input.queued === undefined ? { source: input.source, at: input.at } : input.queued;
     if (queued && (existing === undefined || existing === 'accepted')) {
@@ -92,6 +104,8 @@ export interface JobSubmission {
   deadlines?: Deadlines | null;
   /** A summary when it ends: true or false; null or absent follows the global setting. */
   summarize?: boolean | null;
+  /** Its retry policy, already checked against the spec (policyIssues). */
+  retryPolicy?: AttemptPolicy | null;
 }
 
 /** Accepts a submission for one of `profiles`; returns the request id. */
@@ -114,6 +128,7 @@ export async function acceptSubmission(
     webhookUrl: input.webhookUrl ?? null,
     deadlines: input.deadlines ?? null,
     summarize: input.summarize,
+    retryPolicy: input.retryPolicy ?? null,
   });
   return id;
 }

@@ -215,6 +215,12 @@ function requestRow(over: Partial<JobRequestRow> = {}): JobRequestRow {
     summarize: null,
     summaryCheckedAt: null,
     resubmitOf: null,
+    retryPolicy: null,
+    firstAttemptId: null,
+    retryCause: null,
+    retryDueAt: null,
+    nextAttemptId: null,
+    retryNote: null,
     ...over,
   };
 }

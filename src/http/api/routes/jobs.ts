@@ -6,9 +6,12 @@ import { replaysOf } from '../../../db/idempotency.js';
 import { getRequest, transitionsOf } from '../../../db/requests.js';
 import type { Deadlines } from '../../../db/schema.js';
 import { summaryOfRequest } from '../../../db/summaries.js';
+import { policyIssues } from '../../../requests/attempt-policy.js';
+import { attemptsOf } from '../../../requests/attempts.js';
 import { cancelRequest } from '../../../requests/canceller.js';
 import { summaryForRequest } from '../../../summaries/show.js';
 import {
+  attemptView,
   deduplicatedView,
   freshnessView,
   jobLink,
@@ -75,6 +78,11 @@ export const jobRoutes: FastifyPluginAsyncZod<{ deps: ApiDeps }> = async (app, {
             },
           ]);
         }
+        const retryPolicy = body.retry ?? null;
+        const issues = retryPolicy ? policyIssues(retryPolicy, body.spec) : [];
+        if (issues.length) {
+          throw new ValidationApiError(issues.map((reason) => ({ in: 'body', path: 'retry', reason })));
+        }
         const id = await deps.submit({
           profile: body.profile,
           spec: body.spec,
@@ -83,6 +91,7 @@ export const jobRoutes: FastifyPluginAsyncZod<{ deps: ApiDeps }> = async (app, {
           webhookUrl: body.webhook_url ?? null,
           deadlines: deadlinesOf(body.deadlines),
           summarize: body.summarize ?? null,
+          retryPolicy,
         });
         const row = getRequest(db, id);
         return {
@@ -148,6 +157,7 @@ export const jobRoutes: FastifyPluginAsyncZod<{ deps: ApiDeps }> = async (app, {
         ...jobView(row, viewerOf(request.apiToken)),
         spec: row.spec as Record<string, unknown>,
         transitions: transitionsOf(db, row.id).map(transitionView),
+        attempts: attemptsOf(db, row.id).map(attemptView),
         deduplicated: replaysOf(db, row.id).map(deduplicatedView),
         freshness: freshnessView(row, getProfileSync(db, row.profile), deps.settings.pollCeilingMs),
         summary: summaryView(summaryForRequest(db, row)),
