@@ -158,6 +158,12 @@ async function compose(config: DaemonConfig, logger: Logger, lifecycle: Lifecycl
     cancelJob: async (profile, jobId) => {
       await clients.get(profile).cancel(jobId);
     },
+    // Declared in the profile: see docs/http-api.md#retry-policies for why they are not read.
+    partitionLimits: (profile, partition) => {
+      const p = profiles.get(profile);
+      const limits = p?.partitionLimits[partition ?? p.partition ?? ''];
+      return { maxTimeMin: limits?.maxTime ?? null, maxMemoryPerNodeMb: limits?.maxMemoryPerNode ?? null };
+    },
   };
   const pipelines = new PipelineRegistry({
     dir: config.pipelinesDir,
