@@ -13,14 +13,14 @@ import type { StepPlan } from './run-plan.js';
  * read against its run's plan, and retried by the run engine.
  */
 export function retryPending(row: JobRequestRow, plan: StepPlan | undefined): boolean {
-  if (row.retryDueAt !== null) return true;
+  if (row.retryDueAt != null) return true;
   return legacyRetryPending(row, plan);
 }
 
 /** A step request without a policy of its own (made before requests carried one) that its plan retries. */
 export function legacyRetryPending(row: JobRequestRow, plan: StepPlan | undefined): boolean {
   const retry = plan?.retry;
-  if (!retry || row.retryPolicy !== null || !isTerminalRequest(row.state)) return false;
+  if (!retry || row.retryPolicy != null || !isTerminalRequest(row.state)) return false;
   return retryMatch(retry, { state: row.state, exitCode: row.exitCode, attempt: row.attempt }) === 'yes';
 }
 

@@ -47,7 +47,11 @@ describe('the policy schema', () => {
       backoff: { delaySec: 30, factor: 2, maxSec: 300 },
       escalate: { memoryPerNode: { factor: 2, max: 16_384 }, timeLimit: { factor: 1.5, max: 240 } },
     });
-    expect(parse({ on: ['FAILED'], limit: 1, backoff: '2m' }).backoff).toEqual({ delaySec: 120, factor: 1, maxSec: null });
+    expect(parse({ on: ['FAILED'], limit: 1, backoff: '2m' }).backoff).toEqual({
+      delaySec: 120,
+      factor: 1,
+      maxSec: null,
+    });
   });
 
   it('says what is wrong, where', () => {
@@ -61,9 +65,9 @@ describe('the policy schema', () => {
     expect(issuesOf({ on: ['TIMEOUT'], limit: 1, escalate: { time_limit: { factor: 0.5, max: 60 } } })).toEqual([
       'escalate.time_limit.factor: a factor above 1 (2 doubles)',
     ]);
-    expect(issuesOf({ on: ['OUT_OF_MEMORY'], limit: 1, escalate: { memory_per_node: { factor: 2, max: 'lots' } } })).toEqual([
-      'escalate.memory_per_node.max: "lots" is not a memory size (e.g. 512, 512M, 4G)',
-    ]);
+    expect(
+      issuesOf({ on: ['OUT_OF_MEMORY'], limit: 1, escalate: { memory_per_node: { factor: 2, max: 'lots' } } }),
+    ).toEqual(['escalate.memory_per_node.max: "lots" is not a memory size (e.g. 512, 512M, 4G)']);
     expect(issuesOf({ on: ['EXPLODED'], limit: 1 })[0]).toMatch(/^on\.0: Invalid option/);
     expect(issuesOf({ on: ['FAILED'], limit: 1, retries: 2 })[0]).toMatch(/retries/);
   });
@@ -159,7 +163,10 @@ describe('escalation', () => {
 
   it('grows only what the end calls for, and nothing on other ends', () => {
     const s = spec({ memory_per_node: 4096, time_limit: 60 });
-    expect(nextSpec(policy, s, 'timeout')).toMatchObject({ kind: 'retry', spec: { memory_per_node: 4096, time_limit: 90 } });
+    expect(nextSpec(policy, s, 'timeout')).toMatchObject({
+      kind: 'retry',
+      spec: { memory_per_node: 4096, time_limit: 90 },
+    });
     expect(nextSpec(policy, s, 'node_fail')).toEqual({ kind: 'retry', spec: s, escalated: [] });
   });
 
