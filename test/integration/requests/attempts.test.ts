@@ -46,6 +46,29 @@ async function settled(td: TestDaemon, firstId: string, timeoutMs = 20_000): Pro
   );
 }
 
+/** A page of the web UI, logged in with a token through the login form (its cookie and field). */
+async function uiPage(td: TestDaemon, token: string, path: string): Promise<string> {
+  const base = td.daemon.apiUrl as string;
+  const cookieOf = (res: Response) =>
+    res.headers
+      .getSetCookie()
+      .map((c) => c.split(';')[0])
+      .join('; ');
+  const form = await fetch(`${base}/ui/login`);
+  const loginCookie = cookieOf(form);
+  const field = /name="_login" value="([^"]+)"/.exec(await form.text())?.[1] ?? '';
+  const login = await fetch(`${base}/ui/login`, {
+    method: 'POST',
+    redirect: 'manual',
+    headers: { cookie: loginCookie, 'content-type': 'application/x-www-form-urlencoded' },
+    body: new URLSearchParams({ _login: field, token, next: path }).toString(),
+  });
+  expect(login.status).toBe(303);
+  const page = await fetch(`${base}${path}`, { headers: { cookie: cookieOf(login) } });
+  expect(page.status).toBe(200);
+  return page.text();
+}
+
 describe('retry policies of job requests', () => {
   it('an OUT_OF_MEMORY job is retried with its memory doubled, up to the bound, and fits', async () => {
     const sim = await env.sim();
@@ -77,6 +100,12 @@ describe('retry policies of job requests', () => {
       [2, 'completed', 'OUT_OF_MEMORY on attempt 1; memory_per_node 32M → 64M'],
     ]);
     expect(body.retry.next_attempt_id).toBe(attempts[1]?.id);
+
+    // The web UI's job page lists the attempts, and its timeline says why this one was made.
+    const ui = await uiPage(td, api.token(['read']), `/ui/jobs/${attempts[1]?.id}`);
+    expect(ui).toContain('<table aria-label="attempts">');
+    expect(ui).toContain('retry: attempt 2, after');
+    expect(ui).toContain('OUT_OF_MEMORY on attempt 1; memory_per_node 32M → 64M');
 
     // One webhook for the request: its last attempt's.
     const db = td.daemon.history.db;
