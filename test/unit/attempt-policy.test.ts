@@ -1,4 +1,8 @@
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { readJobFile } from '../../src/cli/jobs-command.js';
 import {
   type AttemptPolicy,
   attemptPolicySchema,
@@ -182,5 +186,42 @@ describe('escalation', () => {
   it('writes sizes and times as Slurm does', () => {
     expect([formatMemory(16_384), formatMemory(1536)]).toEqual(['16G', '1536M']);
     expect([formatMinutes(90), formatMinutes(1500)]).toEqual(['1:30:00', '1-01:00:00']);
+  });
+});
+
+describe('a job file with a policy', () => {
+  const write = (text: string) => {
+    const file = join(mkdtempSync(join(tmpdir(), 'schedflow-jobfile-')), 'job.yaml');
+    writeFileSync(file, text);
+    return file;
+  };
+  const job = 'name: j\nscript: "#!/bin/sh\\ntrue\\n"\nmemory_per_node: 4G\n';
+
+  it('reads the spec and the policy as written', () => {
+    const read = readJobFile(
+      write(
+        `${job}retry:\n  on: [OUT_OF_MEMORY]\n  limit: 2\n  escalate: { memory_per_node: { factor: 2, max: 16G } }\n`,
+      ),
+    );
+    expect(read.spec).toMatchObject({ name: 'j', memory_per_node: 4096 });
+    expect(read.retry).toEqual({
+      on: ['OUT_OF_MEMORY'],
+      limit: 2,
+      escalate: { memory_per_node: { factor: 2, max: '16G' } },
+    });
+    expect(readJobFile(write(job)).retry).toBeUndefined();
+  });
+
+  it('says a mistake with its line, and a policy the spec cannot serve', () => {
+    const bad = write(`${job}retry:\n  on: [TIMEOUT]\n  exit_codes: [75]\n  limit: 1\n`);
+    expect(() => readJobFile(bad)).toThrow(
+      /job\.yaml:6:\d+: retry\.exit_codes: exit_codes is about FAILED: add FAILED to on/,
+    );
+    const noTime = write(
+      `${job}retry:\n  on: [TIMEOUT]\n  limit: 1\n  escalate: { time_limit: { factor: 2, max: 60 } }\n`,
+    );
+    expect(() => readJobFile(noTime)).toThrow(
+      "retry.escalate.time_limit grows the job's time_limit: set a finite time_limit",
+    );
   });
 });

@@ -1,9 +1,12 @@
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { getRequest } from '../../../src/db/requests.js';
 import type { JobRequestRow } from '../../../src/db/schema.js';
 import { deliveriesOfRequest } from '../../../src/db/webhooks.js';
 import { attemptsOf } from '../../../src/requests/attempts.js';
 import { apiClient, errorOf, shellSpec } from '../../helpers/api.js';
+import { runCli } from '../../helpers/cli-process.js';
 import { daemonTestEnv, type TestDaemon } from '../../helpers/daemon.js';
 import { waitFor } from '../../helpers/http.js';
 
@@ -178,6 +181,26 @@ describe('retry policies of job requests', () => {
     expect(attempts[1]?.createdAt).toBeGreaterThanOrEqual(first);
     expect(getRequest(td.daemon.history.db, id)?.nextAttemptId).toBe(attempts[1]?.id);
   }, 40_000);
+
+  it('a job file carries its policy: `jobs submit` checks it, `jobs show` lists the attempts', async () => {
+    const sim = await env.sim();
+    const td = await env.daemon(sim.url, FAST);
+    const file = join(td.configDir, 'tempfail.yaml');
+    const job = `name: tempfail\nscript: "#!/bin/sh\\nexit 75\\n"\ncurrent_working_directory: ${sim.workDir}\n`;
+    writeFileSync(file, `${job}retry:\n  on: [FAILED]\n  exit_codes: [75]\n  limit: 1\n`);
+    const submitted = await runCli(['jobs', 'submit', file, '--json', '--data-dir', td.dataDir]);
+    expect(submitted.code, submitted.stderr).toBe(0);
+    const id = (JSON.parse(submitted.stdout) as { requestId: string }).requestId;
+    const attempts = await settled(td, id);
+    expect(attempts.map((a) => [a.attempt, a.state, a.exitCode])).toEqual([
+      [1, 'failed', 75],
+      [2, 'failed', 75],
+    ]);
+    const shown = await runCli(['jobs', 'show', id, '--data-dir', td.dataDir]);
+    expect(shown.code, shown.stderr).toBe(0);
+    expect(shown.stdout).toContain(`next      attempt 2: ${attempts[1]?.id}`);
+    expect(shown.stdout).toMatch(/2 +\S+ +\d+ +failed +75 +FAILED \(exit 75\) on attempt 1/);
+  }, 60_000);
 
   it('refuses at the door a policy that cannot work, saying why', async () => {
     const sim = await env.sim();
