@@ -24,6 +24,7 @@ import { tickSchedulers, upsertTicks } from './queue/ticks.js';
 import { type RedisTarget, redisOptions, startPrivateRedis } from './redis/redis-server.js';
 import { RedisWatch } from './redis/redis-watch.js';
 import { type AcceptDeps, acceptSubmission, type JobSubmission } from './requests/accept.js';
+import { PartitionLimitsReader } from './requests/partition-limits.js';
 import { ClientRegistry } from './sched/client-registry.js';
 import { loadProfiles, type Profile } from './sched/profile.js';
 import { startEmbeddedSimulator } from './sim/embedded.js';
@@ -152,18 +153,18 @@ async function compose(config: DaemonConfig, logger: Logger, lifecycle: Lifecycl
   };
   const requests: AcceptDeps = { db: history.db, submitQueue };
   const submitsInFlight = new Set<string>();
+  const partitionLimits = new PartitionLimitsReader({
+    profiles,
+    clients,
+    logger: logger.child({ component: 'requests' }),
+  });
   const engine: RunEngineDeps = {
     ...requests,
     logger: logger.child({ component: 'pipelines' }),
     cancelJob: async (profile, jobId) => {
       await clients.get(profile).cancel(jobId);
     },
-    // Declared in the profile: see docs/http-api.md#retry-policies for why they are not read.
-    partitionLimits: (profile, partition) => {
-      const p = profiles.get(profile);
-      const limits = p?.partitionLimits[partition ?? p.partition ?? ''];
-      return { maxTimeMin: limits?.maxTime ?? null, maxMemoryPerNodeMb: limits?.maxMemoryPerNode ?? null };
-    },
+    partitionLimits: (profile, partition) => partitionLimits.limitsOf(profile, partition),
   };
   const pipelines = new PipelineRegistry({
     dir: config.pipelinesDir,

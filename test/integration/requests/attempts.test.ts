@@ -115,19 +115,18 @@ describe('retry policies of job requests', () => {
     expect(attempts.map((a) => deliveriesOfRequest(db, a.id).length)).toEqual([0, 1]);
   }, 40_000);
 
-  it('a TIMEOUT grows the time limit; past the bound no retry is made and the request ends saying why', async () => {
-    // 60× time: a minute of time limit is a second.
-    const sim = await env.sim({ timeScale: 60 });
+  it("a TIMEOUT grows the time limit, within the policy's bound and the partition's MaxTime, read from the controller", async () => {
+    // 60× time: a minute of time limit is a second. The partition allows 2 minutes.
+    const sim = await env.sim({ timeScale: 60, partitions: [{ name: 'debug', default: true, maxTimeMin: 2 }] });
     const td = await env.daemon(sim.url, FAST);
-    const retry = { on: ['TIMEOUT'], limit: 3, escalate: { time_limit: { factor: 2, max: 2 } } };
     const fits = await submit(td, {
-      spec: { ...shellSpec('slow', 'sleep 1.4', sim.workDir), time_limit: 1 },
-      retry,
+      spec: { ...shellSpec('slow', 'sleep 1.4', sim.workDir), partition: 'debug', time_limit: 1 },
+      retry: { on: ['TIMEOUT'], limit: 3, escalate: { time_limit: { factor: 2, max: 2 } } },
     });
     const neverFits = await submit(td, {
-      spec: { ...shellSpec('slower', 'sleep 8', sim.workDir), time_limit: 1 },
+      spec: { ...shellSpec('slower', 'sleep 8', sim.workDir), partition: 'debug', time_limit: 1 },
       webhook_url: HOOK,
-      retry,
+      retry: { on: ['TIMEOUT'], limit: 3, escalate: { time_limit: { factor: 3, max: '1:00:00' } } },
     });
     const a = await settled(td, fits);
     expect(a.map((r) => [r.state, (r.spec as { time_limit: number }).time_limit])).toEqual([
@@ -135,12 +134,14 @@ describe('retry policies of job requests', () => {
       ['completed', 2],
     ]);
     const b = await settled(td, neverFits);
+    // ×3 would be 3 minutes: the partition's 2 are taken, then nothing more can grow.
     expect(b.map((r) => [r.state, (r.spec as { time_limit: number }).time_limit])).toEqual([
       ['timeout', 1],
       ['timeout', 2],
     ]);
+    expect(b[1]?.retryCause?.escalated).toEqual([{ field: 'time_limit', from: 1, to: 2, cappedBy: 'partition' }]);
     expect(b[1]?.retryNote).toBe(
-      "TIMEOUT: time_limit is 0:02:00 already, and the policy's bound is 0:02:00; no retry is made",
+      "TIMEOUT: time_limit is 0:02:00 already, and the partition's limit is 0:02:00; no retry is made",
     );
     // Its webhook went out when the bound stopped it, once.
     expect(b.map((r) => deliveriesOfRequest(td.daemon.history.db, r.id).length)).toEqual([0, 1]);
