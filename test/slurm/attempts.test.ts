@@ -1,15 +1,21 @@
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createLogger } from '../../src/logger.js';
 import { attemptsOf } from '../../src/requests/attempts.js';
+import { SchedClient } from '../../src/sched/client.js';
 import { killLeftovers } from '../helpers/cli-process.js';
 import { waitFor } from '../helpers/http.js';
 import { startTestRedis, type TestRedis } from '../helpers/redis.js';
+import { slurmrestdProfile } from './cluster.js';
 import { type RealDaemon, realSpec, startRealDaemon } from './daemon-helpers.js';
 
 /**
  * Retry policies on the real cluster: a job that fails with a listed exit code is retried once,
  * as its own Slurm job linked to the first; one that fails with another code is not. (A TIMEOUT
  * escalation takes Slurm's one-minute time limit at least twice over: the simulator's test,
- * with its time scale, covers it.)
+ * with its time scale, covers it.) The partitions' limits retries keep to, as slurmrestd gives them.
  */
 
 let redis: TestRedis;
@@ -79,5 +85,25 @@ describe.concurrent('retry policies on real Slurm', () => {
     const id = await submit(realSpec('sf-no-retry', 'exit 3'), { on: ['FAILED'], exit_codes: [75], limit: 1 });
     const attempts = await settled(id);
     expect(attempts.map((a) => [a.attempt, a.state, a.exit_code])).toEqual([[1, 'failed', 3]]);
+  });
+});
+
+describe("a partition's limits", () => {
+  it('are read from the controller: MaxTime=INFINITE and no MaxMemPerNode bound nothing', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'schedflow-partition-'));
+    const client = await SchedClient.connect(slurmrestdProfile(dir).profile, {
+      logger: createLogger({ level: 'silent' }),
+    });
+    try {
+      for (const partition of ['debug', 'lab-owner']) {
+        expect((await client.getPartitionLimits(partition)).data).toEqual({
+          maxTimeMin: null,
+          maxMemoryPerNodeMb: null,
+        });
+      }
+      await expect(client.getPartitionLimits('no-such-partition')).rejects.toThrow();
+    } finally {
+      await client.close();
+    }
   });
 });
