@@ -5,7 +5,7 @@ import { sleep } from '../lib/sleep.js';
 import type { Logger } from '../logger.js';
 import type { ItemsOf } from './answer-items.js';
 import { codecFor, type JobCodec } from './codecs/codec.js';
-import { noValNumber, noValSchema } from './codecs/common.js';
+import { nonZero, noValNumber, noValSchema } from './codecs/common.js';
 import { type Credentials, credentialsFor } from './credentials.js';
 import type { Freshness } from './freshness.js';
 import { JobDecodeError, type JobStateEntry, type SchedJob } from './job-model.js';
@@ -331,7 +331,8 @@ export class SchedClient {
     const parsed = partitionMaximumsSchema.safeParse(first);
     const max = parsed.success ? parsed.data.maximums : undefined;
     return {
-      data: { maxTimeMin: noValNumber(max?.time), maxMemoryPerNodeMb: noValNumber(max?.partition_memory_per_node) },
+      // No MaxMemPerNode is a set 0 in 25.11's answer (slurm.conf's UNLIMITED), not `infinite`.
+      data: { maxTimeMin: noValNumber(max?.time), maxMemoryPerNodeMb: nonZero(max?.partition_memory_per_node) },
       freshness: res.freshness,
     };
   }
