@@ -27,6 +27,7 @@ import { type AcceptDeps, acceptSubmission, type JobSubmission } from './request
 import { type ArrayRetry, retryArrayTasks } from './requests/array-retry.js';
 import { cancelRequest } from './requests/canceller.js';
 import { scopeRefusal, submissionRefusal } from './requests/door.js';
+import { PartitionLimitsReader } from './requests/partition-limits.js';
 import { ClientRegistry } from './sched/client-registry.js';
 import type { JobSpec } from './sched/job-spec.js';
 import { loadProfiles, type Profile } from './sched/profile.js';
@@ -159,6 +160,11 @@ async function compose(config: DaemonConfig, logger: Logger, lifecycle: Lifecycl
   };
   const requests: AcceptDeps = { db: history.db, submitQueue };
   const submitsInFlight = new Set<string>();
+  const partitionLimits = new PartitionLimitsReader({
+    profiles,
+    clients,
+    logger: logger.child({ component: 'requests' }),
+  });
   const engine: RunEngineDeps = {
     ...requests,
     logger: logger.child({ component: 'pipelines' }),
@@ -171,6 +177,7 @@ async function compose(config: DaemonConfig, logger: Logger, lifecycle: Lifecycl
       const p = profiles.get(profile);
       return p ? scopeRefusal(p, clients.scopes(profile)) : null;
     },
+    partitionLimits: (profile, partition) => partitionLimits.limitsOf(profile, partition),
   };
   const pipelines = new PipelineRegistry({
     dir: config.pipelinesDir,

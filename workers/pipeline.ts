@@ -6,6 +6,7 @@ import type { PipelineRegistry } from '../src/pipelines/pipeline-registry.js';
 import { runDeadlineMisses } from '../src/pipelines/run-deadlines.js';
 import { advanceActiveRuns, cancelRun, type RunEngineDeps } from '../src/pipelines/run-engine.js';
 import { CANCEL_JOB, type CancelJobAnswer, cancelPayloadSchema } from '../src/queue/catalog.js';
+import { makeDueAttempts } from '../src/requests/attempts.js';
 import { checkDeadlines } from '../src/requests/deadlines.js';
 
 const firePayload = z.object({
@@ -25,8 +26,8 @@ export interface PipelineWorkerDeps {
 
 /**
  * The `pipeline` queue: `fire` (a cron tick or a catch-up of one) makes a run;
- * `tick` (every couple of seconds) advances active runs, catches up missed
- * ticks and checks deadlines.
+ * `tick` (every couple of seconds) makes the retries that are due, advances active
+ * runs, catches up missed ticks and checks deadlines.
  */
 export function pipelineProcessor(deps: PipelineWorkerDeps) {
   return async (job: Job): Promise<unknown> => {
@@ -38,6 +39,8 @@ export function pipelineProcessor(deps: PipelineWorkerDeps) {
       return run ? { runId: run.id, state: run.state } : null;
     }
     if (job.name === 'tick') {
+      // Retries first: a step whose next attempt is made now is seen by this pass of its run.
+      const attempts = await makeDueAttempts(deps.engine);
       const ended = await advanceActiveRuns(deps.engine);
       for (const run of ended) {
         deps.logger.info(
@@ -50,7 +53,7 @@ export function pipelineProcessor(deps: PipelineWorkerDeps) {
         reasonOf: deps.jobReason,
         moreMisses: runDeadlineMisses,
       });
-      return { ended: ended.length, caughtUp, misses: misses.length };
+      return { retried: attempts.made.length, ended: ended.length, caughtUp, misses: misses.length };
     }
     if (job.name === CANCEL_JOB) return cancelFor(deps, job.data);
     throw new Error(`unknown pipeline job "${job.name}"`);

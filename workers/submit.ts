@@ -5,6 +5,7 @@ import type { Logger } from '../src/logger.js';
 import { stepDependencies } from '../src/pipelines/run-engine.js';
 import { submitPayloadSchema } from '../src/queue/catalog.js';
 import { recordRequest } from '../src/requests/accept.js';
+import { attemptPolicySchema } from '../src/requests/attempt-policy.js';
 import { isTerminalRequest } from '../src/requests/request-state.js';
 import {
   SubmitRefusedError,
@@ -24,7 +25,7 @@ export function submitProcessor(services: WorkerServices) {
     const payload = submitPayloadSchema.parse(job.data);
     const { db, logger } = services;
     if (payload.request) {
-      const { profile, spec, origin, acceptedAt, summarize, arrayRetryOf } = payload.request;
+      const { profile, spec, origin, acceptedAt, summarize, arrayRetryOf, retry } = payload.request;
       // One transaction: the summaries dispatcher never sees the request without its setting.
       // Accepted by who sent it, queued by this worker: its job is the one running.
       recordRequest(db, {
@@ -37,6 +38,7 @@ export function submitProcessor(services: WorkerServices) {
         source: origin === 'cli' ? 'cli' : 'api',
         summarize,
         arrayRetryOf,
+        retryPolicy: retry === undefined ? null : attemptPolicySchema.parse(retry),
         queued: { source: 'submit', at: job.timestamp },
       });
     }

@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { resolve } from 'node:path';
 import { type ConnectionOptions, Queue } from 'bullmq';
 import type { Command } from 'commander';
+import { z } from 'zod';
 import { type DaemonInfo, readDaemonInfo } from '../daemon-info.js';
 import { getAccountingJob, history as historyRows } from '../db/accounting.js';
 import { tasksOf } from '../db/array-tasks.js';
@@ -33,10 +34,12 @@ import {
 import { redisOptions } from '../redis/redis-server.js';
 import { planArrayRetry } from '../requests/array-retry.js';
 import { formatCounts, summarizeArray } from '../requests/array-state.js';
+import { attemptPolicySchema, policyIssues } from '../requests/attempt-policy.js';
+import { attemptsOf } from '../requests/attempts.js';
 import { readJobOutput } from '../requests/job-output.js';
 import { isTerminalRequest } from '../requests/request-state.js';
 import { parseJobArray } from '../sched/job-array.js';
-import { jobSpecSchema } from '../sched/job-spec.js';
+import { type JobSpec, jobSpecSchema } from '../sched/job-spec.js';
 import { describeSuggestion } from '../summaries/prompt.js';
 import { suggestionToApply } from '../summaries/resubmit.js';
 import { summaryForRequest, summaryLines } from '../summaries/show.js';
@@ -213,7 +216,7 @@ export function registerJobsCommand(program: Command): void {
     .option('--no-summarize', 'no summary when it ends, whatever the daemon’s setting')
     .action(async (file: string, opts: { profile?: string; wait?: boolean; summarize?: boolean }, cmd: Command) => {
       const flags = flagsOf(cmd);
-      const spec = parseSource(readYamlSource(file), jobSpecSchema);
+      const { spec, retry } = readJobFile(file);
       const info = readDaemonInfo(flags.dataDir);
       const profile = opts.profile ?? info.defaultProfile;
       if (!info.profiles.includes(profile)) {
@@ -242,6 +245,7 @@ export function registerJobsCommand(program: Command): void {
           origin: 'cli',
           acceptedAt: Date.now(),
           ...(opts.summarize !== undefined && { summarize: opts.summarize }),
+          ...(retry !== undefined && { retry }),
         },
       };
       await withDaemonQueue(info, flags.dataDir, 'submit', (queue) =>
@@ -356,8 +360,16 @@ export function registerJobsCommand(program: Command): void {
         const accounting = row.jobId === null ? undefined : getAccountingJob(history.db, row.profile, row.jobId);
         const summary = summaryForRequest(history.db, row);
         if (flags.json) {
+          const attempts = attemptsOf(history.db, row.id).map((a) => ({
+            id: a.id,
+            attempt: a.attempt,
+            state: a.state,
+            jobId: a.jobId,
+            exitCode: a.exitCode,
+            reason: a.retryCause?.reason ?? null,
+          }));
           process.stdout.write(
-            `${JSON.stringify({ request: row, transitions, accounting: accounting ?? null, summary }, null, 2)}\n`,
+            `${JSON.stringify({ request: row, transitions, attempts, accounting: accounting ?? null, summary }, null, 2)}\n`,
           );
           return;
         }
@@ -371,6 +383,7 @@ export function registerJobsCommand(program: Command): void {
           `stderr    ${row.stderrPath === null ? '-' : row.stderrPath === row.stdoutPath ? `${row.stderrPath} (with stdout)` : row.stderrPath}`,
           `seen      ${row.lastSeenAt ? `${time(row.lastSeenAt)}, answer ${row.lastSeenAgeSec ?? 0} s old${row.lastSeenStale ? ', stale' : ''}` : '-'}`,
           ...(row.errorMessage ? [`error     ${row.errorMessage}`] : []),
+          ...attemptLines(history.db, row),
           '',
           table(
             ['AT', 'FROM', 'TO', 'SOURCE', 'REASON', 'DETAIL'],
@@ -618,5 +631,53 @@ function arrayLines(db: HistoryDatabase['db'], row: JobRequestRow): string[] {
       `retry them: schedflow jobs retry-tasks ${row.id}`,
     );
   }
+  return lines;
+}
+
+/**
+ * A job file: a job spec, and its retry policy under `retry:` (src/requests/attempt-policy.ts),
+ * both checked here so a mistake is said with its line, not found by the daemon. The policy goes
+ * to the daemon as written (the submit worker parses it again).
+ */
+export function readJobFile(file: string): { spec: JobSpec; retry?: Record<string, unknown> } {
+  const source = readYamlSource(file);
+  const data = source.data;
+  if (typeof data !== 'object' || data === null || Array.isArray(data) || !('retry' in data)) {
+    return { spec: parseSource(source, jobSpecSchema) };
+  }
+  const { retry, ...specData } = data as Record<string, unknown>;
+  const spec = parseSource({ ...source, data: specData }, jobSpecSchema);
+  const policy = parseSource({ ...source, data: { retry } }, z.object({ retry: attemptPolicySchema })).retry;
+  const issues = policyIssues(policy, spec);
+  if (issues.length) throw new ConfigError(`${file}: ${issues.join('; ')}`);
+  return { spec, retry: retry as Record<string, unknown> };
+}
+
+/**
+ * A request's retries for `jobs show`: why this attempt was made, what follows it, and every
+ * attempt of its request (each its own Slurm job). Nothing for a request without a policy.
+ */
+function attemptLines(db: HistoryDatabase['db'], row: JobRequestRow): string[] {
+  if (row.retryPolicy === null && row.retryCause === null) return [];
+  const lines: string[] = [];
+  if (row.retryCause) lines.push(`retry of  ${row.retryCause.previousId}: ${row.retryCause.reason}`);
+  if (row.retryDueAt !== null) lines.push(`next      attempt ${row.attempt + 1} at ${time(row.retryDueAt)} (backoff)`);
+  if (row.nextAttemptId !== null) lines.push(`next      attempt ${row.attempt + 1}: ${row.nextAttemptId}`);
+  if (row.retryNote !== null) lines.push(`no retry  ${row.retryNote}`);
+  const attempts = attemptsOf(db, row.id);
+  lines.push(
+    '',
+    table(
+      ['ATTEMPT', 'REQUEST', 'JOB', 'STATE', 'EXIT', 'WHY'],
+      attempts.map((a) => [
+        `${a.attempt}${a.id === row.id ? ' *' : ''}`,
+        a.id,
+        String(a.jobId ?? '-'),
+        a.state,
+        String(a.exitCode ?? '-'),
+        a.retryCause?.reason ?? 'first attempt',
+      ]),
+    ),
+  );
   return lines;
 }

@@ -47,8 +47,17 @@ export const TERMINAL_REQUEST_STATES = [
   'submit_failed',
 ] as const satisfies readonly RequestState[];
 
-/** Who recorded a transition: `submit` and `summarize` are those queues' workers. */
-export const TRANSITION_SOURCES = ['api', 'cli', 'submit', 'poll', 'accounting', 'pipeline', 'summarize'] as const;
+/** Who recorded a transition: `submit` and `summarize` are those queues' workers; `retry` made a policy's attempt. */
+export const TRANSITION_SOURCES = [
+  'api',
+  'cli',
+  'submit',
+  'poll',
+  'accounting',
+  'pipeline',
+  'summarize',
+  'retry',
+] as const;
 export type TransitionSource = (typeof TRANSITION_SOURCES)[number];
 
 export const jobRequests = sqliteTable(
@@ -120,6 +129,18 @@ export const jobRequests = sqliteTable(
     arrayTaskCount: integer('array_task_count'),
     /** The array request whose tasks (some of them: the failed ones, say) this one runs again. */
     arrayRetryOf: text('array_retry_of'),
+    /** Its retry policy (src/requests/attempt-policy.ts), copied to every attempt. */
+    retryPolicy: text('retry_policy', { mode: 'json' }).$type<AttemptPolicy>(),
+    /** A retry's first attempt: the request that was asked for (null on that one). */
+    firstAttemptId: text('first_attempt_id'),
+    /** Why this attempt was made: the previous attempt's end and what grew. */
+    retryCause: text('retry_cause', { mode: 'json' }).$type<RetryCause>(),
+    /** Ended, and its policy makes another attempt at this time (a persisted backoff). */
+    retryDueAt: integer('retry_due_at'),
+    /** The attempt made after this one ended. */
+    nextAttemptId: text('next_attempt_id'),
+    /** Why no attempt follows this one though its policy named its end (limit reached, a bound). */
+    retryNote: text('retry_note'),
   },
   (t) => [
     index('job_requests_state').on(t.profile, t.state),
@@ -130,6 +151,9 @@ export const jobRequests = sqliteTable(
     index('job_requests_summary_todo').on(t.state).where(sql`"summary_checked_at" is null`),
     // Partial: the deadline check reads only requests that have deadlines, on every tick.
     index('job_requests_deadlines').on(t.state).where(sql`"deadlines" is not null`),
+    // Partial: the retry check reads only ended attempts waiting for their next one.
+    index('job_requests_retry_due').on(t.retryDueAt).where(sql`"retry_due_at" is not null`),
+    index('job_requests_attempts').on(t.firstAttemptId),
   ],
 );
 
@@ -160,6 +184,49 @@ export type DependencyType = (typeof DEPENDENCY_TYPES)[number];
 export interface StepNeed {
   step: string;
   type: DependencyType;
+}
+
+/** How a resource grows at each retry: times `factor`, never above `max` (MB for memory, minutes for time). */
+export interface Escalation {
+  factor: number;
+  max: number;
+}
+
+/**
+ * A retry policy as stored (with a request, or in a run's plan); src/requests/attempt-policy.ts
+ * reads it. Only `on` and `limit` are required: plans of runs made before backoff and
+ * escalation existed hold just those.
+ */
+export interface AttemptPolicy {
+  /** Request states that give another attempt. */
+  on: RequestState[];
+  /** Further attempts after the first. */
+  limit: number;
+  /** FAILED is retried only with one of these exit codes; absent or null: any. */
+  exitCodes?: number[] | null;
+  /** Wait before attempt n+1: `delaySec × factor^(n-1)`, at most `maxSec`. Absent: at once. */
+  backoff?: { delaySec: number; factor: number; maxSec: number | null } | null;
+  /** `memoryPerNode` grows on OUT_OF_MEMORY, `timeLimit` on TIMEOUT. */
+  escalate?: { memoryPerNode?: Escalation; timeLimit?: Escalation } | null;
+}
+
+/** A resource changed for a retry. */
+export interface EscalatedField {
+  field: 'memory_per_node' | 'time_limit';
+  from: number;
+  to: number;
+  /** What capped it below the factor's value, when something did. */
+  cappedBy?: 'policy' | 'partition';
+}
+
+/** Why an attempt was made: how the one before it ended, and what grew. */
+export interface RetryCause {
+  previousId: string;
+  after: RequestState;
+  exitCode: number | null;
+  escalated: EscalatedField[];
+  /** The same, in words. */
+  reason: string;
 }
 
 export interface Deadlines {

@@ -21,12 +21,21 @@ import {
  * themselves, and the daily LLM budget.
  */
 
-/** Ended requests the dispatcher has not taken up, oldest first. */
+/**
+ * Ended requests the dispatcher has not taken up, oldest first. An attempt whose retry is due
+ * waits: whether it is the request's last word is not known yet.
+ */
 export function endedRequestsToCheck(db: Db, limit = 200): JobRequestRow[] {
   return db
     .select()
     .from(jobRequests)
-    .where(and(isNull(jobRequests.summaryCheckedAt), inArray(jobRequests.state, [...TERMINAL_REQUEST_STATES])))
+    .where(
+      and(
+        isNull(jobRequests.summaryCheckedAt),
+        inArray(jobRequests.state, [...TERMINAL_REQUEST_STATES]),
+        isNull(jobRequests.retryDueAt),
+      ),
+    )
     .orderBy(asc(jobRequests.updatedAt))
     .limit(limit)
     .all();

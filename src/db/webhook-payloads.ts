@@ -28,6 +28,22 @@ export interface JobOutcome {
   run_id: string | null;
   step: string | null;
   attempt: number;
+  /** A retried request's first attempt (its id as first submitted); null on the first. */
+  first_attempt_id: string | null;
+  /** Its retry policy's last word: why this attempt was made, and why none follows. */
+  retry: {
+    cause: {
+      previous_attempt_id: string;
+      after: JobRequestRow['state'];
+      exit_code: number | null;
+      reason: string;
+      escalated: { field: string; from: number; to: number; capped_by: string | null }[];
+    } | null;
+    due_at: string | null;
+    next_attempt_id: string | null;
+    note: string | null;
+    limit: number | null;
+  } | null;
 }
 
 /** A pipeline run's outcome, as sent with `run.finished`. */

@@ -1,6 +1,6 @@
 import type { Queue } from 'bullmq';
 import type { Db } from '../db/database.js';
-import type { Deadlines } from '../db/schema.js';
+import type { AttemptPolicy, Deadlines } from '../db/schema.js';
 import type { Logger } from '../logger.js';
 import type { PipelineService } from '../pipelines/pipeline-service.js';
 import type { QueueName } from '../queue/catalog.js';
@@ -29,6 +29,8 @@ export interface ApiDeps {
     deadlines?: Deadlines | null;
     /** A summary when it ends: true or false; absent follows the global setting. */
     summarize?: boolean | null;
+    /** Its retry policy, checked against the spec. */
+    retryPolicy?: AttemptPolicy | null;
   }): Promise<string>;
   /**
    * Applies a request's suggested change (the daemon's `resubmitWithSuggestion`): the new

@@ -2,6 +2,7 @@ import { CronExpressionParser } from 'cron-parser';
 import { z } from 'zod';
 import { DEPENDENCY_TYPES, type StepNeed } from '../db/schema.js';
 import { parseDuration } from '../lib/duration.js';
+import { attemptPolicySchema } from '../requests/attempt-policy.js';
 import { jobSpecSchema } from '../sched/job-spec.js';
 
 /**
@@ -29,16 +30,7 @@ const durationSchema = z
   .meta({ description: 'seconds, or 90s, 30m, 2h, 1d, 1h30m' });
 
 /** Slurm states a step may be retried on (its request's terminal states, in Slurm's spelling). */
-export const RETRY_STATES = [
-  'NODE_FAIL',
-  'PREEMPTED',
-  'BOOT_FAIL',
-  'FAILED',
-  'TIMEOUT',
-  'OUT_OF_MEMORY',
-  'DEADLINE',
-  'CANCELLED',
-] as const;
+export { RETRY_STATES } from '../requests/attempt-policy.js';
 
 const deadlinesSchema = z
   .object({
@@ -48,14 +40,6 @@ const deadlinesSchema = z
     start_by: durationSchema.optional(),
     /** Must have ended this long after the run's scheduled (or trigger) time. */
     finish_by: durationSchema.optional(),
-  })
-  .strict();
-
-const retrySchema = z
-  .object({
-    on: z.array(z.enum(RETRY_STATES)).min(1).describe('Slurm end states that give the step another attempt'),
-    /** Further attempts after the first. */
-    limit: z.number().int().min(1).max(10).describe('further attempts after the first'),
   })
   .strict();
 
@@ -94,7 +78,8 @@ const stepSchema = z
       .array(needSchema)
       .default([])
       .describe('steps this one waits for: a name (afterok) or { step, type: afterok | afterany | afternotok }'),
-    retry: retrySchema.optional(),
+    /** The retry policy of job requests (src/requests/attempt-policy.ts); `{ on, limit }` is one. */
+    retry: attemptPolicySchema.optional(),
     deadlines: deadlinesSchema.optional(),
     /** Other `job_desc_msg` members, passed through unchanged. */
     slurm: z

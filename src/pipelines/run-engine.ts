@@ -15,12 +15,13 @@ import { assertNever } from '../lib/assert-never.js';
 import type { Logger } from '../logger.js';
 import { runFinishedBody } from '../notify/events.js';
 import { type AcceptDeps, enqueueAccepted, recordRequest } from '../requests/accept.js';
+import type { AttemptDeps } from '../requests/attempts.js';
 import type { CancelOutcome } from '../requests/canceller.js';
 import { isTerminalRequest } from '../requests/request-state.js';
 import type { DependencyResolution } from '../requests/submitter.js';
 import type { LoadedPipeline } from './pipeline-loader.js';
 import { planRun, type RunPlan, type StepPlan } from './run-plan.js';
-import { latestAttempts, resolveDependencies, retryPending } from './step-dependencies.js';
+import { latestAttempts, legacyRetryPending, resolveDependencies } from './step-dependencies.js';
 
 /**
  * The life of a pipeline run: made from a plan (its steps become job
@@ -28,9 +29,11 @@ import { latestAttempts, resolveDependencies, retryPending } from './step-depend
  * steps end: retries, steps re-made after a retried dependency, the run's end.
  */
 
-/** Step requests are accepted (`db`, `submitQueue`) through src/requests/accept.ts. */
-export interface RunEngineDeps extends AcceptDeps {
-  logger: Logger;
+/**
+ * Step requests are accepted (`db`, `submitQueue`) through src/requests/accept.ts; their
+ * retries are made by src/requests/attempts.ts (`partitionLimits` bounds their escalation).
+ */
+export interface RunEngineDeps extends AttemptDeps {
   /** Cancels a job upstream (a step stuck behind a dependency that can never be met). */
   cancelJob(profile: string, jobId: number): Promise<void>;
   /**
@@ -130,6 +133,7 @@ function addSteps(db: Db, run: PipelineRunRow, steps: readonly StepPlan[], at: n
       attempt,
       needs: plan.needs,
       deadlines: plan.deadlines,
+      retryPolicy: plan.retry,
     });
     return id;
   });
@@ -196,7 +200,9 @@ async function advanceRun(deps: RunEngineDeps, run: PipelineRunRow): Promise<Pip
   for (const stepPlan of plan.steps) {
     const row = latest.get(stepPlan.step);
     if (!row) continue;
-    if (retryPending(row, stepPlan)) {
+    // Its next attempt is due: src/requests/attempts.ts makes it (before this pass, on the same tick).
+    if (row.retryDueAt !== null) continue;
+    if (legacyRetryPending(row, stepPlan)) {
       addSteps(db, run, [stepPlan], now, row.attempt + 1);
       logger.info({ runId: run.id, step: stepPlan.step, attempt: row.attempt + 1, after: row.state }, 'step retried');
       added = true;
@@ -281,7 +287,8 @@ function finishIfDone(
   if (run.startedAt === null && Number.isFinite(startedAt)) {
     db.update(pipelineRuns).set({ startedAt, updatedAt: now }).where(eq(pipelineRuns.id, run.id)).run();
   }
-  if (rows.length < plan.steps.length || !rows.every((r) => isTerminalRequest(r.state))) return null;
+  const over = (r: JobRequestRow) => isTerminalRequest(r.state) && r.retryDueAt === null;
+  if (rows.length < plan.steps.length || !rows.every(over)) return null;
   const failed = rows.filter((r) => r.state !== 'completed');
   const detail = failed.length
     ? failed.map((r) => `${r.step}: ${r.state.toUpperCase()}${r.exitCode ? ` (exit ${r.exitCode})` : ''}`).join(', ')

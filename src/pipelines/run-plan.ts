@@ -1,6 +1,7 @@
 import type { z } from 'zod';
-import type { Deadlines, RequestState, RunTrigger, StepNeed } from '../db/schema.js';
+import type { AttemptPolicy, Deadlines, RunTrigger, StepNeed } from '../db/schema.js';
 import { ConfigError } from '../errors.js';
+import { policyIssues } from '../requests/attempt-policy.js';
 import { type JobSpec, jobSpecSchema } from '../sched/job-spec.js';
 import { renderDeep, type TemplateContext, TemplateError } from './param-substitution.js';
 import type { LoadedPipeline, StepDeadlines } from './pipeline-file.js';
@@ -11,7 +12,8 @@ export interface StepPlan {
   step: string;
   spec: JobSpec;
   needs: StepNeed[];
-  retry: { on: RequestState[]; limit: number } | null;
+  /** Runs made before backoff and escalation existed hold `{ on, limit }` alone. */
+  retry: AttemptPolicy | null;
   deadlines: Deadlines | null;
   summarize: boolean | null;
 }
@@ -78,7 +80,7 @@ export function planRun(pipeline: LoadedPipeline, input: PlanInput): RunPlan {
       step,
       spec,
       needs: pipeline.needs[step] ?? [],
-      retry: s.retry ? { on: s.retry.on.map((st) => st.toLowerCase() as RequestState), limit: s.retry.limit } : null,
+      retry: retryOf(step, s.retry, spec),
       // The run's max_pending bounds each step's wait (a step's own wins); start_by and
       // finish_by are about the run as a whole and stay with it.
       deadlines: absolute({ max_pending: def.deadlines?.max_pending, ...s.deadlines }, base),
@@ -147,6 +149,14 @@ function parseSpec(step: string, raw: Record<string, unknown>): JobSpec {
   throw new ConfigError(
     parsed.error.issues.map((i: z.core.$ZodIssue) => `steps.${step}.${i.path.join('.')}: ${i.message}`).join('; '),
   );
+}
+
+/** The step's policy, if it can do what it says with the step's spec (memory to grow, under its bound). */
+function retryOf(step: string, policy: AttemptPolicy | undefined, spec: JobSpec): AttemptPolicy | null {
+  if (!policy) return null;
+  const issues = policyIssues(policy, spec);
+  if (issues.length) throw new ConfigError(issues.map((issue) => `steps.${step}.${issue}`).join('; '));
+  return policy;
 }
 
 function absolute(deadlines: StepDeadlines | undefined, base: number): Deadlines | null {

@@ -1,14 +1,27 @@
 import type { JobRequestRow, StepNeed } from '../db/schema.js';
+import { retryMatch } from '../requests/attempt-policy.js';
 import { isTerminalRequest } from '../requests/request-state.js';
 import type { DependencyResolution } from '../requests/submitter.js';
 import type { StepPlan } from './run-plan.js';
 
 /** Whether a step can be submitted now, and with which Slurm dependency (a DependencyResolution). */
 
-/** A step attempt that ended in a state its retry policy names, with attempts left: another attempt follows. */
+/**
+ * A step attempt that ended in a state its retry policy names, with attempts left: another
+ * attempt follows. A step request carries its policy, and its end recorded when the next attempt
+ * is due (src/requests/attempts.ts makes it); one made before requests carried policies is
+ * read against its run's plan, and retried by the run engine.
+ */
 export function retryPending(row: JobRequestRow, plan: StepPlan | undefined): boolean {
+  if (row.retryDueAt != null) return true;
+  return legacyRetryPending(row, plan);
+}
+
+/** A step request without a policy of its own (made before requests carried one) that its plan retries. */
+export function legacyRetryPending(row: JobRequestRow, plan: StepPlan | undefined): boolean {
   const retry = plan?.retry;
-  return !!retry && isTerminalRequest(row.state) && retry.on.includes(row.state) && row.attempt <= retry.limit;
+  if (!retry || row.retryPolicy != null || !isTerminalRequest(row.state)) return false;
+  return retryMatch(retry, { state: row.state, exitCode: row.exitCode, attempt: row.attempt }) === 'yes';
 }
 
 /**

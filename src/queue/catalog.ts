@@ -23,6 +23,11 @@ export const submitPayloadSchema = z.object({
       summarize: z.boolean().optional(),
       /** The array request whose tasks this one runs again (`schedflow jobs retry-tasks`). */
       arrayRetryOf: z.string().min(1).optional(),
+      /**
+       * The job file's `retry:` as written, checked by the CLI: the submit worker parses it with
+       * src/requests/attempt-policy.ts (a layer above the queues).
+       */
+      retry: z.record(z.string(), z.unknown()).optional(),
     })
     .optional(),
 });

@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { insertArrayTasks } from '../db/array-tasks.js';
 import type { Db } from '../db/database.js';
 import { createRequest, type NewRequest, patchRequest, requestStateOf } from '../db/requests.js';
-import type { Deadlines, TransitionSource } from '../db/schema.js';
+import type { AttemptPolicy, Deadlines, RetryCause, TransitionSource } from '../db/schema.js';
 import { addSubmitJob, type EnqueueOutcome, type SubmitQueueDeps } from '../queue/submit-queue.js';
 import { parseJobArray } from '../sched/job-array.js';
 import type { JobSpec } from '../sched/job-spec.js';
@@ -21,6 +21,11 @@ export interface RequestToRecord extends NewRequest {
   resubmitOf?: string | null;
   /** The array request whose tasks this one runs again (src/requests/array-retry.ts). */
   arrayRetryOf?: string | null;
+  /** Its retry policy (src/requests/attempt-policy.ts): ends it names make new attempts. */
+  retryPolicy?: AttemptPolicy | null;
+  /** A retry: the request's first attempt, and why this one was made (src/requests/attempts.ts). */
+  firstAttemptId?: string | null;
+  retryCause?: RetryCause | null;
   /**
    * Who moves it to `queued`, and when, in the same commit as the row; null leaves it
    * `accepted` (steps recorded with their run, a re-submission with its summary's mark) for
@@ -51,6 +56,13 @@ export function recordRequest(db: Db, input: RequestToRecord): boolean {
         const { indexes } = parseJobArray(expression);
         patchRequest(tx, input.id, { arrayTaskCount: indexes.length, arrayRetryOf: input.arrayRetryOf ?? null });
         insertArrayTasks(tx, input.id, indexes);
+      }
+      if (input.retryPolicy || input.retryCause) {
+        patchRequest(tx, input.id, {
+          retryPolicy: input.retryPolicy ?? null,
+          firstAttemptId: input.firstAttemptId ?? null,
+          retryCause: input.retryCause ?? null,
+        });
       }
     }
     const queued = input.queued === undefined ? { source: input.source, at: input.at } : input.queued;
@@ -104,6 +116,8 @@ export interface JobSubmission {
   deadlines?: Deadlines | null;
   /** A summary when it ends: true or false; null or absent follows the global setting. */
   summarize?: boolean | null;
+  /** Its retry policy, already checked against the spec (policyIssues). */
+  retryPolicy?: AttemptPolicy | null;
 }
 
 /** Accepts a submission for one of `profiles`; returns the request id. */
@@ -133,6 +147,7 @@ export async function acceptSubmission(
     webhookUrl: input.webhookUrl ?? null,
     deadlines: input.deadlines ?? null,
     summarize: input.summarize,
+    retryPolicy: input.retryPolicy ?? null,
   });
   return id;
 }

@@ -1,8 +1,10 @@
 import type { Db } from '../db/database.js';
 import { getRequest, insertTransition, patchRequest, requestByJobId, updateRequest } from '../db/requests.js';
-import type { JobRequestRow, RequestState, TransitionSource } from '../db/schema.js';
+import type { AttemptPolicy, JobRequestRow, RequestState, TransitionSource } from '../db/schema.js';
 import { addDelivery } from '../db/webhooks.js';
+import { assertNever } from '../lib/assert-never.js';
 import { jobFinishedBody } from '../notify/events.js';
+import { backoffMs, exhaustedReason, retryMatch } from './attempt-policy.js';
 import { LOST_BY_CONTROLLER_CODE, LOST_BY_CONTROLLER_REASON, lostByControllerMessage } from './job-identity.js';
 import { canTransition, isTerminalRequest } from './request-state.js';
 
@@ -54,19 +56,49 @@ export function transition(db: Db, requestId: string, input: TransitionInput): b
       stale: input.stale ?? false,
       detail: input.detail ?? null,
     });
+    if (!isTerminalRequest(input.to)) return true;
+    // An end its retry policy names is not the request's end: the next attempt is due after the
+    // backoff (a time in the row, so a restart keeps it), and the webhook waits for the last one.
+    if (row.retryPolicy && scheduleRetry(tx, requestId, input.at)) return true;
     // The outbox: written in the transaction of the final state, so neither exists without the other.
-    if (row.webhookUrl && isTerminalRequest(input.to)) {
-      const after = getRequest(tx, requestId) as JobRequestRow;
-      addDelivery(tx, {
-        event: 'job.finished',
-        url: row.webhookUrl,
-        requestId,
-        runId: row.runId,
-        payload: jobFinishedBody(after),
-        at: input.at,
-      });
-    }
+    if (row.webhookUrl) addFinishedDelivery(tx, getRequest(tx, requestId) as JobRequestRow, input.at);
     return true;
+  });
+}
+
+/**
+ * After an attempt's end: when its policy retries it, the next attempt's due time (true);
+ * when the policy named the end but its limit is reached, the note saying so (false).
+ */
+function scheduleRetry(tx: Db, requestId: string, at: number): boolean {
+  const after = getRequest(tx, requestId) as JobRequestRow;
+  const policy = after.retryPolicy as AttemptPolicy;
+  const end = { state: after.state, exitCode: after.exitCode, attempt: after.attempt };
+  const match = retryMatch(policy, end);
+  switch (match) {
+    case 'yes':
+      patchRequest(tx, requestId, { retryDueAt: at + backoffMs(policy, after.attempt) });
+      return true;
+    case 'exhausted':
+      patchRequest(tx, requestId, { retryNote: exhaustedReason(policy, end) });
+      return false;
+    case 'no':
+      return false;
+    default:
+      return assertNever(match);
+  }
+}
+
+/** `job.finished` of a request's last attempt, in the outbox (the caller's transaction). */
+export function addFinishedDelivery(tx: Db, row: JobRequestRow, at: number): void {
+  if (!row.webhookUrl) return;
+  addDelivery(tx, {
+    event: 'job.finished',
+    url: row.webhookUrl,
+    requestId: row.id,
+    runId: row.runId,
+    payload: jobFinishedBody(row),
+    at,
   });
 }
 

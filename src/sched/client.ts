@@ -1,9 +1,11 @@
+import { z } from 'zod';
 import { ConfigError } from '../errors.js';
 import { backoffDelayMs } from '../lib/retry-policy.js';
 import { sleep } from '../lib/sleep.js';
 import type { Logger } from '../logger.js';
 import type { ItemsOf } from './answer-items.js';
 import { codecFor, type JobCodec } from './codecs/codec.js';
+import { nonZero, noValNumber, noValSchema } from './codecs/common.js';
 import { type Credentials, credentialsFor } from './credentials.js';
 import type { Freshness } from './freshness.js';
 import { JobDecodeError, type JobStateEntry, type SchedJob } from './job-model.js';
@@ -139,6 +141,11 @@ const SCOPE_PROBE_JOB_ID = 'schedflow-scope-check';
 
 /** Unix seconds at which the UTC day of `nowMs` ends. */
 const endOfUtcDay = (nowMs: number) => (Math.floor(nowMs / 86_400_000) + 1) * 86_400;
+
+/** The members of a partition's record schedflow reads (the same in v0.0.42 to v0.0.44). */
+const partitionMaximumsSchema = z.object({
+  maximums: z.object({ time: noValSchema.optional(), partition_memory_per_node: noValSchema.optional() }).optional(),
+});
 
 function arrayMember(body: unknown, member: string, request: string): unknown[] {
   const value = (body as Json | undefined)?.[member];
@@ -320,6 +327,28 @@ export class SchedClient {
       });
     }
     return { data: this.decodeOne(first, (j) => this.codec.decodeControllerJob(j), req), freshness: res.freshness };
+  }
+
+  /**
+   * A partition's MaxTime (minutes) and MaxMemPerNode (MB) from the controller
+   * (`/partition/{name}`: the proxy serves it under `sched:read`), null where unlimited or
+   * unset. The partition's own limits only: an association's or QOS's are not in it.
+   */
+  async getPartitionLimits(
+    name: string,
+    options: ReadOptions = {},
+  ): Promise<Read<{ maxTimeMin: number | null; maxMemoryPerNodeMb: number | null } | null>> {
+    const req = this.read(`${this.ctl}/partition/${encodeURIComponent(name)}`, options);
+    const res = await this.transport.send(req);
+    const [first] = arrayMember(res.body, 'partitions', this.transport.describe(req));
+    if (first === undefined) return { data: null, freshness: res.freshness };
+    const parsed = partitionMaximumsSchema.safeParse(first);
+    const max = parsed.success ? parsed.data.maximums : undefined;
+    return {
+      // No MaxMemPerNode is a set 0 in 25.11's answer (slurm.conf's UNLIMITED), not `infinite`.
+      data: { maxTimeMin: noValNumber(max?.time), maxMemoryPerNodeMb: nonZero(max?.partition_memory_per_node) },
+      freshness: res.freshness,
+    };
   }
 
   /** Accounting records (slurmdbd), filtered; every filter is optional. */

@@ -6,6 +6,7 @@ import { ConfigError } from '../errors.js';
 import { issuesText } from '../lib/issues-text.js';
 import { refuseSharedAccess } from '../lib/owner-only.js';
 import { Secret } from '../lib/secret.js';
+import { parseMemoryMb, parseTimeLimit } from './job-spec.js';
 
 /**
  * A scheduler profile: one cluster (or one token on it). Profiles live in
@@ -24,6 +25,19 @@ const authSchema = z.discriminatedUnion('type', [
   z.object({ type: z.literal('header-pair'), user: z.string().min(1), ...secretSource }).strict(),
   z.object({ type: z.literal('munge') }).strict(),
 ]);
+
+/** A limit in Slurm's notation (minutes or `4:00:00`, MB or `16G`), as a number. */
+function limitNotation(parse: (value: number | string) => number | 'infinite') {
+  return z.union([z.number().int().positive(), z.string()]).transform((value, ctx): number => {
+    try {
+      const parsed = parse(value);
+      return parsed === 'infinite' ? Number.POSITIVE_INFINITY : parsed;
+    } catch (error) {
+      ctx.addIssue({ code: 'custom', message: (error as Error).message });
+      return z.NEVER;
+    }
+  });
+}
 
 export const profileSchema = z
   .object({
@@ -46,6 +60,21 @@ export const profileSchema = z
     scopes: z.array(z.enum(['sched:read', 'scheddb:read', 'sched:jobs:manage'])).optional(),
     /** The partition jobs go to unless they name one (a node owner's partition). */
     partition: z.string().min(1).optional(),
+    /**
+     * Partitions' limits (MaxTime, MaxMemPerNode), as the cluster's slurm.conf sets them: a retry
+     * policy never grows a job's time_limit or memory_per_node past them. Keyed by partition.
+     */
+    partitionLimits: z
+      .record(
+        z.string().min(1),
+        z
+          .object({
+            maxTime: limitNotation(parseTimeLimit).optional(),
+            maxMemoryPerNode: limitNotation(parseMemoryMb).optional(),
+          })
+          .strict(),
+      )
+      .default({}),
     /** Client-side budget, kept below the proxy's per-IP limit. */
     rateLimit: z
       .object({

@@ -93,7 +93,7 @@ export class Cluster {
   private readonly processes = new Map<number, RunningProcess>();
   private readonly timers = new Set<NodeJS.Timeout>();
   /** Jobs whose end the simulator caused, so an exit is classified correctly. */
-  private readonly endCause = new Map<number, 'cancel' | 'timeout'>();
+  private readonly endCause = new Map<number, 'cancel' | 'timeout' | 'oom'>();
   private readonly store: JobStore;
   private nextJobId: number;
   private lastJobUpdateSec = nowSec();
@@ -627,6 +627,7 @@ export class Cluster {
         this.terminate(job.jobId);
       });
     }
+    if (job.memoryPerNodeMb !== null) this.enforceMemory(job, proc, job.memoryPerNodeMb);
     void proc.done.then((exit) => {
       // A job a simulated crash took away: its id may be another job's by now.
       if (this.jobs.get(job.jobId) !== job) return;
@@ -648,6 +649,27 @@ export class Cluster {
     });
   }
 
+  /**
+   * The cgroup's memory limit, as task/cgroup enforces it: a job whose processes hold more than
+   * its memory_per_node is killed by the kernel's OOM killer, SIGKILL without KillWait, and ends
+   * OUT_OF_MEMORY. Checked at each memory sample (every second), so a brief peak between two
+   * samples goes unseen, as jobacct_gather would miss it too.
+   */
+  private enforceMemory(job: SimJob, proc: RunningProcess, limitMb: number): void {
+    const timer = setInterval(() => {
+      if (this.processes.get(job.jobId) !== proc || this.endCause.has(job.jobId)) {
+        clearInterval(timer);
+        return;
+      }
+      if ((proc.peakMemoryBytes() ?? 0) <= limitMb * 1024 * 1024) return;
+      clearInterval(timer);
+      this.endCause.set(job.jobId, 'oom');
+      proc.signal('SIGKILL');
+    }, 250);
+    timer.unref();
+    void proc.done.finally(() => clearInterval(timer));
+  }
+
   private finish(job: SimJob, exit: { exitCode: number | null; signal: NodeJS.Signals | null }): void {
     const cause = this.endCause.get(job.jobId);
     this.endCause.delete(job.jobId);
@@ -660,6 +682,13 @@ export class Cluster {
     } else if (cause === 'timeout') {
       job.state = 'TIMEOUT';
       job.reason = 'TimeLimit';
+      job.endTime = now;
+    } else if (cause === 'oom') {
+      // The OOM kill is the state, not a signal of the job (sacct's ExitCode reads 0:125): exit 0.
+      job.state = 'OUT_OF_MEMORY';
+      job.reason = 'OutOfMemory';
+      job.exitCode = 0;
+      job.termSignal = null;
       job.endTime = now;
     } else if (exit.exitCode === 0 && !exit.signal) {
       job.state = 'COMPLETED';

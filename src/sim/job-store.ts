@@ -24,7 +24,7 @@ const simJobSchema = z.object({
   dependency: z.string(),
   standardOutput: z.string(),
   standardError: z.string(),
-  state: z.enum(['PENDING', 'RUNNING', 'COMPLETED', 'FAILED', 'TIMEOUT', 'CANCELLED', 'NODE_FAIL']),
+  state: z.enum(['PENDING', 'RUNNING', 'COMPLETED', 'FAILED', 'TIMEOUT', 'CANCELLED', 'NODE_FAIL', 'OUT_OF_MEMORY']),
   reason: z.string(),
   submitTime: z.number(),
   eligibleTime: z.number(),

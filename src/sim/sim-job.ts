@@ -4,7 +4,15 @@ import { expandOutputPattern as expandStdioPattern } from '../sched/output-paths
  * The simulator's own record of a job: what slurmctld and slurmdbd would know.
  * It is version-neutral; `render/` turns it into each data parser's JSON.
  */
-export type SimJobState = 'PENDING' | 'RUNNING' | 'COMPLETED' | 'FAILED' | 'TIMEOUT' | 'CANCELLED' | 'NODE_FAIL';
+export type SimJobState =
+  | 'PENDING'
+  | 'RUNNING'
+  | 'COMPLETED'
+  | 'FAILED'
+  | 'TIMEOUT'
+  | 'CANCELLED'
+  | 'NODE_FAIL'
+  | 'OUT_OF_MEMORY';
 
 export const TERMINAL_STATES: ReadonlySet<SimJobState> = new Set([
   'COMPLETED',
@@ -12,6 +20,7 @@ export const TERMINAL_STATES: ReadonlySet<SimJobState> = new Set([
   'TIMEOUT',
   'CANCELLED',
   'NODE_FAIL',
+  'OUT_OF_MEMORY',
 ]);
 
 export interface SimJob {

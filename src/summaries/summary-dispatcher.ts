@@ -26,9 +26,15 @@ export function summarizeJobOptions(summaryId: string, settings: SummaryDispatch
 /**
  * Whether an ended request wants a summary of its own: its own setting, else
  * the global one. A pipeline step's is its run's one summary across the
- * steps (the `summarize` of the pipeline and its steps decides that one).
+ * steps (the `summarize` of the pipeline and its steps decides that one). Of a request retried
+ * by its policy, only the last attempt is summarized.
  */
-export function requestWantsSummary(row: Pick<JobRequestRow, 'summarize' | 'runId'>, enabled: boolean): boolean {
+export function requestWantsSummary(
+  row: Pick<JobRequestRow, 'summarize' | 'runId'> & Partial<Pick<JobRequestRow, 'nextAttemptId'>>,
+  enabled: boolean,
+): boolean {
+  // An attempt its retry policy followed with another: the request's summary is its last attempt's.
+  if (row.nextAttemptId) return false;
   if (row.summarize !== null) return row.summarize;
   return row.runId ? false : enabled;
 }

@@ -68,6 +68,8 @@ export function jobView(row: JobRequestRow, viewer: Viewer) {
     run_id: row.runId,
     step: row.step,
     attempt: row.attempt,
+    first_attempt_id: row.firstAttemptId,
+    retry: retryView(row),
     webhook_url: webhookUrlFor(row.webhookUrl, viewer),
     deadlines: d
       ? {
@@ -77,6 +79,51 @@ export function jobView(row: JobRequestRow, viewer: Viewer) {
         }
       : null,
     links: { self: jobLink(row.id), ...(row.runId !== null && { run: runLink(row.runId) }) },
+  };
+}
+
+/**
+ * A request's retry policy at work: why this attempt was made (`cause`), and after its end
+ * whether another follows (`next_attempt_id`, or `due_at` while its backoff runs) or why not
+ * (`note`). Null for a request without a policy.
+ */
+export function retryView(row: JobRequestRow) {
+  if (row.retryPolicy === null && row.retryCause === null) return null;
+  const c = row.retryCause;
+  return {
+    cause: c
+      ? {
+          previous_attempt_id: c.previousId,
+          after: c.after,
+          exit_code: c.exitCode,
+          reason: c.reason,
+          escalated: c.escalated.map((e) => ({
+            field: e.field,
+            from: e.from,
+            to: e.to,
+            capped_by: e.cappedBy ?? null,
+          })),
+        }
+      : null,
+    due_at: isoOrNull(row.retryDueAt),
+    next_attempt_id: row.nextAttemptId,
+    note: row.retryNote,
+    limit: row.retryPolicy?.limit ?? null,
+  };
+}
+
+/** One line of a request's attempts (`attempts` of its detail). */
+export function attemptView(row: JobRequestRow) {
+  return {
+    id: row.id,
+    attempt: row.attempt,
+    state: row.state,
+    job_id: row.jobId,
+    exit_code: row.exitCode,
+    reason: row.retryCause?.reason ?? null,
+    created_at: iso(row.createdAt),
+    ended_at: isoOrNull(row.endedAt),
+    links: { self: jobLink(row.id) },
   };
 }
 
@@ -314,6 +361,8 @@ const JOB_OUTCOME_KEYS = [
   'run_id',
   'step',
   'attempt',
+  'first_attempt_id',
+  'retry',
 ] as const;
 
 /** A request's outcome, as sent with `job.finished`: its view without what a receiver should not see. */

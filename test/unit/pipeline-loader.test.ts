@@ -180,3 +180,22 @@ describe('run plans: deadlines', () => {
     expect(plan.deadlines).toEqual({ maxPendingSec: 1800, startBy: createdAt + 3600_000 });
   });
 });
+
+describe('a step retry policy', () => {
+  it('keeps { on, limit } valid, and says where a policy is wrong or cannot serve its step', () => {
+    expect(problems(`steps:\n${step}    retry: { on: [NODE_FAIL], limit: 2 }\n`)).toEqual([]);
+    const full =
+      '    memory_per_node: 4G\n    retry:\n      on: [OUT_OF_MEMORY, FAILED]\n      exit_codes: [75]\n      limit: 3\n      backoff: { delay: 1m, factor: 2, max: 10m }\n      escalate: { memory_per_node: { factor: 2, max: 16G } }\n';
+    expect(problems(`steps:\n${step}${full}`)).toEqual([]);
+    expect(problems(`steps:\n${step}    retry: { on: [TIMEOUT], limit: 1, exit_codes: [3] }\n`)).toEqual([
+      expect.stringMatching(
+        /^p\.yaml:\d+:\d+: steps\.a\.retry\.exit_codes: exit_codes is about FAILED: add FAILED to on/,
+      ),
+    ]);
+    const noMemory =
+      '    retry: { on: [OUT_OF_MEMORY], limit: 1, escalate: { memory_per_node: { factor: 2, max: 8G } } }\n';
+    expect(problems(`steps:\n${step}${noMemory}`).join('\n')).toContain(
+      "steps.a.retry.escalate.memory_per_node grows the job's memory_per_node: set memory_per_node",
+    );
+  });
+});

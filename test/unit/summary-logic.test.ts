@@ -219,6 +219,12 @@ function requestRow(over: Partial<JobRequestRow> = {}): JobRequestRow {
     stderrPath: null,
     arrayTaskCount: null,
     arrayRetryOf: null,
+    retryPolicy: null,
+    firstAttemptId: null,
+    retryCause: null,
+    retryDueAt: null,
+    nextAttemptId: null,
+    retryNote: null,
     ...over,
   };
 }

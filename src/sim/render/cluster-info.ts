@@ -42,7 +42,8 @@ export function renderPartition(p: PartitionSettings, node: NodeView): Json {
       cpus_per_socket: noVal(null, true),
       memory_per_cpu: 0,
       partition_memory_per_cpu: noVal(null),
-      partition_memory_per_node: noVal(null, true),
+      // No MaxMemPerNode: slurmrestd 25.11 writes it as a set 0, not as infinite.
+      partition_memory_per_node: noVal(0),
       nodes: noVal(null, true),
       shares: 1,
       oversubscribe: { jobs: 1, flags: [] },

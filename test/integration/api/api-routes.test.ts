@@ -421,8 +421,16 @@ describe('documents', () => {
     }
     const submit = doc.components.schemas.SubmitJobInput as { required: string[]; properties: Record<string, unknown> };
     expect(submit.required).toEqual(['spec']);
-    expect(Object.keys(submit.properties)).toEqual(['spec', 'profile', 'webhook_url', 'deadlines', 'summarize']);
+    expect(Object.keys(submit.properties)).toEqual([
+      'spec',
+      'profile',
+      'webhook_url',
+      'deadlines',
+      'summarize',
+      'retry',
+    ]);
     expect(submit.properties.summarize).toMatchObject({ type: 'boolean' });
+    expect(submit.properties.retry).toMatchObject({ type: 'object', required: ['on', 'limit'] });
     // A job's and a run's detail carry their summary (null until there is one).
     for (const detail of ['JobDetail', 'RunDetail']) {
       const props = (doc.components.schemas[detail] as { properties: Record<string, unknown> }).properties;

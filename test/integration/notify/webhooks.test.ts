@@ -63,6 +63,8 @@ describe('job.finished', () => {
         run_id: null,
         step: null,
         attempt: 1,
+        first_attempt_id: null,
+        retry: null,
       },
     });
     expect(delivery).toMatchObject({ event: 'job.finished', attempts: 1, lastStatus: 200, lastError: null });

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { REQUEST_STATES } from '../../../db/schema.js';
+import { attemptPolicySchema } from '../../../requests/attempt-policy.js';
 import { jobSpecSchema } from '../../../sched/job-spec.js';
 import { cursorQuery, limitQuery, listOf, named, time, timeInput, webhookUrlOutput } from '../shared-schemas.js';
 import { suggestionSchema, summarySchema } from './summaries.schema.js';
@@ -33,6 +34,11 @@ export const submitJobBody = named(
       .boolean()
       .optional()
       .describe("a summary when the job ends (true) or none (false); absent: the daemon's setting"),
+    retry: attemptPolicySchema
+      .optional()
+      .describe(
+        'retry policy: { on, limit, exit_codes, backoff, escalate: { memory_per_node: { factor, max }, time_limit: { factor, max } } }',
+      ),
   }),
 );
 
@@ -51,6 +57,30 @@ const deadlinesOutput = z.object({
   max_pending: z.number().int().nullable(),
   start_by: time.nullable(),
   finish_by: time.nullable(),
+});
+
+const retryOutput = z.object({
+  cause: z
+    .object({
+      previous_attempt_id: z.string(),
+      after: z.enum(REQUEST_STATES).describe('how the attempt before ended'),
+      exit_code: z.number().int().nullable(),
+      reason: z.string().describe('the same, in words, with what grew'),
+      escalated: z.array(
+        z.object({
+          field: z.enum(['memory_per_node', 'time_limit']),
+          from: z.number().describe('MB for memory, minutes for time'),
+          to: z.number(),
+          capped_by: z.enum(['policy', 'partition']).nullable().describe('what held it below its factor'),
+        }),
+      ),
+    })
+    .nullable()
+    .describe('why this attempt was made; null for the first'),
+  due_at: time.nullable().describe('after this attempt ended: when the next one is made (its backoff)'),
+  next_attempt_id: z.string().nullable().describe('the attempt made after this one'),
+  note: z.string().nullable().describe('why no attempt follows though the policy named this end (its limit, a bound)'),
+  limit: z.number().int().nullable().describe("the policy's further attempts after the first"),
 });
 
 export const jobSchema = named(
@@ -75,7 +105,9 @@ export const jobSchema = named(
     ended_at: time.nullable(),
     run_id: z.string().nullable(),
     step: z.string().nullable(),
-    attempt: z.number().int(),
+    attempt: z.number().int().describe('1, or which retry of its request this is'),
+    first_attempt_id: z.string().nullable().describe("a retry's first attempt: the request as submitted"),
+    retry: retryOutput.nullable().describe('its retry policy at work; null without a policy'),
     webhook_url: webhookUrlOutput,
     deadlines: deadlinesOutput.nullable(),
     links: z.object({ self: z.string(), run: z.string().optional() }),
@@ -83,11 +115,23 @@ export const jobSchema = named(
   'A job request and where it is',
 );
 
+export const attemptSchema = z.object({
+  id: z.string(),
+  attempt: z.number().int(),
+  state: z.enum(REQUEST_STATES),
+  job_id: z.number().int().nullable(),
+  exit_code: z.number().int().nullable(),
+  reason: z.string().nullable().describe('why this attempt was made (null for the first)'),
+  created_at: time,
+  ended_at: time.nullable(),
+  links: z.object({ self: z.string() }),
+});
+
 export const transitionSchema = z.object({
   from: z.enum(REQUEST_STATES).nullable(),
   to: z.enum(REQUEST_STATES),
   at: time,
-  source: z.string().describe('api, cli, submit, poll, accounting, pipeline'),
+  source: z.string().describe('api, cli, submit, poll, accounting, pipeline, summarize, retry'),
   raw_state: z.string().nullable(),
   reason: z.string().nullable(),
   stale: z.boolean().describe('learned from a stale (cached during an outage) answer'),
@@ -173,6 +217,9 @@ export const jobDetailSchema = named(
     spec: z.record(z.string(), z.unknown()),
     output: outputPathsSchema,
     transitions: z.array(transitionSchema),
+    attempts: z
+      .array(attemptSchema)
+      .describe('every attempt of its request, first to last (one, without retries), each its own Slurm job'),
     deduplicated: deduplicatedSchema,
     freshness: freshnessSchema,
     summary: summarySchema.nullable().describe('null until the job has ended and its summary is made, or when off'),

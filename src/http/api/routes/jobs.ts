@@ -7,11 +7,14 @@ import { replaysOf } from '../../../db/idempotency.js';
 import { getRequest, transitionsOf } from '../../../db/requests.js';
 import type { Deadlines, JobRequestRow } from '../../../db/schema.js';
 import { summaryOfRequest } from '../../../db/summaries.js';
+import { policyIssues } from '../../../requests/attempt-policy.js';
+import { attemptsOf } from '../../../requests/attempts.js';
 import { cancelRequest } from '../../../requests/canceller.js';
 import { isTerminalRequest } from '../../../requests/request-state.js';
 import { ArraySyntaxError, parseJobArray } from '../../../sched/job-array.js';
 import { summaryForRequest } from '../../../summaries/show.js';
 import {
+  attemptView,
   deduplicatedView,
   freshnessView,
   jobLink,
@@ -80,6 +83,11 @@ export const jobRoutes: FastifyPluginAsyncZod<{ deps: ApiDeps }> = async (app, {
             },
           ]);
         }
+        const retryPolicy = body.retry ?? null;
+        const issues = retryPolicy ? policyIssues(retryPolicy, body.spec) : [];
+        if (issues.length) {
+          throw new ValidationApiError(issues.map((reason) => ({ in: 'body', path: 'retry', reason })));
+        }
         const id = await deps.submit({
           profile: body.profile,
           spec: body.spec,
@@ -88,6 +96,7 @@ export const jobRoutes: FastifyPluginAsyncZod<{ deps: ApiDeps }> = async (app, {
           webhookUrl: body.webhook_url ?? null,
           deadlines: deadlinesOf(body.deadlines),
           summarize: body.summarize ?? null,
+          retryPolicy,
         });
         const row = getRequest(db, id);
         return {
@@ -159,6 +168,7 @@ export const jobRoutes: FastifyPluginAsyncZod<{ deps: ApiDeps }> = async (app, {
           links: { stdout: `${jobLink(row.id)}/output`, stderr: `${jobLink(row.id)}/output?stream=stderr` },
         },
         transitions: transitionsOf(db, row.id).map(transitionView),
+        attempts: attemptsOf(db, row.id).map(attemptView),
         deduplicated: replaysOf(db, row.id).map(deduplicatedView),
         freshness: freshnessView(row, getProfileSync(db, row.profile), deps.settings.pollCeilingMs),
         summary: summaryView(summaryForRequest(db, row)),

@@ -14,6 +14,7 @@ import {
 import { summaryOfRequest } from '../../../db/summaries.js';
 import { NoTasksToRetryError } from '../../../errors.js';
 import { formatCounts, summarizeArray } from '../../../requests/array-state.js';
+import { attemptsOf } from '../../../requests/attempts.js';
 import { cancelRequest } from '../../../requests/canceller.js';
 import { isTerminalRequest } from '../../../requests/request-state.js';
 import type { JobSpec } from '../../../sched/job-spec.js';
@@ -239,6 +240,7 @@ function jobDetail(ctx: UiContext, row: JobRequestRow, admin: import('../session
       }), answered with this request${r.count === 1 ? ' (once)' : html` (${r.count} times, the last at ${time(r.lastAt)})`}`,
     })),
     ...misses.map((m) => ({ at: m.at, item: html`deadline missed (${m.kind}): ${m.detail}` })),
+    ...retryEvents(row),
     ...(accounting
       ? [
           {
@@ -344,6 +346,7 @@ ${row.resubmitOf ? html`<dt>Resubmits</dt><dd><a href="${jobHref(row.resubmitOf)
 <div class="actions">${actions}</div>
 <div class="panel">${facts}</div>
 ${arrayPanel}
+${attemptsPanel(db, row)}
 <h2>Timeline</h2>${timeline}
 ${accountingPanel}${summaryPanel}${outputPanel(ctx, row, accounting?.user ?? null, accounting?.nodes ?? null)}
 ${
@@ -354,6 +357,44 @@ ${
       )}</tbody></table></div>`
     : ''
 }`;
+}
+
+/** What the retry policy did around this attempt, for its timeline: why it was made, what follows it. */
+function retryEvents(row: JobRequestRow): { at: number; item: Html }[] {
+  const events: { at: number; item: Html }[] = [];
+  const cause = row.retryCause;
+  if (cause) {
+    events.push({
+      at: row.createdAt,
+      item: html`retry: attempt ${row.attempt}, after <a href="${jobHref(cause.previousId)}">attempt ${row.attempt - 1}</a> — ${cause.reason}`,
+    });
+  }
+  const endedAt = row.endedAt ?? row.updatedAt;
+  if (row.retryDueAt !== null) {
+    events.push({ at: endedAt, item: html`retry policy: attempt ${row.attempt + 1} due at ${time(row.retryDueAt)}` });
+  }
+  if (row.nextAttemptId !== null) {
+    events.push({
+      at: endedAt,
+      item: html`retry policy: <a href="${jobHref(row.nextAttemptId)}">attempt ${row.attempt + 1}</a> made`,
+    });
+  }
+  if (row.retryNote !== null) events.push({ at: endedAt, item: html`retry policy: no retry — ${row.retryNote}` });
+  return events;
+}
+
+/** Every attempt of this request (each its own Slurm job), when it has a retry policy. */
+function attemptsPanel(db: UiContext['deps']['db'], row: JobRequestRow): Html {
+  if (row.retryPolicy === null && row.retryCause === null) return html``;
+  const attempts = attemptsOf(db, row.id);
+  return html`<h2>Attempts</h2><div class="table-wrap"><table aria-label="attempts"><thead><tr><th>Attempt</th><th>State</th><th>Slurm job</th><th>Exit</th><th>Why</th></tr></thead><tbody>${attempts.map(
+    (a) =>
+      html`<tr><td data-label="Attempt">${a.id === row.id ? html`<strong>${a.attempt}</strong>` : html`<a href="${jobHref(a.id)}">${a.attempt}</a>`}</td><td data-label="State">${stateBadge(
+        a.state,
+      )}</td><td data-label="Slurm job">${a.jobId ?? '—'}</td><td data-label="Exit">${a.exitCode ?? '—'}</td><td data-label="Why">${
+        a.retryCause?.reason ?? 'first attempt'
+      }</td></tr>`,
+  )}</tbody></table></div>`;
 }
 
 function outputPanel(ctx: UiContext, row: JobRequestRow, user: string | null, node: string | null): Html {

@@ -1,0 +1,166 @@
+import { randomUUID } from 'node:crypto';
+import { and, asc, eq, isNotNull, lte } from 'drizzle-orm';
+import type { Db } from '../db/database.js';
+import { getRequest, patchRequest } from '../db/requests.js';
+import { type AttemptPolicy, type JobRequestRow, jobRequests } from '../db/schema.js';
+import type { Logger } from '../logger.js';
+import type { JobSpec } from '../sched/job-spec.js';
+import { type AcceptDeps, accept, type RequestToRecord, recordRequest } from './accept.js';
+import { nextSpec, type PartitionLimits, retryReason } from './attempt-policy.js';
+import { addFinishedDelivery } from './transition.js';
+
+/**
+ * Making the attempts a retry policy asks for. When an attempt ends in a state its policy
+ * names, its transition records when the next one is due (`retry_due_at`: the backoff is a
+ * time in the history, so a restart neither loses nor shortens it). The pipeline tick calls
+ * {@link makeDueAttempts}, which makes each due attempt a new request through `accept`, linked
+ * to the first (`first_attempt_id`, `attempt`, `retry_cause`), or, when the next spec would
+ * pass a bound, ends the request there: its note says why and its webhook goes out then.
+ * Pipeline steps are retried the same way (the new attempt keeps its run, step and needs).
+ */
+
+export interface AttemptDeps extends AcceptDeps {
+  logger: Logger;
+  /** What a profile's partition allows, where known (see docs/http-api.md#retry-policies). */
+  partitionLimits?(profile: string, partition: string | null): Promise<PartitionLimits> | PartitionLimits;
+  /**
+   * The seam for job arrays: given the ended array request and the next attempt as a whole,
+   * the attempt to make instead (its failed task indexes only). Without it an array is retried whole.
+   */
+  arrayAttempt?(ended: JobRequestRow, next: RequestToRecord): RequestToRecord | Promise<RequestToRecord>;
+}
+
+/** Attempts made a call, at most: the next tick takes the rest. */
+const BATCH = 100;
+
+/** Makes (or refuses, with why) every attempt whose backoff is over. Returns what it did. */
+export async function makeDueAttempts(
+  deps: AttemptDeps,
+  now = Date.now(),
+): Promise<{ made: string[]; ended: string[] }> {
+  const due = deps.db
+    .select()
+    .from(jobRequests)
+    .where(and(isNotNull(jobRequests.retryDueAt), lte(jobRequests.retryDueAt, now)))
+    .orderBy(asc(jobRequests.retryDueAt))
+    .limit(BATCH)
+    .all();
+  const made: string[] = [];
+  const ended: string[] = [];
+  for (const row of due) {
+    try {
+      const next = await makeAttempt(deps, row, now);
+      if (next) made.push(next);
+      else ended.push(row.id);
+    } catch (error) {
+      // The row keeps its due time: the next tick tries again.
+      deps.logger.warn({ requestId: row.id, err: error }, 'could not make the next attempt');
+    }
+  }
+  return { made, ended };
+}
+
+/** The next attempt of an ended one (its id), or null when a bound stops it. */
+async function makeAttempt(deps: AttemptDeps, row: JobRequestRow, now: number): Promise<string | null> {
+  const policy = row.retryPolicy as AttemptPolicy;
+  const spec = row.spec as JobSpec;
+  const partition = spec.partition ?? null;
+  const limits = deps.partitionLimits ? await deps.partitionLimits(row.profile, partition) : {};
+  const next = nextSpec(policy, spec, row.state, limits);
+  if (next.kind === 'bound') {
+    deps.db.transaction((tx) => {
+      if (!stillDue(tx, row.id)) return;
+      patchRequest(tx, row.id, { retryDueAt: null, retryNote: next.reason, updatedAt: now });
+      // The request ends here: its webhook, held back at the end of the attempt, goes out now.
+      addFinishedDelivery(tx, getRequest(tx, row.id) as JobRequestRow, now);
+    });
+    deps.logger.info({ requestId: row.id, reason: next.reason }, 'retry not made: a bound stops it');
+    return null;
+  }
+  const end = { state: row.state, exitCode: row.exitCode, attempt: row.attempt };
+  let input: RequestToRecord = attemptRequest(
+    row,
+    next.spec,
+    {
+      previousId: row.id,
+      after: row.state,
+      exitCode: row.exitCode,
+      escalated: next.escalated,
+      reason: retryReason(end, next.escalated),
+    },
+    now,
+  );
+  if (spec.array !== undefined && deps.arrayAttempt) input = await deps.arrayAttempt(row, input);
+  const recorded = deps.db.transaction((tx) => {
+    if (!stillDue(tx, row.id)) return false;
+    recordRequest(tx, input);
+    patchRequest(tx, row.id, { retryDueAt: null, nextAttemptId: input.id, updatedAt: now });
+    return true;
+  });
+  if (!recorded) return null;
+  // Recorded `queued` in the commit above; accept adds the submit job (a Redis outage leaves
+  // it queued for the keeper, as any request).
+  await accept(deps, input);
+  deps.logger.info(
+    {
+      requestId: input.id,
+      firstAttemptId: input.firstAttemptId,
+      attempt: input.attempt,
+      reason: input.retryCause?.reason,
+    },
+    'retry attempt made',
+  );
+  return input.id;
+}
+
+function stillDue(tx: Db, id: string): boolean {
+  return getRequest(tx, id)?.retryDueAt != null;
+}
+
+/**
+ * The next attempt of `row` as a request: the same profile, name, webhook, deadlines, summary
+ * setting and policy (and, for a step, its run, step and needs), with the spec given, one
+ * attempt more, linked to the first.
+ */
+export function attemptRequest(
+  row: JobRequestRow,
+  spec: JobSpec,
+  cause: NonNullable<RequestToRecord['retryCause']>,
+  at: number,
+): RequestToRecord & { attempt: number; firstAttemptId: string } {
+  return {
+    id: randomUUID(),
+    profile: row.profile,
+    name: row.name,
+    spec,
+    origin: row.origin,
+    at,
+    source: 'retry',
+    ...(row.runId !== null && { runId: row.runId }),
+    ...(row.step !== null && { step: row.step }),
+    ...(row.needs !== null && { needs: row.needs }),
+    attempt: row.attempt + 1,
+    webhookUrl: row.webhookUrl,
+    deadlines: row.deadlines,
+    summarize: row.summarize,
+    retryPolicy: row.retryPolicy,
+    firstAttemptId: row.firstAttemptId ?? row.id,
+    retryCause: cause,
+  };
+}
+
+/** Every attempt of the request `id` belongs to, first to last. */
+export function attemptsOf(db: Db, id: string): JobRequestRow[] {
+  const row = getRequest(db, id);
+  if (!row) return [];
+  const first = row.firstAttemptId ?? row.id;
+  const later = db
+    .select()
+    .from(jobRequests)
+    .where(eq(jobRequests.firstAttemptId, first))
+    .orderBy(asc(jobRequests.attempt))
+    .all();
+  if (later.length === 0) return [row];
+  const firstRow = first === row.id ? row : getRequest(db, first);
+  return firstRow ? [firstRow, ...later] : later;
+}
