@@ -6,6 +6,7 @@ import { type AttemptPolicy, type JobRequestRow, jobRequests } from '../db/schem
 import type { Logger } from '../logger.js';
 import type { JobSpec } from '../sched/job-spec.js';
 import { type AcceptDeps, accept, type RequestToRecord, recordRequest } from './accept.js';
+import { planArrayRetry } from './array-retry.js';
 import { nextSpec, type PartitionLimits, retryReason } from './attempt-policy.js';
 import { addFinishedDelivery } from './transition.js';
 
@@ -23,11 +24,6 @@ export interface AttemptDeps extends AcceptDeps {
   logger: Logger;
   /** What a profile's partition allows, where known (see docs/http-api.md#retry-policies). */
   partitionLimits?(profile: string, partition: string | null): Promise<PartitionLimits> | PartitionLimits;
-  /**
-   * The seam for job arrays: given the ended array request and the next attempt as a whole,
-   * the attempt to make instead (its failed task indexes only). Without it an array is retried whole.
-   */
-  arrayAttempt?(ended: JobRequestRow, next: RequestToRecord): RequestToRecord | Promise<RequestToRecord>;
 }
 
 /** Attempts made a call, at most: the next tick takes the rest. */
@@ -90,7 +86,7 @@ async function makeAttempt(deps: AttemptDeps, row: JobRequestRow, now: number): 
     },
     now,
   );
-  if (spec.array !== undefined && deps.arrayAttempt) input = await deps.arrayAttempt(row, input);
+  if (row.arrayTaskCount !== null) input = failedTasksOnly(deps.db, row, input);
   const recorded = deps.db.transaction((tx) => {
     if (!stillDue(tx, row.id)) return false;
     recordRequest(tx, input);
@@ -111,6 +107,24 @@ async function makeAttempt(deps: AttemptDeps, row: JobRequestRow, now: number): 
     'retry attempt made',
   );
   return input.id;
+}
+
+/**
+ * A cancel of an attempt that ended and waits out its backoff: the next attempt is withdrawn,
+ * and the request ends here (its webhook, held back at the end of the attempt, goes out now).
+ * False when no attempt was due.
+ */
+export function withdrawDueAttempt(db: Db, id: string, who: string, now = Date.now()): boolean {
+  return db.transaction((tx) => {
+    if (!stillDue(tx, id)) return false;
+    patchRequest(tx, id, {
+      retryDueAt: null,
+      retryNote: `next attempt withdrawn: cancelled by ${who}`,
+      updatedAt: now,
+    });
+    addFinishedDelivery(tx, getRequest(tx, id) as JobRequestRow, now);
+    return true;
+  });
 }
 
 function stillDue(tx: Db, id: string): boolean {
@@ -163,4 +177,13 @@ export function attemptsOf(db: Db, id: string): JobRequestRow[] {
   if (later.length === 0) return [row];
   const firstRow = first === row.id ? row : getRequest(db, first);
   return firstRow ? [firstRow, ...later] : later;
+}
+
+/**
+ * An array's next attempt runs only the tasks that did not complete (as `jobs retry-tasks`
+ * does by hand), with whatever the policy escalated, linked to the array it retries.
+ */
+function failedTasksOnly(db: Db, ended: JobRequestRow, next: RequestToRecord): RequestToRecord {
+  const { array } = planArrayRetry(db, ended.id);
+  return { ...next, spec: { ...(next.spec as Record<string, unknown>), array }, arrayRetryOf: ended.id };
 }

@@ -7,6 +7,7 @@ import { answerWithin } from '../lib/with-timeout.js';
 import type { Logger } from '../logger.js';
 import type { ClientRegistry } from '../sched/client-registry.js';
 import { CancelFailedError } from '../sched/sched-errors.js';
+import { withdrawDueAttempt } from './attempts.js';
 import { isTerminalRequest } from './request-state.js';
 import { transition } from './transition.js';
 
@@ -57,7 +58,13 @@ export async function cancelRequest(
   const { db, logger } = deps;
   const row = getRequest(db, requestId);
   if (!row) return { kind: 'not_found' };
-  if (isTerminalRequest(row.state)) return { kind: 'ended', row, upstream: null };
+  if (isTerminalRequest(row.state)) {
+    // Ended, with a retry policy's next attempt waiting out its backoff: cancelling withdraws it.
+    if (row.retryDueAt !== null && withdrawDueAttempt(db, row.id, by.who)) {
+      return { kind: 'cancelled', row: getRequest(db, row.id) ?? row };
+    }
+    return { kind: 'ended', row, upstream: null };
+  }
 
   if (row.jobId !== null) {
     // submitted, pending, running, or lost: only the scheduler can end it.

@@ -183,6 +183,57 @@ describe('retry policies of job requests', () => {
     expect(getRequest(td.daemon.history.db, id)?.nextAttemptId).toBe(attempts[1]?.id);
   }, 40_000);
 
+  it('a cancel while an ended attempt waits out its backoff withdraws the next attempt; the request ends there', async () => {
+    const sim = await env.sim();
+    const td = await env.daemon(sim.url, FAST);
+    const id = await submit(td, {
+      spec: shellSpec('withdrawn', 'exit 75', sim.workDir),
+      retry: { on: ['FAILED'], limit: 2, backoff: '1m' },
+      webhook_url: HOOK,
+    });
+    await waitFor(async () => getRequest(td.daemon.history.db, id)?.retryDueAt ?? undefined, {
+      what: 'the retry to be due',
+      timeoutMs: 15_000,
+      intervalMs: 100,
+    });
+    const api = apiClient(td);
+    const cancelled = await api.call('DELETE', `/api/v1/jobs/${id}`, { token: api.token(['cancel']) });
+    expect(cancelled.status, JSON.stringify(cancelled.json)).toBe(200);
+    expect((cancelled.json as { message: string }).message).toMatch(/^next attempt withdrawn: cancelled by API token/);
+    const row = getRequest(td.daemon.history.db, id);
+    expect(row?.retryDueAt).toBeNull();
+    expect(row?.nextAttemptId).toBeNull();
+    expect(row?.state).toBe('failed');
+    // The request ended here: its one webhook is recorded now, not held for an attempt to come.
+    expect(deliveriesOfRequest(td.daemon.history.db, id)).toHaveLength(1);
+    // Asked again: it has ended, and nothing is withdrawn twice.
+    const again = await api.call('DELETE', `/api/v1/jobs/${id}`, { token: api.token(['cancel']) });
+    expect(again.status).toBe(409);
+    expect(attemptsOf(td.daemon.history.db, id)).toHaveLength(1);
+  }, 40_000);
+
+  it("an array's policy retries only the tasks that did not complete, as one linked request", async () => {
+    const sim = await env.sim();
+    const td = await env.daemon(sim.url, FAST);
+    const id = await submit(td, {
+      spec: {
+        ...shellSpec(
+          'array-policy',
+          '[ "$SLURM_ARRAY_TASK_ID" = 2 ] && [ ! -e array-policy-once ] && touch array-policy-once && exit 75\ntrue',
+          sim.workDir,
+        ),
+        array: '0-3',
+      },
+      retry: { on: ['FAILED'], exit_codes: [75], limit: 1 },
+    });
+    const attempts = await settled(td, id);
+    expect(attempts.map((r) => r.state)).toEqual(['failed', 'completed']);
+    const second = attempts[1] as JobRequestRow;
+    expect((second.spec as { array?: string }).array).toBe('2');
+    expect(second.arrayRetryOf).toBe(id);
+    expect(second.arrayTaskCount).toBe(1);
+  }, 40_000);
+
   it('a job file carries its policy: `jobs submit` checks it, `jobs show` lists the attempts', async () => {
     const sim = await env.sim();
     const td = await env.daemon(sim.url, FAST);

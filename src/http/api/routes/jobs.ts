@@ -324,7 +324,7 @@ export const jobRoutes: FastifyPluginAsyncZod<{ deps: ApiDeps }> = async (app, {
           return reply.code(200).send({
             id,
             state: outcome.row.state,
-            message: 'cancelled before it was submitted',
+            message: outcome.row.retryNote ?? 'cancelled before it was submitted',
             links: { self: jobLink(id) },
           });
         case 'requested':
