@@ -22,6 +22,10 @@ const FLASH: Record<string, { text: string; error?: boolean }> = {
   'tasks-retried': { text: "Retried: this is the new request, for the array's tasks that did not complete." },
   'tasks-retry-not': { text: 'No task of this array job failed: nothing to retry.', error: true },
   'retry-not': { text: 'Only a request that ended without completing can be retried.', error: true },
+  'retry-refused': {
+    text: "Not retried: this profile's submissions are refused at the door (its token lacks a scope, or the job names another account than the token's); the Profiles page says which.",
+    error: true,
+  },
   triggered: { text: 'Run started.' },
   paused: { text: 'Queue paused: its workers take no new jobs until resumed.' },
   resumed: { text: 'Queue resumed.' },

@@ -12,7 +12,7 @@ import {
   webhookDeliveries,
 } from '../../../db/schema.js';
 import { summaryOfRequest } from '../../../db/summaries.js';
-import { NoTasksToRetryError } from '../../../errors.js';
+import { NoTasksToRetryError, SubmissionRefusedError } from '../../../errors.js';
 import { formatCounts, summarizeArray } from '../../../requests/array-state.js';
 import { attemptsOf } from '../../../requests/attempts.js';
 import { cancelRequest } from '../../../requests/canceller.js';
@@ -131,6 +131,7 @@ ${rows.length > 200 ? html`<p class="muted">The newest 200 are shown; narrow the
       );
       return reply.redirect(`${jobHref(retried.id)}?done=tasks-retried`, 303);
     } catch (error) {
+      if (error instanceof SubmissionRefusedError) return reply.redirect(`${jobHref(id)}?done=retry-refused`, 303);
       if (!(error instanceof NoTasksToRetryError)) throw error;
       return reply.redirect(`${jobHref(id)}?done=tasks-retry-not`, 303);
     }
@@ -141,13 +142,20 @@ ${rows.length > 200 ? html`<p class="muted">The newest 200 are shown; narrow the
     if (!isAdmin(session)) return reply.code(403).type('text/plain').send('the admin scope is needed to retry');
     const row = getRequest(db, request.params.id);
     if (!row || !RETRYABLE.has(row.state)) return reply.redirect(`${jobHref(request.params.id)}?done=retry-not`, 303);
-    const newId = await ctx.deps.submit({
-      profile: row.profile,
-      spec: row.spec as JobSpec,
-      origin: 'api',
-      webhookUrl: row.webhookUrl,
-      deadlines: row.deadlines,
-    });
+    let newId: string;
+    try {
+      newId = await ctx.deps.submit({
+        profile: row.profile,
+        spec: row.spec as JobSpec,
+        origin: 'api',
+        webhookUrl: row.webhookUrl,
+        deadlines: row.deadlines,
+      });
+    } catch (error) {
+      // Refused at the door (a scope the profile's token lacks, another account): say so, not a 500.
+      if (error instanceof SubmissionRefusedError) return reply.redirect(`${jobHref(row.id)}?done=retry-refused`, 303);
+      throw error;
+    }
     ctx.deps.logger.info({ requestId: newId, retryOf: row.id, by: session.who }, 'request retried from the web UI');
     return reply.redirect(`${jobHref(newId)}?done=retried`, 303);
   });
