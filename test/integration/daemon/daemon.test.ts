@@ -129,8 +129,10 @@ describe('a request reaches its end state, recorded with every transition', () =
 
   it('a submission the scheduler refuses fails the request with its message, without retrying forever', async () => {
     sim = await startSim();
-    td = await startTestDaemon(sim.url, redis.url);
-    const id = await td.daemon.submit({ spec: spec(sim, { account: 'other' }), origin: 'api' });
+    // A profile that does not say which account its token is bound to: nothing refuses the
+    // job at the door (src/requests/door.ts), so the scheduler's own refusal is what is tested.
+    td = await startTestDaemon(sim.url, redis.url, {}, {}, {}, { unbound: {} });
+    const id = await td.daemon.submit({ profile: 'unbound', spec: spec(sim, { account: 'other' }), origin: 'api' });
     const row = await td.waitForState(id, 'submit_failed');
     expect(row.errorCode).toBe('SCHEDFLOW_ERR_SCHED_FORBIDDEN');
     expect(row.errorMessage).toMatch(/account restriction/);

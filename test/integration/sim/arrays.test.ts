@@ -1,3 +1,5 @@
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { validateAgainstSpec } from '../../../src/sched/spec-validator.js';
 import { bearer, http, waitFor } from '../../helpers/http.js';
@@ -40,7 +42,12 @@ const noVal = (n: number | null) => ({ set: n !== null, infinite: false, number:
 
 describe('job arrays in the simulator', () => {
   it('runs tasks under their own ids, throttled, the pending ones in the array record', async () => {
-    const submitted = await submit('0-4%2', '#!/bin/sh\nsleep 2\n[ "$SLURM_ARRAY_TASK_ID" = 3 ] && exit 3\nexit 0\n');
+    // Tasks run until the test opens the gate, so what is pending is known whatever the load.
+    const gate = join(sim.workDir, `gate-${Date.now()}`);
+    const submitted = await submit(
+      '0-4%2',
+      `#!/bin/sh\nwhile [ ! -e ${gate} ]; do sleep 0.1; done\n[ "$SLURM_ARRAY_TASK_ID" = 3 ] && exit 3\nexit 0\n`,
+    );
     expect(submitted.status).toBe(200);
     const arrayId = (submitted.json as { job_id: number }).job_id;
 
@@ -79,6 +86,7 @@ describe('job arrays in the simulator', () => {
       expect(validateAgainstSpec('v0.0.44', 'job_info', body).errors).toEqual([]);
     }
 
+    writeFileSync(gate, '');
     // To the end: every task its own record in accounting, the last one under the array's id.
     const ended = await waitFor(
       async () => {
