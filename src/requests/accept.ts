@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { Db } from '../db/database.js';
-import { createRequest, type NewRequest, patchRequest, requestStateOf } from '../db/requests.js';
+import { insertRequest, type NewRequest, patchRequest, requestStateOf } from '../db/requests.js';
 import type { Deadlines, TransitionSource } from '../db/schema.js';
 import { addSubmitJob, type EnqueueOutcome, type SubmitQueueDeps } from '../queue/submit-queue.js';
 import type { JobSpec } from '../sched/job-spec.js';
@@ -36,7 +36,7 @@ export function recordRequest(db: Db, input: RequestToRecord): boolean {
   return db.transaction((tx) => {
     const existing = requestStateOf(tx, input.id);
     if (existing === undefined) {
-      createRequest(tx, input);
+      insertRequest(tx, input);
       const summarize = input.summarize ?? null;
       const resubmitOf = input.resubmitOf ?? null;
       if (summarize !== null || resubmitOf !== null) patchRequest(tx, input.id, { summarize, resubmitOf });

@@ -3,7 +3,7 @@ import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import type { z } from 'zod';
 import { getProfileSync } from '../../../db/accounting.js';
 import { replaysOf } from '../../../db/idempotency.js';
-import { getRequest, transitionsOf } from '../../../db/requests.js';
+import { getRequest, requestStateOf, transitionsOf } from '../../../db/requests.js';
 import type { Deadlines } from '../../../db/schema.js';
 import { summaryOfRequest } from '../../../db/summaries.js';
 import { cancelRequest } from '../../../requests/canceller.js';
@@ -84,10 +84,11 @@ export const jobRoutes: FastifyPluginAsyncZod<{ deps: ApiDeps }> = async (app, {
           deadlines: deadlinesOf(body.deadlines),
           summarize: body.summarize ?? null,
         });
-        const row = getRequest(db, id);
+        // Its state alone: the row would parse the spec just accepted again.
+        const state = requestStateOf(db, id);
         return {
           status: 201,
-          body: { id, state: row?.state ?? 'queued', links: { self: jobLink(id) } },
+          body: { id, state: state ?? 'queued', links: { self: jobLink(id) } },
           headers: { location: jobLink(id) },
         };
       }),
