@@ -208,12 +208,14 @@ export function requestByJobId(db: Db, profile: string, jobId: number): JobReque
 }
 
 export function transitionsOf(db: Db, requestId: string): JobTransitionRow[] {
-  return db
-    .select()
-    .from(jobTransitions)
-    .where(eq(jobTransitions.requestId, requestId))
-    .orderBy(asc(jobTransitions.at), asc(jobTransitions.id))
-    .all();
+  return prepared(db, 'transitions.ofRequest', () =>
+    db
+      .select()
+      .from(jobTransitions)
+      .where(eq(jobTransitions.requestId, placeholder('requestId')))
+      .orderBy(asc(jobTransitions.at), asc(jobTransitions.id))
+      .prepare(),
+  ).all({ requestId });
 }
 
 /** The columns polling reads and compares; not the spec, which may be large. */
