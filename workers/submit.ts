@@ -1,6 +1,6 @@
 import { DelayedError, type Job, type Queue, UnrecoverableError } from 'bullmq';
 import type { Db } from '../src/db/database.js';
-import { getRequest, unsubmittedRequests } from '../src/db/requests.js';
+import { getRequest, requestProfileOf, unsubmittedRequests } from '../src/db/requests.js';
 import type { Logger } from '../src/logger.js';
 import { stepDependencies } from '../src/pipelines/run-engine.js';
 import { submitPayloadSchema } from '../src/queue/catalog.js';
@@ -42,14 +42,15 @@ export function submitProcessor(services: WorkerServices) {
         queued: { source: 'submit', at: job.timestamp },
       });
     }
-    const row = getRequest(db, payload.requestId);
-    if (!row) throw new UnrecoverableError(`no job request ${payload.requestId}`);
+    // The profile alone: submitRequest reads the row (its spec) once.
+    const profile = requestProfileOf(db, payload.requestId);
+    if (profile === undefined) throw new UnrecoverableError(`no job request ${payload.requestId}`);
     services.submitsInFlight?.add(payload.requestId);
     try {
       return await submitRequest(
         {
           db,
-          client: services.clients.get(row.profile),
+          client: services.clients.get(profile),
           logger,
           signal: services.shutdown,
           stepDependency: stepDependencies,

@@ -104,7 +104,13 @@ export function getAccountingJob(db: Db, profile: string, jobId: number): Accoun
 export type ProfileSyncRow = typeof profileSync.$inferSelect;
 
 export function getProfileSync(db: Db, profile: string): ProfileSyncRow | undefined {
-  return db.select().from(profileSync).where(eq(profileSync.profile, profile)).get();
+  return prepared(db, 'profileSync.byProfile', () =>
+    db
+      .select()
+      .from(profileSync)
+      .where(eq(profileSync.profile, sql.placeholder('profile')))
+      .prepare(),
+  ).get({ profile });
 }
 
 export function updateProfileSync(db: Db, profile: string, patch: Partial<Omit<ProfileSyncRow, 'profile'>>): void {

@@ -1,12 +1,15 @@
 import { chmodSync, closeSync, existsSync, mkdirSync, openSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import Database from 'better-sqlite3';
+import { TransactionRollbackError } from 'drizzle-orm';
 import { type BetterSQLite3Database, drizzle } from 'drizzle-orm/better-sqlite3';
 import { migrate } from 'drizzle-orm/better-sqlite3/migrator';
 import { packageRoot } from '../lib/package-info.js';
 import * as schema from './schema.js';
 
 export type Db = BetterSQLite3Database<typeof schema>;
+
+type Transaction = Parameters<Parameters<Db['transaction']>[0]>[0];
 
 export interface HistoryDatabase {
   db: Db;
@@ -31,13 +34,8 @@ export function openDatabase(file: string, options: { readonly?: boolean } = {})
     sqlite.pragma('foreign_keys = ON');
   }
   const db = drizzle(sqlite, { schema });
-  // Every transaction here writes. A deferred one that reads first cannot wait for another
-  // process's write (SQLite answers "database is locked" at once rather than risk a deadlock),
-  // so with roles in separate processes each transaction takes the write lock as it begins,
-  // where busy_timeout applies.
   if (!options.readonly) {
-    const transaction = db.transaction.bind(db);
-    db.transaction = ((fn, config) => transaction(fn, { behavior: 'immediate', ...config })) as Db['transaction'];
+    db.transaction = cheapTransactions(sqlite, db);
     migrate(db, { migrationsFolder: join(packageRoot(), 'migrations') });
   }
   return {
@@ -47,6 +45,31 @@ export function openDatabase(file: string, options: { readonly?: boolean } = {})
       if (sqlite.open) sqlite.close();
     },
   };
+}
+
+/**
+ * `db.transaction` at the cost of its BEGIN and COMMIT. Drizzle's own builds a transaction
+ * object (a relational query builder per table) and better-sqlite3 a wrapper function for each
+ * call, and a nested one prepares its SAVEPOINT and RELEASE again every time: together most of
+ * what a transaction cost beyond its statements (a profile of bench:submit, issue 14). Here one
+ * better-sqlite3 transaction function, made once, runs them all (a nested one as a savepoint,
+ * a rollback on a throw, a promise refused), and the callback's `tx` is the database itself:
+ * the connection is one, so a statement run through either is in the transaction.
+ *
+ * Every transaction here writes. A deferred one that reads first cannot wait for another
+ * process's write (SQLite answers "database is locked" at once rather than risk a deadlock),
+ * so with roles in separate processes each transaction takes the write lock as it begins,
+ * where busy_timeout applies.
+ */
+function cheapTransactions(sqlite: Database.Database, db: Db): Db['transaction'] {
+  // `tx.rollback()` as drizzle has it: a throw that undoes the transaction (or its savepoint).
+  const tx = Object.assign(Object.create(db) as Db, {
+    rollback: () => {
+      throw new TransactionRollbackError();
+    },
+  }) as unknown as Transaction;
+  const run = sqlite.transaction((fn: (tx: Transaction) => unknown) => fn(tx));
+  return ((fn, config) => run[config?.behavior ?? 'immediate'](fn)) as Db['transaction'];
 }
 
 /**

@@ -1,5 +1,6 @@
 import { and, asc, eq, lt, sql } from 'drizzle-orm';
 import type { Db } from './database.js';
+import { prepared } from './prepared.js';
 import { idempotencyKeys, type RequestReplayRow, requestReplays } from './schema.js';
 
 /**
@@ -146,10 +147,12 @@ export function recordReplay(db: Db, input: ReplayInput): void {
 
 /** A request's deduplicated submissions, per token and key, first one first. */
 export function replaysOf(db: Db, requestId: string): RequestReplayRow[] {
-  return db
-    .select()
-    .from(requestReplays)
-    .where(eq(requestReplays.requestId, requestId))
-    .orderBy(asc(requestReplays.firstAt))
-    .all();
+  return prepared(db, 'replays.ofRequest', () =>
+    db
+      .select()
+      .from(requestReplays)
+      .where(eq(requestReplays.requestId, sql.placeholder('requestId')))
+      .orderBy(asc(requestReplays.firstAt))
+      .prepare(),
+  ).all({ requestId });
 }

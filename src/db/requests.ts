@@ -40,23 +40,31 @@ export function createRequest(db: Db, req: NewRequest): JobRequestRow {
   return db.transaction((tx) => {
     const existing = getRequest(tx, req.id);
     if (existing) return existing;
-    const row = insertRequestStatement(tx).get({
-      id: req.id,
-      profile: req.profile,
-      name: req.name,
-      spec: req.spec,
-      origin: req.origin,
-      createdAt: req.at,
-      runId: req.runId ?? null,
-      step: req.step ?? null,
-      attempt: req.attempt ?? 1,
-      needsJson: jsonOrNull(req.needs),
-      webhookUrl: req.webhookUrl ?? null,
-      deadlinesJson: jsonOrNull(req.deadlines),
-    }) as JobRequestRow;
-    insertTransition(tx, { requestId: req.id, fromState: null, toState: 'accepted', at: req.at, source: req.source });
-    return row;
+    insertRequest(tx, req);
+    return getRequest(tx, req.id) as JobRequestRow;
   });
+}
+
+/**
+ * Inserts a request in `accepted` and its first transition, in the caller's transaction, for
+ * an id it has found free: nothing read back (the row's spec would be parsed again for nothing).
+ */
+export function insertRequest(db: Db, req: NewRequest): void {
+  insertRequestStatement(db).run({
+    id: req.id,
+    profile: req.profile,
+    name: req.name,
+    spec: req.spec,
+    origin: req.origin,
+    createdAt: req.at,
+    runId: req.runId ?? null,
+    step: req.step ?? null,
+    attempt: req.attempt ?? 1,
+    needsJson: jsonOrNull(req.needs),
+    webhookUrl: req.webhookUrl ?? null,
+    deadlinesJson: jsonOrNull(req.deadlines),
+  });
+  insertTransition(db, { requestId: req.id, fromState: null, toState: 'accepted', at: req.at, source: req.source });
 }
 
 const placeholder = sql.placeholder;
@@ -88,7 +96,6 @@ const insertRequestStatement = (db: Db) =>
         webhookUrl: placeholder('webhookUrl'),
         deadlines: sql`${placeholder('deadlinesJson')}`,
       })
-      .returning()
       .prepare(),
   );
 
@@ -150,6 +157,37 @@ export function requestStateOf(db: Db, id: string): JobRequestRow['state'] | und
   ).get({ id })?.state;
 }
 
+/** The profile a request is for, without reading its row. */
+export function requestProfileOf(db: Db, id: string): string | undefined {
+  return prepared(db, 'requests.profileById', () =>
+    db
+      .select({ profile: jobRequests.profile })
+      .from(jobRequests)
+      .where(eq(jobRequests.id, placeholder('id')))
+      .prepare(),
+  ).get({ id })?.profile;
+}
+
+/** What a state change reads of a request: not its spec (up to a megabyte of JSON) to parse. */
+export type TransitionFacts = Pick<JobRequestRow, 'state' | 'rawState' | 'webhookUrl' | 'runId' | 'retryPolicy'>;
+
+export function transitionFactsOf(db: Db, id: string): TransitionFacts | undefined {
+  return prepared(db, 'requests.transitionFacts', () =>
+    db
+      .select({
+        state: jobRequests.state,
+        rawState: jobRequests.rawState,
+        webhookUrl: jobRequests.webhookUrl,
+        runId: jobRequests.runId,
+        // A few hundred bytes at most: whether an end makes another attempt.
+        retryPolicy: jobRequests.retryPolicy,
+      })
+      .from(jobRequests)
+      .where(eq(jobRequests.id, placeholder('id')))
+      .prepare(),
+  ).get({ id });
+}
+
 export function getRequest(db: Db, id: string): JobRequestRow | undefined {
   return prepared(db, 'requests.byId', () =>
     db
@@ -172,12 +210,14 @@ export function requestByJobId(db: Db, profile: string, jobId: number): JobReque
 }
 
 export function transitionsOf(db: Db, requestId: string): JobTransitionRow[] {
-  return db
-    .select()
-    .from(jobTransitions)
-    .where(eq(jobTransitions.requestId, requestId))
-    .orderBy(asc(jobTransitions.at), asc(jobTransitions.id))
-    .all();
+  return prepared(db, 'transitions.ofRequest', () =>
+    db
+      .select()
+      .from(jobTransitions)
+      .where(eq(jobTransitions.requestId, placeholder('requestId')))
+      .orderBy(asc(jobTransitions.at), asc(jobTransitions.id))
+      .prepare(),
+  ).all({ requestId });
 }
 
 /** The columns polling reads and compares; not the spec, which may be large. */

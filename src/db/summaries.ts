@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { and, asc, desc, eq, inArray, isNotNull, isNull, sql } from 'drizzle-orm';
 import type { Db } from './database.js';
+import { prepared } from './prepared.js';
 import {
   type AccountingJobRow,
   accountingJobs,
@@ -96,7 +97,13 @@ export function getSummary(db: Db, id: string): SummaryRow | undefined {
 }
 
 export function summaryOfRequest(db: Db, requestId: string): SummaryRow | undefined {
-  return db.select().from(summaries).where(eq(summaries.requestId, requestId)).get();
+  return prepared(db, 'summaries.ofRequest', () =>
+    db
+      .select()
+      .from(summaries)
+      .where(eq(summaries.requestId, sql.placeholder('requestId')))
+      .prepare(),
+  ).get({ requestId });
 }
 
 export function summaryOfRun(db: Db, runId: string): SummaryRow | undefined {

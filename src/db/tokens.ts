@@ -1,4 +1,5 @@
 import { createHash, randomBytes, randomUUID, timingSafeEqual } from 'node:crypto';
+import type Database from 'better-sqlite3';
 import { and, eq, isNull, lt, or, sql } from 'drizzle-orm';
 import { ConfigError } from '../errors.js';
 import type { Db } from './database.js';
@@ -45,6 +46,7 @@ export function createToken(db: Db, input: { name: string; scopes: ApiScope[]; a
       .values({ id: randomUUID(), name: input.name, hash: hashToken(token), scopes, createdAt: at })
       .returning()
       .get();
+    forgetTokenRows(db);
     return { token, info: withoutHash(row) };
   });
 }
@@ -60,6 +62,7 @@ export function revokeToken(db: Db, name: string, at = Date.now()): boolean {
     .set({ revokedAt: at })
     .where(and(eq(apiTokens.name, name), isNull(apiTokens.revokedAt)))
     .run();
+  forgetTokenRows(db);
   return result.changes > 0;
 }
 
@@ -76,8 +79,7 @@ export type TokenLookup =
 export function findToken(db: Db, presented: string): TokenLookup {
   const wanted = Buffer.from(hashToken(presented), 'hex');
   let found: ApiTokenRow | undefined;
-  const rows = prepared(db, 'tokens.all', () => db.select().from(apiTokens).prepare()).all();
-  for (const row of rows) {
+  for (const row of tokenRows(db)) {
     const stored = Buffer.from(row.hash, 'hex');
     if (stored.length === wanted.length && timingSafeEqual(stored, wanted)) found = row;
   }
@@ -87,7 +89,10 @@ export function findToken(db: Db, presented: string): TokenLookup {
 
 /** Records use, at most once a minute per token, so reads do not each cost a write. */
 export function touchToken(db: Db, id: string, at = Date.now()): void {
-  prepared(db, 'tokens.touch', () =>
+  // This connection's last touch, so most requests skip even the UPDATE that would change nothing.
+  const touched = lastTouch(db);
+  if (at - (touched.get(id) ?? Number.NEGATIVE_INFINITY) < TOUCH_EVERY_MS) return;
+  const { changes } = prepared(db, 'tokens.touch', () =>
     db
       .update(apiTokens)
       .set({ lastUsedAt: sql`${sql.placeholder('at')}` })
@@ -98,7 +103,68 @@ export function touchToken(db: Db, id: string, at = Date.now()): void {
         ),
       )
       .prepare(),
-  ).run({ id, at, staleBefore: at - 60_000 });
+  ).run({ id, at, staleBefore: at - TOUCH_EVERY_MS });
+  touched.set(id, at);
+  if (changes > 0) forgetTokenRows(db);
+}
+
+const TOUCH_EVERY_MS = 60_000;
+
+/**
+ * The token table as last read, per connection, kept while no other connection has written to
+ * the history since (`PRAGMA data_version` moves only for their commits; this module forgets it
+ * after its own writes). Reading and decoding every row on every API request was a tenth of
+ * what the local API spent on a submission (issue 14); a token revoked by the CLI is refused
+ * from the next request on, as before.
+ */
+interface TokenTable {
+  dataVersion: { get(): unknown };
+  version: unknown;
+  rows: ApiTokenRow[] | null;
+  touched: Map<string, number>;
+}
+const tokenTables = new WeakMap<object, TokenTable>();
+
+/** The better-sqlite3 connection under drizzle (its `$client`, which the `Db` type leaves out). */
+function connectionOf(db: Db): Database.Database {
+  return (db as unknown as { $client: Database.Database }).$client;
+}
+
+function tokenTable(db: Db): TokenTable {
+  const connection = connectionOf(db);
+  let table = tokenTables.get(connection);
+  if (!table) {
+    table = {
+      dataVersion: connection.prepare('PRAGMA data_version').pluck(),
+      version: null,
+      rows: null,
+      touched: new Map(),
+    };
+    tokenTables.set(connection, table);
+  }
+  return table;
+}
+
+function tokenRows(db: Db): ApiTokenRow[] {
+  const table = tokenTable(db);
+  const version = table.dataVersion.get();
+  if (table.rows === null || version !== table.version) {
+    table.rows = prepared(db, 'tokens.all', () => db.select().from(apiTokens).prepare()).all();
+    table.version = version;
+  }
+  return table.rows;
+}
+
+function lastTouch(db: Db): Map<string, number> {
+  return tokenTable(db).touched;
+}
+
+function forgetTokenRows(db: Db): void {
+  const table = tokenTables.get(connectionOf(db));
+  if (table) {
+    table.rows = null;
+    table.touched.clear();
+  }
 }
 
 /** Number of live tokens, for the start banner's hint. */

@@ -1,5 +1,6 @@
 import { and, desc, eq, gte, inArray, isNotNull, isNull, lt, type SQL, sql } from 'drizzle-orm';
 import type { Db } from '../db/database.js';
+import { prepared } from '../db/prepared.js';
 import {
   type AccountingJobRow,
   accountingJobs,
@@ -32,30 +33,65 @@ export interface JobsFilter {
 }
 
 export function jobsPage(db: Db, filter: JobsFilter): JobRequestRow[] {
+  // Prepared once per shape of filter (which filters are given, how many states), the values
+  // bound: building and preparing the query on each call was most of a page's cost (issue 14).
+  const values: Record<string, unknown> = { limit: filter.limit + 1 };
+  const bind = (name: string, value: unknown) => {
+    values[name] = value;
+    return sql.placeholder(name);
+  };
   const where: SQL[] = [];
-  if (filter.states?.length) where.push(inArray(jobRequests.state, filter.states));
-  if (filter.profile) where.push(eq(jobRequests.profile, filter.profile));
-  if (filter.runId) where.push(eq(jobRequests.runId, filter.runId));
+  const shape: string[] = [];
+  if (filter.states?.length) {
+    where.push(
+      inArray(
+        jobRequests.state,
+        filter.states.map((state, i) => bind(`state${i}`, state)),
+      ),
+    );
+    shape.push(`states${filter.states.length}`);
+  }
+  if (filter.profile) {
+    where.push(eq(jobRequests.profile, bind('profile', filter.profile)));
+    shape.push('profile');
+  }
+  if (filter.runId) {
+    where.push(eq(jobRequests.runId, bind('runId', filter.runId)));
+    shape.push('runId');
+  }
   if (filter.pipeline) {
+    const pipeline = bind('pipeline', filter.pipeline);
     where.push(
       inArray(
         jobRequests.runId,
-        db.select({ id: pipelineRuns.id }).from(pipelineRuns).where(eq(pipelineRuns.pipeline, filter.pipeline)),
+        db.select({ id: pipelineRuns.id }).from(pipelineRuns).where(eq(pipelineRuns.pipeline, pipeline)),
       ),
     );
+    shape.push('pipeline');
   }
-  if (filter.createdSince !== undefined) where.push(gte(jobRequests.createdAt, filter.createdSince));
-  if (filter.createdUntil !== undefined) where.push(lt(jobRequests.createdAt, filter.createdUntil));
+  if (filter.createdSince !== undefined) {
+    where.push(gte(jobRequests.createdAt, bind('createdSince', filter.createdSince)));
+    shape.push('since');
+  }
+  if (filter.createdUntil !== undefined) {
+    where.push(lt(jobRequests.createdAt, bind('createdUntil', filter.createdUntil)));
+    shape.push('until');
+  }
   if (filter.after) {
-    where.push(sql`(${jobRequests.createdAt}, ${jobRequests.id}) < (${filter.after[0]}, ${filter.after[1]})`);
+    where.push(
+      sql`(${jobRequests.createdAt}, ${jobRequests.id}) < (${bind('afterAt', filter.after[0])}, ${bind('afterId', filter.after[1])})`,
+    );
+    shape.push('after');
   }
-  return db
-    .select()
-    .from(jobRequests)
-    .where(where.length ? and(...where) : undefined)
-    .orderBy(desc(jobRequests.createdAt), desc(jobRequests.id))
-    .limit(filter.limit + 1)
-    .all();
+  return prepared(db, `jobsPage:${shape.join(',')}`, () =>
+    db
+      .select()
+      .from(jobRequests)
+      .where(where.length ? and(...where) : undefined)
+      .orderBy(desc(jobRequests.createdAt), desc(jobRequests.id))
+      .limit(sql.placeholder('limit'))
+      .prepare(),
+  ).all(values);
 }
 
 export interface HistoryFilter {

@@ -91,9 +91,13 @@ export class QueueKeeper {
       );
     }
     if (missing.length > 0 || pipelines > 0 || this.#sweepDue) {
+      // Cleared before the sweep, not after: a producer that defers its add while the sweep runs
+      // (its request recorded after the sweep read the history) asks for the next one. Cleared
+      // after, 365 of bench:submit's requests stayed queued with no job under a loaded Redis.
+      this.#sweepDue = false;
       const { deferred } = await this.#deps.requeue();
       // A request another process may be submitting right now is looked at again next time.
-      this.#sweepDue = deferred > 0;
+      if (deferred > 0) this.#sweepDue = true;
     }
   }
 

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { insertArrayTasks } from '../db/array-tasks.js';
 import type { Db } from '../db/database.js';
-import { createRequest, type NewRequest, patchRequest, requestStateOf } from '../db/requests.js';
+import { insertRequest, type NewRequest, patchRequest, requestStateOf } from '../db/requests.js';
 import type { AttemptPolicy, Deadlines, RetryCause, TransitionSource } from '../db/schema.js';
 import { addSubmitJob, type EnqueueOutcome, type SubmitQueueDeps } from '../queue/submit-queue.js';
 import { parseJobArray } from '../sched/job-array.js';
@@ -45,7 +45,7 @@ export function recordRequest(db: Db, input: RequestToRecord): boolean {
   return db.transaction((tx) => {
     const existing = requestStateOf(tx, input.id);
     if (existing === undefined) {
-      createRequest(tx, input);
+      insertRequest(tx, input);
       const summarize = input.summarize ?? null;
       const resubmitOf = input.resubmitOf ?? null;
       if (summarize !== null || resubmitOf !== null) patchRequest(tx, input.id, { summarize, resubmitOf });

@@ -1,5 +1,12 @@
 import type { Db } from '../db/database.js';
-import { getRequest, insertTransition, patchRequest, requestByJobId, updateRequest } from '../db/requests.js';
+import {
+  getRequest,
+  insertTransition,
+  patchRequest,
+  requestByJobId,
+  transitionFactsOf,
+  updateRequest,
+} from '../db/requests.js';
 import type { AttemptPolicy, JobRequestRow, RequestState, TransitionSource } from '../db/schema.js';
 import { addDelivery } from '../db/webhooks.js';
 import { assertNever } from '../lib/assert-never.js';
@@ -33,7 +40,7 @@ export interface TransitionInput {
  */
 export function transition(db: Db, requestId: string, input: TransitionInput): boolean {
   return db.transaction((tx) => {
-    const row = getRequest(tx, requestId);
+    const row = transitionFactsOf(tx, requestId);
     if (!row) throw new Error(`no job request ${requestId}`);
     const moves = canTransition(row.state, input.to);
     const patch = { ...input.patch, updatedAt: input.at };

@@ -4,7 +4,7 @@ import type { z } from 'zod';
 import { getProfileSync } from '../../../db/accounting.js';
 import { tasksOf } from '../../../db/array-tasks.js';
 import { replaysOf } from '../../../db/idempotency.js';
-import { getRequest, transitionsOf } from '../../../db/requests.js';
+import { getRequest, requestStateOf, transitionsOf } from '../../../db/requests.js';
 import type { Deadlines, JobRequestRow } from '../../../db/schema.js';
 import { summaryOfRequest } from '../../../db/summaries.js';
 import { policyIssues } from '../../../requests/attempt-policy.js';
@@ -98,10 +98,11 @@ export const jobRoutes: FastifyPluginAsyncZod<{ deps: ApiDeps }> = async (app, {
           summarize: body.summarize ?? null,
           retryPolicy,
         });
-        const row = getRequest(db, id);
+        // Its state alone: the row would parse the spec just accepted again.
+        const state = requestStateOf(db, id);
         return {
           status: 201,
-          body: { id, state: row?.state ?? 'queued', links: { self: jobLink(id) } },
+          body: { id, state: state ?? 'queued', links: { self: jobLink(id) } },
           headers: { location: jobLink(id) },
         };
       }),
