@@ -34,7 +34,9 @@ afterAll(async () => {
 
 describe('slurmctld stopped for longer than a poll interval', () => {
   it('fails and loses nothing, and the states catch up once it is back', async () => {
-    const running = await d.submit(realSpec('sf-ctld-running', 'sleep 15; exit 5'));
+    // Long enough to outlive the wait for slurmctld's state save (seconds, up to 30 under load)
+    // and the 12 s outage: a job that ended before the kill is no test of the outage.
+    const running = await d.submit(realSpec('sf-ctld-running', 'sleep 45; exit 5'));
     await d.waitForState(running, 'running');
     // A SIGKILL before slurmctld has saved its state loses the job and gives its id again (seen
     // once in CI: the job ended JobLostByController, rightly): this outage is one it survives.
