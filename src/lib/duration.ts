@@ -1,3 +1,5 @@
+import { z } from 'zod';
+
 /** `90` (seconds), `90s`, `30m`, `2h`, `1d`, `1h30m`: a duration in seconds. */
 export function parseDuration(value: number | string): number {
   if (typeof value === 'number') {
@@ -18,3 +20,16 @@ export function parseDuration(value: number | string): number {
   if (total <= 0) throw new Error(`"${value}" is not a positive duration`);
   return total;
 }
+
+/** A duration where it enters (pipeline files, retry policies): seconds, or `90s`, `30m`, `2h`, `1d`, `1h30m`. */
+export const durationSchema = z
+  .union([z.number().positive(), z.string()])
+  .transform((value, ctx) => {
+    try {
+      return parseDuration(value);
+    } catch (error) {
+      ctx.addIssue({ code: 'custom', message: (error as Error).message });
+      return z.NEVER;
+    }
+  })
+  .meta({ description: 'seconds, or 90s, 30m, 2h, 1d, 1h30m' });

@@ -1,7 +1,7 @@
 import { CronExpressionParser } from 'cron-parser';
 import { z } from 'zod';
 import { DEPENDENCY_TYPES, type StepNeed } from '../db/schema.js';
-import { parseDuration } from '../lib/duration.js';
+import { durationSchema } from '../lib/duration.js';
 import { attemptPolicySchema } from '../requests/attempt-policy.js';
 import { jobSpecSchema } from '../sched/job-spec.js';
 
@@ -15,19 +15,6 @@ import { jobSpecSchema } from '../sched/job-spec.js';
 
 const NAME = /^[A-Za-z0-9][A-Za-z0-9_.-]*$/;
 const nameSchema = z.string().regex(NAME, 'letters, digits, and _ . - (not first)');
-
-/** A duration: seconds, or `30m`, `2h`, `1d`, `1h30m`. */
-const durationSchema = z
-  .union([z.number().positive(), z.string()])
-  .transform((value, ctx) => {
-    try {
-      return parseDuration(value);
-    } catch (error) {
-      ctx.addIssue({ code: 'custom', message: (error as Error).message });
-      return z.NEVER;
-    }
-  })
-  .meta({ description: 'seconds, or 90s, 30m, 2h, 1d, 1h30m' });
 
 /** Slurm states a step may be retried on (its request's terminal states, in Slurm's spelling). */
 export { RETRY_STATES } from '../requests/attempt-policy.js';

@@ -3,7 +3,7 @@ import type { AttemptPolicy, EscalatedField, Escalation, RequestState } from '..
 
 export type { AttemptPolicy, EscalatedField, Escalation } from '../db/schema.js';
 
-import { parseDuration } from '../lib/duration.js';
+import { durationSchema } from '../lib/duration.js';
 import { type JobSpec, parseMemoryMb, parseTimeLimit } from '../sched/job-spec.js';
 
 /**
@@ -35,19 +35,6 @@ export interface PartitionLimits {
   maxMemoryPerNodeMb?: number | null;
   maxTimeMin?: number | null;
 }
-
-/** A duration: seconds, or `30s`, `5m`, `1h30m`. */
-const durationSchema = z
-  .union([z.number().positive(), z.string()])
-  .transform((value, ctx) => {
-    try {
-      return parseDuration(value);
-    } catch (error) {
-      ctx.addIssue({ code: 'custom', message: (error as Error).message });
-      return z.NEVER;
-    }
-  })
-  .meta({ description: 'seconds, or 90s, 30m, 2h, 1h30m' });
 
 function notation(parse: (value: number | string) => number | 'infinite', what: string) {
   return z
