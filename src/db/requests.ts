@@ -2,12 +2,14 @@ import { and, asc, count, desc, eq, inArray, isNotNull, lt, notInArray, or, type
 import type { Db } from './database.js';
 import { placeholders, prepared } from './prepared.js';
 import {
+  type AttemptPolicy,
   type Deadlines,
   type JobRequestRow,
   type JobTransitionRow,
   jobRequests,
   jobTransitions,
   type RequestState,
+  type RetryCause,
   type StepNeed,
   TERMINAL_REQUEST_STATES,
   type TransitionSource,
@@ -33,6 +35,14 @@ export interface NewRequest {
   needs?: StepNeed[];
   webhookUrl?: string | null;
   deadlines?: Deadlines | null;
+  /** Written with the row rather than patched after it: acceptance is on every submission's path. */
+  summarize?: boolean | null;
+  resubmitOf?: string | null;
+  arrayTaskCount?: number | null;
+  arrayRetryOf?: string | null;
+  retryPolicy?: AttemptPolicy | null;
+  firstAttemptId?: string | null;
+  retryCause?: RetryCause | null;
 }
 
 /** Creates a request in `accepted`; a second call with the same id returns the first row. */
@@ -63,6 +73,13 @@ export function insertRequest(db: Db, req: NewRequest): void {
     needsJson: jsonOrNull(req.needs),
     webhookUrl: req.webhookUrl ?? null,
     deadlinesJson: jsonOrNull(req.deadlines),
+    summarize: req.summarize === undefined || req.summarize === null ? null : Number(req.summarize),
+    resubmitOf: req.resubmitOf ?? null,
+    arrayTaskCount: req.arrayTaskCount ?? null,
+    arrayRetryOf: req.arrayRetryOf ?? null,
+    retryPolicyJson: jsonOrNull(req.retryPolicy),
+    firstAttemptId: req.firstAttemptId ?? null,
+    retryCauseJson: jsonOrNull(req.retryCause),
   });
   insertTransition(db, { requestId: req.id, fromState: null, toState: 'accepted', at: req.at, source: req.source });
 }
@@ -95,6 +112,13 @@ const insertRequestStatement = (db: Db) =>
         needs: sql`${placeholder('needsJson')}`,
         webhookUrl: placeholder('webhookUrl'),
         deadlines: sql`${placeholder('deadlinesJson')}`,
+        summarize: sql`${placeholder('summarize')}`,
+        resubmitOf: placeholder('resubmitOf'),
+        arrayTaskCount: placeholder('arrayTaskCount'),
+        arrayRetryOf: placeholder('arrayRetryOf'),
+        retryPolicy: sql`${placeholder('retryPolicyJson')}`,
+        firstAttemptId: placeholder('firstAttemptId'),
+        retryCause: sql`${placeholder('retryCauseJson')}`,
       })
       .prepare(),
   );

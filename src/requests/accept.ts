@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { insertArrayTasks } from '../db/array-tasks.js';
 import type { Db } from '../db/database.js';
-import { insertRequest, type NewRequest, patchRequest, requestStateOf } from '../db/requests.js';
+import { insertRequest, type NewRequest, requestStateOf } from '../db/requests.js';
 import type { AttemptPolicy, Deadlines, RetryCause, TransitionSource } from '../db/schema.js';
 import { addSubmitJob, type EnqueueOutcome, type SubmitQueueDeps } from '../queue/submit-queue.js';
 import { parseJobArray } from '../sched/job-array.js';
@@ -45,25 +45,12 @@ export function recordRequest(db: Db, input: RequestToRecord): boolean {
   return db.transaction((tx) => {
     const existing = requestStateOf(tx, input.id);
     if (existing === undefined) {
-      insertRequest(tx, input);
-      const summarize = input.summarize ?? null;
-      const resubmitOf = input.resubmitOf ?? null;
-      if (summarize !== null || resubmitOf !== null) patchRequest(tx, input.id, { summarize, resubmitOf });
       // An array's tasks are rows of their own from the start, so counts and the request's state
       // come from them. The expression was checked where the spec came in (jobSpecSchema).
       const expression = (input.spec as { array?: unknown } | null)?.array;
-      if (typeof expression === 'string') {
-        const { indexes } = parseJobArray(expression);
-        patchRequest(tx, input.id, { arrayTaskCount: indexes.length, arrayRetryOf: input.arrayRetryOf ?? null });
-        insertArrayTasks(tx, input.id, indexes);
-      }
-      if (input.retryPolicy || input.retryCause) {
-        patchRequest(tx, input.id, {
-          retryPolicy: input.retryPolicy ?? null,
-          firstAttemptId: input.firstAttemptId ?? null,
-          retryCause: input.retryCause ?? null,
-        });
-      }
+      const indexes = typeof expression === 'string' ? parseJobArray(expression).indexes : null;
+      insertRequest(tx, { ...input, arrayTaskCount: indexes?.length ?? null });
+      if (indexes) insertArrayTasks(tx, input.id, indexes);
     }
     const queued = input.queued === undefined ? { source: input.source, at: input.at } : input.queued;
     if (queued && (existing === undefined || existing === 'accepted')) {
