@@ -131,7 +131,7 @@ async function compose(config: DaemonConfig, logger: Logger, lifecycle: Lifecycl
   }
   const summarySettings = resolveSummarySettings(config.summaries, demoLlm);
 
-  const clients = new ClientRegistry(profiles, logger.child({ component: 'sched' }));
+  const clients = new ClientRegistry(profiles, logger.child({ component: 'sched' }), config.profileRecheckMs);
   lifecycle.add('scheduler clients', () => clients.close());
   await clients.start();
 

@@ -9,10 +9,8 @@ import type { Profile } from './profile.js';
 import { declaredReport, notApplicable, SCOPES, type ScopeReport, scopeReport, scopesApply } from './scope-check.js';
 import { UpstreamHealth } from './upstream-health.js';
 
-/** How often scopes the proxy's answers left unknown (and accounts left unknown) are asked again. */
-const SCOPE_RECHECK_MS = 60_000;
-/** How often known associations are read again: one added with `sacctmgr` is seen within this. */
-const ACCOUNTS_REFRESH_MS = 5 * 60_000;
+/** Known associations are read again every this many re-checks: one added with `sacctmgr` is seen then. */
+const ACCOUNTS_REFRESH_RECHECKS = 5;
 
 /** A profile whose scheduler has not answered yet: work for it waits and retries. */
 export class ProfileNotConnectedError extends SchedflowError {
@@ -38,9 +36,14 @@ export class ClientRegistry {
   private readonly reportListeners: ((profile: string) => void)[] = [];
   private recheckTimer: NodeJS.Timeout | undefined;
 
+  /**
+   * @param recheckMs how often scopes the proxy's answers left unknown, and accounts left
+   * unknown, are asked again. @defaultValue 60 s
+   */
   constructor(
     readonly profiles: ReadonlyMap<string, Profile>,
     private readonly logger: Logger,
+    private readonly recheckMs = 60_000,
   ) {
     this.healthByProfile = new Map([...profiles.keys()].map((name) => [name, new UpstreamHealth(name)]));
   }
@@ -62,7 +65,7 @@ export class ClientRegistry {
     // What is unknown is learnt without anyone asking, so daemon.json (the CLI's door) catches up.
     this.recheckTimer = setInterval(() => {
       for (const name of this.clients.keys()) this.recheck(name);
-    }, SCOPE_RECHECK_MS);
+    }, this.recheckMs);
     this.recheckTimer.unref();
   }
 
@@ -101,7 +104,7 @@ export class ClientRegistry {
   /**
    * What the profile's token may do: undefined until it has connected. A report that could not
    * tell a scope (the proxy did not answer) is learnt again in the background, at most once a
-   * minute, each time it is asked for (and once a minute by the timer of start()).
+   * `recheckMs`, each time it is asked for (and by the timer of start()).
    */
   scopes(profile: string): ScopeReport | undefined {
     this.recheck(profile);
@@ -111,7 +114,7 @@ export class ClientRegistry {
   /**
    * Which accounts the profile's user may charge: undefined where it does not apply (the proxy)
    * or before the first connection. Unknown ones are read again as scopes are, known ones every
-   * five minutes.
+   * fifth time.
    */
   accounts(profile: string): AccountReport | undefined {
     this.recheck(profile);
@@ -126,11 +129,12 @@ export class ClientRegistry {
     const scopesDue =
       scopes?.source === 'probe' &&
       SCOPES.some((s) => scopes.scopes[s] === 'unknown') &&
-      now - scopes.checkedAt > SCOPE_RECHECK_MS;
+      now - scopes.checkedAt >= this.recheckMs;
     const accounts = this.accountReports.get(profile);
     const accountsDue =
       accounts !== undefined &&
-      now - accounts.checkedAt > (accounts.source === 'unknown' ? SCOPE_RECHECK_MS : ACCOUNTS_REFRESH_MS);
+      now - accounts.checkedAt >=
+        (accounts.source === 'unknown' ? this.recheckMs : ACCOUNTS_REFRESH_RECHECKS * this.recheckMs);
     if (!scopesDue && !accountsDue) return;
     this.rechecking.add(profile);
     void Promise.all([
