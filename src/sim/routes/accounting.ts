@@ -118,6 +118,7 @@ export function registerAccountingRoutes(app: FastifyInstance, ctx: ProxyContext
   app.get<{ Params: VersionParams; Querystring: Query }>(`${prefix}/:version/associations`, async (req, reply) => {
     const call = await admit(ctx, req, reply, 'scheddb:read', flavor);
     if (!call) return reply;
+    // Plain slurmrestd caches nothing: cachedGet only answers an unreachable slurmdbd its way.
     return cachedGet(ctx, call, req, reply, 'dbJobs', 'slurmdbd', () => {
       if (!ctx.upstream.slurmdbd) return accountingUnreachable(call);
       if (!call.principal) return accountingRefused(call);
