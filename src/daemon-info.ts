@@ -17,11 +17,27 @@ export interface DaemonInfo {
   profiles: string[];
   defaultProfile: string;
   /**
-   * What each profile can take, as known at start (src/requests/door.ts): the account its token
-   * is bound to (null: not bound) and the scopes submitting needs that it lacks. Absent in the
-   * file of a daemon older than this.
+   * What each profile can take, as known now (src/requests/door.ts decides from it): the CLI
+   * refuses what the daemon would before anything is queued. Written again whenever the daemon
+   * learns more. Absent in the file of a daemon older than this.
    */
-  doors?: Record<string, { boundAccount: string | null; missingScopes: string[] }>;
+  doors?: Record<string, ProfileDoor>;
+}
+
+/** What stands in the way of a submission to one profile, known before it is sent. */
+export interface ProfileDoor {
+  /** The account the proxy token is bound to; null: not bound. */
+  boundAccount: string | null;
+  /** The scopes submitting needs that the token lacks. */
+  missingScopes: string[];
+  /** How the missing scopes are known. Absent in an older daemon's file. */
+  scopesFrom?: 'probe' | 'declared' | 'not-applicable';
+  /** The account charged when a job names none (the profile's `account`). */
+  defaultAccount?: string | null;
+  /** The Slurm user whose associations `associatedAccounts` are. */
+  user?: string | null;
+  /** The accounts the user has an association with; null or absent: not known, nothing refused. */
+  associatedAccounts?: string[] | null;
 }
 
 export const DAEMON_INFO_FILE = 'daemon.json';

@@ -51,6 +51,11 @@ export const ERROR_CODES = {
     retryable: false,
     what: 'The job names an account the profile’s token is not bound to: leave `account` out, use the profile’s, or use another profile.',
   },
+  SCHEDFLOW_ERR_ACCOUNT_NOT_ASSOCIATED: {
+    status: 422,
+    retryable: false,
+    what: 'On plain slurmrestd, the job (or the profile, by default) charges an account the Slurm user has no association with, and Slurm would refuse it (2045): use one the message lists, or ask the Slurm admins for an association (`sacctmgr add user <name> account=<account>`).',
+  },
   SCHEDFLOW_ERR_PROFILE_SCOPE_MISSING: {
     status: 422,
     retryable: false,
@@ -441,7 +446,10 @@ export class SummaryPendingError extends SchedflowError {
  */
 export class SubmissionRefusedError extends SchedflowError {
   constructor(
-    readonly code: 'SCHEDFLOW_ERR_ACCOUNT_MISMATCH' | 'SCHEDFLOW_ERR_PROFILE_SCOPE_MISSING',
+    readonly code:
+      | 'SCHEDFLOW_ERR_ACCOUNT_MISMATCH'
+      | 'SCHEDFLOW_ERR_ACCOUNT_NOT_ASSOCIATED'
+      | 'SCHEDFLOW_ERR_PROFILE_SCOPE_MISSING',
     message: string,
   ) {
     super(message);

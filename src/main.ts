@@ -26,12 +26,11 @@ import { RedisWatch } from './redis/redis-watch.js';
 import { type AcceptDeps, acceptSubmission, type JobSubmission } from './requests/accept.js';
 import { type ArrayRetry, retryArrayTasks } from './requests/array-retry.js';
 import { cancelRequest } from './requests/canceller.js';
-import { scopeRefusal, submissionRefusal } from './requests/door.js';
+import { doorRefusal, profileDoor, submissionRefusal } from './requests/door.js';
 import { PartitionLimitsReader } from './requests/partition-limits.js';
 import { ClientRegistry } from './sched/client-registry.js';
 import type { JobSpec } from './sched/job-spec.js';
 import { loadProfiles, type Profile } from './sched/profile.js';
-import { scopesApply } from './sched/scope-check.js';
 import { startEmbeddedSimulator } from './sim/embedded.js';
 import { resubmitWithSuggestion } from './summaries/resubmit.js';
 import { resolveSummarySettings, type SummariesStatus, summariesStatus } from './summaries/summaries-service.js';
@@ -132,7 +131,7 @@ async function compose(config: DaemonConfig, logger: Logger, lifecycle: Lifecycl
   }
   const summarySettings = resolveSummarySettings(config.summaries, demoLlm);
 
-  const clients = new ClientRegistry(profiles, logger.child({ component: 'sched' }));
+  const clients = new ClientRegistry(profiles, logger.child({ component: 'sched' }), config.profileRecheckMs);
   lifecycle.add('scheduler clients', () => clients.close());
   await clients.start();
 
@@ -173,9 +172,15 @@ async function compose(config: DaemonConfig, logger: Logger, lifecycle: Lifecycl
     },
     cancelStep: (requestId, by) =>
       cancelRequest({ db: history.db, submitQueue: queues.submit, clients, logger }, requestId, by),
-    refusal: (profile) => {
+    refusal: (profile, specs) => {
       const p = profiles.get(profile);
-      return p ? scopeRefusal(p, clients.scopes(profile)) : null;
+      if (!p) return null;
+      const door = profileDoor(p, clients.scopes(profile), clients.accounts(profile));
+      for (const spec of specs) {
+        const refused = doorRefusal(profile, door, spec);
+        if (refused) return refused;
+      }
+      return null;
     },
     partitionLimits: (profile, partition) => partitionLimits.limitsOf(profile, partition),
   };
@@ -250,24 +255,25 @@ async function compose(config: DaemonConfig, logger: Logger, lifecycle: Lifecycl
   const loadedProfiles = profiles;
   const refusal = (profile: string, spec: JobSpec) => {
     const p = loadedProfiles.get(profile);
-    return p ? submissionRefusal(p, clients.scopes(profile), spec) : null;
+    return p ? submissionRefusal(p, clients.scopes(profile), clients.accounts(profile), spec) : null;
   };
-  writeDaemonInfo(config.dataDir, {
-    pid: process.pid,
-    redis,
-    queuePrefix: prefix,
-    historyFile: history.file,
-    profiles: [...profiles.keys()],
-    defaultProfile,
-    doors: Object.fromEntries(
-      [...profiles.values()].map((p) => [
-        p.name,
-        {
-          boundAccount: scopesApply(p) ? (p.account ?? null) : null,
-          missingScopes: clients.scopes(p.name)?.missing ?? [],
-        },
-      ]),
-    ),
+  // Written again whenever a profile's scopes or accounts are learnt again (the scheduler was
+  // down at start, an association was added), so the CLI's door stays the daemon's.
+  const writeInfo = () =>
+    writeDaemonInfo(config.dataDir, {
+      pid: process.pid,
+      redis,
+      queuePrefix: prefix,
+      historyFile: history.file,
+      profiles: [...profiles.keys()],
+      defaultProfile,
+      doors: Object.fromEntries(
+        [...profiles.values()].map((p) => [p.name, profileDoor(p, clients.scopes(p.name), clients.accounts(p.name))]),
+      ),
+    });
+  writeInfo();
+  clients.onReport(() => {
+    if (!lifecycle.stopRequested) writeInfo();
   });
 
   const daemon: Daemon = {

@@ -36,6 +36,7 @@ import { planArrayRetry } from '../requests/array-retry.js';
 import { formatCounts, summarizeArray } from '../requests/array-state.js';
 import { attemptPolicySchema, policyIssues } from '../requests/attempt-policy.js';
 import { attemptsOf } from '../requests/attempts.js';
+import { doorRefusal } from '../requests/door.js';
 import { readJobOutput } from '../requests/job-output.js';
 import { isTerminalRequest } from '../requests/request-state.js';
 import { parseJobArray } from '../sched/job-array.js';
@@ -224,18 +225,8 @@ export function registerJobsCommand(program: Command): void {
       }
       // What the daemon's door would refuse (src/requests/door.ts), said before anything is queued.
       const door = info.doors?.[profile];
-      if (door?.boundAccount && spec.account && spec.account !== door.boundAccount) {
-        throw new SubmissionRefusedError(
-          'SCHEDFLOW_ERR_ACCOUNT_MISMATCH',
-          `${file}: the job names account "${spec.account}", but profile "${profile}"'s token is bound to account "${door.boundAccount}" and the scheduler would refuse it (403): leave account out or use "${door.boundAccount}"`,
-        );
-      }
-      if (door?.missingScopes.length) {
-        throw new SubmissionRefusedError(
-          'SCHEDFLOW_ERR_PROFILE_SCOPE_MISSING',
-          `profile "${profile}"'s token lacks scope ${door.missingScopes.join(' and ')}, so the job could not be submitted or followed: ask the operator for a token with it, or use another profile (--profile)`,
-        );
-      }
+      const refused = door ? doorRefusal(profile, door, spec) : null;
+      if (refused) throw new SubmissionRefusedError(refused.code, `${file}: ${refused.message}`);
       const requestId = randomUUID();
       const payload: SubmitPayload = {
         requestId,

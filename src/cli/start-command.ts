@@ -72,6 +72,10 @@ export function registerStartCommand(program: Command): void {
         if (scopes && scopes.source !== 'not-applicable') {
           lines.push(`  ${scopes.missing.length ? 'WARNING: ' : ''}profile ${name}: ${scopes.detail}`);
         }
+        // Plain slurmrestd: the accounts the user's associations allow, or why they are not known.
+        const accounts = daemon.clients.accounts(name);
+        if (accounts)
+          lines.push(`  ${accounts.defaultNotAssociated ? 'WARNING: ' : ''}profile ${name}: ${accounts.detail}`);
       }
       const pipelines = daemon.pipelines.list();
       const broken = pipelines.filter((p) => p.error).length;

@@ -95,6 +95,14 @@ export const daemonConfigSchema = z.object({
     .positive()
     .default(60_000)
     .describe("How often each profile's accounting records are imported."),
+  profileRecheckMs: z
+    .number()
+    .int()
+    .positive()
+    .default(60_000)
+    .describe(
+      "How often what a profile's token and user may do, where it could not be told (a scope, the accounts of the user's associations), is asked again; known associations are read again every fifth time.",
+    ),
   submitConcurrency: z
     .number()
     .int()
@@ -170,6 +178,7 @@ export const DAEMON_ENV_NUMBERS = {
   SCHEDFLOW_POLL_CEILING_MS: 'pollCeilingMs',
   SCHEDFLOW_LOST_GRACE_MS: 'lostGraceMs',
   SCHEDFLOW_RECONCILE_EVERY_MS: 'reconcileEveryMs',
+  SCHEDFLOW_PROFILE_RECHECK_MS: 'profileRecheckMs',
   SCHEDFLOW_SUBMIT_CONCURRENCY: 'submitConcurrency',
   SCHEDFLOW_SUBMIT_LIMIT_RECHECK_MS: 'submitLimitRecheckMs',
   SCHEDFLOW_LOCK_DURATION_MS: 'lockDurationMs',

@@ -4,6 +4,7 @@ import { basename, dirname, extname, join, resolve } from 'node:path';
 import type { StepNeed } from '../db/schema.js';
 import { locate, parseSource, readYamlSource, SourceError, type YamlSource } from '../lib/yaml-source.js';
 import type { Profile } from '../sched/profile.js';
+import { scopesApply } from '../sched/scope-check.js';
 import { stringsIn, unknownPlaceholders } from './param-substitution.js';
 import { type LoadedPipeline, type PipelineFile, pipelineFileSchema } from './pipeline-file.js';
 import { MAX_PIPELINE_FILE_BYTES, MAX_PIPELINE_STEPS } from './pipeline-limits.js';
@@ -125,9 +126,14 @@ function checkProfile(def: PipelineFile, context: LoadContext, at: At): string |
   return wanted;
 }
 
-/** The proxy refuses a bearer token's submission to another account (403): say so before a run fails. */
+/**
+ * The proxy refuses a bearer token's submission to another account (403): say so before a run
+ * fails. On plain slurmrestd the profile's account is a default, and the user's associations
+ * decide, once they are known (at run creation: src/requests/door.ts).
+ */
 function checkAccounts(def: PipelineFile, profileName: string | null, context: LoadContext, at: At): void {
-  const bound = profileName ? context.profiles.get(profileName)?.account : undefined;
+  const profile = profileName ? context.profiles.get(profileName) : undefined;
+  const bound = profile && scopesApply(profile) ? profile.account : undefined;
   if (!bound) return;
   const explain = (account: string) =>
     `account "${account}" differs from the account "${bound}" that profile "${profileName}"'s token is bound to; the scheduler would refuse the submission (403): use "${bound}" or leave account out`;

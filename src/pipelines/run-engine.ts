@@ -19,6 +19,7 @@ import type { AttemptDeps } from '../requests/attempts.js';
 import type { CancelOutcome } from '../requests/canceller.js';
 import { isTerminalRequest } from '../requests/request-state.js';
 import type { DependencyResolution } from '../requests/submitter.js';
+import type { JobSpec } from '../sched/job-spec.js';
 import type { LoadedPipeline } from './pipeline-loader.js';
 import { planRun, type RunPlan, type StepPlan } from './run-plan.js';
 import { latestAttempts, legacyRetryPending, resolveDependencies } from './step-dependencies.js';
@@ -42,10 +43,11 @@ export interface RunEngineDeps extends AttemptDeps {
    */
   cancelStep(requestId: string, by: { source: 'api' | 'cli' | 'pipeline'; who: string }): Promise<CancelOutcome>;
   /**
-   * Why the profile can take no submission now (its token lacks a scope): a run asked for by
-   * someone is refused with it, a scheduled one is recorded `skipped` with it.
+   * Why the profile cannot take one of the run's steps now (its token lacks a scope, a step
+   * charges an account the user has no association with: src/requests/door.ts): a run asked
+   * for by someone is refused with it, a scheduled one is recorded `skipped` with it.
    */
-  refusal?(profile: string): Error | null;
+  refusal?(profile: string, specs: readonly JobSpec[]): Error | null;
 }
 
 export interface NewRun {
@@ -72,7 +74,12 @@ export async function createRun(deps: RunEngineDeps, pipeline: LoadedPipeline, i
     scheduledFor,
     params: input.params,
   });
-  const refused = input.skipReason ? null : (deps.refusal?.(plan.profile) ?? null);
+  const refused = input.skipReason
+    ? null
+    : (deps.refusal?.(
+        plan.profile,
+        plan.steps.map((s) => s.spec),
+      ) ?? null);
   if (refused && input.trigger !== 'schedule' && input.trigger !== 'catchup') throw refused;
   const skipReason = input.skipReason ?? refused?.message;
   const state: RunState = skipReason ? 'skipped' : input.start === 'queued' ? 'queued' : 'running';

@@ -2,13 +2,15 @@ import { SchedflowError } from '../errors.js';
 import { backoffDelayMs } from '../lib/retry-policy.js';
 import { sleep } from '../lib/sleep.js';
 import type { Logger } from '../logger.js';
+import { type AccountReport, accountsApply, accountsUnknown, associationsReport } from './account-check.js';
 import { SchedClient } from './client.js';
+import { slurmUserOf } from './credentials.js';
 import type { Profile } from './profile.js';
 import { declaredReport, notApplicable, SCOPES, type ScopeReport, scopeReport, scopesApply } from './scope-check.js';
 import { UpstreamHealth } from './upstream-health.js';
 
-/** How often scopes the proxy's answers left unknown are asked again. */
-const SCOPE_RECHECK_MS = 60_000;
+/** Known associations are read again every this many re-checks: one added with `sacctmgr` is seen then. */
+const ACCOUNTS_REFRESH_RECHECKS = 5;
 
 /** A profile whose scheduler has not answered yet: work for it waits and retries. */
 export class ProfileNotConnectedError extends SchedflowError {
@@ -28,11 +30,20 @@ export class ClientRegistry {
   private readonly healthByProfile: ReadonlyMap<string, UpstreamHealth>;
   /** What each profile's token may do, learnt once it connects (src/sched/scope-check.ts). */
   private readonly scopeReports = new Map<string, ScopeReport>();
+  /** Which accounts each profile's user may charge, on plain slurmrestd (src/sched/account-check.ts). */
+  private readonly accountReports = new Map<string, AccountReport>();
   private readonly rechecking = new Set<string>();
+  private readonly reportListeners: ((profile: string) => void)[] = [];
+  private recheckTimer: NodeJS.Timeout | undefined;
 
+  /**
+   * @param recheckMs how often scopes the proxy's answers left unknown, and accounts left
+   * unknown, are asked again. @defaultValue 60 s
+   */
   constructor(
     readonly profiles: ReadonlyMap<string, Profile>,
     private readonly logger: Logger,
+    private readonly recheckMs = 60_000,
   ) {
     this.healthByProfile = new Map([...profiles.keys()].map((name) => [name, new UpstreamHealth(name)]));
   }
@@ -51,6 +62,16 @@ export class ClientRegistry {
       this.connecting.push(this.connect(profile, settle));
     }
     await Promise.all(first);
+    // What is unknown is learnt without anyone asking, so daemon.json (the CLI's door) catches up.
+    this.recheckTimer = setInterval(() => {
+      for (const name of this.clients.keys()) this.recheck(name);
+    }, this.recheckMs);
+    this.recheckTimer.unref();
+  }
+
+  /** Called with the profile's name each time its scope or account report is learnt again. */
+  onReport(listener: (profile: string) => void): void {
+    this.reportListeners.push(listener);
   }
 
   private async connect(profile: Profile, firstAttemptDone: (fatal?: unknown) => void): Promise<void> {
@@ -62,7 +83,8 @@ export class ClientRegistry {
         });
         this.clients.set(profile.name, client);
         // Before the start is reported: the banner says what the token may not do.
-        await this.checkScopes(profile, client);
+        await Promise.all([this.checkScopes(profile, client), this.checkAccounts(profile, client)]);
+        this.reported(profile.name);
         firstAttemptDone();
         return;
       } catch (error) {
@@ -82,22 +104,55 @@ export class ClientRegistry {
   /**
    * What the profile's token may do: undefined until it has connected. A report that could not
    * tell a scope (the proxy did not answer) is learnt again in the background, at most once a
-   * minute, each time it is asked for.
+   * `recheckMs`, each time it is asked for (and by the timer of start()).
    */
   scopes(profile: string): ScopeReport | undefined {
-    const report = this.scopeReports.get(profile);
+    this.recheck(profile);
+    return this.scopeReports.get(profile);
+  }
+
+  /**
+   * Which accounts the profile's user may charge: undefined where it does not apply (the proxy)
+   * or before the first connection. Unknown ones are read again as scopes are, known ones every
+   * fifth time.
+   */
+  accounts(profile: string): AccountReport | undefined {
+    this.recheck(profile);
+    return this.accountReports.get(profile);
+  }
+
+  private recheck(profile: string): void {
     const client = this.clients.get(profile);
-    if (
-      report?.source === 'probe' &&
-      client &&
-      SCOPES.some((s) => report.scopes[s] === 'unknown') &&
-      Date.now() - report.checkedAt > SCOPE_RECHECK_MS &&
-      !this.rechecking.has(profile)
-    ) {
-      this.rechecking.add(profile);
-      void this.checkScopes(client.profile, client).finally(() => this.rechecking.delete(profile));
+    if (!client || this.rechecking.has(profile)) return;
+    const now = Date.now();
+    const scopes = this.scopeReports.get(profile);
+    const scopesDue =
+      scopes?.source === 'probe' &&
+      SCOPES.some((s) => scopes.scopes[s] === 'unknown') &&
+      now - scopes.checkedAt >= this.recheckMs;
+    const accounts = this.accountReports.get(profile);
+    const accountsDue =
+      accounts !== undefined &&
+      now - accounts.checkedAt >=
+        (accounts.source === 'unknown' ? this.recheckMs : ACCOUNTS_REFRESH_RECHECKS * this.recheckMs);
+    if (!scopesDue && !accountsDue) return;
+    this.rechecking.add(profile);
+    void Promise.all([
+      scopesDue ? this.checkScopes(client.profile, client) : undefined,
+      accountsDue ? this.checkAccounts(client.profile, client) : undefined,
+    ])
+      .then(() => this.reported(profile))
+      .finally(() => this.rechecking.delete(profile));
+  }
+
+  private reported(profile: string): void {
+    for (const listener of this.reportListeners) {
+      try {
+        listener(profile);
+      } catch (error) {
+        this.logger.warn({ profile, err: error }, 'a listener of scope and account reports failed');
+      }
     }
-    return report;
   }
 
   private async checkScopes(profile: Profile, client: SchedClient): Promise<void> {
@@ -111,6 +166,31 @@ export class ClientRegistry {
     }
     this.scopeReports.set(profile.name, report);
     if (report.missing.length > 0) this.logger.warn({ profile: profile.name, missing: report.missing }, report.detail);
+  }
+
+  /** Reads the user's associations; what cannot be read is said, and refuses nothing. */
+  private async checkAccounts(profile: Profile, client: SchedClient): Promise<void> {
+    if (!accountsApply(profile)) return;
+    let report: AccountReport;
+    let user: string | null = null;
+    try {
+      user = slurmUserOf(profile);
+      report = user
+        ? associationsReport(profile, user, await client.userAccounts(user))
+        : accountsUnknown(null, "the token names no Slurm user (no JWT 'sun' claim)");
+    } catch (error) {
+      const status = (error as { status?: number }).status;
+      const why =
+        status === 404
+          ? 'the scheduler serves no accounting (404)'
+          : status === 403
+            ? 'the associations may not be read (403)'
+            : (error as Error).message;
+      report = accountsUnknown(user, why);
+    }
+    this.accountReports.set(profile.name, report);
+    const log = report.defaultNotAssociated ? 'warn' : 'info';
+    this.logger[log]({ profile: profile.name, user: report.user, accounts: report.accounts }, report.detail);
   }
 
   get(profile: string): SchedClient {
@@ -129,6 +209,7 @@ export class ClientRegistry {
   }
 
   async close(): Promise<void> {
+    clearInterval(this.recheckTimer);
     this.abort.abort();
     await Promise.allSettled(this.connecting);
     await Promise.all([...this.clients.values()].map((c) => c.close()));

@@ -147,6 +147,12 @@ const partitionMaximumsSchema = z.object({
   maximums: z.object({ time: noValSchema.optional(), partition_memory_per_node: noValSchema.optional() }).optional(),
 });
 
+/** The members of `GET /slurmdb/{v}/associations` schedflow reads (the same in v0.0.42 to v0.0.44). */
+const associationsSchema = z.object({
+  associations: z.array(z.object({ account: z.string(), user: z.string(), cluster: z.string().optional() })),
+  meta: z.object({ slurm: z.object({ cluster: z.string().optional() }).optional() }).optional(),
+});
+
 function arrayMember(body: unknown, member: string, request: string): unknown[] {
   const value = (body as Json | undefined)?.[member];
   if (!Array.isArray(value)) {
@@ -691,6 +697,30 @@ export class SchedClient {
     const report = scopeReport('probe', Object.fromEntries(states));
     this.logger.info({ profile: this.profile.name, scopes: report.scopes }, report.detail);
     return report;
+  }
+
+  /**
+   * The accounts `user` has an association with on this cluster, from slurmdbd
+   * (`GET /slurmdb/{v}/associations?user=`): what Slurm lets the user charge. slurmdbd may hold
+   * several clusters' associations; only those of the cluster slurmrestd serves count. Asked
+   * once, not retried: the caller asks again later.
+   */
+  async userAccounts(user: string): Promise<string[]> {
+    const req: TransportRequest = { method: 'GET', path: `${this.db}/associations`, query: { user }, retry: false };
+    const res = await this.transport.send(req);
+    const parsed = associationsSchema.safeParse(res.body);
+    if (!parsed.success) {
+      throw new UnexpectedResponseError(`${this.transport.describe(req)} answered no associations schedflow can read`, {
+        status: res.status,
+        message: parsed.error.message,
+        slurmErrors: [],
+        request: this.transport.describe(req),
+      });
+    }
+    const cluster = parsed.data.meta?.slurm?.cluster;
+    return parsed.data.associations
+      .filter((a) => a.user === user && (!cluster || !a.cluster || a.cluster === cluster))
+      .map((a) => a.account);
   }
 
   /** Cancels a job; a refusal Slurm reports inside a 200 answer becomes CancelFailedError. */

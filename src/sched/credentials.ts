@@ -1,4 +1,5 @@
 import { execFile } from 'node:child_process';
+import { userInfo } from 'node:os';
 import type { Secret } from '../lib/secret.js';
 import type { AuthSettings, Profile } from './profile.js';
 import { readToken } from './profile.js';
@@ -54,5 +55,35 @@ export function credentialsFor(profile: Profile, env: NodeJS.ProcessEnv = proces
     }
     case 'munge':
       return { type: 'munge', headers: async () => ({ authorization: `MUNGE ${await mungeCredential()}` }) };
+  }
+}
+
+/**
+ * The Slurm user a profile's requests act as, for reading their associations: the header pair
+ * names it (slurmrestd refuses a token whose user differs, error 1007); a JWT sent alone is the
+ * user of its `sun` claim, as `scontrol token` writes it and slurmrestd reads it; a MUNGE
+ * credential carries this process's uid, made on this host. Null when it cannot be told (a
+ * token that is no JWT).
+ */
+export function slurmUserOf(profile: Profile, env: NodeJS.ProcessEnv = process.env): string | null {
+  const auth = profile.auth;
+  switch (auth.type) {
+    case 'header-pair':
+      return auth.user;
+    case 'bearer':
+      return jwtUser(readToken(auth, env).reveal());
+    case 'munge':
+      return userInfo().username;
+  }
+}
+
+function jwtUser(token: string): string | null {
+  const payload = token.split('.')[1];
+  if (!payload) return null;
+  try {
+    const claims = JSON.parse(Buffer.from(payload, 'base64url').toString('utf8')) as { sun?: unknown };
+    return typeof claims.sun === 'string' && claims.sun !== '' ? claims.sun : null;
+  } catch {
+    return null;
   }
 }

@@ -10,6 +10,14 @@ export interface UserAssociations {
   maxSubmitJobs: number | undefined;
 }
 
+/** One user association as slurmdbd lists it (`sacctmgr show assoc`). */
+export interface AssociationRecord {
+  id: number;
+  user: string;
+  account: string;
+  isDefault: boolean;
+}
+
 /**
  * The simulated slurmdbd's user associations (`sacctmgr add user … account= defaultaccount=`),
  * from the simulator's `users` settings. The submit limit can change while the simulator runs,
@@ -28,6 +36,26 @@ export class Associations {
       accounts: settings?.accounts ?? (defaultAccount === undefined ? undefined : [defaultAccount]),
       maxSubmitJobs: this.limits.has(user) ? this.limits.get(user) : settings?.maxSubmitJobs,
     };
+  }
+
+  /**
+   * The user associations `GET /slurmdb/{v}/associations` lists, in the order of the users'
+   * settings, filtered as slurmdbd filters (`user`, `account`: any of the values). A user
+   * configured without accounts or default account has none (the simulator lets them charge any).
+   */
+  list(filter: { users?: readonly string[] | undefined; accounts?: readonly string[] | undefined } = {}) {
+    const records: AssociationRecord[] = [];
+    let id = 0;
+    for (const user of Object.keys(this.users)) {
+      const { defaultAccount, accounts } = this.of(user);
+      for (const account of accounts ?? []) {
+        id++;
+        if (filter.users && !filter.users.includes(user)) continue;
+        if (filter.accounts && !filter.accounts.includes(account)) continue;
+        records.push({ id, user, account, isDefault: account === defaultAccount });
+      }
+    }
+    return records;
   }
 
   /** Sets (null: removes) the user's MaxSubmitJobs, as `sacctmgr … set MaxSubmitJobs=<n>` (or -1) does. */

@@ -82,6 +82,8 @@ export async function startRealDaemon(
     profileExtra?: object;
     /** More profiles on the same cluster, by name, each pinned to a data parser version (or latest). */
     versions?: Record<string, string>;
+    /** More profiles on the same cluster, by name: members that replace `real`'s. */
+    profiles?: Record<string, (real: Record<string, unknown>) => object>;
   } = {},
 ): Promise<RealDaemon> {
   const root = mkdtempSync(join(tmpdir(), 'schedflow-real-'));
@@ -96,6 +98,9 @@ export async function startRealDaemon(
   writeFileSync(join(configDir, 'profiles', 'real.yaml'), JSON.stringify(input));
   for (const [name, version] of Object.entries(options.versions ?? {})) {
     writeFileSync(join(configDir, 'profiles', `${name}.yaml`), JSON.stringify({ ...input, version }));
+  }
+  for (const [name, extra] of Object.entries(options.profiles ?? {})) {
+    writeFileSync(join(configDir, 'profiles', `${name}.yaml`), JSON.stringify({ ...input, ...extra(input) }));
   }
   mkdirSync(join(configDir, 'pipelines'), { recursive: true });
   for (const [name, text] of Object.entries(options.pipelines ?? {})) {

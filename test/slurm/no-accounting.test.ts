@@ -46,4 +46,17 @@ describe('a cluster without accounting', () => {
     expect((await d.waitForState(bad, 'failed', 90_000)).exit_code).toBe(6);
     await d.waitForState(cancelled, 'cancelled', 90_000);
   });
+
+  it('says the accounts of the user are unknown there, and refuses nothing for them', async () => {
+    expect(d.process.stdout).toContain(
+      'profile real: accounts unknown: the scheduler serves no accounting (404) (Slurm decides at submit; checked again later)',
+    );
+    const ready = await d.api('GET', '/readyz');
+    expect((ready.json as { detail?: Record<string, string> }).detail?.['accounts:real']).toMatch(/^accounts unknown/);
+    const other = await d.api('POST', '/api/v1/jobs', {
+      profile: 'real',
+      spec: realSpec('sf-noacct-other', 'true', { account: 'other' }),
+    });
+    expect(other.status).toBe(201);
+  });
 });

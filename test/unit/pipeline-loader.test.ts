@@ -8,8 +8,9 @@ import { planRun } from '../../src/pipelines/run-plan.js';
 import { parseProfile } from '../../src/sched/profile.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'schedflow-pipelines-'));
+// A proxy token, bound to its account (a MUNGE or plain-slurmrestd profile's account is a default).
 const profiles = new Map([
-  ['lab', parseProfile('lab', { url: 'http://127.0.0.1:1', auth: { type: 'munge' }, account: 'lab' })],
+  ['lab', parseProfile('lab', { url: 'http://127.0.0.1:1', auth: { type: 'bearer', tokenEnv: 'T' }, account: 'lab' })],
 ]);
 
 /** The problems of a pipeline file's text, one string each (`file:line:col: …` without the folder). */
@@ -76,6 +77,15 @@ describe('pipeline files: problems say where and what', () => {
     expect(problems(`steps:\n${step}    account: physics\n`)).toEqual([
       'p.yaml:4:14: steps.a.account: account "physics" differs from the account "lab" that profile "lab"\'s token is bound to; the scheduler would refuse the submission (403): use "lab" or leave account out',
     ]);
+  });
+
+  it("another account than a profile's default where no token binds it: Slurm's associations decide, at run creation", () => {
+    const file = join(dir, 'munge.yaml');
+    writeFileSync(file, `steps:\n${step}    account: physics\n`);
+    const munge = parseProfile('munge', { url: 'http://127.0.0.1:1', auth: { type: 'munge' }, account: 'lab' });
+    expect(() =>
+      loadPipelineFile(file, { profiles: new Map([['munge', munge]]), defaultProfile: 'munge' }),
+    ).not.toThrow();
   });
 
   it('needs naming a missing step, and a cycle', () => {

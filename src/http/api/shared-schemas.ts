@@ -70,7 +70,7 @@ const ERROR_DESCRIPTIONS: Record<number, string> = {
   409: 'conflicts with the state of the resource or with an earlier use of the Idempotency-Key',
   413: 'body larger than 1 MiB',
   415: 'a body of a media type the API does not read: send Content-Type: application/json',
-  422: "the profile cannot take this job: another account than its token's (`SCHEDFLOW_ERR_ACCOUNT_MISMATCH`), or its token lacks a scope (`SCHEDFLOW_ERR_PROFILE_SCOPE_MISSING`)",
+  422: "the profile cannot take this job: another account than its token's (`SCHEDFLOW_ERR_ACCOUNT_MISMATCH`), an account its Slurm user has no association with (`SCHEDFLOW_ERR_ACCOUNT_NOT_ASSOCIATED`), or its token lacks a scope (`SCHEDFLOW_ERR_PROFILE_SCOPE_MISSING`)",
   429: "the token's rate limit is reached: see Retry-After",
   500: 'a bug; the answer carries a request id to find it in the log',
   502: 'the scheduler refused (its status and message are in `upstream`)',

@@ -13,6 +13,8 @@ export interface VersionTemplates {
   slurmdbJob: Record<string, unknown>;
   meta: Record<string, unknown>;
   slurmdbMeta: Record<string, unknown>;
+  /** One element of `associations[]` (`GET /slurmdb/{v}/associations`). */
+  association: Record<string, unknown>;
 }
 
 const TEMPLATES: Record<ApiVersion, VersionTemplates> = {

@@ -1,8 +1,10 @@
 import type { FastifyInstance } from 'fastify';
 import { type AccountingFilter, matchesFilter } from '../accounting-query.js';
+import type { AssociationRecord } from '../associations.js';
 import type { Flavor } from '../flavor.js';
 import { admit, type CallContext, cachedGet, type Produced, type ProxyContext } from '../proxy-context.js';
 import { renderSlurmdbJob } from '../render/slurmdb-job.js';
+import { templateFor } from '../render/templates.js';
 import type { SimJob } from '../sim-job.js';
 import type { SlurmError } from '../slurm-errno.js';
 import {
@@ -56,6 +58,24 @@ function listing(call: CallContext, jobs: SimJob[], nowSec: number): Produced {
   return { status: 200, body: { jobs: rendered, ...call.envelope('slurmdbd', [], warnings) } };
 }
 
+/**
+ * One association as slurmdbd 25.11.7 lists it (test/fixtures/real-slurm-25.11/associations_*):
+ * the captured record with the simulator's user, account and cluster. The v0.0.42 parser
+ * dumps every id as 0.
+ */
+function renderAssociation(call: CallContext, record: AssociationRecord, clusterName: string) {
+  const t = structuredClone(templateFor(call.version).association);
+  return {
+    ...t,
+    account: record.account,
+    cluster: clusterName,
+    id: call.version === 'v0.0.42' ? 0 : record.id,
+    is_default: record.isDefault,
+    lineage: `/${record.account}/0-${record.user}/`,
+    user: record.user,
+  };
+}
+
 /** slurmdbd endpoints under `{prefix}/{version}/`: the job history and one job's record. */
 export function registerAccountingRoutes(app: FastifyInstance, ctx: ProxyContext, flavor: Flavor): void {
   const prefix = flavor.accounting;
@@ -90,6 +110,28 @@ export function registerAccountingRoutes(app: FastifyInstance, ctx: ProxyContext
       // array's id lists every record of the array.
       const records = job?.arrayJobId === jobId ? ctx.cluster.arrayRecords(jobId) : job ? [job] : [];
       return listing(call, records, Math.floor(Date.now() / 1000));
+    });
+  });
+
+  // Plain slurmrestd only: the proxy's contract names no associations endpoint.
+  if (flavor.kind !== 'slurmrestd') return;
+  app.get<{ Params: VersionParams; Querystring: Query }>(`${prefix}/:version/associations`, async (req, reply) => {
+    const call = await admit(ctx, req, reply, 'scheddb:read', flavor);
+    if (!call) return reply;
+    // Plain slurmrestd caches nothing: cachedGet only answers an unreachable slurmdbd its way.
+    return cachedGet(ctx, call, req, reply, 'dbJobs', 'slurmdbd', () => {
+      if (!ctx.upstream.slurmdbd) return accountingUnreachable(call);
+      if (!call.principal) return accountingRefused(call);
+      const records = ctx.associations.list({
+        users: listParam(req.query.user),
+        accounts: listParam(req.query.account),
+      });
+      const associations = records.map((r) => renderAssociation(call, r, ctx.config.clusterName));
+      // Like the job listing, an empty one comes with slurmdbd's "found nothing" warning.
+      const warnings = associations.length
+        ? []
+        : [warning('slurmdb_associations_get() found nothing', '_dump_assoc_cond')];
+      return { status: 200, body: { associations, ...call.envelope('slurmdbd', [], warnings) } };
     });
   });
 }

@@ -1,11 +1,11 @@
-import { writeFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { listRequests } from '../../../src/db/requests.js';
 import { apiClient, errorOf, shellSpec } from '../../helpers/api.js';
 import { runCli } from '../../helpers/cli-process.js';
 import { daemonTestEnv, startTestDaemon } from '../../helpers/daemon.js';
-import { http } from '../../helpers/http.js';
+import { http, waitFor } from '../../helpers/http.js';
 import { READONLY_TOKEN } from '../../helpers/sim.js';
 
 /**
@@ -113,5 +113,44 @@ describe('early checks of what a profile can take', () => {
     expect(account.stderr).toMatch(/bound to account "lab" and the scheduler would refuse it/);
     expect(scopes.code).toBe(2);
     expect(scopes.stderr).toMatch(/profile "readonly"'s token lacks scope sched:jobs:manage and scheddb:read/);
+  }, 90_000);
+
+  it('learns the scopes of a profile whose proxy was down at start, and writes them to daemon.json', async () => {
+    const sim = await env.sim();
+    await sim.server.stop();
+    const td = await startTestDaemon(
+      sim.url,
+      env.redis.url,
+      {},
+      {},
+      {},
+      { readonly: { token: READONLY_TOKEN, account: 'lab' } },
+    );
+    env.defer(() => td.stop());
+    const doors = () =>
+      (
+        JSON.parse(readFileSync(join(td.dataDir, 'daemon.json'), 'utf8')) as {
+          doors: Record<string, { missingScopes: string[] }>;
+        }
+      ).doors;
+    // Not connected: nothing known, nothing refused yet.
+    expect(td.daemon.clients.scopes('readonly')).toBeUndefined();
+    expect(doors().readonly?.missingScopes).toEqual([]);
+
+    await sim.restart();
+    // Nobody asks the daemon: it connects by itself, and the CLI's door follows.
+    await waitFor(async () => (doors().readonly?.missingScopes.length ? true : undefined), {
+      what: 'daemon.json to carry the missing scopes',
+      timeoutMs: 30_000,
+      intervalMs: 100,
+    });
+    expect(doors().readonly?.missingScopes).toEqual(['sched:jobs:manage', 'scheddb:read']);
+    const plain = join(sim.workDir, 'plain.json');
+    writeFileSync(plain, JSON.stringify(shellSpec('door', 'true', sim.workDir)));
+    const refused = await runCli(['jobs', 'submit', plain, '--profile', 'readonly', '--data-dir', td.dataDir], {
+      timeoutMs: 60_000,
+    });
+    expect(refused.code).toBe(2);
+    expect(refused.stderr).toMatch(/profile "readonly"'s token lacks scope sched:jobs:manage and scheddb:read/);
   }, 90_000);
 });

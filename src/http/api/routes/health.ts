@@ -76,6 +76,11 @@ export const healthRoutes: FastifyPluginAsyncZod<{ deps: ApiDeps; metrics: ApiMe
         if (scopes && (scopes.missing.length > 0 || Object.values(scopes.scopes).includes('unknown'))) {
           detail[`scopes:${profile}`] = scopes.detail;
         }
+        // Nor does an account the user cannot charge, or accounts that could not be read.
+        const accounts = deps.clients.accounts(profile);
+        if (accounts && (accounts.defaultNotAssociated || accounts.source === 'unknown')) {
+          detail[`accounts:${profile}`] = accounts.detail;
+        }
       }
       return reply
         .code(ready ? 200 : 503)

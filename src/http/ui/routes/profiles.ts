@@ -37,6 +37,8 @@ export async function profilePages(app: FastifyInstance, { ctx }: { ctx: UiConte
               : html`yes`;
       const rateLimited = /\b429\b|rate.?limit/i.test(sync?.lastPollError ?? '');
       const scopes = clients.scopes(p.name);
+      // Plain slurmrestd: which accounts the user's associations allow (src/sched/account-check.ts).
+      const accounts = clients.accounts(p.name);
       // A token without a scope submitting needs: said here, and its submissions are refused at the door.
       const scopesText = !scopes
         ? html`<span class="muted">not known until the scheduler answers</span>`
@@ -46,7 +48,11 @@ export async function profilePages(app: FastifyInstance, { ctx }: { ctx: UiConte
       return html`<section class="panel" aria-labelledby="profile-${p.name}"><h2 id="profile-${p.name}">${p.name}</h2><dl class="facts">
 <dt>Scheduler</dt><dd><code>${p.url}</code> (account ${p.account ?? '—'})</dd>
 <dt>API version</dt><dd>${connected ? clients.get(p.name).version : '—'} <span class="muted">(asked for ${p.version})</span></dd>
-<dt>Token scopes</dt><dd>${scopesText}</dd>
+<dt>Token scopes</dt><dd>${scopesText}</dd>${
+        accounts
+          ? html`<dt>Accounts</dt><dd${accounts.defaultNotAssociated ? html` class="stale"` : ''}>${accounts.detail}</dd>`
+          : ''
+      }
 <dt>Upstream reachable</dt><dd>${reachable}</dd>
 <dt>Last poll</dt><dd>${time(sync?.lastPollAt ?? null)}${
         sincePollMs !== null
