@@ -35,8 +35,10 @@ async function main(argv: string[]): Promise<void> {
   const words = argv.slice(2).filter((arg) => !arg.startsWith('-'));
   const asked = words[0] === 'help' ? words[1] : words[0];
   const one = COMMANDS.find(([names]) => asked !== undefined && names.includes(asked));
-  // Every command for the overall help, or an unknown command (commander then suggests the nearest).
-  for (const [, load] of one ? [one] : COMMANDS) (await load())(program);
+  // `--version` alone needs no command; the overall help, or an unknown command (commander then
+  // suggests the nearest), needs every one.
+  const versionOnly = asked === undefined && argv.slice(2).some((arg) => arg === '-V' || arg === '--version');
+  for (const [, load] of one ? [one] : versionOnly ? [] : COMMANDS) (await load())(program);
   await program.parseAsync(argv);
 }
 

@@ -93,15 +93,20 @@ afterAll(async () => {
 });
 
 describe('schedflow sched: connection and versions', () => {
-  it('the entry point runs under tsx (--version)', async () => {
-    // Without a command every command's module is loaded, so all of them compile under tsx:
-    // seconds of tsx's work, more on a loaded machine.
-    const [tsx, built] = await Promise.all([
-      runCli(['--version'], { viaTsx: true, timeoutMs: 60_000 }),
+  it('the entry point runs under tsx (--help loads every command); --version loads none', async () => {
+    // The overall help loads every command's module, so all of them compile under tsx: seconds
+    // of tsx's work, more on a loaded machine.
+    const [tsx, built, version] = await Promise.all([
+      runCli(['--help'], { viaTsx: true, timeoutMs: 60_000 }),
+      runCli(['--help']),
       runCli(['--version']),
     ]);
-    expect(ok(tsx)).toMatch(/^\d+\.\d+\.\d+\n$/);
+    expect(ok(tsx)).toMatch(/^Usage: schedflow /);
+    for (const command of ['start', 'jobs', 'runs', 'tokens', 'pipelines', 'sched', 'sim', 'setup']) {
+      expect(tsx.stdout).toMatch(new RegExp(`^  ${command}\\b`, 'm'));
+    }
     expect(ok(built)).toBe(tsx.stdout);
+    expect(ok(version)).toMatch(/^\d+\.\d+\.\d+\n$/);
   }, 90_000);
 
   it('ping prints ok, the URL and the API version in use; --json works before and after the subcommand', async () => {
