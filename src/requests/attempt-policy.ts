@@ -34,7 +34,7 @@ export type RetryState = (typeof RETRY_STATES)[number];
 
 /** Why `on` may not name CANCELLED, said where a policy comes in. */
 export const CANCELLED_NOT_RETRIED =
-  'CANCELLED is never retried: a cancel is a person\'s (schedflow jobs cancel, the web UI, scancel) and a retry would undo it; remove it from on';
+  "CANCELLED is never retried: a cancel is a person's (schedflow jobs cancel, the web UI, scancel) and a retry would undo it; remove it from on";
 
 // Other values keep zod's message, which lists the states.
 const retryStateSchema = z.enum(RETRY_STATES, {

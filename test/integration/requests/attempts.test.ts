@@ -318,7 +318,9 @@ describe('retry policies of job requests', () => {
     const ended = await td.waitForState(id, 'failed', 15_000);
     expect(taskCounts(db, id)).toEqual({ failed: 1, cancelled: 2 });
     expect(ended.retryDueAt).toBeNull();
-    expect(ended.retryNote).toMatch(/^2 tasks were cancelled: an array with cancelled tasks is not retried by its policy/);
+    expect(ended.retryNote).toMatch(
+      /^2 tasks were cancelled: an array with cancelled tasks is not retried by its policy/,
+    );
     // Still nothing made once the pipeline tick (which makes due attempts) has run a few times.
     await new Promise((resolve) => setTimeout(resolve, 1000));
     expect(attemptsOf(db, id)).toHaveLength(1);
