@@ -109,13 +109,15 @@ export function planArrays(
           changed.add(task.jobId);
           ended = true;
         }
-      } else unseenPending = true;
+      } else if (fresh) unseenPending = true;
     }
     if (unseen.size > 0) unseenOf.set(row.id, unseen);
-    // A task that left the array's record under a job id not known yet; or the whole array gone
-    // from the controller: its id brings every task's record.
+    // A task that left the array's record under a job id not known yet (named below while few;
+    // none at all: it left the controller too); or the whole array gone from the controller: its
+    // id brings every task's record.
     const nothingSeen = seen.size === 0 && fresh && [...stored.values()].some((t) => !isTerminalRequest(t.state));
-    if (nothingSeen || (unseenPending && unknown.size > TASK_IDS_PER_ARRAY) || changed.size > TASK_IDS_PER_ARRAY) {
+    const unexplained = unseenPending && (unknown.size > TASK_IDS_PER_ARRAY || unknown.size === 0);
+    if (nothingSeen || unexplained || changed.size > TASK_IDS_PER_ARRAY) {
       ids.add(arrayId);
       ended ||= nothingSeen;
     } else {

@@ -58,8 +58,9 @@ export interface PollReport {
    * and 0 when the last check is recent. Otherwise one `jobs/state` request per chunk of tracked
    * job ids (one up to 500 jobs), one accounting request per chunk of jobs that changed, finished
    * or left the controller (one when up to 500 did; more in a mass end, within the request
-   * budget), one controller listing when accounting could not describe an ended job, and one when
-   * a record may be another job's.
+   * budget), one controller listing when accounting could not describe an ended job (or an array
+   * task's end: at once when accounting did not answer, after ARRAY_END_PATIENCE_MS when it
+   * answered without it), and one when a record may be another job's.
    */
   requests: number;
   changed: number;

@@ -1,7 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { tasksOf } from '../../src/db/array-tasks.js';
 import { killLeftovers } from '../helpers/cli-process.js';
+import { startFlakyProxy } from '../helpers/flaky-proxy.js';
 import { startTestRedis, type TestRedis } from '../helpers/redis.js';
+import { realSlurm } from './cluster.js';
 import { type RealDaemon, realSpec, startRealDaemon } from './daemon-helpers.js';
 
 /**
@@ -66,4 +68,34 @@ describe('an array job through the daemon on real Slurm', () => {
     const again = await d.waitForState(retry.id, 'completed', 60_000);
     expect(again.array).toMatchObject({ task_count: 1, counts: { completed: 1 }, failures: [], retry_of: id });
   });
+});
+
+describe("an array whose tasks' accounting records never come", () => {
+  it("ends from the controller's records of its tasks once accounting has said nothing for 30 s", async () => {
+    // slurmdbd answers, without the array's records (a proxy takes them out): the controller,
+    // which keeps ended tasks a minute (MinJobAge=60), has them.
+    const proxy = await startFlakyProxy(realSlurm().url);
+    proxy.rewrite = (req, body) =>
+      req.url.startsWith('/slurmdb/') ? body.replace(/"jobs":\s*\[.*\],\s*"meta"/s, '"jobs":[],"meta"') : body;
+    // Beside the file's daemon on the same Redis: its own queues, so only it takes its submissions.
+    const other = await startRealDaemon(redis, { url: proxy.url, env: { SCHEDFLOW_QUEUE_PREFIX: 'sf-noacct' } });
+    try {
+      const body = '[ "$SLURM_ARRAY_TASK_ID" = 0 ] && exit 3\ntrue';
+      const id = await other.submit(realSpec('sf-array-noacct', body, { array: '0-1' }));
+      const ended = await other.waitForState(id, 'failed', 100_000);
+      expect(ended.reason).toContain('1 of 2 tasks did not complete (0: failed, exit 3)');
+      const tasks = other.read((db) => tasksOf(db, id));
+      expect(tasks.map((task) => [task.taskId, task.state, task.exitCode])).toEqual([
+        [0, 'failed', 3],
+        [1, 'completed', 0],
+      ]);
+      expect(tasks.every((task) => task.nodes && task.startedAt && task.endedAt)).toBe(true);
+      // From the controller: accounting was asked (and answered nothing) before the wait ran out.
+      expect(proxy.requests.some((r) => r.url.startsWith('/slurmdb/') && r.url.includes('/jobs'))).toBe(true);
+      expect(proxy.requests.some((r) => /\/slurm\/v[\d.]+\/jobs(\?|$)/.test(r.url))).toBe(true);
+    } finally {
+      await other.stop();
+      await proxy.close();
+    }
+  }, 150_000);
 });
