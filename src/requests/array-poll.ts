@@ -285,12 +285,15 @@ export function applyControllerTaskRecords(
   const settled = new Set<string>();
   if (!listing) return settled;
   const byArrayId = new Map(arrays.map((row) => [row.jobId as number, row]));
+  const taskOf = new Map<string, ArrayTaskRow>();
+  for (const row of arrays)
+    for (const task of plan.tasks.get(row.id) ?? []) taskOf.set(keyOf(row.id, task.taskId), task);
   const patches = new TaskPatches();
   for (const record of listing.records) {
     const row = record.array_job_id === null ? undefined : byArrayId.get(record.array_job_id);
     if (!row || record.array_task_id === null) continue;
     const taskId = record.array_task_id;
-    const task = plan.tasks.get(row.id)?.find((t) => t.taskId === taskId);
+    const task = taskOf.get(keyOf(row.id, taskId));
     if (!task || isTerminalRequest(task.state)) continue;
     if (jobIdentity(record, row) !== 'ours') {
       if (!listing.fresh) continue;
