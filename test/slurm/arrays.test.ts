@@ -99,3 +99,34 @@ describe("an array whose tasks' accounting records never come", () => {
     }
   }, 150_000);
 });
+
+describe("an array's job id held by another job (as after slurmctld lost the array in a crash)", () => {
+  it("never takes the other job's records for its tasks: they end node_fail, JobLostByController", async () => {
+    // Real answers, with what a reused id would show: accounting's records of another name (it
+    // keeps no comments here), the controller's with another request's marker.
+    const name = `sf-array-ours-${Date.now()}`;
+    const proxy = await startFlakyProxy(realSlurm().url);
+    proxy.rewrite = (req, body) => {
+      if (req.url.startsWith('/slurmdb/')) return body.replaceAll(`"${name}"`, '"sf-someone-else"');
+      if (/\/slurm\/v[\d.]+\/jobs(\?|$)/.test(req.url)) {
+        return body.replace(/"comment": "schedflow:[^"]*"/g, '"comment": "schedflow:someone-else"');
+      }
+      return body;
+    };
+    const other = await startRealDaemon(redis, { url: proxy.url, env: { SCHEDFLOW_QUEUE_PREFIX: 'sf-reused' } });
+    try {
+      const id = await other.submit(realSpec(name, 'exit 0', { array: '0-1' }));
+      const ended = await other.waitForState(id, 'failed', 100_000);
+      const tasks = other.read((db) => tasksOf(db, id));
+      // The jobs completed with exit 0: never recorded as this request's, whose jobs they may not be.
+      expect(tasks.map((task) => [task.taskId, task.state, task.reason, task.exitCode])).toEqual([
+        [0, 'node_fail', 'JobLostByController', null],
+        [1, 'node_fail', 'JobLostByController', null],
+      ]);
+      expect(ended.reason).toContain('2 of 2 tasks did not complete (0: node_fail; 1: node_fail)');
+    } finally {
+      await other.stop();
+      await proxy.close();
+    }
+  }, 150_000);
+});
