@@ -130,3 +130,41 @@ describe("an array's job id held by another job (as after slurmctld lost the arr
     }
   }, 150_000);
 });
+
+describe('an array the controller and accounting stop showing', () => {
+  it('is lost after the grace, task by task, and followed again once its tasks are seen', async () => {
+    // While `hidden`, the controller's answers (light and full) lack the array's tasks and
+    // accounting's lack its records: as after slurmctld lost it, with slurmdbd not told yet.
+    let hidden = false;
+    const proxy = await startFlakyProxy(realSlurm().url);
+    proxy.rewrite = (req, body) => {
+      const hides = req.url.startsWith('/slurmdb/') || /\/slurm\/v[\d.]+\/jobs(\/state)?(\?|$)/.test(req.url);
+      return hidden && hides ? body.replace(/"jobs":\s*\[.*\],\s*"meta"/s, '"jobs":[],"meta"') : body;
+    };
+    const other = await startRealDaemon(redis, {
+      url: proxy.url,
+      env: { SCHEDFLOW_QUEUE_PREFIX: 'sf-lost', SCHEDFLOW_LOST_GRACE_MS: '3000' },
+    });
+    try {
+      const id = await other.submit(realSpec('sf-array-lost', 'sleep 25', { array: '0-1' }));
+      await other.waitForState(id, 'running', 60_000);
+      hidden = true;
+      const lost = await other.waitForState(id, 'lost', 60_000);
+      expect(lost.transitions.at(-1)?.detail).toMatch(
+        /^all 2 tasks of array job \d+ have been missing from the controller and from accounting for over 3 s/,
+      );
+      expect(other.read((db) => tasksOf(db, id)).map((task) => task.state)).toEqual(['lost', 'lost']);
+      // Seen again (still running, or ended in accounting): followed to the end, never assumed finished.
+      hidden = false;
+      const done = await other.waitForState(id, 'completed', 90_000);
+      expect(done.transitions.map((t) => t.to)).toContain('lost');
+      expect(other.read((db) => tasksOf(db, id)).map((task) => [task.state, task.exitCode])).toEqual([
+        ['completed', 0],
+        ['completed', 0],
+      ]);
+    } finally {
+      await other.stop();
+      await proxy.close();
+    }
+  }, 200_000);
+});
