@@ -175,6 +175,11 @@ export const arrayTasks = sqliteTable(
     startedAt: integer('started_at'),
     endedAt: integer('ended_at'),
     nodes: text('nodes'),
+    /**
+     * Since when the task has been missing from the controller with nothing from accounting (ms);
+     * after the lost grace it is `lost`, as a single job is (src/requests/array-poll.ts).
+     */
+    missingSince: integer('missing_since'),
   },
   (t) => [primaryKey({ columns: [t.requestId, t.taskId] }), index('array_tasks_state').on(t.requestId, t.state)],
 );

@@ -5,6 +5,7 @@ import type { ArrayTaskRow } from '../db/schema.js';
 import type { Freshness } from '../sched/freshness.js';
 import type { JobStateEntry, SchedJob } from '../sched/job-model.js';
 import { summarizeArray } from './array-state.js';
+import { jobIdentity, LOST_BY_CONTROLLER_REASON, ownRecord } from './job-identity.js';
 import { isTerminalRequest, requestStateFor } from './request-state.js';
 
 /**
@@ -14,6 +15,14 @@ import { isTerminalRequest, requestStateFor } from './request-state.js';
  * changed, or that appeared under a job id not seen before, are named in the cycle's one
  * accounting request (their own job ids; the array's id, which brings every task's record, when
  * many changed at once), and each accounting record says which array and task it is.
+ *
+ * A cycle over arrays goes: the light states and accounting's records ({@link applyArrayRecords});
+ * then, for tasks accounting did not settle, the controller's full records
+ * ({@link arraysNeedingController}, {@link applyControllerTaskRecords}); then tasks found nowhere
+ * are missing, and `lost` after the grace ({@link markMissingTasks}); then each request's state
+ * from its tasks ({@link summarizeArrays}). Every record is checked to be the array's own job
+ * (its marker, or its name and submit time) before it is applied: a crashed slurmctld gives lost
+ * jobs' ids again, also an array's.
  */
 
 /** Changed tasks of one array named by their own ids up to this; beyond, the array's id names them all. */
@@ -27,6 +36,15 @@ export interface ArrayPlan {
   tasks: Map<string, ArrayTaskRow[]>;
   /** Light entries by array request. */
   entries: Map<string, JobStateEntry[]>;
+  /**
+   * Tasks (by request) not ended and absent from a fresh light answer: they left the controller,
+   * or (still pending here) started under a job id not known yet.
+   */
+  unseen: Map<string, Set<number>>;
+  /** Every task entry of the light answers (`<job id>_<task id>`), attributed or not. */
+  inController: Set<string>;
+  /** Requests whose light answer was fresh: only such an answer can say a task is missing. */
+  fresh: Set<string>;
 }
 
 export function planArrays(
@@ -46,7 +64,9 @@ export function planArrays(
   }
   const entries = new Map<string, JobStateEntry[]>();
   const unknown = new Set<number>();
+  const inController = new Set<string>();
   for (const entry of taskEntries) {
+    inController.add(`${entry.job_id}_${entry.array_task_id}`);
     const row = owner.get(entry.job_id);
     if (!row) {
       unknown.add(entry.job_id);
@@ -58,6 +78,8 @@ export function planArrays(
   }
   let ended = false;
   const ids = new Set<number>();
+  const unseenOf = new Map<string, Set<number>>();
+  const freshRows = new Set<string>();
   for (const row of arrays) {
     const arrayId = row.jobId as number;
     const stored = new Map((tasks.get(row.id) ?? []).map((task) => [task.taskId, task]));
@@ -75,21 +97,27 @@ export function planArrays(
       }
     }
     const fresh = !freshnessOf(row).stale;
+    if (fresh) freshRows.add(row.id);
     let unseenPending = false;
+    const unseen = new Set<number>();
     for (const task of stored.values()) {
       if (seen.has(task.taskId) || isTerminalRequest(task.state)) continue;
+      if (fresh) unseen.add(task.taskId);
       if (task.jobId !== null) {
         // Left the controller: ended, and past MinJobAge.
         if (fresh) {
           changed.add(task.jobId);
           ended = true;
         }
-      } else unseenPending = true;
+      } else if (fresh) unseenPending = true;
     }
-    // A task that left the array's record under a job id not known yet; or the whole array gone
-    // from the controller: its id brings every task's record.
+    if (unseen.size > 0) unseenOf.set(row.id, unseen);
+    // A task that left the array's record under a job id not known yet (named below while few;
+    // none at all: it left the controller too); or the whole array gone from the controller: its
+    // id brings every task's record.
     const nothingSeen = seen.size === 0 && fresh && [...stored.values()].some((t) => !isTerminalRequest(t.state));
-    if (nothingSeen || (unseenPending && unknown.size > TASK_IDS_PER_ARRAY) || changed.size > TASK_IDS_PER_ARRAY) {
+    const unexplained = unseenPending && (unknown.size > TASK_IDS_PER_ARRAY || unknown.size === 0);
+    if (nothingSeen || unexplained || changed.size > TASK_IDS_PER_ARRAY) {
       ids.add(arrayId);
       ended ||= nothingSeen;
     } else {
@@ -97,38 +125,83 @@ export function planArrays(
     }
   }
   if (unknown.size <= TASK_IDS_PER_ARRAY) for (const id of unknown) ids.add(id);
-  return { accountingIds: [...ids], ended, tasks, entries };
+  return { accountingIds: [...ids], ended, tasks, entries, unseen: unseenOf, inController, fresh: freshRows };
 }
 
-/**
- * Applies accounting's task records (null when accounting did not answer: then the light
- * states of tasks that have not ended, ends waiting for their record), then gives each array
- * request the state its tasks make. Returns the requests whose summary changed, for the caller
- * to apply as a job observation.
- */
-export function applyArrayTasks(
-  db: Db,
-  arrays: readonly TrackedRequest[],
-  plan: ArrayPlan,
-  records: readonly SchedJob[] | null,
-): Map<string, ReturnType<typeof summarizeArray>> {
-  const byArrayId = new Map(arrays.map((row) => [row.jobId as number, row]));
-  const updates = new Map<string, Map<number, ArrayTaskPatch>>();
-  const patchOf = (row: TrackedRequest, taskId: number) => {
-    let forRow = updates.get(row.id);
+/** `<request id>:<task id>`: the key of a task in the sets a cycle keeps. */
+const keyOf = (requestId: string, taskId: number) => `${requestId}:${taskId}`;
+
+/** Patches of tasks gathered over a pass, then written (a task once, whatever changed it). */
+class TaskPatches {
+  private readonly byRow = new Map<string, Map<number, ArrayTaskPatch>>();
+
+  of(requestId: string, taskId: number): ArrayTaskPatch {
+    let forRow = this.byRow.get(requestId);
     if (!forRow) {
       forRow = new Map();
-      updates.set(row.id, forRow);
+      this.byRow.set(requestId, forRow);
     }
     const patch = forRow.get(taskId) ?? {};
     forRow.set(taskId, patch);
     return patch;
+  }
+
+  /** Writes what changed; the plan's task rows are kept in step with the history. */
+  write(db: Db, plan: ArrayPlan): void {
+    for (const [requestId, forRow] of this.byRow) {
+      for (const task of plan.tasks.get(requestId) ?? []) {
+        const patch = forRow.get(task.taskId);
+        if (!patch) continue;
+        const changes = Object.entries(patch).filter(([key, value]) => task[key as keyof ArrayTaskRow] !== value);
+        if (changes.length === 0) continue;
+        // Never back from an end: a stale or reordered answer does not undo it.
+        if (isTerminalRequest(task.state) && patch.state !== undefined && !isTerminalRequest(patch.state)) continue;
+        const set = Object.fromEntries(changes) as ArrayTaskPatch;
+        updateArrayTask(db, requestId, task.taskId, set);
+        Object.assign(task, set);
+      }
+    }
+  }
+}
+
+/** A record's details, as a task keeps them. */
+function recordPatch(record: SchedJob): ArrayTaskPatch {
+  return {
+    jobId: record.job_id,
+    reason: record.reason,
+    exitCode: record.exit_code,
+    signal: record.signal?.id ?? null,
+    startedAt: record.start_time === null ? null : record.start_time * 1000,
+    endedAt: record.end_time === null ? null : record.end_time * 1000,
+    nodes: record.nodes,
+    missingSince: null,
   };
+}
+
+/**
+ * Applies the light states of tasks that have not ended, then accounting's task records (null
+ * when accounting did not answer: ends then wait), each only when it is the array's own job: its
+ * marker, or (slurmdbd keeps no comment by default) its name, submitted after the request was
+ * made and not well after its submission (a same-name job given a lost array's id; the
+ * controller's record, which keeps the marker, decides then). A record still active in
+ * accounting for a task gone from a fresh light answer is not taken as running: accounting lags
+ * behind its end, or slurmctld lost it (as for a single job). Returns the tasks a record
+ * settled, by {@link keyOf}.
+ */
+export function applyArrayRecords(
+  db: Db,
+  arrays: readonly TrackedRequest[],
+  plan: ArrayPlan,
+  records: readonly SchedJob[] | null,
+): Set<string> {
+  const byArrayId = new Map(arrays.map((row) => [row.jobId as number, row]));
+  const patches = new TaskPatches();
+  const settled = new Set<string>();
   for (const row of arrays) {
     for (const entry of plan.entries.get(row.id) ?? []) {
       const state = requestStateFor(entry.state);
       if (state === null || isTerminalRequest(state) || entry.array_task_id === null) continue;
-      const patch = patchOf(row, entry.array_task_id);
+      const patch = patches.of(row.id, entry.array_task_id);
       patch.state = state;
       if (entry.job_id !== row.jobId || state !== 'pending') patch.jobId = entry.job_id;
     }
@@ -137,36 +210,155 @@ export function applyArrayTasks(
     const row = record.array_job_id === null ? undefined : byArrayId.get(record.array_job_id);
     // The array's pending record (no task id) says nothing the light listing did not.
     if (!row || record.array_task_id === null) continue;
+    if (ownRecord([record], row).kind !== 'ours') continue;
     const state = requestStateFor(record.state);
     if (state === null) continue;
-    const patch = patchOf(row, record.array_task_id);
+    const taskId = record.array_task_id;
+    const gone = plan.unseen.get(row.id)?.has(taskId) && !plan.inController.has(`${record.job_id}_${taskId}`);
+    if (!isTerminalRequest(state) && gone) continue;
+    const patch = patches.of(row.id, taskId);
     // The controller's state while accounting lags behind a start.
     if (!(state === 'pending' && patch.state === 'running')) patch.state = state;
-    Object.assign(patch, {
-      jobId: record.job_id,
-      reason: record.reason,
-      exitCode: record.exit_code,
-      signal: record.signal?.id ?? null,
-      startedAt: record.start_time === null ? null : record.start_time * 1000,
-      endedAt: record.end_time === null ? null : record.end_time * 1000,
-      nodes: record.nodes,
-    });
+    Object.assign(patch, recordPatch(record));
+    settled.add(keyOf(row.id, taskId));
   }
+  patches.write(db, plan);
+  return settled;
+}
+
+/**
+ * The arrays whose tasks accounting did not settle, for the controller's full records (one
+ * listing, shared with single jobs, decoding only these arrays' tasks): a task the light listing
+ * shows ended without accounting's record of its end, or one that left the array's pending
+ * record under a job id no record has named. With accounting unavailable (down, or a cluster
+ * without it) at once, as a single job's end is; otherwise once accounting has said nothing of
+ * them for `patienceMs`, so a cycle where accounting is a moment behind costs no third request.
+ * `waiting` keeps, per request, since when it has waited.
+ */
+export function arraysNeedingController(
+  arrays: readonly TrackedRequest[],
+  plan: ArrayPlan,
+  settled: ReadonlySet<string>,
+  waiting: Map<string, number>,
+  options: { now: number; atOnce: boolean; patienceMs: number },
+): Set<number> {
+  const due = new Set<number>();
+  const still = new Set<string>();
+  for (const row of arrays) {
+    const tasks = new Map((plan.tasks.get(row.id) ?? []).map((task) => [task.taskId, task]));
+    const open = (taskId: number | null) => {
+      const task = taskId === null ? undefined : tasks.get(taskId);
+      // A lost task is not looked for in the controller at every cycle: accounting may resolve it.
+      return task !== undefined && !isTerminalRequest(task.state) && task.state !== 'lost';
+    };
+    const endedUnsettled = (plan.entries.get(row.id) ?? []).some((entry) => {
+      const state = requestStateFor(entry.state);
+      return state !== null && isTerminalRequest(state) && open(entry.array_task_id);
+    });
+    const startedUnknown = [...(plan.unseen.get(row.id) ?? [])].some(
+      (taskId) => open(taskId) && tasks.get(taskId)?.jobId === null && !settled.has(keyOf(row.id, taskId)),
+    );
+    if (!endedUnsettled && !startedUnknown) continue;
+    still.add(row.id);
+    const since = waiting.get(row.id) ?? options.now;
+    waiting.set(row.id, since);
+    if (options.atOnce || options.now - since >= options.patienceMs) due.add(row.jobId as number);
+  }
+  for (const id of waiting.keys()) if (!still.has(id)) waiting.delete(id);
+  return due;
+}
+
+/**
+ * Applies the controller's full records of the arrays' tasks (null when the listing failed): each
+ * carries the marker, so one that is the array's own job gives its task state, exit code, times
+ * and node. One that is another job (a fresh listing's, under the array's id) says the controller
+ * lost the array and gave its id again: the task ends `node_fail` (JobLostByController), as a
+ * single job does, never taking the other job's state. Returns the tasks it settled.
+ */
+export function applyControllerTaskRecords(
+  db: Db,
+  arrays: readonly TrackedRequest[],
+  plan: ArrayPlan,
+  listing: { records: readonly SchedJob[]; fresh: boolean } | null,
+  now: number,
+): Set<string> {
+  const settled = new Set<string>();
+  if (!listing) return settled;
+  const byArrayId = new Map(arrays.map((row) => [row.jobId as number, row]));
+  const taskOf = new Map<string, ArrayTaskRow>();
+  for (const row of arrays)
+    for (const task of plan.tasks.get(row.id) ?? []) taskOf.set(keyOf(row.id, task.taskId), task);
+  const patches = new TaskPatches();
+  for (const record of listing.records) {
+    const row = record.array_job_id === null ? undefined : byArrayId.get(record.array_job_id);
+    if (!row || record.array_task_id === null) continue;
+    const taskId = record.array_task_id;
+    const task = taskOf.get(keyOf(row.id, taskId));
+    if (!task || isTerminalRequest(task.state)) continue;
+    if (jobIdentity(record, row) !== 'ours') {
+      if (!listing.fresh) continue;
+      Object.assign(patches.of(row.id, taskId), {
+        state: 'node_fail',
+        reason: LOST_BY_CONTROLLER_REASON,
+        endedAt: now,
+        missingSince: null,
+      } satisfies ArrayTaskPatch);
+      settled.add(keyOf(row.id, taskId));
+      continue;
+    }
+    const state = requestStateFor(record.state);
+    if (state === null) continue;
+    Object.assign(patches.of(row.id, taskId), { state, ...recordPatch(record) });
+    settled.add(keyOf(row.id, taskId));
+  }
+  patches.write(db, plan);
+  return settled;
+}
+
+/**
+ * Tasks found nowhere: absent from a fresh light answer, and neither accounting (when it answered
+ * for them, or on a cluster without it) nor the controller had a record of them. As a single job,
+ * such a task is never taken to have finished: it is missing from then (`missing_since`), and
+ * `lost` once the grace has passed; a record found later resolves it. A task seen again, or
+ * given a record, is missing no more.
+ */
+export function markMissingTasks(
+  db: Db,
+  arrays: readonly TrackedRequest[],
+  plan: ArrayPlan,
+  settled: ReadonlySet<string>,
+  options: { now: number; graceMs: number; canTell: boolean },
+): void {
+  const patches = new TaskPatches();
+  for (const row of arrays) {
+    const unseen = plan.unseen.get(row.id) ?? new Set<number>();
+    // A stale answer (the proxy's, kept from before an outage) says neither way.
+    const fresh = plan.fresh.has(row.id);
+    for (const task of plan.tasks.get(row.id) ?? []) {
+      const settledNow = settled.has(keyOf(row.id, task.taskId));
+      const found = settledNow || (fresh && !unseen.has(task.taskId));
+      if (found || isTerminalRequest(task.state)) {
+        if (task.missingSince !== null) patches.of(row.id, task.taskId).missingSince = null;
+        continue;
+      }
+      if (!fresh || !options.canTell) continue;
+      if (task.missingSince === null) patches.of(row.id, task.taskId).missingSince = options.now;
+      else if (task.state !== 'lost' && options.now - task.missingSince >= options.graceMs) {
+        patches.of(row.id, task.taskId).state = 'lost';
+      }
+    }
+  }
+  patches.write(db, plan);
+}
+
+/** Each array request's state, made from its tasks as they are now. */
+export function summarizeArrays(
+  arrays: readonly TrackedRequest[],
+  plan: ArrayPlan,
+): Map<string, ReturnType<typeof summarizeArray>> {
   const summaries = new Map<string, ReturnType<typeof summarizeArray>>();
   for (const row of arrays) {
     const tasks = plan.tasks.get(row.id) ?? [];
-    const forRow = updates.get(row.id);
-    for (const task of tasks) {
-      const patch = forRow?.get(task.taskId);
-      if (!patch) continue;
-      const changes = Object.entries(patch).filter(([key, value]) => task[key as keyof ArrayTaskRow] !== value);
-      if (changes.length === 0) continue;
-      // Never back from an end: a stale or reordered answer does not undo it.
-      if (isTerminalRequest(task.state) && patch.state !== undefined && !isTerminalRequest(patch.state)) continue;
-      const set = Object.fromEntries(changes) as ArrayTaskPatch;
-      updateArrayTask(db, row.id, task.taskId, set);
-      Object.assign(task, set);
-    }
     if (tasks.length > 0) summaries.set(row.id, summarizeArray(tasks));
   }
   return summaries;

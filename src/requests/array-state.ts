@@ -15,6 +15,11 @@ export interface ArraySummary {
   /** Earliest start and latest end (ms), the end once every task has ended. */
   startedAt: number | null;
   endedAt: number | null;
+  /**
+   * Tasks `lost` (missing from the controller and accounting past the grace), when every other
+   * task has ended: the request is `lost` then, as a single job would be, not ended. 0 otherwise.
+   */
+  lost: number;
 }
 
 /** The fields of a task the summary reads. */
@@ -32,7 +37,9 @@ const FAILURES_NAMED = 5;
 /**
  * The request's state from its tasks: pending while every task is; running once one has started
  * and until all have ended; then completed when every task completed, cancelled when every task
- * that did not complete was cancelled, and failed otherwise, with the counts in the reason.
+ * that did not complete was cancelled, and failed otherwise, with the counts in the reason. A
+ * lost task has not ended: while others run the request runs, and once only lost ones are left
+ * `lost` says so (the request is lost, not ended).
  */
 export function summarizeArray(tasks: readonly TaskView[]): ArraySummary {
   const counts: Partial<Record<RequestState, number>> = {};
@@ -57,10 +64,12 @@ export function summarizeArray(tasks: readonly TaskView[]): ArraySummary {
     }
   }
   const allEnded = ended === tasks.length;
+  const lost = counts.lost ?? 0;
   let state: JobState;
   if (allEnded) {
     state = completed === tasks.length ? 'COMPLETED' : cancelled === failures.length ? 'CANCELLED' : 'FAILED';
-  } else if (startedAt !== null || ended > 0) {
+  } else if (startedAt !== null || ended > 0 || (counts.running ?? 0) > 0) {
+    // A running task without a start time: the light listing's state, accounting lagging or absent.
     state = 'RUNNING';
   } else {
     state = 'PENDING';
@@ -72,6 +81,7 @@ export function summarizeArray(tasks: readonly TaskView[]): ArraySummary {
     exitCode,
     startedAt,
     endedAt: allEnded ? endedAt : null,
+    lost: lost > 0 && ended + lost === tasks.length ? lost : 0,
   };
 }
 

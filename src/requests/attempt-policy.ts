@@ -14,7 +14,13 @@ import { type JobSpec, parseMemoryMb, parseTimeLimit } from '../sched/job-spec.j
  * src/requests/attempts.ts. Not src/lib/retry-policy.ts, which is the HTTP client's retries.
  */
 
-/** Slurm end states an attempt may be retried on (Slurm's spelling; the request states lower-cased). */
+/**
+ * Slurm end states an attempt may be retried on (Slurm's spelling; the request states
+ * lower-cased). Not CANCELLED: a cancel is someone's decision (`schedflow jobs cancel`, the UI,
+ * a run's cancel, `scancel` by the user or an admin), and a retry would undo it; the one cancel
+ * Slurm makes itself, of a job whose dependency can never be met, a retry would only repeat
+ * (a pipeline makes such steps again behind the new attempt of the step they need).
+ */
 export const RETRY_STATES = [
   'NODE_FAIL',
   'PREEMPTED',
@@ -23,9 +29,17 @@ export const RETRY_STATES = [
   'TIMEOUT',
   'OUT_OF_MEMORY',
   'DEADLINE',
-  'CANCELLED',
 ] as const;
 export type RetryState = (typeof RETRY_STATES)[number];
+
+/** Why `on` may not name CANCELLED, said where a policy comes in. */
+export const CANCELLED_NOT_RETRIED =
+  "CANCELLED is never retried: a cancel is a person's (schedflow jobs cancel, the web UI, scancel) and a retry would undo it; remove it from on";
+
+// Other values keep zod's message, which lists the states.
+const retryStateSchema = z.enum(RETRY_STATES, {
+  error: (issue) => (issue.input === 'CANCELLED' ? CANCELLED_NOT_RETRIED : undefined),
+});
 
 /** Further attempts after the first, at most. */
 export const MAX_RETRY_LIMIT = 10;
@@ -65,10 +79,10 @@ const escalationOf = (max: ReturnType<typeof notation>) =>
 export const attemptPolicySchema = z
   .strictObject({
     on: z
-      .array(z.enum(RETRY_STATES))
+      .array(retryStateSchema)
       .min(1)
       .describe(
-        'Slurm end states that give another attempt: NODE_FAIL, PREEMPTED, BOOT_FAIL, FAILED, TIMEOUT, OUT_OF_MEMORY, …',
+        'Slurm end states that give another attempt: NODE_FAIL, PREEMPTED, BOOT_FAIL, FAILED, TIMEOUT, OUT_OF_MEMORY, DEADLINE (never CANCELLED: a cancel is not undone)',
       ),
     limit: z.number().int().min(1).max(MAX_RETRY_LIMIT).describe('further attempts after the first'),
     exit_codes: z
@@ -181,7 +195,9 @@ export interface AttemptEnd {
  * (it would, but `limit` further attempts were made), or `yes`.
  */
 export function retryMatch(policy: AttemptPolicy, end: AttemptEnd): 'no' | 'exhausted' | 'yes' {
-  if (!policy.on.includes(end.state)) return 'no';
+  // A cancel is never retried, also under a policy stored (or a pipeline plan loaded) before
+  // the schema refused CANCELLED.
+  if (end.state === 'cancelled' || !policy.on.includes(end.state)) return 'no';
   const codes = policy.exitCodes;
   if (end.state === 'failed' && codes && codes.length > 0) {
     if (end.exitCode === null || !codes.includes(end.exitCode)) return 'no';

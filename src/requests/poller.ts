@@ -10,7 +10,15 @@ import { chunkJobIds, type SchedClient } from '../sched/client.js';
 import type { Freshness } from '../sched/freshness.js';
 import type { JobStateEntry, SchedJob } from '../sched/job-model.js';
 import { AccountingNotServedError } from '../sched/sched-errors.js';
-import { applyArrayTasks, planArrays } from './array-poll.js';
+import {
+  applyArrayRecords,
+  applyControllerTaskRecords,
+  arraysNeedingController,
+  markMissingTasks,
+  planArrays,
+  summarizeArrays,
+} from './array-poll.js';
+import type { ArraySummary } from './array-state.js';
 import { describeOtherJob, jobIdentity, ownRecord } from './job-identity.js';
 import { isTerminalRequest, requestStateFor } from './request-state.js';
 import { endLostByController, transition } from './transition.js';
@@ -23,6 +31,11 @@ export interface PollSettings {
   lostGraceMs: number;
   /** How often a profile with nothing to track is checked (the poll interval's ceiling). @defaultValue 60000 */
   pollCeilingMs?: number;
+  /**
+   * How long an array task's end, shown by the controller, waits for accounting's record before
+   * the controller's full record gives it. @defaultValue 30000
+   */
+  arrayEndPatienceMs?: number;
 }
 
 export interface PollDeps {
@@ -45,8 +58,9 @@ export interface PollReport {
    * and 0 when the last check is recent. Otherwise one `jobs/state` request per chunk of tracked
    * job ids (one up to 500 jobs), one accounting request per chunk of jobs that changed, finished
    * or left the controller (one when up to 500 did; more in a mass end, within the request
-   * budget), one controller listing when accounting could not describe an ended job, and one when
-   * a record may be another job's.
+   * budget), one controller listing when accounting could not describe an ended job (or an array
+   * task's end: at once when accounting did not answer, after ARRAY_END_PATIENCE_MS when it
+   * answered without it), and one when a record may be another job's.
    */
   requests: number;
   changed: number;
@@ -243,16 +257,35 @@ export async function pollProfile(deps: PollDeps, profile: string): Promise<Poll
     }
     accounting = 'unavailable';
   }
-  if (needController.length > 0) {
+  // Arrays: the light states and accounting's records first; the tasks these leave unsettled get
+  // the controller's records, in the one listing single jobs take (array-poll.ts).
+  const now = Date.now();
+  const arraySettled = arrayPlan ? applyArrayRecords(db, arrays, arrayPlan, arrayRecords) : new Set<string>();
+  const arrayIdsForController = arrayPlan
+    ? arraysNeedingController(arrays, arrayPlan, arraySettled, arrayWaitsOf(client), {
+        now,
+        atOnce: failure !== null,
+        patienceMs: deps.settings.arrayEndPatienceMs ?? ARRAY_END_PATIENCE_MS,
+      })
+    : new Set<number>();
+  let taskListing: { records: SchedJob[]; fresh: boolean } | null = null;
+  if (needController.length > 0 || arrayIdsForController.size > 0) {
     requests++;
-    changed += await resolveThroughController(deps, needController, light);
+    const result = await resolveThroughController(deps, needController, light, arrayIdsForController);
+    changed += result.changed;
+    taskListing = result.taskListing;
   }
   if (arrayPlan) {
-    // Without accounting's answer, tasks take the light states that are not ends.
-    const summaries = applyArrayTasks(db, arrays, arrayPlan, arrayRecords);
+    for (const key of applyControllerTaskRecords(db, arrays, arrayPlan, taskListing, now)) arraySettled.add(key);
+    // Only an answer that could have named them says tasks are missing: accounting's, fresh, or
+    // none at all on a cluster without it (as for single jobs: a slurmdbd down says nothing).
+    const canTell = arrayRecords !== null || failure instanceof AccountingNotServedError;
+    markMissingTasks(db, arrays, arrayPlan, arraySettled, { now, graceMs: deps.settings.lostGraceMs, canTell });
+    const summaries = summarizeArrays(arrays, arrayPlan);
     changed += await writeInSlices(db, arrays, (row) => {
       const summary = summaries.get(row.id);
       if (!summary) return false;
+      if (summary.lost > 0) return markArrayLost(deps, profile, row, summary, now);
       const observation: JobObservation = {
         state: summary.state,
         state_flags: [summary.state],
@@ -274,6 +307,47 @@ export async function pollProfile(deps: PollDeps, profile: string): Promise<Poll
   });
   if (changed >= BURST_CHANGES) deps.heap?.afterBurst();
   return { tracked: tracked.length, requests, changed, stale: light.overall.stale, accounting };
+}
+
+/**
+ * How long the end of an array's task may wait for accounting's record while the controller
+ * shows it ended, before the controller's full record gives it. A cycle where accounting is a
+ * moment behind costs no third request; one where its records never come (a cluster that keeps
+ * none for the job, slurmdbd losing them) still ends, well within the controller's MinJobAge
+ * (300 s by default) that keeps the ended task's record.
+ */
+const ARRAY_END_PATIENCE_MS = 30_000;
+
+/** Since when each array request has waited for the controller's records, per profile connection. */
+const arrayWaits = new WeakMap<SchedClient, Map<string, number>>();
+
+function arrayWaitsOf(client: SchedClient): Map<string, number> {
+  let waits = arrayWaits.get(client);
+  if (!waits) {
+    waits = new Map();
+    arrayWaits.set(client, waits);
+  }
+  return waits;
+}
+
+/**
+ * An array request whose tasks not ended are all lost (missing from the controller and from
+ * accounting past the grace): `lost`, as a single job would be, with how many and since when,
+ * resolved when accounting shows them. True when the request moved.
+ */
+function markArrayLost(deps: PollDeps, profile: string, row: TrackedRequest, summary: ArraySummary, now: number) {
+  if (row.state === 'lost') return false;
+  const total = Object.values(summary.counts).reduce((a, b) => a + (b ?? 0), 0);
+  const tasks = summary.lost === total ? `all ${total} tasks` : `${summary.lost} of ${total} tasks (the others ended)`;
+  const seconds = Math.round(deps.settings.lostGraceMs / 1000);
+  deps.logger.warn({ profile, requestId: row.id, job_id: row.jobId, lost: summary.lost }, 'array tasks missing');
+  return transition(deps.db, row.id, {
+    to: 'lost',
+    source: 'poll',
+    at: now,
+    reason: summary.reason,
+    detail: `${tasks} of array job ${row.jobId} have been missing from the controller and from accounting for over ${seconds} s; they are not assumed finished and will be resolved if accounting shows them ended`,
+  });
 }
 
 /** The light listing of the tracked jobs: each entry, and the freshness of the answer that had it. */
@@ -437,18 +511,27 @@ async function checkIdleProfile(deps: PollDeps, profile: string): Promise<PollRe
  * however many jobs need it (Slurm cannot filter it by id); only their records are decoded,
  * and they are written in batches.
  */
-async function resolveThroughController(deps: PollDeps, rows: TrackedRequest[], light: LightStates): Promise<number> {
+async function resolveThroughController(
+  deps: PollDeps,
+  rows: TrackedRequest[],
+  light: LightStates,
+  arrayIds: ReadonlySet<number>,
+): Promise<{ changed: number; taskListing: { records: SchedJob[]; fresh: boolean } | null }> {
   const { db, client } = deps;
   const wanted = new Set(rows.map((row) => row.jobId as number));
   const listing = await client
-    .listJobs({ forPolling: true, signal: deps.signal, jobIds: wanted })
+    .listJobs({ forPolling: true, signal: deps.signal, jobIds: wanted, arrayJobIds: arrayIds })
     .catch((error: unknown) => {
       if (!(error instanceof SchedflowError)) throw error;
       deps.logger.warn({ code: error.code, err: error }, 'controller listing unavailable: states only');
       return null;
     });
   const full = new Map(listing?.data.jobs.map((job) => [job.job_id, job]));
-  return writeInSlices(db, rows, (row) => {
+  const taskListing = listing && {
+    records: listing.data.jobs.filter((job) => job.array_job_id !== null && arrayIds.has(job.array_job_id)),
+    fresh: !listing.freshness.stale,
+  };
+  const changed = await writeInSlices(db, rows, (row) => {
     const record = full.get(row.jobId as number);
     const entry = light.byId.get(row.jobId as number);
     // Never another job's record: a crashed slurmctld gives lost jobs' ids again. A fresh
@@ -466,6 +549,7 @@ async function resolveThroughController(deps: PollDeps, rows: TrackedRequest[], 
       entry !== undefined && (listing !== null || !ended) && applyJob(db, row, entry, 'poll', light.freshnessOf(row))
     );
   });
+  return { changed, taskListing };
 }
 
 /**

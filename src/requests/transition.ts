@@ -1,3 +1,4 @@
+import { taskCounts } from '../db/array-tasks.js';
 import type { Db } from '../db/database.js';
 import {
   getRequest,
@@ -83,9 +84,17 @@ function scheduleRetry(tx: Db, requestId: string, at: number): boolean {
   const end = { state: after.state, exitCode: after.exitCode, attempt: after.attempt };
   const match = retryMatch(policy, end);
   switch (match) {
-    case 'yes':
+    case 'yes': {
+      // An array some of whose tasks were cancelled (the request by schedflow, or tasks by
+      // scancel) ends here: a retry would run again tasks beside ones a person stopped.
+      const cancelled = after.arrayTaskCount === null ? 0 : (taskCounts(tx, requestId).cancelled ?? 0);
+      if (cancelled > 0) {
+        patchRequest(tx, requestId, { retryNote: cancelledTasksNote(cancelled) });
+        return false;
+      }
       patchRequest(tx, requestId, { retryDueAt: at + backoffMs(policy, after.attempt) });
       return true;
+    }
     case 'exhausted':
       patchRequest(tx, requestId, { retryNote: exhaustedReason(policy, end) });
       return false;
@@ -94,6 +103,11 @@ function scheduleRetry(tx: Db, requestId: string, at: number): boolean {
     default:
       return assertNever(match);
   }
+}
+
+function cancelledTasksNote(cancelled: number): string {
+  const tasks = cancelled === 1 ? '1 task was' : `${cancelled} tasks were`;
+  return `${tasks} cancelled: an array with cancelled tasks is not retried by its policy (a cancel is never undone); its failed tasks can be run again by hand (schedflow jobs retry-tasks)`;
 }
 
 /** `job.finished` of a request's last attempt, in the outbox (the caller's transaction). */

@@ -287,17 +287,27 @@ export class SchedClient {
    * job of the cluster.
    */
   async listJobs(
-    options: ReadOptions & { updateTime?: number; jobIds?: ReadonlySet<number> } = {},
+    options: ReadOptions & {
+      updateTime?: number;
+      /** Decode only these jobs' records (with arrayJobIds: or those). */
+      jobIds?: ReadonlySet<number>;
+      /** Decode only the records of these arrays' tasks (with jobIds: or those). */
+      arrayJobIds?: ReadonlySet<number>;
+    } = {},
   ): Promise<Read<JobListing>> {
     const req = this.read(`${this.ctl}/jobs`, options, { update_time: options.updateTime });
-    const { jobIds } = options;
+    const { jobIds, arrayJobIds } = options;
+    const wanted = (j: unknown): boolean => {
+      if (!jobIds && !arrayJobIds) return true;
+      const raw = j as { job_id?: unknown; array_job_id?: { number?: unknown } } | null;
+      // Every data parser sends array_job_id as a number object ({ set, number }) here.
+      return (
+        (jobIds?.has(Number(raw?.job_id)) ?? false) || (arrayJobIds?.has(Number(raw?.array_job_id?.number)) ?? false)
+      );
+    };
     const res = await this.transport.sendForItems(
       req,
-      this.itemsOf(req, (j) =>
-        !jobIds || jobIds.has(Number((j as { job_id?: unknown } | null)?.job_id))
-          ? this.codec.decodeControllerJob(j)
-          : undefined,
-      ),
+      this.itemsOf(req, (j) => (wanted(j) ? this.codec.decodeControllerJob(j) : undefined)),
     );
     const lastUpdate = (res.body as { last_update?: { number?: number } }).last_update?.number ?? null;
     return {

@@ -13,9 +13,9 @@ import { type RealDaemon, realSpec, startRealDaemon } from './daemon-helpers.js'
 
 /**
  * Retry policies on the real cluster: a job that fails with a listed exit code is retried once,
- * as its own Slurm job linked to the first; one that fails with another code is not. (A TIMEOUT
- * escalation takes Slurm's one-minute time limit at least twice over: the simulator's test,
- * with its time scale, covers it.) The partitions' limits retries keep to, as slurmrestd gives them.
+ * as its own Slurm job linked to the first; one that fails with another code is not; a job that
+ * times out is retried with its time limit doubled, as Slurm's own records of both jobs say. The
+ * partitions' limits retries keep to, as slurmrestd gives them.
  */
 
 let redis: TestRedis;
@@ -48,7 +48,7 @@ async function submit(spec: Record<string, unknown>, retry: unknown): Promise<st
 }
 
 /** The request's attempts once the last has ended with none to follow. */
-async function settled(id: string): Promise<Attempt[]> {
+async function settled(id: string, timeoutMs = 120_000): Promise<Attempt[]> {
   return waitFor(
     async () => {
       const rows = d.read((db) => attemptsOf(db, id));
@@ -57,7 +57,7 @@ async function settled(id: string): Promise<Attempt[]> {
       const shown = await d.api('GET', `/api/v1/jobs/${id}`);
       return (shown.json as { attempts: Attempt[] }).attempts;
     },
-    { what: `request ${id} to settle`, timeoutMs: 120_000, intervalMs: 500 },
+    { what: `request ${id} to settle`, timeoutMs, intervalMs: 500 },
   );
 }
 
@@ -80,6 +80,47 @@ describe.concurrent('retry policies on real Slurm', () => {
       'queued (retry)',
     ]);
   });
+
+  it('a TIMEOUT is retried with the time limit doubled within the bound, and the second attempt completes', async () => {
+    // The first attempt outlives its one minute; the second finds the mark and ends at once.
+    // Slurm's time limit is whole minutes, and slurmctld looks for jobs over it on its periodic
+    // pass (about every 30 s; OverTimeLimit 0), so the first ends TIMEOUT 60 to 95 s after it
+    // started (KillWait 5 s between SIGTERM and SIGKILL does not delay the state).
+    const once = `timeout-once-${Date.now()}`;
+    const body = `if [ ! -e ${once} ]; then touch ${once}; sleep 300; fi\necho second`;
+    const id = await submit(realSpec('sf-timeout', body, { time_limit: 1 }), {
+      on: ['TIMEOUT'],
+      limit: 2,
+      escalate: { time_limit: { factor: 2, max: 3 } },
+    });
+    const attempts = await settled(id, 240_000);
+    expect(attempts.map((a) => [a.attempt, a.state, a.reason])).toEqual([
+      [1, 'timeout', null],
+      [2, 'completed', 'TIMEOUT on attempt 1; time_limit 0:01:00 → 0:02:00'],
+    ]);
+    // The time limits Slurm itself gave the two jobs: accounting's records of them.
+    const dir = mkdtempSync(join(tmpdir(), 'schedflow-timeout-'));
+    const client = await SchedClient.connect(slurmrestdProfile(dir).profile, {
+      logger: createLogger({ level: 'silent' }),
+    });
+    try {
+      const records = await Promise.all(
+        attempts.map((a) =>
+          waitFor(async () => (await client.getAccountingJob(a.job_id as number)).data ?? undefined, {
+            what: `accounting's record of job ${a.job_id}`,
+            timeoutMs: 30_000,
+            intervalMs: 1000,
+          }),
+        ),
+      );
+      expect(records.map((r) => [r.state, r.time_limit])).toEqual([
+        ['TIMEOUT', { minutes: 1 }],
+        ['COMPLETED', { minutes: 2 }],
+      ]);
+    } finally {
+      await client.close();
+    }
+  }, 300_000);
 
   it('a job failing with another exit code is not retried', async () => {
     const id = await submit(realSpec('sf-no-retry', 'exit 3'), { on: ['FAILED'], exit_codes: [75], limit: 1 });

@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { tasksOf } from '../../src/db/array-tasks.js';
 import { killLeftovers } from '../helpers/cli-process.js';
 import { startTestRedis, type TestRedis } from '../helpers/redis.js';
 import { clusterDown, clusterUp, readClusterEnv } from './cluster.js';
@@ -58,5 +59,25 @@ describe('a cluster without accounting', () => {
       spec: realSpec('sf-noacct-other', 'true', { account: 'other' }),
     });
     expect(other.status).toBe(201);
+  });
+
+  it("follows an array's every task to its end from the controller's records (`<job id>_<task id>`)", async () => {
+    // Throttled, so tasks 2 and 3 leave the array's pending record under job ids nothing else names.
+    const body = 'sleep 1\n[ "$SLURM_ARRAY_TASK_ID" = 1 ] && exit 4\ntrue';
+    const id = await d.submit(realSpec('sf-noacct-array', body, { array: '0-3%2' }));
+    const ended = await d.waitForState(id, 'failed', 90_000);
+    expect(ended.exit_code).toBe(4);
+    expect(ended.reason).toContain('1 of 4 tasks did not complete (1: failed, exit 4)');
+    const tasks = d.read((db) => tasksOf(db, id));
+    expect(tasks.map((task) => [task.taskId, task.state, task.exitCode])).toEqual([
+      [0, 'completed', 0],
+      [1, 'failed', 4],
+      [2, 'completed', 0],
+      [3, 'completed', 0],
+    ]);
+    // Each task its own job, the last to start the array's; times and node from the controller.
+    expect(new Set(tasks.map((task) => task.jobId)).size).toBe(4);
+    expect(tasks.map((task) => task.jobId)).toContain(ended.job_id);
+    expect(tasks.every((task) => task.nodes && task.startedAt && task.endedAt)).toBe(true);
   });
 });

@@ -7,6 +7,7 @@ import {
   type AttemptPolicy,
   attemptPolicySchema,
   backoffMs,
+  CANCELLED_NOT_RETRIED,
   formatMemory,
   formatMinutes,
   nextSpec,
@@ -76,6 +77,11 @@ describe('the policy schema', () => {
     expect(issuesOf({ on: ['FAILED'], limit: 1, retries: 2 })[0]).toMatch(/retries/);
   });
 
+  it('refuses CANCELLED: a cancel is never retried', () => {
+    expect(issuesOf({ on: ['FAILED', 'CANCELLED'], limit: 1 })).toEqual([`on.1: ${CANCELLED_NOT_RETRIED}`]);
+    expect(CANCELLED_NOT_RETRIED).toMatch(/^CANCELLED is never retried: .* remove it from on$/);
+  });
+
   it('checks the policy against the spec: a resource grows from a value the spec sets, below its bound', () => {
     const policy = parse({
       on: ['OUT_OF_MEMORY', 'TIMEOUT'],
@@ -108,6 +114,12 @@ describe('matching an end', () => {
 
   it('FAILED without exit_codes is retried whatever the code', () => {
     expect(retryMatch(parse({ on: ['FAILED'], limit: 1 }), { state: 'failed', exitCode: 9, attempt: 1 })).toBe('yes');
+  });
+
+  it('never retries a cancel, even under a policy stored before the schema refused CANCELLED', () => {
+    const stored: AttemptPolicy = { ...policy, on: ['failed', 'cancelled'] };
+    expect(retryMatch(stored, { state: 'cancelled', exitCode: 0, attempt: 1 })).toBe('no');
+    expect(retryMatch(stored, { state: 'failed', exitCode: 75, attempt: 1 })).toBe('yes');
   });
 
   it('stops after `limit` further attempts', () => {

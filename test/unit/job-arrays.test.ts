@@ -95,6 +95,18 @@ describe("the request's state from its tasks", () => {
       reason: '2 of 3 tasks were cancelled (1: cancelled; 2: cancelled)',
     });
   });
+
+  it('is running while a task runs, its start not known yet (from the light listing alone)', () => {
+    const running = { ...task(0, 'running'), startedAt: null };
+    expect(summarizeArray([running, task(1, 'pending')])).toMatchObject({ state: 'RUNNING', lost: 0 });
+  });
+
+  it('is lost once only lost tasks are left, and not while another runs', () => {
+    expect(summarizeArray([task(0, 'lost'), task(1, 'running')])).toMatchObject({ state: 'RUNNING', lost: 0 });
+    const left = summarizeArray([task(0, 'lost'), task(1, 'completed', 0), task(2, 'lost')]);
+    expect(left).toMatchObject({ lost: 2, endedAt: null, counts: { lost: 2, completed: 1 } });
+    expect(formatCounts(left.counts)).toBe('1 completed, 2 lost');
+  });
 });
 
 describe("real Slurm 25.11's array answers", () => {

@@ -208,4 +208,12 @@ describe('a step retry policy', () => {
       "steps.a.retry.escalate.memory_per_node grows the job's memory_per_node: set memory_per_node",
     );
   });
+
+  it('refuses CANCELLED in on, which pipelines took before, saying why and what to do', () => {
+    expect(problems(`steps:\n${step}    retry: { on: [NODE_FAIL, CANCELLED], limit: 2 }\n`)).toEqual([
+      expect.stringMatching(
+        /^p\.yaml:\d+:\d+: steps\.a\.retry\.on\.1: CANCELLED is never retried: .* remove it from on$/,
+      ),
+    ]);
+  });
 });

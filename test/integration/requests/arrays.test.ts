@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { tasksOf } from '../../../src/db/array-tasks.js';
 import { openDatabase } from '../../../src/db/database.js';
-import { getRequest } from '../../../src/db/requests.js';
+import { getRequest, transitionsOf } from '../../../src/db/requests.js';
 import { getRun, stepRequests } from '../../../src/db/runs.js';
 import { createLogger } from '../../../src/logger.js';
 import { recordRequest } from '../../../src/requests/accept.js';
@@ -17,7 +17,7 @@ import { apiClient, errorOf } from '../../helpers/api.js';
 import { runCli } from '../../helpers/cli-process.js';
 import { daemonTestEnv } from '../../helpers/daemon.js';
 import { startFlakyProxy } from '../../helpers/flaky-proxy.js';
-import { waitFor } from '../../helpers/http.js';
+import { http, waitFor } from '../../helpers/http.js';
 import { ALICE_TOKEN } from '../../helpers/sim.js';
 
 /**
@@ -205,4 +205,136 @@ describe('polling an array', () => {
     expect(tasks).toHaveLength(200);
     expect(tasks.every((task) => task.state === 'completed' && task.exitCode === 0 && task.jobId !== null)).toBe(true);
   });
+});
+
+describe('an array on a cluster without accounting', () => {
+  it("concludes from the controller's records of its tasks, each with its exit code, times and node", async () => {
+    const sim = await env.sim({ cpus: 4 });
+    const proxy = await startFlakyProxy(sim.url);
+    env.defer(() => proxy.close());
+    // No slurmdbd: every /slurmdb (here /scheddb) path answers 404, as on such a cluster.
+    proxy.notFound = (req) => req.url.startsWith('/scheddb/');
+    const td = await env.daemon(proxy.url);
+    // Throttled: tasks 2 and 3 leave the array's pending record under job ids no accounting names.
+    const script = '#!/bin/sh\nsleep 1\n[ "$SLURM_ARRAY_TASK_ID" = 1 ] && exit 4\ntrue\n';
+    const id = await td.daemon.submit({
+      spec: jobSpecSchema.parse({ name: 'arr-noacct', script, array: '0-3%2', current_working_directory: sim.workDir }),
+      origin: 'api',
+    });
+    const ended = await td.waitForState(id, 'failed', 30_000);
+    expect(ended.exitCode).toBe(4);
+    expect(ended.reason).toContain('1 of 4 tasks did not complete (1: failed, exit 4)');
+    const tasks = tasksOf(td.daemon.history.db, id);
+    expect(tasks.map((task) => [task.taskId, task.state, task.exitCode])).toEqual([
+      [0, 'completed', 0],
+      [1, 'failed', 4],
+      [2, 'completed', 0],
+      [3, 'completed', 0],
+    ]);
+    expect(new Set(tasks.map((task) => task.jobId)).size).toBe(4);
+    expect(tasks.every((task) => task.startedAt !== null && task.endedAt !== null && task.nodes !== null)).toBe(true);
+  }, 60_000);
+});
+
+describe('an array whose tasks go missing', () => {
+  it('has a vanished task lost alone while others run, then the request lost; accounting resolves them later', async () => {
+    // Ended jobs leave the controller at once, and accounting answers without them (lagging, or purged).
+    const sim = await env.sim({ cpus: 4, minJobAgeSec: 0 });
+    const proxy = await startFlakyProxy(sim.url);
+    env.defer(() => proxy.close());
+    proxy.rewrite = (req, body) =>
+      req.url.startsWith('/scheddb/') ? body.replace(/"jobs":\[.*\],"meta"/s, '"jobs":[],"meta"') : body;
+    const td = await env.daemon(proxy.url, { lostGraceMs: 1500 });
+    const db = td.daemon.history.db;
+    const script = '#!/bin/sh\n[ "$SLURM_ARRAY_TASK_ID" = 1 ] && sleep 6\ntrue\n';
+    const id = await td.daemon.submit({
+      spec: jobSpecSchema.parse({ name: 'arr-gone', script, array: '0-1', current_working_directory: sim.workDir }),
+      origin: 'api',
+    });
+    // Task 0 ended unseen: missing, then lost after the grace, while task 1 still runs.
+    await waitFor(async () => (tasksOf(db, id)[0]?.state === 'lost' ? true : undefined), {
+      what: 'task 0 lost',
+      timeoutMs: 15_000,
+      intervalMs: 100,
+    });
+    expect(tasksOf(db, id)[1]?.state).toBe('running');
+    expect(getRequest(db, id)?.state).toBe('running');
+    // Task 1 ends and vanishes too: nothing of the array is known, so the request is lost.
+    await td.waitForState(id, 'lost', 20_000);
+    expect(tasksOf(db, id).map((task) => task.state)).toEqual(['lost', 'lost']);
+    expect(transitionsOf(db, id).at(-1)?.detail).toMatch(
+      /^all 2 tasks of array job \d+ have been missing from the controller and from accounting for over 2 s; they are not assumed finished/,
+    );
+    // Accounting has them after all: the tasks and the request are resolved.
+    proxy.rewrite = undefined;
+    await td.waitForState(id, 'completed', 15_000);
+    expect(tasksOf(db, id).map((task) => [task.state, task.exitCode, task.missingSince])).toEqual([
+      ['completed', 0, null],
+      ['completed', 0, null],
+    ]);
+  }, 60_000);
+});
+
+describe("an array's job id given to another array (slurmctld back from a crash without it)", () => {
+  it("never takes the other array's tasks for its own: its tasks end node_fail, JobLostByController", async () => {
+    const sim = await env.sim({ cpus: 4 });
+    const profile = parseProfile('test', {
+      url: sim.url,
+      auth: { type: 'bearer', tokenEnv: 'TEST_TOKEN' },
+      account: 'lab',
+      version: 'v0.0.44',
+    });
+    const client = await SchedClient.connect(profile, { logger, env: { TEST_TOKEN: ALICE_TOKEN } });
+    env.defer(() => client.close());
+    const dir = mkdtempSync(join(tmpdir(), 'schedflow-arrays-'));
+    const history = openDatabase(join(dir, 'history.sqlite'));
+    env.defer(async () => {
+      history.close();
+      rmSync(dir, { recursive: true, force: true });
+    });
+    const db = history.db;
+    const deps = { db, client, logger, settings: { lostGraceMs: 60_000, arrayEndPatienceMs: 0 } };
+    const spec = jobSpecSchema.parse({ name: 'ours', script: '#!/bin/sh\nsleep 60\n', array: '0-1' });
+    const at = Date.now();
+    recordRequest(db, { id: 'ours', profile: 'test', name: 'ours', spec, origin: 'api', at, source: 'api' });
+    const submitted = await client.submit(spec, 'ours');
+    transition(db, 'ours', {
+      to: 'submitted',
+      source: 'submit',
+      at,
+      patch: { jobId: submitted.job_id, submittedAt: at },
+    });
+    await waitFor(
+      async () => {
+        await pollProfile(deps, 'test');
+        return tasksOf(db, 'ours').every((task) => task.state === 'running' && task.jobId !== null) ? true : undefined;
+      },
+      { what: 'both tasks running', timeoutMs: 10_000, intervalMs: 200 },
+    );
+    const ownJobIds = tasksOf(db, 'ours').map((task) => task.jobId);
+
+    // slurmctld forgets both tasks' jobs, and the next array (someone else's) gets the same ids.
+    const crash = await http(`${sim.url}/_sim/slurmctld/crash`, { method: 'POST', body: { loseNewest: 2 } });
+    expect(crash.status).toBe(200);
+    const theirs = jobSpecSchema.parse({ name: 'theirs', script: '#!/bin/sh\nexit 0\n', array: '0-1' });
+    expect((await client.submit(theirs, 'someone-else')).job_id).toBe(submitted.job_id);
+
+    await waitFor(
+      async () => {
+        await pollProfile(deps, 'test');
+        const state = getRequest(db, 'ours')?.state;
+        return state !== undefined && !['submitted', 'pending', 'running'].includes(state) ? true : undefined;
+      },
+      { what: 'the request to end', timeoutMs: 15_000, intervalMs: 200 },
+    );
+    const tasks = tasksOf(db, 'ours');
+    // Their tasks completed with exit 0 under the same ids: never recorded as ours.
+    expect(tasks.map((task) => [task.state, task.reason, task.exitCode])).toEqual([
+      ['node_fail', 'JobLostByController', null],
+      ['node_fail', 'JobLostByController', null],
+    ]);
+    expect(new Set(tasks.map((task) => task.jobId))).toEqual(new Set(ownJobIds));
+    expect(getRequest(db, 'ours')).toMatchObject({ state: 'failed', exitCode: null });
+    expect(getRequest(db, 'ours')?.reason).toContain('2 of 2 tasks did not complete (0: node_fail; 1: node_fail)');
+  }, 60_000);
 });

@@ -1,9 +1,11 @@
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { taskCounts } from '../../../src/db/array-tasks.js';
 import { getRequest } from '../../../src/db/requests.js';
 import type { JobRequestRow } from '../../../src/db/schema.js';
 import { deliveriesOfRequest } from '../../../src/db/webhooks.js';
+import { CANCELLED_NOT_RETRIED } from '../../../src/requests/attempt-policy.js';
 import { attemptsOf } from '../../../src/requests/attempts.js';
 import { apiClient, errorOf, shellSpec } from '../../helpers/api.js';
 import { runCli } from '../../helpers/cli-process.js';
@@ -283,5 +285,44 @@ describe('retry policies of job requests', () => {
       path: 'retry.exit_codes',
       reason: 'exit_codes is about FAILED: add FAILED to on',
     });
+    // A cancel is a person's decision: no policy undoes it.
+    const cancelled = await api.call('POST', '/api/v1/jobs', {
+      token,
+      body: { spec: shellSpec('x', 'true'), retry: { on: ['NODE_FAIL', 'CANCELLED'], limit: 1 } },
+    });
+    expect(cancelled.status).toBe(400);
+    expect(errorOf(cancelled).fields?.[0]).toMatchObject({ path: 'retry.on.1', reason: CANCELLED_NOT_RETRIED });
   }, 20_000);
+
+  it('an array cancelled after one of its tasks failed is not retried by its policy; the note says why', async () => {
+    const sim = await env.sim({ cpus: 4 });
+    const td = await env.daemon(sim.url, FAST);
+    const id = await submit(td, {
+      spec: {
+        ...shellSpec('array-cancelled', '[ "$SLURM_ARRAY_TASK_ID" = 0 ] && exit 75\nsleep 60', sim.workDir),
+        array: '0-2',
+      },
+      retry: { on: ['FAILED'], exit_codes: [75], limit: 1 },
+    });
+    const db = td.daemon.history.db;
+    await waitFor(
+      async () => {
+        const counts = taskCounts(db, id);
+        return counts.failed === 1 && counts.running === 2 ? true : undefined;
+      },
+      { what: 'task 0 failed and the others running', timeoutMs: 15_000, intervalMs: 100 },
+    );
+    const api = apiClient(td);
+    const cancel = await api.call('DELETE', `/api/v1/jobs/${id}`, { token: api.token(['cancel']) });
+    expect(cancel.status, JSON.stringify(cancel.json)).toBe(202);
+    const ended = await td.waitForState(id, 'failed', 15_000);
+    expect(taskCounts(db, id)).toEqual({ failed: 1, cancelled: 2 });
+    expect(ended.retryDueAt).toBeNull();
+    expect(ended.retryNote).toMatch(
+      /^2 tasks were cancelled: an array with cancelled tasks is not retried by its policy/,
+    );
+    // Still nothing made once the pipeline tick (which makes due attempts) has run a few times.
+    await new Promise((resolve) => setTimeout(resolve, 1000));
+    expect(attemptsOf(db, id)).toHaveLength(1);
+  }, 40_000);
 });

@@ -3,10 +3,12 @@ import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { history } from '../../../src/db/accounting.js';
-import { getRequest } from '../../../src/db/requests.js';
+import { getRequest, listRequests } from '../../../src/db/requests.js';
 import { getRun } from '../../../src/db/runs.js';
 import { summaries } from '../../../src/db/schema.js';
 import { createToken, revokeToken } from '../../../src/db/tokens.js';
+import { recordRequest } from '../../../src/requests/accept.js';
+import { transition } from '../../../src/requests/transition.js';
 import type { JobSpec } from '../../../src/sched/job-spec.js';
 import { waitFor } from '../../helpers/http.js';
 import {
@@ -147,6 +149,31 @@ describe('admin web UI', () => {
     const retried = await td.waitForState(newId, 'failed');
     expect(retried.spec).toEqual(getRequest(td.daemon.history.db, id)?.spec);
     await browser.screenshot(page, 'job-retried');
+  });
+
+  it('says a retry the door refuses, and makes no request', async () => {
+    // A request that failed before the profile was bound to its token's account (lab), naming
+    // another: the same spec submitted again would be refused by the proxy (403), so it is refused
+    // at the door. Written to the history as the daemon would have.
+    const db = td.daemon.history.db;
+    const id = randomUUID();
+    const spec = { ...shell('ui-other-account', 'true'), account: 'other' } as JobSpec;
+    const at = Date.now();
+    recordRequest(db, { id, profile: 'test', name: spec.name, spec, origin: 'api', at, source: 'api' });
+    transition(db, id, { to: 'failed', source: 'poll', at, reason: 'InvalidAccount' });
+    const before = listRequests(db, {}).length;
+    const page = await logIn(adminToken);
+    await page.goto(`${base}/jobs/${id}`);
+    await page.getByRole('button', { name: 'Retry (new request, same spec)' }).click();
+    await page.waitForURL(/done=retry-refused/);
+    // Shown as an error, on the same request's page, and nothing was recorded or queued.
+    const flash = page.locator('main p.flash.error[role="status"]', {
+      hasText: "Not retried: this profile's submissions are refused at the door",
+    });
+    await expect(flash.isVisible()).resolves.toBe(true);
+    expect(new URL(page.url()).pathname).toBe(`/ui/jobs/${id}`);
+    expect(listRequests(db, {}).length).toBe(before);
+    await browser.screenshot(page, 'job-retry-refused');
   });
 
   it('triggers a pipeline with a parameter and shows its run as a graph', async () => {

@@ -1,0 +1,1 @@
+ALTER TABLE `array_tasks` ADD `missing_since` integer;
