@@ -253,7 +253,7 @@ async function compose(config: DaemonConfig, logger: Logger, lifecycle: Lifecycl
 
   const defaultProfile = [...profiles.keys()][0] as string;
   const loadedProfiles = profiles;
-  const refusal = (profile: string, spec: JobSpec) => {
+  const refusal = (profile: string, spec: Pick<JobSpec, 'account'>) => {
     const p = loadedProfiles.get(profile);
     return p ? submissionRefusal(p, clients.scopes(profile), clients.accounts(profile), spec) : null;
   };
@@ -290,7 +290,7 @@ async function compose(config: DaemonConfig, logger: Logger, lifecycle: Lifecycl
     summaries: summariesStatus(summarySettings),
     resubmitWithSuggestion: async (requestId, newRequestId) =>
       (await resubmitWithSuggestion(requests, { requestId, newRequestId, origin: 'api', queuedBy: 'api' })).requestId,
-    retryArrayTasks: (retry) => retryArrayTasks(requests, retry),
+    retryArrayTasks: (retry) => retryArrayTasks({ ...requests, refusal }, retry),
     stop: () => lifecycle.stop(),
   };
 

@@ -518,6 +518,10 @@ export function registerJobsCommand(program: Command): void {
           throw new ConfigError(`--indexes: ${toError(error).message}`);
         }
         const plan = planArrayRetry(history.db, id, given);
+        // What the daemon's door would refuse, said before anything is queued (as `jobs submit`).
+        const door = info.doors?.[plan.original.profile];
+        const refused = door ? doorRefusal(plan.original.profile, door, plan.spec) : null;
+        if (refused) throw new SubmissionRefusedError(refused.code, `request ${id}: ${refused.message}`);
         const requestId = randomUUID();
         const payload: SubmitPayload = {
           requestId,

@@ -5,6 +5,7 @@ import { getRequest } from '../db/requests.js';
 import type { TransitionSource } from '../db/schema.js';
 import { NoTasksToRetryError, RequestNotFoundError } from '../errors.js';
 import { formatIndexes, formatJobArray, parseJobArray } from '../sched/job-array.js';
+import type { JobSpec } from '../sched/job-spec.js';
 import { type AcceptDeps, accept } from './accept.js';
 import { isTerminalRequest } from './request-state.js';
 
@@ -22,13 +23,17 @@ export interface ArrayRetry {
 /**
  * Runs some tasks of an array request again: a new request, the same spec with `array:` naming
  * only those indexes (and the same `%` throttle), linked to the original (`array_retry_of`).
- * By hand (API, CLI, UI) and by retry policy alike; the original is left as it is.
+ * By hand (API, CLI, UI) and by retry policy alike; the original is left as it is. What the
+ * door refuses now (the account, a scope the token lost) is refused before anything is recorded,
+ * as a new submission would be.
  */
 export async function retryArrayTasks(
-  deps: AcceptDeps,
+  deps: AcceptDeps & { refusal?(profile: string, spec: Pick<JobSpec, 'account'>): Error | null },
   retry: ArrayRetry,
 ): Promise<{ id: string; indexes: number[]; array: string }> {
   const { original, spec, indexes, array } = planArrayRetry(deps.db, retry.requestId, retry.indexes);
+  const refused = deps.refusal?.(original.profile, spec);
+  if (refused) throw refused;
   const id = retry.newRequestId ?? randomUUID();
   await accept(deps, {
     id,
@@ -54,7 +59,7 @@ export async function retryArrayTasks(
 export function planArrayRetry(db: Db, requestId: string, given?: readonly number[]) {
   const original = getRequest(db, requestId);
   if (!original) throw new RequestNotFoundError(`no job request ${requestId}`);
-  const spec = original.spec as Record<string, unknown> & { name: string; array?: string };
+  const spec = original.spec as Record<string, unknown> & { name: string; array?: string; account?: string };
   if (original.arrayTaskCount === null || typeof spec.array !== 'string') {
     throw new NoTasksToRetryError(`request ${original.id} is not an array job: submit it again instead`);
   }

@@ -1,10 +1,11 @@
+import { randomUUID } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { tasksOf } from '../../../src/db/array-tasks.js';
+import { tasksOf, updateArrayTask } from '../../../src/db/array-tasks.js';
 import { openDatabase } from '../../../src/db/database.js';
-import { getRequest, transitionsOf } from '../../../src/db/requests.js';
+import { getRequest, listRequests, transitionsOf } from '../../../src/db/requests.js';
 import { getRun, stepRequests } from '../../../src/db/runs.js';
 import { createLogger } from '../../../src/logger.js';
 import { recordRequest } from '../../../src/requests/accept.js';
@@ -93,6 +94,47 @@ describe('array jobs through the daemon', () => {
     expect(errorOf(none).code).toBe('SCHEDFLOW_ERR_NO_TASKS_TO_RETRY');
     const unknown = await api.call('POST', `/api/v1/jobs/${id}/retry-tasks`, { token, body: { indexes: '7' } });
     expect(unknown.status).toBe(409);
+  });
+});
+
+describe('retrying the tasks of an array the door now refuses', () => {
+  it('is refused by the API (422) and the CLI (exit 2), nothing recorded or queued', async () => {
+    const sim = await env.sim();
+    const td = await env.daemon(sim.url);
+    const api = apiClient(td);
+    const token = api.token(['submit', 'read']);
+    // An array that failed before the profile was bound to its token's account (lab), naming
+    // another: its tasks submitted again would be refused by the proxy (403). Written to the
+    // history as the daemon would have.
+    const db = td.daemon.history.db;
+    const id = randomUUID();
+    const spec = jobSpecSchema.parse({
+      name: 'arr-other',
+      script: '#!/bin/sh\ntrue\n',
+      array: '0-1',
+      account: 'other',
+    });
+    const at = Date.now();
+    recordRequest(db, { id, profile: 'test', name: spec.name, spec, origin: 'api', at, source: 'api' });
+    updateArrayTask(db, id, 1, { state: 'failed', exitCode: 1 });
+    transition(db, id, { to: 'failed', source: 'poll', at, reason: '1 of 2 tasks did not complete' });
+    const before = listRequests(db, {}).length;
+
+    const refused = await api.call('POST', `/api/v1/jobs/${id}/retry-tasks`, { token, body: {} });
+    expect(refused.status).toBe(422);
+    expect(errorOf(refused)).toMatchObject({ code: 'SCHEDFLOW_ERR_ACCOUNT_MISMATCH' });
+    expect(errorOf(refused).message).toContain('"other"');
+
+    const cli = await runCli(['jobs', 'retry-tasks', id, '--data-dir', td.dataDir]);
+    expect(cli.code).toBe(2);
+    expect(cli.stderr).toMatch(new RegExp(`^schedflow: request ${id}: the job names account "other"`));
+    expect(cli.stdout).toBe('');
+    expect(listRequests(db, {}).length).toBe(before);
+    expect(await td.daemon.queues.submit.getJobCounts('waiting', 'active', 'delayed')).toEqual({
+      waiting: 0,
+      active: 0,
+      delayed: 0,
+    });
   });
 });
 

@@ -229,7 +229,8 @@ export const jobRoutes: FastifyPluginAsyncZod<{ deps: ApiDeps }> = async (app, {
         summary: "Run some of an array job's tasks again",
         description: [
           'Queues a new request for the given task indexes of an array job (by default every task that ended other than completed), the same spec with `array:` naming only those, linked to this one (`array.retry_of`) (201).',
-          'Not an array job, no failed task, or an index that is not one of its tasks: 409 `SCHEDFLOW_ERR_NO_TASKS_TO_RETRY`. Scope: submit.',
+          'Not an array job, no failed task, or an index that is not one of its tasks: 409 `SCHEDFLOW_ERR_NO_TASKS_TO_RETRY`.',
+          "A spec the profile's door refuses now (another account than its token's or its user's, a missing scope): 422, nothing recorded. Scope: submit.",
         ].join(' '),
         security: bearer,
         headers: idempotencyHeaders,
@@ -237,7 +238,7 @@ export const jobRoutes: FastifyPluginAsyncZod<{ deps: ApiDeps }> = async (app, {
         body: retryTasksBody,
         response: {
           201: answer('queued; `links.self` follows the new request', retriedTasksSchema),
-          ...errors(400, 401, 403, 404, 409, 413, 415, 429),
+          ...errors(400, 401, 403, 404, 409, 413, 415, 422, 429),
         },
       },
     },
