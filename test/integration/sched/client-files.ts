@@ -56,7 +56,8 @@ export function clientFile(): void {
   });
 
   afterAll(async () => {
-    await Promise.all(clients.map((c) => c.close()));
+    // splice: files share this module when they share a process (isolate: false).
+    await Promise.all(clients.splice(0).map((c) => c.close()));
     await sim.stop();
     rmSync(tmp, { recursive: true, force: true });
   });
