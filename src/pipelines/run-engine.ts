@@ -12,9 +12,8 @@ import {
 } from '../db/schema.js';
 import { addDelivery } from '../db/webhooks.js';
 import { assertNever } from '../lib/assert-never.js';
-import type { Logger } from '../logger.js';
 import { runFinishedBody } from '../notify/events.js';
-import { type AcceptDeps, enqueueAccepted, recordRequest } from '../requests/accept.js';
+import { enqueueAccepted, recordRequest } from '../requests/accept.js';
 import type { AttemptDeps } from '../requests/attempts.js';
 import type { CancelOutcome } from '../requests/canceller.js';
 import { isTerminalRequest } from '../requests/request-state.js';
