@@ -50,6 +50,11 @@ export class WaitingForSubmitLimitError extends Error {
   }
 }
 
+/** The request ended (cancelled, say) before its first POST: nothing was sent. */
+class NotSubmittedError extends Error {
+  override name = 'NotSubmittedError';
+}
+
 /** A submission the scheduler refused for good: the request is failed and must not be retried. */
 export class SubmitRefusedError extends Error {
   override name = 'SubmitRefusedError';
@@ -119,12 +124,25 @@ export async function submitRequest(deps: SubmitDeps, requestId: string): Promis
   };
   // The earlier attempt's time stays until its lookup has settled it: a crash during the lookup
   // must leave the next try the same question.
-  if (row.state !== 'waiting' && row.state !== 'submitting') {
-    // Refused when it has just ended (cancelled by another process, say): nothing is submitted.
-    if (!transition(db, requestId, { to: 'submitting', source: 'submit', at: Date.now() })) return 'skipped';
-  }
-  const onOutcome = (attemptStartedMs: number | null) =>
+  // Moved to `submitting` with its first POST (onOutcome), or on a refusal before one.
+  let moving = row.state !== 'waiting' && row.state !== 'submitting';
+  const onOutcome = (attemptStartedMs: number | null) => {
+    if (moving && attemptStartedMs !== null) {
+      // The move to `submitting` and the first attempt's time in one commit, right before the
+      // POST: one write less per submission. Refused when the request has just ended (cancelled
+      // by another process, say): nothing is sent.
+      moving = false;
+      const moved = transition(db, requestId, {
+        to: 'submitting',
+        source: 'submit',
+        at: attemptStartedMs,
+        patch: { submitAttemptAt: attemptStartedMs },
+      });
+      if (!moved) throw new NotSubmittedError();
+      return;
+    }
     patchRequest(db, requestId, { submitAttemptAt: attemptStartedMs });
+  };
   try {
     const spec = storedSpec(row.spec, dependency);
     if (earlierAttempt !== null) {
@@ -177,6 +195,7 @@ export async function submitRequest(deps: SubmitDeps, requestId: string): Promis
     logger.info({ requestId, job_id: result.job_id, adopted: result.adopted }, 'job submitted');
     return 'submitted';
   } catch (error) {
+    if (error instanceof NotSubmittedError) return 'skipped';
     if (error instanceof SubmitLimitError && !(await neverFreesUp(client, deps.signal))) {
       // Nothing was made: Slurm turned the job away before creating it.
       const patch = { errorCode: error.code, errorMessage: error.message, submitAttemptAt: null };
@@ -195,6 +214,10 @@ export async function submitRequest(deps: SubmitDeps, requestId: string): Promis
       throw new WaitingForSubmitLimitError(error.message, true);
     }
     if (error instanceof SchedflowError && !error.retryable) {
+      // Refused before any POST (a spec that cannot be sent): its timeline reads as it always has.
+      if (moving && !transition(db, requestId, { to: 'submitting', source: 'submit', at: Date.now() })) {
+        return 'skipped';
+      }
       const message =
         error instanceof SubmitLimitError
           ? `${error.message.replace(/; it is submitted once.*$/, '')}; the account has no active job whose end would make room, so it is a limit on the job itself (MaxWall, MaxTRESPerJob, …): change the job`
