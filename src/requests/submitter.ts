@@ -1,6 +1,7 @@
 import type { Db } from '../db/database.js';
 import { getRequest, patchRequest, requestByJobId, submitLimitQueueAhead } from '../db/requests.js';
 import type { JobRequestRow } from '../db/schema.js';
+import { inSharedCommit } from '../db/shared-commit.js';
 import { InvalidJobSpecError, SchedflowError } from '../errors.js';
 import { issuesText } from '../lib/issues-text.js';
 import type { Logger } from '../logger.js';
@@ -126,18 +127,21 @@ export async function submitRequest(deps: SubmitDeps, requestId: string): Promis
   // must leave the next try the same question.
   // Moved to `submitting` with its first POST (onOutcome), or on a refusal before one.
   let moving = row.state !== 'waiting' && row.state !== 'submitting';
-  const onOutcome = (attemptStartedMs: number | null) => {
+  const onOutcome = async (attemptStartedMs: number | null) => {
     if (moving && attemptStartedMs !== null) {
       // The move to `submitting` and the first attempt's time in one commit, right before the
-      // POST: one write less per submission. Refused when the request has just ended (cancelled
-      // by another process, say): nothing is sent.
+      // POST, shared with other submissions starting in the same turn: one write less per
+      // submission, and fewer commits. Refused when the request has just ended (cancelled by
+      // another process, say): nothing is sent.
       moving = false;
-      const moved = transition(db, requestId, {
-        to: 'submitting',
-        source: 'submit',
-        at: attemptStartedMs,
-        patch: { submitAttemptAt: attemptStartedMs },
-      });
+      const moved = await inSharedCommit(db, () =>
+        transition(db, requestId, {
+          to: 'submitting',
+          source: 'submit',
+          at: attemptStartedMs,
+          patch: { submitAttemptAt: attemptStartedMs },
+        }),
+      );
       if (!moved) throw new NotSubmittedError();
       return;
     }
@@ -176,21 +180,25 @@ export async function submitRequest(deps: SubmitDeps, requestId: string): Promis
     }
 
     const result = await client.submit(spec, requestId, { signal: deps.signal, isKnownJob, onOutcome });
-    // The id is this request's job now, whoever held it before (a job the controller lost).
-    claimJobId(db, { profile: row.profile, jobId: result.job_id, requestId, at: Date.now(), source: 'submit' });
-    transition(db, requestId, {
-      to: 'submitted',
-      source: 'submit',
-      at: Date.now(),
-      detail: result.adopted ? 'found by its marker after a lost answer' : null,
-      patch: {
-        jobId: result.job_id,
-        adopted: result.adopted,
-        submittedAt: Date.now(),
-        errorCode: null,
-        errorMessage: null,
-        ...outputPathsAtSubmit(client, spec, result.job_id, null),
-      },
+    // In a commit shared with the answers of other submissions in flight (a crash before it
+    // commits leaves the request `submitting` with its attempt's time: the retry adopts by marker).
+    await inSharedCommit(db, () => {
+      // The id is this request's job now, whoever held it before (a job the controller lost).
+      claimJobId(db, { profile: row.profile, jobId: result.job_id, requestId, at: Date.now(), source: 'submit' });
+      transition(db, requestId, {
+        to: 'submitted',
+        source: 'submit',
+        at: Date.now(),
+        detail: result.adopted ? 'found by its marker after a lost answer' : null,
+        patch: {
+          jobId: result.job_id,
+          adopted: result.adopted,
+          submittedAt: Date.now(),
+          errorCode: null,
+          errorMessage: null,
+          ...outputPathsAtSubmit(client, spec, result.job_id, null),
+        },
+      });
     });
     logger.info({ requestId, job_id: result.job_id, adopted: result.adopted }, 'job submitted');
     return 'submitted';
