@@ -58,9 +58,14 @@ export function createRequest(db: Db, req: NewRequest): JobRequestRow {
 /**
  * Inserts a request in `accepted` and its first transition, in the caller's transaction, for
  * an id it has found free: nothing read back (the row's spec would be parsed again for nothing).
+ * With `queued`, the row is written in `queued` with both transitions, as accepting it and then
+ * moving it (src/requests/transition.ts) would leave it: a new row needs no read, savepoint and
+ * UPDATE to make that move, and every submission makes it.
  */
-export function insertRequest(db: Db, req: NewRequest): void {
+export function insertRequest(db: Db, req: NewRequest, queued?: { source: TransitionSource; at: number }): void {
   insertRequestStatement(db).run({
+    state: queued ? 'queued' : 'accepted',
+    updatedAt: queued ? queued.at : req.at,
     id: req.id,
     profile: req.profile,
     name: req.name,
@@ -82,6 +87,15 @@ export function insertRequest(db: Db, req: NewRequest): void {
     retryCauseJson: jsonOrNull(req.retryCause),
   });
   insertTransition(db, { requestId: req.id, fromState: null, toState: 'accepted', at: req.at, source: req.source });
+  if (queued) {
+    insertTransition(db, {
+      requestId: req.id,
+      fromState: 'accepted',
+      toState: 'queued',
+      at: queued.at,
+      source: queued.source,
+    });
+  }
 }
 
 const placeholder = sql.placeholder;
@@ -101,9 +115,9 @@ const insertRequestStatement = (db: Db) =>
         name: placeholder('name'),
         spec: placeholder('spec'),
         origin: placeholder('origin'),
-        state: 'accepted',
+        state: placeholder('state'),
         createdAt: placeholder('createdAt'),
-        updatedAt: placeholder('createdAt'),
+        updatedAt: placeholder('updatedAt'),
         runId: placeholder('runId'),
         step: placeholder('step'),
         attempt: placeholder('attempt'),

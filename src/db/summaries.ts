@@ -22,24 +22,35 @@ import {
  * themselves, and the daily LLM budget.
  */
 
+/** What the dispatcher reads of an ended request to decide whether it wants a summary. */
+export type EndedRequestToCheck = Pick<JobRequestRow, 'id' | 'summarize' | 'runId' | 'nextAttemptId'>;
+
 /**
  * Ended requests the dispatcher has not taken up, oldest first. An attempt whose retry is due
- * waits: whether it is the request's last word is not known yet.
+ * waits: whether it is the request's last word is not known yet. Not the rows: 200 specs (up to
+ * a megabyte of JSON each) read and parsed at every tick of a mass end held the event loop.
  */
-export function endedRequestsToCheck(db: Db, limit = 200): JobRequestRow[] {
-  return db
-    .select()
-    .from(jobRequests)
-    .where(
-      and(
-        isNull(jobRequests.summaryCheckedAt),
-        inArray(jobRequests.state, [...TERMINAL_REQUEST_STATES]),
-        isNull(jobRequests.retryDueAt),
-      ),
-    )
-    .orderBy(asc(jobRequests.updatedAt))
-    .limit(limit)
-    .all();
+export function endedRequestsToCheck(db: Db, limit = 200): EndedRequestToCheck[] {
+  return prepared(db, 'summaries.endedRequestsToCheck', () =>
+    db
+      .select({
+        id: jobRequests.id,
+        summarize: jobRequests.summarize,
+        runId: jobRequests.runId,
+        nextAttemptId: jobRequests.nextAttemptId,
+      })
+      .from(jobRequests)
+      .where(
+        and(
+          isNull(jobRequests.summaryCheckedAt),
+          inArray(jobRequests.state, [...TERMINAL_REQUEST_STATES]),
+          isNull(jobRequests.retryDueAt),
+        ),
+      )
+      .orderBy(asc(jobRequests.updatedAt))
+      .limit(sql.placeholder('limit'))
+      .prepare(),
+  ).all({ limit });
 }
 
 /** Ended runs the dispatcher has not taken up, oldest first. */
@@ -63,18 +74,36 @@ export function takeUp(
   input: { requests: { id: string; wanted: boolean }[]; runs: { id: string; wanted: boolean }[]; at: number },
 ): string[] {
   const made: string[] = [];
+  // Prepared once: a mass end takes up 200 requests a tick, and building each statement again
+  // with drizzle was most of a tick that held the event loop for over 100 ms (issue 14).
+  const insertPending = prepared(db, 'summaries.insertPendingOfRequest', () =>
+    db
+      .insert(summaries)
+      .values({
+        id: sql.placeholder('id'),
+        requestId: sql.placeholder('requestId'),
+        state: 'pending',
+        createdAt: sql.placeholder('at'),
+        updatedAt: sql.placeholder('at'),
+      })
+      .onConflictDoNothing()
+      .prepare(),
+  );
+  const markChecked = prepared(db, 'summaries.markRequestChecked', () =>
+    db
+      .update(jobRequests)
+      .set({ summaryCheckedAt: sql`${sql.placeholder('at')}` })
+      .where(eq(jobRequests.id, sql.placeholder('id')))
+      .prepare(),
+  );
   db.transaction((tx) => {
     for (const { id, wanted } of input.requests) {
       if (wanted) {
         const summaryId = randomUUID();
-        const inserted = tx
-          .insert(summaries)
-          .values({ id: summaryId, requestId: id, state: 'pending', createdAt: input.at, updatedAt: input.at })
-          .onConflictDoNothing()
-          .run();
+        const inserted = insertPending.run({ id: summaryId, requestId: id, at: input.at });
         if (inserted.changes > 0) made.push(summaryId);
       }
-      tx.update(jobRequests).set({ summaryCheckedAt: input.at }).where(eq(jobRequests.id, id)).run();
+      markChecked.run({ id, at: input.at });
     }
     for (const { id, wanted } of input.runs) {
       if (wanted) {

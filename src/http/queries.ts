@@ -1,4 +1,4 @@
-import { and, desc, eq, gte, inArray, isNotNull, isNull, lt, type SQL, sql } from 'drizzle-orm';
+import { and, desc, eq, getTableColumns, gte, inArray, isNotNull, isNull, lt, type SQL, sql } from 'drizzle-orm';
 import type { Db } from '../db/database.js';
 import { prepared } from '../db/prepared.js';
 import {
@@ -32,7 +32,12 @@ export interface JobsFilter {
   limit: number;
 }
 
-export function jobsPage(db: Db, filter: JobsFilter): JobRequestRow[] {
+/** A request as lists show it: every column but its spec (up to a megabyte of JSON to parse). */
+export type JobListRow = Omit<JobRequestRow, 'spec'>;
+
+const { spec: _spec, ...listColumns } = getTableColumns(jobRequests);
+
+export function jobsPage(db: Db, filter: JobsFilter): JobListRow[] {
   // Prepared once per shape of filter (which filters are given, how many states), the values
   // bound: building and preparing the query on each call was most of a page's cost (issue 14).
   const values: Record<string, unknown> = { limit: filter.limit + 1 };
@@ -85,7 +90,7 @@ export function jobsPage(db: Db, filter: JobsFilter): JobRequestRow[] {
   }
   return prepared(db, `jobsPage:${shape.join(',')}`, () =>
     db
-      .select()
+      .select(listColumns)
       .from(jobRequests)
       .where(where.length ? and(...where) : undefined)
       .orderBy(desc(jobRequests.createdAt), desc(jobRequests.id))

@@ -34,13 +34,30 @@ export type EnqueueOutcome = 'queued' | 'deferred';
  * adding twice is a no-op, so the keeper's sweep can redo this after a crash between the two
  * steps, or after Redis lost its data. Never waits on Redis longer than ENQUEUE_WAIT_MS.
  */
-export async function addSubmitJob(deps: SubmitQueueDeps, requestId: string): Promise<EnqueueOutcome> {
-  const { queue, logger } = deps;
+export function addSubmitJob(deps: SubmitQueueDeps, requestId: string): Promise<EnqueueOutcome> {
+  return addWithin(deps, [requestId], () => deps.queue.add('submit', { requestId }, { jobId: requestId }));
+}
+
+/** {@link addSubmitJob} for several requests, in one round trip to Redis (addBulk). */
+export function addSubmitJobs(deps: SubmitQueueDeps, requestIds: readonly string[]): Promise<EnqueueOutcome> {
+  return addWithin(deps, requestIds, () =>
+    deps.queue.addBulk(
+      requestIds.map((requestId) => ({ name: 'submit', data: { requestId }, opts: { jobId: requestId } })),
+    ),
+  );
+}
+
+async function addWithin(
+  deps: SubmitQueueDeps,
+  requestIds: readonly string[],
+  add: () => Promise<unknown>,
+): Promise<EnqueueOutcome> {
+  const { logger } = deps;
   if (!deps.redisReachable() || Date.now() < (deps.holdUntil ?? 0)) {
     deps.sweepLater();
     return 'deferred';
   }
-  const added = queue.add('submit', { requestId }, { jobId: requestId });
+  const added = add();
   // Commands wait in ioredis's offline queue while it reconnects: one that outlives the wait
   // below may still land later (harmlessly, by its job id), or fail with the connection.
   const settled = added.then(
@@ -54,11 +71,12 @@ export async function addSubmitJob(deps: SubmitQueueDeps, requestId: string): Pr
   const outcome = await Promise.race([settled, waited]).finally(() => clearTimeout(timer));
   if (outcome === 'queued') return 'queued';
   deps.sweepLater();
+  const which = requestIds.length === 1 ? { requestId: requestIds[0] } : { requestIds };
   if (outcome === 'late') {
     deps.holdUntil = Date.now() + HOLD_AFTER_LATE_MS;
-    logger.warn({ requestId }, 'Redis did not take the submit job in time: the request is queued once Redis answers');
+    logger.warn(which, 'Redis did not take the submit job in time: the request is queued once Redis answers');
   } else {
-    logger.warn({ requestId, err: outcome }, 'Redis refused the submit job: the request is queued at the next check');
+    logger.warn({ ...which, err: outcome }, 'Redis refused the submit job: the request is queued at the next check');
   }
   return 'deferred';
 }

@@ -445,9 +445,9 @@ export class SchedClient {
        * Told when an attempt whose outcome may stay unknown starts (its time), and when nothing
        * can have been made after all (null: a definite refusal such as 429, or a lookup that found
        * nothing). The submitter records it, so a retry after a crash looks the marker up only
-       * when a job may really exist.
+       * when a job may really exist. The POST waits for it: the time is on disk before it goes.
        */
-      onOutcome?: (attemptStartedMs: number | null) => void;
+      onOutcome?: (attemptStartedMs: number | null) => void | Promise<void>;
     } = {},
   ): Promise<SubmitResult> {
     const marker = markerFor(requestId);
@@ -470,7 +470,7 @@ export class SchedClient {
       // No marker lookup can be cheaper than not sending into a Retry-After: wait it out first.
       await this.transport.whenOpen();
       const attemptStartedMs = Date.now();
-      options.onOutcome?.(attemptStartedMs);
+      await options.onOutcome?.(attemptStartedMs);
       try {
         const res = await this.transport.once(req);
         const jobId = (res.body as { job_id?: unknown } | undefined)?.job_id;
@@ -489,7 +489,7 @@ export class SchedClient {
         // 429 means the request was turned away before Slurm saw it, and so does slurmrestd's
         // failure to connect to slurmctld (1800); anything else may have landed.
         if (e.code === 'SCHEDFLOW_ERR_SCHED_RATE_LIMITED' || neverReachedSlurmctld(e)) {
-          options.onOutcome?.(null);
+          await options.onOutcome?.(null);
         } else {
           // A lookup that fails says nothing about whether the job exists: posting again could
           // make a second job, so the submission fails (retryably) and its caller's retry adopts.
@@ -510,7 +510,7 @@ export class SchedClient {
             this.logger.info({ job_id: found.job_id, requestId }, 'adopted the job an earlier submit attempt created');
             return { job_id: found.job_id, adopted: true };
           }
-          options.onOutcome?.(null);
+          await options.onOutcome?.(null);
         }
         if (attempt + 1 >= attempts) throw e;
         const retryAfter = 'retryAfterMs' in e ? (e.retryAfterMs as number | null) : null;

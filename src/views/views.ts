@@ -45,7 +45,7 @@ const webhookUrlFor = (url: string | null, viewer: Viewer): string | null =>
 export const jobLink = (id: string) => `${API_PREFIX}/jobs/${encodeURIComponent(id)}`;
 export const runLink = (id: string) => `${API_PREFIX}/runs/${encodeURIComponent(id)}`;
 
-export function jobView(row: JobRequestRow, viewer: Viewer) {
+export function jobView(row: Omit<JobRequestRow, 'spec'>, viewer: Viewer) {
   const d = row.deadlines;
   return {
     id: row.id,
@@ -87,7 +87,7 @@ export function jobView(row: JobRequestRow, viewer: Viewer) {
  * whether another follows (`next_attempt_id`, or `due_at` while its backoff runs) or why not
  * (`note`). Null for a request without a policy.
  */
-export function retryView(row: JobRequestRow) {
+export function retryView(row: Omit<JobRequestRow, 'spec'>) {
   if (row.retryPolicy === null && row.retryCause === null) return null;
   const c = row.retryCause;
   return {

@@ -88,6 +88,45 @@ it('the same id again records nothing more and keeps the one job', async () => {
   expect((await queue.getJobs(['waiting'])).filter((j) => j.id === 'twice')).toHaveLength(1);
 });
 
+it('requests accepted together share a commit and an add, each answered once recorded; one that fails fails alone', async () => {
+  const at = Date.now();
+  const input = (id: string, extra: object = {}) => ({
+    id,
+    profile: 'default',
+    name: 'n',
+    spec: { ...spec, ...extra },
+    origin: 'api' as const,
+    at,
+    source: 'api' as const,
+  });
+  const ids = ['together-1', 'together-2', 'together-3'];
+  const outcomes = await Promise.allSettled([
+    ...ids.map(async (id) => {
+      const outcome = await accept(deps, input(id));
+      // Answered only once committed: a reader of the history file sees it.
+      expect(getRequest(history.db, id)?.state).toBe('queued');
+      return outcome;
+    }),
+    // An array expression that does not parse: its recording throws, in its own savepoint.
+    accept(deps, input('together-bad', { array: 'not-an-array' })),
+  ]);
+  expect(outcomes.map((o) => o.status)).toEqual(['fulfilled', 'fulfilled', 'fulfilled', 'rejected']);
+  expect(outcomes.slice(0, 3).map((o) => (o as PromiseFulfilledResult<string>).value)).toEqual([
+    'queued',
+    'queued',
+    'queued',
+  ]);
+  expect(getRequest(history.db, 'together-bad')).toBeUndefined();
+  for (const id of ids) {
+    expect(sources(id)).toEqual([
+      [null, 'accepted', 'api'],
+      ['accepted', 'queued', 'api'],
+    ]);
+    expect(await queue.getJob(id)).toBeDefined();
+  }
+  expect(await queue.getJob('together-bad')).toBeUndefined();
+});
+
 it('with Redis known unreachable: answers at once, the request kept queued for the keeper', async () => {
   reachable = false;
   try {

@@ -161,7 +161,7 @@ ${rows.length > 200 ? html`<p class="muted">The newest 200 are shown; narrow the
   });
 }
 
-export function jobTable(rows: JobRequestRow[]): Html {
+export function jobTable(rows: Omit<JobRequestRow, 'spec'>[]): Html {
   if (rows.length === 0) return html`<p class="muted">No job requests match.</p>`;
   return html`<div class="table-wrap"><table class="responsive"><thead><tr><th>Name</th><th>State</th><th>Job id</th><th>Profile</th><th>Step</th><th>Created</th><th>Run time</th></tr></thead><tbody>
 ${rows.map(
