@@ -35,7 +35,17 @@ export default defineConfig({
     // time on 2 cores (four starved the files that spawn `schedflow` through tsx). A global
     // option: projects cannot set it.
     maxWorkers: 3,
-    minWorkers: 1,
+    // As many as at most: the 'default' project's forks are reused from file to file (isolate:
+    // false), and a fork tinypool retires as idle between files ends the run with "Terminating
+    // worker thread" (vitest 3.2).
+    minWorkers: 3,
+    // The 'default' and 'serial' projects' forks run file after file without isolation: a
+    // file's modules are imported once per process, not once per file (importing the daemon
+    // took 2–3 s of CPU per file, about half the suite's). Every file starts and stops its own
+    // servers and processes (test/helpers/no-leaks.ts checks that), and no helper keeps state a
+    // file could inherit. One forks pool serves every project, so this is set here; the slurm
+    // tier asks for isolation on its command line (package.json).
+    poolOptions: { forks: { isolate: false } },
     testTimeout: 30_000,
     hookTimeout: 30_000,
     reporters: ['default'],
@@ -53,7 +63,8 @@ export default defineConfig({
         },
       },
       {
-        // Real Redis, SQLite, HTTP and processes; one process per file, files in parallel.
+        // Real Redis, SQLite, HTTP and processes; files in parallel, three processes each running
+        // file after file (see poolOptions above).
         extends: true,
         test: {
           name: 'default',
