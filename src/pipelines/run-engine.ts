@@ -194,7 +194,7 @@ async function advanceRun(deps: RunEngineDeps, run: PipelineRunRow): Promise<Pip
   const { db, logger } = deps;
   // A run being cancelled gets no retries and no steps made again: what is left is cancelled.
   if (run.cancelRequestedAt !== null) {
-    await cancelSteps(deps, run, { source: 'pipeline', who: run.cancelledBy ?? 'a cancel' });
+    await cancelStepsOnce(deps, run, { source: 'pipeline', who: run.cancelledBy ?? 'a cancel' });
     return finishCancelIfDone(db, run.id);
   }
   const plan = run.definition as RunPlan;
@@ -406,7 +406,7 @@ export async function cancelRun(
     }
   }
   const marked = getRun(db, runId) ?? run;
-  const steps = await cancelSteps(deps, marked, by);
+  const steps = await cancelStepsOnce(deps, marked, by);
   const ended = finishCancelIfDone(db, runId);
   logger.info(
     { runId, pipeline: run.pipeline, by: by.who, steps: steps.length, ended: ended !== null },
@@ -424,6 +424,27 @@ export async function cancelRun(
       : { kind: 'ended', run: after };
   }
   return { kind: 'cancelling', run: after, steps };
+}
+
+/** The pass over a run's steps under way, by run id. */
+const stepCancels = new Map<string, Promise<StepCancel[]>>();
+
+/**
+ * One pass over a run's steps at a time: the pipeline tick goes on with a cancel the API asked
+ * for, and a pass that started while another ran would find the steps the other one handled
+ * ended (withdrawn) or already sent, and leave them out of its answer. A second asker gets the
+ * outcomes of the pass under way.
+ */
+function cancelStepsOnce(
+  deps: RunEngineDeps,
+  run: PipelineRunRow,
+  by: { source: 'api' | 'cli' | 'pipeline'; who: string },
+): Promise<StepCancel[]> {
+  const running = stepCancels.get(run.id);
+  if (running) return running;
+  const pass = cancelSteps(deps, run, by).finally(() => stepCancels.delete(run.id));
+  stepCancels.set(run.id, pass);
+  return pass;
 }
 
 /** Cancels every step request of the run that has not ended; one the scheduler refuses is tried again later. */

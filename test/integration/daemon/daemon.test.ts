@@ -136,7 +136,15 @@ describe('a request reaches its end state, recorded with every transition', () =
     const row = await td.waitForState(id, 'submit_failed');
     expect(row.errorCode).toBe('SCHEDFLOW_ERR_SCHED_FORBIDDEN');
     expect(row.errorMessage).toMatch(/account restriction/);
-    const job = await td.daemon.queues.submit.getJob(id);
+    // The history is written before BullMQ records the attempt's end: wait for the job to finish.
+    const submitQueue = td.daemon.queues.submit;
+    const job = await waitFor(
+      async () => {
+        const state = await submitQueue.getJobState(id);
+        return state === 'completed' || state === 'failed' ? submitQueue.getJob(id) : undefined;
+      },
+      { what: `submit job ${id} to finish` },
+    );
     expect(job?.attemptsMade).toBe(1);
   });
 });
