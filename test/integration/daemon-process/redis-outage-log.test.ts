@@ -58,7 +58,7 @@ describe('a Redis outage in the log', () => {
     const about = (pattern: RegExp) => records.filter((r) => pattern.test(r.msg));
     expect(about(/Redis unreachable/)).toHaveLength(1);
     expect(about(/Redis reachable again/)).toHaveLength(1);
-    expect(about(/job schedulers were missing/)).toHaveLength(1);
+    expect(about(/job schedulers were missing/), JSON.stringify(about(/job schedulers were missing/))).toHaveLength(1);
     // Nothing else at warn or above: no 'Redis error' per connection, no 'worker error'.
     const said = /Redis (unreachable|reachable again)|job schedulers were missing/;
     const loud = records.filter((r) => r.level >= 40 && !said.test(r.msg));
