@@ -53,6 +53,8 @@ describe('what webhooks leave in the log', () => {
         configDir: join(root, 'config'),
         redisUrl: redis.url,
         queuePrefix: `test-${Math.random().toString(36).slice(2, 10)}`,
+        // Any free port: 8080, the default, is the user's own daemon's (`npm start`) while tests run.
+        listen: '127.0.0.1:0',
         pollFloorMs: 500,
         shutdownGraceMs: 2000,
         notifyEveryMs: 200,
