@@ -53,6 +53,16 @@ interface JobsFlags {
   json?: boolean;
 }
 
+/**
+ * What the daemon's door would refuse (src/requests/door.ts, from daemon.json), said before
+ * anything is queued; `where` names the file or request in the message.
+ */
+function refuseAtDoor(info: DaemonInfo, profile: string, spec: Pick<JobSpec, 'account'>, where: string): void {
+  const door = info.doors?.[profile];
+  const refused = door ? doorRefusal(profile, door, spec) : null;
+  if (refused) throw new SubmissionRefusedError(refused.code, `${where}: ${refused.message}`);
+}
+
 function daemonAlive(info: DaemonInfo): boolean {
   return pidAlive(info.pid);
 }
@@ -223,10 +233,7 @@ export function registerJobsCommand(program: Command): void {
       if (!info.profiles.includes(profile)) {
         throw new ConfigError(`the daemon has no profile "${profile}" (it has: ${info.profiles.join(', ')})`);
       }
-      // What the daemon's door would refuse (src/requests/door.ts), said before anything is queued.
-      const door = info.doors?.[profile];
-      const refused = door ? doorRefusal(profile, door, spec) : null;
-      if (refused) throw new SubmissionRefusedError(refused.code, `${file}: ${refused.message}`);
+      refuseAtDoor(info, profile, spec, file);
       const requestId = randomUUID();
       const payload: SubmitPayload = {
         requestId,
@@ -518,10 +525,7 @@ export function registerJobsCommand(program: Command): void {
           throw new ConfigError(`--indexes: ${toError(error).message}`);
         }
         const plan = planArrayRetry(history.db, id, given);
-        // What the daemon's door would refuse, said before anything is queued (as `jobs submit`).
-        const door = info.doors?.[plan.original.profile];
-        const refused = door ? doorRefusal(plan.original.profile, door, plan.spec) : null;
-        if (refused) throw new SubmissionRefusedError(refused.code, `request ${id}: ${refused.message}`);
+        refuseAtDoor(info, plan.original.profile, plan.spec, `request ${id}`);
         const requestId = randomUUID();
         const payload: SubmitPayload = {
           requestId,

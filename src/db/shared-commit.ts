@@ -35,21 +35,39 @@ interface Pending {
 const pending = new WeakMap<Db, Pending[]>();
 
 function commitTogether(db: Db, batch: Pending[]): void {
-  const done: { one: Pending; value: unknown }[] = [];
+  let outcomes: Outcome<unknown>[];
   try {
-    db.transaction(() => {
-      for (const one of batch) {
-        try {
-          done.push({ one, value: db.transaction(() => one.work()) });
-        } catch (error) {
-          one.reject(error);
-        }
-      }
-    });
+    outcomes = commitEach(
+      db,
+      batch.map((one) => one.work),
+    );
   } catch (error) {
     // The commit itself failed: nothing of any of them was written.
-    for (const { one } of done) one.reject(error);
+    for (const one of batch) one.reject(error);
     return;
   }
-  for (const { one, value } of done) one.resolve(value);
+  batch.forEach((one, i) => {
+    const outcome = outcomes[i] as Outcome<unknown>;
+    if (outcome.ok) one.resolve(outcome.value);
+    else one.reject(outcome.error);
+  });
+}
+
+export type Outcome<T> = { ok: true; value: T } | { ok: false; error: unknown };
+
+/**
+ * Runs each write in a savepoint of its own inside one transaction, so a throw undoes that
+ * write alone: their outcomes, in order. Throws when the commit itself fails (then nothing of
+ * any of them was written).
+ */
+export function commitEach<T>(db: Db, works: readonly (() => T)[]): Outcome<T>[] {
+  return db.transaction(() =>
+    works.map((work): Outcome<T> => {
+      try {
+        return { ok: true, value: db.transaction(() => work()) };
+      } catch (error) {
+        return { ok: false, error };
+      }
+    }),
+  );
 }

@@ -3,6 +3,7 @@ import { insertArrayTasks } from '../db/array-tasks.js';
 import type { Db } from '../db/database.js';
 import { insertRequest, type NewRequest, requestStateOf } from '../db/requests.js';
 import type { AttemptPolicy, Deadlines, RetryCause, TransitionSource } from '../db/schema.js';
+import { commitEach, type Outcome } from '../db/shared-commit.js';
 import { addSubmitJob, addSubmitJobs, type EnqueueOutcome, type SubmitQueueDeps } from '../queue/submit-queue.js';
 import { parseJobArray } from '../sched/job-array.js';
 import type { JobSpec } from '../sched/job-spec.js';
@@ -112,23 +113,22 @@ interface Waiting {
 const batches = new WeakMap<SubmitQueueDeps, { db: Db; waiting: Waiting[] }>();
 
 async function acceptBatch(deps: AcceptDeps, waiting: Waiting[]): Promise<void> {
-  const recorded: Waiting[] = [];
+  let outcomes: Outcome<boolean>[];
   try {
-    deps.db.transaction(() => {
-      for (const one of waiting) {
-        try {
-          recordRequest(deps.db, one.input);
-          recorded.push(one);
-        } catch (error) {
-          one.reject(error);
-        }
-      }
-    });
+    outcomes = commitEach(
+      deps.db,
+      waiting.map((one) => () => recordRequest(deps.db, one.input)),
+    );
   } catch (error) {
     // The commit itself failed: none of them is recorded.
-    for (const one of recorded) one.reject(error);
+    for (const one of waiting) one.reject(error);
     return;
   }
+  const recorded = waiting.filter((one, i) => {
+    const outcome = outcomes[i] as Outcome<boolean>;
+    if (!outcome.ok) one.reject(outcome.error);
+    return outcome.ok;
+  });
   // Also for the same id again: the job id is the request id, so a job already there is kept,
   // and one that ran finds its request submitted and stops.
   const ids = recorded.map((one) => one.input.id);

@@ -29,6 +29,25 @@ import { ALICE_TOKEN } from '../../helpers/sim.js';
 const env = daemonTestEnv();
 const logger = createLogger({ level: process.env.LOG_LEVEL ?? 'silent' });
 
+/** A scheduler client and a history of their own, for tests that drive the poller by hand. */
+async function pollerOf(url: string) {
+  const profile = parseProfile('test', {
+    url,
+    auth: { type: 'bearer', tokenEnv: 'TEST_TOKEN' },
+    account: 'lab',
+    version: 'v0.0.44',
+  });
+  const client = await SchedClient.connect(profile, { logger, env: { TEST_TOKEN: ALICE_TOKEN } });
+  env.defer(() => client.close());
+  const dir = mkdtempSync(join(tmpdir(), 'schedflow-arrays-'));
+  const history = openDatabase(join(dir, 'history.sqlite'));
+  env.defer(async () => {
+    history.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+  return { client, history };
+}
+
 interface ArrayDetail {
   state: string;
   job_id: number;
@@ -206,20 +225,7 @@ describe('polling an array', () => {
     const sim = await env.sim({ cpus: 64, simulatedRuntimeSec: 1 });
     const proxy = await startFlakyProxy(sim.url);
     env.defer(() => proxy.close());
-    const profile = parseProfile('test', {
-      url: proxy.url,
-      auth: { type: 'bearer', tokenEnv: 'TEST_TOKEN' },
-      account: 'lab',
-      version: 'v0.0.44',
-    });
-    const client = await SchedClient.connect(profile, { logger, env: { TEST_TOKEN: ALICE_TOKEN } });
-    env.defer(() => client.close());
-    const dir = mkdtempSync(join(tmpdir(), 'schedflow-arrays-'));
-    const history = openDatabase(join(dir, 'history.sqlite'));
-    env.defer(async () => {
-      history.close();
-      rmSync(dir, { recursive: true, force: true });
-    });
+    const { client, history } = await pollerOf(proxy.url);
     const spec = jobSpecSchema.parse({ name: 'many', script: '#!/bin/sh\ntrue\n', array: '0-199%64' });
     const at = Date.now();
     recordRequest(history.db, { id: 'arr', profile: 'test', name: 'many', spec, origin: 'api', at, source: 'api' });
@@ -320,20 +326,7 @@ describe('an array whose tasks go missing', () => {
 describe("an array's job id given to another array (slurmctld back from a crash without it)", () => {
   it("never takes the other array's tasks for its own: its tasks end node_fail, JobLostByController", async () => {
     const sim = await env.sim({ cpus: 4 });
-    const profile = parseProfile('test', {
-      url: sim.url,
-      auth: { type: 'bearer', tokenEnv: 'TEST_TOKEN' },
-      account: 'lab',
-      version: 'v0.0.44',
-    });
-    const client = await SchedClient.connect(profile, { logger, env: { TEST_TOKEN: ALICE_TOKEN } });
-    env.defer(() => client.close());
-    const dir = mkdtempSync(join(tmpdir(), 'schedflow-arrays-'));
-    const history = openDatabase(join(dir, 'history.sqlite'));
-    env.defer(async () => {
-      history.close();
-      rmSync(dir, { recursive: true, force: true });
-    });
+    const { client, history } = await pollerOf(sim.url);
     const db = history.db;
     const deps = { db, client, logger, settings: { lostGraceMs: 60_000, arrayEndPatienceMs: 0 } };
     const spec = jobSpecSchema.parse({ name: 'ours', script: '#!/bin/sh\nsleep 60\n', array: '0-1' });
