@@ -5,8 +5,8 @@ import type { Command } from 'commander';
 import { z } from 'zod';
 import { type DaemonInfo, readDaemonInfo } from '../daemon-info.js';
 import { getAccountingJob, history as historyRows } from '../db/accounting.js';
-import { tasksOf } from '../db/array-tasks.js';
-import { type HistoryDatabase, openDatabase } from '../db/database.js';
+import { taskOfJob, tasksOf } from '../db/array-tasks.js';
+import { type Db, type HistoryDatabase, openDatabase } from '../db/database.js';
 import { getRequest, listRequests, transitionsOf } from '../db/requests.js';
 import { type JobRequestRow, REQUEST_STATES, type RequestState } from '../db/schema.js';
 import {
@@ -399,7 +399,7 @@ export function registerJobsCommand(program: Command): void {
         if (accounting) {
           lines.push(
             '',
-            `accounting  ${accounting.state}, exit ${accounting.exitCode ?? '-'}, elapsed ${formatDuration(accounting.elapsedSec)}, nodes ${accounting.nodes ?? '-'}, cpus ${accounting.cpus ?? '-'}`,
+            `accounting  ${accountingOf(history.db, row)}${accounting.state}, exit ${accounting.exitCode ?? '-'}, elapsed ${formatDuration(accounting.elapsedSec)}, nodes ${accounting.nodes ?? '-'}, cpus ${accounting.cpus ?? '-'}`,
           );
         }
         lines.push('', ...summaryLines(history.db, row));
@@ -679,4 +679,11 @@ function attemptLines(db: HistoryDatabase['db'], row: JobRequestRow): string[] {
     ),
   );
   return lines;
+}
+
+/** Whose record an array request's accounting line is: one task's, not the array's. */
+function accountingOf(db: Db, row: JobRequestRow): string {
+  if (row.arrayTaskCount === null || row.jobId === null) return '';
+  const task = taskOfJob(db, row.id, row.jobId);
+  return task === null ? `job ${row.jobId} (one task's record): ` : `task ${task} (job ${row.jobId}): `;
 }

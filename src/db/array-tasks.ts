@@ -41,6 +41,19 @@ export function tasksOfRequests(db: Db, requestIds: readonly string[]): Map<stri
   return byRequest;
 }
 
+/**
+ * The task whose job has this id: an array's job id is one task's own (the last to start), so
+ * the accounting record under it describes that task, not the array.
+ */
+export function taskOfJob(db: Db, requestId: string, jobId: number): number | null {
+  const row = db
+    .select({ taskId: arrayTasks.taskId })
+    .from(arrayTasks)
+    .where(and(eq(arrayTasks.requestId, requestId), eq(arrayTasks.jobId, jobId)))
+    .get();
+  return row?.taskId ?? null;
+}
+
 export type ArrayTaskPatch = Partial<Omit<ArrayTaskRow, 'requestId' | 'taskId'>>;
 
 export function updateArrayTask(db: Db, requestId: string, taskId: number, patch: ArrayTaskPatch): void {

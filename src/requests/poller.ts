@@ -185,7 +185,12 @@ export async function pollProfile(deps: PollDeps, profile: string): Promise<Poll
   const queue = accountingQueueOf(client, needAccounting);
   let queries: AccountingChunk[];
   const arrayIds = arrayPlan?.accountingIds ?? [];
-  const arrayChunk = { arrays, arrayIds };
+  // An array that waited last cycle for accounting to show a task's end asks again under a new
+  // URL: the proxy keeps an answer for up to a minute (30 s on the simulator's accounting), and
+  // the one it kept, made before the end reached slurmdbd, would say the same until the patience
+  // ran out (an array of quick tasks took 32 s to conclude where its tasks took 1).
+  const waits = arrayWaitsOf(client);
+  const arrayChunk = { arrays, arrayIds, afresh: arrays.some((row) => waits.has(row.id)) };
   const allIds = [...needAccounting, ...changedRows].map((row) => row.jobId as number).concat(arrayIds);
   if (chunkJobIds(allIds, 'step').length <= 1) {
     // One query names them all: started jobs get their full record with the ends. Only started
@@ -410,6 +415,8 @@ interface AccountingChunk {
   /** Array requests, and the ids of theirs to name (array-poll.ts), when this query carries them. */
   arrays?: readonly TrackedRequest[];
   arrayIds?: readonly number[];
+  /** Ask past any answer the proxy keeps (see {@link resolveThroughAccounting}). */
+  afresh?: boolean;
 }
 
 /**
@@ -625,6 +632,9 @@ function markMissing(
   });
 }
 
+/** How far past now an accounting query asked afresh ends its window. */
+const AFRESH_WINDOW_SEC = 86_400;
+
 /**
  * One accounting request for a chunk of requests, naming their jobs (never the account's every
  * record since a start: 394 MB at 100,000 past records, and past ~137,000 more than V8 can hold
@@ -633,7 +643,7 @@ function markMissing(
 async function resolveThroughAccounting(
   deps: PollDeps,
   profile: string,
-  { rows, activeOnly, arrays = [], arrayIds = [] }: AccountingChunk,
+  { rows, activeOnly, arrays = [], arrayIds = [], afresh = false }: AccountingChunk,
   light: LightStates,
 ): Promise<{
   changed: number;
@@ -654,6 +664,9 @@ async function resolveThroughAccounting(
       // Only started jobs: ask for active records only. The proxy caches answers by URL, so the
       // answer to this query can never stand in, later, for the one that asks how they ended.
       ...(activeOnly && { states: [...ACTIVE_SLURM_STATES] }),
+      // A window ending a day from now names the same records as one without an end (and any
+      // clock skew between this host and slurmdbd's), but is a URL the proxy has not answered.
+      ...(afresh && { endTime: Math.floor(Date.now() / 1000) + AFRESH_WINDOW_SEC }),
     },
     { forPolling: true, signal: deps.signal },
   );

@@ -18,7 +18,10 @@ export interface JobFacts {
   attempt: number;
   state: RequestState;
   rawState: string | null;
+  /** Slurm's reason code (null for an array: its request's reason is schedflow's count of its tasks). */
   reason: string | null;
+  /** An array job's outcome by task ("array of 4 tasks: 1 of 4 tasks did not complete (…)"). */
+  array: string | null;
   exitCode: number | null;
   signal: number | null;
   jobId: number | null;
@@ -87,6 +90,7 @@ export function jobFacts(
     ? (spec.environment as unknown[]).filter((e): e is string => typeof e === 'string')
     : [];
   const acct = accounting;
+  const isArray = row.arrayTaskCount !== null;
   const ran = row.startedAt !== null || (acct?.startTime ?? null) !== null;
   const elapsedSec =
     acct?.elapsedSec ??
@@ -123,7 +127,9 @@ export function jobFacts(
     attempt: row.attempt,
     state: row.state,
     rawState: row.rawState,
-    reason: row.reason ?? acct?.reason ?? null,
+    // An array's accounting record is one task's (the one holding the array's job id).
+    reason: isArray ? null : (row.reason ?? acct?.reason ?? null),
+    array: isArray ? `array of ${row.arrayTaskCount} tasks${row.reason ? `: ${row.reason}` : ''}` : null,
     exitCode: row.exitCode ?? acct?.exitCode ?? null,
     signal: row.signal ?? acct?.signal ?? null,
     jobId: row.jobId,

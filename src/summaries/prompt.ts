@@ -46,6 +46,7 @@ export function describeOutcome(f: JobFacts): string {
   if (!f.ran) parts.push('(it never ran)');
   if (f.signal) parts.push(`(${signalName(f.signal)})`);
   else if (f.exitCode !== null && f.ran) parts.push(`(exit code ${f.exitCode})`);
+  if (f.array) parts.push(`(${f.array})`);
   return parts.join(' ');
 }
 

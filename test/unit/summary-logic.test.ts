@@ -348,6 +348,37 @@ describe('prompt building', () => {
   });
 });
 
+describe('the summary of an array job', () => {
+  const row = requestRow({
+    arrayTaskCount: 4,
+    state: 'failed',
+    rawState: 'FAILED',
+    exitCode: 3,
+    reason: '1 of 4 tasks did not complete (2: failed, exit 3)',
+    spec: { name: 'align', script: '#!/bin/sh\nexit 3\n', array: '0-3' },
+  });
+  // The record under the array's job id is one task's, which completed.
+  const facts = jobFacts(
+    row,
+    accountingRow({ state: 'completed', rawState: 'COMPLETED', exitCode: 0, reason: 'None' }),
+    {
+      scriptHeadLines: 5,
+      outputTailBytes: 0,
+    },
+  );
+  const findings = { efficiency: jobEfficiency(facts), ...jobTriage(facts) };
+
+  it("says its outcome by task, never taking schedflow's count for a Slurm reason code", () => {
+    expect(facts.reason).toBeNull();
+    expect(facts.array).toBe('array of 4 tasks: 1 of 4 tasks did not complete (2: failed, exit 3)');
+    const user = jobPrompt(facts, findings, new Redactor({ environment: [] }))[1]?.content ?? '';
+    expect(user).toContain('(array of 4 tasks: 1 of 4 tasks did not complete (2: failed, exit 3))');
+    const text = jobTemplate(facts, findings);
+    expect(text).toContain('array of 4 tasks: 1 of 4 tasks did not complete');
+    for (const said of [user, text]) expect(said).not.toContain('no explanation for');
+  });
+});
+
 describe('output files a job spec names', () => {
   const dir = mkdtempSync(join(tmpdir(), 'schedflow-tail-'));
   const dataDir = join(dir, 'data');

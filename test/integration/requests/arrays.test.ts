@@ -1,8 +1,9 @@
 import { randomUUID } from 'node:crypto';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { getAccountingJob } from '../../../src/db/accounting.js';
 import { tasksOf, updateArrayTask } from '../../../src/db/array-tasks.js';
 import { openDatabase } from '../../../src/db/database.js';
 import { getRequest, listRequests, transitionsOf } from '../../../src/db/requests.js';
@@ -166,7 +167,13 @@ describe('array jobs from the shell', () => {
       spec: jobSpecSchema.parse({ name: 'arr-cli', script, array: '0-2', current_working_directory: sim.workDir }),
       origin: 'api',
     });
-    await td.waitForState(id, 'failed', 10_000);
+    const failed = await td.waitForState(id, 'failed', 10_000);
+    // The accounting record under the array's job id is one task's: shown as that task's.
+    await waitFor(async () => getAccountingJob(td.daemon.history.db, failed.profile, failed.jobId as number), {
+      what: "the array's job id's accounting record",
+      timeoutMs: 10_000,
+    });
+    const holder = tasksOf(td.daemon.history.db, id).find((task) => task.jobId === failed.jobId);
     // Two processes at once: each takes seconds to start here.
     const [shown, retried] = await Promise.all([
       runCli(['jobs', 'show', id, '--data-dir', td.dataDir]),
@@ -176,6 +183,7 @@ describe('array jobs from the shell', () => {
     expect(shown.stdout).toContain('array     0-2: 3 tasks: 2 completed, 1 failed');
     expect(shown.stdout).toMatch(/\n1\s+\d+\s+failed\s+4\s/);
     expect(shown.stdout).toContain(`retry them: schedflow jobs retry-tasks ${id}`);
+    expect(shown.stdout).toContain(`accounting  task ${holder?.taskId} (job ${failed.jobId}): `);
     expect(retried.code).toBe(0);
     const retryId = /queued request (\S+), running tasks 1-2 of/.exec(retried.stdout)?.[1] as string;
     expect(retryId).toBeDefined();
@@ -252,6 +260,72 @@ describe('polling an array', () => {
     const tasks = tasksOf(history.db, 'arr');
     expect(tasks).toHaveLength(200);
     expect(tasks.every((task) => task.state === 'completed' && task.exitCode === 0 && task.jobId !== null)).toBe(true);
+  });
+});
+
+describe("an array whose tasks' ends reach accounting after the controller", () => {
+  it('asks accounting again past the answer a proxy keeps, and concludes from it', async () => {
+    const sim = await env.sim({ cpus: 4 });
+    const proxy = await startFlakyProxy(sim.url);
+    env.defer(() => proxy.close());
+    // A proxy that keeps each accounting answer for longer than this test, in front of a
+    // slurmdbd that learns of each end a moment after the controller: the first answer to show
+    // a job ended leaves it out.
+    const kept = new Map<string, string>();
+    const endSeen = new Set<number>();
+    proxy.rewrite = (req, body) => {
+      if (!req.url.startsWith('/scheddb/v0.0.44/jobs?')) return body;
+      const earlier = kept.get(req.url);
+      if (earlier !== undefined) return earlier;
+      const answer = JSON.parse(body) as { jobs: { job_id: number; state: { current: string[] } }[] };
+      answer.jobs = answer.jobs.filter((job) => {
+        if (['PENDING', 'RUNNING'].includes(job.state.current[0] ?? '')) return true;
+        const first = !endSeen.has(job.job_id);
+        endSeen.add(job.job_id);
+        return !first;
+      });
+      const text = JSON.stringify(answer);
+      kept.set(req.url, text);
+      return text;
+    };
+    const { client, history } = await pollerOf(proxy.url);
+    // The tasks end together once all have been seen running: one cycle sees every end.
+    const go = join(sim.workDir, 'go');
+    const script = `#!/bin/sh\nwhile [ ! -e ${go} ]; do sleep 0.05; done\n`;
+    const spec = jobSpecSchema.parse({ name: 'quick', script, array: '0-3' });
+    const at = Date.now();
+    recordRequest(history.db, { id: 'quick', profile: 'test', name: 'quick', spec, origin: 'api', at, source: 'api' });
+    const submitted = await client.submit(spec, 'quick');
+    transition(history.db, 'quick', {
+      to: 'submitted',
+      source: 'submit',
+      at,
+      patch: { jobId: submitted.job_id, submittedAt: at },
+    });
+
+    // The controller is never asked within the patience: only accounting can conclude the array.
+    const deps = { db: history.db, client, logger, settings: { lostGraceMs: 60_000, arrayEndPatienceMs: 600_000 } };
+    const running = () => tasksOf(history.db, 'quick').every((task) => task.state === 'running');
+    for (let deadline = Date.now() + 15_000; !running() && Date.now() < deadline; ) {
+      await pollProfile(deps, 'test');
+      await new Promise((resolve) => setTimeout(resolve, 200));
+    }
+    expect(running()).toBe(true);
+    writeFileSync(go, '');
+    const deadline = Date.now() + 15_000;
+    while (getRequest(history.db, 'quick')?.state !== 'completed' && Date.now() < deadline) {
+      await pollProfile(deps, 'test');
+      await new Promise((resolve) => setTimeout(resolve, 200));
+    }
+    expect(getRequest(history.db, 'quick')).toMatchObject({ state: 'completed', exitCode: 0 });
+    expect(tasksOf(history.db, 'quick').every((task) => task.state === 'completed' && task.endedAt !== null)).toBe(
+      true,
+    );
+    expect(proxy.requests.some((req) => /^\/sched\/v0\.0\.44\/jobs(\?|$)/.test(req.url))).toBe(false);
+    // The query asked afresh names the same jobs, with a window that ends a day ahead.
+    expect(
+      proxy.requests.some((req) => req.url.includes('end_time=') && req.url.includes(`step=${submitted.job_id}`)),
+    ).toBe(true);
   });
 });
 

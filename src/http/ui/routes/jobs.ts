@@ -1,7 +1,8 @@
 import { desc, eq } from 'drizzle-orm';
 import type { FastifyInstance } from 'fastify';
 import { getAccountingJob, getProfileSync } from '../../../db/accounting.js';
-import { tasksOf } from '../../../db/array-tasks.js';
+import { taskOfJob, tasksOf } from '../../../db/array-tasks.js';
+import type { Db } from '../../../db/database.js';
 import { replaysOf } from '../../../db/idempotency.js';
 import { getRequest, transitionsOf } from '../../../db/requests.js';
 import {
@@ -303,7 +304,7 @@ ${row.resubmitOf ? html`<dt>Resubmits</dt><dd><a href="${jobHref(row.resubmitOf)
 <dt>Request id</dt><dd><code>${v.id}</code></dd></dl>`;
 
   const accountingPanel = accounting
-    ? html`<h2>Accounting</h2><div class="panel"><dl class="facts">
+    ? html`<h2>Accounting${accountingOf(db, row)}</h2><div class="panel"><dl class="facts">
 <dt>State</dt><dd>${accounting.state} <span class="muted">(${accounting.rawState})</span></dd>
 <dt>Account / user</dt><dd>${accounting.account} / ${accounting.user}</dd>
 <dt>Partition</dt><dd>${accounting.partition}</dd>
@@ -434,4 +435,11 @@ function outputPanel(ctx: UiContext, row: JobRequestRow, user: string | null, no
           : html`<p class="muted">${t.note}</p>`
       }`,
   )}`;
+}
+
+/** Whose record an array request's accounting panel shows: one task's, not the array's. */
+function accountingOf(db: Db, row: JobRequestRow): string {
+  if (row.arrayTaskCount === null || row.jobId === null) return '';
+  const task = taskOfJob(db, row.id, row.jobId);
+  return task === null ? ` of job ${row.jobId} (one task)` : ` of task ${task} (job ${row.jobId})`;
 }
