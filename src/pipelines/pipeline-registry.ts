@@ -127,6 +127,14 @@ export class PipelineRegistry implements PipelineService {
     try {
       this.#watcher = watch(this.#deps.dir, () => this.#scheduleReload());
     } catch (error) {
+      // No such folder is a set-up without pipelines, said plainly (a stack trace would read as a fault).
+      if ((error as NodeJS.ErrnoException).code === 'ENOENT') {
+        this.#deps.logger.info(
+          { dir: this.#deps.dir },
+          'no pipelines folder: no pipelines until it is made and schedflow restarted',
+        );
+        return;
+      }
       this.#deps.logger.warn({ dir: this.#deps.dir, err: error }, 'not watching the pipelines folder');
     }
   }
