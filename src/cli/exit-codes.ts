@@ -1,7 +1,4 @@
 import { type ErrorCode, SchedflowError } from '../errors.js';
-import { SourceError } from '../lib/yaml-source.js';
-import { StateDirLockedError } from '../sim/job-store.js';
-import { SimConfigError } from '../sim/sim-config.js';
 
 /**
  * Exit codes of schedflow commands, for scripts:
@@ -36,9 +33,6 @@ const USAGE_CODES: ReadonlySet<ErrorCode> = new Set<ErrorCode>([
 
 /** The exit code for an error that ends a command: otherwise a retryable error may pass, anything else is a refusal. */
 export function exitCodeFor(error: unknown): number {
-  if (error instanceof SourceError || error instanceof SimConfigError || error instanceof StateDirLockedError) {
-    return EXIT.usage;
-  }
   if (error instanceof SchedflowError) {
     if (USAGE_CODES.has(error.code)) return EXIT.usage;
     return error.retryable ? EXIT.unavailable : EXIT.refused;

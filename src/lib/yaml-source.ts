@@ -1,6 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { type Document, isCollection, isNode, isScalar, LineCounter, parseDocument, visit, type YAMLError } from 'yaml';
 import type { z } from 'zod';
+import { ConfigError } from '../errors.js';
 
 /** A YAML (or JSON, which is YAML) file parsed with positions, so problems can say file:line:column. */
 export interface YamlSource {
@@ -10,8 +11,8 @@ export interface YamlSource {
   data: unknown;
 }
 
-export class SourceError extends Error {
-  override name = 'SourceError';
+/** A YAML or JSON source that cannot be read or is not what it must be: every problem found, each on its line. */
+export class SourceError extends ConfigError {
   constructor(readonly problems: string[]) {
     super(problems.join('\n'));
   }

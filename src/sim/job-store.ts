@@ -2,6 +2,7 @@ import { readFileSync, renameSync } from 'node:fs';
 import { mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { z } from 'zod';
+import { ConfigError } from '../errors.js';
 import { writeOwnerOnlyFile } from '../lib/owner-only.js';
 import { takePidLock } from '../lib/pid-lock.js';
 import type { SimJob } from './sim-job.js';
@@ -54,9 +55,8 @@ const stateFileSchema = z.object({
   jobs: z.array(simJobSchema),
 });
 
-export class StateDirLockedError extends Error {
-  override name = 'StateDirLockedError';
-}
+/** Another simulator holds the state folder: choose another, or stop that one. */
+export class StateDirLockedError extends ConfigError {}
 
 export interface SimState {
   nextJobId: number;

@@ -1,6 +1,7 @@
 import { readFileSync, statSync } from 'node:fs';
 import { dirname, isAbsolute, resolve } from 'node:path';
 import { z } from 'zod';
+import { ConfigError } from '../errors.js';
 import { issuesText } from '../lib/issues-text.js';
 import { readYamlSource, SourceError } from '../lib/yaml-source.js';
 import { SUPPORTED_VERSIONS } from '../sched/versions.js';
@@ -125,9 +126,8 @@ export const tokensFileSchema = z.record(z.string(), tokenEntrySchema);
 /** Tokens are opaque and non-guessable (contract section 2); refuse short ones. */
 export const MIN_TOKEN_LENGTH = 16;
 
-export class SimConfigError extends Error {
-  override name = 'SimConfigError';
-}
+/** A simulator settings file or value that cannot be used: a configuration mistake like any other. */
+export class SimConfigError extends ConfigError {}
 
 /**
  * Reads a JSON or YAML file of simulator settings. Relative paths in it
