@@ -83,6 +83,9 @@ export type CancelResult = { ok: true } | { ok: false; error: SlurmError };
 
 const nowSec = (): number => Math.floor(Date.now() / 1000);
 
+/** Slurm's SIG_OOM: the signal its records give a job the kernel killed for its memory cgroup. */
+export const SIG_OOM = 125;
+
 /**
  * The simulated slurmctld + slurmdbd: one node, a CPU count, partitions,
  * FIFO scheduling with backfill of smaller jobs, dependencies, time limits,
@@ -684,11 +687,13 @@ export class Cluster {
       job.reason = 'TimeLimit';
       job.endTime = now;
     } else if (cause === 'oom') {
-      // The OOM kill is the state, not a signal of the job (sacct's ExitCode reads 0:125): exit 0.
+      // Real slurmctld reports the kill as signal 125 (Slurm's SIG_OOM; sacct's ExitCode 0:125),
+      // SIGNALED with no return code, in the job's and its batch step's records alike
+      // (test/fixtures/real-slurm-25.11/oom_*), not the SIGKILL the kernel sent.
       job.state = 'OUT_OF_MEMORY';
       job.reason = 'OutOfMemory';
-      job.exitCode = 0;
-      job.termSignal = null;
+      job.exitCode = null;
+      job.termSignal = SIG_OOM;
       job.endTime = now;
     } else if (exit.exitCode === 0 && !exit.signal) {
       job.state = 'COMPLETED';

@@ -290,6 +290,30 @@ describe.each(SUPPORTED_VERSIONS)('codec %s', (version) => {
   });
 });
 
+describe('a job killed for its memory by real Slurm 25.11.7 with task/cgroup (captured)', () => {
+  const codec = codecFor('v0.0.44');
+  // sbatch --mem=64M of a script holding 200 MB; slurmctld: JobState=OUT_OF_MEMORY ExitCode=0:125.
+  const expected = { job_id: 2, state: 'OUT_OF_MEMORY', exit_code: null, signal: { id: 125, name: '125' } };
+
+  it('reads OUT_OF_MEMORY, no return code and signal 125 from the controller, with its reason', () => {
+    expect(codec.decodeControllerJob(byId(fixture('oom_job_v0.0.44.json'), 2))).toMatchObject({
+      ...expected,
+      reason: 'OutOfMemory',
+      memory_per_node_mb: 64,
+    });
+  });
+
+  it("reads the same from accounting, with the controller's reason for the end (accounting keeps None)", () => {
+    const job = byId(fixture('oom_slurmdb_job_v0.0.44.json'), 2);
+    expect((job.state as { reason: string }).reason).toBe('None');
+    expect(codec.decodeAccountingJob(job)).toMatchObject({
+      ...expected,
+      reason: 'OutOfMemory',
+      memory_per_node_mb: 64,
+    });
+  });
+});
+
 describe('state mapping', () => {
   it('takes the first base state among the flags', () => {
     expect(stateOf(['PENDING', 'REQUEUED'])).toBe('PENDING');

@@ -387,6 +387,8 @@ function fromAccounting(job: AccountingRecord, paths: OutputPaths): SchedJob {
  * the reason of its failure. Accounting's record of the same end gets what slurmctld says of it.
  */
 function endReason(state: JobState, exit: ExitFields): string | null {
+  // slurmctld's FAIL_OOM (test/fixtures/real-slurm-25.11/oom_*).
+  if (state === 'OUT_OF_MEMORY') return 'OutOfMemory';
   if (state !== 'FAILED') return null;
   if (exit.signal) return `RaisedSignal:${exit.signal.id}(${exit.signal.name})`;
   return exit.exit_code !== null && exit.exit_code !== 0 ? 'NonZeroExitCode' : null;

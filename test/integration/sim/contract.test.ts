@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import { request } from 'node:http';
 import { networkInterfaces } from 'node:os';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -628,5 +629,49 @@ describe('accounting: the MaxRSS the simulator measures', () => {
     expect(job.peak_memory_mb).toBeGreaterThanOrEqual(60);
     expect(job.peak_memory_mb).toBeLessThan(job.memory_per_node_mb ?? 0);
     expect(job.memory_per_node_mb).toBe(256);
+  });
+});
+
+describe('an OOM kill, as real Slurm with task/cgroup reports it', () => {
+  const real = (name: string) =>
+    (
+      JSON.parse(readFileSync(new URL(`../../fixtures/real-slurm-25.11/${name}`, import.meta.url), 'utf8')) as {
+        jobs: Json[];
+      }
+    ).jobs[0] as Json;
+
+  it('ends OUT_OF_MEMORY, reason OutOfMemory, exit code SIGNALED 125 in the job and its batch step', async () => {
+    const script = '#!/bin/sh\npython3 -c "b=bytearray(100*1024*1024); import time; time.sleep(15)"\n';
+    const memory_per_node = { set: true, infinite: false, number: 32 };
+    const sub = await submit({ name: 'oom', script, memory_per_node });
+    expect(sub.status).toBe(200);
+    const id = (sub.json as Json).job_id as number;
+    const controller = await waitFor(
+      async () => {
+        const res = await http(`${sim.url}/sched/v0.0.44/job/${id}`, { headers: alice });
+        const job = (res.json as { jobs: Json[] }).jobs[0];
+        return (job?.job_state as string[] | undefined)?.includes('OUT_OF_MEMORY') ? job : undefined;
+      },
+      { what: 'the oom job to be killed' },
+    );
+    const captured = real('oom_job_v0.0.44.json');
+    expect(controller.job_state).toEqual(captured.job_state);
+    expect(controller.state_reason).toBe(captured.state_reason);
+    expect(controller.exit_code).toEqual(captured.exit_code);
+
+    const res = await http(`${sim.url}/scheddb/v0.0.44/job/${id}`, { headers: alice });
+    expectValid('v0.0.44', 'openapi_slurmdbd_jobs_resp', res.json);
+    const record = (res.json as { jobs: Json[] }).jobs[0] as Json;
+    const recorded = real('oom_slurmdb_job_v0.0.44.json');
+    expect(record.state).toEqual(recorded.state);
+    expect(record.exit_code).toEqual(recorded.exit_code);
+    const batch = (job: Json) => (job.steps as Json[]).map((step) => [step.state, step.exit_code]);
+    expect(batch(record)).toEqual(batch(recorded));
+
+    expect(codecFor('v0.0.44').decodeAccountingJob(record)).toMatchObject({
+      state: 'OUT_OF_MEMORY',
+      exit_code: null,
+      signal: { id: 125, name: '125' },
+    });
   });
 });
