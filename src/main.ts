@@ -23,6 +23,7 @@ import type { SubmitQueueDeps } from './queue/submit-queue.js';
 import { tickSchedulers, upsertTicks } from './queue/ticks.js';
 import { type RedisTarget, redisOptions, startPrivateRedis } from './redis/redis-server.js';
 import { RedisWatch } from './redis/redis-watch.js';
+import { SharedBudgets } from './redis/shared-budget.js';
 import { type AcceptDeps, acceptSubmission, type JobSubmission } from './requests/accept.js';
 import { type ArrayRetry, retryArrayTasks } from './requests/array-retry.js';
 import { cancelRequest } from './requests/canceller.js';
@@ -131,7 +132,16 @@ async function compose(config: DaemonConfig, logger: Logger, lifecycle: Lifecycl
   }
   const summarySettings = resolveSummarySettings(config.summaries, demoLlm);
 
-  const clients = new ClientRegistry(profiles, logger.child({ component: 'sched' }), config.profileRecheckMs);
+  // One request budget per profile for every process of the deployment, kept in Redis: closed
+  // after the clients that take from it.
+  const budgets = new SharedBudgets(redis, config.queuePrefix);
+  lifecycle.add('request budgets', async () => budgets.close());
+  const clients = new ClientRegistry(
+    profiles,
+    logger.child({ component: 'sched' }),
+    config.profileRecheckMs,
+    (profile) => budgets.budgetFor(profile),
+  );
   lifecycle.add('scheduler clients', () => clients.close());
   await clients.start();
 
