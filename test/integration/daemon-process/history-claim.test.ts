@@ -46,6 +46,23 @@ describe('two data dirs, one Redis', () => {
     expect((await moved.stop('SIGTERM')).code).toBe(143);
   }, 90_000);
 
+  it('the first killed (SIGKILL): its registration lapses within 30 s, then the other starts', async () => {
+    const t = await dproc.setUp();
+    const env = cleanEnv({ REDIS_URL: t.redisUrl, SCHEDFLOW_SHUTDOWN_GRACE_MS: String(SHUTDOWN_GRACE_MS) });
+    const first = spawnDaemon({ dataDir: t.dataDir, configDir: t.configDir, env, cwd: t.root });
+    await first.ready();
+    const killedAt = Date.now();
+    await first.stop('SIGKILL');
+    const otherDir = join(t.root, 'other-data');
+    const early = spawnDaemon({ dataDir: otherDir, configDir: t.configDir, env, cwd: t.root });
+    expect((await early.exited).code, early.stderr).toBe(2);
+    expect(early.stderr).toMatch(/A registration lapses 30 s after the last process of its history stops/);
+    await new Promise((r) => setTimeout(r, Math.max(0, killedAt + 31_000 - Date.now())));
+    const later = spawnDaemon({ dataDir: otherDir, configDir: t.configDir, env, cwd: t.root });
+    await later.ready();
+    expect((await later.stop('SIGTERM')).code).toBe(143);
+  }, 120_000);
+
   it('under different queue prefixes: both start', async () => {
     const t = await dproc.setUp();
     const env = (prefix: string) =>
