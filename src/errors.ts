@@ -261,6 +261,11 @@ export const ERROR_CODES = {
     retryable: true,
     what: 'No connection to the scheduler (refused, reset, DNS); check the profile’s URL and the network.',
   },
+  SCHEDFLOW_ERR_SCHED_BUDGET_UNAVAILABLE: {
+    status: 503,
+    retryable: true,
+    what: 'The profile’s request budget, kept in Redis for every process of the deployment, did not answer (Redis down or stalled): the request was not sent, and schedflow retries once Redis answers.',
+  },
   SCHEDFLOW_ERR_SCHED_TIMEOUT: {
     status: 503,
     retryable: true,

@@ -1,10 +1,12 @@
-import { join } from 'node:path';
+import { hostname } from 'node:os';
+import { join, resolve } from 'node:path';
 import type { ConnectionOptions, Queue } from 'bullmq';
 import { startWorkers } from '../workers/start-workers.js';
 import { requeueUnsubmitted } from '../workers/submit.js';
 import { type DaemonConfig, isAllInOne } from './config/daemon-config.js';
 import { writeDaemonInfo } from './daemon-info.js';
 import { type HistoryDatabase, openDatabase } from './db/database.js';
+import { historyId } from './db/history-meta.js';
 import { ConfigError } from './errors.js';
 import { startApiServer } from './http/server.js';
 import { loadUiPassword } from './http/ui/ui-password.js';
@@ -21,8 +23,10 @@ import { QueueKeeper } from './queue/queue-keeper.js';
 import { createQueues } from './queue/queues.js';
 import type { SubmitQueueDeps } from './queue/submit-queue.js';
 import { tickSchedulers, upsertTicks } from './queue/ticks.js';
+import { HistoryClaim } from './redis/history-claim.js';
 import { type RedisTarget, redisOptions, startPrivateRedis } from './redis/redis-server.js';
 import { RedisWatch } from './redis/redis-watch.js';
+import { SharedBudgets } from './redis/shared-budget.js';
 import { type AcceptDeps, acceptSubmission, type JobSubmission } from './requests/accept.js';
 import { type ArrayRetry, retryArrayTasks } from './requests/array-retry.js';
 import { cancelRequest } from './requests/canceller.js';
@@ -112,6 +116,15 @@ async function compose(config: DaemonConfig, logger: Logger, lifecycle: Lifecycl
   }
   const history = openDatabase(join(config.dataDir, 'history.sqlite'));
   lifecycle.add('history', async () => history.close());
+  // Before anything is queued or polled: processes that share the Redis and the queue prefix but
+  // not this history would never find each other's requests. Refused (exit 2) rather than that.
+  const claim = await HistoryClaim.take(
+    redis,
+    config.queuePrefix,
+    { id: historyId(history.db), host: hostname(), path: resolve(history.file), pid: process.pid, roles: config.roles },
+    logger.child({ component: 'redis' }),
+  );
+  lifecycle.add('history registration', () => claim.release());
 
   let profiles = loadProfiles(join(config.configDir, 'profiles'));
   let simUrl: string | null = null;
@@ -131,7 +144,16 @@ async function compose(config: DaemonConfig, logger: Logger, lifecycle: Lifecycl
   }
   const summarySettings = resolveSummarySettings(config.summaries, demoLlm);
 
-  const clients = new ClientRegistry(profiles, logger.child({ component: 'sched' }), config.profileRecheckMs);
+  // One request budget per profile for every process of the deployment, kept in Redis: closed
+  // after the clients that take from it.
+  const budgets = new SharedBudgets(redis, config.queuePrefix);
+  lifecycle.add('request budgets', async () => budgets.close());
+  const clients = new ClientRegistry(
+    profiles,
+    logger.child({ component: 'sched' }),
+    config.profileRecheckMs,
+    (profile) => budgets.budgetFor(profile),
+  );
   lifecycle.add('scheduler clients', () => clients.close());
   await clients.start();
 

@@ -59,7 +59,9 @@ export const daemonConfigSchema = z.object({
     .string()
     .min(1)
     .default(DEFAULT_QUEUE_PREFIX)
-    .describe('The Redis key prefix, so several daemons can share one Redis.'),
+    .describe(
+      'The Redis key prefix, so several daemons can share one Redis. The processes under one prefix share its queues, request budgets and history: one on another data dir refuses to start while a process of the first runs.',
+    ),
   simPort: z
     .number()
     .int()

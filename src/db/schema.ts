@@ -542,6 +542,15 @@ export const profileSync = sqliteTable('profile_sync', {
   updatedAt: integer('updated_at').notNull().default(sql`(unixepoch() * 1000)`),
 });
 
+/**
+ * Facts about the history itself, one row each: `history_id`, a random id made at its first
+ * open, by which processes sharing one Redis tell whether they share this history.
+ */
+export const historyMeta = sqliteTable('history_meta', {
+  key: text('key').primaryKey(),
+  value: text('value').notNull(),
+});
+
 export type JobRequestRow = typeof jobRequests.$inferSelect;
 export type ArrayTaskRow = typeof arrayTasks.$inferSelect;
 export type PipelineRunRow = typeof pipelineRuns.$inferSelect;

@@ -6,6 +6,7 @@ import { type AccountReport, accountsApply, accountsUnknown, associationsReport 
 import { SchedClient } from './client.js';
 import { slurmUserOf } from './credentials.js';
 import type { Profile } from './profile.js';
+import type { Budget } from './request-budget.js';
 import { declaredReport, notApplicable, SCOPES, type ScopeReport, scopeReport, scopesApply } from './scope-check.js';
 import { UpstreamHealth } from './upstream-health.js';
 
@@ -35,17 +36,25 @@ export class ClientRegistry {
   private readonly rechecking = new Set<string>();
   private readonly reportListeners: ((profile: string) => void)[] = [];
   private recheckTimer: NodeJS.Timeout | undefined;
+  /** The deployment's request budget of each profile, when the daemon shares them (Redis). */
+  private readonly budgetByProfile: ReadonlyMap<string, Budget>;
 
   /**
    * @param recheckMs how often scopes the proxy's answers left unknown, and accounts left
    * unknown, are asked again. @defaultValue 60 s
+   * @param budgetFor the request budget each profile's client takes from, shared with the
+   * deployment's other processes; without it each client keeps one of its own.
    */
   constructor(
     readonly profiles: ReadonlyMap<string, Profile>,
     private readonly logger: Logger,
     private readonly recheckMs = 60_000,
+    budgetFor?: (profile: Profile) => Budget,
   ) {
     this.healthByProfile = new Map([...profiles.keys()].map((name) => [name, new UpstreamHealth(name)]));
+    this.budgetByProfile = new Map(
+      budgetFor ? [...profiles.values()].map((profile) => [profile.name, budgetFor(profile)]) : [],
+    );
   }
 
   /** What the profile's upstream has been answering; undefined for an unknown profile. */
@@ -80,6 +89,7 @@ export class ClientRegistry {
         const client = await SchedClient.connect(profile, {
           logger: this.logger,
           health: this.healthByProfile.get(profile.name),
+          budget: this.budgetByProfile.get(profile.name),
         });
         this.clients.set(profile.name, client);
         // Before the start is reported: the banner says what the token may not do.

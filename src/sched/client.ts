@@ -11,6 +11,7 @@ import type { Freshness } from './freshness.js';
 import { JobDecodeError, type JobStateEntry, type SchedJob } from './job-model.js';
 import type { JobSpec } from './job-spec.js';
 import type { Profile } from './profile.js';
+import type { Budget } from './request-budget.js';
 import {
   AccountingNotServedError,
   AmbiguousJobError,
@@ -197,10 +198,17 @@ export class SchedClient {
    */
   static async connect(
     profile: Profile,
-    options: { logger: Logger; env?: NodeJS.ProcessEnv; credentials?: Credentials; health?: UpstreamHealth },
+    options: {
+      logger: Logger;
+      env?: NodeJS.ProcessEnv;
+      credentials?: Credentials;
+      health?: UpstreamHealth;
+      /** The deployment's request budget for the profile; without it, one of this process's own. */
+      budget?: Budget;
+    },
   ): Promise<SchedClient> {
     const credentials = options.credentials ?? credentialsFor(profile, options.env);
-    const transport = new SchedTransport(profile, credentials, options.logger, options.health);
+    const transport = new SchedTransport(profile, credentials, options.logger, options.health, options.budget);
     try {
       const version = await resolveVersion(profile, transport);
       if (profile.flavor === 'slurmrestd') await checkCredential(transport, version, options.logger);
@@ -487,8 +495,13 @@ export class SchedClient {
         const e = error as SchedApiError;
         if (!e.retryable) throw e;
         // 429 means the request was turned away before Slurm saw it, and so does slurmrestd's
-        // failure to connect to slurmctld (1800); anything else may have landed.
-        if (e.code === 'SCHEDFLOW_ERR_SCHED_RATE_LIMITED' || neverReachedSlurmctld(e)) {
+        // failure to connect to slurmctld (1800), and a budget that did not answer (never sent);
+        // anything else may have landed.
+        if (
+          e.code === 'SCHEDFLOW_ERR_SCHED_RATE_LIMITED' ||
+          e.code === 'SCHEDFLOW_ERR_SCHED_BUDGET_UNAVAILABLE' ||
+          neverReachedSlurmctld(e)
+        ) {
           await options.onOutcome?.(null);
         } else {
           // A lookup that fails says nothing about whether the job exists: posting again could

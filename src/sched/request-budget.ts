@@ -7,14 +7,34 @@ interface Waiter {
   resolve: () => void;
 }
 
+/**
+ * What the transport asks of a profile's request budget: this process's own
+ * ({@link RequestBudget}, for a CLI command without a daemon) or the deployment's, shared
+ * through Redis by every process (SharedRequestBudget).
+ */
+export interface Budget {
+  /** Resolves when the request may be sent; polls before the rest. */
+  acquire(priority?: RequestPriority): Promise<void>;
+  /** The proxy answered 429: hold the profile for `retryAfterMs` and slow its pace. */
+  rateLimited(retryAfterMs: number | null): void;
+  /** The pace (requests a second) the profile is sent at now. */
+  currentRate(): number;
+  /** True while the proxy's 429s hold the profile below its configured pace. */
+  isLimited(): boolean;
+  /** Whether work other than polling had to wait for the budget within `windowMs`. */
+  contendedWithin(windowMs: number): boolean;
+  /** Resolves once no Retry-After holds the profile. Takes no token. */
+  whenOpen(): Promise<void>;
+}
+
 /** The slowest pace a rate-limited profile drops to (requests a second); Retry-After pauses go lower. */
-const MIN_RATE_PER_SEC = 0.1;
+export const MIN_RATE_PER_SEC = 0.1;
 /**
  * After a 429 the pace grows back by this share of a rate each second without one: of the rate
  * refused, up to it (the limit is likely there: probing it faster meant a 429 every 8 s in a
  * storm at 1/s with 5/s configured), then of the configured rate (the limit has gone up).
  */
-const RECOVERY_SHARE_PER_SEC = 0.01;
+export const RECOVERY_SHARE_PER_SEC = 0.01;
 
 /**
  * One request budget per profile: a token bucket kept below the proxy's limit,
@@ -28,7 +48,7 @@ const RECOVERY_SHARE_PER_SEC = 0.01;
  * pace grows back slowly (additive increase, multiplicative decrease, as TCP does) until the
  * configured one. Retrying at the old pace would only buy more 429s (issue 13, weak spot 3).
  */
-export class RequestBudget {
+export class RequestBudget implements Budget {
   private readonly bucket: TokenBucket;
   private readonly queues: Record<RequestPriority, Waiter[]> = { poll: [], normal: [] };
   /** When a request other than a poll last had to wait for a token (or the Retry-After). */

@@ -127,6 +127,14 @@ export class RequestTimeoutError extends SchedApiError {
   readonly code = 'SCHEDFLOW_ERR_SCHED_TIMEOUT';
 }
 
+/**
+ * The profile's request budget shared in Redis did not answer in time: the request was not
+ * sent (it never left this process), so it may be sent again like a 429.
+ */
+export class BudgetUnavailableError extends SchedApiError {
+  readonly code = 'SCHEDFLOW_ERR_SCHED_BUDGET_UNAVAILABLE';
+}
+
 /** The answer was not what the API documents (not JSON, a required member missing). */
 export class UnexpectedResponseError extends SchedApiError {
   readonly code = 'SCHEDFLOW_ERR_SCHED_UNEXPECTED_RESPONSE';

@@ -13,10 +13,11 @@ import {
 import type { Credentials } from './credentials.js';
 import { type Freshness, freshnessOf } from './freshness.js';
 import type { Profile } from './profile.js';
-import { RequestBudget, type RequestPriority } from './request-budget.js';
+import { type Budget, RequestBudget, type RequestPriority } from './request-budget.js';
 import { errorForResponse } from './response-errors.js';
 import {
   AuthenticationError,
+  BudgetUnavailableError,
   NetworkError,
   RateLimitedError,
   RequestTimeoutError,
@@ -76,7 +77,7 @@ const NETWORK_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ENOTFOUND', 'EAI_A
  */
 export class SchedTransport {
   private readonly pool: Pool;
-  private readonly budget: RequestBudget;
+  private readonly budget: Budget;
   private readonly basePath: string;
 
   constructor(
@@ -85,6 +86,8 @@ export class SchedTransport {
     private readonly logger: Logger,
     /** Where requests and answers are counted; the client registry keeps one per profile across reconnects. */
     readonly health: UpstreamHealth = new UpstreamHealth(profile.name),
+    /** The profile's request budget: the deployment's (shared in Redis) in a daemon, else this process's. */
+    budget?: Budget,
   ) {
     const url = new URL(profile.url);
     this.basePath = url.pathname.replace(/\/+$/, '');
@@ -95,7 +98,7 @@ export class SchedTransport {
       headersTimeout: profile.timeouts.requestMs,
       bodyTimeout: profile.timeouts.requestMs,
     });
-    this.budget = new RequestBudget(profile.rateLimit.capacity, profile.rateLimit.refillPerSecond);
+    this.budget = budget ?? new RequestBudget(profile.rateLimit.capacity, profile.rateLimit.refillPerSecond);
   }
 
   describe(req: Pick<TransportRequest, 'method' | 'path'>): string {
@@ -170,8 +173,17 @@ export class SchedTransport {
   }
 
   private async sendOnce<T>(req: TransportRequest, of?: ItemsOf<T>): Promise<TransportResponse | ItemsResponse<T>> {
-    await this.budget.acquire(req.priority);
     const request = this.describe(req);
+    try {
+      await this.budget.acquire(req.priority);
+    } catch (error) {
+      const message = (error as Error)?.message ?? String(error);
+      throw new BudgetUnavailableError(
+        `${request} was not sent: the request budget of profile ${this.profile.name} in Redis did not answer (${message})`,
+        { status: null, message, slurmErrors: [], request },
+        { cause: error },
+      );
+    }
     const headers: Record<string, string> = { accept: 'application/json' };
     if (!req.anonymous) Object.assign(headers, await this.credentials.headers());
     if (req.staleIfErrorSec) headers['cache-control'] = `stale-if-error=${req.staleIfErrorSec}`;

@@ -6,6 +6,10 @@ export interface RecordedRequest {
   url: string;
   headers: IncomingMessage['headers'];
   body: string;
+  /** When it arrived (Date.now()). */
+  atMs: number;
+  /** The upstream's status, once it answered. */
+  status?: number;
 }
 
 export interface FlakyProxy {
@@ -64,6 +68,7 @@ export async function startFlakyProxy(target: string): Promise<FlakyProxy> {
         url: req.url ?? '/',
         headers: req.headers,
         body: Buffer.concat(chunks).toString('utf8'),
+        atMs: Date.now(),
       };
       proxy.requests.push(recorded);
       if (proxy.hang) return;
@@ -80,6 +85,7 @@ export async function startFlakyProxy(target: string): Promise<FlakyProxy> {
         headers,
         body: recorded.method === 'GET' || recorded.method === 'DELETE' ? undefined : recorded.body,
       });
+      recorded.status = upstream.status;
       const original = await upstream.text();
       const text = proxy.rewrite ? proxy.rewrite(recorded, original) : original;
       const holdIndex = holds.findIndex((h) => h.match(recorded));

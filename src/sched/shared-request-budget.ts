@@ -1,0 +1,133 @@
+import { sleep } from '../lib/sleep.js';
+import type { Budget, RequestPriority } from './request-budget.js';
+
+/** One answer of a shared bucket, in this process's terms (durations from now, not instants). */
+export interface SharedBucketAnswer {
+  /** 0 when a token was taken (or, for a peek, nothing holds the profile); else ms until one may be. */
+  waitMs: number;
+  /** The pace the profile is sent at now, requests a second. */
+  ratePerSec: number;
+  /** True while the proxy's 429s hold the profile below its configured pace. */
+  limited: boolean;
+  /** Ms until the last 429's Retry-After has passed; 0 when none holds. */
+  heldMs: number;
+}
+
+/**
+ * One profile's token bucket kept outside the process, where every process of the deployment
+ * takes from it (src/redis/shared-budget.ts): refill, Retry-After hold and the pace after 429s
+ * are the bucket's, computed atomically on one clock.
+ */
+export interface SharedBucket {
+  /** Takes a token, or says how long until one may be taken. */
+  take(): Promise<SharedBucketAnswer>;
+  /** Says the state without taking a token. */
+  peek(): Promise<SharedBucketAnswer>;
+  /** The proxy answered 429: every process holds the profile, and its pace halves. */
+  rateLimited(retryAfterMs: number | null): Promise<SharedBucketAnswer>;
+}
+
+interface Waiter {
+  resolve: () => void;
+  reject: (error: unknown) => void;
+}
+
+/**
+ * The request budget of a profile shared by every process that sends to its proxy: N workers
+ * together stay under one limit, not N times it. Waiting requests of this process queue here
+ * (polls first), and one loop at a time asks the shared bucket for their tokens, sleeping as
+ * long as it says. A bucket that does not answer (Redis down) fails the waiting requests, each
+ * of which its caller's retry sends again later, rather than holding them forever.
+ */
+export class SharedRequestBudget implements Budget {
+  private readonly queues: Record<RequestPriority, Waiter[]> = { poll: [], normal: [] };
+  /** When a request other than a poll last had to wait for a token (or the Retry-After). */
+  private normalQueuedAtMs = Number.NEGATIVE_INFINITY;
+  /** The bucket's last answer: what isLimited and currentRate say until the next one. */
+  private last: { ratePerSec: number; limited: boolean };
+  private draining = false;
+
+  constructor(
+    private readonly bucket: SharedBucket,
+    refillPerSecond: number,
+  ) {
+    this.last = { ratePerSec: refillPerSecond, limited: false };
+  }
+
+  acquire(priority: RequestPriority = 'normal'): Promise<void> {
+    // Others ahead of it: it waits, as with the bucket empty.
+    if (priority === 'normal' && this.waiting() > 0) this.normalQueuedAtMs = Date.now();
+    return new Promise((resolve, reject) => {
+      this.queues[priority].push({ resolve, reject });
+      void this.drain();
+    });
+  }
+
+  rateLimited(retryAfterMs: number | null): void {
+    // When Redis does not take it, the next take fails as well, and says so to its request.
+    this.bucket.rateLimited(retryAfterMs).then(
+      (answer) => this.note(answer),
+      () => {},
+    );
+  }
+
+  currentRate(): number {
+    return this.last.ratePerSec;
+  }
+
+  isLimited(): boolean {
+    return this.last.limited;
+  }
+
+  contendedWithin(windowMs: number, nowMs: number = Date.now()): boolean {
+    return nowMs - this.normalQueuedAtMs <= windowMs;
+  }
+
+  async whenOpen(): Promise<void> {
+    for (;;) {
+      let answer: SharedBucketAnswer;
+      try {
+        answer = await this.bucket.peek();
+      } catch {
+        // Only a courtesy before a submission: its own acquire fails with the typed error.
+        return;
+      }
+      this.note(answer);
+      if (answer.heldMs <= 0) return;
+      await sleep(answer.heldMs);
+    }
+  }
+
+  waiting(): number {
+    return this.queues.poll.length + this.queues.normal.length;
+  }
+
+  private note(answer: SharedBucketAnswer): void {
+    this.last = { ratePerSec: answer.ratePerSec, limited: answer.limited };
+  }
+
+  private async drain(): Promise<void> {
+    if (this.draining) return;
+    this.draining = true;
+    try {
+      while (this.waiting() > 0) {
+        let answer: SharedBucketAnswer;
+        try {
+          answer = await this.bucket.take();
+        } catch (error) {
+          for (const waiter of [...this.queues.poll.splice(0), ...this.queues.normal.splice(0)]) waiter.reject(error);
+          return;
+        }
+        this.note(answer);
+        if (answer.waitMs <= 0) {
+          (this.queues.poll.shift() ?? this.queues.normal.shift())?.resolve();
+          continue;
+        }
+        if (this.queues.normal.length > 0) this.normalQueuedAtMs = Date.now();
+        await sleep(answer.waitMs);
+      }
+    } finally {
+      this.draining = false;
+    }
+  }
+}
