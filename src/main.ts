@@ -267,6 +267,7 @@ async function compose(config: DaemonConfig, logger: Logger, lifecycle: Lifecycl
     ensurePipelineSchedules: config.roles.includes('scheduler') ? () => pipelines.ensureSchedules() : undefined,
     requeue: () => requeueUnsubmitted(history.db, queues.submit, logger, submitsInFlight, config.lockDurationMs),
     redisReachable: () => redisWatch.reachable,
+    redisChanges: () => redisWatch.changes,
   });
   redisWatch.onReconnect(keeper.reconnected);
   keeper.start();

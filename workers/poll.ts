@@ -3,6 +3,7 @@ import { getProfileSync, updateProfileSync } from '../src/db/accounting.js';
 import { SchedflowError } from '../src/errors.js';
 import { profilePayloadSchema } from '../src/queue/catalog.js';
 import { type PollReport, pollProfile } from '../src/requests/poller.js';
+import { BudgetUnavailableError } from '../src/sched/sched-errors.js';
 import type { WorkerServices } from './services.js';
 
 /** The interval follows the proxy's cache lifetime: polling faster only re-reads the same cached answer. */
@@ -81,7 +82,12 @@ export function pollProcessor(services: WorkerServices) {
       // An outage is not the jobs' fault: record it for the profile and try at the next tick.
       if (!(error instanceof SchedflowError)) throw error;
       updateProfileSync(db, profile, { lastPollAt: Date.now(), lastPollOk: false, lastPollError: error.message });
-      services.logger.warn({ profile, code: error.code, err: error }, 'poll failed; jobs keep their last known state');
+      // Redis away (the budget is kept there): the Redis watch says so once, not every poll.
+      const level = error instanceof BudgetUnavailableError ? 'debug' : 'warn';
+      services.logger[level](
+        { profile, code: error.code, err: error },
+        'poll failed; jobs keep their last known state',
+      );
       return { tracked: 0, requests: 1, changed: 0, stale: false, accounting: 'not-needed' };
     }
   };

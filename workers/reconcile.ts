@@ -3,6 +3,7 @@ import { recordAccountingAnswer } from '../src/db/accounting.js';
 import { SchedflowError } from '../src/errors.js';
 import { profilePayloadSchema } from '../src/queue/catalog.js';
 import { type ReconcileReport, reconcileProfile } from '../src/requests/reconciler.js';
+import { BudgetUnavailableError } from '../src/sched/sched-errors.js';
 import type { WorkerServices } from './services.js';
 
 /** How far back each run looks again, while accounting answers: slurmdbd has a job's record seconds after its end. */
@@ -57,6 +58,8 @@ export function reconcileProcessor(services: WorkerServices) {
     } catch (error) {
       if (!(error instanceof SchedflowError)) throw error;
       overlap.failed(profile);
+      // Redis away (the budget is kept there): the Redis watch says so once.
+      if (error instanceof BudgetUnavailableError) return 'waiting';
       if (recordAccountingAnswer(services.db, profile, error.message)) {
         services.logger.warn({ profile, code: error.code, err: error }, 'accounting import failed; will retry');
       }

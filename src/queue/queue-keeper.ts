@@ -20,7 +20,12 @@ export interface QueueKeeperDeps {
   /** Queues again every request recorded but not submitted whose job is missing; `deferred`: those to look at again later. */
   requeue(): Promise<{ deferred: number }>;
   redisReachable(): boolean;
+  /** Changes each time Redis is lost or found again (RedisWatch.changes). */
+  redisChanges(): number;
 }
+
+/** Passes of one check while Redis keeps coming and going; the next check goes on. */
+const MAX_PASSES = 3;
 
 /**
  * Keeps what schedflow needs in Redis there. Everything in Redis can be rebuilt from the
@@ -77,20 +82,27 @@ export class QueueKeeper {
 
   async #check(): Promise<void> {
     const { logger } = this.#deps;
-    const missing: string[] = [];
-    for (const spec of this.#deps.schedulers) {
-      if (await spec.queue.getJobScheduler(spec.id)) continue;
-      await spec.queue.upsertJobScheduler(spec.id, spec.repeat, spec.template);
-      missing.push(spec.id);
+    const missing = new Set<string>();
+    let pipelines = 0;
+    // A pass Redis went away in the middle of (and came back empty) found the first schedulers
+    // there and the last missing: it is made again, and what both found missing said once.
+    for (let pass = 0; pass < MAX_PASSES; pass++) {
+      const changes = this.#deps.redisChanges();
+      for (const spec of this.#deps.schedulers) {
+        if (await spec.queue.getJobScheduler(spec.id)) continue;
+        await spec.queue.upsertJobScheduler(spec.id, spec.repeat, spec.template);
+        missing.add(spec.id);
+      }
+      pipelines += (await this.#deps.ensurePipelineSchedules?.()) ?? 0;
+      if (this.#deps.redisChanges() === changes) break;
     }
-    const pipelines = (await this.#deps.ensurePipelineSchedules?.()) ?? 0;
-    if (missing.length > 0 || pipelines > 0) {
+    if (missing.size > 0 || pipelines > 0) {
       logger.warn(
-        { schedulers: missing, pipelineSchedules: pipelines },
+        { schedulers: [...missing], pipelineSchedules: pipelines },
         'job schedulers were missing from Redis (restarted without its data?): put back',
       );
     }
-    if (missing.length > 0 || pipelines > 0 || this.#sweepDue) {
+    if (missing.size > 0 || pipelines > 0 || this.#sweepDue) {
       // Cleared before the sweep, not after: a producer that defers its add while the sweep runs
       // (its request recorded after the sweep read the history) asks for the next one. Cleared
       // after, 365 of bench:submit's requests stayed queued with no job under a loaded Redis.

@@ -35,6 +35,7 @@ export class RedisWatch {
   #downSince: number | null = null;
   #readyBefore = false;
   readonly #onReconnect: (() => void)[] = [];
+  #changes = 0;
 
   constructor(target: RedisTarget, logger: Logger) {
     this.#logger = logger;
@@ -49,6 +50,14 @@ export class RedisWatch {
   }
 
   /**
+   * Counts the times Redis was lost or found again: work that read Redis across a change (it
+   * may have come back empty) reads it again.
+   */
+  get changes(): number {
+    return this.#changes;
+  }
+
+  /**
    * Runs `listener` each time the connection is ready again after it was lost, also after a
    * restart too quick for an error to be seen: Redis may have come back without its data.
    */
@@ -58,6 +67,7 @@ export class RedisWatch {
 
   #ready(): void {
     this.#back();
+    if (this.#readyBefore) this.#changes++;
     if (this.#readyBefore) for (const listener of this.#onReconnect) listener();
     this.#readyBefore = true;
   }
@@ -77,6 +87,7 @@ export class RedisWatch {
     }
     if (this.#downSince !== null) return;
     this.#downSince = Date.now();
+    this.#changes++;
     this.#logger.error({ err: error }, 'Redis unreachable: queued work waits and connections retry until it is back');
   };
 

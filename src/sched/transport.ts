@@ -146,7 +146,9 @@ export class SchedTransport {
         return await attemptOnce();
       } catch (error) {
         const e = error as SchedApiError;
-        if (!retry || !e.retryable || attempt + 1 >= attempts) throw e;
+        // A budget Redis does not answer is a Redis outage, said once by the daemon's Redis watch:
+        // the job that asked is retried by its queue once Redis is back, not request by request here.
+        if (!retry || !e.retryable || attempt + 1 >= attempts || e instanceof BudgetUnavailableError) throw e;
         const retryAfter = e instanceof RateLimitedError ? e.retryAfterMs : null;
         const delay = backoffDelayMs(attempt, { baseDelayMs, maxDelayMs }, retryAfter);
         this.logger.warn(
