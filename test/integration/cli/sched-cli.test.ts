@@ -11,12 +11,6 @@ import { ALICE_TOKEN, READONLY_TOKEN, startSim, type TestSim } from '../../helpe
  * `schedflow sched …` run the way a user runs it: a separate Node process (the run's build of
  * src/cli.ts, and through tsx for the entry point's own test), against one in-process
  * simulator, checking stdout, stderr and the exit code.
- *
- * The tests of a block run side by side (`describe.concurrent`), the blocks one after another:
- * each test writes files of its own names and finds its own jobs by id or name, and most of a
- * test's time is waiting for a process or for the simulator's 2 s cache, which one after the
- * other made this the longest file of the suite. The last block's profile test lists the jobs
- * the block before it submitted.
  */
 
 let sim: TestSim;
@@ -98,7 +92,7 @@ afterAll(async () => {
   if (dir) rmSync(dir, { recursive: true, force: true });
 });
 
-describe.concurrent('schedflow sched: connection and versions', () => {
+describe('schedflow sched: connection and versions', () => {
   it('the entry point runs under tsx (--help loads every command); --version loads none', async () => {
     // The overall help loads every command's module, so all of them compile under tsx: seconds
     // of tsx's work, more on a loaded machine.
@@ -142,8 +136,7 @@ describe.concurrent('schedflow sched: connection and versions', () => {
   });
 });
 
-// Side by side, each of the three that wait for a job takes longer than alone: a minute each.
-describe.concurrent('schedflow sched: submitting, reading and cancelling jobs', () => {
+describe('schedflow sched: submitting, reading and cancelling jobs', () => {
   it('submit runs a YAML job; job --json shows the request marker; history lists it COMPLETED with exit 0', async () => {
     const outFile = join(dir, 'hello.out');
     const jobFile = writeJobFile(
@@ -212,7 +205,7 @@ describe.concurrent('schedflow sched: submitting, reading and cancelling jobs', 
       exit_code: 0,
       comment: `schedflow:${requestId}`,
     });
-  }, 60_000);
+  });
 
   it('submit --request-id twice makes one job; the second finds it', async () => {
     const jobFile = writeJobFile('idem.yaml', 'name: cli-idem\nscript: "#!/bin/sh\\ntrue\\n"\n');
@@ -227,7 +220,7 @@ describe.concurrent('schedflow sched: submitting, reading and cancelling jobs', 
     const named = listing.jobs.filter((j) => j.name === 'cli-idem');
     expect(named.map((j) => j.job_id)).toEqual([first.jobId]);
     expect(named[0]?.comment).toBe(`schedflow:${requestId}`);
-  }, 60_000);
+  });
 
   it('cancel ends a running job; cancelling it again is Slurm error 2021, an unknown job 2017', async () => {
     const jobFile = writeJobFile('sleeper.yaml', 'name: cli-sleeper\nscript: "#!/bin/sh\\nsleep 30\\n"\n');
@@ -253,7 +246,7 @@ describe.concurrent('schedflow sched: submitting, reading and cancelling jobs', 
     await waitFor(async () => ((await controllerState(jobId)) === 'CANCELLED' ? true : undefined), {
       what: `job ${jobId} CANCELLED`,
     });
-  }, 60_000);
+  });
 
   it('jobs prints a table: header row JOBID …, one row per job, a count line', async () => {
     const res = await http(`${sim.url}/sched/v0.0.44/job/submit`, {
@@ -299,7 +292,7 @@ describe.concurrent('schedflow sched: submitting, reading and cancelling jobs', 
   });
 });
 
-describe.concurrent('schedflow sched: errors and exit codes', () => {
+describe('schedflow sched: errors and exit codes', () => {
   it('an invalid job file exits 2 naming file:line:col of each problem', async () => {
     writeJobFile('bad.yaml', 'name: bad\nscript: echo hi\ntasks: two\n');
     // A relative path, as a user types it: the messages use the name as given.
