@@ -1,8 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { resolve } from 'node:path';
-import { type ConnectionOptions, Queue } from 'bullmq';
+import type { ConnectionOptions, Queue } from 'bullmq';
 import type { Command } from 'commander';
-import { z } from 'zod';
 import { type DaemonInfo, readDaemonInfo } from '../daemon-info.js';
 import { getAccountingJob, history as historyRows } from '../db/accounting.js';
 import { taskOfJob, tasksOf } from '../db/array-tasks.js';
@@ -19,34 +18,31 @@ import {
 import { pidAlive } from '../lib/pid-lock.js';
 import { sleep } from '../lib/sleep.js';
 import { withTimeout } from '../lib/with-timeout.js';
-import { parseSource, readYamlSource } from '../lib/yaml-source.js';
-import {
-  APPLY_SUGGESTION_JOB,
-  type ApplySuggestionPayload,
-  CANCEL_JOB,
-  CANCEL_JOB_OPTIONS,
-  type CancelPayload,
-  JOB_OPTIONS,
-  type JobCancelAnswer,
-  type RunCancelAnswer,
-  type SubmitPayload,
+import type {
+  ApplySuggestionPayload,
+  CancelPayload,
+  JobCancelAnswer,
+  RunCancelAnswer,
+  SubmitPayload,
 } from '../queue/catalog.js';
-import { redisOptions } from '../redis/redis-server.js';
-import { planArrayRetry } from '../requests/array-retry.js';
 import { formatCounts, summarizeArray } from '../requests/array-state.js';
-import { attemptPolicySchema, policyIssues } from '../requests/attempt-policy.js';
-import { attemptsOf } from '../requests/attempts.js';
 import { doorRefusal } from '../requests/door.js';
 import { readJobOutput } from '../requests/job-output.js';
 import { isTerminalRequest } from '../requests/request-state.js';
 import { parseJobArray } from '../sched/job-array.js';
-import { type JobSpec, jobSpecSchema } from '../sched/job-spec.js';
+import type { JobSpec } from '../sched/job-spec.js';
 import { describeSuggestion } from '../summaries/prompt.js';
-import { suggestionToApply } from '../summaries/resubmit.js';
 import { summaryForRequest, summaryLines } from '../summaries/show.js';
 import { EXIT } from './exit-codes.js';
 import { formatDuration, table } from './format.js';
 import { parseInteger, parseSince } from './options.js';
+
+/*
+ * What only some subcommands need is imported in them (`await import`), not here: BullMQ, the
+ * queue catalog (zod, ajv) and the request modules that reach the scheduler client (undici)
+ * were most of the second of CPU every `schedflow jobs list`, `show`, `history` or `output`
+ * spent before it read one row of the history.
+ */
 
 interface JobsFlags {
   dataDir: string;
@@ -92,8 +88,13 @@ export async function withDaemonQueue<T>(
     );
   }
   const target = 'path' in info.redis ? info.redis.path : new URL(info.redis.url).host;
+  const [{ Queue: BullQueue }, { redisOptions }, { CANCEL_JOB_OPTIONS, JOB_OPTIONS }] = await Promise.all([
+    import('bullmq'),
+    import('../redis/redis-server.js'),
+    import('../queue/catalog.js'),
+  ]);
   let lastError: Error | undefined;
-  const queue = new Queue(name, {
+  const queue = new BullQueue(name, {
     connection: {
       ...redisOptions(info.redis),
       // A queue (not a worker) may give up: one try per command, no reconnecting.
@@ -186,6 +187,7 @@ export async function cancelThroughDaemon<Of extends 'job' | 'run'>(
     );
   }
   const who = `CLI (${userInfoName()}, pid ${process.pid})`;
+  const { CANCEL_JOB } = await import('../queue/catalog.js');
   return withDaemonQueue(info, dataDir, 'pipeline', async (queue) => {
     const job = await queue.add(CANCEL_JOB, { ...payload, who } satisfies CancelPayload, { jobId: randomUUID() });
     const deadline = Date.now() + CANCEL_ANSWER_MS;
@@ -227,6 +229,7 @@ export function registerJobsCommand(program: Command): void {
     .option('--no-summarize', 'no summary when it ends, whatever the daemon’s setting')
     .action(async (file: string, opts: { profile?: string; wait?: boolean; summarize?: boolean }, cmd: Command) => {
       const flags = flagsOf(cmd);
+      const { readJobFile } = await import('./job-file.js');
       const { spec, retry } = readJobFile(file);
       const info = readDaemonInfo(flags.dataDir);
       const profile = opts.profile ?? info.defaultProfile;
@@ -348,12 +351,13 @@ export function registerJobsCommand(program: Command): void {
     .command('show')
     .description('one request: its state, every transition, and the accounting record')
     .argument('<request>', 'request id')
-    .action((id: string, _opts, cmd: Command) => {
+    .action(async (id: string, _opts, cmd: Command) => {
       const flags = flagsOf(cmd);
       const history = openHistory(flags.dataDir);
       try {
         const row = getRequest(history.db, id);
         if (!row) throw new ConfigError(`no job request ${id} in the history`);
+        const { attemptsOf } = await import('../requests/attempts.js');
         const transitions = transitionsOf(history.db, id);
         const accounting = row.jobId === null ? undefined : getAccountingJob(history.db, row.profile, row.jobId);
         const summary = summaryForRequest(history.db, row);
@@ -381,7 +385,7 @@ export function registerJobsCommand(program: Command): void {
           `stderr    ${row.stderrPath === null ? '-' : row.stderrPath === row.stdoutPath ? `${row.stderrPath} (with stdout)` : row.stderrPath}`,
           `seen      ${row.lastSeenAt ? `${time(row.lastSeenAt)}, answer ${row.lastSeenAgeSec ?? 0} s old${row.lastSeenStale ? ', stale' : ''}` : '-'}`,
           ...(row.errorMessage ? [`error     ${row.errorMessage}`] : []),
-          ...attemptLines(history.db, row),
+          ...attemptLines(history.db, row, attemptsOf),
           '',
           table(
             ['AT', 'FROM', 'TO', 'SOURCE', 'REASON', 'DETAIL'],
@@ -524,6 +528,10 @@ export function registerJobsCommand(program: Command): void {
         } catch (error) {
           throw new ConfigError(`--indexes: ${toError(error).message}`);
         }
+        const [{ planArrayRetry }, { jobSpecSchema }] = await Promise.all([
+          import('../requests/array-retry.js'),
+          import('../sched/job-spec.js'),
+        ]);
         const plan = planArrayRetry(history.db, id, given);
         refuseAtDoor(info, plan.original.profile, plan.spec, `request ${id}`);
         const requestId = randomUUID();
@@ -560,6 +568,10 @@ export function registerJobsCommand(program: Command): void {
       const info = readDaemonInfo(flags.dataDir);
       const history = openHistory(flags.dataDir);
       try {
+        const [{ suggestionToApply }, { APPLY_SUGGESTION_JOB }] = await Promise.all([
+          import('../summaries/resubmit.js'),
+          import('../queue/catalog.js'),
+        ]);
         const { summary } = suggestionToApply(history.db, id);
         const change = describeSuggestion(summary.suggestion as NonNullable<typeof summary.suggestion>);
         if (!opts.applySuggestion) {
@@ -634,29 +646,14 @@ function arrayLines(db: HistoryDatabase['db'], row: JobRequestRow): string[] {
 }
 
 /**
- * A job file: a job spec, and its retry policy under `retry:` (src/requests/attempt-policy.ts),
- * both checked here so a mistake is said with its line, not found by the daemon. The policy goes
- * to the daemon as written (the submit worker parses it again).
- */
-export function readJobFile(file: string): { spec: JobSpec; retry?: Record<string, unknown> } {
-  const source = readYamlSource(file);
-  const data = source.data;
-  if (typeof data !== 'object' || data === null || Array.isArray(data) || !('retry' in data)) {
-    return { spec: parseSource(source, jobSpecSchema) };
-  }
-  const { retry, ...specData } = data as Record<string, unknown>;
-  const spec = parseSource({ ...source, data: specData }, jobSpecSchema);
-  const policy = parseSource({ ...source, data: { retry } }, z.object({ retry: attemptPolicySchema })).retry;
-  const issues = policyIssues(policy, spec);
-  if (issues.length) throw new ConfigError(`${file}: ${issues.join('; ')}`);
-  return { spec, retry: retry as Record<string, unknown> };
-}
-
-/**
  * A request's retries for `jobs show`: why this attempt was made, what follows it, and every
  * attempt of its request (each its own Slurm job). Nothing for a request without a policy.
  */
-function attemptLines(db: HistoryDatabase['db'], row: JobRequestRow): string[] {
+function attemptLines(
+  db: HistoryDatabase['db'],
+  row: JobRequestRow,
+  attemptsOf: (db: HistoryDatabase['db'], id: string) => JobRequestRow[],
+): string[] {
   if (row.retryPolicy === null && row.retryCause === null) return [];
   const lines: string[] = [];
   if (row.retryCause) lines.push(`retry of  ${row.retryCause.previousId}: ${row.retryCause.reason}`);

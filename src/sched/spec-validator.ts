@@ -6,8 +6,9 @@ import spec44 from './openapi/slurmrestd-openapi-v0044.json' with { type: 'json'
 import type { ApiVersion } from './versions.js';
 
 // ajv is published as CommonJS; createRequire gives its constructor without interop guesswork.
+// Required on the first validation, not at import: `schedflow sched ping`, `jobs` or `cancel`
+// validate nothing, and ajv's sixty modules were a tenth of their start-up.
 const require = createRequire(import.meta.url);
-const Ajv = require('ajv') as typeof import('ajv').default;
 
 type Json = Record<string, unknown>;
 
@@ -106,6 +107,7 @@ const compiled = new Map<string, ValidateFunction>();
 
 function instance(): import('ajv').default {
   if (ajv) return ajv;
+  const Ajv = require('ajv') as typeof import('ajv').default;
   ajv = new Ajv({ strict: false, allErrors: true });
   ajv.addFormat('int32', {
     type: 'number',

@@ -20,7 +20,7 @@ export const CLI = join(REPO, 'src', 'cli.ts');
 // Absolute, so the child can run with its working directory anywhere.
 export const TSX = pathToFileURL(createRequire(join(REPO, 'package.json')).resolve('tsx')).href;
 
-/** How long a file waits for the run's build (about 8 s of CPU for tsc, longer on a loaded machine). */
+/** How long a file waits for the run's build (under a second of CPU; longer on a loaded machine). */
 const BUILD_WAIT_MS = 240_000;
 
 /** `<build>/src/cli.js` once the run's build is complete; undefined when the run makes none. */

@@ -47,8 +47,12 @@ export async function startTestRedis(): Promise<TestRedis> {
         dir,
         '--appendonly',
         'yes',
+        // Written to the file before each reply (redis-server writes its append-only buffer
+        // before it answers), so a SIGKILL loses nothing: only a crash of the machine would,
+        // which fsync guards against. 'always' fsynced every write, 1–4 ms each on this disk
+        // (redis-benchmark: 800 SETs a second against 27,000), and every BullMQ call waited.
         '--appendfsync',
-        'always',
+        'no',
         '--save',
         '',
       ],

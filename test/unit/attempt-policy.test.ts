@@ -2,7 +2,7 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { readJobFile } from '../../src/cli/jobs-command.js';
+import { readJobFile } from '../../src/cli/job-file.js';
 import {
   type AttemptPolicy,
   attemptPolicySchema,

@@ -95,11 +95,12 @@ afterAll(async () => {
 describe('schedflow sched: connection and versions', () => {
   it('the entry point runs under tsx (--help loads every command); --version loads none', async () => {
     // The overall help loads every command's module, so all of them compile under tsx: seconds
-    // of tsx's work, more on a loaded machine.
+    // of tsx's work, more on a loaded machine. The file's first test, it runs while the whole
+    // run is starting: the build's --help too was once killed at the usual 20 s (load 12).
     const [tsx, built, version] = await Promise.all([
       runCli(['--help'], { viaTsx: true, timeoutMs: 60_000 }),
-      runCli(['--help']),
-      runCli(['--version']),
+      runCli(['--help'], { timeoutMs: 60_000 }),
+      runCli(['--version'], { timeoutMs: 60_000 }),
     ]);
     expect(ok(tsx)).toMatch(/^Usage: schedflow /);
     for (const command of ['start', 'jobs', 'runs', 'tokens', 'pipelines', 'sched', 'sim', 'setup']) {

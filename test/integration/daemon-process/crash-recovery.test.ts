@@ -19,6 +19,9 @@ import {
  * `schedflow start` killed or stopped with work in flight, then started again on the same
  * data dir: the restarted daemon takes up what the first left, and the scheduler gets one
  * job for each request.
+ *
+ * Each test starts two daemons and waits on the scheduler's 2 s cache several times: 27 s
+ * alone, 55 s in a whole run on a loaded machine, past 60 s once (load 12). Two minutes each.
  */
 
 const dproc = daemonProcessEnv();
@@ -82,7 +85,7 @@ describe('a daemon killed with SIGKILL right after the scheduler accepted a subm
       { source: end?.source, exitCode: row.exitCode, started: row.startedAt !== null, ended: row.endedAt !== null },
       'an adopted job that had already ended was concluded without its accounting record',
     ).toEqual({ source: 'accounting', exitCode: 0, started: true, ended: true });
-  }, 60_000);
+  }, 120_000);
 });
 
 describe('SIGTERM while a job runs, then a restart', () => {
@@ -124,7 +127,7 @@ describe('SIGTERM while a job runs, then a restart', () => {
 
     expect((await second.stop('SIGINT')).code).toBe(130);
     console.info(`SIGTERM to exit: ${took} ms`);
-  }, 60_000);
+  }, 120_000);
 });
 
 describe('SIGTERM while the answer to an accepted submission is held upstream', () => {
@@ -174,5 +177,5 @@ describe('SIGTERM while the answer to an accepted submission is held upstream', 
     expect(await jobsWithMarker(t.sim, id)).toEqual({ controller: [row.jobId], accounting: [row.jobId] });
     expect(p.requests.filter((r) => r.method === 'POST' && r.url.endsWith('/job/submit'))).toHaveLength(1);
     expect((await second.stop()).code).toBe(143);
-  }, 60_000);
+  }, 120_000);
 });

@@ -3,7 +3,7 @@ import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { CLI, cleanEnv, REPO, TSX } from '../../helpers/cli-process.js';
+import { cleanEnv, REPO, schedflowEntry } from '../../helpers/cli-process.js';
 import { bearer, http, waitFor } from '../../helpers/http.js';
 import { ALICE_TOKEN } from '../../helpers/sim.js';
 
@@ -78,7 +78,9 @@ function makeDirs(): Dirs {
 
 /** `schedflow sim` on a free port; resolves with its URL once it logs that it listens. */
 async function spawnSim(dirs: Dirs, host = '127.0.0.1'): Promise<SimProcess> {
-  const args = ['--import', TSX, CLI, 'sim', '--host', host, '--port', '0', '--tokens', dirs.tokensFile];
+  // The run's build, as the other process tests start schedflow (test/helpers/cli-build.ts): through
+  // tsx each start cost twice the CPU, and sched-cli.test.ts proves the entry point under tsx.
+  const args = [...schedflowEntry(), 'sim', '--host', host, '--port', '0', '--tokens', dirs.tokensFile];
   args.push('--state-dir', dirs.stateDir, '--cpus', '2', '--cache-ttl', '2', '--kill-wait', '1');
   const child = spawn(process.execPath, args, { cwd: REPO, env: cleanEnv(), stdio: ['ignore', 'pipe', 'pipe'] });
   sims.add(child);

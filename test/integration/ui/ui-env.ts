@@ -1,5 +1,5 @@
 import type { Page } from 'playwright-core';
-import { afterAll, beforeAll } from 'vitest';
+import { afterAll, afterEach, beforeAll } from 'vitest';
 import { createToken } from '../../../src/db/tokens.js';
 import { Secret } from '../../../src/lib/secret.js';
 import type { JobSpec } from '../../../src/sched/job-spec.js';
@@ -11,9 +11,9 @@ import { startSim, type TestSim } from '../../helpers/sim.js';
 /**
  * What the browser tests of the admin web UI share (ui.test.ts, ui-replayed.test.ts): one
  * in-process daemon on the simulator and real Redis per file, and headless Chromium (Debian's,
- * through playwright-core). Each test opens its own browser context (its own cookies); every
- * page is saved as a screenshot in test/artifacts/ui/. The file's daemon, browser and tokens
- * are live bindings, set in the file's beforeAll.
+ * through playwright-core). Each test opens its own browser contexts (its own cookies), closed
+ * after it; every page is saved as a screenshot in test/artifacts/ui/. The file's daemon, browser
+ * and tokens are live bindings, set in the file's beforeAll.
  */
 
 const PIPELINE = [
@@ -82,6 +82,11 @@ export function useUiDaemon(): void {
     readToken = createToken(td.daemon.history.db, { name: 'ui-reader', scopes: ['read'] }).token;
     browser = await launchBrowser();
   }, 60_000);
+
+  // Each test's pages are its own: closed after it, not left following the daemon to the file's end.
+  afterEach(async () => {
+    await browser?.closePages();
+  });
 
   afterAll(async () => {
     await browser?.close();
