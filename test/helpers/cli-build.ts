@@ -94,7 +94,7 @@ const TSCONFIG_RAW = { compilerOptions: { verbatimModuleSyntax: true, useDefineF
 
 /** Emits src/ and workers/ into `outDir` as tsc would: each .ts as .js, each .json as is. */
 async function emit(outDir: string): Promise<void> {
-  // esbuild is vite's, so vitest's own: the same service its transforms use.
+  // The esbuild vite and tsx use too (a devDependency of its own, so it stays whatever they move to).
   const esbuild = createRequire(join(REPO, 'package.json'))('esbuild') as typeof import('esbuild');
   await Promise.all(
     sourceFiles().map(async (file) => {
