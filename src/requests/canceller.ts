@@ -111,18 +111,20 @@ export async function cancelRequest(
   });
   // A request held by a submit limit is tried again from `waiting`, never moving to
   // `submitting`: without Redis's word that no worker holds it, it may be posting right now.
-  if (taken === true || (taken === undefined && row.state === 'waiting')) {
+  if (row.state === 'waiting' && taken !== false) {
     return { kind: 'submitting', row, retryAfterSec: SUBMITTING_RETRY_AFTER_SEC };
   }
-  // Without a job (the producer has not added it yet, it was lost in a crash, or Redis does not
-  // answer) the cancelled state alone is enough for a request accepted or queued: a submit
-  // worker skips requests in a final state, and one that has just taken it cannot move it from
-  // `cancelled` to `submitting`.
+  // Accepted or queued, the cancelled state alone is enough, whether a worker holds its job or
+  // not (it may only be re-checking a step's dependency, every few seconds) and with no job at
+  // all (not added yet, lost in a crash, Redis not answering): a worker moves a request to
+  // `submitting` in a commit of its own before its POST, and refuses to once it has ended. Only
+  // from the state read here: a worker that moved it to `submitting` since may be posting.
   const moved = transition(db, requestId, {
     to: 'cancelled',
     source: by.source,
     at: Date.now(),
     detail: `cancelled before submission by ${by.who}`,
+    from: row.state,
   });
   const after = getRequest(db, requestId) ?? row;
   if (!moved) {

@@ -32,6 +32,8 @@ export interface TransitionInput {
   detail?: string | null;
   /** Other columns to set with the move (job id, exit code, times, errors). */
   patch?: Partial<Omit<JobRequestRow, 'id' | 'state'>>;
+  /** Move only from this state (the one the caller decided on): another process may have moved it since. */
+  from?: RequestState;
 }
 
 /**
@@ -43,7 +45,7 @@ export function transition(db: Db, requestId: string, input: TransitionInput): b
   return db.transaction((tx) => {
     const row = transitionFactsOf(tx, requestId);
     if (!row) throw new Error(`no job request ${requestId}`);
-    const moves = canTransition(row.state, input.to);
+    const moves = canTransition(row.state, input.to) && (input.from === undefined || input.from === row.state);
     const patch = { ...input.patch, updatedAt: input.at };
     updateRequest(
       tx,
