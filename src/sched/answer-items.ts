@@ -12,6 +12,11 @@ export interface ItemsOf<T> {
   member: string;
   /** The record as schedflow keeps it; undefined to leave it out (a job not asked about). */
   decode: (raw: unknown) => T | undefined;
+  /**
+   * Records to leave out before they are even parsed, told by their bytes (reconcile's records
+   * already stored as they are). Given, the answer is scanned whatever its size.
+   */
+  skip?: (raw: Buffer) => boolean;
 }
 
 export interface ReadItems<T> {
@@ -287,12 +292,16 @@ class MemberScanner<T> {
   /** The collected value, from `start` to `end` of this chunk after the parts before it. */
   private finish(bytes: Buffer, start: number, end: number): void {
     const what = this.collecting;
-    const text =
-      this.parts.length === 0
-        ? bytes.toString('utf8', start, end)
-        : Buffer.concat([...this.parts, bytes.subarray(start, end)]).toString('utf8');
+    const raw =
+      this.parts.length === 0 ? bytes.subarray(start, end) : Buffer.concat([...this.parts, bytes.subarray(start, end)]);
     this.parts = [];
     this.collecting = null;
+    if (what === 'item' && this.of.skip?.(raw)) {
+      this.seen++;
+      this.at = 'after-item';
+      return;
+    }
+    const text = raw.toString('utf8');
     if (what === 'key') {
       this.key = parse(`"${text}`) as string;
       this.at = 'colon';

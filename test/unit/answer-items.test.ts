@@ -71,6 +71,21 @@ describe('answer items', () => {
     await expect(itemsOfParsed(structuredClone(body), { member: 'jobs', decode: refuse })).rejects.toThrow(RecordError);
   });
 
+  it('records skipped by their bytes are seen, never parsed nor decoded', async () => {
+    const decoded: unknown[] = [];
+    const read = await itemsOfStream(chunksOf(JSON.stringify(body), 5), {
+      member: 'jobs',
+      decode: (r) => {
+        decoded.push(r);
+        return r;
+      },
+      skip: (raw) => raw.toString().startsWith('{"job_id":2'),
+    });
+    expect(read.seen).toBe(3);
+    expect(read.items).toEqual([body.jobs[0], body.jobs[2]]);
+    expect(decoded).toEqual(read.items);
+  });
+
   it('any JSON body: the records and the rest JSON.parse gives, split at any byte', async () => {
     // A fixed sequence of pseudo-random bodies: strings holding brackets, quotes, escapes and
     // multi-byte characters, nested values and scalars as records, indented or not.
