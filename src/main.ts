@@ -4,6 +4,7 @@ import { startWorkers } from '../workers/start-workers.js';
 import { requeueUnsubmitted } from '../workers/submit.js';
 import { type DaemonConfig, isAllInOne } from './config/daemon-config.js';
 import { writeDaemonInfo } from './daemon-info.js';
+import { startCheckpointer } from './db/checkpointer.js';
 import { type HistoryDatabase, openDatabase } from './db/database.js';
 import { ConfigError } from './errors.js';
 import { startApiServer } from './http/server.js';
@@ -112,6 +113,8 @@ async function compose(config: DaemonConfig, logger: Logger, lifecycle: Lifecycl
   }
   const history = openDatabase(join(config.dataDir, 'history.sqlite'));
   lifecycle.add('history', async () => history.close());
+  const checkpoints = startCheckpointer(history, logger.child({ component: 'history' }));
+  lifecycle.add('history checkpoints', () => checkpoints.stop());
 
   let profiles = loadProfiles(join(config.configDir, 'profiles'));
   let simUrl: string | null = null;
