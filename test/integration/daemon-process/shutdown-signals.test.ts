@@ -46,6 +46,7 @@ const ALL_STEPS = [
   'redis watch',
   'scheduler clients',
   'simulator',
+  'history checkpoints',
   'history',
   'redis-server',
   'data dir lock',
