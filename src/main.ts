@@ -5,6 +5,7 @@ import { startWorkers } from '../workers/start-workers.js';
 import { requeueUnsubmitted } from '../workers/submit.js';
 import { type DaemonConfig, isAllInOne } from './config/daemon-config.js';
 import { writeDaemonInfo } from './daemon-info.js';
+import { startCheckpointer } from './db/checkpointer.js';
 import { type HistoryDatabase, openDatabase } from './db/database.js';
 import { historyId } from './db/history-meta.js';
 import { ConfigError } from './errors.js';
@@ -125,6 +126,8 @@ async function compose(config: DaemonConfig, logger: Logger, lifecycle: Lifecycl
     logger.child({ component: 'redis' }),
   );
   lifecycle.add('history registration', () => claim.release());
+  const checkpoints = startCheckpointer(history, logger.child({ component: 'history' }));
+  lifecycle.add('history checkpoints', () => checkpoints.stop());
 
   let profiles = loadProfiles(join(config.configDir, 'profiles'));
   let simUrl: string | null = null;

@@ -2,7 +2,7 @@ import type { Job } from 'bullmq';
 import { recordAccountingAnswer } from '../src/db/accounting.js';
 import { SchedflowError } from '../src/errors.js';
 import { profilePayloadSchema } from '../src/queue/catalog.js';
-import { type ReconcileReport, reconcileProfile } from '../src/requests/reconciler.js';
+import { KnownRecords, type ReconcileReport, reconcileProfile } from '../src/requests/reconciler.js';
 import { BudgetUnavailableError } from '../src/sched/sched-errors.js';
 import type { WorkerServices } from './services.js';
 
@@ -38,6 +38,7 @@ export class ReconcileOverlap {
 /** The `reconcile` queue: import the profile's accounting records since the last sync. */
 export function reconcileProcessor(services: WorkerServices) {
   const overlap = new ReconcileOverlap();
+  const known = new KnownRecords();
   return async (job: Job): Promise<ReconcileReport | 'waiting'> => {
     const { profile } = profilePayloadSchema.parse(job.data);
     if (!services.clients.connected(profile)) return 'waiting';
@@ -52,6 +53,7 @@ export function reconcileProcessor(services: WorkerServices) {
           logger: services.logger,
           settings: { initialLookbackSec: 86_400, overlapSec: overlap.forRun(profile) },
           signal: services.shutdown,
+          known,
         },
         profile,
       );

@@ -1,6 +1,6 @@
 import { DelayedError, type Job, type Queue, UnrecoverableError } from 'bullmq';
 import type { Db } from '../src/db/database.js';
-import { getRequest, requestProfileOf, unsubmittedRequests } from '../src/db/requests.js';
+import { getRequest, unsubmittedRequests } from '../src/db/requests.js';
 import type { Logger } from '../src/logger.js';
 import { stepDependencies } from '../src/pipelines/run-engine.js';
 import { submitPayloadSchema } from '../src/queue/catalog.js';
@@ -42,20 +42,21 @@ export function submitProcessor(services: WorkerServices) {
         queued: { source: 'submit', at: job.timestamp },
       });
     }
-    // The profile alone: submitRequest reads the row (its spec) once.
-    const profile = requestProfileOf(db, payload.requestId);
-    if (profile === undefined) throw new UnrecoverableError(`no job request ${payload.requestId}`);
+    // Read once, here: submitRequest is given the row.
+    const row = getRequest(db, payload.requestId);
+    if (row === undefined) throw new UnrecoverableError(`no job request ${payload.requestId}`);
     services.submitsInFlight?.add(payload.requestId);
     try {
       return await submitRequest(
         {
           db,
-          client: services.clients.get(profile),
+          client: services.clients.get(row.profile),
           logger,
           signal: services.shutdown,
           stepDependency: stepDependencies,
         },
         payload.requestId,
+        row,
       );
     } catch (error) {
       // Refused for good (403, Slurm refusal, bad spec): failed in the history, no more attempts.

@@ -195,17 +195,6 @@ export function requestStateOf(db: Db, id: string): JobRequestRow['state'] | und
   ).get({ id })?.state;
 }
 
-/** The profile a request is for, without reading its row. */
-export function requestProfileOf(db: Db, id: string): string | undefined {
-  return prepared(db, 'requests.profileById', () =>
-    db
-      .select({ profile: jobRequests.profile })
-      .from(jobRequests)
-      .where(eq(jobRequests.id, placeholder('id')))
-      .prepare(),
-  ).get({ id })?.profile;
-}
-
 /** What a state change reads of a request: not its spec (up to a megabyte of JSON) to parse. */
 export type TransitionFacts = Pick<JobRequestRow, 'state' | 'rawState' | 'webhookUrl' | 'runId' | 'retryPolicy'>;
 

@@ -19,6 +19,7 @@ import { MAX_PATH_PARAM_CHARS } from './api/fastify-errors.js';
 import { registerIdempotency } from './api/idempotency.js';
 import { registerJsonBody } from './api/json-body.js';
 import { ApiMetrics } from './api/metrics.js';
+import { registerReadTurns } from './api/read-turns.js';
 import { healthRoutes } from './api/routes/health.js';
 import { historyRoutes } from './api/routes/history.js';
 import { jobOutputRoutes } from './api/routes/job-output.js';
@@ -36,7 +37,7 @@ export const DOCS_PATH = `${API_PREFIX}/docs`;
  * The local API as a Fastify app, without listening (tests may `inject`).
  * Hooks run in this order for a request: request id, auth (onRequest), body
  * parsing (1 MiB limit), idempotency hashing and the per-token rate limit
- * (preValidation), zod validation, the route.
+ * (preValidation), zod validation, a read's turn (preHandler), the route.
  */
 export async function buildApp(deps: ApiDeps): Promise<FastifyInstance> {
   const app = Fastify({
@@ -129,6 +130,7 @@ export async function buildApp(deps: ApiDeps): Promise<FastifyInstance> {
       new RateLimitedApiError(Number(context.max), Math.max(1, Math.ceil(context.ttl / 1000))),
   });
   registerIdempotency(app, deps.db, deps.logger);
+  registerReadTurns(app);
 
   await app.register(healthRoutes, { deps, metrics });
   await app.register(jobRoutes, { deps });

@@ -66,9 +66,14 @@ export class SubmitRefusedError extends Error {
  * crash; a request whose earlier attempt may have reached the scheduler (state
  * `submitting`) is first looked up by its marker and adopted if found.
  */
-export async function submitRequest(deps: SubmitDeps, requestId: string): Promise<'submitted' | 'skipped'> {
+export async function submitRequest(
+  deps: SubmitDeps,
+  requestId: string,
+  /** The request's row, when the caller has just read it (one read less per submission). */
+  current?: JobRequestRow,
+): Promise<'submitted' | 'skipped'> {
   const { db, client, logger } = deps;
-  const row = getRequest(db, requestId);
+  const row = current ?? getRequest(db, requestId);
   if (!row) throw new SubmitRefusedError(`no job request ${requestId} in the history`);
   if (row.jobId !== null || isTerminalRequest(row.state)) return 'skipped';
 

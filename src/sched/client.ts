@@ -376,7 +376,13 @@ export class SchedClient {
   }
 
   /** Accounting records (slurmdbd), filtered; every filter is optional. */
-  async listAccountingJobs(query: AccountingQuery = {}, options: ReadOptions = {}): Promise<Read<SchedJob[]>> {
+  async listAccountingJobs(
+    query: AccountingQuery = {},
+    options: ReadOptions & {
+      /** Records to leave out unread, told by their bytes (see ItemsOf's `skip`). */
+      skipRecord?: (raw: Buffer) => boolean;
+    } = {},
+  ): Promise<Read<SchedJob[]>> {
     // Lists go as repeated parameters (`step=1&step=2`): real slurmrestd answers 500 to a raw
     // comma list and 422 to an encoded one, whatever its document says. With states and a start
     // but no end, slurmdbd looks at the single instant `start` (slurmdb_job_cond_def_start_end):
@@ -395,10 +401,10 @@ export class SchedClient {
       partition: listParam(query.partitions),
       step: listParam(query.jobIds),
     });
-    const res = await this.accountingRequest(
-      req,
-      this.itemsOf(req, (j) => this.codec.decodeAccountingJob(j)),
-    );
+    const res = await this.accountingRequest(req, {
+      ...this.itemsOf(req, (j) => this.codec.decodeAccountingJob(j)),
+      skip: options.skipRecord,
+    });
     return { data: res.items, freshness: res.freshness };
   }
 

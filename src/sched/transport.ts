@@ -216,7 +216,7 @@ export class SchedTransport {
       });
       statusCode = res.statusCode;
       responseHeaders = res.headers;
-      if (of && statusCode < 300 && isJson(res.headers) && isLarge(res.headers)) {
+      if (of && statusCode < 300 && isJson(res.headers) && (isLarge(res.headers) || of.skip)) {
         streamed = await itemsOfStream(res.body, of);
       } else {
         text = await res.body.text();

@@ -70,4 +70,54 @@ describe('answer items', () => {
     );
     await expect(itemsOfParsed(structuredClone(body), { member: 'jobs', decode: refuse })).rejects.toThrow(RecordError);
   });
+
+  it('records skipped by their bytes are seen, never parsed nor decoded', async () => {
+    const decoded: unknown[] = [];
+    const read = await itemsOfStream(chunksOf(JSON.stringify(body), 5), {
+      member: 'jobs',
+      decode: (r) => {
+        decoded.push(r);
+        return r;
+      },
+      skip: (raw) => raw.toString().startsWith('{"job_id":2'),
+    });
+    expect(read.seen).toBe(3);
+    expect(read.items).toEqual([body.jobs[0], body.jobs[2]]);
+    expect(decoded).toEqual(read.items);
+  });
+
+  it('any JSON body: the records and the rest JSON.parse gives, split at any byte', async () => {
+    // A fixed sequence of pseudo-random bodies: strings holding brackets, quotes, escapes and
+    // multi-byte characters, nested values and scalars as records, indented or not.
+    let seed = 14;
+    const next = (n: number) => {
+      seed = (seed * 1103515245 + 12345) % 2147483648;
+      return seed % n;
+    };
+    const pieces = ['a', '{', '}', '[', ']', '"', '\\', ',', ':', 'é', '\u2603', '\u0000', '😀', ' '];
+    const text = () => pieces.filter(() => next(3) === 0).join('');
+    const value = (depth: number): unknown => {
+      switch (next(depth > 3 ? 4 : 6)) {
+        case 0:
+          return next(1000) - 500 + next(100) / 8;
+        case 1:
+          return text();
+        case 2:
+          return next(2) === 0 ? null : next(2) === 0;
+        case 3:
+          return [];
+        case 4:
+          return Array.from({ length: next(4) }, () => value(depth + 1));
+        default:
+          return Object.fromEntries(Array.from({ length: next(4) }, () => [text(), value(depth + 1)]));
+      }
+    };
+    for (let trial = 0; trial < 300; trial++) {
+      const answer = { [`${text()}x`]: value(0), jobs: Array.from({ length: next(6) }, () => value(0)), y: value(0) };
+      const json = JSON.stringify(answer, null, next(2) === 0 ? undefined : 2);
+      const { jobs, ...rest } = JSON.parse(json) as { jobs: unknown[] };
+      const read = await itemsOfStream(chunksOf(json, 1 + next(20)), { member: 'jobs', decode: (r) => r });
+      expect(read, json).toEqual({ rest, items: jobs, seen: jobs.length });
+    }
+  });
 });

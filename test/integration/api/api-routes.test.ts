@@ -347,6 +347,50 @@ describe('routes', () => {
     // Counted since the previous scrape: the block above is no longer in it.
     expect(await scrape()).toBeLessThan(0.25);
   });
+
+  it('reads take turns of the event loop, in the order they came; /healthz is not held behind them', async () => {
+    const app = await buildApp({
+      db: td.daemon.history.db,
+      logger: pino({ level: 'silent' }),
+      profiles: td.daemon.profiles,
+      clients: td.daemon.clients,
+      queues: td.daemon.queues,
+      pipelines: td.daemon.pipelines,
+      submit: (input) => td.daemon.submit(input),
+      retryTasks: (retry) => td.daemon.retryArrayTasks(retry),
+      resubmit: (id, newId) => td.daemon.resubmitWithSuggestion(id, newId),
+      pingRedis: async () => {},
+      settings: { rateLimitPerMin: 1000, bodyLimitBytes: 1024 * 1024, pollCeilingMs: 60_000 },
+    });
+    let turn = 0;
+    let counting = true;
+    const count = () => {
+      turn++;
+      if (counting) setImmediate(count);
+    };
+    try {
+      const headers = bearer(api.token(['read']));
+      await app.inject({ method: 'GET', url: '/api/v1/jobs', headers });
+      setImmediate(count);
+      const answered: { what: string; turn: number }[] = [];
+      const ask = (what: string, url: string, withToken: boolean) =>
+        app.inject({ method: 'GET', url, headers: withToken ? headers : {} }).then((r) => {
+          expect(r.statusCode).toBe(200);
+          answered.push({ what, turn });
+        });
+      const reads = Array.from({ length: 8 }, (_, i) => ask(`read ${i}`, `/api/v1/jobs?limit=${i + 1}`, true));
+      await Promise.all([...reads, ask('healthz', '/healthz', false)]);
+      const readTurns = answered.filter((a) => a.what.startsWith('read'));
+      expect(readTurns.map((a) => a.what)).toEqual(Array.from({ length: 8 }, (_, i) => `read ${i}`));
+      // One read a turn.
+      expect(new Set(readTurns.map((a) => a.turn)).size).toBe(8);
+      const healthz = answered.find((a) => a.what === 'healthz');
+      expect(healthz?.turn).toBeLessThanOrEqual(readTurns[1]?.turn ?? 0);
+    } finally {
+      counting = false;
+      await app.close();
+    }
+  });
 });
 
 describe('documents', () => {

@@ -47,6 +47,7 @@ const ALL_STEPS = [
   'scheduler clients',
   'request budgets',
   'simulator',
+  'history checkpoints',
   'history registration',
   'history',
   'redis-server',

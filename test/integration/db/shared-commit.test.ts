@@ -41,6 +41,9 @@ it('commits the writes of one turn together; one that throws is undone alone and
     expect(outcomes.map((o) => o.status)).toEqual(['fulfilled', 'rejected', 'fulfilled']);
     expect((outcomes[1] as PromiseRejectedResult).reason.message).toBe('refused b');
     expect(errorOf('b')).toBeNull();
+    // Each one's savepoint keeps the pages it changes in memory, not in a temporary file.
+    const connection = (history.db as unknown as { $client: Database.Database }).$client;
+    expect(connection.pragma('temp_store', { simple: true })).toBe(2);
     // Nothing was written before the turn ended.
     const pending = inSharedCommit(history.db, () => patchRequest(history.db, 'b', { errorMessage: 'later' }));
     expect(errorOf('b')).toBeNull();

@@ -7,11 +7,12 @@ import { getProfileSync, history } from '../../../src/db/accounting.js';
 import { openDatabase } from '../../../src/db/database.js';
 import { createRequest, getRequest } from '../../../src/db/requests.js';
 import { createLogger } from '../../../src/logger.js';
-import { RECONCILE_SLICE_SEC, reconcileProfile } from '../../../src/requests/reconciler.js';
+import { KnownRecords, RECONCILE_SLICE_SEC, reconcileProfile } from '../../../src/requests/reconciler.js';
 import { transition } from '../../../src/requests/transition.js';
 import { SchedClient } from '../../../src/sched/client.js';
 import { parseProfile } from '../../../src/sched/profile.js';
 import { type FlakyProxy, startFlakyProxy } from '../../helpers/flaky-proxy.js';
+import { waitFor } from '../../helpers/http.js';
 import { ALICE_TOKEN, savedSimJob, startSim, type TestSim } from '../../helpers/sim.js';
 
 const logger = createLogger({ level: process.env.LOG_LEVEL ?? 'silent' });
@@ -116,4 +117,71 @@ it('the first import of a long window goes in slices of four hours, written in b
     'test',
   );
   expect(third.imported).toBe(0);
+}, 60_000);
+
+it('a record that comes again byte for byte after a run stored it is left unread; a new or changed one is read', async () => {
+  const nowSec = Math.floor(Date.now() / 1000);
+  const jobs = Array.from({ length: 200 }, (_, i) =>
+    savedSimJob(5000 + i, {
+      state: 'COMPLETED',
+      submitTime: nowSec - 600 + i,
+      eligibleTime: nowSec - 600 + i,
+      startTime: nowSec - 500 + i,
+      endTime: nowSec - 400 + i,
+      exitCode: 0,
+      nodes: 'sim-node1',
+    }),
+  );
+  sim = await startSim({ minJobAgeSec: 60 }, false, jobs);
+  const profile = parseProfile('test', {
+    url: sim.url,
+    auth: { type: 'bearer', tokenEnv: 'TEST_TOKEN' },
+    account: 'lab',
+    version: 'v0.0.44',
+  });
+  client = await SchedClient.connect(profile, { logger, env: { TEST_TOKEN: ALICE_TOKEN } });
+  const dir = mkdtempSync(join(tmpdir(), 'schedflow-reconcile-'));
+  const historyDb = openDatabase(join(dir, 'history.sqlite'));
+  cleanup = () => {
+    historyDb.close();
+    rmSync(dir, { recursive: true, force: true });
+  };
+  const { db } = historyDb;
+  const known = new KnownRecords();
+  const run = (withKnown: boolean) =>
+    reconcileProfile(
+      {
+        db,
+        client: client as SchedClient,
+        logger,
+        settings: { initialLookbackSec: 3600, overlapSec: 600 },
+        ...(withKnown && { known }),
+      },
+      'test',
+    );
+  // The first run of a process reads every record.
+  expect((await run(true)).imported).toBe(200);
+  // A stored copy that differs from its record: read again, it would be written again. The record
+  // comes again as it was, so it is not read; a job new to accounting is.
+  db.run(sql`update accounting_jobs set state = 'RUNNING' where job_id = 5007`);
+  const submitted = await client.submit({ name: 'new', script: '#!/bin/sh\ntrue\n' }, 'new-request');
+  await waitFor(
+    async () => {
+      const { data } = await (client as SchedClient).listAccountingJobs({ startTime: nowSec - 600, accounts: ['lab'] });
+      return data.some((job) => job.job_id === submitted.job_id) || undefined;
+    },
+    { what: 'accounting to hold the new job', timeoutMs: 20_000 },
+  );
+  const second = await run(true);
+  expect(second.imported).toBe(1);
+  const stored = history(db, { profile: 'test', limit: 500 });
+  expect(stored.find((row) => row.jobId === submitted.job_id)).toBeDefined();
+  expect(stored.find((row) => row.jobId === 5007)).toMatchObject({ accountingState: 'RUNNING' });
+  // Without what the last run stored, every record is read and compared.
+  const unaided = await run(false);
+  expect(stored.length).toBe(201);
+  expect(unaided.imported).toBeGreaterThanOrEqual(1);
+  expect(history(db, { profile: 'test', limit: 500 }).find((row) => row.jobId === 5007)).toMatchObject({
+    accountingState: 'COMPLETED',
+  });
 }, 60_000);
