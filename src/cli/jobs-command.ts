@@ -4,8 +4,8 @@ import type { ConnectionOptions, Queue } from 'bullmq';
 import type { Command } from 'commander';
 import { type DaemonInfo, readDaemonInfo } from '../daemon-info.js';
 import { getAccountingJob, history as historyRows } from '../db/accounting.js';
-import { taskOfJob, tasksOf } from '../db/array-tasks.js';
-import { type Db, type HistoryDatabase, openDatabase } from '../db/database.js';
+import { arrayRecordOwner, tasksOf } from '../db/array-tasks.js';
+import { type HistoryDatabase, openDatabase } from '../db/database.js';
 import { getRequest, listRequests, transitionsOf } from '../db/requests.js';
 import { type JobRequestRow, REQUEST_STATES, type RequestState } from '../db/schema.js';
 import {
@@ -401,9 +401,10 @@ export function registerJobsCommand(program: Command): void {
         ];
         if (row.arrayTaskCount !== null) lines.push('', ...arrayLines(history.db, row));
         if (accounting) {
+          const recordOwner = arrayRecordOwner(history.db, row);
           lines.push(
             '',
-            `accounting  ${accountingOf(history.db, row)}${accounting.state}, exit ${accounting.exitCode ?? '-'}, elapsed ${formatDuration(accounting.elapsedSec)}, nodes ${accounting.nodes ?? '-'}, cpus ${accounting.cpus ?? '-'}`,
+            `accounting  ${recordOwner ? `${recordOwner}: ` : ''}${accounting.state}, exit ${accounting.exitCode ?? '-'}, elapsed ${formatDuration(accounting.elapsedSec)}, nodes ${accounting.nodes ?? '-'}, cpus ${accounting.cpus ?? '-'}`,
           );
         }
         lines.push('', ...summaryLines(history.db, row));
@@ -676,11 +677,4 @@ function attemptLines(
     ),
   );
   return lines;
-}
-
-/** Whose record an array request's accounting line is: one task's, not the array's. */
-function accountingOf(db: Db, row: JobRequestRow): string {
-  if (row.arrayTaskCount === null || row.jobId === null) return '';
-  const task = taskOfJob(db, row.id, row.jobId);
-  return task === null ? `job ${row.jobId} (one task's record): ` : `task ${task} (job ${row.jobId}): `;
 }

@@ -1,6 +1,6 @@
 import { and, asc, eq, inArray, sql } from 'drizzle-orm';
 import type { Db } from './database.js';
-import { type ArrayTaskRow, arrayTasks, type RequestState } from './schema.js';
+import { type ArrayTaskRow, arrayTasks, type JobRequestRow, type RequestState } from './schema.js';
 
 /**
  * Queries of an array request's tasks: one row per index from the start, each updated as the
@@ -42,16 +42,18 @@ export function tasksOfRequests(db: Db, requestIds: readonly string[]): Map<stri
 }
 
 /**
- * The task whose job has this id: an array's job id is one task's own (the last to start), so
- * the accounting record under it describes that task, not the array.
+ * Whose record the accounting record under an array request's job id is, for the CLI and the
+ * UI to say ("task 3 (job 1188)"): an array's job id is one task's own (the last to start), so
+ * that record describes the task, not the array. Null for a request that is not an array.
  */
-export function taskOfJob(db: Db, requestId: string, jobId: number): number | null {
-  const row = db
+export function arrayRecordOwner(db: Db, row: Pick<JobRequestRow, 'id' | 'jobId' | 'arrayTaskCount'>): string | null {
+  if (row.arrayTaskCount === null || row.jobId === null) return null;
+  const task = db
     .select({ taskId: arrayTasks.taskId })
     .from(arrayTasks)
-    .where(and(eq(arrayTasks.requestId, requestId), eq(arrayTasks.jobId, jobId)))
+    .where(and(eq(arrayTasks.requestId, row.id), eq(arrayTasks.jobId, row.jobId)))
     .get();
-  return row?.taskId ?? null;
+  return task ? `task ${task.taskId} (job ${row.jobId})` : `job ${row.jobId} (one task)`;
 }
 
 export type ArrayTaskPatch = Partial<Omit<ArrayTaskRow, 'requestId' | 'taskId'>>;

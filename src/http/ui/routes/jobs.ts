@@ -1,8 +1,7 @@
 import { desc, eq } from 'drizzle-orm';
 import type { FastifyInstance } from 'fastify';
 import { getAccountingJob, getProfileSync } from '../../../db/accounting.js';
-import { taskOfJob, tasksOf } from '../../../db/array-tasks.js';
-import type { Db } from '../../../db/database.js';
+import { arrayRecordOwner, tasksOf } from '../../../db/array-tasks.js';
 import { replaysOf } from '../../../db/idempotency.js';
 import { getRequest, transitionsOf } from '../../../db/requests.js';
 import {
@@ -183,6 +182,7 @@ function jobDetail(ctx: UiContext, row: JobRequestRow, admin: import('../session
   const transitions = transitionsOf(db, row.id);
   const fresh = freshnessView(row, getProfileSync(db, row.profile), ctx.deps.settings.pollCeilingMs);
   const accounting = row.jobId !== null ? getAccountingJob(db, row.profile, row.jobId) : undefined;
+  const recordOwner = accounting ? arrayRecordOwner(db, row) : null;
   const summary = summaryOfRequest(db, row.id);
   const replays = replaysOf(db, row.id);
   const misses = db.select().from(deadlineMisses).where(eq(deadlineMisses.requestId, row.id)).all();
@@ -304,7 +304,7 @@ ${row.resubmitOf ? html`<dt>Resubmits</dt><dd><a href="${jobHref(row.resubmitOf)
 <dt>Request id</dt><dd><code>${v.id}</code></dd></dl>`;
 
   const accountingPanel = accounting
-    ? html`<h2>Accounting${accountingOf(db, row)}</h2><div class="panel"><dl class="facts">
+    ? html`<h2>Accounting${recordOwner ? ` of ${recordOwner}` : ''}</h2><div class="panel"><dl class="facts">
 <dt>State</dt><dd>${accounting.state} <span class="muted">(${accounting.rawState})</span></dd>
 <dt>Account / user</dt><dd>${accounting.account} / ${accounting.user}</dd>
 <dt>Partition</dt><dd>${accounting.partition}</dd>
@@ -435,11 +435,4 @@ function outputPanel(ctx: UiContext, row: JobRequestRow, user: string | null, no
           : html`<p class="muted">${t.note}</p>`
       }`,
   )}`;
-}
-
-/** Whose record an array request's accounting panel shows: one task's, not the array's. */
-function accountingOf(db: Db, row: JobRequestRow): string {
-  if (row.arrayTaskCount === null || row.jobId === null) return '';
-  const task = taskOfJob(db, row.id, row.jobId);
-  return task === null ? ` of job ${row.jobId} (one task)` : ` of task ${task} (job ${row.jobId})`;
 }
