@@ -22,7 +22,8 @@ const BUCKET_TTL_MS = 86_400_000;
  *
  * KEYS[1] the bucket (a hash). ARGV: op, capacity, refill a second, Retry-After ms ('' for
  * none), minimum rate, recovery share, now in ms ('' for Redis's clock: tests pass theirs),
- * TTL ms. Answers: wait ms, pace (a string: Lua numbers become integers), limited (0/1), held ms.
+ * TTL ms, tokens wanted (a take: as many as there are, up to it). Answers: wait ms, pace (a
+ * string: Lua numbers become integers), limited (0/1), held ms, tokens taken.
  */
 const BUCKET_SCRIPT = `
 local key = KEYS[1]
@@ -38,6 +39,7 @@ if not now then
   now = tonumber(t[1]) * 1000 + tonumber(t[2]) / 1000
 end
 local ttl = tonumber(ARGV[8])
+local want = tonumber(ARGV[9]) or 1
 
 local s = redis.call('HMGET', key, 'tokens', 'at', 'held', 'lrate', 'lrefused', 'lsince')
 local tokens = tonumber(s[1]) or capacity
@@ -65,6 +67,7 @@ tokens = math.min(cap, tokens + math.max(0, now - at) / 1000 * pace)
 at = now
 
 local wait = 0
+local taken = 0
 if op == 'limited' then
   local hold = math.max(retry_after or 1000, 100)
   -- 429s to requests already in flight when the first came are the same overrun.
@@ -80,7 +83,8 @@ elseif now < held then
   wait = held - now
 elseif op == 'take' then
   if tokens >= 1 then
-    tokens = tokens - 1
+    taken = math.min(want, math.floor(tokens))
+    tokens = tokens - taken
   else
     wait = (1 - tokens) / pace * 1000
   end
@@ -95,13 +99,13 @@ end
 redis.call('PEXPIRE', key, ttl)
 local limited = 0
 if lrate then limited = 1 end
-return { math.ceil(wait), tostring(pace), limited, math.ceil(math.max(0, held - now)) }
+return { math.ceil(wait), tostring(pace), limited, math.ceil(math.max(0, held - now)), taken }
 `;
 
 type BucketOp = 'take' | 'peek' | 'limited';
 
 interface BucketCommands {
-  schedflowBudget(key: string, ...args: string[]): Promise<[number, string, number, number]>;
+  schedflowBudget(key: string, ...args: string[]): Promise<[number, string, number, number, number]>;
 }
 
 /**
@@ -137,11 +141,16 @@ export class SharedBudgets {
   /**
    * A profile's bucket. `nowMs` replaces Redis's clock, for tests of the arithmetic only.
    */
-  bucket(
-    profile: Pick<Profile, 'name' | 'rateLimit'>,
-  ): SharedBucket & { at(op: BucketOp, nowMs: number, retryAfterMs?: number | null): Promise<SharedBucketAnswer> } {
-    const call = async (op: BucketOp, nowMs?: number, retryAfterMs?: number | null): Promise<SharedBucketAnswer> => {
-      const [waitMs, rate, limited, heldMs] = await this.#redis.schedflowBudget(
+  bucket(profile: Pick<Profile, 'name' | 'rateLimit'>): SharedBucket & {
+    at(op: BucketOp, nowMs: number, retryAfterMs?: number | null, want?: number): Promise<SharedBucketAnswer>;
+  } {
+    const call = async (
+      op: BucketOp,
+      nowMs?: number,
+      retryAfterMs?: number | null,
+      want = 1,
+    ): Promise<SharedBucketAnswer> => {
+      const [waitMs, rate, limited, heldMs, taken] = await this.#redis.schedflowBudget(
         this.keyOf(profile.name),
         op,
         String(profile.rateLimit.capacity),
@@ -151,14 +160,15 @@ export class SharedBudgets {
         String(RECOVERY_SHARE_PER_SEC),
         nowMs === undefined ? '' : String(nowMs),
         String(BUCKET_TTL_MS),
+        String(want),
       );
-      return { waitMs, ratePerSec: Number(rate), limited: limited === 1, heldMs };
+      return { waitMs, ratePerSec: Number(rate), limited: limited === 1, heldMs, taken };
     };
     return {
-      take: () => call('take'),
+      take: (want) => call('take', undefined, undefined, want),
       peek: () => call('peek'),
       rateLimited: (retryAfterMs) => call('limited', undefined, retryAfterMs),
-      at: (op, nowMs, retryAfterMs) => call(op, nowMs, retryAfterMs),
+      at: (op, nowMs, retryAfterMs, want) => call(op, nowMs, retryAfterMs, want),
     };
   }
 

@@ -11,6 +11,8 @@ export interface SharedBucketAnswer {
   limited: boolean;
   /** Ms until the last 429's Retry-After has passed; 0 when none holds. */
   heldMs: number;
+  /** Tokens a take took: up to the number it asked for, 0 when it must wait. */
+  taken: number;
 }
 
 /**
@@ -19,13 +21,16 @@ export interface SharedBucketAnswer {
  * are the bucket's, computed atomically on one clock.
  */
 export interface SharedBucket {
-  /** Takes a token, or says how long until one may be taken. */
-  take(): Promise<SharedBucketAnswer>;
+  /** Takes up to `want` tokens (those there are), or says how long until one may be taken. */
+  take(want?: number): Promise<SharedBucketAnswer>;
   /** Says the state without taking a token. */
   peek(): Promise<SharedBucketAnswer>;
   /** The proxy answered 429: every process holds the profile, and its pace halves. */
   rateLimited(retryAfterMs: number | null): Promise<SharedBucketAnswer>;
 }
+
+/** How long a bucket's answer stands for whether a Retry-After holds the profile. */
+const ANSWER_FRESH_MS = 100;
 
 interface Waiter {
   resolve: () => void;
@@ -45,6 +50,11 @@ export class SharedRequestBudget implements Budget {
   private normalQueuedAtMs = Number.NEGATIVE_INFINITY;
   /** The bucket's last answer: what isLimited and currentRate say until the next one. */
   private last: { ratePerSec: number; limited: boolean };
+  /** When that answer came (performance.now()), and until when it said a Retry-After holds. */
+  private lastAtMs = Number.NEGATIVE_INFINITY;
+  private heldUntilMs = Number.NEGATIVE_INFINITY;
+  /** A peek on its way: whenOpen's callers of the same moment wait for one answer. */
+  private peeking: Promise<SharedBucketAnswer> | null = null;
   private draining = false;
 
   constructor(
@@ -85,16 +95,24 @@ export class SharedRequestBudget implements Budget {
 
   async whenOpen(): Promise<void> {
     for (;;) {
-      let answer: SharedBucketAnswer;
+      const now = performance.now();
+      if (now < this.heldUntilMs) {
+        await sleep(this.heldUntilMs - now);
+        continue;
+      }
+      // An answer of a moment ago (a take's, another whenOpen's) says as much as a new one:
+      // a Retry-After set since is still waited for by the token the request then takes.
+      if (now - this.lastAtMs <= ANSWER_FRESH_MS) return;
       try {
-        answer = await this.bucket.peek();
+        this.peeking ??= this.bucket.peek().finally(() => {
+          this.peeking = null;
+        });
+        this.note(await this.peeking);
       } catch {
         // Only a courtesy before a submission: its own acquire fails with the typed error.
         return;
       }
-      this.note(answer);
-      if (answer.heldMs <= 0) return;
-      await sleep(answer.heldMs);
+      if (this.heldUntilMs <= performance.now()) return;
     }
   }
 
@@ -104,6 +122,8 @@ export class SharedRequestBudget implements Budget {
 
   private note(answer: SharedBucketAnswer): void {
     this.last = { ratePerSec: answer.ratePerSec, limited: answer.limited };
+    this.lastAtMs = performance.now();
+    this.heldUntilMs = this.lastAtMs + answer.heldMs;
   }
 
   private async drain(): Promise<void> {
@@ -113,16 +133,16 @@ export class SharedRequestBudget implements Budget {
       while (this.waiting() > 0) {
         let answer: SharedBucketAnswer;
         try {
-          answer = await this.bucket.take();
+          // A token for every request waiting, in one call (those there are): one round trip
+          // to Redis per request was a tenth of a submission's cost (issue 14).
+          answer = await this.bucket.take(this.waiting());
         } catch (error) {
           for (const waiter of [...this.queues.poll.splice(0), ...this.queues.normal.splice(0)]) waiter.reject(error);
           return;
         }
         this.note(answer);
-        if (answer.waitMs <= 0) {
-          (this.queues.poll.shift() ?? this.queues.normal.shift())?.resolve();
-          continue;
-        }
+        for (let i = 0; i < answer.taken; i++) (this.queues.poll.shift() ?? this.queues.normal.shift())?.resolve();
+        if (answer.waitMs <= 0) continue;
         if (this.queues.normal.length > 0) this.normalQueuedAtMs = Date.now();
         await sleep(answer.waitMs);
       }

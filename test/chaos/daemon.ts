@@ -16,6 +16,13 @@ export interface DaemonOptions {
   specExtra?: Record<string, unknown>;
   /** Options for node itself (a benchmark's `--cpu-prof`). */
   nodeArgs?: string[];
+  /**
+   * The daemon's own timings (poll floor, reconcile, lock), as users run it, instead of the
+   * trials' faster ones: a benchmark measures what a deployment costs, not what a trial does.
+   */
+  userTimings?: boolean;
+  /** More of the daemon's settings (SCHEDFLOW_*), as a deployment's environment would set them. */
+  settings?: Record<string, string>;
 }
 
 export interface ShutdownReport {
@@ -84,10 +91,13 @@ export class DaemonUnderTest {
       ...env,
       ...(this.options.redisUrl && { REDIS_URL: this.options.redisUrl }),
       // Faster than the defaults so a trial takes seconds, not minutes; each says why.
-      SCHEDFLOW_POLL_FLOOR_MS: '1000', // the simulator's cache lifetime is 2 s
-      SCHEDFLOW_RECONCILE_EVERY_MS: '10000',
-      SCHEDFLOW_LOCK_DURATION_MS: '5000', // a killed worker's submit is taken up again in ~10 s, not ~60 s
+      ...(!this.options.userTimings && {
+        SCHEDFLOW_POLL_FLOOR_MS: '1000', // the simulator's cache lifetime is 2 s
+        SCHEDFLOW_RECONCILE_EVERY_MS: '10000',
+        SCHEDFLOW_LOCK_DURATION_MS: '5000', // a killed worker's submit is taken up again in ~10 s, not ~60 s
+      }),
       SCHEDFLOW_API_RATE_LIMIT: '100000', // the harness's bursts must not meet the local API's own limit
+      ...this.options.settings,
     };
   }
 

@@ -56,7 +56,7 @@ describe('the shared bucket (times given, Redis computing)', () => {
   it('gives its capacity at once, then one token each 1/rate, and says how long to wait', async () => {
     const bucket = at();
     for (let i = 0; i < 10; i++) expect((await bucket('take', 0)).waitMs).toBe(0);
-    expect(await bucket('take', 0)).toEqual({ waitMs: 200, ratePerSec: 5, limited: false, heldMs: 0 });
+    expect(await bucket('take', 0)).toEqual({ waitMs: 200, ratePerSec: 5, limited: false, heldMs: 0, taken: 0 });
     expect((await bucket('take', 100)).waitMs).toBe(100);
     expect((await bucket('take', 200)).waitMs).toBe(0);
     expect((await bucket('take', 200)).waitMs).toBe(200);
@@ -65,9 +65,28 @@ describe('the shared bucket (times given, Redis computing)', () => {
     expect((await bucket('take', 60_000)).waitMs).toBe(200);
   });
 
+  it('takes several tokens in one call, as many as there are', async () => {
+    const bucket = at();
+    expect(await bucket('take', 0, null, 3)).toMatchObject({ waitMs: 0, taken: 3 });
+    expect(await bucket('take', 0, null, 20)).toMatchObject({ waitMs: 0, taken: 7 });
+    expect(await bucket('take', 0, null, 20)).toMatchObject({ waitMs: 200, taken: 0 });
+    // 1.5 tokens back after 300 ms: one whole token is taken, half a token stays.
+    expect(await bucket('take', 300, null, 5)).toMatchObject({ waitMs: 0, taken: 1 });
+    expect(await bucket('take', 300, null, 5)).toMatchObject({ waitMs: 100, taken: 0 });
+    // Limited: one at a time, whatever is asked for.
+    await bucket('limited', 1000, 100);
+    expect(await bucket('take', 1500, null, 5)).toMatchObject({ waitMs: 0, taken: 1 });
+  });
+
   it('after a 429 holds every taker for the Retry-After, then sends one at a time at half the pace', async () => {
     const bucket = at();
-    expect(await bucket('limited', 0, 1000)).toEqual({ waitMs: 1000, ratePerSec: 2.5, limited: true, heldMs: 1000 });
+    expect(await bucket('limited', 0, 1000)).toEqual({
+      waitMs: 1000,
+      ratePerSec: 2.5,
+      limited: true,
+      heldMs: 1000,
+      taken: 0,
+    });
     expect(await bucket('take', 400)).toMatchObject({ waitMs: 600, heldMs: 600 });
     expect(await bucket('peek', 400)).toMatchObject({ waitMs: 600, heldMs: 600 });
     // Another 429 within the hold is the same overrun: the pace is not halved again.
