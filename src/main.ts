@@ -344,6 +344,7 @@ async function compose(config: DaemonConfig, logger: Logger, lifecycle: Lifecycl
       ui: {
         password: loadUiPassword(config.dataDir, config.uiPassword),
         protectedDirs: [config.dataDir, config.configDir],
+        sessions: { redis, prefix },
       },
     });
     // Requests under way finish; one that hangs (a client that never reads) is not waited for.

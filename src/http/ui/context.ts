@@ -1,7 +1,8 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
+import type { UiSessions } from '../../redis/ui-sessions.js';
 import type { ApiDeps } from '../deps.js';
 import type { LiveChanges } from './live-changes.js';
-import type { MemorySessionStore, UiSession } from './sessions.js';
+import type { UiSession } from './sessions.js';
 import type { UiSettings } from './ui-settings.js';
 
 export type { UiSettings };
@@ -9,7 +10,7 @@ export type { UiSettings };
 export interface UiContext {
   deps: ApiDeps;
   settings: UiSettings;
-  sessions: MemorySessionStore;
+  sessions: UiSessions;
   live: LiveChanges;
 }
 

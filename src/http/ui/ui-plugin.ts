@@ -6,6 +6,7 @@ import { and, eq, isNull } from 'drizzle-orm';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { apiTokens } from '../../db/schema.js';
 import { findToken } from '../../db/tokens.js';
+import { UiSessions } from '../../redis/ui-sessions.js';
 import type { ApiDeps } from '../deps.js';
 import { hasScope } from '../scopes.js';
 import { APP_CSS, APP_JS } from './assets.js';
@@ -18,7 +19,7 @@ import { historyPages } from './routes/history.js';
 import { jobPages } from './routes/jobs.js';
 import { pipelinePages } from './routes/pipelines.js';
 import { profilePages } from './routes/profiles.js';
-import { isAdmin, MemorySessionStore, sameText, type UiLogin } from './sessions.js';
+import { isAdmin, sameText, type UiLogin } from './sessions.js';
 
 export const SESSION_COOKIE = 'schedflow_ui';
 /** The login form's double-submit cookie: a login cannot be posted from another site. */
@@ -63,7 +64,7 @@ export async function uiPlugin(app: FastifyInstance, opts: { deps: ApiDeps; sett
   const ctx: UiContext = {
     deps: opts.deps,
     settings: opts.settings,
-    sessions: new MemorySessionStore(),
+    sessions: new UiSessions(opts.settings.sessions.redis, opts.settings.sessions.prefix),
     live: new LiveChanges(opts.deps.db, opts.deps.logger.child({ component: 'ui' })),
   };
   const log = opts.deps.logger.child({ component: 'ui' });
@@ -79,10 +80,12 @@ export async function uiPlugin(app: FastifyInstance, opts: { deps: ApiDeps; sett
   });
   app.decorateRequest('uiSession', null);
 
+  app.addHook('onClose', async () => ctx.sessions.close());
   await app.register(fastifyCookie);
   await app.register(fastifySession, {
-    // Sessions live in this process's memory: a secret of its own signs their cookies.
-    secret: randomBytes(32).toString('base64url'),
+    // Sessions live in Redis, for every web process of the deployment: so does the secret that
+    // signs their cookies.
+    secret: await ctx.sessions.cookieSecret(),
     cookieName: SESSION_COOKIE,
     // No Max-Age: the cookie lasts as long as the browser's session; the store ends it sooner.
     cookie: { path: UI_PREFIX, httpOnly: true, sameSite: 'strict', secure: false },
@@ -107,7 +110,7 @@ export async function uiPlugin(app: FastifyInstance, opts: { deps: ApiDeps; sett
     if (request.session?.cookie) request.session.cookie.secure = request.protocol === 'https';
     // A revoked token's session is gone from the store; this request leaves it unchanged,
     // so the plugin does not save it back.
-    const login = currentLogin(ctx, request.session?.login);
+    const login = await currentLogin(ctx, request.session?.login);
     // A session without the read scope is ended below: it gets no CSRF secret (which would
     // change the session, and so save it again).
     request.uiSession = login && {
@@ -127,7 +130,7 @@ export async function uiPlugin(app: FastifyInstance, opts: { deps: ApiDeps; sett
     // queues' failed reasons): a session whose token lost the scope since its login ends.
     if (!hasScope(session.scopes, 'read')) {
       log.warn({ path, who: session.who }, 'UI request refused: the token lacks the read scope');
-      if (session.tokenId !== null) ctx.sessions.destroyOfToken(session.tokenId);
+      if (session.tokenId !== null) await ctx.sessions.destroyOfToken(session.tokenId);
       reply.clearCookie(SESSION_COOKIE, cookieOptions(request));
       return sendPage(
         reply,
@@ -290,7 +293,7 @@ export async function uiPlugin(app: FastifyInstance, opts: { deps: ApiDeps; sett
 }
 
 /** The login of a request's session as it stands now, or null (none, or its token was revoked). */
-function currentLogin(ctx: UiContext, login: UiLogin | undefined): UiLogin | null {
+async function currentLogin(ctx: UiContext, login: UiLogin | undefined): Promise<UiLogin | null> {
   if (!login) return null;
   if (login.tokenId === null) return login;
   // A token revoked since the login ends its sessions at their next request.
@@ -300,7 +303,7 @@ function currentLogin(ctx: UiContext, login: UiLogin | undefined): UiLogin | nul
     .where(and(eq(apiTokens.id, login.tokenId), isNull(apiTokens.revokedAt)))
     .get();
   if (!live) {
-    ctx.sessions.destroyOfToken(login.tokenId);
+    await ctx.sessions.destroyOfToken(login.tokenId);
     return null;
   }
   // The token's scopes as they are now, not as they were at login.

@@ -1,4 +1,5 @@
 import type { Secret } from '../../lib/secret.js';
+import type { RedisTarget } from '../../redis/redis-server.js';
 
 /** The admin web UI's own settings (the rest comes from the local API's deps). */
 export interface UiSettings {
@@ -8,4 +9,6 @@ export interface UiSettings {
   protectedDirs: string[];
   /** Bytes of a job's output shown at the end of its page. @defaultValue 8 KiB */
   outputTailBytes?: number;
+  /** Where the sessions are kept: the deployment's Redis, under its queue prefix (src/redis/ui-sessions.ts). */
+  sessions: { redis: RedisTarget; prefix: string };
 }

@@ -1,7 +1,10 @@
 import { eq } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { loadDaemonConfig } from '../../../src/config/daemon-config.js';
 import { apiTokens } from '../../../src/db/schema.js';
-import { createToken } from '../../../src/db/tokens.js';
+import { createToken, revokeToken } from '../../../src/db/tokens.js';
+import { createLogger } from '../../../src/logger.js';
+import { startDaemon } from '../../../src/main.js';
 import { startTestDaemon, type TestDaemon } from '../../helpers/daemon.js';
 import { startTestRedis, type TestRedis } from '../../helpers/redis.js';
 import { startSim, type TestSim } from '../../helpers/sim.js';
@@ -127,6 +130,44 @@ describe('web UI sessions', () => {
       await res.body?.cancel();
       expect(res.status, action).toBe(200);
       expect(await queue.isPaused()).toBe(action === 'pause');
+    }
+  });
+
+  it('a login on one web process holds on another of the deployment: the sessions are in Redis', async () => {
+    const db = td.daemon.history.db;
+    const { token } = createToken(db, { name: 'ui-two-webs', scopes: ['read'] });
+    // A second process with the web role only, on the same data dir, Redis and queue prefix.
+    const web = await startDaemon(
+      loadDaemonConfig(
+        {},
+        {
+          dataDir: td.dataDir,
+          configDir: td.configDir,
+          redisUrl: redis.url,
+          queuePrefix: td.daemon.config.queuePrefix,
+          listen: '127.0.0.1:0',
+          roles: ['web'],
+          apiRateLimitPerMin: 100_000,
+        },
+      ),
+      createLogger({ level: 'silent' }),
+    );
+    try {
+      const other = `${web.apiUrl}/ui`;
+      const session = (await logIn(token)).session;
+      if (!session) throw new Error('the token did not log in');
+      const status = async (at: string) => {
+        const res = await fetch(`${at}/jobs`, { redirect: 'manual', headers: { cookie: `schedflow_ui=${session}` } });
+        await res.body?.cancel();
+        return res.status;
+      };
+      expect(await status(other)).toBe(200);
+      // Revoked: the next request on either ends the session in both.
+      revokeToken(db, 'ui-two-webs');
+      expect(await status(other)).toBe(303);
+      expect(await status(base)).toBe(303);
+    } finally {
+      await web.stop();
     }
   });
 });
