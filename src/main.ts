@@ -334,6 +334,7 @@ async function compose(config: DaemonConfig, logger: Logger, lifecycle: Lifecycl
       resubmit: (requestId, newRequestId) => daemon.resubmitWithSuggestion(requestId, newRequestId),
       retryTasks: (retry) => daemon.retryArrayTasks(retry),
       redis,
+      queuePrefix: prefix,
       listen: config.listen,
       settings: {
         rateLimitPerMin: config.apiRateLimitPerMin,

@@ -126,6 +126,13 @@ export async function buildApp(deps: ApiDeps): Promise<FastifyInstance> {
     // After authentication (onRequest), so the limit is per token rather than per address.
     hook: 'preValidation',
     keyGenerator: (request) => (request.apiToken ? `token:${request.apiToken.id}` : `ip:${request.ip}`),
+    // One limit per token for the deployment, not one per web process.
+    ...(deps.rateLimitCounts && {
+      redis: deps.rateLimitCounts.redis,
+      nameSpace: `${deps.rateLimitCounts.prefix}:api-rate:`,
+      // Redis away: requests go on uncounted rather than all failing (reads need no Redis).
+      skipOnError: true,
+    }),
     errorResponseBuilder: (_request, context) =>
       new RateLimitedApiError(Number(context.max), Math.max(1, Math.ceil(context.ttl / 1000))),
   });

@@ -1,4 +1,5 @@
 import type { Queue } from 'bullmq';
+import type { Redis } from 'ioredis';
 import type { Db } from '../db/database.js';
 import type { AttemptPolicy, Deadlines } from '../db/schema.js';
 import type { Logger } from '../logger.js';
@@ -41,6 +42,12 @@ export interface ApiDeps {
   retryTasks(retry: ArrayRetry): Promise<{ id: string; indexes: number[]; array: string }>;
   /** Resolves when Redis answers PING; rejects otherwise (readiness). */
   pingRedis(): Promise<void>;
+  /**
+   * Where the requests each token has made this minute are counted, for every web process of
+   * the deployment: a connection that fails at once when Redis is away, and the queue prefix.
+   * Absent (tests of the routes alone): counted in this process.
+   */
+  rateLimitCounts?: { redis: Redis; prefix: string };
   settings: ApiSettings;
   /** The admin web UI under /ui; absent: no UI (tests of the API alone). */
   ui?: UiSettings;

@@ -24,23 +24,26 @@ export function parseListen(text: string): { host: string; port: number } {
 }
 
 /**
- * Serves the local API on `listen`. Redis readiness is checked on a connection
- * of its own that fails fast (no offline queue) rather than the queues', which
+ * Serves the local API on `listen`. Redis readiness is checked, and the rate limit counted, on
+ * a connection of its own that fails fast (no offline queue) rather than the queues', which
  * wait for Redis to come back.
  */
 export async function startApiServer(
-  options: Omit<ApiDeps, 'pingRedis'> & { redis: RedisTarget; listen: string },
+  options: Omit<ApiDeps, 'pingRedis' | 'rateLimitCounts'> & { redis: RedisTarget; queuePrefix: string; listen: string },
 ): Promise<ApiServer> {
   const { host, port } = parseListen(options.listen);
   const probe = new Redis({
     ...redisOptions(options.redis),
     maxRetriesPerRequest: 0,
     enableOfflineQueue: false,
+    // A stalled Redis (not a closed one) must not hold API requests on their rate-limit count.
+    commandTimeout: 1000,
     retryStrategy: (attempt) => Math.min(attempt * 200, 2000),
   });
   probe.on('error', (error) => options.logger.debug({ err: error }, 'readiness Redis connection'));
   const app = await buildApp({
     ...options,
+    rateLimitCounts: { redis: probe, prefix: options.queuePrefix },
     pingRedis: async () => {
       const answer = await withTimeout(probe.ping(), 1000, 'PING answer');
       if (answer !== 'PONG') throw new Error(`PING answered ${answer}`);

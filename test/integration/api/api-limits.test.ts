@@ -1,5 +1,9 @@
 import { createServer } from 'node:net';
 import { describe, expect, it } from 'vitest';
+import { loadDaemonConfig } from '../../../src/config/daemon-config.js';
+import { createToken } from '../../../src/db/tokens.js';
+import { createLogger } from '../../../src/logger.js';
+import { startDaemon } from '../../../src/main.js';
 import { apiClient, errorOf } from '../../helpers/api.js';
 import { daemonTestEnv, startTestDaemon } from '../../helpers/daemon.js';
 import { waitFor } from '../../helpers/http.js';
@@ -30,6 +34,34 @@ describe('rate limit', () => {
     const other = api.token(['read']);
     expect((await api.call('GET', '/api/v1/jobs', { token: other })).status).toBe(200);
     for (let i = 0; i < 5; i++) expect((await api.call('GET', '/healthz')).status).toBe(200);
+  });
+
+  it('is one limit for the deployment: a token spends it across every web process', async () => {
+    const sim = await env.sim();
+    const td = await env.daemon(sim.url, { apiRateLimitPerMin: 4 });
+    // A second process with the web role only, on the same data dir, Redis and queue prefix.
+    const web = await startDaemon(
+      loadDaemonConfig(
+        {},
+        {
+          dataDir: td.dataDir,
+          configDir: td.configDir,
+          redisUrl: env.redis.url,
+          queuePrefix: td.daemon.config.queuePrefix,
+          listen: '127.0.0.1:0',
+          roles: ['web'],
+          apiRateLimitPerMin: 4,
+        },
+      ),
+      createLogger({ level: 'silent' }),
+    );
+    env.defer(() => web.stop());
+    const { token } = createToken(td.daemon.history.db, { name: 'two-webs', scopes: ['read'] });
+    const get = async (base: string | null) =>
+      (await fetch(`${base}/api/v1/jobs`, { headers: { authorization: `Bearer ${token}` } })).status;
+    const statuses = [];
+    for (let i = 0; i < 6; i++) statuses.push(await get(i % 2 ? web.apiUrl : td.daemon.apiUrl));
+    expect(statuses).toEqual([200, 200, 200, 200, 429, 429]);
   });
 });
 
