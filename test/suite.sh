@@ -5,8 +5,12 @@
 # tests' (so the two do not interleave), and either failing fails the run.
 set -u
 report=$(mktemp)
-trap 'rm -f "$report"' EXIT
-npx tsc -p tsconfig.json --noEmit >"$report" 2>&1 &
+typecheck=
+# A run stopped by a signal (a CI cancel, kill) stops its type check too.
+trap '[ -n "$typecheck" ] && kill "$typecheck" 2>/dev/null; rm -f "$report"' EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+node_modules/.bin/tsc -p tsconfig.json --noEmit >"$report" 2>&1 &
 typecheck=$!
 status=0
 npx biome check . || status=1
@@ -20,4 +24,5 @@ else
   cat "$report"
   status=1
 fi
+typecheck=
 exit "$status"

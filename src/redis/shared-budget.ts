@@ -85,7 +85,9 @@ elseif op == 'take' then
   if tokens >= 1 then
     taken = math.min(want, math.floor(tokens))
     tokens = tokens - taken
-  else
+  end
+  -- Fewer than asked for: when the next one may be taken, saving the caller a round trip.
+  if taken < want then
     wait = (1 - tokens) / pace * 1000
   end
 end

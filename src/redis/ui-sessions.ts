@@ -1,4 +1,5 @@
 import { createHash, randomBytes } from 'node:crypto';
+import { Signer } from '@fastify/cookie';
 import type { SessionStore } from '@fastify/session';
 import type { Session } from 'fastify';
 import { Redis } from 'ioredis';
@@ -10,7 +11,7 @@ import { type RedisTarget, redisOptions } from './redis-server.js';
  */
 const ANSWER_MS = 2000;
 
-export interface UiSessionBounds {
+export interface UiSessionOptions {
   /** A session unused this long is gone. @defaultValue 8 hours */
   idleMs?: number;
   /** A session is gone this long after login, used or not. @defaultValue 24 hours */
@@ -22,6 +23,8 @@ export interface UiSessionBounds {
    * login can push another token's session out. @defaultValue 10
    */
   maxSessionsPerLogin?: number;
+  /** How often the cookie secret is looked at again. @defaultValue 10 s */
+  secretCheckMs?: number;
 }
 
 /**
@@ -71,8 +74,41 @@ redis.call('PEXPIRE', KEYS[1], idle)
 return 1
 `;
 
-interface PutCommand {
+/**
+ * Reads a session and keeps it alive (idle time counts from the last use), or ends it when it
+ * is past its age, by Redis's clock as the session's creation was: the hosts' need not agree.
+ * KEYS: the session's hash, the set of every session. ARGV: its id, idle ms, max age ms, the
+ * prefix of login sets. Answers the session's JSON, or false.
+ */
+const GET_SCRIPT = `
+local s = redis.call('HMGET', KEYS[1], 'session', 'created', 'login')
+if not s[1] then return false end
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + tonumber(t[2]) / 1000
+if now - tonumber(s[2]) > tonumber(ARGV[3]) then
+  redis.call('DEL', KEYS[1])
+  redis.call('ZREM', KEYS[2], ARGV[1])
+  if s[3] and s[3] ~= '' then redis.call('ZREM', ARGV[4] .. s[3], ARGV[1]) end
+  return false
+end
+redis.call('PEXPIRE', KEYS[1], ARGV[2])
+return s[1]
+`;
+
+interface SessionCommands {
   schedflowUiSessionPut(session: string, all: string, ofLogin: string, ...args: (string | number)[]): Promise<number>;
+  schedflowUiSessionGet(session: string, all: string, ...args: (string | number)[]): Promise<string | null>;
+}
+
+/**
+ * Calls a store callback once `work` settles, outside its promise: a callback that throws (the
+ * plugin's, sending the answer) must reach the caller, not become an unhandled rejection.
+ */
+function settle<T>(work: Promise<T>, callback: (error: unknown, value?: T) => void): void {
+  work.then(
+    (value) => process.nextTick(callback, null, value),
+    (error: unknown) => process.nextTick(callback, error),
+  );
 }
 
 /**
@@ -99,26 +135,29 @@ function loginKeyOf(session: Session): string {
  * forms' CSRF secret, under the hash of its id; a Redis that lost its data asks for a new login.
  */
 export class UiSessions implements SessionStore {
-  readonly #redis: Redis & PutCommand;
+  readonly #redis: Redis & SessionCommands;
   readonly #idleMs: number;
   readonly #maxAgeMs: number;
   readonly #max: number;
   readonly #maxPerLogin: number;
+  readonly #secretCheckMs: number;
 
   constructor(
     target: RedisTarget,
     private readonly prefix: string,
-    bounds: UiSessionBounds = {},
+    options: UiSessionOptions = {},
   ) {
     const redis = new Redis({ ...redisOptions(target), maxRetriesPerRequest: 1, commandTimeout: ANSWER_MS });
     // A page that cannot reach Redis fails with its own error; outages are logged by the queues' watch.
     redis.on('error', () => {});
     redis.defineCommand('schedflowUiSessionPut', { numberOfKeys: 3, lua: PUT_SCRIPT });
-    this.#redis = redis as Redis & PutCommand;
-    this.#idleMs = bounds.idleMs ?? 8 * 3600_000;
-    this.#maxAgeMs = bounds.maxAgeMs ?? 24 * 3600_000;
-    this.#max = bounds.maxSessions ?? 1000;
-    this.#maxPerLogin = bounds.maxSessionsPerLogin ?? 10;
+    redis.defineCommand('schedflowUiSessionGet', { numberOfKeys: 2, lua: GET_SCRIPT });
+    this.#redis = redis as Redis & SessionCommands;
+    this.#idleMs = options.idleMs ?? 8 * 3600_000;
+    this.#maxAgeMs = options.maxAgeMs ?? 24 * 3600_000;
+    this.#max = options.maxSessions ?? 1000;
+    this.#maxPerLogin = options.maxSessionsPerLogin ?? 10;
+    this.#secretCheckMs = options.secretCheckMs ?? 10_000;
   }
 
   #key(what: string): string {
@@ -126,12 +165,39 @@ export class UiSessions implements SessionStore {
   }
 
   /**
-   * The secret that signs the session cookies, the same for every web process of the
-   * deployment (the first to start makes it): a cookie one of them set is good in the others.
+   * What signs the session cookies: the deployment's secret, the same for every web process
+   * (the first to start makes it), so a cookie one of them set is good in the others. Looked at
+   * again and again: a Redis that lost its data gets this process's secret back, or,
+   * when another process made a new one first, this process signs with that one and still takes
+   * cookies signed with its own. Looked at every `secretCheckMs`.
    */
-  async cookieSecret(): Promise<string> {
+  async cookieSigner(): Promise<Signer> {
+    let secrets = [await this.#sharedSecret(randomBytes(32).toString('base64url'))];
+    let signer = new Signer(secrets);
+    this.#secretCheck = setInterval(() => {
+      this.#sharedSecret(secrets[0] as string).then(
+        (current) => {
+          if (current === secrets[0]) return;
+          secrets = [current, ...secrets].slice(0, 2);
+          signer = new Signer(secrets);
+        },
+        // Redis away: the secret it had stands; the pages say the rest.
+        () => {},
+      );
+    }, this.#secretCheckMs);
+    this.#secretCheck.unref();
+    return {
+      sign: (value: string) => signer.sign(value),
+      unsign: (input: string) => signer.unsign(input),
+    } as Signer;
+  }
+
+  #secretCheck: NodeJS.Timeout | undefined;
+
+  /** The deployment's cookie secret, `mine` when there is none yet. */
+  async #sharedSecret(mine: string): Promise<string> {
     const key = this.#key('cookie-secret');
-    await this.#redis.set(key, randomBytes(32).toString('base64url'), 'NX');
+    await this.#redis.set(key, mine, 'NX');
     const secret = await this.#redis.get(key);
     if (!secret) throw new Error('the UI cookie secret is missing from Redis');
     return secret;
@@ -140,8 +206,8 @@ export class UiSessions implements SessionStore {
   set(sessionId: string, session: Session, callback: (err?: unknown) => void): void {
     const login = loginKeyOf(session);
     const id = storedId(sessionId);
-    this.#redis
-      .schedflowUiSessionPut(
+    settle(
+      this.#redis.schedflowUiSessionPut(
         this.#key(`session:${id}`),
         this.#key('sessions'),
         login ? this.#key(`login:${login}`) : this.#key('login:'),
@@ -153,19 +219,17 @@ export class UiSessions implements SessionStore {
         this.#max,
         this.#maxPerLogin,
         this.#key('session:'),
-      )
-      .then(() => callback(), callback);
-  }
-
-  get(sessionId: string, callback: (err: unknown, result?: Session | null) => void): void {
-    this.#get(storedId(sessionId)).then(
-      (session) => callback(null, session),
-      (error: unknown) => callback(error),
+      ),
+      (error) => callback(error ?? undefined),
     );
   }
 
+  get(sessionId: string, callback: (err: unknown, result?: Session | null) => void): void {
+    settle(this.#get(storedId(sessionId)), callback);
+  }
+
   destroy(sessionId: string, callback: (err?: unknown) => void): void {
-    this.#destroy(storedId(sessionId)).then(() => callback(), callback);
+    settle(this.#destroy(storedId(sessionId)), (error) => callback(error ?? undefined));
   }
 
   /** Ends every session of a token (revoked, or without the scope the UI needs, now). */
@@ -178,21 +242,21 @@ export class UiSessions implements SessionStore {
   }
 
   close(): void {
+    clearInterval(this.#secretCheck);
     this.#redis.disconnect();
   }
 
   /** `id`: the session's stored id (storedId), as every method below. */
   async #get(id: string): Promise<Session | null> {
-    const key = this.#key(`session:${id}`);
-    // Read and kept alive in one round trip: idle time counts from the last use.
-    const answers = await this.#redis.multi().hmget(key, 'session', 'created').pexpire(key, this.#idleMs).exec();
-    const [json, created] = (answers?.[0]?.[1] ?? []) as (string | null)[];
-    if (!json || !created) return null;
-    if (Date.now() - Number(created) > this.#maxAgeMs) {
-      await this.#destroy(id);
-      return null;
-    }
-    return JSON.parse(json) as Session;
+    const json = await this.#redis.schedflowUiSessionGet(
+      this.#key(`session:${id}`),
+      this.#key('sessions'),
+      id,
+      this.#idleMs,
+      this.#maxAgeMs,
+      this.#key('login:'),
+    );
+    return json ? (JSON.parse(json) as Session) : null;
   }
 
   async #destroy(id: string): Promise<void> {

@@ -21,7 +21,7 @@ export interface SharedBucketAnswer {
  * are the bucket's, computed atomically on one clock.
  */
 export interface SharedBucket {
-  /** Takes up to `want` tokens (those there are), or says how long until one may be taken. */
+  /** Takes up to `want` tokens (those there are); when fewer, says how long until the next may be taken. */
   take(want?: number): Promise<SharedBucketAnswer>;
   /** Says the state without taking a token. */
   peek(): Promise<SharedBucketAnswer>;
@@ -142,7 +142,8 @@ export class SharedRequestBudget implements Budget {
         }
         this.note(answer);
         for (let i = 0; i < answer.taken; i++) (this.queues.poll.shift() ?? this.queues.normal.shift())?.resolve();
-        if (answer.waitMs <= 0) continue;
+        // Every waiter served (a newcomer starts the next loop), or more tokens now.
+        if (answer.waitMs <= 0 || this.waiting() === 0) continue;
         if (this.queues.normal.length > 0) this.normalQueuedAtMs = Date.now();
         await sleep(answer.waitMs);
       }

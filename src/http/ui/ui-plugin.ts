@@ -85,7 +85,7 @@ export async function uiPlugin(app: FastifyInstance, opts: { deps: ApiDeps; sett
   await app.register(fastifySession, {
     // Sessions live in Redis, for every web process of the deployment: so does the secret that
     // signs their cookies.
-    secret: await ctx.sessions.cookieSecret(),
+    secret: await ctx.sessions.cookieSigner(),
     cookieName: SESSION_COOKIE,
     // No Max-Age: the cookie lasts as long as the browser's session; the store ends it sooner.
     cookie: { path: UI_PREFIX, httpOnly: true, sameSite: 'strict', secure: false },

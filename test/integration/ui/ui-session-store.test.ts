@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import type { Session } from 'fastify';
 import { Redis } from 'ioredis';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { type UiSessionBounds, UiSessions } from '../../../src/redis/ui-sessions.js';
+import { type UiSessionOptions, UiSessions } from '../../../src/redis/ui-sessions.js';
 import { waitFor } from '../../helpers/http.js';
 import { startTestRedis, type TestRedis } from '../../helpers/redis.js';
 
@@ -29,7 +29,7 @@ afterAll(async () => {
 
 /** Two stores on one Redis and prefix, as two web processes of one deployment. */
 let prefix = '';
-function twoProcesses(bounds: UiSessionBounds = {}): [UiSessions, UiSessions] {
+function twoProcesses(bounds: UiSessionOptions = {}): [UiSessions, UiSessions] {
   prefix = `ui-sessions-${process.pid}-${++n}`;
   const a = new UiSessions({ url: redis.url }, prefix, bounds);
   const b = new UiSessions({ url: redis.url }, prefix, bounds);
@@ -56,8 +56,9 @@ const ofToken = (tokenId: string) => ({
 describe('UI sessions kept in Redis', () => {
   it('a session one process stores, another reads and ends; both sign cookies with one secret', async () => {
     const [a, b] = twoProcesses();
-    expect(await a.cookieSecret()).toBe(await b.cookieSecret());
-    expect((await a.cookieSecret()).length).toBeGreaterThanOrEqual(32);
+    const [signA, signB] = [await a.cookieSigner(), await b.cookieSigner()];
+    expect(signB.unsign(signA.sign('session-id'))).toMatchObject({ valid: true, value: 'session-id' });
+    expect(signA.unsign(`session-id.${'x'.repeat(43)}`).valid).toBe(false);
     await put(a, 's1', ofToken('t1'));
     expect(await get(b, 's1')).toEqual(ofToken('t1'));
     await destroy(b, 's1');
@@ -85,6 +86,29 @@ describe('UI sessions kept in Redis', () => {
       raw.disconnect();
     }
     expect(await get(a, id)).toEqual(ofToken('t1'));
+  });
+
+  it('after Redis lost the cookie secret, every process signs with one again and takes the cookies it signed', async () => {
+    const [a] = twoProcesses({ secretCheckMs: 100 });
+    const signA = await a.cookieSigner();
+    const before = signA.sign('old-session');
+    const raw = new Redis(redis.url);
+    try {
+      await raw.del(`${prefix}:ui:cookie-secret`);
+    } finally {
+      raw.disconnect();
+    }
+    // A process that starts first after the loss makes a new secret; the running one follows.
+    const c = new UiSessions({ url: redis.url }, prefix, { secretCheckMs: 100 });
+    opened.push(c);
+    const signC = await c.cookieSigner();
+    await waitFor(async () => (signA.unsign(signC.sign('new-session')).valid ? true : undefined), {
+      timeoutMs: 5000,
+      intervalMs: 50,
+      what: 'the running process to take the new secret',
+    });
+    expect(signC.unsign(signA.sign('x')).valid).toBe(true);
+    expect(signA.unsign(before)).toMatchObject({ valid: true, value: 'old-session' });
   });
 
   it("a token's sessions end everywhere when it is revoked; another token's stay", async () => {
