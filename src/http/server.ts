@@ -23,9 +23,12 @@ export function parseListen(text: string): { host: string; port: number } {
   return { host, port };
 }
 
+/** Longest wait for Redis to count a request against its token's rate limit (it answers in well under 1 ms). */
+const RATE_COUNT_MS = 100;
+
 /**
  * Serves the local API on `listen`. Redis readiness is checked, and the rate limit counted, on
- * a connection of its own that fails fast (no offline queue) rather than the queues', which
+ * connections of their own that fail fast (no offline queue) rather than the queues', which
  * wait for Redis to come back.
  */
 export async function startApiServer(
@@ -36,14 +39,22 @@ export async function startApiServer(
     ...redisOptions(options.redis),
     maxRetriesPerRequest: 0,
     enableOfflineQueue: false,
-    // A stalled Redis (not a closed one) must not hold API requests on their rate-limit count.
-    commandTimeout: 1000,
     retryStrategy: (attempt) => Math.min(attempt * 200, 2000),
   });
   probe.on('error', (error) => options.logger.debug({ err: error }, 'readiness Redis connection'));
+  // The rate limit's counts: like the probe, and a frozen Redis (open but not answering) costs
+  // a request RATE_COUNT_MS before it goes on uncounted, not the seconds a queue would wait.
+  const counts = new Redis({
+    ...redisOptions(options.redis),
+    maxRetriesPerRequest: 0,
+    enableOfflineQueue: false,
+    commandTimeout: RATE_COUNT_MS,
+    retryStrategy: (attempt) => Math.min(attempt * 200, 2000),
+  });
+  counts.on('error', (error) => options.logger.debug({ err: error }, 'rate limit Redis connection'));
   const app = await buildApp({
     ...options,
-    rateLimitCounts: { redis: probe, prefix: options.queuePrefix },
+    rateLimitCounts: { redis: counts, prefix: options.queuePrefix },
     pingRedis: async () => {
       const answer = await withTimeout(probe.ping(), 1000, 'PING answer');
       if (answer !== 'PONG') throw new Error(`PING answered ${answer}`);
@@ -51,6 +62,7 @@ export async function startApiServer(
   });
   app.addHook('onClose', async () => {
     probe.disconnect();
+    counts.disconnect();
   });
   try {
     await app.listen({ host, port });
