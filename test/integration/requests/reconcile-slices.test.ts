@@ -22,6 +22,25 @@ let proxy: FlakyProxy | undefined;
 let client: SchedClient | undefined;
 let cleanup: (() => void) | undefined;
 
+/** A client of profile `test` (account lab) at `url`, and a history file of its own; both undone after the test. */
+async function connectWithHistory(url: string) {
+  const profile = parseProfile('test', {
+    url,
+    auth: { type: 'bearer', tokenEnv: 'TEST_TOKEN' },
+    account: 'lab',
+    version: 'v0.0.44',
+  });
+  const connected = await SchedClient.connect(profile, { logger, env: { TEST_TOKEN: ALICE_TOKEN } });
+  client = connected;
+  const dir = mkdtempSync(join(tmpdir(), 'schedflow-reconcile-'));
+  const historyDb = openDatabase(join(dir, 'history.sqlite'));
+  cleanup = () => {
+    historyDb.close();
+    rmSync(dir, { recursive: true, force: true });
+  };
+  return { db: historyDb.db, client: connected };
+}
+
 afterEach(async () => {
   await client?.close();
   await proxy?.close();
@@ -48,20 +67,7 @@ it('the first import of a long window goes in slices of four hours, written in b
   });
   sim = await startSim({ minJobAgeSec: 60 }, false, jobs);
   proxy = await startFlakyProxy(sim.url);
-  const profile = parseProfile('test', {
-    url: proxy.url,
-    auth: { type: 'bearer', tokenEnv: 'TEST_TOKEN' },
-    account: 'lab',
-    version: 'v0.0.44',
-  });
-  client = await SchedClient.connect(profile, { logger, env: { TEST_TOKEN: ALICE_TOKEN } });
-  const dir = mkdtempSync(join(tmpdir(), 'schedflow-reconcile-'));
-  const historyDb = openDatabase(join(dir, 'history.sqlite'));
-  cleanup = () => {
-    historyDb.close();
-    rmSync(dir, { recursive: true, force: true });
-  };
-  const { db } = historyDb;
+  const { db, client } = await connectWithHistory(proxy.url);
   const createdAt = (nowSec - 37_000) * 1000;
   for (let i = 0; i < 10; i++) {
     const id = `req-${i}`;
@@ -133,26 +139,13 @@ it('a record that comes again byte for byte after a run stored it is left unread
     }),
   );
   sim = await startSim({ minJobAgeSec: 60 }, false, jobs);
-  const profile = parseProfile('test', {
-    url: sim.url,
-    auth: { type: 'bearer', tokenEnv: 'TEST_TOKEN' },
-    account: 'lab',
-    version: 'v0.0.44',
-  });
-  client = await SchedClient.connect(profile, { logger, env: { TEST_TOKEN: ALICE_TOKEN } });
-  const dir = mkdtempSync(join(tmpdir(), 'schedflow-reconcile-'));
-  const historyDb = openDatabase(join(dir, 'history.sqlite'));
-  cleanup = () => {
-    historyDb.close();
-    rmSync(dir, { recursive: true, force: true });
-  };
-  const { db } = historyDb;
+  const { db, client } = await connectWithHistory(sim.url);
   const known = new KnownRecords();
   const run = (withKnown: boolean) =>
     reconcileProfile(
       {
         db,
-        client: client as SchedClient,
+        client,
         logger,
         settings: { initialLookbackSec: 3600, overlapSec: 600 },
         ...(withKnown && { known }),
@@ -167,7 +160,7 @@ it('a record that comes again byte for byte after a run stored it is left unread
   const submitted = await client.submit({ name: 'new', script: '#!/bin/sh\ntrue\n' }, 'new-request');
   await waitFor(
     async () => {
-      const { data } = await (client as SchedClient).listAccountingJobs({ startTime: nowSec - 600, accounts: ['lab'] });
+      const { data } = await client.listAccountingJobs({ startTime: nowSec - 600, accounts: ['lab'] });
       return data.some((job) => job.job_id === submitted.job_id) || undefined;
     },
     { what: 'accounting to hold the new job', timeoutMs: 20_000 },
