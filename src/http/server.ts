@@ -35,23 +35,22 @@ export async function startApiServer(
   options: Omit<ApiDeps, 'pingRedis' | 'rateLimitCounts'> & { redis: RedisTarget; queuePrefix: string; listen: string },
 ): Promise<ApiServer> {
   const { host, port } = parseListen(options.listen);
-  const probe = new Redis({
-    ...redisOptions(options.redis),
-    maxRetriesPerRequest: 0,
-    enableOfflineQueue: false,
-    retryStrategy: (attempt) => Math.min(attempt * 200, 2000),
-  });
-  probe.on('error', (error) => options.logger.debug({ err: error }, 'readiness Redis connection'));
-  // The rate limit's counts: like the probe, and a frozen Redis (open but not answering) costs
-  // a request RATE_COUNT_MS before it goes on uncounted, not the seconds a queue would wait.
-  const counts = new Redis({
-    ...redisOptions(options.redis),
-    maxRetriesPerRequest: 0,
-    enableOfflineQueue: false,
-    commandTimeout: RATE_COUNT_MS,
-    retryStrategy: (attempt) => Math.min(attempt * 200, 2000),
-  });
-  counts.on('error', (error) => options.logger.debug({ err: error }, 'rate limit Redis connection'));
+  /** A connection whose commands fail at once while Redis is away, instead of queueing for its return. */
+  const failingFast = (what: string, commandTimeout?: number) => {
+    const redis = new Redis({
+      ...redisOptions(options.redis),
+      maxRetriesPerRequest: 0,
+      enableOfflineQueue: false,
+      commandTimeout,
+      retryStrategy: (attempt) => Math.min(attempt * 200, 2000),
+    });
+    redis.on('error', (error) => options.logger.debug({ err: error }, `${what} Redis connection`));
+    return redis;
+  };
+  const probe = failingFast('readiness');
+  // The rate limit's counts: a frozen Redis (open but not answering) costs a request
+  // RATE_COUNT_MS before it goes on uncounted, not the second a readiness PING may take.
+  const counts = failingFast('rate limit', RATE_COUNT_MS);
   const app = await buildApp({
     ...options,
     rateLimitCounts: { redis: counts, prefix: options.queuePrefix },

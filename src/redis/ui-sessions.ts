@@ -141,6 +141,7 @@ export class UiSessions implements SessionStore {
   readonly #max: number;
   readonly #maxPerLogin: number;
   readonly #secretCheckMs: number;
+  #secretCheck: NodeJS.Timeout | undefined;
 
   constructor(
     target: RedisTarget,
@@ -191,8 +192,6 @@ export class UiSessions implements SessionStore {
       unsign: (input: string) => signer.unsign(input),
     } as Signer;
   }
-
-  #secretCheck: NodeJS.Timeout | undefined;
 
   /** The deployment's cookie secret, `mine` when there is none yet. */
   async #sharedSecret(mine: string): Promise<string> {
