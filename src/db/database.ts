@@ -3,8 +3,8 @@ import { dirname, join } from 'node:path';
 import Database from 'better-sqlite3';
 import { TransactionRollbackError } from 'drizzle-orm';
 import { type BetterSQLite3Database, drizzle } from 'drizzle-orm/better-sqlite3';
-import { migrate } from 'drizzle-orm/better-sqlite3/migrator';
 import { packageRoot } from '../lib/package-info.js';
+import { applyMigrations } from './migrate.js';
 import * as schema from './schema.js';
 
 export type Db = BetterSQLite3Database<typeof schema>;
@@ -40,7 +40,7 @@ export function openDatabase(file: string, options: { readonly?: boolean } = {})
   const db = drizzle(sqlite, { schema });
   if (!options.readonly) {
     db.transaction = cheapTransactions(sqlite, db);
-    migrate(db, { migrationsFolder: join(packageRoot(), 'migrations') });
+    applyMigrations(sqlite, join(packageRoot(), 'migrations'));
   }
   return {
     db,
