@@ -1,18 +1,18 @@
 import { configDefaults, defineConfig } from 'vitest/config';
 
 /**
- * Files that run alone, after the others, one after another: they bound how long the event
- * loop is held or how long parsing takes, which other files' work on the same 2 cores would
- * break (a mass start written in batches, a reconcile import in slices, pipeline files loaded
- * off the event loop, step ordering in linear time). With them: the UI's replayed-request page,
- * whose pending transition carries the scheduler's reason only when the first poll after the
- * job starts waiting finds its accounting record (under load it came a cycle late, and the
- * transition is then recorded from the controller's light listing, which has no reason); and
- * the test set-up's munged check, which stops the default munged that the MUNGE tests use.
- * They share one process, so test/unit/heap-collector.test.ts, which needs a heap of its own,
- * stays in 'unit' (a thread has its own). Every other file has its own Redis, ports, queue
- * prefix and directories, so files run side by side; the files that start `schedflow` as
- * processes run its build (test/helpers/cli-build.ts), which starts in well under a second.
+ * Files that run alone, first, one after another, while the type check (test/suite.sh) has the
+ * other core: they bound how long the event loop is held or how long parsing takes, which other
+ * files' work on the same 2 cores would break (a mass start written in batches, a reconcile
+ * import in slices, pipeline files loaded off the event loop, step ordering in linear time).
+ * With them: the UI's replayed-request page, whose pending transition carries the scheduler's
+ * reason only when the first poll after the job starts waiting finds its accounting record
+ * (under load it came a cycle late, and the transition is then recorded from the controller's
+ * light listing, which has no reason); and the test set-up's munged check, which stops the
+ * default munged that the MUNGE tests use. Run last, they left a core idle for the 20 s they
+ * take; first, that core runs tsc. Every other file has its own Redis, ports, queue prefix and
+ * directories, so files run side by side; the files that start `schedflow` as processes run its
+ * build (test/helpers/cli-build.ts), which starts in well under a second.
  */
 const SERIAL = [
   'test/integration/requests/poll-mass-start.test.ts',
@@ -31,40 +31,42 @@ const CLI_BUILD = ['test/helpers/cli-build.ts'];
 
 export default defineConfig({
   test: {
-    // Integration files mostly wait on real servers and processes, not the CPU: four at a time
-    // on 2 cores. Three left the cores a third idle (6.1 min, against 5.1 with four; five gave
-    // 5.0 for 10 % more CPU). Four starved the files that spawn `schedflow` while it ran
-    // through tsx; it runs from its build now. A global option: projects cannot set it.
-    maxWorkers: 4,
-    // As many as at most: the 'default' project's forks are reused from file to file (isolate:
-    // false), and a fork tinypool retires as idle between files ends the run with "Terminating
-    // worker thread" (vitest 3.2).
-    minWorkers: 4,
-    // The 'default' and 'serial' projects' forks run file after file without isolation: a
-    // file's modules are imported once per process, not once per file (importing the daemon
-    // took 2–3 s of CPU per file, about half the suite's). Every file starts and stops its own
-    // servers and processes (test/helpers/no-leaks.ts checks that), and no helper keeps state a
-    // file could inherit. One forks pool serves every project, so this is set here; the slurm
-    // tier asks for isolation on its command line (package.json).
+    // Integration files mostly wait on real servers and processes (a lock to expire, a job to
+    // run, a cache to age), not the CPU: eight at a time on 2 cores. With six, the cores still
+    // sat idle a quarter of the run while every file waited (240 s); with eight, 206 s. A global
+    // option: projects cannot set it.
+    maxWorkers: 8,
+    // As many as at most: the forks are reused from file to file (isolate: false), and a fork
+    // tinypool retires as idle between files ends the run with "Terminating worker thread"
+    // (vitest 3.2).
+    minWorkers: 8,
+    // Every project's forks run file after file without isolation: a file's modules are
+    // imported once per process, not once per file (importing the daemon took 2-3 s of CPU per
+    // file, about half the suite's). Every file starts and stops its own servers and processes
+    // (test/helpers/no-leaks.ts checks that), and no helper keeps state a file could inherit.
+    // One forks pool serves every project, so this is set here; the slurm tier asks for
+    // isolation on its command line (package.json).
     poolOptions: { forks: { isolate: false } },
     testTimeout: 30_000,
     hookTimeout: 30_000,
     reporters: ['default'],
     projects: [
       {
-        // `npm run test:unit`: pure logic, in threads, all cores.
+        // `npm run test:unit`: pure logic. In the integration files' forks, which have imported
+        // what they import already: in threads of their own, each file imported it again while
+        // the forks waited for a turn (the suite's first 20 s ran one integration file).
         extends: true,
         test: {
           name: 'unit',
           include: ['test/unit/**/*.test.ts'],
           exclude: [...configDefaults.exclude, ...SERIAL],
-          pool: 'threads',
+          pool: 'forks',
           sequence: { groupOrder: 1 },
           setupFiles: NO_LEAKS,
         },
       },
       {
-        // Real Redis, SQLite, HTTP and processes; files in parallel, three processes each running
+        // Real Redis, SQLite, HTTP and processes; files in parallel, eight processes each running
         // file after file (see poolOptions above).
         extends: true,
         test: {
@@ -78,14 +80,14 @@ export default defineConfig({
         },
       },
       {
-        // Last, once the others have ended: one process, one file after another.
+        // First, before the others start: one process, one file after another.
         extends: true,
         test: {
           name: 'serial',
           include: SERIAL,
           pool: 'forks',
           poolOptions: { forks: { singleFork: true } },
-          sequence: { groupOrder: 2 },
+          sequence: { groupOrder: 0 },
           setupFiles: NO_LEAKS,
         },
       },

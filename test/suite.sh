@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# npm test: the type check beside the tests, not before them. The test files leave the 2 cores
-# idle about a third of the time (they wait on servers and processes), and tsc's 25 s of CPU
-# fits there; run first, it added its whole time to the suite's. Its report comes after the
-# tests' (so the two do not interleave), and either failing fails the run.
+# npm test: the type check beside the tests, not before them. The tests begin with the files
+# that run alone, one at a time (vitest.config.ts, SERIAL), which leave a core to tsc's 25 s of
+# CPU; run first, it added its whole time to the suite's. Its report comes after the tests'
+# (so the two do not interleave), and either failing fails the run.
 set -u
 report=$(mktemp)
 typecheck=

@@ -95,11 +95,13 @@ function describeHandles(types: string[]): string[] {
   return lines.length > 0 ? lines : types;
 }
 
-// In a worker thread (the unit tests' pool) the process and its children are shared with the
+// In a worker thread (`--pool threads`) the process and its children are shared with the
 // other threads' files: only this thread's own event loop resources are this file's.
 const checkChildren = isMainThread;
-// The process's own stdout and stderr are made on first use (a pipe under vitest's forks):
-// made now, they are in the baseline, not counted to the file that first wrote to them.
+// The process's own stdio streams are made on first use (pipes under vitest's forks): made now,
+// they are in the baseline, not counted to the file that first used them. stdin too: madge's
+// Vue parser (import-graph.test) copies every property of `process`, which makes it.
+void process.stdin;
 void process.stdout;
 void process.stderr;
 const baseResources = resourceCounts();
