@@ -1,4 +1,5 @@
 import { configDefaults, defineConfig } from 'vitest/config';
+import LongestFirst from './test/helpers/longest-first.js';
 
 /**
  * Files that run alone, first, one after another, while the type check (test/suite.sh) has the
@@ -32,14 +33,16 @@ const CLI_BUILD = ['test/helpers/cli-build.ts'];
 export default defineConfig({
   test: {
     // Integration files mostly wait on real servers and processes (a lock to expire, a job to
-    // run, a cache to age), not the CPU: eight at a time on 2 cores. With six, the cores still
-    // sat idle a quarter of the run while every file waited (240 s); with eight, 206 s. A global
-    // option: projects cannot set it.
-    maxWorkers: 8,
+    // run, a cache to age), not the CPU: six at a time on 2 cores. On a first run (no durations
+    // cached) six took 4:03 for 365 s of CPU; seven 4:06 for 400 s, eight 4:34 for 471 s, with
+    // two files failing their time bounds: past six, the files wait on each other's CPU, and
+    // waiting costs CPU too (their polls, their daemons' cycles). A global option: projects
+    // cannot set it.
+    maxWorkers: 6,
     // As many as at most: the forks are reused from file to file (isolate: false), and a fork
     // tinypool retires as idle between files ends the run with "Terminating worker thread"
     // (vitest 3.2).
-    minWorkers: 8,
+    minWorkers: 6,
     // Every project's forks run file after file without isolation: a file's modules are
     // imported once per process, not once per file (importing the daemon took 2-3 s of CPU per
     // file, about half the suite's). Every file starts and stops its own servers and processes
@@ -47,6 +50,8 @@ export default defineConfig({
     // One forks pool serves every project, so this is set here; the slurm tier asks for
     // isolation on its command line (package.json).
     poolOptions: { forks: { isolate: false } },
+    // Longest files first, on a fresh clone too (see the file).
+    sequence: { sequencer: LongestFirst },
     testTimeout: 30_000,
     hookTimeout: 30_000,
     reporters: ['default'],
@@ -66,7 +71,7 @@ export default defineConfig({
         },
       },
       {
-        // Real Redis, SQLite, HTTP and processes; files in parallel, eight processes each running
+        // Real Redis, SQLite, HTTP and processes; files in parallel, six processes each running
         // file after file (see poolOptions above).
         extends: true,
         test: {
