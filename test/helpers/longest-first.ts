@@ -20,9 +20,17 @@ export default class LongestFirst extends BaseSequencer {
       if (cached?.failed) return Number.POSITIVE_INFINITY;
       return cached?.duration ?? committed.get(key) ?? Number.POSITIVE_INFINITY;
     };
-    const weights = new Map(files.map((spec) => [spec, weight(spec)]));
-    return [...files].sort((a, b) => (weights.get(b) ?? 0) - (weights.get(a) ?? 0));
+    // From vitest's own order, so files known to neither keep it (a stable sort).
+    const ordered = await super.sort(files);
+    const weights = new Map(ordered.map((spec) => [spec, weight(spec)]));
+    return ordered.sort((a, b) => heavierFirst(weights.get(a) ?? 0, weights.get(b) ?? 0));
   }
+}
+
+/** Descending; equal weights (unknown files are all infinite) keep their order. */
+function heavierFirst(a: number, b: number): number {
+  if (a === b) return 0;
+  return b > a ? 1 : -1;
 }
 
 /** Vitest's key for a file's results: `<project>:<path from the root>`. */
