@@ -57,9 +57,12 @@ export default defineConfig({
     reporters: ['default'],
     projects: [
       {
-        // `npm run test:unit`: pure logic. In the integration files' forks, which have imported
-        // what they import already: in threads of their own, each file imported it again while
-        // the forks waited for a turn (the suite's first 20 s ran one integration file).
+        // `npm run test:unit`: pure logic. In forks like the integration files: vitest's forks
+        // pool runs one project's files after another's, and a fork imports a module once for
+        // all its files (isolate: false). In threads, beside the forks, each file imported its
+        // modules again and took the cores while the forks waited (the suite's first 20 s ran
+        // one integration file). heap-collector.test.ts measures the heap it grows itself, so
+        // the other unit files' modules in its process do not matter.
         extends: true,
         test: {
           name: 'unit',

@@ -3,12 +3,13 @@
  * its files in (test/helpers/longest-first.ts), from the durations of the last run in vitest's
  * cache. In whole seconds, so that a run a little slower or faster changes few lines.
  */
-import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { DURATIONS_FILE } from './helpers/longest-first.js';
 
-const cacheDir = fileURLToPath(new URL('../node_modules/.vite/vitest/', import.meta.url));
+const root = fileURLToPath(new URL('..', import.meta.url));
+const cacheDir = join(root, 'node_modules', '.vite', 'vitest');
 const seconds: Record<string, number> = {};
 for (const dir of readdirSync(cacheDir)) {
   let text: string;
@@ -19,7 +20,9 @@ for (const dir of readdirSync(cacheDir)) {
   }
   const { results } = JSON.parse(text) as { results: [string, { duration?: number }][] };
   for (const [key, result] of results) {
-    if (key.startsWith('slurm:') || result.duration === undefined) continue;
+    // Vitest's cache keeps files since deleted or renamed: only the suite's files now.
+    const file = key.slice(key.indexOf(':') + 1);
+    if (key.startsWith('slurm:') || result.duration === undefined || !existsSync(join(root, file))) continue;
     seconds[key] = Math.round(result.duration / 1000);
   }
 }

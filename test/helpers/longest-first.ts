@@ -42,8 +42,10 @@ export const DURATIONS_FILE = new URL('../durations.json', import.meta.url);
 
 function readCommitted(): Map<string, number> {
   try {
-    const seconds = JSON.parse(readFileSync(DURATIONS_FILE, 'utf8')) as Record<string, number>;
-    return new Map(Object.entries(seconds).map(([key, s]) => [key, s * 1000]));
+    const seconds = JSON.parse(readFileSync(DURATIONS_FILE, 'utf8')) as Record<string, unknown>;
+    // A value that is not a number would make the order depend on the sort's inner workings.
+    const known = Object.entries(seconds).filter((entry): entry is [string, number] => Number.isFinite(entry[1]));
+    return new Map(known.map(([key, s]) => [key, s * 1000]));
   } catch {
     return new Map();
   }

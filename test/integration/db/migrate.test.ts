@@ -25,23 +25,28 @@ it('a history a peer process is migrating is opened once the peer is done, its m
   setup.exec('CREATE TABLE "__drizzle_migrations" (id SERIAL PRIMARY KEY, hash text NOT NULL, created_at numeric)');
   setup.close();
 
-  const peer = spawn(process.execPath, ['--import', TSX, PEER, file, '300'], {
+  // Held well past the time this process needs to ask, well within its busy timeout (5 s).
+  const peer = spawn(process.execPath, ['--import', TSX, PEER, file, '2000'], {
     cwd: REPO,
     stdio: ['ignore', 'pipe', 'pipe'],
   });
+  let stdout = '';
   let stderr = '';
   peer.stderr.setEncoding('utf8').on('data', (chunk: string) => {
     stderr += chunk;
   });
-  const exited = new Promise<number | null>((resolve) => peer.once('exit', (code) => resolve(code)));
+  // 'close': its output read to the end.
+  const exited = new Promise<number | null>((resolve) => peer.once('close', (code) => resolve(code)));
   await new Promise<void>((resolve, reject) => {
     peer.stdout.setEncoding('utf8').on('data', (chunk: string) => {
-      if (chunk.includes('locked')) resolve();
+      stdout += chunk;
+      if (stdout.includes('locked')) resolve();
     });
     peer.once('exit', () => reject(new Error(`the peer exited before taking the lock: ${stderr}`)));
   });
 
   // Waits for the peer's lock (busy_timeout), then finds everything applied.
+  const openedAt = Date.now();
   const history = openDatabase(file);
   try {
     const connection = (history.db as unknown as { $client: Database.Database }).$client;
@@ -49,6 +54,9 @@ it('a history a peer process is migrating is opened once the peer is done, its m
     const committed = readdirSync(join(REPO, 'migrations')).filter((name) => name.endsWith('.sql')).length;
     expect(applied.n).toBe(committed);
     expect(await exited, stderr).toBe(0);
+    // The open began while the peer held its lock, migrations not applied: the race was run.
+    const committedAt = Number(/committed (\d+)/.exec(stdout)?.[1]);
+    expect(openedAt).toBeLessThan(committedAt);
   } finally {
     history.close();
   }
