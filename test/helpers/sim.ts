@@ -1,12 +1,33 @@
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { createLogger } from '../../src/logger.js';
+import { createLogger, type Logger } from '../../src/logger.js';
+import { SchedClient } from '../../src/sched/client.js';
+import { parseProfile } from '../../src/sched/profile.js';
 import { parseSimConfig, type SimConfigInput, type TokenEntry } from '../../src/sim/sim-config.js';
 import type { SimJob } from '../../src/sim/sim-job.js';
 import { SimServer } from '../../src/sim/sim-server.js';
 
 export const ALICE_TOKEN = 'alice-token-0123456789abcdef';
+
+/**
+ * A scheduler client of profile `test` at `url` with alice's token (account lab, v0.0.44), for
+ * tests that drive the client or the poller by hand; `profile` adds to or replaces its settings.
+ */
+export function connectAsAlice(
+  url: string,
+  logger: Logger,
+  profile: Record<string, unknown> = {},
+): Promise<SchedClient> {
+  const parsed = parseProfile('test', {
+    url,
+    auth: { type: 'bearer', tokenEnv: 'TEST_TOKEN' },
+    account: 'lab',
+    version: 'v0.0.44',
+    ...profile,
+  });
+  return SchedClient.connect(parsed, { logger, env: { TEST_TOKEN: ALICE_TOKEN } });
+}
 export const READONLY_TOKEN = 'readonly-token-0123456789abcdef';
 export const DBONLY_TOKEN = 'dbonly-token-0123456789abcdef';
 export const BOB_TOKEN = 'bob-token-0123456789abcdef';

@@ -12,15 +12,13 @@ import { createLogger } from '../../../src/logger.js';
 import { recordRequest } from '../../../src/requests/accept.js';
 import { pollProfile } from '../../../src/requests/poller.js';
 import { transition } from '../../../src/requests/transition.js';
-import { SchedClient } from '../../../src/sched/client.js';
 import { jobSpecSchema } from '../../../src/sched/job-spec.js';
-import { parseProfile } from '../../../src/sched/profile.js';
 import { apiClient, errorOf } from '../../helpers/api.js';
 import { runCli } from '../../helpers/cli-process.js';
 import { daemonTestEnv } from '../../helpers/daemon.js';
 import { startFlakyProxy } from '../../helpers/flaky-proxy.js';
 import { http, waitFor } from '../../helpers/http.js';
-import { ALICE_TOKEN } from '../../helpers/sim.js';
+import { connectAsAlice } from '../../helpers/sim.js';
 
 /**
  * Job arrays (issue 16): one request for the array, each task followed through the poll
@@ -32,13 +30,7 @@ const logger = createLogger({ level: process.env.LOG_LEVEL ?? 'silent' });
 
 /** A scheduler client and a history of their own, for tests that drive the poller by hand. */
 async function pollerOf(url: string) {
-  const profile = parseProfile('test', {
-    url,
-    auth: { type: 'bearer', tokenEnv: 'TEST_TOKEN' },
-    account: 'lab',
-    version: 'v0.0.44',
-  });
-  const client = await SchedClient.connect(profile, { logger, env: { TEST_TOKEN: ALICE_TOKEN } });
+  const client = await connectAsAlice(url, logger);
   env.defer(() => client.close());
   const dir = mkdtempSync(join(tmpdir(), 'schedflow-arrays-'));
   const history = openDatabase(join(dir, 'history.sqlite'));

@@ -7,11 +7,10 @@ import { createRequest } from '../../../src/db/requests.js';
 import { createLogger } from '../../../src/logger.js';
 import { type PollReport, pollProfile } from '../../../src/requests/poller.js';
 import { transition } from '../../../src/requests/transition.js';
-import { SchedClient } from '../../../src/sched/client.js';
-import { parseProfile } from '../../../src/sched/profile.js';
+import type { SchedClient } from '../../../src/sched/client.js';
 import type { SimJob } from '../../../src/sim/sim-job.js';
 import { type FlakyProxy, type RecordedRequest, startFlakyProxy } from '../../helpers/flaky-proxy.js';
-import { ALICE_TOKEN, savedSimJob, startSim, type TestSim } from '../../helpers/sim.js';
+import { connectAsAlice, savedSimJob, startSim, type TestSim } from '../../helpers/sim.js';
 
 /**
  * What poll-mass-end.test.ts and poll-mass-start.test.ts share (one file before; the mass start
@@ -74,14 +73,7 @@ export function massPollEnv() {
   ) {
     env.sim = await startSim({ cpus: jobs.length + 10, simulatedRuntimeSec: 3, ...simSettings }, false, jobs);
     env.proxy = await startFlakyProxy(env.sim.url);
-    const profile = parseProfile('test', {
-      url: env.proxy.url,
-      auth: { type: 'bearer', tokenEnv: 'TEST_TOKEN' },
-      account: 'lab',
-      version: 'v0.0.44',
-      rateLimit: { capacity: 2, refillPerSecond: 100 },
-    });
-    env.client = await SchedClient.connect(profile, { logger, env: { TEST_TOKEN: ALICE_TOKEN } });
+    env.client = await connectAsAlice(env.proxy.url, logger, { rateLimit: { capacity: 2, refillPerSecond: 100 } });
     const dir = mkdtempSync(join(tmpdir(), 'schedflow-poll-'));
     const history = openDatabase(join(dir, 'history.sqlite'));
     env.cleanup = () => {

@@ -9,11 +9,10 @@ import { createRequest, getRequest } from '../../../src/db/requests.js';
 import { createLogger } from '../../../src/logger.js';
 import { KnownRecords, RECONCILE_SLICE_SEC, reconcileProfile } from '../../../src/requests/reconciler.js';
 import { transition } from '../../../src/requests/transition.js';
-import { SchedClient } from '../../../src/sched/client.js';
-import { parseProfile } from '../../../src/sched/profile.js';
+import type { SchedClient } from '../../../src/sched/client.js';
 import { type FlakyProxy, startFlakyProxy } from '../../helpers/flaky-proxy.js';
 import { waitFor } from '../../helpers/http.js';
-import { ALICE_TOKEN, savedSimJob, startSim, type TestSim } from '../../helpers/sim.js';
+import { connectAsAlice, savedSimJob, startSim, type TestSim } from '../../helpers/sim.js';
 
 const logger = createLogger({ level: process.env.LOG_LEVEL ?? 'silent' });
 
@@ -24,13 +23,7 @@ let cleanup: (() => void) | undefined;
 
 /** A client of profile `test` (account lab) at `url`, and a history file of its own; both undone after the test. */
 async function connectWithHistory(url: string) {
-  const profile = parseProfile('test', {
-    url,
-    auth: { type: 'bearer', tokenEnv: 'TEST_TOKEN' },
-    account: 'lab',
-    version: 'v0.0.44',
-  });
-  const connected = await SchedClient.connect(profile, { logger, env: { TEST_TOKEN: ALICE_TOKEN } });
+  const connected = await connectAsAlice(url, logger);
   client = connected;
   const dir = mkdtempSync(join(tmpdir(), 'schedflow-reconcile-'));
   const historyDb = openDatabase(join(dir, 'history.sqlite'));
