@@ -34,7 +34,7 @@ import { cancelRequest } from './requests/canceller.js';
 import { doorRefusal, profileDoor, submissionRefusal } from './requests/door.js';
 import { PartitionLimitsReader } from './requests/partition-limits.js';
 import { ClientRegistry } from './sched/client-registry.js';
-import type { JobSpec } from './sched/job-spec.js';
+import { type JobSpec, preparePassThroughCheck } from './sched/job-spec.js';
 import { loadProfiles, type Profile } from './sched/profile.js';
 import { startEmbeddedSimulator } from './sim/embedded.js';
 import { resubmitWithSuggestion } from './summaries/resubmit.js';
@@ -117,6 +117,7 @@ async function compose(config: DaemonConfig, logger: Logger, lifecycle: Lifecycl
   }
   const history = openDatabase(join(config.dataDir, 'history.sqlite'));
   lifecycle.add('history', async () => history.close());
+  preparePassThroughCheck();
   // Before anything is queued or polled: processes that share the Redis and the queue prefix but
   // not this history would never find each other's requests. Refused (exit 2) rather than that.
   const claim = await HistoryClaim.take(
