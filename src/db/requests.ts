@@ -1,4 +1,5 @@
-import { and, asc, count, desc, eq, inArray, isNotNull, lt, notInArray, or, type SQL, sql } from 'drizzle-orm';
+import { and, asc, count, desc, eq, inArray, isNotNull, lt, or, type SQL, sql } from 'drizzle-orm';
+import { nextTurn } from '../lib/turns.js';
 import type { Db } from './database.js';
 import { placeholders, prepared } from './prepared.js';
 import {
@@ -8,6 +9,7 @@ import {
   type JobTransitionRow,
   jobRequests,
   jobTransitions,
+  REQUEST_STATES,
   type RequestState,
   type RetryCause,
   type StepNeed,
@@ -269,19 +271,55 @@ const trackedColumns = {
 };
 export type TrackedRequest = Pick<JobRequestRow, keyof typeof trackedColumns>;
 
-/** Requests the poller follows: submitted to this profile and not finished (lost ones included). */
-export function trackedRequests(db: Db, profile: string): TrackedRequest[] {
-  return db
-    .select(trackedColumns)
-    .from(jobRequests)
-    .where(
-      and(
-        eq(jobRequests.profile, profile),
-        isNotNull(jobRequests.jobId),
-        notInArray(jobRequests.state, [...TERMINAL_REQUEST_STATES]),
-      ),
-    )
-    .all();
+/** States a request with a job may be followed in: every one but the terminal ones (`lost` included). */
+const FOLLOWED_STATES = REQUEST_STATES.filter(
+  (state) => !(TERMINAL_REQUEST_STATES as readonly string[]).includes(state),
+);
+
+/**
+ * Rows of tracked requests read between two turns of the event loop: about 10 ms. All 10,000
+ * tracked requests in one read held the loop 60 to 120 ms every poll cycle (the slowest
+ * /healthz of bench:submit, issue 14).
+ */
+const TRACKED_PAGE_ROWS = 2000;
+
+/**
+ * Requests the poller follows: submitted to this profile and not finished (lost ones included).
+ * Read a page at a time, each state's rows in the order of the (profile, state) index, with a
+ * turn of the event loop between pages. A request that changes state meanwhile is read once
+ * (its latest row) or, moved back to a state already read, followed from the next cycle.
+ */
+export async function trackedRequests(db: Db, profile: string): Promise<TrackedRequest[]> {
+  const page = prepared(db, 'requests.trackedPage', () =>
+    db
+      .select({ ...trackedColumns, rowid: sql<number>`${jobRequests}.rowid` })
+      .from(jobRequests)
+      .where(
+        and(
+          eq(jobRequests.profile, placeholder('profile')),
+          eq(jobRequests.state, placeholder('state')),
+          isNotNull(jobRequests.jobId),
+          sql`${jobRequests}.rowid > ${placeholder('after')}`,
+        ),
+      )
+      .orderBy(sql`${jobRequests}.rowid`)
+      .limit(TRACKED_PAGE_ROWS)
+      .prepare(),
+  );
+  const tracked = new Map<string, TrackedRequest>();
+  let pages = 0;
+  for (const state of FOLLOWED_STATES) {
+    let after = 0;
+    for (;;) {
+      if (pages++ > 0) await nextTurn();
+      const rows = page.all({ profile, state, after });
+      for (const row of rows) tracked.set(row.id, row);
+      const last = rows.at(-1);
+      if (!last || rows.length < TRACKED_PAGE_ROWS) break;
+      after = last.rowid;
+    }
+  }
+  return [...tracked.values()];
 }
 
 /**

@@ -1,4 +1,4 @@
-import { setImmediate as nextTurn } from 'node:timers/promises';
+import { nextTurn } from '../lib/turns.js';
 import type { Db } from './database.js';
 
 /**

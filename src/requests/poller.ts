@@ -145,7 +145,7 @@ export function applyJob(
  */
 export async function pollProfile(deps: PollDeps, profile: string): Promise<PollReport> {
   const { db, client, logger } = deps;
-  const tracked = trackedRequests(db, profile);
+  const tracked = await trackedRequests(db, profile);
   if (tracked.length === 0) return checkIdleProfile(deps, profile);
 
   const light = await readLightStates(deps, tracked);

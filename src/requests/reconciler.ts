@@ -1,5 +1,4 @@
 import { hash } from 'node:crypto';
-import { setImmediate as nextTurn } from 'node:timers/promises';
 import {
   getProfileSync,
   recordAccountingAnswer,
@@ -10,6 +9,7 @@ import {
 import type { Db } from '../db/database.js';
 import { getRequest, requestByJobId, submissionsInFlight } from '../db/requests.js';
 import { writeInSlices } from '../db/write-in-slices.js';
+import { nextTurn } from '../lib/turns.js';
 import type { Logger } from '../logger.js';
 import type { SchedClient } from '../sched/client.js';
 import type { Freshness } from '../sched/freshness.js';

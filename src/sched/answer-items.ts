@@ -1,5 +1,5 @@
-import { setImmediate as nextTurn } from 'node:timers/promises';
 import { assertNever } from '../lib/assert-never.js';
+import { nextTurn } from '../lib/turns.js';
 
 /**
  * The records of a list answer (`jobs` of a job listing or of accounting), decoded one by one

@@ -230,7 +230,7 @@ async function runCase(c: Case, mode: Mode): Promise<CaseResult> {
         },
       );
     const perJob = async () => {
-      const tracked = trackedRequests(db, 'bench');
+      const tracked = await trackedRequests(db, 'bench');
       for (let i = 0; i < tracked.length; i += 16) {
         await Promise.all(
           tracked.slice(i, i + 16).map(async (row) => {
@@ -241,7 +241,7 @@ async function runCase(c: Case, mode: Mode): Promise<CaseResult> {
       }
     };
     const fetchAll = async () => {
-      const tracked = trackedRequests(db, 'bench');
+      const tracked = await trackedRequests(db, 'bench');
       if (tracked.length === 0) return;
       const earliest = Math.min(...tracked.map((r) => Math.floor(r.createdAt / 1000)));
       const read = await client.listAccountingJobs(
