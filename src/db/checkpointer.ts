@@ -1,8 +1,7 @@
 import { createRequire } from 'node:module';
 import { Worker } from 'node:worker_threads';
-import type Database from 'better-sqlite3';
 import type { Logger } from '../logger.js';
-import type { HistoryDatabase } from './database.js';
+import { connectionOf, type HistoryDatabase } from './database.js';
 
 /** How often the thread copies the write-ahead log into the database file. */
 export const CHECKPOINT_EVERY_MS = 1000;
@@ -50,7 +49,7 @@ export function startCheckpointer(
   logger: Logger,
   everyMs = CHECKPOINT_EVERY_MS,
 ): Checkpointer {
-  const connection = (history.db as unknown as { $client: Database.Database }).$client;
+  const connection = connectionOf(history.db);
   const worker = new Worker(THREAD, {
     eval: true,
     workerData: { driver: createRequire(import.meta.url).resolve('better-sqlite3'), file: history.file, everyMs },

@@ -76,6 +76,11 @@ function cheapTransactions(sqlite: Database.Database, db: Db): Db['transaction']
   return ((fn, config) => run[config?.behavior ?? 'immediate'](fn)) as Db['transaction'];
 }
 
+/** The better-sqlite3 connection under drizzle (its `$client`, which the `Db` type leaves out). */
+export function connectionOf(db: Db): Database.Database {
+  return (db as unknown as { $client: Database.Database }).$client;
+}
+
 /**
  * The history file, made 0600 before SQLite opens it (SQLite makes a new one 0644 less
  * the umask). SQLite gives the -wal and -shm files it makes the database file's mode, so

@@ -1,8 +1,7 @@
 import { createHash, randomBytes, randomUUID, timingSafeEqual } from 'node:crypto';
-import type Database from 'better-sqlite3';
 import { and, eq, isNull, lt, or, sql } from 'drizzle-orm';
 import { ConfigError } from '../errors.js';
-import type { Db } from './database.js';
+import { connectionOf, type Db } from './database.js';
 import { prepared } from './prepared.js';
 import { type ApiScope, type ApiTokenRow, apiTokens } from './schema.js';
 
@@ -124,11 +123,6 @@ interface TokenTable {
   touched: Map<string, number>;
 }
 const tokenTables = new WeakMap<object, TokenTable>();
-
-/** The better-sqlite3 connection under drizzle (its `$client`, which the `Db` type leaves out). */
-function connectionOf(db: Db): Database.Database {
-  return (db as unknown as { $client: Database.Database }).$client;
-}
 
 function tokenTable(db: Db): TokenTable {
   const connection = connectionOf(db);
