@@ -302,19 +302,26 @@ export async function trackedRequests(db: Db, profile: string): Promise<TrackedR
     ),
   );
   const tracked = new Map<string, TrackedRequest>();
-  let pages = 0;
+  let sinceTurn = 0;
   for (const state of FOLLOWED_STATES) {
     let after = 0;
     for (;;) {
-      if (pages++ > 0) await nextTurn();
+      // A profile of a few hundred jobs is read in one turn; a state with none costs nothing.
+      if (sinceTurn >= TRACKED_PAGE_ROWS / 2) {
+        await nextTurn();
+        sinceTurn = 0;
+      }
       const rows = page.all({ profile, state, after });
+      sinceTurn += rows.length;
       for (const row of rows) tracked.set(row.id, row);
       const last = rows.at(-1);
       if (!last || rows.length < TRACKED_PAGE_ROWS) break;
       after = last.rowid;
     }
   }
-  return [...tracked.values()];
+  // In job id order, as one query by the (profile, job_id) index gave them: the poller's chunks
+  // of ids, and so their URLs (and the proxy's kept answers), do not change with job states.
+  return [...tracked.values()].sort((a, b) => (a.jobId as number) - (b.jobId as number));
 }
 
 /**

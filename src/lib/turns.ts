@@ -9,6 +9,8 @@
  */
 
 const waiting: (() => void)[] = [];
+/** Turns taken after which the queue drops them, while it never empties. */
+const COMPACT_AFTER = 1024;
 let next = 0;
 let scheduled = false;
 
@@ -36,6 +38,11 @@ function runOne(): void {
     next = 0;
     scheduled = false;
   } else {
+    // Busy for long (several loops taking turns without a pause): the turns taken go.
+    if (next >= COMPACT_AFTER) {
+      waiting.splice(0, next);
+      next = 0;
+    }
     setImmediate(runOne);
   }
   run?.();

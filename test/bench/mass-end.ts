@@ -318,7 +318,8 @@ function runChild(c: Case, mode: Mode): Promise<CaseOutcome> {
       process.stderr.write(chunk);
       err = (err + chunk.toString()).slice(-4000);
     });
-    child.once('exit', (code) => {
+    // 'close', not 'exit': the answer may still be in the pipe when the process has exited.
+    child.once('close', (code) => {
       if (code === 0) {
         resolve(JSON.parse(out) as CaseResult);
         return;

@@ -1,6 +1,7 @@
 import { statSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { markerFor } from '../../src/sched/client.js';
 import { killLeftovers } from '../helpers/cli-process.js';
 import { waitFor } from '../helpers/http.js';
 import { startTestRedis, type TestRedis } from '../helpers/redis.js';
@@ -45,7 +46,8 @@ describe('slurmctld stopped for longer than a poll interval', () => {
     // for one now.
     const seenRunning = Date.now();
     const jobId = (await d.job(running)).job_id;
-    await slurmCommand('scontrol', ['update', `JobId=${jobId}`, 'Comment=outage-test']);
+    // The comment keeps the request's marker, by which the daemon knows its job.
+    await slurmCommand('scontrol', ['update', `JobId=${jobId}`, `Comment=${markerFor(running)} outage-test`]);
     await waitFor(
       async () => (statSync(join(slurmRun(), 'state', 'job_state')).mtimeMs > seenRunning ? true : undefined),
       { what: "slurmctld's state save after the job started", timeoutMs: 30_000, intervalMs: 200 },
