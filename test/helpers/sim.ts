@@ -9,6 +9,9 @@ import type { SimJob } from '../../src/sim/sim-job.js';
 import { SimServer } from '../../src/sim/sim-server.js';
 
 export const ALICE_TOKEN = 'alice-token-0123456789abcdef';
+export const READONLY_TOKEN = 'readonly-token-0123456789abcdef';
+export const DBONLY_TOKEN = 'dbonly-token-0123456789abcdef';
+export const BOB_TOKEN = 'bob-token-0123456789abcdef';
 
 /**
  * A scheduler client of profile `test` at `url` with alice's token (account lab, v0.0.44), for
@@ -28,9 +31,6 @@ export function connectAsAlice(
   });
   return SchedClient.connect(parsed, { logger, env: { TEST_TOKEN: ALICE_TOKEN } });
 }
-export const READONLY_TOKEN = 'readonly-token-0123456789abcdef';
-export const DBONLY_TOKEN = 'dbonly-token-0123456789abcdef';
-export const BOB_TOKEN = 'bob-token-0123456789abcdef';
 
 export const TEST_TOKENS: ReadonlyMap<string, TokenEntry> = new Map([
   [ALICE_TOKEN, { user: 'alice', account: 'lab', scopes: ['sched:read', 'scheddb:read', 'sched:jobs:manage'] }],

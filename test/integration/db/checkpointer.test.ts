@@ -1,10 +1,9 @@
 import { mkdtempSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type Database from 'better-sqlite3';
 import { afterEach, expect, it } from 'vitest';
 import { startCheckpointer } from '../../../src/db/checkpointer.js';
-import { openDatabase } from '../../../src/db/database.js';
+import { connectionOf, openDatabase } from '../../../src/db/database.js';
 import { createRequest } from '../../../src/db/requests.js';
 import { createLogger } from '../../../src/logger.js';
 import { waitFor } from '../../helpers/http.js';
@@ -20,7 +19,7 @@ it('copies the log into the database from its own thread; commits checkpoint aga
   const dir = mkdtempSync(join(tmpdir(), 'schedflow-checkpointer-'));
   dirs.push(dir);
   const history = openDatabase(join(dir, 'history.sqlite'));
-  const connection = (history.db as unknown as { $client: Database.Database }).$client;
+  const connection = connectionOf(history.db);
   const checkpoints = startCheckpointer(history, createLogger({ level: 'silent' }), 20);
   try {
     expect(connection.pragma('wal_autocheckpoint', { simple: true })).toBe(0);

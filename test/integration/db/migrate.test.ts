@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import Database from 'better-sqlite3';
 import { afterEach, expect, it } from 'vitest';
-import { openDatabase } from '../../../src/db/database.js';
+import { connectionOf, openDatabase } from '../../../src/db/database.js';
 import { REPO, TSX } from '../../helpers/cli-process.js';
 
 const PEER = fileURLToPath(new URL('../../fixtures/db/migrating-peer.ts', import.meta.url));
@@ -49,7 +49,7 @@ it('a history a peer process is migrating is opened once the peer is done, its m
   const openedAt = Date.now();
   const history = openDatabase(file);
   try {
-    const connection = (history.db as unknown as { $client: Database.Database }).$client;
+    const connection = connectionOf(history.db);
     const applied = connection.prepare('SELECT count(*) AS n FROM "__drizzle_migrations"').get() as { n: number };
     const committed = readdirSync(join(REPO, 'migrations')).filter((name) => name.endsWith('.sql')).length;
     expect(applied.n).toBe(committed);

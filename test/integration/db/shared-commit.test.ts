@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { afterEach, expect, it } from 'vitest';
-import { openDatabase } from '../../../src/db/database.js';
+import { connectionOf, openDatabase } from '../../../src/db/database.js';
 import { createRequest, patchRequest } from '../../../src/db/requests.js';
 import { inSharedCommit } from '../../../src/db/shared-commit.js';
 
@@ -42,7 +42,7 @@ it('commits the writes of one turn together; one that throws is undone alone and
     expect((outcomes[1] as PromiseRejectedResult).reason.message).toBe('refused b');
     expect(errorOf('b')).toBeNull();
     // Each one's savepoint keeps the pages it changes in memory, not in a temporary file.
-    const connection = (history.db as unknown as { $client: Database.Database }).$client;
+    const connection = connectionOf(history.db);
     expect(connection.pragma('temp_store', { simple: true })).toBe(2);
     // Nothing was written before the turn ended.
     const pending = inSharedCommit(history.db, () => patchRequest(history.db, 'b', { errorMessage: 'later' }));
