@@ -117,7 +117,6 @@ async function compose(config: DaemonConfig, logger: Logger, lifecycle: Lifecycl
   }
   const history = openDatabase(join(config.dataDir, 'history.sqlite'));
   lifecycle.add('history', async () => history.close());
-  preparePassThroughCheck();
   // Before anything is queued or polled: processes that share the Redis and the queue prefix but
   // not this history would never find each other's requests. Refused (exit 2) rather than that.
   const claim = await HistoryClaim.take(
@@ -127,6 +126,8 @@ async function compose(config: DaemonConfig, logger: Logger, lifecycle: Lifecycl
     logger.child({ component: 'redis' }),
   );
   lifecycle.add('history registration', () => claim.release());
+  // After the claim: a start refused there (exit 2) does not spend the 300 ms first.
+  preparePassThroughCheck();
   const checkpoints = startCheckpointer(history, logger.child({ component: 'history' }));
   lifecycle.add('history checkpoints', () => checkpoints.stop());
 
