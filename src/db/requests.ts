@@ -1,7 +1,7 @@
-import { and, asc, count, desc, eq, inArray, isNotNull, lt, or, type SQL, sql } from 'drizzle-orm';
+import { and, asc, count, desc, eq, getTableColumns, inArray, isNotNull, lt, or, type SQL, sql } from 'drizzle-orm';
 import { nextTurn } from '../lib/turns.js';
 import { connectionOf, type Db } from './database.js';
-import { placeholders, prepared } from './prepared.js';
+import { driverValue, prepared, rowDecoder, selectList } from './prepared.js';
 import {
   type AttemptPolicy,
   type Deadlines,
@@ -65,29 +65,30 @@ export function createRequest(db: Db, req: NewRequest): JobRequestRow {
  * UPDATE to make that move, and every submission makes it.
  */
 export function insertRequest(db: Db, req: NewRequest, queued?: { source: TransitionSource; at: number }): void {
-  insertRequestStatement(db).run({
-    state: queued ? 'queued' : 'accepted',
-    updatedAt: queued ? queued.at : req.at,
+  const row: Record<(typeof INSERTED)[number], unknown> = {
     id: req.id,
     profile: req.profile,
     name: req.name,
     spec: req.spec,
     origin: req.origin,
+    state: queued ? 'queued' : 'accepted',
     createdAt: req.at,
-    runId: req.runId ?? null,
-    step: req.step ?? null,
+    updatedAt: queued ? queued.at : req.at,
+    runId: req.runId,
+    step: req.step,
     attempt: req.attempt ?? 1,
-    needsJson: jsonOrNull(req.needs),
-    webhookUrl: req.webhookUrl ?? null,
-    deadlinesJson: jsonOrNull(req.deadlines),
-    summarize: req.summarize === undefined || req.summarize === null ? null : Number(req.summarize),
-    resubmitOf: req.resubmitOf ?? null,
-    arrayTaskCount: req.arrayTaskCount ?? null,
-    arrayRetryOf: req.arrayRetryOf ?? null,
-    retryPolicyJson: jsonOrNull(req.retryPolicy),
-    firstAttemptId: req.firstAttemptId ?? null,
-    retryCauseJson: jsonOrNull(req.retryCause),
-  });
+    needs: req.needs,
+    webhookUrl: req.webhookUrl,
+    deadlines: req.deadlines,
+    summarize: req.summarize,
+    resubmitOf: req.resubmitOf,
+    arrayTaskCount: req.arrayTaskCount,
+    arrayRetryOf: req.arrayRetryOf,
+    retryPolicy: req.retryPolicy,
+    firstAttemptId: req.firstAttemptId,
+    retryCause: req.retryCause,
+  };
+  insertRequestStatement(db).run(INSERTED.map((key) => driverValue(requestColumns[key], row[key])));
   insertTransition(db, { requestId: req.id, fromState: null, toState: 'accepted', at: req.at, source: req.source });
   if (queued) {
     insertTransition(db, {
@@ -102,41 +103,40 @@ export function insertRequest(db: Db, req: NewRequest, queued?: { source: Transi
 
 const placeholder = sql.placeholder;
 
-/** A json column's value as SQL stores it: its JSON text, or NULL. */
-function jsonOrNull(value: unknown): string | null {
-  return value === undefined || value === null ? null : JSON.stringify(value);
-}
+const requestColumns = getTableColumns(jobRequests);
+const decodeRequest = rowDecoder<JobRequestRow>(requestColumns);
+
+/** The columns a new request is written with; the others keep their defaults (or NULL). */
+const INSERTED = [
+  'id',
+  'profile',
+  'name',
+  'spec',
+  'origin',
+  'state',
+  'createdAt',
+  'updatedAt',
+  'runId',
+  'step',
+  'attempt',
+  'needs',
+  'webhookUrl',
+  'deadlines',
+  'summarize',
+  'resubmitOf',
+  'arrayTaskCount',
+  'arrayRetryOf',
+  'retryPolicy',
+  'firstAttemptId',
+  'retryCause',
+] as const satisfies readonly (keyof typeof requestColumns)[];
 
 const insertRequestStatement = (db: Db) =>
   prepared(db, 'requests.insert', () =>
-    db
-      .insert(jobRequests)
-      .values({
-        id: placeholder('id'),
-        profile: placeholder('profile'),
-        name: placeholder('name'),
-        spec: placeholder('spec'),
-        origin: placeholder('origin'),
-        state: placeholder('state'),
-        createdAt: placeholder('createdAt'),
-        updatedAt: placeholder('updatedAt'),
-        runId: placeholder('runId'),
-        step: placeholder('step'),
-        attempt: placeholder('attempt'),
-        // Bound as SQL, not through the column: a json column's placeholder writes null as the
-        // text 'null', which `deadlines is not null` (the deadline check's index) takes for a value.
-        needs: sql`${placeholder('needsJson')}`,
-        webhookUrl: placeholder('webhookUrl'),
-        deadlines: sql`${placeholder('deadlinesJson')}`,
-        summarize: sql`${placeholder('summarize')}`,
-        resubmitOf: placeholder('resubmitOf'),
-        arrayTaskCount: placeholder('arrayTaskCount'),
-        arrayRetryOf: placeholder('arrayRetryOf'),
-        retryPolicy: sql`${placeholder('retryPolicyJson')}`,
-        firstAttemptId: placeholder('firstAttemptId'),
-        retryCause: sql`${placeholder('retryCauseJson')}`,
-      })
-      .prepare(),
+    connectionOf(db).prepare(
+      `insert into job_requests (${INSERTED.map((key) => `"${requestColumns[key].name}"`).join(', ')})
+       values (${INSERTED.map(() => '?').join(', ')})`,
+    ),
   );
 
 export type TransitionRecord = Omit<typeof jobTransitions.$inferInsert, 'id'>;
@@ -144,21 +144,20 @@ export type TransitionRecord = Omit<typeof jobTransitions.$inferInsert, 'id'>;
 /** Appends a row to a request's transition log; the caller has moved the request (requests/transition.ts). */
 export function insertTransition(db: Db, record: TransitionRecord): void {
   prepared(db, 'transitions.insert', () =>
-    db
-      .insert(jobTransitions)
-      .values({
-        requestId: placeholder('requestId'),
-        fromState: placeholder('fromState'),
-        toState: placeholder('toState'),
-        at: placeholder('at'),
-        source: placeholder('source'),
-        rawState: placeholder('rawState'),
-        reason: placeholder('reason'),
-        stale: placeholder('stale'),
-        detail: placeholder('detail'),
-      })
-      .prepare(),
-  ).run({ rawState: null, reason: null, stale: false, detail: null, ...record });
+    connectionOf(db).prepare(
+      'insert into job_transitions (request_id, from_state, to_state, at, source, raw_state, reason, stale, detail) values (?, ?, ?, ?, ?, ?, ?, ?, ?)',
+    ),
+  ).run(
+    record.requestId,
+    record.fromState ?? null,
+    record.toState,
+    record.at,
+    record.source,
+    record.rawState ?? null,
+    record.reason ?? null,
+    record.stale ? 1 : 0,
+    record.detail ?? null,
+  );
 }
 
 export type RequestPatch = Partial<Omit<JobRequestRow, 'id'>>;
@@ -168,17 +167,13 @@ export type RequestPatch = Partial<Omit<JobRequestRow, 'id'>>;
  * submitter and the API each write a handful of shapes, again and again.
  */
 export function updateRequest(db: Db, requestId: string, set: RequestPatch): void {
-  const values: Record<string, unknown> = {};
-  for (const [key, value] of Object.entries(set)) if (value !== undefined) values[key] = value;
-  const keys = Object.keys(values).sort();
+  const keys = (Object.keys(set) as (keyof RequestPatch)[]).filter((key) => set[key] !== undefined).sort();
   if (keys.length === 0) return;
   prepared(db, `requests.update:${keys.join(',')}`, () =>
-    db
-      .update(jobRequests)
-      .set(placeholders(keys) as RequestPatch)
-      .where(eq(jobRequests.id, placeholder('$id')))
-      .prepare(),
-  ).run({ ...values, $id: requestId });
+    connectionOf(db).prepare(
+      `update job_requests set ${keys.map((key) => `"${requestColumns[key].name}" = ?`).join(', ')} where id = ?`,
+    ),
+  ).run(...keys.map((key) => driverValue(requestColumns[key], set[key])), requestId);
 }
 
 /** Sets columns without a state change (freshness of the last sighting, accounting fields). */
@@ -189,53 +184,49 @@ export function patchRequest(db: Db, requestId: string, patch: Partial<Omit<JobR
 /** A request's state alone: without its spec (up to a megabyte of JSON) to read and parse. */
 export function requestStateOf(db: Db, id: string): JobRequestRow['state'] | undefined {
   return prepared(db, 'requests.stateById', () =>
-    db
-      .select({ state: jobRequests.state })
-      .from(jobRequests)
-      .where(eq(jobRequests.id, sql.placeholder('id')))
-      .prepare(),
-  ).get({ id })?.state;
+    connectionOf(db).prepare<[string], JobRequestRow['state']>('select state from job_requests where id = ?').pluck(),
+  ).get(id);
 }
 
 /** What a state change reads of a request: not its spec (up to a megabyte of JSON) to parse. */
 export type TransitionFacts = Pick<JobRequestRow, 'state' | 'rawState' | 'webhookUrl' | 'runId' | 'retryPolicy'>;
 
+const factColumns = {
+  state: jobRequests.state,
+  rawState: jobRequests.rawState,
+  webhookUrl: jobRequests.webhookUrl,
+  runId: jobRequests.runId,
+  // A few hundred bytes at most: whether an end makes another attempt.
+  retryPolicy: jobRequests.retryPolicy,
+};
+const decodeFacts = rowDecoder<TransitionFacts>(factColumns);
+
 export function transitionFactsOf(db: Db, id: string): TransitionFacts | undefined {
-  return prepared(db, 'requests.transitionFacts', () =>
-    db
-      .select({
-        state: jobRequests.state,
-        rawState: jobRequests.rawState,
-        webhookUrl: jobRequests.webhookUrl,
-        runId: jobRequests.runId,
-        // A few hundred bytes at most: whether an end makes another attempt.
-        retryPolicy: jobRequests.retryPolicy,
-      })
-      .from(jobRequests)
-      .where(eq(jobRequests.id, placeholder('id')))
-      .prepare(),
-  ).get({ id });
+  const row = prepared(db, 'requests.transitionFacts', () =>
+    connectionOf(db).prepare<[string], Record<string, unknown>>(
+      `select ${selectList(factColumns)} from job_requests where id = ?`,
+    ),
+  ).get(id);
+  return row && decodeFacts(row);
 }
 
 export function getRequest(db: Db, id: string): JobRequestRow | undefined {
-  return prepared(db, 'requests.byId', () =>
-    db
-      .select()
-      .from(jobRequests)
-      .where(eq(jobRequests.id, placeholder('id')))
-      .prepare(),
-  ).get({ id });
+  const row = prepared(db, 'requests.byId', () =>
+    connectionOf(db).prepare<[string], Record<string, unknown>>(
+      `select ${selectList(requestColumns)} from job_requests where id = ?`,
+    ),
+  ).get(id);
+  return row && decodeRequest(row);
 }
 
 /** The request that has this Slurm job on this profile, if any. */
 export function requestByJobId(db: Db, profile: string, jobId: number): JobRequestRow | undefined {
-  return prepared(db, 'requests.byJobId', () =>
-    db
-      .select()
-      .from(jobRequests)
-      .where(and(eq(jobRequests.profile, placeholder('profile')), eq(jobRequests.jobId, placeholder('jobId'))))
-      .prepare(),
-  ).get({ profile, jobId });
+  const row = prepared(db, 'requests.byJobId', () =>
+    connectionOf(db).prepare<[string, number], Record<string, unknown>>(
+      `select ${selectList(requestColumns)} from job_requests where profile = ? and job_id = ?`,
+    ),
+  ).get(profile, jobId);
+  return row && decodeRequest(row);
 }
 
 export function transitionsOf(db: Db, requestId: string): JobTransitionRow[] {
