@@ -1,3 +1,4 @@
+import { setMaxListeners } from 'node:events';
 import { type ConnectionOptions, type Queue, Worker } from 'bullmq';
 import type { DaemonConfig } from '../src/config/daemon-config.js';
 import type { HistoryDatabase } from '../src/db/database.js';
@@ -55,6 +56,10 @@ export function startWorkers(deps: StartWorkersDeps): void {
   const { config, history, clients, logger, lifecycle, profileCount, connection } = deps;
   const prefix = config.queuePrefix;
   const shutdown = new AbortController();
+  // Every upstream request, backoff and wait in flight listens on it (and stops listening when it
+  // ends): past ten at once (submissions, poll chunks, deliveries) Node printed a "possible
+  // memory leak" warning to stderr, outside the JSON log, for what is the daemon's normal load.
+  setMaxListeners(0, shutdown.signal);
   const services: WorkerServices = {
     db: history.db,
     clients,

@@ -105,6 +105,28 @@ void process.stdin;
 void process.stdout;
 void process.stderr;
 const baseResources = resourceCounts();
+
+/**
+ * Node's "possible EventTarget/EventEmitter memory leak" warnings (more than ten listeners on one
+ * target): listeners that are never removed grow without bound, and where they are removed the
+ * warning still reaches the daemon's stderr, outside its JSON log. Collected once per process
+ * (files share it, isolate: false) and failed in the file during which they came.
+ */
+const LISTENER_WARNINGS = Symbol.for('schedflow.test.listenerWarnings');
+type WithWarnings = typeof globalThis & { [LISTENER_WARNINGS]?: string[] };
+function collectListenerWarnings(): string[] {
+  const shared = globalThis as WithWarnings;
+  const existing = shared[LISTENER_WARNINGS];
+  if (existing) return existing;
+  const list: string[] = [];
+  process.on('warning', (warning) => {
+    if (warning.name === 'MaxListenersExceededWarning') list.push(warning.stack ?? warning.message);
+  });
+  shared[LISTENER_WARNINGS] = list;
+  return list;
+}
+const listenerWarnings = collectListenerWarnings();
+listenerWarnings.length = 0;
 const baseChildren = new Set(checkChildren ? descendants().map((p) => p.pid) : []);
 
 function leaks(): string[] {
@@ -137,6 +159,10 @@ afterAll(async () => {
     .filter(([, more]) => more > 0)
     .map(([type, more]) => `${more} × ${type}`);
   if (timers.length > 0) console.warn(`the test file left pending: ${timers.join(', ')}`);
+  if (listenerWarnings.length > 0) {
+    const warnings = listenerWarnings.splice(0);
+    throw new Error(`listeners piled up on one target during the file:\n${warnings.join('\n')}`);
+  }
   if (found.length > 0) {
     const detail = found.some((f) => f.startsWith('open resources')) ? describeHandles([]) : [];
     throw new Error(`the test file left running:\n  ${[...found, ...detail].join('\n  ')}`);
