@@ -42,8 +42,10 @@ export function placeholders(keys: readonly string[]): Record<string, Placeholde
 }
 
 /**
- * A column's value as better-sqlite3 binds it: NULL for null (a json column's own mapping
- * would write the text 'null'), else the column's mapping (JSON text, 1/0 for a boolean).
+ * A column's value as better-sqlite3 binds it: NULL for null, else the column's mapping (JSON
+ * text, 1/0 for a boolean). Drizzle's own mapping of null wrote a json column's as the text
+ * 'null' and a boolean column's as 0 (false): `summarize: null`, "follow the global setting",
+ * came out as "no summary".
  */
 export function driverValue(column: Column, value: unknown): unknown {
   return value === null || value === undefined ? null : column.mapToDriverValue(value);

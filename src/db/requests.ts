@@ -1,4 +1,18 @@
-import { and, asc, count, desc, eq, getTableColumns, inArray, isNotNull, lt, or, type SQL, sql } from 'drizzle-orm';
+import {
+  and,
+  asc,
+  type Column,
+  count,
+  desc,
+  eq,
+  getTableColumns,
+  inArray,
+  isNotNull,
+  lt,
+  or,
+  type SQL,
+  sql,
+} from 'drizzle-orm';
 import { nextTurn } from '../lib/turns.js';
 import { connectionOf, type Db } from './database.js';
 import { driverValue, prepared, rowDecoder, selectList } from './prepared.js';
@@ -166,14 +180,21 @@ export type RequestPatch = Partial<Omit<JobRequestRow, 'id'>>;
  * UPDATE of the columns `set` names, prepared once per set of names: the poller, the
  * submitter and the API each write a handful of shapes, again and again.
  */
+/** A request column by its key; a patch that names no column is a programming error, said as such. */
+function columnOf(key: string): Column {
+  const column = (requestColumns as Record<string, Column | undefined>)[key];
+  if (!column) throw new Error(`job_requests has no column "${key}"`);
+  return column;
+}
+
 export function updateRequest(db: Db, requestId: string, set: RequestPatch): void {
   const keys = (Object.keys(set) as (keyof RequestPatch)[]).filter((key) => set[key] !== undefined).sort();
   if (keys.length === 0) return;
   prepared(db, `requests.update:${keys.join(',')}`, () =>
     connectionOf(db).prepare(
-      `update job_requests set ${keys.map((key) => `"${requestColumns[key].name}" = ?`).join(', ')} where id = ?`,
+      `update job_requests set ${keys.map((key) => `"${columnOf(key).name}" = ?`).join(', ')} where id = ?`,
     ),
-  ).run(...keys.map((key) => driverValue(requestColumns[key], set[key])), requestId);
+  ).run(...keys.map((key) => driverValue(columnOf(key), set[key])), requestId);
 }
 
 /** Sets columns without a state change (freshness of the last sighting, accounting fields). */

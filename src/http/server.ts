@@ -60,14 +60,21 @@ export async function startApiServer(
   const counts = failingFast('rate limit', RATE_COUNT_MS);
   // Requests that came before the connection was made went uncounted (it queues nothing).
   await firstOutcome(counts, COUNTS_CONNECT_MS);
-  const app = await buildApp({
-    ...options,
-    rateLimitCounts: { redis: counts, prefix: options.queuePrefix },
-    pingRedis: async () => {
-      const answer = await withTimeout(probe.ping(), 1000, 'PING answer');
-      if (answer !== 'PONG') throw new Error(`PING answered ${answer}`);
-    },
-  });
+  let app: Awaited<ReturnType<typeof buildApp>>;
+  try {
+    app = await buildApp({
+      ...options,
+      rateLimitCounts: { redis: counts, prefix: options.queuePrefix },
+      pingRedis: async () => {
+        const answer = await withTimeout(probe.ping(), 1000, 'PING answer');
+        if (answer !== 'PONG') throw new Error(`PING answered ${answer}`);
+      },
+    });
+  } catch (error) {
+    probe.disconnect();
+    counts.disconnect();
+    throw error;
+  }
   app.addHook('onClose', async () => {
     probe.disconnect();
     counts.disconnect();
