@@ -24,8 +24,12 @@ const SERIAL = [
   'test/integration/setup/munge-setup.test.ts',
 ];
 
-/** After each file: no child process, socket, server or timer left running (see the file). */
-const NO_LEAKS = ['test/helpers/no-leaks.ts'];
+/**
+ * Around each file: what CPU it cost (recorded for the order of the files, see the file), and no
+ * child process, socket, server or timer left running (see the file). In this order: the CPU is
+ * read once the leak check has waited for the file's processes to end.
+ */
+const EACH_FILE = ['test/helpers/file-cpu.ts', 'test/helpers/no-leaks.ts'];
 
 /** Builds schedflow once per run, for the tests that start it as a process (see the file). */
 const CLI_BUILD = ['test/helpers/cli-build.ts'];
@@ -70,7 +74,7 @@ export default defineConfig({
           exclude: [...configDefaults.exclude, ...SERIAL],
           pool: 'forks',
           sequence: { groupOrder: 1 },
-          setupFiles: NO_LEAKS,
+          setupFiles: EACH_FILE,
         },
       },
       {
@@ -84,7 +88,7 @@ export default defineConfig({
           pool: 'forks',
           sequence: { groupOrder: 1 },
           globalSetup: CLI_BUILD,
-          setupFiles: NO_LEAKS,
+          setupFiles: EACH_FILE,
         },
       },
       {
@@ -96,7 +100,7 @@ export default defineConfig({
           pool: 'forks',
           poolOptions: { forks: { singleFork: true } },
           sequence: { groupOrder: 0 },
-          setupFiles: NO_LEAKS,
+          setupFiles: EACH_FILE,
         },
       },
       {

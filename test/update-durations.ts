@@ -1,16 +1,27 @@
 /**
  * npm run test:durations: writes test/durations.json, the order a first run of the suite takes
  * its files in (test/helpers/longest-first.ts), from the durations of the last run in vitest's
- * cache. In whole seconds, so that a run a little slower or faster changes few lines.
+ * cache and the CPU each file cost in it (test/helpers/file-cpu.ts). In
+ * whole seconds, so that a run a little slower or faster changes few lines.
  */
 import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { DURATIONS_FILE } from './helpers/longest-first.js';
+import { DURATIONS_FILE, type FileFigures } from './helpers/longest-first.js';
+import { CPU_LOG } from './helpers/test-cpu-log.js';
 
 const root = fileURLToPath(new URL('..', import.meta.url));
 const cacheDir = join(root, 'node_modules', '.vite', 'vitest');
-const seconds: Record<string, number> = {};
+const cpuByKey = new Map<string, number>();
+if (existsSync(CPU_LOG)) {
+  // The last line of a file is its last run's.
+  for (const line of readFileSync(CPU_LOG, 'utf8').split('\n')) {
+    if (!line) continue;
+    const { key, cpu } = JSON.parse(line) as { key: string; cpu: number };
+    cpuByKey.set(key, cpu);
+  }
+}
+const seconds: Record<string, FileFigures> = {};
 for (const dir of readdirSync(cacheDir)) {
   let text: string;
   try {
@@ -23,7 +34,11 @@ for (const dir of readdirSync(cacheDir)) {
     // Vitest's cache keeps files since deleted or renamed: only the suite's files now.
     const file = key.slice(key.indexOf(':') + 1);
     if (key.startsWith('slurm:') || result.duration === undefined || !existsSync(join(root, file))) continue;
-    seconds[key] = Math.round(result.duration / 1000);
+    const cpu = cpuByKey.get(key);
+    seconds[key] = {
+      seconds: Math.round(result.duration / 1000),
+      ...(cpu !== undefined && { cpu: Math.round(cpu) }),
+    };
   }
 }
 if (Object.keys(seconds).length === 0) {

@@ -3,13 +3,23 @@ import { relative } from 'node:path';
 import { BaseSequencer, type TestSpecification } from 'vitest/node';
 
 /**
- * Vitest's order, longest file first, on a first run too. Vitest knows a file's duration only
- * from its own cache of earlier runs (node_modules/.vite), which a fresh clone, CI's, lacks;
- * it then runs the largest files first. The files that wait longest are small ones (a daemon
- * killed and started again, a registration left to lapse: 180 lines, 90 s), so they started
- * last and ran on alone at the end of a first run. `test/durations.json` holds the durations a
- * run measured (`npm run test:durations` writes it from the cache); vitest's own, when it has
- * one, comes first, and a file in neither (a new one) is run first, as vitest does.
+ * Vitest's order, longest file first, on a first run too, with the files that need most CPU
+ * spread among the others. Vitest knows a file's duration only from its own cache of earlier
+ * runs (node_modules/.vite), which a fresh clone, CI's, lacks; it then runs the largest files
+ * first. The files that wait longest are small ones (a daemon killed and started again, a
+ * registration left to lapse: 180 lines, 90 s), so they started last and ran on alone at the
+ * end of a first run. `test/durations.json` holds the durations a run measured (`npm run
+ * test:durations` writes it from the cache); vitest's own, when it has one, comes first, and a
+ * file in neither (a new one) is run first, as vitest does.
+ *
+ * The suite is CPU-bound on 2 cores for most of a run (vmstat: 100 % busy). The files that start
+ * processes (daemons, CLIs, a browser) need up to a core each; longest first, five or six of
+ * them started together and each took two to three times its time alone, while the files that
+ * mostly wait ran on at the end with a core idle (90 s at about 65 % busy). So a file of more
+ * than HEAVY_CPU_SEC of CPU that is more than HEAVY_CPU_SHARE of its duration (test/
+ * durations.json's `cpu`, from file-cpu.ts) is started one for every two others, each kind
+ * longest first. The machine's speed varies much from run to run: on one afternoon, five runs
+ * in the plain order took 246–298 s, two in this one 244 and 248 s.
  */
 export default class LongestFirst extends BaseSequencer {
   override async sort(files: TestSpecification[]): Promise<TestSpecification[]> {
@@ -18,13 +28,42 @@ export default class LongestFirst extends BaseSequencer {
       const key = keyOf(this.ctx.config.root, spec);
       const cached = this.ctx.cache.getFileTestResults(key);
       if (cached?.failed) return Number.POSITIVE_INFINITY;
-      return cached?.duration ?? committed.get(key) ?? Number.POSITIVE_INFINITY;
+      return cached?.duration ?? committed.get(key)?.ms ?? Number.POSITIVE_INFINITY;
+    };
+    const heavy = (spec: TestSpecification) => {
+      const figures = committed.get(keyOf(this.ctx.config.root, spec));
+      const cpuSec = figures?.cpuSec ?? 0;
+      return cpuSec > HEAVY_CPU_SEC && cpuSec * 1000 > HEAVY_CPU_SHARE * (figures?.ms ?? 0);
     };
     // From vitest's own order, so files known to neither keep it (a stable sort).
     const ordered = await super.sort(files);
     const weights = new Map(ordered.map((spec) => [spec, weight(spec)]));
-    return ordered.sort((a, b) => heavierFirst(weights.get(a) ?? 0, weights.get(b) ?? 0));
+    ordered.sort((a, b) => heavierFirst(weights.get(a) ?? 0, weights.get(b) ?? 0));
+    return interleave(
+      ordered.filter(heavy),
+      ordered.filter((spec) => !heavy(spec)),
+      OTHERS_PER_HEAVY,
+    );
   }
+}
+
+/**
+ * A file over both (its CPU, and its CPU against its duration in a whole run) is started among
+ * others rather than with its peers: the files that start processes. A long file that mostly
+ * waits (arrays, attempts: 12 s of 50–65 s) is one of the others.
+ */
+const HEAVY_CPU_SEC = 10;
+const HEAVY_CPU_SHARE = 0.25;
+const OTHERS_PER_HEAVY = 2;
+
+/** One of `heavy`, then `per` of `others`, in turn, each list's order kept. */
+function interleave<T>(heavy: T[], others: T[], per: number): T[] {
+  const out: T[] = [];
+  for (let h = 0, o = 0; h < heavy.length || o < others.length; ) {
+    if (h < heavy.length) out.push(heavy[h++] as T);
+    for (let i = 0; i < per && o < others.length; i++) out.push(others[o++] as T);
+  }
+  return out;
 }
 
 /** Descending; equal weights (unknown files are all infinite) keep their order. */
@@ -40,12 +79,24 @@ export function keyOf(root: string, spec: Pick<TestSpecification, 'moduleId' | '
 
 export const DURATIONS_FILE = new URL('../durations.json', import.meta.url);
 
-function readCommitted(): Map<string, number> {
+/** A file as a run measured it: its duration, and the CPU it cost (test/helpers/file-cpu.ts). */
+export interface FileFigures {
+  seconds: number;
+  cpu?: number;
+}
+
+function readCommitted(): Map<string, { ms: number; cpuSec: number | undefined }> {
   try {
-    const seconds = JSON.parse(readFileSync(DURATIONS_FILE, 'utf8')) as Record<string, unknown>;
-    // A value that is not a number would make the order depend on the sort's inner workings.
-    const known = Object.entries(seconds).filter((entry): entry is [string, number] => Number.isFinite(entry[1]));
-    return new Map(known.map(([key, s]) => [key, s * 1000]));
+    const files = JSON.parse(readFileSync(DURATIONS_FILE, 'utf8')) as Record<string, unknown>;
+    const known = new Map<string, { ms: number; cpuSec: number | undefined }>();
+    for (const [key, value] of Object.entries(files)) {
+      const figures = value as Partial<FileFigures> | null;
+      // A value that is not a number would make the order depend on the sort's inner workings.
+      if (!Number.isFinite(figures?.seconds)) continue;
+      const cpu = figures?.cpu;
+      known.set(key, { ms: (figures?.seconds as number) * 1000, cpuSec: Number.isFinite(cpu) ? cpu : undefined });
+    }
+    return known;
   } catch {
     return new Map();
   }
