@@ -176,10 +176,6 @@ export function insertTransition(db: Db, record: TransitionRecord): void {
 
 export type RequestPatch = Partial<Omit<JobRequestRow, 'id'>>;
 
-/**
- * UPDATE of the columns `set` names, prepared once per set of names: the poller, the
- * submitter and the API each write a handful of shapes, again and again.
- */
 /** A request column by its key; a patch that names no column is a programming error, said as such. */
 function columnOf(key: string): Column {
   const column = (requestColumns as Record<string, Column | undefined>)[key];
@@ -187,14 +183,19 @@ function columnOf(key: string): Column {
   return column;
 }
 
+/**
+ * UPDATE of the columns `set` names, prepared once per set of names: the poller, the
+ * submitter and the API each write a handful of shapes, again and again.
+ */
 export function updateRequest(db: Db, requestId: string, set: RequestPatch): void {
   const keys = (Object.keys(set) as (keyof RequestPatch)[]).filter((key) => set[key] !== undefined).sort();
   if (keys.length === 0) return;
+  const columns = keys.map(columnOf);
   prepared(db, `requests.update:${keys.join(',')}`, () =>
     connectionOf(db).prepare(
-      `update job_requests set ${keys.map((key) => `"${columnOf(key).name}" = ?`).join(', ')} where id = ?`,
+      `update job_requests set ${columns.map((column) => `"${column.name}" = ?`).join(', ')} where id = ?`,
     ),
-  ).run(...keys.map((key) => driverValue(columnOf(key), set[key])), requestId);
+  ).run(...keys.map((key, i) => driverValue(columns[i] as Column, set[key])), requestId);
 }
 
 /** Sets columns without a state change (freshness of the last sighting, accounting fields). */
@@ -306,9 +307,7 @@ export async function trackedRequests(db: Db, profile: string): Promise<TrackedR
   // column of 10,000 rows (plain text and integers, nothing to convert) was a sixth of a cycle.
   const page = prepared(db, 'requests.trackedPage', () =>
     connectionOf(db).prepare<{ profile: string; state: string; after: number }, TrackedRequest & { rowid: number }>(
-      `select ${Object.entries(trackedColumns)
-        .map(([key, column]) => `"${column.name}" as "${key}"`)
-        .join(', ')}, rowid from job_requests
+      `select ${selectList(trackedColumns)}, rowid from job_requests
        where profile = :profile and state = :state and job_id is not null and rowid > :after
        order by rowid limit ${TRACKED_PAGE_ROWS}`,
     ),
