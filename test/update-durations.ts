@@ -7,8 +7,8 @@
 import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { DURATIONS_FILE, type FileFigures } from './helpers/longest-first.js';
-import { CPU_LOG } from './helpers/test-cpu-log.js';
+import { CPU_LOG, type FileFigures } from './helpers/file-figures.js';
+import { DURATIONS_FILE } from './helpers/longest-first.js';
 
 const root = fileURLToPath(new URL('..', import.meta.url));
 const cacheDir = join(root, 'node_modules', '.vite', 'vitest');

@@ -1,8 +1,8 @@
 import { appendFileSync, mkdirSync, readFileSync } from 'node:fs';
-import { dirname, relative } from 'node:path';
+import { dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll } from 'vitest';
-import { CPU_LOG } from './test-cpu-log.js';
+import { CPU_LOG, fileKey } from './file-figures.js';
 
 /**
  * Records the CPU a test file costs (its process's, and the processes it started and reaped:
@@ -34,5 +34,5 @@ afterAll((file) => {
   const { filepath, projectName } = file as { filepath?: string; projectName?: string };
   if (!filepath || !projectName) return;
   mkdirSync(dirname(CPU_LOG), { recursive: true });
-  appendFileSync(CPU_LOG, `${JSON.stringify({ key: `${projectName}:${relative(ROOT, filepath)}`, cpu })}\n`);
+  appendFileSync(CPU_LOG, `${JSON.stringify({ key: fileKey(ROOT, projectName, filepath), cpu })}\n`);
 });

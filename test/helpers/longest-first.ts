@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
-import { relative } from 'node:path';
 import { BaseSequencer, type TestSpecification } from 'vitest/node';
+import { type FileFigures, fileKey } from './file-figures.js';
 
 /**
  * Vitest's order, longest file first, on a first run too, with the files that need most CPU
@@ -30,18 +30,20 @@ export default class LongestFirst extends BaseSequencer {
       if (cached?.failed) return Number.POSITIVE_INFINITY;
       return cached?.duration ?? committed.get(key)?.ms ?? Number.POSITIVE_INFINITY;
     };
-    const heavy = (spec: TestSpecification) => {
-      const figures = committed.get(keyOf(this.ctx.config.root, spec));
-      const cpuSec = figures?.cpuSec ?? 0;
-      return cpuSec > HEAVY_CPU_SEC && cpuSec * 1000 > HEAVY_CPU_SHARE * (figures?.ms ?? 0);
-    };
+    const heavy = new Set(
+      files.filter((spec) => {
+        const figures = committed.get(keyOf(this.ctx.config.root, spec));
+        const cpuSec = figures?.cpuSec ?? 0;
+        return cpuSec > HEAVY_CPU_SEC && cpuSec * 1000 > HEAVY_CPU_SHARE * (figures?.ms ?? 0);
+      }),
+    );
     // From vitest's own order, so files known to neither keep it (a stable sort).
     const ordered = await super.sort(files);
     const weights = new Map(ordered.map((spec) => [spec, weight(spec)]));
     ordered.sort((a, b) => heavierFirst(weights.get(a) ?? 0, weights.get(b) ?? 0));
     return interleave(
-      ordered.filter(heavy),
-      ordered.filter((spec) => !heavy(spec)),
+      ordered.filter((spec) => heavy.has(spec)),
+      ordered.filter((spec) => !heavy.has(spec)),
       OTHERS_PER_HEAVY,
     );
   }
@@ -72,29 +74,28 @@ function heavierFirst(a: number, b: number): number {
   return b > a ? 1 : -1;
 }
 
-/** Vitest's key for a file's results: `<project>:<path from the root>`. */
-export function keyOf(root: string, spec: Pick<TestSpecification, 'moduleId' | 'project'>): string {
-  return `${spec.project.name}:${relative(root, spec.moduleId)}`;
+function keyOf(root: string, spec: Pick<TestSpecification, 'moduleId' | 'project'>): string {
+  return fileKey(root, spec.project.name, spec.moduleId);
 }
 
 export const DURATIONS_FILE = new URL('../durations.json', import.meta.url);
 
-/** A file as a run measured it: its duration, and the CPU it cost (test/helpers/file-cpu.ts). */
-export interface FileFigures {
-  seconds: number;
-  cpu?: number;
+/** A file's committed figures, as the sort uses them. */
+interface Committed {
+  ms: number;
+  cpuSec: number | undefined;
 }
 
-function readCommitted(): Map<string, { ms: number; cpuSec: number | undefined }> {
+function readCommitted(): Map<string, Committed> {
   try {
-    const files = JSON.parse(readFileSync(DURATIONS_FILE, 'utf8')) as Record<string, unknown>;
-    const known = new Map<string, { ms: number; cpuSec: number | undefined }>();
-    for (const [key, value] of Object.entries(files)) {
-      const figures = value as Partial<FileFigures> | null;
+    const files = JSON.parse(readFileSync(DURATIONS_FILE, 'utf8')) as Record<string, Partial<FileFigures> | null>;
+    const known = new Map<string, Committed>();
+    for (const [key, figures] of Object.entries(files)) {
+      const seconds = figures?.seconds;
       // A value that is not a number would make the order depend on the sort's inner workings.
-      if (!Number.isFinite(figures?.seconds)) continue;
+      if (seconds === undefined || !Number.isFinite(seconds)) continue;
       const cpu = figures?.cpu;
-      known.set(key, { ms: (figures?.seconds as number) * 1000, cpuSec: Number.isFinite(cpu) ? cpu : undefined });
+      known.set(key, { ms: seconds * 1000, cpuSec: cpu !== undefined && Number.isFinite(cpu) ? cpu : undefined });
     }
     return known;
   } catch {
