@@ -40,7 +40,7 @@ export function openDatabase(file: string, options: { readonly?: boolean } = {})
   const db = drizzle(sqlite, { schema });
   if (!options.readonly) {
     db.transaction = cheapTransactions(sqlite, db);
-    applyMigrations(sqlite, join(packageRoot(), 'migrations'));
+    applyMigrations(sqlite, join(packageRoot(), 'migrations', 'sqlite'));
   }
   return {
     db,

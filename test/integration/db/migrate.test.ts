@@ -51,7 +51,7 @@ it('a history a peer process is migrating is opened once the peer is done, its m
   try {
     const connection = connectionOf(history.db);
     const applied = connection.prepare('SELECT count(*) AS n FROM "__drizzle_migrations"').get() as { n: number };
-    const committed = readdirSync(join(REPO, 'migrations')).filter((name) => name.endsWith('.sql')).length;
+    const committed = readdirSync(join(REPO, 'migrations', 'sqlite')).filter((name) => name.endsWith('.sql')).length;
     expect(applied.n).toBe(committed);
     expect(await exited, stderr).toBe(0);
     // The open began while the peer held its lock, migrations not applied: the race was run.
