@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # Installs and starts what the test suite needs beyond npm packages, on Debian:
 # munge (the MUNGE authentication tests) with munged running, redis-server
-# (the daemon's tests start their own servers from it) and chromium (the web UI's tests).
+# (the daemon's tests start their own servers from it), postgresql (likewise, for the history
+# on PostgreSQL) and chromium (the web UI's tests).
 # Safe to run again: it only does what is missing.
 set -euo pipefail
 
 SUDO=""
 if [ "$(id -u)" -ne 0 ]; then
   if command -v sudo >/dev/null 2>&1; then SUDO="sudo"; else
-    echo "test-setup: not root and no sudo; install munge, redis-server and chromium yourself (apt-get install munge redis-server chromium) and start munged" >&2
+    echo "test-setup: not root and no sudo; install munge, redis-server, postgresql and chromium yourself (apt-get install munge redis-server postgresql chromium) and start munged" >&2
     exit 1
   fi
 fi
@@ -19,6 +20,9 @@ command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
 # Debian's chromium for the web UI's browser tests (playwright-core drives /usr/bin/chromium;
 # playwright's own browser download does not work on these machines).
 [ -x /usr/bin/chromium ] || missing+=(chromium)
+# Debian's PostgreSQL server binaries: the history tests on PostgreSQL start servers of their own
+# from them (test/helpers/postgres.ts), never the package's cluster.
+compgen -G '/usr/lib/postgresql/*/bin/postgres' >/dev/null || missing+=(postgresql)
 if [ ${#missing[@]} -gt 0 ]; then
   echo "test-setup: installing ${missing[*]} (Debian packages)"
   $SUDO apt-get update -qq

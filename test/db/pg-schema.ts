@@ -1,0 +1,153 @@
+import { execFileSync } from 'node:child_process';
+import { readFileSync, writeFileSync } from 'node:fs';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+import { getTableColumns, is, SQL, StringChunk } from 'drizzle-orm';
+import { getTableConfig, type SQLiteColumn, SQLiteInteger, SQLiteTable } from 'drizzle-orm/sqlite-core';
+import * as schema from '../../src/db/schema.js';
+
+/**
+ * src/db/pg-schema.ts, the history's tables for PostgreSQL, generated from the SQLite schema
+ * (src/db/schema.ts), the one source of truth: `npm run db:generate` writes it (and both
+ * dialects' migrations from the two), test/unit/pg-schema.test.ts fails when the committed file
+ * differs. Without `--write` this prints whether the file is current.
+ *
+ * Each column keeps its SQL name, nullability, default, key and uniqueness, and its TypeScript
+ * type (the SQLite row's, so a row reads the same from either database). Types change where
+ * PostgreSQL has its own: integers are `bigint` (times are Unix milliseconds, past int4), read
+ * as numbers; booleans are `boolean`, JSON is `jsonb`, reals `double precision`.
+ */
+
+export const PG_SCHEMA_FILE = fileURLToPath(new URL('../../src/db/pg-schema.ts', import.meta.url));
+
+const BIOME = fileURLToPath(new URL('../../node_modules/.bin/biome', import.meta.url));
+
+const HEADER = `// Generated from src/db/schema.ts by \`npm run db:generate\` (test/db/pg-schema.ts): edit that
+// schema, not this file. The history's tables for PostgreSQL (DATABASE_URL), column for column.
+import { sql } from 'drizzle-orm';
+import {
+  bigint,
+  boolean,
+  doublePrecision,
+  index,
+  jsonb,
+  pgTable,
+  primaryKey,
+  text,
+  uniqueIndex,
+} from 'drizzle-orm/pg-core';
+import type * as sqlite from './schema.js';
+
+/**
+ * A column's type as the SQLite schema's row has it, without its null (nullability is the
+ * column's own); JSON of no declared type stays unknown.
+ */
+type Of<T extends { $inferSelect: object }, K extends keyof T['$inferSelect']> = unknown extends T['$inferSelect'][K]
+  ? unknown
+  : NonNullable<T['$inferSelect'][K]>;
+`;
+
+/** SQL defaults in SQLite's words, as PostgreSQL says them. */
+const SQL_DEFAULTS: Record<string, string> = {
+  '(unixepoch() * 1000)': '(extract(epoch from now()) * 1000)::bigint',
+};
+
+function sqlText(value: SQL): string {
+  return value.queryChunks
+    .map((chunk) => {
+      if (!is(chunk, StringChunk)) throw new Error(`pg-schema: only plain SQL text is translated, found ${chunk}`);
+      return chunk.value.join('');
+    })
+    .join('');
+}
+
+function literal(value: unknown): string {
+  if (is(value, SQL)) {
+    const text = sqlText(value);
+    const pg = SQL_DEFAULTS[text];
+    if (pg === undefined)
+      throw new Error(`pg-schema: no PostgreSQL form for the default ${text}; add it to SQL_DEFAULTS`);
+    return `sql\`${pg}\``;
+  }
+  return JSON.stringify(value);
+}
+
+function columnBuilder(column: SQLiteColumn): string {
+  const name = JSON.stringify(column.name);
+  switch (column.columnType) {
+    case 'SQLiteText':
+      return `text(${name})`;
+    case 'SQLiteTextJson':
+      return `jsonb(${name})`;
+    case 'SQLiteInteger':
+      return `bigint(${name}, { mode: 'number' })`;
+    case 'SQLiteBoolean':
+      return `boolean(${name})`;
+    case 'SQLiteReal':
+      return `doublePrecision(${name})`;
+    default:
+      throw new Error(`pg-schema: no PostgreSQL type for ${column.columnType} (${column.name})`);
+  }
+}
+
+function tableSource(exportName: string, table: SQLiteTable, exportOf: Map<string, string>): string {
+  const config = getTableConfig(table);
+  const keyOf = new Map(Object.entries(getTableColumns(table)).map(([key, column]) => [column.name, key]));
+  const references = new Map(
+    config.foreignKeys.map((foreignKey) => {
+      const ref = foreignKey.reference();
+      if (ref.columns.length !== 1)
+        throw new Error(`pg-schema: composite foreign keys are not translated (${config.name})`);
+      const target = exportOf.get(getTableConfig(ref.foreignTable).name);
+      const targetKey = Object.entries(getTableColumns(ref.foreignTable)).find(
+        ([, column]) => column.name === ref.foreignColumns[0]?.name,
+      )?.[0];
+      const onDelete = foreignKey.onDelete ? `, { onDelete: '${foreignKey.onDelete}' }` : '';
+      return [ref.columns[0]?.name, `.references(() => ${target}.${targetKey}${onDelete})`] as const;
+    }),
+  );
+  const columns = config.columns.map((column) => {
+    const key = keyOf.get(column.name) as string;
+    let chain = columnBuilder(column);
+    if (column.primary) chain += '.primaryKey()';
+    if (is(column, SQLiteInteger) && column.primary && column.autoIncrement) chain += '.generatedByDefaultAsIdentity()';
+    if (column.notNull && !column.primary) chain += '.notNull()';
+    if (column.hasDefault && column.default !== undefined) chain += `.default(${literal(column.default)})`;
+    if (column.isUnique) chain += `.unique(${JSON.stringify(column.uniqueName)})`;
+    chain += references.get(column.name) ?? '';
+    chain += `.$type<Of<typeof sqlite.${exportName}, '${key}'>>()`;
+    return `    ${key}: ${chain},`;
+  });
+  const extras = [
+    ...config.primaryKeys.map(
+      (pk) => `primaryKey({ columns: [${pk.columns.map((c) => `t.${keyOf.get(c.name)}`).join(', ')}] })`,
+    ),
+    ...config.indexes.map(({ config: index }) => {
+      const columns = index.columns.map((c) => `t.${keyOf.get((c as SQLiteColumn).name)}`).join(', ');
+      const where = index.where ? `.where(sql\`${sqlText(index.where)}\`)` : '';
+      return `${index.unique ? 'uniqueIndex' : 'index'}(${JSON.stringify(index.name)}).on(${columns})${where}`;
+    }),
+  ];
+  const extraSource = extras.length > 0 ? `,\n  (t) => [\n${extras.map((e) => `    ${e},`).join('\n')}\n  ]` : '';
+  return `export const ${exportName} = pgTable(\n  ${JSON.stringify(config.name)},\n  {\n${columns.join('\n')}\n  }${extraSource},\n);\n`;
+}
+
+/** The generated file's text, formatted as the repository's code is (biome). */
+export function pgSchemaSource(): string {
+  // By name: a module namespace's order is not the same under Node and Vitest.
+  const tables = Object.entries(schema as Record<string, unknown>)
+    .sort(([a], [b]) => (a < b ? -1 : 1))
+    .filter((entry): entry is [string, SQLiteTable] => is(entry[1], SQLiteTable));
+  const exportOf = new Map(tables.map(([name, table]) => [getTableConfig(table).name, name]));
+  const source = [HEADER, ...tables.map(([name, table]) => tableSource(name, table, exportOf))].join('\n');
+  return execFileSync(BIOME, ['format', `--stdin-file-path=${PG_SCHEMA_FILE}`], { input: source, encoding: 'utf8' });
+}
+
+if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
+  const source = pgSchemaSource();
+  if (process.argv.includes('--write')) {
+    writeFileSync(PG_SCHEMA_FILE, source);
+  } else if (readFileSync(PG_SCHEMA_FILE, 'utf8') !== source) {
+    process.stderr.write('src/db/pg-schema.ts is out of date: npm run db:generate\n');
+    process.exit(1);
+  }
+}
