@@ -21,7 +21,8 @@ command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
 # playwright's own browser download does not work on these machines).
 [ -x /usr/bin/chromium ] || missing+=(chromium)
 # Debian's PostgreSQL server binaries: the history tests on PostgreSQL start servers of their own
-# from them (test/helpers/postgres.ts), never the package's cluster.
+# from them (test/helpers/postgres.ts). The package also makes a `main` cluster on port 5432,
+# started where an init system runs; the tests never use it.
 compgen -G '/usr/lib/postgresql/*/bin/postgres' >/dev/null || missing+=(postgresql)
 if [ ${#missing[@]} -gt 0 ]; then
   echo "test-setup: installing ${missing[*]} (Debian packages)"

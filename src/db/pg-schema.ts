@@ -1,5 +1,5 @@
 // Generated from src/db/schema.ts by `npm run db:generate` (test/db/pg-schema.ts): edit that
-// schema, not this file. The history's tables for PostgreSQL (DATABASE_URL), column for column.
+// schema, not this file. The history's tables for PostgreSQL, column for column.
 import { sql } from 'drizzle-orm';
 import {
   bigint,
@@ -7,12 +7,15 @@ import {
   doublePrecision,
   index,
   jsonb,
-  pgTable,
+  pgSchema,
   primaryKey,
   text,
   uniqueIndex,
 } from 'drizzle-orm/pg-core';
 import type * as sqlite from './schema.js';
+
+/** schedflow's own schema: a database shared with other applications keeps their tables apart. */
+export const schedflow = pgSchema('schedflow');
 
 /**
  * A column's type as the SQLite schema's row has it, without its null (nullability is the
@@ -22,7 +25,7 @@ type Of<T extends { $inferSelect: object }, K extends keyof T['$inferSelect']> =
   ? unknown
   : NonNullable<T['$inferSelect'][K]>;
 
-export const accountingJobs = pgTable(
+export const accountingJobs = schedflow.table(
   'accounting_jobs',
   {
     profile: text('profile').notNull().$type<Of<typeof sqlite.accountingJobs, 'profile'>>(),
@@ -63,7 +66,7 @@ export const accountingJobs = pgTable(
   ],
 );
 
-export const apiTokens = pgTable('api_tokens', {
+export const apiTokens = schedflow.table('api_tokens', {
   id: text('id').primaryKey().$type<Of<typeof sqlite.apiTokens, 'id'>>(),
   name: text('name').notNull().unique('api_tokens_name_unique').$type<Of<typeof sqlite.apiTokens, 'name'>>(),
   hash: text('hash').notNull().unique('api_tokens_hash_unique').$type<Of<typeof sqlite.apiTokens, 'hash'>>(),
@@ -73,7 +76,7 @@ export const apiTokens = pgTable('api_tokens', {
   revokedAt: bigint('revoked_at', { mode: 'number' }).$type<Of<typeof sqlite.apiTokens, 'revokedAt'>>(),
 });
 
-export const arrayTasks = pgTable(
+export const arrayTasks = schedflow.table(
   'array_tasks',
   {
     requestId: text('request_id').notNull().$type<Of<typeof sqlite.arrayTasks, 'requestId'>>(),
@@ -91,7 +94,7 @@ export const arrayTasks = pgTable(
   (t) => [primaryKey({ columns: [t.requestId, t.taskId] }), index('array_tasks_state').on(t.requestId, t.state)],
 );
 
-export const deadlineMisses = pgTable(
+export const deadlineMisses = schedflow.table(
   'deadline_misses',
   {
     id: bigint('id', { mode: 'number' })
@@ -108,12 +111,12 @@ export const deadlineMisses = pgTable(
   (t) => [uniqueIndex('deadline_misses_once').on(t.subject, t.kind), index('deadline_misses_run').on(t.runId)],
 );
 
-export const historyMeta = pgTable('history_meta', {
+export const historyMeta = schedflow.table('history_meta', {
   key: text('key').primaryKey().$type<Of<typeof sqlite.historyMeta, 'key'>>(),
   value: text('value').notNull().$type<Of<typeof sqlite.historyMeta, 'value'>>(),
 });
 
-export const idempotencyKeys = pgTable(
+export const idempotencyKeys = schedflow.table(
   'idempotency_keys',
   {
     tokenId: text('token_id').notNull().$type<Of<typeof sqlite.idempotencyKeys, 'tokenId'>>(),
@@ -129,7 +132,7 @@ export const idempotencyKeys = pgTable(
   (t) => [primaryKey({ columns: [t.tokenId, t.key] }), index('idempotency_keys_created').on(t.createdAt)],
 );
 
-export const jobRequests = pgTable(
+export const jobRequests = schedflow.table(
   'job_requests',
   {
     id: text('id').primaryKey().$type<Of<typeof sqlite.jobRequests, 'id'>>(),
@@ -202,7 +205,7 @@ export const jobRequests = pgTable(
   ],
 );
 
-export const jobTransitions = pgTable(
+export const jobTransitions = schedflow.table(
   'job_transitions',
   {
     id: bigint('id', { mode: 'number' })
@@ -225,14 +228,14 @@ export const jobTransitions = pgTable(
   (t) => [index('job_transitions_request').on(t.requestId, t.at)],
 );
 
-export const llmUsage = pgTable('llm_usage', {
+export const llmUsage = schedflow.table('llm_usage', {
   day: text('day').primaryKey().$type<Of<typeof sqlite.llmUsage, 'day'>>(),
   requests: bigint('requests', { mode: 'number' }).notNull().default(0).$type<Of<typeof sqlite.llmUsage, 'requests'>>(),
   tokens: bigint('tokens', { mode: 'number' }).notNull().default(0).$type<Of<typeof sqlite.llmUsage, 'tokens'>>(),
   updatedAt: bigint('updated_at', { mode: 'number' }).notNull().$type<Of<typeof sqlite.llmUsage, 'updatedAt'>>(),
 });
 
-export const pipelineRuns = pgTable(
+export const pipelineRuns = schedflow.table(
   'pipeline_runs',
   {
     id: text('id').primaryKey().$type<Of<typeof sqlite.pipelineRuns, 'id'>>(),
@@ -264,7 +267,7 @@ export const pipelineRuns = pgTable(
   ],
 );
 
-export const pipelineSchedules = pgTable('pipeline_schedules', {
+export const pipelineSchedules = schedflow.table('pipeline_schedules', {
   pipeline: text('pipeline').primaryKey().$type<Of<typeof sqlite.pipelineSchedules, 'pipeline'>>(),
   lastScheduledFor: bigint('last_scheduled_for', { mode: 'number' }).$type<
     Of<typeof sqlite.pipelineSchedules, 'lastScheduledFor'>
@@ -276,7 +279,7 @@ export const pipelineSchedules = pgTable('pipeline_schedules', {
     .$type<Of<typeof sqlite.pipelineSchedules, 'updatedAt'>>(),
 });
 
-export const profileSync = pgTable('profile_sync', {
+export const profileSync = schedflow.table('profile_sync', {
   profile: text('profile').primaryKey().$type<Of<typeof sqlite.profileSync, 'profile'>>(),
   accountingSyncedTo: bigint('accounting_synced_to_sec', { mode: 'number' }).$type<
     Of<typeof sqlite.profileSync, 'accountingSyncedTo'>
@@ -303,7 +306,7 @@ export const profileSync = pgTable('profile_sync', {
     .$type<Of<typeof sqlite.profileSync, 'updatedAt'>>(),
 });
 
-export const requestReplays = pgTable(
+export const requestReplays = schedflow.table(
   'request_replays',
   {
     requestId: text('request_id')
@@ -319,7 +322,7 @@ export const requestReplays = pgTable(
   (t) => [primaryKey({ columns: [t.requestId, t.tokenName, t.key] })],
 );
 
-export const summaries = pgTable(
+export const summaries = schedflow.table(
   'summaries',
   {
     id: text('id').primaryKey().$type<Of<typeof sqlite.summaries, 'id'>>(),
@@ -356,7 +359,7 @@ export const summaries = pgTable(
   ],
 );
 
-export const webhookDeliveries = pgTable(
+export const webhookDeliveries = schedflow.table(
   'webhook_deliveries',
   {
     id: text('id').primaryKey().$type<Of<typeof sqlite.webhookDeliveries, 'id'>>(),

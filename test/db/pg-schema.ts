@@ -1,7 +1,7 @@
 import { execFileSync } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { fileURLToPath, pathToFileURL } from 'node:url';
-import { getTableColumns, is, SQL, StringChunk } from 'drizzle-orm';
+import { Column, getTableColumns, is, SQL, StringChunk } from 'drizzle-orm';
 import { getTableConfig, type SQLiteColumn, SQLiteInteger, SQLiteTable } from 'drizzle-orm/sqlite-core';
 import * as schema from '../../src/db/schema.js';
 
@@ -22,7 +22,7 @@ export const PG_SCHEMA_FILE = fileURLToPath(new URL('../../src/db/pg-schema.ts',
 const BIOME = fileURLToPath(new URL('../../node_modules/.bin/biome', import.meta.url));
 
 const HEADER = `// Generated from src/db/schema.ts by \`npm run db:generate\` (test/db/pg-schema.ts): edit that
-// schema, not this file. The history's tables for PostgreSQL (DATABASE_URL), column for column.
+// schema, not this file. The history's tables for PostgreSQL, column for column.
 import { sql } from 'drizzle-orm';
 import {
   bigint,
@@ -30,12 +30,15 @@ import {
   doublePrecision,
   index,
   jsonb,
-  pgTable,
+  pgSchema,
   primaryKey,
   text,
   uniqueIndex,
 } from 'drizzle-orm/pg-core';
 import type * as sqlite from './schema.js';
+
+/** schedflow's own schema: a database shared with other applications keeps their tables apart. */
+export const schedflow = pgSchema('schedflow');
 
 /**
  * A column's type as the SQLite schema's row has it, without its null (nullability is the
@@ -89,14 +92,27 @@ function columnBuilder(column: SQLiteColumn): string {
   }
 }
 
+/** What the generator does not translate fails it, rather than go missing from PostgreSQL's tables. */
+function untranslated(what: string, table: string): never {
+  throw new Error(`pg-schema: ${what} (table ${table}) is not translated; teach test/db/pg-schema.ts to write it`);
+}
+
 function tableSource(exportName: string, table: SQLiteTable, exportOf: Map<string, string>): string {
   const config = getTableConfig(table);
+  if (config.uniqueConstraints.length > 0) untranslated('a table-level unique constraint', config.name);
+  if (config.checks.length > 0) untranslated('a check constraint', config.name);
   const keyOf = new Map(Object.entries(getTableColumns(table)).map(([key, column]) => [column.name, key]));
+  const columnKey = (column: unknown): string => {
+    const key = is(column, Column) ? keyOf.get(column.name) : undefined;
+    return key ?? untranslated('an index on an expression', config.name);
+  };
   const references = new Map(
     config.foreignKeys.map((foreignKey) => {
       const ref = foreignKey.reference();
-      if (ref.columns.length !== 1)
-        throw new Error(`pg-schema: composite foreign keys are not translated (${config.name})`);
+      if (ref.columns.length !== 1) untranslated('a composite foreign key', config.name);
+      if (foreignKey.onUpdate !== undefined && foreignKey.onUpdate !== 'no action') {
+        untranslated('a foreign key ON UPDATE', config.name);
+      }
       const target = exportOf.get(getTableConfig(ref.foreignTable).name);
       const targetKey = Object.entries(getTableColumns(ref.foreignTable)).find(
         ([, column]) => column.name === ref.foreignColumns[0]?.name,
@@ -111,6 +127,9 @@ function tableSource(exportName: string, table: SQLiteTable, exportOf: Map<strin
     if (column.primary) chain += '.primaryKey()';
     if (is(column, SQLiteInteger) && column.primary && column.autoIncrement) chain += '.generatedByDefaultAsIdentity()';
     if (column.notNull && !column.primary) chain += '.notNull()';
+    if (column.defaultFn !== undefined || column.onUpdateFn !== undefined || column.generated !== undefined) {
+      untranslated(`a default, update or generated function of ${column.name}`, config.name);
+    }
     if (column.hasDefault && column.default !== undefined) chain += `.default(${literal(column.default)})`;
     if (column.isUnique) chain += `.unique(${JSON.stringify(column.uniqueName)})`;
     chain += references.get(column.name) ?? '';
@@ -119,16 +138,16 @@ function tableSource(exportName: string, table: SQLiteTable, exportOf: Map<strin
   });
   const extras = [
     ...config.primaryKeys.map(
-      (pk) => `primaryKey({ columns: [${pk.columns.map((c) => `t.${keyOf.get(c.name)}`).join(', ')}] })`,
+      (pk) => `primaryKey({ columns: [${pk.columns.map((c) => `t.${columnKey(c)}`).join(', ')}] })`,
     ),
     ...config.indexes.map(({ config: index }) => {
-      const columns = index.columns.map((c) => `t.${keyOf.get((c as SQLiteColumn).name)}`).join(', ');
+      const columns = index.columns.map((c) => `t.${columnKey(c)}`).join(', ');
       const where = index.where ? `.where(sql\`${sqlText(index.where)}\`)` : '';
       return `${index.unique ? 'uniqueIndex' : 'index'}(${JSON.stringify(index.name)}).on(${columns})${where}`;
     }),
   ];
   const extraSource = extras.length > 0 ? `,\n  (t) => [\n${extras.map((e) => `    ${e},`).join('\n')}\n  ]` : '';
-  return `export const ${exportName} = pgTable(\n  ${JSON.stringify(config.name)},\n  {\n${columns.join('\n')}\n  }${extraSource},\n);\n`;
+  return `export const ${exportName} = schedflow.table(\n  ${JSON.stringify(config.name)},\n  {\n${columns.join('\n')}\n  }${extraSource},\n);\n`;
 }
 
 /** The generated file's text, formatted as the repository's code is (biome). */

@@ -59,11 +59,16 @@ export async function startTestPostgres(): Promise<TestPostgres> {
   const user = runAs();
   if (user) chownSync(dir, user.uid, user.gid);
   const data = join(dir, 'data');
-  execFileSync(
-    join(bin, 'initdb'),
-    ['-D', data, '-A', 'trust', '-U', 'schedflow', '-E', 'UTF8', '--no-sync', '--no-instructions'],
-    { stdio: 'ignore', ...user },
-  );
+  try {
+    execFileSync(
+      join(bin, 'initdb'),
+      ['-D', data, '-A', 'trust', '-U', 'schedflow', '-E', 'UTF8', '--no-sync', '--no-instructions'],
+      { stdio: ['ignore', 'ignore', 'pipe'], ...user },
+    );
+  } catch (error) {
+    rmSync(dir, { recursive: true, force: true });
+    throw new Error(`initdb failed: ${String((error as { stderr?: unknown }).stderr ?? error)}`);
+  }
   const port = await freePort();
   const child: ChildProcess = spawn(
     join(bin, 'postgres'),
@@ -72,8 +77,13 @@ export async function startTestPostgres(): Promise<TestPostgres> {
       ...['-c', 'listen_addresses=127.0.0.1', '-c', 'fsync=off', '-c', 'synchronous_commit=off'],
       ...['-c', 'full_page_writes=off', '-c', 'max_connections=200'],
     ],
-    { stdio: 'ignore', ...user },
+    { stdio: ['ignore', 'ignore', 'pipe'], ...user },
   );
+  // Its log, for the error when it does not start.
+  let log = '';
+  child.stderr?.setEncoding('utf8').on('data', (chunk: string) => {
+    log = (log + chunk).slice(-4000);
+  });
   const exited = new Promise((resolve) => child.once('exit', resolve));
   const url = `postgres://schedflow@127.0.0.1:${port}/postgres`;
   const admin = new pg.Pool({ connectionString: url, max: 1 });
@@ -91,9 +101,9 @@ export async function startTestPostgres(): Promise<TestPostgres> {
       await admin.query('SELECT 1');
       break;
     } catch (error) {
-      if (i >= 200 || child.exitCode !== null) {
+      if (i >= 200 || child.exitCode !== null || child.signalCode !== null) {
         await stop();
-        throw new Error(`postgres did not start: ${(error as Error).message}`);
+        throw new Error(`postgres did not start: ${(error as Error).message}\n${log}`);
       }
       await new Promise((r) => setTimeout(r, 50));
     }
@@ -101,6 +111,7 @@ export async function startTestPostgres(): Promise<TestPostgres> {
   return {
     url,
     createDatabase: async (name) => {
+      if (!/^[a-z_][a-z0-9_]*$/.test(name)) throw new Error(`not a plain database name: ${name}`);
       await admin.query(`CREATE DATABASE "${name}"`);
       return `postgres://schedflow@127.0.0.1:${port}/${name}`;
     },
