@@ -21,7 +21,7 @@ import {
 import type { ArraySummary } from './array-state.js';
 import { describeOtherJob, jobIdentity, ownRecord } from './job-identity.js';
 import { isTerminalRequest, requestStateFor } from './request-state.js';
-import { endLostByController, transition } from './transition.js';
+import { endLostByController, patchEnded, transition } from './transition.js';
 
 /** Slurm states of a job that has not ended. */
 const ACTIVE_SLURM_STATES = ['PENDING', 'RUNNING', 'SUSPENDED'] as const;
@@ -118,7 +118,12 @@ export function applyJob(
     missingSince: null,
   };
   if (!moves) {
-    patchRequest(db, row.id, { ...seen, rawState, reason });
+    // An ended request's exit code, come after its end: its retry is decided now (patchEnded).
+    if (row.exitCode === null && details.exitCode !== undefined && isTerminalRequest(row.state)) {
+      patchEnded(db, row.id, { ...seen, rawState, reason }, Date.now());
+    } else {
+      patchRequest(db, row.id, { ...seen, rawState, reason });
+    }
     return false;
   }
   return transition(db, row.id, {

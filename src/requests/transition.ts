@@ -107,6 +107,37 @@ function scheduleRetry(tx: Db, requestId: string, at: number): boolean {
   }
 }
 
+/**
+ * Records what the scheduler says of an ended request (its exit code, times), and, when that
+ * brings the exit code its end was recorded without, decides its retry then. An end can be
+ * recorded from the light state listing alone, when no full record of the job is at hand (it
+ * has left the controller while accounting lags, or the controller's listing at hand does not
+ * have it). A policy that lists exit codes answered "no retry" to the unknown code, and the
+ * code accounting gave a moment later was never asked about. The job.finished webhook has gone
+ * out by then; a retry made now still beats a listed exit code left unretried.
+ */
+export function patchEnded(
+  db: Db,
+  requestId: string,
+  patch: Partial<Omit<JobRequestRow, 'id' | 'state'>>,
+  at: number,
+): void {
+  db.transaction((tx) => {
+    const before = getRequest(tx, requestId);
+    patchRequest(tx, requestId, patch);
+    const undecided =
+      before !== undefined &&
+      before.retryPolicy !== null &&
+      before.exitCode === null &&
+      patch.exitCode != null &&
+      isTerminalRequest(before.state) &&
+      before.retryDueAt === null &&
+      before.nextAttemptId === null &&
+      before.retryNote === null;
+    if (undecided) scheduleRetry(tx, requestId, at);
+  });
+}
+
 function cancelledTasksNote(cancelled: number): string {
   const tasks = cancelled === 1 ? '1 task was' : `${cancelled} tasks were`;
   return `${tasks} cancelled: an array with cancelled tasks is not retried by its policy (a cancel is never undone); its failed tasks can be run again by hand (schedflow jobs retry-tasks)`;
