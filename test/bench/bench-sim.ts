@@ -10,7 +10,7 @@ import { fileURLToPath } from 'node:url';
 import { parseProfile } from '../../src/sched/profile.js';
 import type { SimJob } from '../../src/sim/sim-job.js';
 import { sleep } from '../chaos/processes.js';
-import { freePort } from '../chaos/upstream.js';
+import { freePort } from '../helpers/free-port.js';
 import { savedSimJob } from '../helpers/sim.js';
 
 export const BENCH_TOKEN = 'bench-token-0123456789abcdef';

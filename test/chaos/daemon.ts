@@ -1,8 +1,9 @@
 import { execFileSync } from 'node:child_process';
 import { closeSync, existsSync, mkdirSync, openSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { freePort } from '../helpers/free-port.js';
 import { pollUntil, type Spawned, sleep, spawnTracked, trackPid } from './processes.js';
-import { ALICE_TOKEN, CLI, freePort } from './upstream.js';
+import { ALICE_TOKEN, CLI } from './upstream.js';
 
 export interface DaemonOptions {
   /** The scheduler URL the profile points at (the counting proxy). */

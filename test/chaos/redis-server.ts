@@ -1,7 +1,7 @@
 import { mkdirSync, rmSync } from 'node:fs';
 import { Redis } from 'ioredis';
+import { freePort } from '../helpers/free-port.js';
 import { pollUntil, type Spawned, spawnTracked } from './processes.js';
-import { freePort } from './upstream.js';
 
 /**
  * An external redis-server the harness owns (the daemon reaches it through REDIS_URL), on a

@@ -1,22 +1,12 @@
 import { readFileSync, writeFileSync } from 'node:fs';
 import { request } from 'node:http';
-import { createServer } from 'node:net';
 import { join } from 'node:path';
+import { freePort } from '../helpers/free-port.js';
 import { pollUntil, type Spawned, spawnTracked } from './processes.js';
 
 export const REPO = new URL('../../', import.meta.url).pathname;
 export const CLI = join(REPO, 'dist', 'src', 'cli.js');
 export const ALICE_TOKEN = 'alice-token-0123456789abcdef';
-
-export async function freePort(): Promise<number> {
-  return new Promise((resolve) => {
-    const server = createServer();
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as { port: number };
-      server.close(() => resolve(port));
-    });
-  });
-}
 
 /** A job in the simulator's saved job table (its `jobs.json`). */
 export interface SimJob {
