@@ -87,7 +87,7 @@ export async function copyHistoryToPostgres(
         }
         copied[name] = done;
       }
-      await continueIdentities(client);
+      await continueIdentities(client, tables);
       await client.query('COMMIT');
     } catch (error) {
       await client.query('ROLLBACK').catch(() => undefined);
@@ -102,8 +102,11 @@ export async function copyHistoryToPostgres(
 }
 
 /** Identity columns (a transition's id, a deadline miss's) go on after the largest id copied. */
-async function continueIdentities(client: { query(text: string): Promise<unknown> }): Promise<void> {
-  for (const { name, sqlite } of tablePairs()) {
+async function continueIdentities(
+  client: { query(text: string): Promise<unknown> },
+  tables: ReturnType<typeof tablePairs>,
+): Promise<void> {
+  for (const { name, sqlite } of tables) {
     for (const column of getTableConfig(sqlite).columns) {
       if (!(is(column, SQLiteInteger) && column.autoIncrement)) continue;
       await client.query(
