@@ -378,7 +378,11 @@ export function submitLimitQueueAhead(db: Db, row: Pick<JobRequestRow, 'id' | 'p
             sql`+${jobRequests.jobId} is null`,
             or(
               lt(jobRequests.createdAt, placeholder('createdAt')),
-              and(eq(jobRequests.createdAt, placeholder('createdAt')), lt(jobRequests.id, placeholder('id'))),
+              // Accepted in the same millisecond: in the order they were recorded (ids are random).
+              and(
+                eq(jobRequests.createdAt, placeholder('createdAt')),
+                sql`"job_requests".rowid < (select "r".rowid from "job_requests" "r" where "r"."id" = ${placeholder('id')})`,
+              ),
             ),
           ),
         )

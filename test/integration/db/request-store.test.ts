@@ -4,7 +4,8 @@ import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { afterEach, expect, it } from 'vitest';
 import { openDatabase } from '../../../src/db/database.js';
-import { createRequest, getRequest } from '../../../src/db/requests.js';
+import { createRequest, getRequest, submitLimitQueueAhead } from '../../../src/db/requests.js';
+import { jobRequests } from '../../../src/db/schema.js';
 import { jobSpecSchema } from '../../../src/sched/job-spec.js';
 
 /** What the prepared insert stores, read with plain SQL as the history's queries and indexes see it. */
@@ -46,4 +47,21 @@ it('stores a missing needs or deadlines as SQL NULL, and present ones as JSON th
     deadlines: { startBy: 1_800_000_000_000 },
   });
   reopened.close();
+});
+
+it('puts requests accepted in the same millisecond in a submit-limit line in the order they were recorded', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'schedflow-store-'));
+  dirs.push(dir);
+  const history = openDatabase(join(dir, 'history.sqlite'));
+  const spec = jobSpecSchema.parse({ name: 'n', script: '#!/bin/sh\ntrue\n' });
+  const at = Date.now();
+  // Ids sort the other way round from the order of acceptance, as random ids may.
+  const ids = ['d', 'c', 'b', 'a'];
+  for (const id of ids) {
+    createRequest(history.db, { profile: 'default', name: 'n', spec, origin: 'api', at, source: 'api', id });
+  }
+  history.db.update(jobRequests).set({ state: 'waiting' }).run();
+  const ahead = ids.map((id) => submitLimitQueueAhead(history.db, { id, profile: 'default', createdAt: at }));
+  expect(ahead).toEqual([0, 1, 2, 3]);
+  history.close();
 });
