@@ -2,7 +2,7 @@
 # Installs and starts what the test suite needs beyond npm packages, on Debian:
 # munge (the MUNGE authentication tests) with munged running, redis-server
 # (the daemon's tests start their own servers from it), postgresql (likewise, for the history
-# on PostgreSQL) and chromium (the web UI's tests).
+# on PostgreSQL), chromium (the web UI's tests) and iproute2 (the two-host tests).
 # Safe to run again: it only does what is missing.
 set -euo pipefail
 
@@ -24,6 +24,8 @@ command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
 # from them (test/helpers/postgres.ts). The package also makes a `main` cluster on port 5432,
 # started where an init system runs; the tests never use it.
 compgen -G '/usr/lib/postgresql/*/bin/postgres' >/dev/null || missing+=(postgresql)
+# `ip netns`: the two-host tests make hosts as network namespaces (test/helpers/netns.ts).
+command -v ip >/dev/null 2>&1 || missing+=(iproute2)
 if [ ${#missing[@]} -gt 0 ]; then
   echo "test-setup: installing ${missing[*]} (Debian packages)"
   $SUDO apt-get update -qq

@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { beforeAll, inject } from 'vitest';
 import { COMPLETE } from './cli-build.js';
+import { onHost, type TestHost } from './netns.js';
 
 /**
  * `schedflow` as separate Node processes, the way a user runs it: one-shot commands
@@ -70,6 +71,8 @@ export interface ProcessOptions {
    * @defaultValue false
    */
   viaTsx?: boolean;
+  /** Runs it on a host of a test network (test/helpers/netns.ts) rather than this one. */
+  host?: TestHost;
 }
 
 const live = new Set<ChildProcess>();
@@ -87,7 +90,9 @@ export function schedflowEntry(viaTsx = false): string[] {
 }
 
 function start(args: string[], options: ProcessOptions): ChildProcess {
-  const child = spawn(process.execPath, [...schedflowEntry(options.viaTsx), ...args], {
+  const node: [string, string[]] = [process.execPath, [...schedflowEntry(options.viaTsx), ...args]];
+  const [command, argv] = options.host ? onHost(options.host, ...node) : node;
+  const child = spawn(command, argv, {
     cwd: options.cwd ?? REPO,
     env: options.env ?? cleanEnv(),
     stdio: ['ignore', 'pipe', 'pipe'],

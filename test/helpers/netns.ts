@@ -1,0 +1,86 @@
+import { execFileSync } from 'node:child_process';
+import { randomBytes, randomInt } from 'node:crypto';
+
+/**
+ * Hosts as network namespaces on this machine: each has a network stack of its own (its own
+ * loopback, ports and address), joined to the others by a veth pair on one bridge, as machines
+ * on one switch. The bridge holds the network's first address, so the test itself is a host
+ * on it too (the operator's machine): it reaches every host, and the hosts reach what the
+ * test serves there. Addresses come from 10.231.0.0/16, a /24 per network, used only here.
+ */
+
+export interface TestHost {
+  name: string;
+  /** `ip netns exec <netns> …` runs a command on this host. */
+  netns: string;
+  address: string;
+}
+
+export interface TestNetwork {
+  /** The test's own address on the network (the bridge's). */
+  gateway: string;
+  hosts: Record<string, TestHost>;
+  /** Removes the namespaces and the bridge; what still runs in a namespace must be stopped first. */
+  remove(): void;
+}
+
+const ip = (...args: string[]) => execFileSync('ip', args, { stdio: ['ignore', 'ignore', 'pipe'] });
+
+/** Why namespaces cannot be made on this machine, or null when they can (tried, then removed). */
+export function netnsUnavailable(): string | null {
+  if (process.getuid?.() !== 0) return 'making network namespaces needs root (ip netns add)';
+  const probe = `schedflow-probe-${randomBytes(3).toString('hex')}`;
+  try {
+    ip('netns', 'add', probe);
+  } catch (error) {
+    const stderr = String((error as { stderr?: unknown }).stderr ?? error).trim();
+    return `ip netns add failed: ${stderr || (error as Error).message} (is iproute2 installed? bash test/setup.sh)`;
+  }
+  ip('netns', 'del', probe);
+  return null;
+}
+
+/** Hosts `names` on a network of their own. */
+export function makeNetwork(names: readonly string[]): TestNetwork {
+  const id = randomBytes(3).toString('hex');
+  // Interface names have at most 15 characters.
+  const bridge = `sfbr${id}`;
+  const subnet = `10.231.${randomInt(0, 256)}`;
+  const made: string[] = [];
+  const remove = () => {
+    for (const netns of made.splice(0)) execFileSync('ip', ['netns', 'del', netns], { stdio: 'ignore' });
+    try {
+      ip('link', 'del', bridge);
+    } catch {
+      // not made
+    }
+  };
+  try {
+    ip('link', 'add', bridge, 'type', 'bridge');
+    ip('addr', 'add', `${subnet}.1/24`, 'dev', bridge);
+    ip('link', 'set', bridge, 'up');
+    const hosts: Record<string, TestHost> = {};
+    names.forEach((name, i) => {
+      const netns = `schedflow-${id}-${name}`;
+      const veth = `sfv${id}${i}`;
+      const address = `${subnet}.${10 + i}`;
+      ip('netns', 'add', netns);
+      made.push(netns);
+      ip('link', 'add', veth, 'type', 'veth', 'peer', 'name', 'eth0', 'netns', netns);
+      ip('link', 'set', veth, 'master', bridge, 'up');
+      ip('-n', netns, 'addr', 'add', `${address}/24`, 'dev', 'eth0');
+      ip('-n', netns, 'link', 'set', 'eth0', 'up');
+      ip('-n', netns, 'link', 'set', 'lo', 'up');
+      hosts[name] = { name, netns, address };
+    });
+    return { gateway: `${subnet}.1`, hosts, remove };
+  } catch (error) {
+    remove();
+    throw error;
+  }
+}
+
+/** `command args` as run on `host` (spawn's command and arguments). */
+export function onHost(host: TestHost, command: string, args: readonly string[]): [string, string[]] {
+  return ['ip', ['netns', 'exec', host.netns, command, ...args]];
+}
