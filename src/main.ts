@@ -327,6 +327,7 @@ async function compose(config: DaemonConfig, logger: Logger, lifecycle: Lifecycl
   if (config.roles.includes('web')) {
     const api = await startApiServer({
       db: history.db,
+      store: history.store,
       logger,
       profiles,
       clients,

@@ -52,14 +52,14 @@ export function registerTokensCommand(program: Command): void {
     .description('make a token and print it, alone, on stdout: it is shown this once (only its hash is kept)')
     .requiredOption('--name <name>', 'who or what uses it, e.g. lims (letters, digits, . _ -)')
     .requiredOption('--scopes <scopes>', `comma-separated: ${API_SCOPES.join(', ')} (admin holds them all)`)
-    .action((opts: { name: string; scopes: string }, cmd: Command) => {
+    .action(async (opts: { name: string; scopes: string }, cmd: Command) => {
       if (!NAME.test(opts.name)) {
         throw new ConfigError(`--name "${opts.name}": letters, digits, ".", "_" and "-", up to 64 characters`);
       }
       const scopes = parseScopes(opts.scopes);
       const history = openHistory(flagsOf(cmd).dataDir);
       try {
-        const { token, info } = createToken(history.db, { name: opts.name, scopes });
+        const { token, info } = await createToken(history.store, { name: opts.name, scopes });
         process.stdout.write(`${token}\n`);
         process.stderr.write(
           `schedflow: token "${info.name}" (${info.scopes.join(', ')}) created; it is not shown again: keep it now\n`,
@@ -72,11 +72,11 @@ export function registerTokensCommand(program: Command): void {
   tokens
     .command('list')
     .description('the tokens (names, scopes, times; never the tokens themselves)')
-    .action((_opts: unknown, cmd: Command) => {
+    .action(async (_opts: unknown, cmd: Command) => {
       const flags = flagsOf(cmd);
       const history = openHistory(flags.dataDir);
       try {
-        const rows = listTokens(history.db);
+        const rows = await listTokens(history.store);
         process.stdout.write(
           flags.json
             ? `${JSON.stringify(
@@ -104,10 +104,10 @@ export function registerTokensCommand(program: Command): void {
     .command('revoke')
     .description('revoke a token: requests with it are refused (401) from now on')
     .argument('<name>', 'the name given at create')
-    .action((name: string, _opts: unknown, cmd: Command) => {
+    .action(async (name: string, _opts: unknown, cmd: Command) => {
       const history = openHistory(flagsOf(cmd).dataDir);
       try {
-        if (!revokeToken(history.db, name))
+        if (!(await revokeToken(history.store, name)))
           throw new ConfigError(`no live token named "${name}" (see: schedflow tokens list)`);
         process.stderr.write(`schedflow: token "${name}" revoked\n`);
       } finally {

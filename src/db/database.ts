@@ -4,6 +4,7 @@ import Database from 'better-sqlite3';
 import { TransactionRollbackError } from 'drizzle-orm';
 import { type BetterSQLite3Database, drizzle } from 'drizzle-orm/better-sqlite3';
 import { packageRoot } from '../lib/package-info.js';
+import { type History, sqliteHistory } from './history.js';
 import { applyMigrations } from './migrate.js';
 import * as schema from './schema.js';
 
@@ -13,6 +14,8 @@ type Transaction = Parameters<Parameters<Db['transaction']>[0]>[0];
 
 export interface HistoryDatabase {
   db: Db;
+  /** The same history, as the code that runs on SQLite and PostgreSQL alike reads and writes it. */
+  store: History;
   file: string;
   close(): void;
 }
@@ -44,6 +47,7 @@ export function openDatabase(file: string, options: { readonly?: boolean } = {})
   }
   return {
     db,
+    store: sqliteHistory(db),
     file,
     close: () => {
       if (sqlite.open) sqlite.close();

@@ -1,9 +1,9 @@
 import { createHash, randomBytes, randomUUID, timingSafeEqual } from 'node:crypto';
-import { and, eq, isNull, lt, or, sql } from 'drizzle-orm';
+import { and, eq, isNull, lt, or } from 'drizzle-orm';
 import { ConfigError } from '../errors.js';
-import { connectionOf, type Db } from './database.js';
-import { prepared } from './prepared.js';
-import { type ApiScope, type ApiTokenRow, apiTokens } from './schema.js';
+import { connectionOf } from './database.js';
+import type { History } from './history.js';
+import type { ApiScope, ApiTokenRow } from './schema.js';
 
 /**
  * Queries of local API tokens. A token is `sfa_` and 32 random bytes
@@ -30,39 +30,43 @@ export interface CreatedToken {
  * Makes a token. A name in use by a live token is refused; the name of a
  * revoked one is taken over (the revoked row is deleted), so names can be reused.
  */
-export function createToken(db: Db, input: { name: string; scopes: ApiScope[]; at?: number }): CreatedToken {
+export async function createToken(
+  h: History,
+  input: { name: string; scopes: ApiScope[]; at?: number },
+): Promise<CreatedToken> {
   const token = `${TOKEN_PREFIX}${randomBytes(32).toString('base64url')}`;
   const at = input.at ?? Date.now();
   const scopes = [...new Set(input.scopes)];
-  return db.transaction((tx) => {
-    const existing = tx.select().from(apiTokens).where(eq(apiTokens.name, input.name)).get();
+  const t = h.t.apiTokens;
+  const row = await h.transaction(async (tx) => {
+    const existing = await tx.one(tx.db.select().from(t).where(eq(t.name, input.name)));
     if (existing && existing.revokedAt === null) {
       throw new ConfigError(`a token named "${input.name}" exists: revoke it first, or pick another name`);
     }
-    if (existing) tx.delete(apiTokens).where(eq(apiTokens.id, existing.id)).run();
-    const row = tx
-      .insert(apiTokens)
-      .values({ id: randomUUID(), name: input.name, hash: hashToken(token), scopes, createdAt: at })
-      .returning()
-      .get();
-    forgetTokenRows(db);
-    return { token, info: withoutHash(row) };
+    if (existing) await tx.run(tx.db.delete(t).where(eq(t.id, existing.id)));
+    const values = { id: randomUUID(), name: input.name, hash: hashToken(token), scopes, createdAt: at };
+    await tx.run(tx.db.insert(t).values(values));
+    return { ...values, lastUsedAt: null, revokedAt: null };
   });
+  forgetTokenRows(h);
+  return { token, info: withoutHash(row) };
 }
 
-export function listTokens(db: Db): TokenInfo[] {
-  return db.select().from(apiTokens).orderBy(apiTokens.createdAt).all().map(withoutHash);
+export async function listTokens(h: History): Promise<TokenInfo[]> {
+  return (await h.all(h.db.select().from(h.t.apiTokens).orderBy(h.t.apiTokens.createdAt))).map(withoutHash);
 }
 
 /** Revokes a live token by name; false when there is no live token of that name. */
-export function revokeToken(db: Db, name: string, at = Date.now()): boolean {
-  const result = db
-    .update(apiTokens)
-    .set({ revokedAt: at })
-    .where(and(eq(apiTokens.name, name), isNull(apiTokens.revokedAt)))
-    .run();
-  forgetTokenRows(db);
-  return result.changes > 0;
+export async function revokeToken(h: History, name: string, at = Date.now()): Promise<boolean> {
+  const t = h.t.apiTokens;
+  const changed = await h.run(
+    h.db
+      .update(t)
+      .set({ revokedAt: at })
+      .where(and(eq(t.name, name), isNull(t.revokedAt))),
+  );
+  forgetTokenRows(h);
+  return changed > 0;
 }
 
 export type TokenLookup =
@@ -75,10 +79,10 @@ export type TokenLookup =
  * constant time, with no early exit, so the answer's timing says nothing about
  * how close a guess was (the table holds a handful of rows).
  */
-export function findToken(db: Db, presented: string): TokenLookup {
+export async function findToken(h: History, presented: string): Promise<TokenLookup> {
   const wanted = Buffer.from(hashToken(presented), 'hex');
   let found: ApiTokenRow | undefined;
-  for (const row of tokenRows(db)) {
+  for (const row of await tokenRows(h)) {
     const stored = Buffer.from(row.hash, 'hex');
     if (stored.length === wanted.length && timingSafeEqual(stored, wanted)) found = row;
   }
@@ -87,74 +91,68 @@ export function findToken(db: Db, presented: string): TokenLookup {
 }
 
 /** Records use, at most once a minute per token, so reads do not each cost a write. */
-export function touchToken(db: Db, id: string, at = Date.now()): void {
-  // This connection's last touch, so most requests skip even the UPDATE that would change nothing.
-  const touched = lastTouch(db);
+export async function touchToken(h: History, id: string, at = Date.now()): Promise<void> {
+  // This process's last touch, so most requests skip even the UPDATE that would change nothing.
+  const touched = tokenTable(h).touched;
   if (at - (touched.get(id) ?? Number.NEGATIVE_INFINITY) < TOUCH_EVERY_MS) return;
-  const { changes } = prepared(db, 'tokens.touch', () =>
-    db
-      .update(apiTokens)
-      .set({ lastUsedAt: sql`${sql.placeholder('at')}` })
-      .where(
-        and(
-          eq(apiTokens.id, sql.placeholder('id')),
-          or(isNull(apiTokens.lastUsedAt), lt(apiTokens.lastUsedAt, sql.placeholder('staleBefore'))),
-        ),
-      )
-      .prepare(),
-  ).run({ id, at, staleBefore: at - TOUCH_EVERY_MS });
   touched.set(id, at);
-  if (changes > 0) forgetTokenRows(db);
+  const t = h.t.apiTokens;
+  const changed = await h.run(
+    h.db
+      .update(t)
+      .set({ lastUsedAt: at })
+      .where(and(eq(t.id, id), or(isNull(t.lastUsedAt), lt(t.lastUsedAt, at - TOUCH_EVERY_MS)))),
+  );
+  // The rows read are stale now (their last use); this process's touches are not.
+  const table = tokenTables.get(h);
+  if (changed > 0 && table) table.rows = null;
 }
 
 const TOUCH_EVERY_MS = 60_000;
 
 /**
- * The token table as last read, per connection, kept while no other connection has written to
- * the history since (`PRAGMA data_version` moves only for their commits; this module forgets it
- * after its own writes). Reading and decoding every row on every API request was a tenth of
+ * The token table as last read, per history, kept on SQLite while no other connection has
+ * written to it since (`PRAGMA data_version` moves only for their commits; this module forgets
+ * it after its own writes). Reading and decoding every row on every API request was a tenth of
  * what the local API spent on a submission (issue 14); a token revoked by the CLI is refused
- * from the next request on, as before.
+ * from the next request on, as before. PostgreSQL has no such counter, and other hosts write
+ * there: its rows are read for each request (a handful, by one query).
  */
 interface TokenTable {
-  dataVersion: { get(): unknown };
+  dataVersion: { get(): unknown } | null;
   version: unknown;
   rows: ApiTokenRow[] | null;
   touched: Map<string, number>;
 }
-const tokenTables = new WeakMap<object, TokenTable>();
+const tokenTables = new WeakMap<History, TokenTable>();
 
-function tokenTable(db: Db): TokenTable {
-  const connection = connectionOf(db);
-  let table = tokenTables.get(connection);
+function tokenTable(h: History): TokenTable {
+  let table = tokenTables.get(h);
   if (!table) {
     table = {
-      dataVersion: connection.prepare('PRAGMA data_version').pluck(),
+      dataVersion: h.dialect === 'sqlite' ? connectionOf(h.db).prepare('PRAGMA data_version').pluck() : null,
       version: null,
       rows: null,
       touched: new Map(),
     };
-    tokenTables.set(connection, table);
+    tokenTables.set(h, table);
   }
   return table;
 }
 
-function tokenRows(db: Db): ApiTokenRow[] {
-  const table = tokenTable(db);
+async function tokenRows(h: History): Promise<ApiTokenRow[]> {
+  const table = tokenTable(h);
+  if (!table.dataVersion) return h.all(h.db.select().from(h.t.apiTokens));
   const version = table.dataVersion.get();
   if (table.rows === null || version !== table.version) {
-    table.rows = prepared(db, 'tokens.all', () => db.select().from(apiTokens).prepare()).all();
+    table.rows = await h.all(h.db.select().from(h.t.apiTokens));
     table.version = version;
   }
   return table.rows;
 }
 
-function lastTouch(db: Db): Map<string, number> {
-  return tokenTable(db).touched;
-}
-
-function forgetTokenRows(db: Db): void {
-  const table = tokenTables.get(connectionOf(db));
+function forgetTokenRows(h: History): void {
+  const table = tokenTables.get(h);
   if (table) {
     table.rows = null;
     table.touched.clear();
@@ -162,8 +160,9 @@ function forgetTokenRows(db: Db): void {
 }
 
 /** Number of live tokens, for the start banner's hint. */
-export function liveTokenCount(db: Db): number {
-  return db.select({ id: apiTokens.id }).from(apiTokens).where(isNull(apiTokens.revokedAt)).all().length;
+export async function liveTokenCount(h: History): Promise<number> {
+  const t = h.t.apiTokens;
+  return (await h.all(h.db.select({ id: t.id }).from(t).where(isNull(t.revokedAt)))).length;
 }
 
 function withoutHash(row: ApiTokenRow): TokenInfo {

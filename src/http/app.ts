@@ -62,7 +62,7 @@ export async function buildApp(deps: ApiDeps): Promise<FastifyInstance> {
   app.addHook('onRequest', async (request, reply) => {
     reply.header('x-request-id', request.id);
   });
-  registerAuth(app, deps.db);
+  registerAuth(app, deps.store);
 
   const metrics = new ApiMetrics({
     db: deps.db,

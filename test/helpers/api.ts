@@ -7,7 +7,7 @@ import { bearer, type HttpResult, http } from './http.js';
 export interface ApiClient {
   url: string;
   /** A new token with these scopes (named uniquely unless a name is given). */
-  token(scopes: ApiScope[], name?: string): string;
+  token(scopes: ApiScope[], name?: string): Promise<string>;
   call(
     method: string,
     path: string,
@@ -22,7 +22,8 @@ export function apiClient(td: TestDaemon): ApiClient {
   if (!url) throw new Error('the test daemon runs no local API (roles without web?)');
   return {
     url,
-    token: (scopes, name) => createToken(td.daemon.history.db, { name: name ?? `test-${++tokenCount}`, scopes }).token,
+    token: async (scopes, name) =>
+      (await createToken(td.daemon.history.store, { name: name ?? `test-${++tokenCount}`, scopes })).token,
     call: (method, path, init = {}) =>
       http(`${url}${path}`, {
         method,

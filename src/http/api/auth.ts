@@ -1,5 +1,5 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
-import type { Db } from '../../db/database.js';
+import type { History } from '../../db/history.js';
 import type { ApiScope } from '../../db/schema.js';
 import { findToken, type TokenInfo, touchToken } from '../../db/tokens.js';
 import { hasScope } from '../scopes.js';
@@ -23,23 +23,23 @@ const BEARER = /^Bearer[ ]+([A-Za-z0-9._~+/=-]+)[ ]*$/;
  * 401 for a missing, malformed, unknown or revoked token; 403 naming the scope
  * a valid token lacks. `admin` holds every scope.
  */
-export function registerAuth(app: FastifyInstance, db: Db): void {
+export function registerAuth(app: FastifyInstance, store: History): void {
   app.decorateRequest('apiToken', null);
   app.addHook('onRequest', async (request) => {
     const scope = request.routeOptions.config.scope;
     if (!scope) return;
-    const token = authenticate(db, request);
+    const token = await authenticate(store, request);
     if (!hasScope(token.scopes, scope)) {
       throw new ForbiddenApiError(
         `this token (${token.name}) lacks the "${scope}" scope this route needs; it has: ${token.scopes.join(', ')}`,
       );
     }
     request.apiToken = token;
-    touchToken(db, token.id);
+    await touchToken(store, token.id);
   });
 }
 
-function authenticate(db: Db, request: FastifyRequest): TokenInfo {
+async function authenticate(store: History, request: FastifyRequest): Promise<TokenInfo> {
   const header = request.headers.authorization;
   if (!header) {
     throw new UnauthorizedApiError(
@@ -48,7 +48,7 @@ function authenticate(db: Db, request: FastifyRequest): TokenInfo {
   }
   const match = BEARER.exec(header);
   if (!match?.[1]) throw new UnauthorizedApiError('the Authorization header must be "Bearer <token>"');
-  const found = findToken(db, match[1]);
+  const found = await findToken(store, match[1]);
   switch (found.kind) {
     case 'valid':
       return found.token;

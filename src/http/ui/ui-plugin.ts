@@ -220,7 +220,7 @@ export async function uiPlugin(app: FastifyInstance, opts: { deps: ApiDeps; sett
     const password = field(request.body, 'password') ?? '';
     let login: UiLogin | null = null;
     if (token) {
-      const found = findToken(ctx.deps.db, token);
+      const found = await findToken(ctx.deps.store, token);
       if (found.kind === 'valid' && !hasScope(found.token.scopes, 'read')) {
         log.warn({ who: `token ${found.token.name}` }, 'UI login refused: the token lacks the read scope');
         return loginPage(ctx, request, reply, lacksReadText(`token ${found.token.name}`), 403);

@@ -102,7 +102,7 @@ describe("Node's client errors", () => {
 
 describe("Fastify's errors", () => {
   it('a path parameter over the router bound (2,400 characters): 414, without echoing the path', async () => {
-    const token = api.token(['read']);
+    const token = await api.token(['read']);
     const r = await api.call('GET', `/api/v1/jobs/${'x'.repeat(2500)}`, { token });
     expect(r.status).toBe(414);
     expectErrorBody(r.json, 'SCHEDFLOW_ERR_URI_TOO_LONG');
@@ -128,7 +128,7 @@ describe("Fastify's errors", () => {
   });
 
   it("the body's errors: empty or broken JSON, a media type the API does not read", async () => {
-    const token = api.token(['submit']);
+    const token = await api.token(['submit']);
     const empty = await api.call('POST', '/api/v1/jobs', {
       token,
       headers: { 'content-type': 'application/json' },

@@ -602,16 +602,16 @@ beforeAll(async () => {
     { rateLimit: { capacity: 200, refillPerSecond: 200 } },
     { 'greet.yaml': SCHEDULED, 'manual.yaml': MANUAL },
   );
-  const db = td.daemon.history.db;
-  const make = (kind: TokenKind, scopes: ApiScope[]) =>
-    tokens.set(kind, createToken(db, { name: `fuzz-${kind}`, scopes }).token);
-  make('read', ['read']);
-  make('submit', ['submit']);
-  make('cancel', ['cancel']);
-  make('admin', ['admin']);
-  make('all', ['read', 'submit', 'cancel']);
-  make('revoked', ['admin']);
-  revokeToken(db, 'fuzz-revoked');
+  const store = td.daemon.history.store;
+  const make = async (kind: TokenKind, scopes: ApiScope[]) =>
+    tokens.set(kind, (await createToken(store, { name: `fuzz-${kind}`, scopes })).token);
+  await make('read', ['read']);
+  await make('submit', ['submit']);
+  await make('cancel', ['cancel']);
+  await make('admin', ['admin']);
+  await make('all', ['read', 'submit', 'cancel']);
+  await make('revoked', ['admin']);
+  await revokeToken(store, 'fuzz-revoked');
   const document = await send({ method: 'GET', path: '/api/v1/openapi.json', headers: {} });
   routes = routesOf(JSON.parse(document.text));
 }, 60_000);

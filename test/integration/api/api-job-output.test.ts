@@ -25,13 +25,13 @@ async function setup(): Promise<{ sim: TestSim; td: TestDaemon; call: (path: str
   const sim = await env.sim();
   const td = await env.daemon(sim.url);
   const api = apiClient(td);
-  const token = api.token(['read', 'submit']);
+  const token = await api.token(['read', 'submit']);
   return { sim, td, call: (path) => api.call('GET', path, { token }) };
 }
 
 async function submit(td: TestDaemon, spec: Record<string, unknown>): Promise<string> {
   const api = apiClient(td);
-  const res = await api.call('POST', '/api/v1/jobs', { token: api.token(['submit']), body: { spec } });
+  const res = await api.call('POST', '/api/v1/jobs', { token: await api.token(['submit']), body: { spec } });
   expect(res.status, res.text).toBe(201);
   return (res.json as { id: string }).id;
 }
@@ -154,7 +154,7 @@ describe('a job whose output the daemon cannot read', () => {
     expect(cli.code).toBe(4);
     expect(cli.stderr).toContain('has not started');
     const api = apiClient(td);
-    await api.call('DELETE', `/api/v1/jobs/${holder}`, { token: api.token(['cancel']) });
+    await api.call('DELETE', `/api/v1/jobs/${holder}`, { token: await api.token(['cancel']) });
   });
 
   it('says which path it tried on which host when the file is not there (only on the node, or removed)', async () => {

@@ -39,7 +39,7 @@ describe('POST /api/v1/jobs', () => {
     const sim = await env.sim();
     const td = await env.daemon(sim.url);
     const api = apiClient(td);
-    const token = api.token(['submit', 'read']);
+    const token = await api.token(['submit', 'read']);
 
     const created = await api.call('POST', '/api/v1/jobs', {
       token,
@@ -82,8 +82,8 @@ describe('POST /api/v1/jobs', () => {
     const sim = await env.sim();
     const td = await env.daemon(sim.url);
     const api = apiClient(td);
-    const reader = api.token(['submit', 'read']);
-    const admin = api.token(['admin']);
+    const reader = await api.token(['submit', 'read']);
+    const admin = await api.token(['admin']);
     const webhook = 'https://hook:s3cret@hooks.example.org:8443/in/schedflow?token=abc#frag';
     const created = await api.call('POST', '/api/v1/jobs', {
       token: reader,
@@ -108,7 +108,7 @@ describe('POST /api/v1/jobs', () => {
     const sim = await env.sim();
     const td = await env.daemon(sim.url);
     const api = apiClient(td);
-    const token = api.token(['submit']);
+    const token = await api.token(['submit']);
     const bad = await api.call('POST', '/api/v1/jobs', {
       token,
       body: { spec: { ...shellSpec('typo', 'true'), time_limt: 5, memory_per_node: '99999999999999999999999T' } },
@@ -124,7 +124,7 @@ describe('POST /api/v1/jobs', () => {
     const sim = await env.sim();
     const td = await env.daemon(sim.url);
     const api = apiClient(td);
-    const token = api.token(['submit']);
+    const token = await api.token(['submit']);
     const post = (body: string) =>
       api.call('POST', '/api/v1/jobs', {
         token,
@@ -150,7 +150,7 @@ describe('POST /api/v1/jobs', () => {
     const sim = await env.sim();
     const td = await env.daemon(sim.url);
     const api = apiClient(td);
-    const token = api.token(['submit']);
+    const token = await api.token(['submit']);
 
     const bad = await api.call('POST', '/api/v1/jobs', {
       token,
@@ -200,7 +200,7 @@ describe('POST /api/v1/jobs', () => {
     const sim = await env.sim();
     const td = await env.daemon(sim.url);
     const api = apiClient(td);
-    const token = api.token(['submit', 'read'], 'lab-service');
+    const token = await api.token(['submit', 'read'], 'lab-service');
     const body = { spec: shellSpec('once', 'true', sim.workDir) };
     const headers = { 'idempotency-key': 'order-42' };
 
@@ -240,7 +240,7 @@ describe('POST /api/v1/jobs', () => {
     expect(errorOf(otherRoute).message).toMatch(/was used for POST \/api\/v1\/jobs/);
 
     // Keys are per token: another token's same key is a new request.
-    const second = api.token(['submit']);
+    const second = await api.token(['submit']);
     const fresh = await api.call('POST', '/api/v1/jobs', { token: second, body, headers });
     expect(fresh.status).toBe(201);
     expect((fresh.json as { id: string }).id).not.toBe((first.json as { id: string }).id);
@@ -259,7 +259,7 @@ describe('GET /api/v1/jobs', () => {
     // No worker: requests stay queued, so the listing is stable.
     const td = await env.daemon(sim.url, { roles: ['scheduler', 'web'] });
     const api = apiClient(td);
-    const token = api.token(['submit', 'read']);
+    const token = await api.token(['submit', 'read']);
     const before = new Date().toISOString();
     const ids: string[] = [];
     for (let i = 0; i < 5; i++) {
@@ -308,7 +308,7 @@ describe('DELETE /api/v1/jobs/{id}', () => {
     const sim = await env.sim();
     const td = await env.daemon(sim.url);
     const api = apiClient(td);
-    const token = api.token(['submit', 'read', 'cancel']);
+    const token = await api.token(['submit', 'read', 'cancel']);
     const r = await api.call('POST', '/api/v1/jobs', {
       token,
       body: { spec: shellSpec('long', 'sleep 60', sim.workDir) },
@@ -337,7 +337,7 @@ describe('DELETE /api/v1/jobs/{id}', () => {
     // No worker in this daemon: what is queued stays queued until cancelled.
     const td = await env.daemon(sim.url, { roles: ['scheduler', 'web'] });
     const api = apiClient(td);
-    const token = api.token(['admin']);
+    const token = await api.token(['admin']);
     const r = await api.call('POST', '/api/v1/jobs', { token, body: { spec: shellSpec('never', 'true') } });
     const { id } = r.json as { id: string };
     expect(await td.daemon.queues.submit.getJob(id)).toBeDefined();
@@ -373,7 +373,7 @@ describe('DELETE /api/v1/jobs/{id}', () => {
     );
     env.defer(() => td.stop());
     const api = apiClient(td);
-    const token = api.token(['admin']);
+    const token = await api.token(['admin']);
     const r = await api.call('POST', '/api/v1/jobs', { token, body: { spec: shellSpec('ghost', 'true') } });
     const { id } = r.json as { id: string };
     // Recorded as running a job the scheduler does not know.

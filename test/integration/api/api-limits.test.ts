@@ -17,7 +17,7 @@ describe('rate limit', () => {
     const sim = await env.sim();
     const td = await env.daemon(sim.url, { apiRateLimitPerMin: 3 });
     const api = apiClient(td);
-    const busy = api.token(['read']);
+    const busy = await api.token(['read']);
     for (let i = 0; i < 3; i++) {
       const r = await api.call('GET', '/api/v1/jobs', { token: busy });
       expect(r.status).toBe(200);
@@ -31,7 +31,7 @@ describe('rate limit', () => {
     expect(errorOf(limited)).toMatchObject({ code: 'SCHEDFLOW_ERR_RATE_LIMITED' });
     expect(errorOf(limited).message).toMatch(/3 requests per minute/);
 
-    const other = api.token(['read']);
+    const other = await api.token(['read']);
     expect((await api.call('GET', '/api/v1/jobs', { token: other })).status).toBe(200);
     for (let i = 0; i < 5; i++) expect((await api.call('GET', '/healthz')).status).toBe(200);
   });
@@ -56,7 +56,7 @@ describe('rate limit', () => {
       createLogger({ level: 'silent' }),
     );
     env.defer(() => web.stop());
-    const { token } = createToken(td.daemon.history.db, { name: 'two-webs', scopes: ['read'] });
+    const { token } = await createToken(td.daemon.history.store, { name: 'two-webs', scopes: ['read'] });
     const get = async (base: string | null) =>
       (await fetch(`${base}/api/v1/jobs`, { headers: { authorization: `Bearer ${token}` } })).status;
     const statuses = [];

@@ -67,8 +67,8 @@ const ROUTES: { method: string; path: string; scope: string; body?: unknown }[] 
 
 describe('authentication and scopes', () => {
   it('every protected route: 401 without a token, with an unknown, malformed or revoked one', async () => {
-    const revoked = api.token(['admin'], 'to-revoke');
-    revokeToken(td.daemon.history.db, 'to-revoke');
+    const revoked = await api.token(['admin'], 'to-revoke');
+    await revokeToken(td.daemon.history.store, 'to-revoke');
     for (const route of ROUTES) {
       const none = await api.call(route.method, route.path, { body: route.body });
       expect(none.status, `${route.method} ${route.path}`).toBe(401);
@@ -92,10 +92,10 @@ describe('authentication and scopes', () => {
 
   it('every protected route: 403 naming the scope a valid token lacks; the scope (or admin) lets it through', async () => {
     const tokens = {
-      read: api.token(['read']),
-      submit: api.token(['submit']),
-      cancel: api.token(['cancel']),
-      admin: api.token(['admin']),
+      read: await api.token(['read']),
+      submit: await api.token(['submit']),
+      cancel: await api.token(['cancel']),
+      admin: await api.token(['admin']),
     };
     for (const route of ROUTES) {
       const wrong = route.scope === 'read' ? tokens.submit : tokens.read;
@@ -130,7 +130,7 @@ describe('malformed paths', () => {
   // ({ error: "Bad Request", code: "FST_…", statusCode }), and refused ids of 101 to 200
   // characters (414) that the schemas take.
   it('a path that is not percent-encoded UTF-8 (400), or a parameter past the router bound (414): the documented shape', async () => {
-    const token = api.token(['read']);
+    const token = await api.token(['read']);
     for (const [path, status, code] of [
       ['/api/v1/jobs/%ED%A0%80', 400, 'SCHEDFLOW_ERR_BAD_URL'],
       [`/api/v1/runs/${'a'.repeat(2401)}`, 414, 'SCHEDFLOW_ERR_URI_TOO_LONG'],
@@ -152,7 +152,7 @@ describe('malformed paths', () => {
   // Found by the API fuzz test: Node's parser refuses these before Fastify, whose default
   // answer was { error: "Request Header Fields Too Large", statusCode: 431 }.
   it('a request line over 16 KiB is a 431, and bytes that are not HTTP a 400, in the documented shape', async () => {
-    const long = await api.call('GET', `/api/v1/jobs/${'a'.repeat(20_000)}`, { token: api.token(['read']) });
+    const long = await api.call('GET', `/api/v1/jobs/${'a'.repeat(20_000)}`, { token: await api.token(['read']) });
     expect(long.status).toBe(431);
     expect(long.headers.get('x-request-id')).toMatch(/^[0-9a-f-]{36}$/);
     expect(long.headers.get('content-type')).toMatch(/^application\/json/);
@@ -183,7 +183,7 @@ describe('malformed paths', () => {
 
 describe('routes', () => {
   it('history: accounting records with the local request beside them, external jobs included', async () => {
-    const token = api.token(['read', 'submit']);
+    const token = await api.token(['read', 'submit']);
     const own = await api.call('POST', '/api/v1/jobs', {
       token,
       body: { spec: shellSpec('own', 'true', sim.workDir) },
@@ -239,7 +239,7 @@ describe('routes', () => {
   });
 
   it('pipelines: listed with next fire times; a run started with parameters, then listed and shown with its steps', async () => {
-    const token = api.token(['read', 'submit']);
+    const token = await api.token(['read', 'submit']);
     const listed = await api.call('GET', '/api/v1/pipelines', { token });
     expect(listed.status).toBe(200);
     expect((listed.json as { items: unknown[] }).items).toEqual([
@@ -351,6 +351,7 @@ describe('routes', () => {
   it('reads take turns of the event loop, in the order they came; /healthz is not held behind them', async () => {
     const app = await buildApp({
       db: td.daemon.history.db,
+      store: td.daemon.history.store,
       logger: pino({ level: 'silent' }),
       profiles: td.daemon.profiles,
       clients: td.daemon.clients,
@@ -369,7 +370,7 @@ describe('routes', () => {
       if (counting) setImmediate(count);
     };
     try {
-      const headers = bearer(api.token(['read']));
+      const headers = bearer(await api.token(['read']));
       await app.inject({ method: 'GET', url: '/api/v1/jobs', headers });
       setImmediate(count);
       const answered: { what: string; turn: number }[] = [];
@@ -520,6 +521,7 @@ describe('failures', () => {
     };
     const app = await buildApp({
       db: td.daemon.history.db,
+      store: td.daemon.history.store,
       logger,
       profiles: td.daemon.profiles,
       clients: td.daemon.clients,
@@ -532,7 +534,7 @@ describe('failures', () => {
       settings: { rateLimitPerMin: 100, bodyLimitBytes: 1024 * 1024, pollCeilingMs: 60_000 },
     });
     try {
-      const token = api.token(['read']);
+      const token = await api.token(['read']);
       const r = await app.inject({ method: 'GET', url: '/api/v1/pipelines', headers: bearer(token) });
       expect(r.statusCode).toBe(500);
       const body = r.json() as { error: { code: string; message: string; request_id: string } };

@@ -77,7 +77,7 @@ describe("the accounts of a plain-slurmrestd user's associations", () => {
     expect(detail['accounts:srd']).toBeUndefined();
 
     const api = apiClient(td);
-    const token = api.token(['submit', 'read']);
+    const token = await api.token(['submit', 'read']);
     const spec = shellSpec('door', 'true', sim.workDir);
     const physics = await api.call('POST', '/api/v1/jobs', {
       token,
@@ -107,7 +107,7 @@ describe("the accounts of a plain-slurmrestd user's associations", () => {
     expect(errorOf(run)).toMatchObject({ code: 'SCHEDFLOW_ERR_ACCOUNT_NOT_ASSOCIATED' });
 
     // The Profiles page says it.
-    const admin = createToken(td.daemon.history.db, { name: 'profiles-viewer', scopes: ['admin'] }).token;
+    const admin = (await createToken(td.daemon.history.store, { name: 'profiles-viewer', scopes: ['admin'] })).token;
     const nonce = 'login-nonce';
     const login = await fetch(`${td.daemon.apiUrl}/ui/login`, {
       method: 'POST',
@@ -170,7 +170,7 @@ describe("the accounts of a plain-slurmrestd user's associations", () => {
 
     // Unknown refuses nothing: Slurm decides.
     const api = apiClient(td);
-    const token = api.token(['submit', 'read']);
+    const token = await api.token(['submit', 'read']);
     const spec = shellSpec('unknown', 'true', sim.workDir);
     const through = await api.call('POST', '/api/v1/jobs', {
       token,

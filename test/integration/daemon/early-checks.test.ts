@@ -65,7 +65,7 @@ describe('early checks of what a profile can take', () => {
     expect(detail['scopes:test']).toBeUndefined();
 
     const api = apiClient(td);
-    const token = api.token(['submit', 'read']);
+    const token = await api.token(['submit', 'read']);
     const spec = shellSpec('door', 'true', sim.workDir);
     const noScope = await api.call('POST', '/api/v1/jobs', { token, body: { profile: 'readonly', spec } });
     expect(noScope.status).toBe(422);

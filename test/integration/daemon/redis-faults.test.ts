@@ -111,7 +111,7 @@ describe('the local API while Redis is down', () => {
   it('POST /api/v1/jobs and a pipeline run answer within a second; what they accepted runs once Redis is back', async () => {
     const { redis, sim, td } = await setUp({ 'quick.yaml': PIPELINE });
     const api = apiClient(td);
-    const token = api.token(['submit', 'read']);
+    const token = await api.token(['submit', 'read']);
     await redis.kill();
     // The daemon has seen the outage (the queues' reconnects fail) or not yet: both answer fast.
     const timed = async <T>(call: () => Promise<T>) => {
@@ -148,7 +148,7 @@ describe('cancel, pause and resume while Redis is frozen', () => {
   it('answer within two seconds from the history; the queue catches up once Redis answers', async () => {
     const { redis, sim, td } = await setUp({ 'yearly.yaml': TICKING });
     const api = apiClient(td);
-    const admin = api.token(['admin']);
+    const admin = await api.token(['admin']);
     const schedulers = async () => (await td.daemon.queues.pipeline.getJobSchedulers()).map((j) => j.key);
     expect(await schedulers()).toContain('pipeline-yearly');
 
@@ -191,10 +191,10 @@ describe('Idempotency-Key of a POST cut off by a restart', () => {
   it('a retry after the restart is answered at once (the request made, or its stored outcome), not 409 for a minute', async () => {
     const { sim, td } = await setUp();
     const api = apiClient(td);
-    const token = api.token(['submit', 'read']);
+    const token = await api.token(['submit', 'read']);
     const body = { spec: shellSpec('cut-off', 'true', sim.workDir) };
     const key = 'cut-off-key';
-    const found = findToken(td.daemon.history.db, token);
+    const found = await findToken(td.daemon.history.store, token);
     if (found.kind !== 'valid') throw new Error('the test token is not valid');
     await td.restart();
     // What a daemon stopped or killed in the middle of answering leaves: the key reserved by its

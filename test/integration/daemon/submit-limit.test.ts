@@ -56,7 +56,7 @@ describe('a submit limit', () => {
     await td.waitForState(waiting, 'waiting');
     const res = await http(`${td.daemon.apiUrl}/api/v1/jobs/${waiting}`, {
       method: 'DELETE',
-      headers: { authorization: `Bearer ${apiToken(td)}` },
+      headers: { authorization: `Bearer ${await apiToken(td)}` },
     });
     expect(res.status).toBe(200);
     const row = await td.waitForState(waiting, 'cancelled');
@@ -64,6 +64,6 @@ describe('a submit limit', () => {
   });
 });
 
-function apiToken(td: Awaited<ReturnType<typeof env.daemon>>): string {
-  return createToken(td.daemon.history.db, { name: 'cancel-test', scopes: ['admin'] }).token;
+async function apiToken(td: Awaited<ReturnType<typeof env.daemon>>): Promise<string> {
+  return (await createToken(td.daemon.history.store, { name: 'cancel-test', scopes: ['admin'] })).token;
 }

@@ -91,7 +91,7 @@ describe('health while the scheduler is down behind its proxy', () => {
     const detail = (ready.json as { detail?: Record<string, string> }).detail;
     expect(detail?.['scheduler:test']).toMatch(/^serving stale answers since \d{4}-\d\d-\d\dT/);
 
-    const token = createToken(db, { name: 'health-viewer', scopes: ['admin'] }).token;
+    const token = (await createToken(td.daemon.history.store, { name: 'health-viewer', scopes: ['admin'] })).token;
     const nonce = 'login-nonce';
     const login = await fetch(`${api}/ui/login`, {
       method: 'POST',

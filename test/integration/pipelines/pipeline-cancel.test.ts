@@ -77,7 +77,7 @@ describe('cancelling a pipeline run', () => {
       },
     );
     const api = apiClient(td);
-    const token = api.token(['read', 'cancel']);
+    const token = await api.token(['read', 'cancel']);
     const run = await td.daemon.pipelines.trigger('cancel-me', { trigger: 'api' });
     await reached;
     await waitForSteps(
@@ -143,7 +143,7 @@ describe('cancelling a pipeline run', () => {
     expect(errorOf(over)).toMatchObject({ code: 'SCHEDFLOW_ERR_RUN_ENDED', state: 'succeeded' });
     const missing = await api.call('POST', '/api/v1/runs/no-such-run/cancel', { token });
     expect(missing.status).toBe(404);
-    const readOnly = await api.call('POST', `/api/v1/runs/${run.id}/cancel`, { token: api.token(['read']) });
+    const readOnly = await api.call('POST', `/api/v1/runs/${run.id}/cancel`, { token: await api.token(['read']) });
     expect(readOnly.status).toBe(403);
   }, 40_000);
 

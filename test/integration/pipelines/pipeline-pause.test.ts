@@ -54,8 +54,8 @@ describe('pausing a schedule', () => {
     ].join('\n');
     const td = await env.daemon(sim.url, { pipelineTickMs: 300 }, { 'ticking.yaml': pipeline });
     let api = apiClient(td);
-    const admin = api.token(['admin'], 'pauser');
-    const reader = api.token(['read']);
+    const admin = await api.token(['admin'], 'pauser');
+    const reader = await api.token(['read']);
 
     await waitFor(async () => (scheduledRuns(td).length > 0 ? true : undefined), { what: 'a first scheduled run' });
     expect(await schedulerKeys(td)).toContain('pipeline-ticking');
@@ -120,7 +120,7 @@ describe('pausing a schedule', () => {
     const sim = await env.sim();
     const td = await env.daemon(sim.url, {}, { 'manual.yaml': 'steps:\n  only:\n    script: "#!/bin/sh\\ntrue\\n"' });
     const api = apiClient(td);
-    const admin = api.token(['admin']);
+    const admin = await api.token(['admin']);
     const manual = await api.call('POST', '/api/v1/pipelines/manual/pause', { token: admin });
     expect(manual.status).toBe(409);
     expect((manual.json as { error: { code: string } }).error.code).toBe('SCHEDFLOW_ERR_PIPELINE_NOT_SCHEDULED');

@@ -60,7 +60,7 @@ describe('array jobs through the daemon', () => {
     const sim = await env.sim({ cpus: 4 });
     const td = await env.daemon(sim.url);
     const api = apiClient(td);
-    const token = api.token(['submit', 'read']);
+    const token = await api.token(['submit', 'read']);
     // Task 3 fails the first time only: its retry completes.
     const script = [
       '#!/bin/sh',
@@ -114,7 +114,7 @@ describe('retrying the tasks of an array the door now refuses', () => {
     const sim = await env.sim();
     const td = await env.daemon(sim.url);
     const api = apiClient(td);
-    const token = api.token(['submit', 'read']);
+    const token = await api.token(['submit', 'read']);
     // An array that failed before the profile was bound to its token's account (lab), naming
     // another: its tasks submitted again would be refused by the proxy (403). Written to the
     // history as the daemon would have.

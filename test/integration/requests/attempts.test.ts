@@ -33,7 +33,7 @@ interface Attempt {
 /** Submits through the API; returns the first attempt's id. */
 async function submit(td: TestDaemon, body: Record<string, unknown>): Promise<string> {
   const api = apiClient(td);
-  const created = await api.call('POST', '/api/v1/jobs', { token: api.token(['submit']), body });
+  const created = await api.call('POST', '/api/v1/jobs', { token: await api.token(['submit']), body });
   expect(created.status, JSON.stringify(created.json)).toBe(201);
   return (created.json as { id: string }).id;
 }
@@ -98,7 +98,7 @@ describe('retry policies of job requests', () => {
 
     // The API shows the attempts from any of them, and why each was made.
     const api = apiClient(td);
-    const shown = await api.call('GET', `/api/v1/jobs/${id}`, { token: api.token(['read']) });
+    const shown = await api.call('GET', `/api/v1/jobs/${id}`, { token: await api.token(['read']) });
     const body = shown.json as { attempts: Attempt[]; retry: { next_attempt_id: string | null } };
     expect(body.attempts.map((a) => [a.attempt, a.state, a.reason])).toEqual([
       [1, 'out_of_memory', null],
@@ -107,7 +107,7 @@ describe('retry policies of job requests', () => {
     expect(body.retry.next_attempt_id).toBe(attempts[1]?.id);
 
     // The web UI's job page lists the attempts, and its timeline says why this one was made.
-    const ui = await uiPage(td, api.token(['read']), `/ui/jobs/${attempts[1]?.id}`);
+    const ui = await uiPage(td, await api.token(['read']), `/ui/jobs/${attempts[1]?.id}`);
     expect(ui).toContain('<table aria-label="attempts">');
     expect(ui).toContain('retry: attempt 2, after');
     expect(ui).toContain('OUT_OF_MEMORY on attempt 1; memory_per_node 32M → 64M');
@@ -199,7 +199,7 @@ describe('retry policies of job requests', () => {
       intervalMs: 100,
     });
     const api = apiClient(td);
-    const cancelled = await api.call('DELETE', `/api/v1/jobs/${id}`, { token: api.token(['cancel']) });
+    const cancelled = await api.call('DELETE', `/api/v1/jobs/${id}`, { token: await api.token(['cancel']) });
     expect(cancelled.status, JSON.stringify(cancelled.json)).toBe(200);
     expect((cancelled.json as { message: string }).message).toMatch(/^next attempt withdrawn: cancelled by API token/);
     const row = getRequest(td.daemon.history.db, id);
@@ -209,7 +209,7 @@ describe('retry policies of job requests', () => {
     // The request ended here: its one webhook is recorded now, not held for an attempt to come.
     expect(deliveriesOfRequest(td.daemon.history.db, id)).toHaveLength(1);
     // Asked again: it has ended, and nothing is withdrawn twice.
-    const again = await api.call('DELETE', `/api/v1/jobs/${id}`, { token: api.token(['cancel']) });
+    const again = await api.call('DELETE', `/api/v1/jobs/${id}`, { token: await api.token(['cancel']) });
     expect(again.status).toBe(409);
     expect(attemptsOf(td.daemon.history.db, id)).toHaveLength(1);
   }, 40_000);
@@ -260,7 +260,7 @@ describe('retry policies of job requests', () => {
     const sim = await env.sim();
     const td = await env.daemon(sim.url, FAST);
     const api = apiClient(td);
-    const token = api.token(['submit']);
+    const token = await api.token(['submit']);
     const noMemory = await api.call('POST', '/api/v1/jobs', {
       token,
       body: {
@@ -313,7 +313,7 @@ describe('retry policies of job requests', () => {
       { what: 'task 0 failed and the others running', timeoutMs: 15_000, intervalMs: 100 },
     );
     const api = apiClient(td);
-    const cancel = await api.call('DELETE', `/api/v1/jobs/${id}`, { token: api.token(['cancel']) });
+    const cancel = await api.call('DELETE', `/api/v1/jobs/${id}`, { token: await api.token(['cancel']) });
     expect(cancel.status, JSON.stringify(cancel.json)).toBe(202);
     const ended = await td.waitForState(id, 'failed', 15_000);
     expect(taskCounts(db, id)).toEqual({ failed: 1, cancelled: 2 });

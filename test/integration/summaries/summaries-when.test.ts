@@ -126,7 +126,7 @@ describe('who gets a summary', () => {
     const sim = await env.sim(llmSimConfig());
     const td = await env.daemon(sim.url, settings(sim));
     const api = apiClient(td);
-    const token = api.token(['read', 'submit']);
+    const token = await api.token(['read', 'submit']);
     const post = async (body: Record<string, unknown>) => {
       const r = await api.call('POST', '/api/v1/jobs', { token, body });
       expect(r.status, r.text).toBe(201);
@@ -224,7 +224,7 @@ describe('who gets a summary', () => {
     expect(shown.stdout).toContain(`summary   of its pipeline run ${first.id} (nightly, succeeded): ready`);
     // The same in the API: the run's summary on the run and on its steps; a step's change goes in the file.
     const api = apiClient(td);
-    const token = api.token(['read', 'submit']);
+    const token = await api.token(['read', 'submit']);
     const run = await api.call('GET', `/api/v1/runs/${first.id}`, { token });
     expect(run.json).toMatchObject({
       summary: { id: s1.id, of: 'run', run_id: first.id, request_id: null, kind: 'llm', text: s1.text, links: {} },

@@ -151,7 +151,7 @@ describe('in the local API', () => {
     const sim = await env.sim(llmSimConfig());
     const td = await env.daemon(sim.url, settings(sim));
     const api = apiClient(td);
-    const token = api.token(['read', 'submit']);
+    const token = await api.token(['read', 'submit']);
     const created = await api.call('POST', '/api/v1/jobs', {
       token,
       body: {

@@ -59,9 +59,8 @@ async function pageStatus(session: string, path = '/jobs'): Promise<number> {
 
 describe('web UI sessions', () => {
   it("bounds the sessions of one token: its logins drop its own oldest, never another token's", async () => {
-    const db = td.daemon.history.db;
-    const admin = createToken(db, { name: 'sessions-admin', scopes: ['admin'] }).token;
-    const noisy = createToken(db, { name: 'sessions-noisy', scopes: ['read'] }).token;
+    const admin = (await createToken(td.daemon.history.store, { name: 'sessions-admin', scopes: ['admin'] })).token;
+    const noisy = (await createToken(td.daemon.history.store, { name: 'sessions-noisy', scopes: ['read'] })).token;
     const adminSession = (await logIn(admin)).session;
     if (!adminSession) throw new Error('the admin token did not log in');
     expect(await pageStatus(adminSession)).toBe(200);
@@ -84,14 +83,17 @@ describe('web UI sessions', () => {
 
   it('lets in only tokens with the read scope, as the API does, at login and on every request', async () => {
     const db = td.daemon.history.db;
-    const submitter = createToken(db, { name: 'ui-submit-only', scopes: ['submit', 'cancel'] });
+    const submitter = await createToken(td.daemon.history.store, {
+      name: 'ui-submit-only',
+      scopes: ['submit', 'cancel'],
+    });
     const refused = await logIn(submitter.token);
     expect(refused.status).toBe(403);
     expect(refused.session).toBeNull();
     expect(refused.text).toContain('lacks the &quot;read&quot; scope');
 
     // A session whose token no longer has the scope is refused at its next request, and ended.
-    const reader = createToken(db, { name: 'ui-reader-demoted', scopes: ['read'] });
+    const reader = await createToken(td.daemon.history.store, { name: 'ui-reader-demoted', scopes: ['read'] });
     const session = (await logIn(reader.token)).session;
     if (!session) throw new Error('the read token did not log in');
     for (const path of ['/jobs', '/history', '/profiles', '/queues/', '/events']) {
@@ -106,8 +108,9 @@ describe('web UI sessions', () => {
   });
 
   it("refuses the queue boards' writes from another site however the path is spelled (the router decodes it)", async () => {
-    const db = td.daemon.history.db;
-    const session = (await logIn(createToken(db, { name: 'ui-board-admin', scopes: ['admin'] }).token)).session;
+    const session = (
+      await logIn((await createToken(td.daemon.history.store, { name: 'ui-board-admin', scopes: ['admin'] })).token)
+    ).session;
     if (!session) throw new Error('the admin token did not log in');
     const queue = td.daemon.queues.submit;
     // No Origin nor Sec-Fetch-Site: not shown to come from a page of this UI.
@@ -134,8 +137,7 @@ describe('web UI sessions', () => {
   });
 
   it('a login on one web process holds on another of the deployment: the sessions are in Redis', async () => {
-    const db = td.daemon.history.db;
-    const { token } = createToken(db, { name: 'ui-two-webs', scopes: ['read'] });
+    const { token } = await createToken(td.daemon.history.store, { name: 'ui-two-webs', scopes: ['read'] });
     // A second process with the web role only, on the same data dir, Redis and queue prefix.
     const web = await startDaemon(
       loadDaemonConfig(
@@ -163,7 +165,7 @@ describe('web UI sessions', () => {
       };
       expect(await status(other)).toBe(200);
       // Revoked: the next request on either ends the session in both.
-      revokeToken(db, 'ui-two-webs');
+      await revokeToken(td.daemon.history.store, 'ui-two-webs');
       expect(await status(other)).toBe(303);
       expect(await status(base)).toBe(303);
     } finally {

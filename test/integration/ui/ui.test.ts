@@ -258,7 +258,9 @@ describe('admin web UI', () => {
     expect(forged.status()).toBe(403);
 
     // Read-only: the state but no button, and a POST with the session's own CSRF token is refused.
-    const reader = await logIn(createToken(td.daemon.history.db, { name: 'ui-pause-reader', scopes: ['read'] }).token);
+    const reader = await logIn(
+      (await createToken(td.daemon.history.store, { name: 'ui-pause-reader', scopes: ['read'] })).token,
+    );
     await reader.goto(`${base}/pipelines/nightly`);
     await expect(reader.getByText(/^paused by token ui-admin at /).isVisible()).resolves.toBe(true);
     await expect(reader.getByRole('button', { name: /schedule of nightly/ }).count()).resolves.toBe(0);
@@ -415,7 +417,7 @@ describe('admin web UI', () => {
     await page.getByText('submit', { exact: true }).first().waitFor({ timeout: 15_000 });
     await browser.screenshot(page, 'queues-readonly');
     // Revoking the token ends its session.
-    expect(revokeToken(td.daemon.history.db, 'ui-reader')).toBe(true);
+    expect(await revokeToken(td.daemon.history.store, 'ui-reader')).toBe(true);
     await page.goto(`${base}/jobs`);
     expect(new URL(page.url()).pathname).toBe('/ui/login');
   });

@@ -1,0 +1,182 @@
+import type Database from 'better-sqlite3';
+import { is, type SQL, Table } from 'drizzle-orm';
+import type { BetterSQLite3Database } from 'drizzle-orm/better-sqlite3';
+import { drizzle as pgDrizzle } from 'drizzle-orm/node-postgres';
+import type pg from 'pg';
+import * as pgSchema from './pg-schema.js';
+import * as schema from './schema.js';
+
+/**
+ * The history as the daemon's code reads and writes it, on SQLite (the embedded default) or
+ * PostgreSQL (DATABASE_URL): every statement and transaction returns a promise, and one query,
+ * written once with drizzle's builders, runs on either.
+ *
+ * Queries are built on `db` with the tables of `t`, and run by `all`, `one` and `run`, never by
+ * the builder's own methods: `db` and `t` are typed as SQLite's, and on PostgreSQL are
+ * PostgreSQL's (src/db/pg-schema.ts is generated from src/db/schema.ts with the same row types
+ * and the same names, which test/unit/pg-schema.test.ts checks), whose builders have no `.all()`.
+ */
+export interface History {
+  readonly dialect: 'sqlite' | 'postgres';
+  readonly db: Db;
+  readonly t: typeof tables;
+  all<T>(query: Rows<T>): Promise<T[]>;
+  /** The first row (give the query a `.limit(1)` when it may have more). */
+  one<T>(query: Rows<T>): Promise<T | undefined>;
+  /** Runs an insert, update or delete; the number of rows it changed. */
+  run(query: Runnable): Promise<number>;
+  /** Rows of a raw statement (`sql\`…\``), for what the builders cannot say. */
+  rows<T>(statement: SQL): Promise<T[]>;
+  /**
+   * `work` in a transaction (a savepoint when called on a transaction's handle): committed when
+   * it resolves, undone when it throws. `work` uses `tx`, never the handle it was called on.
+   */
+  transaction<T>(work: (tx: History) => Promise<T>): Promise<T>;
+}
+
+/** A drizzle database on SQLite (src/db/database.ts's `Db`). */
+type Db = BetterSQLite3Database<typeof schema>;
+
+/** The tables, by their names in src/db/schema.ts. */
+const tables = Object.fromEntries(Object.entries(schema).filter(([, value]) => is(value, Table))) as {
+  [K in keyof typeof schema as (typeof schema)[K] extends Table ? K : never]: (typeof schema)[K];
+};
+const pgTables = Object.fromEntries(
+  Object.keys(tables).map((key) => [key, (pgSchema as Record<string, unknown>)[key]]),
+) as unknown as typeof tables;
+
+interface Rows<T> {
+  all(): T[] | Promise<T[]>;
+}
+interface Runnable {
+  run(): unknown;
+}
+
+/** The history in a SQLite database opened by openDatabase: one per connection (its gate is the connection's). */
+export function sqliteHistory(db: Db): History {
+  const sqlite = (db as unknown as { $client: Database.Database }).$client;
+  let history = sqliteHistories.get(sqlite);
+  if (!history) {
+    history = new SqliteHistory(db, sqlite, new SqliteGate(), 0);
+    sqliteHistories.set(sqlite, history);
+  }
+  return history;
+}
+const sqliteHistories = new WeakMap<Database.Database, History>();
+
+/**
+ * One SQLite connection serves every caller, so a transaction's statements must be alone on it
+ * while the transaction is open: a statement of another caller would be in it (and undone with
+ * it). Outside a transaction's handle, statements wait for the open one to end. A transaction
+ * waits on nothing but the history (its statements run at once), so it ends within the turn
+ * of the event loop it began in; one still open at the next turn has awaited something else,
+ * a mistake that would hold every other caller: it is undone and fails.
+ */
+class SqliteGate {
+  open: Promise<void> | null = null;
+}
+
+class SqliteHistory implements History {
+  readonly dialect = 'sqlite';
+  readonly t = tables;
+  constructor(
+    readonly db: Db,
+    private readonly sqlite: Database.Database,
+    private readonly gate: SqliteGate,
+    /** 0 for the database's handle, the savepoint depth for a transaction's. */
+    private readonly depth: number,
+  ) {}
+
+  // The wait and the statement in one continuation: nothing can begin between them.
+  async all<T>(query: Rows<T>): Promise<T[]> {
+    if (this.depth === 0) while (this.gate.open) await this.gate.open;
+    return query.all() as T[];
+  }
+  async one<T>(query: Rows<T>): Promise<T | undefined> {
+    return (await this.all(query))[0];
+  }
+  async run(query: Runnable): Promise<number> {
+    if (this.depth === 0) while (this.gate.open) await this.gate.open;
+    return (query.run() as Database.RunResult).changes;
+  }
+  async rows<T>(statement: SQL): Promise<T[]> {
+    if (this.depth === 0) while (this.gate.open) await this.gate.open;
+    return this.db.all<T>(statement);
+  }
+  async transaction<T>(work: (tx: History) => Promise<T>): Promise<T> {
+    if (this.depth > 0) return this.savepoint(work);
+    // Waited for and taken in one continuation, as for a statement.
+    while (this.gate.open) await this.gate.open;
+    let end!: () => void;
+    this.gate.open = new Promise((resolve) => {
+      end = resolve;
+    });
+    let overran = false;
+    const watch = setImmediate(() => {
+      overran = true;
+    });
+    try {
+      // IMMEDIATE: the write lock as it begins, where busy_timeout applies (see database.ts).
+      this.sqlite.prepare('BEGIN IMMEDIATE').run();
+      try {
+        const value = await work(new SqliteHistory(this.db, this.sqlite, this.gate, 1));
+        if (overran) throw new Error('a SQLite transaction awaited something other than the history: undone');
+        this.sqlite.prepare('COMMIT').run();
+        return value;
+      } catch (error) {
+        if (this.sqlite.inTransaction) this.sqlite.prepare('ROLLBACK').run();
+        throw error;
+      }
+    } finally {
+      clearImmediate(watch);
+      this.gate.open = null;
+      end();
+    }
+  }
+  private async savepoint<T>(work: (tx: History) => Promise<T>): Promise<T> {
+    const name = `sp${this.depth}`;
+    this.sqlite.prepare(`SAVEPOINT ${name}`).run();
+    try {
+      const value = await work(new SqliteHistory(this.db, this.sqlite, this.gate, this.depth + 1));
+      this.sqlite.prepare(`RELEASE ${name}`).run();
+      return value;
+    } catch (error) {
+      this.sqlite.prepare(`ROLLBACK TO ${name}`).run();
+      this.sqlite.prepare(`RELEASE ${name}`).run();
+      throw error;
+    }
+  }
+}
+
+type PgDb = ReturnType<typeof pgDrizzle>;
+
+/** The history in the PostgreSQL database `pool` reaches (migrated: see src/db/pg-migrate.ts). */
+export function postgresHistory(pool: pg.Pool): History {
+  return new PostgresHistory(pgDrizzle(pool));
+}
+
+class PostgresHistory implements History {
+  readonly dialect = 'postgres';
+  readonly t = pgTables;
+  readonly db: Db;
+  constructor(private readonly pgDb: PgDb) {
+    // The one place PostgreSQL's builders are given SQLite's type (see History).
+    this.db = pgDb as unknown as Db;
+  }
+  async all<T>(query: Rows<T>): Promise<T[]> {
+    return (await (query as unknown as PromiseLike<T[]>)) ?? [];
+  }
+  async one<T>(query: Rows<T>): Promise<T | undefined> {
+    return (await this.all(query))[0];
+  }
+  async run(query: Runnable): Promise<number> {
+    const result = (await (query as unknown as PromiseLike<{ rowCount: number | null }>)) ?? { rowCount: 0 };
+    return result.rowCount ?? 0;
+  }
+  async rows<T>(statement: SQL): Promise<T[]> {
+    return (await this.pgDb.execute(statement)).rows as T[];
+  }
+  transaction<T>(work: (tx: History) => Promise<T>): Promise<T> {
+    return this.pgDb.transaction((tx) => work(new PostgresHistory(tx as unknown as PgDb)));
+  }
+}
