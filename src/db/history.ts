@@ -23,6 +23,12 @@ export interface History {
   all<T>(query: Rows<T>): Promise<T[]>;
   /** The first row (give the query a `.limit(1)` when it may have more). */
   one<T>(query: Rows<T>): Promise<T | undefined>;
+  /**
+   * The select, locking the rows it reads until the transaction ends: on PostgreSQL (`FOR
+   * UPDATE`), where other hosts write at the same time; SQLite's transactions have the
+   * database to themselves already.
+   */
+  forUpdate<Q extends Rows<unknown>>(query: Q): Q;
   /** Runs an insert, update or delete; the number of rows it changed. */
   run(query: Runnable): Promise<number>;
   /** Rows of a raw statement (`sql\`…\``), for what the builders cannot say. */
@@ -87,6 +93,9 @@ class SqliteHistory implements History {
     private readonly depth: number,
   ) {}
 
+  forUpdate<Q>(query: Q): Q {
+    return query;
+  }
   // The wait and the statement in one continuation: nothing can begin between them.
   async all<T>(query: Rows<T>): Promise<T[]> {
     if (this.depth === 0) while (this.gate.open) await this.gate.open;
@@ -162,6 +171,9 @@ class PostgresHistory implements History {
   constructor(private readonly pgDb: PgDb) {
     // The one place PostgreSQL's builders are given SQLite's type (see History).
     this.db = pgDb as unknown as Db;
+  }
+  forUpdate<Q>(query: Q): Q {
+    return (query as unknown as { for(strength: 'update'): Q }).for('update');
   }
   async all<T>(query: Rows<T>): Promise<T[]> {
     return (await (query as unknown as PromiseLike<T[]>)) ?? [];

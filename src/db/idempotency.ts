@@ -1,7 +1,6 @@
 import { and, asc, eq, lt, sql } from 'drizzle-orm';
-import type { Db } from './database.js';
-import { prepared } from './prepared.js';
-import { idempotencyKeys, type RequestReplayRow, requestReplays } from './schema.js';
+import type { History } from './history.js';
+import type { RequestReplayRow } from './schema.js';
 
 /**
  * Queries of `Idempotency-Key`s: per token, the first answer to a POST, so a
@@ -50,38 +49,47 @@ export interface KeyInput {
   ownerGone: (owner: string) => boolean;
 }
 
-/** Claims a key for a request, or says what to answer instead; one transaction. */
-export function reserveKey(db: Db, input: KeyInput): Reservation {
-  return db.transaction((tx) => {
-    const where = and(eq(idempotencyKeys.tokenId, input.tokenId), eq(idempotencyKeys.key, input.key));
-    const row = tx.select().from(idempotencyKeys).where(where).get();
+/**
+ * Claims a key for a request, or says what to answer instead; one transaction. Two claims of
+ * one key at once (two web roles sharing the history) are decided by the key's row: the
+ * second waits for the first's insert to commit, then reads it.
+ */
+export async function reserveKey(h: History, input: KeyInput): Promise<Reservation> {
+  const t = h.t.idempotencyKeys;
+  const claim = (reservedAt: number) => ({
+    route: input.route,
+    bodyHash: input.bodyHash,
+    status: IN_PROGRESS,
+    response: { reservedAt, owner: input.owner },
+    createdAt: input.at,
+  });
+  return h.transaction(async (tx): Promise<Reservation> => {
+    const inserted = await tx.run(
+      tx.db
+        .insert(t)
+        .values({ tokenId: input.tokenId, key: input.key, ...claim(input.at) })
+        .onConflictDoNothing(),
+    );
+    if (inserted > 0) return { kind: 'reserved', reservedAt: input.at };
+    const where = and(eq(t.tokenId, input.tokenId), eq(t.key, input.key));
+    const row = await tx.one(tx.forUpdate(tx.db.select().from(t).where(where)));
+    // Purged between the two statements: as good as never claimed.
+    if (!row) throw new Error(`idempotency key "${input.key}" vanished while being claimed; try again`);
     const ownerGone = (owner: string | undefined) => owner !== undefined && input.ownerGone(owner);
     const abandoned =
-      row &&
-      (row.createdAt < input.at - IDEMPOTENCY_TTL_MS ||
-        (row.status === IN_PROGRESS &&
-          (row.createdAt < input.at - IN_PROGRESS_TIMEOUT_MS || ownerGone(ownerOf(row.response)))));
-    if (row && !abandoned) {
+      row.createdAt < input.at - IDEMPOTENCY_TTL_MS ||
+      (row.status === IN_PROGRESS &&
+        (row.createdAt < input.at - IN_PROGRESS_TIMEOUT_MS || ownerGone(ownerOf(row.response))));
+    if (!abandoned) {
       if (row.route !== input.route) return { kind: 'mismatch', what: 'route', route: row.route };
       if (row.bodyHash !== input.bodyHash) return { kind: 'mismatch', what: 'body', route: row.route };
       if (row.status === IN_PROGRESS) return { kind: 'in_progress' };
       return { kind: 'replay', status: row.status, response: row.response };
     }
     // An abandoned claim (not an expired key) keeps its first time: a retry is the same work.
-    const takenOver = row && row.status === IN_PROGRESS && row.createdAt >= input.at - IDEMPOTENCY_TTL_MS;
+    const takenOver = row.status === IN_PROGRESS && row.createdAt >= input.at - IDEMPOTENCY_TTL_MS;
     const reservedAt = takenOver ? (reservedAtOf(row.response) ?? input.at) : input.at;
-    if (row) tx.delete(idempotencyKeys).where(where).run();
-    tx.insert(idempotencyKeys)
-      .values({
-        tokenId: input.tokenId,
-        key: input.key,
-        route: input.route,
-        bodyHash: input.bodyHash,
-        status: IN_PROGRESS,
-        response: { reservedAt, owner: input.owner },
-        createdAt: input.at,
-      })
-      .run();
+    await tx.run(tx.db.update(t).set(claim(reservedAt)).where(where));
     return { kind: 'reserved', reservedAt };
   });
 }
@@ -96,12 +104,23 @@ function reservedAtOf(response: unknown): number | undefined {
   return typeof value === 'number' ? value : undefined;
 }
 
+const keyOf = (h: History, tokenId: string, key: string) =>
+  and(eq(h.t.idempotencyKeys.tokenId, tokenId), eq(h.t.idempotencyKeys.key, key));
+
 /** Stores the answer of a reserved key. */
-export function completeKey(db: Db, tokenId: string, key: string, status: number, response: unknown): void {
-  db.update(idempotencyKeys)
-    .set({ status, response })
-    .where(and(eq(idempotencyKeys.tokenId, tokenId), eq(idempotencyKeys.key, key)))
-    .run();
+export async function completeKey(
+  h: History,
+  tokenId: string,
+  key: string,
+  status: number,
+  response: unknown,
+): Promise<void> {
+  await h.run(
+    h.db
+      .update(h.t.idempotencyKeys)
+      .set({ status, response })
+      .where(keyOf(h, tokenId, key)),
+  );
 }
 
 /**
@@ -109,21 +128,20 @@ export function completeKey(db: Db, tokenId: string, key: string, status: number
  * deleted), so the client's retry takes it over at once with the same
  * `reservedAt`, and work that got half done is found again rather than redone.
  */
-export function releaseKey(db: Db, tokenId: string, key: string, at = Date.now()): void {
-  db.update(idempotencyKeys)
-    .set({ createdAt: at - IN_PROGRESS_TIMEOUT_MS - 1 })
-    .where(
-      and(eq(idempotencyKeys.tokenId, tokenId), eq(idempotencyKeys.key, key), eq(idempotencyKeys.status, IN_PROGRESS)),
-    )
-    .run();
+export async function releaseKey(h: History, tokenId: string, key: string, at = Date.now()): Promise<void> {
+  const t = h.t.idempotencyKeys;
+  await h.run(
+    h.db
+      .update(t)
+      .set({ createdAt: at - IN_PROGRESS_TIMEOUT_MS - 1 })
+      .where(and(keyOf(h, tokenId, key), eq(t.status, IN_PROGRESS))),
+  );
 }
 
 /** Deletes keys past their lifetime (an indexed range delete); returns how many. */
-export function purgeKeys(db: Db, now = Date.now()): number {
-  return db
-    .delete(idempotencyKeys)
-    .where(lt(idempotencyKeys.createdAt, now - IDEMPOTENCY_TTL_MS))
-    .run().changes;
+export function purgeKeys(h: History, now = Date.now()): Promise<number> {
+  const t = h.t.idempotencyKeys;
+  return h.run(h.db.delete(t).where(lt(t.createdAt, now - IDEMPOTENCY_TTL_MS)));
 }
 
 export interface ReplayInput {
@@ -135,24 +153,21 @@ export interface ReplayInput {
 }
 
 /** Counts a POST answered with an existing request from its stored key: the first and last time, and how often. */
-export function recordReplay(db: Db, input: ReplayInput): void {
-  db.insert(requestReplays)
-    .values({ ...input, count: 1, firstAt: input.at, lastAt: input.at })
-    .onConflictDoUpdate({
-      target: [requestReplays.requestId, requestReplays.tokenName, requestReplays.key],
-      set: { count: sql`${requestReplays.count} + 1`, lastAt: input.at },
-    })
-    .run();
+export async function recordReplay(h: History, input: ReplayInput): Promise<void> {
+  const t = h.t.requestReplays;
+  await h.run(
+    h.db
+      .insert(t)
+      .values({ ...input, count: 1, firstAt: input.at, lastAt: input.at })
+      .onConflictDoUpdate({
+        target: [t.requestId, t.tokenName, t.key],
+        set: { count: sql`${t.count} + 1`, lastAt: input.at },
+      }),
+  );
 }
 
 /** A request's deduplicated submissions, per token and key, first one first. */
-export function replaysOf(db: Db, requestId: string): RequestReplayRow[] {
-  return prepared(db, 'replays.ofRequest', () =>
-    db
-      .select()
-      .from(requestReplays)
-      .where(eq(requestReplays.requestId, sql.placeholder('requestId')))
-      .orderBy(asc(requestReplays.firstAt))
-      .prepare(),
-  ).all({ requestId });
+export function replaysOf(h: History, requestId: string): Promise<RequestReplayRow[]> {
+  const t = h.t.requestReplays;
+  return h.all(h.db.select().from(t).where(eq(t.requestId, requestId)).orderBy(asc(t.firstAt)));
 }

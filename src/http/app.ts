@@ -136,7 +136,7 @@ export async function buildApp(deps: ApiDeps): Promise<FastifyInstance> {
     errorResponseBuilder: (_request, context) =>
       new RateLimitedApiError(Number(context.max), Math.max(1, Math.ceil(context.ttl / 1000))),
   });
-  registerIdempotency(app, deps.db, deps.logger);
+  registerIdempotency(app, deps.store, deps.logger);
   registerReadTurns(app);
 
   await app.register(healthRoutes, { deps, metrics });

@@ -65,7 +65,7 @@ export function testHistories(): TestHistories {
     },
     again(history) {
       const open = reopen.get(history);
-      if (!open) throw new Error('not a history of this file\'s tests');
+      if (!open) throw new Error("not a history of this file's tests");
       return open();
     },
   };

@@ -1,6 +1,7 @@
 import { createHash, randomUUID } from 'node:crypto';
+import { hostname } from 'node:os';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import type { Db } from '../../db/database.js';
+import type { History } from '../../db/history.js';
 import { completeKey, purgeKeys, recordReplay, releaseKey, reserveKey } from '../../db/idempotency.js';
 import type { Logger } from '../../logger.js';
 import { ConflictApiError } from './api-errors.js';
@@ -51,9 +52,9 @@ export function canonicalJson(value: unknown): string {
  * Hashes POST bodies that carry an Idempotency-Key, and purges expired keys
  * now and then. The timer is cleared when the app closes.
  */
-export function registerIdempotency(app: FastifyInstance, db: Db, logger: Logger): void {
+export function registerIdempotency(app: FastifyInstance, store: History, logger: Logger): void {
   app.decorateRequest('bodyHash', null);
-  app.decorate('idempotencyOwner', `${process.pid}:${randomUUID()}`);
+  app.decorate('idempotencyOwner', `${process.pid}:${randomUUID()}:${hostname()}`);
   app.addHook('preValidation', async (request) => {
     if (request.method === 'POST' && request.headers['idempotency-key'] !== undefined) {
       request.bodyHash = createHash('sha256')
@@ -61,15 +62,15 @@ export function registerIdempotency(app: FastifyInstance, db: Db, logger: Logger
         .digest('hex');
     }
   });
-  const purge = () => {
+  const purge = async () => {
     try {
-      const purged = purgeKeys(db);
+      const purged = await purgeKeys(store);
       if (purged > 0) logger.debug({ purged }, 'expired idempotency keys purged');
     } catch (error) {
       logger.warn({ err: error }, 'could not purge idempotency keys');
     }
   };
-  purge();
+  void purge();
   const timer = setInterval(purge, PURGE_EVERY_MS);
   timer.unref();
   app.addHook('onClose', async () => clearInterval(timer));
@@ -86,7 +87,7 @@ export function registerIdempotency(app: FastifyInstance, db: Db, logger: Logger
  * attempt made instead of making it again.
  */
 export async function idempotently(
-  db: Db,
+  store: History,
   request: FastifyRequest,
   reply: FastifyReply,
   work: (stableId: string | null) => Promise<Answer>,
@@ -98,7 +99,7 @@ export async function idempotently(
   const route = `${request.method} ${request.url.split('?')[0]}`;
   const at = Date.now();
   const owner = request.server.idempotencyOwner;
-  const claim = reserveKey(db, {
+  const claim = await reserveKey(store, {
     tokenId: token.id,
     key,
     route,
@@ -114,7 +115,7 @@ export async function idempotently(
       if (requestId !== undefined) {
         // The record is for people reading the request's history; the client's answer matters more.
         try {
-          recordReplay(db, { requestId, tokenName: token.name, key, at });
+          await recordReplay(store, { requestId, tokenName: token.name, key, at });
         } catch (error) {
           request.log.warn({ requestId, err: error }, 'could not record a deduplicated submission');
         }
@@ -140,10 +141,10 @@ export async function idempotently(
       try {
         answer = await work(stableId(token.id, key, request.bodyHash, claim.reservedAt));
       } catch (error) {
-        releaseKey(db, token.id, key);
+        await releaseKey(store, token.id, key);
         throw error;
       }
-      completeKey(db, token.id, key, answer.status, { body: answer.body, headers: answer.headers });
+      await completeKey(store, token.id, key, answer.status, { body: answer.body, headers: answer.headers });
       return send(reply, answer);
     }
   }
@@ -152,12 +153,16 @@ export async function idempotently(
 /**
  * Whether the local API that reserved a key is gone: an earlier start in this process (the
  * same pid, another uuid; a graceful stop drains every request, so its reservations were cut
- * off), or a process that no longer runs. Another live process sharing the history (separate
- * `web` processes) may still be answering: its reservations wait for IN_PROGRESS_TIMEOUT_MS.
+ * off), or a process of this host that no longer runs. Another live process sharing the
+ * history (separate `web` processes), or one on another host, whose processes this one cannot
+ * see, may still be answering: its reservations wait for IN_PROGRESS_TIMEOUT_MS.
  */
 function ownerGone(other: string, self: string): boolean {
   if (other === self) return false;
-  const pid = Number(other.split(':')[0]);
+  // `pid:uuid:host`; `pid:uuid` before hosts were named, all of this host.
+  const [pidText, , host] = other.split(':');
+  if (host !== undefined && host !== hostname()) return false;
+  const pid = Number(pidText);
   if (!Number.isInteger(pid) || pid <= 0) return false;
   if (pid === process.pid) return true;
   try {

@@ -199,7 +199,7 @@ describe('Idempotency-Key of a POST cut off by a restart', () => {
     await td.restart();
     // What a daemon stopped or killed in the middle of answering leaves: the key reserved by its
     // local API (the same process here, as the test daemon restarts in place; another uuid).
-    const reserved = reserveKey(td.daemon.history.db, {
+    const reserved = await reserveKey(td.daemon.history.store, {
       tokenId: found.token.id,
       key,
       route: 'POST /api/v1/jobs',

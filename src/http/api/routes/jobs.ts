@@ -51,7 +51,7 @@ export const jobRoutes: FastifyPluginAsyncZod<{ deps: ApiDeps }> = async (app, {
     request: FastifyRequest,
     reply: FastifyReply,
     work: (stableId: string | null) => Promise<Answer>,
-  ) => idempotently(db, request, reply, work, { requestOf: requestIdOf });
+  ) => idempotently(deps.store, request, reply, work, { requestOf: requestIdOf });
 
   app.post(
     '/api/v1/jobs',
@@ -170,7 +170,7 @@ export const jobRoutes: FastifyPluginAsyncZod<{ deps: ApiDeps }> = async (app, {
         },
         transitions: transitionsOf(db, row.id).map(transitionView),
         attempts: attemptsOf(db, row.id).map(attemptView),
-        deduplicated: replaysOf(db, row.id).map(deduplicatedView),
+        deduplicated: (await replaysOf(deps.store, row.id)).map(deduplicatedView),
         freshness: freshnessView(row, getProfileSync(db, row.profile), deps.settings.pollCeilingMs),
         summary: summaryView(summaryForRequest(db, row)),
       };

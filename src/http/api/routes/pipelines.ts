@@ -72,7 +72,7 @@ export const pipelineRoutes: FastifyPluginAsyncZod<{ deps: ApiDeps }> = async (a
       },
     },
     async (request, reply) =>
-      idempotently(deps.db, request, reply, async () => {
+      idempotently(deps.store, request, reply, async () => {
         const pipelines = service();
         const name = request.params.name;
         if (!pipelines.get(name)) throw new NotFoundApiError(`no pipeline "${name}"`);

@@ -4,6 +4,7 @@ import { getAccountingJob, getProfileSync } from '../../../db/accounting.js';
 import { arrayRecordOwner, tasksOf } from '../../../db/array-tasks.js';
 import { replaysOf } from '../../../db/idempotency.js';
 import { getRequest, transitionsOf } from '../../../db/requests.js';
+import type { RequestReplayRow } from '../../../db/schema.js';
 import {
   deadlineMisses,
   type JobRequestRow,
@@ -84,7 +85,7 @@ ${rows.length > 200 ? html`<p class="muted">The newest 200 are shown; narrow the
         404,
       );
     }
-    const body = jobDetail(ctx, row, isAdmin(session) ? session : null);
+    const body = jobDetail(ctx, row, isAdmin(session) ? session : null, await replaysOf(ctx.deps.store, row.id));
     return sendPage(
       reply,
       page({
@@ -177,14 +178,18 @@ ${rows.map(
 )}</tbody></table></div>`;
 }
 
-function jobDetail(ctx: UiContext, row: JobRequestRow, admin: import('../sessions.js').UiSession | null): Html {
+function jobDetail(
+  ctx: UiContext,
+  row: JobRequestRow,
+  admin: import('../sessions.js').UiSession | null,
+  replays: RequestReplayRow[],
+): Html {
   const { db } = ctx.deps;
   const transitions = transitionsOf(db, row.id);
   const fresh = freshnessView(row, getProfileSync(db, row.profile), ctx.deps.settings.pollCeilingMs);
   const accounting = row.jobId !== null ? getAccountingJob(db, row.profile, row.jobId) : undefined;
   const recordOwner = accounting ? arrayRecordOwner(db, row) : null;
   const summary = summaryOfRequest(db, row.id);
-  const replays = replaysOf(db, row.id);
   const misses = db.select().from(deadlineMisses).where(eq(deadlineMisses.requestId, row.id)).all();
   const deliveries = db
     .select()
