@@ -31,8 +31,11 @@ const SERIAL = [
  */
 const EACH_FILE = ['test/helpers/file-cpu.ts', 'test/helpers/no-leaks.ts'];
 
-/** Builds schedflow once per run, for the tests that start it as a process (see the file). */
-const CLI_BUILD = ['test/helpers/cli-build.ts'];
+/**
+ * Builds schedflow once per run, for the tests that start it as a process, and starts the run's
+ * PostgreSQL server, for the tests of the history on PostgreSQL (see the files).
+ */
+const GLOBAL_SETUP = ['test/helpers/cli-build.ts', 'test/helpers/postgres-server.ts'];
 
 export default defineConfig({
   test: {
@@ -87,7 +90,7 @@ export default defineConfig({
           exclude: [...configDefaults.exclude, 'test/unit/**', 'test/slurm/**', ...SERIAL],
           pool: 'forks',
           sequence: { groupOrder: 1 },
-          globalSetup: CLI_BUILD,
+          globalSetup: GLOBAL_SETUP,
           setupFiles: EACH_FILE,
         },
       },

@@ -122,7 +122,13 @@ async function compose(config: DaemonConfig, logger: Logger, lifecycle: Lifecycl
   const claim = await HistoryClaim.take(
     redis,
     config.queuePrefix,
-    { id: historyId(history.db), host: hostname(), path: resolve(history.file), pid: process.pid, roles: config.roles },
+    {
+      id: await historyId(history.store),
+      host: hostname(),
+      path: resolve(history.file),
+      pid: process.pid,
+      roles: config.roles,
+    },
     logger.child({ component: 'redis' }),
   );
   lifecycle.add('history registration', () => claim.release());
@@ -215,6 +221,7 @@ async function compose(config: DaemonConfig, logger: Logger, lifecycle: Lifecycl
     dir: config.pipelinesDir,
     context: { profiles, defaultProfile: [...profiles.keys()][0] },
     engine,
+    store: history.store,
     queue: queues.pipeline,
     logger: logger.child({ component: 'pipelines' }),
   });

@@ -77,7 +77,7 @@ export function registerStartCommand(program: Command): void {
         if (accounts)
           lines.push(`  ${accounts.defaultNotAssociated ? 'WARNING: ' : ''}profile ${name}: ${accounts.detail}`);
       }
-      const pipelines = daemon.pipelines.list();
+      const pipelines = await daemon.pipelines.list();
       const broken = pipelines.filter((p) => p.error).length;
       lines.push(
         `  pipelines: ${pipelines.length - broken} loaded from ${config.pipelinesDir}${broken ? ` (${broken} invalid: see the log)` : ''}`,

@@ -1,6 +1,5 @@
 import { and, eq, isNotNull, isNull } from 'drizzle-orm';
-import type { Db } from './database.js';
-import { pipelineSchedules } from './schema.js';
+import type { History } from './history.js';
 
 /** Queries of an admin's pause of a pipeline's schedule (kept on the pipeline's schedule row). */
 
@@ -11,8 +10,9 @@ export interface SchedulePause {
 }
 
 /** Every paused pipeline, by name: one read serves a whole listing or catch-up pass. */
-export function schedulePauses(db: Db): Map<string, SchedulePause> {
-  const rows = db.select().from(pipelineSchedules).where(isNotNull(pipelineSchedules.pausedAt)).all();
+export async function schedulePauses(h: History): Promise<Map<string, SchedulePause>> {
+  const t = h.t.pipelineSchedules;
+  const rows = await h.all(h.db.select().from(t).where(isNotNull(t.pausedAt)));
   return new Map(rows.map((r) => [r.pipeline, { by: r.pausedBy ?? 'unknown', at: r.pausedAt as number }]));
 }
 
@@ -20,15 +20,18 @@ export function schedulePauses(db: Db): Map<string, SchedulePause> {
  * Pauses a pipeline's schedule. Pausing one already paused keeps the first
  * pause: the page goes on saying who stopped it and since when.
  */
-export function pauseSchedule(db: Db, pipeline: string, pause: SchedulePause): void {
-  db.insert(pipelineSchedules)
-    .values({ pipeline, pausedAt: pause.at, pausedBy: pause.by, updatedAt: pause.at })
-    .onConflictDoUpdate({
-      target: pipelineSchedules.pipeline,
-      set: { pausedAt: pause.at, pausedBy: pause.by, updatedAt: pause.at },
-      setWhere: isNull(pipelineSchedules.pausedAt),
-    })
-    .run();
+export async function pauseSchedule(h: History, pipeline: string, pause: SchedulePause): Promise<void> {
+  const t = h.t.pipelineSchedules;
+  await h.run(
+    h.db
+      .insert(t)
+      .values({ pipeline, pausedAt: pause.at, pausedBy: pause.by, updatedAt: pause.at })
+      .onConflictDoUpdate({
+        target: t.pipeline,
+        set: { pausedAt: pause.at, pausedBy: pause.by, updatedAt: pause.at },
+        setWhere: isNull(t.pausedAt),
+      }),
+  );
 }
 
 /**
@@ -36,9 +39,12 @@ export function pauseSchedule(db: Db, pipeline: string, pause: SchedulePause): v
  * mark moves to `at`: ticks that fell while the schedule was paused are not
  * owed, so resuming never fires a burst of catch-up runs for them.
  */
-export function resumeSchedule(db: Db, pipeline: string, at: number): void {
-  db.update(pipelineSchedules)
-    .set({ pausedAt: null, pausedBy: null, lastScheduledFor: at, updatedAt: at })
-    .where(and(eq(pipelineSchedules.pipeline, pipeline), isNotNull(pipelineSchedules.pausedAt)))
-    .run();
+export async function resumeSchedule(h: History, pipeline: string, at: number): Promise<void> {
+  const t = h.t.pipelineSchedules;
+  await h.run(
+    h.db
+      .update(t)
+      .set({ pausedAt: null, pausedBy: null, lastScheduledFor: at, updatedAt: at })
+      .where(and(eq(t.pipeline, pipeline), isNotNull(t.pausedAt))),
+  );
 }

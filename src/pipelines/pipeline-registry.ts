@@ -3,6 +3,7 @@ import { basename, extname } from 'node:path';
 import type { Queue } from 'bullmq';
 import { eq } from 'drizzle-orm';
 import type { Db } from '../db/database.js';
+import type { History } from '../db/history.js';
 import { pauseSchedule, resumeSchedule, type SchedulePause, schedulePauses } from '../db/schedule-pauses.js';
 import { type PipelineRunRow, pipelineSchedules } from '../db/schema.js';
 import { ConfigError, SchedflowError } from '../errors.js';
@@ -34,6 +35,8 @@ export interface RegistryDeps {
   dir: string;
   context: LoadContext;
   engine: RunEngineDeps;
+  /** The history, for what the registry keeps there (schedule pauses). */
+  store: History;
   /** The `pipeline` queue: schedules are its job schedulers, catch-up adds `fire` jobs to it. */
   queue: Queue;
   logger: Logger;
@@ -158,8 +161,8 @@ export class PipelineRegistry implements PipelineService {
     return this.#loaded.get(name);
   }
 
-  list(): PipelineSummary[] {
-    const pauses = schedulePauses(this.#deps.engine.db);
+  async list(): Promise<PipelineSummary[]> {
+    const pauses = await schedulePauses(this.#deps.store);
     const summaries = [...this.#loaded.values()].map((p) => this.#summary(p, pauses.get(p.name)));
     for (const [file, error] of this.#errors) {
       const current = summaries.find((s) => s.file === file);
@@ -169,8 +172,8 @@ export class PipelineRegistry implements PipelineService {
     return summaries.sort((a, b) => a.name.localeCompare(b.name));
   }
 
-  get(name: string): PipelineSummary | undefined {
-    return this.list().find((s) => s.name === name);
+  async get(name: string): Promise<PipelineSummary | undefined> {
+    return (await this.list()).find((s) => s.name === name);
   }
 
   #summary(p: LoadedPipeline, pause: SchedulePause | undefined): PipelineSummary {
@@ -232,11 +235,10 @@ export class PipelineRegistry implements PipelineService {
    */
   async pause(name: string, by: string): Promise<PipelineSummary> {
     const pipeline = this.#scheduledOrThrow(name);
-    const { db } = this.#deps.engine;
-    pauseSchedule(db, name, { by, at: Date.now() });
+    await pauseSchedule(this.#deps.store, name, { by, at: Date.now() });
     await this.#inRedis(name, 'pause', () => this.#deps.queue.removeJobScheduler(schedulerId(name)));
     this.#deps.logger.info({ pipeline: name, by }, 'pipeline schedule paused');
-    return this.#summary(pipeline, schedulePauses(db).get(name));
+    return this.#summary(pipeline, (await schedulePauses(this.#deps.store)).get(name));
   }
 
   /**
@@ -257,8 +259,7 @@ export class PipelineRegistry implements PipelineService {
   /** Lifts a pause and puts the job scheduler back, unless the file switches the schedule off (the file wins). */
   async resume(name: string, by: string): Promise<PipelineSummary> {
     const pipeline = this.#scheduledOrThrow(name);
-    const { db } = this.#deps.engine;
-    resumeSchedule(db, name, Date.now());
+    await resumeSchedule(this.#deps.store, name, Date.now());
     if (pipeline.def.schedule?.enabled) await this.#inRedis(name, 'resume', () => this.#upsertScheduler(pipeline));
     this.#deps.logger.info(
       { pipeline: name, by, fileEnabled: pipeline.def.schedule?.enabled },
@@ -286,7 +287,7 @@ export class PipelineRegistry implements PipelineService {
     }
     // A tick taken just before an admin's pause removed its scheduler, or queued by a
     // process that has not seen the pause: the history has the last word.
-    const pause = schedulePauses(engine.db).get(name);
+    const pause = (await schedulePauses(this.#deps.store)).get(name);
     if (pause) {
       logger.info({ pipeline: name, pausedBy: pause.by, scheduledFor }, 'tick of a paused schedule: ignored');
       return null;
@@ -331,7 +332,7 @@ export class PipelineRegistry implements PipelineService {
    */
   async catchUp(now = Date.now()): Promise<number> {
     const { db } = this.#deps.engine;
-    const pauses = schedulePauses(db);
+    const pauses = await schedulePauses(this.#deps.store);
     let queued = 0;
     for (const pipeline of this.#loaded.values()) {
       const schedule = pipeline.def.schedule;
@@ -370,7 +371,7 @@ export class PipelineRegistry implements PipelineService {
   /** Registers each scheduled, enabled and not paused pipeline as a BullMQ job scheduler and removes the others. */
   async syncSchedules(): Promise<void> {
     const { queue } = this.#deps;
-    const pauses = schedulePauses(this.#deps.engine.db);
+    const pauses = await schedulePauses(this.#deps.store);
     const wanted = new Set<string>();
     for (const p of this.#loaded.values()) {
       if (!p.def.schedule?.enabled || pauses.has(p.name)) continue;
@@ -389,14 +390,14 @@ export class PipelineRegistry implements PipelineService {
    * missing from Redis (restarted without its data); returns how many. One read each.
    */
   async ensureSchedules(): Promise<number> {
-    const pauses = schedulePauses(this.#deps.engine.db);
+    const pauses = await schedulePauses(this.#deps.store);
     let added = 0;
     for (const p of this.#loaded.values()) {
       if (!p.def.schedule?.enabled) continue;
       if (pauses.has(p.name)) {
         // Paused while Redis did not answer: its scheduler goes now (unless resumed meanwhile).
         const scheduler = await this.#deps.queue.getJobScheduler(schedulerId(p.name));
-        if (scheduler && schedulePauses(this.#deps.engine.db).has(p.name)) {
+        if (scheduler && (await schedulePauses(this.#deps.store)).has(p.name)) {
           await this.#deps.queue.removeJobScheduler(schedulerId(p.name));
         }
         continue;

@@ -15,8 +15,8 @@ export interface TriggerInput {
 
 /** The pipelines of a running daemon: listing, triggering runs, and pausing schedules. */
 export interface PipelineService {
-  list(): PipelineSummary[];
-  get(name: string): PipelineSummary | undefined;
+  list(): Promise<PipelineSummary[]>;
+  get(name: string): Promise<PipelineSummary | undefined>;
   /**
    * Starts a run now (or queues it behind the active one, per `overlap`).
    * Throws PipelineNotFoundError for an unknown name and ConfigError for bad

@@ -1,8 +1,9 @@
+import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
-import { afterAll, afterEach } from 'vitest';
+import { afterAll, afterEach, inject } from 'vitest';
 import { openDatabase } from '../../src/db/database.js';
 import { type History, postgresHistory, sqliteHistory } from '../../src/db/history.js';
 import { applyPgMigrations } from '../../src/db/pg-migrate.js';
@@ -25,17 +26,51 @@ export interface TestHistories {
   again(history: History): Promise<History>;
 }
 
+/**
+ * Databases on the run's PostgreSQL server (test/helpers/postgres-server.ts), or on a server of
+ * the file's own where the run has none (a project without that globalSetup): each new
+ * database has a name of its own, so files side by side never share one.
+ */
+export function testPostgres(): { createDatabase(prefix: string): Promise<string> } {
+  let own: Promise<TestPostgres> | undefined;
+  afterAll(async () => {
+    await (await own)?.stop();
+  });
+  const shared = (() => {
+    try {
+      return inject('postgresUrl');
+    } catch {
+      return undefined;
+    }
+  })();
+  return {
+    async createDatabase(prefix) {
+      const name = `${prefix}_${randomBytes(6).toString('hex')}`;
+      if (!shared) {
+        own ??= startTestPostgres();
+        return (await own).createDatabase(name);
+      }
+      const admin = new pg.Client({ connectionString: shared });
+      await admin.connect();
+      try {
+        await admin.query(`CREATE DATABASE "${name}"`);
+      } finally {
+        await admin.end();
+      }
+      const url = new URL(shared);
+      url.pathname = `/${name}`;
+      return url.href;
+    },
+  };
+}
+
 export function testHistories(): TestHistories {
-  let server: Promise<TestPostgres> | undefined;
-  let made = 0;
+  const server = testPostgres();
   const cleanups: (() => Promise<void> | void)[] = [];
   const reopen = new Map<History, () => Promise<History>>();
   afterEach(async () => {
     for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
     reopen.clear();
-  });
-  afterAll(async () => {
-    await (await server)?.stop();
   });
   const sqlite = (file: string) => {
     const opened = openDatabase(file);
@@ -60,8 +95,7 @@ export function testHistories(): TestHistories {
         cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
         return sqlite(join(dir, 'history.sqlite'));
       }
-      server ??= startTestPostgres();
-      return postgres(await (await server).createDatabase(`history_${++made}`), true);
+      return postgres(await server.createDatabase('history'), true);
     },
     again(history) {
       const open = reopen.get(history);

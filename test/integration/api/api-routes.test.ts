@@ -502,10 +502,10 @@ describe('failures', () => {
     });
     const logger = pino({ level: 'debug', redact: { paths: REDACT_PATHS, censor: '[redacted]' } }, sink);
     const broken: PipelineService = {
-      list: () => {
+      list: async () => {
         throw new Error('disk on fire at /var/secret/place');
       },
-      get: () => undefined,
+      get: async () => undefined,
       trigger: async () => {
         throw new Error('unreachable');
       },

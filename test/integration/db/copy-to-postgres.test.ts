@@ -12,17 +12,16 @@ import * as pgSchema from '../../../src/db/pg-schema.js';
 import * as schema from '../../../src/db/schema.js';
 import { ConfigError } from '../../../src/errors.js';
 import { REPO } from '../../helpers/cli-process.js';
-import { startTestPostgres, type TestPostgres } from '../../helpers/postgres.js';
+import { testPostgres } from '../../helpers/histories.js';
 
 const MIGRATIONS = join(REPO, 'migrations', 'postgres');
 const TRANSITIONS = 13_000; // more than one INSERT's worth (6,000 rows of 10 columns)
 
-let server: TestPostgres;
+const server = testPostgres();
 let history: HistoryDatabase;
 let dir: string;
 const pools: pg.Pool[] = [];
 beforeAll(async () => {
-  server = await startTestPostgres();
   dir = mkdtempSync(join(tmpdir(), 'schedflow-copy-'));
   history = openDatabase(join(dir, 'history.sqlite'));
   const { db } = history;
@@ -91,7 +90,6 @@ beforeAll(async () => {
 afterAll(async () => {
   history?.close();
   await Promise.all(pools.map((pool) => pool.end()));
-  await server?.stop();
   rmSync(dir, { recursive: true, force: true });
 });
 

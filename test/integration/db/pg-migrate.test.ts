@@ -3,22 +3,18 @@ import { getTableColumns, getTableName, is } from 'drizzle-orm';
 import { readMigrationFiles } from 'drizzle-orm/migrator';
 import { PgTable } from 'drizzle-orm/pg-core';
 import pg from 'pg';
-import { afterAll, beforeAll, expect, it } from 'vitest';
+import { afterAll, expect, it } from 'vitest';
 import { applyPgMigrations } from '../../../src/db/pg-migrate.js';
 import * as pgSchema from '../../../src/db/pg-schema.js';
 import { REPO } from '../../helpers/cli-process.js';
-import { startTestPostgres, type TestPostgres } from '../../helpers/postgres.js';
+import { testPostgres } from '../../helpers/histories.js';
 
 const MIGRATIONS = join(REPO, 'migrations', 'postgres');
 
-let server: TestPostgres;
+const server = testPostgres();
 const pools: pg.Pool[] = [];
-beforeAll(async () => {
-  server = await startTestPostgres();
-});
 afterAll(async () => {
   await Promise.all(pools.map((pool) => pool.end()));
-  await server?.stop();
 });
 
 function pool(url: string): pg.Pool {

@@ -32,7 +32,7 @@ describe('reloading pipeline files', () => {
     });
 
     writeFileSync(path, 'steps:\n  only:\n    script: "#!/bin/sh\\necho three\\n"\n    memory: 4G\n');
-    const broken = await waitFor(async () => daemon.pipelines.get('p')?.error ?? undefined, {
+    const broken = await waitFor(async () => (await daemon.pipelines.get('p'))?.error ?? undefined, {
       what: 'the invalid edit to be reported',
     });
     expect(broken).toBe(`${path}:4:13: steps.only.memory: unknown field "memory"`);
@@ -40,7 +40,9 @@ describe('reloading pipeline files', () => {
     expect(await scriptOfRun()).toBe('#!/bin/sh\necho two\n');
 
     writeFileSync(path, file('four'));
-    await waitFor(async () => (daemon.pipelines.get('p')?.error === null ? true : undefined), { what: 'the fix' });
+    await waitFor(async () => ((await daemon.pipelines.get('p'))?.error === null ? true : undefined), {
+      what: 'the fix',
+    });
     expect(await scriptOfRun()).toBe('#!/bin/sh\necho four\n');
   }, 30_000);
 
@@ -50,7 +52,7 @@ describe('reloading pipeline files', () => {
     const dir = join(td.configDir, 'pipelines');
     const fix = ': give each file its own name (name:) or file name';
     expect(td.daemon.pipelines.pipeline('x')).toBeUndefined();
-    expect(td.daemon.pipelines.list().map((p) => [p.name, p.error])).toEqual([
+    expect((await td.daemon.pipelines.list()).map((p) => [p.name, p.error])).toEqual([
       ['x', `${join(dir, 'x.yaml')}: pipeline name "x" is also used by ${join(dir, 'x.yml')}${fix}`],
       ['x', `${join(dir, 'x.yml')}: pipeline name "x" is also used by ${join(dir, 'x.yaml')}${fix}`],
       ['y', null],
@@ -68,7 +70,7 @@ describe('reloading pipeline files', () => {
       aliases.push(`${name}: &${name} [${`*${of}, `.repeat(8)}*${of}]`);
     const td = await env.daemon(sim.url, {}, { 'bomb.yaml': `${aliases.join('\n')}\n${file('x')}` });
     const path = join(td.configDir, 'pipelines', 'bomb.yaml');
-    expect(td.daemon.pipelines.list().map((p) => p.error)).toEqual([
+    expect((await td.daemon.pipelines.list()).map((p) => p.error)).toEqual([
       `${path}:2:8: aliases expand to more than 100 copies (a YAML alias bomb?): write the values out`,
     ]);
   }, 30_000);
@@ -87,10 +89,10 @@ describe('reloading pipeline files', () => {
     writeFileSync(path, file('s', 'schedule:\n  cron: "0 5 * * *"\n  timezone: Europe/Oslo\n'));
     await waitFor(async () => ((await schedulers()).length === 1 ? true : undefined), { what: 'the schedule' });
     expect(await schedulers()).toEqual([['pipeline-s', '0 5 * * *', 'Europe/Oslo']]);
-    expect(td.daemon.pipelines.get('s')?.schedule?.next).toHaveLength(5);
+    expect((await td.daemon.pipelines.get('s'))?.schedule?.next).toHaveLength(5);
 
     writeFileSync(path, file('s', 'schedule:\n  cron: "0 5 * * *"\n  enabled: false\n'));
     await waitFor(async () => ((await schedulers()).length === 0 ? true : undefined), { what: 'the pause' });
-    expect(td.daemon.pipelines.get('s')?.schedule).toMatchObject({ enabled: false, next: [] });
+    expect((await td.daemon.pipelines.get('s'))?.schedule).toMatchObject({ enabled: false, next: [] });
   }, 30_000);
 });

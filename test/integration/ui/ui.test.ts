@@ -246,7 +246,7 @@ describe('admin web UI', () => {
     await page.getByText('Schedule paused: its ticks make no runs until it is resumed.').waitFor();
     await expect(state.textContent()).resolves.toMatch(/^paused by token ui-admin at /);
     await expect(page.getByText('none: the schedule is paused').isVisible()).resolves.toBe(true);
-    expect(td.daemon.pipelines.get('nightly')?.schedule?.paused?.by).toBe('token ui-admin');
+    expect((await td.daemon.pipelines.get('nightly'))?.schedule?.paused?.by).toBe('token ui-admin');
     expect(await schedulers()).not.toContain('pipeline-nightly');
     await browser.screenshot(page, 'pipeline-paused');
     await page.goto(`${base}/pipelines`);
@@ -269,14 +269,14 @@ describe('admin web UI', () => {
       .context()
       .request.post(`${base}/pipelines/nightly/resume`, { form: { _csrf: csrf ?? '' }, maxRedirects: 0 });
     expect(refused.status()).toBe(403);
-    expect(td.daemon.pipelines.get('nightly')?.schedule?.paused).not.toBeNull();
+    expect((await td.daemon.pipelines.get('nightly'))?.schedule?.paused).not.toBeNull();
 
     await page.goto(`${base}/pipelines/nightly`);
     await page.getByRole('button', { name: 'Resume schedule of nightly' }).click();
     await page.getByText('Schedule resumed: its next tick makes a run.').waitFor();
     await expect(state.textContent()).resolves.toBe('on');
     await expect(page.locator('main dd time').count()).resolves.toBe(5);
-    expect(td.daemon.pipelines.get('nightly')?.schedule?.paused).toBeNull();
+    expect((await td.daemon.pipelines.get('nightly'))?.schedule?.paused).toBeNull();
     expect(await schedulers()).toContain('pipeline-nightly');
   });
 

@@ -49,7 +49,7 @@ export const pipelineRoutes: FastifyPluginAsyncZod<{ deps: ApiDeps }> = async (a
         },
       },
     },
-    async () => ({ items: service().list().map(pipelineView) }),
+    async () => ({ items: (await service().list()).map(pipelineView) }),
   );
 
   app.post(
@@ -75,7 +75,7 @@ export const pipelineRoutes: FastifyPluginAsyncZod<{ deps: ApiDeps }> = async (a
       idempotently(deps.store, request, reply, async () => {
         const pipelines = service();
         const name = request.params.name;
-        if (!pipelines.get(name)) throw new NotFoundApiError(`no pipeline "${name}"`);
+        if (!(await pipelines.get(name))) throw new NotFoundApiError(`no pipeline "${name}"`);
         try {
           const run = await pipelines.trigger(name, {
             params: request.body.params,
@@ -116,7 +116,7 @@ export const pipelineRoutes: FastifyPluginAsyncZod<{ deps: ApiDeps }> = async (a
       async (request) => {
         const pipelines = service();
         const name = request.params.name;
-        const pipeline = pipelines.get(name);
+        const pipeline = await pipelines.get(name);
         if (!pipeline) throw new NotFoundApiError(`no pipeline "${name}"`);
         if (!pipeline.schedule) {
           throw new ConflictApiError(

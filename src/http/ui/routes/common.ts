@@ -57,8 +57,8 @@ export function textField(name: string, label: string, value: string | undefined
   return html`<label>${label}<input type="${type}" name="${name}" value="${value ?? ''}"></label>`;
 }
 
-export function pipelineOptions(ctx: UiContext): string[] {
-  return ctx.deps.pipelines?.list().map((p) => p.name) ?? [];
+export async function pipelineOptions(ctx: UiContext): Promise<string[]> {
+  return (await ctx.deps.pipelines?.list())?.map((p) => p.name) ?? [];
 }
 
 /** `from`/`to` days (YYYY-MM-DD, UTC) as a half-open range of milliseconds; `to` is included. */

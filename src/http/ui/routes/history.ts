@@ -64,7 +64,7 @@ export async function historyPages(app: FastifyInstance, { ctx }: { ctx: UiConte
     const body = html`<h1>History</h1>
 <form class="filters" method="get" action="${UI_PREFIX}/history" aria-label="filter the history">
 ${selectField('state', 'Slurm state', ['', ...states.sort()], state)}
-${selectField('pipeline', 'Pipeline', ['', ...pipelineOptions(ctx)], pipeline)}
+${selectField('pipeline', 'Pipeline', ['', ...(await pipelineOptions(ctx))], pipeline)}
 ${selectField('account', 'Account', ['', ...accounts.sort()], account)}
 <label>External jobs<select name="external">${[
       ['', 'with schedflow’s'],

@@ -66,7 +66,7 @@ export async function jobPages(app: FastifyInstance, { ctx }: { ctx: UiContext }
 <form class="filters" method="get" action="${UI_PREFIX}/jobs" aria-label="filter jobs">
 ${selectField('state', 'State', ['', ...REQUEST_STATES], state)}
 ${selectField('profile', 'Profile', ['', ...ctx.deps.profiles.keys()], profile)}
-${selectField('pipeline', 'Pipeline', ['', ...pipelineOptions(ctx)], pipeline)}
+${selectField('pipeline', 'Pipeline', ['', ...(await pipelineOptions(ctx))], pipeline)}
 ${textField('from', 'From (day)', queryField(request, 'from'), 'date')}
 ${textField('to', 'To (day)', queryField(request, 'to'), 'date')}
 <button type="submit">Filter</button></form>

@@ -14,7 +14,7 @@ import { type DagNode, dagSvg } from '../dag.js';
 import { duration, type Html, html, stateBadge, time } from '../html.js';
 import { actionButton, page, UI_PREFIX } from '../layout.js';
 import { isAdmin, type UiSession } from '../sessions.js';
-import { flashOf, selectField } from './common.js';
+import { flashOf, pipelineOptions, selectField } from './common.js';
 import { jobHref, jobTable } from './jobs.js';
 
 export const runHref = (id: string): string => `${UI_PREFIX}/runs/${encodeURIComponent(id)}`;
@@ -25,7 +25,7 @@ export async function pipelinePages(app: FastifyInstance, { ctx }: { ctx: UiCont
 
   app.get(`${UI_PREFIX}/pipelines`, async (request, reply) => {
     const session = sessionOf(request);
-    const pipelines = ctx.deps.pipelines?.list() ?? [];
+    const pipelines = (await ctx.deps.pipelines?.list()) ?? [];
     const body = html`<h1>Pipelines</h1>
 <p class="muted">On a pipeline's page an admin can trigger it now, and pause or resume its schedule. A file with <code>schedule.enabled: false</code> keeps its schedule off whatever is done here: the file wins for off.</p>
 ${
@@ -53,7 +53,7 @@ ${
 
   app.get<{ Params: { name: string } }>(`${UI_PREFIX}/pipelines/:name`, async (request, reply) => {
     const session = sessionOf(request);
-    const p = ctx.deps.pipelines?.get(request.params.name);
+    const p = await ctx.deps.pipelines?.get(request.params.name);
     if (!p) {
       return sendPage(
         reply,
@@ -98,7 +98,7 @@ ${isAdmin(session) ? triggerForm(session, p) : ''}
     const session = sessionOf(request);
     if (!isAdmin(session)) return reply.code(403).type('text/plain').send('the admin scope is needed to trigger');
     const pipelines = ctx.deps.pipelines;
-    const p = pipelines?.get(request.params.name);
+    const p = await pipelines?.get(request.params.name);
     if (!pipelines || !p) return reply.code(404).type('text/plain').send('no such pipeline');
     const params: Record<string, string> = {};
     for (const name of Object.keys(p.params)) {
@@ -135,7 +135,7 @@ ${isAdmin(session) ? triggerForm(session, p) : ''}
         return reply.code(403).type('text/plain').send('the admin scope is needed to pause or resume a schedule');
       }
       const pipelines = ctx.deps.pipelines;
-      const p = pipelines?.get(request.params.name);
+      const p = await pipelines?.get(request.params.name);
       if (!pipelines || !p) return reply.code(404).type('text/plain').send('no such pipeline');
       if (!p.schedule) return reply.code(409).type('text/plain').send('this pipeline has no schedule to pause');
       // The registry logs who did it; `session.who` is what the page shows afterwards.
@@ -158,7 +158,7 @@ ${isAdmin(session) ? triggerForm(session, p) : ''}
     }).slice(0, 100);
     const body = html`<h1>Runs</h1>
 <form class="filters" method="get" action="${UI_PREFIX}/runs" aria-label="filter runs">
-${selectField('pipeline', 'Pipeline', ['', ...(ctx.deps.pipelines?.list().map((p) => p.name) ?? [])], pipeline)}
+${selectField('pipeline', 'Pipeline', ['', ...(await pipelineOptions(ctx))], pipeline)}
 ${selectField('state', 'State', ['', ...RUN_STATES], state)}
 <button type="submit">Filter</button></form>${runTable(runs)}`;
     return sendPage(reply, page({ title: 'Runs', nav: 'runs', session, body, live: 'all' }));
