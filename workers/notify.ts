@@ -1,5 +1,5 @@
 import { type BackoffStrategy, DelayedError, type Job, UnrecoverableError } from 'bullmq';
-import type { Db } from '../src/db/database.js';
+import type { History } from '../src/db/history.js';
 import { markDeliveryFailed } from '../src/db/webhooks.js';
 import { assertNever } from '../src/lib/assert-never.js';
 import type { Logger } from '../src/logger.js';
@@ -10,7 +10,7 @@ import { WebhookDeliveryError, type WebhookSender } from '../src/notify/sender.j
 import { notifyPayloadSchema } from '../src/queue/catalog.js';
 
 export interface NotifyWorkerDeps {
-  db: Db;
+  store: History;
   sender: WebhookSender;
   dispatcher: DeliveryDispatcher;
   logger: Logger;
@@ -70,13 +70,13 @@ export const webhookBackoffStrategy: BackoffStrategy = (attemptsMade, type, erro
  * stays pending for ever. Called from the worker's `failed` event; a delivery
  * already settled is left as it is.
  */
-export function recordDeliveryGivenUp(db: Db, logger: Logger, job: Job, error: Error): void {
+export async function recordDeliveryGivenUp(store: History, logger: Logger, job: Job, error: Error): Promise<void> {
   if (job.name === DISPATCH_JOB) return;
   const finalAttempt = error instanceof UnrecoverableError || job.attemptsMade >= (job.opts.attempts ?? 1);
   if (!finalAttempt) return;
   const parsed = notifyPayloadSchema.safeParse(job.data);
   if (!parsed.success) return;
-  if (markDeliveryFailed(db, parsed.data.deliveryId, `the queue gave up: ${error.message}`)) {
+  if (await markDeliveryFailed(store, parsed.data.deliveryId, `the queue gave up: ${error.message}`)) {
     logger.error({ deliveryId: parsed.data.deliveryId, err: error }, 'webhook delivery given up by the queue');
   }
 }

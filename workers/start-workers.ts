@@ -107,10 +107,10 @@ export function startWorkers(deps: StartWorkersDeps): void {
   const notifyWorker = new Worker(
     'notify',
     notifyProcessor({
-      db: history.db,
+      store: history.store,
       sender,
       dispatcher: new DeliveryDispatcher({
-        db: history.db,
+        store: history.store,
         queue: deps.notifyQueue,
         logger: notifyLogger,
         settings: { attempts: config.notifyAttempts, backoffMs: config.notifyBackoffMs },
@@ -121,7 +121,10 @@ export function startWorkers(deps: StartWorkersDeps): void {
     { connection, prefix, concurrency: 4, settings: { backoffStrategy: webhookBackoffStrategy } },
   );
   notifyWorker.on('failed', (job, error) => {
-    if (job) recordDeliveryGivenUp(history.db, notifyLogger, job, error);
+    if (!job) return;
+    recordDeliveryGivenUp(history.store, notifyLogger, job, error).catch((failure: unknown) =>
+      notifyLogger.error({ err: failure, jobId: job.id }, 'could not record a webhook delivery given up by the queue'),
+    );
   });
   const summarizeWorker = new Worker(
     'summarize',

@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { and, asc, eq, sql } from 'drizzle-orm';
 import type { Db } from './database.js';
+import type { History } from './history.js';
 import { type WebhookDeliveryRow, type WebhookEvent, webhookDeliveries } from './schema.js';
 import type { WebhookBodies, WebhookPayload } from './webhook-payloads.js';
 
@@ -51,20 +52,18 @@ export function addDelivery<E extends WebhookEvent>(tx: Db, delivery: NewDeliver
   return id;
 }
 
-export function getDelivery(db: Db, id: string): WebhookDeliveryRow | undefined {
-  return db.select().from(webhookDeliveries).where(eq(webhookDeliveries.id, id)).get();
+export function getDelivery(h: History, id: string): Promise<WebhookDeliveryRow | undefined> {
+  const t = h.t.webhookDeliveries;
+  return h.one(h.db.select().from(t).where(eq(t.id, id)));
 }
 
 /** Ids of deliveries still to send, oldest first (the state index answers it alone). */
-export function pendingDeliveryIds(db: Db, limit = 1000): string[] {
-  return db
-    .select({ id: webhookDeliveries.id })
-    .from(webhookDeliveries)
-    .where(eq(webhookDeliveries.state, 'pending'))
-    .orderBy(asc(webhookDeliveries.createdAt))
-    .limit(limit)
-    .all()
-    .map((r) => r.id);
+export async function pendingDeliveryIds(h: History, limit = 1000): Promise<string[]> {
+  const t = h.t.webhookDeliveries;
+  const rows = await h.all(
+    h.db.select({ id: t.id }).from(t).where(eq(t.state, 'pending')).orderBy(asc(t.createdAt)).limit(limit),
+  );
+  return rows.map((r) => r.id);
 }
 
 export interface AttemptOutcome {
@@ -78,58 +77,54 @@ export interface AttemptOutcome {
  * Records one attempt. `state` is where the delivery goes: `delivered` (a 2xx),
  * `failed` (refused, or attempts spent) or `pending` (to be retried). Only a
  * pending delivery changes, so a late or repeated outcome never undoes one
- * already settled. Returns false when the delivery was not pending.
+ * already settled (by another host's worker too). Returns false when the delivery was not pending.
  */
-export function recordAttempt(
-  db: Db,
+export async function recordAttempt(
+  h: History,
   id: string,
   state: WebhookDeliveryRow['state'],
   outcome: AttemptOutcome,
-): boolean {
-  const result = db
-    .update(webhookDeliveries)
-    .set({
-      state,
-      attempts: sql`${webhookDeliveries.attempts} + 1`,
-      lastStatus: outcome.status,
-      lastError: outcome.error,
-      deliveredAt: state === 'delivered' ? outcome.at : null,
-      updatedAt: outcome.at,
-    })
-    .where(and(eq(webhookDeliveries.id, id), eq(webhookDeliveries.state, 'pending')))
-    .run();
-  return result.changes > 0;
+): Promise<boolean> {
+  const t = h.t.webhookDeliveries;
+  const changed = await h.run(
+    h.db
+      .update(t)
+      .set({
+        state,
+        attempts: sql`${t.attempts} + 1`,
+        lastStatus: outcome.status,
+        lastError: outcome.error,
+        deliveredAt: state === 'delivered' ? outcome.at : null,
+        updatedAt: outcome.at,
+      })
+      .where(and(eq(t.id, id), eq(t.state, 'pending'))),
+  );
+  return changed > 0;
 }
 
 /**
  * Fails a pending delivery without an attempt: its queue job gave up outside
  * an attempt (stalled too often, or a crash before the outcome was written).
  */
-export function markDeliveryFailed(db: Db, id: string, error: string, at = Date.now()): boolean {
-  const result = db
-    .update(webhookDeliveries)
-    .set({ state: 'failed', lastError: error, updatedAt: at })
-    .where(and(eq(webhookDeliveries.id, id), eq(webhookDeliveries.state, 'pending')))
-    .run();
-  return result.changes > 0;
+export async function markDeliveryFailed(h: History, id: string, error: string, at = Date.now()): Promise<boolean> {
+  const t = h.t.webhookDeliveries;
+  const changed = await h.run(
+    h.db
+      .update(t)
+      .set({ state: 'failed', lastError: error, updatedAt: at })
+      .where(and(eq(t.id, id), eq(t.state, 'pending'))),
+  );
+  return changed > 0;
 }
 
 /** Deliveries about a request, oldest first. */
-export function deliveriesOfRequest(db: Db, requestId: string): WebhookDeliveryRow[] {
-  return db
-    .select()
-    .from(webhookDeliveries)
-    .where(eq(webhookDeliveries.requestId, requestId))
-    .orderBy(asc(webhookDeliveries.createdAt))
-    .all();
+export function deliveriesOfRequest(h: History, requestId: string): Promise<WebhookDeliveryRow[]> {
+  const t = h.t.webhookDeliveries;
+  return h.all(h.db.select().from(t).where(eq(t.requestId, requestId)).orderBy(asc(t.createdAt)));
 }
 
 /** Deliveries carrying this run id, oldest first (no index: runs have a handful). */
-export function deliveriesOfRun(db: Db, runId: string): WebhookDeliveryRow[] {
-  return db
-    .select()
-    .from(webhookDeliveries)
-    .where(eq(webhookDeliveries.runId, runId))
-    .orderBy(asc(webhookDeliveries.createdAt))
-    .all();
+export function deliveriesOfRun(h: History, runId: string): Promise<WebhookDeliveryRow[]> {
+  const t = h.t.webhookDeliveries;
+  return h.all(h.db.select().from(t).where(eq(t.runId, runId)).orderBy(asc(t.createdAt)));
 }

@@ -1,4 +1,4 @@
-import type { Db } from '../db/database.js';
+import type { History } from '../db/history.js';
 import type { WebhookDeliveryRow } from '../db/schema.js';
 import { getDelivery, recordAttempt } from '../db/webhooks.js';
 import { toError } from '../errors.js';
@@ -6,7 +6,7 @@ import type { Logger } from '../logger.js';
 import { receiverOrigin, WebhookDeliveryError, WebhookRetryableError, type WebhookSender } from './sender.js';
 
 export interface DeliverDeps {
-  db: Db;
+  store: History;
   sender: WebhookSender;
   logger: Logger;
 }
@@ -31,8 +31,8 @@ export async function attemptDelivery(
   deliveryId: string,
   options: { finalAttempt: boolean; signal?: AbortSignal },
 ): Promise<AttemptResult> {
-  const { db, sender, logger } = deps;
-  const delivery = getDelivery(db, deliveryId);
+  const { store, sender, logger } = deps;
+  const delivery = await getDelivery(store, deliveryId);
   if (!delivery) {
     logger.warn({ deliveryId }, 'webhook delivery not in the history; nothing sent');
     return { outcome: 'skipped', state: 'missing' };
@@ -57,26 +57,26 @@ export async function attemptDelivery(
     const at = Date.now();
     const outcome = { status: error.status, error: error.message, at };
     if (options.signal?.aborted) {
-      recordAttempt(db, deliveryId, 'pending', outcome);
+      await recordAttempt(store, deliveryId, 'pending', outcome);
       logger.info({ ...log, err: error }, 'webhook attempt interrupted by shutdown; handed back');
       return { outcome: 'interrupted', error };
     }
     if (!error.retryable || options.finalAttempt) {
-      recordAttempt(db, deliveryId, 'failed', outcome);
+      await recordAttempt(store, deliveryId, 'failed', outcome);
       logger.error(
         { ...log, status: error.status, err: error },
         error.retryable ? 'webhook delivery failed: attempts spent' : 'webhook delivery refused; not retried',
       );
       return { outcome: 'failed', error };
     }
-    recordAttempt(db, deliveryId, 'pending', outcome);
+    await recordAttempt(store, deliveryId, 'pending', outcome);
     logger.warn(
       { ...log, status: error.status, retryAfterMs: error.retryAfterMs ?? undefined, err: error },
       'webhook attempt failed; will retry',
     );
     return { outcome: 'retry', error };
   }
-  recordAttempt(db, deliveryId, 'delivered', { status, error: null, at: Date.now() });
+  await recordAttempt(store, deliveryId, 'delivered', { status, error: null, at: Date.now() });
   logger.info({ ...log, status }, 'webhook delivered');
   return { outcome: 'delivered', status };
 }

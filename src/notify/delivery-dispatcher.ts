@@ -1,5 +1,5 @@
 import type { JobsOptions, Queue } from 'bullmq';
-import type { Db } from '../db/database.js';
+import type { History } from '../db/history.js';
 import { markDeliveryFailed, pendingDeliveryIds } from '../db/webhooks.js';
 import type { Logger } from '../logger.js';
 import { WEBHOOK_BACKOFF_TYPE } from './retry-policy.js';
@@ -36,12 +36,12 @@ export class DeliveryDispatcher {
   /** Pending deliveries known to have a live queue job, and when that was checked. */
   private readonly checkedAt = new Map<string, number>();
 
-  constructor(private readonly deps: { db: Db; queue: Queue; logger: Logger; settings: DispatcherSettings }) {}
+  constructor(private readonly deps: { store: History; queue: Queue; logger: Logger; settings: DispatcherSettings }) {}
 
   /** Queues every pending delivery without a live job; returns how many were queued. */
   async dispatch(now = Date.now()): Promise<number> {
-    const { db, queue, logger, settings } = this.deps;
-    const pending = pendingDeliveryIds(db);
+    const { store, queue, logger, settings } = this.deps;
+    const pending = await pendingDeliveryIds(store);
     const pendingSet = new Set(pending);
     for (const id of this.checkedAt.keys()) if (!pendingSet.has(id)) this.checkedAt.delete(id);
     const recheckMs = settings.recheckMs ?? 60_000;
@@ -55,7 +55,7 @@ export class DeliveryDispatcher {
         case 'failed':
           // BullMQ gave up outside an attempt's record (stalled too often, or a crash
           // between the last attempt and its record): settle it as the queue did.
-          markDeliveryFailed(db, id, `the queue gave up: ${job?.failedReason ?? 'unknown reason'}`);
+          await markDeliveryFailed(store, id, `the queue gave up: ${job?.failedReason ?? 'unknown reason'}`);
           logger.error({ deliveryId: id, err: job?.failedReason }, 'webhook delivery given up by the queue');
           continue;
         case 'completed':

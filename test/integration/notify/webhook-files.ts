@@ -42,7 +42,7 @@ export function waitForDelivery(
 ) {
   return waitFor(
     async () => {
-      const row = deliveriesOfRequest(d.daemon.history.db, requestId)[0];
+      const row = (await deliveriesOfRequest(d.daemon.history.store, requestId))[0];
       return row?.state === state ? row : undefined;
     },
     { what: `the delivery of ${requestId} to be ${state}`, timeoutMs, intervalMs: 50 },

@@ -77,7 +77,7 @@ describe('what webhooks leave in the log', () => {
       });
       const delivery = await waitFor(
         async () => {
-          const row = deliveriesOfRequest(daemon.history.db, id)[0];
+          const row = (await deliveriesOfRequest(daemon.history.store, id))[0];
           return row?.state === 'failed' ? row : undefined;
         },
         { what: 'the delivery to fail', timeoutMs: 20_000, intervalMs: 50 },

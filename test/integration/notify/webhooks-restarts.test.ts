@@ -50,7 +50,7 @@ describe('restarts', () => {
     await d.waitForState(requestId, 'completed');
     const first = await waitFor(
       async () => {
-        const row = deliveriesOfRequest(d.daemon.history.db, requestId)[0];
+        const row = (await deliveriesOfRequest(d.daemon.history.store, requestId))[0];
         return row?.attempts === 1 ? row : undefined;
       },
       { what: 'the first attempt', intervalMs: 50 },
@@ -78,12 +78,12 @@ describe('restarts', () => {
       restartedAt = Date.now();
     });
 
-    const db = d.daemon.history.db;
-    await waitFor(async () => (getDelivery(db, first.id)?.state === 'delivered' ? true : undefined), {
+    const store = d.daemon.history.store;
+    await waitFor(async () => ((await getDelivery(store, first.id))?.state === 'delivered' ? true : undefined), {
       what: 'the first delivery',
       intervalMs: 50,
     });
-    await waitFor(async () => (getDelivery(db, second)?.state === 'delivered' ? true : undefined), {
+    await waitFor(async () => ((await getDelivery(store, second))?.state === 'delivered' ? true : undefined), {
       what: 'the second delivery',
       intervalMs: 50,
     });
@@ -92,7 +92,7 @@ describe('restarts', () => {
     expect(delivered.map((c) => c.headers['schedflow-delivery']).sort()).toEqual([first.id, second].sort());
     expect(delivered.every((c) => c.at >= restartedAt)).toBe(true);
     expect(receiver.calls.map((c) => c.path).sort()).toEqual(['/first', '/first', '/second']);
-    expect(getDelivery(db, first.id)).toMatchObject({ attempts: 2, lastStatus: 200 });
-    expect(getDelivery(db, second)).toMatchObject({ attempts: 1, lastStatus: 200 });
+    expect(await getDelivery(store, first.id)).toMatchObject({ attempts: 2, lastStatus: 200 });
+    expect(await getDelivery(store, second)).toMatchObject({ attempts: 1, lastStatus: 200 });
   });
 });

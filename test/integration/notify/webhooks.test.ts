@@ -98,7 +98,7 @@ describe('job.finished', () => {
     td = await startTestDaemon(sim.url, redis.url, FAST);
     const id = await td.daemon.submit({ spec: spec(), origin: 'api' });
     await td.waitForState(id, 'completed');
-    expect(deliveriesOfRequest(td.daemon.history.db, id)).toEqual([]);
+    expect(await deliveriesOfRequest(td.daemon.history.store, id)).toEqual([]);
   });
 });
 

@@ -113,8 +113,9 @@ describe('retry policies of job requests', () => {
     expect(ui).toContain('OUT_OF_MEMORY on attempt 1; memory_per_node 32M → 64M');
 
     // One webhook for the request: its last attempt's.
-    const db = td.daemon.history.db;
-    expect(attempts.map((a) => deliveriesOfRequest(db, a.id).length)).toEqual([0, 1]);
+    const store = td.daemon.history.store;
+    const deliveries = await Promise.all(attempts.map((a) => deliveriesOfRequest(store, a.id)));
+    expect(deliveries.map((d) => d.length)).toEqual([0, 1]);
   }, 40_000);
 
   it("a TIMEOUT grows the time limit, within the policy's bound and the partition's MaxTime, read from the controller", async () => {
@@ -146,7 +147,8 @@ describe('retry policies of job requests', () => {
       "TIMEOUT: time_limit is 0:02:00 already, and the partition's limit is 0:02:00; no retry is made",
     );
     // Its webhook went out when the bound stopped it, once.
-    expect(b.map((r) => deliveriesOfRequest(td.daemon.history.db, r.id).length)).toEqual([0, 1]);
+    const deliveries = await Promise.all(b.map((r) => deliveriesOfRequest(td.daemon.history.store, r.id)));
+    expect(deliveries.map((d) => d.length)).toEqual([0, 1]);
   }, 40_000);
 
   it('FAILED is retried with a listed exit code, up to the limit; another exit code is not', async () => {
@@ -207,7 +209,7 @@ describe('retry policies of job requests', () => {
     expect(row?.nextAttemptId).toBeNull();
     expect(row?.state).toBe('failed');
     // The request ended here: its one webhook is recorded now, not held for an attempt to come.
-    expect(deliveriesOfRequest(td.daemon.history.db, id)).toHaveLength(1);
+    expect(await deliveriesOfRequest(td.daemon.history.store, id)).toHaveLength(1);
     // Asked again: it has ended, and nothing is withdrawn twice.
     const again = await api.call('DELETE', `/api/v1/jobs/${id}`, { token: await api.token(['cancel']) });
     expect(again.status).toBe(409);
