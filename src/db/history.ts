@@ -31,6 +31,12 @@ export interface History {
   forUpdate<Q extends Rows<unknown>>(query: Q): Q;
   /** Runs an insert, update or delete; the number of rows it changed. */
   run(query: Runnable): Promise<number>;
+  /**
+   * Rows of a select with placeholders (`sql.placeholder(name)`), prepared once per `key` and
+   * kept: building and preparing a query again on every call was most of what a hot one cost
+   * (issue 14). `build` makes the same query for a key every time.
+   */
+  prepared<T>(key: string, build: () => Preparable<T>, values: Record<string, unknown>): Promise<T[]>;
   /** Rows of a raw statement (`sql\`…\``), for what the builders cannot say. */
   rows<T>(statement: SQL): Promise<T[]>;
   /**
@@ -57,6 +63,21 @@ interface Rows<T> {
 interface Runnable {
   run(): unknown;
 }
+/** A select drizzle can prepare (SQLite's `prepare()`; PostgreSQL's takes a name). */
+interface Preparable<T> {
+  prepare(): { all(values?: Record<string, unknown>): T[] | Promise<T[]> };
+}
+
+/** Kinds of statement a history keeps prepared at most; past it they are prepared for the one call. */
+const MAX_PREPARED = 256;
+
+function cached<S>(cache: Map<string, S>, key: string, make: () => S): S {
+  const hit = cache.get(key);
+  if (hit !== undefined) return hit;
+  const made = make();
+  if (cache.size < MAX_PREPARED) cache.set(key, made);
+  return made;
+}
 
 /** The history in a SQLite database opened by openDatabase: one per connection (its gate is the connection's). */
 export function sqliteHistory(db: Db): History {
@@ -80,6 +101,7 @@ const sqliteHistories = new WeakMap<Database.Database, History>();
  */
 class SqliteGate {
   open: Promise<void> | null = null;
+  readonly statements = new Map<string, ReturnType<Preparable<unknown>['prepare']>>();
 }
 
 class SqliteHistory implements History {
@@ -95,6 +117,12 @@ class SqliteHistory implements History {
 
   forUpdate<Q>(query: Q): Q {
     return query;
+  }
+  async prepared<T>(key: string, build: () => Preparable<T>, values: Record<string, unknown>): Promise<T[]> {
+    // Bound to the connection, which a transaction's handle shares: one cache serves both.
+    const statement = cached(this.gate.statements, key, () => build().prepare());
+    if (this.depth === 0) while (this.gate.open) await this.gate.open;
+    return statement.all(values) as T[];
   }
   // The wait and the statement in one continuation: nothing can begin between them.
   async all<T>(query: Rows<T>): Promise<T[]> {
@@ -161,14 +189,20 @@ type PgDb = ReturnType<typeof pgDrizzle>;
 
 /** The history in the PostgreSQL database `pool` reaches (migrated: see src/db/pg-migrate.ts). */
 export function postgresHistory(pool: pg.Pool): History {
-  return new PostgresHistory(pgDrizzle(pool));
+  return new PostgresHistory(pgDrizzle(pool), new Map());
 }
+
+type PgPrepared = { execute(values?: Record<string, unknown>): Promise<unknown> };
 
 class PostgresHistory implements History {
   readonly dialect = 'postgres';
   readonly t = pgTables;
   readonly db: Db;
-  constructor(private readonly pgDb: PgDb) {
+  constructor(
+    private readonly pgDb: PgDb,
+    /** The pool's prepared queries; null in a transaction, whose queries run on its own connection. */
+    private readonly statements: Map<string, PgPrepared> | null,
+  ) {
     // The one place PostgreSQL's builders are given SQLite's type (see History).
     this.db = pgDb as unknown as Db;
   }
@@ -185,10 +219,16 @@ class PostgresHistory implements History {
     const result = (await (query as unknown as PromiseLike<{ rowCount: number | null }>)) ?? { rowCount: 0 };
     return result.rowCount ?? 0;
   }
+  async prepared<T>(key: string, build: () => Preparable<T>, values: Record<string, unknown>): Promise<T[]> {
+    // The key names the statement on each connection of the pool (pg prepares it there once).
+    const prepare = () => (build() as unknown as { prepare(name: string): PgPrepared }).prepare(`sf_${key}`);
+    const statement = this.statements ? cached(this.statements, key, prepare) : prepare();
+    return (await statement.execute(values)) as T[];
+  }
   async rows<T>(statement: SQL): Promise<T[]> {
     return (await this.pgDb.execute(statement)).rows as T[];
   }
   transaction<T>(work: (tx: History) => Promise<T>): Promise<T> {
-    return this.pgDb.transaction((tx) => work(new PostgresHistory(tx as unknown as PgDb)));
+    return this.pgDb.transaction((tx) => work(new PostgresHistory(tx as unknown as PgDb, null)));
   }
 }

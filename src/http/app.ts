@@ -66,6 +66,7 @@ export async function buildApp(deps: ApiDeps): Promise<FastifyInstance> {
 
   const metrics = new ApiMetrics({
     db: deps.db,
+    store: deps.store,
     queues: deps.queues,
     profiles: [...deps.profiles.keys()],
     logger: deps.logger,

@@ -1,16 +1,6 @@
 import { and, desc, eq, getTableColumns, gte, inArray, isNotNull, isNull, lt, type SQL, sql } from 'drizzle-orm';
-import type { Db } from '../db/database.js';
-import { prepared } from '../db/prepared.js';
-import {
-  type AccountingJobRow,
-  accountingJobs,
-  type JobRequestRow,
-  jobRequests,
-  type PipelineRunRow,
-  pipelineRuns,
-  type RequestState,
-  type RunState,
-} from '../db/schema.js';
+import type { History } from '../db/history.js';
+import type { AccountingJobRow, JobRequestRow, PipelineRunRow, RequestState, RunState } from '../db/schema.js';
 
 /**
  * The API's list queries: keyset pages (newest first, with a unique
@@ -35,9 +25,9 @@ export interface JobsFilter {
 /** A request as lists show it: every column but its spec (up to a megabyte of JSON to parse). */
 export type JobListRow = Omit<JobRequestRow, 'spec'>;
 
-const { spec: _spec, ...listColumns } = getTableColumns(jobRequests);
-
-export function jobsPage(db: Db, filter: JobsFilter): JobListRow[] {
+export function jobsPage(h: History, filter: JobsFilter): Promise<JobListRow[]> {
+  const { jobRequests, pipelineRuns } = h.t;
+  const { spec: _spec, ...listColumns } = getTableColumns(jobRequests);
   // Prepared once per shape of filter (which filters are given, how many states), the values
   // bound: building and preparing the query on each call was most of a page's cost (issue 14).
   const values: Record<string, unknown> = { limit: filter.limit + 1 };
@@ -69,7 +59,7 @@ export function jobsPage(db: Db, filter: JobsFilter): JobListRow[] {
     where.push(
       inArray(
         jobRequests.runId,
-        db.select({ id: pipelineRuns.id }).from(pipelineRuns).where(eq(pipelineRuns.pipeline, pipeline)),
+        h.db.select({ id: pipelineRuns.id }).from(pipelineRuns).where(eq(pipelineRuns.pipeline, pipeline)),
       ),
     );
     shape.push('pipeline');
@@ -88,15 +78,17 @@ export function jobsPage(db: Db, filter: JobsFilter): JobListRow[] {
     );
     shape.push('after');
   }
-  return prepared(db, `jobsPage:${shape.join(',')}`, () =>
-    db
-      .select(listColumns)
-      .from(jobRequests)
-      .where(where.length ? and(...where) : undefined)
-      .orderBy(desc(jobRequests.createdAt), desc(jobRequests.id))
-      .limit(sql.placeholder('limit'))
-      .prepare(),
-  ).all(values);
+  return h.prepared(
+    `jobsPage:${shape.join(',')}`,
+    () =>
+      h.db
+        .select(listColumns)
+        .from(jobRequests)
+        .where(where.length ? and(...where) : undefined)
+        .orderBy(desc(jobRequests.createdAt), desc(jobRequests.id))
+        .limit(sql.placeholder('limit')),
+    values,
+  );
 }
 
 export interface HistoryFilter {
@@ -122,7 +114,8 @@ export interface HistoryPageRow {
  * query of `history()` in src/db/accounting.ts, with the API's filters and
  * keyset paging.
  */
-export function historyPage(db: Db, filter: HistoryFilter): HistoryPageRow[] {
+export function historyPage(h: History, filter: HistoryFilter): Promise<HistoryPageRow[]> {
+  const { accountingJobs, jobRequests } = h.t;
   const submitKey = sql<number>`coalesce(${accountingJobs.submitTime}, 0)`;
   const where: SQL[] = [];
   if (filter.profile) where.push(eq(accountingJobs.profile, filter.profile));
@@ -137,14 +130,15 @@ export function historyPage(db: Db, filter: HistoryFilter): HistoryPageRow[] {
       sql`(${submitKey}, ${accountingJobs.jobId}, ${accountingJobs.profile}) < (${submit}, ${jobId}, ${profile})`,
     );
   }
-  return db
-    .select({ accounting: accountingJobs, localState: jobRequests.state })
-    .from(accountingJobs)
-    .leftJoin(jobRequests, eq(jobRequests.id, accountingJobs.requestId))
-    .where(where.length ? and(...where) : undefined)
-    .orderBy(desc(submitKey), desc(accountingJobs.jobId), desc(accountingJobs.profile))
-    .limit(filter.limit + 1)
-    .all();
+  return h.all(
+    h.db
+      .select({ accounting: accountingJobs, localState: jobRequests.state })
+      .from(accountingJobs)
+      .leftJoin(jobRequests, eq(jobRequests.id, accountingJobs.requestId))
+      .where(where.length ? and(...where) : undefined)
+      .orderBy(desc(submitKey), desc(accountingJobs.jobId), desc(accountingJobs.profile))
+      .limit(filter.limit + 1),
+  );
 }
 
 export interface RunsFilter {
@@ -156,27 +150,33 @@ export interface RunsFilter {
 }
 
 /** Pipeline runs, newest first: `listRuns` of src/db/runs.ts with a tie-breaker for paging. */
-export function runsPage(db: Db, filter: RunsFilter): PipelineRunRow[] {
+export function runsPage(h: History, filter: RunsFilter): Promise<PipelineRunRow[]> {
+  const { pipelineRuns } = h.t;
   const where: SQL[] = [];
   if (filter.pipeline) where.push(eq(pipelineRuns.pipeline, filter.pipeline));
   if (filter.states?.length) where.push(inArray(pipelineRuns.state, filter.states));
   if (filter.after) {
     where.push(sql`(${pipelineRuns.createdAt}, ${pipelineRuns.id}) < (${filter.after[0]}, ${filter.after[1]})`);
   }
-  return db
-    .select()
-    .from(pipelineRuns)
-    .where(where.length ? and(...where) : undefined)
-    .orderBy(desc(pipelineRuns.createdAt), desc(pipelineRuns.id))
-    .limit(filter.limit + 1)
-    .all();
+  return h.all(
+    h.db
+      .select()
+      .from(pipelineRuns)
+      .where(where.length ? and(...where) : undefined)
+      .orderBy(desc(pipelineRuns.createdAt), desc(pipelineRuns.id))
+      .limit(filter.limit + 1),
+  );
 }
 
 /** Requests per state, for /metrics. */
-export function requestCountsByState(db: Db): { state: RequestState; count: number }[] {
-  return db
-    .select({ state: jobRequests.state, count: sql<number>`count(*)` })
-    .from(jobRequests)
-    .groupBy(jobRequests.state)
-    .all();
+export async function requestCountsByState(h: History): Promise<{ state: RequestState; count: number }[]> {
+  const { jobRequests } = h.t;
+  const rows = await h.all(
+    h.db
+      .select({ state: jobRequests.state, count: sql<number>`count(*)` })
+      .from(jobRequests)
+      .groupBy(jobRequests.state),
+  );
+  // PostgreSQL's count is a bigint, which pg hands over as text.
+  return rows.map((row) => ({ state: row.state, count: Number(row.count) }));
 }

@@ -2,6 +2,7 @@ import type { Queue } from 'bullmq';
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
 import { getProfileSync, type ProfileSyncRow } from '../../db/accounting.js';
 import type { Db } from '../../db/database.js';
+import type { History } from '../../db/history.js';
 import { REQUEST_STATES } from '../../db/schema.js';
 import { withTimeout } from '../../lib/with-timeout.js';
 import type { Logger } from '../../logger.js';
@@ -24,6 +25,7 @@ const QUEUE_COUNT_TIMEOUT_MS = 1000;
 
 export interface MetricsDeps {
   db: Db;
+  store: History;
   queues: Record<QueueName, Queue>;
   profiles: readonly string[];
   logger: Logger;
@@ -89,8 +91,8 @@ export class ApiMetrics {
       help: 'Job requests in the history, by state',
       labelNames: ['state'],
       registers,
-      collect() {
-        const counts = new Map(requestCountsByState(deps.db).map((r) => [r.state, r.count]));
+      async collect() {
+        const counts = new Map((await requestCountsByState(deps.store)).map((r) => [r.state, r.count]));
         for (const state of REQUEST_STATES) this.set({ state }, counts.get(state) ?? 0);
       },
     });

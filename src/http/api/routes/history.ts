@@ -29,7 +29,7 @@ export const historyRoutes: FastifyPluginAsyncZod<{ deps: ApiDeps }> = async (ap
     async (request) => {
       const q = request.query;
       const toSec = (iso: string | undefined) => (iso === undefined ? undefined : Math.floor(Date.parse(iso) / 1000));
-      const rows = historyPage(deps.db, {
+      const rows = await historyPage(deps.store, {
         profile: q.profile,
         states: q.state
           ?.split(',')

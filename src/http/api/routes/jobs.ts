@@ -123,7 +123,7 @@ export const jobRoutes: FastifyPluginAsyncZod<{ deps: ApiDeps }> = async (app, {
     },
     async (request) => {
       const q = request.query;
-      const rows = jobsPage(db, {
+      const rows = await jobsPage(deps.store, {
         states: q.state,
         profile: q.profile,
         pipeline: q.pipeline,

@@ -30,7 +30,7 @@ export const runRoutes: FastifyPluginAsyncZod<{ deps: ApiDeps }> = async (app, {
     },
     async (request) => {
       const q = request.query;
-      const rows = runsPage(deps.db, {
+      const rows = await runsPage(deps.store, {
         pipeline: q.pipeline,
         states: q.state,
         after: q.cursor === undefined ? undefined : decodeCursor(q.cursor, ['number', 'string'] as const),

@@ -54,7 +54,7 @@ export async function jobPages(app: FastifyInstance, { ctx }: { ctx: UiContext }
     const profile = queryField(request, 'profile');
     const pipeline = queryField(request, 'pipeline');
     const range = dayRange(queryField(request, 'from'), queryField(request, 'to'));
-    const rows = jobsPage(db, {
+    const rows = await jobsPage(ctx.deps.store, {
       states: state && (REQUEST_STATES as readonly string[]).includes(state) ? [state as RequestState] : undefined,
       profile,
       pipeline,

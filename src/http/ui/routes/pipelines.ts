@@ -26,14 +26,17 @@ export async function pipelinePages(app: FastifyInstance, { ctx }: { ctx: UiCont
   app.get(`${UI_PREFIX}/pipelines`, async (request, reply) => {
     const session = sessionOf(request);
     const pipelines = (await ctx.deps.pipelines?.list()) ?? [];
+    const lastRuns = await Promise.all(
+      pipelines.map(async (p) => (await runsPage(ctx.deps.store, { pipeline: p.name, limit: 5 })).slice(0, 5)),
+    );
     const body = html`<h1>Pipelines</h1>
 <p class="muted">On a pipeline's page an admin can trigger it now, and pause or resume its schedule. A file with <code>schedule.enabled: false</code> keeps its schedule off whatever is done here: the file wins for off.</p>
 ${
   pipelines.length === 0
     ? html`<p class="muted">No pipeline files are loaded.</p>`
     : html`<div class="table-wrap"><table class="responsive"><thead><tr><th>Pipeline</th><th>Schedule</th><th>Next runs</th><th>Last runs</th></tr></thead><tbody>${pipelines.map(
-        (p) => {
-          const last = runsPage(db, { pipeline: p.name, limit: 5 }).slice(0, 5);
+        (p, i) => {
+          const last = lastRuns[i] ?? [];
           return html`<tr><td data-label="Pipeline"><a href="${pipelineHref(p.name)}">${p.name}</a>${
             p.error ? html`<br><span class="stale">file error: ${p.error}</span>` : ''
           }</td><td data-label="Schedule">${scheduleText(p)}</td><td data-label="Next runs">${
@@ -61,7 +64,7 @@ ${
         404,
       );
     }
-    const runs = runsPage(db, { pipeline: p.name, limit: 20 }).slice(0, 20);
+    const runs = (await runsPage(ctx.deps.store, { pipeline: p.name, limit: 20 })).slice(0, 20);
     const body = html`<h1>Pipeline ${p.name}</h1>
 ${p.description ? html`<p>${p.description}</p>` : ''}
 <div class="panel"><dl class="facts">
@@ -151,11 +154,13 @@ ${isAdmin(session) ? triggerForm(session, p) : ''}
     const session = sessionOf(request);
     const pipeline = queryField(request, 'pipeline');
     const state = queryField(request, 'state');
-    const runs = runsPage(db, {
-      pipeline,
-      states: state && (RUN_STATES as readonly string[]).includes(state) ? [state as RunState] : undefined,
-      limit: 100,
-    }).slice(0, 100);
+    const runs = (
+      await runsPage(ctx.deps.store, {
+        pipeline,
+        states: state && (RUN_STATES as readonly string[]).includes(state) ? [state as RunState] : undefined,
+        limit: 100,
+      })
+    ).slice(0, 100);
     const body = html`<h1>Runs</h1>
 <form class="filters" method="get" action="${UI_PREFIX}/runs" aria-label="filter runs">
 ${selectField('pipeline', 'Pipeline', ['', ...(await pipelineOptions(ctx))], pipeline)}
