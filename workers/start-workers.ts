@@ -83,6 +83,7 @@ export function startWorkers(deps: StartWorkersDeps): void {
   const summaries = createSummaryServices({
     settings: deps.summarySettings,
     db: history.db,
+    store: history.store,
     logger,
     queue: deps.summarizeQueue,
     clients,

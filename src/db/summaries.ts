@@ -7,7 +7,6 @@ import {
   accountingJobs,
   type JobRequestRow,
   jobRequests,
-  llmUsage,
   type PipelineRunRow,
   pipelineRuns,
   type SummaryRow,
@@ -225,56 +224,4 @@ export function accountingOf(db: Db, profile: string, jobId: number | null): Acc
     .from(accountingJobs)
     .where(and(eq(accountingJobs.profile, profile), eq(accountingJobs.jobId, jobId)))
     .get();
-}
-
-// ---- The daily LLM budget ------------------------------------------------------------
-
-/** The UTC day a time falls in, as `YYYY-MM-DD`. */
-export function utcDay(ms: number): string {
-  return new Date(ms).toISOString().slice(0, 10);
-}
-
-export interface BudgetLimits {
-  maxRequests: number;
-  maxTokens: number;
-}
-
-/**
- * Reserves one request and an upper bound of its tokens from the day's
- * budget, or refuses when either would go over. Immediate transaction, so
- * two processes on one history cannot both take the last request.
- */
-export function reserveLlmBudget(
-  db: Db,
-  day: string,
-  limits: BudgetLimits,
-  tokens: number,
-  at = Date.now(),
-): { ok: true } | { ok: false; used: { requests: number; tokens: number } } {
-  return db.transaction((tx) => {
-    const row = tx.select().from(llmUsage).where(eq(llmUsage.day, day)).get();
-    const used = { requests: row?.requests ?? 0, tokens: row?.tokens ?? 0 };
-    if (used.requests + 1 > limits.maxRequests || used.tokens + tokens > limits.maxTokens) return { ok: false, used };
-    tx.insert(llmUsage)
-      .values({ day, requests: 1, tokens, updatedAt: at })
-      .onConflictDoUpdate({
-        target: llmUsage.day,
-        set: { requests: sql`${llmUsage.requests} + 1`, tokens: sql`${llmUsage.tokens} + ${tokens}`, updatedAt: at },
-      })
-      .run();
-    return { ok: true } as const;
-  });
-}
-
-/** Replaces a reservation's token bound by what the call really used (0 when it used none). */
-export function settleLlmBudget(db: Db, day: string, reservedTokens: number, usedTokens: number): void {
-  db.update(llmUsage)
-    .set({ tokens: sql`max(0, ${llmUsage.tokens} - ${reservedTokens} + ${usedTokens})`, updatedAt: Date.now() })
-    .where(eq(llmUsage.day, day))
-    .run();
-}
-
-export function llmUsageOf(db: Db, day: string): { requests: number; tokens: number } {
-  const row = db.select().from(llmUsage).where(eq(llmUsage.day, day)).get();
-  return { requests: row?.requests ?? 0, tokens: row?.tokens ?? 0 };
 }

@@ -1,5 +1,6 @@
 import type { Queue } from 'bullmq';
 import type { Db } from '../db/database.js';
+import type { History } from '../db/history.js';
 import { LlmClient } from '../llm/llm-client.js';
 import { LlmModelError } from '../llm/llm-errors.js';
 import { apiKeyOf, baseUrlOf } from '../llm/llm-settings.js';
@@ -58,6 +59,7 @@ export function summariesStatus(settings: SummarySettings & { enabled: boolean }
 export function createSummaryServices(deps: {
   settings: SummarySettings & { enabled: boolean };
   db: Db;
+  store: History;
   logger: Logger;
   queue: Queue;
   clients: ClientRegistry;
@@ -97,6 +99,7 @@ export function createSummaryServices(deps: {
   }
   const summarizer = new Summarizer({
     db,
+    store: deps.store,
     logger,
     settings,
     llm: gate,

@@ -1,6 +1,8 @@
 import { and, eq } from 'drizzle-orm';
 import { upsertAccountingJob } from '../db/accounting.js';
 import type { Db } from '../db/database.js';
+import type { History } from '../db/history.js';
+import { reserveLlmBudget, settleLlmBudget, utcDay } from '../db/llm-budget.js';
 import { getRequest } from '../db/requests.js';
 import { getRun, stepRequests } from '../db/runs.js';
 import type { AccountingJobRow, JobRequestRow, PipelineRunRow, SummaryRow } from '../db/schema.js';
@@ -11,10 +13,7 @@ import {
   getSummary,
   partitionsUsed,
   recordSummaryAttempt,
-  reserveLlmBudget,
-  settleLlmBudget,
   updatePendingSummary,
-  utcDay,
 } from '../db/summaries.js';
 import type { SummaryFindings } from '../db/summary-data.js';
 import { addDelivery } from '../db/webhooks.js';
@@ -51,6 +50,7 @@ export interface LlmGate {
 
 export interface SummarizerDeps {
   db: Db;
+  store: History;
   logger: Logger;
   settings: SummarySettings;
   llm: LlmGate | null;
@@ -115,8 +115,8 @@ export class Summarizer {
     const gate = this.deps.llm as LlmGate;
     const day = utcDay(Date.now());
     const bound = tokenBound(prepared.messages, gate.client.settings.maxOutputTokens);
-    const reserved = reserveLlmBudget(
-      db,
+    const reserved = await reserveLlmBudget(
+      this.deps.store,
       day,
       { maxRequests: settings.dailyRequestLimit, maxTokens: settings.dailyTokenLimit },
       bound,
@@ -180,7 +180,7 @@ export class Summarizer {
       return { outcome: 'done', kind: 'template', state: 'failed' };
     } finally {
       release?.();
-      settleLlmBudget(db, day, bound, used);
+      await settleLlmBudget(this.deps.store, day, bound, used);
     }
   }
 

@@ -1,9 +1,10 @@
 import { chmodSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { llmUsageOf, utcDay } from '../../../src/db/llm-budget.js';
 import { getRequest, listRequests } from '../../../src/db/requests.js';
 import type { SummaryRow } from '../../../src/db/schema.js';
-import { llmUsageOf, summaryOfRequest, utcDay } from '../../../src/db/summaries.js';
+import { summaryOfRequest } from '../../../src/db/summaries.js';
 import { ConfigError } from '../../../src/errors.js';
 import { apiClient, errorOf } from '../../helpers/api.js';
 import { runCli } from '../../helpers/cli-process.js';
@@ -89,7 +90,7 @@ describe('limits', () => {
       /^the LLM budget of the day \(UTC \d{4}-\d\d-\d\d: 1 requests, 1000000 tokens\) is spent \(1 requests/,
     );
     expect(completionBodies(sim)).toHaveLength(1);
-    const usage = llmUsageOf(td.daemon.history.db, utcDay(Date.now()));
+    const usage = await llmUsageOf(td.daemon.history.store, utcDay(Date.now()));
     expect(usage.requests).toBe(1);
     // Settled to what the call used, as the endpoint counted it.
     const [stored] = [summaryOfRequest(td.daemon.history.db, first) as SummaryRow];
