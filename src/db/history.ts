@@ -37,6 +37,8 @@ export interface History {
    * (issue 14). `build` makes the same query for a key every time.
    */
   prepared<T>(key: string, build: () => Preparable<T>, values: Record<string, unknown>): Promise<T[]>;
+  /** An insert, update or delete with placeholders, prepared once per `key` as `prepared` is; the rows it changed. */
+  preparedRun(key: string, build: () => PreparableWrite, values: Record<string, unknown>): Promise<number>;
   /** Rows of a raw statement (`sql\`…\``), for what the builders cannot say. */
   rows<T>(statement: SQL): Promise<T[]>;
   /**
@@ -66,6 +68,10 @@ interface Runnable {
 /** A select drizzle can prepare (SQLite's `prepare()`; PostgreSQL's takes a name). */
 interface Preparable<T> {
   prepare(): { all(values?: Record<string, unknown>): T[] | Promise<T[]> };
+}
+
+interface PreparableWrite {
+  prepare(): { run(values?: Record<string, unknown>): unknown };
 }
 
 /** Kinds of statement a history keeps prepared at most; past it they are prepared for the one call. */
@@ -102,6 +108,7 @@ const sqliteHistories = new WeakMap<Database.Database, History>();
 class SqliteGate {
   open: Promise<void> | null = null;
   readonly statements = new Map<string, ReturnType<Preparable<unknown>['prepare']>>();
+  readonly writes = new Map<string, ReturnType<PreparableWrite['prepare']>>();
 }
 
 class SqliteHistory implements History {
@@ -123,6 +130,11 @@ class SqliteHistory implements History {
     const statement = cached(this.gate.statements, key, () => build().prepare());
     if (this.depth === 0) while (this.gate.open) await this.gate.open;
     return statement.all(values) as T[];
+  }
+  async preparedRun(key: string, build: () => PreparableWrite, values: Record<string, unknown>): Promise<number> {
+    const statement = cached(this.gate.writes, key, () => build().prepare());
+    if (this.depth === 0) while (this.gate.open) await this.gate.open;
+    return (statement.run(values) as Database.RunResult).changes;
   }
   // The wait and the statement in one continuation: nothing can begin between them.
   async all<T>(query: Rows<T>): Promise<T[]> {
@@ -224,6 +236,12 @@ class PostgresHistory implements History {
     const prepare = () => (build() as unknown as { prepare(name: string): PgPrepared }).prepare(`sf_${key}`);
     const statement = this.statements ? cached(this.statements, key, prepare) : prepare();
     return (await statement.execute(values)) as T[];
+  }
+  async preparedRun(key: string, build: () => PreparableWrite, values: Record<string, unknown>): Promise<number> {
+    const prepare = () => (build() as unknown as { prepare(name: string): PgPrepared }).prepare(`sf_${key}`);
+    const statement = this.statements ? cached(this.statements, key, prepare) : prepare();
+    const result = (await statement.execute(values)) as { rowCount?: number | null } | undefined;
+    return result?.rowCount ?? 0;
   }
   async rows<T>(statement: SQL): Promise<T[]> {
     return (await this.pgDb.execute(statement)).rows as T[];

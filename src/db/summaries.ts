@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { and, asc, desc, eq, inArray, isNotNull, isNull, sql } from 'drizzle-orm';
 import type { Db } from './database.js';
+import type { History } from './history.js';
 import { prepared } from './prepared.js';
 import {
   type AccountingJobRow,
@@ -29,95 +30,105 @@ export type EndedRequestToCheck = Pick<JobRequestRow, 'id' | 'summarize' | 'runI
  * waits: whether it is the request's last word is not known yet. Not the rows: 200 specs (up to
  * a megabyte of JSON each) read and parsed at every tick of a mass end held the event loop.
  */
-export function endedRequestsToCheck(db: Db, limit = 200): EndedRequestToCheck[] {
-  return prepared(db, 'summaries.endedRequestsToCheck', () =>
-    db
-      .select({
-        id: jobRequests.id,
-        summarize: jobRequests.summarize,
-        runId: jobRequests.runId,
-        nextAttemptId: jobRequests.nextAttemptId,
-      })
-      .from(jobRequests)
-      .where(
-        and(
-          isNull(jobRequests.summaryCheckedAt),
-          inArray(jobRequests.state, [...TERMINAL_REQUEST_STATES]),
-          isNull(jobRequests.retryDueAt),
-        ),
-      )
-      .orderBy(asc(jobRequests.updatedAt))
-      .limit(sql.placeholder('limit'))
-      .prepare(),
-  ).all({ limit });
+export function endedRequestsToCheck(h: History, limit = 200): Promise<EndedRequestToCheck[]> {
+  const { jobRequests } = h.t;
+  return h.prepared(
+    'summaries.endedRequestsToCheck',
+    () =>
+      h.db
+        .select({
+          id: jobRequests.id,
+          summarize: jobRequests.summarize,
+          runId: jobRequests.runId,
+          nextAttemptId: jobRequests.nextAttemptId,
+        })
+        .from(jobRequests)
+        .where(
+          and(
+            isNull(jobRequests.summaryCheckedAt),
+            inArray(jobRequests.state, [...TERMINAL_REQUEST_STATES]),
+            isNull(jobRequests.retryDueAt),
+          ),
+        )
+        .orderBy(asc(jobRequests.updatedAt))
+        .limit(sql.placeholder('limit')),
+    { limit },
+  );
 }
 
 /** Ended runs the dispatcher has not taken up, oldest first. */
-export function endedRunsToCheck(db: Db, limit = 100): PipelineRunRow[] {
-  return db
-    .select()
-    .from(pipelineRuns)
-    .where(and(isNull(pipelineRuns.summaryCheckedAt), inArray(pipelineRuns.state, [...TERMINAL_RUN_STATES])))
-    .orderBy(asc(pipelineRuns.updatedAt))
-    .limit(limit)
-    .all();
+export function endedRunsToCheck(h: History, limit = 100): Promise<PipelineRunRow[]> {
+  const { pipelineRuns } = h.t;
+  return h.all(
+    h.db
+      .select()
+      .from(pipelineRuns)
+      .where(and(isNull(pipelineRuns.summaryCheckedAt), inArray(pipelineRuns.state, [...TERMINAL_RUN_STATES])))
+      .orderBy(asc(pipelineRuns.updatedAt))
+      .limit(limit),
+  );
 }
 
 /**
  * Marks requests and runs as taken up and makes a pending summary for those
  * that want one, in one transaction: a crash leaves either both or neither,
- * so each is summarized once. Returns the ids of the summaries made.
+ * so each is summarized once (by one host: a request or run has one summary at most, and a
+ * second host taking it up at the same time makes none). Returns the ids of the summaries made.
  */
 export function takeUp(
-  db: Db,
+  h: History,
   input: { requests: { id: string; wanted: boolean }[]; runs: { id: string; wanted: boolean }[]; at: number },
-): string[] {
-  const made: string[] = [];
-  // Prepared once: a mass end takes up 200 requests a tick, and building each statement again
-  // with drizzle was most of a tick that held the event loop for over 100 ms (issue 14).
-  const insertPending = prepared(db, 'summaries.insertPendingOfRequest', () =>
-    db
-      .insert(summaries)
-      .values({
-        id: sql.placeholder('id'),
-        requestId: sql.placeholder('requestId'),
-        state: 'pending',
-        createdAt: sql.placeholder('at'),
-        updatedAt: sql.placeholder('at'),
-      })
-      .onConflictDoNothing()
-      .prepare(),
-  );
-  const markChecked = prepared(db, 'summaries.markRequestChecked', () =>
-    db
-      .update(jobRequests)
-      .set({ summaryCheckedAt: sql`${sql.placeholder('at')}` })
-      .where(eq(jobRequests.id, sql.placeholder('id')))
-      .prepare(),
-  );
-  db.transaction((tx) => {
+): Promise<string[]> {
+  return h.transaction(async (tx) => {
+    const { summaries, jobRequests, pipelineRuns } = tx.t;
+    const made: string[] = [];
     for (const { id, wanted } of input.requests) {
       if (wanted) {
         const summaryId = randomUUID();
-        const inserted = insertPending.run({ id: summaryId, requestId: id, at: input.at });
-        if (inserted.changes > 0) made.push(summaryId);
+        // Prepared once: a mass end takes up 200 requests a tick, and building each statement
+        // again with drizzle was most of a tick that held the event loop for over 100 ms (issue 14).
+        const inserted = await tx.preparedRun(
+          'summaries.insertPendingOfRequest',
+          () =>
+            tx.db
+              .insert(summaries)
+              .values({
+                id: sql.placeholder('id'),
+                requestId: sql.placeholder('requestId'),
+                state: 'pending',
+                createdAt: sql.placeholder('at'),
+                updatedAt: sql.placeholder('at'),
+              })
+              .onConflictDoNothing(),
+          { id: summaryId, requestId: id, at: input.at },
+        );
+        if (inserted > 0) made.push(summaryId);
       }
-      markChecked.run({ id, at: input.at });
+      await tx.preparedRun(
+        'summaries.markRequestChecked',
+        () =>
+          tx.db
+            .update(jobRequests)
+            .set({ summaryCheckedAt: sql`${sql.placeholder('at')}` })
+            .where(eq(jobRequests.id, sql.placeholder('id'))),
+        { id, at: input.at },
+      );
     }
     for (const { id, wanted } of input.runs) {
       if (wanted) {
         const summaryId = randomUUID();
-        const inserted = tx
-          .insert(summaries)
-          .values({ id: summaryId, runId: id, state: 'pending', createdAt: input.at, updatedAt: input.at })
-          .onConflictDoNothing()
-          .run();
-        if (inserted.changes > 0) made.push(summaryId);
+        const inserted = await tx.run(
+          tx.db
+            .insert(summaries)
+            .values({ id: summaryId, runId: id, state: 'pending', createdAt: input.at, updatedAt: input.at })
+            .onConflictDoNothing(),
+        );
+        if (inserted > 0) made.push(summaryId);
       }
-      tx.update(pipelineRuns).set({ summaryCheckedAt: input.at }).where(eq(pipelineRuns.id, id)).run();
+      await tx.run(tx.db.update(pipelineRuns).set({ summaryCheckedAt: input.at }).where(eq(pipelineRuns.id, id)));
     }
+    return made;
   });
-  return made;
 }
 
 export function getSummary(db: Db, id: string): SummaryRow | undefined {
@@ -139,15 +150,17 @@ export function summaryOfRun(db: Db, runId: string): SummaryRow | undefined {
 }
 
 /** Ids of summaries still to write, oldest first (the state index answers it alone). */
-export function pendingSummaryIds(db: Db, limit = 1000): string[] {
-  return db
-    .select({ id: summaries.id })
-    .from(summaries)
-    .where(eq(summaries.state, 'pending'))
-    .orderBy(asc(summaries.createdAt))
-    .limit(limit)
-    .all()
-    .map((r) => r.id);
+export async function pendingSummaryIds(h: History, limit = 1000): Promise<string[]> {
+  const { summaries } = h.t;
+  const rows = await h.all(
+    h.db
+      .select({ id: summaries.id })
+      .from(summaries)
+      .where(eq(summaries.state, 'pending'))
+      .orderBy(asc(summaries.createdAt))
+      .limit(limit),
+  );
+  return rows.map((r) => r.id);
 }
 
 /** Sets columns of a summary still pending; returns false when it was settled meanwhile. */

@@ -109,7 +109,7 @@ export function createSummaryServices(deps: {
       (await deps.clients.get(profile).getAccountingJob(jobId, { signal: AbortSignal.timeout(15_000) })).data,
   });
   const dispatcher = new SummaryDispatcher({
-    db,
+    store: deps.store,
     queue: deps.queue,
     logger,
     settings: { enabled: settings.enabled, attempts: settings.attempts, backoffMs: settings.backoffMs },

@@ -1,5 +1,5 @@
 import type { JobsOptions, Queue } from 'bullmq';
-import type { Db } from '../db/database.js';
+import type { History } from '../db/history.js';
 import type { JobRequestRow, PipelineRunRow } from '../db/schema.js';
 import { endedRequestsToCheck, endedRunsToCheck, pendingSummaryIds, takeUp } from '../db/summaries.js';
 import type { Logger } from '../logger.js';
@@ -63,7 +63,7 @@ export class SummaryDispatcher {
 
   constructor(
     private readonly deps: {
-      db: Db;
+      store: History;
       queue: Queue;
       logger: Logger;
       settings: SummaryDispatchSettings;
@@ -73,19 +73,21 @@ export class SummaryDispatcher {
   ) {}
 
   async dispatch(now = Date.now()): Promise<{ made: number; queued: number }> {
-    const { db, queue, logger, settings } = this.deps;
-    const requests = endedRequestsToCheck(db);
-    const runs = endedRunsToCheck(db);
+    const { store, queue, logger, settings } = this.deps;
+    const requests = await endedRequestsToCheck(store);
+    const runs = await endedRunsToCheck(store);
     let made = 0;
     if (requests.length || runs.length) {
-      made = takeUp(db, {
-        requests: requests.map((r) => ({ id: r.id, wanted: requestWantsSummary(r, settings.enabled) })),
-        runs: runs.map((r) => ({ id: r.id, wanted: runWantsSummary(r, settings.enabled) })),
-        at: now,
-      }).length;
+      made = (
+        await takeUp(store, {
+          requests: requests.map((r) => ({ id: r.id, wanted: requestWantsSummary(r, settings.enabled) })),
+          runs: runs.map((r) => ({ id: r.id, wanted: runWantsSummary(r, settings.enabled) })),
+          at: now,
+        })
+      ).length;
     }
 
-    const pending = pendingSummaryIds(db);
+    const pending = await pendingSummaryIds(store);
     const pendingSet = new Set(pending);
     for (const id of this.checkedAt.keys()) if (!pendingSet.has(id)) this.checkedAt.delete(id);
     const recheckMs = settings.recheckMs ?? 60_000;
