@@ -26,18 +26,19 @@ export interface TestNetwork {
 
 const ip = (...args: string[]) => execFileSync('ip', args, { stdio: ['ignore', 'ignore', 'pipe'] });
 
-/** Why namespaces cannot be made on this machine, or null when they can (tried, then removed). */
+/**
+ * Why hosts cannot be made on this machine (not root, no `ip`, namespaces or veth pairs refused
+ * in a container), or null when they can: a network of one host is made, then removed.
+ */
 export function netnsUnavailable(): string | null {
   if (process.getuid?.() !== 0) return 'making network namespaces needs root (ip netns add)';
-  const probe = `schedflow-probe-${randomBytes(3).toString('hex')}`;
   try {
-    ip('netns', 'add', probe);
+    makeNetwork(['probe']).remove();
+    return null;
   } catch (error) {
-    const stderr = String((error as { stderr?: unknown }).stderr ?? error).trim();
-    return `ip netns add failed: ${stderr || (error as Error).message} (is iproute2 installed? bash test/setup.sh)`;
+    const stderr = String((error as { stderr?: unknown }).stderr ?? '').trim();
+    return `a network namespace could not be made: ${stderr || (error as Error).message} (is iproute2 installed? bash test/setup.sh)`;
   }
-  ip('netns', 'del', probe);
-  return null;
 }
 
 /** Hosts `names` on a network of their own. */
