@@ -43,7 +43,9 @@ export interface History {
   rows<T>(statement: SQL): Promise<T[]>;
   /**
    * `work` in a transaction (a savepoint when called on a transaction's handle): committed when
-   * it resolves, undone when it throws. `work` uses `tx`, never the handle it was called on.
+   * it resolves, undone when it throws. `work` uses `tx`, never the handle it was called on, and
+   * runs the savepoints of one transaction one after another (undoing one undoes those begun
+   * after it, on either database).
    */
   transaction<T>(work: (tx: History) => Promise<T>): Promise<T>;
 }
@@ -90,26 +92,55 @@ export function sqliteHistory(db: Db): History {
   const sqlite = (db as unknown as { $client: Database.Database }).$client;
   let history = sqliteHistories.get(sqlite);
   if (!history) {
-    history = new SqliteHistory(db, sqlite, new SqliteGate(), 0);
+    history = new SqliteHistory(db, sqlite, gateOf(sqlite), 0, null);
     sqliteHistories.set(sqlite, history);
   }
   return history;
 }
 const sqliteHistories = new WeakMap<Database.Database, History>();
 
+const gates = new WeakMap<Database.Database, SqliteGate>();
+function gateOf(sqlite: Database.Database): SqliteGate {
+  let gate = gates.get(sqlite);
+  if (!gate) {
+    gate = new SqliteGate();
+    gates.set(sqlite, gate);
+  }
+  return gate;
+}
+
+/**
+ * Runs `write` (synchronous SQLite writes: a shared commit, a slice of a mass end) once no
+ * history transaction is open on the connection, so its writes are not made inside one (and
+ * undone with it). For the code that has not moved to the history handle yet.
+ */
+export async function afterHistoryTransactions<T>(db: Db, write: () => T): Promise<T> {
+  const gate = gateOf((db as unknown as { $client: Database.Database }).$client);
+  // The wait and the writes in one continuation, as for the handle's statements.
+  while (gate.open) await gate.open;
+  return write();
+}
+
 /**
  * One SQLite connection serves every caller, so a transaction's statements must be alone on it
  * while the transaction is open: a statement of another caller would be in it (and undone with
- * it). Outside a transaction's handle, statements wait for the open one to end. A transaction
- * waits on nothing but the history (its statements run at once), so it ends within the turn
- * of the event loop it began in; one still open at the next turn has awaited something else,
- * a mistake that would hold every other caller: it is undone and fails.
+ * it). Outside a transaction's handle, statements wait for the open one to end, and so do the
+ * synchronous writers that go through afterHistoryTransactions; other synchronous code of the
+ * old `Db` does not, and would join an open transaction (until it moves to the handle).
+ * A transaction waits on nothing but the history (its statements run at once), so it ends
+ * within the turn of the event loop it began in; one still open at the next turn has awaited
+ * something else (another host, a timer, the root handle from inside it), which would hold
+ * every other caller: it is undone then and there, the gate is opened, and what it does next
+ * fails.
  */
 class SqliteGate {
   open: Promise<void> | null = null;
+  savepoints = 0;
   readonly statements = new Map<string, ReturnType<Preparable<unknown>['prepare']>>();
   readonly writes = new Map<string, ReturnType<PreparableWrite['prepare']>>();
 }
+
+const UNDONE = 'this SQLite transaction was undone: it awaited something other than the history';
 
 class SqliteHistory implements History {
   readonly dialect = 'sqlite';
@@ -120,25 +151,31 @@ class SqliteHistory implements History {
     private readonly gate: SqliteGate,
     /** 0 for the database's handle, the savepoint depth for a transaction's. */
     private readonly depth: number,
+    /** The transaction this handle is of (null for the database's handle). */
+    private readonly tx: { undone: boolean } | null,
   ) {}
 
   forUpdate<Q>(query: Q): Q {
     return query;
   }
+  // Each statement: the wait for an open transaction (the database's handle) and the statement
+  // in one continuation, so nothing can begin between them; none in a transaction undone.
   async prepared<T>(key: string, build: () => Preparable<T>, values: Record<string, unknown>): Promise<T[]> {
     // Bound to the connection, which a transaction's handle shares: one cache serves both.
     const statement = cached(this.gate.statements, key, () => build().prepare());
     if (this.depth === 0) while (this.gate.open) await this.gate.open;
+    this.live();
     return statement.all(values) as T[];
   }
   async preparedRun(key: string, build: () => PreparableWrite, values: Record<string, unknown>): Promise<number> {
     const statement = cached(this.gate.writes, key, () => build().prepare());
     if (this.depth === 0) while (this.gate.open) await this.gate.open;
+    this.live();
     return (statement.run(values) as Database.RunResult).changes;
   }
-  // The wait and the statement in one continuation: nothing can begin between them.
   async all<T>(query: Rows<T>): Promise<T[]> {
     if (this.depth === 0) while (this.gate.open) await this.gate.open;
+    this.live();
     return query.all() as T[];
   }
   async one<T>(query: Rows<T>): Promise<T | undefined> {
@@ -146,11 +183,16 @@ class SqliteHistory implements History {
   }
   async run(query: Runnable): Promise<number> {
     if (this.depth === 0) while (this.gate.open) await this.gate.open;
+    this.live();
     return (query.run() as Database.RunResult).changes;
   }
   async rows<T>(statement: SQL): Promise<T[]> {
     if (this.depth === 0) while (this.gate.open) await this.gate.open;
+    this.live();
     return this.db.all<T>(statement);
+  }
+  private live(): void {
+    if (this.tx?.undone) throw new Error(UNDONE);
   }
   async transaction<T>(work: (tx: History) => Promise<T>): Promise<T> {
     if (this.depth > 0) return this.savepoint(work);
@@ -160,38 +202,52 @@ class SqliteHistory implements History {
     this.gate.open = new Promise((resolve) => {
       end = resolve;
     });
-    let overran = false;
+    const tx = { undone: false };
+    let released = false;
+    const release = () => {
+      if (released) return;
+      released = true;
+      this.gate.open = null;
+      end();
+    };
+    // Still open at the next turn: undone now, so that nothing else waits on it any longer.
     const watch = setImmediate(() => {
-      overran = true;
+      tx.undone = true;
+      if (this.sqlite.inTransaction) this.sqlite.prepare('ROLLBACK').run();
+      release();
     });
     try {
       // IMMEDIATE: the write lock as it begins, where busy_timeout applies (see database.ts).
       this.sqlite.prepare('BEGIN IMMEDIATE').run();
       try {
-        const value = await work(new SqliteHistory(this.db, this.sqlite, this.gate, 1));
-        if (overran) throw new Error('a SQLite transaction awaited something other than the history: undone');
+        const value = await work(new SqliteHistory(this.db, this.sqlite, this.gate, 1, tx));
+        if (tx.undone) throw new Error(UNDONE);
         this.sqlite.prepare('COMMIT').run();
         return value;
       } catch (error) {
-        if (this.sqlite.inTransaction) this.sqlite.prepare('ROLLBACK').run();
+        if (!tx.undone && this.sqlite.inTransaction) this.sqlite.prepare('ROLLBACK').run();
         throw error;
       }
     } finally {
       clearImmediate(watch);
-      this.gate.open = null;
-      end();
+      release();
     }
   }
   private async savepoint<T>(work: (tx: History) => Promise<T>): Promise<T> {
-    const name = `sp${this.depth}`;
+    this.live();
+    // A name of its own: two savepoints of one transaction may be open at once.
+    const name = `sp${++this.gate.savepoints}`;
     this.sqlite.prepare(`SAVEPOINT ${name}`).run();
     try {
-      const value = await work(new SqliteHistory(this.db, this.sqlite, this.gate, this.depth + 1));
+      const value = await work(new SqliteHistory(this.db, this.sqlite, this.gate, this.depth + 1, this.tx));
+      this.live();
       this.sqlite.prepare(`RELEASE ${name}`).run();
       return value;
     } catch (error) {
-      this.sqlite.prepare(`ROLLBACK TO ${name}`).run();
-      this.sqlite.prepare(`RELEASE ${name}`).run();
+      if (!this.tx?.undone && this.sqlite.inTransaction) {
+        this.sqlite.prepare(`ROLLBACK TO ${name}`).run();
+        this.sqlite.prepare(`RELEASE ${name}`).run();
+      }
       throw error;
     }
   }

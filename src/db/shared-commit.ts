@@ -1,4 +1,5 @@
 import type { Db } from './database.js';
+import { afterHistoryTransactions } from './history.js';
 
 /**
  * Writes of several callers in one commit: each `work` runs in a savepoint of its own (a throw
@@ -18,7 +19,7 @@ export function inSharedCommit<T>(db: Db, work: () => T): Promise<T> {
     pending.set(db, batch);
     setImmediate(() => {
       pending.delete(db);
-      commitTogether(db, batch);
+      void afterHistoryTransactions(db, () => commitTogether(db, batch));
     });
   }
   return new Promise<T>((resolve, reject) =>

@@ -7,7 +7,6 @@ import {
   type AccountingJobRow,
   accountingJobs,
   type JobRequestRow,
-  jobRequests,
   type PipelineRunRow,
   pipelineRuns,
   type SummaryRow,

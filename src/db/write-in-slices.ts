@@ -1,5 +1,6 @@
 import { nextTurn } from '../lib/turns.js';
 import type { Db } from './database.js';
+import { afterHistoryTransactions } from './history.js';
 
 /**
  * Longest a transaction of many writes holds the event loop before it commits and lets the rest
@@ -18,13 +19,15 @@ export async function writeInSlices<T>(db: Db, items: readonly T[], write: (item
   let counted = 0;
   while (done < items.length) {
     await nextTurn();
-    db.transaction(() => {
-      const sliceStart = performance.now();
-      while (done < items.length && performance.now() - sliceStart < WRITE_SLICE_MS) {
-        if (write(items[done] as T)) counted++;
-        done++;
-      }
-    });
+    await afterHistoryTransactions(db, () =>
+      db.transaction(() => {
+        const sliceStart = performance.now();
+        while (done < items.length && performance.now() - sliceStart < WRITE_SLICE_MS) {
+          if (write(items[done] as T)) counted++;
+          done++;
+        }
+      }),
+    );
   }
   return counted;
 }

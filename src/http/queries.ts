@@ -37,14 +37,16 @@ export function jobsPage(h: History, filter: JobsFilter): Promise<JobListRow[]> 
   };
   const where: SQL[] = [];
   const shape: string[] = [];
-  if (filter.states?.length) {
+  // Each state once: the shapes, and so the statements kept, stay as few as the states.
+  const states = [...new Set(filter.states)];
+  if (states.length) {
     where.push(
       inArray(
         jobRequests.state,
-        filter.states.map((state, i) => bind(`state${i}`, state)),
+        states.map((state, i) => bind(`state${i}`, state)),
       ),
     );
-    shape.push(`states${filter.states.length}`);
+    shape.push(`states${states.length}`);
   }
   if (filter.profile) {
     where.push(eq(jobRequests.profile, bind('profile', filter.profile)));

@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { insertArrayTasks } from '../db/array-tasks.js';
 import type { Db } from '../db/database.js';
+import { afterHistoryTransactions } from '../db/history.js';
 import { insertRequest, type NewRequest, requestStateOf } from '../db/requests.js';
 import type { AttemptPolicy, Deadlines, RetryCause, TransitionSource } from '../db/schema.js';
 import { commitEach, type Outcome } from '../db/shared-commit.js';
@@ -115,9 +116,11 @@ const batches = new WeakMap<SubmitQueueDeps, { db: Db; waiting: Waiting[] }>();
 async function acceptBatch(deps: AcceptDeps, waiting: Waiting[]): Promise<void> {
   let outcomes: Outcome<boolean>[];
   try {
-    outcomes = commitEach(
-      deps.db,
-      waiting.map((one) => () => recordRequest(deps.db, one.input)),
+    outcomes = await afterHistoryTransactions(deps.db, () =>
+      commitEach(
+        deps.db,
+        waiting.map((one) => () => recordRequest(deps.db, one.input)),
+      ),
     );
   } catch (error) {
     // The commit itself failed: none of them is recorded.

@@ -1,6 +1,7 @@
 import { eq, sql } from 'drizzle-orm';
 import { describe, expect, it } from 'vitest';
 import type { History } from '../../../src/db/history.js';
+import { inSharedCommit } from '../../../src/db/shared-commit.js';
 import { DIALECTS, testHistories } from '../../helpers/histories.js';
 
 /** One query, written once, on SQLite and on PostgreSQL: what a statement and a transaction do. */
@@ -113,17 +114,34 @@ describe.each(DIALECTS)('the history on %s', (dialect) => {
 });
 
 describe('the history on SQLite', () => {
-  it('undoes and fails a transaction that awaited something other than the history', async () => {
+  it('undoes a transaction that awaited something other than the history at the next turn, freeing the history', async () => {
     const h = await histories.make('sqlite');
-    await expect(
-      h.transaction(async (tx) => {
-        await put(tx, 'a', '1');
-        await new Promise((resolve) => setTimeout(resolve, 5));
-      }),
-    ).rejects.toThrow(/awaited something other than the history/);
-    expect(await get(h, 'a')).toBeUndefined();
-    // The history is free again.
-    await put(h, 'b', '1');
-    expect(await get(h, 'b')).toBe('1');
+    let afterTimer: unknown;
+    const undone = h.transaction(async (tx) => {
+      await put(tx, 'a', '1');
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      afterTimer = await put(tx, 'b', '1').catch((error: Error) => error.message);
+    });
+    undone.catch(() => undefined);
+    // The root handle does not wait for the timer: the transaction is undone at the next turn.
+    const started = Date.now();
+    await put(h, 'c', '1');
+    expect(Date.now() - started).toBeLessThan(250);
+    await expect(undone).rejects.toThrow(/was undone: it awaited something other than the history/);
+    expect(afterTimer).toMatch(/was undone/);
+    expect([await get(h, 'a'), await get(h, 'b'), await get(h, 'c')]).toEqual([undefined, undefined, '1']);
+  });
+
+  it('keeps the writes of a shared commit out of an open transaction, so undoing it does not undo them', async () => {
+    const h = await histories.make('sqlite');
+    const db = h.db;
+    const shared = inSharedCommit(db, () => db.insert(h.t.historyMeta).values({ key: 'shared', value: '1' }).run());
+    const undone = h.transaction(async (tx) => {
+      await put(tx, 'tx', '1');
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    });
+    await expect(undone).rejects.toThrow(/was undone/);
+    await shared;
+    expect([await get(h, 'shared'), await get(h, 'tx')]).toEqual(['1', undefined]);
   });
 });
