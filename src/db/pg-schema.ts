@@ -6,6 +6,7 @@ import {
   boolean,
   doublePrecision,
   index,
+  json,
   jsonb,
   pgSchema,
   primaryKey,
@@ -124,7 +125,7 @@ export const idempotencyKeys = schedflow.table(
     route: text('route').notNull().$type<Of<typeof sqlite.idempotencyKeys, 'route'>>(),
     bodyHash: text('body_hash').notNull().$type<Of<typeof sqlite.idempotencyKeys, 'bodyHash'>>(),
     status: bigint('status', { mode: 'number' }).notNull().$type<Of<typeof sqlite.idempotencyKeys, 'status'>>(),
-    response: jsonb('response').notNull().$type<Of<typeof sqlite.idempotencyKeys, 'response'>>(),
+    response: json('response').notNull().$type<Of<typeof sqlite.idempotencyKeys, 'response'>>(),
     createdAt: bigint('created_at', { mode: 'number' })
       .notNull()
       .$type<Of<typeof sqlite.idempotencyKeys, 'createdAt'>>(),

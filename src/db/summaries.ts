@@ -78,10 +78,15 @@ export function takeUp(
   h: History,
   input: { requests: { id: string; wanted: boolean }[]; runs: { id: string; wanted: boolean }[]; at: number },
 ): Promise<string[]> {
+  // In id order: two hosts taking up overlapping lists lock the rows in one order, never
+  // waiting on each other in a cycle (a deadlock PostgreSQL would break by failing one).
+  const byId = (a: { id: string }, b: { id: string }) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0);
+  const requests = [...input.requests].sort(byId);
+  const runs = [...input.runs].sort(byId);
   return h.transaction(async (tx) => {
     const { summaries, jobRequests, pipelineRuns } = tx.t;
     const made: string[] = [];
-    for (const { id, wanted } of input.requests) {
+    for (const { id, wanted } of requests) {
       if (wanted) {
         const summaryId = randomUUID();
         // Prepared once: a mass end takes up 200 requests a tick, and building each statement
@@ -113,7 +118,7 @@ export function takeUp(
         { id, at: input.at },
       );
     }
-    for (const { id, wanted } of input.runs) {
+    for (const { id, wanted } of runs) {
       if (wanted) {
         const summaryId = randomUUID();
         const inserted = await tx.run(

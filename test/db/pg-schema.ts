@@ -14,7 +14,7 @@ import * as schema from '../../src/db/schema.js';
  * Each column keeps its SQL name, nullability, default, key and uniqueness, and its TypeScript
  * type (the SQLite row's, so a row reads the same from either database). Types change where
  * PostgreSQL has its own: integers are `bigint` (times are Unix milliseconds, past int4), read
- * as numbers; booleans are `boolean`, JSON is `jsonb`, reals `double precision`.
+ * as numbers; booleans are `boolean`, JSON is `jsonb` (`json` where kept verbatim), reals `double precision`.
  */
 
 export const PG_SCHEMA_FILE = fileURLToPath(new URL('../../src/db/pg-schema.ts', import.meta.url));
@@ -29,6 +29,7 @@ import {
   boolean,
   doublePrecision,
   index,
+  json,
   jsonb,
   pgSchema,
   primaryKey,
@@ -74,13 +75,20 @@ function literal(value: unknown): string {
   return JSON.stringify(value);
 }
 
-function columnBuilder(column: SQLiteColumn): string {
+/**
+ * JSON kept as it was given, as `json` rather than `jsonb`: an answer replayed for an
+ * Idempotency-Key is the first answer, its members in their order, and may hold any text
+ * (jsonb reorders keys and refuses `\u0000` in strings).
+ */
+const VERBATIM_JSON = new Set(['idempotency_keys.response']);
+
+function columnBuilder(column: SQLiteColumn, table: string): string {
   const name = JSON.stringify(column.name);
   switch (column.columnType) {
     case 'SQLiteText':
       return `text(${name})`;
     case 'SQLiteTextJson':
-      return `jsonb(${name})`;
+      return VERBATIM_JSON.has(`${table}.${column.name}`) ? `json(${name})` : `jsonb(${name})`;
     case 'SQLiteInteger':
       return `bigint(${name}, { mode: 'number' })`;
     case 'SQLiteBoolean':
@@ -123,7 +131,7 @@ function tableSource(exportName: string, table: SQLiteTable, exportOf: Map<strin
   );
   const columns = config.columns.map((column) => {
     const key = keyOf.get(column.name) as string;
-    let chain = columnBuilder(column);
+    let chain = columnBuilder(column, config.name);
     if (column.primary) chain += '.primaryKey()';
     if (is(column, SQLiteInteger) && column.primary && column.autoIncrement) chain += '.generatedByDefaultAsIdentity()';
     if (column.notNull && !column.primary) chain += '.notNull()';

@@ -44,6 +44,16 @@ describe.each(DIALECTS)('Idempotency-Keys on %s', (dialect) => {
     expect(await reserveKey(h, input({ tokenId: 'token-2' }))).toEqual({ kind: 'reserved', reservedAt: 1_000_000 });
   });
 
+  it('replays an answer as it was stored: its members in their order, any text in its strings', async () => {
+    const h = await histories.make(dialect);
+    await reserveKey(h, input());
+    const answer = { body: { zlast: 1, afirst: 2, text: 'nul \u0000 and ünïcode' }, headers: { location: '/x' } };
+    await completeKey(h, 'token-1', 'key-1', 201, answer);
+    const replay = await reserveKey(h, input({ at: 1_000_100 }));
+    expect(replay).toEqual({ kind: 'replay', status: 201, response: answer });
+    expect(JSON.stringify(replay.kind === 'replay' ? replay.response : null)).toBe(JSON.stringify(answer));
+  });
+
   it('lets a retry take over a released or abandoned claim with its first time; an expired key starts afresh', async () => {
     const h = await histories.make(dialect);
     await reserveKey(h, input());

@@ -1,0 +1,1 @@
+ALTER TABLE "schedflow"."idempotency_keys" ALTER COLUMN "response" SET DATA TYPE json;
