@@ -8,7 +8,7 @@ import * as schema from './schema.js';
 
 /**
  * The history as the daemon's code reads and writes it, on SQLite (the embedded default) or
- * PostgreSQL (DATABASE_URL): every statement and transaction returns a promise, and one query,
+ * PostgreSQL (for several hosts): every statement and transaction returns a promise, and one query,
  * written once with drizzle's builders, runs on either.
  *
  * Queries are built on `db` with the tables of `t`, and run by `all`, `one` and `run`, never by
@@ -76,7 +76,10 @@ interface PreparableWrite {
   prepare(): { run(values?: Record<string, unknown>): unknown };
 }
 
-/** Kinds of statement a history keeps prepared at most; past it they are prepared for the one call. */
+/**
+ * Kinds of statement a history keeps prepared at most; past it they are prepared for the one
+ * call (on PostgreSQL still under their name, which each connection then keeps).
+ */
 const MAX_PREPARED = 256;
 
 function cached<S>(cache: Map<string, S>, key: string, make: () => S): S {
