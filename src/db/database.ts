@@ -2,13 +2,14 @@ import { chmodSync, closeSync, existsSync, mkdirSync, openSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import Database from 'better-sqlite3';
 import { TransactionRollbackError } from 'drizzle-orm';
-import { type BetterSQLite3Database, drizzle } from 'drizzle-orm/better-sqlite3';
+import { drizzle } from 'drizzle-orm/better-sqlite3';
 import { packageRoot } from '../lib/package-info.js';
-import { type History, sqliteHistory } from './history.js';
+import { connectionOf, type Db, type History, sqliteHistory } from './history.js';
 import { applyMigrations } from './migrate.js';
 import * as schema from './schema.js';
 
-export type Db = BetterSQLite3Database<typeof schema>;
+// Defined beside the history handle, which cannot import this module (it imports the handle).
+export { connectionOf, type Db };
 
 type Transaction = Parameters<Parameters<Db['transaction']>[0]>[0];
 
@@ -78,11 +79,6 @@ function cheapTransactions(sqlite: Database.Database, db: Db): Db['transaction']
   }) as unknown as Transaction;
   const run = sqlite.transaction((fn: (tx: Transaction) => unknown) => fn(tx));
   return ((fn, config) => run[config?.behavior ?? 'immediate'](fn)) as Db['transaction'];
-}
-
-/** The better-sqlite3 connection under drizzle (its `$client`, which the `Db` type leaves out). */
-export function connectionOf(db: Db): Database.Database {
-  return (db as unknown as { $client: Database.Database }).$client;
 }
 
 /**

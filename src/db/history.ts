@@ -50,8 +50,13 @@ export interface History {
   transaction<T>(work: (tx: History) => Promise<T>): Promise<T>;
 }
 
-/** A drizzle database on SQLite (src/db/database.ts's `Db`). */
-type Db = BetterSQLite3Database<typeof schema>;
+/** A drizzle database on SQLite, as openDatabase (src/db/database.ts) opens it. */
+export type Db = BetterSQLite3Database<typeof schema>;
+
+/** The better-sqlite3 connection under drizzle (its `$client`, which the `Db` type leaves out). */
+export function connectionOf(db: Db): Database.Database {
+  return (db as unknown as { $client: Database.Database }).$client;
+}
 
 /** The tables, by their names in src/db/schema.ts. */
 const tables = Object.fromEntries(Object.entries(schema).filter(([, value]) => is(value, Table))) as {
@@ -92,7 +97,7 @@ function cached<S>(cache: Map<string, S>, key: string, make: () => S): S {
 
 /** The history in a SQLite database opened by openDatabase: one per connection (its gate is the connection's). */
 export function sqliteHistory(db: Db): History {
-  const sqlite = (db as unknown as { $client: Database.Database }).$client;
+  const sqlite = connectionOf(db);
   let history = sqliteHistories.get(sqlite);
   if (!history) {
     history = new SqliteHistory(db, sqlite, gateOf(sqlite), 0, null);
@@ -118,7 +123,7 @@ function gateOf(sqlite: Database.Database): SqliteGate {
  * undone with it). For the code that has not moved to the history handle yet.
  */
 export async function afterHistoryTransactions<T>(db: Db, write: () => T): Promise<T> {
-  const gate = gateOf((db as unknown as { $client: Database.Database }).$client);
+  const gate = gateOf(connectionOf(db));
   // The wait and the writes in one continuation, as for the handle's statements.
   while (gate.open) await gate.open;
   return write();
@@ -290,15 +295,17 @@ class PostgresHistory implements History {
     const result = (await (query as unknown as PromiseLike<{ rowCount: number | null }>)) ?? { rowCount: 0 };
     return result.rowCount ?? 0;
   }
-  async prepared<T>(key: string, build: () => Preparable<T>, values: Record<string, unknown>): Promise<T[]> {
-    // The key names the statement on each connection of the pool (pg prepares it there once).
+  /** The statement of `key`: the key names it on each connection of the pool (pg prepares it there once). */
+  private statement(key: string, build: () => Preparable<unknown> | PreparableWrite): PgPrepared {
     const prepare = () => (build() as unknown as { prepare(name: string): PgPrepared }).prepare(`sf_${key}`);
-    const statement = this.statements ? cached(this.statements, key, prepare) : prepare();
+    return this.statements ? cached(this.statements, key, prepare) : prepare();
+  }
+  async prepared<T>(key: string, build: () => Preparable<T>, values: Record<string, unknown>): Promise<T[]> {
+    const statement = this.statement(key, build);
     return (await statement.execute(values)) as T[];
   }
   async preparedRun(key: string, build: () => PreparableWrite, values: Record<string, unknown>): Promise<number> {
-    const prepare = () => (build() as unknown as { prepare(name: string): PgPrepared }).prepare(`sf_${key}`);
-    const statement = this.statements ? cached(this.statements, key, prepare) : prepare();
+    const statement = this.statement(key, build);
     const result = (await statement.execute(values)) as { rowCount?: number | null } | undefined;
     return result?.rowCount ?? 0;
   }

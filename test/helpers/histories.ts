@@ -8,7 +8,7 @@ import { openDatabase } from '../../src/db/database.js';
 import { type History, postgresHistory, sqliteHistory } from '../../src/db/history.js';
 import { applyPgMigrations } from '../../src/db/pg-migrate.js';
 import { REPO } from './cli-process.js';
-import { startTestPostgres, type TestPostgres } from './postgres.js';
+import { createDatabaseAt, startTestPostgres, type TestPostgres } from './postgres.js';
 
 /**
  * A new, migrated history per call, on either dialect: for tests that run the same checks on
@@ -53,13 +53,10 @@ export function testPostgres(): { createDatabase(prefix: string): Promise<string
       const admin = new pg.Client({ connectionString: shared });
       await admin.connect();
       try {
-        await admin.query(`CREATE DATABASE "${name}"`);
+        return await createDatabaseAt(admin, shared, name);
       } finally {
         await admin.end();
       }
-      const url = new URL(shared);
-      url.pathname = `/${name}`;
-      return url.href;
     },
   };
 }

@@ -13,6 +13,22 @@ export interface TestPostgres {
   stop(): Promise<void>;
 }
 
+/**
+ * A new, empty database `name` on the server of `serverUrl` (`admin` connected to it as a
+ * superuser); its URL.
+ */
+export async function createDatabaseAt(
+  admin: { query(text: string): Promise<unknown> },
+  serverUrl: string,
+  name: string,
+): Promise<string> {
+  if (!/^[a-z_][a-z0-9_]*$/.test(name)) throw new Error(`not a plain database name: ${name}`);
+  await admin.query(`CREATE DATABASE "${name}"`);
+  const url = new URL(serverUrl);
+  url.pathname = `/${name}`;
+  return url.href;
+}
+
 /** Debian's PostgreSQL (test/setup.sh installs package `postgresql`): the newest version there. */
 function postgresBin(): string {
   const root = '/usr/lib/postgresql';
@@ -100,11 +116,7 @@ export async function startTestPostgres(): Promise<TestPostgres> {
   }
   return {
     url,
-    createDatabase: async (name) => {
-      if (!/^[a-z_][a-z0-9_]*$/.test(name)) throw new Error(`not a plain database name: ${name}`);
-      await admin.query(`CREATE DATABASE "${name}"`);
-      return `postgres://schedflow@127.0.0.1:${port}/${name}`;
-    },
+    createDatabase: (name) => createDatabaseAt(admin, url, name),
     stop,
   };
 }
