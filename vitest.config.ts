@@ -103,6 +103,8 @@ export default defineConfig({
           pool: 'forks',
           poolOptions: { forks: { singleFork: true } },
           sequence: { groupOrder: 0 },
+          // Its daemons' histories on PostgreSQL too, under `npm run test:postgres`.
+          globalSetup: process.env.SCHEDFLOW_TEST_HISTORY === 'postgres' ? ['test/helpers/postgres-server.ts'] : [],
           setupFiles: EACH_FILE,
         },
       },

@@ -13,7 +13,13 @@ export interface DaemonInfo {
   pid: number;
   redis: RedisTarget;
   queuePrefix: string;
-  historyFile: string;
+  /** The SQLite history; null when it is on PostgreSQL. */
+  historyFile: string | null;
+  /**
+   * The PostgreSQL history's URL (DATABASE_URL, password included), for `schedflow jobs` on this
+   * host: this file is its owner's alone, as the Redis URL in it and the webhook secret beside it.
+   */
+  historyUrl?: string;
   profiles: string[];
   defaultProfile: string;
   /**

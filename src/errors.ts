@@ -40,6 +40,11 @@ export const ERROR_CODES = {
     retryable: true,
     what: "The daemon's Redis did not answer and nothing was queued; try again once it is back.",
   },
+  SCHEDFLOW_ERR_HISTORY_UNAVAILABLE: {
+    status: null,
+    retryable: true,
+    what: 'The PostgreSQL history (DATABASE_URL) could not be reached or refused the login at start: check the server, the URL and the role, then start again.',
+  },
   SCHEDFLOW_ERR_REDIS_START: {
     status: null,
     retryable: false,
@@ -422,6 +427,11 @@ export class InvalidJobSpecError extends SchedflowError {
 /** The daemon's Redis did not answer: nothing was queued; the same call may work once it is back. */
 export class RedisUnavailableError extends SchedflowError {
   readonly code = 'SCHEDFLOW_ERR_REDIS_UNAVAILABLE';
+}
+
+/** The PostgreSQL history did not answer, or refused, at start (its message says which, never the URL's password). */
+export class HistoryUnavailableError extends SchedflowError {
+  readonly code = 'SCHEDFLOW_ERR_HISTORY_UNAVAILABLE';
 }
 
 /** The private redis-server exited or did not answer in time after it was started. */

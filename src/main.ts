@@ -6,8 +6,8 @@ import { requeueUnsubmitted } from '../workers/submit.js';
 import { type DaemonConfig, isAllInOne } from './config/daemon-config.js';
 import { writeDaemonInfo } from './daemon-info.js';
 import { startCheckpointer } from './db/checkpointer.js';
-import { type HistoryDatabase, openDatabase } from './db/database.js';
 import { historyId } from './db/history-meta.js';
+import { type OpenedHistory, openHistory } from './db/open-history.js';
 import { ConfigError } from './errors.js';
 import { startApiServer } from './http/server.js';
 import { loadUiPassword } from './http/ui/ui-password.js';
@@ -43,7 +43,7 @@ import { resolveSummarySettings, type SummariesStatus, summariesStatus } from '.
 /** What `schedflow start` runs, and what tests and the local API hold on to. */
 export interface Daemon {
   config: DaemonConfig;
-  history: HistoryDatabase;
+  history: OpenedHistory;
   profiles: ReadonlyMap<string, Profile>;
   redis: RedisTarget;
   /** URL of the embedded simulator when no scheduler is configured. */
@@ -115,8 +115,11 @@ async function compose(config: DaemonConfig, logger: Logger, lifecycle: Lifecycl
     lifecycle.add('redis-server', () => own.stop(), { timeoutMs: 12_000 });
     redis = own.target;
   }
-  const history = openDatabase(join(config.dataDir, 'history.sqlite'));
-  lifecycle.add('history', async () => history.close());
+  const history = await openHistory(
+    { dataDir: config.dataDir, databaseUrl: config.databaseUrl },
+    logger.child({ component: 'history' }),
+  );
+  lifecycle.add('history', () => history.close());
   // Before anything is queued or polled: processes that share the Redis and the queue prefix but
   // not this history would never find each other's requests. Refused (exit 2) rather than that.
   const claim = await HistoryClaim.take(
@@ -125,7 +128,7 @@ async function compose(config: DaemonConfig, logger: Logger, lifecycle: Lifecycl
     {
       id: await historyId(history.store),
       host: hostname(),
-      path: resolve(history.file),
+      path: history.sqlite ? resolve(history.where) : history.where,
       pid: process.pid,
       roles: config.roles,
     },
@@ -134,8 +137,10 @@ async function compose(config: DaemonConfig, logger: Logger, lifecycle: Lifecycl
   lifecycle.add('history registration', () => claim.release());
   // After the claim: a start refused there (exit 2) does not spend the 300 ms first.
   preparePassThroughCheck();
-  const checkpoints = startCheckpointer(history, logger.child({ component: 'history' }));
-  lifecycle.add('history checkpoints', () => checkpoints.stop());
+  if (history.sqlite) {
+    const checkpoints = startCheckpointer(history.sqlite, logger.child({ component: 'history' }));
+    lifecycle.add('history checkpoints', () => checkpoints.stop());
+  }
 
   let profiles = loadProfiles(join(config.configDir, 'profiles'));
   let simUrl: string | null = null;
@@ -190,7 +195,7 @@ async function compose(config: DaemonConfig, logger: Logger, lifecycle: Lifecycl
     redisReachable: () => redisWatch.reachable,
     sweepLater: () => keeper?.sweepLater(),
   };
-  const requests: AcceptDeps = { db: history.db, submitQueue };
+  const requests: AcceptDeps = { store: history.store, submitQueue };
   const submitsInFlight = new Set<string>();
   const partitionLimits = new PartitionLimitsReader({
     profiles,
@@ -204,7 +209,7 @@ async function compose(config: DaemonConfig, logger: Logger, lifecycle: Lifecycl
       await clients.get(profile).cancel(jobId);
     },
     cancelStep: (requestId, by) =>
-      cancelRequest({ db: history.db, submitQueue: queues.submit, clients, logger }, requestId, by),
+      cancelRequest({ store: history.store, submitQueue: queues.submit, clients, logger }, requestId, by),
     refusal: (profile, specs) => {
       const p = profiles.get(profile);
       if (!p) return null;
@@ -269,7 +274,7 @@ async function compose(config: DaemonConfig, logger: Logger, lifecycle: Lifecycl
     });
   }
 
-  await requeueUnsubmitted(history.db, queues.submit, logger);
+  await requeueUnsubmitted(history.store, queues.submit, logger);
   // Redis may lose everything under a running daemon (restarted without its data): the keeper
   // notices on its next check and rebuilds the ticks and the queue from the history.
   keeper = new QueueKeeper({
@@ -277,7 +282,7 @@ async function compose(config: DaemonConfig, logger: Logger, lifecycle: Lifecycl
     everyMs: config.pollFloorMs,
     schedulers: ticks,
     ensurePipelineSchedules: config.roles.includes('scheduler') ? () => pipelines.ensureSchedules() : undefined,
-    requeue: () => requeueUnsubmitted(history.db, queues.submit, logger, submitsInFlight, config.lockDurationMs),
+    requeue: () => requeueUnsubmitted(history.store, queues.submit, logger, submitsInFlight, config.lockDurationMs),
     redisReachable: () => redisWatch.reachable,
     redisChanges: () => redisWatch.changes,
   });
@@ -299,7 +304,8 @@ async function compose(config: DaemonConfig, logger: Logger, lifecycle: Lifecycl
       pid: process.pid,
       redis,
       queuePrefix: prefix,
-      historyFile: history.file,
+      historyFile: history.sqlite ? history.where : null,
+      ...(config.databaseUrl && { historyUrl: config.databaseUrl.reveal() }),
       profiles: [...profiles.keys()],
       defaultProfile,
       doors: Object.fromEntries(
@@ -333,7 +339,6 @@ async function compose(config: DaemonConfig, logger: Logger, lifecycle: Lifecycl
   // finish before the workers and queues they use close.
   if (config.roles.includes('web')) {
     const api = await startApiServer({
-      db: history.db,
       store: history.store,
       logger,
       profiles,

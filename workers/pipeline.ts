@@ -49,7 +49,7 @@ export function pipelineProcessor(deps: PipelineWorkerDeps) {
         );
       }
       const caughtUp = await deps.registry.catchUp();
-      const misses = await checkDeadlines(deps.engine.db, deps.logger, {
+      const misses = await checkDeadlines(deps.engine.store, deps.logger, {
         reasonOf: deps.jobReason,
         moreMisses: runDeadlineMisses,
       });

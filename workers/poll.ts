@@ -51,9 +51,9 @@ export function pollProcessor(services: WorkerServices) {
   const lastRequests = new Map<string, number>();
   return async (job: Job): Promise<PollReport | 'waiting'> => {
     const { profile } = profilePayloadSchema.parse(job.data);
-    const { db, settings } = services;
+    const { store, settings } = services;
     if (!services.clients.connected(profile)) return 'waiting';
-    const sync = getProfileSync(db, profile);
+    const sync = await getProfileSync(store, profile);
     const client = services.clients.get(profile);
     let interval = pollIntervalMs(sync?.lastMaxAgeSec ?? null, settings.pollFloorMs, settings.pollCeilingMs);
     // Only while submissions compete for the budget: once they are through, the reduced pace is
@@ -71,7 +71,7 @@ export function pollProcessor(services: WorkerServices) {
     if (sync?.lastPollAt && Date.now() - sync.lastPollAt < interval - 250) return 'waiting';
     try {
       const report = await pollProfile(
-        { db, client, logger: services.logger, settings, signal: services.shutdown, heap: services.heap },
+        { store, client, logger: services.logger, settings, signal: services.shutdown, heap: services.heap },
         profile,
       );
       lastRequests.set(profile, report.requests);
@@ -81,7 +81,11 @@ export function pollProcessor(services: WorkerServices) {
     } catch (error) {
       // An outage is not the jobs' fault: record it for the profile and try at the next tick.
       if (!(error instanceof SchedflowError)) throw error;
-      updateProfileSync(db, profile, { lastPollAt: Date.now(), lastPollOk: false, lastPollError: error.message });
+      await updateProfileSync(store, profile, {
+        lastPollAt: Date.now(),
+        lastPollOk: false,
+        lastPollError: error.message,
+      });
       // Redis away (the budget is kept there): the Redis watch says so once, not every poll.
       const level = error instanceof BudgetUnavailableError ? 'debug' : 'warn';
       services.logger[level](

@@ -48,7 +48,7 @@ export function reconcileProcessor(services: WorkerServices) {
     try {
       return await reconcileProfile(
         {
-          db: services.db,
+          store: services.store,
           client: services.clients.get(profile),
           logger: services.logger,
           settings: { initialLookbackSec: 86_400, overlapSec: overlap.forRun(profile) },
@@ -62,7 +62,7 @@ export function reconcileProcessor(services: WorkerServices) {
       overlap.failed(profile);
       // Redis away (the budget is kept there): the Redis watch says so once.
       if (error instanceof BudgetUnavailableError) return 'waiting';
-      if (recordAccountingAnswer(services.db, profile, error.message)) {
+      if (await recordAccountingAnswer(services.store, profile, error.message)) {
         services.logger.warn({ profile, code: error.code, err: error }, 'accounting import failed; will retry');
       }
       return 'waiting';

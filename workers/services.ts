@@ -1,11 +1,11 @@
-import type { Db } from '../src/db/database.js';
+import type { History } from '../src/db/history.js';
 import type { HeapCollector } from '../src/lib/heap-collector.js';
 import type { Logger } from '../src/logger.js';
 import type { ClientRegistry } from '../src/sched/client-registry.js';
 
 /** What every processor may use; built once by the composition root. */
 export interface WorkerServices {
-  db: Db;
+  store: History;
   clients: ClientRegistry;
   logger: Logger;
   /** Aborted when shutdown's grace period is over: running work stops and is handed back. */

@@ -1,7 +1,7 @@
 import { setMaxListeners } from 'node:events';
 import { type ConnectionOptions, type Queue, Worker } from 'bullmq';
 import type { DaemonConfig } from '../src/config/daemon-config.js';
-import type { HistoryDatabase } from '../src/db/database.js';
+import type { OpenedHistory } from '../src/db/open-history.js';
 import type { HeapCollector } from '../src/lib/heap-collector.js';
 import type { Lifecycle } from '../src/lifecycle.js';
 import type { Logger } from '../src/logger.js';
@@ -26,7 +26,7 @@ import { recordSummaryGivenUp, summarizeProcessor, summaryBackoffStrategy } from
 
 export interface StartWorkersDeps {
   config: DaemonConfig;
-  history: HistoryDatabase;
+  history: OpenedHistory;
   clients: ClientRegistry;
   logger: Logger;
   lifecycle: Lifecycle;
@@ -61,14 +61,14 @@ export function startWorkers(deps: StartWorkersDeps): void {
   // memory leak" warning to stderr, outside the JSON log, for what is the daemon's normal load.
   setMaxListeners(0, shutdown.signal);
   const services: WorkerServices = {
-    db: history.db,
+    store: history.store,
     clients,
     logger: logger.child({ component: 'worker' }),
     shutdown: shutdown.signal,
     submitsInFlight: deps.submitsInFlight,
     heap: deps.heap,
     async onUpstreamBack(profile) {
-      const promoted = await promoteDelayedSubmits(history.db, deps.submitQueue, profile);
+      const promoted = await promoteDelayedSubmits(history.store, deps.submitQueue, profile);
       if (promoted > 0) logger.info({ profile, promoted }, 'scheduler answers again: waiting submissions retried now');
     },
     settings: {
@@ -82,7 +82,6 @@ export function startWorkers(deps: StartWorkersDeps): void {
   // that throw would run on, with nothing left to close it.
   const summaries = createSummaryServices({
     settings: deps.summarySettings,
-    db: history.db,
     store: history.store,
     logger,
     queue: deps.summarizeQueue,
@@ -101,7 +100,10 @@ export function startWorkers(deps: StartWorkersDeps): void {
     maxStalledCount: 5,
   });
   submitWorker.on('failed', (job, error) => {
-    if (job) recordSubmitGivenUp(history.db, services.logger, job, error);
+    if (!job) return;
+    recordSubmitGivenUp(history.store, services.logger, job, error).catch((failure: unknown) =>
+      services.logger.error({ err: failure, jobId: job.id }, 'could not record a submission given up by the queue'),
+    );
   });
   const sender = new WebhookSender({ secret: deps.webhookSecret.secret, timeoutMs: config.notifyTimeoutMs });
   const notifyLogger = logger.child({ component: 'notify' });
@@ -130,7 +132,7 @@ export function startWorkers(deps: StartWorkersDeps): void {
   const summarizeWorker = new Worker(
     'summarize',
     summarizeProcessor({
-      db: history.db,
+      store: history.store,
       summarizer: summaries.summarizer,
       dispatcher: summaries.dispatcher,
       logger: summaries.logger,

@@ -1,5 +1,6 @@
 import { DelayedError, type Job, type Queue, UnrecoverableError } from 'bullmq';
-import type { Db } from '../src/db/database.js';
+import { eq } from 'drizzle-orm';
+import type { History } from '../src/db/history.js';
 import { getRequest, unsubmittedRequests } from '../src/db/requests.js';
 import type { Logger } from '../src/logger.js';
 import { stepDependencies } from '../src/pipelines/run-engine.js';
@@ -23,12 +24,12 @@ const DEPENDENCY_RECHECK_MS = 250;
 export function submitProcessor(services: WorkerServices) {
   return async (job: Job, token?: string): Promise<string> => {
     const payload = submitPayloadSchema.parse(job.data);
-    const { db, logger } = services;
+    const { store, logger } = services;
     if (payload.request) {
       const { profile, spec, origin, acceptedAt, summarize, arrayRetryOf, retry } = payload.request;
       // One transaction: the summaries dispatcher never sees the request without its setting.
       // Accepted by who sent it, queued by this worker: its job is the one running.
-      recordRequest(db, {
+      await recordRequest(store, {
         id: payload.requestId,
         profile,
         name: spec.name,
@@ -43,13 +44,13 @@ export function submitProcessor(services: WorkerServices) {
       });
     }
     // Read once, here: submitRequest is given the row.
-    const row = getRequest(db, payload.requestId);
+    const row = await getRequest(store, payload.requestId);
     if (row === undefined) throw new UnrecoverableError(`no job request ${payload.requestId}`);
     services.submitsInFlight?.add(payload.requestId);
     try {
       return await submitRequest(
         {
-          db,
+          store,
           client: services.clients.get(row.profile),
           logger,
           signal: services.shutdown,
@@ -92,23 +93,36 @@ export function submitProcessor(services: WorkerServices) {
  * request, so no request waits forever in `submitting`. Called from the
  * worker's `failed` event; a refusal the submitter recorded is left as it is.
  */
-export function recordSubmitGivenUp(db: Db, logger: Logger, job: Job, error: Error): void {
+export async function recordSubmitGivenUp(h: History, logger: Logger, job: Job, error: Error): Promise<void> {
   const attempts = job.opts.attempts ?? 1;
   const finalAttempt = error instanceof UnrecoverableError || job.attemptsMade >= attempts;
   if (!finalAttempt) return;
   const parsed = submitPayloadSchema.safeParse(job.data);
   if (!parsed.success) return;
-  const row = getRequest(db, parsed.data.requestId);
-  if (!row || row.jobId !== null || isTerminalRequest(row.state)) return;
+  const { requestId } = parsed.data;
   const message = `gave up after ${job.attemptsMade} submit attempt(s): ${error.message}`;
-  transition(db, row.id, {
-    to: 'submit_failed',
-    source: 'submit',
-    at: Date.now(),
-    detail: message,
-    patch: { errorMessage: row.errorMessage ?? error.message },
+  // Read and failed in one transaction, the row locked: another attempt (a requeue, another
+  // host's worker) may have submitted it since, and a request with a job must not be failed.
+  const failed = await h.transaction(async (tx) => {
+    const t = tx.t.jobRequests;
+    const row = await tx.one(
+      tx.forUpdate(
+        tx.db
+          .select({ state: t.state, jobId: t.jobId, errorMessage: t.errorMessage })
+          .from(t)
+          .where(eq(t.id, requestId)),
+      ),
+    );
+    if (!row || row.jobId !== null || isTerminalRequest(row.state)) return false;
+    return transition(tx, requestId, {
+      to: 'submit_failed',
+      source: 'submit',
+      at: Date.now(),
+      detail: message,
+      patch: { errorMessage: row.errorMessage ?? error.message },
+    });
   });
-  logger.error({ requestId: row.id, attempts: job.attemptsMade, err: error }, 'submit given up');
+  if (failed) logger.error({ requestId, attempts: job.attemptsMade, err: error }, 'submit given up');
 }
 
 /**
@@ -125,7 +139,7 @@ export function recordSubmitGivenUp(db: Db, logger: Logger, job: Job, error: Err
  * lasts longer than its lock is taken for stalled by BullMQ anyway.
  */
 export async function requeueUnsubmitted(
-  db: Db,
+  h: History,
   queue: Queue,
   logger: Logger,
   busy: ReadonlySet<string> = new Set(),
@@ -134,7 +148,7 @@ export async function requeueUnsubmitted(
   let requeued = 0;
   let deferred = 0;
   const now = Date.now();
-  for (const row of unsubmittedRequests(db)) {
+  for (const row of await unsubmittedRequests(h)) {
     if (busy.has(row.id)) continue;
     if (row.submitAttemptAt !== null && now - row.submitAttemptAt < recentMs) {
       deferred++;
@@ -147,8 +161,11 @@ export async function requeueUnsubmitted(
       requeued++;
     } else if (!existing || state === 'completed' || state === 'unknown') {
       // Recorded but never queued (a crash between the two): it gets its `queued` first, as
-      // every request does before its job exists.
-      if (row.state === 'accepted') transition(db, row.id, { to: 'queued', source: 'submit', at: Date.now() });
+      // every request does before its job exists. Only from `accepted`, read before the awaits
+      // on Redis above: whatever moved it since knows better.
+      if (row.state === 'accepted') {
+        await transition(h, row.id, { to: 'queued', source: 'submit', at: Date.now(), from: 'accepted' });
+      }
       await existing?.remove();
       await queue.add('submit', { requestId: row.id }, { jobId: row.id });
       requeued++;

@@ -1,5 +1,5 @@
 import { type BackoffStrategy, DelayedError, type Job, UnrecoverableError } from 'bullmq';
-import type { Db } from '../src/db/database.js';
+import type { History } from '../src/db/history.js';
 import { SchedflowError } from '../src/errors.js';
 import { assertNever } from '../src/lib/assert-never.js';
 import { backoffDelayMs } from '../src/lib/retry-policy.js';
@@ -18,7 +18,7 @@ import type { Summarizer } from '../src/summaries/summarizer.js';
 import type { SummaryDispatcher } from '../src/summaries/summary-dispatcher.js';
 
 export interface SummarizeWorkerDeps {
-  db: Db;
+  store: History;
   summarizer: Summarizer;
   dispatcher: SummaryDispatcher;
   logger: Logger;

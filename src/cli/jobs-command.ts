@@ -5,7 +5,9 @@ import type { Command } from 'commander';
 import { type DaemonInfo, readDaemonInfo } from '../daemon-info.js';
 import { getAccountingJob, history as historyRows } from '../db/accounting.js';
 import { arrayRecordOwner, tasksOf } from '../db/array-tasks.js';
-import { type HistoryDatabase, openDatabase } from '../db/database.js';
+import { openDatabase } from '../db/database.js';
+import type { History } from '../db/history.js';
+import { type OpenedHistory, openHistory } from '../db/open-history.js';
 import { getRequest, listRequests, transitionsOf } from '../db/requests.js';
 import { type JobRequestRow, REQUEST_STATES, type RequestState } from '../db/schema.js';
 import {
@@ -16,8 +18,10 @@ import {
   toError,
 } from '../errors.js';
 import { pidAlive } from '../lib/pid-lock.js';
+import { Secret } from '../lib/secret.js';
 import { sleep } from '../lib/sleep.js';
 import { withTimeout } from '../lib/with-timeout.js';
+import { createLogger } from '../logger.js';
 import type {
   ApplySuggestionPayload,
   CancelPayload,
@@ -123,9 +127,24 @@ export async function withDaemonQueue<T>(
   }
 }
 
-function openHistory(dataDir: string): HistoryDatabase {
+/**
+ * The daemon's history, as it opened it (its daemon.json says): its SQLite file (read-only,
+ * beside the daemon), or its PostgreSQL database.
+ */
+async function openJobsHistory(dataDir: string): Promise<OpenedHistory> {
   const info = readDaemonInfo(dataDir);
-  return openDatabase(info.historyFile, { readonly: true });
+  if (info.historyFile !== null) {
+    const sqlite = openDatabase(info.historyFile, { readonly: true });
+    return { store: sqlite.store, where: sqlite.file, sqlite, close: async () => sqlite.close() };
+  }
+  const databaseUrl = info.historyUrl ?? process.env.DATABASE_URL?.trim();
+  if (!databaseUrl) {
+    throw new ConfigError(
+      "the daemon's history is on PostgreSQL and its daemon.json does not say where: set DATABASE_URL here as the daemon has it",
+    );
+  }
+  // stdout is the command's own; a failure to reach the database is said by its error.
+  return openHistory({ dataDir, databaseUrl: new Secret(databaseUrl) }, createLogger({ level: 'silent' }));
 }
 
 const time = (ms: number | null) => (ms === null ? '-' : new Date(ms).toLocaleString());
@@ -145,11 +164,11 @@ function requestRow(r: JobRequestRow): string[] {
 }
 
 /** Follows a request through the history, printing each transition, until it ends. */
-async function follow(history: HistoryDatabase, requestId: string, json: boolean): Promise<JobRequestRow> {
+async function follow(history: OpenedHistory, requestId: string, json: boolean): Promise<JobRequestRow> {
   let printed = 0;
   for (;;) {
-    const row = getRequest(history.db, requestId);
-    const transitions = row ? transitionsOf(history.db, requestId) : [];
+    const row = await getRequest(history.store, requestId);
+    const transitions = row ? await transitionsOf(history.store, requestId) : [];
     for (const t of transitions.slice(printed)) {
       const line = json
         ? JSON.stringify({
@@ -263,7 +282,7 @@ export function registerJobsCommand(program: Command): void {
           : `queued request ${requestId} (profile ${profile})\n`,
       );
       if (!opts.wait) return;
-      const history = openHistory(flags.dataDir);
+      const history = await openJobsHistory(flags.dataDir);
       try {
         const row = await follow(history, requestId, flags.json ?? false);
         if (!flags.json) {
@@ -273,7 +292,7 @@ export function registerJobsCommand(program: Command): void {
         }
         process.exitCode = row.state === 'completed' ? EXIT.ok : EXIT.refused;
       } finally {
-        history.close();
+        await history.close();
       }
     });
 
@@ -282,22 +301,25 @@ export function registerJobsCommand(program: Command): void {
     .description('recent job requests, newest first')
     .option('--state <states>', `comma-separated: ${REQUEST_STATES.join(', ')}`)
     .option('--limit <n>', 'how many (default 50)', parseInteger)
-    .action((opts: { state?: string; limit?: number }, cmd: Command) => {
+    .action(async (opts: { state?: string; limit?: number }, cmd: Command) => {
       const flags = flagsOf(cmd);
       const states = opts.state?.split(',').map((s) => s.trim().toLowerCase());
       const unknown = states?.filter((s) => !(REQUEST_STATES as readonly string[]).includes(s));
       if (unknown?.length)
         throw new ConfigError(`unknown state ${unknown.join(', ')}; states are ${REQUEST_STATES.join(', ')}`);
-      const history = openHistory(flags.dataDir);
+      const history = await openJobsHistory(flags.dataDir);
       try {
-        const rows = listRequests(history.db, { state: states as RequestState[] | undefined, limit: opts.limit });
+        const rows = await listRequests(history.store, {
+          state: states as RequestState[] | undefined,
+          limit: opts.limit,
+        });
         process.stdout.write(
           flags.json
             ? `${JSON.stringify(rows, null, 2)}\n`
             : `${table(['REQUEST', 'NAME', 'PROFILE', 'STATE', 'JOBID', 'CREATED', 'ELAPSED', 'EXIT'], rows.map(requestRow))}\n`,
         );
       } finally {
-        history.close();
+        await history.close();
       }
     });
 
@@ -307,11 +329,15 @@ export function registerJobsCommand(program: Command): void {
     .option('--since <time>', 'e.g. 2h, 3d, 2026-11-01, Unix seconds', (v) => parseSince(v))
     .option('--profile <name>', 'one profile only')
     .option('--limit <n>', 'how many (default 100)', parseInteger)
-    .action((opts: { since?: number; profile?: string; limit?: number }, cmd: Command) => {
+    .action(async (opts: { since?: number; profile?: string; limit?: number }, cmd: Command) => {
       const flags = flagsOf(cmd);
-      const history = openHistory(flags.dataDir);
+      const history = await openJobsHistory(flags.dataDir);
       try {
-        const rows = historyRows(history.db, { sinceSec: opts.since, profile: opts.profile, limit: opts.limit });
+        const rows = await historyRows(history.store, {
+          sinceSec: opts.since,
+          profile: opts.profile,
+          limit: opts.limit,
+        });
         process.stdout.write(
           flags.json
             ? `${JSON.stringify(rows, null, 2)}\n`
@@ -343,7 +369,7 @@ export function registerJobsCommand(program: Command): void {
               )}\n`,
         );
       } finally {
-        history.close();
+        await history.close();
       }
     });
 
@@ -353,16 +379,17 @@ export function registerJobsCommand(program: Command): void {
     .argument('<request>', 'request id')
     .action(async (id: string, _opts, cmd: Command) => {
       const flags = flagsOf(cmd);
-      const history = openHistory(flags.dataDir);
+      const history = await openJobsHistory(flags.dataDir);
       try {
-        const row = getRequest(history.db, id);
+        const h = history.store;
+        const row = await getRequest(h, id);
         if (!row) throw new ConfigError(`no job request ${id} in the history`);
         const { attemptsOf } = await import('../requests/attempts.js');
-        const transitions = transitionsOf(history.db, id);
-        const accounting = row.jobId === null ? undefined : getAccountingJob(history.db, row.profile, row.jobId);
-        const summary = summaryForRequest(history.db, row);
+        const transitions = await transitionsOf(h, id);
+        const accounting = row.jobId === null ? undefined : await getAccountingJob(h, row.profile, row.jobId);
+        const summary = await summaryForRequest(h, row);
         if (flags.json) {
-          const attempts = attemptsOf(history.db, row.id).map((a) => ({
+          const attempts = (await attemptsOf(h, row.id)).map((a) => ({
             id: a.id,
             attempt: a.attempt,
             state: a.state,
@@ -385,7 +412,7 @@ export function registerJobsCommand(program: Command): void {
           `stderr    ${row.stderrPath === null ? '-' : row.stderrPath === row.stdoutPath ? `${row.stderrPath} (with stdout)` : row.stderrPath}`,
           `seen      ${row.lastSeenAt ? `${time(row.lastSeenAt)}, answer ${row.lastSeenAgeSec ?? 0} s old${row.lastSeenStale ? ', stale' : ''}` : '-'}`,
           ...(row.errorMessage ? [`error     ${row.errorMessage}`] : []),
-          ...attemptLines(history.db, row, attemptsOf),
+          ...(await attemptLines(h, row, attemptsOf)),
           '',
           table(
             ['AT', 'FROM', 'TO', 'SOURCE', 'REASON', 'DETAIL'],
@@ -399,18 +426,18 @@ export function registerJobsCommand(program: Command): void {
             ]),
           ),
         ];
-        if (row.arrayTaskCount !== null) lines.push('', ...arrayLines(history.db, row));
+        if (row.arrayTaskCount !== null) lines.push('', ...(await arrayLines(h, row)));
         if (accounting) {
-          const recordOwner = arrayRecordOwner(history.db, row);
+          const recordOwner = await arrayRecordOwner(h, row);
           lines.push(
             '',
             `accounting  ${recordOwner ? `${recordOwner}: ` : ''}${accounting.state}, exit ${accounting.exitCode ?? '-'}, elapsed ${formatDuration(accounting.elapsedSec)}, nodes ${accounting.nodes ?? '-'}, cpus ${accounting.cpus ?? '-'}`,
           );
         }
-        lines.push('', ...summaryLines(history.db, row));
+        lines.push('', ...(await summaryLines(h, row)));
         process.stdout.write(`${lines.join('\n')}\n`);
       } finally {
-        history.close();
+        await history.close();
       }
     });
 
@@ -461,12 +488,12 @@ export function registerJobsCommand(program: Command): void {
           }
           if (!opts.wait) return;
           {
-            const history = openHistory(flags.dataDir);
+            const history = await openJobsHistory(flags.dataDir);
             try {
               const row = await follow(history, id, flags.json ?? false);
               if (!flags.json) process.stdout.write(`job ${row.jobId ?? '-'} ${row.state}\n`);
             } finally {
-              history.close();
+              await history.close();
             }
           }
           return;
@@ -479,17 +506,18 @@ export function registerJobsCommand(program: Command): void {
     .argument('<request>', 'request id')
     .option('--stderr', 'the stderr file instead of stdout')
     .option('--tail <lines>', 'lines from the end (default 100)', parseInteger)
-    .action((id: string, opts: { stderr?: boolean; tail?: number }, cmd: Command) => {
+    .action(async (id: string, opts: { stderr?: boolean; tail?: number }, cmd: Command) => {
       const flags = flagsOf(cmd);
-      const history = openHistory(flags.dataDir);
+      const history = await openJobsHistory(flags.dataDir);
       try {
-        const row = getRequest(history.db, id);
+        const row = await getRequest(history.store, id);
         if (!row) throw new ConfigError(`no job request ${id} in the history`);
         const tailLines = opts.tail ?? 100;
         if (tailLines < 1 || tailLines > MAX_TAIL_LINES) {
           throw new ConfigError(`--tail must be 1 to ${MAX_TAIL_LINES} lines`);
         }
-        const accounting = row.jobId === null ? undefined : getAccountingJob(history.db, row.profile, row.jobId);
+        const accounting =
+          row.jobId === null ? undefined : await getAccountingJob(history.store, row.profile, row.jobId);
         const output = readJobOutput(row, accounting, opts.stderr ? 'stderr' : 'stdout', {
           tailLines,
           maxBytes: OUTPUT_MAX_BYTES,
@@ -509,7 +537,7 @@ export function registerJobsCommand(program: Command): void {
         }
         process.stdout.write(output.text);
       } finally {
-        history.close();
+        await history.close();
       }
     });
 
@@ -521,7 +549,7 @@ export function registerJobsCommand(program: Command): void {
     .action(async (id: string, opts: { indexes?: string }, cmd: Command) => {
       const flags = flagsOf(cmd);
       const info = readDaemonInfo(flags.dataDir);
-      const history = openHistory(flags.dataDir);
+      const history = await openJobsHistory(flags.dataDir);
       try {
         let given: number[] | undefined;
         try {
@@ -533,7 +561,7 @@ export function registerJobsCommand(program: Command): void {
           import('../requests/array-retry.js'),
           import('../sched/job-spec.js'),
         ]);
-        const plan = planArrayRetry(history.db, id, given);
+        const plan = await planArrayRetry(history.store, id, given);
         refuseAtDoor(info, plan.original.profile, plan.spec, `request ${id}`);
         const requestId = randomUUID();
         const payload: SubmitPayload = {
@@ -555,7 +583,7 @@ export function registerJobsCommand(program: Command): void {
             : `queued request ${requestId}, running tasks ${plan.array} of ${id} again\n`,
         );
       } finally {
-        history.close();
+        await history.close();
       }
     });
 
@@ -567,13 +595,13 @@ export function registerJobsCommand(program: Command): void {
     .action(async (id: string, opts: { applySuggestion?: boolean }, cmd: Command) => {
       const flags = flagsOf(cmd);
       const info = readDaemonInfo(flags.dataDir);
-      const history = openHistory(flags.dataDir);
+      const history = await openJobsHistory(flags.dataDir);
       try {
         const [{ suggestionToApply }, { APPLY_SUGGESTION_JOB }] = await Promise.all([
           import('../summaries/resubmit.js'),
           import('../queue/catalog.js'),
         ]);
-        const { summary } = suggestionToApply(history.db, id);
+        const { summary } = await suggestionToApply(history.store, id);
         const change = describeSuggestion(summary.suggestion as NonNullable<typeof summary.suggestion>);
         if (!opts.applySuggestion) {
           throw new ConfigError(
@@ -598,7 +626,7 @@ export function registerJobsCommand(program: Command): void {
             );
           }
           if (daemonAlive(info)) {
-            for (let i = 0; i < 40 && !getRequest(history.db, newId); i++) await sleep(250);
+            for (let i = 0; i < 40 && !(await getRequest(history.store, newId)); i++) await sleep(250);
           }
         }
         process.stdout.write(
@@ -607,7 +635,7 @@ export function registerJobsCommand(program: Command): void {
             : `queued request ${newId}, re-submitting ${id} with ${change}\n`,
         );
       } finally {
-        history.close();
+        await history.close();
       }
     });
 }
@@ -616,8 +644,8 @@ export function registerJobsCommand(program: Command): void {
 const FAILURES_SHOWN = 20;
 
 /** An array job's tasks, compactly: counts by state, then the failures. */
-function arrayLines(db: HistoryDatabase['db'], row: JobRequestRow): string[] {
-  const tasks = tasksOf(db, row.id);
+async function arrayLines(h: History, row: JobRequestRow): Promise<string[]> {
+  const tasks = await tasksOf(h, row.id);
   const summary = summarizeArray(tasks);
   const failures = tasks.filter((task) => isTerminalRequest(task.state) && task.state !== 'completed');
   const lines = [
@@ -650,18 +678,18 @@ function arrayLines(db: HistoryDatabase['db'], row: JobRequestRow): string[] {
  * A request's retries for `jobs show`: why this attempt was made, what follows it, and every
  * attempt of its request (each its own Slurm job). Nothing for a request without a policy.
  */
-function attemptLines(
-  db: HistoryDatabase['db'],
+async function attemptLines(
+  h: History,
   row: JobRequestRow,
-  attemptsOf: (db: HistoryDatabase['db'], id: string) => JobRequestRow[],
-): string[] {
+  attemptsOf: (h: History, id: string) => Promise<JobRequestRow[]>,
+): Promise<string[]> {
   if (row.retryPolicy === null && row.retryCause === null) return [];
   const lines: string[] = [];
   if (row.retryCause) lines.push(`retry of  ${row.retryCause.previousId}: ${row.retryCause.reason}`);
   if (row.retryDueAt !== null) lines.push(`next      attempt ${row.attempt + 1} at ${time(row.retryDueAt)} (backoff)`);
   if (row.nextAttemptId !== null) lines.push(`next      attempt ${row.attempt + 1}: ${row.nextAttemptId}`);
   if (row.retryNote !== null) lines.push(`no retry  ${row.retryNote}`);
-  const attempts = attemptsOf(db, row.id);
+  const attempts = await attemptsOf(h, row.id);
   lines.push(
     '',
     table(

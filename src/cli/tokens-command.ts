@@ -1,10 +1,12 @@
-import { join, resolve } from 'node:path';
+import { resolve } from 'node:path';
 import type { Command } from 'commander';
-import { type HistoryDatabase, openDatabase } from '../db/database.js';
+import { type OpenedHistory, openHistory } from '../db/open-history.js';
 import { API_SCOPES, type ApiScope } from '../db/schema.js';
 import { createToken, listTokens, revokeToken } from '../db/tokens.js';
 import { ConfigError } from '../errors.js';
 import { ensureOwnerOnlyDir } from '../lib/owner-only.js';
+import { Secret } from '../lib/secret.js';
+import { createLogger } from '../logger.js';
 import { table } from './format.js';
 
 interface TokensFlags {
@@ -13,13 +15,19 @@ interface TokensFlags {
 }
 
 /**
- * Opens the history of a data dir directly (migrating it, so tokens can be made
- * before the first start); WAL lets this run beside the daemon.
+ * Opens the history directly (migrating it, so tokens can be made before the first start): the
+ * PostgreSQL one of DATABASE_URL when set, as the daemon does, else the data dir's SQLite file
+ * (WAL lets this run beside the daemon).
  */
-function openHistory(dataDir: string): HistoryDatabase {
+async function openTokenHistory(dataDir: string): Promise<OpenedHistory> {
   const dir = resolve(dataDir);
-  ensureOwnerOnlyDir(dir, 'data dir');
-  return openDatabase(join(dir, 'history.sqlite'));
+  const databaseUrl = process.env.DATABASE_URL?.trim();
+  if (!databaseUrl) ensureOwnerOnlyDir(dir, 'data dir');
+  return openHistory(
+    { dataDir: dir, databaseUrl: databaseUrl ? new Secret(databaseUrl) : undefined },
+    // stdout is the token's alone; a failure is said by the command's error.
+    createLogger({ level: 'silent' }),
+  );
 }
 
 function parseScopes(text: string): ApiScope[] {
@@ -57,7 +65,7 @@ export function registerTokensCommand(program: Command): void {
         throw new ConfigError(`--name "${opts.name}": letters, digits, ".", "_" and "-", up to 64 characters`);
       }
       const scopes = parseScopes(opts.scopes);
-      const history = openHistory(flagsOf(cmd).dataDir);
+      const history = await openTokenHistory(flagsOf(cmd).dataDir);
       try {
         const { token, info } = await createToken(history.store, { name: opts.name, scopes });
         process.stdout.write(`${token}\n`);
@@ -65,7 +73,7 @@ export function registerTokensCommand(program: Command): void {
           `schedflow: token "${info.name}" (${info.scopes.join(', ')}) created; it is not shown again: keep it now\n`,
         );
       } finally {
-        history.close();
+        await history.close();
       }
     });
 
@@ -74,7 +82,7 @@ export function registerTokensCommand(program: Command): void {
     .description('the tokens (names, scopes, times; never the tokens themselves)')
     .action(async (_opts: unknown, cmd: Command) => {
       const flags = flagsOf(cmd);
-      const history = openHistory(flags.dataDir);
+      const history = await openTokenHistory(flags.dataDir);
       try {
         const rows = await listTokens(history.store);
         process.stdout.write(
@@ -96,7 +104,7 @@ export function registerTokensCommand(program: Command): void {
               )}\n`,
         );
       } finally {
-        history.close();
+        await history.close();
       }
     });
 
@@ -105,13 +113,13 @@ export function registerTokensCommand(program: Command): void {
     .description('revoke a token: requests with it are refused (401) from now on')
     .argument('<name>', 'the name given at create')
     .action(async (name: string, _opts: unknown, cmd: Command) => {
-      const history = openHistory(flagsOf(cmd).dataDir);
+      const history = await openTokenHistory(flagsOf(cmd).dataDir);
       try {
         if (!(await revokeToken(history.store, name)))
           throw new ConfigError(`no live token named "${name}" (see: schedflow tokens list)`);
         process.stderr.write(`schedflow: token "${name}" revoked\n`);
       } finally {
-        history.close();
+        await history.close();
       }
     });
 }

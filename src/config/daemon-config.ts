@@ -158,10 +158,18 @@ export const daemonConfigSchema = z.object({
     .positive()
     .default(10_000)
     .describe('Time limit of one webhook attempt, from connecting to the end of the answer.'),
+  databaseUrl: z
+    .instanceof(Secret)
+    .optional()
+    .describe(
+      'The history on PostgreSQL (`postgres://user:password@host:5432/db`), shared by processes on several hosts; migrated at start. Unset: SQLite, `<data-dir>/history.sqlite`, for one host.',
+    ),
   webhookSecret: z
     .instanceof(Secret)
     .optional()
-    .describe('The key webhooks are signed with; unset: `<data-dir>/webhook-secret`, made at first start.'),
+    .describe(
+      'The key webhooks are signed with; unset: `<data-dir>/webhook-secret`, made at first start. Required with `DATABASE_URL`, so that every host signs with one key.',
+    ),
   uiPassword: z
     .instanceof(Secret)
     .optional()
@@ -207,6 +215,7 @@ export function loadDaemonConfig(env: NodeJS.ProcessEnv, flags: DaemonConfigInpu
     ...(env.SCHEDFLOW_QUEUE_PREFIX && { queuePrefix: env.SCHEDFLOW_QUEUE_PREFIX }),
     ...(env.REDIS_URL && { redisUrl: env.REDIS_URL }),
     ...(env.SCHEDFLOW_LISTEN?.trim() && { listen: env.SCHEDFLOW_LISTEN.trim() }),
+    ...(env.DATABASE_URL?.trim() && { databaseUrl: new Secret(env.DATABASE_URL.trim()) }),
     ...(env.SCHEDFLOW_WEBHOOK_SECRET?.trim() && { webhookSecret: new Secret(env.SCHEDFLOW_WEBHOOK_SECRET.trim()) }),
     ...(env.SCHEDFLOW_UI_PASSWORD && { uiPassword: new Secret(env.SCHEDFLOW_UI_PASSWORD) }),
     summaries: summarySettingsFromEnv(env),
@@ -225,6 +234,7 @@ export function loadDaemonConfig(env: NodeJS.ProcessEnv, flags: DaemonConfigInpu
   if (!isAllInOne(parsed.data.roles) && !parsed.data.redisUrl) {
     throw new ConfigError('processes with separate roles (worker, scheduler, web) share one Redis: set REDIS_URL');
   }
+  if (parsed.data.databaseUrl) checkDatabaseUrl(parsed.data.databaseUrl, parsed.data.webhookSecret);
   const configDir = resolve(parsed.data.configDir);
   return {
     ...parsed.data,
@@ -232,6 +242,28 @@ export function loadDaemonConfig(env: NodeJS.ProcessEnv, flags: DaemonConfigInpu
     configDir,
     pipelinesDir: resolve(parsed.data.pipelinesDir ?? join(configDir, 'pipelines')),
   };
+}
+
+/**
+ * A PostgreSQL URL, and the webhook secret hosts sharing it need: each would otherwise make a
+ * file of its own and sign with it, and receivers would refuse every other host's deliveries.
+ */
+function checkDatabaseUrl(url: Secret, webhookSecret: Secret | undefined): void {
+  let protocol: string;
+  try {
+    protocol = new URL(url.reveal()).protocol;
+  } catch {
+    // Never the value: it holds a password.
+    throw new ConfigError('DATABASE_URL is not a URL: give postgres://user:password@host:5432/database');
+  }
+  if (protocol !== 'postgres:' && protocol !== 'postgresql:') {
+    throw new ConfigError(`DATABASE_URL must be a postgres:// URL (got ${protocol}//…); unset it for SQLite`);
+  }
+  if (!webhookSecret) {
+    throw new ConfigError(
+      'with DATABASE_URL (a history shared by several hosts), set SCHEDFLOW_WEBHOOK_SECRET to the same key on every host: webhooks must be signed with one key',
+    );
+  }
 }
 
 /** The name a user set: the environment variable for tuning settings, else the setting's key. */

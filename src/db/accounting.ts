@@ -1,8 +1,7 @@
-import { and, desc, eq, gte, inArray, sql } from 'drizzle-orm';
+import { and, desc, eq, gte, inArray, isNull, lt, or, sql } from 'drizzle-orm';
 import type { SchedJob } from '../sched/job-model.js';
-import type { Db } from './database.js';
-import { placeholders, prepared } from './prepared.js';
-import { type AccountingJobRow, accountingJobs, jobRequests, profileSync } from './schema.js';
+import type { History } from './history.js';
+import type { AccountingJobRow, profileSync } from './schema.js';
 
 /** Queries of accounting records (slurmdbd's view) and each profile's sync progress. */
 
@@ -34,24 +33,29 @@ function recordValues(profile: string, job: SchedJob) {
   };
 }
 
-export function upsertAccountingJob(
-  db: Db,
+export async function upsertAccountingJob(
+  h: History,
   profile: string,
   job: SchedJob,
   requestId: string | null,
   at: number,
-): void {
+): Promise<void> {
   const values = { ...recordValues(profile, job), requestId, syncedAt: at };
+  const t = h.t.accountingJobs;
   // Prepared once per connection (its columns are always these): reconcile and the poller write
-  // thousands of records at a time.
-  prepared(db, 'accounting.upsert', () => {
-    const set = placeholders(Object.keys(values)) as unknown as typeof accountingJobs.$inferInsert;
-    return db
-      .insert(accountingJobs)
-      .values(set)
-      .onConflictDoUpdate({ target: [accountingJobs.profile, accountingJobs.jobId], set })
-      .prepare();
-  }).run(values);
+  // thousands of records at a time. Every column is plain text or a number, which drizzle binds
+  // as given (null included).
+  await h.preparedRun(
+    'accounting.upsert',
+    () => {
+      const set = Object.fromEntries(Object.keys(values).map((key) => [key, sql.placeholder(key)])) as never;
+      return h.db
+        .insert(t)
+        .values(set)
+        .onConflictDoUpdate({ target: [t.profile, t.jobId], set });
+    },
+    values,
+  );
 }
 
 /** Grow while a job runs, without anything else about it changing. */
@@ -63,25 +67,29 @@ const RUNNING_COUNTERS = new Set(['elapsedSec', 'cpuTimeSec']);
  * have not changed since (the running time aside) need no write (issue 14: one write per active
  * record every minute was 7 s of a core at 12,000 of them).
  */
-export function unchangedAccountingJobs(db: Db, profile: string, jobs: readonly SchedJob[]): Set<number> {
+export async function unchangedAccountingJobs(
+  h: History,
+  profile: string,
+  jobs: readonly SchedJob[],
+): Promise<Set<number>> {
   const unchanged = new Set<number>();
   if (jobs.length === 0) return unchanged;
-  const stored = new Map(
-    db
+  const t = h.t.accountingJobs;
+  const rows = await h.all(
+    h.db
       .select()
-      .from(accountingJobs)
+      .from(t)
       .where(
         and(
-          eq(accountingJobs.profile, profile),
+          eq(t.profile, profile),
           inArray(
-            accountingJobs.jobId,
+            t.jobId,
             jobs.map((j) => j.job_id),
           ),
         ),
-      )
-      .all()
-      .map((row) => [row.jobId, row]),
+      ),
   );
+  const stored = new Map(rows.map((row) => [row.jobId, row]));
   for (const job of jobs) {
     const row = stored.get(job.job_id);
     if (!row) continue;
@@ -93,40 +101,93 @@ export function unchangedAccountingJobs(db: Db, profile: string, jobs: readonly 
   return unchanged;
 }
 
-export function getAccountingJob(db: Db, profile: string, jobId: number): AccountingJobRow | undefined {
-  return db
-    .select()
-    .from(accountingJobs)
-    .where(and(eq(accountingJobs.profile, profile), eq(accountingJobs.jobId, jobId)))
-    .get();
+export function getAccountingJob(h: History, profile: string, jobId: number): Promise<AccountingJobRow | undefined> {
+  const t = h.t.accountingJobs;
+  return h.one(
+    h.db
+      .select()
+      .from(t)
+      .where(and(eq(t.profile, profile), eq(t.jobId, jobId)))
+      .limit(1),
+  );
 }
 
 export type ProfileSyncRow = typeof profileSync.$inferSelect;
 
-export function getProfileSync(db: Db, profile: string): ProfileSyncRow | undefined {
-  return prepared(db, 'profileSync.byProfile', () =>
-    db
-      .select()
-      .from(profileSync)
-      .where(eq(profileSync.profile, sql.placeholder('profile')))
-      .prepare(),
-  ).get({ profile });
+export async function getProfileSync(h: History, profile: string): Promise<ProfileSyncRow | undefined> {
+  const t = h.t.profileSync;
+  const rows = await h.prepared(
+    'profileSync.byProfile',
+    () =>
+      h.db
+        .select()
+        .from(t)
+        .where(eq(t.profile, sql.placeholder('profile'))),
+    { profile },
+  );
+  return rows[0];
 }
 
-export function updateProfileSync(db: Db, profile: string, patch: Partial<Omit<ProfileSyncRow, 'profile'>>): void {
+export async function updateProfileSync(
+  h: History,
+  profile: string,
+  patch: Partial<Omit<ProfileSyncRow, 'profile'>>,
+): Promise<void> {
   const values = { ...patch, updatedAt: Date.now() };
-  db.insert(profileSync)
-    .values({ profile, ...values })
-    .onConflictDoUpdate({ target: profileSync.profile, set: values })
-    .run();
+  const t = h.t.profileSync;
+  await h.run(
+    h.db
+      .insert(t)
+      .values({ profile, ...values })
+      .onConflictDoUpdate({ target: t.profile, set: values }),
+  );
 }
 
-/** The profile's last accounting answer: it came (no error), or why it did not. */
-/** Records the last accounting answer; true when it differs from the one before (worth a log line). */
-export function recordAccountingAnswer(db: Db, profile: string, error: string | null, at = Date.now()): boolean {
-  const before = getProfileSync(db, profile);
-  updateProfileSync(db, profile, { accountingOk: error === null, accountingError: error, accountingCheckedAt: at });
-  return (before?.accountingError ?? null) !== error;
+/**
+ * Moves the profile's import point (unix seconds) to `to`, never back: an import of an older
+ * window that ends after a newer one (another host's, or a run slower than the next) would
+ * otherwise make the next run import again what both did. The windows a run imports run on
+ * from the point it read, so the furthest point any run reached has everything before it.
+ */
+export async function advanceAccountingSync(h: History, profile: string, to: number, at: number): Promise<void> {
+  const t = h.t.profileSync;
+  const values = { accountingSyncedTo: to, accountingSyncedAt: at, updatedAt: Date.now() };
+  await h.run(
+    h.db
+      .insert(t)
+      .values({ profile, ...values })
+      .onConflictDoUpdate({
+        target: t.profile,
+        set: values,
+        setWhere: or(isNull(t.accountingSyncedTo), lt(t.accountingSyncedTo, to)),
+      }),
+  );
+}
+
+/**
+ * Records the last accounting answer (it came, or why it did not); true when it differs from
+ * the one before (worth a log line). The poll and the import both record theirs, and other
+ * hosts' too: the one before is read, locked, in the transaction that writes the new one, so
+ * that of two answers saying the same change only one is told it is new.
+ */
+export function recordAccountingAnswer(
+  h: History,
+  profile: string,
+  error: string | null,
+  at = Date.now(),
+): Promise<boolean> {
+  return h.transaction(async (tx) => {
+    const t = tx.t.profileSync;
+    const before = await tx.one(
+      tx.forUpdate(tx.db.select({ accountingError: t.accountingError }).from(t).where(eq(t.profile, profile)).limit(1)),
+    );
+    await updateProfileSync(tx, profile, {
+      accountingOk: error === null,
+      accountingError: error,
+      accountingCheckedAt: at,
+    });
+    return (before?.accountingError ?? null) !== error;
+  });
 }
 
 export interface HistoryRow {
@@ -153,11 +214,15 @@ export interface HistoryRow {
 }
 
 /** Accounting records with the local request beside them, newest first. */
-export function history(db: Db, filter: { profile?: string; sinceSec?: number; limit?: number } = {}): HistoryRow[] {
+export function history(
+  h: History,
+  filter: { profile?: string; sinceSec?: number; limit?: number } = {},
+): Promise<HistoryRow[]> {
+  const { accountingJobs, jobRequests } = h.t;
   const conditions = [];
   if (filter.profile) conditions.push(eq(accountingJobs.profile, filter.profile));
   if (filter.sinceSec !== undefined) conditions.push(gte(accountingJobs.submitTime, filter.sinceSec));
-  return db
+  const query = h.db
     .select({
       profile: accountingJobs.profile,
       jobId: accountingJobs.jobId,
@@ -182,6 +247,6 @@ export function history(db: Db, filter: { profile?: string; sinceSec?: number; l
     .leftJoin(jobRequests, eq(jobRequests.id, accountingJobs.requestId))
     .where(conditions.length ? and(...conditions) : undefined)
     .orderBy(desc(accountingJobs.submitTime))
-    .limit(filter.limit ?? 100)
-    .all();
+    .limit(filter.limit ?? 100);
+  return h.all(query);
 }

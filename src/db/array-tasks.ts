@@ -1,37 +1,46 @@
 import { and, asc, eq, inArray, sql } from 'drizzle-orm';
-import type { Db } from './database.js';
-import { type ArrayTaskRow, arrayTasks, type JobRequestRow, type RequestState } from './schema.js';
+import type { History } from './history.js';
+import type { ArrayTaskRow, JobRequestRow, RequestState } from './schema.js';
 
 /**
  * Queries of an array request's tasks: one row per index from the start, each updated as the
  * poller learns of it. The request's own state is made from them (src/requests/array-state.ts).
  */
 
-/** Rows for every index of a new array request, pending (in slices: SQLite binds at most 32,766 values). */
-export function insertArrayTasks(db: Db, requestId: string, indexes: readonly number[]): void {
+/**
+ * Rows for every index of a new array request, pending, in slices: SQLite binds at most 32,766
+ * values in a statement, PostgreSQL 65,535.
+ */
+export async function insertArrayTasks(h: History, requestId: string, indexes: readonly number[]): Promise<void> {
+  const t = h.t.arrayTasks;
   for (let at = 0; at < indexes.length; at += 2000) {
     const slice = indexes.slice(at, at + 2000);
-    db.insert(arrayTasks)
-      .values(slice.map((taskId) => ({ requestId, taskId, state: 'pending' as const })))
-      .onConflictDoNothing()
-      .run();
+    await h.run(
+      h.db
+        .insert(t)
+        .values(slice.map((taskId) => ({ requestId, taskId, state: 'pending' as const })))
+        .onConflictDoNothing(),
+    );
   }
 }
 
-export function tasksOf(db: Db, requestId: string): ArrayTaskRow[] {
-  return db.select().from(arrayTasks).where(eq(arrayTasks.requestId, requestId)).orderBy(asc(arrayTasks.taskId)).all();
+export function tasksOf(h: History, requestId: string): Promise<ArrayTaskRow[]> {
+  const t = h.t.arrayTasks;
+  return h.all(h.db.select().from(t).where(eq(t.requestId, requestId)).orderBy(asc(t.taskId)));
 }
 
 /** The tasks of several requests, by request. */
-export function tasksOfRequests(db: Db, requestIds: readonly string[]): Map<string, ArrayTaskRow[]> {
+export async function tasksOfRequests(h: History, requestIds: readonly string[]): Promise<Map<string, ArrayTaskRow[]>> {
+  const t = h.t.arrayTasks;
   const byRequest = new Map<string, ArrayTaskRow[]>();
   for (let at = 0; at < requestIds.length; at += 500) {
-    const rows = db
-      .select()
-      .from(arrayTasks)
-      .where(inArray(arrayTasks.requestId, requestIds.slice(at, at + 500)))
-      .orderBy(asc(arrayTasks.taskId))
-      .all();
+    const rows = await h.all(
+      h.db
+        .select()
+        .from(t)
+        .where(inArray(t.requestId, requestIds.slice(at, at + 500)))
+        .orderBy(asc(t.taskId)),
+    );
     for (const row of rows) {
       const list = byRequest.get(row.requestId);
       if (list) list.push(row);
@@ -46,32 +55,48 @@ export function tasksOfRequests(db: Db, requestIds: readonly string[]): Map<stri
  * UI to say ("task 3 (job 1188)"): an array's job id is one task's own (the last to start), so
  * that record describes the task, not the array. Null for a request that is not an array.
  */
-export function arrayRecordOwner(db: Db, row: Pick<JobRequestRow, 'id' | 'jobId' | 'arrayTaskCount'>): string | null {
+export async function arrayRecordOwner(
+  h: History,
+  row: Pick<JobRequestRow, 'id' | 'jobId' | 'arrayTaskCount'>,
+): Promise<string | null> {
   if (row.arrayTaskCount === null || row.jobId === null) return null;
-  const task = db
-    .select({ taskId: arrayTasks.taskId })
-    .from(arrayTasks)
-    .where(and(eq(arrayTasks.requestId, row.id), eq(arrayTasks.jobId, row.jobId)))
-    .get();
+  const t = h.t.arrayTasks;
+  const task = await h.one(
+    h.db
+      .select({ taskId: t.taskId })
+      .from(t)
+      .where(and(eq(t.requestId, row.id), eq(t.jobId, row.jobId)))
+      .limit(1),
+  );
   return task ? `task ${task.taskId} (job ${row.jobId})` : `job ${row.jobId} (one task)`;
 }
 
 export type ArrayTaskPatch = Partial<Omit<ArrayTaskRow, 'requestId' | 'taskId'>>;
 
-export function updateArrayTask(db: Db, requestId: string, taskId: number, patch: ArrayTaskPatch): void {
-  db.update(arrayTasks)
-    .set(patch)
-    .where(and(eq(arrayTasks.requestId, requestId), eq(arrayTasks.taskId, taskId)))
-    .run();
+export async function updateArrayTask(
+  h: History,
+  requestId: string,
+  taskId: number,
+  patch: ArrayTaskPatch,
+): Promise<void> {
+  const t = h.t.arrayTasks;
+  await h.run(
+    h.db
+      .update(t)
+      .set(patch)
+      .where(and(eq(t.requestId, requestId), eq(t.taskId, taskId))),
+  );
 }
 
 /** How many tasks are in each state. */
-export function taskCounts(db: Db, requestId: string): Partial<Record<RequestState, number>> {
-  const rows = db
-    .select({ state: arrayTasks.state, n: sql<number>`count(*)` })
-    .from(arrayTasks)
-    .where(eq(arrayTasks.requestId, requestId))
-    .groupBy(arrayTasks.state)
-    .all();
+export async function taskCounts(h: History, requestId: string): Promise<Partial<Record<RequestState, number>>> {
+  const t = h.t.arrayTasks;
+  const rows = await h.all(
+    h.db
+      .select({ state: t.state, n: sql<number>`count(*)`.mapWith(Number) })
+      .from(t)
+      .where(eq(t.requestId, requestId))
+      .groupBy(t.state),
+  );
   return Object.fromEntries(rows.map((row) => [row.state, row.n]));
 }

@@ -3,10 +3,10 @@ import { drizzle } from 'drizzle-orm/node-postgres';
 import { getTableConfig, SQLiteInteger, SQLiteTable } from 'drizzle-orm/sqlite-core';
 import type { Pool } from 'pg';
 import { ConfigError } from '../errors.js';
+import { rowDecoder, selectList } from './column-values.js';
 import { connectionOf, type Db } from './database.js';
 import { applyPgMigrations } from './pg-migrate.js';
 import * as pgSchema from './pg-schema.js';
-import { rowDecoder, selectList } from './prepared.js';
 import * as schema from './schema.js';
 
 /**

@@ -1,3 +1,5 @@
+import { createHash } from 'node:crypto';
+import { resolve } from 'node:path';
 import type Database from 'better-sqlite3';
 import { is, type SQL, Table } from 'drizzle-orm';
 import type { BetterSQLite3Database } from 'drizzle-orm/better-sqlite3';
@@ -111,30 +113,35 @@ const gates = new WeakMap<Database.Database, SqliteGate>();
 function gateOf(sqlite: Database.Database): SqliteGate {
   let gate = gates.get(sqlite);
   if (!gate) {
-    gate = new SqliteGate();
+    gate = new SqliteGate(turnOf(sqlite));
     gates.set(sqlite, gate);
   }
   return gate;
 }
 
 /**
- * Runs `write` (synchronous SQLite writes: a shared commit, a slice of a mass end) once no
- * history transaction is open on the connection, so its writes are not made inside one (and
- * undone with it). For the code that has not moved to the history handle yet.
+ * Whose turn it is to write a file, for every connection of this process to it: one waiting
+ * for another's write lock (busy_timeout) blocks the thread, so the transaction holding the
+ * lock, here between two of its statements, could never end (a deadlock, and an error after
+ * 5 s). A daemon has one connection; tests run two daemons in one process.
  */
-export async function afterHistoryTransactions<T>(db: Db, write: () => T): Promise<T> {
-  const gate = gateOf(connectionOf(db));
-  // The wait and the writes in one continuation, as for the handle's statements.
-  while (gate.open) await gate.open;
-  return write();
+const turns = new Map<string, { open: Promise<void> | null }>();
+function turnOf(sqlite: Database.Database): { open: Promise<void> | null } {
+  if (sqlite.memory) return { open: null };
+  const file = resolve(sqlite.name);
+  let turn = turns.get(file);
+  if (!turn) {
+    turn = { open: null };
+    turns.set(file, turn);
+  }
+  return turn;
 }
 
 /**
  * One SQLite connection serves every caller, so a transaction's statements must be alone on it
  * while the transaction is open: a statement of another caller would be in it (and undone with
- * it). Outside a transaction's handle, statements wait for the open one to end, and so do the
- * synchronous writers that go through afterHistoryTransactions; other synchronous code of the
- * old `Db` does not, and would join an open transaction (until it moves to the handle).
+ * it). Outside a transaction's handle, statements wait for the open one to end (on any of the
+ * process's connections to the file, see turnOf).
  * A transaction waits on nothing but the history (its statements run at once), so it ends
  * within the turn of the event loop it began in; one still open at the next turn has awaited
  * something else (another host, a timer, the root handle from inside it), which would hold
@@ -142,10 +149,32 @@ export async function afterHistoryTransactions<T>(db: Db, write: () => T): Promi
  * fails.
  */
 class SqliteGate {
-  open: Promise<void> | null = null;
-  savepoints = 0;
+  constructor(private readonly turn: { open: Promise<void> | null }) {}
+  get open(): Promise<void> | null {
+    return this.turn.open;
+  }
+  set open(value: Promise<void> | null) {
+    this.turn.open = value;
+  }
   readonly statements = new Map<string, ReturnType<Preparable<unknown>['prepare']>>();
   readonly writes = new Map<string, ReturnType<PreparableWrite['prepare']>>();
+  /**
+   * Savepoint names not in use. Two savepoints of one transaction may be open at once, so each
+   * has a name no open one has; names are given again once released, so their statements are
+   * prepared once (a new name a savepoint was a tenth of a mass end's CPU).
+   */
+  readonly freeSavepoints: string[] = [];
+  savepoints = 0;
+  readonly #control = new Map<string, Database.Statement>();
+  /** BEGIN, COMMIT, SAVEPOINT …: prepared once on the connection. */
+  control(sqlite: Database.Database, text: string): void {
+    let statement = this.#control.get(text);
+    if (!statement) {
+      statement = sqlite.prepare(text);
+      this.#control.set(text, statement);
+    }
+    statement.run();
+  }
 }
 
 const UNDONE = 'this SQLite transaction was undone: it awaited something other than the history';
@@ -221,19 +250,19 @@ class SqliteHistory implements History {
     // Still open at the next turn: undone now, so that nothing else waits on it any longer.
     const watch = setImmediate(() => {
       tx.undone = true;
-      if (this.sqlite.inTransaction) this.sqlite.prepare('ROLLBACK').run();
+      if (this.sqlite.inTransaction) this.gate.control(this.sqlite, 'ROLLBACK');
       release();
     });
     try {
       // IMMEDIATE: the write lock as it begins, where busy_timeout applies (see database.ts).
-      this.sqlite.prepare('BEGIN IMMEDIATE').run();
+      this.gate.control(this.sqlite, 'BEGIN IMMEDIATE');
       try {
         const value = await work(new SqliteHistory(this.db, this.sqlite, this.gate, 1, tx));
         if (tx.undone) throw new Error(UNDONE);
-        this.sqlite.prepare('COMMIT').run();
+        this.gate.control(this.sqlite, 'COMMIT');
         return value;
       } catch (error) {
-        if (!tx.undone && this.sqlite.inTransaction) this.sqlite.prepare('ROLLBACK').run();
+        if (!tx.undone && this.sqlite.inTransaction) this.gate.control(this.sqlite, 'ROLLBACK');
         throw error;
       }
     } finally {
@@ -243,20 +272,24 @@ class SqliteHistory implements History {
   }
   private async savepoint<T>(work: (tx: History) => Promise<T>): Promise<T> {
     this.live();
-    // A name of its own: two savepoints of one transaction may be open at once.
-    const name = `sp${++this.gate.savepoints}`;
-    this.sqlite.prepare(`SAVEPOINT ${name}`).run();
+    // A name no open savepoint has (see freeSavepoints).
+    const name = this.gate.freeSavepoints.pop() ?? `sp${++this.gate.savepoints}`;
     try {
-      const value = await work(new SqliteHistory(this.db, this.sqlite, this.gate, this.depth + 1, this.tx));
-      this.live();
-      this.sqlite.prepare(`RELEASE ${name}`).run();
-      return value;
-    } catch (error) {
-      if (!this.tx?.undone && this.sqlite.inTransaction) {
-        this.sqlite.prepare(`ROLLBACK TO ${name}`).run();
-        this.sqlite.prepare(`RELEASE ${name}`).run();
+      this.gate.control(this.sqlite, `SAVEPOINT ${name}`);
+      try {
+        const value = await work(new SqliteHistory(this.db, this.sqlite, this.gate, this.depth + 1, this.tx));
+        this.live();
+        this.gate.control(this.sqlite, `RELEASE ${name}`);
+        return value;
+      } catch (error) {
+        if (!this.tx?.undone && this.sqlite.inTransaction) {
+          this.gate.control(this.sqlite, `ROLLBACK TO ${name}`);
+          this.gate.control(this.sqlite, `RELEASE ${name}`);
+        }
+        throw error;
       }
-      throw error;
+    } finally {
+      this.gate.freeSavepoints.push(name);
     }
   }
 }
@@ -297,7 +330,10 @@ class PostgresHistory implements History {
   }
   /** The statement of `key`: the key names it on each connection of the pool (pg prepares it there once). */
   private statement(key: string, build: () => Preparable<unknown> | PreparableWrite): PgPrepared {
-    const prepare = () => (build() as unknown as { prepare(name: string): PgPrepared }).prepare(`sf_${key}`);
+    // PostgreSQL keeps the first 63 bytes of a name: keys longer than that (an UPDATE's column
+    // list) would share one, and the second statement prepared under it fail.
+    const name = `sf_${createHash('sha1').update(key).digest('hex').slice(0, 40)}`;
+    const prepare = () => (build() as unknown as { prepare(name: string): PgPrepared }).prepare(name);
     return this.statements ? cached(this.statements, key, prepare) : prepare();
   }
   async prepared<T>(key: string, build: () => Preparable<T>, values: Record<string, unknown>): Promise<T[]> {

@@ -1,28 +1,12 @@
-import {
-  and,
-  asc,
-  type Column,
-  count,
-  desc,
-  eq,
-  getTableColumns,
-  inArray,
-  isNotNull,
-  lt,
-  or,
-  type SQL,
-  sql,
-} from 'drizzle-orm';
+import { and, asc, count, desc, eq, gt, inArray, isNotNull, lt, or, type SQL, sql } from 'drizzle-orm';
 import { nextTurn } from '../lib/turns.js';
-import { connectionOf, type Db } from './database.js';
-import { driverValue, prepared, rowDecoder, selectList } from './prepared.js';
+import { driverValue } from './column-values.js';
+import type { History } from './history.js';
 import {
   type AttemptPolicy,
   type Deadlines,
   type JobRequestRow,
   type JobTransitionRow,
-  jobRequests,
-  jobTransitions,
   REQUEST_STATES,
   type RequestState,
   type RetryCause,
@@ -62,63 +46,23 @@ export interface NewRequest {
 }
 
 /** Creates a request in `accepted`; a second call with the same id returns the first row. */
-export function createRequest(db: Db, req: NewRequest): JobRequestRow {
-  return db.transaction((tx) => {
-    const existing = getRequest(tx, req.id);
+export function createRequest(h: History, req: NewRequest): Promise<JobRequestRow> {
+  return h.transaction(async (tx) => {
+    const existing = await getRequest(tx, req.id);
     if (existing) return existing;
-    insertRequest(tx, req);
-    return getRequest(tx, req.id) as JobRequestRow;
+    await insertRequest(tx, req);
+    return (await getRequest(tx, req.id)) as JobRequestRow;
   });
-}
-
-/**
- * Inserts a request in `accepted` and its first transition, in the caller's transaction, for
- * an id it has found free: nothing read back (the row's spec would be parsed again for nothing).
- * With `queued`, the row is written in `queued` with both transitions, as accepting it and then
- * moving it (src/requests/transition.ts) would leave it: a new row needs no read, savepoint and
- * UPDATE to make that move, and every submission makes it.
- */
-export function insertRequest(db: Db, req: NewRequest, queued?: { source: TransitionSource; at: number }): void {
-  const row: Record<(typeof INSERTED)[number], unknown> = {
-    id: req.id,
-    profile: req.profile,
-    name: req.name,
-    spec: req.spec,
-    origin: req.origin,
-    state: queued ? 'queued' : 'accepted',
-    createdAt: req.at,
-    updatedAt: queued ? queued.at : req.at,
-    runId: req.runId,
-    step: req.step,
-    attempt: req.attempt ?? 1,
-    needs: req.needs,
-    webhookUrl: req.webhookUrl,
-    deadlines: req.deadlines,
-    summarize: req.summarize,
-    resubmitOf: req.resubmitOf,
-    arrayTaskCount: req.arrayTaskCount,
-    arrayRetryOf: req.arrayRetryOf,
-    retryPolicy: req.retryPolicy,
-    firstAttemptId: req.firstAttemptId,
-    retryCause: req.retryCause,
-  };
-  insertRequestStatement(db).run(INSERTED.map((key) => driverValue(requestColumns[key], row[key])));
-  insertTransition(db, { requestId: req.id, fromState: null, toState: 'accepted', at: req.at, source: req.source });
-  if (queued) {
-    insertTransition(db, {
-      requestId: req.id,
-      fromState: 'accepted',
-      toState: 'queued',
-      at: queued.at,
-      source: queued.source,
-    });
-  }
 }
 
 const placeholder = sql.placeholder;
 
-const requestColumns = getTableColumns(jobRequests);
-const decodeRequest = rowDecoder<JobRequestRow>(requestColumns);
+/**
+ * A value bound as given (`driverValue` has mapped it): drizzle's own mapping of a placeholder
+ * wrote a json column's null as the text 'null' and a boolean column's as 0 (false), and
+ * `summarize: null`, "follow the global setting", came out as "no summary".
+ */
+const bound = (name: string) => sql`${placeholder(name)}`;
 
 /** The columns a new request is written with; the others keep their defaults (or NULL). */
 const INSERTED = [
@@ -143,146 +87,263 @@ const INSERTED = [
   'retryPolicy',
   'firstAttemptId',
   'retryCause',
-] as const satisfies readonly (keyof typeof requestColumns)[];
+] as const satisfies readonly (keyof JobRequestRow)[];
 
-const insertRequestStatement = (db: Db) =>
-  prepared(db, 'requests.insert', () =>
-    connectionOf(db).prepare(
-      `insert into job_requests (${INSERTED.map((key) => `"${requestColumns[key].name}"`).join(', ')})
-       values (${INSERTED.map(() => '?').join(', ')})`,
-    ),
+/**
+ * Inserts a request in `accepted` and its first transition, in the caller's transaction, for
+ * an id it has found free: nothing read back (the row's spec would be parsed again for nothing).
+ * With `queued`, the row is written in `queued` with both transitions, as accepting it and then
+ * moving it (src/requests/transition.ts) would leave it: a new row needs no read, savepoint and
+ * UPDATE to make that move, and every submission makes it. False, writing nothing, when the id
+ * is taken after all (recorded meanwhile by another host).
+ */
+export async function insertRequest(
+  h: History,
+  req: NewRequest,
+  queued?: { source: TransitionSource; at: number },
+): Promise<boolean> {
+  const row: Record<(typeof INSERTED)[number], unknown> = {
+    id: req.id,
+    profile: req.profile,
+    name: req.name,
+    spec: req.spec,
+    origin: req.origin,
+    state: queued ? 'queued' : 'accepted',
+    createdAt: req.at,
+    updatedAt: queued ? queued.at : req.at,
+    runId: req.runId,
+    step: req.step,
+    attempt: req.attempt ?? 1,
+    needs: req.needs,
+    webhookUrl: req.webhookUrl,
+    deadlines: req.deadlines,
+    summarize: req.summarize,
+    resubmitOf: req.resubmitOf,
+    arrayTaskCount: req.arrayTaskCount,
+    arrayRetryOf: req.arrayRetryOf,
+    retryPolicy: req.retryPolicy,
+    firstAttemptId: req.firstAttemptId,
+    retryCause: req.retryCause,
+  };
+  const t = h.t.jobRequests;
+  const inserted = await h.preparedRun(
+    'requests.insert',
+    () =>
+      h.db
+        .insert(t)
+        .values(Object.fromEntries(INSERTED.map((key) => [key, bound(key)])) as never)
+        .onConflictDoNothing(),
+    Object.fromEntries(INSERTED.map((key) => [key, driverValue(t[key], row[key])])),
   );
+  if (inserted === 0) return false;
+  await insertTransition(h, {
+    requestId: req.id,
+    fromState: null,
+    toState: 'accepted',
+    at: req.at,
+    source: req.source,
+  });
+  if (queued) {
+    await insertTransition(h, {
+      requestId: req.id,
+      fromState: 'accepted',
+      toState: 'queued',
+      at: queued.at,
+      source: queued.source,
+    });
+  }
+  return true;
+}
 
-export type TransitionRecord = Omit<typeof jobTransitions.$inferInsert, 'id'>;
+export type TransitionRecord = Omit<JobTransitionRow, 'id' | 'fromState' | 'rawState' | 'reason' | 'stale' | 'detail'> &
+  Partial<Pick<JobTransitionRow, 'fromState' | 'rawState' | 'reason' | 'stale' | 'detail'>>;
+
+const TRANSITION_COLUMNS = [
+  'requestId',
+  'fromState',
+  'toState',
+  'at',
+  'source',
+  'rawState',
+  'reason',
+  'stale',
+  'detail',
+] as const;
 
 /** Appends a row to a request's transition log; the caller has moved the request (requests/transition.ts). */
-export function insertTransition(db: Db, record: TransitionRecord): void {
-  prepared(db, 'transitions.insert', () =>
-    connectionOf(db).prepare(
-      'insert into job_transitions (request_id, from_state, to_state, at, source, raw_state, reason, stale, detail) values (?, ?, ?, ?, ?, ?, ?, ?, ?)',
-    ),
-  ).run(
-    record.requestId,
-    record.fromState ?? null,
-    record.toState,
-    record.at,
-    record.source,
-    record.rawState ?? null,
-    record.reason ?? null,
-    record.stale ? 1 : 0,
-    record.detail ?? null,
+export async function insertTransition(h: History, record: TransitionRecord): Promise<void> {
+  const t = h.t.jobTransitions;
+  const values = { ...record, stale: record.stale ?? false };
+  await h.preparedRun(
+    'transitions.insert',
+    () => h.db.insert(t).values(Object.fromEntries(TRANSITION_COLUMNS.map((key) => [key, bound(key)])) as never),
+    Object.fromEntries(TRANSITION_COLUMNS.map((key) => [key, driverValue(t[key], values[key])])),
   );
 }
 
 export type RequestPatch = Partial<Omit<JobRequestRow, 'id'>>;
 
-/** A request column by its key; a patch that names no column is a programming error, said as such. */
-function columnOf(key: string): Column {
-  const column = (requestColumns as Record<string, Column | undefined>)[key];
-  if (!column) throw new Error(`job_requests has no column "${key}"`);
-  return column;
-}
-
 /**
  * UPDATE of the columns `set` names, prepared once per set of names: the poller, the
- * submitter and the API each write a handful of shapes, again and again.
+ * submitter and the API each write a handful of shapes, again and again. With `from`, only
+ * while the request is in that state (another process or host may have moved it since it was
+ * read): the rows changed (0 or 1).
  */
-export function updateRequest(db: Db, requestId: string, set: RequestPatch): void {
+export async function updateRequest(
+  h: History,
+  requestId: string,
+  set: RequestPatch,
+  from?: RequestState,
+): Promise<number> {
   const keys = (Object.keys(set) as (keyof RequestPatch)[]).filter((key) => set[key] !== undefined).sort();
-  if (keys.length === 0) return;
-  const columns = keys.map(columnOf);
-  prepared(db, `requests.update:${keys.join(',')}`, () =>
-    connectionOf(db).prepare(
-      `update job_requests set ${columns.map((column) => `"${column.name}" = ?`).join(', ')} where id = ?`,
-    ),
-  ).run(...keys.map((key, i) => driverValue(columns[i] as Column, set[key])), requestId);
+  if (keys.length === 0) return 0;
+  const t = h.t.jobRequests;
+  for (const key of keys) if (!(key in t)) throw new Error(`job_requests has no column "${key}"`);
+  const values: Record<string, unknown> = Object.fromEntries(keys.map((key) => [key, driverValue(t[key], set[key])]));
+  values.requestId = requestId;
+  if (from !== undefined) values.from = from;
+  return h.preparedRun(
+    `requests.update:${keys.join(',')}${from === undefined ? '' : ':from'}`,
+    () =>
+      h.db
+        .update(t)
+        .set(Object.fromEntries(keys.map((key) => [key, bound(key)])))
+        .where(
+          from === undefined
+            ? eq(t.id, placeholder('requestId'))
+            : and(eq(t.id, placeholder('requestId')), eq(t.state, placeholder('from'))),
+        ),
+    values,
+  );
 }
 
 /** Sets columns without a state change (freshness of the last sighting, accounting fields). */
-export function patchRequest(db: Db, requestId: string, patch: Partial<Omit<JobRequestRow, 'id' | 'state'>>): void {
-  updateRequest(db, requestId, patch);
+export async function patchRequest(
+  h: History,
+  requestId: string,
+  patch: Partial<Omit<JobRequestRow, 'id' | 'state'>>,
+): Promise<void> {
+  await updateRequest(h, requestId, patch);
 }
 
 /** A request's state alone: without its spec (up to a megabyte of JSON) to read and parse. */
-export function requestStateOf(db: Db, id: string): JobRequestRow['state'] | undefined {
-  return prepared(db, 'requests.stateById', () =>
-    connectionOf(db).prepare<[string], JobRequestRow['state']>('select state from job_requests where id = ?').pluck(),
-  ).get(id);
+export async function requestStateOf(h: History, id: string): Promise<JobRequestRow['state'] | undefined> {
+  const t = h.t.jobRequests;
+  const rows = await h.prepared(
+    'requests.stateById',
+    () =>
+      h.db
+        .select({ state: t.state })
+        .from(t)
+        .where(eq(t.id, placeholder('id'))),
+    { id },
+  );
+  return rows[0]?.state;
 }
 
 /** What a state change reads of a request: not its spec (up to a megabyte of JSON) to parse. */
 export type TransitionFacts = Pick<JobRequestRow, 'state' | 'rawState' | 'webhookUrl' | 'runId' | 'retryPolicy'>;
 
-const factColumns = {
-  state: jobRequests.state,
-  rawState: jobRequests.rawState,
-  webhookUrl: jobRequests.webhookUrl,
-  runId: jobRequests.runId,
-  // A few hundred bytes at most: whether an end makes another attempt.
-  retryPolicy: jobRequests.retryPolicy,
-};
-const decodeFacts = rowDecoder<TransitionFacts>(factColumns);
-
-export function transitionFactsOf(db: Db, id: string): TransitionFacts | undefined {
-  const row = prepared(db, 'requests.transitionFacts', () =>
-    connectionOf(db).prepare<[string], Record<string, unknown>>(
-      `select ${selectList(factColumns)} from job_requests where id = ?`,
-    ),
-  ).get(id);
-  return row && decodeFacts(row);
+/**
+ * The facts of a state change, locking the row on PostgreSQL until the transaction `h` is
+ * (where another host may change it meanwhile).
+ */
+export async function transitionFactsOf(h: History, id: string): Promise<TransitionFacts | undefined> {
+  const t = h.t.jobRequests;
+  const rows = await h.prepared(
+    'requests.transitionFacts',
+    () =>
+      h.forUpdate(
+        h.db
+          .select({
+            state: t.state,
+            rawState: t.rawState,
+            webhookUrl: t.webhookUrl,
+            runId: t.runId,
+            // A few hundred bytes at most: whether an end makes another attempt.
+            retryPolicy: t.retryPolicy,
+          })
+          .from(t)
+          .where(eq(t.id, placeholder('id'))),
+      ),
+    { id },
+  );
+  return rows[0];
 }
 
-export function getRequest(db: Db, id: string): JobRequestRow | undefined {
-  const row = prepared(db, 'requests.byId', () =>
-    connectionOf(db).prepare<[string], Record<string, unknown>>(
-      `select ${selectList(requestColumns)} from job_requests where id = ?`,
-    ),
-  ).get(id);
-  return row && decodeRequest(row);
+/**
+ * A request's row. With `lock`, in a transaction, the row is locked (on PostgreSQL) until it
+ * ends: for a decision on the row that the transaction then writes.
+ */
+export async function getRequest(
+  h: History,
+  id: string,
+  options: { lock?: boolean } = {},
+): Promise<JobRequestRow | undefined> {
+  const t = h.t.jobRequests;
+  const select = () =>
+    h.db
+      .select()
+      .from(t)
+      .where(eq(t.id, placeholder('id')));
+  const rows = options.lock
+    ? await h.prepared('requests.byIdLocked', () => h.forUpdate(select()), { id })
+    : await h.prepared('requests.byId', select, { id });
+  return rows[0];
 }
 
 /** The request that has this Slurm job on this profile, if any. */
-export function requestByJobId(db: Db, profile: string, jobId: number): JobRequestRow | undefined {
-  const row = prepared(db, 'requests.byJobId', () =>
-    connectionOf(db).prepare<[string, number], Record<string, unknown>>(
-      `select ${selectList(requestColumns)} from job_requests where profile = ? and job_id = ?`,
-    ),
-  ).get(profile, jobId);
-  return row && decodeRequest(row);
+export async function requestByJobId(h: History, profile: string, jobId: number): Promise<JobRequestRow | undefined> {
+  const t = h.t.jobRequests;
+  const rows = await h.prepared(
+    'requests.byJobId',
+    () =>
+      h.db
+        .select()
+        .from(t)
+        .where(and(eq(t.profile, placeholder('profile')), eq(t.jobId, placeholder('jobId')))),
+    { profile, jobId },
+  );
+  return rows[0];
 }
 
-export function transitionsOf(db: Db, requestId: string): JobTransitionRow[] {
-  return prepared(db, 'transitions.ofRequest', () =>
-    db
-      .select()
-      .from(jobTransitions)
-      .where(eq(jobTransitions.requestId, placeholder('requestId')))
-      .orderBy(asc(jobTransitions.at), asc(jobTransitions.id))
-      .prepare(),
-  ).all({ requestId });
+export function transitionsOf(h: History, requestId: string): Promise<JobTransitionRow[]> {
+  const t = h.t.jobTransitions;
+  return h.prepared(
+    'transitions.ofRequest',
+    () =>
+      h.db
+        .select()
+        .from(t)
+        .where(eq(t.requestId, placeholder('requestId')))
+        .orderBy(asc(t.at), asc(t.id)),
+    { requestId },
+  );
 }
 
 /** The columns polling reads and compares; not the spec, which may be large. */
-const trackedColumns = {
-  id: jobRequests.id,
-  state: jobRequests.state,
-  name: jobRequests.name,
-  jobId: jobRequests.jobId,
-  jobConfirmedAt: jobRequests.jobConfirmedAt,
-  rawState: jobRequests.rawState,
-  reason: jobRequests.reason,
-  exitCode: jobRequests.exitCode,
-  signal: jobRequests.signal,
-  startedAt: jobRequests.startedAt,
-  endedAt: jobRequests.endedAt,
-  submittedAt: jobRequests.submittedAt,
-  createdAt: jobRequests.createdAt,
-  missingSince: jobRequests.missingSince,
-  stdoutPath: jobRequests.stdoutPath,
-  stderrPath: jobRequests.stderrPath,
-  arrayTaskCount: jobRequests.arrayTaskCount,
-};
-export type TrackedRequest = Pick<JobRequestRow, keyof typeof trackedColumns>;
+function trackedColumns(t: History['t']['jobRequests']) {
+  return {
+    id: t.id,
+    state: t.state,
+    name: t.name,
+    jobId: t.jobId,
+    jobConfirmedAt: t.jobConfirmedAt,
+    rawState: t.rawState,
+    reason: t.reason,
+    exitCode: t.exitCode,
+    signal: t.signal,
+    startedAt: t.startedAt,
+    endedAt: t.endedAt,
+    submittedAt: t.submittedAt,
+    createdAt: t.createdAt,
+    missingSince: t.missingSince,
+    stdoutPath: t.stdoutPath,
+    stderrPath: t.stderrPath,
+    arrayTaskCount: t.arrayTaskCount,
+  };
+}
+export type TrackedRequest = Pick<JobRequestRow, keyof ReturnType<typeof trackedColumns>>;
 
 /** States a request with a job may be followed in: every one but the terminal ones (`lost` included). */
 const FOLLOWED_STATES = REQUEST_STATES.filter(
@@ -302,32 +363,44 @@ const TRACKED_PAGE_ROWS = 2000;
  * turn of the event loop between pages. A request that changes state meanwhile is read once
  * (its latest row) or, moved back to a state already read, followed from the next cycle.
  */
-export async function trackedRequests(db: Db, profile: string): Promise<TrackedRequest[]> {
-  // better-sqlite3 makes the objects, named as TrackedRequest's keys: drizzle's mapping of each
-  // column of 10,000 rows (plain text and integers, nothing to convert) was a sixth of a cycle.
-  const page = prepared(db, 'requests.trackedPage', () =>
-    connectionOf(db).prepare<{ profile: string; state: string; after: number }, TrackedRequest & { rowid: number }>(
-      `select ${selectList(trackedColumns)}, rowid from job_requests
-       where profile = :profile and state = :state and job_id is not null and rowid > :after
-       order by rowid limit ${TRACKED_PAGE_ROWS}`,
-    ),
-  );
+export async function trackedRequests(h: History, profile: string): Promise<TrackedRequest[]> {
+  const t = h.t.jobRequests;
+  // The page's key: SQLite's rowid is the (profile, state) index's own order, so a page costs no
+  // sort; PostgreSQL's tables have no such column, and sort a state's rows by id.
+  const key: SQL<number | string> = h.dialect === 'sqlite' ? sql<number>`${t}.rowid` : sql<string>`${t.id}`;
   const tracked = new Map<string, TrackedRequest>();
   let sinceTurn = 0;
   for (const state of FOLLOWED_STATES) {
-    let after = 0;
+    let after: number | string = h.dialect === 'sqlite' ? 0 : '';
     for (;;) {
       // A profile of a few hundred jobs is read in one turn; a state with none costs nothing.
       if (sinceTurn >= TRACKED_PAGE_ROWS / 2) {
         await nextTurn();
         sinceTurn = 0;
       }
-      const rows = page.all({ profile, state, after });
+      const rows = await h.prepared(
+        'requests.trackedPage',
+        () =>
+          h.db
+            .select({ ...trackedColumns(t), key })
+            .from(t)
+            .where(
+              and(
+                eq(t.profile, placeholder('profile')),
+                eq(t.state, placeholder('state')),
+                isNotNull(t.jobId),
+                gt(key, placeholder('after')),
+              ),
+            )
+            .orderBy(key)
+            .limit(TRACKED_PAGE_ROWS),
+        { profile, state, after },
+      );
       sinceTurn += rows.length;
-      for (const row of rows) tracked.set(row.id, row);
+      for (const { key: _key, ...row } of rows) tracked.set(row.id, row);
       const last = rows.at(-1);
       if (!last || rows.length < TRACKED_PAGE_ROWS) break;
-      after = last.rowid;
+      after = last.key as number | string;
     }
   }
   // In job id order, as one query by the (profile, job_id) index gave them: the poller's chunks
@@ -339,22 +412,25 @@ export async function trackedRequests(db: Db, profile: string): Promise<TrackedR
  * Submissions of the profile whose answer is not recorded yet, by job name: the earliest
  * attempt's start (ms). The job such an attempt makes exists before its id is recorded.
  */
-export function submissionsInFlight(db: Db, profile: string): Map<string, number> {
-  const rows = prepared(db, 'requests.submissionsInFlight', () =>
-    db
-      .select({ name: jobRequests.name, since: sql<number>`min(${jobRequests.submitAttemptAt})` })
-      .from(jobRequests)
-      .where(
-        and(
-          eq(jobRequests.profile, placeholder('profile')),
-          inArray(jobRequests.state, ['submitting', 'waiting']),
-          sql`+${jobRequests.jobId} is null`,
-          isNotNull(jobRequests.submitAttemptAt),
-        ),
-      )
-      .groupBy(jobRequests.name)
-      .prepare(),
-  ).all({ profile });
+export async function submissionsInFlight(h: History, profile: string): Promise<Map<string, number>> {
+  const t = h.t.jobRequests;
+  const rows = await h.prepared(
+    'requests.submissionsInFlight',
+    () =>
+      h.db
+        .select({ name: t.name, since: sql<number>`min(${t.submitAttemptAt})`.mapWith(Number) })
+        .from(t)
+        .where(
+          and(
+            eq(t.profile, placeholder('profile')),
+            inArray(t.state, ['submitting', 'waiting']),
+            sql`+${t.jobId} is null`,
+            isNotNull(t.submitAttemptAt),
+          ),
+        )
+        .groupBy(t.name),
+    { profile },
+  );
   return new Map(rows.map((row) => [row.name, row.since]));
 }
 
@@ -363,41 +439,51 @@ export function submissionsInFlight(db: Db, profile: string): Map<string, number
  * first of them keeps `waiting` while it is tried again). They go first: a freed slot is taken
  * in order of acceptance.
  */
-export function submitLimitQueueAhead(db: Db, row: Pick<JobRequestRow, 'id' | 'profile' | 'createdAt'>): number {
-  return (
-    prepared(db, 'requests.submitLimitQueueAhead', () =>
-      db
+export async function submitLimitQueueAhead(
+  h: History,
+  row: Pick<JobRequestRow, 'id' | 'profile' | 'createdAt'>,
+): Promise<number> {
+  const t = h.t.jobRequests;
+  const tr = h.t.jobTransitions;
+  // Requests accepted in the same millisecond go in the order they were recorded (their ids
+  // are random): the order of their first transitions, whose ids are given in that order.
+  const recorded = (id: SQL | typeof t.id) => sql`(select min(${tr.id}) from ${tr} where ${tr.requestId} = ${id})`;
+  const rows = await h.prepared(
+    'requests.submitLimitQueueAhead',
+    () =>
+      h.db
         .select({ n: count() })
-        .from(jobRequests)
+        .from(t)
         .where(
           and(
-            eq(jobRequests.profile, placeholder('profile')),
-            eq(jobRequests.state, 'waiting'),
+            eq(t.profile, placeholder('profile')),
+            eq(t.state, 'waiting'),
             // Unary + keeps SQLite on the (profile, state) index: by (profile, job_id) it went
             // through every request not submitted yet, for every submission (issue 14).
-            sql`+${jobRequests.jobId} is null`,
+            sql`+${t.jobId} is null`,
             or(
-              lt(jobRequests.createdAt, placeholder('createdAt')),
-              // Accepted in the same millisecond: in the order they were recorded (ids are random).
+              lt(t.createdAt, placeholder('createdAt')),
               and(
-                eq(jobRequests.createdAt, placeholder('createdAt')),
-                sql`"job_requests".rowid < (select "r".rowid from "job_requests" "r" where "r"."id" = ${placeholder('id')})`,
+                eq(t.createdAt, placeholder('createdAt')),
+                sql`${recorded(t.id)} < ${recorded(sql`${placeholder('id')}`)}`,
               ),
             ),
           ),
-        )
-        .prepare(),
-    ).get({ profile: row.profile, createdAt: row.createdAt, id: row.id })?.n ?? 0
+        ),
+    { profile: row.profile, createdAt: row.createdAt, id: row.id },
   );
+  return rows[0]?.n ?? 0;
 }
 
 /** Requests not yet submitted (after a restart they must be queued again). */
-export function unsubmittedRequests(db: Db): JobRequestRow[] {
-  return db
-    .select()
-    .from(jobRequests)
-    .where(inArray(jobRequests.state, ['accepted', 'queued', 'waiting', 'submitting']))
-    .all();
+export function unsubmittedRequests(h: History): Promise<JobRequestRow[]> {
+  const t = h.t.jobRequests;
+  return h.all(
+    h.db
+      .select()
+      .from(t)
+      .where(inArray(t.state, ['accepted', 'queued', 'waiting', 'submitting'])),
+  );
 }
 
 export interface ListFilter {
@@ -408,16 +494,18 @@ export interface ListFilter {
   limit?: number;
 }
 
-export function listRequests(db: Db, filter: ListFilter = {}): JobRequestRow[] {
+export function listRequests(h: History, filter: ListFilter = {}): Promise<JobRequestRow[]> {
+  const t = h.t.jobRequests;
   const where: SQL[] = [];
-  if (filter.state?.length) where.push(inArray(jobRequests.state, filter.state));
-  if (filter.profile) where.push(eq(jobRequests.profile, filter.profile));
-  if (filter.before) where.push(lt(jobRequests.createdAt, filter.before));
-  return db
-    .select()
-    .from(jobRequests)
-    .where(where.length ? and(...where) : undefined)
-    .orderBy(desc(jobRequests.createdAt))
-    .limit(filter.limit ?? 50)
-    .all();
+  if (filter.state?.length) where.push(inArray(t.state, filter.state));
+  if (filter.profile) where.push(eq(t.profile, filter.profile));
+  if (filter.before) where.push(lt(t.createdAt, filter.before));
+  return h.all(
+    h.db
+      .select()
+      .from(t)
+      .where(where.length ? and(...where) : undefined)
+      .orderBy(desc(t.createdAt))
+      .limit(filter.limit ?? 50),
+  );
 }

@@ -1,6 +1,6 @@
-import { and, asc, desc, eq, inArray, lt, type SQL } from 'drizzle-orm';
-import type { Db } from './database.js';
-import { type JobRequestRow, jobRequests, type PipelineRunRow, pipelineRuns, type RunState } from './schema.js';
+import { and, asc, desc, eq, inArray, lt, type SQL, sql } from 'drizzle-orm';
+import type { History } from './history.js';
+import type { JobRequestRow, PipelineRunRow, RunState } from './schema.js';
 
 /** Queries of pipeline runs; their steps are job requests with the run's id. */
 
@@ -12,30 +12,49 @@ export interface RunFilter {
   limit?: number;
 }
 
-export function listRuns(db: Db, filter: RunFilter = {}): PipelineRunRow[] {
+export function listRuns(h: History, filter: RunFilter = {}): Promise<PipelineRunRow[]> {
+  const t = h.t.pipelineRuns;
   const where: SQL[] = [];
-  if (filter.pipeline) where.push(eq(pipelineRuns.pipeline, filter.pipeline));
-  if (filter.state?.length) where.push(inArray(pipelineRuns.state, filter.state));
-  if (filter.before) where.push(lt(pipelineRuns.createdAt, filter.before));
-  return db
-    .select()
-    .from(pipelineRuns)
-    .where(where.length ? and(...where) : undefined)
-    .orderBy(desc(pipelineRuns.createdAt))
-    .limit(filter.limit ?? 50)
-    .all();
+  if (filter.pipeline) where.push(eq(t.pipeline, filter.pipeline));
+  if (filter.state?.length) where.push(inArray(t.state, filter.state));
+  if (filter.before) where.push(lt(t.createdAt, filter.before));
+  return h.all(
+    h.db
+      .select()
+      .from(t)
+      .where(where.length ? and(...where) : undefined)
+      .orderBy(desc(t.createdAt))
+      .limit(filter.limit ?? 50),
+  );
 }
 
-export function getRun(db: Db, id: string): PipelineRunRow | undefined {
-  return db.select().from(pipelineRuns).where(eq(pipelineRuns.id, id)).get();
+export async function getRun(h: History, id: string): Promise<PipelineRunRow | undefined> {
+  const t = h.t.pipelineRuns;
+  // Prepared: each submission of a step reads its run (stepDependencies), as does each page of one.
+  const rows = await h.prepared(
+    'runs.getRun',
+    () =>
+      h.db
+        .select()
+        .from(t)
+        .where(eq(t.id, sql.placeholder('id'))),
+    { id },
+  );
+  return rows[0];
 }
 
 /** Every request of a run, all attempts, in step then attempt order. */
-export function stepRequests(db: Db, runId: string): JobRequestRow[] {
-  return db
-    .select()
-    .from(jobRequests)
-    .where(eq(jobRequests.runId, runId))
-    .orderBy(asc(jobRequests.step), asc(jobRequests.attempt))
-    .all();
+export function stepRequests(h: History, runId: string): Promise<JobRequestRow[]> {
+  const t = h.t.jobRequests;
+  // Prepared: read for each submission of a step and each pass of the pipeline tick over a run.
+  return h.prepared(
+    'runs.stepRequests',
+    () =>
+      h.db
+        .select()
+        .from(t)
+        .where(eq(t.runId, sql.placeholder('runId')))
+        .orderBy(asc(t.step), asc(t.attempt)),
+    { runId },
+  );
 }

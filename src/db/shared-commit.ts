@@ -1,5 +1,4 @@
-import type { Db } from './database.js';
-import { afterHistoryTransactions } from './history.js';
+import type { History } from './history.js';
 
 /**
  * Writes of several callers in one commit: each `work` runs in a savepoint of its own (a throw
@@ -11,15 +10,15 @@ import { afterHistoryTransactions } from './history.js';
  * For writes whose caller waits anyway (a submit worker between its POST and its answer): the
  * turn of waiting is short, and what a caller is told has been written is on disk.
  */
-export function inSharedCommit<T>(db: Db, work: () => T): Promise<T> {
-  let waiting = pending.get(db);
+export function inSharedCommit<T>(h: History, work: (tx: History) => Promise<T>): Promise<T> {
+  let waiting = pending.get(h);
   if (!waiting) {
     const batch: Pending[] = [];
     waiting = batch;
-    pending.set(db, batch);
+    pending.set(h, batch);
     setImmediate(() => {
-      pending.delete(db);
-      void afterHistoryTransactions(db, () => commitTogether(db, batch));
+      pending.delete(h);
+      void commitTogether(h, batch);
     });
   }
   return new Promise<T>((resolve, reject) =>
@@ -28,18 +27,18 @@ export function inSharedCommit<T>(db: Db, work: () => T): Promise<T> {
 }
 
 interface Pending {
-  work: () => unknown;
+  work: (tx: History) => Promise<unknown>;
   resolve(value: unknown): void;
   reject(error: unknown): void;
 }
 
-const pending = new WeakMap<Db, Pending[]>();
+const pending = new WeakMap<History, Pending[]>();
 
-function commitTogether(db: Db, batch: Pending[]): void {
+async function commitTogether(h: History, batch: Pending[]): Promise<void> {
   let outcomes: Outcome<unknown>[];
   try {
-    outcomes = commitEach(
-      db,
+    outcomes = await commitEach(
+      h,
       batch.map((one) => one.work),
     );
   } catch (error) {
@@ -61,14 +60,16 @@ export type Outcome<T> = { ok: true; value: T } | { ok: false; error: unknown };
  * write alone: their outcomes, in order. Throws when the commit itself fails (then nothing of
  * any of them was written).
  */
-export function commitEach<T>(db: Db, works: readonly (() => T)[]): Outcome<T>[] {
-  return db.transaction(() =>
-    works.map((work): Outcome<T> => {
+export function commitEach<T>(h: History, works: readonly ((tx: History) => Promise<T>)[]): Promise<Outcome<T>[]> {
+  return h.transaction(async (tx) => {
+    const outcomes: Outcome<T>[] = [];
+    for (const work of works) {
       try {
-        return { ok: true, value: db.transaction(() => work()) };
+        outcomes.push({ ok: true, value: await tx.transaction(work) });
       } catch (error) {
-        return { ok: false, error };
+        outcomes.push({ ok: false, error });
       }
-    }),
-  );
+    }
+    return outcomes;
+  });
 }

@@ -1,16 +1,11 @@
 import { randomUUID } from 'node:crypto';
 import { and, asc, desc, eq, inArray, isNotNull, isNull, sql } from 'drizzle-orm';
-import type { Db } from './database.js';
 import type { History } from './history.js';
-import { prepared } from './prepared.js';
 import {
   type AccountingJobRow,
-  accountingJobs,
   type JobRequestRow,
   type PipelineRunRow,
-  pipelineRuns,
   type SummaryRow,
-  summaries,
   TERMINAL_REQUEST_STATES,
   TERMINAL_RUN_STATES,
 } from './schema.js';
@@ -135,22 +130,29 @@ export function takeUp(
   });
 }
 
-export function getSummary(db: Db, id: string): SummaryRow | undefined {
-  return db.select().from(summaries).where(eq(summaries.id, id)).get();
+export function getSummary(h: History, id: string): Promise<SummaryRow | undefined> {
+  const { summaries } = h.t;
+  return h.one(h.db.select().from(summaries).where(eq(summaries.id, id)));
 }
 
-export function summaryOfRequest(db: Db, requestId: string): SummaryRow | undefined {
-  return prepared(db, 'summaries.ofRequest', () =>
-    db
-      .select()
-      .from(summaries)
-      .where(eq(summaries.requestId, sql.placeholder('requestId')))
-      .prepare(),
-  ).get({ requestId });
+export async function summaryOfRequest(h: History, requestId: string): Promise<SummaryRow | undefined> {
+  const { summaries } = h.t;
+  // Prepared once: every request the local API or the CLI shows reads its summary.
+  const rows = await h.prepared(
+    'summaries.ofRequest',
+    () =>
+      h.db
+        .select()
+        .from(summaries)
+        .where(eq(summaries.requestId, sql.placeholder('requestId'))),
+    { requestId },
+  );
+  return rows[0];
 }
 
-export function summaryOfRun(db: Db, runId: string): SummaryRow | undefined {
-  return db.select().from(summaries).where(eq(summaries.runId, runId)).get();
+export function summaryOfRun(h: History, runId: string): Promise<SummaryRow | undefined> {
+  const { summaries } = h.t;
+  return h.one(h.db.select().from(summaries).where(eq(summaries.runId, runId)));
 }
 
 /** Ids of summaries still to write, oldest first (the state index answers it alone). */
@@ -168,77 +170,102 @@ export async function pendingSummaryIds(h: History, limit = 1000): Promise<strin
 }
 
 /** Sets columns of a summary still pending; returns false when it was settled meanwhile. */
-export function updatePendingSummary(
-  db: Db,
+export async function updatePendingSummary(
+  h: History,
   id: string,
   patch: Partial<Omit<SummaryRow, 'id' | 'requestId' | 'runId' | 'createdAt'>>,
-): boolean {
-  const result = db
-    .update(summaries)
-    .set({ ...patch, updatedAt: patch.updatedAt ?? Date.now() })
-    .where(and(eq(summaries.id, id), eq(summaries.state, 'pending')))
-    .run();
-  return result.changes > 0;
+): Promise<boolean> {
+  const { summaries } = h.t;
+  const changed = await h.run(
+    h.db
+      .update(summaries)
+      .set({ ...patch, updatedAt: patch.updatedAt ?? Date.now() })
+      .where(and(eq(summaries.id, id), eq(summaries.state, 'pending'))),
+  );
+  return changed > 0;
 }
 
 /** One more LLM attempt and how it went. */
-export function recordSummaryAttempt(db: Db, id: string, error: { code: string; message: string } | null): void {
-  db.update(summaries)
-    .set({
-      attempts: sql`${summaries.attempts} + 1`,
-      errorCode: error?.code ?? null,
-      error: error?.message ?? null,
-      updatedAt: Date.now(),
-    })
-    .where(and(eq(summaries.id, id), eq(summaries.state, 'pending')))
-    .run();
+export async function recordSummaryAttempt(
+  h: History,
+  id: string,
+  error: { code: string; message: string } | null,
+): Promise<void> {
+  const { summaries } = h.t;
+  // The count is added to in the statement, so two attempts recorded at once both count.
+  await h.run(
+    h.db
+      .update(summaries)
+      .set({
+        attempts: sql`${summaries.attempts} + 1`,
+        errorCode: error?.code ?? null,
+        error: error?.message ?? null,
+        updatedAt: Date.now(),
+      })
+      .where(and(eq(summaries.id, id), eq(summaries.state, 'pending'))),
+  );
 }
 
-/** Records the resubmission made from a summary's suggestion. */
-export function markSuggestionApplied(db: Db, summaryId: string, requestId: string, at: number): void {
-  db.update(summaries)
-    .set({ appliedRequestId: requestId, appliedAt: at, updatedAt: at })
-    .where(and(eq(summaries.id, summaryId), isNull(summaries.appliedRequestId)))
-    .run();
+/** Records the resubmission made from a summary's suggestion (only the first: one already recorded stands). */
+export async function markSuggestionApplied(
+  h: History,
+  summaryId: string,
+  requestId: string,
+  at: number,
+): Promise<void> {
+  const { summaries } = h.t;
+  await h.run(
+    h.db
+      .update(summaries)
+      .set({ appliedRequestId: requestId, appliedAt: at, updatedAt: at })
+      .where(and(eq(summaries.id, summaryId), isNull(summaries.appliedRequestId))),
+  );
 }
 
 /** Accounting records of a profile's jobs, for the partitions an account has used. */
-export function partitionsUsed(
-  db: Db,
+export async function partitionsUsed(
+  h: History,
   profile: string,
   account: string | null,
-): { name: string; maxTimeLimitMin: number | null; jobs: number }[] {
+): Promise<{ name: string; maxTimeLimitMin: number | null; jobs: number }[]> {
+  const { accountingJobs } = h.t;
   const where = [eq(accountingJobs.profile, profile), isNotNull(accountingJobs.partition)];
   if (account) where.push(eq(accountingJobs.account, account));
-  return db
-    .select({
-      name: accountingJobs.partition,
-      maxTimeLimitMin: sql<number | null>`max(${accountingJobs.timeLimitMin})`,
-      jobs: sql<number>`count(*)`,
-    })
-    .from(accountingJobs)
-    .where(and(...where))
-    .groupBy(accountingJobs.partition)
-    .all()
-    .filter((p) => p.name !== '');
+  // Numbers on either database: PostgreSQL answers count(*) and the max of a bigint as strings.
+  const rows = await h.all(
+    h.db
+      .select({
+        name: accountingJobs.partition,
+        maxTimeLimitMin: sql<number | null>`max(${accountingJobs.timeLimitMin})`.mapWith(Number),
+        jobs: sql<number>`count(*)`.mapWith(Number),
+      })
+      .from(accountingJobs)
+      .where(and(...where))
+      .groupBy(accountingJobs.partition),
+  );
+  return rows.filter((p) => p.name !== '');
 }
 
 /** The latest runs of a pipeline that ended, newest first. */
-export function endedRunsOf(db: Db, pipeline: string, limit: number): PipelineRunRow[] {
-  return db
-    .select()
-    .from(pipelineRuns)
-    .where(and(eq(pipelineRuns.pipeline, pipeline), inArray(pipelineRuns.state, ['succeeded', 'failed'])))
-    .orderBy(desc(pipelineRuns.createdAt))
-    .limit(limit)
-    .all();
+export function endedRunsOf(h: History, pipeline: string, limit: number): Promise<PipelineRunRow[]> {
+  const { pipelineRuns } = h.t;
+  return h.all(
+    h.db
+      .select()
+      .from(pipelineRuns)
+      .where(and(eq(pipelineRuns.pipeline, pipeline), inArray(pipelineRuns.state, ['succeeded', 'failed'])))
+      .orderBy(desc(pipelineRuns.createdAt))
+      .limit(limit),
+  );
 }
 
-export function accountingOf(db: Db, profile: string, jobId: number | null): AccountingJobRow | undefined {
-  if (jobId === null) return undefined;
-  return db
-    .select()
-    .from(accountingJobs)
-    .where(and(eq(accountingJobs.profile, profile), eq(accountingJobs.jobId, jobId)))
-    .get();
+export function accountingOf(h: History, profile: string, jobId: number | null): Promise<AccountingJobRow | undefined> {
+  if (jobId === null) return Promise.resolve(undefined);
+  const { accountingJobs } = h.t;
+  return h.one(
+    h.db
+      .select()
+      .from(accountingJobs)
+      .where(and(eq(accountingJobs.profile, profile), eq(accountingJobs.jobId, jobId))),
+  );
 }

@@ -1,8 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { and, asc, eq, sql } from 'drizzle-orm';
-import type { Db } from './database.js';
 import type { History } from './history.js';
-import { type WebhookDeliveryRow, type WebhookEvent, webhookDeliveries } from './schema.js';
+import type { WebhookDeliveryRow, WebhookEvent } from './schema.js';
 import type { WebhookBodies, WebhookPayload } from './webhook-payloads.js';
 
 /**
@@ -26,7 +25,7 @@ export interface NewDelivery<E extends WebhookEvent> {
  * Adds a `pending` delivery; call it with the transaction that records what it
  * reports. Returns the delivery id (a uuid, also the payload's `id`).
  */
-export function addDelivery<E extends WebhookEvent>(tx: Db, delivery: NewDelivery<E>): string {
+export async function addDelivery<E extends WebhookEvent>(tx: History, delivery: NewDelivery<E>): Promise<string> {
   const id = randomUUID();
   const at = delivery.at ?? Date.now();
   const payload = {
@@ -36,8 +35,8 @@ export function addDelivery<E extends WebhookEvent>(tx: Db, delivery: NewDeliver
     ...delivery.payload,
   } as WebhookPayload<E>;
   const now = Date.now();
-  tx.insert(webhookDeliveries)
-    .values({
+  await tx.run(
+    tx.db.insert(tx.t.webhookDeliveries).values({
       id,
       event: delivery.event,
       url: delivery.url,
@@ -47,8 +46,8 @@ export function addDelivery<E extends WebhookEvent>(tx: Db, delivery: NewDeliver
       state: 'pending',
       createdAt: now,
       updatedAt: now,
-    })
-    .run();
+    }),
+  );
   return id;
 }
 

@@ -1,6 +1,5 @@
 import { nextTurn } from '../lib/turns.js';
-import type { Db } from './database.js';
-import { afterHistoryTransactions } from './history.js';
+import type { History } from './history.js';
 
 /**
  * Longest a transaction of many writes holds the event loop before it commits and lets the rest
@@ -12,22 +11,25 @@ export const WRITE_SLICE_MS = 20;
 /**
  * Applies `write` to each item in transactions of at most WRITE_SLICE_MS each, with a turn of
  * the event loop before each: a mass end, a mass start or a reconcile of thousands of records
- * never stalls the process, and one commit covers many rows. Returns how many writes said true.
+ * never stalls the process, and one commit covers many rows. `write` uses the slice's
+ * transaction. Returns how many writes said true.
  */
-export async function writeInSlices<T>(db: Db, items: readonly T[], write: (item: T) => boolean): Promise<number> {
+export async function writeInSlices<T>(
+  h: History,
+  items: readonly T[],
+  write: (tx: History, item: T) => Promise<boolean>,
+): Promise<number> {
   let done = 0;
   let counted = 0;
   while (done < items.length) {
     await nextTurn();
-    await afterHistoryTransactions(db, () =>
-      db.transaction(() => {
-        const sliceStart = performance.now();
-        while (done < items.length && performance.now() - sliceStart < WRITE_SLICE_MS) {
-          if (write(items[done] as T)) counted++;
-          done++;
-        }
-      }),
-    );
+    await h.transaction(async (tx) => {
+      const sliceStart = performance.now();
+      while (done < items.length && performance.now() - sliceStart < WRITE_SLICE_MS) {
+        if (await write(tx, items[done] as T)) counted++;
+        done++;
+      }
+    });
   }
   return counted;
 }

@@ -65,7 +65,6 @@ export async function buildApp(deps: ApiDeps): Promise<FastifyInstance> {
   registerAuth(app, deps.store);
 
   const metrics = new ApiMetrics({
-    db: deps.db,
     store: deps.store,
     queues: deps.queues,
     profiles: [...deps.profiles.keys()],

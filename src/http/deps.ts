@@ -1,6 +1,5 @@
 import type { Queue } from 'bullmq';
 import type { Redis } from 'ioredis';
-import type { Db } from '../db/database.js';
 import type { History } from '../db/history.js';
 import type { AttemptPolicy, Deadlines } from '../db/schema.js';
 import type { Logger } from '../logger.js';
@@ -14,8 +13,7 @@ import type { UiSettings } from './ui/ui-settings.js';
 
 /** What the local API needs of the daemon; main.ts hands it the running parts. */
 export interface ApiDeps {
-  db: Db;
-  /** The same history, for the queries that run on SQLite and PostgreSQL alike. */
+  /** The history (SQLite or PostgreSQL). */
   store: History;
   logger: Logger;
   profiles: ReadonlyMap<string, Profile>;

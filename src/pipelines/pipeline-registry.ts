@@ -1,11 +1,10 @@
 import { type FSWatcher, watch } from 'node:fs';
 import { basename, extname } from 'node:path';
 import type { Queue } from 'bullmq';
-import { eq } from 'drizzle-orm';
-import type { Db } from '../db/database.js';
+import { eq, isNull, lt, or } from 'drizzle-orm';
 import type { History } from '../db/history.js';
 import { pauseSchedule, resumeSchedule, type SchedulePause, schedulePauses } from '../db/schedule-pauses.js';
-import { type PipelineRunRow, pipelineSchedules } from '../db/schema.js';
+import type { PipelineRunRow } from '../db/schema.js';
 import { ConfigError, SchedflowError } from '../errors.js';
 import { answerWithin } from '../lib/with-timeout.js';
 import { SourceError } from '../lib/yaml-source.js';
@@ -14,7 +13,7 @@ import { missedFireTimes, nextFireTimes } from './cron-times.js';
 import { type LoadContext, type LoadedPipeline, pipelineFiles } from './pipeline-loader.js';
 import type { PipelineService, PipelineSummary, TriggerInput } from './pipeline-service.js';
 import { loadPipelineSetAsync, PipelineCache } from './pipeline-set.js';
-import { activeRuns, cancelRun, createRun, type RunCancelOutcome, type RunEngineDeps } from './run-engine.js';
+import { cancelRun, createRun, type RunCancelOutcome, type RunEngineDeps } from './run-engine.js';
 
 export class PipelineNotFoundError extends SchedflowError {
   readonly code = 'SCHEDFLOW_ERR_PIPELINE_NOT_FOUND';
@@ -35,7 +34,7 @@ export interface RegistryDeps {
   dir: string;
   context: LoadContext;
   engine: RunEngineDeps;
-  /** The history, for what the registry keeps there (schedule pauses). */
+  /** The history, for what the registry keeps there (schedule pauses, the last tick of each schedule). */
   store: History;
   /** The `pipeline` queue: schedules are its job schedulers, catch-up adds `fire` jobs to it. */
   queue: Queue;
@@ -296,16 +295,10 @@ export class PipelineRegistry implements PipelineService {
       // Late (schedflow was down or busy): catch-up decides, by the pipeline's policy.
       return null;
     }
-    const active = activeRuns(engine.db, name).filter((r) => r.scheduledFor !== scheduledFor);
     let run: PipelineRunRow;
     try {
-      if (active.length > 0 && schedule.overlap === 'skip') {
-        const reason = `tick skipped: run ${active[0]?.id} is still active (overlap: skip)`;
-        run = await createRun(engine, pipeline, { trigger, params: {}, scheduledFor, skipReason: reason });
-      } else {
-        const start = active.length > 0 && schedule.overlap === 'queue' ? 'queued' : 'now';
-        run = await createRun(engine, pipeline, { trigger, params: {}, scheduledFor, start });
-      }
+      // The overlap policy is applied where the run is made, with what is active read there.
+      run = await createRun(engine, pipeline, { trigger, params: {}, scheduledFor, overlap: schedule.overlap });
     } catch (error) {
       if (error instanceof ConfigError) {
         logger.error({ pipeline: name, err: error }, 'scheduled run could not be made');
@@ -313,15 +306,9 @@ export class PipelineRegistry implements PipelineService {
       }
       throw error;
     }
-    this.#recordTick(name, scheduledFor);
+    // Never moves the mark back (a late tick, or one of another host): see upsertSchedule.
+    await upsertSchedule(this.#deps.store, name, scheduledFor);
     return run;
-  }
-
-  #recordTick(name: string, at: number): void {
-    const { db } = this.#deps.engine;
-    const row = db.select().from(pipelineSchedules).where(eq(pipelineSchedules.pipeline, name)).get();
-    if (row?.lastScheduledFor != null && row.lastScheduledFor >= at) return;
-    upsertSchedule(db, name, at);
   }
 
   /**
@@ -331,18 +318,19 @@ export class PipelineRegistry implements PipelineService {
    * up when it resumes.
    */
   async catchUp(now = Date.now()): Promise<number> {
-    const { db } = this.#deps.engine;
-    const pauses = await schedulePauses(this.#deps.store);
+    const { store } = this.#deps;
+    const s = store.t.pipelineSchedules;
+    const pauses = await schedulePauses(store);
     let queued = 0;
     for (const pipeline of this.#loaded.values()) {
       const schedule = pipeline.def.schedule;
       if (!schedule) continue;
-      const row = db.select().from(pipelineSchedules).where(eq(pipelineSchedules.pipeline, pipeline.name)).get();
+      const row = await store.one(store.db.select().from(s).where(eq(s.pipeline, pipeline.name)));
       const until = now - LATE_TICK_MS;
       if (!schedule.enabled || pauses.has(pipeline.name) || row?.lastScheduledFor == null) {
         // Nothing before now is owed to a schedule seen for the first time, off or paused:
         // marking `until` instead would let the next pass catch up a tick from a minute ago.
-        upsertSchedule(db, pipeline.name, now);
+        await upsertSchedule(store, pipeline.name, now);
         continue;
       }
       if (row.lastScheduledFor >= until) continue;
@@ -363,7 +351,8 @@ export class PipelineRegistry implements PipelineService {
           queued++;
         }
       }
-      upsertSchedule(db, pipeline.name, until);
+      // Two hosts catching up at once fire the same ticks: a fire job's id, and a tick's one run, make them once.
+      await upsertSchedule(store, pipeline.name, until);
     }
     return queued;
   }
@@ -422,12 +411,23 @@ export class PipelineRegistry implements PipelineService {
 
 const schedulerId = (pipeline: string): string => `${SCHEDULER_PREFIX}${pipeline}`;
 
-function upsertSchedule(db: Db, pipeline: string, lastScheduledFor: number): void {
+/**
+ * Moves a schedule's last tick forward to `lastScheduledFor`, never back: one statement, so a
+ * tick recorded meanwhile (a fire on another worker or host) is not overwritten by an older one.
+ */
+async function upsertSchedule(h: History, pipeline: string, lastScheduledFor: number): Promise<void> {
+  const s = h.t.pipelineSchedules;
   const now = Date.now();
-  db.insert(pipelineSchedules)
-    .values({ pipeline, lastScheduledFor, updatedAt: now })
-    .onConflictDoUpdate({ target: pipelineSchedules.pipeline, set: { lastScheduledFor, updatedAt: now } })
-    .run();
+  await h.run(
+    h.db
+      .insert(s)
+      .values({ pipeline, lastScheduledFor, updatedAt: now })
+      .onConflictDoUpdate({
+        target: s.pipeline,
+        set: { lastScheduledFor, updatedAt: now },
+        setWhere: or(isNull(s.lastScheduledFor), lt(s.lastScheduledFor, lastScheduledFor)),
+      }),
+  );
 }
 
 function brokenSummary(file: string, error: string): PipelineSummary {

@@ -1,6 +1,6 @@
 import { inArray } from 'drizzle-orm';
-import type { Db } from '../db/database.js';
-import { type DeadlineKind, type PipelineRunRow, pipelineRuns } from '../db/schema.js';
+import type { History } from '../db/history.js';
+import type { DeadlineKind, PipelineRunRow } from '../db/schema.js';
 import type { DeadlineMiss } from '../requests/deadlines.js';
 import { nextFireAfter } from './cron-times.js';
 import type { RunPlan } from './run-plan.js';
@@ -10,12 +10,14 @@ import type { RunPlan } from './run-plan.js';
  * scheduled run that had not started when the next tick came. The request deadline checker
  * (src/requests/deadlines.ts) records and reports them with the misses of requests.
  */
-export function runDeadlineMisses(db: Db, now: number): DeadlineMiss[] {
-  const runs = db
-    .select()
-    .from(pipelineRuns)
-    .where(inArray(pipelineRuns.state, ['queued', 'running']))
-    .all();
+export async function runDeadlineMisses(h: History, now: number): Promise<DeadlineMiss[]> {
+  const t = h.t.pipelineRuns;
+  const runs = await h.all(
+    h.db
+      .select()
+      .from(t)
+      .where(inArray(t.state, ['queued', 'running'])),
+  );
   const misses: DeadlineMiss[] = [];
   for (const run of runs) {
     const plan = run.definition as RunPlan;

@@ -1,11 +1,10 @@
 import { randomUUID } from 'node:crypto';
-import { and, asc, eq, inArray, isNull } from 'drizzle-orm';
-import type { Db } from '../db/database.js';
+import { and, asc, eq, inArray, isNull, sql } from 'drizzle-orm';
+import type { History } from '../db/history.js';
 import { getRun, stepRequests } from '../db/runs.js';
 import {
   type JobRequestRow,
   type PipelineRunRow,
-  pipelineRuns,
   type RunState,
   type RunTrigger,
   TERMINAL_RUN_STATES,
@@ -30,7 +29,7 @@ import { latestAttempts, legacyRetryPending, resolveDependencies } from './step-
  */
 
 /**
- * Step requests are accepted (`db`, `submitQueue`) through src/requests/accept.ts; their
+ * Step requests are accepted (`store`, `submitQueue`) through src/requests/accept.ts; their
  * retries are made by src/requests/attempts.ts (`partitionLimits` bounds their escalation).
  */
 export interface RunEngineDeps extends AttemptDeps {
@@ -58,11 +57,18 @@ export interface NewRun {
   start?: 'now' | 'queued';
   /** `skipped`: recorded only, with the reason (overlap: skip). */
   skipReason?: string;
+  /**
+   * A scheduled tick's overlap policy, applied here rather than by the caller: whether another
+   * run of the pipeline is active is read in the transaction that makes this one, so a run that
+   * ends meanwhile, or another tick fired at the same time (by another host), cannot make both
+   * start or leave this one queued behind a run that has already ended. Overrides `start`.
+   */
+  overlap?: 'skip' | 'queue' | 'allow';
 }
 
 /** Makes a run. A scheduled tick that already has a run gets that run back, so a tick never fires twice. */
 export async function createRun(deps: RunEngineDeps, pipeline: LoadedPipeline, input: NewRun): Promise<PipelineRunRow> {
-  const { db } = deps;
+  const { store } = deps;
   const id = randomUUID();
   const now = Date.now();
   const scheduledFor = input.scheduledFor ?? null;
@@ -80,38 +86,68 @@ export async function createRun(deps: RunEngineDeps, pipeline: LoadedPipeline, i
         plan.steps.map((s) => s.spec),
       ) ?? null);
   if (refused && input.trigger !== 'schedule' && input.trigger !== 'catchup') throw refused;
-  const skipReason = input.skipReason ?? refused?.message;
-  const state: RunState = skipReason ? 'skipped' : input.start === 'queued' ? 'queued' : 'running';
-  const run = db.transaction((tx) => {
-    if (scheduledFor !== null) {
-      const existing = tx
-        .select()
-        .from(pipelineRuns)
-        .where(and(eq(pipelineRuns.pipeline, pipeline.name), eq(pipelineRuns.scheduledFor, scheduledFor)))
-        .get();
+  const run = await store.transaction(async (tx) => {
+    const t = tx.t.pipelineRuns;
+    const overlap = input.overlap === 'allow' ? undefined : input.overlap;
+    // One tick's overlap decision at a time per pipeline (hosts fire catch-up ticks at once).
+    if (overlap) await lockPipeline(tx, pipeline.name, now);
+    const tick =
+      scheduledFor === null ? undefined : and(eq(t.pipeline, pipeline.name), eq(t.scheduledFor, scheduledFor));
+    if (tick) {
+      const existing = await tx.one(tx.db.select().from(t).where(tick));
       if (existing) return { row: existing, created: false };
     }
-    const row = tx
-      .insert(pipelineRuns)
-      .values({
-        id,
-        pipeline: pipeline.name,
-        trigger: input.trigger,
-        scheduledFor,
-        params: input.params,
-        definition: plan,
-        state,
-        detail: skipReason ?? null,
-        webhookUrl: input.webhookUrl ?? plan.webhookUrl,
-        createdAt: now,
-        endedAt: state === 'skipped' ? now : null,
-        updatedAt: now,
-      })
-      .returning()
-      .get();
-    if (state === 'running') addSteps(tx, row, plan.steps, now);
+    let skipReason = input.skipReason ?? refused?.message;
+    let start = input.start ?? 'now';
+    if (overlap) {
+      // Locked: a run ending now ends before this reads it, or after this run is committed
+      // (then startNextQueued finds this one queued behind it).
+      const active = (
+        await tx.all(
+          tx.forUpdate(
+            tx.db
+              .select()
+              .from(t)
+              .where(and(eq(t.pipeline, pipeline.name), inArray(t.state, ['queued', 'running']))),
+          ),
+        )
+      ).filter((r) => r.scheduledFor !== scheduledFor);
+      if (active.length > 0 && overlap === 'skip') {
+        skipReason = `tick skipped: run ${active[0]?.id} is still active (overlap: skip)`;
+      }
+      start = active.length > 0 ? 'queued' : 'now';
+    }
+    const state: RunState = skipReason ? 'skipped' : start === 'queued' ? 'queued' : 'running';
+    const row = await tx.one(
+      tx.db
+        .insert(t)
+        .values({
+          id,
+          pipeline: pipeline.name,
+          trigger: input.trigger,
+          scheduledFor,
+          params: input.params,
+          definition: plan,
+          state,
+          detail: skipReason ?? null,
+          webhookUrl: input.webhookUrl ?? plan.webhookUrl,
+          createdAt: now,
+          endedAt: state === 'skipped' ? now : null,
+          updatedAt: now,
+        })
+        // The tick made by another host since the read above (its insert committed first).
+        .onConflictDoNothing({ target: [t.pipeline, t.scheduledFor] })
+        .returning(),
+    );
+    if (!row) {
+      const existing = tick ? await tx.one(tx.db.select().from(t).where(tick)) : undefined;
+      if (!existing) throw new Error(`pipeline run ${id} of ${pipeline.name} was not recorded`);
+      return { row: existing, created: false };
+    }
+    if (state === 'running') await addSteps(tx, row, plan.steps, now);
     return { row, created: true };
   });
+  const { state } = run.row;
   if (run.created && state === 'running') await queueSteps(deps, run.row.id);
   if (run.created) {
     deps.logger.info({ pipeline: pipeline.name, runId: id, trigger: input.trigger, state }, 'pipeline run made');
@@ -121,11 +157,52 @@ export async function createRun(deps: RunEngineDeps, pipeline: LoadedPipeline, i
   return run.row;
 }
 
-function addSteps(db: Db, run: PipelineRunRow, steps: readonly StepPlan[], at: number, attempt = 1): string[] {
-  return steps.map((plan) => {
+/**
+ * Holds the pipeline's schedule row (made if missing) until the transaction ends: on PostgreSQL a
+ * second transaction deciding about the pipeline's runs waits here, as every one did on SQLite.
+ * The row is left as it was.
+ */
+async function lockPipeline(tx: History, pipeline: string, now: number): Promise<void> {
+  const s = tx.t.pipelineSchedules;
+  await tx.run(
+    tx.db
+      .insert(s)
+      .values({ pipeline, updatedAt: now })
+      .onConflictDoUpdate({ target: s.pipeline, set: { updatedAt: sql`${s.updatedAt}` } }),
+  );
+}
+
+/** The run, locked until the transaction ends: one decision about a run's steps or end at a time. */
+async function lockedRun(tx: History, runId: string): Promise<PipelineRunRow | undefined> {
+  const t = tx.t.pipelineRuns;
+  // Prepared: read for every active run at every pipeline tick.
+  const rows = await tx.prepared(
+    'runEngine.lockedRun',
+    () =>
+      tx.forUpdate(
+        tx.db
+          .select()
+          .from(t)
+          .where(eq(t.id, sql.placeholder('id'))),
+      ),
+    { id: runId },
+  );
+  return rows[0];
+}
+
+async function addSteps(
+  h: History,
+  run: PipelineRunRow,
+  steps: readonly StepPlan[],
+  at: number,
+  attempt = 1,
+): Promise<string[]> {
+  const ids: string[] = [];
+  for (const plan of steps) {
     const id = randomUUID();
     // Recorded `accepted` with the run (or its retry); queued once that commit is in (queueSteps).
-    recordRequest(db, {
+    // One after another: they share the caller's transaction.
+    await recordRequest(h, {
       queued: null,
       id,
       profile: (run.definition as RunPlan).profile,
@@ -141,24 +218,25 @@ function addSteps(db: Db, run: PipelineRunRow, steps: readonly StepPlan[], at: n
       deadlines: plan.deadlines,
       retryPolicy: plan.retry,
     });
-    return id;
-  });
+    ids.push(id);
+  }
+  return ids;
 }
 
 /** Queues the submission of every step request of a run not queued yet. */
 async function queueSteps(deps: RunEngineDeps, runId: string): Promise<void> {
-  for (const row of stepRequests(deps.db, runId)) {
+  for (const row of await stepRequests(deps.store, runId)) {
     if (row.state !== 'accepted') continue;
     await enqueueAccepted(deps, row.id, 'pipeline');
   }
 }
 
 /** For the submitter: the dependency a step request is submitted with, from its run's other steps. */
-export function stepDependencies(db: Db, row: JobRequestRow): DependencyResolution {
-  const run = row.runId ? getRun(db, row.runId) : undefined;
+export async function stepDependencies(h: History, row: JobRequestRow): Promise<DependencyResolution> {
+  const run = row.runId ? await getRun(h, row.runId) : undefined;
   if (!run) return { kind: 'ready', dependency: null };
   const plans = plansOf(run);
-  return resolveDependencies(row.needs ?? [], latestAttempts(stepRequests(db, run.id)), plans);
+  return resolveDependencies(row.needs ?? [], latestAttempts(await stepRequests(h, run.id)), plans);
 }
 
 function plansOf(run: PipelineRunRow): Map<string, StepPlan> {
@@ -167,12 +245,10 @@ function plansOf(run: PipelineRunRow): Map<string, StepPlan> {
 
 /** Advances every active run; runs queued behind an ended one start. Returns the runs that ended. */
 export async function advanceActiveRuns(deps: RunEngineDeps): Promise<PipelineRunRow[]> {
-  const active = deps.db
-    .select()
-    .from(pipelineRuns)
-    .where(eq(pipelineRuns.state, 'running'))
-    .orderBy(asc(pipelineRuns.createdAt))
-    .all();
+  const t = deps.store.t.pipelineRuns;
+  const active = await deps.store.all(
+    deps.store.db.select().from(t).where(eq(t.state, 'running')).orderBy(asc(t.createdAt)),
+  );
   const ended: PipelineRunRow[] = [];
   for (const run of active) {
     const after = await advanceRun(deps, run);
@@ -189,59 +265,144 @@ export async function advanceActiveRuns(deps: RunEngineDeps): Promise<PipelineRu
  * another attempt; a step cancelled because a dependency failed is made again
  * once that dependency is being retried; when every step has its last word the
  * run ends, succeeded only if every step completed. Returns the run if it ended.
+ *
+ * What it writes (steps made, the run's start and end) is decided again and written in one
+ * transaction on the locked run: two passes over one run (ticks on two hosts) would both make
+ * the same step again, and a cancel recorded between the read and the write would be missed.
+ * A look without the lock comes first: most passes find steps still under way and nothing to
+ * write, and a transaction for every active run at every tick would take the write lock (and,
+ * on PostgreSQL, write each run's row) for nothing.
  */
-async function advanceRun(deps: RunEngineDeps, run: PipelineRunRow): Promise<PipelineRunRow | null> {
-  const { db, logger } = deps;
-  // A run being cancelled gets no retries and no steps made again: what is left is cancelled.
-  if (run.cancelRequestedAt !== null) {
-    await cancelStepsOnce(deps, run, { source: 'pipeline', who: run.cancelledBy ?? 'a cancel' });
-    return finishCancelIfDone(db, run.id);
-  }
-  const plan = run.definition as RunPlan;
-  const plans = plansOf(run);
+async function advanceRun(deps: RunEngineDeps, listed: PipelineRunRow): Promise<PipelineRunRow | null> {
+  const { store, logger } = deps;
+  const plan = listed.definition as RunPlan;
+  const plans = plansOf(listed);
   const now = Date.now();
-  let latest = latestAttempts(stepRequests(db, run.id));
-  let added = false;
+  let pass: Pass;
+  const look =
+    listed.cancelRequestedAt === null ? await decide(listed, plan, plans, await stepRequests(store, listed.id)) : null;
+  if (look && !look.write) {
+    pass = { kind: 'checked', run: listed, blocked: look.blocked, ended: null };
+  } else {
+    pass = await store.transaction(async (tx): Promise<Pass> => {
+      const run = await lockedRun(tx, listed.id);
+      if (run?.state !== 'running') return { kind: 'over' };
+      if (run.cancelRequestedAt !== null) return { kind: 'cancelling', run };
+      const decided = await decide(run, plan, plans, await stepRequests(tx, run.id), async (stepPlan, row, why) => {
+        await addSteps(tx, run, [stepPlan], now, row.attempt + 1);
+        if (why === 'retry') {
+          logger.info(
+            { runId: run.id, step: stepPlan.step, attempt: row.attempt + 1, after: row.state },
+            'step retried',
+          );
+        } else {
+          logger.info({ runId: run.id, step: stepPlan.step }, 'step made again behind a retried dependency');
+        }
+        return stepRequests(tx, run.id);
+      });
+      if (decided.added) return { kind: 'added', run, blocked: decided.blocked };
+      // A blocked step has not ended: the run does not end with it.
+      return {
+        kind: 'checked',
+        run,
+        blocked: decided.blocked,
+        ended: await finishIfDone(tx, run, plan, decided.latest, now),
+      };
+    });
+  }
+  if (pass.kind === 'over') return null;
+  if (pass.kind === 'cancelling') {
+    // A run being cancelled gets no retries and no steps made again: what is left is cancelled.
+    await cancelStepsOnce(deps, pass.run, { source: 'pipeline', who: pass.run.cancelledBy ?? 'a cancel' });
+    return finishCancelIfDone(store, pass.run.id);
+  }
+  // Upstream, so after the transaction.
+  for (const { step, row } of pass.blocked) await cancelBlocked(deps, pass.run, step, row);
+  if (pass.kind === 'added') {
+    await queueSteps(deps, pass.run.id);
+    return null;
+  }
+  return pass.ended;
+}
 
+interface Blocked {
+  step: string;
+  row: JobRequestRow;
+}
+
+/** What a pass over a run decided, for what follows its transaction. */
+type Pass =
+  /** Ended (or not running) by the time it was locked. */
+  | { kind: 'over' }
+  | { kind: 'cancelling'; run: PipelineRunRow }
+  | { kind: 'added'; run: PipelineRunRow; blocked: Blocked[] }
+  | { kind: 'checked'; run: PipelineRunRow; blocked: Blocked[]; ended: PipelineRunRow | null };
+
+/**
+ * What a pass does with a run's steps (`rows`, every attempt). With `add` (in the run's
+ * transaction), steps are made there, each followed by the steps read again; without it, only
+ * whether there is anything to write (`write`): a step to make, the run's start or its end.
+ */
+async function decide(
+  run: PipelineRunRow,
+  plan: RunPlan,
+  plans: ReadonlyMap<string, StepPlan>,
+  rows: readonly JobRequestRow[],
+  add?: (stepPlan: StepPlan, row: JobRequestRow, why: 'retry' | 'behind_retry') => Promise<JobRequestRow[]>,
+): Promise<{ write: boolean; added: boolean; blocked: Blocked[]; latest: Map<string, JobRequestRow> }> {
+  let latest = latestAttempts(rows);
+  let added = false;
+  const blocked: Blocked[] = [];
   for (const stepPlan of plan.steps) {
     const row = latest.get(stepPlan.step);
     if (!row) continue;
     // Its next attempt is due: src/requests/attempts.ts makes it (before this pass, on the same tick).
     if (row.retryDueAt !== null) continue;
     if (legacyRetryPending(row, stepPlan)) {
-      addSteps(db, run, [stepPlan], now, row.attempt + 1);
-      logger.info({ runId: run.id, step: stepPlan.step, attempt: row.attempt + 1, after: row.state }, 'step retried');
+      if (!add) return { write: true, added, blocked, latest };
+      latest = latestAttempts(await add(stepPlan, row, 'retry'));
       added = true;
-      latest = latestAttempts(stepRequests(db, run.id));
       continue;
     }
     if (isTerminalRequest(row.state)) cancelling.delete(row.id);
     const resolution = resolveDependencies(stepPlan.needs, latest, plans);
-    const blocked = row.jobId !== null && row.startedAt === null && !isTerminalRequest(row.state);
+    const isBlocked = row.jobId !== null && row.startedAt === null && !isTerminalRequest(row.state);
     if (resolution.kind === 'never') {
       // Submitted behind a step that has since ended the wrong way: Slurm (without
-      // kill_invalid_depend, its default) holds it PENDING forever, so it is cancelled here.
-      if (blocked) await cancelBlocked(deps, run, stepPlan.step, row);
+      // kill_invalid_depend, its default) holds it PENDING forever, so it is cancelled (after this).
+      if (isBlocked) blocked.push({ step: stepPlan.step, row });
       continue;
     }
     if (!madeAgainstOldAttempt(row, stepPlan, latest)) continue;
     if (isTerminalRequest(row.state)) {
       // A step it needs is being retried: this step gets another go behind the new attempt.
-      addSteps(db, run, [stepPlan], now, row.attempt + 1);
-      logger.info({ runId: run.id, step: stepPlan.step }, 'step made again behind a retried dependency');
+      if (!add) return { write: true, added, blocked, latest };
+      latest = latestAttempts(await add(stepPlan, row, 'behind_retry'));
       added = true;
-      latest = latestAttempts(stepRequests(db, run.id));
-    } else if (blocked) {
+    } else if (isBlocked) {
       // Still waiting on the failed attempt (Slurm without kill_invalid_depend holds it forever):
       // cancel it; once it is cancelled, a pass makes it again.
-      await cancelBlocked(deps, run, stepPlan.step, row);
+      blocked.push({ step: stepPlan.step, row });
     }
   }
-  if (added) {
-    await queueSteps(deps, run.id);
-    return null;
-  }
-  return finishIfDone(db, run, plan, latest, now);
+  const { startedAt, done } = progressOf(run, plan, latest);
+  return { write: added || startedAt !== null || done, added, blocked, latest };
+}
+
+/**
+ * Where a run's latest step attempts leave it: when it started, if that is not recorded yet
+ * (null otherwise), and whether every step has its last word.
+ */
+function progressOf(
+  run: PipelineRunRow,
+  plan: RunPlan,
+  latest: ReadonlyMap<string, JobRequestRow>,
+): { rows: JobRequestRow[]; startedAt: number | null; done: boolean } {
+  const rows = plan.steps.map((s) => latest.get(s.step)).filter((r): r is JobRequestRow => r !== undefined);
+  const first = Math.min(...rows.map((r) => r.startedAt ?? Number.POSITIVE_INFINITY));
+  const startedAt = run.startedAt === null && Number.isFinite(first) ? first : null;
+  const over = (r: JobRequestRow) => isTerminalRequest(r.state) && r.retryDueAt === null;
+  return { rows, startedAt, done: rows.length === plan.steps.length && rows.every(over) };
 }
 
 /** Requests being cancelled because they wait on a dependency that cannot be met, so a pass does not cancel twice. */
@@ -281,37 +442,33 @@ function madeAgainstOldAttempt(
   });
 }
 
-function finishIfDone(
-  db: Db,
+/** Ends the run (in `tx`, where it is locked and not being cancelled) once every step has its last word. */
+async function finishIfDone(
+  tx: History,
   run: PipelineRunRow,
   plan: RunPlan,
   latest: ReadonlyMap<string, JobRequestRow>,
   now: number,
-): PipelineRunRow | null {
-  const rows = plan.steps.map((s) => latest.get(s.step)).filter((r): r is JobRequestRow => r !== undefined);
-  const startedAt = Math.min(...rows.map((r) => r.startedAt ?? Number.POSITIVE_INFINITY));
-  if (run.startedAt === null && Number.isFinite(startedAt)) {
-    db.update(pipelineRuns).set({ startedAt, updatedAt: now }).where(eq(pipelineRuns.id, run.id)).run();
+): Promise<PipelineRunRow | null> {
+  const t = tx.t.pipelineRuns;
+  const { rows, startedAt, done } = progressOf(run, plan, latest);
+  if (startedAt !== null) {
+    await tx.run(
+      tx.db
+        .update(t)
+        .set({ startedAt, updatedAt: now })
+        .where(and(eq(t.id, run.id), isNull(t.startedAt))),
+    );
   }
-  const over = (r: JobRequestRow) => isTerminalRequest(r.state) && r.retryDueAt === null;
-  if (rows.length < plan.steps.length || !rows.every(over)) return null;
+  if (!done) return null;
   const failed = rows.filter((r) => r.state !== 'completed');
   const detail = failed.length
     ? failed.map((r) => `${r.step}: ${r.state.toUpperCase()}${r.exitCode ? ` (exit ${r.exitCode})` : ''}`).join(', ')
     : null;
   const endedAt = Math.max(...rows.map((r) => r.endedAt ?? r.updatedAt));
-  return db.transaction((tx) => {
-    // A cancel asked for since this pass read the run: its steps have ended, the run is cancelled.
-    const cancel = tx
-      .select({ at: pipelineRuns.cancelRequestedAt, by: pipelineRuns.cancelledBy })
-      .from(pipelineRuns)
-      .where(eq(pipelineRuns.id, run.id))
-      .get();
-    if (cancel?.at != null && failed.length > 0) {
-      return endRun(tx, run.id, 'running', 'cancelled', cancelDetail(cancel.by, failed), endedAt, now);
-    }
-    return endRun(tx, run.id, 'running', failed.length ? 'failed' : 'succeeded', detail, endedAt, now);
-  });
+  // No cancel can be asked for meanwhile: the run was read locked, without one, in this
+  // transaction (a cancel's write waits for it, and then finds the run ended).
+  return endRun(tx, run.id, 'running', failed.length ? 'failed' : 'succeeded', detail, endedAt, now);
 }
 
 /**
@@ -319,24 +476,26 @@ function finishIfDone(
  * webhook is never lost, and never sent for a run that did not end, or twice for one that did
  * (the state condition lets one caller end it). Null when something else ended it first.
  */
-function endRun(
-  tx: Db,
+async function endRun(
+  tx: History,
   runId: string,
   from: 'running' | 'queued',
   state: RunState,
   detail: string | null,
   endedAt: number,
   now: number,
-): PipelineRunRow | null {
-  const ended = tx
-    .update(pipelineRuns)
-    .set({ state, detail, endedAt, updatedAt: now })
-    .where(and(eq(pipelineRuns.id, runId), eq(pipelineRuns.state, from)))
-    .returning()
-    .get();
+): Promise<PipelineRunRow | null> {
+  const t = tx.t.pipelineRuns;
+  const ended = await tx.one(
+    tx.db
+      .update(t)
+      .set({ state, detail, endedAt, updatedAt: now })
+      .where(and(eq(t.id, runId), eq(t.state, from)))
+      .returning(),
+  );
   if (ended?.webhookUrl) {
-    const payload = runFinishedBody(ended, stepRequests(tx, runId));
-    addDelivery(tx, { event: 'run.finished', url: ended.webhookUrl, runId, payload, at: endedAt });
+    const payload = runFinishedBody(ended, await stepRequests(tx, runId));
+    await addDelivery(tx, { event: 'run.finished', url: ended.webhookUrl, runId, payload, at: endedAt });
   }
   return ended ?? null;
 }
@@ -385,29 +544,35 @@ export async function cancelRun(
   runId: string,
   by: { source: 'api' | 'cli'; who: string },
 ): Promise<RunCancelOutcome> {
-  const { db, logger } = deps;
-  const run = getRun(db, runId);
+  const { store, logger } = deps;
+  const run = await getRun(store, runId);
   if (!run) return { kind: 'not_found' };
   if (isTerminalRun(run.state)) {
     return run.state === 'cancelled' ? { kind: 'cancelled', run, already: true, steps: [] } : { kind: 'ended', run };
   }
   const now = Date.now();
-  // The first to ask is the one recorded; asking again goes on with the same cancel.
-  db.update(pipelineRuns)
-    .set({ cancelRequestedAt: now, cancelledBy: by.who, updatedAt: now })
-    .where(and(eq(pipelineRuns.id, runId), isNull(pipelineRuns.cancelRequestedAt)))
-    .run();
+  const t = store.t.pipelineRuns;
+  // The first to ask is the one recorded; asking again goes on with the same cancel. Not on a
+  // run that has ended since it was read: that one is reported as it ended (below).
+  await store.run(
+    store.db
+      .update(t)
+      .set({ cancelRequestedAt: now, cancelledBy: by.who, updatedAt: now })
+      .where(and(eq(t.id, runId), isNull(t.cancelRequestedAt), inArray(t.state, ['queued', 'running']))),
+  );
   if (run.state === 'queued') {
     // No step made yet: it ends here, unless it has just been started (then as a running one).
-    const ended = db.transaction((tx) => endRun(tx, runId, 'queued', 'cancelled', cancelDetail(by.who, []), now, now));
+    const ended = await store.transaction((tx) =>
+      endRun(tx, runId, 'queued', 'cancelled', cancelDetail(by.who, []), now, now),
+    );
     if (ended) {
       logger.info({ runId, pipeline: run.pipeline, by: by.who }, 'queued pipeline run cancelled');
       return { kind: 'cancelled', run: ended, already: false, steps: [] };
     }
   }
-  const marked = getRun(db, runId) ?? run;
+  const marked = (await getRun(store, runId)) ?? run;
   const steps = await cancelStepsOnce(deps, marked, by);
-  const ended = finishCancelIfDone(db, runId);
+  const ended = await finishCancelIfDone(store, runId);
   logger.info(
     { runId, pipeline: run.pipeline, by: by.who, steps: steps.length, ended: ended !== null },
     'pipeline run cancel',
@@ -416,7 +581,7 @@ export async function cancelRun(
     await startNextQueued(deps, ended.pipeline);
     return { kind: 'cancelled', run: ended, already: false, steps };
   }
-  const after = getRun(db, runId) ?? marked;
+  const after = (await getRun(store, runId)) ?? marked;
   if (isTerminalRun(after.state)) {
     // The pipeline tick ended it meanwhile.
     return after.state === 'cancelled'
@@ -454,7 +619,7 @@ async function cancelSteps(
   by: { source: 'api' | 'cli' | 'pipeline'; who: string },
 ): Promise<StepCancel[]> {
   const results: StepCancel[] = [];
-  for (const row of stepRequests(deps.db, run.id)) {
+  for (const row of await stepRequests(deps.store, run.id)) {
     if (isTerminalRequest(row.state)) {
       cancelSent.delete(row.id);
       continue;
@@ -498,12 +663,12 @@ async function cancelSteps(
   return results;
 }
 
-/** Ends a run being cancelled once every one of its step requests has ended. */
-function finishCancelIfDone(db: Db, runId: string): PipelineRunRow | null {
-  return db.transaction((tx) => {
-    const run = getRun(tx, runId);
+/** Ends a run being cancelled once every one of its step requests has ended (read and ended in one transaction). */
+function finishCancelIfDone(h: History, runId: string): Promise<PipelineRunRow | null> {
+  return h.transaction(async (tx) => {
+    const run = await lockedRun(tx, runId);
     if (run?.state !== 'running') return null;
-    const rows = stepRequests(tx, runId);
+    const rows = await stepRequests(tx, runId);
     if (!rows.every((r) => isTerminalRequest(r.state))) return null;
     const latest = [...latestAttempts(rows).values()];
     const notCompleted = latest.filter((r) => r.state !== 'completed');
@@ -527,24 +692,39 @@ function finishCancelIfDone(db: Db, runId: string): PipelineRunRow | null {
 
 /** Overlap `queue`: the oldest run waiting behind the pipeline's active one starts when none is active. */
 export async function startNextQueued(deps: RunEngineDeps, pipeline: string): Promise<void> {
-  const { db } = deps;
-  const next = db.transaction((tx) => {
-    const active = tx
-      .select({ id: pipelineRuns.id })
-      .from(pipelineRuns)
-      .where(and(eq(pipelineRuns.pipeline, pipeline), eq(pipelineRuns.state, 'running')))
-      .get();
-    if (active) return null;
-    const queued = tx
-      .select()
-      .from(pipelineRuns)
-      .where(and(eq(pipelineRuns.pipeline, pipeline), eq(pipelineRuns.state, 'queued')))
-      .orderBy(asc(pipelineRuns.createdAt))
-      .get();
+  const next = await deps.store.transaction(async (tx) => {
+    const t = tx.t.pipelineRuns;
+    // The queued run first, locked, then whether one is running: a second host starting the
+    // pipeline's next run at the same time waits for this one's lock, then finds it running.
+    const queued = await tx.one(
+      tx.forUpdate(
+        tx.db
+          .select()
+          .from(t)
+          .where(and(eq(t.pipeline, pipeline), eq(t.state, 'queued')))
+          .orderBy(asc(t.createdAt))
+          .limit(1),
+      ),
+    );
     if (!queued) return null;
+    const active = await tx.one(
+      tx.db
+        .select({ id: t.id })
+        .from(t)
+        .where(and(eq(t.pipeline, pipeline), eq(t.state, 'running')))
+        .limit(1),
+    );
+    if (active) return null;
     const now = Date.now();
-    tx.update(pipelineRuns).set({ state: 'running', updatedAt: now }).where(eq(pipelineRuns.id, queued.id)).run();
-    addSteps(tx, queued, (queued.definition as RunPlan).steps, now);
+    // Still queued (not cancelled since): its steps are made once.
+    const started = await tx.run(
+      tx.db
+        .update(t)
+        .set({ state: 'running', updatedAt: now })
+        .where(and(eq(t.id, queued.id), eq(t.state, 'queued'))),
+    );
+    if (started === 0) return null;
+    await addSteps(tx, queued, (queued.definition as RunPlan).steps, now);
     return queued;
   });
   if (next) {
@@ -554,12 +734,14 @@ export async function startNextQueued(deps: RunEngineDeps, pipeline: string): Pr
 }
 
 /** The pipeline's runs that are not over (queued or running). */
-export function activeRuns(db: Db, pipeline: string): PipelineRunRow[] {
-  return db
-    .select()
-    .from(pipelineRuns)
-    .where(and(eq(pipelineRuns.pipeline, pipeline), inArray(pipelineRuns.state, ['queued', 'running'])))
-    .all();
+export function activeRuns(h: History, pipeline: string): Promise<PipelineRunRow[]> {
+  const t = h.t.pipelineRuns;
+  return h.all(
+    h.db
+      .select()
+      .from(t)
+      .where(and(eq(t.pipeline, pipeline), inArray(t.state, ['queued', 'running']))),
+  );
 }
 
 export const isTerminalRun = (state: RunState): boolean => (TERMINAL_RUN_STATES as readonly RunState[]).includes(state);

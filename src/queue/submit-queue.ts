@@ -1,5 +1,5 @@
 import type { Queue } from 'bullmq';
-import type { Db } from '../db/database.js';
+import type { History } from '../db/history.js';
 import { unsubmittedRequests } from '../db/requests.js';
 import type { Logger } from '../logger.js';
 
@@ -87,9 +87,9 @@ async function addWithin(
  * scheduler answers again. Requests held by a submit limit keep their own pace. Returns how
  * many were moved up.
  */
-export async function promoteDelayedSubmits(db: Db, queue: Queue, profile: string): Promise<number> {
+export async function promoteDelayedSubmits(h: History, queue: Queue, profile: string): Promise<number> {
   let promoted = 0;
-  for (const row of unsubmittedRequests(db)) {
+  for (const row of await unsubmittedRequests(h)) {
     if (row.profile !== profile || row.state === 'waiting') continue;
     const job = await queue.getJob(row.id);
     if (!job || !(await job.isDelayed())) continue;

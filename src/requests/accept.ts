@@ -1,7 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { insertArrayTasks } from '../db/array-tasks.js';
-import type { Db } from '../db/database.js';
-import { afterHistoryTransactions } from '../db/history.js';
+import type { History } from '../db/history.js';
 import { insertRequest, type NewRequest, requestStateOf } from '../db/requests.js';
 import type { AttemptPolicy, Deadlines, RetryCause, TransitionSource } from '../db/schema.js';
 import { commitEach, type Outcome } from '../db/shared-commit.js';
@@ -37,15 +36,15 @@ export interface RequestToRecord extends NewRequest {
 }
 
 /**
- * Records a request in one transaction (joined when `db` is one already): its row and
+ * Records a request in one transaction (a savepoint when `h` is a transaction's): its row and
  * `accepted`, its summary setting and link, and `queued` (see `queued`). A second call with
  * the same id changes nothing but an `accepted` left by a crash. True when it made the row.
  * Reads the state alone, never the row: a spec is read and parsed whole, and two such reads
  * cost a submission a third more of the daemon's CPU.
  */
-export function recordRequest(db: Db, input: RequestToRecord): boolean {
-  return db.transaction((tx) => {
-    const existing = requestStateOf(tx, input.id);
+export function recordRequest(h: History, input: RequestToRecord): Promise<boolean> {
+  return h.transaction(async (tx) => {
+    const existing = await requestStateOf(tx, input.id);
     const queued = input.queued === undefined ? { source: input.source, at: input.at } : input.queued;
     if (existing === undefined) {
       // An array's tasks are rows of their own from the start, so counts and the request's state
@@ -53,17 +52,21 @@ export function recordRequest(db: Db, input: RequestToRecord): boolean {
       const expression = (input.spec as { array?: unknown } | null)?.array;
       const indexes = typeof expression === 'string' ? parseJobArray(expression).indexes : null;
       // Written `queued` at once (with both transitions): the move has nothing to check on a new row.
-      insertRequest(tx, { ...input, arrayTaskCount: indexes?.length ?? null }, queued ?? undefined);
-      if (indexes) insertArrayTasks(tx, input.id, indexes);
+      // Another host may record the same id meanwhile (the web role and the worker that takes
+      // its job): the first insert makes the request, the other changes nothing.
+      if (!(await insertRequest(tx, { ...input, arrayTaskCount: indexes?.length ?? null }, queued ?? undefined))) {
+        return false;
+      }
+      if (indexes) await insertArrayTasks(tx, input.id, indexes);
     } else if (queued && existing === 'accepted') {
-      transition(tx, input.id, { to: 'queued', source: queued.source, at: queued.at });
+      await transition(tx, input.id, { to: 'queued', source: queued.source, at: queued.at });
     }
     return existing === undefined;
   });
 }
 
 export interface AcceptDeps {
-  db: Db;
+  store: History;
   /** The `submit` queue, with its Redis-outage behaviour (src/queue/submit-queue.ts). */
   submitQueue: SubmitQueueDeps;
 }
@@ -78,8 +81,9 @@ export async function enqueueAccepted(
   requestId: string,
   source: TransitionSource,
 ): Promise<EnqueueOutcome> {
-  if (requestStateOf(deps.db, requestId) === 'accepted') {
-    transition(deps.db, requestId, { to: 'queued', source, at: Date.now() });
+  if ((await requestStateOf(deps.store, requestId)) === 'accepted') {
+    // Only from `accepted`: a request moved on meanwhile (by another process) is left as it is.
+    await transition(deps.store, requestId, { to: 'queued', source, at: Date.now(), from: 'accepted' });
   }
   return addSubmitJob(deps.submitQueue, requestId);
 }
@@ -95,8 +99,8 @@ export async function enqueueAccepted(
  */
 export function accept(deps: AcceptDeps, input: RequestToRecord): Promise<EnqueueOutcome> {
   let batch = batches.get(deps.submitQueue);
-  if (!batch || batch.db !== deps.db) {
-    batch = { db: deps.db, waiting: [] };
+  if (!batch || batch.store !== deps.store) {
+    batch = { store: deps.store, waiting: [] };
     batches.set(deps.submitQueue, batch);
   }
   const { waiting } = batch;
@@ -111,16 +115,14 @@ interface Waiting {
 }
 
 /** Acceptances waiting for the next turn, per submit queue (one per daemon, more in tests). */
-const batches = new WeakMap<SubmitQueueDeps, { db: Db; waiting: Waiting[] }>();
+const batches = new WeakMap<SubmitQueueDeps, { store: History; waiting: Waiting[] }>();
 
 async function acceptBatch(deps: AcceptDeps, waiting: Waiting[]): Promise<void> {
   let outcomes: Outcome<boolean>[];
   try {
-    outcomes = await afterHistoryTransactions(deps.db, () =>
-      commitEach(
-        deps.db,
-        waiting.map((one) => () => recordRequest(deps.db, one.input)),
-      ),
+    outcomes = await commitEach(
+      deps.store,
+      waiting.map((one) => (tx: History) => recordRequest(tx, one.input)),
     );
   } catch (error) {
     // The commit itself failed: none of them is recorded.

@@ -1,7 +1,9 @@
-import { type ArrayTaskPatch, tasksOfRequests, updateArrayTask } from '../db/array-tasks.js';
-import type { Db } from '../db/database.js';
+import { and, eq, sql } from 'drizzle-orm';
+import { type ArrayTaskPatch, tasksOfRequests } from '../db/array-tasks.js';
+import type { History } from '../db/history.js';
 import type { TrackedRequest } from '../db/requests.js';
 import type { ArrayTaskRow } from '../db/schema.js';
+import { writeInSlices } from '../db/write-in-slices.js';
 import type { Freshness } from '../sched/freshness.js';
 import type { JobStateEntry, SchedJob } from '../sched/job-model.js';
 import { summarizeArray } from './array-state.js';
@@ -45,16 +47,22 @@ export interface ArrayPlan {
   inController: Set<string>;
   /** Requests whose light answer was fresh: only such an answer can say a task is missing. */
   fresh: Set<string>;
+  /**
+   * Requests a task of which another writer (another host's poll of the profile) changed after
+   * `tasks` was read: their tasks here are not the history's, and their state waits for the
+   * next cycle, which reads them again.
+   */
+  raced: Set<string>;
 }
 
-export function planArrays(
-  db: Db,
+export async function planArrays(
+  h: History,
   arrays: readonly TrackedRequest[],
   taskEntries: readonly JobStateEntry[],
   freshnessOf: (row: TrackedRequest) => Freshness,
-): ArrayPlan {
-  const tasks = tasksOfRequests(
-    db,
+): Promise<ArrayPlan> {
+  const tasks = await tasksOfRequests(
+    h,
     arrays.map((row) => row.id),
   );
   const owner = new Map<number, TrackedRequest>();
@@ -125,7 +133,16 @@ export function planArrays(
     }
   }
   if (unknown.size <= TASK_IDS_PER_ARRAY) for (const id of unknown) ids.add(id);
-  return { accountingIds: [...ids], ended, tasks, entries, unseen: unseenOf, inController, fresh: freshRows };
+  return {
+    accountingIds: [...ids],
+    ended,
+    tasks,
+    entries,
+    unseen: unseenOf,
+    inController,
+    fresh: freshRows,
+    raced: new Set(),
+  };
 }
 
 /** `<request id>:<task id>`: the key of a task in the sets a cycle keeps. */
@@ -146,8 +163,12 @@ class TaskPatches {
     return patch;
   }
 
-  /** Writes what changed; the plan's task rows are kept in step with the history. */
-  write(db: Db, plan: ArrayPlan): void {
+  /**
+   * Writes what changed, in slices (an array of thousands of tasks may change at once); the
+   * plan's task rows are kept in step with the history.
+   */
+  async write(h: History, plan: ArrayPlan): Promise<void> {
+    const writes: { requestId: string; task: ArrayTaskRow; set: ArrayTaskPatch }[] = [];
     for (const [requestId, forRow] of this.byRow) {
       for (const task of plan.tasks.get(requestId) ?? []) {
         const patch = forRow.get(task.taskId);
@@ -156,12 +177,46 @@ class TaskPatches {
         if (changes.length === 0) continue;
         // Never back from an end: a stale or reordered answer does not undo it.
         if (isTerminalRequest(task.state) && patch.state !== undefined && !isTerminalRequest(patch.state)) continue;
-        const set = Object.fromEntries(changes) as ArrayTaskPatch;
-        updateArrayTask(db, requestId, task.taskId, set);
-        Object.assign(task, set);
+        writes.push({ requestId, task, set: Object.fromEntries(changes) as ArrayTaskPatch });
       }
     }
+    await writeInSlices(h, writes, async (tx, { requestId, task, set }) => {
+      // Decided on the task as read at the cycle's start: written only while it is still in that
+      // state, so that another host's poll having ended it meanwhile is not undone.
+      if ((await updateTaskFrom(tx, requestId, task, set)) === 0) {
+        plan.raced.add(requestId);
+        return false;
+      }
+      Object.assign(task, set);
+      return true;
+    });
   }
+}
+
+/**
+ * UPDATE of a task's columns `set` names while the task is in the state `task` has; the rows
+ * changed (0 or 1). Prepared once per set of names: a cycle writes a handful of shapes, for
+ * thousands of tasks at times. The columns are plain text and numbers, which drizzle binds as
+ * given (null included).
+ */
+function updateTaskFrom(h: History, requestId: string, task: ArrayTaskRow, set: ArrayTaskPatch): Promise<number> {
+  const keys = (Object.keys(set) as (keyof ArrayTaskPatch)[]).sort();
+  const t = h.t.arrayTasks;
+  return h.preparedRun(
+    `arrayTasks.updateFrom:${keys.join(',')}`,
+    () =>
+      h.db
+        .update(t)
+        .set(Object.fromEntries(keys.map((key) => [key, sql.placeholder(key)])))
+        .where(
+          and(
+            eq(t.requestId, sql.placeholder('requestId')),
+            eq(t.taskId, sql.placeholder('taskId')),
+            eq(t.state, sql.placeholder('from')),
+          ),
+        ),
+    { ...set, requestId, taskId: task.taskId, from: task.state },
+  );
 }
 
 /** A record's details, as a task keeps them. */
@@ -188,12 +243,12 @@ function recordPatch(record: SchedJob): ArrayTaskPatch {
  * behind its end, or slurmctld lost it (as for a single job). Returns the tasks a record
  * settled, by {@link keyOf}.
  */
-export function applyArrayRecords(
-  db: Db,
+export async function applyArrayRecords(
+  h: History,
   arrays: readonly TrackedRequest[],
   plan: ArrayPlan,
   records: readonly SchedJob[] | null,
-): Set<string> {
+): Promise<Set<string>> {
   const byArrayId = new Map(arrays.map((row) => [row.jobId as number, row]));
   const patches = new TaskPatches();
   const settled = new Set<string>();
@@ -222,7 +277,7 @@ export function applyArrayRecords(
     Object.assign(patch, recordPatch(record));
     settled.add(keyOf(row.id, taskId));
   }
-  patches.write(db, plan);
+  await patches.write(h, plan);
   return settled;
 }
 
@@ -275,13 +330,13 @@ export function arraysNeedingController(
  * lost the array and gave its id again: the task ends `node_fail` (JobLostByController), as a
  * single job does, never taking the other job's state. Returns the tasks it settled.
  */
-export function applyControllerTaskRecords(
-  db: Db,
+export async function applyControllerTaskRecords(
+  h: History,
   arrays: readonly TrackedRequest[],
   plan: ArrayPlan,
   listing: { records: readonly SchedJob[]; fresh: boolean } | null,
   now: number,
-): Set<string> {
+): Promise<Set<string>> {
   const settled = new Set<string>();
   if (!listing) return settled;
   const byArrayId = new Map(arrays.map((row) => [row.jobId as number, row]));
@@ -311,7 +366,7 @@ export function applyControllerTaskRecords(
     Object.assign(patches.of(row.id, taskId), { state, ...recordPatch(record) });
     settled.add(keyOf(row.id, taskId));
   }
-  patches.write(db, plan);
+  await patches.write(h, plan);
   return settled;
 }
 
@@ -322,13 +377,13 @@ export function applyControllerTaskRecords(
  * `lost` once the grace has passed; a record found later resolves it. A task seen again, or
  * given a record, is missing no more.
  */
-export function markMissingTasks(
-  db: Db,
+export async function markMissingTasks(
+  h: History,
   arrays: readonly TrackedRequest[],
   plan: ArrayPlan,
   settled: ReadonlySet<string>,
   options: { now: number; graceMs: number; canTell: boolean },
-): void {
+): Promise<void> {
   const patches = new TaskPatches();
   for (const row of arrays) {
     const unseen = plan.unseen.get(row.id) ?? new Set<number>();
@@ -348,16 +403,20 @@ export function markMissingTasks(
       }
     }
   }
-  patches.write(db, plan);
+  await patches.write(h, plan);
 }
 
-/** Each array request's state, made from its tasks as they are now. */
+/**
+ * Each array request's state, made from its tasks as they are now; none for a request whose
+ * tasks another writer changed meanwhile (`plan.raced`), which the next cycle reads again.
+ */
 export function summarizeArrays(
   arrays: readonly TrackedRequest[],
   plan: ArrayPlan,
 ): Map<string, ReturnType<typeof summarizeArray>> {
   const summaries = new Map<string, ReturnType<typeof summarizeArray>>();
   for (const row of arrays) {
+    if (plan.raced.has(row.id)) continue;
     const tasks = plan.tasks.get(row.id) ?? [];
     if (tasks.length > 0) summaries.set(row.id, summarizeArray(tasks));
   }

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { tasksOf } from '../db/array-tasks.js';
-import type { Db } from '../db/database.js';
+import type { History } from '../db/history.js';
 import { getRequest } from '../db/requests.js';
 import type { TransitionSource } from '../db/schema.js';
 import { NoTasksToRetryError, RequestNotFoundError } from '../errors.js';
@@ -31,7 +31,7 @@ export async function retryArrayTasks(
   deps: AcceptDeps & { refusal?(profile: string, spec: Pick<JobSpec, 'account'>): Error | null },
   retry: ArrayRetry,
 ): Promise<{ id: string; indexes: number[]; array: string }> {
-  const { original, spec, indexes, array } = planArrayRetry(deps.db, retry.requestId, retry.indexes);
+  const { original, spec, indexes, array } = await planArrayRetry(deps.store, retry.requestId, retry.indexes);
   const refused = deps.refusal?.(original.profile, spec);
   if (refused) throw refused;
   const id = retry.newRequestId ?? randomUUID();
@@ -56,14 +56,14 @@ export async function retryArrayTasks(
  * indexes (default: the tasks that ended other than completed). NoTasksToRetryError when there
  * is nothing to retry. The CLI queues it itself (through the submit queue).
  */
-export function planArrayRetry(db: Db, requestId: string, given?: readonly number[]) {
-  const original = getRequest(db, requestId);
+export async function planArrayRetry(h: History, requestId: string, given?: readonly number[]) {
+  const original = await getRequest(h, requestId);
   if (!original) throw new RequestNotFoundError(`no job request ${requestId}`);
   const spec = original.spec as Record<string, unknown> & { name: string; array?: string; account?: string };
   if (original.arrayTaskCount === null || typeof spec.array !== 'string') {
     throw new NoTasksToRetryError(`request ${original.id} is not an array job: submit it again instead`);
   }
-  const tasks = tasksOf(db, original.id);
+  const tasks = await tasksOf(h, original.id);
   const known = new Set(tasks.map((task) => task.taskId));
   let indexes: number[];
   if (given !== undefined) {

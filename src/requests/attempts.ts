@@ -1,8 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import { and, asc, eq, isNotNull, lte } from 'drizzle-orm';
-import type { Db } from '../db/database.js';
+import type { History } from '../db/history.js';
 import { getRequest, patchRequest } from '../db/requests.js';
-import { type AttemptPolicy, type JobRequestRow, jobRequests } from '../db/schema.js';
+import type { AttemptPolicy, JobRequestRow } from '../db/schema.js';
 import type { Logger } from '../logger.js';
 import type { JobSpec } from '../sched/job-spec.js';
 import { type AcceptDeps, accept, type RequestToRecord, recordRequest } from './accept.js';
@@ -34,13 +34,16 @@ export async function makeDueAttempts(
   deps: AttemptDeps,
   now = Date.now(),
 ): Promise<{ made: string[]; ended: string[] }> {
-  const due = deps.db
-    .select()
-    .from(jobRequests)
-    .where(and(isNotNull(jobRequests.retryDueAt), lte(jobRequests.retryDueAt, now)))
-    .orderBy(asc(jobRequests.retryDueAt))
-    .limit(BATCH)
-    .all();
+  const { store } = deps;
+  const t = store.t.jobRequests;
+  const due = await store.all(
+    store.db
+      .select()
+      .from(t)
+      .where(and(isNotNull(t.retryDueAt), lte(t.retryDueAt, now)))
+      .orderBy(asc(t.retryDueAt))
+      .limit(BATCH),
+  );
   const made: string[] = [];
   const ended: string[] = [];
   for (const row of due) {
@@ -64,11 +67,11 @@ async function makeAttempt(deps: AttemptDeps, row: JobRequestRow, now: number): 
   const limits = deps.partitionLimits ? await deps.partitionLimits(row.profile, partition) : {};
   const next = nextSpec(policy, spec, row.state, limits);
   if (next.kind === 'bound') {
-    deps.db.transaction((tx) => {
-      if (!stillDue(tx, row.id)) return;
-      patchRequest(tx, row.id, { retryDueAt: null, retryNote: next.reason, updatedAt: now });
+    await deps.store.transaction(async (tx) => {
+      if (!(await stillDue(tx, row.id))) return;
+      await patchRequest(tx, row.id, { retryDueAt: null, retryNote: next.reason, updatedAt: now });
       // The request ends here: its webhook, held back at the end of the attempt, goes out now.
-      addFinishedDelivery(tx, getRequest(tx, row.id) as JobRequestRow, now);
+      await addFinishedDelivery(tx, (await getRequest(tx, row.id)) as JobRequestRow, now);
     });
     deps.logger.info({ requestId: row.id, reason: next.reason }, 'retry not made: a bound stops it');
     return null;
@@ -86,11 +89,13 @@ async function makeAttempt(deps: AttemptDeps, row: JobRequestRow, now: number): 
     },
     now,
   );
-  if (row.arrayTaskCount !== null) input = failedTasksOnly(deps.db, row, input);
-  const recorded = deps.db.transaction((tx) => {
-    if (!stillDue(tx, row.id)) return false;
-    recordRequest(tx, input);
-    patchRequest(tx, row.id, { retryDueAt: null, nextAttemptId: input.id, updatedAt: now });
+  if (row.arrayTaskCount !== null) input = await failedTasksOnly(deps.store, row, input);
+  // Still due, read and cleared in one transaction: another host's tick, or a cancel withdrawing
+  // the attempt, decides on the same row, and only one of them makes (or withdraws) it.
+  const recorded = await deps.store.transaction(async (tx) => {
+    if (!(await stillDue(tx, row.id))) return false;
+    await recordRequest(tx, input);
+    await patchRequest(tx, row.id, { retryDueAt: null, nextAttemptId: input.id, updatedAt: now });
     return true;
   });
   if (!recorded) return null;
@@ -114,21 +119,28 @@ async function makeAttempt(deps: AttemptDeps, row: JobRequestRow, now: number): 
  * and the request ends here (its webhook, held back at the end of the attempt, goes out now).
  * False when no attempt was due.
  */
-export function withdrawDueAttempt(db: Db, id: string, who: string, now = Date.now()): boolean {
-  return db.transaction((tx) => {
-    if (!stillDue(tx, id)) return false;
-    patchRequest(tx, id, {
+export function withdrawDueAttempt(h: History, id: string, who: string, now = Date.now()): Promise<boolean> {
+  return h.transaction(async (tx) => {
+    if (!(await stillDue(tx, id))) return false;
+    await patchRequest(tx, id, {
       retryDueAt: null,
       retryNote: `next attempt withdrawn: cancelled by ${who}`,
       updatedAt: now,
     });
-    addFinishedDelivery(tx, getRequest(tx, id) as JobRequestRow, now);
+    await addFinishedDelivery(tx, (await getRequest(tx, id)) as JobRequestRow, now);
     return true;
   });
 }
 
-function stillDue(tx: Db, id: string): boolean {
-  return getRequest(tx, id)?.retryDueAt != null;
+/**
+ * Whether the request's next attempt is still due, its row locked until the caller's transaction
+ * ends (on PostgreSQL: a second host's tick or a cancel waits, then finds it no longer due).
+ * Its due time alone: not the spec, which may be large.
+ */
+async function stillDue(tx: History, id: string): Promise<boolean> {
+  const t = tx.t.jobRequests;
+  const row = await tx.one(tx.forUpdate(tx.db.select({ retryDueAt: t.retryDueAt }).from(t).where(eq(t.id, id))));
+  return row?.retryDueAt != null;
 }
 
 /**
@@ -164,18 +176,14 @@ export function attemptRequest(
 }
 
 /** Every attempt of the request `id` belongs to, first to last. */
-export function attemptsOf(db: Db, id: string): JobRequestRow[] {
-  const row = getRequest(db, id);
+export async function attemptsOf(h: History, id: string): Promise<JobRequestRow[]> {
+  const row = await getRequest(h, id);
   if (!row) return [];
   const first = row.firstAttemptId ?? row.id;
-  const later = db
-    .select()
-    .from(jobRequests)
-    .where(eq(jobRequests.firstAttemptId, first))
-    .orderBy(asc(jobRequests.attempt))
-    .all();
+  const t = h.t.jobRequests;
+  const later = await h.all(h.db.select().from(t).where(eq(t.firstAttemptId, first)).orderBy(asc(t.attempt)));
   if (later.length === 0) return [row];
-  const firstRow = first === row.id ? row : getRequest(db, first);
+  const firstRow = first === row.id ? row : await getRequest(h, first);
   return firstRow ? [firstRow, ...later] : later;
 }
 
@@ -183,7 +191,7 @@ export function attemptsOf(db: Db, id: string): JobRequestRow[] {
  * An array's next attempt runs only the tasks that did not complete (as `jobs retry-tasks`
  * does by hand), with whatever the policy escalated, linked to the array it retries.
  */
-function failedTasksOnly(db: Db, ended: JobRequestRow, next: RequestToRecord): RequestToRecord {
-  const { array } = planArrayRetry(db, ended.id);
+async function failedTasksOnly(h: History, ended: JobRequestRow, next: RequestToRecord): Promise<RequestToRecord> {
+  const { array } = await planArrayRetry(h, ended.id);
   return { ...next, spec: { ...(next.spec as Record<string, unknown>), array }, arrayRetryOf: ended.id };
 }

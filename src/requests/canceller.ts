@@ -1,5 +1,5 @@
 import type { Queue } from 'bullmq';
-import type { Db } from '../db/database.js';
+import type { History } from '../db/history.js';
 import { getRequest } from '../db/requests.js';
 import type { JobRequestRow } from '../db/schema.js';
 import { toError } from '../errors.js';
@@ -12,7 +12,7 @@ import { isTerminalRequest } from './request-state.js';
 import { transition } from './transition.js';
 
 export interface CancelDeps {
-  db: Db;
+  store: History;
   /** The `submit` queue: a request not yet submitted is cancelled by taking its job out. */
   submitQueue: Queue;
   clients: ClientRegistry;
@@ -55,13 +55,14 @@ export async function cancelRequest(
   requestId: string,
   by: { source: 'api' | 'cli' | 'pipeline'; who: string },
 ): Promise<CancelOutcome> {
-  const { db, logger } = deps;
-  const row = getRequest(db, requestId);
+  const { store, logger } = deps;
+  const row = await getRequest(store, requestId);
   if (!row) return { kind: 'not_found' };
   if (isTerminalRequest(row.state)) {
-    // Ended, with a retry policy's next attempt waiting out its backoff: cancelling withdraws it.
-    if (row.retryDueAt !== null && withdrawDueAttempt(db, row.id, by.who)) {
-      return { kind: 'cancelled', row: getRequest(db, row.id) ?? row };
+    // Ended, with a retry policy's next attempt waiting out its backoff: cancelling withdraws it
+    // (unless the attempt is being made right now: withdrawDueAttempt decides in a transaction).
+    if (row.retryDueAt !== null && (await withdrawDueAttempt(store, row.id, by.who))) {
+      return { kind: 'cancelled', row: (await getRequest(store, row.id)) ?? row };
     }
     return { kind: 'ended', row, upstream: null };
   }
@@ -119,14 +120,16 @@ export async function cancelRequest(
   // all (not added yet, lost in a crash, Redis not answering): a worker moves a request to
   // `submitting` in a commit of its own before its POST, and refuses to once it has ended. Only
   // from the state read here: a worker that moved it to `submitting` since may be posting.
-  const moved = transition(db, requestId, {
+  // The transition reads the state and writes it in one transaction, as the worker's move to
+  // `submitting` does: of the two, one wins and the other is refused.
+  const moved = await transition(store, requestId, {
     to: 'cancelled',
     source: by.source,
     at: Date.now(),
     detail: `cancelled before submission by ${by.who}`,
     from: row.state,
   });
-  const after = getRequest(db, requestId) ?? row;
+  const after = (await getRequest(store, requestId)) ?? row;
   if (!moved) {
     // Something moved it first: report what it is now.
     if (isTerminalRequest(after.state)) return { kind: 'ended', row: after, upstream: null };

@@ -1,13 +1,7 @@
-import { and, eq, isNotNull, notInArray } from 'drizzle-orm';
-import type { Db } from '../db/database.js';
+import { and, eq, isNotNull, notInArray, sql } from 'drizzle-orm';
+import type { History } from '../db/history.js';
 import { getRun } from '../db/runs.js';
-import {
-  type DeadlineKind,
-  deadlineMisses,
-  type JobRequestRow,
-  jobRequests,
-  TERMINAL_REQUEST_STATES,
-} from '../db/schema.js';
+import { type DeadlineKind, type JobRequestRow, TERMINAL_REQUEST_STATES } from '../db/schema.js';
 import { addDelivery } from '../db/webhooks.js';
 import type { Logger } from '../logger.js';
 import { deadlineMissedBody } from '../notify/events.js';
@@ -28,7 +22,7 @@ export interface DeadlineMiss {
  * webhook delivery; the ones new this time are returned.
  */
 export async function checkDeadlines(
-  db: Db,
+  h: History,
   logger: Logger,
   options: {
     now?: number;
@@ -38,41 +32,54 @@ export async function checkDeadlines(
      * Misses of what is made of requests (pipeline runs: src/pipelines/run-deadlines.ts), found
      * by the layer that knows them and recorded and reported here like a request's.
      */
-    moreMisses?: (db: Db, now: number) => DeadlineMiss[];
+    moreMisses?: (h: History, now: number) => Promise<DeadlineMiss[]>;
   } = {},
 ): Promise<DeadlineMiss[]> {
   const now = options.now ?? Date.now();
   const recorded: DeadlineMiss[] = [];
-  for (const candidate of [...requestMisses(db, now), ...(options.moreMisses?.(db, now) ?? [])]) {
+  const candidates = [...(await requestMisses(h, now)), ...((await options.moreMisses?.(h, now)) ?? [])];
+  for (const candidate of candidates) {
     const subject = candidate.requestId ? `request:${candidate.requestId}` : `run:${candidate.runId}`;
-    const seen = db
-      .select({ id: deadlineMisses.id })
-      .from(deadlineMisses)
-      .where(and(eq(deadlineMisses.subject, subject), eq(deadlineMisses.kind, candidate.kind)))
-      .get();
-    if (seen) continue;
+    // Asked again at every tick for each miss already recorded (until its request ends): prepared.
+    const seen = await h.prepared(
+      'deadlines.missSeen',
+      () => {
+        const t = h.t.deadlineMisses;
+        return h.db
+          .select({ id: t.id })
+          .from(t)
+          .where(and(eq(t.subject, sql.placeholder('subject')), eq(t.kind, sql.placeholder('kind'))))
+          .limit(1);
+      },
+      { subject, kind: candidate.kind },
+    );
+    if (seen.length > 0) continue;
     const miss = {
       ...candidate,
       detail: candidate.detail.replace(REASON, await reasonFor(candidate, options.reasonOf, logger)),
     };
-    const inserted = db.transaction((tx) => {
-      const row = tx
-        .insert(deadlineMisses)
-        .values({
-          subject,
-          requestId: miss.requestId,
-          runId: miss.runId,
-          kind: miss.kind,
-          at: now,
-          detail: miss.detail,
-        })
-        .onConflictDoNothing()
-        .returning()
-        .get();
+    // The miss is recorded once (by its unique subject and kind): of two hosts' ticks that find it
+    // at once, one inserts it and makes its delivery, the other's insert does nothing.
+    const inserted = await h.transaction(async (tx) => {
+      const row = await tx.one(
+        tx.db
+          .insert(tx.t.deadlineMisses)
+          .values({
+            subject,
+            requestId: miss.requestId,
+            runId: miss.runId,
+            kind: miss.kind,
+            at: now,
+            detail: miss.detail,
+          })
+          .onConflictDoNothing()
+          .returning(),
+      );
+      if (!row) return undefined;
       // A step reports to its run's webhook.
-      const url = miss.webhookUrl ?? (miss.runId ? getRun(tx, miss.runId)?.webhookUrl : null);
-      if (row && url) {
-        addDelivery(tx, {
+      const url = miss.webhookUrl ?? (miss.runId ? (await getRun(tx, miss.runId))?.webhookUrl : null);
+      if (url) {
+        await addDelivery(tx, {
           event: 'deadline.missed',
           url,
           requestId: miss.requestId,
@@ -110,12 +117,14 @@ async function reasonFor(
   }
 }
 
-function requestMisses(db: Db, now: number): (DeadlineMiss & { row: JobRequestRow })[] {
-  const rows = db
-    .select()
-    .from(jobRequests)
-    .where(and(isNotNull(jobRequests.deadlines), notInArray(jobRequests.state, [...TERMINAL_REQUEST_STATES])))
-    .all();
+async function requestMisses(h: History, now: number): Promise<(DeadlineMiss & { row: JobRequestRow })[]> {
+  const t = h.t.jobRequests;
+  const rows = await h.all(
+    h.db
+      .select()
+      .from(t)
+      .where(and(isNotNull(t.deadlines), notInArray(t.state, [...TERMINAL_REQUEST_STATES]))),
+  );
   const misses: (DeadlineMiss & { row: JobRequestRow })[] = [];
   for (const row of rows) {
     const d = row.deadlines;

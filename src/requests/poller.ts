@@ -1,6 +1,7 @@
+import { eq } from 'drizzle-orm';
 import { getProfileSync, recordAccountingAnswer, updateProfileSync } from '../db/accounting.js';
-import type { Db } from '../db/database.js';
-import { patchRequest, submissionsInFlight, type TrackedRequest, trackedRequests } from '../db/requests.js';
+import type { History } from '../db/history.js';
+import { submissionsInFlight, type TrackedRequest, trackedRequests, updateRequest } from '../db/requests.js';
 import type { TransitionSource } from '../db/schema.js';
 import { writeInSlices } from '../db/write-in-slices.js';
 import { SchedflowError } from '../errors.js';
@@ -39,7 +40,7 @@ export interface PollSettings {
 }
 
 export interface PollDeps {
-  db: Db;
+  store: History;
   client: SchedClient;
   logger: Logger;
   settings: PollSettings;
@@ -82,14 +83,22 @@ export type JobObservation = Pick<SchedJob, 'state' | 'state_flags'> &
  * details the record has. Writes nothing when nothing changed, so a cycle over
  * thousands of unchanged jobs costs no writes (their freshness is the poll's,
  * kept per profile).
+ *
+ * What to write is decided on `row`, read before the scheduler was asked: another writer (the
+ * reconciler, a submit worker ending the request as lost by the controller, another host's
+ * poll) may have moved the request since. So a move is made only from the state `row` has, and
+ * a patch written only while the request is still in it; what no longer holds waits for the next
+ * cycle, which reads the request again: no stale answer moves a request back (running to pending
+ * is a move the state machine allows, for a requeue), nor writes a raw state or a sighting over
+ * a request that has ended.
  */
-export function applyJob(
-  db: Db,
+export async function applyJob(
+  h: History,
   row: TrackedRequest,
   job: JobObservation,
   source: TransitionSource,
   freshness: Freshness,
-): boolean {
+): Promise<boolean> {
   const details = {
     ...(job.start_time != null && { startedAt: job.start_time * 1000 }),
     ...(job.end_time != null && { endedAt: job.end_time * 1000 }),
@@ -119,14 +128,15 @@ export function applyJob(
   };
   if (!moves) {
     // An ended request's exit code, come after its end: its retry is decided now (patchEnded).
+    // (An ended request's state cannot change: patchEnded reads it again as it decides.)
     if (row.exitCode === null && details.exitCode !== undefined && isTerminalRequest(row.state)) {
-      patchEnded(db, row.id, { ...seen, rawState, reason }, Date.now());
+      await patchEnded(h, row.id, { ...seen, rawState, reason }, Date.now());
     } else {
-      patchRequest(db, row.id, { ...seen, rawState, reason });
+      await updateRequest(h, row.id, { ...seen, rawState, reason }, row.state);
     }
     return false;
   }
-  return transition(db, row.id, {
+  return transition(h, row.id, {
     to,
     source,
     at: Date.now(),
@@ -134,6 +144,7 @@ export function applyJob(
     reason,
     stale: freshness.stale,
     patch: seen,
+    from: row.state,
   });
 }
 
@@ -149,8 +160,8 @@ export function applyJob(
  * period it is `lost`, and accounting may still resolve it later.
  */
 export async function pollProfile(deps: PollDeps, profile: string): Promise<PollReport> {
-  const { db, client, logger } = deps;
-  const tracked = await trackedRequests(db, profile);
+  const { store, client, logger } = deps;
+  const tracked = await trackedRequests(store, profile);
   if (tracked.length === 0) return checkIdleProfile(deps, profile);
 
   const light = await readLightStates(deps, tracked);
@@ -160,7 +171,7 @@ export async function pollProfile(deps: PollDeps, profile: string): Promise<Poll
   const changedRows: TrackedRequest[] = [];
   // Array jobs: their tasks are followed through the same two requests (array-poll.ts).
   const arrays = tracked.filter((row) => row.arrayTaskCount !== null);
-  const arrayPlan = arrays.length > 0 ? planArrays(db, arrays, light.taskEntries, light.freshnessOf) : null;
+  const arrayPlan = arrays.length > 0 ? await planArrays(store, arrays, light.taskEntries, light.freshnessOf) : null;
   let arrayRecords: SchedJob[] | null = null;
   for (const row of tracked) {
     if (row.arrayTaskCount !== null) continue;
@@ -207,9 +218,9 @@ export async function pollProfile(deps: PollDeps, profile: string): Promise<Poll
     // A mass start or end: ends go to accounting in chunks, the longest waiting first, as many
     // as the budget allows this cycle (the rest in the next ones). Started jobs get the light
     // record now, and the rest with their end: their full records would cost a chunk each.
-    changed += await writeInSlices(db, changedRows, (row) => {
+    changed += await writeInSlices(store, changedRows, async (tx, row) => {
       const job = light.byId.get(row.jobId as number);
-      return job !== undefined && applyJob(db, row, job, 'poll', light.freshnessOf(row));
+      return job !== undefined && applyJob(tx, row, job, 'poll', light.freshnessOf(row));
     });
     queries = queue.next(accountingChunksPerCycle(client)).map((rows) => ({ rows, activeOnly: false }));
     if (arrayIds.length > 0) queries.unshift({ rows: [], activeOnly: false, ...arrayChunk });
@@ -243,11 +254,11 @@ export async function pollProfile(deps: PollDeps, profile: string): Promise<Poll
     changed += await checkSuspects(deps, profile, suspects);
   }
   if (queries.length > 0 && failure === null) {
-    recordAccountingAnswer(db, profile, null);
+    await recordAccountingAnswer(store, profile, null);
     accounting = 'ok';
   } else if (failure !== null) {
     // Said once when it starts (or its reason changes), not on every cycle of a long outage.
-    if (recordAccountingAnswer(db, profile, failure.message)) {
+    if (await recordAccountingAnswer(store, profile, failure.message)) {
       logger.warn(
         { profile, code: failure.code, err: failure },
         'accounting unavailable: following jobs with controller data only',
@@ -263,14 +274,14 @@ export async function pollProfile(deps: PollDeps, profile: string): Promise<Poll
     if (failure instanceof AccountingNotServedError) {
       const now = Date.now();
       const gone = unresolved.filter((row) => !light.byId.has(row.jobId as number) && !light.freshnessOf(row).stale);
-      changed += await writeInSlices(db, gone, (row) => markMissing(deps, profile, row, now));
+      changed += await writeInSlices(store, gone, (tx, row) => markMissing(tx, deps, profile, row, now));
     }
     accounting = 'unavailable';
   }
   // Arrays: the light states and accounting's records first; the tasks these leave unsettled get
   // the controller's records, in the one listing single jobs take (array-poll.ts).
   const now = Date.now();
-  const arraySettled = arrayPlan ? applyArrayRecords(db, arrays, arrayPlan, arrayRecords) : new Set<string>();
+  const arraySettled = arrayPlan ? await applyArrayRecords(store, arrays, arrayPlan, arrayRecords) : new Set<string>();
   const arrayIdsForController = arrayPlan
     ? arraysNeedingController(arrays, arrayPlan, arraySettled, arrayWaitsOf(client), {
         now,
@@ -286,16 +297,22 @@ export async function pollProfile(deps: PollDeps, profile: string): Promise<Poll
     taskListing = result.taskListing;
   }
   if (arrayPlan) {
-    for (const key of applyControllerTaskRecords(db, arrays, arrayPlan, taskListing, now)) arraySettled.add(key);
+    for (const key of await applyControllerTaskRecords(store, arrays, arrayPlan, taskListing, now)) {
+      arraySettled.add(key);
+    }
     // Only an answer that could have named them says tasks are missing: accounting's, fresh, or
     // none at all on a cluster without it (as for single jobs: a slurmdbd down says nothing).
     const canTell = arrayRecords !== null || failure instanceof AccountingNotServedError;
-    markMissingTasks(db, arrays, arrayPlan, arraySettled, { now, graceMs: deps.settings.lostGraceMs, canTell });
+    await markMissingTasks(store, arrays, arrayPlan, arraySettled, {
+      now,
+      graceMs: deps.settings.lostGraceMs,
+      canTell,
+    });
     const summaries = summarizeArrays(arrays, arrayPlan);
-    changed += await writeInSlices(db, arrays, (row) => {
+    changed += await writeInSlices(store, arrays, async (tx, row) => {
       const summary = summaries.get(row.id);
       if (!summary) return false;
-      if (summary.lost > 0) return markArrayLost(deps, profile, row, summary, now);
+      if (summary.lost > 0) return markArrayLost(tx, deps, profile, row, summary, now);
       const observation: JobObservation = {
         state: summary.state,
         state_flags: [summary.state],
@@ -305,10 +322,10 @@ export async function pollProfile(deps: PollDeps, profile: string): Promise<Poll
         ...(summary.exitCode !== null && { exit_code: summary.exitCode }),
       };
       const source = summary.endedAt !== null && arrayRecords !== null ? 'accounting' : 'poll';
-      return applyJob(db, row, observation, source, light.freshnessOf(row));
+      return applyJob(tx, row, observation, source, light.freshnessOf(row));
     });
   }
-  updateProfileSync(db, profile, {
+  await updateProfileSync(store, profile, {
     lastPollAt: Date.now(),
     ...pollOutcome(light.overall),
     lastPollAgeSec: light.overall.ageSec,
@@ -345,16 +362,26 @@ function arrayWaitsOf(client: SchedClient): Map<string, number> {
  * accounting past the grace): `lost`, as a single job would be, with how many and since when,
  * resolved when accounting shows them. True when the request moved.
  */
-function markArrayLost(deps: PollDeps, profile: string, row: TrackedRequest, summary: ArraySummary, now: number) {
+async function markArrayLost(
+  tx: History,
+  deps: PollDeps,
+  profile: string,
+  row: TrackedRequest,
+  summary: ArraySummary,
+  now: number,
+): Promise<boolean> {
   if (row.state === 'lost') return false;
   const total = Object.values(summary.counts).reduce((a, b) => a + (b ?? 0), 0);
   const tasks = summary.lost === total ? `all ${total} tasks` : `${summary.lost} of ${total} tasks (the others ended)`;
   const seconds = Math.round(deps.settings.lostGraceMs / 1000);
   deps.logger.warn({ profile, requestId: row.id, job_id: row.jobId, lost: summary.lost }, 'array tasks missing');
-  return transition(deps.db, row.id, {
+  // Only from the state its tasks were read in: a task seen again since (another host's poll)
+  // may have moved it.
+  return transition(tx, row.id, {
     to: 'lost',
     source: 'poll',
     at: now,
+    from: row.state,
     reason: summary.reason,
     detail: `${tasks} of array job ${row.jobId} have been missing from the controller and from accounting for over ${seconds} s; they are not assumed finished and will be resolved if accounting shows them ended`,
   });
@@ -497,14 +524,14 @@ function pollOutcome(freshness: Freshness): { lastPollOk: boolean; lastPollError
  * down while idle as healthy. After a failed check it asks at every cycle, so recovery shows soon.
  */
 async function checkIdleProfile(deps: PollDeps, profile: string): Promise<PollReport> {
-  const { db } = deps;
-  const sync = getProfileSync(db, profile);
+  const { store } = deps;
+  const sync = await getProfileSync(store, profile);
   const checkEveryMs = deps.settings.pollCeilingMs ?? 60_000;
   if (sync?.lastPollOk && sync.lastPollAt !== null && Date.now() - sync.lastPollAt < checkEveryMs) {
     return { tracked: 0, requests: 0, changed: 0, stale: false, accounting: 'not-needed' };
   }
   const ping = await deps.client.pingController({ forPolling: true, signal: deps.signal });
-  updateProfileSync(db, profile, {
+  await updateProfileSync(store, profile, {
     lastPollAt: Date.now(),
     ...pollOutcome(ping.freshness),
     lastPollAgeSec: ping.freshness.ageSec,
@@ -529,7 +556,7 @@ async function resolveThroughController(
   light: LightStates,
   arrayIds: ReadonlySet<number>,
 ): Promise<{ changed: number; taskListing: { records: SchedJob[]; fresh: boolean } | null }> {
-  const { db, client } = deps;
+  const { store, client } = deps;
   const wanted = new Set(rows.map((row) => row.jobId as number));
   const listing = await client
     .listJobs({ forPolling: true, signal: deps.signal, jobIds: wanted, arrayJobIds: arrayIds })
@@ -543,7 +570,7 @@ async function resolveThroughController(
     records: listing.data.jobs.filter((job) => job.array_job_id !== null && arrayIds.has(job.array_job_id)),
     fresh: !listing.freshness.stale,
   };
-  const changed = await writeInSlices(db, rows, (row) => {
+  const changed = await writeInSlices(store, rows, async (tx, row) => {
     const record = full.get(row.jobId as number);
     const entry = light.byId.get(row.jobId as number);
     // Never another job's record: a crashed slurmctld gives lost jobs' ids again. A fresh
@@ -551,14 +578,14 @@ async function resolveThroughController(
     if (record && jobIdentity(record, row) === 'other') {
       if (!listing || listing.freshness.stale) return false;
       const why = describeOtherJob(record, "the controller's");
-      return endLostByController(db, row.id, { at: Date.now(), source: 'poll', why });
+      return endLostByController(tx, row.id, { at: Date.now(), source: 'poll', why });
     }
-    if (record && listing) return applyJob(db, row, record, 'poll', listing.freshness);
+    if (record && listing) return applyJob(tx, row, record, 'poll', listing.freshness);
     // Without the full record an end would be recorded without its exit code and times, for
     // good: only a state that has not ended is taken from the light listing; ends wait.
     const ended = entry !== undefined && isTerminalRequest(requestStateFor(entry.state) ?? 'running');
     return (
-      entry !== undefined && (listing !== null || !ended) && applyJob(db, row, entry, 'poll', light.freshnessOf(row))
+      entry !== undefined && (listing !== null || !ended) && applyJob(tx, row, entry, 'poll', light.freshnessOf(row))
     );
   });
   return { changed, taskListing };
@@ -574,7 +601,7 @@ async function resolveThroughController(
  * new job on every cycle.
  */
 async function checkSuspects(deps: PollDeps, profile: string, suspects: Suspect[]): Promise<number> {
-  const { db, client, logger } = deps;
+  const { store, client, logger } = deps;
   const wanted = new Set(suspects.map(({ row }) => row.jobId as number));
   const listing = await client
     .listJobs({ forPolling: true, signal: deps.signal, jobIds: wanted })
@@ -586,17 +613,18 @@ async function checkSuspects(deps: PollDeps, profile: string, suspects: Suspect[
   if (!listing || listing.freshness.stale) return 0;
   const full = new Map(listing.data.jobs.map((job) => [job.job_id, job]));
   const now = Date.now();
-  return writeInSlices(db, suspects, ({ row }) => {
+  return writeInSlices(store, suspects, async (tx, { row }) => {
     const inController = full.get(row.jobId as number);
     // Left the controller between the two reads: nothing certain is known of it.
-    if (!inController) return markMissing(deps, profile, row, now);
+    if (!inController) return markMissing(tx, deps, profile, row, now);
     if (jobIdentity(inController, row) === 'ours') {
-      patchRequest(db, row.id, { jobConfirmedAt: now });
-      return applyJob(db, row, inController, 'poll', listing.freshness);
+      // As applyJob's writes, only in the state it was read in (see there).
+      await updateRequest(tx, row.id, { jobConfirmedAt: now }, row.state);
+      return applyJob(tx, row, inController, 'poll', listing.freshness);
     }
     logger.warn({ requestId: row.id, job_id: row.jobId }, 'the controller lost this job: its id is another job now');
     const why = describeOtherJob(inController, "the controller's");
-    return endLostByController(db, row.id, { at: now, source: 'poll', why });
+    return endLostByController(tx, row.id, { at: now, source: 'poll', why });
   });
 }
 
@@ -608,31 +636,46 @@ interface Suspect {
  * A job the controller no longer has, of which accounting knows nothing certain (no record, a
  * record still active, or records that may be other jobs'): its absence is noted, and after
  * the grace period it is `lost` (never taken to have finished). True when the request moved.
+ * `tx` is the transaction of the slice being written.
  */
-function markMissing(
+async function markMissing(
+  tx: History,
   deps: PollDeps,
   profile: string,
   row: TrackedRequest,
   now: number,
   /** Accounting's state when it still has the job as active, absent from the controller. */
   accountingState?: string,
-): boolean {
-  const { db, settings, logger } = deps;
+): Promise<boolean> {
+  const { settings, logger } = deps;
   if (row.missingSince === null) {
-    patchRequest(db, row.id, { missingSince: now });
+    // As applyJob's writes, only in the state it was read in (see there).
+    await updateRequest(tx, row.id, { missingSince: now }, row.state);
     return false;
   }
   if (now - row.missingSince < settings.lostGraceMs || row.state === 'lost') return false;
+  // Missing since the time read before the scheduler was asked: the job may have been seen since
+  // (the reconciler, another host's poll), which clears it, maybe without a move. Read again,
+  // locked until the move is written, in the slice's transaction; a rare read (a job missing
+  // past the grace), not one per tracked job.
+  const t = tx.t.jobRequests;
+  const current = await tx.one(
+    tx.forUpdate(
+      tx.db.select({ state: t.state, missingSince: t.missingSince }).from(t).where(eq(t.id, row.id)).limit(1),
+    ),
+  );
+  if (current?.state !== row.state || current.missingSince !== row.missingSince) return false;
   const seconds = Math.round((now - row.missingSince) / 1000);
   const where =
     accountingState === undefined
       ? 'from the controller and from accounting'
       : `from the controller (accounting still says ${accountingState}: slurmctld lost it in a crash?)`;
   logger.warn({ profile, requestId: row.id, job_id: row.jobId, accountingState }, `job missing ${where}`);
-  return transition(db, row.id, {
+  return transition(tx, row.id, {
     to: 'lost',
     source: 'poll',
     at: now,
+    from: row.state,
     detail: `job ${row.jobId} has been missing ${where} for ${seconds} s; it is not assumed finished and will be resolved if accounting shows it ended`,
   });
 }
@@ -656,7 +699,7 @@ async function resolveThroughAccounting(
   suspects: Suspect[];
   arrayRecords: SchedJob[] | null;
 }> {
-  const { db, client } = deps;
+  const { store, client } = deps;
   // The request's creation bounds its job's submit time from below, also for an
   // adopted job, whose recorded submittedAt is when schedflow found it.
   const earliestSubmitSec = Math.min(...[...rows, ...arrays].map((r) => Math.floor(r.createdAt / 1000)));
@@ -687,8 +730,8 @@ async function resolveThroughAccounting(
   const suspects: Suspect[] = [];
   const now = Date.now();
   // Read after the answer: a submission whose job it may hold had started before it was made.
-  const inFlight = submissionsInFlight(db, profile);
-  const changed = await writeInSlices(db, rows, (row) => {
+  const inFlight = await submissionsInFlight(store, profile);
+  const changed = await writeInSlices(store, rows, async (tx, row) => {
     const own = ownRecord(found.get(row.jobId as number) ?? [], row, inFlight);
     const inController = light.byId.get(row.jobId as number);
     const controllerFreshness = light.freshnessOf(row);
@@ -698,7 +741,7 @@ async function resolveThroughAccounting(
     // job of which nothing is known (a name alone never ends a request).
     if (own.kind === 'reused' || own.kind === 'suspect') {
       if (history.freshness.stale) return false;
-      if (!inController) return markMissing(deps, profile, row, now);
+      if (!inController) return markMissing(tx, deps, profile, row, now);
       suspects.push({ row });
       return false;
     }
@@ -717,19 +760,19 @@ async function resolveThroughAccounting(
       // that state (an answer from before the change would say pending, without a start).
       const observed =
         record.state === inController.state ? { ...record, state_flags: inController.state_flags } : inController;
-      return applyJob(db, row, observed, 'poll', controllerFreshness);
+      return applyJob(tx, row, observed, 'poll', controllerFreshness);
     }
     if (record && !recordEnded && !inController) {
       // Active in accounting, absent from a controller answer produced after the submission:
       // accounting lags behind an end, or slurmctld lost the job in a crash and slurmdbd keeps
       // it pending forever (a runaway job). Not taken as running: missing, then lost.
-      return !history.freshness.stale && markMissing(deps, profile, row, now, record.state);
+      return !history.freshness.stale && markMissing(tx, deps, profile, row, now, record.state);
     }
-    if (record) return applyJob(db, row, record, 'accounting', history.freshness);
+    if (record) return applyJob(tx, row, record, 'accounting', history.freshness);
     // Accounting has no record yet of a job that has not ended: the controller's state.
-    if (inController) return applyJob(db, row, inController, 'poll', controllerFreshness);
+    if (inController) return applyJob(tx, row, inController, 'poll', controllerFreshness);
     // (An answer kept from before an outage cannot say a job is missing.)
-    return !history.freshness.stale && markMissing(deps, profile, row, now);
+    return !history.freshness.stale && markMissing(tx, deps, profile, row, now);
   });
   return {
     changed,

@@ -1,13 +1,15 @@
 import { hash } from 'node:crypto';
+import { and, eq, sql } from 'drizzle-orm';
 import {
+  advanceAccountingSync,
   getProfileSync,
   recordAccountingAnswer,
   unchangedAccountingJobs,
-  updateProfileSync,
   upsertAccountingJob,
 } from '../db/accounting.js';
-import type { Db } from '../db/database.js';
-import { getRequest, requestByJobId, submissionsInFlight } from '../db/requests.js';
+import type { History } from '../db/history.js';
+import { submissionsInFlight } from '../db/requests.js';
+import type { JobRequestRow } from '../db/schema.js';
 import { writeInSlices } from '../db/write-in-slices.js';
 import { nextTurn } from '../lib/turns.js';
 import type { Logger } from '../logger.js';
@@ -84,7 +86,7 @@ export class KnownRecords {
  */
 export async function reconcileProfile(
   deps: {
-    db: Db;
+    store: History;
     client: SchedClient;
     logger: Logger;
     settings: ReconcileSettings;
@@ -94,8 +96,8 @@ export async function reconcileProfile(
   },
   profile: string,
 ): Promise<ReconcileReport> {
-  const { db, client, settings } = deps;
-  const sync = getProfileSync(db, profile);
+  const { store, client, settings } = deps;
+  const sync = await getProfileSync(store, profile);
   const nowSec = Math.floor(Date.now() / 1000);
   const account = client.profile.account;
   let from = (sync?.accountingSyncedTo ?? nowSec - settings.initialLookbackSec) - settings.overlapSec;
@@ -116,32 +118,35 @@ export async function reconcileProfile(
     const changed: SchedJob[] = [];
     for (let i = 0; i < data.length; i += COMPARE_BATCH_RECORDS) {
       const batch = data.slice(i, i + COMPARE_BATCH_RECORDS);
-      const unchanged = unchangedAccountingJobs(db, profile, batch);
+      const unchanged = await unchangedAccountingJobs(store, profile, batch);
       for (const job of batch) if (!unchanged.has(job.job_id)) changed.push(job);
       await nextTurn();
     }
     // Read after the answer: a submission whose job it may hold had started before it was made.
-    const inFlight = submissionsInFlight(db, profile);
-    linked += await writeInSlices(db, changed, (job) => importRecord(db, profile, job, freshness, at, inFlight));
+    const inFlight = await submissionsInFlight(store, profile);
+    linked += await writeInSlices(store, changed, (tx, job) => importRecord(tx, profile, job, freshness, at, inFlight));
     imported += changed.length;
-    updateProfileSync(db, profile, { accountingSyncedTo: to, accountingSyncedAt: at });
+    await advanceAccountingSync(store, profile, to, at);
     from = to;
   } while (from < nowSec);
   deps.known?.stored(profile, seen);
-  recordAccountingAnswer(db, profile, null, at);
+  await recordAccountingAnswer(store, profile, null, at);
   deps.logger.debug({ profile, imported, linked }, 'accounting reconciled');
   return { imported, linked, external: imported - linked };
 }
 
-/** Stores one accounting record, linked to its request when it is one's; true when linked. */
-function importRecord(
-  db: Db,
+/**
+ * Stores one accounting record, linked to its request when it is one's; true when linked. `tx`
+ * is the transaction of the slice being written.
+ */
+async function importRecord(
+  tx: History,
   profile: string,
   job: SchedJob,
   freshness: Freshness,
   at: number,
   inFlight: ReadonlyMap<string, number>,
-): boolean {
+): Promise<boolean> {
   // By the marker, or else by job id: slurmdbd keeps the comment holding the marker only with
   // AccountingStoreFlags=job_comment, which clusters do not set by default. A job id can come
   // again (a cluster's state reset, a crashed slurmctld), so the job must fit the request: its
@@ -149,12 +154,12 @@ function importRecord(
   // A same-name record submitted well after the request's submission is linked, not applied:
   // only the controller's record can say whether it is its job (the poller asks, see ownRecord).
   const requestId = MARKER.exec(job.comment)?.[1] ?? null;
-  const byId = requestId ? undefined : requestByJobId(db, profile, job.job_id);
+  const byId = requestId ? undefined : await lockedRequest(tx, { profile, jobId: job.job_id });
   const identity = byId ? ownRecord([job], byId, inFlight).kind : null;
   const request =
-    (requestId ? getRequest(db, requestId) : undefined) ??
+    (requestId ? await lockedRequest(tx, { id: requestId }) : undefined) ??
     (byId && (identity === 'ours' || identity === 'suspect') ? byId : undefined);
-  upsertAccountingJob(db, profile, job, request ? request.id : null, at);
+  await upsertAccountingJob(tx, profile, job, request ? request.id : null, at);
   if (!request || request.jobId !== job.job_id) return false;
   // An array's records are its tasks' (one of them under the array's id): the poller makes the
   // request's state from all of them (array-poll.ts), never from one.
@@ -163,7 +168,45 @@ function importRecord(
   // runaway slurmctld lost): the poller's grace decides; an import must not reset it.
   const ended = isTerminalRequest(requestStateFor(job.state) ?? 'running');
   if (identity !== 'suspect' && (ended || request.missingSince === null)) {
-    applyJob(db, request, job, 'accounting', freshness);
+    await applyJob(tx, request, job, 'accounting', freshness);
   }
   return true;
+}
+
+/**
+ * The request by id, or by its job on the profile, locked until the slice's transaction ends
+ * (on PostgreSQL; SQLite's transaction has the history to itself): what is decided on it here,
+ * such as leaving alone a job the poller has found missing, holds when it is written, with no
+ * other host's poll writing in between. As getRequest and requestByJobId read it, for one read.
+ */
+async function lockedRequest(
+  tx: History,
+  by: { id: string } | { profile: string; jobId: number },
+): Promise<JobRequestRow | undefined> {
+  const t = tx.t.jobRequests;
+  const rows =
+    'id' in by
+      ? await tx.prepared(
+          'reconcile.lockedRequestById',
+          () =>
+            tx.forUpdate(
+              tx.db
+                .select()
+                .from(t)
+                .where(eq(t.id, sql.placeholder('id'))),
+            ),
+          by,
+        )
+      : await tx.prepared(
+          'reconcile.lockedRequestByJobId',
+          () =>
+            tx.forUpdate(
+              tx.db
+                .select()
+                .from(t)
+                .where(and(eq(t.profile, sql.placeholder('profile')), eq(t.jobId, sql.placeholder('jobId')))),
+            ),
+          by,
+        );
+  return rows[0];
 }

@@ -1,4 +1,4 @@
-import type { Db } from '../db/database.js';
+import type { History } from '../db/history.js';
 import { getRequest, patchRequest, requestByJobId, submitLimitQueueAhead } from '../db/requests.js';
 import type { JobRequestRow } from '../db/schema.js';
 import { inSharedCommit } from '../db/shared-commit.js';
@@ -15,7 +15,7 @@ import { isTerminalRequest } from './request-state.js';
 import { claimJobId, transition } from './transition.js';
 
 export interface SubmitDeps {
-  db: Db;
+  store: History;
   client: SchedClient;
   logger: Logger;
   signal?: AbortSignal;
@@ -23,7 +23,7 @@ export interface SubmitDeps {
    * The Slurm dependency a pipeline step is submitted with, from its run's other steps
    * (src/pipelines/run-engine.ts's stepDependencies): pipelines sit above requests, so it is given.
    */
-  stepDependency(db: Db, row: JobRequestRow): DependencyResolution;
+  stepDependency(h: History, row: JobRequestRow): Promise<DependencyResolution>;
 }
 
 /** How a step's needs stand: submit (with this Slurm dependency), wait for a job id, or never. */
@@ -72,23 +72,25 @@ export async function submitRequest(
   /** The request's row, when the caller has just read it (one read less per submission). */
   current?: JobRequestRow,
 ): Promise<'submitted' | 'skipped'> {
-  const { db, client, logger } = deps;
-  const row = current ?? getRequest(db, requestId);
+  const { store, client, logger } = deps;
+  const row = current ?? (await getRequest(store, requestId));
   if (!row) throw new SubmitRefusedError(`no job request ${requestId} in the history`);
   if (row.jobId !== null || isTerminalRequest(row.state)) return 'skipped';
 
   let dependency: string | null = null;
   if (row.runId !== null && row.needs?.length) {
-    const resolution = deps.stepDependency(db, row);
+    const resolution = await deps.stepDependency(store, row);
     if (resolution.kind === 'wait') throw new WaitingForDependencyError(`waiting for step "${resolution.on}"`);
     if (resolution.kind === 'never') {
-      // What Slurm would do with the job (kill_invalid_depend), without submitting it.
-      transition(db, requestId, {
+      // What Slurm would do with the job (kill_invalid_depend), without submitting it. Only from
+      // the state read: a submission that has moved it since may have made its job.
+      await transition(store, requestId, {
         to: 'cancelled',
         source: 'pipeline',
         at: Date.now(),
         reason: 'DependencyNeverSatisfied',
         detail: `not submitted: ${resolution.detail}`,
+        from: row.state,
       });
       return 'skipped';
     }
@@ -105,17 +107,20 @@ export async function submitRequest(
 
   // Requests accepted earlier are held by a submit limit: a slot that frees up is theirs first,
   // and asking Slurm now would only be refused again. (Not one whose attempt may have made a job.)
-  const ahead = earlierAttempt === null ? submitLimitQueueAhead(db, row) : 0;
+  const ahead = earlierAttempt === null ? await submitLimitQueueAhead(store, row) : 0;
   if (ahead > 0) {
     const detail = `behind ${ahead} earlier request(s) held by the account's submit limit`;
     if (row.state !== 'waiting') {
-      transition(db, requestId, {
+      // Only from the state read: another attempt may have moved it to `submitting` since, and its
+      // POST may be under way. The next recheck sees what it is now.
+      await transition(store, requestId, {
         to: 'waiting',
         source: 'submit',
         at: Date.now(),
         reason: 'SubmitLimitQueue',
         detail,
         patch: { errorCode: SubmitLimitError.CODE, errorMessage: detail },
+        from: row.state,
       });
     }
     throw new WaitingForSubmitLimitError(detail, false);
@@ -124,8 +129,8 @@ export async function submitRequest(
   // Another request's job, unless the record itself says it is not (another name, another
   // marker): a crashed slurmctld gives lost jobs' ids again, and the request still holding one
   // must not make the job that has it now look taken (a second submission would follow).
-  const isKnownJob = (jobId: number, job: SchedJob) => {
-    const holder = requestByJobId(db, row.profile, jobId);
+  const isKnownJob = async (jobId: number, job: SchedJob) => {
+    const holder = await requestByJobId(store, row.profile, jobId);
     return holder !== undefined && holder.id !== requestId && jobIdentity(job, holder) !== 'other';
   };
   // The earlier attempt's time stays until its lookup has settled it: a crash during the lookup
@@ -137,10 +142,12 @@ export async function submitRequest(
       // The move to `submitting` and the first attempt's time in one commit, right before the
       // POST, shared with other submissions starting in the same turn: one write less per
       // submission, and fewer commits. Refused when the request has just ended (cancelled by
-      // another process, say): nothing is sent.
+      // another process, say): nothing is sent. The move reads the state and writes it in one
+      // transaction, as the canceller's does: of a cancel and this move, one wins and the other
+      // is refused.
       moving = false;
-      const moved = await inSharedCommit(db, () =>
-        transition(db, requestId, {
+      const moved = await inSharedCommit(store, (tx) =>
+        transition(tx, requestId, {
           to: 'submitting',
           source: 'submit',
           at: attemptStartedMs,
@@ -150,7 +157,7 @@ export async function submitRequest(
       if (!moved) throw new NotSubmittedError();
       return;
     }
-    patchRequest(db, requestId, { submitAttemptAt: attemptStartedMs });
+    await patchRequest(store, requestId, { submitAttemptAt: attemptStartedMs });
   };
   try {
     const spec = storedSpec(row.spec, dependency);
@@ -164,21 +171,30 @@ export async function submitRequest(
       });
       if (found) {
         logger.info({ requestId, job_id: found.job_id }, 'adopted the job an interrupted submit created');
-        claimJobId(db, { profile: row.profile, jobId: found.job_id, requestId, at: Date.now(), source: 'submit' });
-        transition(db, requestId, {
-          to: 'submitted',
-          source: 'submit',
-          at: Date.now(),
-          detail: 'found by its marker after an interrupted submit',
-          patch: {
+        // The claim on the id and the job id recorded in one commit, as for a POST's answer.
+        await inSharedCommit(store, async (tx) => {
+          await claimJobId(tx, {
+            profile: row.profile,
             jobId: found.job_id,
-            jobConfirmedAt: found.source === 'controller' ? Date.now() : null,
-            adopted: true,
-            submittedAt: found.submit_time !== null ? found.submit_time * 1000 : Date.now(),
-            errorCode: null,
-            errorMessage: null,
-            ...outputPathsAtSubmit(client, spec, found.job_id, found),
-          },
+            requestId,
+            at: Date.now(),
+            source: 'submit',
+          });
+          await transition(tx, requestId, {
+            to: 'submitted',
+            source: 'submit',
+            at: Date.now(),
+            detail: 'found by its marker after an interrupted submit',
+            patch: {
+              jobId: found.job_id,
+              jobConfirmedAt: found.source === 'controller' ? Date.now() : null,
+              adopted: true,
+              submittedAt: found.submit_time !== null ? found.submit_time * 1000 : Date.now(),
+              errorCode: null,
+              errorMessage: null,
+              ...outputPathsAtSubmit(client, spec, found.job_id, found),
+            },
+          });
         });
         return 'submitted';
       }
@@ -187,10 +203,10 @@ export async function submitRequest(
     const result = await client.submit(spec, requestId, { signal: deps.signal, isKnownJob, onOutcome });
     // In a commit shared with the answers of other submissions in flight (a crash before it
     // commits leaves the request `submitting` with its attempt's time: the retry adopts by marker).
-    await inSharedCommit(db, () => {
+    await inSharedCommit(store, async (tx) => {
       // The id is this request's job now, whoever held it before (a job the controller lost).
-      claimJobId(db, { profile: row.profile, jobId: result.job_id, requestId, at: Date.now(), source: 'submit' });
-      transition(db, requestId, {
+      await claimJobId(tx, { profile: row.profile, jobId: result.job_id, requestId, at: Date.now(), source: 'submit' });
+      await transition(tx, requestId, {
         to: 'submitted',
         source: 'submit',
         at: Date.now(),
@@ -210,43 +226,47 @@ export async function submitRequest(
   } catch (error) {
     if (error instanceof NotSubmittedError) return 'skipped';
     if (error instanceof SubmitLimitError && !(await neverFreesUp(client, deps.signal))) {
-      // Nothing was made: Slurm turned the job away before creating it.
-      const patch = { errorCode: error.code, errorMessage: error.message, submitAttemptAt: null };
-      if (getRequest(db, requestId)?.state === 'waiting') patchRequest(db, requestId, patch);
-      else {
-        transition(db, requestId, {
-          to: 'waiting',
-          source: 'submit',
-          at: Date.now(),
-          reason: error.detail.slurmErrors[0]?.error ?? 'AccountingPolicy',
-          detail: error.message,
-          patch,
-        });
-      }
+      // Nothing was made: Slurm turned the job away before creating it. One already `waiting`
+      // (tried again from there) only takes the patch: a transition that does not move writes
+      // its patch alone, and reads and writes in one transaction, so no move can come between.
+      await transition(store, requestId, {
+        to: 'waiting',
+        source: 'submit',
+        at: Date.now(),
+        reason: error.detail.slurmErrors[0]?.error ?? 'AccountingPolicy',
+        detail: error.message,
+        patch: { errorCode: error.code, errorMessage: error.message, submitAttemptAt: null },
+      });
       logger.info({ requestId, code: error.code }, 'submission held by a submit limit; waiting');
       throw new WaitingForSubmitLimitError(error.message, true);
     }
     if (error instanceof SchedflowError && !error.retryable) {
-      // Refused before any POST (a spec that cannot be sent): its timeline reads as it always has.
-      if (moving && !transition(db, requestId, { to: 'submitting', source: 'submit', at: Date.now() })) {
-        return 'skipped';
-      }
       const message =
         error instanceof SubmitLimitError
           ? `${error.message.replace(/; it is submitted once.*$/, '')}; the account has no active job whose end would make room, so it is a limit on the job itself (MaxWall, MaxTRESPerJob, …): change the job`
           : error.message;
-      transition(db, requestId, {
-        to: 'submit_failed',
-        source: 'submit',
-        at: Date.now(),
-        detail: message,
-        patch: { errorCode: error.code, errorMessage: message },
+      // Refused before any POST (a spec that cannot be sent): its timeline reads as it always has,
+      // both moves in one commit (nothing sees it `submitting` in between). Not when it has just
+      // ended (a cancel): nothing was sent.
+      const failed = await store.transaction(async (tx) => {
+        if (moving && !(await transition(tx, requestId, { to: 'submitting', source: 'submit', at: Date.now() }))) {
+          return false;
+        }
+        await transition(tx, requestId, {
+          to: 'submit_failed',
+          source: 'submit',
+          at: Date.now(),
+          detail: message,
+          patch: { errorCode: error.code, errorMessage: message },
+        });
+        return true;
       });
+      if (!failed) return 'skipped';
       throw new SubmitRefusedError(message, { cause: error });
     }
     // Retryable: keep the reason visible while BullMQ backs off.
     if (error instanceof SchedflowError) {
-      patchRequest(db, requestId, { errorCode: error.code, errorMessage: error.message });
+      await patchRequest(store, requestId, { errorCode: error.code, errorMessage: error.message });
     }
     throw error;
   }

@@ -1,5 +1,5 @@
 import { taskCounts } from '../db/array-tasks.js';
-import type { Db } from '../db/database.js';
+import type { History } from '../db/history.js';
 import {
   getRequest,
   insertTransition,
@@ -32,22 +32,30 @@ export interface TransitionInput {
   detail?: string | null;
   /** Other columns to set with the move (job id, exit code, times, errors). */
   patch?: Partial<Omit<JobRequestRow, 'id' | 'state'>>;
-  /** Move only from this state (the one the caller decided on): another process may have moved it since. */
+  /**
+   * Move (and patch) only from this state, the one the caller decided on: another process or
+   * host may have moved it since. Nothing is written when it has.
+   */
   from?: RequestState;
 }
 
 /**
  * Moves a request to a new state and records the transition, in one
  * transaction. A move the state machine does not allow (backwards, or out of a
- * terminal state) changes nothing but the patch, and returns false.
+ * terminal state) changes nothing but the patch, and returns false; one from a state the
+ * request has left (`from`) changes nothing.
  */
-export function transition(db: Db, requestId: string, input: TransitionInput): boolean {
-  return db.transaction((tx) => {
-    const row = transitionFactsOf(tx, requestId);
+export function transition(h: History, requestId: string, input: TransitionInput): Promise<boolean> {
+  return h.transaction(async (tx) => {
+    // Locked (on PostgreSQL) until the move is written: another host's move waits for it.
+    const row = await transitionFactsOf(tx, requestId);
     if (!row) throw new Error(`no job request ${requestId}`);
-    const moves = canTransition(row.state, input.to) && (input.from === undefined || input.from === row.state);
+    // Moved by another writer since the caller read it: what the caller saw is gone, and so
+    // is its patch (another job's times, a stale raw state).
+    if (input.from !== undefined && input.from !== row.state) return false;
+    const moves = canTransition(row.state, input.to);
     const patch = { ...input.patch, updatedAt: input.at };
-    updateRequest(
+    await updateRequest(
       tx,
       requestId,
       moves
@@ -55,7 +63,7 @@ export function transition(db: Db, requestId: string, input: TransitionInput): b
         : patch,
     );
     if (!moves) return false;
-    insertTransition(tx, {
+    await insertTransition(tx, {
       requestId,
       fromState: row.state,
       toState: input.to,
@@ -69,9 +77,9 @@ export function transition(db: Db, requestId: string, input: TransitionInput): b
     if (!isTerminalRequest(input.to)) return true;
     // An end its retry policy names is not the request's end: the next attempt is due after the
     // backoff (a time in the row, so a restart keeps it), and the webhook waits for the last one.
-    if (row.retryPolicy && scheduleRetry(tx, requestId, input.at)) return true;
+    if (row.retryPolicy && (await scheduleRetry(tx, requestId, input.at))) return true;
     // The outbox: written in the transaction of the final state, so neither exists without the other.
-    if (row.webhookUrl) addFinishedDelivery(tx, getRequest(tx, requestId) as JobRequestRow, input.at);
+    if (row.webhookUrl) await addFinishedDelivery(tx, (await getRequest(tx, requestId)) as JobRequestRow, input.at);
     return true;
   });
 }
@@ -80,8 +88,8 @@ export function transition(db: Db, requestId: string, input: TransitionInput): b
  * After an attempt's end: when its policy retries it, the next attempt's due time (true);
  * when the policy named the end but its limit is reached, the note saying so (false).
  */
-function scheduleRetry(tx: Db, requestId: string, at: number): boolean {
-  const after = getRequest(tx, requestId) as JobRequestRow;
+async function scheduleRetry(tx: History, requestId: string, at: number): Promise<boolean> {
+  const after = (await getRequest(tx, requestId)) as JobRequestRow;
   const policy = after.retryPolicy as AttemptPolicy;
   const end = { state: after.state, exitCode: after.exitCode, attempt: after.attempt };
   const match = retryMatch(policy, end);
@@ -89,16 +97,16 @@ function scheduleRetry(tx: Db, requestId: string, at: number): boolean {
     case 'yes': {
       // An array some of whose tasks were cancelled (the request by schedflow, or tasks by
       // scancel) ends here: a retry would run again tasks beside ones a person stopped.
-      const cancelled = after.arrayTaskCount === null ? 0 : (taskCounts(tx, requestId).cancelled ?? 0);
+      const cancelled = after.arrayTaskCount === null ? 0 : ((await taskCounts(tx, requestId)).cancelled ?? 0);
       if (cancelled > 0) {
-        patchRequest(tx, requestId, { retryNote: cancelledTasksNote(cancelled) });
+        await patchRequest(tx, requestId, { retryNote: cancelledTasksNote(cancelled) });
         return false;
       }
-      patchRequest(tx, requestId, { retryDueAt: at + backoffMs(policy, after.attempt) });
+      await patchRequest(tx, requestId, { retryDueAt: at + backoffMs(policy, after.attempt) });
       return true;
     }
     case 'exhausted':
-      patchRequest(tx, requestId, { retryNote: exhaustedReason(policy, end) });
+      await patchRequest(tx, requestId, { retryNote: exhaustedReason(policy, end) });
       return false;
     case 'no':
       return false;
@@ -116,15 +124,15 @@ function scheduleRetry(tx: Db, requestId: string, at: number): boolean {
  * code accounting gave a moment later was never asked about. The job.finished webhook has gone
  * out by then; a retry made now still beats a listed exit code left unretried.
  */
-export function patchEnded(
-  db: Db,
+export async function patchEnded(
+  h: History,
   requestId: string,
   patch: Partial<Omit<JobRequestRow, 'id' | 'state'>>,
   at: number,
-): void {
-  db.transaction((tx) => {
-    const before = getRequest(tx, requestId);
-    patchRequest(tx, requestId, patch);
+): Promise<void> {
+  await h.transaction(async (tx) => {
+    const before = await getRequest(tx, requestId, { lock: true });
+    await patchRequest(tx, requestId, patch);
     const undecided =
       before !== undefined &&
       before.retryPolicy !== null &&
@@ -134,7 +142,7 @@ export function patchEnded(
       before.retryDueAt === null &&
       before.nextAttemptId === null &&
       before.retryNote === null;
-    if (undecided) scheduleRetry(tx, requestId, at);
+    if (undecided) await scheduleRetry(tx, requestId, at);
   });
 }
 
@@ -144,9 +152,9 @@ function cancelledTasksNote(cancelled: number): string {
 }
 
 /** `job.finished` of a request's last attempt, in the outbox (the caller's transaction). */
-export function addFinishedDelivery(tx: Db, row: JobRequestRow, at: number): void {
+export async function addFinishedDelivery(tx: History, row: JobRequestRow, at: number): Promise<void> {
   if (!row.webhookUrl) return;
-  addDelivery(tx, {
+  await addDelivery(tx, {
     event: 'job.finished',
     url: row.webhookUrl,
     requestId: row.id,
@@ -163,15 +171,15 @@ export function addFinishedDelivery(tx: Db, row: JobRequestRow, at: number): voi
  * request already ended only lets the id go. True when the request moved.
  */
 export function endLostByController(
-  db: Db,
+  h: History,
   requestId: string,
   input: { at: number; source: TransitionSource; why: string },
-): boolean {
-  return db.transaction((tx) => {
-    const row = getRequest(tx, requestId);
+): Promise<boolean> {
+  return h.transaction(async (tx) => {
+    const row = await getRequest(tx, requestId, { lock: true });
     if (!row || row.jobId === null) return false;
     if (isTerminalRequest(row.state)) {
-      patchRequest(tx, requestId, { jobId: null, updatedAt: input.at });
+      await patchRequest(tx, requestId, { jobId: null, updatedAt: input.at });
       return false;
     }
     const message = lostByControllerMessage(row.jobId, input.why);
@@ -197,13 +205,13 @@ export function endLostByController(
  * submission, or found by its marker): another request still holding the id had its job lost by
  * the controller, which then gave the id again, and is ended so (see endLostByController).
  */
-export function claimJobId(
-  db: Db,
+export async function claimJobId(
+  h: History,
   input: { profile: string; jobId: number; requestId: string; at: number; source: TransitionSource },
-): void {
-  const holder = requestByJobId(db, input.profile, input.jobId);
+): Promise<void> {
+  const holder = await requestByJobId(h, input.profile, input.jobId);
   if (!holder || holder.id === input.requestId) return;
-  endLostByController(db, holder.id, {
+  await endLostByController(h, holder.id, {
     at: input.at,
     source: input.source,
     why: `slurmctld has since given job id ${input.jobId} to request ${input.requestId}'s job`,

@@ -454,7 +454,7 @@ export class SchedClient {
     requestId: string,
     options: {
       signal?: AbortSignal;
-      isKnownJob?: (jobId: number, job: SchedJob) => boolean;
+      isKnownJob?: (jobId: number, job: SchedJob) => boolean | Promise<boolean>;
       /**
        * Told when an attempt whose outcome may stay unknown starts (its time), and when nothing
        * can have been made after all (null: a definite refusal such as 429, or a lookup that found
@@ -557,7 +557,7 @@ export class SchedClient {
       jobName?: string;
       notBeforeMs?: number;
       signal?: AbortSignal;
-      isKnownJob?: (jobId: number, job: SchedJob) => boolean;
+      isKnownJob?: (jobId: number, job: SchedJob) => boolean | Promise<boolean>;
     } = {},
   ): Promise<SchedJob | null> {
     const { listing, history } = await this.lookupData(hint);
@@ -573,15 +573,17 @@ export class SchedClient {
     const inControllerIds = new Set(listing.data.jobs.map((job) => job.job_id));
     // Submit times are whole seconds from slurmctld's clock: a few seconds' leeway for skew.
     const attemptSec = Math.floor(hint.notBeforeMs / 1000) - SUBMIT_CLOCK_LEEWAY_SEC;
-    const candidates = history.data.filter(
+    const possible = history.data.filter(
       (job) =>
         job.comment === '' &&
         job.name === hint.jobName &&
         (user === undefined || job.user === user) &&
         (job.submit_time ?? 0) >= attemptSec &&
-        !inControllerIds.has(job.job_id) &&
-        !hint.isKnownJob?.(job.job_id, job),
+        !inControllerIds.has(job.job_id),
     );
+    // Asked of the history one record at a time, and only of the few that match the rest.
+    const candidates: SchedJob[] = [];
+    for (const job of possible) if (!(await hint.isKnownJob?.(job.job_id, job))) candidates.push(job);
     if (candidates.length > 1) {
       const ids = candidates.map((job) => job.job_id).join(', ');
       throw new AmbiguousJobError(

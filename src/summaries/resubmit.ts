@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
-import type { Db } from '../db/database.js';
-import { getRequest } from '../db/requests.js';
+import { eq } from 'drizzle-orm';
+import type { History } from '../db/history.js';
+import { getRequest, requestStateOf } from '../db/requests.js';
 import type { JobRequestRow, SummaryRow, TransitionSource } from '../db/schema.js';
 import { markSuggestionApplied, summaryOfRequest } from '../db/summaries.js';
 import { NoSuggestionError, RequestNotFoundError, SummaryPendingError } from '../errors.js';
@@ -19,10 +20,13 @@ import { describeSuggestion } from './prompt.js';
  * request is missing (RequestNotFoundError), its summary is still being written
  * (SummaryPendingError), or there is nothing to apply (NoSuggestionError).
  */
-export function suggestionToApply(db: Db, requestId: string): { request: JobRequestRow; summary: SummaryRow } {
-  const request = getRequest(db, requestId);
+export async function suggestionToApply(
+  h: History,
+  requestId: string,
+): Promise<{ request: JobRequestRow; summary: SummaryRow }> {
+  const request = await getRequest(h, requestId);
   if (!request) throw new RequestNotFoundError(`no job request ${requestId} in the history`);
-  const summary = summaryOfRequest(db, requestId);
+  const summary = await summaryOfRequest(h, requestId);
   if (!summary) {
     throw new NoSuggestionError(
       request.runId
@@ -62,7 +66,7 @@ export function changedSpec(request: JobRequestRow, summary: SummaryRow): Record
  * the first request. The caller queues its submission.
  */
 export function applySuggestion(
-  db: Db,
+  h: History,
   input: {
     requestId: string;
     newRequestId: string;
@@ -70,13 +74,20 @@ export function applySuggestion(
     /** Who applied it: the CLI (through its queued job) or the local API. @defaultValue 'cli' */
     origin?: 'api' | 'cli';
   },
-): { requestId: string; created: boolean } {
+): Promise<{ requestId: string; created: boolean }> {
   const origin = input.origin ?? 'cli';
-  return db.transaction((tx) => {
-    const { request, summary } = suggestionToApply(tx, input.requestId);
+  return h.transaction(async (tx) => {
+    // The summary's row locked first (on PostgreSQL): of two applying it at once (the local API
+    // and the CLI's job, on two hosts), the second waits for the first to commit and then reads
+    // its mark, instead of also finding none and recording a second request.
+    const { summaries } = tx.t;
+    await tx.all(
+      tx.forUpdate(tx.db.select({ id: summaries.id }).from(summaries).where(eq(summaries.requestId, input.requestId))),
+    );
+    const { request, summary } = await suggestionToApply(tx, input.requestId);
     if (summary.appliedRequestId) return { requestId: summary.appliedRequestId, created: false };
     const spec = changedSpec(request, summary);
-    recordRequest(tx, {
+    await recordRequest(tx, {
       id: input.newRequestId,
       profile: request.profile,
       name: request.name,
@@ -91,7 +102,7 @@ export function applySuggestion(
       // after a crash in between finds it so and queues it then.
       queued: null,
     });
-    markSuggestionApplied(tx, summary.id, input.newRequestId, input.at);
+    await markSuggestionApplied(tx, summary.id, input.newRequestId, input.at);
     return { requestId: input.newRequestId, created: true };
   });
 }
@@ -111,14 +122,15 @@ export async function resubmitWithSuggestion(
     queuedBy: TransitionSource;
   },
 ): Promise<{ requestId: string; created: boolean }> {
-  const made = applySuggestion(deps.db, {
+  const made = await applySuggestion(deps.store, {
     requestId: input.requestId,
     newRequestId: input.newRequestId ?? randomUUID(),
     at: Date.now(),
     origin: input.origin,
   });
-  // Also when an earlier call recorded the request but did not get to queue it.
-  if (made.created || getRequest(deps.db, made.requestId)?.state === 'accepted') {
+  // Also when an earlier call recorded the request but did not get to queue it (its state alone:
+  // the row's spec is not needed).
+  if (made.created || (await requestStateOf(deps.store, made.requestId)) === 'accepted') {
     await enqueueAccepted(deps, made.requestId, input.queuedBy);
   }
   return made;

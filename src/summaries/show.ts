@@ -1,4 +1,4 @@
-import type { Db } from '../db/database.js';
+import type { History } from '../db/history.js';
 import { getRun } from '../db/runs.js';
 import type { JobRequestRow, SummaryRow } from '../db/schema.js';
 import { summaryOfRequest, summaryOfRun } from '../db/summaries.js';
@@ -18,10 +18,10 @@ export interface ShownSummary {
   summary: SummaryRow;
 }
 
-export function summaryForRequest(db: Db, row: JobRequestRow): ShownSummary | null {
-  const own = summaryOfRequest(db, row.id);
+export async function summaryForRequest(h: History, row: JobRequestRow): Promise<ShownSummary | null> {
+  const own = await summaryOfRequest(h, row.id);
   if (own) return { of: 'request', summary: own };
-  const run = row.runId ? summaryOfRun(db, row.runId) : undefined;
+  const run = row.runId ? await summaryOfRun(h, row.runId) : undefined;
   return run ? { of: 'run', summary: run } : null;
 }
 
@@ -41,10 +41,10 @@ function header(s: SummaryRow): string {
   return `${s.state}, ${who}`;
 }
 
-export function summaryLines(db: Db, row: JobRequestRow): string[] {
+export async function summaryLines(h: History, row: JobRequestRow): Promise<string[]> {
   const lines: string[] = [];
   if (row.resubmitOf) lines.push(`resubmits ${row.resubmitOf} (with its summary's suggested change)`);
-  const shown = summaryForRequest(db, row);
+  const shown = await summaryForRequest(h, row);
   if (!shown) {
     lines.push(
       `summary   ${isTerminalRequest(row.state) ? (row.summaryCheckedAt ? 'none (summaries are off for this request)' : 'not made yet') : 'when the job has ended'}`,
@@ -53,7 +53,7 @@ export function summaryLines(db: Db, row: JobRequestRow): string[] {
   }
   const s = shown.summary;
   if (shown.of === 'run') {
-    const run = getRun(db, s.runId ?? '');
+    const run = await getRun(h, s.runId ?? '');
     lines.push(
       `summary   of its pipeline run ${s.runId}${run ? ` (${run.pipeline}, ${run.state})` : ''}: ${header(s)}`,
     );

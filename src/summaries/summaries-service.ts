@@ -1,5 +1,4 @@
 import type { Queue } from 'bullmq';
-import type { Db } from '../db/database.js';
 import type { History } from '../db/history.js';
 import { LlmClient } from '../llm/llm-client.js';
 import { LlmModelError } from '../llm/llm-errors.js';
@@ -58,7 +57,6 @@ export function summariesStatus(settings: SummarySettings & { enabled: boolean }
  */
 export function createSummaryServices(deps: {
   settings: SummarySettings & { enabled: boolean };
-  db: Db;
   store: History;
   logger: Logger;
   queue: Queue;
@@ -66,7 +64,7 @@ export function createSummaryServices(deps: {
   /** Folders no job output is read from (the data dir, the configuration). */
   protectedDirs: readonly string[];
 }): { summarizer: Summarizer; dispatcher: SummaryDispatcher; logger: Logger; close(): Promise<void> } {
-  const { settings, db } = deps;
+  const { settings } = deps;
   const logger = deps.logger.child({ component: 'summaries' });
   let gate: LlmGate | null = null;
   const secrets: string[] = [];
@@ -98,7 +96,6 @@ export function createSummaryServices(deps: {
     );
   }
   const summarizer = new Summarizer({
-    db,
     store: deps.store,
     logger,
     settings,

@@ -1,12 +1,10 @@
 import { and, eq } from 'drizzle-orm';
 import { upsertAccountingJob } from '../db/accounting.js';
-import type { Db } from '../db/database.js';
 import type { History } from '../db/history.js';
 import { reserveLlmBudget, settleLlmBudget, utcDay } from '../db/llm-budget.js';
 import { getRequest } from '../db/requests.js';
 import { getRun, stepRequests } from '../db/runs.js';
 import type { AccountingJobRow, JobRequestRow, PipelineRunRow, SummaryRow } from '../db/schema.js';
-import { summaries } from '../db/schema.js';
 import {
   accountingOf,
   endedRunsOf,
@@ -49,7 +47,6 @@ export interface LlmGate {
 }
 
 export interface SummarizerDeps {
-  db: Db;
   store: History;
   logger: Logger;
   settings: SummarySettings;
@@ -89,17 +86,17 @@ export class Summarizer {
 
   /** Writes the summary `id` (one attempt). */
   async run(id: string, options: { finalAttempt: boolean; signal?: AbortSignal }): Promise<SummarizeOutcome> {
-    const { db, logger, settings } = this.deps;
-    const row = getSummary(db, id);
+    const { store, logger, settings } = this.deps;
+    const row = await getSummary(store, id);
     if (!row) return { outcome: 'skipped', why: 'no such summary' };
     if (row.state !== 'pending') return { outcome: 'skipped', why: `already ${row.state}` };
     const prepared = await this.prepare(row);
     if (!prepared) {
-      this.finish(row, { state: 'failed', note: 'the request or run is no longer in the history' }, null);
+      await this.finish(row, { state: 'failed', note: 'the request or run is no longer in the history' }, null);
       return { outcome: 'done', kind: 'template', state: 'failed' };
     }
     // The template is stored at once: until the LLM's text comes, this is the summary.
-    updatePendingSummary(db, id, {
+    await updatePendingSummary(store, id, {
       kind: 'template',
       text: prepared.template,
       findings: prepared.findings,
@@ -109,14 +106,14 @@ export class Summarizer {
 
     const noLlm = prepared.templateOnly ?? this.whyNoLlm();
     if (noLlm) {
-      this.finish(row, { state: 'ready', kind: 'template', note: noLlm }, prepared.webhookUrl);
+      await this.finish(row, { state: 'ready', kind: 'template', note: noLlm }, prepared.webhookUrl);
       return { outcome: 'done', kind: 'template', state: 'ready' };
     }
     const gate = this.deps.llm as LlmGate;
     const day = utcDay(Date.now());
     const bound = tokenBound(prepared.messages, gate.client.settings.maxOutputTokens);
     const reserved = await reserveLlmBudget(
-      this.deps.store,
+      store,
       day,
       { maxRequests: settings.dailyRequestLimit, maxTokens: settings.dailyTokenLimit },
       bound,
@@ -124,7 +121,7 @@ export class Summarizer {
     if (!reserved.ok) {
       const note = `the LLM budget of the day (UTC ${day}: ${settings.dailyRequestLimit} requests, ${settings.dailyTokenLimit} tokens) is spent (${reserved.used.requests} requests, ${reserved.used.tokens} tokens used${bound > settings.dailyTokenLimit - reserved.used.tokens ? `; this prompt may need up to ${bound}` : ''})`;
       logger.warn({ summaryId: id, day, used: reserved.used }, 'LLM budget spent: template summary');
-      this.finish(row, { state: 'ready', kind: 'template', note }, prepared.webhookUrl);
+      await this.finish(row, { state: 'ready', kind: 'template', note }, prepared.webhookUrl);
       return { outcome: 'done', kind: 'template', state: 'ready' };
     }
 
@@ -135,8 +132,8 @@ export class Summarizer {
       const result = await gate.client.chat(prepared.messages, { signal: options.signal });
       used = (result.promptTokens ?? 0) + (result.completionTokens ?? 0);
       if (result.promptTokens === null && result.completionTokens === null) used = bound;
-      recordSummaryAttempt(db, id, null);
-      this.finish(
+      await recordSummaryAttempt(store, id, null);
+      await this.finish(
         row,
         {
           state: 'ready',
@@ -158,15 +155,15 @@ export class Summarizer {
       const error = toError(thrown);
       if (options.signal?.aborted) return { outcome: 'interrupted' };
       const code = error instanceof LlmError ? error.code : 'SCHEDFLOW_ERR_SUMMARY';
-      recordSummaryAttempt(db, id, { code, message: error.message });
+      await recordSummaryAttempt(store, id, { code, message: error.message });
       const retryable = error instanceof LlmError ? error.retryable : true;
-      const attempts = (getSummary(db, id)?.attempts ?? 1) as number;
+      const attempts = (await getSummary(store, id))?.attempts ?? 1;
       if (retryable && !options.finalAttempt) {
         logger.warn({ summaryId: id, code, attempts, err: error }, 'LLM summary failed; retrying');
         return { outcome: 'retry', error };
       }
       logger.error({ summaryId: id, code, attempts, err: error }, 'LLM summary failed: template summary kept');
-      this.finish(
+      await this.finish(
         row,
         {
           state: 'failed',
@@ -180,7 +177,7 @@ export class Summarizer {
       return { outcome: 'done', kind: 'template', state: 'failed' };
     } finally {
       release?.();
-      await settleLlmBudget(this.deps.store, day, bound, used);
+      await settleLlmBudget(store, day, bound, used);
     }
   }
 
@@ -190,7 +187,7 @@ export class Summarizer {
    * it can still be made.
    */
   async giveUp(id: string, reason: string): Promise<boolean> {
-    const row = getSummary(this.deps.db, id);
+    const row = await getSummary(this.deps.store, id);
     if (row?.state !== 'pending') return false;
     let prepared: Prepared | null = null;
     try {
@@ -231,18 +228,22 @@ export class Summarizer {
     row: SummaryRow,
     patch: Partial<Omit<SummaryRow, 'id' | 'requestId' | 'runId' | 'createdAt'>> & { state: 'ready' | 'failed' },
     webhookUrl: string | null,
-  ): boolean {
+  ): Promise<boolean> {
     const now = Date.now();
-    return this.deps.db.transaction((tx) => {
-      const changed = tx
-        .update(summaries)
-        .set({ ...patch, completedAt: now, updatedAt: now })
-        .where(and(eq(summaries.id, row.id), eq(summaries.state, 'pending')))
-        .run();
-      if (changed.changes === 0) return false;
+    return this.deps.store.transaction(async (tx) => {
+      const { summaries } = tx.t;
+      // Settled only while still pending: of two settling it at once (the queue giving up while
+      // an attempt finishes, on this host or another), one does, and one delivery is added.
+      const changed = await tx.run(
+        tx.db
+          .update(summaries)
+          .set({ ...patch, completedAt: now, updatedAt: now })
+          .where(and(eq(summaries.id, row.id), eq(summaries.state, 'pending'))),
+      );
+      if (changed === 0) return false;
       if (webhookUrl) {
-        const after = tx.select().from(summaries).where(eq(summaries.id, row.id)).get() as SummaryRow;
-        addDelivery(tx, {
+        const after = (await tx.one(tx.db.select().from(summaries).where(eq(summaries.id, row.id)))) as SummaryRow;
+        await addDelivery(tx, {
           event: 'summary.ready',
           url: webhookUrl,
           requestId: row.requestId,
@@ -258,13 +259,13 @@ export class Summarizer {
   // ---- Facts ---------------------------------------------------------------------------
 
   private async prepare(row: SummaryRow, options: { fetch: boolean } = { fetch: true }): Promise<Prepared | null> {
-    const { db } = this.deps;
+    const { store } = this.deps;
     if (row.requestId) {
-      const request = getRequest(db, row.requestId);
+      const request = await getRequest(store, row.requestId);
       return request ? this.prepareJob(request, options.fetch) : null;
     }
     if (row.runId) {
-      const run = getRun(db, row.runId);
+      const run = await getRun(store, row.runId);
       return run ? this.prepareRun(run, options.fetch) : null;
     }
     return null;
@@ -272,15 +273,15 @@ export class Summarizer {
 
   /** The history's accounting record of a request's job; fetched from the scheduler when it is missing or not final. */
   private async accounting(request: JobRequestRow, fetch: boolean): Promise<AccountingJobRow | undefined> {
-    const { db, logger } = this.deps;
-    const stored = accountingOf(db, request.profile, request.jobId);
+    const { store, logger } = this.deps;
+    const stored = await accountingOf(store, request.profile, request.jobId);
     if (request.jobId === null || !fetch || !this.deps.fetchAccounting) return stored;
     if (stored && isTerminalState(stored.state as SchedJob['state'])) return stored;
     try {
       const job = await this.deps.fetchAccounting(request.profile, request.jobId);
       if (job && isTerminalState(job.state)) {
-        upsertAccountingJob(db, request.profile, job, request.id, Date.now());
-        return accountingOf(db, request.profile, request.jobId);
+        await upsertAccountingJob(store, request.profile, job, request.id, Date.now());
+        return await accountingOf(store, request.profile, request.jobId);
       }
     } catch (error) {
       logger.warn(
@@ -300,10 +301,11 @@ export class Summarizer {
   }
 
   private async prepareJob(request: JobRequestRow, fetch: boolean): Promise<Prepared> {
-    const { db, settings } = this.deps;
+    const { store, settings } = this.deps;
     const accounting = await this.accounting(request, fetch);
     const facts = jobFacts(request, accounting, { ...settings, protectedDirs: this.deps.protectedDirs });
-    const known = request.state === 'submit_failed' ? partitionsUsed(db, request.profile, facts.account) : undefined;
+    const known =
+      request.state === 'submit_failed' ? await partitionsUsed(store, request.profile, facts.account) : undefined;
     const { triage, suggestion } = jobTriage(facts, known);
     // A step's change belongs in its pipeline file: it is kept with the findings, not as an action.
     const findings: JobFindings = { efficiency: jobEfficiency(facts), triage, suggestion };
@@ -323,9 +325,9 @@ export class Summarizer {
   }
 
   private async prepareRun(run: PipelineRunRow, fetch: boolean): Promise<Prepared> {
-    const { db, settings } = this.deps;
+    const { store, settings } = this.deps;
     const plan = run.definition as RunPlan;
-    const rows = stepRequests(db, run.id);
+    const rows = await stepRequests(store, run.id);
     const latest = latestAttempts(rows);
     const order = plan.steps.map((s) => s.step);
     const steps: RunFindings['steps'] = [];
@@ -352,7 +354,7 @@ export class Summarizer {
       attempts: rows.map((r) => ({ step: r.step ?? '', attempt: r.attempt, state: r.state })),
       scheduled: plan.schedule !== null,
     };
-    const trend = this.trendOf(run, steps);
+    const trend = await this.trendOf(run, steps);
     const findings: RunFindings = { steps, trend };
     const redactor = this.redactorFor(runFacts.steps);
     const anyRan = runFacts.steps.some((f) => f.ran);
@@ -380,10 +382,10 @@ export class Summarizer {
   }
 
   /** This run against the pipeline's earlier ended runs (from the history only). */
-  private trendOf(run: PipelineRunRow, steps: RunFindings['steps']): RunFindings['trend'] {
-    const { db, settings } = this.deps;
+  private async trendOf(run: PipelineRunRow, steps: RunFindings['steps']): Promise<RunFindings['trend']> {
+    const { store, settings } = this.deps;
     if (settings.trendRuns <= 0) return null;
-    const earlier = endedRunsOf(db, run.pipeline, settings.trendRuns + 1)
+    const earlier = (await endedRunsOf(store, run.pipeline, settings.trendRuns + 1))
       .filter((r) => r.id !== run.id && r.createdAt <= run.createdAt)
       .slice(0, settings.trendRuns);
     if (earlier.length === 0) return null;
@@ -403,14 +405,16 @@ export class Summarizer {
         spec: f.spec,
       })),
     });
-    const history = earlier.map((r) =>
-      toTrend(
-        r,
-        [...latestAttempts(stepRequests(db, r.id)).values()].map((req) =>
-          jobFacts(req, accountingOf(db, req.profile, req.jobId), { scriptHeadLines: 0, outputTailBytes: 0 }),
-        ),
-      ),
-    );
+    // A few runs of a few steps (trendRuns, 5 by default), read one after another.
+    const history: TrendRun[] = [];
+    for (const r of earlier) {
+      const facts: JobFacts[] = [];
+      for (const req of latestAttempts(await stepRequests(store, r.id)).values()) {
+        const accounting = await accountingOf(store, req.profile, req.jobId);
+        facts.push(jobFacts(req, accounting, { scriptHeadLines: 0, outputTailBytes: 0 }));
+      }
+      history.push(toTrend(r, facts));
+    }
     return runTrend(
       toTrend(
         run,

@@ -19,10 +19,9 @@ import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
 import { and, eq, isNotNull, type SQL, sql } from 'drizzle-orm';
 import { pino } from 'pino';
-import type { Db } from '../../src/db/database.js';
 import { openDatabase } from '../../src/db/database.js';
+import type { History } from '../../src/db/history.js';
 import { createRequest, trackedRequests } from '../../src/db/requests.js';
-import { jobRequests } from '../../src/db/schema.js';
 import { SchedflowError } from '../../src/errors.js';
 import { HeapCollector } from '../../src/lib/heap-collector.js';
 import { applyJob, pollProfile } from '../../src/requests/poller.js';
@@ -149,20 +148,20 @@ function seedSimulator(dir: string, c: Case): number[] {
   return tracked;
 }
 
-function seedHistory(db: Db, jobIds: number[], c: Case): void {
+function seedHistory(store: History, jobIds: number[], c: Case): Promise<void> {
   const now = Date.now();
-  db.transaction(() => {
-    jobIds.forEach((jobId, i) => {
+  return store.transaction(async (tx) => {
+    for (const [i, jobId] of jobIds.entries()) {
       const id = `bench-${i}`;
       const at = i === 0 ? now - c.earliestAgoSec * 1000 : now - 30_000;
-      createRequest(db, { id, profile: 'bench', name: 'bench', spec: {}, origin: 'api', at, source: 'api' });
-      transition(db, id, { to: 'submitted', source: 'submit', at, patch: { jobId, submittedAt: at } });
-    });
+      await createRequest(tx, { id, profile: 'bench', name: 'bench', spec: {}, origin: 'api', at, source: 'api' });
+      await transition(tx, id, { to: 'submitted', source: 'submit', at, patch: { jobId, submittedAt: at } });
+    }
   });
 }
 
 /** Runs `cycle` every cache lifetime until `done`, measuring what the cycles cost. */
-async function phase(url: string, cycle: () => Promise<void>, done: () => boolean): Promise<Phase> {
+async function phase(url: string, cycle: () => Promise<void>, done: () => Promise<boolean>): Promise<Phase> {
   const before = await upstreamTotals(url);
   const delay = monitorEventLoopDelay({ resolution: 10 });
   delay.enable();
@@ -178,7 +177,7 @@ async function phase(url: string, cycle: () => Promise<void>, done: () => boolea
     const cycleStarted = Date.now();
     await cycle();
     cycles++;
-    if (done()) break;
+    if (await done()) break;
     await sleep(Math.max(0, CACHE_TTL_SEC * 1000 - (Date.now() - cycleStarted)));
   }
   const used = process.cpuUsage(cpu);
@@ -212,13 +211,22 @@ async function runCase(c: Case, mode: Mode): Promise<CaseResult> {
     // request per job would take hours.
     const profile = benchProfile(url, mode === 'schedflow' ? undefined : UNBOUNDED);
     const client = await SchedClient.connect(profile, { logger, env: { BENCH_TOKEN } });
-    const store = openDatabase(join(dir, 'history.sqlite'));
-    const db = store.db;
-    seedHistory(db, jobIds, c);
+    const history = openDatabase(join(dir, 'history.sqlite'));
+    const { store } = history;
+    await seedHistory(store, jobIds, c);
     const settings = { lostGraceMs: 3_600_000 };
+    const jobRequests = store.t.jobRequests;
     // Counted in SQL: the harness's own checks should not weigh in the cycles' CPU.
-    const count = (where: SQL) => db.select({ n: sql<number>`count(*)` }).from(jobRequests).where(where).get()?.n ?? 0;
-    const allRunning = () => count(eq(jobRequests.state, 'running')) === c.ends;
+    const count = async (where: SQL) =>
+      (
+        await store.one(
+          store.db
+            .select({ n: sql<number>`count(*)`.mapWith(Number) })
+            .from(jobRequests)
+            .where(where),
+        )
+      )?.n ?? 0;
+    const allRunning = async () => (await count(eq(jobRequests.state, 'running'))) === c.ends;
     const recorded = () =>
       count(
         and(
@@ -233,7 +241,7 @@ async function runCase(c: Case, mode: Mode): Promise<CaseResult> {
     // The daemon's heap collector beside its poller, as the daemon runs them.
     heap = new HeapCollector(logger);
     const poll = () =>
-      pollProfile({ db, client, logger, settings, heap }, 'bench').then(
+      pollProfile({ store, client, logger, settings, heap }, 'bench').then(
         () => undefined,
         (error: unknown) => {
           if (!(error instanceof SchedflowError)) throw error;
@@ -241,18 +249,18 @@ async function runCase(c: Case, mode: Mode): Promise<CaseResult> {
         },
       );
     const perJob = async () => {
-      const tracked = await trackedRequests(db, 'bench');
+      const tracked = await trackedRequests(store, 'bench');
       for (let i = 0; i < tracked.length; i += 16) {
         await Promise.all(
           tracked.slice(i, i + 16).map(async (row) => {
             const read = await client.getJob(row.jobId as number, { forPolling: true });
-            applyJob(db, row, read.data, 'poll', read.freshness);
+            await applyJob(store, row, read.data, 'poll', read.freshness);
           }),
         );
       }
     };
     const fetchAll = async () => {
-      const tracked = await trackedRequests(db, 'bench');
+      const tracked = await trackedRequests(store, 'bench');
       if (tracked.length === 0) return;
       const earliest = Math.min(...tracked.map((r) => Math.floor(r.createdAt / 1000)));
       const read = await client.listAccountingJobs(
@@ -260,10 +268,10 @@ async function runCase(c: Case, mode: Mode): Promise<CaseResult> {
         { forPolling: true },
       );
       const byId = new Map(read.data.map((job) => [job.job_id, job]));
-      db.transaction(() => {
+      await store.transaction(async (tx) => {
         for (const row of tracked) {
           const job = byId.get(row.jobId as number);
-          if (job) applyJob(db, row, job, 'accounting', read.freshness);
+          if (job) await applyJob(tx, row, job, 'accounting', read.freshness);
         }
       });
     };
@@ -272,10 +280,10 @@ async function runCase(c: Case, mode: Mode): Promise<CaseResult> {
     const start = await phase(url, cycle, allRunning);
     const endsAt = simStarted + runtimeSec * 1000;
     await sleep(Math.max(0, endsAt - Date.now()) + 500);
-    const end = await phase(url, cycle, () => recorded() === c.ends);
-    const endRecorded = recorded();
+    const end = await phase(url, cycle, async () => (await recorded()) === c.ends);
+    const endRecorded = await recorded();
     await client.close();
-    store.close();
+    history.close();
     (globalThis as { gc?: () => void }).gc?.();
     return {
       case: c,

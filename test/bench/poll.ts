@@ -17,8 +17,8 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { pino } from 'pino';
 import { tasksOf } from '../../src/db/array-tasks.js';
-import type { Db } from '../../src/db/database.js';
 import { openDatabase } from '../../src/db/database.js';
+import type { History } from '../../src/db/history.js';
 import { createRequest, getRequest, trackedRequests } from '../../src/db/requests.js';
 import { recordRequest } from '../../src/requests/accept.js';
 import { applyJob, pollProfile } from '../../src/requests/poller.js';
@@ -55,13 +55,26 @@ function seedSimulator(dir: string, n: number): number[] {
   return jobs.map((j) => j.jobId);
 }
 
-function seedHistory(db: Db, jobIds: number[]): void {
+async function seedHistory(store: History, jobIds: number[]): Promise<void> {
   const now = Date.now();
-  jobIds.forEach((jobId, i) => {
+  for (const [i, jobId] of jobIds.entries()) {
     const id = `bench-${i}`;
-    createRequest(db, { id, profile: 'bench', name: 'bench', spec: {}, origin: 'api', at: now, source: 'api' });
-    transition(db, id, { to: 'submitted', source: 'submit', at: now, patch: { jobId, submittedAt: now - 10_000 } });
-  });
+    await createRequest(store, {
+      id,
+      profile: 'bench',
+      name: 'bench',
+      spec: {},
+      origin: 'api',
+      at: now,
+      source: 'api',
+    });
+    await transition(store, id, {
+      to: 'submitted',
+      source: 'submit',
+      at: now,
+      patch: { jobId, submittedAt: now - 10_000 },
+    });
+  }
 }
 
 interface Figures {
@@ -85,7 +98,7 @@ function median(values: number[]): number {
 /** Runs cycles at the cache lifetime, measuring requests and CPU (the median cycle); then the delay of one cancellation. */
 async function measure(
   url: string,
-  db: Db,
+  store: History,
   cycle: () => Promise<void>,
   requestId: string,
   jobId: number,
@@ -115,7 +128,7 @@ async function measure(
   // Poll at the interval the cache lifetime sets, until the history has the change.
   for (;;) {
     await cycle();
-    if (getRequest(db, requestId)?.state === 'cancelled') break;
+    if ((await getRequest(store, requestId))?.state === 'cancelled') break;
     await sleep(CACHE_TTL_SEC * 1000);
   }
   return { requestsPerCycle: median(requests), cpuMsPerCycle: median(cpuMs), rssMb, delayMs: Date.now() - changedAt };
@@ -131,31 +144,31 @@ async function benchSize(n: number): Promise<{ n: number; schedflow: Figures; pe
     const client = await SchedClient.connect(profile, { logger, env: { BENCH_TOKEN } });
 
     const ours = openDatabase(join(dir, 'ours.sqlite'));
-    seedHistory(ours.db, jobIds);
+    await seedHistory(ours.store, jobIds);
     const settings = { lostGraceMs: 300_000 };
     const schedflow = await measure(
       url,
-      ours.db,
+      ours.store,
       async () => {
-        await pollProfile({ db: ours.db, client, logger, settings }, 'bench');
+        await pollProfile({ store: ours.store, client, logger, settings }, 'bench');
       },
       'bench-0',
       jobIds[0] as number,
     );
 
     const theirs = openDatabase(join(dir, 'baseline.sqlite'));
-    seedHistory(theirs.db, jobIds);
+    await seedHistory(theirs.store, jobIds);
     const perJob = await measure(
       url,
-      theirs.db,
+      theirs.store,
       async () => {
-        const rows = await trackedRequests(theirs.db, 'bench');
+        const rows = await trackedRequests(theirs.store, 'bench');
         // As some agents do: one GET /job/{id} per tracked job, 16 at a time.
         for (let i = 0; i < rows.length; i += 16) {
           await Promise.all(
             rows.slice(i, i + 16).map(async (row) => {
               const read = await client.getJob(row.jobId as number, { forPolling: true });
-              applyJob(theirs.db, row, read.data, 'poll', read.freshness);
+              await applyJob(theirs.store, row, read.data, 'poll', read.freshness);
             }),
           );
         }
@@ -205,7 +218,7 @@ async function benchArray(n: number): Promise<ArrayFigures> {
       array: `0-${n - 1}%${ARRAY_THROTTLE}`,
     });
     const at = Date.now();
-    recordRequest(history.db, {
+    await recordRequest(history.store, {
       id: 'array',
       profile: 'bench',
       name: spec.name,
@@ -215,7 +228,7 @@ async function benchArray(n: number): Promise<ArrayFigures> {
       source: 'api',
     });
     const submitted = await client.submit(spec, 'array');
-    transition(history.db, 'array', {
+    await transition(history.store, 'array', {
       to: 'submitted',
       source: 'submit',
       at,
@@ -225,10 +238,10 @@ async function benchArray(n: number): Promise<ArrayFigures> {
     const requests: number[] = [];
     const cpuMs: number[] = [];
     let rssMb = 0;
-    while (!['completed', 'failed'].includes(getRequest(history.db, 'array')?.state ?? '')) {
+    while (!['completed', 'failed'].includes((await getRequest(history.store, 'array'))?.state ?? '')) {
       if (Date.now() - at > 600_000) throw new Error('the array did not end in 10 minutes');
       const cpu = process.cpuUsage();
-      const report = await pollProfile({ db: history.db, client, logger, settings }, 'bench');
+      const report = await pollProfile({ store: history.store, client, logger, settings }, 'bench');
       const used = process.cpuUsage(cpu);
       requests.push(report.requests);
       cpuMs.push((used.user + used.system) / 1000);
@@ -236,7 +249,7 @@ async function benchArray(n: number): Promise<ArrayFigures> {
       await sleep(CACHE_TTL_SEC * 1000);
     }
     const followedMs = Date.now() - at;
-    const tasks = tasksOf(history.db, 'array');
+    const tasks = await tasksOf(history.store, 'array');
     await client.close();
     history.close();
     const sum = (xs: number[]) => xs.reduce((s, x) => s + x, 0);

@@ -1,13 +1,16 @@
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll } from 'vitest';
 import { type DaemonConfigInput, loadDaemonConfig } from '../../src/config/daemon-config.js';
+import { type OpenedHistory, openHistory } from '../../src/db/open-history.js';
 import { getRequest, transitionsOf } from '../../src/db/requests.js';
 import type { JobRequestRow } from '../../src/db/schema.js';
+import { Secret } from '../../src/lib/secret.js';
 import { createLogger } from '../../src/logger.js';
 import { type Daemon, startDaemon } from '../../src/main.js';
 import type { SimConfigInput } from '../../src/sim/sim-config.js';
+import { newTestDatabase, TEST_HISTORY } from './histories.js';
 import { waitFor } from './http.js';
 import { startTestRedis, type TestRedis } from './redis.js';
 import { ALICE_TOKEN, startSim, type TestSim } from './sim.js';
@@ -18,10 +21,23 @@ export interface TestDaemon {
   configDir: string;
   /** Waits until the request is in `state` (or any terminal state when state is 'terminal'). */
   waitForState(requestId: string, state: string, timeoutMs?: number): Promise<JobRequestRow>;
-  states(requestId: string): string[];
+  states(requestId: string): Promise<string[]>;
   /** Stops the daemon, runs `between` (history and queues closed), and starts it again on the same state. */
   restart(between?: () => Promise<void>): Promise<void>;
   stop(): Promise<void>;
+}
+
+/**
+ * The key a test daemon signs webhooks with: the one it was given (its PostgreSQL history wants
+ * one for every host), else the file it made in its data dir.
+ */
+export function webhookSecretOf(td: TestDaemon): string {
+  return td.daemon.config.webhookSecret?.reveal() ?? readFileSync(join(td.dataDir, 'webhook-secret'), 'utf8').trim();
+}
+
+/** The stopped daemon's history, opened as the daemon opens it (SQLite file or PostgreSQL), for a test to write in between. */
+export function openHistoryOf(td: TestDaemon): Promise<OpenedHistory> {
+  return openHistory(td.daemon.config, createLogger({ level: 'silent' }));
 }
 
 /** Writes a profile for a scheduler URL with Alice's token (account lab) into a config dir. */
@@ -56,9 +72,14 @@ export async function startTestDaemon(
   }
   mkdirSync(join(configDir, 'pipelines'), { recursive: true });
   for (const [name, text] of Object.entries(pipelineFiles)) writeFileSync(join(configDir, 'pipelines', name), text);
+  const onPostgres = TEST_HISTORY === 'postgres' && overrides.databaseUrl === undefined;
   const config = loadDaemonConfig(
     {},
     {
+      ...(onPostgres && {
+        databaseUrl: new Secret(await newTestDatabase('daemon')),
+        webhookSecret: new Secret('test-webhook-secret'),
+      }),
       dataDir,
       configDir,
       redisUrl,
@@ -81,12 +102,12 @@ export async function startTestDaemon(
     waitForState: (requestId, state, timeoutMs = 20_000) =>
       waitFor(
         async () => {
-          const row = getRequest(handle.daemon.history.db, requestId);
+          const row = await getRequest(handle.daemon.history.store, requestId);
           return row?.state === state ? row : undefined;
         },
         { what: `request ${requestId} to reach ${state}`, timeoutMs, intervalMs: 100 },
       ),
-    states: (requestId) => transitionsOf(handle.daemon.history.db, requestId).map((t) => t.toState),
+    states: async (requestId) => (await transitionsOf(handle.daemon.history.store, requestId)).map((t) => t.toState),
     restart: async (between) => {
       await handle.daemon.stop();
       await between?.();

@@ -36,7 +36,8 @@ export interface FlakyProxy {
  * client sent and can lose an answer after the upstream acted on the request:
  * the crash-between-accept-and-record case that idempotent submission handles.
  */
-export async function startFlakyProxy(target: string): Promise<FlakyProxy> {
+/** `address`: where it listens (a test network's gateway, for hosts to reach it). */
+export async function startFlakyProxy(target: string, address = '127.0.0.1'): Promise<FlakyProxy> {
   const drops: ((req: RecordedRequest) => boolean)[] = [];
   const holds: { match: (req: RecordedRequest) => boolean; reached: () => void }[] = [];
   let released: () => void = () => {};
@@ -115,8 +116,8 @@ export async function startFlakyProxy(target: string): Promise<FlakyProxy> {
       res.end();
     });
   });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  proxy.url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  await new Promise<void>((resolve) => server.listen(0, address, resolve));
+  proxy.url = `http://${address}:${(server.address() as AddressInfo).port}`;
   proxy.close = () =>
     new Promise((resolve) => {
       server.closeAllConnections();

@@ -1,9 +1,11 @@
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
-import { chownSync, existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { randomBytes } from 'node:crypto';
+import { appendFileSync, chownSync, existsSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
 import { freePort } from './free-port.js';
+import { onHost, type TestHost } from './netns.js';
 
 export interface TestPostgres {
   /** postgres://…/postgres: the server's own database, for creating others. */
@@ -57,41 +59,64 @@ function runAs(): { uid: number; gid: number } | undefined {
 /**
  * A real PostgreSQL server of the test's own: a new cluster (initdb) in a temporary directory,
  * on a free loopback port, trusting local connections, without fsync (a crash of the machine
- * is not what the tests are about). Stopped with a fast shutdown, its directory removed.
+ * is not what the tests are about). Stopped with a fast shutdown, its directory removed. On a
+ * host of a test network (test/helpers/netns.ts) it listens on the host's address and, as a
+ * shared server should, asks for a password (in the URL).
  */
-export async function startTestPostgres(): Promise<TestPostgres> {
+export async function startTestPostgres(options: { host?: TestHost } = {}): Promise<TestPostgres> {
+  const { host } = options;
   const bin = postgresBin();
   const dir = mkdtempSync(join(tmpdir(), 'schedflow-pg-'));
   const user = runAs();
   if (user) chownSync(dir, user.uid, user.gid);
   const data = join(dir, 'data');
+  const password = host ? randomBytes(12).toString('hex') : undefined;
+  const auth = ['-A', 'trust'];
+  if (password) {
+    const file = join(dir, 'password');
+    writeFileSync(file, `${password}\n`, { mode: 0o600 });
+    if (user) chownSync(file, user.uid, user.gid);
+    auth.splice(0, 2, '--auth-local=trust', '--auth-host=scram-sha-256', `--pwfile=${file}`);
+  }
   try {
     execFileSync(
       join(bin, 'initdb'),
-      ['-D', data, '-A', 'trust', '-U', 'schedflow', '-E', 'UTF8', '--no-sync', '--no-instructions'],
+      ['-D', data, ...auth, '-U', 'schedflow', '-E', 'UTF8', '--no-sync', '--no-instructions'],
       { stdio: ['ignore', 'ignore', 'pipe'], ...user },
     );
   } catch (error) {
     rmSync(dir, { recursive: true, force: true });
     throw new Error(`initdb failed: ${String((error as { stderr?: unknown }).stderr ?? error)}`);
   }
-  const port = await freePort();
-  const child: ChildProcess = spawn(
-    join(bin, 'postgres'),
-    [
-      ...['-D', data, '-p', String(port), '-k', dir],
-      ...['-c', 'listen_addresses=127.0.0.1', '-c', 'fsync=off', '-c', 'synchronous_commit=off'],
-      ...['-c', 'full_page_writes=off', '-c', 'max_connections=200'],
-    ],
-    { stdio: ['ignore', 'ignore', 'pipe'], ...user },
-  );
+  // initdb lets password logins in from loopback alone: the other hosts of the network too.
+  if (password) appendFileSync(join(data, 'pg_hba.conf'), 'host all all 0.0.0.0/0 scram-sha-256\n');
+  // A host's ports are its own: PostgreSQL's usual one is free there.
+  const port = host ? 5432 : await freePort();
+  const address = host?.address ?? '127.0.0.1';
+  const args = [
+    ...['-D', data, '-p', String(port), '-k', dir],
+    ...['-c', `listen_addresses=${address}`, '-c', 'fsync=off', '-c', 'synchronous_commit=off'],
+    // Each test daemon's pool holds up to 10 connections; six files at once, some with several daemons.
+    ...['-c', 'full_page_writes=off', '-c', 'max_connections=500'],
+  ];
+  // Into the host's namespace as root (`ip netns exec`), then as the server's user: setpriv
+  // execs the server in its place, so signals reach it.
+  const asUser = user ? ['setpriv', `--reuid=${user.uid}`, `--regid=${user.gid}`, '--clear-groups', '--'] : [];
+  const [command, argv] = host
+    ? onHost(host, asUser[0] ?? join(bin, 'postgres'), [
+        ...asUser.slice(1),
+        ...(user ? [join(bin, 'postgres')] : []),
+        ...args,
+      ])
+    : [join(bin, 'postgres'), args];
+  const child: ChildProcess = spawn(command, argv, { stdio: ['ignore', 'ignore', 'pipe'], ...(host ? {} : user) });
   // Its log, for the error when it does not start.
   let log = '';
   child.stderr?.setEncoding('utf8').on('data', (chunk: string) => {
     log = (log + chunk).slice(-4000);
   });
   const exited = new Promise((resolve) => child.once('exit', resolve));
-  const url = `postgres://schedflow@127.0.0.1:${port}/postgres`;
+  const url = `postgres://schedflow${password ? `:${password}` : ''}@${address}:${port}/postgres`;
   const admin = new pg.Pool({ connectionString: url, max: 1 });
   admin.on('error', () => {});
   const stop = async () => {

@@ -49,7 +49,7 @@ describe('an array job through the daemon on real Slurm', () => {
     const array = failed.array as ArrayView;
     expect(array).toMatchObject({ expression: '0-3%2', task_count: 4, counts: { completed: 3, failed: 1 } });
     expect(array.failures).toEqual([expect.objectContaining({ task_id: 2, state: 'failed', exit_code: 5 })]);
-    const tasks = d.read((db) => tasksOf(db, id));
+    const tasks = await d.read((h) => tasksOf(h, id));
     expect(tasks.map((task) => [task.taskId, task.state, task.exitCode])).toEqual([
       [0, 'completed', 0],
       [1, 'completed', 0],
@@ -84,7 +84,7 @@ describe("an array whose tasks' accounting records never come", () => {
       const id = await other.submit(realSpec('sf-array-noacct', body, { array: '0-1' }));
       const ended = await other.waitForState(id, 'failed', 100_000);
       expect(ended.reason).toContain('1 of 2 tasks did not complete (0: failed, exit 3)');
-      const tasks = other.read((db) => tasksOf(db, id));
+      const tasks = await other.read((h) => tasksOf(h, id));
       expect(tasks.map((task) => [task.taskId, task.state, task.exitCode])).toEqual([
         [0, 'failed', 3],
         [1, 'completed', 0],
@@ -117,7 +117,7 @@ describe("an array's job id held by another job (as after slurmctld lost the arr
     try {
       const id = await other.submit(realSpec(name, 'exit 0', { array: '0-1' }));
       const ended = await other.waitForState(id, 'failed', 100_000);
-      const tasks = other.read((db) => tasksOf(db, id));
+      const tasks = await other.read((h) => tasksOf(h, id));
       // The jobs completed with exit 0: never recorded as this request's, whose jobs they may not be.
       expect(tasks.map((task) => [task.taskId, task.state, task.reason, task.exitCode])).toEqual([
         [0, 'node_fail', 'JobLostByController', null],
@@ -153,12 +153,12 @@ describe('an array the controller and accounting stop showing', () => {
       expect(lost.transitions.at(-1)?.detail).toMatch(
         /^all 2 tasks of array job \d+ have been missing from the controller and from accounting for over 3 s/,
       );
-      expect(other.read((db) => tasksOf(db, id)).map((task) => task.state)).toEqual(['lost', 'lost']);
+      expect((await other.read((h) => tasksOf(h, id))).map((task) => task.state)).toEqual(['lost', 'lost']);
       // Seen again (still running, or ended in accounting): followed to the end, never assumed finished.
       hidden = false;
       const done = await other.waitForState(id, 'completed', 90_000);
       expect(done.transitions.map((t) => t.to)).toContain('lost');
-      expect(other.read((db) => tasksOf(db, id)).map((task) => [task.state, task.exitCode])).toEqual([
+      expect((await other.read((h) => tasksOf(h, id))).map((task) => [task.state, task.exitCode])).toEqual([
         ['completed', 0],
         ['completed', 0],
       ]);

@@ -51,7 +51,7 @@ async function submit(spec: Record<string, unknown>, retry: unknown): Promise<st
 async function settled(id: string, timeoutMs = 120_000): Promise<Attempt[]> {
   return waitFor(
     async () => {
-      const rows = d.read((db) => attemptsOf(db, id));
+      const rows = await d.read((h) => attemptsOf(h, id));
       const last = rows.at(-1);
       if (!last || last.endedAt === null || last.retryDueAt !== null || last.nextAttemptId !== null) return undefined;
       const shown = await d.api('GET', `/api/v1/jobs/${id}`);

@@ -58,7 +58,7 @@ describe('kill -9 of the daemon right after a submit, restarted after MinJobAge'
     const name = `sf-crash-${Date.now()}`;
     const id = await d.submit(realSpec(name, 'echo crash; exit 2'));
     await reached;
-    expect(requestRow(d, id).row?.state).toBe('submitting');
+    expect((await requestRow(d, id)).row?.state).toBe('submitting');
     d.process.child.kill('SIGKILL');
     await d.process.exited;
     proxy.release();

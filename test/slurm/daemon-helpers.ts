@@ -1,7 +1,8 @@
 import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { type Db, openDatabase } from '../../src/db/database.js';
+import { openDatabase } from '../../src/db/database.js';
+import type { History } from '../../src/db/history.js';
 import { getRequest, transitionsOf } from '../../src/db/requests.js';
 import type { JobRequestRow } from '../../src/db/schema.js';
 import { cleanEnv, type DaemonProcess, runCli, spawnDaemon } from '../helpers/cli-process.js';
@@ -26,7 +27,7 @@ export interface RealDaemon {
   /** Starts the daemon again on the same data dir and Redis (after `process` exited). */
   restart(): Promise<void>;
   stop(): Promise<void>;
-  read<T>(f: (db: Db) => T): T;
+  read<T>(f: (h: History) => Promise<T>): Promise<T>;
 }
 
 export interface JobView {
@@ -171,10 +172,10 @@ export async function startRealDaemon(
       // The daemon's JSON log, kept for a look after a failure.
       writeFileSync(join(root, 'daemon.log'), `${handle.process.stdout}\n${handle.process.stderr}`);
     },
-    read(f) {
+    async read(f) {
       const history = openDatabase(join(dataDir, 'history.sqlite'), { readonly: true });
       try {
-        return f(history.db);
+        return await f(history.store);
       } finally {
         history.close();
       }
@@ -183,8 +184,11 @@ export async function startRealDaemon(
   return handle;
 }
 
-export function requestRow(d: RealDaemon, id: string): { row: JobRequestRow | undefined; states: string[] } {
-  return d.read((db) => ({ row: getRequest(db, id), states: transitionsOf(db, id).map((t) => t.toState) }));
+export function requestRow(d: RealDaemon, id: string): Promise<{ row: JobRequestRow | undefined; states: string[] }> {
+  return d.read(async (h) => ({
+    row: await getRequest(h, id),
+    states: (await transitionsOf(h, id)).map((t) => t.toState),
+  }));
 }
 
 /** A job spec for the real cluster: runs in the run's job folder, which the test users can write. */

@@ -68,7 +68,7 @@ describe('a cluster without accounting', () => {
     const ended = await d.waitForState(id, 'failed', 90_000);
     expect(ended.exit_code).toBe(4);
     expect(ended.reason).toContain('1 of 4 tasks did not complete (1: failed, exit 4)');
-    const tasks = d.read((db) => tasksOf(db, id));
+    const tasks = await d.read((h) => tasksOf(h, id));
     expect(tasks.map((task) => [task.taskId, task.state, task.exitCode])).toEqual([
       [0, 'completed', 0],
       [1, 'failed', 4],

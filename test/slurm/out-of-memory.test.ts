@@ -103,7 +103,7 @@ async function submit(spec: Record<string, unknown>, retry: unknown): Promise<st
 async function settled(id: string): Promise<Attempt[]> {
   return waitFor(
     async () => {
-      const rows = d.read((db) => attemptsOf(db, id));
+      const rows = await d.read((h) => attemptsOf(h, id));
       const last = rows.at(-1);
       if (!last || last.endedAt === null || last.retryDueAt !== null || last.nextAttemptId !== null) return undefined;
       const shown = await d.api('GET', `/api/v1/jobs/${id}`);
@@ -167,7 +167,7 @@ describe('OUT_OF_MEMORY on real Slurm', () => {
         [2, 'completed', 0, 'OUT_OF_MEMORY on attempt 1; memory_per_node 64M → 128M'],
       ]);
       expect(
-        d.read((db) => attemptsOf(db, id)).map((a) => (a.spec as { memory_per_node: number }).memory_per_node),
+        (await d.read((h) => attemptsOf(h, id))).map((a) => (a.spec as { memory_per_node: number }).memory_per_node),
       ).toEqual([64, 128]);
       const first = await d.job(id);
       expect(first).toMatchObject({ raw_state: 'OUT_OF_MEMORY', reason: 'OutOfMemory' });

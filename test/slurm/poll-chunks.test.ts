@@ -43,14 +43,27 @@ afterAll(async () => {
 });
 
 it('700 unknown jobs and 2 real ones: every request names its jobs in URLs slurmrestd accepts, and both ends are recorded', async () => {
-  const { db } = history;
+  const { store } = history;
   const now = Date.now();
   // Job ids slurmctld has never given (its MaxJobId is 67,108,863; the test cluster is far below).
   for (let i = 0; i < 700; i++) {
     const id = `phantom-${i}`;
     const at = now - 3_600_000;
-    createRequest(db, { id, profile: 'real-alice', name: 'sf-chunks', spec: {}, origin: 'api', at, source: 'api' });
-    transition(db, id, { to: 'submitted', source: 'submit', at, patch: { jobId: 60_000_000 + i, submittedAt: at } });
+    await createRequest(store, {
+      id,
+      profile: 'real-alice',
+      name: 'sf-chunks',
+      spec: {},
+      origin: 'api',
+      at,
+      source: 'api',
+    });
+    await transition(store, id, {
+      to: 'submitted',
+      source: 'submit',
+      at,
+      patch: { jobId: 60_000_000 + i, submittedAt: at },
+    });
   }
   const real: Record<'ok' | 'failed', string> = { ok: `chunks-ok-${now}`, failed: `chunks-failed-${now}` };
   for (const [kind, id] of Object.entries(real)) {
@@ -60,7 +73,7 @@ it('700 unknown jobs and 2 real ones: every request names its jobs in URLs slurm
       current_working_directory: jobWorkDir(),
       time_limit: 5,
     });
-    createRequest(db, {
+    await createRequest(store, {
       id,
       profile: 'real-alice',
       name: 'sf-chunks',
@@ -70,7 +83,7 @@ it('700 unknown jobs and 2 real ones: every request names its jobs in URLs slurm
       source: 'api',
     });
     const { job_id } = await client.submit(spec, id);
-    transition(db, id, {
+    await transition(store, id, {
       to: 'submitted',
       source: 'submit',
       at: Date.now(),
@@ -78,20 +91,20 @@ it('700 unknown jobs and 2 real ones: every request names its jobs in URLs slurm
     });
   }
 
-  const ended = () =>
-    ['completed', 'failed'].includes(getRequest(db, real.ok)?.state ?? '') &&
-    getRequest(db, real.failed)?.state === 'failed';
+  const ended = async () =>
+    ['completed', 'failed'].includes((await getRequest(store, real.ok))?.state ?? '') &&
+    (await getRequest(store, real.failed))?.state === 'failed';
   const deadline = Date.now() + 150_000;
   const before = proxy.requests.length;
-  while (!ended() && Date.now() < deadline) {
-    await pollProfile({ db, client, logger, settings: { lostGraceMs: 600_000 } }, 'real-alice');
+  while (!(await ended()) && Date.now() < deadline) {
+    await pollProfile({ store, client, logger, settings: { lostGraceMs: 600_000 } }, 'real-alice');
     await new Promise((resolve) => setTimeout(resolve, 2000));
   }
 
-  expect(getRequest(db, real.ok)).toMatchObject({ state: 'completed', exitCode: 0 });
-  expect(getRequest(db, real.failed)).toMatchObject({ state: 'failed', exitCode: 3 });
-  for (const id of Object.values(real)) expect(transitionsOf(db, id).at(-1)?.source).toBe('accounting');
-  expect(getRequest(db, 'phantom-0')?.missingSince).toEqual(expect.any(Number));
+  expect(await getRequest(store, real.ok)).toMatchObject({ state: 'completed', exitCode: 0 });
+  expect(await getRequest(store, real.failed)).toMatchObject({ state: 'failed', exitCode: 3 });
+  for (const id of Object.values(real)) expect((await transitionsOf(store, id)).at(-1)?.source).toBe('accounting');
+  expect((await getRequest(store, 'phantom-0'))?.missingSince).toEqual(expect.any(Number));
 
   const asked = proxy.requests.slice(before);
   const states = asked.filter((r) => r.url.startsWith('/slurm/v0.0.44/jobs/state'));

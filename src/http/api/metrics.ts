@@ -1,7 +1,6 @@
 import type { Queue } from 'bullmq';
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
 import { getProfileSync, type ProfileSyncRow } from '../../db/accounting.js';
-import type { Db } from '../../db/database.js';
 import type { History } from '../../db/history.js';
 import { REQUEST_STATES } from '../../db/schema.js';
 import { withTimeout } from '../../lib/with-timeout.js';
@@ -24,7 +23,6 @@ const QUEUE_STATES = [
 const QUEUE_COUNT_TIMEOUT_MS = 1000;
 
 export interface MetricsDeps {
-  db: Db;
   store: History;
   queues: Record<QueueName, Queue>;
   profiles: readonly string[];
@@ -48,6 +46,8 @@ export class ApiMetrics {
 
   constructor(deps: MetricsDeps) {
     const registers = [this.registry];
+    const profileSyncs = async () =>
+      Promise.all(deps.profiles.map(async (profile) => [profile, await getProfileSync(deps.store, profile)] as const));
     const lastOkPoll = this.#lastOkPoll;
     const loopBlocks = processLoopBlocks();
     // A stall holds up the API, the UI, health checks and every queue worker at once.
@@ -120,10 +120,10 @@ export class ApiMetrics {
       help: "Seconds since each profile's last successful poll (+Inf when none was seen)",
       labelNames: ['profile'],
       registers,
-      collect() {
+      async collect() {
+        const syncs = await profileSyncs();
         const now = Date.now();
-        for (const profile of deps.profiles) {
-          const sync = getProfileSync(deps.db, profile);
+        for (const [profile, sync] of syncs) {
           // A failed poll overwrites last_poll_at; the last success seen by a scrape stands in for it.
           if (sync?.lastPollOk && sync.lastPollAt !== null) lastOkPoll.set(profile, sync.lastPollAt);
           const at = lastOkPoll.get(profile);
@@ -194,10 +194,11 @@ export class ApiMetrics {
         help,
         labelNames: ['profile'],
         registers,
-        collect() {
+        async collect() {
+          // Read before the reset, so that the gauge is never seen half set.
+          const syncs = await profileSyncs();
           this.reset();
-          for (const profile of deps.profiles) {
-            const sync = getProfileSync(deps.db, profile);
+          for (const [profile, sync] of syncs) {
             const value = sync ? flag(sync) : null;
             if (value !== null) this.set({ profile }, value ? 1 : 0);
           }

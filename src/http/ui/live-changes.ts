@@ -1,6 +1,5 @@
-import { and, asc, gt, gte, sql } from 'drizzle-orm';
-import type { Db } from '../../db/database.js';
-import { jobRequests, jobTransitions, pipelineRuns } from '../../db/schema.js';
+import { asc, gt, gte, inArray, sql } from 'drizzle-orm';
+import type { History } from '../../db/history.js';
 import type { Logger } from '../../logger.js';
 
 /** One change a page may show: a request's new state (with its run) or a run's. */
@@ -13,6 +12,16 @@ export interface LiveChange {
 
 type Listener = (changes: LiveChange[]) => void;
 
+/** The poller of one stretch with listeners: what it has read up to. */
+interface Feed {
+  timer: NodeJS.Timeout;
+  /** The last transition seen; null until the first read of where the transitions stand. */
+  lastTransitionId: number | null;
+  runsSince: number;
+  /** A tick under way: the next one is skipped rather than read the same rows again. */
+  busy: boolean;
+}
+
 /**
  * Feeds the UI's Server-Sent Events from the history, cheaply: one poller for
  * every open page, started with the first listener and stopped with the last.
@@ -22,12 +31,10 @@ type Listener = (changes: LiveChange[]) => void;
  */
 export class LiveChanges {
   readonly #listeners = new Set<Listener>();
-  #timer: NodeJS.Timeout | null = null;
-  #lastTransitionId = 0;
-  #runsSince = 0;
+  #feed: Feed | null = null;
 
   constructor(
-    private readonly db: Db,
+    private readonly store: History,
     private readonly logger: Logger,
     /** @defaultValue 1000 */
     private readonly everyMs = 1000,
@@ -48,64 +55,91 @@ export class LiveChanges {
   }
 
   #start(): void {
-    const last = this.db
-      .select({ id: sql<number>`coalesce(max(${jobTransitions.id}), 0)` })
-      .from(jobTransitions)
-      .get();
-    this.#lastTransitionId = last?.id ?? 0;
-    this.#runsSince = Date.now();
-    this.#timer = setInterval(() => this.#tick(), this.everyMs);
-    this.#timer.unref();
+    const feed: Feed = {
+      timer: setInterval(() => void this.#tick(feed), this.everyMs),
+      lastTransitionId: null,
+      runsSince: Date.now(),
+      busy: false,
+    };
+    feed.timer.unref();
+    this.#feed = feed;
+    // At once: where the transitions stand now, so that the ticks report what comes after.
+    void this.#tick(feed);
   }
 
   #stop(): void {
-    if (this.#timer) clearInterval(this.#timer);
-    this.#timer = null;
+    if (this.#feed) clearInterval(this.#feed.timer);
+    this.#feed = null;
   }
 
-  #tick(): void {
+  async #tick(feed: Feed): Promise<void> {
+    if (feed.busy) return;
+    feed.busy = true;
     try {
-      const now = Date.now();
-      const transitions = this.db
-        .select({ id: jobTransitions.id, requestId: jobTransitions.requestId, state: jobTransitions.toState })
-        .from(jobTransitions)
-        .where(gt(jobTransitions.id, this.#lastTransitionId))
-        .orderBy(asc(jobTransitions.id))
-        .limit(1000)
-        .all();
-      const changes: LiveChange[] = [];
-      if (transitions.length > 0) {
-        this.#lastTransitionId = transitions[transitions.length - 1]?.id ?? this.#lastTransitionId;
-        const runOf = new Map(
-          this.db
-            .select({ id: jobRequests.id, runId: jobRequests.runId })
-            .from(jobRequests)
-            .where(
-              sql`${jobRequests.id} in (${sql.join(
-                [...new Set(transitions.map((t) => t.requestId))].map((id) => sql`${id}`),
-                sql`, `,
-              )})`,
-            )
-            .all()
-            .map((r) => [r.id, r.runId]),
-        );
-        for (const t of transitions) {
-          changes.push({ kind: 'job', id: t.requestId, state: t.state, run: runOf.get(t.requestId) ?? null });
-        }
-      }
-      // The runs table is small (and runs change seldom): a scan since the last tick,
-      // overlapping by a second so a row written during the tick is not missed.
-      const runs = this.db
-        .select({ id: pipelineRuns.id, state: pipelineRuns.state })
-        .from(pipelineRuns)
-        .where(and(gte(pipelineRuns.updatedAt, this.#runsSince - 1000)))
-        .all();
-      this.#runsSince = now;
-      for (const r of runs) changes.push({ kind: 'run', id: r.id, state: r.state, run: r.id });
-      if (changes.length === 0) return;
+      const changes = await this.#read(feed);
+      // Stopped while reading: the listeners are another stretch's, or none.
+      if (changes.length === 0 || this.#feed !== feed) return;
       for (const listener of this.#listeners) listener(changes);
     } catch (error) {
       this.logger.warn({ err: error }, 'UI live updates: reading the history failed');
+    } finally {
+      feed.busy = false;
     }
+  }
+
+  async #read(feed: Feed): Promise<LiveChange[]> {
+    const h = this.store;
+    const { jobRequests, jobTransitions, pipelineRuns } = h.t;
+    if (feed.lastTransitionId === null) {
+      const last = await h.one(
+        h.db.select({ id: sql<number | string>`coalesce(max(${jobTransitions.id}), 0)` }).from(jobTransitions),
+      );
+      // PostgreSQL's max of a bigint comes as text.
+      feed.lastTransitionId = Number(last?.id ?? 0);
+      return [];
+    }
+    const now = Date.now();
+    const transitions = await h.prepared(
+      'liveChanges.transitions',
+      () =>
+        h.db
+          .select({ id: jobTransitions.id, requestId: jobTransitions.requestId, state: jobTransitions.toState })
+          .from(jobTransitions)
+          .where(gt(jobTransitions.id, sql.placeholder('after')))
+          .orderBy(asc(jobTransitions.id))
+          .limit(1000),
+      { after: feed.lastTransitionId },
+    );
+    const changes: LiveChange[] = [];
+    if (transitions.length > 0) {
+      feed.lastTransitionId = transitions[transitions.length - 1]?.id ?? feed.lastTransitionId;
+      const runOf = new Map(
+        (
+          await h.all(
+            h.db
+              .select({ id: jobRequests.id, runId: jobRequests.runId })
+              .from(jobRequests)
+              .where(inArray(jobRequests.id, [...new Set(transitions.map((t) => t.requestId))])),
+          )
+        ).map((r) => [r.id, r.runId]),
+      );
+      for (const t of transitions) {
+        changes.push({ kind: 'job', id: t.requestId, state: t.state, run: runOf.get(t.requestId) ?? null });
+      }
+    }
+    // The runs table is small (and runs change seldom): a scan since the last tick,
+    // overlapping by a second so a row written during the tick is not missed.
+    const runs = await h.prepared(
+      'liveChanges.runs',
+      () =>
+        h.db
+          .select({ id: pipelineRuns.id, state: pipelineRuns.state })
+          .from(pipelineRuns)
+          .where(gte(pipelineRuns.updatedAt, sql.placeholder('since'))),
+      { since: feed.runsSince - 1000 },
+    );
+    feed.runsSince = now;
+    for (const r of runs) changes.push({ kind: 'run', id: r.id, state: r.state, run: r.id });
+    return changes;
   }
 }

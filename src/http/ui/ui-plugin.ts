@@ -4,7 +4,6 @@ import csrfProtection from '@fastify/csrf-protection';
 import fastifySession from '@fastify/session';
 import { and, eq, isNull } from 'drizzle-orm';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { apiTokens } from '../../db/schema.js';
 import { findToken } from '../../db/tokens.js';
 import { UiSessions } from '../../redis/ui-sessions.js';
 import type { ApiDeps } from '../deps.js';
@@ -65,7 +64,7 @@ export async function uiPlugin(app: FastifyInstance, opts: { deps: ApiDeps; sett
     deps: opts.deps,
     settings: opts.settings,
     sessions: new UiSessions(opts.settings.sessions.redis, opts.settings.sessions.prefix),
-    live: new LiveChanges(opts.deps.db, opts.deps.logger.child({ component: 'ui' })),
+    live: new LiveChanges(opts.deps.store, opts.deps.logger.child({ component: 'ui' })),
   };
   const log = opts.deps.logger.child({ component: 'ui' });
 
@@ -297,11 +296,15 @@ async function currentLogin(ctx: UiContext, login: UiLogin | undefined): Promise
   if (!login) return null;
   if (login.tokenId === null) return login;
   // A token revoked since the login ends its sessions at their next request.
-  const live = ctx.deps.db
-    .select({ scopes: apiTokens.scopes })
-    .from(apiTokens)
-    .where(and(eq(apiTokens.id, login.tokenId), isNull(apiTokens.revokedAt)))
-    .get();
+  const { store } = ctx.deps;
+  const { apiTokens } = store.t;
+  const live = await store.one(
+    store.db
+      .select({ scopes: apiTokens.scopes })
+      .from(apiTokens)
+      .where(and(eq(apiTokens.id, login.tokenId), isNull(apiTokens.revokedAt)))
+      .limit(1),
+  );
   if (!live) {
     await ctx.sessions.destroyOfToken(login.tokenId);
     return null;

@@ -789,14 +789,16 @@ describe('the local API under generated requests', () => {
 
     // Nothing the API refused is in the history: every job request is one an answer named
     // (or a step of a run an answer named), and so is every run.
-    const db = td.daemon.history.db;
-    const stray = listRequests(db, { limit: 1_000_000 }).filter(
+    const h = td.daemon.history.store;
+    const stray = (await listRequests(h, { limit: 1_000_000 })).filter(
       (row) => !acceptedJobs.has(row.id) && !(row.runId !== null && acceptedRuns.has(row.runId)),
     );
     expect(stray.map((row) => ({ id: row.id, name: row.name, origin: row.origin }))).toEqual([]);
-    expect(listRuns(db, { limit: 1_000_000 }).filter((run) => !acceptedRuns.has(run.id))).toEqual([]);
+    expect((await listRuns(h, { limit: 1_000_000 })).filter((run) => !acceptedRuns.has(run.id))).toEqual([]);
     // And what it accepted is there.
-    expect([...acceptedJobs].filter((id) => getRequest(db, id) === undefined)).toEqual([]);
+    const missing: string[] = [];
+    for (const id of acceptedJobs) if ((await getRequest(h, id)) === undefined) missing.push(id);
+    expect(missing).toEqual([]);
     // And the daemon still serves.
     expect((await send({ method: 'GET', path: '/healthz', headers: {} })).status).toBe(200);
   }, 300_000);

@@ -110,7 +110,7 @@ describe('a job whose output the daemon can read', () => {
     });
     const row = await td.waitForState(id, 'completed');
     const path = `${sim.workDir}/slurm-${row.jobId}.out`;
-    expect(getRequest(td.daemon.history.db, id)).toMatchObject({ stdoutPath: path, stderrPath: path });
+    expect(await getRequest(td.daemon.history.store, id)).toMatchObject({ stdoutPath: path, stderrPath: path });
     const err = await call(`/api/v1/jobs/${id}/output?stream=stderr`);
     expect(err.json).toMatchObject({ path, same_file: true, text: 'out\nerr\n' });
     const cli = await runCli(['jobs', 'output', id, '--stderr', '--data-dir', td.dataDir]);
@@ -139,7 +139,7 @@ describe('a job whose output the daemon cannot read', () => {
     const res = await call(`/api/v1/jobs/${waiting}/output`);
     expect(res.status, res.text).toBe(409);
     expect(res.headers.get('retry-after')).toBe('10');
-    const row = getRequest(td.daemon.history.db, waiting);
+    const row = await getRequest(td.daemon.history.store, waiting);
     expect(errorOf(res)).toMatchObject({
       code: 'SCHEDFLOW_ERR_OUTPUT_NOT_YET',
       output: {
@@ -176,7 +176,7 @@ describe('a job whose output the daemon cannot read', () => {
       output: { path, host: hostname(), reason: 'not_on_this_host' },
     });
     expect(error.message).toContain(`tried ${path} on ${hostname()}`);
-    await waitFor(async () => getAccountingJob(td.daemon.history.db, row.profile, row.jobId as number), {
+    await waitFor(async () => getAccountingJob(td.daemon.history.store, row.profile, row.jobId as number), {
       what: 'the accounting record',
     });
     const again = errorOf(await call(`/api/v1/jobs/${id}/output`));
@@ -262,7 +262,7 @@ describe('the simulator', () => {
     const row = await td.waitForState(id, 'completed');
     const acct = await waitFor(
       async () => {
-        const a = getAccountingJob(td.daemon.history.db, row.profile, row.jobId as number);
+        const a = await getAccountingJob(td.daemon.history.store, row.profile, row.jobId as number);
         return a?.state === 'COMPLETED' ? a : undefined;
       },
       { what: 'the accounting record of the end' },
@@ -274,7 +274,7 @@ describe('the simulator', () => {
       history.json as { items: { job_id: number; accounting: { cpu_time_sec: number | null } }[] }
     ).items.find((i) => i.job_id === row.jobId);
     expect(item?.accounting.cpu_time_sec).toBe(acct.cpuTimeSec);
-    const facts = jobFacts(getRequest(td.daemon.history.db, id) ?? row, acct, {
+    const facts = jobFacts((await getRequest(td.daemon.history.store, id)) ?? row, acct, {
       scriptHeadLines: 5,
       outputTailBytes: 0,
     });

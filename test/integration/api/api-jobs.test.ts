@@ -75,7 +75,7 @@ describe('POST /api/v1/jobs', () => {
     expect(job.freshness.profile.seconds_since_poll).toBeGreaterThanOrEqual(0);
     expect(job.freshness.job.last_seen_at).not.toBeNull();
     expect(job.freshness).toMatchObject({ stale: false, detail: 'final state (completed)' });
-    expect(getRequest(td.daemon.history.db, id)?.deadlines).toMatchObject({ maxPendingSec: 600 });
+    expect((await getRequest(td.daemon.history.store, id))?.deadlines).toMatchObject({ maxPendingSec: 600 });
   });
 
   it("shows webhook_url's user info and query to admin tokens only; others get scheme, host, port and path", async () => {
@@ -117,7 +117,7 @@ describe('POST /api/v1/jobs', () => {
     const fields = Object.fromEntries((errorOf(bad).fields ?? []).map((f) => [f.path, f.reason]));
     expect(fields['spec.time_limt']).toBe('unknown member "time_limt"; did you mean "time_limit"?');
     expect(fields['spec.memory_per_node']).toMatch(/more memory than Slurm can take/);
-    expect(listRequests(td.daemon.history.db, {})).toEqual([]);
+    expect(await listRequests(td.daemon.history.store, {})).toEqual([]);
   });
 
   it('refuses hostile JSON with a 400 in the documented shape: 5,000 levels deep, a lone surrogate, __proto__', async () => {
@@ -143,7 +143,7 @@ describe('POST /api/v1/jobs', () => {
     const proto = await post('{"spec":{"__proto__":{"admin":true}}}');
     expect(proto.status, proto.text).toBe(400);
     expect(errorOf(proto).message).toMatch(/__proto__/);
-    expect(listRequests(td.daemon.history.db, {})).toEqual([]);
+    expect(await listRequests(td.daemon.history.store, {})).toEqual([]);
   });
 
   it('answers 400 naming each field and the reason; an unknown profile is a field error too', async () => {
@@ -353,7 +353,7 @@ describe('DELETE /api/v1/jobs/{id}', () => {
     // A request caught mid-submission: ask again later.
     const r2 = await api.call('POST', '/api/v1/jobs', { token, body: { spec: shellSpec('busy', 'true') } });
     const busy = (r2.json as { id: string }).id;
-    transition(td.daemon.history.db, busy, { to: 'submitting', source: 'submit', at: Date.now() });
+    await transition(td.daemon.history.store, busy, { to: 'submitting', source: 'submit', at: Date.now() });
     const conflict = await api.call('DELETE', `/api/v1/jobs/${busy}`, { token });
     expect(conflict.status).toBe(409);
     expect(errorOf(conflict)).toMatchObject({ code: 'SCHEDFLOW_ERR_JOB_SUBMITTING', state: 'submitting' });
@@ -378,7 +378,12 @@ describe('DELETE /api/v1/jobs/{id}', () => {
     const { id } = r.json as { id: string };
     // Recorded as running a job the scheduler does not know.
     await (await td.daemon.queues.submit.getJob(id))?.remove();
-    transition(td.daemon.history.db, id, { to: 'running', source: 'poll', at: Date.now(), patch: { jobId: 987_654 } });
+    await transition(td.daemon.history.store, id, {
+      to: 'running',
+      source: 'poll',
+      at: Date.now(),
+      patch: { jobId: 987_654 },
+    });
 
     const refused = await api.call('DELETE', `/api/v1/jobs/${id}`, { token });
     expect(refused.status).toBe(502);

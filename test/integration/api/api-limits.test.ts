@@ -46,6 +46,9 @@ describe('rate limit', () => {
         {
           dataDir: td.dataDir,
           configDir: td.configDir,
+          // The same history: PostgreSQL's too, under npm run test:postgres.
+          databaseUrl: td.daemon.config.databaseUrl,
+          webhookSecret: td.daemon.config.webhookSecret,
           redisUrl: env.redis.url,
           queuePrefix: td.daemon.config.queuePrefix,
           listen: '127.0.0.1:0',

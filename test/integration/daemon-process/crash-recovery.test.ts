@@ -44,7 +44,7 @@ describe('a daemon killed with SIGKILL right after the scheduler accepted a subm
       reached,
       new Promise((_, reject) => setTimeout(() => reject(new Error('the submission never reached the proxy')), 15_000)),
     ]);
-    expect(requestOf(t.dataDir, id).row?.state).toBe('submitting');
+    expect((await requestOf(t.dataDir, id)).row?.state).toBe('submitting');
     const killedAt = Date.now();
     first.child.kill('SIGKILL');
     expect(await first.exited).toMatchObject({ code: null, signal: 'SIGKILL' });
@@ -56,7 +56,7 @@ describe('a daemon killed with SIGKILL right after the scheduler accepted a subm
     // The dead worker's claim lasts the lock duration, and the stalled check (as often) must see it
     // expire: the submit is taken up again within about two lock durations of the kill.
     const row = await waitForState(t.dataDir, id, 'completed', 30_000);
-    const { transitions } = requestOf(t.dataDir, id);
+    const { transitions } = await requestOf(t.dataDir, id);
     const adoptedAt = transitions.find((tr) => tr.toState === 'submitted')?.at ?? Number.NaN;
     console.info(`kill -9 to adoption: ${adoptedAt - killedAt} ms`);
 
@@ -111,13 +111,13 @@ describe('SIGTERM while a job runs, then a restart', () => {
     expect(shutdownLog).toMatchObject({ signal: 'SIGTERM', level: 30 });
     expect(first.stderr).toBe('');
     // Stopped while the job still runs: the history says running.
-    expect(requestOf(t.dataDir, id).row?.state).toBe('running');
+    expect((await requestOf(t.dataDir, id)).row?.state).toBe('running');
 
     const second = await t.startDaemon();
     writeFileSync(gate, '');
     const row = await waitForState(t.dataDir, id, 'completed', 30_000);
     expect(row.exitCode).toBe(0);
-    const states = statesOf(requestOf(t.dataDir, id).transitions);
+    const states = statesOf((await requestOf(t.dataDir, id)).transitions);
     expect(states.filter((s) => s === 'running')).toHaveLength(1);
     expect(states.filter((s) => s === 'submitted')).toHaveLength(1);
     expect(states).not.toContain('lost');
@@ -139,7 +139,7 @@ describe('SIGTERM while the answer to an accepted submission is held upstream', 
     const submit = await t.cli(['jobs', 'submit', t.jobFile('held', '#!/bin/sh\ntrue\n'), '--data-dir', t.dataDir]);
     const id = queuedId(submit.stdout);
     await reached;
-    expect(requestOf(t.dataDir, id).row?.state).toBe('submitting');
+    expect((await requestOf(t.dataDir, id)).row?.state).toBe('submitting');
 
     const signalledAt = Date.now();
     first.child.kill('SIGTERM');
@@ -155,7 +155,7 @@ describe('SIGTERM while the answer to an accepted submission is held upstream', 
     expect(logs.some((l) => l.msg === 'shutdown deadline passed; skipping the remaining steps')).toBe(false);
     expect(first.stderr).toBe('');
     p.release();
-    expect(requestOf(t.dataDir, id).row).toMatchObject({ state: 'submitting', jobId: null });
+    expect((await requestOf(t.dataDir, id)).row).toMatchObject({ state: 'submitting', jobId: null });
     // Handed back without spending one of its attempts: the shutdown was no failure of the submit.
     const queue = new Queue('submit', { connection: { url: t.redisUrl }, prefix: DEFAULT_QUEUE_PREFIX });
     try {
@@ -171,7 +171,7 @@ describe('SIGTERM while the answer to an accepted submission is held upstream', 
     // Handed back (not stalled): the restarted daemon takes it up at once, not after a lock expiry.
     const second = await t.startDaemon();
     const row = await waitForState(t.dataDir, id, 'completed', 30_000);
-    const states = statesOf(requestOf(t.dataDir, id).transitions);
+    const states = statesOf((await requestOf(t.dataDir, id)).transitions);
     expect(states.filter((s) => s === 'submitted')).toHaveLength(1);
     expect(row.adopted).toBe(true);
     expect(await jobsWithMarker(t.sim, id)).toEqual({ controller: [row.jobId], accounting: [row.jobId] });

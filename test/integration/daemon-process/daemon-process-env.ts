@@ -2,7 +2,8 @@ import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'nod
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, expect } from 'vitest';
-import { type Db, openDatabase } from '../../../src/db/database.js';
+import { openDatabase } from '../../../src/db/database.js';
+import type { History } from '../../../src/db/history.js';
 import { getRequest, transitionsOf } from '../../../src/db/requests.js';
 import type { JobRequestRow, JobTransitionRow } from '../../../src/db/schema.js';
 import { cleanEnv, type DaemonProcess, killLeftovers, runCli, spawnDaemon } from '../../helpers/cli-process.js';
@@ -127,10 +128,10 @@ function privateRedisPid(root: string): number | undefined {
 }
 
 /** Reads the daemon's history the way `schedflow jobs` does: read-only, opened for this one read. */
-export function readHistory<T>(dataDir: string, read: (db: Db) => T): T {
+export async function readHistory<T>(dataDir: string, read: (h: History) => Promise<T>): Promise<T> {
   const history = openDatabase(join(dataDir, 'history.sqlite'), { readonly: true });
   try {
-    return read(history.db);
+    return await read(history.store);
   } finally {
     history.close();
   }
@@ -139,8 +140,8 @@ export function readHistory<T>(dataDir: string, read: (db: Db) => T): T {
 export function requestOf(
   dataDir: string,
   id: string,
-): { row: JobRequestRow | undefined; transitions: JobTransitionRow[] } {
-  return readHistory(dataDir, (db) => ({ row: getRequest(db, id), transitions: transitionsOf(db, id) }));
+): Promise<{ row: JobRequestRow | undefined; transitions: JobTransitionRow[] }> {
+  return readHistory(dataDir, async (h) => ({ row: await getRequest(h, id), transitions: await transitionsOf(h, id) }));
 }
 
 export const statesOf = (transitions: JobTransitionRow[]) => transitions.map((t) => t.toState);
@@ -154,13 +155,13 @@ export async function waitForState(
   try {
     return await waitFor(
       async () => {
-        const { row } = requestOf(dataDir, id);
+        const { row } = await requestOf(dataDir, id);
         return row?.state === state ? row : undefined;
       },
       { what: `request ${id} to reach ${state}`, timeoutMs, intervalMs: 200 },
     );
   } catch (error) {
-    const { row, transitions } = requestOf(dataDir, id);
+    const { row, transitions } = await requestOf(dataDir, id);
     const seen = transitions.map((t) => `${new Date(t.at).toISOString()} ${t.toState} (${t.source})`).join(', ');
     throw new Error(`${(error as Error).message}; it is ${row?.state ?? 'not recorded'}: ${seen}`);
   }

@@ -44,7 +44,9 @@ describe('schedflow jobs: submit --wait, list, show', () => {
     ]);
     await waitFor(
       async () => {
-        const running = readHistory(t.dataDir, (db) => listRequests(db, { state: ['running'] })).map((r) => r.name);
+        const running = (await readHistory(t.dataDir, (h) => listRequests(h, { state: ['running'] }))).map(
+          (r) => r.name,
+        );
         return running.includes('ok') && running.includes('bad') ? true : undefined;
       },
       { what: 'ok and bad recorded running', timeoutMs: 30_000, intervalMs: 200 },

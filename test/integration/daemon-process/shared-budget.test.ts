@@ -71,7 +71,7 @@ describe('two worker processes under one budget', () => {
     );
     await waitFor(
       async () => {
-        const rows = readHistory(dataDir, (db) => listRequests(db, {})).filter((r) => ids.includes(r.id));
+        const rows = (await readHistory(dataDir, (h) => listRequests(h, {}))).filter((r) => ids.includes(r.id));
         return rows.every((r) => r.jobId !== null) ? true : undefined;
       },
       { what: 'every request submitted', timeoutMs: 60_000, intervalMs: 200 },

@@ -92,7 +92,7 @@ describe("the accounts of a plain-slurmrestd user's associations", () => {
     expect(byDefault.status).toBe(422);
     expect(errorOf(byDefault).message).toMatch(/profile "srd-other" charges by default account "other"/);
     // Nothing recorded, nothing sent.
-    expect(listRequests(td.daemon.history.db, {})).toEqual([]);
+    expect(await listRequests(td.daemon.history.store, {})).toEqual([]);
 
     const fine = await api.call('POST', '/api/v1/jobs', {
       token,

@@ -22,7 +22,7 @@ describe('a slurmctld crash that loses its newest jobs and reuses their ids', ()
   it('ends the lost jobs’ requests as lost by the controller; the jobs that have their ids now are their own requests’', async () => {
     const sim = await env.sim({ cpus: 4 });
     const td = await env.daemon(sim.url, { submitConcurrency: 2 });
-    const db = () => td.daemon.history.db;
+    const store = td.daemon.history.store;
     const spec = (name: string, script: string) =>
       jobSpecSchema.parse({ name, script, current_working_directory: sim.workDir });
 
@@ -33,7 +33,7 @@ describe('a slurmctld crash that loses its newest jobs and reuses their ids', ()
     }
     const lostJobIds = await waitFor(
       async () => {
-        const ids = lost.map((id) => getRequest(db(), id)?.jobId ?? null);
+        const ids = await Promise.all(lost.map(async (id) => (await getRequest(store, id))?.jobId ?? null));
         return ids.every((id) => id !== null) ? (ids as number[]) : undefined;
       },
       { what: 'the three jobs to be submitted', timeoutMs: 20_000, intervalMs: 50 },
@@ -51,10 +51,13 @@ describe('a slurmctld crash that loses its newest jobs and reuses their ids', ()
       await td.daemon.submit({ spec: spec('crash-a', '#!/bin/sh\ntrue\n'), origin: 'api' }),
       await td.daemon.submit({ spec: spec('crash-new', '#!/bin/sh\ntrue\n'), origin: 'api' }),
     ];
-    await waitFor(async () => after.every((id) => getRequest(db(), id)?.state !== 'accepted') || undefined, {
-      what: 'the new requests to be taken up',
-      intervalMs: 50,
-    });
+    await waitFor(
+      async () => {
+        const rows = await Promise.all(after.map((id) => getRequest(store, id)));
+        return rows.every((row) => row?.state !== 'accepted') || undefined;
+      },
+      { what: 'the new requests to be taken up', intervalMs: 50 },
+    );
     const external = await http(`${sim.url}/sched/v0.0.44/job/submit`, {
       method: 'POST',
       headers: alice,
@@ -72,21 +75,21 @@ describe('a slurmctld crash that loses its newest jobs and reuses their ids', ()
     // Nothing stuck: every request ends.
     const rows = await waitFor(
       async () => {
-        const all = [...lost, ...after].map((id) => getRequest(db(), id));
+        const all = await Promise.all([...lost, ...after].map((id) => getRequest(store, id)));
         return all.every((row) => row && isTerminalRequest(row.state)) ? all : undefined;
       },
       { what: 'every request to end', timeoutMs: 40_000, intervalMs: 200 },
     );
 
     for (const id of after) {
-      const row = getRequest(db(), id);
+      const row = await getRequest(store, id);
       expect(row?.state, `${id}: ${row?.errorMessage}`).toBe('completed');
       expect(lostJobIds).toContain(row?.jobId);
     }
     for (const id of lost) {
-      const row = getRequest(db(), id);
+      const row = await getRequest(store, id);
       // Never completed from the job that has its id now.
-      expect(td.states(id)).not.toContain('completed');
+      expect(await td.states(id)).not.toContain('completed');
       expect(row?.state).toBe('node_fail');
       expect(row?.reason).toBe('JobLostByController');
       expect(row?.errorMessage).toMatch(/the controller lost this request's job \d+ \(restarted without its state\?\)/);

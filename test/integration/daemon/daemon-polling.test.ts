@@ -44,7 +44,8 @@ describe('polling', () => {
         ),
       );
       await waitFor(
-        async () => (listRequests(daemon.history.db, { state: ['running'] }).length === ids.length ? true : undefined),
+        async () =>
+          (await listRequests(daemon.history.store, { state: ['running'] })).length === ids.length ? true : undefined,
         { what: 'all jobs running', timeoutMs: 30_000 },
       );
       const before = proxy.requests.length;
@@ -76,32 +77,33 @@ describe('polling', () => {
     const id = await td.daemon.submit({ spec: spec(sim, { script: '#!/bin/sh\nsleep 3\n' }), origin: 'api' });
     const running = await td.waitForState(id, 'running');
     // A poll has seen the job (so the proxy holds an answer to fall back on) before the outage begins.
-    const db = td.daemon.history.db;
-    await waitFor(async () => ((getProfileSync(db, 'test')?.lastPollAt ?? 0) > running.updatedAt ? true : undefined), {
-      what: 'a poll after the job started',
-    });
+    const store = td.daemon.history.store;
+    await waitFor(
+      async () => (((await getProfileSync(store, 'test'))?.lastPollAt ?? 0) > running.updatedAt ? true : undefined),
+      { what: 'a poll after the job started' },
+    );
     await setUpstream(sim, { slurmctld: 'down', slurmdbd: 'down' });
     const s = sim;
     // Until the job has ended unseen, and polls have gone on with answers older than twice the
     // cache lifetime (all the proxy can give while the scheduler is down).
     await waitFor(
       async () => {
-        const sync = getProfileSync(db, 'test');
+        const sync = await getProfileSync(store, 'test');
         const ended = s.server.cluster.getJob(running.jobId as number)?.state === 'COMPLETED';
         const pastLifetime = (sync?.lastPollAgeSec ?? 0) > 2 * (sync?.lastMaxAgeSec ?? Number.POSITIVE_INFINITY);
         return ended && pastLifetime ? true : undefined;
       },
       { what: 'the job to end and polls on answers past twice their lifetime', timeoutMs: 20_000 },
     );
-    const during = listRequests(td.daemon.history.db, {})[0];
+    const during = (await listRequests(store, {}))[0];
     expect(during?.state).toBe('running');
     // The poller kept going on stale answers, and says so: a stale answer is not a successful poll.
-    const sync = getProfileSync(td.daemon.history.db, 'test');
+    const sync = await getProfileSync(store, 'test');
     expect(sync, JSON.stringify(sync)).toMatchObject({ lastPollOk: false, lastPollStale: true });
     await setUpstream(sim, { slurmctld: 'up', slurmdbd: 'up' });
     await td.waitForState(id, 'completed');
-    expect(td.states(id)).not.toContain('lost');
-    expect(td.states(id)).not.toContain('failed');
+    expect(await td.states(id)).not.toContain('lost');
+    expect(await td.states(id)).not.toContain('failed');
   }, 40_000);
 
   it('with accounting down, a job that left the controller is not concluded; it resolves when accounting returns', async () => {
@@ -120,19 +122,20 @@ describe('polling', () => {
       },
       { what: 'the job to leave the controller', intervalMs: 50 },
     );
-    const db = td.daemon.history.db;
-    await waitFor(async () => ((getProfileSync(db, 'test')?.lastPollAt ?? 0) > leftAt + 2 * 2000 ? true : undefined), {
-      what: 'polls two cache lifetimes after the job left',
-    });
-    expect(td.states(id)).toEqual(['accepted', 'queued', 'submitting', 'submitted', 'running']);
+    const store = td.daemon.history.store;
+    await waitFor(
+      async () => (((await getProfileSync(store, 'test'))?.lastPollAt ?? 0) > leftAt + 2 * 2000 ? true : undefined),
+      { what: 'polls two cache lifetimes after the job left' },
+    );
+    expect(await td.states(id)).toEqual(['accepted', 'queued', 'submitting', 'submitted', 'running']);
     // …and says so, where admins look (the profiles page and /metrics read this).
-    expect(getProfileSync(td.daemon.history.db, 'test')).toMatchObject({
+    expect(await getProfileSync(store, 'test')).toMatchObject({
       accountingOk: false,
       accountingError: expect.stringMatching(/HTTP 500|unavailable/),
     });
     await setUpstream(sim, { slurmdbd: 'up' });
     await td.waitForState(id, 'completed');
-    expect(getProfileSync(td.daemon.history.db, 'test')).toMatchObject({ accountingOk: true, accountingError: null });
+    expect(await getProfileSync(store, 'test')).toMatchObject({ accountingOk: true, accountingError: null });
   }, 40_000);
 
   it('a job in neither controller nor accounting becomes lost after the grace period, then resolves', async () => {
@@ -148,7 +151,7 @@ describe('polling', () => {
         req.url.startsWith('/scheddb/') ? body.replace(/"jobs":\[.*\],"meta"/s, '"jobs":[],"meta"') : body;
       const lost = await td.waitForState(id, 'lost', 30_000);
       expect(lost.state).toBe('lost');
-      const detail = transitionsOf(td.daemon.history.db, id).at(-1)?.detail;
+      const detail = (await transitionsOf(td.daemon.history.store, id)).at(-1)?.detail;
       expect(detail).toMatch(/missing from the controller and from accounting .* not assumed finished/);
       proxy.rewrite = undefined;
       await td.waitForState(id, 'completed');

@@ -1,9 +1,7 @@
-import { join } from 'node:path';
 import { type Job, Queue, UnrecoverableError, Worker } from 'bullmq';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { openDatabase } from '../../../src/db/database.js';
 import { createRequest, transitionsOf } from '../../../src/db/requests.js';
-import { startTestDaemon, type TestDaemon } from '../../helpers/daemon.js';
+import { openHistoryOf, startTestDaemon, type TestDaemon } from '../../helpers/daemon.js';
 import { waitFor } from '../../helpers/http.js';
 import { startTestRedis, type TestRedis } from '../../helpers/redis.js';
 import { startSim, type TestSim } from '../../helpers/sim.js';
@@ -61,7 +59,7 @@ describe('restarts', () => {
     await td.waitForState(longJob, 'running');
     await td.restart();
     await td.waitForState(longJob, 'completed');
-    expect(td.states(longJob).filter((s) => s === 'submitted')).toHaveLength(1);
+    expect((await td.states(longJob)).filter((s) => s === 'submitted')).toHaveLength(1);
   }, 40_000);
 });
 
@@ -72,8 +70,8 @@ describe('a submit BullMQ gives up on', () => {
     sim = await startSim();
     td = await startTestDaemon(sim.url, redis.url);
     await setUpstream(sim, { slurmctld: 'down' });
-    const { db } = td.daemon.history;
-    createRequest(db, {
+    const { store } = td.daemon.history;
+    await createRequest(store, {
       id: 'given-up',
       profile: 'test',
       name: 'x',
@@ -86,7 +84,7 @@ describe('a submit BullMQ gives up on', () => {
     await td.daemon.queues.submit.add('submit', { requestId: 'given-up' }, { jobId: 'given-up', attempts: 1 });
     const row = await td.waitForState('given-up', 'submit_failed');
     expect(row.jobId).toBeNull();
-    const last = transitionsOf(db, 'given-up').at(-1);
+    const last = (await transitionsOf(store, 'given-up')).at(-1);
     expect(last?.detail).toMatch(/^gave up after 1 submit attempt\(s\): .+/);
     expect(failedBy(await td.daemon.queues.submit.getJob('given-up'))).toBe(last?.detail?.replace(/^[^:]+: /, ''));
   }, 30_000);
@@ -94,8 +92,7 @@ describe('a submit BullMQ gives up on', () => {
   it('a stored spec no scheduler would take (accepted before the door checked it) fails at once, never retried', async () => {
     sim = await startSim();
     td = await startTestDaemon(sim.url, redis.url);
-    const { db } = td.daemon.history;
-    createRequest(db, {
+    await createRequest(td.daemon.history.store, {
       id: 'bad-spec',
       profile: 'test',
       name: 'x',
@@ -118,8 +115,8 @@ describe('a submit BullMQ gives up on', () => {
     const { queuePrefix } = td.daemon.config;
     const connection = { host: new URL(redis.url).hostname, port: Number(new URL(redis.url).port) };
     await td.restart(async () => {
-      const history = openDatabase(join(td?.dataDir as string, 'history.sqlite'));
-      createRequest(history.db, {
+      const history = await openHistoryOf(td as TestDaemon);
+      await createRequest(history.store, {
         id: 'orphan',
         profile: 'test',
         name: 'x',
@@ -128,7 +125,7 @@ describe('a submit BullMQ gives up on', () => {
         at: Date.now(),
         source: 'api',
       });
-      history.close();
+      await history.close();
       const queue = new Queue('submit', { connection, prefix: queuePrefix });
       await queue.add('submit', { requestId: 'orphan' }, { jobId: 'orphan', attempts: 1 });
       // A worker that fails the job without recording anything, as a process killed mid-attempt would leave it.

@@ -36,8 +36,8 @@ describe('a request reaches its end state, recorded with every transition', () =
     const row = await td.waitForState(id, 'completed');
     expect(row).toMatchObject({ exitCode: 0, adopted: false });
     expect(row.jobId).toEqual(expect.any(Number));
-    expect(td.states(id)).toEqual(['accepted', 'queued', 'submitting', 'submitted', 'running', 'completed']);
-    const sources = transitionsOf(td.daemon.history.db, id).map((t) => t.source);
+    expect(await td.states(id)).toEqual(['accepted', 'queued', 'submitting', 'submitted', 'running', 'completed']);
+    const sources = (await transitionsOf(td.daemon.history.store, id)).map((t) => t.source);
     expect(sources.at(-1)).toBe('accounting');
     expect(row.startedAt).toBeLessThanOrEqual(row.endedAt ?? 0);
   });
@@ -68,10 +68,11 @@ describe('a request reaches its end state, recorded with every transition', () =
     const blocker = await td.daemon.submit({ spec: spec(sim, { script: '#!/bin/sh\nsleep 6\n' }), origin: 'api' });
     // jobs/state carries neither; they come from the full record fetched for the change (or, when
     // the proxy's cached accounting answer is from before the change, at the next cycle).
-    const row = (id: string) => getRequest(td?.daemon.history.db as never, id);
+    const store = td.daemon.history.store;
+    const row = (id: string) => getRequest(store, id);
     const running = await waitFor(
       async () => {
-        const r = row(blocker);
+        const r = await row(blocker);
         return r?.state === 'running' && r.startedAt !== null ? r : undefined;
       },
       { what: 'the running job with its start time' },
@@ -79,7 +80,7 @@ describe('a request reaches its end state, recorded with every transition', () =
     const waiting = await td.daemon.submit({ spec: spec(sim, { script: '#!/bin/sh\ntrue\n' }), origin: 'api' });
     await waitFor(
       async () => {
-        const r = row(waiting);
+        const r = await row(waiting);
         return r?.state === 'pending' && r.reason === 'Resources' ? r : undefined;
       },
       { what: "the pending job with Slurm's reason" },
@@ -114,7 +115,7 @@ describe('a request reaches its end state, recorded with every transition', () =
     await td.waitForState(id, 'pending');
     const ended = await td.waitForState(id, 'failed', 15_000);
     expect(ended).toMatchObject({ exitCode: 4 });
-    expect(transitionsOf(td.daemon.history.db, id).at(-1)?.source).toBe('accounting');
+    expect((await transitionsOf(td.daemon.history.store, id)).at(-1)?.source).toBe('accounting');
   });
 
   it('a job over its time limit is TIMEOUT', async () => {
@@ -168,9 +169,10 @@ describe('reconcile', () => {
     });
     const externalId = (external.json as { job_id: number }).job_id;
     await td.waitForState(own, 'completed');
+    const store = td.daemon.history.store;
     const rows = await waitFor(
       async () => {
-        const h = history(td?.daemon.history.db as never);
+        const h = await history(store);
         const done = (r: { accountingState: string }) => r.accountingState === 'COMPLETED';
         const both = h.some((r) => r.jobId === externalId && done(r)) && h.some((r) => r.requestId === own && done(r));
         return both ? h : undefined;

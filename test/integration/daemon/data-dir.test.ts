@@ -77,8 +77,8 @@ describe('the data dir', () => {
       current_working_directory: workDir,
     });
     const id = await daemon.submit({ spec, origin: 'cli' });
-    const db = daemon.history.db;
-    await waitFor(async () => (getRequest(db, id)?.state === 'completed' ? true : undefined), {
+    const store = daemon.history.store;
+    await waitFor(async () => ((await getRequest(store, id))?.state === 'completed' ? true : undefined), {
       what: 'the job to complete',
       timeoutMs: 20_000,
     });

@@ -83,7 +83,7 @@ describe('early checks of what a profile can take', () => {
       /names account "other", but profile "test"'s token is bound to account "lab"/,
     );
     // Nothing recorded, nothing sent.
-    expect(listRequests(td.daemon.history.db, {})).toEqual([]);
+    expect(await listRequests(td.daemon.history.store, {})).toEqual([]);
     const fine = await api.call('POST', '/api/v1/jobs', {
       token,
       body: { profile: 'test', spec: { ...spec, account: 'lab' } },

@@ -54,17 +54,22 @@ async function pollMetrics(
 describe('a profile with nothing to track', () => {
   it('is checked once per ceiling interval: its last successful poll stays recent, never overdue', async () => {
     const { td } = await start();
-    const db = td.daemon.history.db;
-    const first = await waitFor(async () => getProfileSync(db, 'test')?.lastPollAt ?? undefined, {
+    const store = td.daemon.history.store;
+    const first = await waitFor(async () => (await getProfileSync(store, 'test'))?.lastPollAt ?? undefined, {
       what: 'the first check of the idle profile',
     });
-    expect(getProfileSync(db, 'test')).toMatchObject({ lastPollOk: true, lastPollStale: false, lastPollError: null });
+    expect(await getProfileSync(store, 'test')).toMatchObject({
+      lastPollOk: true,
+      lastPollStale: false,
+      lastPollError: null,
+    });
     // Past several ceilings, the check was made again, and the metric never grew past about one.
     await waitFor(
-      async () => ((getProfileSync(db, 'test')?.lastPollAt ?? 0) >= first + 2 * CEILING_MS ? true : undefined),
+      async () =>
+        ((await getProfileSync(store, 'test'))?.lastPollAt ?? 0) >= first + 2 * CEILING_MS ? true : undefined,
       { what: 'the checks of two more ceilings' },
     );
-    expect(getProfileSync(db, 'test')?.lastPollAt).toBeGreaterThan(first);
+    expect((await getProfileSync(store, 'test'))?.lastPollAt).toBeGreaterThan(first);
     const metrics = await pollMetrics(td);
     expect(metrics.lastOk).toBe(1);
     expect(metrics.sinceOkSec).toBeLessThan((CEILING_MS + 1000) / 1000);
@@ -72,8 +77,8 @@ describe('a profile with nothing to track', () => {
 
   it('whose scheduler is down: the check fails and says so (last_poll_ok 0, the metric grows)', async () => {
     const { td, sim } = await start();
-    const db = td.daemon.history.db;
-    await waitFor(async () => (getProfileSync(db, 'test')?.lastPollOk ? true : undefined), {
+    const store = td.daemon.history.store;
+    await waitFor(async () => ((await getProfileSync(store, 'test'))?.lastPollOk ? true : undefined), {
       what: 'a successful check',
     });
     // A scrape sees the success (the metric counts from the last success a scrape saw).
@@ -82,7 +87,7 @@ describe('a profile with nothing to track', () => {
     await sim.stop();
     const failed = await waitFor(
       async () => {
-        const sync = getProfileSync(db, 'test');
+        const sync = await getProfileSync(store, 'test');
         return sync?.lastPollOk === false ? sync : undefined;
       },
       { what: 'a failed check', timeoutMs: 20_000 },
@@ -103,15 +108,15 @@ describe('a profile with nothing to track', () => {
 
   it('whose controller is down while the proxy serves its cached answer: the poll is recorded as stale, not ok', async () => {
     const { td, sim } = await start();
-    const db = td.daemon.history.db;
-    await waitFor(async () => (getProfileSync(db, 'test')?.lastPollOk ? true : undefined), {
+    const store = td.daemon.history.store;
+    await waitFor(async () => ((await getProfileSync(store, 'test'))?.lastPollOk ? true : undefined), {
       what: 'a successful check',
     });
     const down = await http(`${sim.url}/_sim/upstream`, { method: 'PUT', body: { slurmctld: 'down' } });
     expect(down.status).toBe(200);
     const stale = await waitFor(
       async () => {
-        const sync = getProfileSync(db, 'test');
+        const sync = await getProfileSync(store, 'test');
         return sync?.lastPollStale ? sync : undefined;
       },
       { what: 'a stale check', timeoutMs: 15_000 },

@@ -17,7 +17,7 @@ describe('a submission retried through an outage', () => {
   it('goes as soon as the scheduler answers again, not when its backoff ends', async () => {
     const sim = await env.sim();
     const td = await env.daemon(sim.url, { pollCeilingMs: 1000 });
-    const db = td.daemon.history.db;
+    const store = td.daemon.history.store;
     const setUpstream = async (state: 'up' | 'down') => {
       const res = await http(`${sim.url}/_sim/upstream`, {
         method: 'PUT',
@@ -34,7 +34,7 @@ describe('a submission retried through an outage', () => {
       }),
       origin: 'api',
     });
-    await waitFor(async () => (getProfileSync(db, 'test')?.lastPollOk === false ? true : undefined), {
+    await waitFor(async () => ((await getProfileSync(store, 'test'))?.lastPollOk === false ? true : undefined), {
       what: 'the outage to be seen by a poll',
     });
     // Three attempts failed: the next waits 4–8 s (2 s doubling, half jittered) from the failure.
@@ -47,11 +47,11 @@ describe('a submission retried through an outage', () => {
     );
     const retryNoSoonerThan = Date.now() - 50 + 4000;
     await setUpstream('up');
-    const submitted = await waitFor(async () => getRequest(db, id)?.submittedAt ?? undefined, {
+    const submitted = await waitFor(async () => (await getRequest(store, id))?.submittedAt ?? undefined, {
       what: 'the submission',
       timeoutMs: 20_000,
       intervalMs: 50,
-    }).then(() => getRequest(db, id));
+    }).then(() => getRequest(store, id));
     const at = submitted?.submittedAt ?? Number.POSITIVE_INFINITY;
     expect(at, `submitted ${at - retryNoSoonerThan} ms after its backoff would have let it`).toBeLessThan(
       retryNoSoonerThan,

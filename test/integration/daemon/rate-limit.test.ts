@@ -25,7 +25,7 @@ describe('a 429 storm', () => {
     proxy = await startFlakyProxy(sim.url);
     // The default reconcile interval (a minute): the test's 2 s would be a poll of its own.
     const td = await env.daemon(proxy.url, { reconcileEveryMs: 60_000, submitConcurrency: 4 });
-    const db = td.daemon.history.db;
+    const store = td.daemon.history.store;
     // Let start-up requests (version check, first reconcile and poll) pass before the storm.
     await new Promise((r) => setTimeout(r, 3000));
     const before = proxy.requests.length;
@@ -44,7 +44,7 @@ describe('a 429 storm', () => {
     );
     await waitFor(
       async () => {
-        const unsubmitted = listRequests(db, {}).filter((r) => ids.includes(r.id) && r.jobId === null);
+        const unsubmitted = (await listRequests(store, {})).filter((r) => ids.includes(r.id) && r.jobId === null);
         return unsubmitted.length === 0 ? true : undefined;
       },
       { what: 'every request submitted', timeoutMs: 55_000, intervalMs: 100 },
@@ -61,7 +61,7 @@ describe('a 429 storm', () => {
     } ms: ${JSON.stringify(Object.fromEntries(kinds))}`;
     console.log(summary);
 
-    const rows = listRequests(db, {}).filter((r) => ids.includes(r.id));
+    const rows = (await listRequests(store, {})).filter((r) => ids.includes(r.id));
     expect(rows.filter((r) => r.state === 'submit_failed')).toEqual([]);
     const jobIds = new Set(rows.map((r) => r.jobId));
     expect(jobIds.size).toBe(jobs);

@@ -72,7 +72,7 @@ describe('Redis restarted without its data under a running daemon', () => {
     for (const id of [running, ...waiting, after]) await td.waitForState(id, 'completed', 30_000);
     // Each made exactly one scheduler job, however often it was queued.
     for (const id of [running, ...waiting, after]) {
-      expect(td.states(id).filter((s) => s === 'submitted')).toHaveLength(1);
+      expect((await td.states(id)).filter((s) => s === 'submitted')).toHaveLength(1);
     }
     const schedulers = (await td.daemon.queues.poll.getJobSchedulers()).map((s) => s.key);
     expect(schedulers).toEqual(['poll:test']);
@@ -87,10 +87,10 @@ describe('a request is recorded as queued before its job exists', () => {
     const id = await td.daemon.submit({ spec: spec(sim), origin: 'api' });
     expect(Date.now() - started).toBeLessThan(1000);
     // No job can exist yet (Redis answers nothing), and the history already says queued.
-    expect(getRequest(td.daemon.history.db, id)?.state).toBe('queued');
+    expect((await getRequest(td.daemon.history.store, id))?.state).toBe('queued');
     redis.resume();
     await td.waitForState(id, 'completed');
-    expect(td.states(id).slice(0, 4)).toEqual(['accepted', 'queued', 'submitting', 'submitted']);
+    expect((await td.states(id)).slice(0, 4)).toEqual(['accepted', 'queued', 'submitting', 'submitted']);
   }, 30_000);
 
   it('every request of a burst has its queued transition, before submitting', async () => {
@@ -101,7 +101,7 @@ describe('a request is recorded as queued before its job exists', () => {
       ),
     );
     for (const id of ids) await td.waitForState(id, 'completed');
-    for (const id of ids) expect(td.states(id).slice(0, 3)).toEqual(['accepted', 'queued', 'submitting']);
+    for (const id of ids) expect((await td.states(id)).slice(0, 3)).toEqual(['accepted', 'queued', 'submitting']);
   }, 60_000);
 });
 
@@ -128,14 +128,15 @@ describe('the local API while Redis is down', () => {
     expect(posted.json).toMatchObject({ state: 'queued' });
     const run = await timed(() => api.call('POST', '/api/v1/pipelines/quick/runs', { token, body: {} }));
     expect(run.status).toBe(201);
-    expect(listRequests(td.daemon.history.db).length).toBe(2);
+    expect((await listRequests(td.daemon.history.store)).length).toBe(2);
 
     await redis.start();
     await td.waitForState(id, 'completed', 30_000);
-    const step = listRequests(td.daemon.history.db).find((r) => r.id !== id);
+    const store = td.daemon.history.store;
+    const step = (await listRequests(store)).find((r) => r.id !== id);
     await td.waitForState(step?.id as string, 'completed', 30_000);
-    for (const r of listRequests(td.daemon.history.db)) {
-      expect(transitionsOf(td.daemon.history.db, r.id).map((t) => t.toState)).toContain('queued');
+    for (const r of await listRequests(store)) {
+      expect((await transitionsOf(store, r.id)).map((t) => t.toState)).toContain('queued');
     }
   }, 60_000);
 });
@@ -162,7 +163,7 @@ describe('cancel, pause and resume while Redis is frozen', () => {
     const id = await td.daemon.submit({ spec: spec(sim, { name: 'cancel-me' }), origin: 'api' });
     const cancelled = await timed(() => api.call('DELETE', `/api/v1/jobs/${id}`, { token: admin }));
     expect(cancelled.status, cancelled.text).toBe(200);
-    expect(getRequest(td.daemon.history.db, id)?.state).toBe('cancelled');
+    expect((await getRequest(td.daemon.history.store, id))?.state).toBe('cancelled');
     const paused = await timed(() => api.call('POST', '/api/v1/pipelines/yearly/pause', { token: admin }));
     expect(paused.status, paused.text).toBe(200);
 
@@ -182,8 +183,8 @@ describe('cancel, pause and resume while Redis is frozen', () => {
     });
     const later = await td.daemon.submit({ spec: spec(sim, { name: 'after' }), origin: 'api' });
     await td.waitForState(later, 'completed');
-    expect(td.states(id)).toEqual(['accepted', 'queued', 'cancelled']);
-    expect(getRequest(td.daemon.history.db, id)?.jobId).toBeNull();
+    expect(await td.states(id)).toEqual(['accepted', 'queued', 'cancelled']);
+    expect((await getRequest(td.daemon.history.store, id))?.jobId).toBeNull();
   }, 60_000);
 });
 

@@ -31,7 +31,7 @@ describe('a submit limit', () => {
     expect(held.jobId).toBeNull();
     expect(held.errorMessage).toMatch(/behind \d earlier request/);
     // The first in line has Slurm's own answer.
-    expect(getRequest(td.daemon.history.db, ids[1] as string)?.errorMessage).toMatch(/error 2050/);
+    expect((await getRequest(td.daemon.history.store, ids[1] as string))?.errorMessage).toMatch(/error 2050/);
 
     const ended = [];
     for (const id of ids) ended.push(await td.waitForState(id, 'completed', 30_000));
@@ -39,10 +39,11 @@ describe('a submit limit', () => {
     expect([...jobIds].sort((a, b) => a - b)).toEqual(jobIds);
     for (const id of ids.slice(1)) {
       // One `waiting` each, however many times the first in line was offered again.
-      expect(td.states(id).filter((s) => s === 'waiting')).toHaveLength(1);
-      expect(td.states(id)).not.toContain('submit_failed');
+      const states = await td.states(id);
+      expect(states.filter((s) => s === 'waiting')).toHaveLength(1);
+      expect(states).not.toContain('submit_failed');
     }
-    expect(getRequest(td.daemon.history.db, ids[3] as string)?.errorCode).toBeNull();
+    expect((await getRequest(td.daemon.history.store, ids[3] as string))?.errorCode).toBeNull();
   });
 
   it('lets a waiting request be cancelled: it is withdrawn, never submitted', async () => {

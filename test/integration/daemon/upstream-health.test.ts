@@ -23,7 +23,7 @@ describe('health while the scheduler is down behind its proxy', () => {
   it('says "serving stale answers since …" in /readyz, the Profiles page and the metrics, and no successful poll', async () => {
     const sim = await env.sim();
     const td = await env.daemon(sim.url);
-    const db = td.daemon.history.db;
+    const store = td.daemon.history.store;
     const api = td.daemon.apiUrl as string;
     const id = await td.daemon.submit({
       spec: jobSpecSchema.parse({
@@ -35,9 +35,12 @@ describe('health while the scheduler is down behind its proxy', () => {
     });
     const running = await td.waitForState(id, 'running');
     // A fresh poll after the start, so the proxy holds an answer to serve stale.
-    await waitFor(async () => ((getProfileSync(db, 'test')?.lastPollAt ?? 0) > running.updatedAt ? true : undefined), {
-      what: 'a poll after the job started',
-    });
+    await waitFor(
+      async () => (((await getProfileSync(store, 'test'))?.lastPollAt ?? 0) > running.updatedAt ? true : undefined),
+      {
+        what: 'a poll after the job started',
+      },
+    );
     // A scrape in good times, as Prometheus makes: the last successful poll it saw.
     const good = (await http(`${api}/metrics`)).text;
     expect(sample(good, 'schedflow_profile_last_poll_ok', 'profile="test"')).toBe(1);
@@ -48,7 +51,7 @@ describe('health while the scheduler is down behind its proxy', () => {
     });
     expect(down.status).toBe(200);
     const downAt = Date.now();
-    await waitFor(async () => (getProfileSync(db, 'test')?.lastPollStale ? true : undefined), {
+    await waitFor(async () => ((await getProfileSync(store, 'test'))?.lastPollStale ? true : undefined), {
       what: 'a poll answered stale',
     });
     // Until the freshest fresh answer is 4 s old (polls answered stale meanwhile): long enough that
@@ -63,7 +66,7 @@ describe('health while the scheduler is down behind its proxy', () => {
       { what: 'the freshest answer to be 4 s old', intervalMs: 250 },
     );
 
-    const sync = getProfileSync(db, 'test');
+    const sync = await getProfileSync(store, 'test');
     expect(sync, JSON.stringify(sync)).toMatchObject({ lastPollOk: false, lastPollStale: true });
     expect(sync?.lastPollError).toMatch(/serving stale answers/);
 
@@ -110,7 +113,7 @@ describe('health while the scheduler is down behind its proxy', () => {
 
     // The scheduler back: fresh answers, and the note goes.
     await http(`${sim.url}/_sim/upstream`, { method: 'PUT', body: { slurmctld: 'up', slurmdbd: 'up' } });
-    await waitFor(async () => (getProfileSync(db, 'test')?.lastPollOk ? true : undefined), {
+    await waitFor(async () => ((await getProfileSync(store, 'test'))?.lastPollOk ? true : undefined), {
       what: 'a fresh poll',
     });
     const after = await http(`${api}/readyz`);

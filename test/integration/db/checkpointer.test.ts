@@ -32,7 +32,7 @@ it('copies the log into the database from its own thread; commits checkpoint aga
       at: Date.now(),
       source: 'api' as const,
     };
-    for (let i = 0; i < 200; i++) createRequest(history.db, { ...base, id: `r${i}` });
+    for (let i = 0; i < 200; i++) await createRequest(history.store, { ...base, id: `r${i}` });
     // Written to the log alone (no commit checkpoints now): the database file grows only as the
     // thread copies the log into it.
     await waitFor(async () => (statSync(history.file).size > before ? true : undefined), {

@@ -134,8 +134,7 @@ describe('the history on SQLite', () => {
 
   it('keeps the writes of a shared commit out of an open transaction, so undoing it does not undo them', async () => {
     const h = await histories.make('sqlite');
-    const db = h.db;
-    const shared = inSharedCommit(db, () => db.insert(h.t.historyMeta).values({ key: 'shared', value: '1' }).run());
+    const shared = inSharedCommit(h, (tx) => put(tx, 'shared', '1'));
     const undone = h.transaction(async (tx) => {
       await put(tx, 'tx', '1');
       await new Promise((resolve) => setTimeout(resolve, 20));

@@ -21,15 +21,15 @@ it('commits the writes of one turn together; one that throws is undone alone and
   const history = openDatabase(file);
   const at = Date.now();
   const base = { profile: 'default', name: 'n', spec: {}, origin: 'api' as const, at, source: 'api' as const };
-  for (const id of ['a', 'b', 'c']) createRequest(history.db, { ...base, id });
+  for (const id of ['a', 'b', 'c']) await createRequest(history.store, { ...base, id });
   // Another connection, as the CLI or a test harness reads the file: it sees only what is committed.
   const reader = new Database(file, { readonly: true });
   const errorOf = (id: string) =>
     (reader.prepare('select error_message as m from job_requests where id = ?').get(id) as { m: string | null }).m;
   try {
     const write = (id: string, fail = false) =>
-      inSharedCommit(history.db, () => {
-        patchRequest(history.db, id, { errorMessage: `written ${id}` });
+      inSharedCommit(history.store, async (tx) => {
+        await patchRequest(tx, id, { errorMessage: `written ${id}` });
         if (fail) throw new Error(`refused ${id}`);
         return id;
       }).then((value) => {
@@ -45,7 +45,7 @@ it('commits the writes of one turn together; one that throws is undone alone and
     const connection = connectionOf(history.db);
     expect(connection.pragma('temp_store', { simple: true })).toBe(2);
     // Nothing was written before the turn ended.
-    const pending = inSharedCommit(history.db, () => patchRequest(history.db, 'b', { errorMessage: 'later' }));
+    const pending = inSharedCommit(history.store, (tx) => patchRequest(tx, 'b', { errorMessage: 'later' }));
     expect(errorOf('b')).toBeNull();
     await pending;
     expect(errorOf('b')).toBe('later');

@@ -1,9 +1,8 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import { openDatabase } from '../../../src/db/database.js';
 import { getRequest } from '../../../src/db/requests.js';
 import { addDelivery, deliveriesOfRequest, getDelivery } from '../../../src/db/webhooks.js';
 import { jobFinishedBody } from '../../../src/notify/events.js';
-import { startTestDaemon, type TestDaemon } from '../../helpers/daemon.js';
+import { openHistoryOf, startTestDaemon, type TestDaemon } from '../../helpers/daemon.js';
 import { waitFor } from '../../helpers/http.js';
 import { startWebhookReceiver, type WebhookReceiver } from '../../helpers/webhook-receiver.js';
 import { FAST, redis, sim, sleep, spec, waitForDelivery, webhookFile } from './webhook-files.js';
@@ -59,21 +58,20 @@ describe('restarts', () => {
 
     let second = '';
     let restartedAt = 0;
-    const historyFile = d.daemon.history.file;
     await d.restart(async () => {
       // A delivery written to the outbox just before the daemon went down, never queued.
-      const history = openDatabase(historyFile);
+      const history = await openHistoryOf(d);
       try {
-        const row = getRequest(history.db, requestId);
+        const row = await getRequest(history.store, requestId);
         if (!row) throw new Error('no request');
-        second = addDelivery(history.db, {
+        second = await addDelivery(history.store, {
           event: 'job.finished',
           url: `${url}/second`,
           requestId,
           payload: jobFinishedBody(row),
         });
       } finally {
-        history.close();
+        await history.close();
       }
       restartedAt = Date.now();
     });

@@ -5,7 +5,7 @@ import { getRequest } from '../../../src/db/requests.js';
 import { deliveriesOfRequest } from '../../../src/db/webhooks.js';
 import type { WebhookPayload } from '../../../src/notify/events.js';
 import { verifySignature } from '../../../src/notify/signature.js';
-import { startTestDaemon, type TestDaemon } from '../../helpers/daemon.js';
+import { startTestDaemon, type TestDaemon, webhookSecretOf } from '../../helpers/daemon.js';
 import { startWebhookReceiver, type WebhookReceiver } from '../../helpers/webhook-receiver.js';
 import { closedPort, FAST, redis, runJob, sim, sleep, spec, webhookFile } from './webhook-files.js';
 
@@ -40,7 +40,7 @@ describe('job.finished', () => {
     expect(call.headers['schedflow-event']).toBe('job.finished');
     expect(call.headers['schedflow-delivery']).toBe(delivery.id);
 
-    const row = getRequest(td.daemon.history.db, requestId);
+    const row = await getRequest(td.daemon.history.store, requestId);
     if (!row) throw new Error('no request');
     const payload = JSON.parse(call.body) as WebhookPayload<'job.finished'>;
     expect(payload).toEqual({
@@ -70,11 +70,14 @@ describe('job.finished', () => {
     expect(delivery).toMatchObject({ event: 'job.finished', attempts: 1, lastStatus: 200, lastError: null });
     expect(delivery.deliveredAt).toEqual(expect.any(Number));
 
-    // Signed with the secret made at first start, readable only by its owner.
-    const secretFile = join(td.dataDir, 'webhook-secret');
-    expect(statSync(secretFile).mode & 0o777).toBe(0o600);
-    const secret = readFileSync(secretFile, 'utf8').trim();
-    expect(secret).toMatch(/^[0-9a-f]{64}$/);
+    // Signed with the secret made at first start, readable only by its owner (or the one given,
+    // which a history on PostgreSQL wants).
+    if (!td.daemon.config.webhookSecret) {
+      const secretFile = join(td.dataDir, 'webhook-secret');
+      expect(statSync(secretFile).mode & 0o777).toBe(0o600);
+      expect(readFileSync(secretFile, 'utf8').trim()).toMatch(/^[0-9a-f]{64}$/);
+    }
+    const secret = webhookSecretOf(td);
     const header = call.headers['schedflow-signature'];
     expect(header).toMatch(/^t=\d+,v1=[0-9a-f]{64}$/);
     expect(verifySignature(call.body, header, secret)).toBe(true);
@@ -111,7 +114,7 @@ describe('retries', () => {
     expect(delivery).toMatchObject({ state: 'delivered', attempts: 3, lastStatus: 200, lastError: null });
     expect(receiver.calls.map((c) => c.status)).toEqual([500, 500, 200]);
     // The same delivery, the same body, each attempt freshly signed.
-    const secret = readFileSync(join(td.dataDir, 'webhook-secret'), 'utf8').trim();
+    const secret = webhookSecretOf(td);
     for (const call of receiver.calls) {
       expect(call.headers['schedflow-delivery']).toBe(delivery.id);
       expect(call.body).toBe(receiver.calls[0]?.body);

@@ -1,7 +1,7 @@
 import { eq } from 'drizzle-orm';
 import { describe, expect, it } from 'vitest';
 import { getRun, stepRequests } from '../../../src/db/runs.js';
-import { type JobRequestRow, type PipelineRunRow, webhookDeliveries } from '../../../src/db/schema.js';
+import type { JobRequestRow, PipelineRunRow } from '../../../src/db/schema.js';
 import { apiClient, errorOf } from '../../helpers/api.js';
 import { runCli } from '../../helpers/cli-process.js';
 import { daemonTestEnv, type TestDaemon } from '../../helpers/daemon.js';
@@ -17,28 +17,28 @@ import { startWebhookReceiver } from '../../helpers/webhook-receiver.js';
 
 const env = daemonTestEnv();
 
-function latest(d: TestDaemon, runId: string): Record<string, JobRequestRow> {
+async function latest(d: TestDaemon, runId: string): Promise<Record<string, JobRequestRow>> {
   const out: Record<string, JobRequestRow> = {};
-  for (const row of stepRequests(d.daemon.history.db, runId)) out[row.step as string] = row;
+  for (const row of await stepRequests(d.daemon.history.store, runId)) out[row.step as string] = row;
   return out;
 }
 
 const waitForRun = (d: TestDaemon, runId: string, state: string): Promise<PipelineRunRow> =>
   waitFor(
     async () => {
-      const run = getRun(d.daemon.history.db, runId);
+      const run = await getRun(d.daemon.history.store, runId);
       return run?.state === state ? run : undefined;
     },
     { what: `run ${runId} to be ${state}`, timeoutMs: 20_000, intervalMs: 50 },
   );
 
 const waitForSteps = (d: TestDaemon, runId: string, ok: (s: Record<string, JobRequestRow>) => boolean) =>
-  waitFor(async () => (ok(latest(d, runId)) ? true : undefined), {
+  waitFor(async () => (ok(await latest(d, runId)) ? true : undefined), {
     what: `the steps of run ${runId}`,
     timeoutMs: 20_000,
     intervalMs: 50,
-  }).catch((error: Error) => {
-    const states = Object.entries(latest(d, runId)).map(([step, row]) => `${step}: ${row.state}`);
+  }).catch(async (error: Error) => {
+    const states = Object.entries(await latest(d, runId)).map(([step, row]) => `${step}: ${row.state}`);
     throw new Error(`${error.message} (${states.join(', ')})`);
   });
 
@@ -110,7 +110,7 @@ describe('cancelling a pipeline run', () => {
     // The scheduler's answer for `held` arrives: the pipeline tick cancels it now that it has a job.
     proxy.release();
     const ended = await waitForRun(td, run.id, 'cancelled');
-    const s = latest(td, run.id);
+    const s = await latest(td, run.id);
     expect(s.quick?.state).toBe('completed');
     for (const name of ['long', 'behind', 'held']) expect(s[name]?.state, name).toBe('cancelled');
     expect(s.held?.jobId).not.toBeNull();
@@ -122,11 +122,11 @@ describe('cancelling a pipeline run', () => {
     // The webhook, once: one delivery recorded for the run, and it arrives.
     const [call] = await receiver.waitForCalls(1);
     expect(JSON.parse(call?.body ?? '{}')).toMatchObject({ run: { id: run.id, state: 'cancelled' } });
-    const deliveries = td.daemon.history.db
-      .select()
-      .from(webhookDeliveries)
-      .where(eq(webhookDeliveries.runId, run.id))
-      .all();
+    const history = td.daemon.history.store;
+    const { webhookDeliveries } = history.t;
+    const deliveries = await history.all(
+      history.db.select().from(webhookDeliveries).where(eq(webhookDeliveries.runId, run.id)),
+    );
     expect(deliveries).toHaveLength(1);
 
     // Again: what happened, not an error.

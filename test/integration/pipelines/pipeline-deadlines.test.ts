@@ -1,11 +1,9 @@
-import { readFileSync } from 'node:fs';
-import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { listRuns } from '../../../src/db/runs.js';
-import { type DeadlineMissRow, deadlineMisses } from '../../../src/db/schema.js';
+import type { DeadlineMissRow } from '../../../src/db/schema.js';
 import { verifySignature } from '../../../src/notify/signature.js';
 import { jobSpecSchema } from '../../../src/sched/job-spec.js';
-import { daemonTestEnv, type TestDaemon } from '../../helpers/daemon.js';
+import { daemonTestEnv, type TestDaemon, webhookSecretOf } from '../../helpers/daemon.js';
 import { waitFor } from '../../helpers/http.js';
 import type { TestSim } from '../../helpers/sim.js';
 import { startWebhookReceiver } from '../../helpers/webhook-receiver.js';
@@ -14,7 +12,10 @@ import { startWebhookReceiver } from '../../helpers/webhook-receiver.js';
 
 const env = daemonTestEnv();
 
-const misses = (d: TestDaemon): DeadlineMissRow[] => d.daemon.history.db.select().from(deadlineMisses).all();
+const misses = (d: TestDaemon): Promise<DeadlineMissRow[]> => {
+  const history = d.daemon.history.store;
+  return history.all(history.db.select().from(history.t.deadlineMisses));
+};
 
 /** A one-CPU simulator kept busy by a long job, so whatever comes next stays PENDING. */
 async function busyCluster(): Promise<{ sim: TestSim; td: TestDaemon }> {
@@ -40,9 +41,15 @@ describe('deadlines', () => {
       deadlines: { maxPendingSec: 1, startBy: Date.now() + 1500 },
     });
     await td.waitForState(id, 'pending');
-    const found = await waitFor(async () => (misses(td).length === 2 ? misses(td) : undefined), {
-      what: 'two missed deadlines',
-    });
+    const found = await waitFor(
+      async () => {
+        const all = await misses(td);
+        return all.length === 2 ? all : undefined;
+      },
+      {
+        what: 'two missed deadlines',
+      },
+    );
     expect(found.map((m) => [m.kind, m.requestId])).toEqual(
       expect.arrayContaining([
         ['max_pending', id],
@@ -57,7 +64,7 @@ describe('deadlines', () => {
     );
     // Recorded once, however many checks see it.
     await new Promise((r) => setTimeout(r, 1000));
-    expect(misses(td)).toHaveLength(2);
+    expect(await misses(td)).toHaveLength(2);
   }, 30_000);
 
   it('a scheduled run that has not started when the next tick comes is flagged', async () => {
@@ -80,11 +87,11 @@ describe('deadlines', () => {
         `schedule:\n  cron: "*/3 * * * * *"\nsteps:\n  work:\n    script: "#!/bin/sh\\ntrue\\n"\n    current_working_directory: ${s.workDir}\n`,
       );
     });
-    const flagged = await waitFor(async () => misses(td).find((m) => m.kind === 'never_started'), {
+    const flagged = await waitFor(async () => (await misses(td)).find((m) => m.kind === 'never_started'), {
       what: 'the run that never started to be flagged',
       timeoutMs: 15_000,
     });
-    const [first] = listRuns(td.daemon.history.db, { pipeline: 'nightly' }).reverse();
+    const [first] = (await listRuns(td.daemon.history.store, { pipeline: 'nightly' })).reverse();
     expect(flagged.runId).toBe(first?.id);
     expect(flagged.detail).toMatch(
       /^run [0-9a-f-]{36} of nightly for \S+ had not started when the next tick \(\S+\) came$/,
@@ -132,7 +139,7 @@ describe('webhooks of pipelines', () => {
         ],
       },
     });
-    const secret = readFileSync(join(td.dataDir, 'webhook-secret'), 'utf8').trim();
+    const secret = webhookSecretOf(td);
     for (const call of calls) {
       expect(call.path).toBe('/hooks/lab');
       expect(verifySignature(call.body, String(call.headers['schedflow-signature']), secret)).toBe(true);

@@ -1,10 +1,8 @@
-import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { openDatabase } from '../../../src/db/database.js';
 import { listRuns } from '../../../src/db/runs.js';
-import { type PipelineRunRow, pipelineSchedules } from '../../../src/db/schema.js';
+import type { PipelineRunRow } from '../../../src/db/schema.js';
 import { type ApiClient, apiClient } from '../../helpers/api.js';
-import { daemonTestEnv, type TestDaemon } from '../../helpers/daemon.js';
+import { daemonTestEnv, openHistoryOf, type TestDaemon } from '../../helpers/daemon.js';
 import { waitFor } from '../../helpers/http.js';
 
 /**
@@ -20,8 +18,8 @@ interface PipelineItem {
   schedule: { enabled: boolean; next: string[]; paused: { by: string; at: string } | null } | null;
 }
 
-const scheduledRuns = (td: TestDaemon): PipelineRunRow[] =>
-  listRuns(td.daemon.history.db, { pipeline: 'ticking', limit: 500 }).filter((r) => r.trigger !== 'api');
+const scheduledRuns = async (td: TestDaemon): Promise<PipelineRunRow[]> =>
+  (await listRuns(td.daemon.history.store, { pipeline: 'ticking', limit: 500 })).filter((r) => r.trigger !== 'api');
 
 const schedulerKeys = async (td: TestDaemon): Promise<string[]> =>
   (await td.daemon.queues.pipeline.getJobSchedulers()).map((s) => s.key);
@@ -57,7 +55,9 @@ describe('pausing a schedule', () => {
     const admin = await api.token(['admin'], 'pauser');
     const reader = await api.token(['read']);
 
-    await waitFor(async () => (scheduledRuns(td).length > 0 ? true : undefined), { what: 'a first scheduled run' });
+    await waitFor(async () => ((await scheduledRuns(td)).length > 0 ? true : undefined), {
+      what: 'a first scheduled run',
+    });
     expect(await schedulerKeys(td)).toContain('pipeline-ticking');
 
     const refused = await api.call('POST', '/api/v1/pipelines/ticking/pause', { token: reader });
@@ -76,7 +76,7 @@ describe('pausing a schedule', () => {
     // Three ticks' time: none due after the pause makes a run (one taken just before it may
     // still finish making its own), but a run asked for by hand starts.
     await sleep(3 * TICK_MS);
-    expect(scheduledRuns(td).filter((r) => (r.scheduledFor ?? 0) >= pausedAt)).toEqual([]);
+    expect((await scheduledRuns(td)).filter((r) => (r.scheduledFor ?? 0) >= pausedAt)).toEqual([]);
     const quietSince = Date.now();
     const byHand = await api.call('POST', '/api/v1/pipelines/ticking/runs', { token: admin, body: {} });
     expect(byHand.status, byHand.text).toBe(201);
@@ -85,19 +85,20 @@ describe('pausing a schedule', () => {
     // Down, still paused, as if for ten minutes: the restart brings back neither the
     // ticks nor catch-up runs for the time paused.
     await td.restart(async () => {
-      const history = openDatabase(join(td.dataDir, 'history.sqlite'));
-      history.db
-        .update(pipelineSchedules)
-        .set({ lastScheduledFor: Date.now() - 10 * 60_000 })
-        .run();
-      history.close();
+      const history = await openHistoryOf(td);
+      try {
+        const { store } = history;
+        await store.run(store.db.update(store.t.pipelineSchedules).set({ lastScheduledFor: Date.now() - 10 * 60_000 }));
+      } finally {
+        await history.close();
+      }
     });
     api = apiClient(td);
     expect((await listed(api, reader))?.schedule?.paused?.by).toBe('token pauser');
     expect(await schedulerKeys(td)).not.toContain('pipeline-ticking');
     await sleep(3 * TICK_MS);
     // Long after the pause: any run made now, catch-up for the paused time included, is wrong.
-    expect(scheduledRuns(td).filter((r) => r.createdAt >= quietSince)).toEqual([]);
+    expect((await scheduledRuns(td)).filter((r) => r.createdAt >= quietSince)).toEqual([]);
 
     const resumed = await api.call('POST', '/api/v1/pipelines/ticking/resume', { token: admin });
     expect(resumed.status, resumed.text).toBe(200);
@@ -106,14 +107,14 @@ describe('pausing a schedule', () => {
     expect(schedule?.paused).toBeNull();
     expect(schedule?.next).toHaveLength(5);
     const next = await waitFor(
-      async () => scheduledRuns(td).find((r) => r.createdAt >= resumedAt && r.trigger === 'schedule'),
+      async () => (await scheduledRuns(td)).find((r) => r.createdAt >= resumedAt && r.trigger === 'schedule'),
       { what: 'a scheduled run after resuming', timeoutMs: 10_000 },
     );
     expect(next.scheduledFor as number).toBeGreaterThanOrEqual(resumedAt - 2000);
     expect(await schedulerKeys(td)).toContain('pipeline-ticking');
     // A moment more: nothing from the paused time is caught up.
     await sleep(TICK_MS);
-    expect(scheduledRuns(td).filter((r) => r.trigger === 'catchup')).toEqual([]);
+    expect((await scheduledRuns(td)).filter((r) => r.trigger === 'catchup')).toEqual([]);
   }, 60_000);
 
   it('refuses a pipeline without a schedule (409) and an unknown one (404)', async () => {

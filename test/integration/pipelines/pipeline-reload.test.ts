@@ -20,7 +20,7 @@ describe('reloading pipeline files', () => {
     const path = join(td.configDir, 'pipelines', 'p.yaml');
     const scriptOfRun = async () => {
       const run = await daemon.pipelines.trigger('p', { trigger: 'api' });
-      const [first] = stepRequests(daemon.history.db, run.id);
+      const [first] = await stepRequests(daemon.history.store, run.id);
       if (!first) throw new Error(`run ${run.id} has no step requests`);
       return (first.spec as { script: string }).script;
     };

@@ -19,16 +19,16 @@ async function daemonWith(s: TestSim, files: Record<string, string>): Promise<Te
 async function waitForRun(d: TestDaemon, runId: string, states: string[], timeoutMs = 30_000): Promise<PipelineRunRow> {
   return waitFor(
     async () => {
-      const run = getRun(d.daemon.history.db, runId);
+      const run = await getRun(d.daemon.history.store, runId);
       return run && states.includes(run.state) ? run : undefined;
     },
     { what: `run ${runId} to reach ${states.join('/')}`, timeoutMs, intervalMs: 100 },
   );
 }
 
-function steps(d: TestDaemon, runId: string): Record<string, JobRequestRow[]> {
+async function steps(d: TestDaemon, runId: string): Promise<Record<string, JobRequestRow[]>> {
   const out: Record<string, JobRequestRow[]> = {};
-  for (const row of stepRequests(d.daemon.history.db, runId)) {
+  for (const row of await stepRequests(d.daemon.history.store, runId)) {
     const step = row.step as string;
     out[step] = [...(out[step] ?? []), row];
   }
@@ -62,7 +62,7 @@ describe('a three-step pipeline', () => {
     const ended = await waitForRun(td, run.id, ['succeeded', 'failed']);
     expect(ended).toMatchObject({ state: 'succeeded', detail: null });
     expect(readFileSync(join(sim.workDir, 'order.txt'), 'utf8')).toBe('fetch\nalign\nreport\nB7\n');
-    const s = steps(td, run.id);
+    const s = await steps(td, run.id);
     expect(Object.values(s).map((rows) => rows.map((r) => r.state))).toEqual([
       ['completed'],
       ['completed'],
@@ -91,7 +91,7 @@ describe('a three-step pipeline', () => {
     const td = await daemonWith(sim, { 'failing.yaml': yaml });
     const run = await td.daemon.pipelines.trigger('failing', { trigger: 'api' });
     const ended = await waitForRun(td, run.id, ['succeeded', 'failed']);
-    const s = steps(td, run.id);
+    const s = await steps(td, run.id);
     expect(s.fetch?.[0]).toMatchObject({ state: 'failed', exitCode: 3 });
     // Cancelled by Slurm (kill_invalid_depend) or not submitted at all: never started either way.
     for (const name of ['align', 'report']) {
@@ -120,15 +120,15 @@ describe('a three-step pipeline', () => {
     ].join('\n');
     const td = await daemonWith(sim, { 'retrying.yaml': yaml });
     const run = await td.daemon.pipelines.trigger('retrying', { trigger: 'api' });
-    await waitFor(async () => (steps(td, run.id).fetch?.[0]?.state === 'running' ? true : undefined), {
+    await waitFor(async () => ((await steps(td, run.id)).fetch?.[0]?.state === 'running' ? true : undefined), {
       what: 'fetch to run',
     });
-    await waitFor(async () => (steps(td, run.id).align?.[0]?.jobId ? true : undefined), {
+    await waitFor(async () => ((await steps(td, run.id)).align?.[0]?.jobId ? true : undefined), {
       what: 'align to be submitted',
     });
     await sim.restart(); // running jobs become NODE_FAIL
     const ended = await waitForRun(td, run.id, ['succeeded', 'failed']);
-    const s = steps(td, run.id);
+    const s = await steps(td, run.id);
     expect(s.fetch?.map((r) => [r.attempt, r.state])).toEqual([
       [1, 'node_fail'],
       [2, 'completed'],

@@ -28,8 +28,8 @@ function pipelineYaml(s: TestSim, schedule: string, script = 'true'): string {
   ].join('\n');
 }
 
-const runsOf = (d: Daemon, pipeline: string): PipelineRunRow[] =>
-  listRuns(d.history.db, { pipeline, limit: 200 }).reverse();
+const runsOf = async (d: Daemon, pipeline: string): Promise<PipelineRunRow[]> =>
+  (await listRuns(d.history.store, { pipeline, limit: 200 })).reverse();
 
 describe('two daemon processes on one Redis and one history', () => {
   it('fire each tick once (separate connections, workers and job schedulers)', async () => {
@@ -53,23 +53,23 @@ describe('two daemon processes on one Redis and one history', () => {
     const extra = await startDaemon(config, pino({ level: 'info' }, sink));
     env.defer(() => extra.stop());
     // Both fire ticks side by side: each is a race between the two workers, once only.
-    const scheduled = (d: Daemon) => runsOf(d, 'shared').filter((r) => r.trigger === 'schedule');
-    await waitFor(async () => (scheduled(td.daemon).length >= 3 ? true : undefined), {
+    const scheduled = async (d: Daemon) => (await runsOf(d, 'shared')).filter((r) => r.trigger === 'schedule');
+    await waitFor(async () => ((await scheduled(td.daemon)).length >= 3 ? true : undefined), {
       what: 'three ticks with both daemons up',
       timeoutMs: 30_000,
     });
     // Which worker wins a race is the machine's timing (on a loaded one, the first can win them
     // all): with the first daemon stopped, the second must fire the ticks on its own.
     await td.daemon.stop();
-    const before = scheduled(extra).length;
+    const before = (await scheduled(extra)).length;
     await waitFor(
       async () =>
-        lines.some((l) => l.includes('"msg":"pipeline run made"')) && scheduled(extra).length >= before + 2
+        lines.some((l) => l.includes('"msg":"pipeline run made"')) && (await scheduled(extra)).length >= before + 2
           ? true
           : undefined,
       { what: 'the second daemon to fire ticks alone', timeoutMs: 30_000 },
     );
-    const runs = scheduled(extra);
+    const runs = await scheduled(extra);
     expect(new Set(runs.map((r) => r.scheduledFor)).size).toBe(runs.length);
     // The second daemon never met a tick the other had already fired.
     const logged = lines.map((l) => JSON.parse(l) as { msg: string });

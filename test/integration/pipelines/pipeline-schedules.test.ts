@@ -1,11 +1,10 @@
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { openDatabase } from '../../../src/db/database.js';
 import { listRuns } from '../../../src/db/runs.js';
-import { type PipelineRunRow, pipelineSchedules } from '../../../src/db/schema.js';
+import type { PipelineRunRow } from '../../../src/db/schema.js';
 import type { Daemon } from '../../../src/main.js';
-import { daemonTestEnv } from '../../helpers/daemon.js';
+import { daemonTestEnv, openHistoryOf } from '../../helpers/daemon.js';
 import { waitFor } from '../../helpers/http.js';
 import type { TestSim } from '../../helpers/sim.js';
 
@@ -25,8 +24,8 @@ function pipelineYaml(s: TestSim, schedule: string, script = 'true'): string {
   ].join('\n');
 }
 
-const runsOf = (d: Daemon, pipeline: string): PipelineRunRow[] =>
-  listRuns(d.history.db, { pipeline, limit: 200 }).reverse();
+const runsOf = async (d: Daemon, pipeline: string): Promise<PipelineRunRow[]> =>
+  (await listRuns(d.history.store, { pipeline, limit: 200 })).reverse();
 
 /** Whether any two runs were active at the same time (from their start and end). */
 function overlapping(runs: PipelineRunRow[]): boolean {
@@ -50,7 +49,7 @@ describe('overlap', () => {
     const daemon = td.daemon;
     const runs = await waitFor(
       async () => {
-        const all = runsOf(daemon, 'every2s');
+        const all = await runsOf(daemon, 'every2s');
         return all.filter((r) => r.state === 'skipped').length >= 2 ? all : undefined;
       },
       { what: 'two skipped ticks', timeoutMs: 20_000 },
@@ -77,12 +76,12 @@ describe('overlap', () => {
     const daemon = td.daemon;
     await waitFor(
       async () => {
-        const all = runsOf(daemon, 'queued');
+        const all = await runsOf(daemon, 'queued');
         return all.filter((r) => r.state === 'succeeded').length >= 2 ? all : undefined;
       },
       { what: 'two queued runs to have run', timeoutMs: 25_000 },
     );
-    const runs = runsOf(daemon, 'queued');
+    const runs = await runsOf(daemon, 'queued');
     expect(runs.some((r) => r.state === 'queued')).toBe(true);
     expect(runs.filter((r) => r.state === 'skipped')).toEqual([]);
     expect(overlapping(runs)).toBe(false);
@@ -106,25 +105,32 @@ describe('catch-up after downtime', () => {
     const tenMinutesAgo = Date.now() - 10 * 60_000;
     await td.restart(async () => {
       // As if the daemon had last fired ten minutes ago.
-      const history = openDatabase(join(td.dataDir as string, 'history.sqlite'));
-      history.db.update(pipelineSchedules).set({ lastScheduledFor: tenMinutesAgo }).run();
-      history.close();
+      const history = await openHistoryOf(td);
+      try {
+        const { store } = history;
+        await store.run(store.db.update(store.t.pipelineSchedules).set({ lastScheduledFor: tenMinutesAgo }));
+      } finally {
+        await history.close();
+      }
     });
     const daemon = td.daemon;
-    const catchUps = (name: string) => runsOf(daemon, name).filter((r) => r.trigger === 'catchup');
-    await waitFor(async () => (catchUps('all').length === 3 && catchUps('latest').length === 1 ? true : undefined), {
-      what: 'the catch-up runs',
-    });
+    const catchUps = async (name: string) => (await runsOf(daemon, name)).filter((r) => r.trigger === 'catchup');
+    await waitFor(
+      async () => ((await catchUps('all')).length === 3 && (await catchUps('latest')).length === 1 ? true : undefined),
+      {
+        what: 'the catch-up runs',
+      },
+    );
     // A moment more: nothing else is caught up.
     await new Promise((r) => setTimeout(r, 1000));
-    expect(catchUps('none')).toEqual([]);
-    expect(catchUps('latest')).toHaveLength(1);
-    const all = catchUps('all').map((r) => r.scheduledFor as number);
+    expect(await catchUps('none')).toEqual([]);
+    expect(await catchUps('latest')).toHaveLength(1);
+    const all = (await catchUps('all')).map((r) => r.scheduledFor as number);
     expect(all).toHaveLength(3);
     // The three most recent missed minutes, oldest first, each on a minute boundary.
     expect(all.every((t) => t % 60_000 === 0)).toBe(true);
     expect(all[1] as number).toBe((all[0] as number) + 60_000);
-    expect(catchUps('latest')[0]?.scheduledFor).toBe(all[2]);
+    expect((await catchUps('latest'))[0]?.scheduledFor).toBe(all[2]);
     expect(all[2] as number).toBeGreaterThan(Date.now() - 3 * 60_000);
   }, 40_000);
 
@@ -136,16 +142,21 @@ describe('catch-up after downtime', () => {
     const td = await env.daemon(sim.url, { pipelineTickMs: 200 }, { 'later.yaml': every(false) });
     const daemon = td.daemon;
     const mark = await waitFor(
-      async () => daemon.history.db.select().from(pipelineSchedules).get()?.lastScheduledFor ?? undefined,
+      async () => {
+        const history = daemon.history.store;
+        const row = await history.one(history.db.select().from(history.t.pipelineSchedules).limit(1));
+        return row?.lastScheduledFor ?? undefined;
+      },
       { what: 'the first catch-up pass' },
     );
     expect(mark).toBeGreaterThanOrEqual(before);
 
     writeFileSync(join(td.configDir, 'pipelines', 'later.yaml'), every(true));
     await waitFor(
-      async () => (runsOf(daemon, 'later').filter((r) => r.trigger === 'schedule').length >= 2 ? true : undefined),
+      async () =>
+        (await runsOf(daemon, 'later')).filter((r) => r.trigger === 'schedule').length >= 2 ? true : undefined,
       { what: 'two ticks once switched on' },
     );
-    expect(runsOf(daemon, 'later').filter((r) => r.trigger === 'catchup')).toEqual([]);
+    expect((await runsOf(daemon, 'later')).filter((r) => r.trigger === 'catchup')).toEqual([]);
   }, 30_000);
 });

@@ -46,10 +46,10 @@ function logLines(stdout: string): { msg?: string; [k: string]: unknown }[] {
 }
 
 /** The scheduled runs in the history, read-only and opened for this one read, as `schedflow` reads it. */
-function scheduledRuns(dataDir: string): PipelineRunRow[] {
+async function scheduledRuns(dataDir: string): Promise<PipelineRunRow[]> {
   const history = openDatabase(join(dataDir, 'history.sqlite'), { readonly: true });
   try {
-    return listRuns(history.db, { pipeline: PIPELINE, limit: 1000 }).filter((r) => r.trigger === 'schedule');
+    return (await listRuns(history.store, { pipeline: PIPELINE, limit: 1000 })).filter((r) => r.trigger === 'schedule');
   } finally {
     history.close();
   }
@@ -102,7 +102,9 @@ describe('two daemon processes on one Redis, one config dir and one history', ()
     // Five ticks while both run: about five seconds, longer on a busy machine.
     await waitFor(
       async () =>
-        scheduledRuns(dataDir).filter((r) => (r.scheduledFor as number) >= bothUpAt).length >= 5 ? true : undefined,
+        (await scheduledRuns(dataDir)).filter((r) => (r.scheduledFor as number) >= bothUpAt).length >= 5
+          ? true
+          : undefined,
       { what: 'five scheduled runs while both daemons run', timeoutMs: 20_000, intervalMs: 250 },
     );
     const exits = await Promise.all(daemons.map((d) => d.stop('SIGTERM')));
@@ -110,7 +112,7 @@ describe('two daemon processes on one Redis, one config dir and one history', ()
       expect(exit, daemons[i]?.stderr).toMatchObject({ code: 143, signal: null });
     }
 
-    const runs = scheduledRuns(dataDir);
+    const runs = await scheduledRuns(dataDir);
     const byTick = new Map<number, PipelineRunRow[]>();
     for (const r of runs) byTick.set(r.scheduledFor as number, [...(byTick.get(r.scheduledFor as number) ?? []), r]);
     expect(byTick.size).toBeGreaterThanOrEqual(3);

@@ -27,7 +27,7 @@ beforeAll(async () => {
   history = openDatabase(join(dir, 'history.sqlite'));
   queue = new Queue('submit', { connection: { url: redis.url }, prefix: `accept-${process.pid}` });
   deps = {
-    db: history.db,
+    store: history.store,
     submitQueue: {
       queue,
       logger: pino({ level: 'silent' }),
@@ -46,15 +46,16 @@ afterAll(async () => {
   if (dir) rmSync(dir, { recursive: true, force: true });
 });
 
-const sources = (id: string) => transitionsOf(history.db, id).map((t) => [t.fromState, t.toState, t.source]);
+const sources = async (id: string) =>
+  (await transitionsOf(history.store, id)).map((t) => [t.fromState, t.toState, t.source]);
 
 it('records accepted and queued, then adds the submit job under the request id', async () => {
   const id = await acceptSubmission(
     { ...deps, profiles: new Map([['default', {}]]), defaultProfile: 'default' },
     { origin: 'api', spec, summarize: true },
   );
-  expect(getRequest(history.db, id)).toMatchObject({ state: 'queued', profile: 'default', summarize: true });
-  expect(sources(id)).toEqual([
+  expect(await getRequest(history.store, id)).toMatchObject({ state: 'queued', profile: 'default', summarize: true });
+  expect(await sources(id)).toEqual([
     [null, 'accepted', 'api'],
     ['accepted', 'queued', 'api'],
   ]);
@@ -68,7 +69,7 @@ it('refuses a profile the daemon does not have, recording nothing', async () => 
       { origin: 'api', spec, profile: 'other', requestId: 'refused' },
     ),
   ).rejects.toThrow('no scheduler profile "other"');
-  expect(getRequest(history.db, 'refused')).toBeUndefined();
+  expect(await getRequest(history.store, 'refused')).toBeUndefined();
 });
 
 it('the same id again records nothing more and keeps the one job', async () => {
@@ -83,7 +84,7 @@ it('the same id again records nothing more and keeps the one job', async () => {
   };
   await accept(deps, input);
   await accept(deps, input);
-  expect(sources('twice')).toHaveLength(2);
+  expect(await sources('twice')).toHaveLength(2);
   expect(await queue.getJobCountByTypes('waiting')).toBeGreaterThanOrEqual(1);
   expect((await queue.getJobs(['waiting'])).filter((j) => j.id === 'twice')).toHaveLength(1);
 });
@@ -104,7 +105,7 @@ it('requests accepted together share a commit and an add, each answered once rec
     ...ids.map(async (id) => {
       const outcome = await accept(deps, input(id));
       // Answered only once committed: a reader of the history file sees it.
-      expect(getRequest(history.db, id)?.state).toBe('queued');
+      expect((await getRequest(history.store, id))?.state).toBe('queued');
       return outcome;
     }),
     // An array expression that does not parse: its recording throws, in its own savepoint.
@@ -116,9 +117,9 @@ it('requests accepted together share a commit and an add, each answered once rec
     'queued',
     'queued',
   ]);
-  expect(getRequest(history.db, 'together-bad')).toBeUndefined();
+  expect(await getRequest(history.store, 'together-bad')).toBeUndefined();
   for (const id of ids) {
-    expect(sources(id)).toEqual([
+    expect(await sources(id)).toEqual([
       [null, 'accepted', 'api'],
       ['accepted', 'queued', 'api'],
     ]);
@@ -141,7 +142,7 @@ it('with Redis known unreachable: answers at once, the request kept queued for t
       source: 'api' as const,
     };
     await expect(accept(deps, input)).resolves.toBe('deferred');
-    expect(getRequest(history.db, 'outage')?.state).toBe('queued');
+    expect((await getRequest(history.store, 'outage'))?.state).toBe('queued');
     expect(sweeps).toBe(before + 1);
     expect(await queue.getJob('outage')).toBeUndefined();
   } finally {
@@ -149,19 +150,25 @@ it('with Redis known unreachable: answers at once, the request kept queued for t
   }
 });
 
-it('queued by another than who accepted it (the CLI, queued by the submit worker), or left accepted', () => {
+it('queued by another than who accepted it (the CLI, queued by the submit worker), or left accepted', async () => {
   const at = Date.now();
   const base = { profile: 'default', name: 'n', spec, at };
-  recordRequest(history.db, { ...base, id: 'cli', origin: 'cli', source: 'cli', queued: { source: 'submit', at } });
-  expect(sources('cli')).toEqual([
+  await recordRequest(history.store, {
+    ...base,
+    id: 'cli',
+    origin: 'cli',
+    source: 'cli',
+    queued: { source: 'submit', at },
+  });
+  expect(await sources('cli')).toEqual([
     [null, 'accepted', 'cli'],
     ['accepted', 'queued', 'submit'],
   ]);
-  recordRequest(history.db, { ...base, id: 'step', origin: 'pipeline', source: 'pipeline', queued: null });
-  expect(getRequest(history.db, 'step')?.state).toBe('accepted');
+  await recordRequest(history.store, { ...base, id: 'step', origin: 'pipeline', source: 'pipeline', queued: null });
+  expect((await getRequest(history.store, 'step'))?.state).toBe('accepted');
   // Recorded again (a retried job): an `accepted` left behind is queued, nothing else changes.
-  recordRequest(history.db, { ...base, id: 'step', origin: 'pipeline', source: 'pipeline' });
-  expect(sources('step')).toEqual([
+  await recordRequest(history.store, { ...base, id: 'step', origin: 'pipeline', source: 'pipeline' });
+  expect(await sources('step')).toEqual([
     [null, 'accepted', 'pipeline'],
     ['accepted', 'queued', 'pipeline'],
   ]);

@@ -85,7 +85,7 @@ describe('array jobs through the daemon', () => {
     expect(shown.exit_code).toBe(3);
     expect(shown.reason).toContain('1 of 6 tasks did not complete (3: failed, exit 3)');
     // Every task had a job of its own; the last to start took the array's id, as on real Slurm.
-    const tasks = tasksOf(td.daemon.history.db, id);
+    const tasks = await tasksOf(td.daemon.history.store, id);
     expect(new Set(tasks.map((task) => task.jobId)).size).toBe(6);
     expect(tasks.map((task) => task.jobId)).toContain(shown.job_id);
     expect(tasks.every((task) => task.startedAt !== null && task.endedAt !== null)).toBe(true);
@@ -118,7 +118,7 @@ describe('retrying the tasks of an array the door now refuses', () => {
     // An array that failed before the profile was bound to its token's account (lab), naming
     // another: its tasks submitted again would be refused by the proxy (403). Written to the
     // history as the daemon would have.
-    const db = td.daemon.history.db;
+    const store = td.daemon.history.store;
     const id = randomUUID();
     const spec = jobSpecSchema.parse({
       name: 'arr-other',
@@ -127,10 +127,10 @@ describe('retrying the tasks of an array the door now refuses', () => {
       account: 'other',
     });
     const at = Date.now();
-    recordRequest(db, { id, profile: 'test', name: spec.name, spec, origin: 'api', at, source: 'api' });
-    updateArrayTask(db, id, 1, { state: 'failed', exitCode: 1 });
-    transition(db, id, { to: 'failed', source: 'poll', at, reason: '1 of 2 tasks did not complete' });
-    const before = listRequests(db, {}).length;
+    await recordRequest(store, { id, profile: 'test', name: spec.name, spec, origin: 'api', at, source: 'api' });
+    await updateArrayTask(store, id, 1, { state: 'failed', exitCode: 1 });
+    await transition(store, id, { to: 'failed', source: 'poll', at, reason: '1 of 2 tasks did not complete' });
+    const before = (await listRequests(store, {})).length;
 
     const refused = await api.call('POST', `/api/v1/jobs/${id}/retry-tasks`, { token, body: {} });
     expect(refused.status).toBe(422);
@@ -141,7 +141,7 @@ describe('retrying the tasks of an array the door now refuses', () => {
     expect(cli.code).toBe(2);
     expect(cli.stderr).toMatch(new RegExp(`^schedflow: request ${id}: the job names account "other"`));
     expect(cli.stdout).toBe('');
-    expect(listRequests(db, {}).length).toBe(before);
+    expect((await listRequests(store, {})).length).toBe(before);
     expect(await td.daemon.queues.submit.getJobCounts('waiting', 'active', 'delayed')).toEqual({
       waiting: 0,
       active: 0,
@@ -161,11 +161,11 @@ describe('array jobs from the shell', () => {
     });
     const failed = await td.waitForState(id, 'failed', 10_000);
     // The accounting record under the array's job id is one task's: shown as that task's.
-    await waitFor(async () => getAccountingJob(td.daemon.history.db, failed.profile, failed.jobId as number), {
+    await waitFor(async () => getAccountingJob(td.daemon.history.store, failed.profile, failed.jobId as number), {
       what: "the array's job id's accounting record",
       timeoutMs: 10_000,
     });
-    const holder = tasksOf(td.daemon.history.db, id).find((task) => task.jobId === failed.jobId);
+    const holder = (await tasksOf(td.daemon.history.store, id)).find((task) => task.jobId === failed.jobId);
     // Two processes at once: each takes seconds to start here.
     const [shown, retried] = await Promise.all([
       runCli(['jobs', 'show', id, '--data-dir', td.dataDir]),
@@ -206,7 +206,7 @@ describe('an array step of a pipeline', () => {
     const run = await td.daemon.pipelines.trigger('shards', { trigger: 'api', params: {} });
     const ended = await waitFor(
       async () => {
-        const row = getRun(td.daemon.history.db, run.id);
+        const row = await getRun(td.daemon.history.store, run.id);
         return row && ['succeeded', 'failed'].includes(row.state) ? row : undefined;
       },
       { what: 'the run to end', timeoutMs: 9000, intervalMs: 100 },
@@ -215,7 +215,7 @@ describe('an array step of a pipeline', () => {
     const lines = readFileSync(join(sim.workDir, 'order.txt'), 'utf8').trim().split('\n');
     expect(lines.at(-1)).toBe('merge');
     expect(lines.slice(0, 4).sort()).toEqual(['shard 0', 'shard 1', 'shard 2', 'shard 3']);
-    const shards = stepRequests(td.daemon.history.db, run.id).find((row) => row.step === 'shards');
+    const shards = (await stepRequests(td.daemon.history.store, run.id)).find((row) => row.step === 'shards');
     expect(shards).toMatchObject({ state: 'completed', arrayTaskCount: 4 });
   });
 });
@@ -228,9 +228,10 @@ describe('polling an array', () => {
     const { client, history } = await pollerOf(proxy.url);
     const spec = jobSpecSchema.parse({ name: 'many', script: '#!/bin/sh\ntrue\n', array: '0-199%64' });
     const at = Date.now();
-    recordRequest(history.db, { id: 'arr', profile: 'test', name: 'many', spec, origin: 'api', at, source: 'api' });
+    const { store } = history;
+    await recordRequest(store, { id: 'arr', profile: 'test', name: 'many', spec, origin: 'api', at, source: 'api' });
     const submitted = await client.submit(spec, 'arr');
-    transition(history.db, 'arr', {
+    await transition(store, 'arr', {
       to: 'submitted',
       source: 'submit',
       at,
@@ -239,17 +240,17 @@ describe('polling an array', () => {
 
     const deadline = Date.now() + 9_000;
     let cycles = 0;
-    while (getRequest(history.db, 'arr')?.state !== 'completed' && Date.now() < deadline) {
+    while ((await getRequest(store, 'arr'))?.state !== 'completed' && Date.now() < deadline) {
       const before = proxy.requests.length;
-      const report = await pollProfile({ db: history.db, client, logger, settings: { lostGraceMs: 60_000 } }, 'test');
+      const report = await pollProfile({ store, client, logger, settings: { lostGraceMs: 60_000 } }, 'test');
       expect(report.requests).toBeLessThanOrEqual(2);
       expect(proxy.requests.length - before).toBe(report.requests);
       cycles++;
       await new Promise((resolve) => setTimeout(resolve, 200));
     }
-    expect(getRequest(history.db, 'arr')?.state).toBe('completed');
+    expect((await getRequest(store, 'arr'))?.state).toBe('completed');
     expect(cycles).toBeGreaterThan(1);
-    const tasks = tasksOf(history.db, 'arr');
+    const tasks = await tasksOf(store, 'arr');
     expect(tasks).toHaveLength(200);
     expect(tasks.every((task) => task.state === 'completed' && task.exitCode === 0 && task.jobId !== null)).toBe(true);
   });
@@ -286,9 +287,10 @@ describe("an array whose tasks' ends reach accounting after the controller", () 
     const script = `#!/bin/sh\nwhile [ ! -e ${go} ]; do sleep 0.05; done\n`;
     const spec = jobSpecSchema.parse({ name: 'quick', script, array: '0-3' });
     const at = Date.now();
-    recordRequest(history.db, { id: 'quick', profile: 'test', name: 'quick', spec, origin: 'api', at, source: 'api' });
+    const { store } = history;
+    await recordRequest(store, { id: 'quick', profile: 'test', name: 'quick', spec, origin: 'api', at, source: 'api' });
     const submitted = await client.submit(spec, 'quick');
-    transition(history.db, 'quick', {
+    await transition(store, 'quick', {
       to: 'submitted',
       source: 'submit',
       at,
@@ -296,21 +298,21 @@ describe("an array whose tasks' ends reach accounting after the controller", () 
     });
 
     // The controller is never asked within the patience: only accounting can conclude the array.
-    const deps = { db: history.db, client, logger, settings: { lostGraceMs: 60_000, arrayEndPatienceMs: 600_000 } };
-    const running = () => tasksOf(history.db, 'quick').every((task) => task.state === 'running');
-    for (let deadline = Date.now() + 15_000; !running() && Date.now() < deadline; ) {
+    const deps = { store, client, logger, settings: { lostGraceMs: 60_000, arrayEndPatienceMs: 600_000 } };
+    const running = async () => (await tasksOf(store, 'quick')).every((task) => task.state === 'running');
+    for (let deadline = Date.now() + 15_000; !(await running()) && Date.now() < deadline; ) {
       await pollProfile(deps, 'test');
       await new Promise((resolve) => setTimeout(resolve, 200));
     }
-    expect(running()).toBe(true);
+    expect(await running()).toBe(true);
     writeFileSync(go, '');
     const deadline = Date.now() + 15_000;
-    while (getRequest(history.db, 'quick')?.state !== 'completed' && Date.now() < deadline) {
+    while ((await getRequest(store, 'quick'))?.state !== 'completed' && Date.now() < deadline) {
       await pollProfile(deps, 'test');
       await new Promise((resolve) => setTimeout(resolve, 200));
     }
-    expect(getRequest(history.db, 'quick')).toMatchObject({ state: 'completed', exitCode: 0 });
-    expect(tasksOf(history.db, 'quick').every((task) => task.state === 'completed' && task.endedAt !== null)).toBe(
+    expect(await getRequest(store, 'quick')).toMatchObject({ state: 'completed', exitCode: 0 });
+    expect((await tasksOf(store, 'quick')).every((task) => task.state === 'completed' && task.endedAt !== null)).toBe(
       true,
     );
     expect(proxy.requests.some((req) => /^\/sched\/v0\.0\.44\/jobs(\?|$)/.test(req.url))).toBe(false);
@@ -338,7 +340,7 @@ describe('an array on a cluster without accounting', () => {
     const ended = await td.waitForState(id, 'failed', 30_000);
     expect(ended.exitCode).toBe(4);
     expect(ended.reason).toContain('1 of 4 tasks did not complete (1: failed, exit 4)');
-    const tasks = tasksOf(td.daemon.history.db, id);
+    const tasks = await tasksOf(td.daemon.history.store, id);
     expect(tasks.map((task) => [task.taskId, task.state, task.exitCode])).toEqual([
       [0, 'completed', 0],
       [1, 'failed', 4],
@@ -359,30 +361,30 @@ describe('an array whose tasks go missing', () => {
     proxy.rewrite = (req, body) =>
       req.url.startsWith('/scheddb/') ? body.replace(/"jobs":\[.*\],"meta"/s, '"jobs":[],"meta"') : body;
     const td = await env.daemon(proxy.url, { lostGraceMs: 1500 });
-    const db = td.daemon.history.db;
+    const store = td.daemon.history.store;
     const script = '#!/bin/sh\n[ "$SLURM_ARRAY_TASK_ID" = 1 ] && sleep 6\ntrue\n';
     const id = await td.daemon.submit({
       spec: jobSpecSchema.parse({ name: 'arr-gone', script, array: '0-1', current_working_directory: sim.workDir }),
       origin: 'api',
     });
     // Task 0 ended unseen: missing, then lost after the grace, while task 1 still runs.
-    await waitFor(async () => (tasksOf(db, id)[0]?.state === 'lost' ? true : undefined), {
+    await waitFor(async () => ((await tasksOf(store, id))[0]?.state === 'lost' ? true : undefined), {
       what: 'task 0 lost',
       timeoutMs: 15_000,
       intervalMs: 100,
     });
-    expect(tasksOf(db, id)[1]?.state).toBe('running');
-    expect(getRequest(db, id)?.state).toBe('running');
+    expect((await tasksOf(store, id))[1]?.state).toBe('running');
+    expect((await getRequest(store, id))?.state).toBe('running');
     // Task 1 ends and vanishes too: nothing of the array is known, so the request is lost.
     await td.waitForState(id, 'lost', 20_000);
-    expect(tasksOf(db, id).map((task) => task.state)).toEqual(['lost', 'lost']);
-    expect(transitionsOf(db, id).at(-1)?.detail).toMatch(
+    expect((await tasksOf(store, id)).map((task) => task.state)).toEqual(['lost', 'lost']);
+    expect((await transitionsOf(store, id)).at(-1)?.detail).toMatch(
       /^all 2 tasks of array job \d+ have been missing from the controller and from accounting for over 2 s; they are not assumed finished/,
     );
     // Accounting has them after all: the tasks and the request are resolved.
     proxy.rewrite = undefined;
     await td.waitForState(id, 'completed', 15_000);
-    expect(tasksOf(db, id).map((task) => [task.state, task.exitCode, task.missingSince])).toEqual([
+    expect((await tasksOf(store, id)).map((task) => [task.state, task.exitCode, task.missingSince])).toEqual([
       ['completed', 0, null],
       ['completed', 0, null],
     ]);
@@ -393,13 +395,13 @@ describe("an array's job id given to another array (slurmctld back from a crash 
   it("never takes the other array's tasks for its own: its tasks end node_fail, JobLostByController", async () => {
     const sim = await env.sim({ cpus: 4 });
     const { client, history } = await pollerOf(sim.url);
-    const db = history.db;
-    const deps = { db, client, logger, settings: { lostGraceMs: 60_000, arrayEndPatienceMs: 0 } };
+    const { store } = history;
+    const deps = { store, client, logger, settings: { lostGraceMs: 60_000, arrayEndPatienceMs: 0 } };
     const spec = jobSpecSchema.parse({ name: 'ours', script: '#!/bin/sh\nsleep 60\n', array: '0-1' });
     const at = Date.now();
-    recordRequest(db, { id: 'ours', profile: 'test', name: 'ours', spec, origin: 'api', at, source: 'api' });
+    await recordRequest(store, { id: 'ours', profile: 'test', name: 'ours', spec, origin: 'api', at, source: 'api' });
     const submitted = await client.submit(spec, 'ours');
-    transition(db, 'ours', {
+    await transition(store, 'ours', {
       to: 'submitted',
       source: 'submit',
       at,
@@ -408,11 +410,12 @@ describe("an array's job id given to another array (slurmctld back from a crash 
     await waitFor(
       async () => {
         await pollProfile(deps, 'test');
-        return tasksOf(db, 'ours').every((task) => task.state === 'running' && task.jobId !== null) ? true : undefined;
+        const tasks = await tasksOf(store, 'ours');
+        return tasks.every((task) => task.state === 'running' && task.jobId !== null) ? true : undefined;
       },
       { what: 'both tasks running', timeoutMs: 10_000, intervalMs: 200 },
     );
-    const ownJobIds = tasksOf(db, 'ours').map((task) => task.jobId);
+    const ownJobIds = (await tasksOf(store, 'ours')).map((task) => task.jobId);
 
     // slurmctld forgets both tasks' jobs, and the next array (someone else's) gets the same ids.
     const crash = await http(`${sim.url}/_sim/slurmctld/crash`, { method: 'POST', body: { loseNewest: 2 } });
@@ -423,19 +426,21 @@ describe("an array's job id given to another array (slurmctld back from a crash 
     await waitFor(
       async () => {
         await pollProfile(deps, 'test');
-        const state = getRequest(db, 'ours')?.state;
+        const state = (await getRequest(store, 'ours'))?.state;
         return state !== undefined && !['submitted', 'pending', 'running'].includes(state) ? true : undefined;
       },
       { what: 'the request to end', timeoutMs: 15_000, intervalMs: 200 },
     );
-    const tasks = tasksOf(db, 'ours');
+    const tasks = await tasksOf(store, 'ours');
     // Their tasks completed with exit 0 under the same ids: never recorded as ours.
     expect(tasks.map((task) => [task.state, task.reason, task.exitCode])).toEqual([
       ['node_fail', 'JobLostByController', null],
       ['node_fail', 'JobLostByController', null],
     ]);
     expect(new Set(tasks.map((task) => task.jobId))).toEqual(new Set(ownJobIds));
-    expect(getRequest(db, 'ours')).toMatchObject({ state: 'failed', exitCode: null });
-    expect(getRequest(db, 'ours')?.reason).toContain('2 of 2 tasks did not complete (0: node_fail; 1: node_fail)');
+    expect(await getRequest(store, 'ours')).toMatchObject({ state: 'failed', exitCode: null });
+    expect((await getRequest(store, 'ours'))?.reason).toContain(
+      '2 of 2 tasks did not complete (0: node_fail; 1: node_fail)',
+    );
   }, 60_000);
 });

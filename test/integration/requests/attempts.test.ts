@@ -42,7 +42,7 @@ async function submit(td: TestDaemon, body: Record<string, unknown>): Promise<st
 async function settled(td: TestDaemon, firstId: string, timeoutMs = 20_000): Promise<JobRequestRow[]> {
   return waitFor(
     async () => {
-      const attempts = attemptsOf(td.daemon.history.db, firstId);
+      const attempts = await attemptsOf(td.daemon.history.store, firstId);
       const last = attempts.at(-1);
       const over = last?.endedAt != null && last.retryDueAt === null && last.nextAttemptId === null;
       return over && ['completed', 'failed', 'timeout', 'out_of_memory'].includes(last.state) ? attempts : undefined;
@@ -94,7 +94,7 @@ describe('retry policies of job requests', () => {
     expect(new Set(attempts.map((a) => a.jobId)).size).toBe(2);
     expect(attempts[1]?.firstAttemptId).toBe(id);
     expect(attempts[1]?.retryCause?.reason).toBe('OUT_OF_MEMORY on attempt 1; memory_per_node 32M → 64M');
-    expect(td.states(attempts[1]?.id as string).slice(0, 2)).toEqual(['accepted', 'queued']);
+    expect((await td.states(attempts[1]?.id as string)).slice(0, 2)).toEqual(['accepted', 'queued']);
 
     // The API shows the attempts from any of them, and why each was made.
     const api = apiClient(td);
@@ -175,7 +175,7 @@ describe('retry policies of job requests', () => {
       spec: shellSpec('later', 'exit 75', sim.workDir),
       retry: { on: ['FAILED'], limit: 1, backoff: '3s' },
     });
-    const first = await waitFor(async () => getRequest(td.daemon.history.db, id)?.retryDueAt ?? undefined, {
+    const first = await waitFor(async () => (await getRequest(td.daemon.history.store, id))?.retryDueAt ?? undefined, {
       what: 'the retry to be due',
       timeoutMs: 15_000,
       intervalMs: 100,
@@ -184,7 +184,7 @@ describe('retry policies of job requests', () => {
     const attempts = await settled(td, id);
     expect(attempts.map((r) => r.attempt)).toEqual([1, 2]);
     expect(attempts[1]?.createdAt).toBeGreaterThanOrEqual(first);
-    expect(getRequest(td.daemon.history.db, id)?.nextAttemptId).toBe(attempts[1]?.id);
+    expect((await getRequest(td.daemon.history.store, id))?.nextAttemptId).toBe(attempts[1]?.id);
   }, 40_000);
 
   it('a cancel while an ended attempt waits out its backoff withdraws the next attempt; the request ends there', async () => {
@@ -195,7 +195,7 @@ describe('retry policies of job requests', () => {
       retry: { on: ['FAILED'], limit: 2, backoff: '1m' },
       webhook_url: HOOK,
     });
-    await waitFor(async () => getRequest(td.daemon.history.db, id)?.retryDueAt ?? undefined, {
+    await waitFor(async () => (await getRequest(td.daemon.history.store, id))?.retryDueAt ?? undefined, {
       what: 'the retry to be due',
       timeoutMs: 15_000,
       intervalMs: 100,
@@ -204,7 +204,7 @@ describe('retry policies of job requests', () => {
     const cancelled = await api.call('DELETE', `/api/v1/jobs/${id}`, { token: await api.token(['cancel']) });
     expect(cancelled.status, JSON.stringify(cancelled.json)).toBe(200);
     expect((cancelled.json as { message: string }).message).toMatch(/^next attempt withdrawn: cancelled by API token/);
-    const row = getRequest(td.daemon.history.db, id);
+    const row = await getRequest(td.daemon.history.store, id);
     expect(row?.retryDueAt).toBeNull();
     expect(row?.nextAttemptId).toBeNull();
     expect(row?.state).toBe('failed');
@@ -213,7 +213,7 @@ describe('retry policies of job requests', () => {
     // Asked again: it has ended, and nothing is withdrawn twice.
     const again = await api.call('DELETE', `/api/v1/jobs/${id}`, { token: await api.token(['cancel']) });
     expect(again.status).toBe(409);
-    expect(attemptsOf(td.daemon.history.db, id)).toHaveLength(1);
+    expect(await attemptsOf(td.daemon.history.store, id)).toHaveLength(1);
   }, 40_000);
 
   it("an array's policy retries only the tasks that did not complete, as one linked request", async () => {
@@ -306,10 +306,10 @@ describe('retry policies of job requests', () => {
       },
       retry: { on: ['FAILED'], exit_codes: [75], limit: 1 },
     });
-    const db = td.daemon.history.db;
+    const store = td.daemon.history.store;
     await waitFor(
       async () => {
-        const counts = taskCounts(db, id);
+        const counts = await taskCounts(store, id);
         return counts.failed === 1 && counts.running === 2 ? true : undefined;
       },
       { what: 'task 0 failed and the others running', timeoutMs: 15_000, intervalMs: 100 },
@@ -318,13 +318,13 @@ describe('retry policies of job requests', () => {
     const cancel = await api.call('DELETE', `/api/v1/jobs/${id}`, { token: await api.token(['cancel']) });
     expect(cancel.status, JSON.stringify(cancel.json)).toBe(202);
     const ended = await td.waitForState(id, 'failed', 15_000);
-    expect(taskCounts(db, id)).toEqual({ failed: 1, cancelled: 2 });
+    expect(await taskCounts(store, id)).toEqual({ failed: 1, cancelled: 2 });
     expect(ended.retryDueAt).toBeNull();
     expect(ended.retryNote).toMatch(
       /^2 tasks were cancelled: an array with cancelled tasks is not retried by its policy/,
     );
     // Still nothing made once the pipeline tick (which makes due attempts) has run a few times.
     await new Promise((resolve) => setTimeout(resolve, 1000));
-    expect(attemptsOf(db, id)).toHaveLength(1);
+    expect(await attemptsOf(store, id)).toHaveLength(1);
   }, 40_000);
 });

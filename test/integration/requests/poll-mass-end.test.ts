@@ -13,17 +13,20 @@ const env = massPollEnv();
 describe('a mass end', () => {
   it('1,200 jobs ending together are all recorded completed, with accounting’s exit code and times, over several cycles', async () => {
     const jobs = seeded(1200, 1000);
-    const { db, requestOf } = await env.setUp(jobs, { minJobAgeSec: 3600 }, () => 10_000);
-    const allEnded = () => [...requestOf.values()].every((id) => getRequest(db, id)?.state === 'completed');
-    const cycles = await env.pollUntil(db, allEnded, 14);
+    const { store, requestOf } = await env.setUp(jobs, { minJobAgeSec: 3600 }, () => 10_000);
+    const allEnded = async () => {
+      for (const id of requestOf.values()) if ((await getRequest(store, id))?.state !== 'completed') return false;
+      return true;
+    };
+    const cycles = await env.pollUntil(store, allEnded, 14);
 
-    expect(allEnded()).toBe(true);
+    expect(await allEnded()).toBe(true);
     for (const id of requestOf.values()) {
-      const row = getRequest(db, id);
+      const row = await getRequest(store, id);
       expect(row).toMatchObject({ state: 'completed', exitCode: 0 });
       expect(row?.endedAt).toEqual(expect.any(Number));
       expect(row?.startedAt).toEqual(expect.any(Number));
-      expect(transitionsOf(db, id).at(-1)?.source).toBe('accounting');
+      expect((await transitionsOf(store, id)).at(-1)?.source).toBe('accounting');
     }
     expectEveryRequestNamesItsJobs(cycles);
     // 1,200 ids of 4 digits: three state requests a cycle while all are tracked.
@@ -49,7 +52,7 @@ describe('a mass end', () => {
     });
     const ending = seeded(500, 2000);
     const stuckIds = new Set(stuck.map((job) => job.jobId));
-    const { db, requestOf } = await env.setUp([...stuck, ...ending], { minJobAgeSec: 60 }, (jobId) =>
+    const { store, requestOf } = await env.setUp([...stuck, ...ending], { minJobAgeSec: 60 }, (jobId) =>
       stuckIds.has(jobId) ? 900_000 : 10_000,
     );
     (env.proxy as FlakyProxy).rewrite = (req, body) => {
@@ -57,13 +60,17 @@ describe('a mass end', () => {
       const answer = JSON.parse(body) as { jobs: { job_id: number }[] };
       return JSON.stringify({ ...answer, jobs: answer.jobs.filter((job) => !stuckIds.has(job.job_id)) });
     };
-    const endingDone = () =>
-      ending.every((job) => getRequest(db, requestOf.get(job.jobId) as string)?.state === 'completed');
-    const cycles = await env.pollUntil(db, endingDone, 12);
+    const endingDone = async () => {
+      for (const job of ending) {
+        if ((await getRequest(store, requestOf.get(job.jobId) as string))?.state !== 'completed') return false;
+      }
+      return true;
+    };
+    const cycles = await env.pollUntil(store, endingDone, 12);
 
-    expect(endingDone()).toBe(true);
+    expect(await endingDone()).toBe(true);
     for (const job of stuck) {
-      const row = getRequest(db, requestOf.get(job.jobId) as string);
+      const row = await getRequest(store, requestOf.get(job.jobId) as string);
       expect(row?.state).toBe('submitted');
       expect(row?.missingSince).toEqual(expect.any(Number));
     }

@@ -3,6 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, expect } from 'vitest';
 import { openDatabase } from '../../../src/db/database.js';
+import type { History } from '../../../src/db/history.js';
 import { createRequest } from '../../../src/db/requests.js';
 import { createLogger } from '../../../src/logger.js';
 import { type PollReport, pollProfile } from '../../../src/requests/poller.js';
@@ -24,7 +25,7 @@ const logger = createLogger({ level: process.env.LOG_LEVEL ?? 'silent' });
 export const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 interface Setup {
-  db: ReturnType<typeof openDatabase>['db'];
+  store: History;
   /** The request id of each seeded job, by job id. */
   requestOf: Map<number, string>;
 }
@@ -85,8 +86,16 @@ export function massPollEnv() {
     for (const job of jobs) {
       const id = job.comment.replace('schedflow:', '');
       const at = now - createdAgoMs(job.jobId);
-      createRequest(history.db, { id, profile: 'test', name: job.name, spec: {}, origin: 'api', at, source: 'api' });
-      transition(history.db, id, {
+      await createRequest(history.store, {
+        id,
+        profile: 'test',
+        name: job.name,
+        spec: {},
+        origin: 'api',
+        at,
+        source: 'api',
+      });
+      await transition(history.store, id, {
         to: 'submitted',
         source: 'submit',
         at,
@@ -94,17 +103,17 @@ export function massPollEnv() {
       });
       requestOf.set(job.jobId, id);
     }
-    return { db: history.db, requestOf } satisfies Setup;
+    return { store: history.store, requestOf } satisfies Setup;
   }
 
   /** Poll cycles at the cache lifetime (2 s) until `done`, at most `max` of them. */
-  async function pollUntil(db: Setup['db'], done: () => boolean, max: number): Promise<Cycle[]> {
+  async function pollUntil(store: History, done: () => Promise<boolean>, max: number): Promise<Cycle[]> {
     const cycles: Cycle[] = [];
-    for (let i = 0; i < max && !done(); i++) {
+    for (let i = 0; i < max && !(await done()); i++) {
       if (i > 0) await sleep(2100);
       const before = env.proxy?.requests.length ?? 0;
       const report = await pollProfile(
-        { db, client: env.client as SchedClient, logger, settings: { lostGraceMs: 600_000 } },
+        { store, client: env.client as SchedClient, logger, settings: { lostGraceMs: 600_000 } },
         'test',
       );
       cycles.push({ report, requests: env.proxy?.requests.slice(before) ?? [] });

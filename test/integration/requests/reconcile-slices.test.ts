@@ -1,10 +1,11 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { sql } from 'drizzle-orm';
+import { eq } from 'drizzle-orm';
 import { afterEach, expect, it } from 'vitest';
 import { getProfileSync, history } from '../../../src/db/accounting.js';
 import { openDatabase } from '../../../src/db/database.js';
+import type { History } from '../../../src/db/history.js';
 import { createRequest, getRequest } from '../../../src/db/requests.js';
 import { createLogger } from '../../../src/logger.js';
 import { KnownRecords, RECONCILE_SLICE_SEC, reconcileProfile } from '../../../src/requests/reconciler.js';
@@ -31,7 +32,18 @@ async function connectWithHistory(url: string) {
     historyDb.close();
     rmSync(dir, { recursive: true, force: true });
   };
-  return { db: historyDb.db, client: connected };
+  return { store: historyDb.store, client: connected };
+}
+
+/** The stored accounting copy of `jobId` made to differ from its record: RUNNING (and `extra`). */
+async function storedAsRunning(store: History, jobId: number, extra: { endTime?: null } = {}): Promise<void> {
+  const t = store.t.accountingJobs;
+  await store.run(
+    store.db
+      .update(t)
+      .set({ state: 'RUNNING', ...extra })
+      .where(eq(t.jobId, jobId)),
+  );
 }
 
 afterEach(async () => {
@@ -60,12 +72,20 @@ it('the first import of a long window goes in slices of four hours, written in b
   });
   sim = await startSim({ minJobAgeSec: 60 }, false, jobs);
   proxy = await startFlakyProxy(sim.url);
-  const { db, client } = await connectWithHistory(proxy.url);
+  const { store, client } = await connectWithHistory(proxy.url);
   const createdAt = (nowSec - 37_000) * 1000;
   for (let i = 0; i < 10; i++) {
     const id = `req-${i}`;
-    createRequest(db, { id, profile: 'test', name: 'seeded', spec: {}, origin: 'api', at: createdAt, source: 'api' });
-    transition(db, id, {
+    await createRequest(store, {
+      id,
+      profile: 'test',
+      name: 'seeded',
+      spec: {},
+      origin: 'api',
+      at: createdAt,
+      source: 'api',
+    });
+    await transition(store, id, {
       to: 'submitted',
       source: 'submit',
       at: createdAt,
@@ -82,7 +102,7 @@ it('the first import of a long window goes in slices of four hours, written in b
   }, 5);
   const before = proxy.requests.length;
   const report = await reconcileProfile(
-    { db, client, logger, settings: { initialLookbackSec: 12 * 3600, overlapSec: 600 } },
+    { store, client, logger, settings: { initialLookbackSec: 12 * 3600, overlapSec: 600 } },
     'test',
   );
   await new Promise((resolve) => setTimeout(resolve, 50));
@@ -96,23 +116,28 @@ it('the first import of a long window goes in slices of four hours, written in b
     expect(span).toBeGreaterThan(0);
     expect(span).toBeLessThanOrEqual(RECONCILE_SLICE_SEC);
   }
-  expect(history(db, { profile: 'test', limit: 5000 })).toHaveLength(1500);
+  expect(await history(store, { profile: 'test', limit: 5000 })).toHaveLength(1500);
   expect(report.linked).toBeGreaterThanOrEqual(10);
-  for (let i = 0; i < 10; i++) expect(getRequest(db, `req-${i}`)).toMatchObject({ state: 'completed', exitCode: 0 });
-  expect(getProfileSync(db, 'test')?.accountingSyncedTo).toBeGreaterThanOrEqual(nowSec);
+  for (let i = 0; i < 10; i++) {
+    expect(await getRequest(store, `req-${i}`)).toMatchObject({ state: 'completed', exitCode: 0 });
+  }
+  expect((await getProfileSync(store, 'test'))?.accountingSyncedTo).toBeGreaterThanOrEqual(nowSec);
   expect(longestGapMs).toBeLessThan(400);
 
   // The next run meets the same records again (its window overlaps the last): none has changed,
   // so none is written. One whose stored copy differs (as a job that ended since would) is.
-  db.run(sql`update accounting_jobs set state = 'RUNNING', end_time_sec = null where job_id = 2499`);
+  await storedAsRunning(store, 2499, { endTime: null });
   const again = await reconcileProfile(
-    { db, client, logger, settings: { initialLookbackSec: 12 * 3600, overlapSec: 600 } },
+    { store, client, logger, settings: { initialLookbackSec: 12 * 3600, overlapSec: 600 } },
     'test',
   );
   expect(again.imported).toBe(1);
-  expect(history(db, { profile: 'test', limit: 1 })[0]).toMatchObject({ jobId: 2499, accountingState: 'COMPLETED' });
+  expect((await history(store, { profile: 'test', limit: 1 }))[0]).toMatchObject({
+    jobId: 2499,
+    accountingState: 'COMPLETED',
+  });
   const third = await reconcileProfile(
-    { db, client, logger, settings: { initialLookbackSec: 12 * 3600, overlapSec: 600 } },
+    { store, client, logger, settings: { initialLookbackSec: 12 * 3600, overlapSec: 600 } },
     'test',
   );
   expect(third.imported).toBe(0);
@@ -132,12 +157,12 @@ it('a record that comes again byte for byte after a run stored it is left unread
     }),
   );
   sim = await startSim({ minJobAgeSec: 60 }, false, jobs);
-  const { db, client } = await connectWithHistory(sim.url);
+  const { store, client } = await connectWithHistory(sim.url);
   const known = new KnownRecords();
   const run = (withKnown: boolean) =>
     reconcileProfile(
       {
-        db,
+        store,
         client,
         logger,
         settings: { initialLookbackSec: 3600, overlapSec: 600 },
@@ -149,7 +174,7 @@ it('a record that comes again byte for byte after a run stored it is left unread
   expect((await run(true)).imported).toBe(200);
   // A stored copy that differs from its record: read again, it would be written again. The record
   // comes again as it was, so it is not read; a job new to accounting is.
-  db.run(sql`update accounting_jobs set state = 'RUNNING' where job_id = 5007`);
+  await storedAsRunning(store, 5007);
   const submitted = await client.submit({ name: 'new', script: '#!/bin/sh\ntrue\n' }, 'new-request');
   await waitFor(
     async () => {
@@ -160,14 +185,14 @@ it('a record that comes again byte for byte after a run stored it is left unread
   );
   const second = await run(true);
   expect(second.imported).toBe(1);
-  const stored = history(db, { profile: 'test', limit: 500 });
+  const stored = await history(store, { profile: 'test', limit: 500 });
   expect(stored.find((row) => row.jobId === submitted.job_id)).toBeDefined();
   expect(stored.find((row) => row.jobId === 5007)).toMatchObject({ accountingState: 'RUNNING' });
   // Without what the last run stored, every record is read and compared.
   const unaided = await run(false);
   expect(stored.length).toBe(201);
   expect(unaided.imported).toBeGreaterThanOrEqual(1);
-  expect(history(db, { profile: 'test', limit: 500 }).find((row) => row.jobId === 5007)).toMatchObject({
+  expect((await history(store, { profile: 'test', limit: 500 })).find((row) => row.jobId === 5007)).toMatchObject({
     accountingState: 'COMPLETED',
   });
 }, 60_000);

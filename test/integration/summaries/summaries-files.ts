@@ -42,7 +42,7 @@ export function spec(sim: TestSim, over: Partial<JobSpecInput> & { script: strin
 export async function waitForSummary(td: TestDaemon, requestId: string, timeoutMs = 20_000): Promise<SummaryRow> {
   return waitFor(
     async () => {
-      const s = summaryOfRequest(td.daemon.history.db, requestId);
+      const s = await summaryOfRequest(td.daemon.history.store, requestId);
       return s && s.state !== 'pending' ? s : undefined;
     },
     { what: `the summary of ${requestId}`, timeoutMs, intervalMs: 100 },

@@ -42,8 +42,8 @@ describe('when the LLM cannot help', () => {
     expect(summary.text).toMatch(/^offline completed after \d+ s \(exit code 0\) \(Slurm job \d+, partition debug/);
     expect(summary.text).toContain('Time: ');
     expect(completionBodies(sim)).toHaveLength(3);
-    expect(td.states(id)).toEqual(['accepted', 'queued', 'submitting', 'submitted', 'running', 'completed']);
-    expect(getRequest(td.daemon.history.db, id)).toMatchObject({ state: 'completed', exitCode: 0 });
+    expect(await td.states(id)).toEqual(['accepted', 'queued', 'submitting', 'submitted', 'running', 'completed']);
+    expect(await getRequest(td.daemon.history.store, id)).toMatchObject({ state: 'completed', exitCode: 0 });
   }, 40_000);
 
   it('a model the endpoint does not serve: the start check names the models it has, and summaries are the template', async () => {
@@ -93,7 +93,7 @@ describe('limits', () => {
     const usage = await llmUsageOf(td.daemon.history.store, utcDay(Date.now()));
     expect(usage.requests).toBe(1);
     // Settled to what the call used, as the endpoint counted it.
-    const [stored] = [summaryOfRequest(td.daemon.history.db, first) as SummaryRow];
+    const [stored] = [(await summaryOfRequest(td.daemon.history.store, first)) as SummaryRow];
     expect(usage.tokens).toBe((stored?.promptTokens ?? 0) + (stored?.completionTokens ?? 0));
   }, 40_000);
 
@@ -143,12 +143,15 @@ describe('who gets a summary', () => {
 
     expect(await waitForSummary(td, usual)).toMatchObject({ kind: 'llm' });
     for (const id of [off, quiet]) {
-      const row = await waitFor(async () => getRequest(td.daemon.history.db, id)?.summaryCheckedAt ?? undefined, {
-        what: `request ${id} to be looked at`,
-      });
+      const row = await waitFor(
+        async () => (await getRequest(td.daemon.history.store, id))?.summaryCheckedAt ?? undefined,
+        {
+          what: `request ${id} to be looked at`,
+        },
+      );
       expect(row).toBeGreaterThan(0);
-      expect(getRequest(td.daemon.history.db, id)?.summarize).toBe(false);
-      expect(summaryOfRequest(td.daemon.history.db, id)).toBeUndefined();
+      expect((await getRequest(td.daemon.history.store, id))?.summarize).toBe(false);
+      expect(await summaryOfRequest(td.daemon.history.store, id)).toBeUndefined();
       const shown = await api.call('GET', `/api/v1/jobs/${id}`, { token });
       expect(shown.json).toMatchObject({ id, state: 'completed', summary: null });
     }
@@ -173,10 +176,10 @@ describe('who gets a summary', () => {
       spec: spec(sim, { name: 'quiet', script: '#!/bin/sh\ntrue\n' }),
     });
     expect(await waitForSummary(td, asked)).toMatchObject({ kind: 'llm' });
-    await waitFor(async () => getRequest(td.daemon.history.db, quiet)?.summaryCheckedAt ?? undefined, {
+    await waitFor(async () => (await getRequest(td.daemon.history.store, quiet))?.summaryCheckedAt ?? undefined, {
       what: 'the quiet request to be looked at',
     });
-    expect(summaryOfRequest(td.daemon.history.db, quiet)).toBeUndefined();
+    expect(await summaryOfRequest(td.daemon.history.store, quiet)).toBeUndefined();
     const shown = await runCli(['jobs', 'show', quiet, '--data-dir', td.dataDir]);
     expect(shown.stdout).toContain('summary   none (summaries are off for this request)');
   }, 40_000);
@@ -204,7 +207,7 @@ describe('who gets a summary', () => {
     const runSummary = (runId: string) =>
       waitFor(
         async () => {
-          const s = summaryOfRun(td.daemon.history.db, runId);
+          const s = await summaryOfRun(td.daemon.history.store, runId);
           return s && s.state !== 'pending' ? s : undefined;
         },
         { what: `the summary of run ${runId}`, timeoutMs: 30_000, intervalMs: 100 },
@@ -219,8 +222,8 @@ describe('who gets a summary', () => {
     ]);
     expect(s1.findings?.trend).toBeNull();
     // The steps have no summaries of their own: the run's is shown for them.
-    const [step] = listRequests(td.daemon.history.db).filter((r) => r.runId === first.id);
-    expect(summaryOfRequest(td.daemon.history.db, step?.id ?? '')).toBeUndefined();
+    const [step] = (await listRequests(td.daemon.history.store)).filter((r) => r.runId === first.id);
+    expect(await summaryOfRequest(td.daemon.history.store, step?.id ?? '')).toBeUndefined();
     const shown = await runCli(['jobs', 'show', step?.id ?? '', '--data-dir', td.dataDir]);
     expect(shown.stdout).toContain(`summary   of its pipeline run ${first.id} (nightly, succeeded): ready`);
     // The same in the API: the run's summary on the run and on its steps; a step's change goes in the file.

@@ -62,7 +62,7 @@ describe('a finished job gets a summary', () => {
     });
     expect(call?.body).not.toContain('hunter2');
     // Nothing about the job itself changed.
-    expect(td.states(id)).toEqual(['accepted', 'queued', 'submitting', 'submitted', 'running', 'completed']);
+    expect(await td.states(id)).toEqual(['accepted', 'queued', 'submitting', 'submitted', 'running', 'completed']);
   }, 40_000);
 
   it('peak memory, measured while the job ran and reported by accounting, against the memory it requested', async () => {
@@ -110,7 +110,7 @@ describe('a finished job gets a summary', () => {
     expect(summary.text).toContain('memory_per_node 512 → 1024');
     // Nothing was re-submitted on its own.
     await new Promise((r) => setTimeout(r, 500));
-    expect(listRequests(td.daemon.history.db)).toHaveLength(1);
+    expect(await listRequests(td.daemon.history.store)).toHaveLength(1);
 
     const shown = await runCli(['jobs', 'show', id, '--data-dir', td.dataDir]);
     expect(shown.code).toBe(0);
@@ -129,20 +129,18 @@ describe('a finished job gets a summary', () => {
     const again = await td.waitForState(newId, 'failed');
     expect(again).toMatchObject({ resubmitOf: id, name: 'assemble' });
     expect((again.spec as { memory_per_node: number }).memory_per_node).toBe(1024);
-    expect(summaryOfRequest(td.daemon.history.db, id)?.appliedRequestId).toBe(newId);
+    expect((await summaryOfRequest(td.daemon.history.store, id))?.appliedRequestId).toBe(newId);
     // Asked for by the CLI, queued by the summarize worker that ran its job (as a CLI submission
     // is queued by the submit worker), not `cli` twice.
-    expect(
-      transitionsOf(td.daemon.history.db, newId)
-        .slice(0, 2)
-        .map((t) => [t.toState, t.source]),
-    ).toEqual([
-      ['accepted', 'cli'],
-      ['queued', 'summarize'],
-    ]);
+    expect((await transitionsOf(td.daemon.history.store, newId)).slice(0, 2).map((t) => [t.toState, t.source])).toEqual(
+      [
+        ['accepted', 'cli'],
+        ['queued', 'summarize'],
+      ],
+    );
     // Applying again makes no second request.
     await expect(td.daemon.resubmitWithSuggestion(id)).resolves.toBe(newId);
-    expect(listRequests(td.daemon.history.db)).toHaveLength(2);
+    expect(await listRequests(td.daemon.history.store)).toHaveLength(2);
   }, 60_000);
 });
 
@@ -220,7 +218,7 @@ describe('in the local API', () => {
     const made = await td.waitForState(newId, 'failed');
     expect(made).toMatchObject({ resubmitOf: id, origin: 'api' });
     expect((made.spec as { memory_per_node: number }).memory_per_node).toBe(1024);
-    expect(listRequests(td.daemon.history.db)).toHaveLength(2);
+    expect(await listRequests(td.daemon.history.store)).toHaveLength(2);
     const after = await api.call('GET', `/api/v1/jobs/${id}`, { token });
     expect(after.json).toMatchObject({
       summary: { applied_request_id: newId, links: { applied: `/api/v1/jobs/${newId}` } },

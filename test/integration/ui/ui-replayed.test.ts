@@ -63,7 +63,7 @@ describe('admin web UI', () => {
     try {
       await waitFor(
         async () => {
-          const sync = getProfileSync(td.daemon.history.db, 'test');
+          const sync = await getProfileSync(td.daemon.history.store, 'test');
           return sync?.lastPollStale || sync?.lastPollOk === false ? true : undefined;
         },
         { what: 'a stale poll', timeoutMs: 15_000 },

@@ -1,7 +1,6 @@
 import { eq } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadDaemonConfig } from '../../../src/config/daemon-config.js';
-import { apiTokens } from '../../../src/db/schema.js';
 import { createToken, revokeToken } from '../../../src/db/tokens.js';
 import { createLogger } from '../../../src/logger.js';
 import { startDaemon } from '../../../src/main.js';
@@ -82,7 +81,7 @@ describe('web UI sessions', () => {
   });
 
   it('lets in only tokens with the read scope, as the API does, at login and on every request', async () => {
-    const db = td.daemon.history.db;
+    const h = td.daemon.history.store;
     const submitter = await createToken(td.daemon.history.store, {
       name: 'ui-submit-only',
       scopes: ['submit', 'cancel'],
@@ -99,10 +98,13 @@ describe('web UI sessions', () => {
     for (const path of ['/jobs', '/history', '/profiles', '/queues/', '/events']) {
       expect(await pageStatus(session, path), path).not.toBe(403);
     }
-    db.update(apiTokens)
-      .set({ scopes: ['submit'] })
-      .where(eq(apiTokens.id, reader.info.id))
-      .run();
+    const { apiTokens } = h.t;
+    await h.run(
+      h.db
+        .update(apiTokens)
+        .set({ scopes: ['submit'] })
+        .where(eq(apiTokens.id, reader.info.id)),
+    );
     expect(await pageStatus(session, '/queues/')).toBe(403);
     expect(await pageStatus(session, '/jobs')).toBe(303);
   });
@@ -145,6 +147,9 @@ describe('web UI sessions', () => {
         {
           dataDir: td.dataDir,
           configDir: td.configDir,
+          // The same history: PostgreSQL's too, under npm run test:postgres.
+          databaseUrl: td.daemon.config.databaseUrl,
+          webhookSecret: td.daemon.config.webhookSecret,
           redisUrl: redis.url,
           queuePrefix: td.daemon.config.queuePrefix,
           listen: '127.0.0.1:0',

@@ -5,7 +5,6 @@ import { describe, expect, it } from 'vitest';
 import { history } from '../../../src/db/accounting.js';
 import { getRequest, listRequests } from '../../../src/db/requests.js';
 import { getRun } from '../../../src/db/runs.js';
-import { summaries } from '../../../src/db/schema.js';
 import { createToken, revokeToken } from '../../../src/db/tokens.js';
 import { recordRequest } from '../../../src/requests/accept.js';
 import { transition } from '../../../src/requests/transition.js';
@@ -126,7 +125,7 @@ describe('admin web UI', () => {
       .context()
       .request.post(`${base}/jobs/${id}/cancel`, { form: { _csrf: 'guess' }, maxRedirects: 0 });
     expect(forgedWrong.status()).toBe(403);
-    expect(td.states(id)).not.toContain('cancelled');
+    expect(await td.states(id)).not.toContain('cancelled');
 
     page.once('dialog', (dialog) => void dialog.accept());
     await page.getByRole('button', { name: 'Cancel job' }).click();
@@ -147,7 +146,7 @@ describe('admin web UI', () => {
     const newId = new URL(page.url()).pathname.split('/').pop() ?? '';
     expect(newId).not.toBe(id);
     const retried = await td.waitForState(newId, 'failed');
-    expect(retried.spec).toEqual(getRequest(td.daemon.history.db, id)?.spec);
+    expect(retried.spec).toEqual((await getRequest(td.daemon.history.store, id))?.spec);
     await browser.screenshot(page, 'job-retried');
   });
 
@@ -155,13 +154,13 @@ describe('admin web UI', () => {
     // A request that failed before the profile was bound to its token's account (lab), naming
     // another: the same spec submitted again would be refused by the proxy (403), so it is refused
     // at the door. Written to the history as the daemon would have.
-    const db = td.daemon.history.db;
+    const h = td.daemon.history.store;
     const id = randomUUID();
     const spec = { ...shell('ui-other-account', 'true'), account: 'other' } as JobSpec;
     const at = Date.now();
-    recordRequest(db, { id, profile: 'test', name: spec.name, spec, origin: 'api', at, source: 'api' });
-    transition(db, id, { to: 'failed', source: 'poll', at, reason: 'InvalidAccount' });
-    const before = listRequests(db, {}).length;
+    await recordRequest(h, { id, profile: 'test', name: spec.name, spec, origin: 'api', at, source: 'api' });
+    await transition(h, id, { to: 'failed', source: 'poll', at, reason: 'InvalidAccount' });
+    const before = (await listRequests(h, {})).length;
     const page = await logIn(adminToken);
     await page.goto(`${base}/jobs/${id}`);
     await page.getByRole('button', { name: 'Retry (new request, same spec)' }).click();
@@ -172,7 +171,7 @@ describe('admin web UI', () => {
     });
     await expect(flash.isVisible()).resolves.toBe(true);
     expect(new URL(page.url()).pathname).toBe(`/ui/jobs/${id}`);
-    expect(listRequests(db, {}).length).toBe(before);
+    expect((await listRequests(h, {})).length).toBe(before);
     await browser.screenshot(page, 'job-retry-refused');
   });
 
@@ -198,7 +197,7 @@ describe('admin web UI', () => {
     await page.locator('main dd .state', { hasText: /^succeeded$/ }).waitFor({ timeout: 30_000 });
     await expect(graph.locator('g.node[data-state="completed"]').count()).resolves.toBe(3);
     const runId = new URL(page.url()).pathname.split('/').pop() ?? '';
-    const run = getRun(td.daemon.history.db, runId);
+    const run = await getRun(td.daemon.history.store, runId);
     expect(run?.trigger).toBe('ui');
     expect(run?.params).toEqual({ greeting: 'bonjour' });
     await browser.screenshot(page, 'run');
@@ -208,7 +207,7 @@ describe('admin web UI', () => {
 
   it('cancels a run from its page; a forged POST and a read-only session are refused', async () => {
     const run = await td.daemon.pipelines.trigger('slow', { trigger: 'api' });
-    await waitFor(async () => (getRun(td.daemon.history.db, run.id)?.startedAt ? true : undefined), {
+    await waitFor(async () => ((await getRun(td.daemon.history.store, run.id))?.startedAt ? true : undefined), {
       what: 'the run to start',
       timeoutMs: 10_000,
     });
@@ -223,7 +222,7 @@ describe('admin web UI', () => {
     const page = await logIn(adminToken);
     const forged = await page.context().request.post(`${base}/runs/${run.id}/cancel`, { form: {}, maxRedirects: 0 });
     expect(forged.status()).toBe(403);
-    expect(getRun(td.daemon.history.db, run.id)?.cancelRequestedAt).toBeNull();
+    expect((await getRun(td.daemon.history.store, run.id))?.cancelRequestedAt).toBeNull();
 
     await page.goto(`${base}/runs/${run.id}`);
     page.once('dialog', (dialog) => void dialog.accept());
@@ -330,10 +329,13 @@ describe('admin web UI', () => {
     expect(await page.evaluate('window.notReloaded')).toBe(true);
 
     // The reconciler imports accounting every 2 s here: the earlier jobs reach the history.
-    await waitFor(async () => (history(td.daemon.history.db).some((r) => r.requestId === done) ? true : undefined), {
-      what: 'accounting records',
-      timeoutMs: 20_000,
-    });
+    await waitFor(
+      async () => ((await history(td.daemon.history.store)).some((r) => r.requestId === done) ? true : undefined),
+      {
+        what: 'accounting records',
+        timeoutMs: 20_000,
+      },
+    );
     await page.goto(`${base}/history`);
     await expect(page.getByRole('link', { name: 'ui-history' }).first().isVisible()).resolves.toBe(true);
     await expect(page.getByRole('img', { name: 'jobs per day by state' }).isVisible()).resolves.toBe(true);
@@ -355,9 +357,9 @@ describe('admin web UI', () => {
     await expect(page.locator('main b').count()).resolves.toBe(0);
     expect(await page.evaluate('window.pwned')).toBeUndefined();
     const at = Date.now();
-    td.daemon.history.db
-      .insert(summaries)
-      .values({
+    const h = td.daemon.history.store;
+    await h.run(
+      h.db.insert(h.t.summaries).values({
         id: randomUUID(),
         runId: run.id,
         state: 'ready',
@@ -365,17 +367,16 @@ describe('admin web UI', () => {
         text: 'all three steps completed',
         createdAt: at,
         updatedAt: at,
-      })
-      .run();
+      }),
+    );
     await page.reload();
     await expect(page.getByText('all three steps completed').isVisible()).resolves.toBe(true);
 
     const id = await td.daemon.submit({ spec: shell('ui-summary', 'true'), origin: 'api' });
     await td.waitForState(id, 'completed');
     const now = Date.now();
-    td.daemon.history.db
-      .insert(summaries)
-      .values({
+    await h.run(
+      h.db.insert(h.t.summaries).values({
         id: randomUUID(),
         requestId: id,
         state: 'ready',
@@ -384,8 +385,8 @@ describe('admin web UI', () => {
         createdAt: now,
         updatedAt: now,
         completedAt: now,
-      })
-      .run();
+      }),
+    );
     await page.goto(`${base}/jobs/${id}`);
     await expect(page.getByRole('heading', { name: 'Summary', exact: true }).isVisible()).resolves.toBe(true);
     await expect(page.getByText('ui-summary completed in 0 s <script>').isVisible()).resolves.toBe(true);
@@ -441,7 +442,7 @@ describe('admin web UI', () => {
     await page.waitForURL(/done=tasks-retried/);
     await expect(page.getByText(`Retries tasks of ${id}`).isVisible()).resolves.toBe(true);
     const retryId = decodeURIComponent(new URL(page.url()).pathname.split('/').at(-1) ?? '');
-    expect(getRequest(td.daemon.history.db, retryId)?.arrayRetryOf).toBe(id);
+    expect((await getRequest(td.daemon.history.store, retryId))?.arrayRetryOf).toBe(id);
     await td.waitForState(retryId, 'completed');
   });
 

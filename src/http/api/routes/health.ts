@@ -55,8 +55,8 @@ export const healthRoutes: FastifyPluginAsyncZod<{ deps: ApiDeps; metrics: ApiMe
       };
       await Promise.all([
         run('redis', () => deps.pingRedis()),
-        run('history', () => {
-          deps.db.get(sql`select 1`);
+        run('history', async () => {
+          await deps.store.rows(sql`select 1`);
         }),
         ...[...deps.profiles.keys()].map((profile) =>
           run(`scheduler:${profile}`, () => {

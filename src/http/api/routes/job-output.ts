@@ -30,7 +30,7 @@ class OutputUnavailableApiError extends ApiError {
 
 /** `GET /api/v1/jobs/{id}/output`: the end of a job's stdout or stderr, when the daemon's host can read it. */
 export const jobOutputRoutes: FastifyPluginAsyncZod<{ deps: ApiDeps }> = async (app, { deps }) => {
-  const { db } = deps;
+  const { store } = deps;
   app.get(
     '/api/v1/jobs/:id/output',
     {
@@ -52,9 +52,9 @@ export const jobOutputRoutes: FastifyPluginAsyncZod<{ deps: ApiDeps }> = async (
       },
     },
     async (request) => {
-      const row = getRequest(db, request.params.id);
+      const row = await getRequest(store, request.params.id);
       if (!row) throw new NotFoundApiError(`no job request ${request.params.id}`);
-      const accounting = row.jobId === null ? undefined : getAccountingJob(db, row.profile, row.jobId);
+      const accounting = row.jobId === null ? undefined : await getAccountingJob(store, row.profile, row.jobId);
       const output = readJobOutput(row, accounting, request.query.stream, {
         tailLines: request.query.tail,
         maxBytes: deps.settings.outputTailMaxBytes ?? DEFAULT_MAX_BYTES,

@@ -3,6 +3,7 @@ import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import type { z } from 'zod';
 import { getProfileSync } from '../../../db/accounting.js';
 import { tasksOf } from '../../../db/array-tasks.js';
+import type { History } from '../../../db/history.js';
 import { replaysOf } from '../../../db/idempotency.js';
 import { getRequest, requestStateOf, transitionsOf } from '../../../db/requests.js';
 import type { Deadlines, JobRequestRow } from '../../../db/schema.js';
@@ -45,7 +46,7 @@ import { bearer } from './security.js';
 
 /** `/api/v1/jobs`: submit, list, show, cancel and re-submit (with a summary's suggestion) job requests. */
 export const jobRoutes: FastifyPluginAsyncZod<{ deps: ApiDeps }> = async (app, { deps }) => {
-  const { db } = deps;
+  const { store } = deps;
   // Every answer here names a request (`id`): a replay of one is recorded on it, as deduplicated.
   const idempotentlyFor = (
     request: FastifyRequest,
@@ -99,7 +100,7 @@ export const jobRoutes: FastifyPluginAsyncZod<{ deps: ApiDeps }> = async (app, {
           retryPolicy,
         });
         // Its state alone: the row would parse the spec just accepted again.
-        const state = requestStateOf(db, id);
+        const state = await requestStateOf(store, id);
         return {
           status: 201,
           body: { id, state: state ?? 'queued', links: { self: jobLink(id) } },
@@ -157,22 +158,32 @@ export const jobRoutes: FastifyPluginAsyncZod<{ deps: ApiDeps }> = async (app, {
       },
     },
     async (request) => {
-      const row = getRequest(db, request.params.id);
+      const row = await getRequest(store, request.params.id);
       if (!row) throw new NotFoundApiError(`no job request ${request.params.id}`);
+      // Asked together, not one after another: on PostgreSQL they run side by side, and on
+      // SQLite close together (no write in between, mostly), as the synchronous reads did.
+      const [array, transitions, attempts, replays, sync, summary] = await Promise.all([
+        arrayView(store, row),
+        transitionsOf(store, row.id),
+        attemptsOf(store, row.id),
+        replaysOf(store, row.id),
+        getProfileSync(store, row.profile),
+        summaryForRequest(store, row),
+      ]);
       return {
         ...jobView(row, viewerOf(request.apiToken)),
-        array: arrayView(db, row),
+        array,
         spec: row.spec as Record<string, unknown>,
         output: {
           stdout: row.stdoutPath,
           stderr: row.stderrPath,
           links: { stdout: `${jobLink(row.id)}/output`, stderr: `${jobLink(row.id)}/output?stream=stderr` },
         },
-        transitions: transitionsOf(db, row.id).map(transitionView),
-        attempts: attemptsOf(db, row.id).map(attemptView),
-        deduplicated: (await replaysOf(deps.store, row.id)).map(deduplicatedView),
-        freshness: freshnessView(row, getProfileSync(db, row.profile), deps.settings.pollCeilingMs),
-        summary: summaryView(summaryForRequest(db, row)),
+        transitions: transitions.map(transitionView),
+        attempts: attempts.map(attemptView),
+        deduplicated: replays.map(deduplicatedView),
+        freshness: freshnessView(row, sync, deps.settings.pollCeilingMs),
+        summary: summaryView(summary),
       };
     },
   );
@@ -202,17 +213,17 @@ export const jobRoutes: FastifyPluginAsyncZod<{ deps: ApiDeps }> = async (app, {
     async (request, reply) =>
       idempotentlyFor(request, reply, async (stableId) => {
         const id = request.params.id;
-        if (!getRequest(db, id)) throw new NotFoundApiError(`no job request ${id}`);
-        const before = summaryOfRequest(db, id)?.appliedRequestId ?? null;
+        if (!(await getRequest(store, id))) throw new NotFoundApiError(`no job request ${id}`);
+        const before = (await summaryOfRequest(store, id))?.appliedRequestId ?? null;
         // Its refusals carry their own codes: 409 NO_SUGGESTION, 409 SUMMARY_PENDING, 404 NOT_FOUND.
         const newId = await deps.resubmit(id, stableId ?? undefined);
         return {
           status: before === newId ? 200 : 201,
           body: {
             id: newId,
-            state: getRequest(db, newId)?.state ?? 'queued',
+            state: (await requestStateOf(store, newId)) ?? 'queued',
             resubmits: id,
-            changes: summaryOfRequest(db, id)?.suggestion?.changes ?? {},
+            changes: (await summaryOfRequest(store, id))?.suggestion?.changes ?? {},
             links: { self: jobLink(newId) },
           },
           headers: { location: jobLink(newId) },
@@ -265,7 +276,7 @@ export const jobRoutes: FastifyPluginAsyncZod<{ deps: ApiDeps }> = async (app, {
           status: 201,
           body: {
             id: retried.id,
-            state: getRequest(db, retried.id)?.state ?? 'queued',
+            state: (await requestStateOf(store, retried.id)) ?? 'queued',
             array: retried.array,
             retry_of: id,
             links: { self: jobLink(retried.id) },
@@ -301,7 +312,7 @@ export const jobRoutes: FastifyPluginAsyncZod<{ deps: ApiDeps }> = async (app, {
       const id = request.params.id;
       const who = `API token "${request.apiToken?.name ?? '?'}"`;
       const outcome = await cancelRequest(
-        { db, submitQueue: deps.queues.submit, clients: deps.clients, logger: deps.logger },
+        { store, submitQueue: deps.queues.submit, clients: deps.clients, logger: deps.logger },
         id,
         { source: 'api', who },
       );
@@ -360,9 +371,9 @@ function deadlinesOf(input: z.output<typeof deadlinesInput> | undefined): Deadli
 const FAILURES_LISTED = 100;
 
 /** An array request's tasks, compactly: counts by state, then the failures. */
-function arrayView(db: ApiDeps['db'], row: JobRequestRow) {
+async function arrayView(store: History, row: JobRequestRow) {
   if (row.arrayTaskCount === null) return null;
-  const tasks = tasksOf(db, row.id);
+  const tasks = await tasksOf(store, row.id);
   const counts: Record<string, number> = {};
   for (const task of tasks) counts[task.state] = (counts[task.state] ?? 0) + 1;
   const iso = (ms: number | null) => (ms === null ? null : new Date(ms).toISOString());

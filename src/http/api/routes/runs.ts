@@ -60,13 +60,14 @@ export const runRoutes: FastifyPluginAsyncZod<{ deps: ApiDeps }> = async (app, {
       },
     },
     async (request) => {
-      const run = getRun(deps.db, request.params.id);
+      const run = await getRun(deps.store, request.params.id);
       if (!run) throw new NotFoundApiError(`no pipeline run ${request.params.id}`);
-      const summary = summaryOfRun(deps.db, run.id);
+      const summary = await summaryOfRun(deps.store, run.id);
+      const steps = await stepRequests(deps.store, run.id);
       return {
         ...runView(run, viewerOf(request.apiToken)),
         definition: run.definition,
-        steps: stepRequests(deps.db, run.id).map((row) => jobView(row, viewerOf(request.apiToken))),
+        steps: steps.map((row) => jobView(row, viewerOf(request.apiToken))),
         summary: summaryView(summary ? { of: 'run', summary } : null),
       };
     },

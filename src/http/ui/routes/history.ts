@@ -1,6 +1,5 @@
 import { and, desc, eq, gte, inArray, isNotNull, isNull, lt, type SQL, sql } from 'drizzle-orm';
 import type { FastifyInstance } from 'fastify';
-import { accountingJobs, jobRequests, pipelineRuns } from '../../../db/schema.js';
 import { charts } from '../charts-section.js';
 import { queryField, sendPage, sessionOf, type UiContext } from '../context.js';
 import { duration, html, time } from '../html.js';
@@ -18,7 +17,8 @@ const TABLE_ROWS = 200;
  * distribution of what the filters select.
  */
 export async function historyPages(app: FastifyInstance, { ctx }: { ctx: UiContext }): Promise<void> {
-  const { db } = ctx.deps;
+  const h = ctx.deps.store;
+  const { accountingJobs, jobRequests, pipelineRuns } = h.t;
   app.get(`${UI_PREFIX}/history`, async (request, reply) => {
     const session = sessionOf(request);
     const state = queryField(request, 'state');
@@ -39,33 +39,28 @@ export async function historyPages(app: FastifyInstance, { ctx }: { ctx: UiConte
       where.push(
         inArray(
           jobRequests.runId,
-          db.select({ id: pipelineRuns.id }).from(pipelineRuns).where(eq(pipelineRuns.pipeline, pipeline)),
+          h.db.select({ id: pipelineRuns.id }).from(pipelineRuns).where(eq(pipelineRuns.pipeline, pipeline)),
         ),
       );
     }
-    const rows = db
-      .select({ a: accountingJobs, localState: jobRequests.state })
-      .from(accountingJobs)
-      .leftJoin(jobRequests, eq(jobRequests.id, accountingJobs.requestId))
-      .where(where.length ? and(...where) : undefined)
-      .orderBy(desc(sql`coalesce(${accountingJobs.submitTime}, 0)`), desc(accountingJobs.jobId))
-      .limit(CHART_ROWS)
-      .all();
-    const states = db
-      .selectDistinct({ s: accountingJobs.state })
-      .from(accountingJobs)
-      .all()
-      .map((r) => r.s);
-    const accounts = db
-      .selectDistinct({ s: accountingJobs.account })
-      .from(accountingJobs)
-      .all()
-      .map((r) => r.s);
+    const [rows, states, accounts] = await Promise.all([
+      h.all(
+        h.db
+          .select({ a: accountingJobs, localState: jobRequests.state })
+          .from(accountingJobs)
+          .leftJoin(jobRequests, eq(jobRequests.id, accountingJobs.requestId))
+          .where(where.length ? and(...where) : undefined)
+          .orderBy(desc(sql`coalesce(${accountingJobs.submitTime}, 0)`), desc(accountingJobs.jobId))
+          .limit(CHART_ROWS),
+      ),
+      h.all(h.db.selectDistinct({ s: accountingJobs.state }).from(accountingJobs)),
+      h.all(h.db.selectDistinct({ s: accountingJobs.account }).from(accountingJobs)),
+    ]);
     const body = html`<h1>History</h1>
 <form class="filters" method="get" action="${UI_PREFIX}/history" aria-label="filter the history">
-${selectField('state', 'Slurm state', ['', ...states.sort()], state)}
+${selectField('state', 'Slurm state', ['', ...states.map((r) => r.s).sort()], state)}
 ${selectField('pipeline', 'Pipeline', ['', ...(await pipelineOptions(ctx))], pipeline)}
-${selectField('account', 'Account', ['', ...accounts.sort()], account)}
+${selectField('account', 'Account', ['', ...accounts.map((r) => r.s).sort()], account)}
 <label>External jobs<select name="external">${[
       ['', 'with schedflow’s'],
       ['only', 'external only'],

@@ -4,14 +4,7 @@ import { getAccountingJob, getProfileSync } from '../../../db/accounting.js';
 import { arrayRecordOwner, tasksOf } from '../../../db/array-tasks.js';
 import { replaysOf } from '../../../db/idempotency.js';
 import { getRequest, transitionsOf } from '../../../db/requests.js';
-import type { RequestReplayRow } from '../../../db/schema.js';
-import {
-  deadlineMisses,
-  type JobRequestRow,
-  REQUEST_STATES,
-  type RequestState,
-  webhookDeliveries,
-} from '../../../db/schema.js';
+import { type JobRequestRow, REQUEST_STATES, type RequestState } from '../../../db/schema.js';
 import { summaryOfRequest } from '../../../db/summaries.js';
 import { NoTasksToRetryError, SubmissionRefusedError } from '../../../errors.js';
 import { formatCounts, summarizeArray } from '../../../requests/array-state.js';
@@ -46,7 +39,7 @@ const RETRYABLE = new Set<RequestState>([
 ]);
 
 export async function jobPages(app: FastifyInstance, { ctx }: { ctx: UiContext }): Promise<void> {
-  const { db } = ctx.deps;
+  const { store } = ctx.deps;
 
   app.get(`${UI_PREFIX}/jobs`, async (request, reply) => {
     const session = sessionOf(request);
@@ -77,7 +70,7 @@ ${rows.length > 200 ? html`<p class="muted">The newest 200 are shown; narrow the
 
   app.get<{ Params: { id: string } }>(`${UI_PREFIX}/jobs/:id`, async (request, reply) => {
     const session = sessionOf(request);
-    const row = getRequest(db, request.params.id);
+    const row = await getRequest(store, request.params.id);
     if (!row) {
       return sendPage(
         reply,
@@ -85,7 +78,7 @@ ${rows.length > 200 ? html`<p class="muted">The newest 200 are shown; narrow the
         404,
       );
     }
-    const body = jobDetail(ctx, row, isAdmin(session) ? session : null, await replaysOf(ctx.deps.store, row.id));
+    const body = await jobDetail(ctx, row, isAdmin(session) ? session : null);
     return sendPage(
       reply,
       page({
@@ -108,7 +101,7 @@ ${rows.length > 200 ? html`<p class="muted">The newest 200 are shown; narrow the
     let done: string;
     try {
       const outcome = await cancelRequest(
-        { db, submitQueue: ctx.deps.queues.submit, clients: ctx.deps.clients, logger: ctx.deps.logger },
+        { store, submitQueue: ctx.deps.queues.submit, clients: ctx.deps.clients, logger: ctx.deps.logger },
         id,
         { source: 'api', who: `web UI (${session.who})` },
       );
@@ -141,7 +134,7 @@ ${rows.length > 200 ? html`<p class="muted">The newest 200 are shown; narrow the
   app.post<{ Params: { id: string } }>(`${UI_PREFIX}/jobs/:id/retry`, async (request, reply) => {
     const session = sessionOf(request);
     if (!isAdmin(session)) return reply.code(403).type('text/plain').send('the admin scope is needed to retry');
-    const row = getRequest(db, request.params.id);
+    const row = await getRequest(store, request.params.id);
     if (!row || !RETRYABLE.has(row.state)) return reply.redirect(`${jobHref(request.params.id)}?done=retry-not`, 303);
     let newId: string;
     try {
@@ -178,25 +171,34 @@ ${rows.map(
 )}</tbody></table></div>`;
 }
 
-function jobDetail(
+async function jobDetail(
   ctx: UiContext,
   row: JobRequestRow,
   admin: import('../sessions.js').UiSession | null,
-  replays: RequestReplayRow[],
-): Html {
-  const { db } = ctx.deps;
-  const transitions = transitionsOf(db, row.id);
-  const fresh = freshnessView(row, getProfileSync(db, row.profile), ctx.deps.settings.pollCeilingMs);
-  const accounting = row.jobId !== null ? getAccountingJob(db, row.profile, row.jobId) : undefined;
-  const recordOwner = accounting ? arrayRecordOwner(db, row) : null;
-  const summary = summaryOfRequest(db, row.id);
-  const misses = db.select().from(deadlineMisses).where(eq(deadlineMisses.requestId, row.id)).all();
-  const deliveries = db
-    .select()
-    .from(webhookDeliveries)
-    .where(eq(webhookDeliveries.requestId, row.id))
-    .orderBy(desc(webhookDeliveries.createdAt))
-    .all();
+): Promise<Html> {
+  const h = ctx.deps.store;
+  const { deadlineMisses, webhookDeliveries } = h.t;
+  // Asked together, not one after another: on PostgreSQL they run side by side, and on SQLite
+  // close together (no write in between, mostly), as the synchronous reads did.
+  const [transitions, sync, accounting, summary, misses, deliveries, replays, tasks, attempts] = await Promise.all([
+    transitionsOf(h, row.id),
+    getProfileSync(h, row.profile),
+    row.jobId !== null ? getAccountingJob(h, row.profile, row.jobId) : undefined,
+    summaryOfRequest(h, row.id),
+    h.all(h.db.select().from(deadlineMisses).where(eq(deadlineMisses.requestId, row.id))),
+    h.all(
+      h.db
+        .select()
+        .from(webhookDeliveries)
+        .where(eq(webhookDeliveries.requestId, row.id))
+        .orderBy(desc(webhookDeliveries.createdAt)),
+    ),
+    replaysOf(h, row.id),
+    row.arrayTaskCount === null ? [] : tasksOf(h, row.id),
+    row.retryPolicy === null && row.retryCause === null ? [] : attemptsOf(h, row.id),
+  ]);
+  const recordOwner = accounting ? await arrayRecordOwner(h, row) : null;
+  const fresh = freshnessView(row, sync, ctx.deps.settings.pollCeilingMs);
   // "as of 12 s ago" (the profile's last poll), "stale" and why when the answer cannot be trusted.
   const ageSec = fresh.profile.seconds_since_poll;
   const answerAge = fresh.profile.answer_age_sec;
@@ -221,7 +223,6 @@ function jobDetail(
   if (admin && RETRYABLE.has(row.state)) {
     actions.push(actionButton(admin, `${jobHref(row.id)}/retry`, 'Retry (new request, same spec)'));
   }
-  const tasks = row.arrayTaskCount === null ? [] : tasksOf(db, row.id);
   const failedTasks = tasks.filter((task) => isTerminalRequest(task.state) && task.state !== 'completed');
   if (admin && failedTasks.length > 0) {
     actions.push(actionButton(admin, `${jobHref(row.id)}/retry-tasks`, 'Retry failed tasks (new request)'));
@@ -360,7 +361,7 @@ ${row.resubmitOf ? html`<dt>Resubmits</dt><dd><a href="${jobHref(row.resubmitOf)
 <div class="actions">${actions}</div>
 <div class="panel">${facts}</div>
 ${arrayPanel}
-${attemptsPanel(db, row)}
+${attemptsPanel(row, attempts)}
 <h2>Timeline</h2>${timeline}
 ${accountingPanel}${summaryPanel}${outputPanel(ctx, row, accounting?.user ?? null, accounting?.nodes ?? null)}
 ${
@@ -398,9 +399,8 @@ function retryEvents(row: JobRequestRow): { at: number; item: Html }[] {
 }
 
 /** Every attempt of this request (each its own Slurm job), when it has a retry policy. */
-function attemptsPanel(db: UiContext['deps']['db'], row: JobRequestRow): Html {
+function attemptsPanel(row: JobRequestRow, attempts: readonly JobRequestRow[]): Html {
   if (row.retryPolicy === null && row.retryCause === null) return html``;
-  const attempts = attemptsOf(db, row.id);
   return html`<h2>Attempts</h2><div class="table-wrap"><table aria-label="attempts"><thead><tr><th>Attempt</th><th>State</th><th>Slurm job</th><th>Exit</th><th>Why</th></tr></thead><tbody>${attempts.map(
     (a) =>
       html`<tr><td data-label="Attempt">${a.id === row.id ? html`<strong>${a.attempt}</strong>` : html`<a href="${jobHref(a.id)}">${a.attempt}</a>`}</td><td data-label="State">${stateBadge(

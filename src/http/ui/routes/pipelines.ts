@@ -2,7 +2,7 @@ import cronstrue from 'cronstrue';
 import { eq } from 'drizzle-orm';
 import type { FastifyInstance } from 'fastify';
 import { getRun, stepRequests } from '../../../db/runs.js';
-import { deadlineMisses, type PipelineRunRow, RUN_STATES, type RunState } from '../../../db/schema.js';
+import { type PipelineRunRow, RUN_STATES, type RunState } from '../../../db/schema.js';
 import { summaryOfRun } from '../../../db/summaries.js';
 import { ConfigError, SubmissionRefusedError } from '../../../errors.js';
 import type { PipelineSummary } from '../../../pipelines/pipeline-service.js';
@@ -21,13 +21,13 @@ export const runHref = (id: string): string => `${UI_PREFIX}/runs/${encodeURICom
 const pipelineHref = (name: string): string => `${UI_PREFIX}/pipelines/${encodeURIComponent(name)}`;
 
 export async function pipelinePages(app: FastifyInstance, { ctx }: { ctx: UiContext }): Promise<void> {
-  const { db } = ctx.deps;
+  const h = ctx.deps.store;
 
   app.get(`${UI_PREFIX}/pipelines`, async (request, reply) => {
     const session = sessionOf(request);
     const pipelines = (await ctx.deps.pipelines?.list()) ?? [];
     const lastRuns = await Promise.all(
-      pipelines.map(async (p) => (await runsPage(ctx.deps.store, { pipeline: p.name, limit: 5 })).slice(0, 5)),
+      pipelines.map(async (p) => (await runsPage(h, { pipeline: p.name, limit: 5 })).slice(0, 5)),
     );
     const body = html`<h1>Pipelines</h1>
 <p class="muted">On a pipeline's page an admin can trigger it now, and pause or resume its schedule. A file with <code>schedule.enabled: false</code> keeps its schedule off whatever is done here: the file wins for off.</p>
@@ -64,7 +64,7 @@ ${
         404,
       );
     }
-    const runs = (await runsPage(ctx.deps.store, { pipeline: p.name, limit: 20 })).slice(0, 20);
+    const runs = (await runsPage(h, { pipeline: p.name, limit: 20 })).slice(0, 20);
     const body = html`<h1>Pipeline ${p.name}</h1>
 ${p.description ? html`<p>${p.description}</p>` : ''}
 <div class="panel"><dl class="facts">
@@ -155,7 +155,7 @@ ${isAdmin(session) ? triggerForm(session, p) : ''}
     const pipeline = queryField(request, 'pipeline');
     const state = queryField(request, 'state');
     const runs = (
-      await runsPage(ctx.deps.store, {
+      await runsPage(h, {
         pipeline,
         states: state && (RUN_STATES as readonly string[]).includes(state) ? [state as RunState] : undefined,
         limit: 100,
@@ -188,11 +188,18 @@ ${selectField('state', 'State', ['', ...RUN_STATES], state)}
 
   app.get<{ Params: { id: string } }>(`${UI_PREFIX}/runs/:id`, async (request, reply) => {
     const session = sessionOf(request);
-    const run = getRun(db, request.params.id);
+    const run = await getRun(h, request.params.id);
     if (!run) {
       return sendPage(reply, page({ title: 'Not found', nav: 'runs', session, body: html`<h1>No such run</h1>` }), 404);
     }
-    const steps = stepRequests(db, run.id);
+    const { deadlineMisses } = h.t;
+    // Asked together, not one after another: on PostgreSQL they run side by side, and on SQLite
+    // close together (no write in between, mostly), as the synchronous reads did.
+    const [steps, misses, summary] = await Promise.all([
+      stepRequests(h, run.id),
+      h.all(h.db.select().from(deadlineMisses).where(eq(deadlineMisses.runId, run.id))),
+      summaryOfRun(h, run.id),
+    ]);
     // The latest attempt of each step is what the graph shows.
     const latest = new Map<string, (typeof steps)[number]>();
     for (const s of steps) {
@@ -200,8 +207,6 @@ ${selectField('state', 'State', ['', ...RUN_STATES], state)}
       if (s.step && (!known || s.attempt > known.attempt)) latest.set(s.step, s);
     }
     const plan = run.definition as RunPlan;
-    const misses = db.select().from(deadlineMisses).where(eq(deadlineMisses.runId, run.id)).all();
-    const summary = summaryOfRun(db, run.id);
     const nodes: DagNode[] = plan.steps.map((s) => {
       const req = latest.get(s.step);
       return {

@@ -15,13 +15,14 @@ const QUEUE_READ_TIMEOUT_MS = 1000;
  * version and its request budget) and the queues, which admins may pause.
  */
 export async function profilePages(app: FastifyInstance, { ctx }: { ctx: UiContext }): Promise<void> {
-  const { db, clients, queues } = ctx.deps;
+  const { store, clients, queues } = ctx.deps;
 
   app.get(`${UI_PREFIX}/profiles`, async (request, reply) => {
     const session = sessionOf(request);
+    const syncs = await Promise.all([...ctx.deps.profiles.values()].map((p) => getProfileSync(store, p.name)));
     const now = Date.now();
-    const profiles = [...ctx.deps.profiles.values()].map((p) => {
-      const sync = getProfileSync(db, p.name);
+    const profiles = [...ctx.deps.profiles.values()].map((p, i) => {
+      const sync = syncs[i];
       const connected = clients.connected(p.name);
       const sincePollMs = sync?.lastPollAt != null ? now - sync.lastPollAt : null;
       const overdue = sincePollMs !== null && sincePollMs > 2 * ctx.deps.settings.pollCeilingMs;
