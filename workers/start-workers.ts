@@ -148,7 +148,10 @@ export function startWorkers(deps: StartWorkersDeps): void {
     },
   );
   summarizeWorker.on('failed', (job, error) => {
-    if (job) void recordSummaryGivenUp(summaries.summarizer, summaries.logger, job, error);
+    if (!job) return;
+    recordSummaryGivenUp(summaries.summarizer, summaries.logger, job, error).catch((failure: unknown) =>
+      summaries.logger.error({ err: failure, jobId: job.id }, 'could not record a summary given up by the queue'),
+    );
   });
   const workers = [
     submitWorker,

@@ -5,9 +5,8 @@ import type { Command } from 'commander';
 import { type DaemonInfo, readDaemonInfo } from '../daemon-info.js';
 import { getAccountingJob, history as historyRows } from '../db/accounting.js';
 import { arrayRecordOwner, tasksOf } from '../db/array-tasks.js';
-import { openDatabase } from '../db/database.js';
 import type { History } from '../db/history.js';
-import { type OpenedHistory, openHistory } from '../db/open-history.js';
+import type { OpenedHistory } from '../db/open-history.js';
 import { getRequest, listRequests, transitionsOf } from '../db/requests.js';
 import { type JobRequestRow, REQUEST_STATES, type RequestState } from '../db/schema.js';
 import {
@@ -18,10 +17,8 @@ import {
   toError,
 } from '../errors.js';
 import { pidAlive } from '../lib/pid-lock.js';
-import { Secret } from '../lib/secret.js';
 import { sleep } from '../lib/sleep.js';
 import { withTimeout } from '../lib/with-timeout.js';
-import { createLogger } from '../logger.js';
 import type {
   ApplySuggestionPayload,
   CancelPayload,
@@ -37,6 +34,7 @@ import { parseJobArray } from '../sched/job-array.js';
 import type { JobSpec } from '../sched/job-spec.js';
 import { describeSuggestion } from '../summaries/prompt.js';
 import { summaryForRequest, summaryLines } from '../summaries/show.js';
+import { openCliHistory } from './cli-history.js';
 import { EXIT } from './exit-codes.js';
 import { formatDuration, table } from './format.js';
 import { parseInteger, parseSince } from './options.js';
@@ -125,26 +123,6 @@ export async function withDaemonQueue<T>(
   } finally {
     await queue.close().catch(() => undefined);
   }
-}
-
-/**
- * The daemon's history, as it opened it (its daemon.json says): its SQLite file (read-only,
- * beside the daemon), or its PostgreSQL database.
- */
-async function openJobsHistory(dataDir: string): Promise<OpenedHistory> {
-  const info = readDaemonInfo(dataDir);
-  if (info.historyFile !== null) {
-    const sqlite = openDatabase(info.historyFile, { readonly: true });
-    return { store: sqlite.store, where: sqlite.file, sqlite, close: async () => sqlite.close() };
-  }
-  const databaseUrl = info.historyUrl ?? process.env.DATABASE_URL?.trim();
-  if (!databaseUrl) {
-    throw new ConfigError(
-      "the daemon's history is on PostgreSQL and its daemon.json does not say where: set DATABASE_URL here as the daemon has it",
-    );
-  }
-  // stdout is the command's own; a failure to reach the database is said by its error.
-  return openHistory({ dataDir, databaseUrl: new Secret(databaseUrl) }, createLogger({ level: 'silent' }));
 }
 
 const time = (ms: number | null) => (ms === null ? '-' : new Date(ms).toLocaleString());
@@ -282,7 +260,7 @@ export function registerJobsCommand(program: Command): void {
           : `queued request ${requestId} (profile ${profile})\n`,
       );
       if (!opts.wait) return;
-      const history = await openJobsHistory(flags.dataDir);
+      const history = await openCliHistory(flags.dataDir, { write: false });
       try {
         const row = await follow(history, requestId, flags.json ?? false);
         if (!flags.json) {
@@ -307,7 +285,7 @@ export function registerJobsCommand(program: Command): void {
       const unknown = states?.filter((s) => !(REQUEST_STATES as readonly string[]).includes(s));
       if (unknown?.length)
         throw new ConfigError(`unknown state ${unknown.join(', ')}; states are ${REQUEST_STATES.join(', ')}`);
-      const history = await openJobsHistory(flags.dataDir);
+      const history = await openCliHistory(flags.dataDir, { write: false });
       try {
         const rows = await listRequests(history.store, {
           state: states as RequestState[] | undefined,
@@ -331,7 +309,7 @@ export function registerJobsCommand(program: Command): void {
     .option('--limit <n>', 'how many (default 100)', parseInteger)
     .action(async (opts: { since?: number; profile?: string; limit?: number }, cmd: Command) => {
       const flags = flagsOf(cmd);
-      const history = await openJobsHistory(flags.dataDir);
+      const history = await openCliHistory(flags.dataDir, { write: false });
       try {
         const rows = await historyRows(history.store, {
           sinceSec: opts.since,
@@ -379,7 +357,7 @@ export function registerJobsCommand(program: Command): void {
     .argument('<request>', 'request id')
     .action(async (id: string, _opts, cmd: Command) => {
       const flags = flagsOf(cmd);
-      const history = await openJobsHistory(flags.dataDir);
+      const history = await openCliHistory(flags.dataDir, { write: false });
       try {
         const h = history.store;
         const row = await getRequest(h, id);
@@ -488,7 +466,7 @@ export function registerJobsCommand(program: Command): void {
           }
           if (!opts.wait) return;
           {
-            const history = await openJobsHistory(flags.dataDir);
+            const history = await openCliHistory(flags.dataDir, { write: false });
             try {
               const row = await follow(history, id, flags.json ?? false);
               if (!flags.json) process.stdout.write(`job ${row.jobId ?? '-'} ${row.state}\n`);
@@ -508,7 +486,7 @@ export function registerJobsCommand(program: Command): void {
     .option('--tail <lines>', 'lines from the end (default 100)', parseInteger)
     .action(async (id: string, opts: { stderr?: boolean; tail?: number }, cmd: Command) => {
       const flags = flagsOf(cmd);
-      const history = await openJobsHistory(flags.dataDir);
+      const history = await openCliHistory(flags.dataDir, { write: false });
       try {
         const row = await getRequest(history.store, id);
         if (!row) throw new ConfigError(`no job request ${id} in the history`);
@@ -549,7 +527,7 @@ export function registerJobsCommand(program: Command): void {
     .action(async (id: string, opts: { indexes?: string }, cmd: Command) => {
       const flags = flagsOf(cmd);
       const info = readDaemonInfo(flags.dataDir);
-      const history = await openJobsHistory(flags.dataDir);
+      const history = await openCliHistory(flags.dataDir, { write: false });
       try {
         let given: number[] | undefined;
         try {
@@ -595,7 +573,7 @@ export function registerJobsCommand(program: Command): void {
     .action(async (id: string, opts: { applySuggestion?: boolean }, cmd: Command) => {
       const flags = flagsOf(cmd);
       const info = readDaemonInfo(flags.dataDir);
-      const history = await openJobsHistory(flags.dataDir);
+      const history = await openCliHistory(flags.dataDir, { write: false });
       try {
         const [{ suggestionToApply }, { APPLY_SUGGESTION_JOB }] = await Promise.all([
           import('../summaries/resubmit.js'),

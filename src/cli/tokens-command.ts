@@ -1,33 +1,13 @@
-import { resolve } from 'node:path';
 import type { Command } from 'commander';
-import { type OpenedHistory, openHistory } from '../db/open-history.js';
 import { API_SCOPES, type ApiScope } from '../db/schema.js';
 import { createToken, listTokens, revokeToken } from '../db/tokens.js';
 import { ConfigError } from '../errors.js';
-import { ensureOwnerOnlyDir } from '../lib/owner-only.js';
-import { Secret } from '../lib/secret.js';
-import { createLogger } from '../logger.js';
+import { openCliHistory } from './cli-history.js';
 import { table } from './format.js';
 
 interface TokensFlags {
   dataDir: string;
   json?: boolean;
-}
-
-/**
- * Opens the history directly (migrating it, so tokens can be made before the first start): the
- * PostgreSQL one of DATABASE_URL when set, as the daemon does, else the data dir's SQLite file
- * (WAL lets this run beside the daemon).
- */
-async function openTokenHistory(dataDir: string): Promise<OpenedHistory> {
-  const dir = resolve(dataDir);
-  const databaseUrl = process.env.DATABASE_URL?.trim();
-  if (!databaseUrl) ensureOwnerOnlyDir(dir, 'data dir');
-  return openHistory(
-    { dataDir: dir, databaseUrl: databaseUrl ? new Secret(databaseUrl) : undefined },
-    // stdout is the token's alone; a failure is said by the command's error.
-    createLogger({ level: 'silent' }),
-  );
 }
 
 function parseScopes(text: string): ApiScope[] {
@@ -65,7 +45,7 @@ export function registerTokensCommand(program: Command): void {
         throw new ConfigError(`--name "${opts.name}": letters, digits, ".", "_" and "-", up to 64 characters`);
       }
       const scopes = parseScopes(opts.scopes);
-      const history = await openTokenHistory(flagsOf(cmd).dataDir);
+      const history = await openCliHistory(flagsOf(cmd).dataDir, { write: true });
       try {
         const { token, info } = await createToken(history.store, { name: opts.name, scopes });
         process.stdout.write(`${token}\n`);
@@ -82,7 +62,7 @@ export function registerTokensCommand(program: Command): void {
     .description('the tokens (names, scopes, times; never the tokens themselves)')
     .action(async (_opts: unknown, cmd: Command) => {
       const flags = flagsOf(cmd);
-      const history = await openTokenHistory(flags.dataDir);
+      const history = await openCliHistory(flags.dataDir, { write: true });
       try {
         const rows = await listTokens(history.store);
         process.stdout.write(
@@ -113,7 +93,7 @@ export function registerTokensCommand(program: Command): void {
     .description('revoke a token: requests with it are refused (401) from now on')
     .argument('<name>', 'the name given at create')
     .action(async (name: string, _opts: unknown, cmd: Command) => {
-      const history = await openTokenHistory(flagsOf(cmd).dataDir);
+      const history = await openCliHistory(flagsOf(cmd).dataDir, { write: true });
       try {
         if (!(await revokeToken(history.store, name)))
           throw new ConfigError(`no live token named "${name}" (see: schedflow tokens list)`);

@@ -162,7 +162,7 @@ export const daemonConfigSchema = z.object({
     .instanceof(Secret)
     .optional()
     .describe(
-      'The history on PostgreSQL (`postgres://user:password@host:5432/db`), shared by processes on several hosts; migrated at start. Unset: SQLite, `<data-dir>/history.sqlite`, for one host.',
+      'The history on PostgreSQL (`postgres://user:password@host:5432/db`), shared by processes on several hosts, with `REDIS_URL` and `SCHEDFLOW_WEBHOOK_SECRET`; migrated at start. Unset: SQLite, `<data-dir>/history.sqlite`, for one host.',
     ),
   webhookSecret: z
     .instanceof(Secret)
@@ -234,7 +234,7 @@ export function loadDaemonConfig(env: NodeJS.ProcessEnv, flags: DaemonConfigInpu
   if (!isAllInOne(parsed.data.roles) && !parsed.data.redisUrl) {
     throw new ConfigError('processes with separate roles (worker, scheduler, web) share one Redis: set REDIS_URL');
   }
-  if (parsed.data.databaseUrl) checkDatabaseUrl(parsed.data.databaseUrl, parsed.data.webhookSecret);
+  if (parsed.data.databaseUrl) checkDatabaseUrl(parsed.data.databaseUrl, parsed.data);
   const configDir = resolve(parsed.data.configDir);
   return {
     ...parsed.data,
@@ -245,10 +245,15 @@ export function loadDaemonConfig(env: NodeJS.ProcessEnv, flags: DaemonConfigInpu
 }
 
 /**
- * A PostgreSQL URL, and the webhook secret hosts sharing it need: each would otherwise make a
- * file of its own and sign with it, and receivers would refuse every other host's deliveries.
+ * A PostgreSQL URL, and what hosts sharing it need besides: one Redis (each host's private one
+ * would queue, and submit, the others' requests again: a job twice), and one webhook secret
+ * (each would otherwise make a file of its own and sign with it, and receivers would refuse
+ * every other host's deliveries).
  */
-function checkDatabaseUrl(url: Secret, webhookSecret: Secret | undefined): void {
+function checkDatabaseUrl(
+  url: Secret,
+  { redisUrl, webhookSecret }: { redisUrl?: string; webhookSecret?: Secret },
+): void {
   let protocol: string;
   try {
     protocol = new URL(url.reveal()).protocol;
@@ -258,6 +263,11 @@ function checkDatabaseUrl(url: Secret, webhookSecret: Secret | undefined): void 
   }
   if (protocol !== 'postgres:' && protocol !== 'postgresql:') {
     throw new ConfigError(`DATABASE_URL must be a postgres:// URL (got ${protocol}//…); unset it for SQLite`);
+  }
+  if (!redisUrl) {
+    throw new ConfigError(
+      'with DATABASE_URL (a history shared by several hosts), set REDIS_URL to the Redis they share: a private Redis per host would submit the same requests again',
+    );
   }
   if (!webhookSecret) {
     throw new ConfigError(

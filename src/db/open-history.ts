@@ -1,12 +1,12 @@
 import { join } from 'node:path';
 import pg from 'pg';
-import { HistoryUnavailableError } from '../errors.js';
+import { ConfigError, HistoryUnavailableError } from '../errors.js';
 import { packageRoot } from '../lib/package-info.js';
 import type { Secret } from '../lib/secret.js';
 import type { Logger } from '../logger.js';
 import { type HistoryDatabase, openDatabase } from './database.js';
 import { type History, postgresHistory } from './history.js';
-import { applyPgMigrations } from './pg-migrate.js';
+import { applyPgMigrations, pendingPgMigrations } from './pg-migrate.js';
 
 /** The history a daemon process works on: SQLite in its data dir, or PostgreSQL for several hosts. */
 export interface OpenedHistory {
@@ -22,11 +22,22 @@ export interface OpenedHistory {
 const POOL_SIZE = 10;
 
 /**
+ * Bounds on waiting for PostgreSQL. A host that stops between two statements of a transaction
+ * (paused, cut off) holds its row locks: its session is ended after a minute, and another
+ * host's statement gives up waiting on a lock after 30 s (its job is retried) rather than
+ * holding one of its pool's connections, and so its API, for as long.
+ */
+const CONNECT_TIMEOUT_MS = 10_000;
+const SESSION_OPTIONS = '-c lock_timeout=30000 -c idle_in_transaction_session_timeout=60000';
+
+/**
  * Opens the history: PostgreSQL when `databaseUrl` is given (migrated under a lock, so hosts
- * starting together migrate once), else `<dataDir>/history.sqlite`.
+ * starting together migrate once), else `<dataDir>/history.sqlite`. With `migrate: false` (a
+ * command that only reads, beside running daemons) a PostgreSQL history at another version's
+ * schema is refused rather than migrated under them.
  */
 export async function openHistory(
-  options: { dataDir: string; databaseUrl?: Secret },
+  options: { dataDir: string; databaseUrl?: Secret; migrate?: boolean },
   logger: Logger,
 ): Promise<OpenedHistory> {
   if (!options.databaseUrl) {
@@ -35,27 +46,50 @@ export async function openHistory(
   }
   const url = options.databaseUrl.reveal();
   const where = redactedUrl(url);
-  const pool = new pg.Pool({ connectionString: url, max: POOL_SIZE, application_name: 'schedflow' });
+  const pool = new pg.Pool({
+    connectionString: url,
+    max: POOL_SIZE,
+    application_name: 'schedflow',
+    connectionTimeoutMillis: CONNECT_TIMEOUT_MS,
+    keepAlive: true,
+    options: SESSION_OPTIONS,
+  });
   // An idle connection the server dropped: the pool replaces it; the next query says what failed.
   pool.on('error', (error) => logger.warn({ err: error.message, history: where }, 'a PostgreSQL connection failed'));
+  const migrations = join(packageRoot(), 'migrations', 'postgres');
+  let behind = 0;
   try {
-    const { applied } = await applyPgMigrations(pool, join(packageRoot(), 'migrations', 'postgres'));
-    if (applied > 0) logger.info({ applied, history: where }, 'PostgreSQL history migrated');
+    if (options.migrate === false) behind = await pendingPgMigrations(pool, migrations);
+    else {
+      const { applied } = await applyPgMigrations(pool, migrations);
+      if (applied > 0) logger.info({ applied, history: where }, 'PostgreSQL history migrated');
+    }
   } catch (error) {
     await pool.end().catch(() => {});
     throw new HistoryUnavailableError(`cannot open the history at ${where}: ${(error as Error).message}`, {
       cause: error,
     });
   }
+  if (behind > 0) {
+    await pool.end().catch(() => {});
+    throw new ConfigError(
+      `the history at ${where} lacks ${behind} migration(s) of this schedflow version: start the daemon of this version (it migrates), or use the schedflow the daemons run`,
+    );
+  }
   return { store: postgresHistory(pool), where, sqlite: null, close: () => pool.end() };
 }
 
-/** The URL as it may be shown: its password replaced. */
+/**
+ * The URL as it may be shown: its password replaced, and its query left out (libpq's options
+ * there may hold one too: `password`, `sslpassword`).
+ */
 export function redactedUrl(url: string): string {
   try {
     const parsed = new URL(url);
     if (parsed.password) parsed.password = '***';
-    return parsed.toString();
+    const query = parsed.search ? '?…' : '';
+    parsed.search = '';
+    return `${parsed.toString()}${query}`;
   } catch {
     return 'postgres://…';
   }

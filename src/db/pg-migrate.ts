@@ -60,6 +60,16 @@ export async function applyPgMigrations(pool: Pool, migrationsFolder: string): P
   }
 }
 
+/** How many committed migrations the database has not applied: 0 when it is at this version's schema. */
+export async function pendingPgMigrations(pool: Pool, migrationsFolder: string): Promise<number> {
+  const client = await pool.connect();
+  try {
+    return (await pending(client, readMigrationFiles({ migrationsFolder }))).length;
+  } finally {
+    client.release();
+  }
+}
+
 /** The migrations after the last one applied, compared as drizzle compares them. */
 async function pending(client: PoolClient, migrations: readonly Migration[]): Promise<Migration[]> {
   const exists = await client.query<{ table: string | null }>('SELECT to_regclass($1) AS "table"', [MIGRATIONS_TABLE]);

@@ -33,3 +33,14 @@ export async function writeInSlices<T>(
   }
   return counted;
 }
+
+/**
+ * `items` in the order of the Slurm job ids whose requests they write. Every mass writer (the
+ * poll's slices, the reconcile's) gives its items so: on PostgreSQL each slice locks the rows it
+ * writes until it commits, and two slices taking the same requests in different orders (a poll
+ * and a reconcile, on one host or two) each waited for the other, a deadlock the server ends by
+ * failing one of them.
+ */
+export function inJobIdOrder<T>(items: readonly T[], jobIdOf: (item: T) => number | null): T[] {
+  return [...items].sort((a, b) => (jobIdOf(a) ?? 0) - (jobIdOf(b) ?? 0));
+}

@@ -3,7 +3,7 @@ import { getProfileSync, recordAccountingAnswer, updateProfileSync } from '../db
 import type { History } from '../db/history.js';
 import { submissionsInFlight, type TrackedRequest, trackedRequests, updateRequest } from '../db/requests.js';
 import type { TransitionSource } from '../db/schema.js';
-import { writeInSlices } from '../db/write-in-slices.js';
+import { inJobIdOrder, writeInSlices } from '../db/write-in-slices.js';
 import { SchedflowError } from '../errors.js';
 import type { HeapCollector } from '../lib/heap-collector.js';
 import type { Logger } from '../logger.js';
@@ -218,10 +218,14 @@ export async function pollProfile(deps: PollDeps, profile: string): Promise<Poll
     // A mass start or end: ends go to accounting in chunks, the longest waiting first, as many
     // as the budget allows this cycle (the rest in the next ones). Started jobs get the light
     // record now, and the rest with their end: their full records would cost a chunk each.
-    changed += await writeInSlices(store, changedRows, async (tx, row) => {
-      const job = light.byId.get(row.jobId as number);
-      return job !== undefined && applyJob(tx, row, job, 'poll', light.freshnessOf(row));
-    });
+    changed += await writeInSlices(
+      store,
+      inJobIdOrder(changedRows, (row) => row.jobId),
+      async (tx, row) => {
+        const job = light.byId.get(row.jobId as number);
+        return job !== undefined && applyJob(tx, row, job, 'poll', light.freshnessOf(row));
+      },
+    );
     queries = queue.next(accountingChunksPerCycle(client)).map((rows) => ({ rows, activeOnly: false }));
     if (arrayIds.length > 0) queries.unshift({ rows: [], activeOnly: false, ...arrayChunk });
   }
@@ -274,7 +278,11 @@ export async function pollProfile(deps: PollDeps, profile: string): Promise<Poll
     if (failure instanceof AccountingNotServedError) {
       const now = Date.now();
       const gone = unresolved.filter((row) => !light.byId.has(row.jobId as number) && !light.freshnessOf(row).stale);
-      changed += await writeInSlices(store, gone, (tx, row) => markMissing(tx, deps, profile, row, now));
+      changed += await writeInSlices(
+        store,
+        inJobIdOrder(gone, (row) => row.jobId),
+        (tx, row) => markMissing(tx, deps, profile, row, now),
+      );
     }
     accounting = 'unavailable';
   }
@@ -309,21 +317,25 @@ export async function pollProfile(deps: PollDeps, profile: string): Promise<Poll
       canTell,
     });
     const summaries = summarizeArrays(arrays, arrayPlan);
-    changed += await writeInSlices(store, arrays, async (tx, row) => {
-      const summary = summaries.get(row.id);
-      if (!summary) return false;
-      if (summary.lost > 0) return markArrayLost(tx, deps, profile, row, summary, now);
-      const observation: JobObservation = {
-        state: summary.state,
-        state_flags: [summary.state],
-        reason: summary.reason,
-        ...(summary.startedAt !== null && { start_time: Math.floor(summary.startedAt / 1000) }),
-        ...(summary.endedAt !== null && { end_time: Math.floor(summary.endedAt / 1000) }),
-        ...(summary.exitCode !== null && { exit_code: summary.exitCode }),
-      };
-      const source = summary.endedAt !== null && arrayRecords !== null ? 'accounting' : 'poll';
-      return applyJob(tx, row, observation, source, light.freshnessOf(row));
-    });
+    changed += await writeInSlices(
+      store,
+      inJobIdOrder(arrays, (row) => row.jobId),
+      async (tx, row) => {
+        const summary = summaries.get(row.id);
+        if (!summary) return false;
+        if (summary.lost > 0) return markArrayLost(tx, deps, profile, row, summary, now);
+        const observation: JobObservation = {
+          state: summary.state,
+          state_flags: [summary.state],
+          reason: summary.reason,
+          ...(summary.startedAt !== null && { start_time: Math.floor(summary.startedAt / 1000) }),
+          ...(summary.endedAt !== null && { end_time: Math.floor(summary.endedAt / 1000) }),
+          ...(summary.exitCode !== null && { exit_code: summary.exitCode }),
+        };
+        const source = summary.endedAt !== null && arrayRecords !== null ? 'accounting' : 'poll';
+        return applyJob(tx, row, observation, source, light.freshnessOf(row));
+      },
+    );
   }
   await updateProfileSync(store, profile, {
     lastPollAt: Date.now(),
@@ -570,24 +582,28 @@ async function resolveThroughController(
     records: listing.data.jobs.filter((job) => job.array_job_id !== null && arrayIds.has(job.array_job_id)),
     fresh: !listing.freshness.stale,
   };
-  const changed = await writeInSlices(store, rows, async (tx, row) => {
-    const record = full.get(row.jobId as number);
-    const entry = light.byId.get(row.jobId as number);
-    // Never another job's record: a crashed slurmctld gives lost jobs' ids again. A fresh
-    // listing showing another job under the id says the controller lost this one.
-    if (record && jobIdentity(record, row) === 'other') {
-      if (!listing || listing.freshness.stale) return false;
-      const why = describeOtherJob(record, "the controller's");
-      return endLostByController(tx, row.id, { at: Date.now(), source: 'poll', why });
-    }
-    if (record && listing) return applyJob(tx, row, record, 'poll', listing.freshness);
-    // Without the full record an end would be recorded without its exit code and times, for
-    // good: only a state that has not ended is taken from the light listing; ends wait.
-    const ended = entry !== undefined && isTerminalRequest(requestStateFor(entry.state) ?? 'running');
-    return (
-      entry !== undefined && (listing !== null || !ended) && applyJob(tx, row, entry, 'poll', light.freshnessOf(row))
-    );
-  });
+  const changed = await writeInSlices(
+    store,
+    inJobIdOrder(rows, (row) => row.jobId),
+    async (tx, row) => {
+      const record = full.get(row.jobId as number);
+      const entry = light.byId.get(row.jobId as number);
+      // Never another job's record: a crashed slurmctld gives lost jobs' ids again. A fresh
+      // listing showing another job under the id says the controller lost this one.
+      if (record && jobIdentity(record, row) === 'other') {
+        if (!listing || listing.freshness.stale) return false;
+        const why = describeOtherJob(record, "the controller's");
+        return endLostByController(tx, row.id, { at: Date.now(), source: 'poll', why });
+      }
+      if (record && listing) return applyJob(tx, row, record, 'poll', listing.freshness);
+      // Without the full record an end would be recorded without its exit code and times, for
+      // good: only a state that has not ended is taken from the light listing; ends wait.
+      const ended = entry !== undefined && isTerminalRequest(requestStateFor(entry.state) ?? 'running');
+      return (
+        entry !== undefined && (listing !== null || !ended) && applyJob(tx, row, entry, 'poll', light.freshnessOf(row))
+      );
+    },
+  );
   return { changed, taskListing };
 }
 
@@ -613,19 +629,23 @@ async function checkSuspects(deps: PollDeps, profile: string, suspects: Suspect[
   if (!listing || listing.freshness.stale) return 0;
   const full = new Map(listing.data.jobs.map((job) => [job.job_id, job]));
   const now = Date.now();
-  return writeInSlices(store, suspects, async (tx, { row }) => {
-    const inController = full.get(row.jobId as number);
-    // Left the controller between the two reads: nothing certain is known of it.
-    if (!inController) return markMissing(tx, deps, profile, row, now);
-    if (jobIdentity(inController, row) === 'ours') {
-      // As applyJob's writes, only in the state it was read in (see there).
-      await updateRequest(tx, row.id, { jobConfirmedAt: now }, row.state);
-      return applyJob(tx, row, inController, 'poll', listing.freshness);
-    }
-    logger.warn({ requestId: row.id, job_id: row.jobId }, 'the controller lost this job: its id is another job now');
-    const why = describeOtherJob(inController, "the controller's");
-    return endLostByController(tx, row.id, { at: now, source: 'poll', why });
-  });
+  return writeInSlices(
+    store,
+    inJobIdOrder(suspects, ({ row }) => row.jobId),
+    async (tx, { row }) => {
+      const inController = full.get(row.jobId as number);
+      // Left the controller between the two reads: nothing certain is known of it.
+      if (!inController) return markMissing(tx, deps, profile, row, now);
+      if (jobIdentity(inController, row) === 'ours') {
+        // As applyJob's writes, only in the state it was read in (see there).
+        await updateRequest(tx, row.id, { jobConfirmedAt: now }, row.state);
+        return applyJob(tx, row, inController, 'poll', listing.freshness);
+      }
+      logger.warn({ requestId: row.id, job_id: row.jobId }, 'the controller lost this job: its id is another job now');
+      const why = describeOtherJob(inController, "the controller's");
+      return endLostByController(tx, row.id, { at: now, source: 'poll', why });
+    },
+  );
 }
 
 interface Suspect {
@@ -731,49 +751,53 @@ async function resolveThroughAccounting(
   const now = Date.now();
   // Read after the answer: a submission whose job it may hold had started before it was made.
   const inFlight = await submissionsInFlight(store, profile);
-  const changed = await writeInSlices(store, rows, async (tx, row) => {
-    const own = ownRecord(found.get(row.jobId as number) ?? [], row, inFlight);
-    const inController = light.byId.get(row.jobId as number);
-    const controllerFreshness = light.freshnessOf(row);
-    // Accounting's only records under the id are other jobs' submitted since (the controller
-    // lost this one and gave its id again?), or its record may be another's: the controller's
-    // record, which keeps the marker, decides. Gone from the controller too: missing, as a
-    // job of which nothing is known (a name alone never ends a request).
-    if (own.kind === 'reused' || own.kind === 'suspect') {
-      if (history.freshness.stale) return false;
-      if (!inController) return markMissing(tx, deps, profile, row, now);
-      suspects.push({ row });
-      return false;
-    }
-    const record = own.kind === 'ours' ? own.record : undefined;
-    const controllerState = inController ? requestStateFor(inController.state) : null;
-    const endedInController = controllerState !== null && isTerminalRequest(controllerState);
-    const recordEnded = record !== undefined && isTerminalRequest(requestStateFor(record.state) ?? 'running');
-    if (endedInController && !recordEnded) {
-      // Accounting lags behind (or its answer was cached before the end): the controller's
-      // full record has the exit code and times.
-      endedWithoutRecord.push(row);
-      return false;
-    }
-    if (record && inController && !endedInController) {
-      // The controller's state; accounting's details only when its record has caught up with
-      // that state (an answer from before the change would say pending, without a start).
-      const observed =
-        record.state === inController.state ? { ...record, state_flags: inController.state_flags } : inController;
-      return applyJob(tx, row, observed, 'poll', controllerFreshness);
-    }
-    if (record && !recordEnded && !inController) {
-      // Active in accounting, absent from a controller answer produced after the submission:
-      // accounting lags behind an end, or slurmctld lost the job in a crash and slurmdbd keeps
-      // it pending forever (a runaway job). Not taken as running: missing, then lost.
-      return !history.freshness.stale && markMissing(tx, deps, profile, row, now, record.state);
-    }
-    if (record) return applyJob(tx, row, record, 'accounting', history.freshness);
-    // Accounting has no record yet of a job that has not ended: the controller's state.
-    if (inController) return applyJob(tx, row, inController, 'poll', controllerFreshness);
-    // (An answer kept from before an outage cannot say a job is missing.)
-    return !history.freshness.stale && markMissing(tx, deps, profile, row, now);
-  });
+  const changed = await writeInSlices(
+    store,
+    inJobIdOrder(rows, (row) => row.jobId),
+    async (tx, row) => {
+      const own = ownRecord(found.get(row.jobId as number) ?? [], row, inFlight);
+      const inController = light.byId.get(row.jobId as number);
+      const controllerFreshness = light.freshnessOf(row);
+      // Accounting's only records under the id are other jobs' submitted since (the controller
+      // lost this one and gave its id again?), or its record may be another's: the controller's
+      // record, which keeps the marker, decides. Gone from the controller too: missing, as a
+      // job of which nothing is known (a name alone never ends a request).
+      if (own.kind === 'reused' || own.kind === 'suspect') {
+        if (history.freshness.stale) return false;
+        if (!inController) return markMissing(tx, deps, profile, row, now);
+        suspects.push({ row });
+        return false;
+      }
+      const record = own.kind === 'ours' ? own.record : undefined;
+      const controllerState = inController ? requestStateFor(inController.state) : null;
+      const endedInController = controllerState !== null && isTerminalRequest(controllerState);
+      const recordEnded = record !== undefined && isTerminalRequest(requestStateFor(record.state) ?? 'running');
+      if (endedInController && !recordEnded) {
+        // Accounting lags behind (or its answer was cached before the end): the controller's
+        // full record has the exit code and times.
+        endedWithoutRecord.push(row);
+        return false;
+      }
+      if (record && inController && !endedInController) {
+        // The controller's state; accounting's details only when its record has caught up with
+        // that state (an answer from before the change would say pending, without a start).
+        const observed =
+          record.state === inController.state ? { ...record, state_flags: inController.state_flags } : inController;
+        return applyJob(tx, row, observed, 'poll', controllerFreshness);
+      }
+      if (record && !recordEnded && !inController) {
+        // Active in accounting, absent from a controller answer produced after the submission:
+        // accounting lags behind an end, or slurmctld lost the job in a crash and slurmdbd keeps
+        // it pending forever (a runaway job). Not taken as running: missing, then lost.
+        return !history.freshness.stale && markMissing(tx, deps, profile, row, now, record.state);
+      }
+      if (record) return applyJob(tx, row, record, 'accounting', history.freshness);
+      // Accounting has no record yet of a job that has not ended: the controller's state.
+      if (inController) return applyJob(tx, row, inController, 'poll', controllerFreshness);
+      // (An answer kept from before an outage cannot say a job is missing.)
+      return !history.freshness.stale && markMissing(tx, deps, profile, row, now);
+    },
+  );
   return {
     changed,
     endedWithoutRecord,

@@ -10,7 +10,7 @@ import {
 import type { History } from '../db/history.js';
 import { submissionsInFlight } from '../db/requests.js';
 import type { JobRequestRow } from '../db/schema.js';
-import { writeInSlices } from '../db/write-in-slices.js';
+import { inJobIdOrder, writeInSlices } from '../db/write-in-slices.js';
 import { nextTurn } from '../lib/turns.js';
 import type { Logger } from '../logger.js';
 import type { SchedClient } from '../sched/client.js';
@@ -124,7 +124,11 @@ export async function reconcileProfile(
     }
     // Read after the answer: a submission whose job it may hold had started before it was made.
     const inFlight = await submissionsInFlight(store, profile);
-    linked += await writeInSlices(store, changed, (tx, job) => importRecord(tx, profile, job, freshness, at, inFlight));
+    linked += await writeInSlices(
+      store,
+      inJobIdOrder(changed, (job) => job.job_id),
+      (tx, job) => importRecord(tx, profile, job, freshness, at, inFlight),
+    );
     imported += changed.length;
     await advanceAccountingSync(store, profile, to, at);
     from = to;

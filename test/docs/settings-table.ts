@@ -52,7 +52,10 @@ function settingOfFlag(option: Option): SettingKey | undefined {
 
 // Values that pass the check of every kind of setting: a whole number, a Redis URL, a host:port,
 // and a path (any text). The first one loadDaemonConfig accepts is the probe.
-const PROBE_VALUES = ['12345', 'redis://probe.invalid:6379', '127.0.0.1:9'];
+const PROBE_VALUES = ['12345', 'redis://probe.invalid:6379', '127.0.0.1:9', 'postgres://probe.invalid/db'];
+
+/** What a setting needs beside it to be accepted (DATABASE_URL wants a shared Redis and webhook secret). */
+const COMPANIONS = { REDIS_URL: 'redis://companion.invalid:6379', SCHEDFLOW_WEBHOOK_SECRET: 'companion' };
 
 /**
  * The settings each environment variable sets, found by setting it and seeing what changes, so a
@@ -63,20 +66,22 @@ function settingsOfEnv(): Map<SettingKey, string> {
   const source = readFileSync(DAEMON_CONFIG_SOURCE, 'utf8');
   const names = new Set([...source.matchAll(/\benv\.([A-Z][A-Z0-9_]*)/g)].map((m) => m[1] as string));
   for (const name of Object.keys(DAEMON_ENV_NUMBERS)) names.add(name);
-  const base = loadDaemonConfig({}) as Record<string, unknown>;
   const changedBy = new Map<string, SettingKey[]>();
   for (const name of names) {
-    for (const value of PROBE_VALUES) {
-      let probed: Record<string, unknown>;
-      try {
-        probed = loadDaemonConfig({ [name]: value }) as Record<string, unknown>;
-      } catch {
-        continue;
-      }
-      const changed = Object.keys(probed).filter((k) => !isDeepStrictEqual(probed[k], base[k])) as SettingKey[];
-      if (changed.length) {
-        changedBy.set(name, changed);
-        break;
+    probing: for (const beside of [{}, COMPANIONS]) {
+      const base = loadDaemonConfig(beside) as Record<string, unknown>;
+      for (const value of PROBE_VALUES) {
+        let probed: Record<string, unknown>;
+        try {
+          probed = loadDaemonConfig({ ...beside, [name]: value }) as Record<string, unknown>;
+        } catch {
+          continue;
+        }
+        const changed = Object.keys(probed).filter((k) => !isDeepStrictEqual(probed[k], base[k])) as SettingKey[];
+        if (changed.length) {
+          changedBy.set(name, changed);
+          break probing;
+        }
       }
     }
   }

@@ -77,10 +77,12 @@ export interface ProcessOptions {
 
 const live = new Set<ChildProcess>();
 
-/** This process's environment without the variables that would point a child at another daemon or Redis. */
+/** This process's environment without the variables that would point a child at another daemon, Redis or history. */
 export function cleanEnv(extra: NodeJS.ProcessEnv = {}): NodeJS.ProcessEnv {
   const env: NodeJS.ProcessEnv = { ...process.env };
-  for (const name of ['REDIS_URL', 'SCHEDFLOW_DATA_DIR', 'SCHEDFLOW_CONFIG_DIR', 'SCHED_TOKEN']) delete env[name];
+  for (const name of ['REDIS_URL', 'DATABASE_URL', 'SCHEDFLOW_DATA_DIR', 'SCHEDFLOW_CONFIG_DIR', 'SCHED_TOKEN']) {
+    delete env[name];
+  }
   return { ...env, ...extra };
 }
 

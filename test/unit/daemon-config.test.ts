@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { loadDaemonConfig } from '../../src/config/daemon-config.js';
+import { redactedUrl } from '../../src/db/open-history.js';
 import { ConfigError } from '../../src/errors.js';
 
 describe('loadDaemonConfig', () => {
@@ -30,5 +31,42 @@ describe('loadDaemonConfig', () => {
 
   it('refuses separate roles without a shared Redis', () => {
     expect(() => loadDaemonConfig({}, { roles: ['worker'] })).toThrow(/set REDIS_URL/);
+  });
+
+  it('takes a PostgreSQL history with a shared Redis and one webhook secret, and never says its password', () => {
+    const url = 'postgres://schedflow:pa55word@db.example.org:5432/schedflow';
+    const shared = { REDIS_URL: 'redis://:r3dis@10.0.0.5:6379', SCHEDFLOW_WEBHOOK_SECRET: 'one-key' };
+    const config = loadDaemonConfig({ ...shared, DATABASE_URL: url });
+    expect(config.databaseUrl?.reveal()).toBe(url);
+    expect(JSON.stringify(config)).not.toContain('pa55word');
+    const refusals: [Record<string, string>, RegExp][] = [
+      [{ SCHEDFLOW_WEBHOOK_SECRET: 'one-key', DATABASE_URL: url }, /set REDIS_URL to the Redis they share/],
+      [
+        { REDIS_URL: shared.REDIS_URL, DATABASE_URL: url },
+        /set SCHEDFLOW_WEBHOOK_SECRET to the same key on every host/,
+      ],
+      [{ ...shared, DATABASE_URL: 'mysql://u:pa55word@h/db' }, /must be a postgres:\/\/ URL \(got mysql:\/\/…\)/],
+      [{ ...shared, DATABASE_URL: 'pa55word' }, /DATABASE_URL is not a URL/],
+    ];
+    for (const [env, message] of refusals) {
+      let error: unknown;
+      try {
+        loadDaemonConfig(env);
+      } catch (caught) {
+        error = caught;
+      }
+      expect(error).toBeInstanceOf(ConfigError);
+      expect((error as Error).message).toMatch(message);
+      expect((error as Error).message).not.toContain('pa55word');
+    }
+  });
+});
+
+describe('redactedUrl', () => {
+  it('hides the password, in the userinfo or the query', () => {
+    expect(redactedUrl('postgres://u:s3cret@h:5432/db')).toBe('postgres://u:***@h:5432/db');
+    expect(redactedUrl('postgres://u@h/db?password=s3cret&sslmode=require')).toBe('postgres://u@h/db?…');
+    expect(redactedUrl('postgres://u@h/db')).toBe('postgres://u@h/db');
+    expect(redactedUrl('not a url s3cret')).toBe('postgres://…');
   });
 });

@@ -1,6 +1,14 @@
-import { asc, gt, gte, inArray, sql } from 'drizzle-orm';
+import { and, asc, gt, gte, inArray, lte, sql } from 'drizzle-orm';
 import type { History } from '../../db/history.js';
 import type { Logger } from '../../logger.js';
+
+/**
+ * Transitions read again each tick on PostgreSQL: their ids are given at insert but committed in
+ * any order (by other hosts, or this pool's other connections), so one with a smaller id than
+ * the last seen may appear after it. A change committed later than this many others is not
+ * shown live (the page shows it when loaded).
+ */
+const TRANSITION_OVERLAP = 200;
 
 /** One change a page may show: a request's new state (with its run) or a run's. */
 export interface LiveChange {
@@ -17,6 +25,8 @@ interface Feed {
   timer: NodeJS.Timeout;
   /** The last transition seen; null until the first read of where the transitions stand. */
   lastTransitionId: number | null;
+  /** On PostgreSQL, the ids of the overlap already sent (see TRANSITION_OVERLAP). */
+  sent: Set<number>;
   runsSince: number;
   /** A tick under way: the next one is skipped rather than read the same rows again. */
   busy: boolean;
@@ -58,6 +68,7 @@ export class LiveChanges {
     const feed: Feed = {
       timer: setInterval(() => void this.#tick(feed), this.everyMs),
       lastTransitionId: null,
+      sent: new Set(),
       runsSince: Date.now(),
       busy: false,
     };
@@ -96,10 +107,26 @@ export class LiveChanges {
       );
       // PostgreSQL's max of a bigint comes as text.
       feed.lastTransitionId = Number(last?.id ?? 0);
+      if (h.dialect === 'postgres') {
+        // The overlap the next ticks read again is of before the page opened: not news.
+        const before = await h.all(
+          h.db
+            .select({ id: jobTransitions.id })
+            .from(jobTransitions)
+            .where(
+              and(
+                gt(jobTransitions.id, feed.lastTransitionId - TRANSITION_OVERLAP),
+                lte(jobTransitions.id, feed.lastTransitionId),
+              ),
+            ),
+        );
+        for (const t of before) feed.sent.add(t.id);
+      }
       return [];
     }
     const now = Date.now();
-    const transitions = await h.prepared(
+    const overlap = h.dialect === 'postgres' ? TRANSITION_OVERLAP : 0;
+    const read = await h.prepared(
       'liveChanges.transitions',
       () =>
         h.db
@@ -108,11 +135,17 @@ export class LiveChanges {
           .where(gt(jobTransitions.id, sql.placeholder('after')))
           .orderBy(asc(jobTransitions.id))
           .limit(1000),
-      { after: feed.lastTransitionId },
+      { after: feed.lastTransitionId - overlap },
     );
+    const transitions = overlap ? read.filter((t) => !feed.sent.has(t.id)) : read;
     const changes: LiveChange[] = [];
+    if (overlap) {
+      for (const t of transitions) feed.sent.add(t.id);
+      const floor = Math.max(feed.lastTransitionId, read.at(-1)?.id ?? 0) - overlap;
+      for (const id of feed.sent) if (id <= floor) feed.sent.delete(id);
+    }
     if (transitions.length > 0) {
-      feed.lastTransitionId = transitions[transitions.length - 1]?.id ?? feed.lastTransitionId;
+      feed.lastTransitionId = Math.max(feed.lastTransitionId, read.at(-1)?.id ?? feed.lastTransitionId);
       const runOf = new Map(
         (
           await h.all(

@@ -1,4 +1,4 @@
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { asc, is, type Table } from 'drizzle-orm';
@@ -11,7 +11,7 @@ import { type HistoryDatabase, openDatabase } from '../../../src/db/database.js'
 import * as pgSchema from '../../../src/db/pg-schema.js';
 import * as schema from '../../../src/db/schema.js';
 import { ConfigError } from '../../../src/errors.js';
-import { REPO } from '../../helpers/cli-process.js';
+import { cleanEnv, REPO, runCli } from '../../helpers/cli-process.js';
 import { testPostgres } from '../../helpers/histories.js';
 
 const MIGRATIONS = join(REPO, 'migrations', 'postgres');
@@ -168,3 +168,31 @@ it('refuses a PostgreSQL history that has rows already, and changes nothing ther
   const { rows } = await pool(url).query('SELECT count(*)::int AS n FROM schedflow.job_transitions');
   expect(rows[0].n).toBe(TRANSITIONS);
 });
+
+it('`schedflow db migrate-to-postgres` copies a data dir, says how far it is, and refuses while its daemon runs', async () => {
+  const url = await server.createDatabase('cli');
+  const args = ['db', 'migrate-to-postgres', '--from', dir];
+  const env = cleanEnv({ DATABASE_URL: url });
+  // A daemon on the data dir (this test's process, alive): what it writes after a copy would be left behind.
+  writeFileSync(join(dir, 'daemon.pid'), String(process.pid));
+  const refused = await runCli(args, { env });
+  expect(refused.stderr).toMatch(`a schedflow daemon (pid ${process.pid}) is running on ${dir}: stop it first`);
+  expect(refused.code).toBe(2);
+  rmSync(join(dir, 'daemon.pid'));
+  const { rows: before } = await pool(url).query("SELECT to_regclass('schedflow.job_requests') AS t");
+  expect(before[0].t).toBeNull();
+
+  const copied = await runCli(args, { env });
+  expect(copied.stderr).toContain(`job_transitions: ${TRANSITIONS}/${TRANSITIONS}\n`);
+  expect(copied.code, copied.stderr).toBe(0);
+  expect(copied.stdout).toMatch(
+    /^copied \d+ rows of .*history\.sqlite into postgres:\/\/schedflow@127\.0\.0\.1:\d+\/cli_/,
+  );
+  const { rows } = await pool(url).query('SELECT count(*)::int AS n FROM schedflow.job_transitions');
+  expect(rows[0].n).toBe(TRANSITIONS);
+
+  const again = await runCli(args, { env });
+  expect(again.code).toBe(2);
+  expect(again.stderr).toMatch(/the PostgreSQL history is not empty/);
+  expect(again.stderr).not.toMatch(/^\s+at /m);
+}, 60_000);
