@@ -114,7 +114,11 @@ export default defineConfig({
         test: {
           name: 'slurm',
           include: ['test/slurm/**/*.test.ts'],
-          globalSetup: ['test/slurm/global-setup.ts'],
+          globalSetup: [
+            'test/slurm/global-setup.ts',
+            // The daemons' histories on PostgreSQL too, with SCHEDFLOW_TEST_HISTORY=postgres.
+            ...(process.env.SCHEDFLOW_TEST_HISTORY === 'postgres' ? ['test/helpers/postgres-server.ts'] : []),
+          ],
           // Real jobs take real time: a time limit is whole minutes, MinJobAge a minute.
           testTimeout: 240_000,
           hookTimeout: 900_000,

@@ -3,9 +3,13 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { openDatabase } from '../../src/db/database.js';
 import type { History } from '../../src/db/history.js';
+import { openHistory } from '../../src/db/open-history.js';
 import { getRequest, transitionsOf } from '../../src/db/requests.js';
 import type { JobRequestRow } from '../../src/db/schema.js';
+import { Secret } from '../../src/lib/secret.js';
+import { createLogger } from '../../src/logger.js';
 import { cleanEnv, type DaemonProcess, runCli, spawnDaemon } from '../helpers/cli-process.js';
+import { newTestDatabase, TEST_HISTORY } from '../helpers/histories.js';
 import { bearer, type HttpResult, http, waitFor } from '../helpers/http.js';
 import type { TestRedis } from '../helpers/redis.js';
 import { jobWorkDir, slurmrestdProfile } from './cluster.js';
@@ -107,7 +111,14 @@ export async function startRealDaemon(
   for (const [name, text] of Object.entries(options.pipelines ?? {})) {
     writeFileSync(join(configDir, 'pipelines', name), text);
   }
-  const env = cleanEnv({ REDIS_URL: redis.url, ...FAST_ENV, ...options.env });
+  // Under SCHEDFLOW_TEST_HISTORY=postgres, the history is a new database on the run's server.
+  const databaseUrl = TEST_HISTORY === 'postgres' ? await newTestDatabase('slurm') : undefined;
+  const env = cleanEnv({
+    REDIS_URL: redis.url,
+    ...(databaseUrl && { DATABASE_URL: databaseUrl, SCHEDFLOW_WEBHOOK_SECRET: 'slurm-tier-webhook-secret' }),
+    ...FAST_ENV,
+    ...options.env,
+  });
   const made = await runCli(['tokens', 'create', '--name', 'slurm-tier', '--scopes', 'admin', '--data-dir', dataDir], {
     env,
     cwd: root,
@@ -173,11 +184,13 @@ export async function startRealDaemon(
       writeFileSync(join(root, 'daemon.log'), `${handle.process.stdout}\n${handle.process.stderr}`);
     },
     async read(f) {
-      const history = openDatabase(join(dataDir, 'history.sqlite'), { readonly: true });
+      const history = databaseUrl
+        ? await openHistory({ dataDir, databaseUrl: new Secret(databaseUrl) }, createLogger({ level: 'silent' }))
+        : openDatabase(join(dataDir, 'history.sqlite'), { readonly: true });
       try {
         return await f(history.store);
       } finally {
-        history.close();
+        await history.close();
       }
     },
   };
