@@ -46,7 +46,7 @@ export function makeNetwork(names: readonly string[]): TestNetwork {
   const id = randomBytes(3).toString('hex');
   // Interface names have at most 15 characters.
   const bridge = `sfbr${id}`;
-  const subnet = `10.231.${randomInt(0, 256)}`;
+  const subnet = `10.231.${freeThirdOctet()}`;
   const made: string[] = [];
   const remove = () => {
     for (const netns of made.splice(0)) execFileSync('ip', ['netns', 'del', netns], { stdio: 'ignore' });
@@ -79,6 +79,22 @@ export function makeNetwork(names: readonly string[]): TestNetwork {
     remove();
     throw error;
   }
+}
+
+/**
+ * A /24 of 10.231.0.0/16 no bridge of this machine has: networks of test files side by side
+ * must not route each other's addresses.
+ */
+function freeThirdOctet(): number {
+  const used = new Set(
+    [...execFileSync('ip', ['-o', '-4', 'addr', 'show'], { encoding: 'utf8' }).matchAll(/inet 10\.231\.(\d+)\./g)].map(
+      (m) => Number(m[1]),
+    ),
+  );
+  const free = Array.from({ length: 256 }, (_, i) => i).filter((i) => !used.has(i));
+  const pick = free[randomInt(0, free.length)];
+  if (pick === undefined) throw new Error('no free /24 left in 10.231.0.0/16 for a test network');
+  return pick;
 }
 
 /** `command args` as run on `host` (spawn's command and arguments). */
