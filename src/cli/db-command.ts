@@ -58,7 +58,7 @@ export function registerDbCommand(program: Command): void {
         });
         const rows = Object.values(copied).reduce((sum, n) => sum + n, 0);
         process.stdout.write(
-          `copied ${rows} rows of ${file} into ${where}; start every role with DATABASE_URL set (and SCHEDFLOW_WEBHOOK_SECRET)\n`,
+          `copied ${rows} rows of ${file} into ${where}; start every role with DATABASE_URL, REDIS_URL (one Redis for every host) and SCHEDFLOW_WEBHOOK_SECRET (the key of the data dir's webhook-secret, for receivers to keep checking)\n`,
         );
       } finally {
         sqlite.close();

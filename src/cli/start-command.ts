@@ -77,6 +77,10 @@ export function registerStartCommand(program: Command): void {
         if (accounts)
           lines.push(`  ${accounts.defaultNotAssociated ? 'WARNING: ' : ''}profile ${name}: ${accounts.detail}`);
       }
+      // Where the requests are kept (its password replaced): on PostgreSQL, not in the data dir.
+      lines.push(
+        `  history: ${daemon.history.sqlite ? daemon.history.where : `PostgreSQL at ${daemon.history.where}`}`,
+      );
       const pipelines = await daemon.pipelines.list();
       const broken = pipelines.filter((p) => p.error).length;
       lines.push(
