@@ -24,6 +24,9 @@ const SERIAL = [
   'test/integration/setup/munge-setup.test.ts',
 ];
 
+/** The two-host tests (test/integration/two-hosts/): see the default project. */
+const TWO_HOSTS = 'test/integration/two-hosts/**';
+
 /**
  * Around each file: what CPU it cost (recorded for the order of the files, see the file), and no
  * child process, socket, server or timer left running (see the file). In this order: the CPU is
@@ -87,7 +90,16 @@ export default defineConfig({
         test: {
           name: 'default',
           include: ['test/**/*.test.ts'],
-          exclude: [...configDefaults.exclude, 'test/unit/**', 'test/slurm/**', ...SERIAL],
+          exclude: [
+            ...configDefaults.exclude,
+            'test/unit/**',
+            'test/slurm/**',
+            ...SERIAL,
+            // Deployments on PostgreSQL, run with the tests on PostgreSQL (`npm run test:postgres`):
+            // hosts of their own with Redis, PostgreSQL and three daemons each, they were a tenth
+            // of `npm test`'s four minutes.
+            ...(process.env.SCHEDFLOW_TEST_HISTORY === 'postgres' ? [] : [TWO_HOSTS]),
+          ],
           pool: 'forks',
           sequence: { groupOrder: 1 },
           globalSetup: GLOBAL_SETUP,
