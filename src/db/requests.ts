@@ -292,18 +292,22 @@ export async function getRequest(
   return rows[0];
 }
 
-/** The request that has this Slurm job on this profile, if any. */
-export async function requestByJobId(h: History, profile: string, jobId: number): Promise<JobRequestRow | undefined> {
+/** The request that has this Slurm job on this profile, if any; `lock` as for getRequest. */
+export async function requestByJobId(
+  h: History,
+  profile: string,
+  jobId: number,
+  options: { lock?: boolean } = {},
+): Promise<JobRequestRow | undefined> {
   const t = h.t.jobRequests;
-  const rows = await h.prepared(
-    'requests.byJobId',
-    () =>
-      h.db
-        .select()
-        .from(t)
-        .where(and(eq(t.profile, placeholder('profile')), eq(t.jobId, placeholder('jobId')))),
-    { profile, jobId },
-  );
+  const select = () =>
+    h.db
+      .select()
+      .from(t)
+      .where(and(eq(t.profile, placeholder('profile')), eq(t.jobId, placeholder('jobId'))));
+  const rows = options.lock
+    ? await h.prepared('requests.byJobIdLocked', () => h.forUpdate(select()), { profile, jobId })
+    : await h.prepared('requests.byJobId', select, { profile, jobId });
   return rows[0];
 }
 

@@ -102,16 +102,9 @@ export async function createRun(deps: RunEngineDeps, pipeline: LoadedPipeline, i
     if (overlap) {
       // Locked: a run ending now ends before this reads it, or after this run is committed
       // (then startNextQueued finds this one queued behind it).
-      const active = (
-        await tx.all(
-          tx.forUpdate(
-            tx.db
-              .select()
-              .from(t)
-              .where(and(eq(t.pipeline, pipeline.name), inArray(t.state, ['queued', 'running']))),
-          ),
-        )
-      ).filter((r) => r.scheduledFor !== scheduledFor);
+      const active = (await activeRuns(tx, pipeline.name, { lock: true })).filter(
+        (r) => r.scheduledFor !== scheduledFor,
+      );
       if (active.length > 0 && overlap === 'skip') {
         skipReason = `tick skipped: run ${active[0]?.id} is still active (overlap: skip)`;
       }
@@ -733,15 +726,17 @@ export async function startNextQueued(deps: RunEngineDeps, pipeline: string): Pr
   }
 }
 
-/** The pipeline's runs that are not over (queued or running). */
-export function activeRuns(h: History, pipeline: string): Promise<PipelineRunRow[]> {
+/**
+ * The pipeline's runs that are not over (queued or running). With `lock`, in a transaction,
+ * locked until it ends (on PostgreSQL): for a decision that depends on them.
+ */
+export function activeRuns(h: History, pipeline: string, options: { lock?: boolean } = {}): Promise<PipelineRunRow[]> {
   const t = h.t.pipelineRuns;
-  return h.all(
-    h.db
-      .select()
-      .from(t)
-      .where(and(eq(t.pipeline, pipeline), inArray(t.state, ['queued', 'running']))),
-  );
+  const select = h.db
+    .select()
+    .from(t)
+    .where(and(eq(t.pipeline, pipeline), inArray(t.state, ['queued', 'running'])));
+  return h.all(options.lock ? h.forUpdate(select) : select);
 }
 
 export const isTerminalRun = (state: RunState): boolean => (TERMINAL_RUN_STATES as readonly RunState[]).includes(state);

@@ -1,5 +1,4 @@
 import { hash } from 'node:crypto';
-import { and, eq, sql } from 'drizzle-orm';
 import {
   advanceAccountingSync,
   getProfileSync,
@@ -8,8 +7,7 @@ import {
   upsertAccountingJob,
 } from '../db/accounting.js';
 import type { History } from '../db/history.js';
-import { submissionsInFlight } from '../db/requests.js';
-import type { JobRequestRow } from '../db/schema.js';
+import { getRequest, requestByJobId, submissionsInFlight } from '../db/requests.js';
 import { inJobIdOrder, writeInSlices } from '../db/write-in-slices.js';
 import { nextTurn } from '../lib/turns.js';
 import type { Logger } from '../logger.js';
@@ -158,10 +156,12 @@ async function importRecord(
   // A same-name record submitted well after the request's submission is linked, not applied:
   // only the controller's record can say whether it is its job (the poller asks, see ownRecord).
   const requestId = MARKER.exec(job.comment)?.[1] ?? null;
-  const byId = requestId ? undefined : await lockedRequest(tx, { profile, jobId: job.job_id });
+  // Locked until the slice's transaction ends (on PostgreSQL): what is decided on it here, such
+  // as leaving alone a job the poller has found missing, holds when it is written.
+  const byId = requestId ? undefined : await requestByJobId(tx, profile, job.job_id, { lock: true });
   const identity = byId ? ownRecord([job], byId, inFlight).kind : null;
   const request =
-    (requestId ? await lockedRequest(tx, { id: requestId }) : undefined) ??
+    (requestId ? await getRequest(tx, requestId, { lock: true }) : undefined) ??
     (byId && (identity === 'ours' || identity === 'suspect') ? byId : undefined);
   await upsertAccountingJob(tx, profile, job, request ? request.id : null, at);
   if (!request || request.jobId !== job.job_id) return false;
@@ -175,42 +175,4 @@ async function importRecord(
     await applyJob(tx, request, job, 'accounting', freshness);
   }
   return true;
-}
-
-/**
- * The request by id, or by its job on the profile, locked until the slice's transaction ends
- * (on PostgreSQL; SQLite's transaction has the history to itself): what is decided on it here,
- * such as leaving alone a job the poller has found missing, holds when it is written, with no
- * other host's poll writing in between. As getRequest and requestByJobId read it, for one read.
- */
-async function lockedRequest(
-  tx: History,
-  by: { id: string } | { profile: string; jobId: number },
-): Promise<JobRequestRow | undefined> {
-  const t = tx.t.jobRequests;
-  const rows =
-    'id' in by
-      ? await tx.prepared(
-          'reconcile.lockedRequestById',
-          () =>
-            tx.forUpdate(
-              tx.db
-                .select()
-                .from(t)
-                .where(eq(t.id, sql.placeholder('id'))),
-            ),
-          by,
-        )
-      : await tx.prepared(
-          'reconcile.lockedRequestByJobId',
-          () =>
-            tx.forUpdate(
-              tx.db
-                .select()
-                .from(t)
-                .where(and(eq(t.profile, sql.placeholder('profile')), eq(t.jobId, sql.placeholder('jobId')))),
-            ),
-          by,
-        );
-  return rows[0];
 }
