@@ -1,4 +1,4 @@
-import { existsSync, mkdirSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -195,6 +195,44 @@ describe('a job whose output the daemon cannot read', () => {
     const res = await call(`/api/v1/jobs/${id}/output`);
     expect(res.status, res.text).toBe(403);
     expect(errorOf(res)).toMatchObject({ code: 'SCHEDFLOW_ERR_OUTPUT_UNREADABLE', output: { reason: 'protected' } });
+  });
+
+  it('does not follow a link the job put where its output was, for a read-only token nor in the summary (403)', async () => {
+    const { sim, td } = await setup();
+    const api = apiClient(td);
+    const id = await submit(td, {
+      name: 'planted',
+      current_working_directory: sim.workDir,
+      script: '#!/bin/sh\necho honest output\n',
+    });
+    const row = await td.waitForState(id, 'completed');
+    const out = `${sim.workDir}/slurm-${row.jobId}.out`;
+    // The job's side (issue 30): its output replaced by a link to a root-only file of the host.
+    const secret = join(sim.workDir, 'root-only');
+    writeFileSync(secret, 'ROOT ONLY SECRET\n', { mode: 0o600 });
+    rmSync(out);
+    symlinkSync(secret, out);
+    const res = await api.call('GET', `/api/v1/jobs/${id}/output`, { token: await api.token(['read']) });
+    expect(res.status, res.text).toBe(403);
+    expect(res.text).not.toContain('ROOT ONLY SECRET');
+    expect(errorOf(res)).toMatchObject({
+      code: 'SCHEDFLOW_ERR_OUTPUT_UNREADABLE',
+      output: { path: out, reason: 'symlink' },
+    });
+    const facts = jobFacts((await getRequest(td.daemon.history.store, id)) ?? row, undefined, {
+      scriptHeadLines: 0,
+      outputTailBytes: 4096,
+      protectedDirs: [td.dataDir],
+    });
+    expect(facts.outputs).toEqual([
+      {
+        label: 'output',
+        path: out,
+        text: null,
+        sizeBytes: null,
+        note: 'reached through a symbolic link: not followed',
+      },
+    ]);
   });
 
   it.skipIf(process.getuid?.() === 0)('says so when the daemon may not read the file (403)', async () => {

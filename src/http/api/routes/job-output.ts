@@ -55,7 +55,7 @@ export const jobOutputRoutes: FastifyPluginAsyncZod<{ deps: ApiDeps }> = async (
       const row = await getRequest(store, request.params.id);
       if (!row) throw new NotFoundApiError(`no job request ${request.params.id}`);
       const accounting = row.jobId === null ? undefined : await getAccountingJob(store, row.profile, row.jobId);
-      const output = readJobOutput(row, accounting, request.query.stream, {
+      const output = await readJobOutput(row, accounting, request.query.stream, {
         tailLines: request.query.tail,
         maxBytes: deps.settings.outputTailMaxBytes ?? DEFAULT_MAX_BYTES,
         protectedDirs: deps.settings.protectedDirs ?? [],
