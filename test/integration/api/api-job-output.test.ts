@@ -1,9 +1,10 @@
-import { existsSync, mkdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { getAccountingJob } from '../../../src/db/accounting.js';
 import { getRequest } from '../../../src/db/requests.js';
+import { readJobOutput } from '../../../src/requests/job-output.js';
 import { defaultWorkDir } from '../../../src/sim/cluster.js';
 import { jobEfficiency, jobFacts } from '../../../src/summaries/facts.js';
 import { apiClient, errorOf } from '../../helpers/api.js';
@@ -233,6 +234,32 @@ describe('a job whose output the daemon cannot read', () => {
         note: 'reached through a symbolic link: not followed',
       },
     ]);
+  });
+
+  it("reads only a file of the job's user, where the host knows that user", async () => {
+    const { sim, td } = await setup();
+    const id = await submit(td, {
+      name: 'whose',
+      current_working_directory: sim.workDir,
+      script: '#!/bin/sh\necho mine\n',
+    });
+    const row = await td.waitForState(id, 'completed');
+    const acct = await waitFor(
+      async () => getAccountingJob(td.daemon.history.store, row.profile, row.jobId as number),
+      {
+        what: 'the accounting record',
+      },
+    );
+    const options = { tailLines: 10, maxBytes: 1 << 20, protectedDirs: [td.dataDir] };
+    // The simulator's user (alice) is no user of this host: the owner cannot be told, the file is read.
+    expect(await readJobOutput(row, acct, 'stdout', options)).toMatchObject({ kind: 'ok', text: 'mine\n' });
+    // Had the job run as `nobody`, this file (of the user the simulator ran the job as) is not its output.
+    const owner = statSync(`${sim.workDir}/slurm-${row.jobId}.out`).uid;
+    const other = await readJobOutput(row, { ...acct, user: 'nobody' }, 'stdout', options);
+    expect(other).toMatchObject({ kind: 'unavailable', code: 'SCHEDFLOW_ERR_OUTPUT_UNREADABLE', reason: 'not_owner' });
+    expect(other.kind === 'unavailable' && other.message).toContain(
+      `belongs to uid ${owner}, not to the job's user nobody`,
+    );
   });
 
   it.skipIf(process.getuid?.() === 0)('says so when the daemon may not read the file (403)', async () => {
