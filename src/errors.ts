@@ -166,7 +166,7 @@ export const ERROR_CODES = {
   SCHEDFLOW_ERR_OUTPUT_UNREADABLE: {
     status: 403,
     retryable: false,
-    what: 'The daemon may not read the output file (its permissions, or a path inside schedflow’s own folders): `reason` says which.',
+    what: 'The daemon does not read the output file for you: its permissions, a path inside schedflow’s own folders or through a symbolic link, not a regular file, or not the job’s user’s; `reason` says which.',
   },
   SCHEDFLOW_ERR_NO_TASKS_TO_RETRY: {
     status: 409,

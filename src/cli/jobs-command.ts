@@ -496,7 +496,7 @@ export function registerJobsCommand(program: Command): void {
         }
         const accounting =
           row.jobId === null ? undefined : await getAccountingJob(history.store, row.profile, row.jobId);
-        const output = readJobOutput(row, accounting, opts.stderr ? 'stderr' : 'stdout', {
+        const output = await readJobOutput(row, accounting, opts.stderr ? 'stderr' : 'stdout', {
           tailLines,
           maxBytes: OUTPUT_MAX_BYTES,
           protectedDirs: [resolve(flags.dataDir)],

@@ -1,9 +1,27 @@
-import { closeSync, fstatSync, openSync, readSync, realpathSync } from 'node:fs';
-import { sep } from 'node:path';
+import {
+  type BigIntStats,
+  closeSync,
+  constants,
+  existsSync,
+  fstatSync,
+  lstatSync,
+  openSync,
+  readSync,
+  statSync,
+} from 'node:fs';
 
 /**
  * The one bounded reader of a file's end (job output for summaries, the UI and the API): it
  * never reads more than `maxBytes`, however large the file, and says why when it cannot read.
+ *
+ * The path comes from a job, and the job owns the folders along it: between the daemon's
+ * checks and its read, the job can put a FIFO, a device or a link where its output was, or
+ * swap a folder of the path for a link into schedflow's own. So nothing here is done by name
+ * twice: the path is walked one component at a time from an open folder (Node has no
+ * `openat`; `/proc/self/fd/<fd>/<name>` is one, the kernel following only that magic link),
+ * no link is followed anywhere along it, every folder opened is compared with the protected
+ * ones by device and inode, the file is opened only when `lstat` says it is a regular file and
+ * without blocking, and what was opened is checked again on its descriptor.
  */
 
 export interface TailOptions {
@@ -16,8 +34,13 @@ export interface TailOptions {
    * started after it (a job id reused by another scheduler or an older state).
    */
   notBeforeMs?: number | null;
-  /** Folders never read from, through links too (schedflow's data and configuration). */
+  /** Folders never read from, whatever path leads into them (schedflow's data and configuration). */
   protectedDirs?: readonly string[];
+  /**
+   * The uid the file must belong to: the job's user on this host. Null or absent where the
+   * daemon cannot tell who that is (a scheduler user with no account here): not checked then.
+   */
+  ownerUid?: number | null;
 }
 
 export type FileTail =
@@ -36,19 +59,138 @@ export type FileTail =
   | { kind: 'forbidden'; code: string }
   | { kind: 'protected' }
   | { kind: 'not-a-file' }
+  /** A symbolic link somewhere along the path: never followed, whoever made it. */
+  | { kind: 'link' }
+  /** Not an absolute path of plain names (relative, or with `.` or `..`). */
+  | { kind: 'unsafe-path' }
+  /** The file belongs to another user than the job's. */
+  | { kind: 'not-owner'; uid: number }
+  /** A file of the daemon's own user with more than one name: maybe a hard link to one of its files. */
+  | { kind: 'hard-link' }
   | { kind: 'older'; sizeBytes: number; mtimeMs: number }
   | { kind: 'error'; code: string };
 
-/** True when `path` is `dir` or inside it (both already resolved). */
-function isInside(path: string, dir: string): boolean {
-  return path === dir || path.startsWith(dir.endsWith(sep) ? dir : `${dir}${sep}`);
+type Refusal = Exclude<FileTail, { kind: 'ok' } | { kind: 'older' }>;
+
+const { O_RDONLY, O_DIRECTORY, O_NOFOLLOW, O_NONBLOCK, O_NOCTTY } = constants;
+/** A folder along the path: refused when it is a link (ENOTDIR for a link with O_DIRECTORY). */
+const DIR_FLAGS = O_RDONLY | O_DIRECTORY | O_NOFOLLOW;
+/** The file: O_NONBLOCK so that a FIFO or device put there after the `lstat` does not hold the open. */
+const FILE_FLAGS = O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY;
+
+/** The daemon's own uid; null where the platform has none. */
+const DAEMON_UID = process.getuid?.() ?? null;
+
+let procFd: boolean | undefined;
+/** Whether `/proc/self/fd` is there (Linux with /proc mounted): without it no open here is safe. */
+function hasProcFd(): boolean {
+  procFd ??= existsSync('/proc/self/fd');
+  return procFd;
 }
 
-function realOrSelf(path: string): string {
+/** `name` inside the folder open as `dirFd`, however that folder was reached. */
+function inside(dirFd: number, name: string): string {
+  return `/proc/self/fd/${dirFd}/${name}`;
+}
+
+function identity(stat: BigIntStats): string {
+  return `${stat.dev}:${stat.ino}`;
+}
+
+/** The protected folders by device and inode, so a path that reaches one by another name is caught. */
+function identitiesOf(dirs: readonly string[]): Set<string> {
+  const ids = new Set<string>();
+  for (const dir of dirs) {
+    try {
+      const stat = statSync(dir, { bigint: true });
+      if (stat.isDirectory()) ids.add(identity(stat));
+    } catch {
+      // A folder that does not exist holds nothing to protect.
+    }
+  }
+  return ids;
+}
+
+function codeOf(error: unknown): string {
+  return (error as NodeJS.ErrnoException).code ?? (error as Error).message;
+}
+
+/** Why opening `name` in `dirFd` failed, as an outcome; a link is told apart from a missing folder. */
+function refusalOf(error: unknown, dirFd: number, name: string): Refusal {
+  const code = codeOf(error);
+  if (code === 'ELOOP') return { kind: 'link' };
+  if (code === 'ENOTDIR') {
+    try {
+      if (lstatSync(inside(dirFd, name)).isSymbolicLink()) return { kind: 'link' };
+    } catch {
+      // Gone meanwhile: missing, as below.
+    }
+    return { kind: 'missing' };
+  }
+  if (code === 'ENOENT') return { kind: 'missing' };
+  if (code === 'EACCES' || code === 'EPERM') return { kind: 'forbidden', code };
+  return { kind: 'error', code };
+}
+
+/**
+ * Opens a regular file by an absolute path without following a link anywhere along it and
+ * without blocking; the descriptor is the caller's to close.
+ */
+function openRegularFile(
+  path: string,
+  protectedDirs: readonly string[],
+): { kind: 'opened'; fd: number; stat: BigIntStats } | Refusal {
+  if (!path.startsWith('/')) return { kind: 'unsafe-path' };
+  const names = path.split('/').filter((name) => name !== '');
+  // `..` would climb out of a folder already checked; `.` has no business in a reported path.
+  if (names.some((name) => name === '.' || name === '..')) return { kind: 'unsafe-path' };
+  const last = names.pop();
+  if (last === undefined) return { kind: 'not-a-file' };
+  if (!hasProcFd()) return { kind: 'error', code: 'no /proc/self/fd on this host (Linux only)' };
+  const guarded = identitiesOf(protectedDirs);
+  let dir: number;
   try {
-    return realpathSync(path);
-  } catch {
-    return path;
+    dir = openSync('/', DIR_FLAGS);
+  } catch (error) {
+    return { kind: 'error', code: codeOf(error) };
+  }
+  try {
+    if (guarded.has(identity(fstatSync(dir, { bigint: true })))) return { kind: 'protected' };
+    for (const name of names) {
+      let next: number;
+      try {
+        next = openSync(inside(dir, name), DIR_FLAGS);
+      } catch (error) {
+        return refusalOf(error, dir, name);
+      }
+      closeSync(dir);
+      dir = next;
+      if (guarded.has(identity(fstatSync(dir, { bigint: true })))) return { kind: 'protected' };
+    }
+    // Looked at before it is opened: a FIFO or a device is never opened at all.
+    let seen: BigIntStats;
+    try {
+      seen = lstatSync(inside(dir, last), { bigint: true });
+    } catch (error) {
+      return refusalOf(error, dir, last);
+    }
+    if (seen.isSymbolicLink()) return { kind: 'link' };
+    if (!seen.isFile()) return { kind: 'not-a-file' };
+    let fd: number;
+    try {
+      fd = openSync(inside(dir, last), FILE_FLAGS);
+    } catch (error) {
+      return refusalOf(error, dir, last);
+    }
+    const stat = fstatSync(fd, { bigint: true });
+    // Replaced between the lstat and the open: not the file that was looked at.
+    if (!stat.isFile() || identity(stat) !== identity(seen)) {
+      closeSync(fd);
+      return stat.isFile() ? { kind: 'error', code: 'replaced while being opened' } : { kind: 'not-a-file' };
+    }
+    return { kind: 'opened', fd, stat };
+  } finally {
+    closeSync(dir);
   }
 }
 
@@ -62,37 +204,39 @@ function looksBinary(bytes: Buffer): boolean {
   return bytes.length > 0 && control / bytes.length > BINARY_SHARE;
 }
 
-/** Reads at most `maxBytes` from the end of a regular file, then its last `maxLines` lines. */
+/**
+ * Reads at most `maxBytes` from the end of a regular file, then its last `maxLines` lines.
+ * Synchronous: nothing here waits on a writer (see the top of the file); only a file system
+ * that does not answer at all (a hung NFS or FUSE mount) would hold it.
+ */
 export function readFileTail(path: string, options: TailOptions): FileTail {
-  const real = realOrSelf(path);
-  if ((options.protectedDirs ?? []).some((dir) => isInside(real, realOrSelf(dir)))) return { kind: 'protected' };
-  let fd: number;
+  const opened = openRegularFile(path, options.protectedDirs ?? []);
+  if (opened.kind !== 'opened') return opened;
+  const { fd } = opened;
   try {
-    fd = openSync(real, 'r');
-  } catch (error) {
-    const code = (error as NodeJS.ErrnoException).code ?? (error as Error).message;
-    if (code === 'ENOENT' || code === 'ENOTDIR') return { kind: 'missing' };
-    if (code === 'EACCES' || code === 'EPERM') return { kind: 'forbidden', code };
-    return { kind: 'error', code };
-  }
-  try {
-    const stat = fstatSync(fd);
-    if (!stat.isFile()) return { kind: 'not-a-file' };
-    if (options.notBeforeMs != null && stat.mtimeMs < options.notBeforeMs) {
-      return { kind: 'older', sizeBytes: stat.size, mtimeMs: stat.mtimeMs };
+    const uid = Number(opened.stat.uid);
+    if (options.ownerUid != null && uid !== options.ownerUid) return { kind: 'not-owner', uid };
+    // A job cannot make a hard link to a file it may not read (fs.protected_hardlinks), but
+    // where that is off, or where jobs run as the daemon's user, a second name of one of the
+    // daemon's files (its history, its keys) is one inside schedflow's folders.
+    if (DAEMON_UID !== null && uid === DAEMON_UID && opened.stat.nlink > 1n) return { kind: 'hard-link' };
+    const size = Number(opened.stat.size);
+    const mtimeMs = Number(opened.stat.mtimeNs) / 1e6;
+    if (options.notBeforeMs != null && mtimeMs < options.notBeforeMs) {
+      return { kind: 'older', sizeBytes: size, mtimeMs };
     }
-    const length = Math.max(0, Math.min(options.maxBytes, stat.size));
+    const length = Math.max(0, Math.min(options.maxBytes, size));
     const buffer = Buffer.alloc(length);
     let read = 0;
     // A file may shrink meanwhile (truncated by its writer): read what is there.
     while (read < length) {
-      const n = readSync(fd, buffer, read, length - read, stat.size - length + read);
+      const n = readSync(fd, buffer, read, length - read, size - length + read);
       if (n === 0) break;
       read += n;
     }
     const bytes = buffer.subarray(0, read);
     let text = bytes.toString('utf8');
-    let truncated = length < stat.size;
+    let truncated = length < size;
     // Cut inside the file: the first line is partial (and maybe half a character); drop it.
     if (truncated) {
       const newline = text.indexOf('\n');
@@ -106,7 +250,7 @@ export function readFileTail(path: string, options: TailOptions): FileTail {
         if (options.maxLines === 0) text = '';
       }
     }
-    return { kind: 'ok', text, sizeBytes: stat.size, mtimeMs: stat.mtimeMs, truncated, binary: looksBinary(bytes) };
+    return { kind: 'ok', text, sizeBytes: size, mtimeMs, truncated, binary: looksBinary(bytes) };
   } finally {
     closeSync(fd);
   }

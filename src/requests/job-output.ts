@@ -3,6 +3,7 @@ import type { AccountingJobRow, JobRequestRow } from '../db/schema.js';
 import type { ErrorCode } from '../errors.js';
 import { assertNever } from '../lib/assert-never.js';
 import { readFileTail } from '../lib/file-tail.js';
+import { hostUidOf } from '../lib/host-users.js';
 import { type OutputSpec, outputPathsOf } from '../sched/output-paths.js';
 import { isTerminalRequest } from './request-state.js';
 
@@ -10,7 +11,9 @@ import { isTerminalRequest } from './request-state.js';
  * The end of a job's stdout or stderr, read on the daemon's host from the path the history
  * holds; or why it cannot be (not written yet, not on this host, not readable). The daemon
  * cannot tell a file that exists only on a compute node from one that does not exist: it says
- * which path it tried, on which host, and where the job ran.
+ * which path it tried, on which host, and where the job ran. The path is the job's to choose,
+ * so the file is read as src/lib/file-tail.ts does: no link followed, nothing but a regular
+ * file of the job's own user, nothing in schedflow's folders.
  */
 
 export type OutputStream = 'stdout' | 'stderr';
@@ -55,6 +58,10 @@ export type JobOutput =
         | 'no_permission'
         | 'protected'
         | 'not_a_file'
+        | 'symlink'
+        | 'unsafe_path'
+        | 'not_owner'
+        | 'hard_link'
         | 'read_error';
       message: string;
       stream: OutputStream;
@@ -88,12 +95,12 @@ function pathsOf(
   return { stdout: absolute(paths.stdout), stderr: absolute(paths.stderr) };
 }
 
-export function readJobOutput(
+export async function readJobOutput(
   row: JobRequestRow,
   accounting: AccountingJobRow | undefined,
   stream: OutputStream,
   options: JobOutputOptions,
-): JobOutput {
+): Promise<JobOutput> {
   const host = hostname();
   const paths = pathsOf(row, accounting);
   const path = paths[stream];
@@ -125,7 +132,9 @@ export function readJobOutput(
       `where job ${row.jobId} writes its ${stream} is not known yet: its name pattern needs what only the scheduler knows (a node, a working directory), and no record of the job has reported the path`,
     );
   }
+  const user = accounting?.user || null;
   const tail = readFileTail(path, {
+    ownerUid: await hostUidOf(user),
     maxBytes: options.maxBytes,
     maxLines: options.tailLines,
     notBeforeMs: started && row.startedAt !== null ? row.startedAt - CLOCK_SLACK_MS : null,
@@ -187,7 +196,35 @@ export function readJobOutput(
         `${path} is inside schedflow's own folders (its data or configuration): never read`,
       );
     case 'not-a-file':
-      return unavailable('SCHEDFLOW_ERR_OUTPUT_UNREADABLE', 'not_a_file', `${path} on ${host} is not a regular file`);
+      return unavailable(
+        'SCHEDFLOW_ERR_OUTPUT_UNREADABLE',
+        'not_a_file',
+        `${path} on ${host} is not a regular file (a FIFO, a device or a folder is never opened)`,
+      );
+    case 'link':
+      return unavailable(
+        'SCHEDFLOW_ERR_OUTPUT_UNREADABLE',
+        'symlink',
+        `${path} on ${host} leads through a symbolic link, which the daemon never follows for a job (it cannot tell who made it): write output to its real path`,
+      );
+    case 'unsafe-path':
+      return unavailable(
+        'SCHEDFLOW_ERR_OUTPUT_UNREADABLE',
+        'unsafe_path',
+        `${path} is not an absolute path of plain names (no . or ..): not read`,
+      );
+    case 'not-owner':
+      return unavailable(
+        'SCHEDFLOW_ERR_OUTPUT_UNREADABLE',
+        'not_owner',
+        `${path} on ${host} belongs to uid ${tail.uid}, not to the job's user ${user}: only a file of the job's own user is read for it`,
+      );
+    case 'hard-link':
+      return unavailable(
+        'SCHEDFLOW_ERR_OUTPUT_UNREADABLE',
+        'hard_link',
+        `${path} on ${host} belongs to the daemon's user and has other names (hard links): it may be one of schedflow's own files, so it is not read`,
+      );
     case 'error':
       return unavailable(
         'SCHEDFLOW_ERR_OUTPUT_UNREADABLE',

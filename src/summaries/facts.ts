@@ -61,6 +61,11 @@ export interface JobFactsOptions {
   outputTailBytes: number;
   /** Folders output files are never read from (schedflow's data and configuration). */
   protectedDirs?: readonly string[];
+  /**
+   * The job's user's uid on this host (src/lib/host-users.ts, from accounting's user): its
+   * output files must belong to it. Null or absent: not known, not checked.
+   */
+  jobUserUid?: number | null;
 }
 
 /** Slack for clocks and whole-second start times when telling this job's output file from an older one. */
@@ -111,6 +116,7 @@ export function jobFacts(
             name: row.name,
             user: acct?.user ?? null,
             node: node && !node.includes('[') ? node : null,
+            uid: options.jobUserUid ?? null,
           },
           options.outputTailBytes,
           row.startedAt !== null ? row.startedAt - OUTPUT_CLOCK_SLACK_MS : null,

@@ -39,7 +39,8 @@ function printable(text: string): string {
  * scheduler or an older state), and is left out. The output paths come from
  * job specs, which anyone allowed to submit writes: a path that leads (through
  * links too) into `protectedDirs` (schedflow's data and configuration, with its
- * keys and history) is never read, nor is a binary file.
+ * keys and history) is never read, nor one through a link, nor one of another user than
+ * `ownerUid` (the job's, where known), nor a binary file (see src/lib/file-tail.ts).
  */
 export function readTail(
   path: string,
@@ -47,8 +48,9 @@ export function readTail(
   maxBytes: number,
   notBeforeMs: number | null,
   protectedDirs: readonly string[] = [],
+  ownerUid: number | null = null,
 ): OutputTail {
-  const tail = readFileTail(path, { maxBytes, notBeforeMs, protectedDirs });
+  const tail = readFileTail(path, { maxBytes, notBeforeMs, protectedDirs, ownerUid });
   const none = (note: string, sizeBytes: number | null = null): OutputTail => ({
     label,
     path,
@@ -67,7 +69,15 @@ export function readTail(
     case 'forbidden':
       return none('schedflow may not read it');
     case 'not-a-file':
-      return none('not a regular file');
+      return none('not a regular file: not opened');
+    case 'link':
+      return none('reached through a symbolic link: not followed');
+    case 'unsafe-path':
+      return none('not an absolute path of plain names: not read');
+    case 'not-owner':
+      return none(`owned by uid ${tail.uid}, not by the job's user: not read`);
+    case 'hard-link':
+      return none("a file of schedflow's own user with other names (hard links): not read");
     case 'older':
       return none('last written before the job started: not its output', tail.sizeBytes);
     case 'error':
@@ -81,11 +91,12 @@ export function readTail(
  * The tails of a job's output files: the paths the history holds (the scheduler's, or computed
  * when it submitted the job), else computed here from its spec (`standard_output`,
  * `standard_error`, default `slurm-%j.out`) against its working directory (/tmp when it names
- * none, where slurmstepd falls back to).
+ * none, where slurmstepd falls back to). `job.uid` is its user's uid on this host
+ * (src/lib/host-users.ts), which its files must belong to; null: not known, not checked.
  */
 export function outputTails(
   spec: OutputSpec,
-  job: { jobId: number; name: string; user: string | null; node: string | null },
+  job: { jobId: number; name: string; user: string | null; node: string | null; uid?: number | null },
   maxBytes: number,
   notBeforeMs: number | null,
   protectedDirs: readonly string[] = [],
@@ -101,13 +112,16 @@ export function outputTails(
     sizeBytes: null,
     note: 'its name pattern uses fields schedflow does not know',
   });
-  if (stdout !== null && stderr === stdout) return [readTail(stdout, 'output', maxBytes, notBeforeMs, protectedDirs)];
+  const uid = job.uid ?? null;
+  if (stdout !== null && stderr === stdout) {
+    return [readTail(stdout, 'output', maxBytes, notBeforeMs, protectedDirs, uid)];
+  }
   return [
     stdout === null
       ? unknown('stdout', spec.standard_output)
-      : readTail(stdout, 'stdout', maxBytes, notBeforeMs, protectedDirs),
+      : readTail(stdout, 'stdout', maxBytes, notBeforeMs, protectedDirs, uid),
     stderr === null
       ? unknown('stderr', spec.standard_error)
-      : readTail(stderr, 'stderr', maxBytes, notBeforeMs, protectedDirs),
+      : readTail(stderr, 'stderr', maxBytes, notBeforeMs, protectedDirs, uid),
   ];
 }

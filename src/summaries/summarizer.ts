@@ -16,6 +16,7 @@ import {
 import type { SummaryFindings } from '../db/summary-data.js';
 import { addDelivery } from '../db/webhooks.js';
 import { toError } from '../errors.js';
+import { hostUidOf } from '../lib/host-users.js';
 import type { LlmClient } from '../llm/llm-client.js';
 import { LlmError } from '../llm/llm-errors.js';
 import type { Logger } from '../logger.js';
@@ -303,7 +304,11 @@ export class Summarizer {
   private async prepareJob(request: JobRequestRow, fetch: boolean): Promise<Prepared> {
     const { store, settings } = this.deps;
     const accounting = await this.accounting(request, fetch);
-    const facts = jobFacts(request, accounting, { ...settings, protectedDirs: this.deps.protectedDirs });
+    const facts = jobFacts(request, accounting, {
+      ...settings,
+      protectedDirs: this.deps.protectedDirs,
+      jobUserUid: await hostUidOf(accounting?.user),
+    });
     const known =
       request.state === 'submit_failed' ? await partitionsUsed(store, request.profile, facts.account) : undefined;
     const { triage, suggestion } = jobTriage(facts, known);
@@ -334,9 +339,11 @@ export class Summarizer {
     for (const step of order) {
       const request = latest.get(step);
       if (!request) continue;
-      const facts = jobFacts(request, await this.accounting(request, fetch), {
+      const accounting = await this.accounting(request, fetch);
+      const facts = jobFacts(request, accounting, {
         ...settings,
         protectedDirs: this.deps.protectedDirs,
+        jobUserUid: await hostUidOf(accounting?.user),
       });
       const { triage, suggestion } = jobTriage(facts);
       steps.push({

@@ -53,7 +53,9 @@ export const errorBodySchema = named(
           stream: z.enum(['stdout', 'stderr']),
           path: z.string().nullable().describe('the path tried (null: not known yet)'),
           host: z.string().describe("the daemon's host, where it was tried"),
-          reason: z.string().describe('not_submitted, not_started, not_on_this_host, no_permission, …'),
+          reason: z
+            .string()
+            .describe('not_submitted, not_started, not_on_this_host, no_permission, symlink, not_owner, …'),
         })
         .optional()
         .describe("a job's output that cannot be read: what was tried, where, and why"),

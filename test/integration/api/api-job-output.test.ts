@@ -1,9 +1,10 @@
-import { existsSync, mkdirSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { getAccountingJob } from '../../../src/db/accounting.js';
 import { getRequest } from '../../../src/db/requests.js';
+import { readJobOutput } from '../../../src/requests/job-output.js';
 import { defaultWorkDir } from '../../../src/sim/cluster.js';
 import { jobEfficiency, jobFacts } from '../../../src/summaries/facts.js';
 import { apiClient, errorOf } from '../../helpers/api.js';
@@ -195,6 +196,70 @@ describe('a job whose output the daemon cannot read', () => {
     const res = await call(`/api/v1/jobs/${id}/output`);
     expect(res.status, res.text).toBe(403);
     expect(errorOf(res)).toMatchObject({ code: 'SCHEDFLOW_ERR_OUTPUT_UNREADABLE', output: { reason: 'protected' } });
+  });
+
+  it('does not follow a link the job put where its output was, for a read-only token nor in the summary (403)', async () => {
+    const { sim, td } = await setup();
+    const api = apiClient(td);
+    const id = await submit(td, {
+      name: 'planted',
+      current_working_directory: sim.workDir,
+      script: '#!/bin/sh\necho honest output\n',
+    });
+    const row = await td.waitForState(id, 'completed');
+    const out = `${sim.workDir}/slurm-${row.jobId}.out`;
+    // The job's side (issue 30): its output replaced by a link to a root-only file of the host.
+    const secret = join(sim.workDir, 'root-only');
+    writeFileSync(secret, 'ROOT ONLY SECRET\n', { mode: 0o600 });
+    rmSync(out);
+    symlinkSync(secret, out);
+    const res = await api.call('GET', `/api/v1/jobs/${id}/output`, { token: await api.token(['read']) });
+    expect(res.status, res.text).toBe(403);
+    expect(res.text).not.toContain('ROOT ONLY SECRET');
+    expect(errorOf(res)).toMatchObject({
+      code: 'SCHEDFLOW_ERR_OUTPUT_UNREADABLE',
+      output: { path: out, reason: 'symlink' },
+    });
+    const facts = jobFacts((await getRequest(td.daemon.history.store, id)) ?? row, undefined, {
+      scriptHeadLines: 0,
+      outputTailBytes: 4096,
+      protectedDirs: [td.dataDir],
+    });
+    expect(facts.outputs).toEqual([
+      {
+        label: 'output',
+        path: out,
+        text: null,
+        sizeBytes: null,
+        note: 'reached through a symbolic link: not followed',
+      },
+    ]);
+  });
+
+  it("reads only a file of the job's user, where the host knows that user", async () => {
+    const { sim, td } = await setup();
+    const id = await submit(td, {
+      name: 'whose',
+      current_working_directory: sim.workDir,
+      script: '#!/bin/sh\necho mine\n',
+    });
+    const row = await td.waitForState(id, 'completed');
+    const acct = await waitFor(
+      async () => getAccountingJob(td.daemon.history.store, row.profile, row.jobId as number),
+      {
+        what: 'the accounting record',
+      },
+    );
+    const options = { tailLines: 10, maxBytes: 1 << 20, protectedDirs: [td.dataDir] };
+    // The simulator's user (alice) is no user of this host: the owner cannot be told, the file is read.
+    expect(await readJobOutput(row, acct, 'stdout', options)).toMatchObject({ kind: 'ok', text: 'mine\n' });
+    // Had the job run as `nobody`, this file (of the user the simulator ran the job as) is not its output.
+    const owner = statSync(`${sim.workDir}/slurm-${row.jobId}.out`).uid;
+    const other = await readJobOutput(row, { ...acct, user: 'nobody' }, 'stdout', options);
+    expect(other).toMatchObject({ kind: 'unavailable', code: 'SCHEDFLOW_ERR_OUTPUT_UNREADABLE', reason: 'not_owner' });
+    expect(other.kind === 'unavailable' && other.message).toContain(
+      `belongs to uid ${owner}, not to the job's user nobody`,
+    );
   });
 
   it.skipIf(process.getuid?.() === 0)('says so when the daemon may not read the file (403)', async () => {

@@ -42,7 +42,7 @@ export const jobOutputRoutes: FastifyPluginAsyncZod<{ deps: ApiDeps }> = async (
           "The last `tail` lines of the job's stdout or stderr file, read on the daemon's host from the path the scheduler reported (at most 1 MiB from the end, however large the file).",
           'Not written yet (not submitted, not started): 409 `SCHEDFLOW_ERR_OUTPUT_NOT_YET` with Retry-After.',
           "Not on this host (the file may exist only on the job's node) or never written: 404 `SCHEDFLOW_ERR_OUTPUT_NOT_FOUND`.",
-          "No permission, or a path inside schedflow's own folders: 403 `SCHEDFLOW_ERR_OUTPUT_UNREADABLE`.",
+          "No permission, a path inside schedflow's own folders or through a symbolic link, not a regular file (a FIFO, a device), or a file of another user than the job's: 403 `SCHEDFLOW_ERR_OUTPUT_UNREADABLE`.",
           'Each of those says in `error.output` the path tried, the host and the reason. Scope: read.',
         ].join(' '),
         security: bearer,
@@ -55,7 +55,7 @@ export const jobOutputRoutes: FastifyPluginAsyncZod<{ deps: ApiDeps }> = async (
       const row = await getRequest(store, request.params.id);
       if (!row) throw new NotFoundApiError(`no job request ${request.params.id}`);
       const accounting = row.jobId === null ? undefined : await getAccountingJob(store, row.profile, row.jobId);
-      const output = readJobOutput(row, accounting, request.query.stream, {
+      const output = await readJobOutput(row, accounting, request.query.stream, {
         tailLines: request.query.tail,
         maxBytes: deps.settings.outputTailMaxBytes ?? DEFAULT_MAX_BYTES,
         protectedDirs: deps.settings.protectedDirs ?? [],

@@ -7,6 +7,7 @@ import { getRequest, transitionsOf } from '../../../db/requests.js';
 import { type JobRequestRow, REQUEST_STATES, type RequestState } from '../../../db/schema.js';
 import { summaryOfRequest } from '../../../db/summaries.js';
 import { NoTasksToRetryError, SubmissionRefusedError } from '../../../errors.js';
+import { hostUidOf } from '../../../lib/host-users.js';
 import { formatCounts, summarizeArray } from '../../../requests/array-state.js';
 import { attemptsOf } from '../../../requests/attempts.js';
 import { cancelRequest } from '../../../requests/canceller.js';
@@ -309,6 +310,8 @@ ${v.error ? html`<dt>Error</dt><dd>${v.error.code ?? ''} ${v.error.message}</dd>
 ${row.resubmitOf ? html`<dt>Resubmits</dt><dd><a href="${jobHref(row.resubmitOf)}">${row.resubmitOf}</a></dd>` : ''}
 <dt>Request id</dt><dd><code>${v.id}</code></dd></dl>`;
 
+  // The job's user's uid here, which its output files must belong to (null: not known).
+  const jobUserUid = await hostUidOf(accounting?.user);
   const accountingPanel = accounting
     ? html`<h2>Accounting${recordOwner ? ` of ${recordOwner}` : ''}</h2><div class="panel"><dl class="facts">
 <dt>State</dt><dd>${accounting.state} <span class="muted">(${accounting.rawState})</span></dd>
@@ -363,7 +366,7 @@ ${row.resubmitOf ? html`<dt>Resubmits</dt><dd><a href="${jobHref(row.resubmitOf)
 ${arrayPanel}
 ${attemptsPanel(row, attempts)}
 <h2>Timeline</h2>${timeline}
-${accountingPanel}${summaryPanel}${outputPanel(ctx, row, accounting?.user ?? null, accounting?.nodes ?? null)}
+${accountingPanel}${summaryPanel}${outputPanel(ctx, row, accounting?.user ?? null, jobUserUid, accounting?.nodes ?? null)}
 ${
   deliveries.length
     ? html`<h2>Webhook deliveries</h2><div class="table-wrap"><table><thead><tr><th>Event</th><th>State</th><th>Attempts</th><th>Last status</th><th>Created</th></tr></thead><tbody>${deliveries.map(
@@ -411,14 +414,20 @@ function attemptsPanel(row: JobRequestRow, attempts: readonly JobRequestRow[]): 
   )}</tbody></table></div>`;
 }
 
-function outputPanel(ctx: UiContext, row: JobRequestRow, user: string | null, node: string | null): Html {
+function outputPanel(
+  ctx: UiContext,
+  row: JobRequestRow,
+  user: string | null,
+  uid: number | null,
+  node: string | null,
+): Html {
   if (row.jobId === null) return html``;
   // A file last written before the job could have run is another job's (ids are reused).
   const since = row.startedAt ?? row.submittedAt ?? row.createdAt;
   const spec = row.spec as JobSpec & { environment?: unknown };
   const tails = outputTails(
     spec,
-    { jobId: row.jobId, name: row.name, user, node },
+    { jobId: row.jobId, name: row.name, user, node, uid },
     ctx.settings.outputTailBytes ?? 8192,
     since - 60_000,
     ctx.settings.protectedDirs,

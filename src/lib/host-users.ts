@@ -1,0 +1,59 @@
+import { execFile } from 'node:child_process';
+import { userInfo } from 'node:os';
+
+/**
+ * The uid a user name has on the daemon's host, for the owner check of a job's output
+ * (src/lib/file-tail.ts). The scheduler names a job's user by name; Slurm runs the job as that
+ * user, so its output files belong to that user's uid wherever the name resolves the same (a
+ * shared directory service, or the same host). A name with no account here (a simulator's
+ * token user) resolves to null: the owner cannot be told, and is not checked.
+ */
+
+/** How long `getent` may take: a directory service (LDAP, SSSD) that hangs must not hold a reader. */
+const LOOKUP_TIMEOUT_MS = 2_000;
+/** A name not found is asked about again after this: an account may be made meanwhile. */
+const MISS_TTL_MS = 5 * 60_000;
+/** A portable user name (POSIX, plus the `$` of machine accounts); anything else is not looked up. */
+const USER_NAME = /^[A-Za-z0-9_.][A-Za-z0-9_.-]*\$?$/;
+
+const found = new Map<string, number>();
+const misses = new Map<string, number>();
+const pending = new Map<string, Promise<number | null>>();
+
+function getentUid(name: string): Promise<number | null> {
+  return new Promise((resolve) => {
+    // No shell, and the name checked above, so it cannot be read as an option.
+    execFile('getent', ['passwd', name], { timeout: LOOKUP_TIMEOUT_MS }, (error, stdout) => {
+      // Exit 2 is "no such user"; a missing getent or a timeout leaves the owner unknown too.
+      if (error) return resolve(null);
+      const uid = Number(stdout.split('\n')[0]?.split(':')[2]);
+      resolve(Number.isInteger(uid) && uid >= 0 ? uid : null);
+    });
+  });
+}
+
+/** The host uid of `name`; null when it has none here or it cannot be told. Cached. */
+export async function hostUidOf(name: string | null | undefined): Promise<number | null> {
+  if (!name || !USER_NAME.test(name)) return null;
+  const known = found.get(name);
+  if (known !== undefined) return known;
+  const missedAt = misses.get(name);
+  if (missedAt !== undefined && Date.now() - missedAt < MISS_TTL_MS) return null;
+  const own = process.getuid?.();
+  if (own !== undefined && name === userInfo().username) {
+    found.set(name, own);
+    return own;
+  }
+  let lookup = pending.get(name);
+  if (!lookup) {
+    lookup = getentUid(name).finally(() => pending.delete(name));
+    pending.set(name, lookup);
+  }
+  const uid = await lookup;
+  if (uid === null) misses.set(name, Date.now());
+  else {
+    misses.delete(name);
+    found.set(name, uid);
+  }
+  return uid;
+}
