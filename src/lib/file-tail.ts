@@ -6,6 +6,7 @@ import {
   fstatSync,
   lstatSync,
   openSync,
+  readlinkSync,
   readSync,
   statSync,
 } from 'node:fs';
@@ -19,7 +20,7 @@ import {
  * swap a folder of the path for a link into schedflow's own. So nothing here is done by name
  * twice: the path is walked one component at a time from an open folder (Node has no
  * `openat`; `/proc/self/fd/<fd>/<name>` is one, the kernel following only that magic link),
- * no link is followed anywhere along it, every folder opened is compared with the protected
+ * no link a job could have made is followed anywhere along it (only root's, walked again), every folder opened is compared with the protected
  * ones by device and inode, the file is opened only when `lstat` says it is a regular file and
  * without blocking, and what was opened is checked again on its descriptor.
  */
@@ -132,20 +133,46 @@ function refusalOf(error: unknown, dirFd: number, name: string): Refusal {
   return { kind: 'error', code };
 }
 
+/** Links an admin made (owned by root) followed along one path at the most, as the kernel's 40 for any. */
+const MAX_ROOT_LINKS = 8;
+
+/** Plain names of an absolute path; null when it is relative or has `.` or `..`. */
+function namesOf(path: string): string[] | null {
+  if (!path.startsWith('/')) return null;
+  const names = path.split('/').filter((name) => name !== '');
+  // `..` would climb out of a folder already checked; `.` has no business in a reported path.
+  return names.some((name) => name === '.' || name === '..') ? null : names;
+}
+
 /**
- * Opens a regular file by an absolute path without following a link anywhere along it and
- * without blocking; the descriptor is the caller's to close.
+ * A link along the path that may be followed: one owned by root with an absolute target of
+ * plain names (a site's `/home -> /gpfs/home`). A job never runs as root here (the simulator
+ * drops to a user; Slurm runs jobs as their submitter), so it cannot make one; any other link
+ * is the job's, and refused. The target is walked again from `/`, with the same checks.
+ */
+function rootLinkTarget(dirFd: number, name: string, stat: BigIntStats): string[] | null {
+  if (stat.uid !== 0n) return null;
+  try {
+    const target = readlinkSync(inside(dirFd, name));
+    // Still that link after it was read (not swapped for another in between).
+    const again = lstatSync(inside(dirFd, name), { bigint: true });
+    return again.isSymbolicLink() && again.uid === 0n && identity(again) === identity(stat) ? namesOf(target) : null;
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * Opens a regular file by an absolute path without following a link a job could have made
+ * anywhere along it and without blocking; the descriptor is the caller's to close.
  */
 function openRegularFile(
   path: string,
   protectedDirs: readonly string[],
 ): { kind: 'opened'; fd: number; stat: BigIntStats } | Refusal {
-  if (!path.startsWith('/')) return { kind: 'unsafe-path' };
-  const names = path.split('/').filter((name) => name !== '');
-  // `..` would climb out of a folder already checked; `.` has no business in a reported path.
-  if (names.some((name) => name === '.' || name === '..')) return { kind: 'unsafe-path' };
-  const last = names.pop();
-  if (last === undefined) return { kind: 'not-a-file' };
+  const names = namesOf(path);
+  if (names === null) return { kind: 'unsafe-path' };
+  if (names.length === 0) return { kind: 'not-a-file' };
   if (!hasProcFd()) return { kind: 'error', code: 'no /proc/self/fd on this host (Linux only)' };
   const guarded = identitiesOf(protectedDirs);
   let dir: number;
@@ -154,41 +181,55 @@ function openRegularFile(
   } catch (error) {
     return { kind: 'error', code: codeOf(error) };
   }
+  let links = 0;
   try {
     if (guarded.has(identity(fstatSync(dir, { bigint: true })))) return { kind: 'protected' };
-    for (const name of names) {
-      let next: number;
+    while (names.length > 0) {
+      const name = names.shift() as string;
+      // Looked at before it is opened: a FIFO or a device is never opened at all.
+      let seen: BigIntStats;
       try {
-        next = openSync(inside(dir, name), DIR_FLAGS);
+        seen = lstatSync(inside(dir, name), { bigint: true });
       } catch (error) {
         return refusalOf(error, dir, name);
       }
-      closeSync(dir);
-      dir = next;
-      if (guarded.has(identity(fstatSync(dir, { bigint: true })))) return { kind: 'protected' };
+      if (seen.isSymbolicLink()) {
+        const target = links < MAX_ROOT_LINKS ? rootLinkTarget(dir, name, seen) : null;
+        if (target === null) return { kind: 'link' };
+        links++;
+        names.unshift(...target);
+        closeSync(dir);
+        dir = openSync('/', DIR_FLAGS);
+        continue;
+      }
+      if (names.length > 0) {
+        let next: number;
+        try {
+          next = openSync(inside(dir, name), DIR_FLAGS);
+        } catch (error) {
+          return refusalOf(error, dir, name);
+        }
+        closeSync(dir);
+        dir = next;
+        if (guarded.has(identity(fstatSync(dir, { bigint: true })))) return { kind: 'protected' };
+        continue;
+      }
+      if (!seen.isFile()) return { kind: 'not-a-file' };
+      let fd: number;
+      try {
+        fd = openSync(inside(dir, name), FILE_FLAGS);
+      } catch (error) {
+        return refusalOf(error, dir, name);
+      }
+      const stat = fstatSync(fd, { bigint: true });
+      // Replaced between the lstat and the open: not the file that was looked at.
+      if (!stat.isFile() || identity(stat) !== identity(seen)) {
+        closeSync(fd);
+        return stat.isFile() ? { kind: 'error', code: 'replaced while being opened' } : { kind: 'not-a-file' };
+      }
+      return { kind: 'opened', fd, stat };
     }
-    // Looked at before it is opened: a FIFO or a device is never opened at all.
-    let seen: BigIntStats;
-    try {
-      seen = lstatSync(inside(dir, last), { bigint: true });
-    } catch (error) {
-      return refusalOf(error, dir, last);
-    }
-    if (seen.isSymbolicLink()) return { kind: 'link' };
-    if (!seen.isFile()) return { kind: 'not-a-file' };
-    let fd: number;
-    try {
-      fd = openSync(inside(dir, last), FILE_FLAGS);
-    } catch (error) {
-      return refusalOf(error, dir, last);
-    }
-    const stat = fstatSync(fd, { bigint: true });
-    // Replaced between the lstat and the open: not the file that was looked at.
-    if (!stat.isFile() || identity(stat) !== identity(seen)) {
-      closeSync(fd);
-      return stat.isFile() ? { kind: 'error', code: 'replaced while being opened' } : { kind: 'not-a-file' };
-    }
-    return { kind: 'opened', fd, stat };
+    return { kind: 'not-a-file' };
   } finally {
     closeSync(dir);
   }

@@ -1,4 +1,4 @@
-import { mkdirSync, mkdtempSync, symlinkSync, utimesSync, writeFileSync } from 'node:fs';
+import { lchownSync, mkdirSync, mkdtempSync, symlinkSync, utimesSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -385,6 +385,8 @@ describe('output files a job spec names', () => {
   mkdirSync(dataDir);
   writeFileSync(join(dataDir, 'webhook-secret'), 'the-webhook-secret\n');
   symlinkSync(join(dataDir, 'webhook-secret'), join(dir, 'innocent.out'));
+  // A job's link (root's are an admin's, and followed): as root, handed to `nobody`.
+  if (process.getuid?.() === 0) lchownSync(join(dir, 'innocent.out'), 65534, 65534);
   writeFileSync(join(dir, 'binary.out'), Buffer.from([0x53, 0x51, 0x4c, 0x00, 0x01, 0x02, 0x41]));
   writeFileSync(join(dir, 'plain.out'), 'all good\n');
   const started = Date.now() - 60_000;

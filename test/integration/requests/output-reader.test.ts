@@ -4,6 +4,7 @@ import {
   chownSync,
   closeSync,
   constants,
+  lchownSync,
   linkSync,
   mkdirSync,
   mkdtempSync,
@@ -31,6 +32,15 @@ const NOBODY_UID = 65534;
 
 let root: string;
 const children: ChildProcess[] = [];
+
+/**
+ * A link as a job makes it: its user's, not root's (as root, the test hands it to `nobody`).
+ * Root's links are an admin's (`/home -> /gpfs/home`), followed.
+ */
+function jobLink(target: string, path: string): void {
+  symlinkSync(target, path);
+  if (isRoot) lchownSync(path, NOBODY_UID, NOBODY_UID);
+}
 
 function newRoot(): string {
   root = mkdtempSync(join(tmpdir(), 'schedflow-output-reader-'));
@@ -118,7 +128,7 @@ describe('a link the job planted', () => {
     const dir = newRoot();
     const out = join(dir, 'job', 'slurm-3.out');
     mkdirSync(join(dir, 'job'));
-    symlinkSync(secretFile(dir), out);
+    jobLink(secretFile(dir), out);
     expect(readFileTail(out, { maxBytes: 100 })).toEqual({ kind: 'link' });
   });
 
@@ -127,13 +137,39 @@ describe('a link the job planted', () => {
     const secrets = join(dir, 'secrets');
     mkdirSync(secrets);
     writeFileSync(join(secrets, 'slurm-4.out'), 'ROOT ONLY SECRET\n', { mode: 0o600 });
-    symlinkSync(secrets, join(dir, 'job'));
+    jobLink(secrets, join(dir, 'job'));
     expect(readFileTail(join(dir, 'job', 'slurm-4.out'), { maxBytes: 100 })).toEqual({ kind: 'link' });
     // `..` would climb out of a folder checked already; a relative path has nothing to start from.
     expect(readFileTail(`${dir}/job/../secrets/slurm-4.out`, { maxBytes: 100 })).toEqual({
       kind: 'unsafe-path',
     });
     expect(readFileTail('secrets/slurm-4.out', { maxBytes: 100 })).toEqual({ kind: 'unsafe-path' });
+  });
+
+  it.skipIf(!isRoot)("is followed when root's (an admin's), and its target is checked as any path", () => {
+    const dir = newRoot();
+    const gpfs = join(dir, 'gpfs', 'home');
+    mkdirSync(join(gpfs, 'alice'), { recursive: true });
+    writeFileSync(join(gpfs, 'alice', 'slurm-7.out'), 'on the parallel file system\n');
+    symlinkSync(gpfs, join(dir, 'home'));
+    expect(readFileTail(join(dir, 'home', 'alice', 'slurm-7.out'), { maxBytes: 100 })).toMatchObject({
+      kind: 'ok',
+      text: 'on the parallel file system\n',
+    });
+    // A relative target (or one with `..`) is not walked; nor is a root link into schedflow's folders read.
+    symlinkSync('gpfs/home', join(dir, 'home2'));
+    expect(readFileTail(join(dir, 'home2', 'alice', 'slurm-7.out'), { maxBytes: 100 })).toEqual({ kind: 'link' });
+    const dataDir = join(dir, 'data');
+    mkdirSync(dataDir);
+    writeFileSync(join(dataDir, 'history.sqlite-wal'), 'WAL\n');
+    symlinkSync(dataDir, join(dir, 'into-data'));
+    expect(
+      readFileTail(join(dir, 'into-data', 'history.sqlite-wal'), { maxBytes: 100, protectedDirs: [dataDir] }),
+    ).toEqual({ kind: 'protected' });
+    // Links that lead to each other end, as the kernel's do.
+    symlinkSync(join(dir, 'loop-b'), join(dir, 'loop-a'));
+    symlinkSync(join(dir, 'loop-a'), join(dir, 'loop-b'));
+    expect(readFileTail(join(dir, 'loop-a', 'x'), { maxBytes: 100 })).toEqual({ kind: 'link' });
   });
 
   it("is not read when a hard link to one of the daemon's own files", () => {
@@ -182,7 +218,7 @@ describe('a folder of the path swapped for a link into the data dir while the re
     const real = join(dir, 'real');
     mkdirSync(real);
     writeFileSync(join(real, 'out'), 'job output\n');
-    symlinkSync(dataDir, join(dir, 'link'));
+    jobLink(dataDir, join(dir, 'link'));
     const swap = join(dir, 'swap');
     // The job's side: `swap` is the real folder, then a link to the data dir, then the folder…
     const swapper = spawn(
