@@ -34,6 +34,7 @@ import { parseJobArray } from '../sched/job-array.js';
 import type { JobSpec } from '../sched/job-spec.js';
 import { describeSuggestion } from '../summaries/prompt.js';
 import { summaryForRequest, summaryLines } from '../summaries/show.js';
+import { specView } from '../views/views.js';
 import { openCliHistory } from './cli-history.js';
 import { EXIT } from './exit-codes.js';
 import { formatDuration, table } from './format.js';
@@ -45,6 +46,11 @@ import { parseInteger, parseSince } from './options.js';
  * were most of the second of CPU every `schedflow jobs list`, `show`, `history` or `output`
  * spent before it read one row of the history.
  */
+
+/** A request's row as the CLI prints it: its spec as the API shows it (secret-looking environment values masked). */
+function shownRow(row: JobRequestRow): JobRequestRow {
+  return { ...row, spec: specView(row.spec) };
+}
 
 interface JobsFlags {
   dataDir: string;
@@ -293,7 +299,7 @@ export function registerJobsCommand(program: Command): void {
         });
         process.stdout.write(
           flags.json
-            ? `${JSON.stringify(rows, null, 2)}\n`
+            ? `${JSON.stringify(rows.map(shownRow), null, 2)}\n`
             : `${table(['REQUEST', 'NAME', 'PROFILE', 'STATE', 'JOBID', 'CREATED', 'ELAPSED', 'EXIT'], rows.map(requestRow))}\n`,
         );
       } finally {
@@ -376,7 +382,7 @@ export function registerJobsCommand(program: Command): void {
             reason: a.retryCause?.reason ?? null,
           }));
           process.stdout.write(
-            `${JSON.stringify({ request: row, transitions, attempts, accounting: accounting ?? null, summary }, null, 2)}\n`,
+            `${JSON.stringify({ request: shownRow(row), transitions, attempts, accounting: accounting ?? null, summary }, null, 2)}\n`,
           );
           return;
         }

@@ -10,6 +10,7 @@ import {
   TERMINAL_REQUEST_STATES,
 } from '../db/schema.js';
 import type { JobOutcome, RunOutcome, StepOutcome } from '../db/webhook-payloads.js';
+import { maskedSpec } from '../lib/secret-env.js';
 import type { PipelineSummary } from './pipeline-summary.js';
 import { shownWebhookUrl } from './webhook-url-shown.js';
 
@@ -79,6 +80,27 @@ export function jobView(row: Omit<JobRequestRow, 'spec'>, viewer: Viewer) {
         }
       : null,
     links: { self: jobLink(row.id), ...(row.runId !== null && { run: runLink(row.runId) }) },
+  };
+}
+
+/**
+ * A job spec as shown (the API's job detail, the CLI's JSON): its secret-looking environment
+ * values masked as the job's output view masks them (src/lib/secret-env.ts decides which).
+ * The history keeps the spec as submitted, which retries and re-submissions send.
+ */
+export function specView(spec: unknown): Record<string, unknown> {
+  return maskedSpec((spec ?? {}) as Record<string, unknown>);
+}
+
+/** A run's resolved steps as shown: each step's spec as specView shows it. */
+export function runDefinitionView(definition: unknown): unknown {
+  const steps = (definition as { steps?: unknown } | null)?.steps;
+  if (!Array.isArray(steps)) return definition;
+  return {
+    ...(definition as Record<string, unknown>),
+    steps: steps.map((step: unknown) =>
+      step !== null && typeof step === 'object' && 'spec' in step ? { ...step, spec: specView(step.spec) } : step,
+    ),
   };
 }
 

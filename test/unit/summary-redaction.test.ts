@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { ConfigError } from '../../src/errors.js';
+import { isSecretName, maskedEnvironment, maskedSpec } from '../../src/lib/secret-env.js';
 import { compilePattern, REDACTED, Redactor } from '../../src/summaries/redact.js';
 import { parseRedactPatterns, summarySettingsFromEnv } from '../../src/summaries/summary-settings.js';
 
@@ -94,5 +95,99 @@ describe('summary settings from the environment', () => {
       SCHEDFLOW_LLM_API_KEY: 'sk-env-key-000000',
     });
     expect(JSON.stringify(settings)).not.toContain('sk-env-key');
+  });
+});
+
+describe('a known secret in other forms', () => {
+  const secret = 'Tr0ub4dor&3/horse';
+  const redactor = new Redactor({ environment: [`DB_PASS=${secret}`, 'SHORT=abcd'] });
+  const mask = '[redacted:DB_PASS]';
+  const bytes = Buffer.from(secret);
+
+  it.each([
+    ['base64', bytes.toString('base64')],
+    ['base64 without its padding', bytes.toString('base64').replace(/=+$/, '')],
+    ['URL-safe base64', bytes.toString('base64url')],
+    ['URL-encoded', encodeURIComponent(secret)],
+    [
+      'URL-encoded with lower-case escapes',
+      encodeURIComponent(secret).replace(/%[0-9A-F]{2}/g, (e) => e.toLowerCase()),
+    ],
+    ['form-encoded', new URLSearchParams({ p: secret }).toString().slice(2)],
+    ['hex', bytes.toString('hex')],
+    ['HEX', bytes.toString('hex').toUpperCase()],
+    ['reversed', [...secret].reverse().join('')],
+    ['spaced out', [...secret].join(' ')],
+    ['spaced out with dots', [...secret].join('.')],
+  ])('%s', (_, form) => {
+    expect(redactor.redact(`before ${form} after`)).toBe(`before ${mask} after`);
+  });
+
+  it('inside a longer base64 text, wherever it starts (the three byte offsets), in both alphabets', () => {
+    for (const before of ['', 'u', 'us', 'usr', 'user:']) {
+      for (const alphabet of ['base64', 'base64url'] as const) {
+        const encoded = Buffer.from(`${before}${secret}:rest`).toString(alphabet);
+        const out = redactor.redact(encoded);
+        expect(out, `${before} ${alphabet}`).toContain(mask);
+        // What is left around the mask holds bits of its neighbours, never the secret.
+        const [head = '', tail = ''] = out.split(mask);
+        expect(Buffer.from(head + tail, alphabet).toString('latin1')).not.toContain(secret.slice(0, 4));
+      }
+    }
+  });
+
+  it('short values are replaced as they are, but not searched for in other forms (they would turn up by chance)', () => {
+    expect(redactor.redact('abcd YWJjZA==')).toBe('[redacted:SHORT] YWJjZA==');
+  });
+
+  it('masks NAME=value when the name says secret by one rule with the job spec views (DB_PASS, apiKey, SSH_KEY), not prose', () => {
+    expect(new Redactor().redact('DB_PASS=xyz12 SSH_KEY: abc123 x_auth=t0k')).toBe(
+      'DB_PASS=[redacted] SSH_KEY: [redacted] x_auth=[redacted]',
+    );
+    const prose = 'tests passed: 10; compass: north; key: id; author: bob; passes=3';
+    expect(new Redactor().redact(prose)).toBe(prose);
+  });
+});
+
+describe('secret-looking names, and a job spec as shown', () => {
+  it.each([
+    'DB_PASS',
+    'DB_PASSWORD',
+    'API_TOKEN',
+    'apiKey',
+    'SSH_KEY',
+    'AWS_SECRET_ACCESS_KEY',
+    'GITHUB_TOKEN',
+    'MYSQL_PWD',
+    'X_AUTH',
+    'SESSION_COOKIE',
+    'client_credentials',
+  ])('%s is a secret', (name) => {
+    expect(isSecretName(name)).toBe(true);
+  });
+
+  it.each(['PATH', 'HOME', 'DB_HOST', 'OMP_NUM_THREADS', 'PASSES', 'AUTHOR', 'KEY', 'COMPASS_DIR', 'MONKEY'])(
+    '%s is not',
+    (name) => {
+      expect(isSecretName(name)).toBe(false);
+    },
+  );
+
+  it('masks the values of secret-looking names (list or map), in the environment and in the other texts of the spec', () => {
+    const spec = {
+      name: 'load',
+      script: '#!/bin/sh\nmysql -p"s3cr3t-pw" -h db.example.org\n',
+      environment: ['DB_PASS=s3cr3t-pw', 'DB_HOST=db.example.org', 'PATH=/usr/bin'],
+      memory_per_node: 512,
+    };
+    expect(maskedSpec(spec)).toEqual({
+      name: 'load',
+      script: '#!/bin/sh\nmysql -p"[redacted:DB_PASS]" -h db.example.org\n',
+      environment: ['DB_PASS=[redacted:DB_PASS]', 'DB_HOST=db.example.org', 'PATH=/usr/bin'],
+      memory_per_node: 512,
+    });
+    // Shown, never changed: the history's spec is what a retry submits.
+    expect(spec.environment[0]).toBe('DB_PASS=s3cr3t-pw');
+    expect(maskedEnvironment({ API_TOKEN: 'tok', N: 1 })).toEqual({ API_TOKEN: '[redacted:API_TOKEN]', N: 1 });
   });
 });

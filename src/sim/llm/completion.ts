@@ -16,6 +16,17 @@ export const MESSAGE_OVERHEAD_TOKENS = 4;
 /** Labels whose lines make up the answer, in this order. */
 const PICKED = ['Job', 'Run', 'Outcome', 'CPU', 'Memory', 'Time', 'Triage', 'Suggested change', 'Trend'];
 
+/** JSON strings (schedflow quotes the job's own text so) as the text they hold, as a model reads them. */
+function unquoted(value: string): string {
+  return value.replace(/"(?:[^"\\]|\\.)*"/g, (literal) => {
+    try {
+      return String(JSON.parse(literal));
+    } catch {
+      return literal;
+    }
+  });
+}
+
 export function completionText(messages: readonly { role: string; content: string }[]): string {
   const user = [...messages].reverse().find((m) => m.role === 'user')?.content ?? '';
   const lines = user.split('\n').map((l) => l.trim());
@@ -23,7 +34,7 @@ export function completionText(messages: readonly { role: string; content: strin
   for (const label of PICKED) {
     const line = lines.find((l) => l.startsWith(`${label}:`));
     const value = line?.slice(label.length + 1).trim();
-    if (value) facts.push(value);
+    if (value) facts.push(unquoted(value));
   }
   if (facts.length === 0) return `Summary: ${user.replace(/\s+/g, ' ').slice(0, 200)}`;
   return `Summary (simulated model): ${facts.map((f) => f.replace(/\.$/, '')).join('. ')}.`;

@@ -3,7 +3,7 @@ import { getAccountingJob } from '../../../db/accounting.js';
 import { getRequest } from '../../../db/requests.js';
 import type { ErrorCode } from '../../../errors.js';
 import { readJobOutput } from '../../../requests/job-output.js';
-import { Redactor } from '../../../summaries/redact.js';
+import { outputRedactor } from '../../../summaries/redact.js';
 import type { ApiDeps } from '../../deps.js';
 import { ApiError, NotFoundApiError } from '../api-errors.js';
 import { answer, errors, idParams } from '../shared-schemas.js';
@@ -69,8 +69,7 @@ export const jobOutputRoutes: FastifyPluginAsyncZod<{ deps: ApiDeps }> = async (
         });
       }
       // The job's own environment values (tokens, passwords) are masked, as on the UI's job page.
-      const env = (row.spec as { environment?: unknown }).environment;
-      const environment = Array.isArray(env) ? env.filter((e): e is string => typeof e === 'string') : [];
+      const redactor = outputRedactor(row.spec);
       return {
         id: row.id,
         job_id: row.jobId as number,
@@ -82,7 +81,7 @@ export const jobOutputRoutes: FastifyPluginAsyncZod<{ deps: ApiDeps }> = async (
         modified_at: new Date(output.modifiedAt).toISOString(),
         lines: output.lines,
         truncated: output.truncated,
-        text: new Redactor({ environment }).redact(output.text),
+        text: redactor.redact(output.text),
       };
     },
   );

@@ -214,7 +214,11 @@ export const jobDetailSchema = named(
   'JobDetail',
   jobSchema.extend({
     array: arraySchema.nullable(),
-    spec: z.record(z.string(), z.unknown()),
+    spec: z
+      .record(z.string(), z.unknown())
+      .describe(
+        'the spec as submitted, except the values of environment variables whose names say secret (DB_PASS, API_TOKEN, ssh_key...): `NAME=[redacted:NAME]`, as the output view masks them',
+      ),
     output: outputPathsSchema,
     transitions: z.array(transitionSchema),
     attempts: z

@@ -20,6 +20,7 @@ import {
   freshnessView,
   jobLink,
   jobView,
+  specView,
   summaryView,
   transitionView,
 } from '../../../views/views.js';
@@ -173,7 +174,7 @@ export const jobRoutes: FastifyPluginAsyncZod<{ deps: ApiDeps }> = async (app, {
       return {
         ...jobView(row, viewerOf(request.apiToken)),
         array,
-        spec: row.spec as Record<string, unknown>,
+        spec: specView(row.spec),
         output: {
           stdout: row.stdoutPath,
           stderr: row.stderrPath,

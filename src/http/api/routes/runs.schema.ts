@@ -40,7 +40,11 @@ export const runSchema = named(
 export const runDetailSchema = named(
   'RunDetail',
   runSchema.extend({
-    definition: z.unknown().describe('the steps as resolved when the run was made'),
+    definition: z
+      .unknown()
+      .describe(
+        "the steps as resolved when the run was made; each step spec's secret-looking environment values masked, as in a job's spec",
+      ),
     steps: z.array(jobSchema).describe('every request of the run, all attempts, in step then attempt order'),
     summary: summarySchema.nullable().describe('one across its steps; null until it has ended, or when off'),
   }),

@@ -3,7 +3,7 @@ import { getRun, stepRequests } from '../../../db/runs.js';
 import { summaryOfRun } from '../../../db/summaries.js';
 import { assertNever } from '../../../lib/assert-never.js';
 import type { StepCancel } from '../../../pipelines/run-engine.js';
-import { jobView, runLink, runView, summaryView } from '../../../views/views.js';
+import { jobView, runDefinitionView, runLink, runView, summaryView } from '../../../views/views.js';
 import type { ApiDeps } from '../../deps.js';
 import { runsPage } from '../../queries.js';
 import { viewerOf } from '../../scopes.js';
@@ -66,7 +66,7 @@ export const runRoutes: FastifyPluginAsyncZod<{ deps: ApiDeps }> = async (app, {
       const steps = await stepRequests(deps.store, run.id);
       return {
         ...runView(run, viewerOf(request.apiToken)),
-        definition: run.definition,
+        definition: runDefinitionView(run.definition),
         steps: steps.map((row) => jobView(row, viewerOf(request.apiToken))),
         summary: summaryView(summary ? { of: 'run', summary } : null),
       };

@@ -14,7 +14,7 @@ import { cancelRequest } from '../../../requests/canceller.js';
 import { isTerminalRequest } from '../../../requests/request-state.js';
 import type { JobSpec } from '../../../sched/job-spec.js';
 import { outputTails } from '../../../summaries/output-tail.js';
-import { Redactor } from '../../../summaries/redact.js';
+import { outputRedactor } from '../../../summaries/redact.js';
 import { freshnessView, jobView } from '../../../views/views.js';
 import { jobsPage } from '../../queries.js';
 import { queryField, sendPage, sessionOf, type UiContext } from '../context.js';
@@ -424,7 +424,7 @@ function outputPanel(
   if (row.jobId === null) return html``;
   // A file last written before the job could have run is another job's (ids are reused).
   const since = row.startedAt ?? row.submittedAt ?? row.createdAt;
-  const spec = row.spec as JobSpec & { environment?: unknown };
+  const spec = row.spec as JobSpec;
   const tails = outputTails(
     spec,
     { jobId: row.jobId, name: row.name, user, node, uid },
@@ -433,14 +433,8 @@ function outputPanel(
     ctx.settings.protectedDirs,
     { stdout: row.stdoutPath, stderr: row.stderrPath },
   );
-  // The job's own environment values (tokens, passwords) are masked, as in summaries.
-  const env = spec.environment;
-  const environment = Array.isArray(env)
-    ? env.filter((e): e is string => typeof e === 'string')
-    : env !== null && typeof env === 'object'
-      ? Object.entries(env).map(([k, v]) => `${k}=${String(v)}`)
-      : [];
-  const redactor = new Redactor({ environment });
+  // The job's own environment values (tokens, passwords) are masked, as in summaries and the API.
+  const redactor = outputRedactor(spec);
   return html`<h2>Output</h2>${tails.map(
     (t) =>
       html`<p class="muted">${t.label}: <code>${t.path}</code>${t.sizeBytes !== null ? ` (${t.sizeBytes} bytes)` : ''}</p>${
