@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import rateLimit from '@fastify/rate-limit';
 import swagger from '@fastify/swagger';
 import swaggerUi from '@fastify/swagger-ui';
-import Fastify, { type FastifyBaseLogger, type FastifyInstance, LogController } from 'fastify';
+import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyRequest, LogController } from 'fastify';
 import {
   jsonSchemaTransform,
   jsonSchemaTransformObject,
@@ -123,9 +123,15 @@ export async function buildApp(deps: ApiDeps): Promise<FastifyInstance> {
     global: true,
     max: deps.settings.rateLimitPerMin,
     timeWindow: 60_000,
-    // After authentication (onRequest), so the limit is per token rather than per address.
+    // After authentication (onRequest: the API's token, the UI's session), so the limit is per
+    // token or per UI session rather than per address: what others at the same address (behind
+    // the same proxy) send never spends theirs.
     hook: 'preValidation',
-    keyGenerator: (request) => (request.apiToken ? `token:${request.apiToken.id}` : `ip:${request.ip}`),
+    keyGenerator: (request) => rateKeyOf(request).key,
+    // The UI's pages without a session answer a redirect or the login page, which read nothing:
+    // not counted, so that no flood of them from an address locks its users out of logging in.
+    // Failed logins have their own bound (ui-plugin.ts).
+    allowList: (request) => !request.apiToken && !request.uiSession && isUiPath(request.url),
     // One limit per token for the deployment, not one per web process.
     ...(deps.rateLimitCounts && {
       redis: deps.rateLimitCounts.redis,
@@ -133,8 +139,8 @@ export async function buildApp(deps: ApiDeps): Promise<FastifyInstance> {
       // Redis away: requests go on uncounted rather than all failing (reads need no Redis).
       skipOnError: true,
     }),
-    errorResponseBuilder: (_request, context) =>
-      new RateLimitedApiError(Number(context.max), Math.max(1, Math.ceil(context.ttl / 1000))),
+    errorResponseBuilder: (request, context) =>
+      new RateLimitedApiError(Number(context.max), Math.max(1, Math.ceil(context.ttl / 1000)), rateKeyOf(request).of),
   });
   registerIdempotency(app, deps.store, deps.logger);
   registerReadTurns(app);
@@ -152,6 +158,16 @@ export async function buildApp(deps: ApiDeps): Promise<FastifyInstance> {
   );
   return app;
 }
+
+/** What a request's requests per minute are counted under. */
+function rateKeyOf(request: FastifyRequest): { key: string; of: 'token' | 'UI session' | 'address' } {
+  if (request.apiToken) return { key: `token:${request.apiToken.id}`, of: 'token' };
+  if (request.uiSession) return { key: `ui-session:${request.uiSession.sessionKey}`, of: 'UI session' };
+  return { key: `ip:${request.ip}`, of: 'address' };
+}
+
+const isUiPath = (url: string): boolean =>
+  url === UI_PREFIX || url.startsWith(`${UI_PREFIX}/`) || url.startsWith(`${UI_PREFIX}?`);
 
 type OpenApiDocument = ReturnType<typeof jsonSchemaTransformObject>;
 
