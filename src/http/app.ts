@@ -33,6 +33,22 @@ import { uiPlugin } from './ui/ui-plugin.js';
 export const OPENAPI_PATH = `${API_PREFIX}/openapi.json`;
 export const DOCS_PATH = `${API_PREFIX}/docs`;
 
+/** Every answer but the docs page's and the UI's: JSON and text, nothing to run or frame. */
+const API_CSP = "default-src 'none'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'";
+const DOCS_CSP = [
+  "default-src 'self'",
+  "script-src 'self'",
+  // Swagger UI sets style attributes from its script; styles run nothing.
+  "style-src 'self' 'unsafe-inline'",
+  "img-src 'self' data:",
+  "font-src 'self' data:",
+  "connect-src 'self'",
+  "object-src 'none'",
+  "base-uri 'self'",
+  "form-action 'self'",
+  "frame-ancestors 'none'",
+].join('; ');
+
 /**
  * The local API as a Fastify app, without listening (tests may `inject`).
  * Hooks run in this order for a request: request id, auth (onRequest), body
@@ -61,6 +77,11 @@ export async function buildApp(deps: ApiDeps): Promise<FastifyInstance> {
   registerJsonBody(app);
   app.addHook('onRequest', async (request, reply) => {
     reply.header('x-request-id', request.id);
+    // An answer of the API is data, never a page: a browser shown one runs, loads and frames
+    // nothing of it. The docs page and the UI set their own policies over this one.
+    reply.header('content-security-policy', API_CSP);
+    reply.header('x-frame-options', 'DENY');
+    reply.header('x-content-type-options', 'nosniff');
   });
   registerAuth(app, deps.store);
 
@@ -116,7 +137,13 @@ export async function buildApp(deps: ApiDeps): Promise<FastifyInstance> {
     transformObject: (document) => withoutUnusedSchemas(jsonSchemaTransformObject(document)),
   });
   // Registered before the rate limit, so the docs page and its assets are not counted.
-  await app.register(swaggerUi, { routePrefix: DOCS_PATH });
+  await app.register(swaggerUi, {
+    routePrefix: DOCS_PATH,
+    // Its page, scripts and styles are all served from here (no inline script, no validator
+    // badge): nothing else may run in it, and no other site may frame it (clickjacking the
+    // "Authorize" dialog, where a token is pasted).
+    staticCSP: DOCS_CSP,
+  });
   app.get(OPENAPI_PATH, { schema: { hide: true } }, async () => app.swagger());
 
   await app.register(rateLimit, {

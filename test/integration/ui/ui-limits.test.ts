@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createToken, revokeToken } from '../../../src/db/tokens.js';
 import { Secret } from '../../../src/lib/secret.js';
+import { launchBrowser } from '../../helpers/browser.js';
 import { startTestDaemon, type TestDaemon } from '../../helpers/daemon.js';
 import { bearer } from '../../helpers/http.js';
 import { startTestRedis, type TestRedis } from '../../helpers/redis.js';
@@ -258,4 +259,46 @@ describe('failed logins', () => {
     // Viewing the login page was never refused.
     expect((await page('/login')).status).toBe(200);
   });
+});
+
+describe('the API docs', () => {
+  it('answer with a Content-Security-Policy and frame protection, as do the OpenAPI document and the API', async () => {
+    for (const path of [
+      '/api/v1/docs',
+      '/api/v1/docs/static/index.html',
+      '/api/v1/docs/static/swagger-ui-bundle.js',
+      '/api/v1/docs/json',
+      '/api/v1/openapi.json',
+      '/healthz',
+      '/api/v1/jobs',
+    ]) {
+      const res = await fetch(`${api}${path}`);
+      await res.body?.cancel();
+      expect(res.status, path).toBeLessThan(500);
+      expect(res.headers.get('x-frame-options'), path).toBe('DENY');
+      expect(res.headers.get('content-security-policy'), path).toContain("frame-ancestors 'none'");
+      expect(res.headers.get('x-content-type-options'), path).toBe('nosniff');
+    }
+    const docs = await fetch(`${api}/api/v1/docs`);
+    await docs.body?.cancel();
+    expect(docs.headers.get('content-security-policy')).toContain("script-src 'self'");
+  });
+
+  it('the docs page still works under its policy: Swagger UI renders the document, nothing is refused', async () => {
+    const browser = await launchBrowser();
+    try {
+      const tab = await browser.page();
+      const refused: string[] = [];
+      tab.on('console', (message) => {
+        if (/Content Security Policy/i.test(message.text())) refused.push(message.text());
+      });
+      await tab.goto(`${api}/api/v1/docs`);
+      await tab.locator('.swagger-ui .info .title', { hasText: 'schedflow local API' }).waitFor({ timeout: 20_000 });
+      await tab.locator('.opblock-tag', { hasText: 'jobs' }).first().waitFor({ timeout: 20_000 });
+      await browser.screenshot(tab, 'api-docs');
+      expect(refused).toEqual([]);
+    } finally {
+      await browser.close();
+    }
+  }, 60_000);
 });
