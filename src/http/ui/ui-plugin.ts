@@ -253,7 +253,7 @@ export async function uiPlugin(app: FastifyInstance, opts: { deps: ApiDeps; sett
       const retryAfterSec = Math.max(1, Math.ceil(ms / 1000));
       log.warn({ with: token ? 'token' : 'password', retryAfterSec }, 'UI login refused: too many failed logins');
       reply.header('retry-after', String(retryAfterSec));
-      return loginPage(ctx, request, reply, tooManyFailures(retryAfterSec), 429);
+      return loginPage(ctx, request, reply, tooManyFailures(retryAfterSec, !token), 429);
     };
     // The password is not even compared past its bound. A token is looked up still: a valid one
     // logs in, so that a guesser at the same address (behind the same proxy) locks nobody out.
@@ -344,8 +344,10 @@ function inSeconds(sec: number): string {
   return `${new Date(Date.now() + sec * 1000).toISOString().slice(11, 19)} UTC`;
 }
 
-function tooManyFailures(retryAfterSec: number): string {
-  return `Too many failed logins from this address. Try again in ${retryAfterSec} s (at ${inSeconds(retryAfterSec)}).`;
+/** For a password login, the bound met may be the password's own, which counts every address. */
+function tooManyFailures(retryAfterSec: number, password: boolean): string {
+  const whose = password ? 'from this address, or with the UI password from anywhere' : 'from this address';
+  return `Too many failed logins ${whose}. Try again in ${retryAfterSec} s (at ${inSeconds(retryAfterSec)}).`;
 }
 
 function slowDown(retryAfterSec: number): Html {
