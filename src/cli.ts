@@ -1,6 +1,7 @@
 #!/usr/bin/env node
 import { Command, CommanderError } from 'commander';
 import { EXIT, exitCodeFor } from './cli/exit-codes.js';
+import { printError, setRawOutput } from './cli/terminal.js';
 import { packageVersion } from './lib/package-info.js';
 
 type Register = (program: Command) => void;
@@ -31,7 +32,10 @@ async function main(argv: string[]): Promise<void> {
     .description('Job-workflow daemon for Slurm clusters, driven through the scheduler REST API')
     .version(packageVersion())
     .showHelpAfterError('(add --help for usage)')
+    .option('--raw', "print job names, output and the scheduler's text as they are, terminal escape sequences included")
     .exitOverride();
+  // Before any command prints: names and output are escaped unless asked for raw (cli/terminal.ts).
+  program.hook('preAction', () => setRawOutput(program.opts<{ raw?: boolean }>().raw === true));
   // The first word that is not an option names the command; `help <command>` names it second.
   const words = argv.slice(2).filter((arg) => !arg.startsWith('-'));
   const asked = words[0] === 'help' ? words[1] : words[0];
@@ -53,7 +57,8 @@ main(process.argv).catch((error: unknown) => {
   const code = exitCodeFor(error);
   if (code !== EXIT.internal) {
     // A mistake of the user's or the upstream's answer: the message says what to do, no stack trace.
-    process.stderr.write(`schedflow: ${(error as Error).message}\n`);
+    // Escaped: a message may quote a job's name or the scheduler's answer.
+    printError(`schedflow: ${(error as Error).message}\n`);
     process.exit(code);
   }
   process.stderr.write(

@@ -196,7 +196,7 @@ export const ERROR_CODES = {
   SCHEDFLOW_ERR_RATE_LIMITED: {
     status: 429,
     retryable: true,
-    what: 'The token’s requests per minute are spent; retry after Retry-After.',
+    what: 'The requests per minute of the token (of the web UI session) are spent; retry after Retry-After.',
   },
   SCHEDFLOW_ERR_HEADERS_TOO_LARGE: {
     status: 431,

@@ -9,6 +9,7 @@ import { redactedUrl } from '../db/open-history.js';
 import { ConfigError, HistoryUnavailableError } from '../errors.js';
 import { packageRoot } from '../lib/package-info.js';
 import { pidAlive } from '../lib/pid-lock.js';
+import { print, printError } from './terminal.js';
 
 interface MigrateFlags {
   from: string;
@@ -48,7 +49,7 @@ export function registerDbCommand(program: Command): void {
             // Progress on stderr, a line per table and per tenth of a large one.
             const line = `${table}: ${n}/${total}`;
             if (n === total || Math.floor((n * 10) / total) !== Math.floor(((n - 1) * 10) / total)) {
-              if (line !== shown) process.stderr.write(`${line}\n`);
+              if (line !== shown) printError(`${line}\n`);
               shown = line;
             }
           },
@@ -57,7 +58,7 @@ export function registerDbCommand(program: Command): void {
           throw new HistoryUnavailableError(`cannot copy into ${where}: ${(error as Error).message}`, { cause: error });
         });
         const rows = Object.values(copied).reduce((sum, n) => sum + n, 0);
-        process.stdout.write(
+        print(
           `copied ${rows} rows of ${file} into ${where}; start every role with DATABASE_URL, REDIS_URL (one Redis for every host) and SCHEDFLOW_WEBHOOK_SECRET (the key of the data dir's webhook-secret, for receivers to keep checking)\n`,
         );
       } finally {

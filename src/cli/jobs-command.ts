@@ -39,6 +39,7 @@ import { openCliHistory } from './cli-history.js';
 import { EXIT } from './exit-codes.js';
 import { formatDuration, table } from './format.js';
 import { parseInteger, parseSince } from './options.js';
+import { print, printError } from './terminal.js';
 
 /*
  * What only some subcommands need is imported in them (`await import`), not here: BullMQ, the
@@ -164,7 +165,7 @@ async function follow(history: OpenedHistory, requestId: string, json: boolean):
             detail: t.detail,
           })
         : `${new Date(t.at).toLocaleTimeString()}  ${t.fromState ?? '-'} → ${t.toState}  (${t.source}${t.reason ? `, ${t.reason}` : ''}${t.stale ? ', stale' : ''})${t.detail ? `  ${t.detail}` : ''}`;
-      process.stdout.write(`${line}\n`);
+      print(`${line}\n`);
     }
     printed = transitions.length;
     if (row && isTerminalRequest(row.state)) return row;
@@ -256,11 +257,11 @@ export function registerJobsCommand(program: Command): void {
         queue.add('submit', payload, { jobId: requestId }),
       );
       if (!daemonAlive(info)) {
-        process.stderr.write(
+        printError(
           `schedflow: warning: the daemon (pid ${info.pid}) is not running; the job waits in its Redis queue until it starts\n`,
         );
       }
-      process.stdout.write(
+      print(
         flags.json
           ? `${JSON.stringify({ requestId, profile })}\n`
           : `queued request ${requestId} (profile ${profile})\n`,
@@ -270,7 +271,7 @@ export function registerJobsCommand(program: Command): void {
       try {
         const row = await follow(history, requestId, flags.json ?? false);
         if (!flags.json) {
-          process.stdout.write(
+          print(
             `job ${row.jobId ?? '-'} ${row.state}${row.exitCode !== null ? ` (exit ${row.exitCode})` : ''}${row.errorMessage ? `: ${row.errorMessage}` : ''}\n`,
           );
         }
@@ -297,7 +298,7 @@ export function registerJobsCommand(program: Command): void {
           state: states as RequestState[] | undefined,
           limit: opts.limit,
         });
-        process.stdout.write(
+        print(
           flags.json
             ? `${JSON.stringify(rows.map(shownRow), null, 2)}\n`
             : `${table(['REQUEST', 'NAME', 'PROFILE', 'STATE', 'JOBID', 'CREATED', 'ELAPSED', 'EXIT'], rows.map(requestRow))}\n`,
@@ -322,7 +323,7 @@ export function registerJobsCommand(program: Command): void {
           profile: opts.profile,
           limit: opts.limit,
         });
-        process.stdout.write(
+        print(
           flags.json
             ? `${JSON.stringify(rows, null, 2)}\n`
             : `${table(
@@ -381,7 +382,7 @@ export function registerJobsCommand(program: Command): void {
             exitCode: a.exitCode,
             reason: a.retryCause?.reason ?? null,
           }));
-          process.stdout.write(
+          print(
             `${JSON.stringify({ request: shownRow(row), transitions, attempts, accounting: accounting ?? null, summary }, null, 2)}\n`,
           );
           return;
@@ -419,7 +420,7 @@ export function registerJobsCommand(program: Command): void {
           );
         }
         lines.push('', ...(await summaryLines(h, row)));
-        process.stdout.write(`${lines.join('\n')}\n`);
+        print(`${lines.join('\n')}\n`);
       } finally {
         await history.close();
       }
@@ -436,46 +437,44 @@ export function registerJobsCommand(program: Command): void {
       // Being submitted right now: its job may exist upstream any moment; ask again as told.
       const until = Date.now() + CANCEL_ANSWER_MS;
       while (answer.kind === 'submitting' && Date.now() < until) {
-        if (!flags.json) process.stderr.write(`being submitted right now; asking again in ${answer.retryAfterSec} s\n`);
+        if (!flags.json) printError(`being submitted right now; asking again in ${answer.retryAfterSec} s\n`);
         await sleep(answer.retryAfterSec * 1000);
         answer = await cancelThroughDaemon(flags.dataDir, { of: 'job', id });
       }
-      if (flags.json) process.stdout.write(`${JSON.stringify({ id, ...answer })}\n`);
+      if (flags.json) print(`${JSON.stringify({ id, ...answer })}\n`);
       switch (answer.kind) {
         case 'not_found':
           throw new ConfigError(`no job request ${id} in the history`);
         case 'error':
           process.exitCode = answer.retryable ? EXIT.unavailable : EXIT.refused;
-          if (!flags.json) process.stderr.write(`schedflow: ${answer.message}\n`);
+          if (!flags.json) printError(`schedflow: ${answer.message}\n`);
           return;
         case 'submitting':
           process.exitCode = EXIT.unavailable;
           if (!flags.json)
-            process.stderr.write(`schedflow: job request ${id} is still being submitted; cancel it again shortly\n`);
+            printError(`schedflow: job request ${id} is still being submitted; cancel it again shortly\n`);
           return;
         case 'ended':
           process.exitCode = EXIT.refused;
           if (!flags.json) {
-            process.stderr.write(
+            printError(
               `schedflow: ${answer.upstream ? `job ${answer.jobId} has already ended upstream (${answer.upstream})` : `job request ${id} has already ended: ${answer.state}`}\n`,
             );
           }
           return;
         case 'cancelled':
-          if (!flags.json) process.stdout.write(`cancelled request ${id} before it was submitted\n`);
+          if (!flags.json) print(`cancelled request ${id} before it was submitted\n`);
           return;
         case 'requested':
           if (!flags.json) {
-            process.stdout.write(
-              `cancel of job ${answer.jobId} sent to the scheduler; the next poll records CANCELLED\n`,
-            );
+            print(`cancel of job ${answer.jobId} sent to the scheduler; the next poll records CANCELLED\n`);
           }
           if (!opts.wait) return;
           {
             const history = await openCliHistory(flags.dataDir, { write: false });
             try {
               const row = await follow(history, id, flags.json ?? false);
-              if (!flags.json) process.stdout.write(`job ${row.jobId ?? '-'} ${row.state}\n`);
+              if (!flags.json) print(`job ${row.jobId ?? '-'} ${row.state}\n`);
             } finally {
               await history.close();
             }
@@ -509,7 +508,7 @@ export function registerJobsCommand(program: Command): void {
         });
         if (output.kind === 'unavailable') throw new JobOutputUnavailableError(output.code, output.message);
         if (flags.json) {
-          process.stdout.write(`${JSON.stringify(output)}\n`);
+          print(`${JSON.stringify(output)}\n`);
           return;
         }
         if (output.truncated || output.sameFile) {
@@ -517,9 +516,9 @@ export function registerJobsCommand(program: Command): void {
             ...(output.truncated ? [`the last ${output.lines} lines of ${output.sizeBytes} bytes`] : []),
             ...(output.sameFile ? ['stderr goes to the stdout file'] : []),
           ];
-          process.stderr.write(`==> ${output.path} (${notes.join('; ')}) <==\n`);
+          printError(`==> ${output.path} (${notes.join('; ')}) <==\n`);
         }
-        process.stdout.write(output.text);
+        print(output.text);
       } finally {
         await history.close();
       }
@@ -561,7 +560,7 @@ export function registerJobsCommand(program: Command): void {
         await withDaemonQueue(info, flags.dataDir, 'submit', (queue) =>
           queue.add('submit', payload, { jobId: requestId }),
         );
-        process.stdout.write(
+        print(
           flags.json
             ? `${JSON.stringify({ requestId, retryOf: id, array: plan.array })}\n`
             : `queued request ${requestId}, running tasks ${plan.array} of ${id} again\n`,
@@ -605,7 +604,7 @@ export function registerJobsCommand(program: Command): void {
             return (queued?.data as ApplySuggestionPayload | undefined)?.newRequestId ?? payload.newRequestId;
           });
           if (!daemonAlive(info)) {
-            process.stderr.write(
+            printError(
               `schedflow: warning: the daemon (pid ${info.pid}) is not running; the request is made when it starts\n`,
             );
           }
@@ -613,7 +612,7 @@ export function registerJobsCommand(program: Command): void {
             for (let i = 0; i < 40 && !(await getRequest(history.store, newId)); i++) await sleep(250);
           }
         }
-        process.stdout.write(
+        print(
           flags.json
             ? `${JSON.stringify({ requestId: newId, resubmits: id, changes: summary.suggestion?.changes ?? {} })}\n`
             : `queued request ${newId}, re-submitting ${id} with ${change}\n`,

@@ -14,6 +14,7 @@ import { validateAgainstSpec } from '../sched/spec-validator.js';
 import { isApiVersion, LATEST_VERSION } from '../sched/versions.js';
 import { EXIT } from './exit-codes.js';
 import { table } from './format.js';
+import { print, printError } from './terminal.js';
 
 /** Profiles of a config folder, for the same checks the daemon makes (accounts, profile names). */
 function loadContext(configDir: string): LoadContext {
@@ -62,7 +63,7 @@ export function registerPipelinesCommands(program: Command): void {
     .command('schema')
     .description('print the JSON Schema of pipeline files (shipped as config/pipeline.schema.json)')
     .action(() => {
-      process.stdout.write(`${JSON.stringify(pipelineJsonSchema(), null, 2)}\n`);
+      print(`${JSON.stringify(pipelineJsonSchema(), null, 2)}\n`);
     });
 
   program
@@ -75,27 +76,25 @@ export function registerPipelinesCommands(program: Command): void {
     .action((paths: string[], flags: { config: string; render?: boolean; param: Record<string, string> }) => {
       const context = loadContext(flags.config);
       if (context.profiles.size === 0) {
-        process.stderr.write(
-          `note: no profiles in ${resolve(flags.config)}/profiles: profile and account checks skipped\n`,
-        );
+        printError(`note: no profiles in ${resolve(flags.config)}/profiles: profile and account checks skipped\n`);
       }
       let failed = 0;
       for (const { file, pipeline, error } of validateFiles(expandFiles(paths), context)) {
         try {
           if (error) throw error;
           if (flags.render) {
-            process.stdout.write(`${JSON.stringify(render(pipeline, context, flags.param), null, 2)}\n`);
+            print(`${JSON.stringify(render(pipeline, context, flags.param), null, 2)}\n`);
           } else {
-            process.stdout.write(`ok  ${file}  ${describe(pipeline)}\n`);
+            print(`ok  ${file}  ${describe(pipeline)}\n`);
           }
         } catch (error) {
           if (!(error instanceof SourceError || error instanceof ConfigError)) throw error;
           failed++;
-          process.stderr.write(`${error.message}\n`);
+          printError(`${error.message}\n`);
         }
       }
       if (failed > 0) {
-        process.stderr.write(`${failed} invalid pipeline file${failed === 1 ? '' : 's'}\n`);
+        printError(`${failed} invalid pipeline file${failed === 1 ? '' : 's'}\n`);
         process.exitCode = EXIT.usage;
       }
     });
@@ -126,11 +125,11 @@ export function registerPipelinesCommands(program: Command): void {
       });
       if (flags.json) {
         const out = listed.map((l) => ({ ...l, next: l.next.map((t) => new Date(t).toISOString()) }));
-        process.stdout.write(`${JSON.stringify(out, null, 2)}\n`);
+        print(`${JSON.stringify(out, null, 2)}\n`);
         return;
       }
       if (listed.length === 0) {
-        process.stdout.write(`no pipeline files in ${dir}\n`);
+        print(`no pipeline files in ${dir}\n`);
         return;
       }
       const rows = listed.map((l) => [
@@ -139,12 +138,12 @@ export function registerPipelinesCommands(program: Command): void {
         l.steps.join(' → ') || '-',
         l.next.length ? new Date(l.next[0] as number).toLocaleString() : '-',
       ]);
-      process.stdout.write(`${table(['PIPELINE', 'SCHEDULE', 'STEPS', 'NEXT'], rows)}\n`);
+      print(`${table(['PIPELINE', 'SCHEDULE', 'STEPS', 'NEXT'], rows)}\n`);
       for (const l of listed) {
-        if (l.error) process.stdout.write(`\n${l.error}\n`);
+        if (l.error) print(`\n${l.error}\n`);
         else if (l.next.length > 1) {
           const times = l.next.map((t) => `  ${new Date(t).toLocaleString()}  (${new Date(t).toISOString()})`);
-          process.stdout.write(`\n${l.name}: next fire times\n${times.join('\n')}\n`);
+          print(`\n${l.name}: next fire times\n${times.join('\n')}\n`);
         }
       }
       if (listed.some((l) => l.error)) process.exitCode = EXIT.usage;

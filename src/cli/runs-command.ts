@@ -2,6 +2,7 @@ import type { Command } from 'commander';
 import { ConfigError } from '../errors.js';
 import { EXIT } from './exit-codes.js';
 import { cancelThroughDaemon } from './jobs-command.js';
+import { print, printError } from './terminal.js';
 
 interface RunsFlags {
   dataDir: string;
@@ -23,18 +24,18 @@ export function registerRunsCommand(program: Command): void {
     .action(async (id: string, _opts, cmd: Command) => {
       const flags = cmd.optsWithGlobals() as RunsFlags;
       const answer = await cancelThroughDaemon(flags.dataDir, { of: 'run', id });
-      if (flags.json) process.stdout.write(`${JSON.stringify({ id, ...answer })}\n`);
+      if (flags.json) print(`${JSON.stringify({ id, ...answer })}\n`);
       switch (answer.kind) {
         case 'not_found':
           throw new ConfigError(`no pipeline run ${id} in the history`);
         case 'error':
           process.exitCode = answer.retryable ? EXIT.unavailable : EXIT.refused;
-          if (!flags.json) process.stderr.write(`schedflow: ${answer.message}\n`);
+          if (!flags.json) printError(`schedflow: ${answer.message}\n`);
           return;
         case 'ended':
           process.exitCode = EXIT.refused;
           if (!flags.json) {
-            process.stderr.write(
+            printError(
               `schedflow: run ${id} has already ended: ${answer.state}${answer.detail ? ` (${answer.detail})` : ''}\n`,
             );
           }
@@ -54,7 +55,7 @@ export function registerRunsCommand(program: Command): void {
               (s) => `  ${s.step}: ${s.outcome.replace('_', ' ')}${s.detail ? ` (${s.detail})` : ''}`,
             ),
           ];
-          process.stdout.write(`${lines.join('\n')}\n`);
+          print(`${lines.join('\n')}\n`);
           return;
         }
       }

@@ -11,6 +11,7 @@ import { JobNotFoundError } from '../sched/sched-errors.js';
 import { EXIT } from './exit-codes.js';
 import { freshnessNote, jobDetail, jobsTable } from './format.js';
 import { LOG_LEVELS, parseInteger, parseSince } from './options.js';
+import { print as printText } from './terminal.js';
 
 interface ConnectionFlags {
   config: string;
@@ -75,7 +76,7 @@ export function profileFromFlags(flags: ConnectionFlags): Profile {
 const count = (n: number, noun: string) => `${n} ${noun}${n === 1 ? '' : 's'}`;
 
 function print(flags: ConnectionFlags, json: unknown, text: () => string): void {
-  process.stdout.write(`${flags.json ? JSON.stringify(json, null, 2) : text()}\n`);
+  printText(`${flags.json ? JSON.stringify(json, null, 2) : text()}\n`);
 }
 
 /** Runs one command with a connected client; every failure becomes a message and an exit code. */

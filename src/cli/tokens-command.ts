@@ -4,6 +4,7 @@ import { createToken, listTokens, revokeToken } from '../db/tokens.js';
 import { ConfigError } from '../errors.js';
 import { openCliHistory } from './cli-history.js';
 import { table } from './format.js';
+import { print, printError } from './terminal.js';
 
 interface TokensFlags {
   dataDir: string;
@@ -48,8 +49,8 @@ export function registerTokensCommand(program: Command): void {
       const history = await openCliHistory(flagsOf(cmd).dataDir, { write: true });
       try {
         const { token, info } = await createToken(history.store, { name: opts.name, scopes });
-        process.stdout.write(`${token}\n`);
-        process.stderr.write(
+        print(`${token}\n`);
+        printError(
           `schedflow: token "${info.name}" (${info.scopes.join(', ')}) created; it is not shown again: keep it now\n`,
         );
       } finally {
@@ -65,7 +66,7 @@ export function registerTokensCommand(program: Command): void {
       const history = await openCliHistory(flags.dataDir, { write: true });
       try {
         const rows = await listTokens(history.store);
-        process.stdout.write(
+        print(
           flags.json
             ? `${JSON.stringify(
                 rows.map((r) => ({
@@ -97,7 +98,7 @@ export function registerTokensCommand(program: Command): void {
       try {
         if (!(await revokeToken(history.store, name)))
           throw new ConfigError(`no live token named "${name}" (see: schedflow tokens list)`);
-        process.stderr.write(`schedflow: token "${name}" revoked\n`);
+        printError(`schedflow: token "${name}" revoked\n`);
       } finally {
         await history.close();
       }

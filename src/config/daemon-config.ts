@@ -31,7 +31,7 @@ export const daemonConfigSchema = z.object({
     .int()
     .positive()
     .default(300)
-    .describe('Local API requests per minute per token; past it, 429 with `Retry-After`.'),
+    .describe('Local API requests per minute per token, and per web UI session; past it, 429 with `Retry-After`.'),
   dataDir: z
     .string()
     .default('./data')

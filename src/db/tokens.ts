@@ -1,5 +1,5 @@
 import { createHash, randomBytes, randomUUID, timingSafeEqual } from 'node:crypto';
-import { and, eq, isNull, lt, or } from 'drizzle-orm';
+import { and, eq, inArray, isNull, lt, or } from 'drizzle-orm';
 import { ConfigError } from '../errors.js';
 import { connectionOf } from './database.js';
 import type { History } from './history.js';
@@ -168,4 +168,20 @@ export async function liveTokenCount(h: History): Promise<number> {
 function withoutHash(row: ApiTokenRow): TokenInfo {
   const { hash: _hash, ...info } = row;
   return info;
+}
+
+/**
+ * The scopes of those of `ids` that are live tokens now (not revoked, not deleted): what the
+ * UI's open live feeds are checked against, one read for all of them.
+ */
+export async function liveTokenScopes(h: History, ids: readonly string[]): Promise<Map<string, ApiScope[]>> {
+  if (ids.length === 0) return new Map();
+  const t = h.t.apiTokens;
+  const rows = await h.all(
+    h.db
+      .select({ id: t.id, scopes: t.scopes })
+      .from(t)
+      .where(and(inArray(t.id, [...ids]), isNull(t.revokedAt))),
+  );
+  return new Map(rows.map((r) => [r.id, r.scopes]));
 }

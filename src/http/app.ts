@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import rateLimit from '@fastify/rate-limit';
 import swagger from '@fastify/swagger';
 import swaggerUi from '@fastify/swagger-ui';
-import Fastify, { type FastifyBaseLogger, type FastifyInstance, LogController } from 'fastify';
+import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyRequest, LogController } from 'fastify';
 import {
   jsonSchemaTransform,
   jsonSchemaTransformObject,
@@ -33,6 +33,22 @@ import { uiPlugin } from './ui/ui-plugin.js';
 export const OPENAPI_PATH = `${API_PREFIX}/openapi.json`;
 export const DOCS_PATH = `${API_PREFIX}/docs`;
 
+/** Every answer but the docs page's and the UI's: JSON and text, nothing to run or frame. */
+const API_CSP = "default-src 'none'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'";
+const DOCS_CSP = [
+  "default-src 'self'",
+  "script-src 'self'",
+  // Swagger UI sets style attributes from its script; styles run nothing.
+  "style-src 'self' 'unsafe-inline'",
+  "img-src 'self' data:",
+  "font-src 'self' data:",
+  "connect-src 'self'",
+  "object-src 'none'",
+  "base-uri 'self'",
+  "form-action 'self'",
+  "frame-ancestors 'none'",
+].join('; ');
+
 /**
  * The local API as a Fastify app, without listening (tests may `inject`).
  * Hooks run in this order for a request: request id, auth (onRequest), body
@@ -61,6 +77,11 @@ export async function buildApp(deps: ApiDeps): Promise<FastifyInstance> {
   registerJsonBody(app);
   app.addHook('onRequest', async (request, reply) => {
     reply.header('x-request-id', request.id);
+    // An answer of the API is data, never a page: a browser shown one runs, loads and frames
+    // nothing of it. The docs page and the UI set their own policies over this one.
+    reply.header('content-security-policy', API_CSP);
+    reply.header('x-frame-options', 'DENY');
+    reply.header('x-content-type-options', 'nosniff');
   });
   registerAuth(app, deps.store);
 
@@ -116,16 +137,28 @@ export async function buildApp(deps: ApiDeps): Promise<FastifyInstance> {
     transformObject: (document) => withoutUnusedSchemas(jsonSchemaTransformObject(document)),
   });
   // Registered before the rate limit, so the docs page and its assets are not counted.
-  await app.register(swaggerUi, { routePrefix: DOCS_PATH });
+  await app.register(swaggerUi, {
+    routePrefix: DOCS_PATH,
+    // Its page, scripts and styles are all served from here (no inline script, no validator
+    // badge): nothing else may run in it, and no other site may frame it (clickjacking the
+    // "Authorize" dialog, where a token is pasted).
+    staticCSP: DOCS_CSP,
+  });
   app.get(OPENAPI_PATH, { schema: { hide: true } }, async () => app.swagger());
 
   await app.register(rateLimit, {
     global: true,
     max: deps.settings.rateLimitPerMin,
     timeWindow: 60_000,
-    // After authentication (onRequest), so the limit is per token rather than per address.
+    // After authentication (onRequest: the API's token, the UI's session), so the limit is per
+    // token or per UI session rather than per address: what others at the same address (behind
+    // the same proxy) send never spends theirs.
     hook: 'preValidation',
-    keyGenerator: (request) => (request.apiToken ? `token:${request.apiToken.id}` : `ip:${request.ip}`),
+    keyGenerator: (request) => rateKeyOf(request).key,
+    // The UI's pages without a session answer a redirect or the login page, which read nothing:
+    // not counted, so that no flood of them from an address locks its users out of logging in.
+    // Failed logins have their own bound (ui-plugin.ts).
+    allowList: (request) => !request.apiToken && !request.uiSession && isUiPath(request.url),
     // One limit per token for the deployment, not one per web process.
     ...(deps.rateLimitCounts && {
       redis: deps.rateLimitCounts.redis,
@@ -133,8 +166,8 @@ export async function buildApp(deps: ApiDeps): Promise<FastifyInstance> {
       // Redis away: requests go on uncounted rather than all failing (reads need no Redis).
       skipOnError: true,
     }),
-    errorResponseBuilder: (_request, context) =>
-      new RateLimitedApiError(Number(context.max), Math.max(1, Math.ceil(context.ttl / 1000))),
+    errorResponseBuilder: (request, context) =>
+      new RateLimitedApiError(Number(context.max), Math.max(1, Math.ceil(context.ttl / 1000)), rateKeyOf(request).of),
   });
   registerIdempotency(app, deps.store, deps.logger);
   registerReadTurns(app);
@@ -152,6 +185,16 @@ export async function buildApp(deps: ApiDeps): Promise<FastifyInstance> {
   );
   return app;
 }
+
+/** What a request's requests per minute are counted under. */
+function rateKeyOf(request: FastifyRequest): { key: string; of: 'token' | 'UI session' | 'address' } {
+  if (request.apiToken) return { key: `token:${request.apiToken.id}`, of: 'token' };
+  if (request.uiSession) return { key: `ui-session:${request.uiSession.sessionKey}`, of: 'UI session' };
+  return { key: `ip:${request.ip}`, of: 'address' };
+}
+
+const isUiPath = (url: string): boolean =>
+  url === UI_PREFIX || url.startsWith(`${UI_PREFIX}/`) || url.startsWith(`${UI_PREFIX}?`);
 
 type OpenApiDocument = ReturnType<typeof jsonSchemaTransformObject>;
 

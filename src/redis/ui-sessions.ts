@@ -95,10 +95,78 @@ redis.call('PEXPIRE', KEYS[1], ARGV[2])
 return s[1]
 `;
 
+/**
+ * Keeps one live-feed stream of a session counted, or refuses it. KEYS: the session's hash, the
+ * set of its streams (scored by when each was last seen). ARGV: the stream's id, most streams,
+ * the ms after which a stream not seen again is taken for gone (its process died), max age ms,
+ * `open` (a new stream, refused over the bound) or `beat` (one already open).
+ * Answers 1 (counted), 0 (refused: the session has its most streams open) or -1 (the session is
+ * gone: logged out, ended, idle or past its age).
+ *
+ * The count is the deployment's, like the sessions: streams of one session on several web
+ * processes share one bound; a process that died stops renewing its streams, which then drop out.
+ */
+const STREAM_SCRIPT = `
+local s = redis.call('HMGET', KEYS[1], 'created')
+if not s[1] then
+  redis.call('DEL', KEYS[2])
+  return -1
+end
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + tonumber(t[2]) / 1000
+if now - tonumber(s[1]) > tonumber(ARGV[4]) then return -1 end
+local id, most, stale = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
+redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', string.format('%.3f', now - stale))
+if ARGV[5] == 'open' and redis.call('ZCARD', KEYS[2]) >= most then return 0 end
+redis.call('ZADD', KEYS[2], string.format('%.3f', now), id)
+redis.call('PEXPIRE', KEYS[2], stale)
+return 1
+`;
+
+/**
+ * Counts one failed login against each of its counters, in a window that starts with the first
+ * failure. KEYS: the counters. ARGV: the window's ms.
+ */
+const LOGIN_FAILED_SCRIPT = `
+for _, key in ipairs(KEYS) do
+  if redis.call('INCR', key) == 1 then redis.call('PEXPIRE', key, ARGV[1]) end
+end
+return 1
+`;
+
+/**
+ * How long logins are refused: the ms until the last of the counters at or over its bound
+ * expires, 0 when none is. KEYS: the counters. ARGV: each one's bound, in order.
+ */
+const LOGIN_WAIT_SCRIPT = `
+local wait = 0
+for i, key in ipairs(KEYS) do
+  local failed = tonumber(redis.call('GET', key) or '0')
+  if failed >= tonumber(ARGV[i]) then
+    local left = redis.call('PTTL', key)
+    if left > wait then wait = left end
+  end
+end
+return wait
+`;
+
 interface SessionCommands {
   schedflowUiSessionPut(session: string, all: string, ofLogin: string, ...args: (string | number)[]): Promise<number>;
   schedflowUiSessionGet(session: string, all: string, ...args: (string | number)[]): Promise<string | null>;
+  schedflowUiStream(session: string, streams: string, ...args: (string | number)[]): Promise<number>;
+  schedflowUiLoginFailed(numberOfKeys: number, ...keysThenArgs: (string | number)[]): Promise<number>;
+  schedflowUiLoginWait(numberOfKeys: number, ...keysThenArgs: (string | number)[]): Promise<number>;
 }
+
+/** A bound on failed logins: at most `most` failures counted under `key` in a window. */
+export interface LoginCounter {
+  /** What the failures are counted under: `ip:<address>`, or `password` for the UI password's. */
+  key: string;
+  most: number;
+}
+
+/** What a live-feed stream's check found: still counted, refused over its session's bound, or its session is gone. */
+export type StreamCheck = 'counted' | 'refused' | 'session-gone';
 
 /**
  * Calls a store callback once `work` settles, outside its promise: a callback that throws (the
@@ -115,7 +183,7 @@ function settle<T>(work: Promise<T>, callback: (error: unknown, value?: T) => vo
  * A session's name in Redis: the SHA-256 of its id, never the id. The id is the cookie's
  * secret; whoever reads Redis (or its append-only file) learns nothing a browser could present.
  */
-function storedId(sessionId: string): string {
+export function storedId(sessionId: string): string {
   return createHash('sha256').update(sessionId).digest('base64url');
 }
 
@@ -153,6 +221,10 @@ export class UiSessions implements SessionStore {
     redis.on('error', () => {});
     redis.defineCommand('schedflowUiSessionPut', { numberOfKeys: 3, lua: PUT_SCRIPT });
     redis.defineCommand('schedflowUiSessionGet', { numberOfKeys: 2, lua: GET_SCRIPT });
+    redis.defineCommand('schedflowUiStream', { numberOfKeys: 2, lua: STREAM_SCRIPT });
+    // The number of counters varies: given first, with the call.
+    redis.defineCommand('schedflowUiLoginFailed', { lua: LOGIN_FAILED_SCRIPT });
+    redis.defineCommand('schedflowUiLoginWait', { lua: LOGIN_WAIT_SCRIPT });
     this.#redis = redis as Redis & SessionCommands;
     this.#idleMs = options.idleMs ?? 8 * 3600_000;
     this.#maxAgeMs = options.maxAgeMs ?? 24 * 3600_000;
@@ -238,6 +310,53 @@ export class UiSessions implements SessionStore {
     const multi = this.#redis.multi();
     for (const id of ids) multi.del(this.#key(`session:${id}`)).zrem(this.#key('sessions'), id);
     await multi.del(ofLogin).exec();
+  }
+
+  /**
+   * Counts a live-feed stream of a session (by its stored id, storedId) or renews it, unless the
+   * session is gone or, for a new one (`open`), already has `most` streams open. A stream not
+   * renewed within `staleMs` no longer counts.
+   */
+  async checkStream(
+    sessionKey: string,
+    streamId: string,
+    how: { open: boolean; most: number; staleMs: number },
+  ): Promise<StreamCheck> {
+    const answer = await this.#redis.schedflowUiStream(
+      this.#key(`session:${sessionKey}`),
+      this.#key(`streams:${sessionKey}`),
+      streamId,
+      how.most,
+      how.staleMs,
+      this.#maxAgeMs,
+      how.open ? 'open' : 'beat',
+    );
+    return answer === 1 ? 'counted' : answer === 0 ? 'refused' : 'session-gone';
+  }
+
+  /** A stream that ended stops counting against its session at once. */
+  async endStream(sessionKey: string, streamId: string): Promise<void> {
+    await this.#redis.zrem(this.#key(`streams:${sessionKey}`), streamId);
+  }
+
+  /** Counts a failed login against each counter, for `windowMs` from the first failure. */
+  async loginFailed(counters: readonly LoginCounter[], windowMs: number): Promise<void> {
+    if (counters.length === 0) return;
+    await this.#redis.schedflowUiLoginFailed(
+      counters.length,
+      ...counters.map((c) => this.#key(`login-failures:${c.key}`)),
+      windowMs,
+    );
+  }
+
+  /** Ms until a login may be tried again: 0 while no counter is at its bound. */
+  async loginWaitMs(counters: readonly LoginCounter[]): Promise<number> {
+    if (counters.length === 0) return 0;
+    return this.#redis.schedflowUiLoginWait(
+      counters.length,
+      ...counters.map((c) => this.#key(`login-failures:${c.key}`)),
+      ...counters.map((c) => c.most),
+    );
   }
 
   close(): void {

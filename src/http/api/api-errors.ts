@@ -65,11 +65,11 @@ export class ConflictApiError extends ApiError {
   }
 }
 
-/** 429: the token's requests per minute are spent. */
+/** 429: the requests per minute of a token (of a UI session, of an address without either) are spent. */
 export class RateLimitedApiError extends ApiError {
   readonly code = 'SCHEDFLOW_ERR_RATE_LIMITED';
-  constructor(max: number, retryAfterSec: number) {
-    super(`rate limit of ${max} requests per minute reached for this token; retry in ${retryAfterSec} s`);
+  constructor(max: number, retryAfterSec: number, of: 'token' | 'UI session' | 'address' = 'token') {
+    super(`rate limit of ${max} requests per minute reached for this ${of}; retry in ${retryAfterSec} s`);
     this.headers['retry-after'] = String(retryAfterSec);
   }
 }

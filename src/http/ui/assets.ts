@@ -136,5 +136,7 @@ export const APP_JS = `
       }
     }
   });
+  // The session or its token ended: reconnecting would only meet the login page.
+  source.addEventListener('ended', function () { source.close(); });
 })();
 `;

@@ -19,6 +19,11 @@ declare module 'fastify' {
 
 /** The logged-in user of one request, as the pages see it. */
 export interface UiSession extends UiLogin {
+  /**
+   * The session's id as Redis keeps it (a hash, never the cookie's id): what its own request
+   * limit and its live-feed streams are counted under.
+   */
+  sessionKey: string;
   /** For the hidden field of every form (and the header of scripted POSTs): made from the session's CSRF secret. */
   csrfToken: string;
 }

@@ -5,20 +5,23 @@ import fastifySession from '@fastify/session';
 import { and, eq, isNull } from 'drizzle-orm';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { findToken } from '../../db/tokens.js';
-import { UiSessions } from '../../redis/ui-sessions.js';
+import { type LoginCounter, storedId, UiSessions } from '../../redis/ui-sessions.js';
+import { ApiError, RateLimitedApiError } from '../api/api-errors.js';
 import type { ApiDeps } from '../deps.js';
 import { hasScope } from '../scopes.js';
 import { APP_CSS, APP_JS } from './assets.js';
-import { field, queryField, sendPage, type UiContext, type UiSettings } from './context.js';
+import { field, queryField, sendPage, sessionOf, type UiContext, type UiSettings } from './context.js';
 import { type Html, html } from './html.js';
 import { page, UI_PREFIX } from './layout.js';
 import { LiveChanges } from './live-changes.js';
+import { LiveStreams } from './live-streams.js';
 import { QUEUE_BOARD_ADMIN_PATH, QUEUE_BOARD_PATH, registerQueueBoards } from './queue-board.js';
 import { historyPages } from './routes/history.js';
 import { jobPages } from './routes/jobs.js';
 import { pipelinePages } from './routes/pipelines.js';
 import { profilePages } from './routes/profiles.js';
 import { isAdmin, sameText, type UiLogin } from './sessions.js';
+import type { LoginFailureBounds } from './ui-settings.js';
 
 export const SESSION_COOKIE = 'schedflow_ui';
 /** The login form's double-submit cookie: a login cannot be posted from another site. */
@@ -48,6 +51,8 @@ const cookieOptions = (request: FastifyRequest) =>
 /** Errors of @fastify/csrf-protection: a form without its token, or with a wrong one. */
 const CSRF_ERRORS = new Set(['FST_CSRF_INVALID_TOKEN', 'FST_CSRF_MISSING_SECRET']);
 
+const LOGIN_FAILURES: LoginFailureBounds = { perAddress: 10, perPassword: 50, windowMs: 5 * 60_000 };
+
 /** Only a path of this UI is followed after login (never another site). */
 function safeNext(next: string | undefined): string {
   return next && /^\/ui\/[A-Za-z0-9/_.%?=&-]*$/.test(next) && !next.includes('..') ? next : `${UI_PREFIX}/jobs`;
@@ -67,6 +72,11 @@ export async function uiPlugin(app: FastifyInstance, opts: { deps: ApiDeps; sett
     live: new LiveChanges(opts.deps.store, opts.deps.logger.child({ component: 'ui' })),
   };
   const log = opts.deps.logger.child({ component: 'ui' });
+  const streams = new LiveStreams(
+    { sessions: ctx.sessions, store: opts.deps.store, live: ctx.live, logger: log },
+    opts.settings.liveStreams,
+  );
+  const loginBounds = opts.settings.loginFailures ?? LOGIN_FAILURES;
 
   // Pages are not API operations: kept out of the OpenAPI document.
   app.addHook('onRoute', (route) => {
@@ -114,6 +124,7 @@ export async function uiPlugin(app: FastifyInstance, opts: { deps: ApiDeps; sett
     // change the session, and so save it again).
     request.uiSession = login && {
       ...login,
+      sessionKey: storedId(request.session.sessionId),
       csrfToken: hasScope(login.scopes, 'read') ? reply.generateCsrf() : '',
     };
     if (PUBLIC.has(path)) return;
@@ -180,16 +191,32 @@ export async function uiPlugin(app: FastifyInstance, opts: { deps: ApiDeps; sett
         403,
       );
     }
-    const status = error.statusCode && error.statusCode >= 400 && error.statusCode < 500 ? error.statusCode : 500;
-    if (status === 500) log.error({ err: error, url: request.url.split('?')[0] }, 'UI page failed');
+    // The session's own request limit (app.ts), met on any page: a 429 saying when to come back.
+    if (error instanceof RateLimitedApiError) {
+      const retryAfterSec = Number(error.headers['retry-after'] ?? 60);
+      log.warn({ path: request.url.split('?')[0], who: request.uiSession?.who }, 'UI request refused: rate limit');
+      return sendPage(
+        reply.headers(error.headers),
+        page({ title: 'Too many requests', nav: 'jobs', session: request.uiSession, body: slowDown(retryAfterSec) }),
+        429,
+      );
+    }
+    const status =
+      error instanceof ApiError
+        ? error.status
+        : error.statusCode && error.statusCode >= 400 && error.statusCode < 500
+          ? error.statusCode
+          : 500;
+    if (error instanceof ApiError) reply.headers(error.headers);
+    if (status >= 500) log.error({ err: error, url: request.url.split('?')[0] }, 'UI page failed');
     return sendPage(
       reply,
       page({
         title: 'Error',
         nav: 'jobs',
         session: request.uiSession,
-        body: html`<h1>${status === 500 ? 'Something went wrong' : 'Not possible'}</h1><p>${
-          status === 500 ? 'The page could not be made; the daemon log says why.' : error.message
+        body: html`<h1>${status >= 500 ? 'Something went wrong' : 'Not possible'}</h1><p>${
+          status >= 500 ? 'The page could not be made; the daemon log says why.' : error.message
         }</p>`,
       }),
       status,
@@ -217,6 +244,20 @@ export async function uiPlugin(app: FastifyInstance, opts: { deps: ApiDeps; sett
     }
     const token = field(request.body, 'token')?.trim() ?? '';
     const password = field(request.body, 'password') ?? '';
+    // Failures are counted per address, and the password's across addresses too: it is one
+    // login a person chose, where a token is 32 random bytes no number of guesses finds.
+    const counters: LoginCounter[] = [{ key: `ip:${request.ip}`, most: loginBounds.perAddress }];
+    if (!token) counters.push({ key: 'password', most: loginBounds.perPassword });
+    const waitMs = await ctx.sessions.loginWaitMs(counters);
+    const refuse = (ms: number) => {
+      const retryAfterSec = Math.max(1, Math.ceil(ms / 1000));
+      log.warn({ with: token ? 'token' : 'password', retryAfterSec }, 'UI login refused: too many failed logins');
+      reply.header('retry-after', String(retryAfterSec));
+      return loginPage(ctx, request, reply, tooManyFailures(retryAfterSec, !token), 429);
+    };
+    // The password is not even compared past its bound. A token is looked up still: a valid one
+    // logs in, so that a guesser at the same address (behind the same proxy) locks nobody out.
+    if (waitMs > 0 && !token) return refuse(waitMs);
     let login: UiLogin | null = null;
     if (token) {
       const found = await findToken(ctx.deps.store, token);
@@ -233,6 +274,8 @@ export async function uiPlugin(app: FastifyInstance, opts: { deps: ApiDeps; sett
       }
     }
     if (!login) {
+      if (waitMs > 0) return refuse(waitMs);
+      await ctx.sessions.loginFailed(counters, loginBounds.windowMs);
       log.warn({ with: token ? 'token' : 'password' }, 'UI login refused');
       return loginPage(ctx, request, reply, 'That token or password is not valid.', 401);
     }
@@ -251,37 +294,20 @@ export async function uiPlugin(app: FastifyInstance, opts: { deps: ApiDeps; sett
     return reply.redirect(`${UI_PREFIX}/login`, 303);
   });
 
-  app.get(`${UI_PREFIX}/events`, (_request, reply) => {
+  app.get(`${UI_PREFIX}/events`, async (request, reply) => {
+    const session = sessionOf(request);
+    // The headers set so far (CSP, request id) go with the stream, which is written raw.
+    for (const [name, value] of Object.entries(reply.getHeaders())) {
+      if (value !== undefined) reply.raw.setHeader(name, value);
+    }
     reply.hijack();
-    const res = reply.raw;
-    res.writeHead(200, {
-      'content-type': 'text/event-stream; charset=utf-8',
-      'cache-control': 'no-store',
-      connection: 'keep-alive',
-      'x-accel-buffering': 'no',
-    });
-    res.write('retry: 3000\n\n');
-    const unsubscribe = ctx.live.subscribe((changes) => {
-      res.write(`event: change\ndata: ${JSON.stringify(changes)}\n\n`);
-    });
-    // Proxies drop idle connections: a comment every 25 s keeps this one open.
-    const keepAlive = setInterval(() => res.write(': keep-alive\n\n'), 25_000);
-    const end = () => {
-      clearInterval(keepAlive);
-      unsubscribe();
-    };
-    streams.add(res);
-    res.on('close', () => {
-      streams.delete(res);
-      end();
-    });
+    await streams.open(session, reply.raw);
   });
-  const streams = new Set<import('node:http').ServerResponse>();
   // At close: the poller stops and open event streams end, rather than waiting on the
   // server's close to cut them.
   app.addHook('preClose', async () => {
     ctx.live.close();
-    for (const res of streams) res.end();
+    streams.close();
   });
 
   await app.register(jobPages, { ctx });
@@ -311,6 +337,21 @@ async function currentLogin(ctx: UiContext, login: UiLogin | undefined): Promise
   }
   // The token's scopes as they are now, not as they were at login.
   return { ...login, scopes: live.scopes };
+}
+
+/** A UTC clock time `sec` seconds from now, to say when to come back. */
+function inSeconds(sec: number): string {
+  return `${new Date(Date.now() + sec * 1000).toISOString().slice(11, 19)} UTC`;
+}
+
+/** For a password login, the bound met may be the password's own, which counts every address. */
+function tooManyFailures(retryAfterSec: number, password: boolean): string {
+  const whose = password ? 'from this address, or with the UI password from anywhere' : 'from this address';
+  return `Too many failed logins ${whose}. Try again in ${retryAfterSec} s (at ${inSeconds(retryAfterSec)}).`;
+}
+
+function slowDown(retryAfterSec: number): Html {
+  return html`<h1>Too many requests</h1><p>This session has made more requests in the last minute than the daemon takes. Try again in ${retryAfterSec} s (at ${inSeconds(retryAfterSec)}); reloading sooner only counts against it.</p>`;
 }
 
 function lacksReadText(who: string): string {

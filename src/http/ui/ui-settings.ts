@@ -1,5 +1,6 @@
 import type { Secret } from '../../lib/secret.js';
 import type { RedisTarget } from '../../redis/redis-server.js';
+import type { LiveStreamOptions } from './live-streams.js';
 
 /** The admin web UI's own settings (the rest comes from the local API's deps). */
 export interface UiSettings {
@@ -11,4 +12,21 @@ export interface UiSettings {
   outputTailBytes?: number;
   /** Where the sessions are kept: the deployment's Redis, under its queue prefix (src/redis/ui-sessions.ts). */
   sessions: { redis: RedisTarget; prefix: string };
+  /** Bounds of the live feed's streams (src/http/ui/live-streams.ts). */
+  liveStreams?: LiveStreamOptions;
+  /** Bounds of failed logins (src/http/ui/ui-plugin.ts). */
+  loginFailures?: LoginFailureBounds;
+}
+
+/**
+ * Failed logins counted before more are refused (429 with Retry-After), in a window that starts
+ * with the first failure. Only failures count: viewing the login page, or logging in, never does.
+ */
+export interface LoginFailureBounds {
+  /** Failed logins (a wrong token or password) from one address. @defaultValue 10 */
+  perAddress: number;
+  /** Failed UI password logins from every address together. @defaultValue 50 */
+  perPassword: number;
+  /** @defaultValue 5 minutes */
+  windowMs: number;
 }

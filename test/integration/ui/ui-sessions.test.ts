@@ -22,7 +22,7 @@ let base: string;
 beforeAll(async () => {
   redis = await startTestRedis();
   sim = await startSim();
-  // The UI shares the API's rate limit (per address before login); these tests log in a thousand times.
+  // A session's pages count against the API's rate limit (per session); these tests make a thousand sessions.
   td = await startTestDaemon(sim.url, redis.url, { apiRateLimitPerMin: 100_000 });
   if (!td.daemon.apiUrl) throw new Error('the test daemon has no local API');
   base = `${td.daemon.apiUrl}/ui`;
