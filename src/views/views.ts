@@ -92,12 +92,18 @@ export function specView(spec: unknown): Record<string, unknown> {
   return maskedSpec((spec ?? {}) as Record<string, unknown>);
 }
 
-/** A run's resolved steps as shown: each step's spec as specView shows it. */
-export function runDefinitionView(definition: unknown): unknown {
-  const steps = (definition as { steps?: unknown } | null)?.steps;
-  if (!Array.isArray(steps)) return definition;
+/**
+ * A run's resolved definition as shown: each step's spec as specView shows it, and its webhook
+ * URL as the run's own `webhook_url` is shown to this viewer (credentials for admins only).
+ */
+export function runDefinitionView(definition: unknown, viewer: Viewer): unknown {
+  if (definition === null || typeof definition !== 'object') return definition;
+  const shown: Record<string, unknown> = { ...(definition as Record<string, unknown>) };
+  if (typeof shown.webhookUrl === 'string') shown.webhookUrl = webhookUrlFor(shown.webhookUrl, viewer);
+  const steps = shown.steps;
+  if (!Array.isArray(steps)) return shown;
   return {
-    ...(definition as Record<string, unknown>),
+    ...shown,
     steps: steps.map((step: unknown) =>
       step !== null && typeof step === 'object' && 'spec' in step ? { ...step, spec: specView(step.spec) } : step,
     ),

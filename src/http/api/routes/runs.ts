@@ -66,7 +66,7 @@ export const runRoutes: FastifyPluginAsyncZod<{ deps: ApiDeps }> = async (app, {
       const steps = await stepRequests(deps.store, run.id);
       return {
         ...runView(run, viewerOf(request.apiToken)),
-        definition: runDefinitionView(run.definition),
+        definition: runDefinitionView(run.definition, viewerOf(request.apiToken)),
         steps: steps.map((row) => jobView(row, viewerOf(request.apiToken))),
         summary: summaryView(summary ? { of: 'run', summary } : null),
       };
