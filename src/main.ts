@@ -17,6 +17,7 @@ import { takePidLock } from './lib/pid-lock.js';
 import { Lifecycle, StopRequestedError } from './lifecycle.js';
 import type { Logger } from './logger.js';
 import { loadWebhookSecret } from './notify/webhook-secret.js';
+import { parseWebhookAllowList, WebhookTargets } from './notify/webhook-target.js';
 import { PipelineRegistry } from './pipelines/pipeline-registry.js';
 import type { RunEngineDeps } from './pipelines/run-engine.js';
 import type { QueueName } from './queue/catalog.js';
@@ -251,6 +252,8 @@ async function compose(config: DaemonConfig, logger: Logger, lifecycle: Lifecycl
   // Made at first start even before the first webhook, so receivers can be set up beforehand.
   const webhookSecret = loadWebhookSecret(config.dataDir, config.webhookSecret);
   logger.info({ secretFrom: webhookSecret.source }, 'webhooks are signed with the secret in %s', webhookSecret.source);
+  // One policy for the API's door and the sender's connections (checked when the config was loaded).
+  const webhookTargets = new WebhookTargets(parseWebhookAllowList(config.webhookAllowHosts));
   if (config.roles.includes('worker')) {
     startWorkers({
       config,
@@ -265,6 +268,7 @@ async function compose(config: DaemonConfig, logger: Logger, lifecycle: Lifecycl
       requests,
       notifyQueue: queues.notify,
       webhookSecret,
+      webhookTargets,
       summarySettings,
       summarizeQueue: queues.summarize,
       submitQueue: queues.submit,
@@ -351,6 +355,7 @@ async function compose(config: DaemonConfig, logger: Logger, lifecycle: Lifecycl
       redis,
       queuePrefix: prefix,
       listen: config.listen,
+      webhookTargets,
       settings: {
         rateLimitPerMin: config.apiRateLimitPerMin,
         bodyLimitBytes: 1024 * 1024,
