@@ -1,8 +1,10 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createToken } from '../../../src/db/tokens.js';
+import { deliveriesOfRequest } from '../../../src/db/webhooks.js';
 import { type ApiClient, apiClient, errorOf, shellSpec } from '../../helpers/api.js';
 import { startTestDaemon, type TestDaemon } from '../../helpers/daemon.js';
 import { startWebhookReceiver, type WebhookReceiver } from '../../helpers/webhook-receiver.js';
-import { FAST, redis, sim, sleep, spec, waitForDelivery, webhookFile } from './webhook-files.js';
+import { closedPort, FAST, redis, runJob, sim, sleep, spec, waitForDelivery, webhookFile } from './webhook-files.js';
 
 /**
  * Issue 30, point 4: a webhook URL is chosen by whoever may submit, and the daemon POSTs to it
@@ -146,5 +148,80 @@ describe('an allow-list that names the host', () => {
       await td.stop();
       await receiver.stop();
     }
+  });
+});
+
+describe("a receiver's answer", () => {
+  let td: TestDaemon;
+  let receiver: WebhookReceiver;
+  let base: string;
+  let reader: string;
+  let admin: string;
+
+  /** Logs in to the web UI with a token; the session cookie's value. */
+  async function logIn(token: string): Promise<string> {
+    const nonce = 'login-nonce';
+    const res = await fetch(`${base}/login`, {
+      method: 'POST',
+      redirect: 'manual',
+      headers: { 'content-type': 'application/x-www-form-urlencoded', cookie: `schedflow_ui_login=${nonce}` },
+      body: new URLSearchParams({ _login: nonce, token, next: '/ui/jobs' }).toString(),
+    });
+    const session = res.headers
+      .getSetCookie()
+      .map((c) => /^schedflow_ui=([^;]+)/.exec(c)?.[1])
+      .find((v) => v);
+    if (!session) throw new Error(`login refused: ${res.status}`);
+    return session;
+  }
+
+  const page = async (session: string, path: string) =>
+    (await fetch(`${base}${path}`, { headers: { cookie: `schedflow_ui=${session}` } })).text();
+
+  beforeAll(async () => {
+    receiver = await startWebhookReceiver();
+    // 127.0.0.1 allowed (the test daemons' default): an operator's internal receiver.
+    td = await startTestDaemon(sim.url, redis.url, { ...FAST, notifyAttempts: 1 });
+    base = `${td.daemon.apiUrl}/ui`;
+    const store = td.daemon.history.store;
+    reader = await logIn((await createToken(store, { name: 'hook-reader', scopes: ['read'] })).token);
+    admin = await logIn((await createToken(store, { name: 'hook-admin', scopes: ['read', 'admin'] })).token);
+  });
+
+  afterAll(async () => {
+    await td?.stop();
+    await receiver?.stop();
+  });
+
+  it('is shown to admins only, on the job page and on the queue board', async () => {
+    receiver.answer({ status: 403, body: 'intranet-banner: Jenkins 2.401 on build-07' });
+    const refused = await runJob(td, `${receiver.url}/hook`, 'failed');
+    expect(refused.delivery.lastError).toContain('intranet-banner');
+    const closed = await runJob(td, `http://127.0.0.1:${await closedPort()}/hook`, 'failed');
+    expect(closed.delivery.lastError).toContain('ECONNREFUSED');
+
+    for (const { requestId } of [refused, closed]) {
+      const forReader = await page(reader, `/jobs/${requestId}`);
+      expect(forReader).toContain('Webhook deliveries');
+      expect(forReader).toContain('an attempt failed');
+      expect(forReader).not.toContain('intranet-banner');
+      expect(forReader).not.toContain('ECONNREFUSED');
+      expect(forReader).not.toMatch(/HTTP 403|>403</);
+    }
+    expect(await page(admin, `/jobs/${refused.requestId}`)).toContain('intranet-banner');
+    expect(await page(admin, `/jobs/${closed.requestId}`)).toContain('ECONNREFUSED');
+
+    // The queue dashboards: the read-only one, for every session, and the admin one.
+    const failedJobs = '/api/queues?activeQueue=notify&status=failed&page=1&jobsPerPage=50';
+    const readOnly = await page(reader, `/queues${failedJobs}`);
+    expect(readOnly).toContain(refused.delivery.id);
+    expect(readOnly).not.toContain('intranet-banner');
+    expect(readOnly).not.toContain('ECONNREFUSED');
+    const full = await page(admin, `/queues-admin${failedJobs}`);
+    expect(full).toContain('intranet-banner');
+    expect(full).toContain('ECONNREFUSED');
+    // What is stored stays whole, for admins and the log.
+    const [delivery] = await deliveriesOfRequest(td.daemon.history.store, refused.requestId);
+    expect(delivery?.lastStatus).toBe(403);
   });
 });
