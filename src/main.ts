@@ -223,6 +223,9 @@ async function compose(config: DaemonConfig, logger: Logger, lifecycle: Lifecycl
     },
     partitionLimits: (profile, partition) => partitionLimits.limitsOf(profile, partition),
   };
+  // One policy for the API's door, pipeline files and the sender's connections (the list was
+  // checked when the config was loaded).
+  const webhookTargets = new WebhookTargets(parseWebhookAllowList(config.webhookAllowHosts));
   const pipelines = new PipelineRegistry({
     dir: config.pipelinesDir,
     context: { profiles, defaultProfile: [...profiles.keys()][0] },
@@ -230,6 +233,7 @@ async function compose(config: DaemonConfig, logger: Logger, lifecycle: Lifecycl
     store: history.store,
     queue: queues.pipeline,
     logger: logger.child({ component: 'pipelines' }),
+    webhookTargets,
   });
   await pipelines.load();
   lifecycle.add('pipeline files', async () => pipelines.close());
@@ -252,8 +256,6 @@ async function compose(config: DaemonConfig, logger: Logger, lifecycle: Lifecycl
   // Made at first start even before the first webhook, so receivers can be set up beforehand.
   const webhookSecret = loadWebhookSecret(config.dataDir, config.webhookSecret);
   logger.info({ secretFrom: webhookSecret.source }, 'webhooks are signed with the secret in %s', webhookSecret.source);
-  // One policy for the API's door and the sender's connections (checked when the config was loaded).
-  const webhookTargets = new WebhookTargets(parseWebhookAllowList(config.webhookAllowHosts));
   if (config.roles.includes('worker')) {
     startWorkers({
       config,

@@ -34,6 +34,7 @@ describe('inward webhook targets, by default', () => {
       {},
       {
         'nightly.yaml': PIPELINE,
+        'metadata.yaml': `webhook: http://169.254.169.254/latest/meta-data/\n${PIPELINE}`,
       },
     );
     api = apiClient(td);
@@ -92,6 +93,15 @@ describe('inward webhook targets, by default', () => {
     // Nothing was recorded, so nothing is ever sent there.
     await sleep(300);
     expect(receiver.calls).toEqual([]);
+  });
+
+  it('reports a pipeline file whose webhook is inward as invalid when it is read, and runs nothing of it', async () => {
+    const res = await api.call('GET', '/api/v1/pipelines', { token });
+    const items = (res.json as { items: { name: string; file: string; error: string | null }[] }).items;
+    const file = items.find((p) => p.file.endsWith('metadata.yaml'));
+    expect(file?.error).toContain('webhook: the host 169.254.169.254 is a cloud metadata address');
+    expect(file?.error).toContain('SCHEDFLOW_WEBHOOK_ALLOW_HOSTS');
+    expect((await api.call('POST', '/api/v1/pipelines/metadata/runs', { token, body: {} })).status).toBe(404);
   });
 
   it('takes a public receiver as before', async () => {
