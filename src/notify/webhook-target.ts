@@ -52,6 +52,8 @@ const INWARD_V6: readonly Range[] = [
   ['site-local', 'fec0::', 10],
   ['unique-local', 'fc00::', 7],
   ['multicast', 'ff00::', 8],
+  // Stateless IPv4 translation (RFC 6145): a translator, where there is one, makes it IPv4.
+  ['IPv4-translated', '::ffff:0:0:0', 96],
   ['local-use NAT64', '64:ff9b:1::', 48],
   ['discard-only', '100::', 64],
 ];

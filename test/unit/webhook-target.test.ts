@@ -18,6 +18,7 @@ describe('inwardKindOf', () => {
     ['64:ff9b::7f00:1', 'loopback'],
     ['2002:7f00:1::1', 'loopback'],
     ['::7f00:1', 'IPv4-compatible'],
+    ['::ffff:0:7f00:1', 'IPv4-translated'],
     ['0.0.0.0', 'unspecified'],
     ['::', 'unspecified'],
     ['10.20.30.40', 'private'],
