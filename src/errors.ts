@@ -380,6 +380,11 @@ export const ERROR_CODES = {
     retryable: false,
     what: 'The receiver refused the delivery (another 4xx, a redirect) or the URL is unusable: fix the receiver or the URL.',
   },
+  SCHEDFLOW_ERR_WEBHOOK_TARGET_REFUSED: {
+    status: 400,
+    retryable: false,
+    what: "The webhook URL's host is the daemon's own host or network (loopback, private, link-local, unique-local, multicast, a cloud metadata address or name), or resolves to one: give a receiver outside it, or have the operator name the host in `SCHEDFLOW_WEBHOOK_ALLOW_HOSTS`.",
+  },
 } as const satisfies Record<`SCHEDFLOW_ERR_${string}`, ErrorSpec>;
 
 export type ErrorCode = keyof typeof ERROR_CODES;

@@ -17,6 +17,7 @@ import { takePidLock } from './lib/pid-lock.js';
 import { Lifecycle, StopRequestedError } from './lifecycle.js';
 import type { Logger } from './logger.js';
 import { loadWebhookSecret } from './notify/webhook-secret.js';
+import { parseWebhookAllowList, WebhookTargets } from './notify/webhook-target.js';
 import { PipelineRegistry } from './pipelines/pipeline-registry.js';
 import type { RunEngineDeps } from './pipelines/run-engine.js';
 import type { QueueName } from './queue/catalog.js';
@@ -222,6 +223,9 @@ async function compose(config: DaemonConfig, logger: Logger, lifecycle: Lifecycl
     },
     partitionLimits: (profile, partition) => partitionLimits.limitsOf(profile, partition),
   };
+  // One policy for the API's door, pipeline files and the sender's connections (the list was
+  // checked when the config was loaded).
+  const webhookTargets = new WebhookTargets(parseWebhookAllowList(config.webhookAllowHosts));
   const pipelines = new PipelineRegistry({
     dir: config.pipelinesDir,
     context: { profiles, defaultProfile: [...profiles.keys()][0] },
@@ -229,6 +233,7 @@ async function compose(config: DaemonConfig, logger: Logger, lifecycle: Lifecycl
     store: history.store,
     queue: queues.pipeline,
     logger: logger.child({ component: 'pipelines' }),
+    webhookTargets,
   });
   await pipelines.load();
   lifecycle.add('pipeline files', async () => pipelines.close());
@@ -265,6 +270,7 @@ async function compose(config: DaemonConfig, logger: Logger, lifecycle: Lifecycl
       requests,
       notifyQueue: queues.notify,
       webhookSecret,
+      webhookTargets,
       summarySettings,
       summarizeQueue: queues.summarize,
       submitQueue: queues.submit,
@@ -351,6 +357,7 @@ async function compose(config: DaemonConfig, logger: Logger, lifecycle: Lifecycl
       redis,
       queuePrefix: prefix,
       listen: config.listen,
+      webhookTargets,
       settings: {
         rateLimitPerMin: config.apiRateLimitPerMin,
         bodyLimitBytes: 1024 * 1024,

@@ -8,6 +8,7 @@ import type { Logger } from '../src/logger.js';
 import { DeliveryDispatcher } from '../src/notify/delivery-dispatcher.js';
 import { WebhookSender } from '../src/notify/sender.js';
 import type { WebhookSecret } from '../src/notify/webhook-secret.js';
+import type { WebhookTargets } from '../src/notify/webhook-target.js';
 import type { PipelineRegistry } from '../src/pipelines/pipeline-registry.js';
 import type { RunEngineDeps } from '../src/pipelines/run-engine.js';
 import { promoteDelayedSubmits } from '../src/queue/submit-queue.js';
@@ -38,6 +39,8 @@ export interface StartWorkersDeps {
   requests: AcceptDeps;
   notifyQueue: Queue;
   webhookSecret: WebhookSecret;
+  /** Which hosts webhooks may be sent to. */
+  webhookTargets: WebhookTargets;
   summarySettings: SummarySettings & { enabled: boolean };
   summarizeQueue: Queue;
   submitQueue: Queue;
@@ -105,7 +108,11 @@ export function startWorkers(deps: StartWorkersDeps): void {
       services.logger.error({ err: failure, jobId: job.id }, 'could not record a submission given up by the queue'),
     );
   });
-  const sender = new WebhookSender({ secret: deps.webhookSecret.secret, timeoutMs: config.notifyTimeoutMs });
+  const sender = new WebhookSender({
+    secret: deps.webhookSecret.secret,
+    targets: deps.webhookTargets,
+    timeoutMs: config.notifyTimeoutMs,
+  });
   const notifyLogger = logger.child({ component: 'notify' });
   const notifyWorker = new Worker(
     'notify',

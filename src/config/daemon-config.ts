@@ -2,6 +2,7 @@ import { join, resolve } from 'node:path';
 import { z } from 'zod';
 import { ConfigError } from '../errors.js';
 import { Secret } from '../lib/secret.js';
+import { parseWebhookAllowList, WEBHOOK_ALLOW_HOSTS_ENV } from '../notify/webhook-target.js';
 import { DEFAULT_QUEUE_PREFIX } from '../queue/catalog.js';
 import { summarySettingsFromEnv, summarySettingsSchema } from '../summaries/summary-settings.js';
 
@@ -158,6 +159,19 @@ export const daemonConfigSchema = z.object({
     .positive()
     .default(10_000)
     .describe('Time limit of one webhook attempt, from connecting to the end of the answer.'),
+  webhookAllowHosts: z
+    .array(z.string())
+    .default([])
+    .superRefine((entries, ctx) => {
+      try {
+        parseWebhookAllowList(entries);
+      } catch (error) {
+        ctx.addIssue({ code: 'custom', message: (error as Error).message });
+      }
+    })
+    .describe(
+      "Hosts that may be webhook targets although they are the daemon's own host or network (loopback, private, link-local, unique-local; a name that resolves there), comma-separated: names (`hooks.lab.internal`), addresses (`127.0.0.1`) or networks (`10.0.0.0/8`). Others are refused (see docs/webhooks.md).",
+    ),
   databaseUrl: z
     .instanceof(Secret)
     .optional()
@@ -218,6 +232,11 @@ export function loadDaemonConfig(env: NodeJS.ProcessEnv, flags: DaemonConfigInpu
     ...(env.DATABASE_URL?.trim() && { databaseUrl: new Secret(env.DATABASE_URL.trim()) }),
     ...(env.SCHEDFLOW_WEBHOOK_SECRET?.trim() && { webhookSecret: new Secret(env.SCHEDFLOW_WEBHOOK_SECRET.trim()) }),
     ...(env.SCHEDFLOW_UI_PASSWORD && { uiPassword: new Secret(env.SCHEDFLOW_UI_PASSWORD) }),
+    ...(env.SCHEDFLOW_WEBHOOK_ALLOW_HOSTS?.trim() && {
+      webhookAllowHosts: env.SCHEDFLOW_WEBHOOK_ALLOW_HOSTS.split(',')
+        .map((entry) => entry.trim())
+        .filter(Boolean),
+    }),
     summaries: summarySettingsFromEnv(env),
   };
   for (const [name, key] of Object.entries(DAEMON_ENV_NUMBERS)) {
@@ -276,10 +295,11 @@ function checkDatabaseUrl(
   }
 }
 
-/** The name a user set: the environment variable for tuning settings, else the setting's key. */
+/** The name a user set: the environment variable for tuning settings and the webhook allow-list, else the setting's key. */
 function settingName(path: PropertyKey[]): string {
   const key = String(path[0]);
   const envName = Object.entries(DAEMON_ENV_NUMBERS).find(([, k]) => k === key)?.[0];
+  if (key === 'webhookAllowHosts') return WEBHOOK_ALLOW_HOSTS_ENV;
   return envName ?? path.join('.');
 }
 

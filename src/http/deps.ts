@@ -3,6 +3,7 @@ import type { Redis } from 'ioredis';
 import type { History } from '../db/history.js';
 import type { AttemptPolicy, Deadlines } from '../db/schema.js';
 import type { Logger } from '../logger.js';
+import type { WebhookTargets } from '../notify/webhook-target.js';
 import type { PipelineService } from '../pipelines/pipeline-service.js';
 import type { QueueName } from '../queue/catalog.js';
 import type { ArrayRetry } from '../requests/array-retry.js';
@@ -50,6 +51,8 @@ export interface ApiDeps {
    */
   rateLimitCounts?: { redis: Redis; prefix: string };
   settings: ApiSettings;
+  /** Which hosts a webhook URL may name (the daemon's allow-list). @defaultValue none inward */
+  webhookTargets?: WebhookTargets;
   /** The admin web UI under /ui; absent: no UI (tests of the API alone). */
   ui?: UiSettings;
 }

@@ -5,6 +5,7 @@ import { packageVersion } from '../lib/package-info.js';
 import { isRetryableStatus, parseRetryAfterMs } from '../lib/retry-policy.js';
 import type { Secret } from '../lib/secret.js';
 import { signatureHeader } from './signature.js';
+import { InwardAddressError, type ResolveAll, WEBHOOK_ALLOW_HOSTS_ENV, type WebhookTargets } from './webhook-target.js';
 
 /** Why an attempt did not deliver. Messages name the receiver by origin only: URLs may carry tokens. */
 export abstract class WebhookDeliveryError extends SchedflowError {
@@ -31,6 +32,14 @@ export class WebhookRefusedError extends WebhookDeliveryError {
 }
 
 /**
+ * The URL's host is the daemon's own host or network, as written or as resolved (src/notify/webhook-target.ts),
+ * and the allow-list does not name it: nothing was sent, and trying again will not help.
+ */
+export class WebhookTargetRefusedError extends WebhookDeliveryError {
+  readonly code = 'SCHEDFLOW_ERR_WEBHOOK_TARGET_REFUSED';
+}
+
+/**
  * scheme://host:port of a webhook URL, the only part of it that is logged or
  * kept in errors: path, query and user info may hold the receiver's token.
  */
@@ -46,6 +55,10 @@ export function receiverOrigin(url: string): string {
 
 export interface WebhookSenderOptions {
   secret: Secret;
+  /** Which hosts may be targets (the daemon's allow-list). */
+  targets: WebhookTargets;
+  /** Resolves a receiver's name to all its addresses. @defaultValue dns.lookup, the system resolver */
+  resolve?: ResolveAll;
   /** One attempt's limit, from connecting to the end of the answer. @defaultValue 10000 */
   timeoutMs?: number;
 }
@@ -64,14 +77,19 @@ const ANSWER_EXCERPT_BYTES = 200;
 export class WebhookSender {
   readonly timeoutMs: number;
   private readonly secret: Secret;
+  private readonly targets: WebhookTargets;
   private readonly agent: Agent;
   private readonly userAgent = `schedflow/${packageVersion()}`;
 
   constructor(options: WebhookSenderOptions) {
     this.secret = options.secret;
+    this.targets = options.targets;
     this.timeoutMs = options.timeoutMs ?? 10_000;
     this.agent = new Agent({
-      connect: { timeout: this.timeoutMs },
+      // Every connection resolves its name through the target check: what was accepted as a
+      // public name may resolve inward now (DNS rebinding). Addresses written as such are
+      // never looked up, and are checked in send().
+      connect: { timeout: this.timeoutMs, lookup: this.targets.lookup(options.resolve) },
       headersTimeout: this.timeoutMs,
       bodyTimeout: this.timeoutMs,
       keepAliveTimeout: 10_000,
@@ -94,6 +112,10 @@ export class WebhookSender {
     if (url.protocol !== 'http:' && url.protocol !== 'https:') {
       throw new WebhookRefusedError(`the webhook URL must be http or https (${url.protocol})`, null);
     }
+    // Again at each attempt, not only when the URL came in: a URL recorded before this check,
+    // written in a pipeline file, or accepted before the allow-list lost its host.
+    const refusal = this.targets.refusal(url);
+    if (refusal) throw new WebhookTargetRefusedError(`not sent to ${origin}: ${refusal}`, null);
     const body = JSON.stringify(delivery.payload);
     const headers: Record<string, string> = {
       'content-type': 'application/json',
@@ -141,6 +163,15 @@ export class WebhookSender {
           cause: error,
         });
       }
+      const inward = inwardAddressIn(error);
+      if (inward) {
+        throw new WebhookTargetRefusedError(
+          `not sent to ${origin}: ${inward.message}; webhooks are not sent to the daemon's own host or network unless ${WEBHOOK_ALLOW_HOSTS_ENV} names the host`,
+          null,
+          null,
+          { cause: error },
+        );
+      }
       throw new WebhookRetryableError(
         `cannot reach ${origin}: ${describeNetworkError(error, delivery.url)}`,
         null,
@@ -186,6 +217,16 @@ async function readExcerpt(body: AsyncIterable<Buffer> & { destroy(): void }): P
     body.destroy();
   }
   return Buffer.concat(chunks).toString('utf8').slice(0, ANSWER_EXCERPT_BYTES).replace(/\s+/g, ' ').trim();
+}
+
+/** The target check's refusal behind a failed connection (net hands it on as the socket's error, maybe inside an AggregateError). */
+function inwardAddressIn(error: unknown): InwardAddressError | null {
+  for (let e = error, depth = 0; e instanceof Error && depth < 5; e = e.cause, depth++) {
+    if (e instanceof InwardAddressError) return e;
+    const inner = (e as { errors?: unknown[] }).errors?.find((one) => one instanceof InwardAddressError);
+    if (inner instanceof InwardAddressError) return inner;
+  }
+  return null;
 }
 
 function reasonOf(signal: AbortSignal): string {

@@ -9,6 +9,7 @@ import { ConfigError, SchedflowError } from '../errors.js';
 import { answerWithin } from '../lib/with-timeout.js';
 import { SourceError } from '../lib/yaml-source.js';
 import type { Logger } from '../logger.js';
+import { WebhookTargets } from '../notify/webhook-target.js';
 import { missedFireTimes, nextFireTimes } from './cron-times.js';
 import { type LoadContext, type LoadedPipeline, pipelineFiles } from './pipeline-loader.js';
 import type { PipelineService, PipelineSummary, TriggerInput } from './pipeline-service.js';
@@ -39,6 +40,8 @@ export interface RegistryDeps {
   /** The `pipeline` queue: schedules are its job schedulers, catch-up adds `fire` jobs to it. */
   queue: Queue;
   logger: Logger;
+  /** Which hosts a pipeline's `webhook:` may name (the daemon's allow-list). @defaultValue none inward */
+  webhookTargets?: WebhookTargets;
 }
 
 /**
@@ -93,6 +96,10 @@ export class PipelineRegistry implements PipelineService {
           `${file}: pipeline name "${pipeline.name}" is also used by ${holder.file} (its version loaded before keeps running while that file is invalid)`,
         ]);
       }
+      // Said when the file is read, not first when a run ends and its delivery is refused.
+      const webhook = pipeline?.def.webhook;
+      const inward = webhook ? (this.#deps.webhookTargets ?? new WebhookTargets()).refusal(new URL(webhook)) : null;
+      if (inward && !error) error = new SourceError([`${file}: webhook: ${inward}`]);
       if (pipeline && !error) {
         if (before && before.name !== pipeline.name) this.#loaded.delete(before.name);
         seen.add(pipeline.name);

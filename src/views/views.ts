@@ -8,6 +8,7 @@ import {
   type RequestState,
   type SummaryRow,
   TERMINAL_REQUEST_STATES,
+  type WebhookDeliveryRow,
 } from '../db/schema.js';
 import type { JobOutcome, RunOutcome, StepOutcome } from '../db/webhook-payloads.js';
 import { maskedSpec } from '../lib/secret-env.js';
@@ -152,6 +153,24 @@ export function attemptView(row: JobRequestRow) {
     created_at: iso(row.createdAt),
     ended_at: isoOrNull(row.endedAt),
     links: { self: jobLink(row.id) },
+  };
+}
+
+/**
+ * A webhook delivery of a request or run. How the receiver answered (its status, the first bytes
+ * of an error answer, a connection's error code) is for admins only: any reader could otherwise
+ * point a job's webhook at an address and learn what answers there (issue 30). Others see where
+ * the delivery stands and how many attempts it took.
+ */
+export function deliveryView(d: WebhookDeliveryRow, viewer: Viewer) {
+  return {
+    event: d.event,
+    state: d.state,
+    attempts: d.attempts,
+    last_status: viewer.admin ? d.lastStatus : null,
+    last_error: viewer.admin ? d.lastError : null,
+    created_at: iso(d.createdAt),
+    delivered_at: isoOrNull(d.deliveredAt),
   };
 }
 

@@ -29,6 +29,18 @@ describe('loadDaemonConfig', () => {
     expect(() => loadDaemonConfig({ SCHEDFLOW_SUBMIT_CONCURRENCY: '0' })).toThrow(/SCHEDFLOW_SUBMIT_CONCURRENCY/);
   });
 
+  it('reads the webhook allow-list, comma-separated; none by default; a bad entry named with the variable', () => {
+    expect(loadDaemonConfig({}).webhookAllowHosts).toEqual([]);
+    expect(
+      loadDaemonConfig({ SCHEDFLOW_WEBHOOK_ALLOW_HOSTS: ' hooks.lab.internal, 10.0.0.0/8 ,,127.0.0.1' })
+        .webhookAllowHosts,
+    ).toEqual(['hooks.lab.internal', '10.0.0.0/8', '127.0.0.1']);
+    expect(() => loadDaemonConfig({ SCHEDFLOW_WEBHOOK_ALLOW_HOSTS: 'https://hooks.lab:8443' })).toThrow(
+      /^SCHEDFLOW_WEBHOOK_ALLOW_HOSTS: "https:\/\/hooks.lab:8443" is not a host name/,
+    );
+    expect(() => loadDaemonConfig({ SCHEDFLOW_WEBHOOK_ALLOW_HOSTS: '10.0.0.0/40' })).toThrow(ConfigError);
+  });
+
   it('refuses separate roles without a shared Redis', () => {
     expect(() => loadDaemonConfig({}, { roles: ['worker'] })).toThrow(/set REDIS_URL/);
   });

@@ -34,6 +34,18 @@ export class ValidationApiError extends ApiError {
   }
 }
 
+/**
+ * 400: the webhook URL's host is the daemon's own host or network (src/notify/webhook-target.ts);
+ * a code of its own, and the field named as a validation error names it.
+ */
+export class WebhookTargetApiError extends ApiError {
+  readonly code = 'SCHEDFLOW_ERR_WEBHOOK_TARGET_REFUSED';
+  constructor(reason: string) {
+    super(`invalid request: webhook_url: ${reason}`);
+    this.extra.fields = [{ in: 'body', path: 'webhook_url', reason } satisfies FieldProblem];
+  }
+}
+
 /** 401: no token, a malformed header, an unknown or a revoked token. */
 export class UnauthorizedApiError extends ApiError {
   readonly code = 'SCHEDFLOW_ERR_UNAUTHORIZED';

@@ -343,13 +343,90 @@ const deadlines = fc.record(
   { requiredKeys: [] },
 );
 
-/** Webhooks point at loopback's discard port: a test never calls out. */
-const webhookUrl = fc.constantFrom(
-  'http://127.0.0.1:9/hook',
-  'https://u:p@127.0.0.1:9/h?t=1',
-  'ftp://x',
-  'not a url',
-  '',
+// ---- webhook targets (issue 30): the daemon allows 127.0.0.1 only (ALLOW_HOSTS below)
+
+/** What a drawn webhook URL's host is, by construction: the door must refuse `inward` and take the others. */
+type TargetTruth = 'inward' | 'public' | 'allowed';
+/** Every webhook URL drawn, with what its host is; the property checks answers against it. */
+const targetTruth = new Map<string, TargetTruth>();
+const ALLOW_HOSTS = ['127.0.0.1'];
+
+/** An IPv4 address as a URL may write it: dotted, one number, hex, octal, short forms, IPv4-mapped IPv6. */
+const v4Spelling = (octets: number[]): fc.Arbitrary<string> => {
+  const [a = 0, b = 0, c = 0, d = 0] = octets;
+  const whole = ((a << 24) >>> 0) + (b << 16) + (c << 8) + d;
+  const hex = (n: number) => n.toString(16).padStart(2, '0');
+  return fc.constantFrom(
+    `${a}.${b}.${c}.${d}`,
+    `${a}.${b}.${c}.${d}.`,
+    String(whole),
+    `0x${whole.toString(16)}`,
+    octets.map((o) => `0x${o.toString(16)}`).join('.'),
+    octets.map((o) => `0${o.toString(8)}`).join('.'),
+    `${a}.${(b << 16) + (c << 8) + d}`,
+    `${a}.${b}.${(c << 8) + d}`,
+    `[::ffff:${a}.${b}.${c}.${d}]`,
+    `[::ffff:${hex(a)}${hex(b)}:${hex(c)}${hex(d)}]`,
+  );
+};
+
+const octet = fc.integer({ min: 0, max: 255 });
+/** An address in one of the ranges webhooks may not reach: loopback, private, link-local, CGNAT, this network, multicast, reserved. */
+const inwardV4 = fc.oneof(
+  fc.tuple(fc.constant(127), octet, octet, octet),
+  fc.tuple(fc.constant(10), octet, octet, octet),
+  fc.tuple(fc.constant(172), fc.integer({ min: 16, max: 31 }), octet, octet),
+  fc.tuple(fc.constant(192), fc.constant(168), octet, octet),
+  fc.tuple(fc.constant(169), fc.constant(254), octet, octet),
+  fc.tuple(fc.constant(100), fc.integer({ min: 64, max: 127 }), octet, octet),
+  fc.tuple(fc.constant(0), octet, octet, octet),
+  fc.tuple(fc.integer({ min: 224, max: 255 }), octet, octet, octet),
+);
+/** Public by the classification, and never routed (the documentation networks, RFC 5737). */
+const publicV4 = fc
+  .tuple(fc.constantFrom([192, 0, 2], [198, 51, 100], [203, 0, 113]), octet)
+  .map(([n, d]) => [...n, d]);
+const group = fc.integer({ min: 0, max: 0xffff }).map((n) => n.toString(16));
+const inwardV6 = fc.oneof(
+  fc.constantFrom('[::1]', '[::]', '[0:0:0:0:0:0:0:1]', '[fd00:ec2::254]', '[::127.0.0.1]', '[64:ff9b::7f00:1]'),
+  group.map((g) => `[fe80::${g}]`),
+  fc.tuple(fc.integer({ min: 0xfc00, max: 0xfdff }), group).map(([p, g]) => `[${p.toString(16)}::${g}]`),
+  group.map((g) => `[ff02::${g}]`),
+);
+const publicV6 = group.map((g) => `[2001:db8::${g}]`);
+const inwardName = fc.oneof(
+  fc.constantFrom('localhost', 'LOCALHOST.', 'metadata.google.internal', 'metadata', 'instance-data', 'jenkins'),
+  fc.domain().map((d) => `${d}.localhost`),
+  fc.domain().map((d) => `${d}.internal`),
+  fc.domain().map((d) => `${d}.local`),
+);
+/** Names that never resolve (.invalid, RFC 6761): public as far as the door can tell. */
+const publicName = fc.domain().map((d) => `${d}.invalid`);
+
+const isLoopbackOne = (octets: number[]) => octets.join('.') === '127.0.0.1';
+const drawnTarget: fc.Arbitrary<string> = fc
+  .oneof(
+    inwardV4.chain((o) => v4Spelling(o).map((host) => ({ host, truth: isLoopbackOne(o) ? 'allowed' : 'inward' }))),
+    publicV4.chain((o) => v4Spelling(o).map((host) => ({ host, truth: 'public' }))),
+    v4Spelling([127, 0, 0, 1]).map((host) => ({ host, truth: 'allowed' })),
+    inwardV6.map((host) => ({ host, truth: 'inward' })),
+    publicV6.map((host) => ({ host, truth: 'public' })),
+    inwardName.map((host) => ({ host, truth: 'inward' })),
+    publicName.map((host) => ({ host, truth: 'public' })),
+  )
+  .chain(({ host, truth }) =>
+    fc.tuple(fc.constantFrom('http', 'https'), fc.constantFrom('', ':9', ':6379', ':80')).map(([scheme, port]) => {
+      const url = `${scheme}://${host}${port}/hook`;
+      targetTruth.set(url, truth as TargetTruth);
+      return url;
+    }),
+  );
+
+/** Webhooks point at loopback's discard port, or anywhere (the daemon dispatches no delivery: see beforeAll). */
+const webhookUrl = fc.oneof(
+  { weight: 3, arbitrary: fc.constantFrom('http://127.0.0.1:9/hook', 'https://u:p@127.0.0.1:9/h?t=1') },
+  { weight: 1, arbitrary: fc.constantFrom('ftp://x', 'not a url', '') },
+  { weight: 4, arbitrary: drawnTarget },
 );
 
 const submission = fc
@@ -377,14 +454,17 @@ const goodSubmission = fc.record(
   {
     spec: wellFormedSpec,
     profile: fc.constant('test'),
-    webhook_url: fc.constant('http://127.0.0.1:9/hook'),
+    webhook_url: fc.oneof({ weight: 2, arbitrary: fc.constant('http://127.0.0.1:9/hook') }, drawnTarget),
     deadlines: fc.constant({ max_pending: 600, finish_by: '2099-01-01T00:00:00Z' }),
     summarize: fc.boolean(),
   },
   { requiredKeys: ['spec'] },
 );
 
-const goodTrigger = fc.record({ params: fc.record({ who: fc.string({ maxLength: 10 }) }) });
+const goodTrigger = fc.record(
+  { params: fc.record({ who: fc.string({ maxLength: 10 }) }), webhook_url: drawnTarget },
+  { requiredKeys: ['params'] },
+);
 
 const trigger = fc.record(
   {
@@ -594,8 +674,14 @@ beforeAll(async () => {
   td = await startTestDaemon(
     sim.url,
     redis.url,
-    // The per-token limit would answer most of a 2,000-request run with 429 before any route ran.
-    { apiRateLimitPerMin: 1_000_000 },
+    {
+      // The per-token limit would answer most of a 2,000-request run with 429 before any route ran.
+      apiRateLimitPerMin: 1_000_000,
+      webhookAllowHosts: ALLOW_HOSTS,
+      // Webhook URLs drawn name hosts anywhere: the door is what is fuzzed, and no delivery is
+      // ever dispatched (the first tick finds none; the next is an hour away), so none calls out.
+      notifyEveryMs: 3_600_000,
+    },
     // The client's request budget (default 5 a second) is shared by polling, submitting and
     // cancelling: with dozens of submissions a second, a cancel waits its turn for seconds.
     // The simulator takes 1,000 a second; so may the client here.
@@ -755,6 +841,19 @@ describe('the local API under generated requests', () => {
               answer.status,
             );
           }
+          // The door and the webhook targets: an inward host is refused, with its own code; a public
+          // or allowed one is not refused for its host.
+          const target = webhookUrlOf(withBody);
+          const truth = target === undefined ? undefined : targetTruth.get(target);
+          const refusedTarget = answer.status === 400 && answer.text.includes('SCHEDFLOW_ERR_WEBHOOK_TARGET_REFUSED');
+          const takesWebhook =
+            method === 'POST' &&
+            route?.method === 'POST' &&
+            /^\/api\/v1\/(jobs|pipelines\/\{name\}\/runs)$/.test(route.template);
+          if (takesWebhook && truth !== undefined && answer.status < 300) {
+            expect(truth, `an inward webhook target taken: ${what}`).not.toBe('inward');
+          }
+          if (refusedTarget) expect(truth, `a webhook target refused: ${what}`).toBe('inward');
           if (route && method === route.method && answer.status < 300) {
             const made = idOf(answer.text);
             if (route.template === '/api/v1/jobs' && method === 'POST' && made) {
@@ -790,11 +889,22 @@ describe('the local API under generated requests', () => {
     // Nothing the API refused is in the history: every job request is one an answer named
     // (or a step of a run an answer named), and so is every run.
     const h = td.daemon.history.store;
-    const stray = (await listRequests(h, { limit: 1_000_000 })).filter(
+    const requests = await listRequests(h, { limit: 1_000_000 });
+    const stray = requests.filter(
       (row) => !acceptedJobs.has(row.id) && !(row.runId !== null && acceptedRuns.has(row.runId)),
     );
     expect(stray.map((row) => ({ id: row.id, name: row.name, origin: row.origin }))).toEqual([]);
-    expect((await listRuns(h, { limit: 1_000_000 })).filter((run) => !acceptedRuns.has(run.id))).toEqual([]);
+    const runs = await listRuns(h, { limit: 1_000_000 });
+    expect(runs.filter((run) => !acceptedRuns.has(run.id))).toEqual([]);
+    // No webhook recorded points inward: every one stored is public or allowed.
+    const inwardKept = [...requests, ...runs]
+      .map((row) => row.webhookUrl)
+      .filter((url) => url !== null && targetTruth.get(url) === 'inward');
+    expect(inwardKept).toEqual([]);
+    const drawn = [...targetTruth.values()];
+    console.log(
+      `api fuzz: ${drawn.length} webhook targets drawn (${drawn.filter((t) => t === 'inward').length} inward); ${requests.filter((r) => r.webhookUrl !== null).length} requests kept one`,
+    );
     // And what it accepted is there.
     const missing: string[] = [];
     for (const id of acceptedJobs) if ((await getRequest(h, id)) === undefined) missing.push(id);
@@ -803,6 +913,17 @@ describe('the local API under generated requests', () => {
     expect((await send({ method: 'GET', path: '/healthz', headers: {} })).status).toBe(200);
   }, 300_000);
 });
+
+/** The webhook_url of a JSON body, when it has one. */
+function webhookUrlOf(body: string | Buffer | undefined): string | undefined {
+  if (typeof body !== 'string') return undefined;
+  try {
+    const url = (JSON.parse(body) as { webhook_url?: unknown } | null)?.webhook_url;
+    return typeof url === 'string' ? url : undefined;
+  } catch {
+    return undefined;
+  }
+}
 
 function idOf(text: string): string | undefined {
   try {

@@ -60,6 +60,8 @@ describe('what webhooks leave in the log', () => {
         notifyEveryMs: 200,
         notifyBackoffMs: 100,
         webhookSecret: new Secret('SIGNING-SECRET-VALUE'),
+        // The receiver is on loopback, which webhooks are refused by default.
+        webhookAllowHosts: ['127.0.0.1'],
       },
     );
     const daemon = await startDaemon(config, logger);

@@ -28,7 +28,9 @@ export const submitJobBody = named(
     webhook_url: z
       .url({ protocol: /^https?$/ })
       .optional()
-      .describe('POSTed, signed, when the job ends'),
+      .describe(
+        "POSTed, signed, when the job ends; never to the daemon's own host or network (loopback, private, link-local, metadata) unless the operator allows the host: 400 SCHEDFLOW_ERR_WEBHOOK_TARGET_REFUSED",
+      ),
     deadlines: deadlinesInput.optional(),
     summarize: z
       .boolean()

@@ -8,6 +8,7 @@ import { replaysOf } from '../../../db/idempotency.js';
 import { getRequest, requestStateOf, transitionsOf } from '../../../db/requests.js';
 import type { Deadlines, JobRequestRow } from '../../../db/schema.js';
 import { summaryOfRequest } from '../../../db/summaries.js';
+import { WebhookTargets } from '../../../notify/webhook-target.js';
 import { policyIssues } from '../../../requests/attempt-policy.js';
 import { attemptsOf } from '../../../requests/attempts.js';
 import { cancelRequest } from '../../../requests/canceller.js';
@@ -27,7 +28,7 @@ import {
 import type { ApiDeps } from '../../deps.js';
 import { jobsPage } from '../../queries.js';
 import { viewerOf } from '../../scopes.js';
-import { ConflictApiError, NotFoundApiError, ValidationApiError } from '../api-errors.js';
+import { ConflictApiError, NotFoundApiError, ValidationApiError, WebhookTargetApiError } from '../api-errors.js';
 import { decodeCursor, encodeCursor } from '../cursor.js';
 import { type Answer, idempotently } from '../idempotency.js';
 import { answer, errors, idempotencyHeaders, idParams, pageOf } from '../shared-schemas.js';
@@ -48,6 +49,7 @@ import { bearer } from './security.js';
 /** `/api/v1/jobs`: submit, list, show, cancel and re-submit (with a summary's suggestion) job requests. */
 export const jobRoutes: FastifyPluginAsyncZod<{ deps: ApiDeps }> = async (app, { deps }) => {
   const { store } = deps;
+  const webhookTargets = deps.webhookTargets ?? new WebhookTargets();
   // Every answer here names a request (`id`): a replay of one is recorded on it, as deduplicated.
   const idempotentlyFor = (
     request: FastifyRequest,
@@ -85,6 +87,8 @@ export const jobRoutes: FastifyPluginAsyncZod<{ deps: ApiDeps }> = async (app, {
             },
           ]);
         }
+        const inward = body.webhook_url === undefined ? null : webhookTargets.refusal(new URL(body.webhook_url));
+        if (inward) throw new WebhookTargetApiError(inward);
         const retryPolicy = body.retry ?? null;
         const issues = retryPolicy ? policyIssues(retryPolicy, body.spec) : [];
         if (issues.length) {

@@ -42,6 +42,8 @@ export const triggerRunBody = named(
     webhook_url: z
       .url({ protocol: /^https?$/ })
       .optional()
-      .describe('POSTed, signed, when the run ends'),
+      .describe(
+        "POSTed, signed, when the run ends; never to the daemon's own host or network unless the operator allows the host (as for jobs)",
+      ),
   }),
 );

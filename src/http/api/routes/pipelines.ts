@@ -1,11 +1,18 @@
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { ConfigError } from '../../../errors.js';
+import { WebhookTargets } from '../../../notify/webhook-target.js';
 import type { PipelineService } from '../../../pipelines/pipeline-service.js';
 import { pipelineView, runLink, runView } from '../../../views/views.js';
 import type { ApiDeps } from '../../deps.js';
 import { viewerOf } from '../../scopes.js';
-import { ConflictApiError, NotFoundApiError, UnavailableApiError, ValidationApiError } from '../api-errors.js';
+import {
+  ConflictApiError,
+  NotFoundApiError,
+  UnavailableApiError,
+  ValidationApiError,
+  WebhookTargetApiError,
+} from '../api-errors.js';
 import { idempotently } from '../idempotency.js';
 import { answer, errors, idempotencyHeaders } from '../shared-schemas.js';
 import { pipelineNameParams, pipelineSchema, triggerRunBody } from './pipelines.schema.js';
@@ -32,6 +39,7 @@ export const pipelineRoutes: FastifyPluginAsyncZod<{ deps: ApiDeps }> = async (a
     if (!deps.pipelines) throw new UnavailableApiError('pipelines not loaded', 5);
     return deps.pipelines;
   };
+  const webhookTargets = deps.webhookTargets ?? new WebhookTargets();
 
   app.get(
     '/api/v1/pipelines',
@@ -76,6 +84,9 @@ export const pipelineRoutes: FastifyPluginAsyncZod<{ deps: ApiDeps }> = async (a
         const pipelines = service();
         const name = request.params.name;
         if (!(await pipelines.get(name))) throw new NotFoundApiError(`no pipeline "${name}"`);
+        const url = request.body.webhook_url;
+        const inward = url === undefined ? null : webhookTargets.refusal(new URL(url));
+        if (inward) throw new WebhookTargetApiError(inward);
         try {
           const run = await pipelines.trigger(name, {
             params: request.body.params,

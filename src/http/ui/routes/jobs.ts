@@ -15,7 +15,7 @@ import { isTerminalRequest } from '../../../requests/request-state.js';
 import type { JobSpec } from '../../../sched/job-spec.js';
 import { outputTails } from '../../../summaries/output-tail.js';
 import { outputRedactor } from '../../../summaries/redact.js';
-import { freshnessView, jobView } from '../../../views/views.js';
+import { deliveryView, freshnessView, jobView } from '../../../views/views.js';
 import { jobsPage } from '../../queries.js';
 import { queryField, sendPage, sessionOf, type UiContext } from '../context.js';
 import { duration, type Html, html, stateBadge, time } from '../html.js';
@@ -282,7 +282,8 @@ async function jobDetail(
   )}</ol>`;
 
   // The request as the API and the webhooks describe it (src/views/).
-  const v = jobView(row, { admin: admin !== null });
+  const viewer = { admin: admin !== null };
+  const v = jobView(row, viewer);
   const facts = html`<dl class="facts">
 <dt>State</dt><dd>${stateBadge(v.state, { liveId: v.id })}${v.reason ? html` <span class="muted">${v.reason}</span>` : ''}</dd>
 <dt>Freshness</dt><dd>${freshness}</dd>
@@ -370,8 +371,13 @@ ${accountingPanel}${summaryPanel}${outputPanel(ctx, row, accounting?.user ?? nul
 ${
   deliveries.length
     ? html`<h2>Webhook deliveries</h2><div class="table-wrap"><table><thead><tr><th>Event</th><th>State</th><th>Attempts</th><th>Last status</th><th>Created</th></tr></thead><tbody>${deliveries.map(
-        (d) =>
-          html`<tr><td>${d.event}</td><td>${d.state}</td><td>${d.attempts}</td><td>${d.lastStatus ?? d.lastError ?? '—'}</td><td>${time(d.createdAt)}</td></tr>`,
+        (row) => {
+          const d = deliveryView(row, viewer);
+          // Without the admin scope the receiver's answer is not shown (deliveryView): only that an attempt failed.
+          const failed = d.state === 'failed' || (d.state === 'pending' && d.attempts > 0);
+          const last = d.last_error ?? d.last_status ?? (!viewer.admin && failed ? 'an attempt failed' : '—');
+          return html`<tr><td>${d.event}</td><td>${d.state}</td><td>${d.attempts}</td><td>${last}</td><td>${time(row.createdAt)}</td></tr>`;
+        },
       )}</tbody></table></div>`
     : ''
 }`;
