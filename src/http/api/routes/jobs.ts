@@ -12,7 +12,7 @@ import { policyIssues } from '../../../requests/attempt-policy.js';
 import { attemptsOf } from '../../../requests/attempts.js';
 import { cancelRequest } from '../../../requests/canceller.js';
 import { isTerminalRequest } from '../../../requests/request-state.js';
-import { ArraySyntaxError, parseJobArray } from '../../../sched/job-array.js';
+import { type ArrayExpression, ArraySyntaxError, parseArrayExpression } from '../../../sched/job-array.js';
 import { summaryForRequest } from '../../../summaries/show.js';
 import {
   attemptView,
@@ -256,10 +256,11 @@ export const jobRoutes: FastifyPluginAsyncZod<{ deps: ApiDeps }> = async (app, {
     async (request, reply) =>
       idempotentlyFor(request, reply, async (stableId) => {
         const id = request.params.id;
-        let indexes: number[] | undefined;
+        // Read, not listed: planArrayRetry lists them once they are known to be the array's.
+        let indexes: ArrayExpression | undefined;
         if (request.body?.indexes !== undefined) {
           try {
-            indexes = parseJobArray(request.body.indexes).indexes;
+            indexes = parseArrayExpression(request.body.indexes);
           } catch (error) {
             if (!(error instanceof ArraySyntaxError)) throw error;
             throw new ValidationApiError([{ in: 'body', path: 'indexes', reason: error.message }]);
@@ -374,7 +375,10 @@ const FAILURES_LISTED = 100;
 async function arrayView(store: History, row: JobRequestRow) {
   if (row.arrayTaskCount === null) return null;
   const tasks = await tasksOf(store, row.id);
+  // Tasks the scheduler has not reported yet have no row: pending in the array's record.
   const counts: Record<string, number> = {};
+  const unreported = row.arrayTaskCount - tasks.length;
+  if (unreported > 0) counts.pending = unreported;
   for (const task of tasks) counts[task.state] = (counts[task.state] ?? 0) + 1;
   const iso = (ms: number | null) => (ms === null ? null : new Date(ms).toISOString());
   return {
