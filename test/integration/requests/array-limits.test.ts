@@ -71,15 +71,17 @@ describe('an array past the cluster MaxArraySize', () => {
 
   it("follows the profile's maxArraySize, for the API and pipeline steps alike", async () => {
     const sim = await env.sim({ maxArraySize: 11 });
-    const pipeline = [
-      'steps:',
-      '  shards:',
-      '    array: "0-11"',
-      '    script: |',
-      '      #!/bin/sh',
-      '      true',
-    ].join('\n');
-    const td = await startTestDaemon(sim.url, env.redis.url, {}, { maxArraySize: 11 }, { 'shards.yaml': pipeline });
+    // A pipeline file whose array step the cluster would refuse is refused when it is read (an
+    // array cannot take a parameter, so its size is known then).
+    const pipeline = (array: string) =>
+      ['steps:', '  shards:', `    array: "${array}"`, '    script: |', '      #!/bin/sh', '      true'].join('\n');
+    const td = await startTestDaemon(
+      sim.url,
+      env.redis.url,
+      {},
+      { maxArraySize: 11 },
+      { 'over.yaml': pipeline('0-11'), 'fits.yaml': pipeline('0-10') },
+    );
     env.defer(() => td.stop());
     const api = apiClient(td);
     const token = await api.token(['submit', 'read']);
@@ -90,16 +92,20 @@ describe('an array past the cluster MaxArraySize', () => {
     expect(over.status).toBe(422);
     expect(errorOf(over).message).toContain('takes indexes 0 to 10 (maxArraySize 11');
 
-    const run = td.daemon.pipelines.trigger('shards', { trigger: 'api', params: {} });
-    await expect(run).rejects.toThrow(/maxArraySize 11/);
+    const broken = await td.daemon.pipelines.get('over');
+    expect(broken?.error).toContain("steps.shards.array: index 11 is past the profile's maxArraySize 11");
+    await expect(td.daemon.pipelines.trigger('over', { trigger: 'api', params: {} })).rejects.toThrow();
     expect(await listRuns(store, {})).toEqual([]);
+    const fits = await td.daemon.pipelines.trigger('fits', { trigger: 'api', params: {} });
+    expect(fits.state).not.toBe('skipped');
 
     const within = await api.call('POST', '/api/v1/jobs', { token, body: { spec: { ...spec, array: '0-10%2' } } });
     expect(within.status).toBe(201);
     const { id } = within.json as { id: string };
     const row = await td.waitForState(id, 'completed', 15_000);
     expect(row.arrayTaskCount).toBe(11);
-    expect(await listRequests(store, {})).toHaveLength(1);
+    // The two the door let in: the array within the limit and the run's step.
+    expect(await listRequests(store, {})).toHaveLength(2);
   });
 });
 

@@ -62,13 +62,13 @@ export const jobRoutes: FastifyPluginAsyncZod<{ deps: ApiDeps }> = async (app, {
         tags: ['jobs'],
         summary: 'Submit a job',
         description:
-          'Records a job request and queues its submission to the scheduler (exactly one scheduler job per request). Scope: submit.',
+          "Records a job request and queues its submission to the scheduler (exactly one scheduler job per request). A spec the profile's door refuses (another account than its token's or its user's, a missing scope, an array past its `maxArraySize`): 422, nothing recorded. Scope: submit.",
         security: bearer,
         headers: idempotencyHeaders,
         body: submitJobBody,
         response: {
           201: answer('queued; `links.self` follows it', createdJobSchema),
-          ...errors(400, 401, 403, 409, 413, 415, 429),
+          ...errors(400, 401, 403, 409, 413, 415, 422, 429),
         },
       },
     },
@@ -240,7 +240,7 @@ export const jobRoutes: FastifyPluginAsyncZod<{ deps: ApiDeps }> = async (app, {
         summary: "Run some of an array job's tasks again",
         description: [
           'Queues a new request for the given task indexes of an array job (by default every task that ended other than completed), the same spec with `array:` naming only those, linked to this one (`array.retry_of`) (201).',
-          'Not an array job, no failed task, or an index that is not one of its tasks: 409 `SCHEDFLOW_ERR_NO_TASKS_TO_RETRY`.',
+          "Not an array job, no failed task, or an index that is not one of its tasks: 409 `SCHEDFLOW_ERR_NO_TASKS_TO_RETRY`, naming the array's indexes; `indexes` is read without listing them, and listed only within the array's size.",
           "A spec the profile's door refuses now (another account than its token's or its user's, a missing scope): 422, nothing recorded. Scope: submit.",
         ].join(' '),
         security: bearer,
