@@ -1,4 +1,6 @@
 import { randomUUID } from 'node:crypto';
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { sql } from 'drizzle-orm';
 import { describe, expect, it } from 'vitest';
@@ -10,6 +12,7 @@ import { recordRequest } from '../../../src/requests/accept.js';
 import { transition } from '../../../src/requests/transition.js';
 import { jobSpecSchema } from '../../../src/sched/job-spec.js';
 import { apiClient, errorOf } from '../../helpers/api.js';
+import { runCli } from '../../helpers/cli-process.js';
 import { daemonTestEnv, startTestDaemon } from '../../helpers/daemon.js';
 
 /**
@@ -41,7 +44,7 @@ async function heldWhile<T>(work: () => Promise<T>): Promise<{ result: T; heldMs
 }
 
 describe('an array past the cluster MaxArraySize', () => {
-  it('of 4 million tasks is refused at the door (422, naming the limit), nothing recorded', async () => {
+  it('of 4 million tasks is refused at the door (API 422, CLI exit 2, naming the limit), nothing recorded', async () => {
     const sim = await env.sim();
     const td = await env.daemon(sim.url);
     const api = apiClient(td);
@@ -60,6 +63,20 @@ describe('an array past the cluster MaxArraySize', () => {
     expect(await taskRows(store)).toBe(0);
     // Answered without holding the daemon: writing the rows held it for 10 s and more.
     expect(heldMs).toBeLessThan(500);
+
+    // The CLI's door is the daemon's (daemon.json carries the limit): nothing queued.
+    const file = join(td.dataDir, '..', 'huge.yaml');
+    writeFileSync(file, JSON.stringify(spec));
+    const cli = await runCli(['jobs', 'submit', file, '--data-dir', td.dataDir]);
+    expect(cli.code).toBe(2);
+    expect(cli.stderr).toContain(
+      'huge.yaml: the array names index 4000000, but profile "test" takes indexes 0 to 1000',
+    );
+    expect(await td.daemon.queues.submit.getJobCounts('waiting', 'active', 'delayed')).toEqual({
+      waiting: 0,
+      active: 0,
+      delayed: 0,
+    });
 
     // Slurm's default itself is taken: indexes 0 to 1000.
     const widest = await api.call('POST', '/api/v1/jobs', {
