@@ -61,8 +61,9 @@ describe('an array past the cluster MaxArraySize', () => {
     expect(errorOf(refused).message).toContain('profile "test" takes indexes 0 to 1000 (maxArraySize 1001');
     expect(await listRequests(store, {})).toEqual([]);
     expect(await taskRows(store)).toBe(0);
-    // Answered without holding the daemon: writing the rows held it for 10 s and more.
-    expect(heldMs).toBeLessThan(500);
+    // Answered without holding the daemon: writing the rows held it for minutes (its test timed
+    // out without an answer). A second of slack for the other work sharing these cores.
+    expect(heldMs).toBeLessThan(1000);
 
     // The CLI's door is the daemon's (daemon.json carries the limit): nothing queued.
     const file = join(td.dataDir, '..', 'huge.yaml');
@@ -192,14 +193,14 @@ describe('retry-tasks with a hostile index expression', () => {
     expect(refused.status).toBe(409);
     expect(errorOf(refused).code).toBe('SCHEDFLOW_ERR_NO_TASKS_TO_RETRY');
     expect(errorOf(refused).message).toContain('its indexes go from 0 to 2 at most (its tasks: 0-2:2)');
-    expect(heldMs).toBeLessThan(500);
+    expect(heldMs).toBeLessThan(1000);
 
     // As much of it as a body holds: refused by its length, before it is read.
     const megabyte = Array.from({ length: 100_000 }, () => '0-4000000').join(',');
     const { result: long, heldMs: longHeldMs } = await heldWhile(() => retry(megabyte));
     expect(long.status).toBe(400);
     expect(errorOf(long).code).toBe('SCHEDFLOW_ERR_VALIDATION');
-    expect(longHeldMs).toBeLessThan(500);
+    expect(longHeldMs).toBeLessThan(1000);
 
     // Within the array's largest index but not one of its tasks; then ones that are, named twice.
     const between = await retry('1');
