@@ -44,6 +44,8 @@ export interface ProfileDoor {
   user?: string | null;
   /** The accounts the user has an association with; null or absent: not known, nothing refused. */
   associatedAccounts?: string[] | null;
+  /** The profile's `maxArraySize`. Absent in an older daemon's file: Slurm's default, 1001. */
+  maxArraySize?: number;
 }
 
 export const DAEMON_INFO_FILE = 'daemon.json';

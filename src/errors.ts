@@ -61,6 +61,11 @@ export const ERROR_CODES = {
     retryable: false,
     what: 'On plain slurmrestd, the job (or the profile, by default) charges an account the Slurm user has no association with, and Slurm would refuse it (2045): use one the message lists, or ask the Slurm admins for an association (`sacctmgr add user <name> account=<account>`).',
   },
+  SCHEDFLOW_ERR_ARRAY_TOO_LARGE: {
+    status: 422,
+    retryable: false,
+    what: 'The job array names an index at or over the profile’s `maxArraySize` (the cluster’s MaxArraySize; 1001 by default), which Slurm refuses (2081): submit several smaller arrays, or raise `maxArraySize` if the cluster allows more.',
+  },
   SCHEDFLOW_ERR_PROFILE_SCOPE_MISSING: {
     status: 422,
     retryable: false,
@@ -461,14 +466,16 @@ export class SummaryPendingError extends SchedflowError {
 
 /**
  * A submission refused at the door, before anything is recorded or sent: the job names another
- * account than the one the profile's token is bound to, or the profile's token lacks a scope a
- * submission needs. The scheduler would refuse it (403); saying so now names the fix.
+ * account than the one the profile's token is bound to, the profile's token lacks a scope a
+ * submission needs, or its array goes past the cluster's MaxArraySize. The scheduler would
+ * refuse it; saying so now names the fix.
  */
 export class SubmissionRefusedError extends SchedflowError {
   constructor(
     readonly code:
       | 'SCHEDFLOW_ERR_ACCOUNT_MISMATCH'
       | 'SCHEDFLOW_ERR_ACCOUNT_NOT_ASSOCIATED'
+      | 'SCHEDFLOW_ERR_ARRAY_TOO_LARGE'
       | 'SCHEDFLOW_ERR_PROFILE_SCOPE_MISSING',
     message: string,
   ) {

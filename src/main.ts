@@ -299,7 +299,7 @@ async function compose(config: DaemonConfig, logger: Logger, lifecycle: Lifecycl
 
   const defaultProfile = [...profiles.keys()][0] as string;
   const loadedProfiles = profiles;
-  const refusal = (profile: string, spec: Pick<JobSpec, 'account'>) => {
+  const refusal = (profile: string, spec: Pick<JobSpec, 'account' | 'array'>) => {
     const p = loadedProfiles.get(profile);
     return p ? submissionRefusal(p, clients.scopes(profile), clients.accounts(profile), spec) : null;
   };

@@ -28,6 +28,7 @@ const USAGE_CODES: ReadonlySet<ErrorCode> = new Set<ErrorCode>([
   // Refused at the door: fix the job file, or the profile's token.
   'SCHEDFLOW_ERR_ACCOUNT_MISMATCH',
   'SCHEDFLOW_ERR_ACCOUNT_NOT_ASSOCIATED',
+  'SCHEDFLOW_ERR_ARRAY_TOO_LARGE',
   'SCHEDFLOW_ERR_PROFILE_SCOPE_MISSING',
 ]);
 

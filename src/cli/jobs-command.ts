@@ -30,7 +30,7 @@ import { formatCounts, summarizeArray } from '../requests/array-state.js';
 import { doorRefusal } from '../requests/door.js';
 import { readJobOutput } from '../requests/job-output.js';
 import { isTerminalRequest } from '../requests/request-state.js';
-import { parseJobArray } from '../sched/job-array.js';
+import { type ArrayExpression, parseArrayExpression } from '../sched/job-array.js';
 import type { JobSpec } from '../sched/job-spec.js';
 import { describeSuggestion } from '../summaries/prompt.js';
 import { summaryForRequest, summaryLines } from '../summaries/show.js';
@@ -62,7 +62,12 @@ interface JobsFlags {
  * What the daemon's door would refuse (src/requests/door.ts, from daemon.json), said before
  * anything is queued; `where` names the file or request in the message.
  */
-function refuseAtDoor(info: DaemonInfo, profile: string, spec: Pick<JobSpec, 'account'>, where: string): void {
+function refuseAtDoor(
+  info: DaemonInfo,
+  profile: string,
+  spec: Pick<JobSpec, 'account' | 'array'>,
+  where: string,
+): void {
   const door = info.doors?.[profile];
   const refused = door ? doorRefusal(profile, door, spec) : null;
   if (refused) throw new SubmissionRefusedError(refused.code, `${where}: ${refused.message}`);
@@ -534,9 +539,9 @@ export function registerJobsCommand(program: Command): void {
       const info = readDaemonInfo(flags.dataDir);
       const history = await openCliHistory(flags.dataDir, { write: false });
       try {
-        let given: number[] | undefined;
+        let given: ArrayExpression | undefined;
         try {
-          given = opts.indexes === undefined ? undefined : parseJobArray(opts.indexes).indexes;
+          given = opts.indexes === undefined ? undefined : parseArrayExpression(opts.indexes);
         } catch (error) {
           throw new ConfigError(`--indexes: ${toError(error).message}`);
         }
@@ -629,7 +634,7 @@ const FAILURES_SHOWN = 20;
 /** An array job's tasks, compactly: counts by state, then the failures. */
 async function arrayLines(h: History, row: JobRequestRow): Promise<string[]> {
   const tasks = await tasksOf(h, row.id);
-  const summary = summarizeArray(tasks);
+  const summary = summarizeArray(tasks, row.arrayTaskCount ?? tasks.length);
   const failures = tasks.filter((task) => isTerminalRequest(task.state) && task.state !== 'completed');
   const lines = [
     `array     ${String((row.spec as { array?: unknown }).array)}: ${row.arrayTaskCount} tasks: ${formatCounts(summary.counts)}`,

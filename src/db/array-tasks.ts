@@ -3,13 +3,15 @@ import type { History } from './history.js';
 import type { ArrayTaskRow, JobRequestRow, RequestState } from './schema.js';
 
 /**
- * Queries of an array request's tasks: one row per index from the start, each updated as the
- * poller learns of it. The request's own state is made from them (src/requests/array-state.ts).
+ * Queries of an array request's tasks: a row per task the scheduler has reported, made when it
+ * first does (a task not reported yet is pending in the array's record), each updated as the
+ * poller learns of it. The request's own state is made from them and its task count
+ * (src/requests/array-state.ts).
  */
 
 /**
- * Rows for every index of a new array request, pending, in slices: SQLite binds at most 32,766
- * values in a statement, PostgreSQL 65,535.
+ * Rows for tasks of an array request, pending, in slices: SQLite binds at most 32,766 values in
+ * a statement, PostgreSQL 65,535. A task that has one already keeps it.
  */
 export async function insertArrayTasks(h: History, requestId: string, indexes: readonly number[]): Promise<void> {
   const t = h.t.arrayTasks;
@@ -22,6 +24,22 @@ export async function insertArrayTasks(h: History, requestId: string, indexes: r
         .onConflictDoNothing(),
     );
   }
+}
+
+/** A task's row made with what is known of it; 0 when another writer made it first. */
+export function insertArrayTask(h: History, row: ArrayTaskRow): Promise<number> {
+  return h.run(h.db.insert(h.t.arrayTasks).values(row).onConflictDoNothing());
+}
+
+/**
+ * The array expression of a request's spec (null when it has none): for the tasks the scheduler
+ * never reported, which only the expression names. Reads the spec, so only when needed.
+ */
+export async function arrayExpressionOf(h: History, requestId: string): Promise<string | null> {
+  const t = h.t.jobRequests;
+  const row = await h.one(h.db.select({ spec: t.spec }).from(t).where(eq(t.id, requestId)));
+  const array = (row?.spec as { array?: unknown } | null | undefined)?.array;
+  return typeof array === 'string' ? array : null;
 }
 
 export function tasksOf(h: History, requestId: string): Promise<ArrayTaskRow[]> {

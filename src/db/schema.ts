@@ -125,7 +125,10 @@ export const jobRequests = sqliteTable(
      */
     stdoutPath: text('stdout_path'),
     stderrPath: text('stderr_path'),
-    /** An array job (`array:` in its spec): how many tasks it has; its tasks are `array_tasks` rows. Null for a single job. */
+    /**
+     * An array job (`array:` in its spec): how many tasks it has; the tasks the scheduler has
+     * reported are `array_tasks` rows, the others pending. Null for a single job.
+     */
     arrayTaskCount: integer('array_task_count'),
     /** The array request whose tasks (some of them: the failed ones, say) this one runs again. */
     arrayRetryOf: text('array_retry_of'),
@@ -159,8 +162,10 @@ export const jobRequests = sqliteTable(
 
 /**
  * One task of an array request: its state (a request state), and what the scheduler said of it.
- * Every index has a row from the start (pending); a task has its own Slurm job id once it
- * leaves the array's pending record (the last to start takes the array's own id).
+ * A task has a row once the scheduler has reported it (a pending array lists every task), never
+ * before, so an array costs the history what its tasks are, not what its expression spans; a
+ * task has its own Slurm job id once it leaves the array's pending record (the last to start
+ * takes the array's own id).
  */
 export const arrayTasks = sqliteTable(
   'array_tasks',

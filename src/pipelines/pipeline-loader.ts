@@ -3,6 +3,7 @@ import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { basename, dirname, extname, join, resolve } from 'node:path';
 import type { StepNeed } from '../db/schema.js';
 import { locate, parseSource, readYamlSource, SourceError, type YamlSource } from '../lib/yaml-source.js';
+import { ArraySyntaxError, DEFAULT_MAX_ARRAY_SIZE, parseArrayExpression } from '../sched/job-array.js';
 import type { Profile } from '../sched/profile.js';
 import { scopesApply } from '../sched/scope-check.js';
 import { stringsIn, unknownPlaceholders } from './param-substitution.js';
@@ -54,6 +55,7 @@ export function loadPipelineFile(file: string, context: LoadContext): LoadedPipe
   const name = def.name ?? basename(path, extname(path));
   const profile = checkProfile(def, context, at);
   checkAccounts(def, profile, context, at);
+  checkArrays(def, profile, context, at);
   const needs = checkNeeds(def, at);
   if (def.schedule?.enabled) {
     for (const [param, value] of Object.entries(def.params)) {
@@ -144,6 +146,34 @@ function checkAccounts(def: PipelineFile, profileName: string | null, context: L
     if (s.account && s.account !== bound)
       at(['steps', step, 'account'], `steps.${step}.account: ${explain(s.account)}`);
   }
+}
+
+/**
+ * An array step past the profile's `maxArraySize` would be refused at the door at every run
+ * (src/requests/door.ts): said when the file is loaded or validated. An expression that takes
+ * a parameter is left to the door, which reads it once substituted.
+ */
+function checkArrays(def: PipelineFile, profileName: string | null, context: LoadContext, at: At): void {
+  const profile = profileName ? context.profiles.get(profileName) : undefined;
+  const limit = profile?.maxArraySize ?? DEFAULT_MAX_ARRAY_SIZE;
+  const check = (array: unknown, where: PropertyKey[]) => {
+    if (typeof array !== 'string' || array.includes('${')) return;
+    let maxIndex: number;
+    try {
+      maxIndex = parseArrayExpression(array).maxIndex;
+    } catch (error) {
+      if (error instanceof ArraySyntaxError) return;
+      throw error;
+    }
+    if (maxIndex >= limit) {
+      at(
+        where,
+        `${where.join('.')}: index ${maxIndex} is past the profile's maxArraySize ${limit} (the cluster's MaxArraySize: indexes 0 to ${limit - 1}); Slurm would refuse the array (2081): use indexes below ${limit}`,
+      );
+    }
+  };
+  check((def.defaults as { array?: unknown }).array, ['defaults', 'array']);
+  for (const [step, s] of Object.entries(def.steps)) check((s as { array?: unknown }).array, ['steps', step, 'array']);
 }
 
 function checkNeeds(def: PipelineFile, at: At): Record<string, StepNeed[]> {

@@ -1,11 +1,10 @@
 import { randomUUID } from 'node:crypto';
-import { insertArrayTasks } from '../db/array-tasks.js';
 import type { History } from '../db/history.js';
 import { insertRequest, type NewRequest, requestStateOf } from '../db/requests.js';
 import type { AttemptPolicy, Deadlines, RetryCause, TransitionSource } from '../db/schema.js';
 import { commitEach, type Outcome } from '../db/shared-commit.js';
 import { addSubmitJob, addSubmitJobs, type EnqueueOutcome, type SubmitQueueDeps } from '../queue/submit-queue.js';
-import { parseJobArray } from '../sched/job-array.js';
+import { parseArrayExpression, taskCountOf } from '../sched/job-array.js';
 import type { JobSpec } from '../sched/job-spec.js';
 import { transition } from './transition.js';
 
@@ -47,17 +46,19 @@ export function recordRequest(h: History, input: RequestToRecord): Promise<boole
     const existing = await requestStateOf(tx, input.id);
     const queued = input.queued === undefined ? { source: input.source, at: input.at } : input.queued;
     if (existing === undefined) {
-      // An array's tasks are rows of their own from the start, so counts and the request's state
-      // come from them. The expression was checked where the spec came in (jobSpecSchema).
+      // An array's task count, not its tasks: a task's row is made when the scheduler reports the
+      // task (src/requests/array-poll.ts), so nothing here grows with the array. Writing a row per
+      // index up front wrote 4 million rows (1.46 GB) for an array slurmctld then refused
+      // (issue 30). The expression was checked where the spec came in (jobSpecSchema) and its
+      // size at the door (src/requests/door.ts), so counting it is bounded.
       const expression = (input.spec as { array?: unknown } | null)?.array;
-      const indexes = typeof expression === 'string' ? parseJobArray(expression).indexes : null;
+      const taskCount = typeof expression === 'string' ? taskCountOf(parseArrayExpression(expression)) : null;
       // Written `queued` at once (with both transitions): the move has nothing to check on a new row.
       // Another host may record the same id meanwhile (the web role and the worker that takes
       // its job): the first insert makes the request, the other changes nothing.
-      if (!(await insertRequest(tx, { ...input, arrayTaskCount: indexes?.length ?? null }, queued ?? undefined))) {
+      if (!(await insertRequest(tx, { ...input, arrayTaskCount: taskCount }, queued ?? undefined))) {
         return false;
       }
-      if (indexes) await insertArrayTasks(tx, input.id, indexes);
     } else if (queued && existing === 'accepted') {
       await transition(tx, input.id, { to: 'queued', source: queued.source, at: queued.at });
     }

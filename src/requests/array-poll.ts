@@ -1,10 +1,17 @@
 import { and, eq, sql } from 'drizzle-orm';
-import { type ArrayTaskPatch, tasksOfRequests } from '../db/array-tasks.js';
+import {
+  type ArrayTaskPatch,
+  arrayExpressionOf,
+  insertArrayTask,
+  insertArrayTasks,
+  tasksOfRequests,
+} from '../db/array-tasks.js';
 import type { History } from '../db/history.js';
 import type { TrackedRequest } from '../db/requests.js';
 import type { ArrayTaskRow } from '../db/schema.js';
 import { writeInSlices } from '../db/write-in-slices.js';
 import type { Freshness } from '../sched/freshness.js';
+import { ArraySyntaxError, indexesOf, parseArrayExpression } from '../sched/job-array.js';
 import type { JobStateEntry, SchedJob } from '../sched/job-model.js';
 import { summarizeArray } from './array-state.js';
 import { jobIdentity, LOST_BY_CONTROLLER_REASON, ownRecord } from './job-identity.js';
@@ -25,6 +32,13 @@ import { isTerminalRequest, requestStateFor } from './request-state.js';
  * from its tasks ({@link summarizeArrays}). Every record is checked to be the array's own job
  * (its marker, or its name and submit time) before it is applied: a crashed slurmctld gives lost
  * jobs' ids again, also an array's.
+ *
+ * A task's row is made when a answer first reports the task (the light listing names every task
+ * of a pending array, so that is the first cycle after the submission), never for the whole
+ * expression up front (issue 30). A task no answer has named is pending in the array's record;
+ * one that a fresh answer should have named and none did (it ran and left the controller
+ * between two cycles, with accounting silent) is given its row from the expression then, so it
+ * goes missing and `lost` as a reported task does.
  */
 
 /** Changed tasks of one array named by their own ids up to this; beyond, the array's id names them all. */
@@ -36,6 +50,8 @@ export interface ArrayPlan {
   /** Some task ended (or left the controller): the query must not ask for active records only. */
   ended: boolean;
   tasks: Map<string, ArrayTaskRow[]>;
+  /** Each array's task count (`array_task_count`): tasks without a row are those not reported yet. */
+  taskCounts: Map<string, number>;
   /** Light entries by array request. */
   entries: Map<string, JobStateEntry[]>;
   /**
@@ -84,6 +100,8 @@ export async function planArrays(
     if (list) list.push(entry);
     else entries.set(row.id, [entry]);
   }
+  const taskCounts = new Map(arrays.map((row) => [row.id, row.arrayTaskCount ?? 0]));
+  await addReportedTasks(h, tasks, entries, taskCounts);
   let ended = false;
   const ids = new Set<number>();
   const unseenOf = new Map<string, Set<number>>();
@@ -91,6 +109,9 @@ export async function planArrays(
   for (const row of arrays) {
     const arrayId = row.jobId as number;
     const stored = new Map((tasks.get(row.id) ?? []).map((task) => [task.taskId, task]));
+    // Tasks no answer has named yet: pending in the array's record, where a fresh answer lists
+    // them; absent from it, they left that record under a job id not known yet, or the controller.
+    const unreported = (taskCounts.get(row.id) ?? 0) - stored.size;
     const seen = new Set<number>();
     const changed = new Set<number>();
     for (const entry of entries.get(row.id) ?? []) {
@@ -119,11 +140,13 @@ export async function planArrays(
         }
       } else if (fresh) unseenPending = true;
     }
+    if (fresh && unreported > 0) unseenPending = true;
     if (unseen.size > 0) unseenOf.set(row.id, unseen);
     // A task that left the array's record under a job id not known yet (named below while few;
     // none at all: it left the controller too); or the whole array gone from the controller: its
     // id brings every task's record.
-    const nothingSeen = seen.size === 0 && fresh && [...stored.values()].some((t) => !isTerminalRequest(t.state));
+    const nothingSeen =
+      seen.size === 0 && fresh && (unreported > 0 || [...stored.values()].some((t) => !isTerminalRequest(t.state)));
     const unexplained = unseenPending && (unknown.size > TASK_IDS_PER_ARRAY || unknown.size === 0);
     if (nothingSeen || unexplained || changed.size > TASK_IDS_PER_ARRAY) {
       ids.add(arrayId);
@@ -137,12 +160,73 @@ export async function planArrays(
     accountingIds: [...ids],
     ended,
     tasks,
+    taskCounts,
     entries,
     unseen: unseenOf,
     inController,
     fresh: freshRows,
     raced: new Set(),
   };
+}
+
+/** The task ids that have a row, by request, as the cycle read them. */
+function taskIdsByRequest(plan: ArrayPlan): Map<string, Set<number>> {
+  const ids = new Map<string, Set<number>>();
+  for (const [requestId, rows] of plan.tasks) ids.set(requestId, new Set(rows.map((task) => task.taskId)));
+  return ids;
+}
+
+/** A task's row as it is made: pending, nothing known of it yet. */
+function newTask(requestId: string, taskId: number): ArrayTaskRow {
+  return {
+    requestId,
+    taskId,
+    jobId: null,
+    state: 'pending',
+    reason: null,
+    exitCode: null,
+    signal: null,
+    startedAt: null,
+    endedAt: null,
+    nodes: null,
+    missingSince: null,
+  };
+}
+
+/** Whether a task index can be one of an array's `taskCount` tasks with `have` rows already. */
+function roomFor(taskId: number | null, have: number, taskCount: number): taskId is number {
+  // Never more rows than the array has tasks, whatever an answer says: the count was bounded at
+  // the door, and it bounds what an array costs the history.
+  return taskId !== null && Number.isSafeInteger(taskId) && taskId >= 0 && have < taskCount;
+}
+
+/**
+ * Rows for the tasks the light answers report under an array's own ids that have none yet
+ * (pending, as the array's record shows them): made once, then followed as any task.
+ */
+async function addReportedTasks(
+  h: History,
+  tasks: Map<string, ArrayTaskRow[]>,
+  entries: ReadonlyMap<string, readonly JobStateEntry[]>,
+  taskCounts: ReadonlyMap<string, number>,
+): Promise<void> {
+  for (const [requestId, list] of entries) {
+    const rows = tasks.get(requestId) ?? [];
+    const known = new Set(rows.map((task) => task.taskId));
+    const added: number[] = [];
+    for (const entry of list) {
+      const taskId = entry.array_task_id;
+      if (known.has(taskId as number)) continue;
+      if (!roomFor(taskId, known.size, taskCounts.get(requestId) ?? 0)) continue;
+      known.add(taskId);
+      added.push(taskId);
+    }
+    if (added.length === 0) continue;
+    await insertArrayTasks(h, requestId, added);
+    // Another host's poll may have made some first: they are read back as the history has them.
+    const fresh = (await tasksOfRequests(h, [requestId])).get(requestId) ?? [];
+    tasks.set(requestId, fresh);
+  }
 }
 
 /** `<request id>:<task id>`: the key of a task in the sets a cycle keeps. */
@@ -169,8 +253,18 @@ class TaskPatches {
    */
   async write(h: History, plan: ArrayPlan): Promise<void> {
     const writes: { requestId: string; task: ArrayTaskRow; set: ArrayTaskPatch }[] = [];
+    const made: { requestId: string; task: ArrayTaskRow }[] = [];
     for (const [requestId, forRow] of this.byRow) {
-      for (const task of plan.tasks.get(requestId) ?? []) {
+      const rows = plan.tasks.get(requestId) ?? [];
+      const known = new Set(rows.map((task) => task.taskId));
+      // A task a record names before any light answer did (it ran and ended between two
+      // cycles): its row is made now, with what the record says.
+      for (const [taskId, patch] of forRow) {
+        if (known.has(taskId) || !roomFor(taskId, known.size, plan.taskCounts.get(requestId) ?? 0)) continue;
+        known.add(taskId);
+        made.push({ requestId, task: { ...newTask(requestId, taskId), ...patch } });
+      }
+      for (const task of rows) {
         const patch = forRow.get(task.taskId);
         if (!patch) continue;
         const changes = Object.entries(patch).filter(([key, value]) => task[key as keyof ArrayTaskRow] !== value);
@@ -180,6 +274,17 @@ class TaskPatches {
         writes.push({ requestId, task, set: Object.fromEntries(changes) as ArrayTaskPatch });
       }
     }
+    await writeInSlices(h, made, async (tx, { requestId, task }) => {
+      // Another host's poll made it first: this cycle's view of the array is not the history's.
+      if ((await insertArrayTask(tx, task)) === 0) {
+        plan.raced.add(requestId);
+        return false;
+      }
+      const rows = plan.tasks.get(requestId);
+      if (rows) rows.push(task);
+      else plan.tasks.set(requestId, [task]);
+      return true;
+    });
     await writeInSlices(h, writes, async (tx, { requestId, task, set }) => {
       // Decided on the task as read at the cycle's start: written only while it is still in that
       // state, so that another host's poll having ended it meanwhile is not undone.
@@ -252,6 +357,7 @@ export async function applyArrayRecords(
   const byArrayId = new Map(arrays.map((row) => [row.jobId as number, row]));
   const patches = new TaskPatches();
   const settled = new Set<string>();
+  const rowsOf = taskIdsByRequest(plan);
   for (const row of arrays) {
     for (const entry of plan.entries.get(row.id) ?? []) {
       const state = requestStateFor(entry.state);
@@ -269,7 +375,9 @@ export async function applyArrayRecords(
     const state = requestStateFor(record.state);
     if (state === null) continue;
     const taskId = record.array_task_id;
-    const gone = plan.unseen.get(row.id)?.has(taskId) && !plan.inController.has(`${record.job_id}_${taskId}`);
+    // Unseen: a task the fresh light answer did not list, reported before or never (no row yet).
+    const unseen = plan.unseen.get(row.id)?.has(taskId) || (plan.fresh.has(row.id) && !rowsOf.get(row.id)?.has(taskId));
+    const gone = unseen && !plan.inController.has(`${record.job_id}_${taskId}`);
     if (!isTerminalRequest(state) && gone) continue;
     const patch = patches.of(row.id, taskId);
     // The controller's state while accounting lags behind a start.
@@ -310,9 +418,13 @@ export function arraysNeedingController(
       const state = requestStateFor(entry.state);
       return state !== null && isTerminalRequest(state) && open(entry.array_task_id);
     });
-    const startedUnknown = [...(plan.unseen.get(row.id) ?? [])].some(
-      (taskId) => open(taskId) && tasks.get(taskId)?.jobId === null && !settled.has(keyOf(row.id, taskId)),
-    );
+    // Or tasks no answer has named, absent from a fresh light answer and from accounting's.
+    const unreported = plan.fresh.has(row.id) && tasks.size < (plan.taskCounts.get(row.id) ?? 0);
+    const startedUnknown =
+      unreported ||
+      [...(plan.unseen.get(row.id) ?? [])].some(
+        (taskId) => open(taskId) && tasks.get(taskId)?.jobId === null && !settled.has(keyOf(row.id, taskId)),
+      );
     if (!endedUnsettled && !startedUnknown) continue;
     still.add(row.id);
     const since = waiting.get(row.id) ?? options.now;
@@ -348,8 +460,9 @@ export async function applyControllerTaskRecords(
     const row = record.array_job_id === null ? undefined : byArrayId.get(record.array_job_id);
     if (!row || record.array_task_id === null) continue;
     const taskId = record.array_task_id;
-    const task = taskOf.get(keyOf(row.id, taskId));
-    if (!task || isTerminalRequest(task.state)) continue;
+    // A task without a row has not been reported before: its row is made with this record.
+    const task = taskOf.get(keyOf(row.id, taskId)) ?? newTask(row.id, taskId);
+    if (isTerminalRequest(task.state)) continue;
     if (jobIdentity(record, row) !== 'ours') {
       if (!listing.fresh) continue;
       Object.assign(patches.of(row.id, taskId), {
@@ -389,6 +502,11 @@ export async function markMissingTasks(
     const unseen = plan.unseen.get(row.id) ?? new Set<number>();
     // A stale answer (the proxy's, kept from before an outage) says neither way.
     const fresh = plan.fresh.has(row.id);
+    if (fresh && options.canTell) {
+      for (const taskId of await neverReported(h, row.id, plan)) {
+        patches.of(row.id, taskId).missingSince = options.now;
+      }
+    }
     for (const task of plan.tasks.get(row.id) ?? []) {
       const settledNow = settled.has(keyOf(row.id, task.taskId));
       const found = settledNow || (fresh && !unseen.has(task.taskId));
@@ -407,6 +525,29 @@ export async function markMissingTasks(
 }
 
 /**
+ * The tasks of an array no answer has named, though a fresh one could have: only its expression
+ * names them (read from the spec then, a rare case: tasks that ran and left the controller
+ * between two cycles while accounting said nothing of them). Bounded by the task count, which
+ * the door bounded.
+ */
+async function neverReported(h: History, requestId: string, plan: ArrayPlan): Promise<number[]> {
+  const rows = plan.tasks.get(requestId) ?? [];
+  if (rows.length >= (plan.taskCounts.get(requestId) ?? 0)) return [];
+  const expression = await arrayExpressionOf(h, requestId);
+  if (expression === null) return [];
+  let indexes: number[];
+  try {
+    indexes = indexesOf(parseArrayExpression(expression));
+  } catch (error) {
+    // Recorded from a spec that was checked: an expression that no longer parses names nothing.
+    if (error instanceof ArraySyntaxError) return [];
+    throw error;
+  }
+  const known = new Set(rows.map((task) => task.taskId));
+  return indexes.filter((taskId) => !known.has(taskId));
+}
+
+/**
  * Each array request's state, made from its tasks as they are now; none for a request whose
  * tasks another writer changed meanwhile (`plan.raced`), which the next cycle reads again.
  */
@@ -418,7 +559,8 @@ export function summarizeArrays(
   for (const row of arrays) {
     if (plan.raced.has(row.id)) continue;
     const tasks = plan.tasks.get(row.id) ?? [];
-    if (tasks.length > 0) summaries.set(row.id, summarizeArray(tasks));
+    // Tasks not reported yet (no row) are pending: the count says how many.
+    if (tasks.length > 0) summaries.set(row.id, summarizeArray(tasks, plan.taskCounts.get(row.id)));
   }
   return summaries;
 }

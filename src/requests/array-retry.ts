@@ -4,7 +4,13 @@ import type { History } from '../db/history.js';
 import { getRequest } from '../db/requests.js';
 import type { TransitionSource } from '../db/schema.js';
 import { NoTasksToRetryError, RequestNotFoundError } from '../errors.js';
-import { formatIndexes, formatJobArray, parseJobArray } from '../sched/job-array.js';
+import {
+  type ArrayExpression,
+  formatIndexes,
+  formatJobArray,
+  indexesOf,
+  parseArrayExpression,
+} from '../sched/job-array.js';
 import type { JobSpec } from '../sched/job-spec.js';
 import { type AcceptDeps, accept } from './accept.js';
 import { isTerminalRequest } from './request-state.js';
@@ -12,8 +18,11 @@ import { isTerminalRequest } from './request-state.js';
 export interface ArrayRetry {
   /** The array request whose tasks run again. */
   requestId: string;
-  /** Which tasks; @defaultValue the tasks that ended other than completed */
-  indexes?: readonly number[];
+  /**
+   * Which tasks, as read from Slurm's syntax (`3,7-9`) without listing them: they are listed
+   * only once known to be within the array. @defaultValue the tasks that ended other than completed
+   */
+  indexes?: ArrayExpression;
   origin: 'api' | 'cli' | 'pipeline';
   source: TransitionSource;
   /** @defaultValue a new UUID */
@@ -28,7 +37,7 @@ export interface ArrayRetry {
  * as a new submission would be.
  */
 export async function retryArrayTasks(
-  deps: AcceptDeps & { refusal?(profile: string, spec: Pick<JobSpec, 'account'>): Error | null },
+  deps: AcceptDeps & { refusal?(profile: string, spec: Pick<JobSpec, 'account' | 'array'>): Error | null },
   retry: ArrayRetry,
 ): Promise<{ id: string; indexes: number[]; array: string }> {
   const { original, spec, indexes, array } = await planArrayRetry(deps.store, retry.requestId, retry.indexes);
@@ -51,37 +60,52 @@ export async function retryArrayTasks(
   return { id, indexes, array };
 }
 
+/** Indexes named in a message: a few, then how many more. */
+const INDEXES_NAMED = 20;
+
 /**
  * What a retry of an array's tasks submits: the original's spec with `array:` naming the given
  * indexes (default: the tasks that ended other than completed). NoTasksToRetryError when there
- * is nothing to retry. The CLI queues it itself (through the submit queue).
+ * is nothing to retry, or an index is not one of the array's (the message says which are). The
+ * given indexes are listed only once their largest is known to be within the array, so what
+ * that costs is bounded by the array's own size, whatever was asked (issue 30: "0-4000000"
+ * twenty times held the event loop 5.6 s). The CLI queues it itself (through the submit queue).
  */
-export async function planArrayRetry(h: History, requestId: string, given?: readonly number[]) {
+export async function planArrayRetry(h: History, requestId: string, given?: ArrayExpression) {
   const original = await getRequest(h, requestId);
   if (!original) throw new RequestNotFoundError(`no job request ${requestId}`);
   const spec = original.spec as Record<string, unknown> & { name: string; array?: string; account?: string };
   if (original.arrayTaskCount === null || typeof spec.array !== 'string') {
     throw new NoTasksToRetryError(`request ${original.id} is not an array job: submit it again instead`);
   }
-  const tasks = await tasksOf(h, original.id);
-  const known = new Set(tasks.map((task) => task.taskId));
+  // The original's expression, checked when it was accepted: its tasks, whether reported or not.
+  const own = parseArrayExpression(spec.array);
+  const ownTasks = spec.array.split('%')[0] ?? '';
+  const theirs = `its tasks: ${ownTasks.length > 100 ? `${ownTasks.slice(0, 100)}…` : ownTasks}`;
   let indexes: number[];
   if (given !== undefined) {
-    const unknown = given.filter((index) => !known.has(index));
-    if (unknown.length > 0) {
+    if (given.maxIndex > own.maxIndex) {
       throw new NoTasksToRetryError(
-        `task ${formatIndexes(unknown)} is not a task of request ${original.id} (its tasks: ${formatIndexes(known)})`,
+        `task ${given.maxIndex} is not a task of request ${original.id}: its indexes go from 0 to ${own.maxIndex} at most (${theirs})`,
       );
     }
-    indexes = [...new Set(given)].sort((a, b) => a - b);
+    const known = new Set(indexesOf(own));
+    indexes = indexesOf(given);
+    const unknown = indexes.filter((index) => !known.has(index));
+    if (unknown.length > 0) {
+      const more = unknown.length > INDEXES_NAMED ? ` and ${unknown.length - INDEXES_NAMED} more` : '';
+      throw new NoTasksToRetryError(
+        `task ${formatIndexes(unknown.slice(0, INDEXES_NAMED))}${more} is not a task of request ${original.id} (${theirs})`,
+      );
+    }
   } else {
-    indexes = tasks
+    indexes = (await tasksOf(h, original.id))
       .filter((task) => isTerminalRequest(task.state) && task.state !== 'completed')
       .map((task) => task.taskId);
   }
   if (indexes.length === 0) {
     throw new NoTasksToRetryError(`no task of request ${original.id} failed: nothing to retry`);
   }
-  const array = formatJobArray({ indexes, throttle: parseJobArray(spec.array).throttle });
+  const array = formatJobArray({ indexes, throttle: own.throttle });
   return { original, spec: { ...spec, array }, indexes, array };
 }

@@ -40,9 +40,15 @@ const FAILURES_NAMED = 5;
  * that did not complete was cancelled, and failed otherwise, with the counts in the reason. A
  * lost task has not ended: while others run the request runs, and once only lost ones are left
  * `lost` says so (the request is lost, not ended).
+ *
+ * `taskCount` is the array's (the request's `array_task_count`): tasks the scheduler has not
+ * reported yet have no row, and are pending.
  */
-export function summarizeArray(tasks: readonly TaskView[]): ArraySummary {
+export function summarizeArray(tasks: readonly TaskView[], taskCount = tasks.length): ArraySummary {
   const counts: Partial<Record<RequestState, number>> = {};
+  const unreported = Math.max(0, taskCount - tasks.length);
+  const total = tasks.length + unreported;
+  if (unreported > 0) counts.pending = unreported;
   let exitCode: number | null = null;
   let startedAt: number | null = null;
   let endedAt: number | null = null;
@@ -63,11 +69,11 @@ export function summarizeArray(tasks: readonly TaskView[]): ArraySummary {
       failures.push(task);
     }
   }
-  const allEnded = ended === tasks.length;
+  const allEnded = ended === total;
   const lost = counts.lost ?? 0;
   let state: JobState;
   if (allEnded) {
-    state = completed === tasks.length ? 'COMPLETED' : cancelled === failures.length ? 'CANCELLED' : 'FAILED';
+    state = completed === total ? 'COMPLETED' : cancelled === failures.length ? 'CANCELLED' : 'FAILED';
   } else if (startedAt !== null || ended > 0 || (counts.running ?? 0) > 0) {
     // A running task without a start time: the light listing's state, accounting lagging or absent.
     state = 'RUNNING';
@@ -77,11 +83,11 @@ export function summarizeArray(tasks: readonly TaskView[]): ArraySummary {
   return {
     state,
     counts,
-    reason: failures.length > 0 ? describeFailures(failures, tasks.length) : null,
+    reason: failures.length > 0 ? describeFailures(failures, total) : null,
     exitCode,
     startedAt,
     endedAt: allEnded ? endedAt : null,
-    lost: lost > 0 && ended + lost === tasks.length ? lost : 0,
+    lost: lost > 0 && ended + lost === total ? lost : 0,
   };
 }
 

@@ -1,6 +1,7 @@
 import type { ProfileDoor } from '../daemon-info.js';
 import { SubmissionRefusedError } from '../errors.js';
 import type { AccountReport } from '../sched/account-check.js';
+import { ArraySyntaxError, DEFAULT_MAX_ARRAY_SIZE, parseArrayExpression } from '../sched/job-array.js';
 import type { JobSpec } from '../sched/job-spec.js';
 import type { Profile } from '../sched/profile.js';
 import { type ScopeReport, scopesApply } from '../sched/scope-check.js';
@@ -11,7 +12,8 @@ import { type ScopeReport, scopesApply } from '../sched/scope-check.js';
  * every submission of a token without `sched:jobs:manage`; without `scheddb:read` its end could
  * not be read from accounting. On plain slurmrestd (or with MUNGE) the profile's `account` is a
  * default, and Slurm lets the user charge the accounts of their associations (2045 otherwise).
- * The daemon decides from it, and writes it to daemon.json for the CLI to decide the same way.
+ * An array past the cluster's MaxArraySize (the profile's `maxArraySize`) is refused by
+ * slurmctld (2081). The daemon decides from it, and writes it to daemon.json for the CLI to decide the same way.
  */
 export function profileDoor(
   profile: Profile,
@@ -25,15 +27,18 @@ export function profileDoor(
     defaultAccount: profile.account ?? null,
     user: accounts?.user ?? null,
     associatedAccounts: accounts?.accounts ?? null,
+    maxArraySize: profile.maxArraySize,
   };
 }
 
+/** The spec's members the door reads. */
+export type DoorSpec = Pick<JobSpec, 'account' | 'array'>;
+
 /** Why a submission of `spec` through this door cannot succeed; null when nothing known stands in the way. */
-export function doorRefusal(
-  profile: string,
-  door: ProfileDoor,
-  spec: Pick<JobSpec, 'account'>,
-): SubmissionRefusedError | null {
+export function doorRefusal(profile: string, door: ProfileDoor, spec: DoorSpec): SubmissionRefusedError | null {
+  // First: nothing else is worth saying of an array no cluster of this profile would take.
+  const array = arrayRefusal(profile, door, spec);
+  if (array) return array;
   const bound = door.boundAccount;
   if (bound && spec.account && spec.account !== bound) {
     return new SubmissionRefusedError(
@@ -56,6 +61,29 @@ export function doorRefusal(
   return null;
 }
 
+/**
+ * An array whose largest index is not below the profile's `maxArraySize`, read without listing
+ * its indexes: before anything is recorded, a 4-million-task array wrote a row per task (1.46 GB)
+ * for slurmctld to refuse (issue 30). MaxArraySize bounds the largest index, and so the count.
+ * An expression that does not parse is left to the spec's own check, which names the mistake.
+ */
+function arrayRefusal(profile: string, door: ProfileDoor, spec: DoorSpec): SubmissionRefusedError | null {
+  if (typeof spec.array !== 'string') return null;
+  const limit = door.maxArraySize ?? DEFAULT_MAX_ARRAY_SIZE;
+  let maxIndex: number;
+  try {
+    maxIndex = parseArrayExpression(spec.array).maxIndex;
+  } catch (error) {
+    if (error instanceof ArraySyntaxError) return null;
+    throw error;
+  }
+  if (maxIndex < limit) return null;
+  return new SubmissionRefusedError(
+    'SCHEDFLOW_ERR_ARRAY_TOO_LARGE',
+    `the array names index ${maxIndex}, but profile "${profile}" takes indexes 0 to ${limit - 1} (maxArraySize ${limit}, the cluster's MaxArraySize) and Slurm would refuse it (2081): submit arrays of indexes below ${limit}, offsetting the work in the script, or raise maxArraySize in the profile if the cluster allows more`,
+  );
+}
+
 function scopeDoorRefusal(profile: string, door: ProfileDoor): SubmissionRefusedError | null {
   if (door.missingScopes.length === 0) return null;
   return new SubmissionRefusedError(
@@ -69,7 +97,7 @@ export function submissionRefusal(
   profile: Profile,
   scopes: ScopeReport | undefined,
   accounts: AccountReport | undefined,
-  spec: Pick<JobSpec, 'account'>,
+  spec: DoorSpec,
 ): SubmissionRefusedError | null {
   return doorRefusal(profile.name, profileDoor(profile, scopes, accounts), spec);
 }

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { ArraySyntaxError, parseJobArray } from './job-array.js';
+import { ArraySyntaxError, parseArrayExpression } from './job-array.js';
 import { jobDescFields, validateAgainstSpec } from './spec-validator.js';
 import { LATEST_VERSION, SUPPORTED_VERSIONS } from './versions.js';
 
@@ -103,12 +103,15 @@ export const jobSpecSchema = z
     /** Minutes, or a Slurm time string. */
     time_limit: timeLimitSchema.optional(),
     dependency: z.string().optional(),
-    /** Slurm's array expression (`0-99%10`), checked here; the cluster's MaxArraySize by slurmctld. */
+    /**
+     * Slurm's array expression (`0-99%10`): its syntax checked here, without listing its indexes;
+     * the profile's `maxArraySize` at the door (src/requests/door.ts), where the profile is known.
+     */
     array: z
       .string()
       .superRefine((value, ctx) => {
         try {
-          parseJobArray(value);
+          parseArrayExpression(value);
         } catch (error) {
           if (!(error instanceof ArraySyntaxError)) throw error;
           ctx.addIssue({ code: 'custom', message: error.message });

@@ -6,6 +6,7 @@ import { ConfigError } from '../errors.js';
 import { issuesText } from '../lib/issues-text.js';
 import { refuseSharedAccess } from '../lib/owner-only.js';
 import { Secret } from '../lib/secret.js';
+import { DEFAULT_MAX_ARRAY_SIZE, MAX_ARRAY_SIZE_LIMIT } from './job-array.js';
 import { parseMemoryMb, parseTimeLimit } from './job-spec.js';
 
 /**
@@ -75,6 +76,15 @@ export const profileSchema = z
           .strict(),
       )
       .default({}),
+    /**
+     * The cluster's `MaxArraySize` (slurm.conf): array indexes go from 0 to one less, so no array
+     * has more tasks. An array over it is refused at the door, before anything is recorded; the
+     * scheduler would refuse it anyway (error 2081). No endpoint of slurmrestd's v0.0.42–44 API
+     * reports the setting (`/diag` gives statistics, `/slurmdb/config` accounting's entities, and
+     * there is no slurm.conf endpoint), so the profile says it.
+     * @defaultValue 1001, Slurm's default
+     */
+    maxArraySize: z.number().int().min(1).max(MAX_ARRAY_SIZE_LIMIT).default(DEFAULT_MAX_ARRAY_SIZE),
     /** Client-side budget, kept below the proxy's per-IP limit. */
     rateLimit: z
       .object({

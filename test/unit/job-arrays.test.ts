@@ -2,7 +2,15 @@ import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { formatCounts, summarizeArray, type TaskView } from '../../src/requests/array-state.js';
 import { codecV0044 } from '../../src/sched/codecs/v0.0.44.js';
-import { ArraySyntaxError, formatIndexes, formatJobArray, parseJobArray } from '../../src/sched/job-array.js';
+import {
+  ArraySyntaxError,
+  formatIndexes,
+  formatJobArray,
+  indexesOf,
+  parseArrayExpression,
+  parseJobArray,
+  taskCountOf,
+} from '../../src/sched/job-array.js';
 import { jobSpecSchema } from '../../src/sched/job-spec.js';
 
 const fixture = (name: string) =>
@@ -35,6 +43,36 @@ describe('the array expression', () => {
     }
     expect(() => parseJobArray('0-1001', 1001)).toThrow('from 0 to 1000 (MaxArraySize 1001)');
     expect(parseJobArray('0-1000', 1001).indexes).toHaveLength(1001);
+  });
+
+  it('is read without listing its indexes, and listed within its largest index however ranges overlap', () => {
+    // Four million indexes named, none listed: what the door reads to refuse it.
+    expect(parseArrayExpression('0-4000000%1')).toEqual({
+      ranges: [{ start: 0, last: 4_000_000, step: 1 }],
+      throttle: 1,
+      maxIndex: 4_000_000,
+    });
+    // A range's end rounded down to its step: the largest index it names.
+    expect(parseArrayExpression('0-10:4').maxIndex).toBe(8);
+    const many = parseArrayExpression(Array.from({ length: 5000 }, (_, i) => `0-1000:${i + 1}`).join(','));
+    const started = performance.now();
+    expect(taskCountOf(many)).toBe(1001);
+    expect(indexesOf(many)).toHaveLength(1001);
+    expect(performance.now() - started).toBeLessThan(200);
+    expect(indexesOf(parseArrayExpression('10-20:5,0-12:6,12'))).toEqual([0, 6, 10, 12, 15, 20]);
+  });
+
+  it('refuses an expression of more than 65,536 characters, and never echoes one back whole', () => {
+    const long = '1,'.repeat(40_000);
+    expect(() => parseArrayExpression(long)).toThrow('over 65536');
+    const junk = `${'9'.repeat(1000)}x`;
+    expect(() => parseArrayExpression(junk)).toThrow(ArraySyntaxError);
+    try {
+      parseArrayExpression(junk);
+    } catch (error) {
+      expect((error as Error).message.length).toBeLessThan(200);
+    }
+    expect(() => parseArrayExpression('9'.repeat(400), 1001)).toThrow(/^index 9{20}… is over the cluster's limit/);
   });
 
   it('writes indexes back compactly', () => {
@@ -99,6 +137,14 @@ describe("the request's state from its tasks", () => {
   it('is running while a task runs, its start not known yet (from the light listing alone)', () => {
     const running = { ...task(0, 'running'), startedAt: null };
     expect(summarizeArray([running, task(1, 'pending')])).toMatchObject({ state: 'RUNNING', lost: 0 });
+  });
+
+  it('counts the tasks the scheduler has not reported yet (no row) as pending', () => {
+    expect(summarizeArray([], 3)).toMatchObject({ state: 'PENDING', counts: { pending: 3 } });
+    const partly = summarizeArray([task(0, 'completed', 0), task(1, 'failed', 2)], 4);
+    expect(partly).toMatchObject({ state: 'RUNNING', endedAt: null, counts: { pending: 2, completed: 1, failed: 1 } });
+    expect(partly.reason).toBe('1 of 4 tasks did not complete (1: failed, exit 2)');
+    expect(summarizeArray([task(0, 'lost')], 2)).toMatchObject({ lost: 0 });
   });
 
   it('is lost once only lost tasks are left, and not while another runs', () => {

@@ -6,6 +6,13 @@ import { getRequest, listRequests } from '../../../src/db/requests.js';
 import { listRuns } from '../../../src/db/runs.js';
 import type { ApiScope } from '../../../src/db/schema.js';
 import { createToken, revokeToken } from '../../../src/db/tokens.js';
+import {
+  ArraySyntaxError,
+  DEFAULT_MAX_ARRAY_SIZE,
+  indexesOf,
+  MAX_ARRAY_EXPRESSION_CHARS,
+  parseArrayExpression,
+} from '../../../src/sched/job-array.js';
 import { startTestDaemon, type TestDaemon } from '../../helpers/daemon.js';
 import { startTestRedis, type TestRedis } from '../../helpers/redis.js';
 import { startSim, type TestSim } from '../../helpers/sim.js';
@@ -301,6 +308,73 @@ const wellFormedSpec = fc.record({
   time_limit: fc.integer({ min: 1, max: 10 }),
 });
 
+/**
+ * Array expressions (issue 30): text of any kind, expressions near Slurm's syntax (ranges,
+ * steps, throttles, numbers up to and past MaxArraySize's largest, stray characters), and
+ * hostile ones, a few bytes naming millions of indexes or the same range thousands of times.
+ */
+const arrayIndex = fc.oneof(
+  fc.integer({ min: 0, max: 20 }),
+  fc.integer({ min: 0, max: 1100 }),
+  fc.constantFrom(999, 1000, 1001, 4_000_000, 4_000_001, 2 ** 31, 2 ** 53),
+  fc.integer({ min: 0, max: 10 }).map((n) => '9'.repeat(n * 4 + 1)),
+);
+const arrayToken = fc.oneof(
+  arrayIndex.map(String),
+  fc.tuple(arrayIndex, arrayIndex).map(([a, b]) => `${a}-${b}`),
+  fc.tuple(arrayIndex, arrayIndex, fc.integer({ min: 0, max: 40 })).map(([a, b, step]) => `${a}-${b}:${step}`),
+  fc.constantFrom('', '-', '1-', '-1', '1--2', '1:2', '1-2:', ' 3 ', 'x', '1-2-3', '0x10', '1e3', '½'),
+);
+const nearArrayExpression = fc
+  .tuple(
+    fc.array(arrayToken, { minLength: 1, maxLength: 8 }),
+    fc.option(fc.oneof(arrayIndex.map(String), fc.constantFrom('', '0', 'x', '%2')), { nil: undefined }),
+  )
+  .map(([tokens, throttle]) => `${tokens.join(',')}${throttle === undefined ? '' : `%${throttle}`}`);
+const hostileArrayExpression = fc.oneof(
+  fc.constantFrom('0-4000000%1', '0-4000000', '0-4000000:1', '4000000', '0-1000,0-1000'),
+  fc
+    .tuple(fc.integer({ min: 2, max: 20_000 }), fc.constantFrom('0-4000000', '0-1000', '0-1000:1', '5'))
+    .map(([n, range]) => Array.from({ length: n }, () => range).join(',')),
+  // Every step of one range: each step laid one by one would cost the range over again.
+  fc.integer({ min: 2, max: 5000 }).map((n) => Array.from({ length: n }, (_, i) => `0-1000:${i + 1}`).join(',')),
+  fc.integer({ min: 1, max: 5 }).map((n) => '1'.repeat(MAX_ARRAY_EXPRESSION_CHARS * n)),
+);
+const arrayExpression = fc.oneof(
+  { weight: 2, arbitrary: fc.string({ maxLength: 30 }) },
+  { weight: 5, arbitrary: nearArrayExpression },
+  { weight: 2, arbitrary: hostileArrayExpression },
+);
+/**
+ * The same sent to the API, where one that fits is accepted and its tasks run on the simulator:
+ * indexes mostly small, and hostile ones the door refuses, so that the run does not become a
+ * load test of the simulator's thousands of tasks.
+ */
+const smallArrayToken = fc.oneof(
+  fc.integer({ min: 0, max: 20 }).map(String),
+  fc.tuple(fc.integer({ min: 0, max: 20 }), fc.integer({ min: 0, max: 20 })).map(([a, b]) => `${a}-${b}`),
+  fc.constantFrom('0-4000000', '1001', '0-1000:1000', '4000001', '1-', 'x', '', '2:3'),
+);
+const apiArrayExpression = fc.oneof(
+  { weight: 2, arbitrary: fc.string({ maxLength: 30 }) },
+  {
+    weight: 5,
+    arbitrary: fc
+      .tuple(fc.array(smallArrayToken, { minLength: 1, maxLength: 6 }), fc.constantFrom('', '%1', '%0', '%x', '%2%3'))
+      .map(([tokens, throttle]) => `${tokens.join(',')}${throttle}`),
+  },
+  {
+    weight: 2,
+    arbitrary: fc.oneof(
+      fc.constantFrom('0-4000000%1', '0-4000000', '4000000'),
+      fc
+        .tuple(fc.integer({ min: 2, max: 20_000 }), fc.constantFrom('0-4000000', '5', '1001'))
+        .map(([n, range]) => Array.from({ length: n }, () => range).join(',')),
+      fc.integer({ min: 1, max: 5 }).map((n) => '1'.repeat(MAX_ARRAY_EXPRESSION_CHARS * n)),
+    ),
+  },
+);
+
 /** A spec as a careless user writes one: members missing, of the wrong type, out of range, misspelt. */
 const carelessSpec = fc.record(
   {
@@ -330,8 +404,21 @@ const carelessSpec = fc.record(
     hold: fc.oneof(fc.boolean(), fc.constant('yes')),
     time_limt: fc.constant(5),
     current_working_directory: fc.constantFrom('/tmp', '', '../../..', '/nonexistent'),
+    array: fc.oneof(apiArrayExpression, fc.integer(), fc.constant(null)),
   },
   { requiredKeys: [] },
+);
+
+/** A well-formed spec with an array: near Slurm's syntax, or hostile. */
+const arraySpec = fc
+  .tuple(wellFormedSpec, apiArrayExpression)
+  .map(([spec, array]) => ({ spec: { ...spec, array }, profile: 'test' }));
+
+/** `retry-tasks` bodies: index expressions of every kind, and other members. */
+const retryTasksBody = fc.oneof(
+  { weight: 4, arbitrary: arrayExpression.map((indexes) => ({ indexes })) },
+  { weight: 2, arbitrary: apiArrayExpression.map((indexes) => ({ indexes })) },
+  { weight: 1, arbitrary: fc.constantFrom({}, { indexes: 3 }, { indexes: '' }, { indexes: '1', extra: 1 }) },
 );
 
 const deadlines = fc.record(
@@ -547,7 +634,14 @@ function bodyFor(route: DocRoute | undefined): fc.Arbitrary<string | Buffer | un
     return fc.oneof(
       { weight: 4, arbitrary: goodSubmission.map((b) => JSON.stringify(b)) },
       { weight: 3, arbitrary: submission.map((b) => JSON.stringify(b)) },
+      { weight: 2, arbitrary: arraySpec.map((b) => JSON.stringify(b)) },
       { weight: 3, arbitrary: anyBody },
+    );
+  }
+  if (route?.method === 'POST' && route.template.endsWith('/retry-tasks')) {
+    return fc.oneof(
+      { weight: 4, arbitrary: retryTasksBody.map((b) => JSON.stringify(b)) },
+      { weight: 2, arbitrary: anyBody },
     );
   }
   if (route?.method === 'POST' && route.template.endsWith('/runs')) {
@@ -912,6 +1006,53 @@ describe('the local API under generated requests', () => {
     // And the daemon still serves.
     expect((await send({ method: 'GET', path: '/healthz', headers: {} })).status).toBe(200);
   }, 300_000);
+});
+
+describe('array expressions under generated text', () => {
+  it("are read or refused with what to write, in bounded time, listing at most MaxArraySize's indexes", () => {
+    let slowestMs = 0;
+    fc.assert(
+      fc.property(arrayExpression, (text) => {
+        const started = performance.now();
+        let parsed: ReturnType<typeof parseArrayExpression> | undefined;
+        let listed: number[] = [];
+        try {
+          parsed = parseArrayExpression(text, DEFAULT_MAX_ARRAY_SIZE);
+          listed = indexesOf(parsed);
+        } catch (error) {
+          if (!(error instanceof ArraySyntaxError)) throw error;
+          // The message says what to write, without echoing a megabyte back.
+          expect(error.message.length).toBeLessThan(400);
+        }
+        const ms = performance.now() - started;
+        slowestMs = Math.max(slowestMs, ms);
+        // Generous: a few milliseconds alone, but this machine's other work shares the cores.
+        expect(ms, `${text.slice(0, 80)}… (${text.length} chars) took ${ms} ms`).toBeLessThan(500);
+        if (parsed) {
+          expect(listed.length).toBeLessThanOrEqual(DEFAULT_MAX_ARRAY_SIZE);
+          expect(parsed.maxIndex).toBe(listed.at(-1));
+          // What the ranges name, listed the obvious way, where that is cheap enough to compare.
+          if (parsed.ranges.length <= 50) {
+            const expected = new Set<number>();
+            for (const range of parsed.ranges) {
+              for (let i = range.start; i <= range.last; i += range.step) expected.add(i);
+            }
+            expect(listed).toEqual([...expected].sort((a, b) => a - b));
+          }
+        }
+        // Without the limit, reading alone lists nothing: linear in the text.
+        const reading = performance.now();
+        try {
+          parseArrayExpression(text);
+        } catch (error) {
+          if (!(error instanceof ArraySyntaxError)) throw error;
+        }
+        expect(performance.now() - reading).toBeLessThan(250);
+      }),
+      { seed: SEED, numRuns: Math.min(RUNS, 1000) },
+    );
+    console.log(`array expressions: slowest ${slowestMs.toFixed(1)} ms`);
+  });
 });
 
 /** The webhook_url of a JSON body, when it has one. */

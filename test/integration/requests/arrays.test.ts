@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { getAccountingJob } from '../../../src/db/accounting.js';
-import { tasksOf, updateArrayTask } from '../../../src/db/array-tasks.js';
+import { insertArrayTasks, tasksOf, updateArrayTask } from '../../../src/db/array-tasks.js';
 import { openDatabase } from '../../../src/db/database.js';
 import { getRequest, listRequests, transitionsOf } from '../../../src/db/requests.js';
 import { getRun, stepRequests } from '../../../src/db/runs.js';
@@ -128,6 +128,8 @@ describe('retrying the tasks of an array the door now refuses', () => {
     });
     const at = Date.now();
     await recordRequest(store, { id, profile: 'test', name: spec.name, spec, origin: 'api', at, source: 'api' });
+    // Its tasks' rows, as the poller makes them once the scheduler reports the tasks.
+    await insertArrayTasks(store, id, [0, 1]);
     await updateArrayTask(store, id, 1, { state: 'failed', exitCode: 1 });
     await transition(store, id, { to: 'failed', source: 'poll', at, reason: '1 of 2 tasks did not complete' });
     const before = (await listRequests(store, {})).length;

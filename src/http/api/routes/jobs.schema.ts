@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { REQUEST_STATES } from '../../../db/schema.js';
 import { attemptPolicySchema } from '../../../requests/attempt-policy.js';
+import { MAX_ARRAY_EXPRESSION_CHARS } from '../../../sched/job-array.js';
 import { jobSpecSchema } from '../../../sched/job-spec.js';
 import { cursorQuery, limitQuery, listOf, named, time, timeInput, webhookUrlOutput } from '../shared-schemas.js';
 import { suggestionSchema, summarySchema } from './summaries.schema.js';
@@ -248,6 +249,8 @@ export const retryTasksBody = z
     indexes: z
       .string()
       .min(1)
+      // An expression no longer than the spec's own `array:` may be (src/sched/job-array.ts).
+      .max(MAX_ARRAY_EXPRESSION_CHARS)
       .optional()
       .describe(
         "the task indexes to run again, in Slurm's syntax (`3,7-9`); default: every task that did not complete",

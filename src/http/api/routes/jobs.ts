@@ -13,7 +13,7 @@ import { policyIssues } from '../../../requests/attempt-policy.js';
 import { attemptsOf } from '../../../requests/attempts.js';
 import { cancelRequest } from '../../../requests/canceller.js';
 import { isTerminalRequest } from '../../../requests/request-state.js';
-import { ArraySyntaxError, parseJobArray } from '../../../sched/job-array.js';
+import { type ArrayExpression, ArraySyntaxError, parseArrayExpression } from '../../../sched/job-array.js';
 import { summaryForRequest } from '../../../summaries/show.js';
 import {
   attemptView,
@@ -65,13 +65,13 @@ export const jobRoutes: FastifyPluginAsyncZod<{ deps: ApiDeps }> = async (app, {
         tags: ['jobs'],
         summary: 'Submit a job',
         description:
-          'Records a job request and queues its submission to the scheduler (exactly one scheduler job per request). Scope: submit.',
+          "Records a job request and queues its submission to the scheduler (exactly one scheduler job per request). A spec the profile's door refuses (another account than its token's or its user's, a missing scope, an array past its `maxArraySize`): 422, nothing recorded. Scope: submit.",
         security: bearer,
         headers: idempotencyHeaders,
         body: submitJobBody,
         response: {
           201: answer('queued; `links.self` follows it', createdJobSchema),
-          ...errors(400, 401, 403, 409, 413, 415, 429),
+          ...errors(400, 401, 403, 409, 413, 415, 422, 429),
         },
       },
     },
@@ -245,7 +245,7 @@ export const jobRoutes: FastifyPluginAsyncZod<{ deps: ApiDeps }> = async (app, {
         summary: "Run some of an array job's tasks again",
         description: [
           'Queues a new request for the given task indexes of an array job (by default every task that ended other than completed), the same spec with `array:` naming only those, linked to this one (`array.retry_of`) (201).',
-          'Not an array job, no failed task, or an index that is not one of its tasks: 409 `SCHEDFLOW_ERR_NO_TASKS_TO_RETRY`.',
+          "Not an array job, no failed task, or an index that is not one of its tasks: 409 `SCHEDFLOW_ERR_NO_TASKS_TO_RETRY`, naming the array's indexes; `indexes` is read without listing them, and listed only within the array's size.",
           "A spec the profile's door refuses now (another account than its token's or its user's, a missing scope): 422, nothing recorded. Scope: submit.",
         ].join(' '),
         security: bearer,
@@ -261,10 +261,11 @@ export const jobRoutes: FastifyPluginAsyncZod<{ deps: ApiDeps }> = async (app, {
     async (request, reply) =>
       idempotentlyFor(request, reply, async (stableId) => {
         const id = request.params.id;
-        let indexes: number[] | undefined;
+        // Read, not listed: planArrayRetry lists them once they are known to be the array's.
+        let indexes: ArrayExpression | undefined;
         if (request.body?.indexes !== undefined) {
           try {
-            indexes = parseJobArray(request.body.indexes).indexes;
+            indexes = parseArrayExpression(request.body.indexes);
           } catch (error) {
             if (!(error instanceof ArraySyntaxError)) throw error;
             throw new ValidationApiError([{ in: 'body', path: 'indexes', reason: error.message }]);
@@ -379,7 +380,10 @@ const FAILURES_LISTED = 100;
 async function arrayView(store: History, row: JobRequestRow) {
   if (row.arrayTaskCount === null) return null;
   const tasks = await tasksOf(store, row.id);
+  // Tasks the scheduler has not reported yet have no row: pending in the array's record.
   const counts: Record<string, number> = {};
+  const unreported = row.arrayTaskCount - tasks.length;
+  if (unreported > 0) counts.pending = unreported;
   for (const task of tasks) counts[task.state] = (counts[task.state] ?? 0) + 1;
   const iso = (ms: number | null) => (ms === null ? null : new Date(ms).toISOString());
   return {

@@ -68,14 +68,14 @@ export const pipelineRoutes: FastifyPluginAsyncZod<{ deps: ApiDeps }> = async (a
         tags: ['pipelines'],
         summary: 'Start a pipeline run',
         description:
-          'Starts a run now with the given parameters (a run asked for by hand is not subject to the schedule’s overlap policy). Scope: submit.',
+          'Starts a run now with the given parameters (a run asked for by hand is not subject to the schedule’s overlap policy). A step the profile’s door refuses (its account, a missing scope, an array past `maxArraySize`): 422, no run made. Scope: submit.',
         security: bearer,
         headers: idempotencyHeaders,
         params: pipelineNameParams,
         body: triggerRunBody,
         response: {
           201: answer('the run', runSchema),
-          ...errors(400, 401, 403, 404, 409, 413, 415, 429, 503),
+          ...errors(400, 401, 403, 404, 409, 413, 415, 422, 429, 503),
         },
       },
     },

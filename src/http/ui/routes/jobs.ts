@@ -344,7 +344,7 @@ ${row.resubmitOf ? html`<dt>Resubmits</dt><dd><a href="${jobHref(row.resubmitOf)
       ? ''
       : html`<h2>Array tasks</h2><div class="panel"><p>${String((row.spec as { array?: unknown }).array ?? '')}: ${
           row.arrayTaskCount
-        } tasks — ${formatCounts(summarizeArray(tasks).counts)}</p>${
+        } tasks — ${formatCounts(summarizeArray(tasks, row.arrayTaskCount).counts)}</p>${
           row.arrayRetryOf
             ? html`<p>Retries tasks of <a href="${jobHref(row.arrayRetryOf)}">${row.arrayRetryOf}</a></p>`
             : ''
