@@ -1,0 +1,96 @@
+import { spawnSync } from 'node:child_process';
+import { chmodSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { bearer, http } from '../../helpers/http.js';
+import { ALICE_TOKEN, startSim, type TestSim } from '../../helpers/sim.js';
+import { accountingJob, submit, waitForState } from './sim-jobs.js';
+
+/**
+ * Issue 30, point 7: a simulator started as root (the embedded one of `npm start` by root) ran
+ * job scripts as root, so any token with `sched:jobs:manage` was root on the host. It now runs
+ * them as an unprivileged host user, as slurmd runs a job as its submitter; its output files are
+ * opened with that user's rights, not root's.
+ */
+const asRoot = process.getuid?.() === 0;
+
+function hostUid(name: string): number {
+  return Number(spawnSync('id', ['-u', name], { encoding: 'utf8' }).stdout.trim());
+}
+
+describe.runIf(asRoot)('a simulator started as root runs jobs as an unprivileged user', () => {
+  let sim: TestSim;
+  let secrets: string;
+  let secret: string;
+  let rootFile: string;
+  const jobUid = hostUid('schedflow-job');
+
+  beforeAll(async () => {
+    sim = await startSim();
+    // Root's own files, in a folder anyone may pass through, as /root's or /etc's are.
+    secrets = mkdtempSync(join(tmpdir(), 'schedflow-root-'));
+    chmodSync(secrets, 0o755);
+    secret = join(secrets, 'secret');
+    writeFileSync(secret, 'root-only-content\n', { mode: 0o600 });
+    rootFile = join(secrets, 'config');
+    writeFileSync(rootFile, 'root-config\n', { mode: 0o644 });
+  });
+  afterAll(async () => {
+    await sim?.stop();
+    rmSync(secrets, { recursive: true, force: true });
+  });
+
+  it('the script is not root, owns what it writes, and cannot read a root-only file', async () => {
+    expect(jobUid).toBeGreaterThan(0);
+    const id = await submit(sim, {
+      name: 'whoami',
+      script: `#!/bin/sh\nid -u\nid -G\necho made > made-by-job\ncat ${secret} || echo cannot-read\n`,
+    });
+    await waitForState(sim, id, 'COMPLETED');
+    const outFile = join(sim.workDir, `slurm-${id}.out`);
+    const lines = readFileSync(outFile, 'utf8').split('\n');
+    expect(lines[0]).toBe(String(jobUid));
+    // Root's supplementary groups do not follow the job.
+    expect(lines[1]?.split(' ')).not.toContain('0');
+    expect(lines).toContain('cannot-read');
+    expect(lines.join('\n')).not.toContain('root-only-content');
+    expect(statSync(join(sim.workDir, 'made-by-job')).uid).toBe(jobUid);
+    expect(statSync(outFile).uid).toBe(jobUid);
+    // The records say whom it ran as, as Slurm's user_id does; the name stays the submitter's.
+    const record = await accountingJob(sim, id);
+    expect(record?.user).toBe('alice');
+    const controller = await http(`${sim.url}/sched/v0.0.44/job/${id}`, { headers: bearer(ALICE_TOKEN) });
+    expect((controller.json as { jobs: { user_id: number; user_name: string }[] }).jobs[0]).toMatchObject({
+      user_id: jobUid,
+      user_name: 'alice',
+    });
+  });
+
+  it('an output path the job user may not write is not written with root rights', async () => {
+    const id = await submit(sim, {
+      name: 'clobber',
+      script: '#!/bin/sh\necho overwritten\n',
+      standard_output: rootFile,
+    });
+    await waitForState(sim, id, 'FAILED');
+    expect(readFileSync(rootFile, 'utf8')).toBe('root-config\n');
+    expect(statSync(rootFile).uid).toBe(0);
+  });
+
+  it('a working folder the job user cannot enter is left for /tmp, as slurmstepd does', async () => {
+    const closed = join(secrets, 'closed');
+    mkdirSync(closed, { mode: 0o700 });
+    const id = await submit(sim, {
+      name: 'no-entry',
+      script: '#!/bin/sh\npwd\n',
+      // Root's folder (0700 by mkdtemp): the job's user may not enter it.
+      current_working_directory: closed,
+      standard_output: join(sim.workDir, 'no-entry.out'),
+    });
+    await waitForState(sim, id, 'COMPLETED');
+    const out = readFileSync(join(sim.workDir, 'no-entry.out'), 'utf8');
+    expect(out).toMatch(/couldn't chdir to `.*': Permission denied: going to \/tmp instead/);
+    expect(out).toContain('\n/tmp\n');
+  });
+});
