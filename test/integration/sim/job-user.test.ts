@@ -3,7 +3,13 @@ import { chmodSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writ
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { bearer, http } from '../../helpers/http.js';
+import { loadDaemonConfig } from '../../../src/config/daemon-config.js';
+import { getRequest } from '../../../src/db/requests.js';
+import { createLogger } from '../../../src/logger.js';
+import { type Daemon, startDaemon } from '../../../src/main.js';
+import { jobSpecSchema } from '../../../src/sched/job-spec.js';
+import { defaultWorkDir } from '../../../src/sim/cluster.js';
+import { bearer, http, waitFor } from '../../helpers/http.js';
 import { ALICE_TOKEN, startSim, type TestSim } from '../../helpers/sim.js';
 import { accountingJob, submit, waitForState } from './sim-jobs.js';
 
@@ -19,12 +25,13 @@ function hostUid(name: string): number {
   return Number(spawnSync('id', ['-u', name], { encoding: 'utf8' }).stdout.trim());
 }
 
+const jobUid = asRoot ? hostUid('schedflow-job') : -1;
+
 describe.runIf(asRoot)('a simulator started as root runs jobs as an unprivileged user', () => {
   let sim: TestSim;
   let secrets: string;
   let secret: string;
   let rootFile: string;
-  const jobUid = hostUid('schedflow-job');
 
   beforeAll(async () => {
     sim = await startSim();
@@ -92,5 +99,54 @@ describe.runIf(asRoot)('a simulator started as root runs jobs as an unprivileged
     const out = readFileSync(join(sim.workDir, 'no-entry.out'), 'utf8');
     expect(out).toMatch(/couldn't chdir to `.*': Permission denied: going to \/tmp instead/);
     expect(out).toContain('\n/tmp\n');
+  });
+});
+
+describe.runIf(asRoot)('the embedded simulator of a daemon started as root', () => {
+  let daemon: Daemon | undefined;
+  let root: string | undefined;
+  afterAll(async () => {
+    await daemon?.stop();
+    if (root) rmSync(root, { recursive: true, force: true });
+    // Its own working folder and scripts, in the temporary folder (see defaultWorkDir).
+    if (daemon) {
+      const work = defaultWorkDir(join(daemon.config.dataDir, 'sim'));
+      rmSync(work, { recursive: true, force: true });
+      rmSync(`${work}-scripts`, { recursive: true, force: true });
+    }
+  });
+
+  it('runs a job as schedflow-job, in a working folder of its own', async () => {
+    root = mkdtempSync(join(tmpdir(), 'schedflow-embedded-'));
+    mkdirSync(join(root, 'config'));
+    const config = loadDaemonConfig(
+      {},
+      {
+        dataDir: join(root, 'data'),
+        configDir: join(root, 'config'),
+        simPort: 0,
+        listen: '127.0.0.1:0',
+        pollFloorMs: 500,
+        shutdownGraceMs: 2000,
+        queuePrefix: `test-${Math.random().toString(36).slice(2, 10)}`,
+      },
+    );
+    daemon = await startDaemon(config, createLogger({ level: process.env.LOG_LEVEL ?? 'silent' }));
+    expect(daemon.simJobUser).toBe('schedflow-job');
+    const spec = jobSpecSchema.parse({ name: 'embedded-whoami', script: '#!/bin/sh\nid -u\ntouch mine\n' });
+    const id = await daemon.submit({ spec, origin: 'cli' });
+    const store = daemon.history.store;
+    const done = await waitFor(
+      async () => {
+        const request = await getRequest(store, id);
+        return request?.state === 'completed' || request?.state === 'failed' ? request : undefined;
+      },
+      { what: 'the job to end', timeoutMs: 20_000 },
+    );
+    expect(done.state).toBe('completed');
+    const work = defaultWorkDir(join(config.dataDir, 'sim'));
+    expect(readFileSync(join(work, `slurm-${done.jobId}.out`), 'utf8').trim()).toBe(String(jobUid));
+    expect(statSync(join(work, 'mine')).uid).toBe(jobUid);
+    expect(statSync(work).uid).toBe(jobUid);
   });
 });
