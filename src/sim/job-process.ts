@@ -335,10 +335,15 @@ export async function startJobProcess(job: SimJob, options: StartOptions): Promi
  */
 const PREPARE_SCRIPT = `cd -- "$1" 2>/dev/null && entered=1
 shift
-for file do : > "$file" || exit 1; done
+for file do
+  if [ -p "$file" ]; then echo "$file is a FIFO" >&2; exit 1; fi
+  : > "$file" || exit 1
+done
 [ -n "$entered" ] || exit 3`;
 
-/** Beyond this the preparation is stuck (a FIFO planted where an output file goes): the job fails. */
+const DEV_NULL = '/dev/null';
+
+/** Beyond this the preparation is stuck (a FIFO swapped in after the check above): the job fails. */
 const PREPARE_TIMEOUT_MS = 10_000;
 
 /**
@@ -352,7 +357,8 @@ async function prepareAsJobUser(
   cwd: string,
   paths: { stdout: string; stderr: string },
 ): Promise<{ chdirError: string | null; stdoutFd: number; stderrFd: number }> {
-  const files = paths.stderr === paths.stdout ? [paths.stdout] : [paths.stdout, paths.stderr];
+  // `--output=/dev/null` is common and harmless to open as anyone; it is no file of the user's.
+  const files = [...new Set([paths.stdout, paths.stderr])].filter((path) => path !== DEV_NULL);
   const exitCode = await new Promise<number>((resolveRun, reject) => {
     execFile(
       '/bin/sh',
@@ -366,6 +372,7 @@ async function prepareAsJobUser(
     );
   });
   const openOwned = (path: string): number => {
+    if (path === DEV_NULL) return openSync(DEV_NULL, 'w');
     const fd = openSync(
       path,
       fsConstants.O_WRONLY | fsConstants.O_NOFOLLOW | fsConstants.O_NONBLOCK | fsConstants.O_NOCTTY,

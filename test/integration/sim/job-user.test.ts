@@ -1,5 +1,5 @@
 import { spawnSync } from 'node:child_process';
-import { chmodSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { chmodSync, chownSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -21,11 +21,12 @@ import { accountingJob, submit, waitForState } from './sim-jobs.js';
  */
 const asRoot = process.getuid?.() === 0;
 
-function hostUid(name: string): number {
-  return Number(spawnSync('id', ['-u', name], { encoding: 'utf8' }).stdout.trim());
+function hostId(flag: '-u' | '-g', name: string): number {
+  return Number(spawnSync('id', [flag, name], { encoding: 'utf8' }).stdout.trim());
 }
 
-const jobUid = asRoot ? hostUid('schedflow-job') : -1;
+const jobUid = asRoot ? hostId('-u', 'schedflow-job') : -1;
+const jobGid = asRoot ? hostId('-g', 'schedflow-job') : -1;
 
 describe.runIf(asRoot)('a simulator started as root runs jobs as an unprivileged user', () => {
   let sim: TestSim;
@@ -83,6 +84,18 @@ describe.runIf(asRoot)('a simulator started as root runs jobs as an unprivileged
     await waitForState(sim, id, 'FAILED');
     expect(readFileSync(rootFile, 'utf8')).toBe('root-config\n');
     expect(statSync(rootFile).uid).toBe(0);
+  });
+
+  it('output to /dev/null is taken; a FIFO where the output goes fails the job without holding the simulator', async () => {
+    const quiet = await submit(sim, { name: 'quiet', script: '#!/bin/sh\necho gone\n', standard_output: '/dev/null' });
+    await waitForState(sim, quiet, 'COMPLETED');
+    const fifo = join(sim.workDir, 'planted.out');
+    spawnSync('mkfifo', [fifo]);
+    chownSync(fifo, jobUid, jobGid);
+    const id = await submit(sim, { name: 'fifo', script: '#!/bin/sh\necho hi\n', standard_output: fifo });
+    await waitForState(sim, id, 'FAILED');
+    const ping = await http(`${sim.url}/ping`);
+    expect(ping.status).toBe(200);
   });
 
   it('a working folder the job user cannot enter is left for /tmp, as slurmstepd does', async () => {
