@@ -9,6 +9,8 @@ import { createLogger } from '../../../src/logger.js';
 import { type Daemon, startDaemon } from '../../../src/main.js';
 import { jobSpecSchema } from '../../../src/sched/job-spec.js';
 import { defaultWorkDir } from '../../../src/sim/cluster.js';
+import { parseSimConfig, SimConfigError } from '../../../src/sim/sim-config.js';
+import { SimServer } from '../../../src/sim/sim-server.js';
 import { bearer, http, waitFor } from '../../helpers/http.js';
 import { ALICE_TOKEN, startSim, type TestSim } from '../../helpers/sim.js';
 import { accountingJob, submit, waitForState } from './sim-jobs.js';
@@ -112,6 +114,17 @@ describe.runIf(asRoot)('a simulator started as root runs jobs as an unprivileged
     const out = readFileSync(join(sim.workDir, 'no-entry.out'), 'utf8');
     expect(out).toMatch(/couldn't chdir to `.*': Permission denied: going to \/tmp instead/);
     expect(out).toContain('\n/tmp\n');
+  });
+});
+
+describe.runIf(asRoot)('the job user a simulator started as root takes', () => {
+  it('is never root, and must exist: it refuses to start, saying what to do', () => {
+    const logger = createLogger({ level: 'silent' });
+    const start = (jobUser: string) =>
+      new SimServer({ config: parseSimConfig({ jobUser, stateDir: join(tmpdir(), 'never-made') }), logger });
+    expect(() => start('root')).toThrow(/jobs must run as an unprivileged user/);
+    expect(() => start('no-such-user-of-this-host')).toThrow(/is not a user of this host/);
+    expect(() => start('root')).toThrow(SimConfigError);
   });
 });
 
