@@ -49,6 +49,8 @@ export interface Daemon {
   redis: RedisTarget;
   /** URL of the embedded simulator when no scheduler is configured. */
   simUrl: string | null;
+  /** The host user the embedded simulator runs jobs as, when not the daemon's own (it is root). */
+  simJobUser: string | null;
   /** Base URL the local API is bound to (`web` role), e.g. `http://127.0.0.1:8080`; null without it. */
   apiUrl: string | null;
   /** One connected scheduler client per profile (cancel, readiness). */
@@ -145,6 +147,7 @@ async function compose(config: DaemonConfig, logger: Logger, lifecycle: Lifecycl
 
   let profiles = loadProfiles(join(config.configDir, 'profiles'));
   let simUrl: string | null = null;
+  let simJobUser: string | null = null;
   let demoLlm: { url: string; keyFile: string; model: string } | null = null;
   if (profiles.size === 0) {
     if (!isAllInOne(config.roles)) {
@@ -156,6 +159,7 @@ async function compose(config: DaemonConfig, logger: Logger, lifecycle: Lifecycl
     // It ends the jobs it runs (SIGTERM, then SIGKILL after its KillWait).
     lifecycle.add('simulator', () => sim.server.stop(), { timeoutMs: 10_000 });
     simUrl = sim.url;
+    simJobUser = sim.server.jobUser?.name ?? null;
     profiles = new Map([[sim.profile.name, sim.profile]]);
     demoLlm = sim.llm;
   }
@@ -329,6 +333,7 @@ async function compose(config: DaemonConfig, logger: Logger, lifecycle: Lifecycl
     profiles,
     redis,
     simUrl,
+    simJobUser,
     apiUrl: null,
     clients,
     queues,

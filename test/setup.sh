@@ -42,3 +42,11 @@ if ! munge -n >/dev/null 2>&1; then
   for _ in 1 2 3 4 5 6 7 8 9 10; do munge -n >/dev/null 2>&1 && break; sleep 0.5; done
 fi
 munge -n -t 5 | unmunge >/dev/null
+
+# Run as root, the simulator runs job scripts as this unprivileged user, never as root (as
+# `schedflow setup` makes it for `npm start`); the tests' job folders are given to it. Tests
+# that do not run as root run jobs as themselves and need no such user.
+if [ "$(id -u)" -eq 0 ] && ! getent passwd schedflow-job >/dev/null; then
+  echo "test-setup: creating the user schedflow-job"
+  useradd --system --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin schedflow-job
+fi

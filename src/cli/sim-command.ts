@@ -1,6 +1,10 @@
+import { userInfo } from 'node:os';
+import { join, resolve } from 'node:path';
 import { type Command, InvalidArgumentError, Option } from 'commander';
 import { Lifecycle, StopRequestedError } from '../lifecycle.js';
 import { createLogger } from '../logger.js';
+import { ADMIN_TOKEN_FILE } from '../sim/admin-token.js';
+import { DEFAULT_JOB_USER } from '../sim/job-user.js';
 import { parseSimConfig, readSimConfigFile, type SimConfigInput } from '../sim/sim-config.js';
 import { SimServer } from '../sim/sim-server.js';
 import { LOG_LEVELS, parseInteger, parseNumber } from './options.js';
@@ -21,6 +25,7 @@ interface SimFlags {
   rateRefill?: number;
   munge?: boolean;
   simulatedRuntime?: number;
+  jobUser?: string;
   logLevel?: string;
 }
 
@@ -65,6 +70,7 @@ export function simConfigFromFlags(flags: SimFlags): SimConfigInput {
   }
   if (flags.munge === false) input.munge = false;
   if (flags.simulatedRuntime !== undefined) input.simulatedRuntimeSec = flags.simulatedRuntime;
+  if (flags.jobUser !== undefined) input.jobUser = flags.jobUser;
   return input;
 }
 
@@ -95,6 +101,10 @@ export function registerSimCommand(program: Command): void {
       'benchmark mode: run no scripts; every job runs this long and completes',
       parseNumber,
     )
+    .option(
+      '--job-user <user>',
+      `unprivileged host user job scripts run as when started as root (default ${DEFAULT_JOB_USER})`,
+    )
     .addOption(new Option('--log-level <level>', 'log level').choices(LOG_LEVELS).default('info'))
     .action(async (flags: SimFlags) => {
       const config = parseSimConfig(simConfigFromFlags(flags));
@@ -120,6 +130,15 @@ export function registerSimCommand(program: Command): void {
         if (error instanceof StopRequestedError) return;
         throw error;
       }
-      logger.info({ url, stateDir: config.stateDir, cpus: config.cpus }, 'scheduler simulator listening');
+      logger.info(
+        {
+          url,
+          stateDir: config.stateDir,
+          cpus: config.cpus,
+          adminTokenFile: join(resolve(config.stateDir), ADMIN_TOKEN_FILE),
+          jobUser: server.jobUser?.name ?? userInfo().username,
+        },
+        'scheduler simulator listening',
+      );
     });
 }

@@ -59,6 +59,10 @@ export function registerStartCommand(program: Command): void {
         lines.push(
           `  no scheduler profile in ${config.configDir}/profiles: using the embedded simulator at ${daemon.simUrl}`,
           `  (demo user "${DEMO_USER}", account "${DEMO_ACCOUNT}", token in ${config.dataDir}/demo-token)`,
+          // Root's jobs would make every token with sched:jobs:manage root on the host.
+          ...(daemon.simJobUser
+            ? [`  its jobs run as the host user ${daemon.simJobUser}, not as root (SCHEDFLOW_SIM_JOB_USER)`]
+            : []),
           // It lives in this process: stopping the daemon kills its jobs (NODE_FAIL after a restart).
           '  jobs it runs end when the daemon stops: stopping it fails them (node_fail)',
           '  to use a real cluster, add a profile (see config/examples/profile.yaml) and start again',

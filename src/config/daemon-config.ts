@@ -70,6 +70,13 @@ export const daemonConfigSchema = z.object({
     .max(65535)
     .default(6820)
     .describe('Port of the embedded simulator, started only when there is no scheduler profile.'),
+  simJobUser: z
+    .string()
+    .min(1)
+    .optional()
+    .describe(
+      'The unprivileged host user the embedded simulator runs job scripts as when the daemon runs as root (never root): `SCHEDFLOW_SIM_JOB_USER`; unset, `schedflow-job`, which `schedflow setup` creates. A daemon that is not root runs them as itself.',
+    ),
   pollFloorMs: z
     .number()
     .int()
@@ -237,6 +244,7 @@ export function loadDaemonConfig(env: NodeJS.ProcessEnv, flags: DaemonConfigInpu
         .map((entry) => entry.trim())
         .filter(Boolean),
     }),
+    ...(env.SCHEDFLOW_SIM_JOB_USER?.trim() && { simJobUser: env.SCHEDFLOW_SIM_JOB_USER.trim() }),
     summaries: summarySettingsFromEnv(env),
   };
   for (const [name, key] of Object.entries(DAEMON_ENV_NUMBERS)) {

@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { lstatSync, mkdirSync } from 'node:fs';
+import { chmodSync, chownSync, lstatSync, mkdirSync } from 'node:fs';
 import { constants, tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import type { Logger } from '../logger.js';
@@ -13,6 +13,7 @@ import {
 } from './dependency.js';
 import { killOrphan, type RunningProcess, simulatedProcess, startJobProcess } from './job-process.js';
 import { JobStore } from './job-store.js';
+import type { JobUser } from './job-user.js';
 import type { PartitionSettings } from './sim-config.js';
 import { cpusOf, isArrayMeta, isTerminal, type SimJob } from './sim-job.js';
 import { SlurmError } from './slurm-errno.js';
@@ -45,6 +46,11 @@ export interface ClusterOptions {
    * sooner has no usage in accounting (empty `tres.requested`), as on a real cluster.
    */
   jobAcctGatherFrequencySec?: number | undefined;
+  /**
+   * The host user scripts run as (the simulator is root; see resolveJobUser).
+   * @defaultValue null: the simulator's own user
+   */
+  jobUser?: JobUser | null | undefined;
   logger: Logger;
 }
 
@@ -110,6 +116,9 @@ export class Cluster {
   }
 
   get scriptDir(): string {
+    // The state dir may be schedflow's data dir, which the job's user must not enter: its
+    // scripts go beside its default working folder, in a folder it may pass through but not list.
+    if (this.options.jobUser) return `${defaultWorkDir(this.options.stateDir)}-scripts`;
     return join(this.options.stateDir, 'scripts');
   }
 
@@ -121,7 +130,8 @@ export class Cluster {
   /** Loads the saved job table; jobs that were running when the simulator died become NODE_FAIL. */
   async start(): Promise<void> {
     await this.store.init();
-    ensureWorkDir(this.workDir);
+    ensureWorkDir(this.workDir, this.options.jobUser ?? null);
+    if (this.options.jobUser) ensureScriptDir(this.scriptDir);
     const saved = this.store.load();
     if (saved) {
       this.nextJobId = Math.max(saved.nextJobId, this.options.firstJobId);
@@ -288,7 +298,9 @@ export class Cluster {
       jobId: this.nextJobId++,
       name: request.name ?? '',
       user: submitter.user,
-      userId: submitter.userId,
+      // Slurm's user_id is the uid the job runs as and owns its files: here the host user it
+      // really runs as, when that is not the simulator's own.
+      userId: this.options.jobUser?.uid ?? submitter.userId,
       account,
       partition: partition.name,
       comment: request.comment ?? '',
@@ -581,6 +593,7 @@ export class Cluster {
             scriptDir: this.scriptDir,
             nodeName: this.options.nodeName,
             clusterName: this.options.clusterName,
+            jobUser: this.options.jobUser ?? null,
           })
         : Promise.resolve(simulatedProcess(simulated * 1000));
     // Stands in for the process until it has started, so its CPUs count as taken
@@ -767,14 +780,32 @@ export function defaultWorkDir(stateDir: string): string {
   return join(tmpdir(), `schedflow-sim-${id}`);
 }
 
-/** Made owner-only if missing; one that is a link or another user's is refused (a shared /tmp). */
-function ensureWorkDir(dir: string): void {
+/**
+ * Made owner-only if missing; one that is a link or another user's is refused (a shared /tmp).
+ * With a job user, it is that user's, as a submitter owns the folder its jobs write in.
+ */
+function ensureWorkDir(dir: string, jobUser: JobUser | null): void {
   mkdirSync(dir, { recursive: true, mode: 0o700 });
   const stat = lstatSync(dir);
   const uid = process.getuid?.();
-  if (!stat.isDirectory() || (uid !== undefined && stat.uid !== uid)) {
+  const owners = [uid, jobUser?.uid];
+  if (!stat.isDirectory() || (uid !== undefined && !owners.includes(stat.uid))) {
     throw new Error(
       `the simulator's working folder ${dir} is not a folder of this user: remove it, or set the simulator's workDir`,
     );
   }
+  if (jobUser && stat.uid !== jobUser.uid) chownSync(dir, jobUser.uid, jobUser.gid);
+}
+
+/**
+ * The job user's scripts: the simulator's own folder, which the job's user may pass through
+ * (each script is its own) but not list or write; a link or another user's is refused.
+ */
+function ensureScriptDir(dir: string): void {
+  mkdirSync(dir, { recursive: true, mode: 0o711 });
+  const stat = lstatSync(dir);
+  if (!stat.isDirectory() || stat.uid !== process.getuid?.()) {
+    throw new Error(`the simulator's script folder ${dir} is not a folder of this user: remove it`);
+  }
+  chmodSync(dir, 0o711);
 }

@@ -10,12 +10,16 @@ import { SimServer } from './sim-server.js';
  * With no profile configured, schedflow runs against its simulator, with a demo token and
  * profile, and the simulator's LLM endpoint with a demo key, so summaries show out of the box.
  */
-export async function startEmbeddedSimulator(options: { dataDir: string; simPort: number }, logger: Logger) {
+export async function startEmbeddedSimulator(
+  options: { dataDir: string; simPort: number; simJobUser?: string | undefined },
+  logger: Logger,
+) {
   const { tokenFile, tokensFile } = ensureDemoToken(options.dataDir);
   const llmKey = ensureDemoLlmKey(options.dataDir);
   const server = new SimServer({
     config: parseSimConfig({
       port: options.simPort,
+      jobUser: options.simJobUser,
       tokensFile,
       stateDir: join(options.dataDir, 'sim'),
       llm: { keysFile: llmKey.keysFile, models: [DEMO_LLM_MODEL] },

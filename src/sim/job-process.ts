@@ -1,8 +1,18 @@
-import { type ChildProcess, spawn } from 'node:child_process';
-import { closeSync, existsSync, openSync, readdirSync, readFileSync, writeSync } from 'node:fs';
-import { chmod, mkdir, writeFile } from 'node:fs/promises';
+import { type ChildProcess, execFile, spawn } from 'node:child_process';
+import {
+  closeSync,
+  existsSync,
+  constants as fsConstants,
+  fstatSync,
+  openSync,
+  readdirSync,
+  readFileSync,
+  writeSync,
+} from 'node:fs';
+import { chmod, chown, mkdir, writeFile } from 'node:fs/promises';
 import { constants } from 'node:os';
 import { isAbsolute, join, resolve } from 'node:path';
+import type { JobUser } from './job-user.js';
 import { expandOutputPattern, type SimJob } from './sim-job.js';
 
 /** How a batch script ended, as the simulated slurmd reports it. */
@@ -203,6 +213,8 @@ export interface StartOptions {
   scriptDir: string;
   nodeName: string;
   clusterName: string;
+  /** The host user the script runs as (the simulator is root); null: the simulator's own user. */
+  jobUser: JobUser | null;
 }
 
 /** Paths slurmd would open for the job's output (`slurm-%j.out` by default). */
@@ -219,22 +231,32 @@ export function outputPaths(job: SimJob, nodeName: string): { stdout: string; st
  * interpreter line, in its own process group (so cancel reaches every child).
  */
 export async function startJobProcess(job: SimJob, options: StartOptions): Promise<RunningProcess> {
+  const { jobUser } = options;
   await mkdir(options.scriptDir, { recursive: true, mode: 0o700 });
   const scriptPath = join(options.scriptDir, `job-${job.jobId}.sh`);
   await writeFile(scriptPath, job.script, { mode: 0o700 });
   await chmod(scriptPath, 0o700);
+  // The job's user must read and execute its script (slurmd writes slurm_script as the user's).
+  if (jobUser) await chown(scriptPath, jobUser.uid, jobUser.gid);
 
-  // slurmstepd falls back to /tmp when the working directory is missing, and says so.
-  const cwdExists = existsSync(job.cwd);
-  const cwd = cwdExists ? job.cwd : '/tmp';
   const paths = outputPaths(job, options.nodeName);
-  const stdoutFd = openSync(paths.stdout, 'w');
-  const stderrFd = paths.stderr === paths.stdout ? stdoutFd : openSync(paths.stderr, 'w');
-  if (!cwdExists) {
-    writeSync(
-      stderrFd,
-      `slurmstepd: error: couldn't chdir to \`${job.cwd}': No such file or directory: going to /tmp instead\n`,
-    );
+  // slurmstepd falls back to /tmp when it cannot enter the working directory, and says so.
+  let chdirError: string | null;
+  let stdoutFd: number;
+  let stderrFd: number;
+  if (jobUser) {
+    const prepared = await prepareAsJobUser(jobUser, job.cwd, paths);
+    chdirError = prepared.chdirError;
+    stdoutFd = prepared.stdoutFd;
+    stderrFd = prepared.stderrFd;
+  } else {
+    chdirError = existsSync(job.cwd) ? null : 'No such file or directory';
+    stdoutFd = openSync(paths.stdout, 'w');
+    stderrFd = paths.stderr === paths.stdout ? stdoutFd : openSync(paths.stderr, 'w');
+  }
+  const cwd = chdirError === null ? job.cwd : '/tmp';
+  if (chdirError !== null) {
+    writeSync(stderrFd, `slurmstepd: error: couldn't chdir to \`${job.cwd}': ${chdirError}: going to /tmp instead\n`);
   }
 
   if (!job.script.startsWith('#!')) {
@@ -245,6 +267,8 @@ export async function startJobProcess(job: SimJob, options: StartOptions): Promi
     if (stderrFd !== stdoutFd) closeSync(stderrFd);
     return exitedProcess({ exitCode: constants.errno.ENOEXEC, signal: null });
   }
+  // Exactly the job's environment and slurmd's variables, as user or not: HOME, USER and the
+  // like are the submitter's to send (none of the simulator's own leak in).
   const env = { ...toEnv(slurmEnvironment(job, options.nodeName, options.clusterName)), ...toEnv(job.environment) };
   let child: ChildProcess;
   try {
@@ -253,6 +277,9 @@ export async function startJobProcess(job: SimJob, options: StartOptions): Promi
       env,
       detached: true,
       stdio: ['ignore', stdoutFd, stderrFd],
+      // libuv drops the supplementary groups (setgroups(0)) before setgid/setuid, so root's
+      // groups do not follow the job.
+      ...(jobUser && { uid: jobUser.uid, gid: jobUser.gid }),
     });
   } finally {
     closeSync(stdoutFd);
@@ -297,6 +324,76 @@ export async function startJobProcess(job: SimJob, options: StartOptions): Promi
     cpuSeconds: () => sampler?.cpu() ?? null,
     startTicks: child.pid === undefined ? null : processStartTicks(child.pid),
   };
+}
+
+/**
+ * Run as the job's user before its script, as slurmstepd does after dropping to the user: enter
+ * the working directory (exit 3 when it cannot: the job then runs in /tmp) and create or
+ * truncate each output file (exit 1 when one cannot be: the job fails). The user's own rights
+ * decide, never root's: an output path the user may not write (/etc/passwd, another user's
+ * file) is refused, not overwritten.
+ */
+const PREPARE_SCRIPT = `cd -- "$1" 2>/dev/null && entered=1
+shift
+for file do
+  if [ -p "$file" ]; then echo "$file is a FIFO" >&2; exit 1; fi
+  : > "$file" || exit 1
+done
+[ -n "$entered" ] || exit 3`;
+
+const DEV_NULL = '/dev/null';
+
+/** Beyond this the preparation is stuck (a FIFO swapped in after the check above): the job fails. */
+const PREPARE_TIMEOUT_MS = 10_000;
+
+/**
+ * The output files created as the job's user, then opened here for the script's stdout and
+ * stderr without following a link, without blocking, and without creating or truncating
+ * anything, each checked to be a regular file the job's user owns: between the two, the user's
+ * other jobs may have swapped in a link or a FIFO, which root must not write through.
+ */
+async function prepareAsJobUser(
+  user: JobUser,
+  cwd: string,
+  paths: { stdout: string; stderr: string },
+): Promise<{ chdirError: string | null; stdoutFd: number; stderrFd: number }> {
+  // `--output=/dev/null` is common and harmless to open as anyone; it is no file of the user's.
+  const files = [...new Set([paths.stdout, paths.stderr])].filter((path) => path !== DEV_NULL);
+  const exitCode = await new Promise<number>((resolveRun, reject) => {
+    execFile(
+      '/bin/sh',
+      ['-c', PREPARE_SCRIPT, 'sh', cwd, ...files],
+      { uid: user.uid, gid: user.gid, cwd: '/', env: { PATH: '/usr/bin:/bin' }, timeout: PREPARE_TIMEOUT_MS },
+      (error, _stdout, stderr) => {
+        if (error === null) return resolveRun(0);
+        if (typeof error.code === 'number' && error.code === 3) return resolveRun(3);
+        reject(new Error(`slurmstepd: error: could not open the output of the job as ${user.name}: ${stderr.trim()}`));
+      },
+    );
+  });
+  const openOwned = (path: string): number => {
+    if (path === DEV_NULL) return openSync(DEV_NULL, 'w');
+    const fd = openSync(
+      path,
+      fsConstants.O_WRONLY | fsConstants.O_NOFOLLOW | fsConstants.O_NONBLOCK | fsConstants.O_NOCTTY,
+    );
+    const stat = fstatSync(fd);
+    if (!stat.isFile() || stat.uid !== user.uid) {
+      closeSync(fd);
+      throw new Error(`slurmstepd: error: the output file ${path} is not a regular file of ${user.name}`);
+    }
+    return fd;
+  };
+  const stdoutFd = openOwned(paths.stdout);
+  let stderrFd = stdoutFd;
+  try {
+    if (paths.stderr !== paths.stdout) stderrFd = openOwned(paths.stderr);
+  } catch (error) {
+    closeSync(stdoutFd);
+    throw error;
+  }
+  const chdirError = exitCode !== 3 ? null : existsSync(cwd) ? 'Permission denied' : 'No such file or directory';
+  return { chdirError, stdoutFd, stderrFd };
 }
 
 /**

@@ -98,6 +98,12 @@ export const simConfigSchema = z.object({
   jobAcctGatherFrequencySec: z.number().nonnegative().default(1),
   /** Benchmark mode: do not execute scripts; every job runs this many seconds and completes. */
   simulatedRuntimeSec: z.number().nonnegative().optional(),
+  /**
+   * The host user job scripts run as when the simulator runs as root (never root itself): as
+   * slurmd runs a job as its submitter, not as root. Default `schedflow-job` (src/sim/job-user.ts).
+   * A simulator that is not root runs them as its own user and takes no other.
+   */
+  jobUser: z.string().min(1).optional(),
   /** Accept `Authorization: MUNGE` (needs munge's `unmunge`). */
   munge: z.boolean().default(true),
   /** The OpenAI-compatible LLM endpoint (`/v1/...`, src/sim/llm); served when its keys are given. */

@@ -2,8 +2,10 @@ import { createHash } from 'node:crypto';
 import type { Socket } from 'node:net';
 import { resolve } from 'node:path';
 import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyReply } from 'fastify';
+import type { Secret } from '../lib/secret.js';
 import { TokenBucket } from '../lib/token-bucket.js';
 import type { Logger } from '../logger.js';
+import { ADMIN_TOKEN_FILE, ensureAdminToken, isAdminCredential } from './admin-token.js';
 import { Associations } from './associations.js';
 import { Authenticator } from './auth.js';
 import { Cluster } from './cluster.js';
@@ -15,6 +17,7 @@ import {
   SLURMRESTD_TEXT,
   sendSlurmrestdText,
 } from './flavor.js';
+import { type JobUser, resolveJobUser } from './job-user.js';
 import { parseLenientJson } from './lenient-json.js';
 import { LlmSimulator, loadLlmKeysFile } from './llm/llm-sim.js';
 import { isLoopback } from './loopback.js';
@@ -55,6 +58,10 @@ export class SimServer {
   readonly associations: Associations;
   /** The OpenAI-compatible endpoint under /v1, when configured with keys. */
   readonly llm: LlmSimulator | null;
+  /** The bearer token every `/_sim` route requires (`<stateDir>/admin-token`). */
+  readonly adminToken: Secret;
+  /** The host user job scripts run as; null when they run as the simulator's own user. */
+  readonly jobUser: JobUser | null;
   private readonly buckets = new Map<string, TokenBucket>();
   /** Requests served, by method and route pattern (GET /_sim/stats), for tests and benchmarks. */
   private readonly requestCounts = new Map<string, number>();
@@ -65,6 +72,8 @@ export class SimServer {
   constructor(private readonly options: SimServerOptions) {
     const { config, logger } = options;
     const tokens = options.tokens ?? (config.tokensFile ? loadTokensFile(config.tokensFile) : new Map());
+    this.jobUser = resolveJobUser(config.jobUser);
+    this.adminToken = ensureAdminToken(resolve(config.stateDir)).token;
     this.cluster = new Cluster({
       clusterName: config.clusterName,
       nodeName: config.nodeName,
@@ -80,6 +89,7 @@ export class SimServer {
       maxArraySize: config.maxArraySize,
       simulatedRuntimeSec: config.simulatedRuntimeSec,
       jobAcctGatherFrequencySec: config.jobAcctGatherFrequencySec,
+      jobUser: this.jobUser,
       logger: logger.child({ component: 'sim-cluster' }),
     });
     this.associations = new Associations(config.users);
@@ -205,15 +215,30 @@ export class SimServer {
     this.app.get('/ping', async (_req, reply) => fresh(reply, pingTtl).type('text/plain').send('pong'));
   }
 
-  /** Test controls, loopback only: switch the simulated slurmctld/slurmdbd off and on. */
+  /**
+   * Test controls, for loopback callers with the admin token only: switch the simulated
+   * slurmctld/slurmdbd off and on, crash it, change limits, read its statistics and the prompts
+   * its LLM endpoint received. Loopback is not enough: every user of the host, and every job
+   * the simulator runs, is a loopback caller.
+   */
   private registerAdmin(): void {
     this.app.addHook('onRequest', async (req, reply) => {
       // The route the router chose, not the raw URL: the router decodes the path, so
       // /%5Fsim/upstream reaches /_sim/upstream while its raw text does not start with /_sim.
       // This covers every admin route, the LLM endpoint's too, however it is spelled.
       const route = req.routeOptions.url ?? '';
-      if (route.startsWith(`${ADMIN_PREFIX}/`) && !isLoopback(req.socket.remoteAddress ?? '')) {
+      if (!route.startsWith(`${ADMIN_PREFIX}/`)) return;
+      if (!isLoopback(req.socket.remoteAddress ?? '')) {
         return proxyError(reply, 403, 'Forbidden', 'the simulator admin endpoint answers loopback clients only');
+      }
+      if (!isAdminCredential(req.headers.authorization, this.adminToken)) {
+        reply.header('www-authenticate', 'Bearer realm="schedflow-sim-admin"');
+        return proxyError(
+          reply,
+          401,
+          'Unauthorized',
+          `the simulator admin endpoint needs its admin token: Authorization: Bearer <the contents of ${ADMIN_TOKEN_FILE} in the simulator's state dir>`,
+        );
       }
     });
     this.app.get(`${ADMIN_PREFIX}/upstream`, async () => this.upstream);

@@ -4,10 +4,11 @@
  * and the upstream figures it counts.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
-import { writeFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseProfile } from '../../src/sched/profile.js';
+import { ADMIN_TOKEN_FILE } from '../../src/sim/admin-token.js';
 import type { SimJob } from '../../src/sim/sim-job.js';
 import { sleep } from '../chaos/processes.js';
 import { freePort } from '../helpers/free-port.js';
@@ -17,6 +18,9 @@ export const BENCH_TOKEN = 'bench-token-0123456789abcdef';
 /** The simulator's cache lifetime: the poll cadence the benchmarks follow. */
 export const CACHE_TTL_SEC = 2;
 const repo = fileURLToPath(new URL('../..', import.meta.url));
+
+/** The admin token of each simulator startBenchSim started, by its URL, for its `/_sim` routes. */
+const adminTokens = new Map<string, string>();
 
 /** A simulator job record of the bench account (see savedSimJob), pending unless `fields` say otherwise. */
 export function simJob(jobId: number, fields: Partial<SimJob>): SimJob {
@@ -68,7 +72,11 @@ export async function startBenchSim(
   const url = `http://127.0.0.1:${port}`;
   for (let i = 0; i < 1200; i++) {
     try {
-      if ((await fetch(`${url}/ping`)).ok) return { url, child };
+      if ((await fetch(`${url}/ping`)).ok) {
+        // Made in its state dir before it listens.
+        adminTokens.set(url, readFileSync(join(dir, 'sim', ADMIN_TOKEN_FILE), 'utf8').trim());
+        return { url, child };
+      }
     } catch {
       // starting
     }
@@ -96,7 +104,8 @@ export const UNBOUNDED = { capacity: 100_000, refillPerSecond: 100_000 };
 
 /** Requests and bytes the simulator has answered (its own `/_sim` routes aside). */
 export async function upstreamTotals(url: string): Promise<{ requests: number; bytes: number }> {
-  const stats = (await (await fetch(`${url}/_sim/stats`)).json()) as {
+  const headers = { authorization: `Bearer ${adminTokens.get(url) ?? ''}` };
+  const stats = (await (await fetch(`${url}/_sim/stats`, { headers })).json()) as {
     requests: Record<string, number>;
     bytes: Record<string, number>;
   };

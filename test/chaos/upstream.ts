@@ -1,6 +1,7 @@
 import { readFileSync, writeFileSync } from 'node:fs';
 import { request } from 'node:http';
 import { join } from 'node:path';
+import { ADMIN_TOKEN_FILE } from '../../src/sim/admin-token.js';
 import { freePort } from '../helpers/free-port.js';
 import { pollUntil, type Spawned, spawnTracked } from './processes.js';
 
@@ -126,7 +127,13 @@ export class SimUpstream implements JobTable {
           localAddress: '127.0.0.2',
           method,
           path,
-          headers: text ? { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) } : {},
+          headers: {
+            ...(text && { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) }),
+            // The simulator made its admin token in its state dir at start (its /ping needs none).
+            ...(path.startsWith('/_sim/') && {
+              authorization: `Bearer ${readFileSync(join(this.dir, 'state', ADMIN_TOKEN_FILE), 'utf8').trim()}`,
+            }),
+          },
         },
         (res) => {
           res.resume();

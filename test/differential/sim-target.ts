@@ -41,7 +41,7 @@ export function simTarget(sim: TestSim, flavor: 'slurmrestd' | 'proxy' = 'slurmr
       // The simulator's stand-in for `sacctmgr modify user … set MaxSubmitJobs=`.
       const res = await fetch(`${sim.url}/_sim/users/${user}`, {
         method: 'PUT',
-        headers: { 'content-type': 'application/json' },
+        headers: { 'content-type': 'application/json', ...sim.admin },
         body: JSON.stringify({ maxSubmitJobs: limit }),
       });
       if (res.status !== 200) {
@@ -52,7 +52,7 @@ export function simTarget(sim: TestSim, flavor: 'slurmrestd' | 'proxy' = 'slurmr
       // The simulator's stand-in for a daemon that is gone: its admin switch.
       const res = await fetch(`${sim.url}/_sim/upstream`, {
         method: 'PUT',
-        headers: { 'content-type': 'application/json' },
+        headers: { 'content-type': 'application/json', ...sim.admin },
         body: JSON.stringify({ [daemon]: state }),
       });
       if (res.status !== 200) throw new Error(`the simulator refused the upstream switch: ${res.status}`);

@@ -1,3 +1,5 @@
+import { request } from 'node:http';
+
 /** Small fetch wrapper for tests: JSON or text body, status and headers. */
 export interface HttpResult {
   status: number;
@@ -41,4 +43,28 @@ export async function waitFor<T>(
     if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
     await new Promise((r) => setTimeout(r, intervalMs));
   }
+}
+
+/**
+ * A GET sent with its path exactly as written (fetch would normalise it), from `localAddress`
+ * when given.
+ */
+export function rawGet(
+  host: string,
+  port: number,
+  path: string,
+  options: { localAddress?: string; headers?: Record<string, string> } = {},
+): Promise<{ status: number; body: string }> {
+  return new Promise((resolve, reject) => {
+    const req = request({ host, port, path, ...options }, (res) => {
+      let body = '';
+      res.setEncoding('utf8');
+      res.on('data', (chunk: string) => {
+        body += chunk;
+      });
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
+    });
+    req.on('error', reject);
+    req.end();
+  });
 }

@@ -1,12 +1,14 @@
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, chownSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createLogger, type Logger } from '../../src/logger.js';
 import { SchedClient } from '../../src/sched/client.js';
 import { parseProfile } from '../../src/sched/profile.js';
+import { resolveJobUser } from '../../src/sim/job-user.js';
 import { parseSimConfig, type SimConfigInput, type TokenEntry } from '../../src/sim/sim-config.js';
 import type { SimJob } from '../../src/sim/sim-job.js';
 import { SimServer } from '../../src/sim/sim-server.js';
+import { bearer } from './http.js';
 
 export const ALICE_TOKEN = 'alice-token-0123456789abcdef';
 export const READONLY_TOKEN = 'readonly-token-0123456789abcdef';
@@ -39,11 +41,29 @@ export const TEST_TOKENS: ReadonlyMap<string, TokenEntry> = new Map([
   [BOB_TOKEN, { user: 'bob', account: 'other', scopes: ['sched:read', 'scheddb:read', 'sched:jobs:manage'] }],
 ]);
 
+/**
+ * Gives `dir` to the user a simulator started as root runs jobs as (see resolveJobUser), as a
+ * submitter owns the folder its jobs write in on a cluster; the folders on the way to it
+ * (`passThrough`, e.g. a 0700 mkdtemp root) are opened to passing through, not to listing.
+ * Nothing changes when the tests do not run as root. Returns `dir`.
+ */
+export function giveToJobUser(dir: string, passThrough: string[] = [], jobUserName?: string): string {
+  const jobUser = resolveJobUser(jobUserName);
+  if (jobUser) {
+    for (const folder of passThrough) chmodSync(folder, 0o711);
+    chownSync(dir, jobUser.uid, jobUser.gid);
+  }
+  return dir;
+}
+
 export interface TestSim {
   url: string;
   server: SimServer;
   stateDir: string;
+  /** A folder its jobs may write in (their user's, when the simulator runs them as another). */
   workDir: string;
+  /** The `Authorization` header of the simulator's `/_sim` routes (its admin token). */
+  readonly admin: Record<string, string>;
   stop(): Promise<void>;
   /** Stops and starts again on the same state dir and port (a simulator restart). */
   restart(): Promise<void>;
@@ -103,6 +123,8 @@ export async function startSim(
   const stateDir = join(root, 'state');
   const workDir = join(root, 'work');
   mkdirSync(workDir, { recursive: true });
+  // The state dir beside it stays root's.
+  giveToJobUser(workDir, [root], overrides.jobUser);
   if (jobs.length > 0) {
     mkdirSync(stateDir, { recursive: true });
     const nextJobId = Math.max(...jobs.map((job) => job.jobId)) + 1;
@@ -134,6 +156,9 @@ export async function startSim(
     server,
     stateDir,
     workDir,
+    get admin() {
+      return bearer(sim.server.adminToken.reveal());
+    },
     async stop() {
       await sim.server.stop();
       if (!keepDirs) rmSync(root, { recursive: true, force: true });

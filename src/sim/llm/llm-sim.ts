@@ -9,7 +9,7 @@ import { boundText, completionText, countTokens, MESSAGE_OVERHEAD_TOKENS } from 
  * The simulator's OpenAI-compatible endpoint (the local language-model
  * service of the contract `001`): `GET /v1/models` and `POST
  * /v1/chat/completions` with its own API keys, deterministic completions, and
- * faults switched by `PUT /_sim/llm` (loopback only) for tests and demos.
+ * faults switched by `PUT /_sim/llm` (with the admin token) for tests and demos.
  */
 
 export interface LlmSimSettings {
@@ -287,7 +287,7 @@ export class LlmSimulator {
     };
   }
 
-  /** Admin routes under /_sim/llm (the server's admin hook keeps them to loopback callers). */
+  /** Admin routes under /_sim/llm (the server's admin hook keeps them to holders of its admin token). */
   registerAdmin(app: FastifyInstance, prefix: string): void {
     app.get(`${prefix}/llm`, async () => ({ fault: this.fault, stats: this.stats, models: this.settings.models }));
     app.get(`${prefix}/llm/requests`, async () => ({ requests: this.received }));

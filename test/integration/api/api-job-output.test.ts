@@ -11,7 +11,7 @@ import { apiClient, errorOf } from '../../helpers/api.js';
 import { runCli } from '../../helpers/cli-process.js';
 import { daemonTestEnv, type TestDaemon } from '../../helpers/daemon.js';
 import { bearer, http, waitFor } from '../../helpers/http.js';
-import { ALICE_TOKEN, type TestSim } from '../../helpers/sim.js';
+import { ALICE_TOKEN, giveToJobUser, type TestSim } from '../../helpers/sim.js';
 
 /** Outputs you can read: paths in the history, the output route and command, the simulator's own defaults. */
 
@@ -40,8 +40,9 @@ async function submit(td: TestDaemon, spec: Record<string, unknown>): Promise<st
 describe('a job whose output the daemon can read', () => {
   it('has its expanded paths stored and shown, and its tail read through the API and the CLI', async () => {
     const { sim, td, call } = await setup();
-    // Slurm opens the stderr file in a folder that must exist already.
+    // Slurm opens the stderr file in a folder that must exist already, as the job's user.
     mkdirSync(join(sim.workDir, 'err'), { recursive: true });
+    giveToJobUser(join(sim.workDir, 'err'));
     const id = await submit(td, {
       name: 'outputs',
       current_working_directory: sim.workDir,
@@ -186,13 +187,16 @@ describe('a job whose output the daemon cannot read', () => {
 
   it("is not read inside schedflow's own folders (403)", async () => {
     const { td, call } = await setup();
+    // A simulator run as root runs the job as a user who cannot write in the data dir at all
+    // (the job fails); the file is put there as a job run as the daemon's own user would.
+    writeFileSync(join(td.dataDir, 'peek.out'), 'inside\n');
     const id = await submit(td, {
       name: 'sneaky',
       current_working_directory: td.dataDir,
-      standard_output: 'peek-%j.out',
+      standard_output: 'peek.out',
       script: '#!/bin/sh\necho inside\n',
     });
-    await td.waitForState(id, 'completed');
+    await td.waitForState(id, process.getuid?.() === 0 ? 'failed' : 'completed');
     const res = await call(`/api/v1/jobs/${id}/output`);
     expect(res.status, res.text).toBe(403);
     expect(errorOf(res)).toMatchObject({ code: 'SCHEDFLOW_ERR_OUTPUT_UNREADABLE', output: { reason: 'protected' } });

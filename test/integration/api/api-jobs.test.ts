@@ -393,10 +393,10 @@ describe('DELETE /api/v1/jobs/{id}', () => {
     });
     expect(errorOf(refused).message).toMatch(/cancel of job 987654 failed/);
 
-    await http(`${sim.url}/_sim/upstream`, { method: 'PUT', body: { slurmctld: 'down' } });
+    await http(`${sim.url}/_sim/upstream`, { headers: sim.admin, method: 'PUT', body: { slurmctld: 'down' } });
     const down = await api.call('DELETE', `/api/v1/jobs/${id}`, { token });
     expect(down.status).toBe(503);
     expect(errorOf(down)).toMatchObject({ code: 'SCHEDFLOW_ERR_UPSTREAM', upstream: { status: 500 } });
-    await http(`${sim.url}/_sim/upstream`, { method: 'PUT', body: { slurmctld: 'up' } });
+    await http(`${sim.url}/_sim/upstream`, { headers: sim.admin, method: 'PUT', body: { slurmctld: 'up' } });
   });
 });

@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type CliResult, cleanEnv, runCli as runProcess } from '../../helpers/cli-process.js';
 import { bearer, http, waitFor } from '../../helpers/http.js';
-import { ALICE_TOKEN, READONLY_TOKEN, startSim, type TestSim } from '../../helpers/sim.js';
+import { ALICE_TOKEN, giveToJobUser, READONLY_TOKEN, startSim, type TestSim } from '../../helpers/sim.js';
 
 /**
  * `schedflow sched …` run the way a user runs it: a separate Node process (the run's build of
@@ -83,6 +83,8 @@ async function closedPort(): Promise<number> {
 beforeAll(async () => {
   sim = await startSim();
   dir = mkdtempSync(join(tmpdir(), 'schedflow-cli-'));
+  // Its jobs write here; the files the test writes stay root's, readable by root alone.
+  giveToJobUser(dir);
   aliceTokenFile = writeTokenFile('alice.token', ALICE_TOKEN, 0o600);
   readonlyTokenFile = writeTokenFile('readonly.token', READONLY_TOKEN, 0o600);
 });

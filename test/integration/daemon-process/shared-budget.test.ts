@@ -1,4 +1,4 @@
-import { mkdirSync, mkdtempSync } from 'node:fs';
+import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -8,7 +8,7 @@ import { writeProfile } from '../../helpers/daemon.js';
 import { startFlakyProxy } from '../../helpers/flaky-proxy.js';
 import { bearer, http, waitFor } from '../../helpers/http.js';
 import { startTestRedis } from '../../helpers/redis.js';
-import { startSim } from '../../helpers/sim.js';
+import { giveToJobUser, startSim } from '../../helpers/sim.js';
 import { daemonProcessEnv, readHistory, SHUTDOWN_GRACE_MS } from './daemon-process-env.js';
 
 /**
@@ -31,7 +31,7 @@ describe('two worker processes under one budget', () => {
     dproc.proxy = await startFlakyProxy(dproc.sim.url);
     writeProfile(configDir, dproc.proxy.url, { rateLimit: { capacity: 2, refillPerSecond: 3 } });
     const workDir = mkdtempSync(join(tmpdir(), 'schedflow-budget-jobs-'));
-    mkdirSync(workDir, { recursive: true });
+    giveToJobUser(workDir);
     const env = cleanEnv({
       REDIS_URL: dproc.redis.url,
       SCHEDFLOW_SHUTDOWN_GRACE_MS: String(SHUTDOWN_GRACE_MS),

@@ -149,7 +149,7 @@ describe("the accounts of a plain-slurmrestd user's associations", () => {
 
   it('lets jobs through while the associations cannot be read, and learns them later, daemon.json too', async () => {
     const sim = await env.sim();
-    await http(`${sim.url}/_sim/upstream`, { method: 'PUT', body: { slurmdbd: 'down' } });
+    await http(`${sim.url}/_sim/upstream`, { headers: sim.admin, method: 'PUT', body: { slurmdbd: 'down' } });
     const td = await startTestDaemon(
       sim.url,
       env.redis.url,
@@ -179,7 +179,7 @@ describe("the accounts of a plain-slurmrestd user's associations", () => {
     expect(through.status).toBe(201);
 
     // slurmdbd back: the daemon learns the associations by itself and writes them for the CLI.
-    await http(`${sim.url}/_sim/upstream`, { method: 'PUT', body: { slurmdbd: 'up' } });
+    await http(`${sim.url}/_sim/upstream`, { headers: sim.admin, method: 'PUT', body: { slurmdbd: 'up' } });
     await waitFor(async () => (doorsOf(td.dataDir).srd?.associatedAccounts ? true : undefined), {
       what: 'daemon.json to carry the associations',
       timeoutMs: 10_000,

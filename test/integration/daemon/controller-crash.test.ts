@@ -39,7 +39,11 @@ describe('a slurmctld crash that loses its newest jobs and reuses their ids', ()
       { what: 'the three jobs to be submitted', timeoutMs: 20_000, intervalMs: 50 },
     );
 
-    const crash = await http(`${sim.url}/_sim/slurmctld/crash`, { method: 'POST', body: { loseNewest: 3 } });
+    const crash = await http(`${sim.url}/_sim/slurmctld/crash`, {
+      headers: sim.admin,
+      method: 'POST',
+      body: { loseNewest: 3 },
+    });
     expect(crash.status, crash.text).toBe(200);
     expect([...(crash.json as { lost: number[] }).lost].sort()).toEqual([...lostJobIds].sort());
 

@@ -18,6 +18,6 @@ export function spec(s: TestSim, overrides: Record<string, unknown> = {}) {
 }
 
 export async function setUpstream(s: TestSim, state: Record<string, 'up' | 'down'>) {
-  const res = await http(`${s.url}/_sim/upstream`, { method: 'PUT', body: state });
+  const res = await http(`${s.url}/_sim/upstream`, { headers: s.admin, method: 'PUT', body: state });
   expect(res.status).toBe(200);
 }

@@ -10,6 +10,7 @@ import { type Daemon, startDaemon } from '../../../src/main.js';
 import { jobSpecSchema } from '../../../src/sched/job-spec.js';
 import { cleanEnv, runCli } from '../../helpers/cli-process.js';
 import { waitFor } from '../../helpers/http.js';
+import { giveToJobUser } from '../../helpers/sim.js';
 
 /**
  * The data dir holds job scripts, environment values and webhook URLs: it is
@@ -68,6 +69,7 @@ describe('the data dir', () => {
     const dataDir = join(root, 'data');
     const workDir = join(root, 'work');
     mkdirSync(workDir);
+    giveToJobUser(workDir, [root]);
     process.umask(0o000);
     daemon = await startDaemon(configFor(root, dataDir), createLogger({ level: process.env.LOG_LEVEL ?? 'silent' }));
     // A job through the embedded simulator, so the history, Redis and the simulator all write.

@@ -112,7 +112,11 @@ describe('a profile with nothing to track', () => {
     await waitFor(async () => ((await getProfileSync(store, 'test'))?.lastPollOk ? true : undefined), {
       what: 'a successful check',
     });
-    const down = await http(`${sim.url}/_sim/upstream`, { method: 'PUT', body: { slurmctld: 'down' } });
+    const down = await http(`${sim.url}/_sim/upstream`, {
+      headers: sim.admin,
+      method: 'PUT',
+      body: { slurmctld: 'down' },
+    });
     expect(down.status).toBe(200);
     const stale = await waitFor(
       async () => {

@@ -20,6 +20,7 @@ describe('a submission retried through an outage', () => {
     const store = td.daemon.history.store;
     const setUpstream = async (state: 'up' | 'down') => {
       const res = await http(`${sim.url}/_sim/upstream`, {
+        headers: sim.admin,
         method: 'PUT',
         body: { slurmctld: state, slurmdbd: state },
       });

@@ -48,7 +48,7 @@ function spec(s: TestSim, overrides: Record<string, unknown> = {}) {
 }
 
 async function setUpstream(s: TestSim, state: Record<string, 'up' | 'down'>) {
-  const res = await http(`${s.url}/_sim/upstream`, { method: 'PUT', body: state });
+  const res = await http(`${s.url}/_sim/upstream`, { headers: s.admin, method: 'PUT', body: state });
   expect(res.status).toBe(200);
 }
 

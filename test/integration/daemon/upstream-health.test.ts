@@ -46,6 +46,7 @@ describe('health while the scheduler is down behind its proxy', () => {
     expect(sample(good, 'schedflow_profile_last_poll_ok', 'profile="test"')).toBe(1);
     expect(sample(good, 'schedflow_upstream_serving_stale', 'profile="test"')).toBe(0);
     const down = await http(`${sim.url}/_sim/upstream`, {
+      headers: sim.admin,
       method: 'PUT',
       body: { slurmctld: 'down', slurmdbd: 'down' },
     });
@@ -112,7 +113,11 @@ describe('health while the scheduler is down behind its proxy', () => {
     expect(text).toMatch(/serving stale answers since \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC/);
 
     // The scheduler back: fresh answers, and the note goes.
-    await http(`${sim.url}/_sim/upstream`, { method: 'PUT', body: { slurmctld: 'up', slurmdbd: 'up' } });
+    await http(`${sim.url}/_sim/upstream`, {
+      headers: sim.admin,
+      method: 'PUT',
+      body: { slurmctld: 'up', slurmdbd: 'up' },
+    });
     await waitFor(async () => ((await getProfileSync(store, 'test'))?.lastPollOk ? true : undefined), {
       what: 'a fresh poll',
     });

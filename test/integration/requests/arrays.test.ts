@@ -420,7 +420,11 @@ describe("an array's job id given to another array (slurmctld back from a crash 
     const ownJobIds = (await tasksOf(store, 'ours')).map((task) => task.jobId);
 
     // slurmctld forgets both tasks' jobs, and the next array (someone else's) gets the same ids.
-    const crash = await http(`${sim.url}/_sim/slurmctld/crash`, { method: 'POST', body: { loseNewest: 2 } });
+    const crash = await http(`${sim.url}/_sim/slurmctld/crash`, {
+      headers: sim.admin,
+      method: 'POST',
+      body: { loseNewest: 2 },
+    });
     expect(crash.status).toBe(200);
     const theirs = jobSpecSchema.parse({ name: 'theirs', script: '#!/bin/sh\nexit 0\n', array: '0-1' });
     expect((await client.submit(theirs, 'someone-else')).job_id).toBe(submitted.job_id);

@@ -12,7 +12,7 @@ clientFile();
 
 describe('freshness, stale-if-error, rate limits', () => {
   const setUpstream = (state: Record<string, string>) =>
-    http(`${sim.url}/_sim/upstream`, { method: 'PUT', body: state });
+    http(`${sim.url}/_sim/upstream`, { headers: sim.admin, method: 'PUT', body: state });
 
   it('every read carries its freshness; polling reads accept stale data while the scheduler is down', async () => {
     const client = await connect({ retries: { attempts: 1 } });

@@ -1,11 +1,10 @@
 import { readFileSync } from 'node:fs';
-import { request } from 'node:http';
 import { networkInterfaces } from 'node:os';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { codecFor } from '../../../src/sched/codecs/codec.js';
 import { validateAgainstSpec } from '../../../src/sched/spec-validator.js';
 import { type ApiVersion, SUPPORTED_VERSIONS } from '../../../src/sched/versions.js';
-import { bearer, http, waitFor } from '../../helpers/http.js';
+import { bearer, http, rawGet, waitFor } from '../../helpers/http.js';
 import { ALICE_TOKEN, BOB_TOKEN, DBONLY_TOKEN, READONLY_TOKEN, startSim, type TestSim } from '../../helpers/sim.js';
 
 type Json = Record<string, unknown>;
@@ -486,7 +485,9 @@ describe('section 4 caching', () => {
 describe('section 4 caching: stale-if-error', () => {
   const url = () => `${sim.url}/sched/v0.0.44/nodes`;
   const setUpstream = (state: Json) =>
-    http(`${sim.url}/_sim/upstream`, { method: 'PUT', body: state }).then((r) => expect(r.status).toBe(200));
+    http(`${sim.url}/_sim/upstream`, { headers: sim.admin, method: 'PUT', body: state }).then((r) =>
+      expect(r.status).toBe(200),
+    );
 
   afterAll(async () => {
     await setUpstream({ slurmctld: 'up', slurmdbd: 'up' });
@@ -536,7 +537,11 @@ describe('section 4 caching: stale-if-error', () => {
   });
 
   it('the admin switch answers loopback callers only and validates its input', async () => {
-    const bad = await http(`${sim.url}/_sim/upstream`, { method: 'PUT', body: { slurmctld: 'maybe' } });
+    const bad = await http(`${sim.url}/_sim/upstream`, {
+      headers: sim.admin,
+      method: 'PUT',
+      body: { slurmctld: 'maybe' },
+    });
     expect(bad.status).toBe(400);
   });
 
@@ -552,8 +557,10 @@ describe('section 4 caching: stale-if-error', () => {
       const spellings = ['/_sim/upstream', '/%5Fsim/upstream', '/%5fsim/upstream', '/_sim/%75pstream', '/_sim/stats'];
       for (const path of spellings) {
         // The loopback answer shows each spelling does reach an admin route.
-        expect((await rawGet('127.0.0.1', port, path)).status, `${path} from loopback`).toBe(200);
-        const remote = await rawGet(external, port, path, external);
+        expect((await rawGet('127.0.0.1', port, path, { headers: open.admin })).status, `${path} from loopback`).toBe(
+          200,
+        );
+        const remote = await rawGet(external, port, path, { localAddress: external, headers: open.admin });
         expect(remote.status, `${path} from ${external}`).toBe(403);
         expect(remote.body).toContain('loopback clients only');
       }
@@ -562,27 +569,6 @@ describe('section 4 caching: stale-if-error', () => {
     }
   });
 });
-
-/** A GET sent with its path exactly as written (fetch would normalise it), from `localAddress` when given. */
-function rawGet(
-  host: string,
-  port: number,
-  path: string,
-  localAddress?: string,
-): Promise<{ status: number; body: string }> {
-  return new Promise((resolve, reject) => {
-    const req = request({ host, port, path, localAddress }, (res) => {
-      let body = '';
-      res.setEncoding('utf8');
-      res.on('data', (chunk: string) => {
-        body += chunk;
-      });
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
-    });
-    req.on('error', reject);
-    req.end();
-  });
-}
 
 describe('section 7 and 8: per-IP rate limit', () => {
   it('429 with Retry-After once the bucket is empty, and service again after it refills', async () => {

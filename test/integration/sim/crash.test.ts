@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { cleanEnv, REPO, schedflowEntry } from '../../helpers/cli-process.js';
 import { bearer, http, waitFor } from '../../helpers/http.js';
-import { ALICE_TOKEN } from '../../helpers/sim.js';
+import { ALICE_TOKEN, giveToJobUser } from '../../helpers/sim.js';
 
 /**
  * `schedflow sim` as a real OS process that dies by SIGKILL: no shutdown hook
@@ -67,6 +67,7 @@ function makeDirs(): Dirs {
   const stateDir = join(root, 'state');
   const workDir = join(root, 'work');
   mkdirSync(workDir);
+  giveToJobUser(workDir, [root]);
   const tokensFile = join(root, 'tokens.json');
   const tokens = {
     [ALICE_TOKEN]: { user: 'alice', account: 'lab', scopes: ['sched:read', 'scheddb:read', 'sched:jobs:manage'] },

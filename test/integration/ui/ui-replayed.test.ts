@@ -58,7 +58,10 @@ describe('admin web UI', () => {
 
     // The controller goes away: the simulator's proxy serves cached answers, and the page says so.
     const setUpstream = async (state: 'up' | 'down') =>
-      expect((await http(`${sim.url}/_sim/upstream`, { method: 'PUT', body: { slurmctld: state } })).status).toBe(200);
+      expect(
+        (await http(`${sim.url}/_sim/upstream`, { headers: sim.admin, method: 'PUT', body: { slurmctld: state } }))
+          .status,
+      ).toBe(200);
     await setUpstream('down');
     try {
       await waitFor(
