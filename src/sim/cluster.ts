@@ -13,7 +13,7 @@ import {
 } from './dependency.js';
 import { killOrphan, type RunningProcess, simulatedProcess, startJobProcess } from './job-process.js';
 import { JobStore } from './job-store.js';
-import type { JobUser } from './job-user.js';
+import { type JobUser, SubmitterUsers } from './job-user.js';
 import type { PartitionSettings } from './sim-config.js';
 import { cpusOf, isArrayMeta, isTerminal, type SimJob } from './sim-job.js';
 import { SlurmError } from './slurm-errno.js';
@@ -104,6 +104,8 @@ export class Cluster {
   /** Jobs whose end the simulator caused, so an exit is classified correctly. */
   private readonly endCause = new Map<number, 'cancel' | 'timeout' | 'oom'>();
   private readonly store: JobStore;
+  /** Whom each submitter's scripts run as (a simulator started as root). */
+  private readonly submitterUsers: SubmitterUsers;
   private nextJobId: number;
   private lastJobUpdateSec = nowSec();
   private scheduling = false;
@@ -112,6 +114,7 @@ export class Cluster {
 
   constructor(readonly options: ClusterOptions) {
     this.store = new JobStore(options.stateDir);
+    this.submitterUsers = new SubmitterUsers(options.jobUser ?? null);
     this.nextJobId = options.firstJobId;
   }
 
@@ -300,7 +303,7 @@ export class Cluster {
       user: submitter.user,
       // Slurm's user_id is the uid the job runs as and owns its files: here the host user it
       // really runs as, when that is not the simulator's own.
-      userId: this.options.jobUser?.uid ?? submitter.userId,
+      userId: this.submitterUsers.runAs(submitter.user)?.uid ?? submitter.userId,
       account,
       partition: partition.name,
       comment: request.comment ?? '',
@@ -593,7 +596,7 @@ export class Cluster {
             scriptDir: this.scriptDir,
             nodeName: this.options.nodeName,
             clusterName: this.options.clusterName,
-            jobUser: this.options.jobUser ?? null,
+            jobUser: this.submitterUsers.runAs(job.user),
           })
         : Promise.resolve(simulatedProcess(simulated * 1000));
     // Stands in for the process until it has started, so its CPUs count as taken
@@ -782,19 +785,25 @@ export function defaultWorkDir(stateDir: string): string {
 
 /**
  * Made owner-only if missing; one that is a link or another user's is refused (a shared /tmp).
- * With a job user, it is that user's, as a submitter owns the folder its jobs write in.
+ * With a job user, jobs of several host users write in it (each submitter with an account
+ * here runs as that account, see SubmitterUsers): the simulator's own, sticky and writable to
+ * all, as /tmp is, so each writes its own files and none removes another's.
  */
 function ensureWorkDir(dir: string, jobUser: JobUser | null): void {
   mkdirSync(dir, { recursive: true, mode: 0o700 });
   const stat = lstatSync(dir);
   const uid = process.getuid?.();
+  // The job user's: as an earlier simulator of this state dir left it.
   const owners = [uid, jobUser?.uid];
   if (!stat.isDirectory() || (uid !== undefined && !owners.includes(stat.uid))) {
     throw new Error(
       `the simulator's working folder ${dir} is not a folder of this user: remove it, or set the simulator's workDir`,
     );
   }
-  if (jobUser && stat.uid !== jobUser.uid) chownSync(dir, jobUser.uid, jobUser.gid);
+  if (jobUser && uid !== undefined) {
+    if (stat.uid !== uid) chownSync(dir, uid, process.getgid?.() ?? 0);
+    chmodSync(dir, 0o1777);
+  }
 }
 
 /**

@@ -71,3 +71,37 @@ export function resolveJobUser(configured: string | undefined): JobUser | null {
   }
   return user;
 }
+
+/**
+ * The lowest uid of a person's account (Debian's UID_MIN): below it are system users (the
+ * database's, the web server's), whose files a token must never reach by naming them.
+ */
+const FIRST_PERSON_UID = 1000;
+/** The kernel's overflow uid (Debian's `nobody`): owns nothing a job should write as. */
+const OVERFLOW_UID = 65534;
+
+/**
+ * Whom one submitter's jobs run as, given the simulator's job user (null: not root, its own).
+ * As slurmd runs a job as its submitter, a submitter who is a person's account on this host
+ * (uid at or over UID_MIN) runs as that account: its files are then its own, as on a cluster,
+ * and the daemon's owner check of output (src/lib/file-tail.ts), which resolves the job's user
+ * by name, finds them so. Any other submitter (a token's name with no account here, root, a
+ * system user) runs as the job user. Looked up once per name.
+ */
+export class SubmitterUsers {
+  private readonly known = new Map<string, JobUser>();
+
+  constructor(private readonly jobUser: JobUser | null) {}
+
+  runAs(submitter: string): JobUser | null {
+    const fallback = this.jobUser;
+    if (fallback === null) return null;
+    let user = this.known.get(submitter);
+    if (user === undefined) {
+      const host = /^[A-Za-z0-9_.][A-Za-z0-9_.-]*$/.test(submitter) ? lookupHostUser(submitter) : null;
+      user = host && host.uid >= FIRST_PERSON_UID && host.uid !== OVERFLOW_UID && host.gid !== 0 ? host : fallback;
+      this.known.set(submitter, user);
+    }
+    return user;
+  }
+}

@@ -42,16 +42,17 @@ export const TEST_TOKENS: ReadonlyMap<string, TokenEntry> = new Map([
 ]);
 
 /**
- * Gives `dir` to the user a simulator started as root runs jobs as (see resolveJobUser), as a
- * submitter owns the folder its jobs write in on a cluster; the folders on the way to it
- * (`passThrough`, e.g. a 0700 mkdtemp root) are opened to passing through, not to listing.
- * Nothing changes when the tests do not run as root. Returns `dir`.
+ * Opens `dir` to the users a simulator started as root runs jobs as (see SubmitterUsers: the
+ * job user, or a submitter's own account where the host has one, as alice and bob of a real
+ * test cluster are), as a submitter's folder is on a cluster: sticky and writable to all, as
+ * /tmp is. The folders on the way to it (`passThrough`, e.g. a 0700 mkdtemp root) are opened to
+ * passing through, not to listing. Nothing changes when the tests do not run as root. Returns `dir`.
  */
 export function giveToJobUser(dir: string, passThrough: string[] = [], jobUserName?: string): string {
   const jobUser = resolveJobUser(jobUserName);
   if (jobUser) {
     for (const folder of passThrough) chmodSync(folder, 0o711);
-    chownSync(dir, jobUser.uid, jobUser.gid);
+    chmodSync(dir, 0o1777);
   }
   return dir;
 }

@@ -9,6 +9,7 @@ import { createLogger } from '../../../src/logger.js';
 import { type Daemon, startDaemon } from '../../../src/main.js';
 import { jobSpecSchema } from '../../../src/sched/job-spec.js';
 import { defaultWorkDir } from '../../../src/sim/cluster.js';
+import { SubmitterUsers } from '../../../src/sim/job-user.js';
 import { parseSimConfig, SimConfigError } from '../../../src/sim/sim-config.js';
 import { SimServer } from '../../../src/sim/sim-server.js';
 import { bearer, http, waitFor } from '../../helpers/http.js';
@@ -29,6 +30,29 @@ function hostId(flag: '-u' | '-g', name: string): number {
 
 const jobUid = asRoot ? hostId('-u', 'schedflow-job') : -1;
 const jobGid = asRoot ? hostId('-g', 'schedflow-job') : -1;
+/**
+ * Whom alice's jobs run as: her own account where this host has one (a real test cluster's
+ * cluster.sh makes alice and bob), as slurmd runs a job as its submitter; else schedflow-job.
+ */
+const aliceHost = spawnSync('id', ['-u', 'alice']).status === 0 ? hostId('-u', 'alice') : null;
+const aliceUid = aliceHost !== null && aliceHost >= 1000 ? aliceHost : jobUid;
+const aliceGid = aliceUid === jobUid ? jobGid : hostId('-g', 'alice');
+
+describe.runIf(asRoot)('whom a submitter runs as, on a simulator started as root', () => {
+  it("a person's account of this host as itself; root, a system user or no account as the job user", () => {
+    const jobUser = { name: 'schedflow-job', uid: jobUid, gid: jobGid };
+    const users = new SubmitterUsers(jobUser);
+    expect(users.runAs('root')).toEqual(jobUser);
+    // Debian's daemon (uid 1), postgres or www-data: a token naming them never reaches their files.
+    expect(users.runAs('daemon')).toEqual(jobUser);
+    expect(users.runAs('nobody')).toEqual(jobUser);
+    expect(users.runAs('no-such-user-here')).toEqual(jobUser);
+    expect(users.runAs('-x')).toEqual(jobUser);
+    expect(users.runAs('alice')?.uid).toBe(aliceUid);
+    // A simulator that is not root runs every job as itself.
+    expect(new SubmitterUsers(null).runAs('alice')).toBeNull();
+  });
+});
 
 describe.runIf(asRoot)('a simulator started as root runs jobs as an unprivileged user', () => {
   let sim: TestSim;
@@ -60,19 +84,19 @@ describe.runIf(asRoot)('a simulator started as root runs jobs as an unprivileged
     await waitForState(sim, id, 'COMPLETED');
     const outFile = join(sim.workDir, `slurm-${id}.out`);
     const lines = readFileSync(outFile, 'utf8').split('\n');
-    expect(lines[0]).toBe(String(jobUid));
+    expect(lines[0]).toBe(String(aliceUid));
     // Root's supplementary groups do not follow the job.
     expect(lines[1]?.split(' ')).not.toContain('0');
     expect(lines).toContain('cannot-read');
     expect(lines.join('\n')).not.toContain('root-only-content');
-    expect(statSync(join(sim.workDir, 'made-by-job')).uid).toBe(jobUid);
-    expect(statSync(outFile).uid).toBe(jobUid);
+    expect(statSync(join(sim.workDir, 'made-by-job')).uid).toBe(aliceUid);
+    expect(statSync(outFile).uid).toBe(aliceUid);
     // The records say whom it ran as, as Slurm's user_id does; the name stays the submitter's.
     const record = await accountingJob(sim, id);
     expect(record?.user).toBe('alice');
     const controller = await http(`${sim.url}/sched/v0.0.44/job/${id}`, { headers: bearer(ALICE_TOKEN) });
     expect((controller.json as { jobs: { user_id: number; user_name: string }[] }).jobs[0]).toMatchObject({
-      user_id: jobUid,
+      user_id: aliceUid,
       user_name: 'alice',
     });
   });
@@ -93,7 +117,7 @@ describe.runIf(asRoot)('a simulator started as root runs jobs as an unprivileged
     await waitForState(sim, quiet, 'COMPLETED');
     const fifo = join(sim.workDir, 'planted.out');
     spawnSync('mkfifo', [fifo]);
-    chownSync(fifo, jobUid, jobGid);
+    chownSync(fifo, aliceUid, aliceGid);
     const id = await submit(sim, { name: 'fifo', script: '#!/bin/sh\necho hi\n', standard_output: fifo });
     await waitForState(sim, id, 'FAILED');
     const ping = await http(`${sim.url}/ping`);
@@ -142,7 +166,7 @@ describe.runIf(asRoot)('the embedded simulator of a daemon started as root', () 
     }
   });
 
-  it('runs a job as schedflow-job, in a working folder of its own', async () => {
+  it('runs a job of a submitter with no account here (demo) as schedflow-job, in its working folder', async () => {
     root = mkdtempSync(join(tmpdir(), 'schedflow-embedded-'));
     mkdirSync(join(root, 'config'));
     const config = loadDaemonConfig(
@@ -173,6 +197,8 @@ describe.runIf(asRoot)('the embedded simulator of a daemon started as root', () 
     const work = defaultWorkDir(join(config.dataDir, 'sim'));
     expect(readFileSync(join(work, `slurm-${done.jobId}.out`), 'utf8').trim()).toBe(String(jobUid));
     expect(statSync(join(work, 'mine')).uid).toBe(jobUid);
-    expect(statSync(work).uid).toBe(jobUid);
+    // Root's, sticky and open to every job user, as /tmp is.
+    expect(statSync(work).uid).toBe(0);
+    expect(statSync(work).mode & 0o7777).toBe(0o1777);
   });
 });
