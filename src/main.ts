@@ -12,6 +12,7 @@ import { ConfigError } from './errors.js';
 import { startApiServer } from './http/server.js';
 import { loadUiPassword } from './http/ui/ui-password.js';
 import { HeapCollector } from './lib/heap-collector.js';
+import { setUnmappedJobUid } from './lib/host-users.js';
 import { ensureOwnerOnlyDir } from './lib/owner-only.js';
 import { takePidLock } from './lib/pid-lock.js';
 import { Lifecycle, StopRequestedError } from './lifecycle.js';
@@ -160,6 +161,7 @@ async function compose(config: DaemonConfig, logger: Logger, lifecycle: Lifecycl
     lifecycle.add('simulator', () => sim.server.stop(), { timeoutMs: 10_000 });
     simUrl = sim.url;
     simJobUser = sim.server.jobUser?.name ?? null;
+    setUnmappedJobUid(sim.server.jobUser?.uid ?? null);
     profiles = new Map([[sim.profile.name, sim.profile]]);
     demoLlm = sim.llm;
   }

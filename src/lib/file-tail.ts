@@ -38,8 +38,9 @@ export interface TailOptions {
   /** Folders never read from, whatever path leads into them (schedflow's data and configuration). */
   protectedDirs?: readonly string[];
   /**
-   * The uid the file must belong to: the job's user on this host. Null or absent where the
-   * daemon cannot tell who that is (a scheduler user with no account here): not checked then.
+   * The uid the file must belong to: the job's user on this host. Null where the daemon cannot
+   * tell who that is (a scheduler user with no account here): then, read by root, only root's
+   * own files are refused. Absent: not asked (a file that is not a job's).
    */
   ownerUid?: number | null;
 }
@@ -74,8 +75,15 @@ export type FileTail =
 type Refusal = Exclude<FileTail, { kind: 'ok' } | { kind: 'older' }>;
 
 const { O_RDONLY, O_DIRECTORY, O_NOFOLLOW, O_NONBLOCK, O_NOCTTY } = constants;
+/**
+ * Linux's O_PATH (Node does not name it; the same value on every architecture Node runs on
+ * but alpha, sparc and parisc): a folder opened only to look up names in it, which needs the
+ * right to pass through it, not to list it. Home and project folders of clusters are often
+ * 0711 or 0710, which the daemon's user (not root) may pass through but not read.
+ */
+const O_PATH = 0o10000000;
 /** A folder along the path: refused when it is a link (ENOTDIR for a link with O_DIRECTORY). */
-const DIR_FLAGS = O_RDONLY | O_DIRECTORY | O_NOFOLLOW;
+const DIR_FLAGS = O_PATH | O_DIRECTORY | O_NOFOLLOW;
 /** The file: O_NONBLOCK so that a FIFO or device put there after the `lstat` does not hold the open. */
 const FILE_FLAGS = O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY;
 
@@ -257,6 +265,9 @@ export function readFileTail(path: string, options: TailOptions): FileTail {
   try {
     const uid = Number(opened.stat.uid);
     if (options.ownerUid != null && uid !== options.ownerUid) return { kind: 'not-owner', uid };
+    // The job's user unknown (no account of that name here, no record yet), read by root: root's
+    // own files (its logs, its keys) are never a job's output, unless the job is known to be root's.
+    if (options.ownerUid === null && DAEMON_UID === 0 && uid === 0) return { kind: 'not-owner', uid };
     // A job cannot make a hard link to a file it may not read (fs.protected_hardlinks), but
     // where that is off, or where jobs run as the daemon's user, a second name of one of the
     // daemon's files (its history, its keys) is one inside schedflow's folders.

@@ -57,3 +57,22 @@ export async function hostUidOf(name: string | null | undefined): Promise<number
   }
   return uid;
 }
+
+/**
+ * The uid a simulator started as root in this process (the embedded one) runs the jobs of
+ * submitters with no account here as (its job user): theirs is then known too.
+ */
+let unmappedJobUid: number | null = null;
+
+/** Said by the composition root when the embedded simulator runs jobs as its job user. */
+export function setUnmappedJobUid(uid: number | null): void {
+  unmappedJobUid = uid;
+}
+
+/**
+ * The uid a job of scheduler user `name` ran as on this host: the host's account of that name
+ * (Slurm runs a job as its submitter), else the embedded simulator's job user, else null.
+ */
+export async function jobUidOf(name: string | null | undefined): Promise<number | null> {
+  return (await hostUidOf(name)) ?? unmappedJobUid;
+}

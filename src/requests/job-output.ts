@@ -3,7 +3,7 @@ import type { AccountingJobRow, JobRequestRow } from '../db/schema.js';
 import type { ErrorCode } from '../errors.js';
 import { assertNever } from '../lib/assert-never.js';
 import { readFileTail } from '../lib/file-tail.js';
-import { hostUidOf } from '../lib/host-users.js';
+import { jobUidOf } from '../lib/host-users.js';
 import { type OutputSpec, outputPathsOf } from '../sched/output-paths.js';
 import { isTerminalRequest } from './request-state.js';
 
@@ -134,7 +134,7 @@ export async function readJobOutput(
   }
   const user = accounting?.user || null;
   const tail = readFileTail(path, {
-    ownerUid: await hostUidOf(user),
+    ownerUid: await jobUidOf(user),
     maxBytes: options.maxBytes,
     maxLines: options.tailLines,
     notBeforeMs: started && row.startedAt !== null ? row.startedAt - CLOCK_SLACK_MS : null,

@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { chmodSync, chownSync, lstatSync, mkdirSync } from 'node:fs';
+import { chmodSync, lstatSync, mkdirSync } from 'node:fs';
 import { constants, tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import type { Logger } from '../logger.js';
@@ -793,17 +793,14 @@ function ensureWorkDir(dir: string, jobUser: JobUser | null): void {
   mkdirSync(dir, { recursive: true, mode: 0o700 });
   const stat = lstatSync(dir);
   const uid = process.getuid?.();
-  // The job user's: as an earlier simulator of this state dir left it.
-  const owners = [uid, jobUser?.uid];
-  if (!stat.isDirectory() || (uid !== undefined && !owners.includes(stat.uid))) {
+  if (!stat.isDirectory() || (uid !== undefined && stat.uid !== uid)) {
     throw new Error(
       `the simulator's working folder ${dir} is not a folder of this user: remove it, or set the simulator's workDir`,
     );
   }
-  if (jobUser && uid !== undefined) {
-    if (stat.uid !== uid) chownSync(dir, uid, process.getgid?.() ?? 0);
-    chmodSync(dir, 0o1777);
-  }
+  // By path after the lstat: safe, as the folder is this user's (root's) and no job user may
+  // rename or replace it in a sticky /tmp.
+  if (jobUser) chmodSync(dir, 0o1777);
 }
 
 /**

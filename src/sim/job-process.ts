@@ -281,10 +281,21 @@ export async function startJobProcess(job: SimJob, options: StartOptions): Promi
       // groups do not follow the job.
       ...(jobUser && { uid: jobUser.uid, gid: jobUser.gid }),
     });
-  } finally {
+  } catch (error) {
     closeSync(stdoutFd);
     if (stderrFd !== stdoutFd) closeSync(stderrFd);
+    throw error;
   }
+  if (stderrFd !== stdoutFd) closeSync(stdoutFd);
+  // stderr's descriptor is kept until the script is known to run, for slurmstepd's execve error
+  // below: its file is never opened again by name, which (as root) would follow whatever the
+  // job put on its path meanwhile.
+  let errorFd: number | null = stderrFd;
+  const closeErrorFd = () => {
+    if (errorFd !== null) closeSync(errorFd);
+    errorFd = null;
+  };
+  child.once('spawn', closeErrorFd);
 
   const sampler = child.pid === undefined ? null : usageSampler(child.pid);
   const done = new Promise<ProcessExit>((resolveExit) => {
@@ -292,11 +303,11 @@ export async function startJobProcess(job: SimJob, options: StartOptions): Promi
       sampler?.stop();
       // execve failed (bad interpreter line, not executable): slurmstepd reports it in the output.
       try {
-        const fd = openSync(paths.stderr, 'a');
-        writeSync(fd, `slurmstepd: error: execve(): ${scriptPath}: ${error.message}\n`);
-        closeSync(fd);
+        if (errorFd !== null) writeSync(errorFd, `slurmstepd: error: execve(): ${scriptPath}: ${error.message}\n`);
       } catch {
         // The output file may be unwritable; the exit code still tells the story.
+      } finally {
+        closeErrorFd();
       }
       // Like slurmstepd, the errno of the failed execve is the exit code (ENOENT 2, EACCES 13).
       const errno = constants.errno[(error as NodeJS.ErrnoException).code as keyof typeof constants.errno];

@@ -16,7 +16,7 @@ import {
 import type { SummaryFindings } from '../db/summary-data.js';
 import { addDelivery } from '../db/webhooks.js';
 import { toError } from '../errors.js';
-import { hostUidOf } from '../lib/host-users.js';
+import { jobUidOf } from '../lib/host-users.js';
 import type { LlmClient } from '../llm/llm-client.js';
 import { LlmError } from '../llm/llm-errors.js';
 import type { Logger } from '../logger.js';
@@ -307,7 +307,7 @@ export class Summarizer {
     const facts = jobFacts(request, accounting, {
       ...settings,
       protectedDirs: this.deps.protectedDirs,
-      jobUserUid: await hostUidOf(accounting?.user),
+      jobUserUid: await jobUidOf(accounting?.user),
     });
     const known =
       request.state === 'submit_failed' ? await partitionsUsed(store, request.profile, facts.account) : undefined;
@@ -343,7 +343,7 @@ export class Summarizer {
       const facts = jobFacts(request, accounting, {
         ...settings,
         protectedDirs: this.deps.protectedDirs,
-        jobUserUid: await hostUidOf(accounting?.user),
+        jobUserUid: await jobUidOf(accounting?.user),
       });
       const { triage, suggestion } = jobTriage(facts);
       steps.push({

@@ -17,7 +17,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { readFileTail } from '../../../src/lib/file-tail.js';
-import { hostUidOf } from '../../../src/lib/host-users.js';
+import { hostUidOf, jobUidOf, setUnmappedJobUid } from '../../../src/lib/host-users.js';
 import { REPO, TSX } from '../../helpers/cli-process.js';
 
 /**
@@ -203,8 +203,20 @@ describe("a file of another user than the job's", () => {
       kind: 'ok',
       text: 'hello from the job\n',
     });
-    // A user with no account on this host (a simulator's): the owner cannot be told, and is not checked.
+    // A user with no account on this host (a simulator's token user): the owner cannot be told.
+    // Read by root, root's own files are still refused then; another user's file is read.
     expect(await hostUidOf('no-such-user-here')).toBeNull();
+    expect(readFileTail(log, { maxBytes: 100, ownerUid: null })).toEqual({ kind: 'not-owner', uid: 0 });
+    expect(readFileTail(own, { maxBytes: 100, ownerUid: null })).toMatchObject({ kind: 'ok' });
+    // The embedded simulator runs such users' jobs as its job user: that uid is theirs then.
+    setUnmappedJobUid(NOBODY_UID);
+    try {
+      expect(await jobUidOf('no-such-user-here')).toBe(NOBODY_UID);
+      expect(await jobUidOf('nobody')).toBe(NOBODY_UID);
+    } finally {
+      setUnmappedJobUid(null);
+    }
+    expect(await jobUidOf('no-such-user-here')).toBeNull();
     expect(await hostUidOf('-x')).toBeNull();
   });
 });

@@ -7,7 +7,7 @@ import { getRequest, transitionsOf } from '../../../db/requests.js';
 import { type JobRequestRow, REQUEST_STATES, type RequestState } from '../../../db/schema.js';
 import { summaryOfRequest } from '../../../db/summaries.js';
 import { NoTasksToRetryError, SubmissionRefusedError } from '../../../errors.js';
-import { hostUidOf } from '../../../lib/host-users.js';
+import { jobUidOf } from '../../../lib/host-users.js';
 import { formatCounts, summarizeArray } from '../../../requests/array-state.js';
 import { attemptsOf } from '../../../requests/attempts.js';
 import { cancelRequest } from '../../../requests/canceller.js';
@@ -312,7 +312,7 @@ ${row.resubmitOf ? html`<dt>Resubmits</dt><dd><a href="${jobHref(row.resubmitOf)
 <dt>Request id</dt><dd><code>${v.id}</code></dd></dl>`;
 
   // The job's user's uid here, which its output files must belong to (null: not known).
-  const jobUserUid = await hostUidOf(accounting?.user);
+  const jobUserUid = await jobUidOf(accounting?.user);
   const accountingPanel = accounting
     ? html`<h2>Accounting${recordOwner ? ` of ${recordOwner}` : ''}</h2><div class="panel"><dl class="facts">
 <dt>State</dt><dd>${accounting.state} <span class="muted">(${accounting.rawState})</span></dd>
