@@ -116,7 +116,7 @@ export function jobFacts(
             name: row.name,
             user: acct?.user ?? null,
             node: node && !node.includes('[') ? node : null,
-            uid: options.jobUserUid ?? null,
+            uid: options.jobUserUid,
           },
           options.outputTailBytes,
           row.startedAt !== null ? row.startedAt - OUTPUT_CLOCK_SLACK_MS : null,

@@ -48,9 +48,14 @@ export function readTail(
   maxBytes: number,
   notBeforeMs: number | null,
   protectedDirs: readonly string[] = [],
-  ownerUid: number | null = null,
+  ownerUid?: number | null,
 ): OutputTail {
-  const tail = readFileTail(path, { maxBytes, notBeforeMs, protectedDirs, ownerUid });
+  const tail = readFileTail(path, {
+    maxBytes,
+    notBeforeMs,
+    protectedDirs,
+    ...(ownerUid !== undefined && { ownerUid }),
+  });
   const none = (note: string, sizeBytes: number | null = null): OutputTail => ({
     label,
     path,
@@ -92,7 +97,7 @@ export function readTail(
  * when it submitted the job), else computed here from its spec (`standard_output`,
  * `standard_error`, default `slurm-%j.out`) against its working directory (/tmp when it names
  * none, where slurmstepd falls back to). `job.uid` is its user's uid on this host
- * (src/lib/host-users.ts), which its files must belong to; null: not known, not checked.
+ * (src/lib/host-users.ts), which its files must belong to; null: not known (read by root, root's files are then refused); absent: not asked.
  */
 export function outputTails(
   spec: OutputSpec,
@@ -112,7 +117,7 @@ export function outputTails(
     sizeBytes: null,
     note: 'its name pattern uses fields schedflow does not know',
   });
-  const uid = job.uid ?? null;
+  const uid = job.uid;
   if (stdout !== null && stderr === stdout) {
     return [readTail(stdout, 'output', maxBytes, notBeforeMs, protectedDirs, uid)];
   }
