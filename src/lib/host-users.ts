@@ -16,6 +16,20 @@ const MISS_TTL_MS = 5 * 60_000;
 /** A portable user name (POSIX, plus the `$` of machine accounts); anything else is not looked up. */
 const USER_NAME = /^[A-Za-z0-9_.][A-Za-z0-9_.-]*\$?$/;
 
+/** Whether `name` may be looked up as a host user: never one `getent` could read as an option. */
+export function isHostUserName(name: string): boolean {
+  return USER_NAME.test(name);
+}
+
+/** The uid and gid of `getent passwd NAME`'s answer (its first line); null when it has none. */
+export function passwdIds(answer: string): { uid: number; gid: number } | null {
+  const [, , uid, gid] = answer.split('\n')[0]?.split(':') ?? [];
+  const ids = { uid: Number(uid), gid: Number(gid) };
+  return uid && gid && Number.isInteger(ids.uid) && ids.uid >= 0 && Number.isInteger(ids.gid) && ids.gid >= 0
+    ? ids
+    : null;
+}
+
 const found = new Map<string, number>();
 const misses = new Map<string, number>();
 const pending = new Map<string, Promise<number | null>>();
@@ -26,15 +40,14 @@ function getentUid(name: string): Promise<number | null> {
     execFile('getent', ['passwd', name], { timeout: LOOKUP_TIMEOUT_MS }, (error, stdout) => {
       // Exit 2 is "no such user"; a missing getent or a timeout leaves the owner unknown too.
       if (error) return resolve(null);
-      const uid = Number(stdout.split('\n')[0]?.split(':')[2]);
-      resolve(Number.isInteger(uid) && uid >= 0 ? uid : null);
+      resolve(passwdIds(stdout)?.uid ?? null);
     });
   });
 }
 
 /** The host uid of `name`; null when it has none here or it cannot be told. Cached. */
 export async function hostUidOf(name: string | null | undefined): Promise<number | null> {
-  if (!name || !USER_NAME.test(name)) return null;
+  if (!name || !isHostUserName(name)) return null;
   const known = found.get(name);
   if (known !== undefined) return known;
   const missedAt = misses.get(name);

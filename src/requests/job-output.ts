@@ -205,7 +205,7 @@ export async function readJobOutput(
       return unavailable(
         'SCHEDFLOW_ERR_OUTPUT_UNREADABLE',
         'symlink',
-        `${path} on ${host} leads through a symbolic link, which the daemon never follows for a job (it cannot tell who made it): write output to its real path`,
+        `${path} on ${host} leads through a symbolic link a job could have made, which the daemon never follows (only root's are): write output to its real path`,
       );
     case 'unsafe-path':
       return unavailable(

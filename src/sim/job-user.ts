@@ -1,5 +1,6 @@
 import { spawnSync } from 'node:child_process';
 import { userInfo } from 'node:os';
+import { isHostUserName, passwdIds } from '../lib/host-users.js';
 import { SimConfigError } from './sim-config.js';
 
 /** A host user the simulator's job scripts run as, as slurmd runs a job as its submitter. */
@@ -33,12 +34,9 @@ export function lookupHostUser(name: string): JobUser | null {
   if (run.error) throw new SimConfigError(`cannot look up host user ${name}: getent: ${run.error.message}`);
   // getent exits 2 for a name it does not know.
   if (run.status !== 0) return null;
-  const [, , uid, gid] = run.stdout.trim().split('\n')[0]?.split(':') ?? [];
-  const user = { name, uid: Number(uid), gid: Number(gid) };
-  if (!Number.isInteger(user.uid) || !Number.isInteger(user.gid)) {
-    throw new SimConfigError(`getent passwd ${name} answered an entry without a numeric uid and gid`);
-  }
-  return user;
+  const ids = passwdIds(run.stdout);
+  if (!ids) throw new SimConfigError(`getent passwd ${name} answered an entry without a numeric uid and gid`);
+  return { name, ...ids };
 }
 
 /**
@@ -98,7 +96,7 @@ export class SubmitterUsers {
     if (fallback === null) return null;
     let user = this.known.get(submitter);
     if (user === undefined) {
-      const host = /^[A-Za-z0-9_.][A-Za-z0-9_.-]*$/.test(submitter) ? lookupHostUser(submitter) : null;
+      const host = isHostUserName(submitter) ? lookupHostUser(submitter) : null;
       user = host && host.uid >= FIRST_PERSON_UID && host.uid !== OVERFLOW_UID && host.gid !== 0 ? host : fallback;
       this.known.set(submitter, user);
     }
