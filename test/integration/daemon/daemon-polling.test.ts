@@ -1,6 +1,7 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { getProfileSync } from '../../../src/db/accounting.js';
 import { listRequests, transitionsOf } from '../../../src/db/requests.js';
+import { isTerminalRequest } from '../../../src/requests/request-state.js';
 import { startTestDaemon, type TestDaemon } from '../../helpers/daemon.js';
 import { startFlakyProxy } from '../../helpers/flaky-proxy.js';
 import { waitFor } from '../../helpers/http.js';
@@ -40,13 +41,21 @@ describe('polling', () => {
         Array.from({ length: 30 }, () =>
           // Running through the whole window however long starting them all takes (they are killed
           // with the simulator): an end in it would rightly cost an accounting request.
-          daemon.submit({ spec: spec(sim as TestSim, { script: '#!/bin/sh\nsleep 60\n' }), origin: 'api' }),
+          daemon.submit({ spec: spec(sim as TestSim, { script: '#!/bin/sh\nsleep 300\n' }), origin: 'api' }),
         ),
       );
       await waitFor(
-        async () =>
-          (await listRequests(daemon.history.store, { state: ['running'] })).length === ids.length ? true : undefined,
-        { what: 'all jobs running', timeoutMs: 30_000 },
+        async () => {
+          const rows = await listRequests(daemon.history.store);
+          // A job that ended will never run: say how, rather than wait out the bound.
+          const ended = rows.filter((row) => isTerminalRequest(row.state));
+          if (ended.length)
+            throw new Error(
+              `jobs ended before the window: ${ended.map((r) => `${r.state} ${r.errorMessage ?? ''}`).join('; ')}`,
+            );
+          return rows.filter((row) => row.state === 'running').length === ids.length ? true : undefined;
+        },
+        { what: 'all jobs running', timeoutMs: 90_000 },
       );
       const before = proxy.requests.length;
       await new Promise((r) => setTimeout(r, 4500));
@@ -68,7 +77,7 @@ describe('polling', () => {
     } finally {
       await proxy.close();
     }
-  }, 60_000);
+  }, 150_000);
 
   it('an outage longer than the cache lifetime loses nothing and fails nothing; tracking resumes', async () => {
     sim = await startSim();
