@@ -18,6 +18,69 @@ const NAMED_HOURS: Record<string, number> = { midnight: 0, noon: 12, elevenses: 
 const FORMS =
   'now[+count[seconds|minutes|hours|days|weeks]], today, tomorrow, midnight, noon, HH:MM[:SS], YYYY-MM-DD[THH:MM[:SS]] or MM/DD[/YY]';
 
+interface Day {
+  year: number;
+  month: number;
+  day: number;
+}
+interface Clock {
+  hour: number;
+  minute: number;
+  second: number;
+}
+/** What one part of the string says; null when it is not a time after all. */
+type Part = { date?: Day; time?: Clock; yearGiven?: boolean } | null;
+
+const dayOf = (d: Date): Day => ({ year: d.getFullYear(), month: d.getMonth(), day: d.getDate() });
+
+/** The parts a time string is made of, each with how to read it. */
+const PARTS: readonly [RegExp, (match: RegExpExecArray, now: Date) => Part][] = [
+  [
+    /^now\s*(?:([+-])\s*(\d+)\s*([a-z]*))?/i,
+    ([, sign, count, unit], now) => {
+      // seconds by default; a unit in the singular or the plural
+      const factor = unit ? UNIT_SECONDS[unit.toLowerCase().replace(/s$/, '')] : 1;
+      if (factor === undefined) return null;
+      const later = new Date(now.getTime() + (sign === '-' ? -1 : 1) * Number(count ?? 0) * factor * 1000);
+      return {
+        date: dayOf(later),
+        time: { hour: later.getHours(), minute: later.getMinutes(), second: later.getSeconds() },
+      };
+    },
+  ],
+  [
+    /^(today|tomorrow)/i,
+    ([, word], now) => ({
+      date: dayOf(new Date(now.getTime() + (word?.toLowerCase() === 'tomorrow' ? 86_400_000 : 0))),
+    }),
+  ],
+  [
+    /^(midnight|noon|elevenses|fika|teatime)/i,
+    ([, word]) => ({ time: { hour: NAMED_HOURS[word?.toLowerCase() ?? ''] ?? 0, minute: 0, second: 0 } }),
+  ],
+  [
+    /^(\d{1,2}):(\d{2})(?::(\d{2}))?(?:\s*([ap]m))?/i,
+    ([, h, m, sec, ampm]) => {
+      let hour = Number(h);
+      const meridiem = ampm?.toLowerCase();
+      if (meridiem && (hour < 1 || hour > 12)) return null;
+      if (meridiem === 'pm' && hour < 12) hour += 12;
+      if (meridiem === 'am' && hour === 12) hour = 0;
+      const time = { hour, minute: Number(m), second: Number(sec ?? 0) };
+      return hour > 23 || time.minute > 59 || time.second > 59 ? null : { time };
+    },
+  ],
+  [/^(\d{4})-(\d{2})-(\d{2})/, ([, y, m, d]) => ({ date: { year: Number(y), month: Number(m) - 1, day: Number(d) } })],
+  [
+    // MM/DD[/YY], MM.DD[.YY], MMDD[YY]: a two-digit year is 20YY.
+    /^(\d{2})[/.]?(\d{2})(?:[/.]?(\d{2}))?/,
+    ([, m, d, y], now) => ({
+      date: { year: y === undefined ? now.getFullYear() : 2000 + Number(y), month: Number(m) - 1, day: Number(d) },
+      yearGiven: y !== undefined,
+    }),
+  ],
+];
+
 /** The Unix time (seconds) `text` names, seen from `now`. */
 export function parseBeginTime(text: string, now: Date = new Date()): number {
   const input = text.trim();
@@ -30,8 +93,8 @@ export function parseBeginTime(text: string, now: Date = new Date()): number {
     if (seconds < 1_000_000) fail();
     return seconds;
   }
-  let date: { year: number; month: number; day: number } | undefined;
-  let time: { hour: number; minute: number; second: number } | undefined;
+  let date: Day | undefined;
+  let time: Clock | undefined;
   let yearGiven = true;
   let rest = input;
   while (rest.length > 0) {
@@ -41,46 +104,15 @@ export function parseBeginTime(text: string, now: Date = new Date()): number {
       rest = rest.slice(skip[0].length);
       continue;
     }
-    let match: RegExpExecArray | null;
-    if ((match = /^now\s*(?:([+-])\s*(\d+)\s*([a-z]*))?/i.exec(rest))) {
-      const [, sign, count, unit] = match;
-      let delta = 0;
-      if (sign) {
-        // seconds by default; a unit in the singular or the plural
-        const factor = unit ? UNIT_SECONDS[unit.toLowerCase().replace(/s$/, '')] : 1;
-        if (factor === undefined) fail();
-        delta = (sign === '-' ? -1 : 1) * Number(count) * (factor ?? 1);
-      }
-      const later = new Date(now.getTime() + delta * 1000);
-      date = { year: later.getFullYear(), month: later.getMonth(), day: later.getDate() };
-      time = { hour: later.getHours(), minute: later.getMinutes(), second: later.getSeconds() };
-    } else if ((match = /^(today|tomorrow)/i.exec(rest))) {
-      const day = new Date(now.getTime() + (match[1]?.toLowerCase() === 'tomorrow' ? 86_400_000 : 0));
-      date = { year: day.getFullYear(), month: day.getMonth(), day: day.getDate() };
-    } else if ((match = /^(midnight|noon|elevenses|fika|teatime)/i.exec(rest))) {
-      time = { hour: NAMED_HOURS[match[1]?.toLowerCase() ?? ''] ?? 0, minute: 0, second: 0 };
-    } else if ((match = /^(\d{1,2}):(\d{2})(?::(\d{2}))?(?:\s*([ap]m))?/i.exec(rest))) {
-      let hour = Number(match[1]);
-      const meridiem = match[4]?.toLowerCase();
-      if (meridiem && (hour < 1 || hour > 12)) fail();
-      if (meridiem === 'pm' && hour < 12) hour += 12;
-      if (meridiem === 'am' && hour === 12) hour = 0;
-      time = { hour, minute: Number(match[2]), second: Number(match[3] ?? 0) };
-      if (hour > 23 || time.minute > 59 || time.second > 59) fail();
-    } else if ((match = /^(\d{4})-(\d{2})-(\d{2})/.exec(rest))) {
-      date = { year: Number(match[1]), month: Number(match[2]) - 1, day: Number(match[3]) };
-    } else if ((match = /^(\d{2})[/.]?(\d{2})(?:[/.]?(\d{2}))?/.exec(rest))) {
-      // MM/DD[/YY], MM.DD[.YY], MMDD[YY]: a two-digit year is 20YY.
-      yearGiven = match[3] !== undefined;
-      date = {
-        year: yearGiven ? 2000 + Number(match[3]) : now.getFullYear(),
-        month: Number(match[1]) - 1,
-        day: Number(match[2]),
-      };
-    } else {
-      fail();
-    }
-    rest = rest.slice(match?.[0].length ?? rest.length);
+    const part = PARTS.find(([pattern]) => pattern.test(rest));
+    const match = part?.[0].exec(rest);
+    if (!part || !match) return fail();
+    const read = part[1](match, now);
+    if (read === null) fail();
+    if (read?.date) date = read.date;
+    if (read?.time) time = read.time;
+    if (read?.yearGiven === false) yearGiven = false;
+    rest = rest.slice(match[0].length);
   }
   if (!date && !time) fail();
   if (date && (date.month < 0 || date.month > 11 || date.day < 1 || date.day > 31)) fail();
