@@ -235,7 +235,14 @@ export function sbatchMembers(
 export function sbatchSpec(script: string, options_: SbatchSpecOptions): JobSpec {
   const { members, origin, problems } = sbatchMembers(script, options_);
   const overrides = options_.overrides ?? {};
-  const parsed = jobSpecSchema.safeParse({ ...members, ...overrides });
+  const merged = { ...members, ...overrides };
+  // sbatch also asks for -c as a TRES per task (`TresPerTask=cpu=N`); slurmrestd does not derive it.
+  if (typeof merged.cpus_per_task === 'number' && !('tres_per_task' in overrides)) {
+    merged.tres_per_task = `cpu=${merged.cpus_per_task}`;
+    const from = origin.get('cpus_per_task');
+    if (from) origin.set('tres_per_task', from);
+  }
+  const parsed = jobSpecSchema.safeParse(merged);
   if (!parsed.success) {
     for (const issue of parsed.error.issues) {
       const member = String(issue.path[0] ?? '');
