@@ -1,4 +1,4 @@
-import { statSync } from 'node:fs';
+import { readFileSync, statSync } from 'node:fs';
 import { basename, dirname, join, resolve } from 'node:path';
 import type { Command } from 'commander';
 import { ConfigError } from '../errors.js';
@@ -10,10 +10,12 @@ import { type FileLoad, loadPipelineSet } from '../pipelines/pipeline-set.js';
 import { planRun } from '../pipelines/run-plan.js';
 import { codecFor } from '../sched/codecs/codec.js';
 import { loadProfiles } from '../sched/profile.js';
+import { looksLikeSbatchScript } from '../sched/sbatch-script.js';
 import { validateAgainstSpec } from '../sched/spec-validator.js';
 import { isApiVersion, LATEST_VERSION } from '../sched/versions.js';
 import { EXIT } from './exit-codes.js';
 import { table } from './format.js';
+import { readJobFile } from './job-file.js';
 import { print, printError } from './terminal.js';
 
 /** Profiles of a config folder, for the same checks the daemon makes (accounts, profile names). */
@@ -38,6 +40,17 @@ function expandFiles(paths: string[]): string[] {
       return [resolve(p)];
     }
   });
+}
+
+/** A job script (`#!` or `#SBATCH` lines) rather than a pipeline file: its content says, as for `jobs submit`. */
+function isJobScript(file: string): boolean {
+  let text: string;
+  try {
+    text = readFileSync(file, 'utf8');
+  } catch {
+    return false; // the pipeline loader says what is wrong with it
+  }
+  return looksLikeSbatchScript(text);
 }
 
 /**
@@ -68,8 +81,10 @@ export function registerPipelinesCommands(program: Command): void {
 
   program
     .command('validate')
-    .description('check pipeline files as the daemon would (for CI); --render prints the submit bodies a run sends')
-    .argument('<files...>', 'pipeline files (YAML or JSON), or folders of them')
+    .description(
+      'check pipeline files and sbatch job scripts as the daemon would (for CI); --render prints the submit bodies a run sends, or the spec a script became',
+    )
+    .argument('<files...>', 'pipeline files (YAML or JSON), folders of them, or sbatch job scripts')
     .option('--config <dir>', 'configuration folder with profiles/ (for account and profile checks)', './config')
     .option('--render', 'print the exact submit bodies of a run, validated against the profile API version')
     .option('--param <name=value>', 'a run parameter for --render (repeatable)', collectParam, {})
@@ -78,8 +93,27 @@ export function registerPipelinesCommands(program: Command): void {
       if (context.profiles.size === 0) {
         printError(`note: no profiles in ${resolve(flags.config)}/profiles: profile and account checks skipped\n`);
       }
+      const files = expandFiles(paths);
+      const scripts = files.filter(isJobScript);
       let failed = 0;
-      for (const { file, pipeline, error } of validateFiles(expandFiles(paths), context)) {
+      for (const file of scripts) {
+        try {
+          const { spec } = readJobFile(file);
+          print(
+            flags.render
+              ? `${JSON.stringify({ file, spec }, null, 2)}\n`
+              : `ok  ${file}  job script: ${spec.name}${spec.partition ? ` (partition ${spec.partition})` : ''}\n`,
+          );
+        } catch (error) {
+          if (!(error instanceof SourceError || error instanceof ConfigError)) throw error;
+          failed++;
+          printError(`${error.message}\n`);
+        }
+      }
+      for (const { file, pipeline, error } of validateFiles(
+        files.filter((file) => !scripts.includes(file)),
+        context,
+      )) {
         try {
           if (error) throw error;
           if (flags.render) {
@@ -94,7 +128,8 @@ export function registerPipelinesCommands(program: Command): void {
         }
       }
       if (failed > 0) {
-        printError(`${failed} invalid pipeline file${failed === 1 ? '' : 's'}\n`);
+        const what = scripts.length > 0 ? 'file' : 'pipeline file';
+        printError(`${failed} invalid ${what}${failed === 1 ? '' : 's'}\n`);
         process.exitCode = EXIT.usage;
       }
     });

@@ -2,14 +2,13 @@ import { randomUUID } from 'node:crypto';
 import { resolve } from 'node:path';
 import { type Command, Option } from 'commander';
 import { ConfigError } from '../errors.js';
-import { parseSource, readYamlSource } from '../lib/yaml-source.js';
 import { createLogger } from '../logger.js';
 import { SchedClient } from '../sched/client.js';
-import { jobSpecSchema } from '../sched/job-spec.js';
 import { loadProfiles, type Profile, parseProfile } from '../sched/profile.js';
 import { JobNotFoundError } from '../sched/sched-errors.js';
 import { EXIT } from './exit-codes.js';
 import { freshnessNote, jobDetail, jobsTable } from './format.js';
+import { readJobFile } from './job-file.js';
 import { LOG_LEVELS, parseInteger, parseSince } from './options.js';
 import { print as printText } from './terminal.js';
 
@@ -200,12 +199,15 @@ export function registerSchedCommand(program: Command): void {
 
   sched
     .command('submit')
-    .description('submit a job file (YAML or JSON job spec; see README)')
+    .description('submit a job file (YAML or JSON job spec, or an sbatch script; see docs/profiles.md#job-files)')
     .argument('<file>', 'job file')
     .option('--request-id <id>', 'idempotency key: submitting again with it finds the first job instead')
     .action(async (file: string, opts: { requestId?: string }, cmd: Command) => {
       const flags = flagsOf(cmd);
-      const spec = parseSource(readYamlSource(file), jobSpecSchema);
+      const { spec, retry } = readJobFile(file);
+      if (retry !== undefined) {
+        throw new ConfigError(`${file}: retry: a retry policy is the daemon's; submit it with schedflow jobs submit`);
+      }
       await withClient(flags, async (client) => {
         const requestId = opts.requestId ?? randomUUID();
         // An answer the proxy cached before now cannot prove the request was never submitted.

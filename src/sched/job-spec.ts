@@ -52,10 +52,34 @@ export function parseMemoryMb(value: number | string): number {
 const MAX_UINT32_VALUE = 0xfffffffd;
 const MAX_MEMORY_MB = Number.MAX_SAFE_INTEGER;
 
+/**
+ * slurmrestd's own form of a number that may be unset or unlimited, `{set, infinite, number}`, as
+ * its job_desc_msg takes it, so a body written for slurmrestd is taken as it is.
+ */
+const noValInput = z.strictObject({
+  set: z.boolean().optional(),
+  infinite: z.boolean().optional(),
+  number: z.number().int().nonnegative().optional(),
+});
+
+function fromNoVal(value: z.infer<typeof noValInput>, what: string): number | string {
+  if (value.infinite) {
+    if (what === 'minutes') return 'UNLIMITED';
+    throw new Error(`{"infinite": true}: there is no unlimited ${what}; give a number of MB or leave it out`);
+  }
+  if (value.set === false || value.number === undefined) {
+    throw new Error(`{"set": false} leaves it unset: leave the member out instead`);
+  }
+  // As a plain number must be.
+  if (value.number === 0) throw new Error('must be more than 0');
+  return value.number;
+}
+
 /** A number, or a string in Slurm's notation that `parse` turns into one (its error becomes the issue). */
 function slurmNotation(parse: (value: number | string) => number | 'infinite', max: number, what: string) {
-  return z.union([z.number().int().positive(), z.string()]).transform((value, ctx) => {
+  return z.union([z.number().int().positive(), z.string(), noValInput]).transform((given, ctx) => {
     try {
+      const value = typeof given === 'object' ? fromNoVal(given, what) : given;
       const parsed = parse(value);
       if (parsed !== 'infinite' && parsed > max) throw new Error(`"${value}" is more ${what} than Slurm can take`);
       return parsed;
@@ -84,7 +108,8 @@ const environmentSchema = z
   ])
   .transform((env) => (Array.isArray(env) ? env : Object.entries(env).map(([name, value]) => `${name}=${value}`)));
 
-export const jobSpecSchema = z
+/** The spec's own fields and its pass-through members, before the checks that need them all. */
+const jobSpecObject = z
   .object({
     name: z.string().min(1),
     script: z
@@ -124,9 +149,15 @@ export const jobSpecSchema = z
   })
   // Other job_desc_msg members pass through, checked here as far as no profile is needed: the
   // member must exist in some data parser, and its value must be one the newest would take.
-  .catchall(z.unknown())
-  // Also beside other mistakes, so that one answer names them all.
-  .superRefine(checkPassThrough, { when: ({ value }) => typeof value === 'object' && value !== null });
+  .catchall(z.unknown());
+
+// Also beside other mistakes, so that one answer names them all.
+const passThroughWhen = { when: ({ value }: { value: unknown }) => typeof value === 'object' && value !== null };
+
+export const jobSpecSchema = jobSpecObject.superRefine(checkPassThrough, passThroughWhen);
+
+/** Members to set on top of another spec (the API's `spec` beside an `sbatch` script): any of a spec's, none required. */
+export const jobSpecOverridesSchema = jobSpecObject.partial().superRefine(checkPassThrough, passThroughWhen);
 
 export type JobSpecInput = z.input<typeof jobSpecSchema>;
 export type JobSpec = z.output<typeof jobSpecSchema>;
@@ -155,7 +186,9 @@ function checkPassThrough(spec: Record<string, unknown>, ctx: z.RefinementCtx): 
   const members: Record<string, unknown> = {};
   for (const [key, value] of Object.entries(spec)) {
     if (KNOWN_SPEC_FIELDS.has(key)) continue;
-    if (!passThroughFields().has(key)) {
+    if (key === 'job' || key === 'jobs') {
+      ctx.addIssue({ code: 'custom', path: [key], message: wrapperMessage(key) });
+    } else if (!passThroughFields().has(key)) {
       const near = closestName(key, [...KNOWN_SPEC_FIELDS, ...passThroughFields()]);
       const hint = near ? `; did you mean "${near}"?` : '';
       ctx.addIssue({ code: 'custom', path: [key], message: `unknown member "${key}"${hint}` });
@@ -169,6 +202,13 @@ function checkPassThrough(spec: Record<string, unknown>, ctx: z.RefinementCtx): 
     const [pointer = '', message = error] = error.split(/: (.*)/s);
     ctx.addIssue({ code: 'custom', path: pointer.split('/').filter(Boolean), message });
   }
+}
+
+/** A slurmrestd submit body (`{"job": {…}}`) where a spec was expected, where it is not unwrapped. */
+function wrapperMessage(key: 'job' | 'jobs'): string {
+  return key === 'job'
+    ? `"job" is slurmrestd's submit body around a job: write its members (name, script, time_limit, …) at the top of the spec instead`
+    : `"jobs" is slurmrestd's heterogeneous job: write one job's members at the top of the spec (schedflow submits one job per request)`;
 }
 
 /** The candidate nearest to `name` by edit distance, if near enough to be a slip of the keyboard. */

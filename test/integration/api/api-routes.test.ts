@@ -468,10 +468,19 @@ describe('documents', () => {
     for (const name of Object.keys(doc.components.schemas)) {
       expect(() => schemas.compile({ $ref: `urn:schedflow:openapi#/components/schemas/${name}` }), name).not.toThrow();
     }
-    const submit = doc.components.schemas.SubmitJobInput as { required: string[]; properties: Record<string, unknown> };
-    expect(submit.required).toEqual(['spec']);
+    const submit = doc.components.schemas.SubmitJobInput as {
+      required?: string[];
+      properties: Record<string, { description?: string; properties?: Record<string, unknown> }>;
+    };
+    // `spec`, or an `sbatch` script (with a `spec` beside it on top): neither alone is required.
+    expect(submit.required).toBeUndefined();
+    expect(Object.keys(submit.properties.spec?.properties ?? {})).toEqual(
+      expect.arrayContaining(['name', 'script', 'time_limit', 'memory_per_node']),
+    );
+    expect(submit.properties.sbatch?.description).toMatch(/#SBATCH lines/);
     expect(Object.keys(submit.properties)).toEqual([
       'spec',
+      'sbatch',
       'profile',
       'webhook_url',
       'deadlines',

@@ -2,7 +2,9 @@ import { z } from 'zod';
 import { REQUEST_STATES } from '../../../db/schema.js';
 import { attemptPolicySchema } from '../../../requests/attempt-policy.js';
 import { MAX_ARRAY_EXPRESSION_CHARS } from '../../../sched/job-array.js';
-import { jobSpecSchema } from '../../../sched/job-spec.js';
+import { jobSpecOverridesSchema, jobSpecSchema } from '../../../sched/job-spec.js';
+import { describeProblem, SbatchScriptError, sbatchSpec } from '../../../sched/sbatch-script.js';
+import { unwrapSubmitBody } from '../../../sched/slurmrestd-body.js';
 import { cursorQuery, limitQuery, listOf, named, time, timeInput, webhookUrlOutput } from '../shared-schemas.js';
 import { suggestionSchema, summarySchema } from './summaries.schema.js';
 
@@ -19,31 +21,80 @@ export const deadlinesInput = z
     path: ['finish_by'],
   });
 
+/** The largest `sbatch` script taken: a script, not a data file (the body limit holds the rest). */
+export const MAX_SBATCH_SCRIPT_CHARS = 1_000_000;
+
 export const submitJobBody = named(
   'SubmitJob',
-  z.strictObject({
-    spec: jobSpecSchema.describe(
-      "the job, in slurmrestd's job_desc_msg names (name, script, partition, time_limit, …); any other job_desc_msg member passes through",
-    ),
-    profile: z.string().min(1).optional().describe("scheduler profile; default: the daemon's first"),
-    webhook_url: z
-      .url({ protocol: /^https?$/ })
-      .optional()
-      .describe(
-        "POSTed, signed, when the job ends; never to the daemon's own host or network (loopback, private, link-local, metadata) unless the operator allows the host: 400 SCHEDFLOW_ERR_WEBHOOK_TARGET_REFUSED",
-      ),
-    deadlines: deadlinesInput.optional(),
-    summarize: z
-      .boolean()
-      .optional()
-      .describe("a summary when the job ends (true) or none (false); absent: the daemon's setting"),
-    retry: attemptPolicySchema
-      .optional()
-      .describe(
-        'retry policy: { on, limit, exit_codes, backoff, escalate: { memory_per_node: { factor, max }, time_limit: { factor, max } } }',
-      ),
-  }),
+  z
+    .strictObject({
+      // slurmrestd's own submit body (`{"job": {…}}`) is taken as the job it wraps.
+      spec: z
+        .preprocess(unwrapSubmitBody, jobSpecOverridesSchema)
+        .optional()
+        .describe(
+          "the job, in slurmrestd's job_desc_msg names (name, script, partition, time_limit, …); any other job_desc_msg member passes through. slurmrestd's submit body ({\"job\": {…}}) is taken as the job it wraps. Required unless `sbatch` is given; beside `sbatch`, its members take precedence over the script's #SBATCH lines",
+        ),
+      sbatch: z
+        .string()
+        .min(1)
+        .max(MAX_SBATCH_SCRIPT_CHARS)
+        .optional()
+        .describe(
+          'the job as an sbatch script: its #SBATCH lines (read as sbatch reads them, up to the first command) give the spec, the whole text is its `script`; named "sbatch" without --job-name, as sbatch names a script read from its input',
+        ),
+      profile: z.string().min(1).optional().describe("scheduler profile; default: the daemon's first"),
+      webhook_url: z
+        .url({ protocol: /^https?$/ })
+        .optional()
+        .describe(
+          "POSTed, signed, when the job ends; never to the daemon's own host or network (loopback, private, link-local, metadata) unless the operator allows the host: 400 SCHEDFLOW_ERR_WEBHOOK_TARGET_REFUSED",
+        ),
+      deadlines: deadlinesInput.optional(),
+      summarize: z
+        .boolean()
+        .optional()
+        .describe("a summary when the job ends (true) or none (false); absent: the daemon's setting"),
+      retry: attemptPolicySchema
+        .optional()
+        .describe(
+          'retry policy: { on, limit, exit_codes, backoff, escalate: { memory_per_node: { factor, max }, time_limit: { factor, max } } }',
+        ),
+    })
+    .transform(({ spec, sbatch, ...rest }, ctx) => {
+      const job = jobOf(spec, sbatch, ctx);
+      return job === undefined ? z.NEVER : { ...rest, spec: job };
+    }),
 );
+
+/** The job a submit body asks for: its `spec`, or its `sbatch` script with the `spec` on top. */
+function jobOf(spec: Record<string, unknown> | undefined, sbatch: string | undefined, ctx: z.RefinementCtx) {
+  if (sbatch === undefined) {
+    if (spec === undefined) {
+      ctx.addIssue({ code: 'custom', path: ['spec'], message: 'a job needs `spec` (or `sbatch`, a job script)' });
+      return undefined;
+    }
+    const parsed = jobSpecSchema.safeParse(spec);
+    if (parsed.success) return parsed.data;
+    for (const issue of parsed.error.issues) ctx.addIssue({ ...issue, path: ['spec', ...issue.path] });
+    return undefined;
+  }
+  try {
+    return sbatchSpec(sbatch, { defaultName: 'sbatch', overrides: spec });
+  } catch (error) {
+    if (!(error instanceof SbatchScriptError)) throw error;
+    for (const problem of error.problems) {
+      // A problem of the spec's members is the spec's (`spec.time_limit`); of a line, the script's.
+      const path = problem.line === null ? (problem.option ?? 'spec').split('.') : ['sbatch'];
+      ctx.addIssue({
+        code: 'custom',
+        path,
+        message: problem.line === null ? problem.message : describeProblem(problem),
+      });
+    }
+    return undefined;
+  }
+}
 
 export const listJobsQuery = z.strictObject({
   state: listOf(REQUEST_STATES, 'state').optional(),
