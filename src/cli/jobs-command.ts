@@ -102,7 +102,7 @@ export async function withDaemonQueue<T>(
     );
   }
   const target = 'path' in info.redis ? info.redis.path : new URL(info.redis.url).host;
-  const [{ Queue: BullQueue }, { redisOptions }, { CANCEL_JOB_OPTIONS, JOB_OPTIONS }] = await Promise.all([
+  const [{ Queue: BullQueue }, { redisOptions }, { CLI_ASK_JOB_OPTIONS, JOB_OPTIONS }] = await Promise.all([
     import('bullmq'),
     import('../redis/redis-server.js'),
     import('../queue/catalog.js'),
@@ -118,7 +118,7 @@ export async function withDaemonQueue<T>(
       retryStrategy: () => null,
     } as ConnectionOptions,
     prefix: info.queuePrefix,
-    defaultJobOptions: name === 'pipeline' ? CANCEL_JOB_OPTIONS : JOB_OPTIONS[name],
+    defaultJobOptions: name === 'pipeline' ? CLI_ASK_JOB_OPTIONS : JOB_OPTIONS[name],
   });
   queue.on('error', (error) => {
     lastError = error;
