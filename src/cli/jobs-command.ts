@@ -40,6 +40,7 @@ import { EXIT } from './exit-codes.js';
 import { formatDuration, table } from './format.js';
 import { parseInteger, parseSince } from './options.js';
 import { print, printError } from './terminal.js';
+import { onInterrupt } from './wait-interrupt.js';
 
 /*
  * What only some subcommands need is imported in them (`await import`), not here: BullMQ, the
@@ -178,7 +179,7 @@ async function follow(history: OpenedHistory, requestId: string, json: boolean):
   }
 }
 
-/** How long a cancel waits for the daemon's answer. */
+/** How long a cancel, or a run asked for, waits for the daemon's answer. */
 const CANCEL_ANSWER_MS = 30_000;
 
 /**
@@ -189,31 +190,52 @@ export async function cancelThroughDaemon<Of extends 'job' | 'run'>(
   dataDir: string,
   payload: { of: Of; id: string },
 ): Promise<Of extends 'job' ? JobCancelAnswer : RunCancelAnswer> {
+  const { CANCEL_JOB } = await import('../queue/catalog.js');
+  return askDaemon(dataDir, 'cancel', (who) => ({
+    name: CANCEL_JOB,
+    data: { ...payload, who } satisfies CancelPayload,
+  })) as Promise<Of extends 'job' ? JobCancelAnswer : RunCancelAnswer>;
+}
+
+/**
+ * Asks the running daemon for something only it can do, through a job of its pipeline queue
+ * (`cancel`, `trigger`), and waits for the job's answer. `what` names it in the messages;
+ * `job` makes the job's name and data from the words that say who asks.
+ */
+export async function askDaemon(
+  dataDir: string,
+  what: string,
+  job: (who: string) => { name: string; data: object },
+): Promise<unknown> {
   const info = readDaemonInfo(dataDir);
   if (!daemonAlive(info)) {
     throw new ConfigError(
-      `the daemon of ${resolve(dataDir)} (pid ${info.pid}) is not running, so nothing was cancelled: start it and run this again`,
+      `the daemon of ${resolve(dataDir)} (pid ${info.pid}) is not running, so nothing was done (${what}): start it and run this again`,
     );
   }
-  const who = `CLI (${userInfoName()}, pid ${process.pid})`;
-  const { CANCEL_JOB } = await import('../queue/catalog.js');
+  const { name, data } = job(cliWho());
   return withDaemonQueue(info, dataDir, 'pipeline', async (queue) => {
-    const job = await queue.add(CANCEL_JOB, { ...payload, who } satisfies CancelPayload, { jobId: randomUUID() });
+    const added = await queue.add(name, data, { jobId: randomUUID() });
     const deadline = Date.now() + CANCEL_ANSWER_MS;
     for (;;) {
-      const now = job.id ? await queue.getJob(job.id) : undefined;
+      const now = added.id ? await queue.getJob(added.id) : undefined;
       if (now?.finishedOn) {
-        if (now.failedReason) throw new Error(`the daemon failed the cancel: ${now.failedReason}`);
-        return now.returnvalue as Of extends 'job' ? JobCancelAnswer : RunCancelAnswer;
+        if (now.failedReason) throw new Error(`the daemon failed the ${what}: ${now.failedReason}`);
+        return now.returnvalue as unknown;
       }
       if (Date.now() > deadline) {
         throw new RedisUnavailableError(
-          `the daemon did not take the cancel up within ${CANCEL_ANSWER_MS / 1000} s (are its workers running?); it stays queued and is done when they do`,
+          `the daemon did not take the ${what} up within ${CANCEL_ANSWER_MS / 1000} s (are its workers running?); it stays queued and is done when they do`,
         );
       }
       await sleep(100);
     }
   });
+}
+
+/** Who asks, for the history and the daemon's log: `CLI (alice, pid 4242)`. */
+export function cliWho(): string {
+  return `CLI (${userInfoName()}, pid ${process.pid})`;
 }
 
 function userInfoName(): string {
@@ -273,6 +295,11 @@ export function registerJobsCommand(program: Command): void {
       );
       if (!opts.wait) return;
       const history = await openCliHistory(flags.dataDir, { write: false });
+      // Ctrl-C stops the waiting, not the job: say so, and how to cancel it.
+      const stopWatching = onInterrupt(
+        () =>
+          `schedflow: stopped waiting; request ${requestId} goes on in the daemon (nothing was cancelled). To cancel it: schedflow jobs cancel ${requestId} --data-dir ${resolve(flags.dataDir)}`,
+      );
       try {
         const row = await follow(history, requestId, flags.json ?? false);
         if (!flags.json) {
@@ -282,6 +309,7 @@ export function registerJobsCommand(program: Command): void {
         }
         process.exitCode = row.state === 'completed' ? EXIT.ok : EXIT.refused;
       } finally {
+        stopWatching();
         await history.close();
       }
     });
