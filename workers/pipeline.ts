@@ -5,7 +5,14 @@ import type { Logger } from '../src/logger.js';
 import type { PipelineRegistry } from '../src/pipelines/pipeline-registry.js';
 import { runDeadlineMisses } from '../src/pipelines/run-deadlines.js';
 import { advanceActiveRuns, cancelRun, type RunEngineDeps } from '../src/pipelines/run-engine.js';
-import { CANCEL_JOB, type CancelJobAnswer, cancelPayloadSchema } from '../src/queue/catalog.js';
+import {
+  CANCEL_JOB,
+  type CancelJobAnswer,
+  cancelPayloadSchema,
+  type RunTriggerAnswer,
+  TRIGGER_JOB,
+  triggerPayloadSchema,
+} from '../src/queue/catalog.js';
 import { makeDueAttempts } from '../src/requests/attempts.js';
 import { checkDeadlines } from '../src/requests/deadlines.js';
 
@@ -56,8 +63,36 @@ export function pipelineProcessor(deps: PipelineWorkerDeps) {
       return { retried: attempts.made.length, ended: ended.length, caughtUp, misses: misses.length };
     }
     if (job.name === CANCEL_JOB) return cancelFor(deps, job.data);
+    if (job.name === TRIGGER_JOB) return triggerFor(deps, job.data);
     throw new Error(`unknown pipeline job "${job.name}"`);
   };
+}
+
+/** The error of a job the CLI asked for, as its answer: the CLI prints it and exits by its code. */
+function askedError(e: Error): { kind: 'error'; code: string | null; retryable: boolean; message: string } {
+  return {
+    kind: 'error',
+    code: e instanceof SchedflowError ? e.code : null,
+    retryable: e instanceof SchedflowError ? e.retryable : false,
+    message: e.message,
+  };
+}
+
+/**
+ * A run asked for by the CLI, made by the service the API and the UI use: the same parameter
+ * checks, the same door, recorded as started by the CLI.
+ */
+async function triggerFor(deps: PipelineWorkerDeps, data: unknown): Promise<RunTriggerAnswer> {
+  const { pipeline, params, who } = triggerPayloadSchema.parse(data);
+  try {
+    const run = await deps.registry.trigger(pipeline, { trigger: 'cli', params, triggeredBy: who });
+    return { kind: 'made', run: { id: run.id, pipeline: run.pipeline, state: run.state, detail: run.detail } };
+  } catch (error) {
+    const e = toError(error);
+    // The caller's mistakes (no such pipeline, a bad parameter, a door refusal) are its answer, not a failure here.
+    if (!(e instanceof SchedflowError)) deps.logger.warn({ pipeline, err: e }, 'run asked by the CLI failed');
+    return askedError(e);
+  }
 }
 
 async function cancelFor(deps: PipelineWorkerDeps, data: unknown): Promise<CancelJobAnswer> {
@@ -90,12 +125,6 @@ async function cancelFor(deps: PipelineWorkerDeps, data: unknown): Promise<Cance
   } catch (error) {
     const e = toError(error);
     deps.logger.warn({ of, id, err: e }, 'cancel asked by the CLI failed');
-    return {
-      of,
-      kind: 'error',
-      code: e instanceof SchedflowError ? e.code : null,
-      retryable: e instanceof SchedflowError ? e.retryable : false,
-      message: e.message,
-    };
+    return { of, ...askedError(e) };
   }
 }

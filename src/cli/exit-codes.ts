@@ -1,4 +1,4 @@
-import { type ErrorCode, SchedflowError } from '../errors.js';
+import { type ErrorCode, isErrorCode, SchedflowError } from '../errors.js';
 
 /**
  * Exit codes of schedflow commands, for scripts:
@@ -23,6 +23,7 @@ const USAGE_CODES: ReadonlySet<ErrorCode> = new Set<ErrorCode>([
   'SCHEDFLOW_ERR_CONFIG',
   'SCHEDFLOW_ERR_NOT_FOUND',
   'SCHEDFLOW_ERR_NO_SUGGESTION',
+  'SCHEDFLOW_ERR_PIPELINE_NOT_FOUND',
   'SCHEDFLOW_ERR_SUMMARY_PENDING',
   'SCHEDFLOW_ERR_REDIS_START',
   // Refused at the door: fix the job file, or the profile's token.
@@ -34,9 +35,12 @@ const USAGE_CODES: ReadonlySet<ErrorCode> = new Set<ErrorCode>([
 
 /** The exit code for an error that ends a command: otherwise a retryable error may pass, anything else is a refusal. */
 export function exitCodeFor(error: unknown): number {
-  if (error instanceof SchedflowError) {
-    if (USAGE_CODES.has(error.code)) return EXIT.usage;
-    return error.retryable ? EXIT.unavailable : EXIT.refused;
-  }
+  if (error instanceof SchedflowError) return exitCodeForCode(error.code, error.retryable);
   return EXIT.internal;
+}
+
+/** The same for an error the daemon answered with (its code and whether it may pass), as the CLI's jobs carry it back. */
+export function exitCodeForCode(code: string | null, retryable: boolean): number {
+  if (isErrorCode(code) && USAGE_CODES.has(code)) return EXIT.usage;
+  return retryable ? EXIT.unavailable : EXIT.refused;
 }

@@ -39,7 +39,9 @@ import { openCliHistory } from './cli-history.js';
 import { EXIT } from './exit-codes.js';
 import { formatDuration, table } from './format.js';
 import { parseInteger, parseSince } from './options.js';
+import { findRequest, type NamedRequest } from './request-reference.js';
 import { print, printError } from './terminal.js';
+import { onInterrupt } from './wait-interrupt.js';
 
 /*
  * What only some subcommands need is imported in them (`await import`), not here: BullMQ, the
@@ -102,7 +104,7 @@ export async function withDaemonQueue<T>(
     );
   }
   const target = 'path' in info.redis ? info.redis.path : new URL(info.redis.url).host;
-  const [{ Queue: BullQueue }, { redisOptions }, { CANCEL_JOB_OPTIONS, JOB_OPTIONS }] = await Promise.all([
+  const [{ Queue: BullQueue }, { redisOptions }, { CLI_ASK_JOB_OPTIONS, JOB_OPTIONS }] = await Promise.all([
     import('bullmq'),
     import('../redis/redis-server.js'),
     import('../queue/catalog.js'),
@@ -118,7 +120,7 @@ export async function withDaemonQueue<T>(
       retryStrategy: () => null,
     } as ConnectionOptions,
     prefix: info.queuePrefix,
-    defaultJobOptions: name === 'pipeline' ? CANCEL_JOB_OPTIONS : JOB_OPTIONS[name],
+    defaultJobOptions: name === 'pipeline' ? CLI_ASK_JOB_OPTIONS : JOB_OPTIONS[name],
   });
   queue.on('error', (error) => {
     lastError = error;
@@ -178,7 +180,7 @@ async function follow(history: OpenedHistory, requestId: string, json: boolean):
   }
 }
 
-/** How long a cancel waits for the daemon's answer. */
+/** How long a cancel, or a run asked for, waits for the daemon's answer. */
 const CANCEL_ANSWER_MS = 30_000;
 
 /**
@@ -189,31 +191,72 @@ export async function cancelThroughDaemon<Of extends 'job' | 'run'>(
   dataDir: string,
   payload: { of: Of; id: string },
 ): Promise<Of extends 'job' ? JobCancelAnswer : RunCancelAnswer> {
+  const { CANCEL_JOB } = await import('../queue/catalog.js');
+  return askDaemon(dataDir, 'cancel', (who) => ({
+    name: CANCEL_JOB,
+    data: { ...payload, who } satisfies CancelPayload,
+  })) as Promise<Of extends 'job' ? JobCancelAnswer : RunCancelAnswer>;
+}
+
+/**
+ * Asks the running daemon for something only it can do, through a job of its pipeline queue
+ * (`cancel`, `trigger`), and waits for the job's answer. `what` names it in the messages;
+ * `job` makes the job's name and data from the words that say who asks.
+ */
+export async function askDaemon(
+  dataDir: string,
+  what: string,
+  job: (who: string) => { name: string; data: object },
+): Promise<unknown> {
   const info = readDaemonInfo(dataDir);
   if (!daemonAlive(info)) {
     throw new ConfigError(
-      `the daemon of ${resolve(dataDir)} (pid ${info.pid}) is not running, so nothing was cancelled: start it and run this again`,
+      `the daemon of ${resolve(dataDir)} (pid ${info.pid}) is not running, so nothing was done (${what}): start it and run this again`,
     );
   }
-  const who = `CLI (${userInfoName()}, pid ${process.pid})`;
-  const { CANCEL_JOB } = await import('../queue/catalog.js');
+  const { name, data } = job(cliWho());
   return withDaemonQueue(info, dataDir, 'pipeline', async (queue) => {
-    const job = await queue.add(CANCEL_JOB, { ...payload, who } satisfies CancelPayload, { jobId: randomUUID() });
+    const added = await queue.add(name, data, { jobId: randomUUID() });
     const deadline = Date.now() + CANCEL_ANSWER_MS;
     for (;;) {
-      const now = job.id ? await queue.getJob(job.id) : undefined;
+      const now = added.id ? await queue.getJob(added.id) : undefined;
       if (now?.finishedOn) {
-        if (now.failedReason) throw new Error(`the daemon failed the cancel: ${now.failedReason}`);
-        return now.returnvalue as Of extends 'job' ? JobCancelAnswer : RunCancelAnswer;
+        if (now.failedReason) throw new Error(`the daemon failed the ${what}: ${now.failedReason}`);
+        return now.returnvalue as unknown;
       }
       if (Date.now() > deadline) {
         throw new RedisUnavailableError(
-          `the daemon did not take the cancel up within ${CANCEL_ANSWER_MS / 1000} s (are its workers running?); it stays queued and is done when they do`,
+          `the daemon did not take the ${what} up within ${CANCEL_ANSWER_MS / 1000} s (are its workers running?); it stays queued and is done when they do`,
         );
       }
       await sleep(100);
     }
   });
+}
+
+/** Who asks, for the history and the daemon's log: `CLI (alice, pid 4242)`. */
+export function cliWho(): string {
+  return `CLI (${userInfoName()}, pid ${process.pid})`;
+}
+
+/** How the commands that take a request describe it in their help. */
+const REQUEST_ARGUMENT = 'request id, a unique start of one, or its Slurm job id (123; 123_4 for an array task)';
+
+/** The full id of the request `given` names, read from the history (for the commands the daemon carries out). */
+async function requestIdOf(dataDir: string, given: string): Promise<string> {
+  const history = await openCliHistory(dataDir, { write: false });
+  try {
+    return (await findRequest(history.store, given)).row.id;
+  } finally {
+    await history.close();
+  }
+}
+
+/** `task      4: completed, job 125, exit 0` for `jobs show 123_4`. */
+function taskLine(task: NonNullable<NamedRequest['task']>): string {
+  const t = task.row;
+  if (!t) return `task      ${task.taskId}: not reported by the scheduler yet`;
+  return `task      ${t.taskId}: ${t.state}${t.jobId === null ? '' : `, job ${t.jobId}`}${t.exitCode === null ? '' : `, exit ${t.exitCode}`}${t.reason ? ` (${t.reason})` : ''}`;
 }
 
 function userInfoName(): string {
@@ -273,6 +316,11 @@ export function registerJobsCommand(program: Command): void {
       );
       if (!opts.wait) return;
       const history = await openCliHistory(flags.dataDir, { write: false });
+      // Ctrl-C stops the waiting, not the job: say so, and how to cancel it.
+      const stopWatching = onInterrupt(
+        () =>
+          `schedflow: stopped waiting; request ${requestId} goes on in the daemon (nothing was cancelled). To cancel it: schedflow jobs cancel ${requestId} --data-dir ${resolve(flags.dataDir)}`,
+      );
       try {
         const row = await follow(history, requestId, flags.json ?? false);
         if (!flags.json) {
@@ -282,6 +330,7 @@ export function registerJobsCommand(program: Command): void {
         }
         process.exitCode = row.state === 'completed' ? EXIT.ok : EXIT.refused;
       } finally {
+        stopWatching();
         await history.close();
       }
     });
@@ -366,14 +415,14 @@ export function registerJobsCommand(program: Command): void {
   jobs
     .command('show')
     .description('one request: its state, every transition, and the accounting record')
-    .argument('<request>', 'request id')
-    .action(async (id: string, _opts, cmd: Command) => {
+    .argument('<request>', REQUEST_ARGUMENT)
+    .action(async (given: string, _opts, cmd: Command) => {
       const flags = flagsOf(cmd);
       const history = await openCliHistory(flags.dataDir, { write: false });
       try {
         const h = history.store;
-        const row = await getRequest(h, id);
-        if (!row) throw new ConfigError(`no job request ${id} in the history`);
+        const { row, task } = await findRequest(h, given, { allowTask: true });
+        const id = row.id;
         const { attemptsOf } = await import('../requests/attempts.js');
         const transitions = await transitionsOf(h, id);
         const accounting = row.jobId === null ? undefined : await getAccountingJob(h, row.profile, row.jobId);
@@ -388,7 +437,7 @@ export function registerJobsCommand(program: Command): void {
             reason: a.retryCause?.reason ?? null,
           }));
           print(
-            `${JSON.stringify({ request: shownRow(row), transitions, attempts, accounting: accounting ?? null, summary }, null, 2)}\n`,
+            `${JSON.stringify({ request: shownRow(row), ...(task && { task: task.row ?? { taskId: task.taskId } }), transitions, attempts, accounting: accounting ?? null, summary }, null, 2)}\n`,
           );
           return;
         }
@@ -397,6 +446,7 @@ export function registerJobsCommand(program: Command): void {
           `name      ${row.name} (profile ${row.profile}, from ${row.origin})`,
           `state     ${row.state}${row.reason ? ` (${row.reason})` : ''}`,
           `job id    ${row.jobId ?? '-'}${row.adopted ? ' (adopted after an interrupted submit)' : ''}`,
+          ...(task ? [taskLine(task)] : []),
           `exit      ${row.exitCode ?? '-'}${row.signal ? ` signal ${row.signal}` : ''}`,
           `stdout    ${row.stdoutPath ?? '-'}`,
           `stderr    ${row.stderrPath === null ? '-' : row.stderrPath === row.stdoutPath ? `${row.stderrPath} (with stdout)` : row.stderrPath}`,
@@ -434,10 +484,11 @@ export function registerJobsCommand(program: Command): void {
   jobs
     .command('cancel')
     .description('cancel a request: withdrawn before submission, cancelled by the scheduler after')
-    .argument('<request>', 'request id')
+    .argument('<request>', REQUEST_ARGUMENT)
     .option('--wait', 'follow it until the history records it ended')
-    .action(async (id: string, opts: { wait?: boolean }, cmd: Command) => {
+    .action(async (given: string, opts: { wait?: boolean }, cmd: Command) => {
       const flags = flagsOf(cmd);
+      const id = await requestIdOf(flags.dataDir, given);
       let answer = await cancelThroughDaemon(flags.dataDir, { of: 'job', id });
       // Being submitted right now: its job may exist upstream any moment; ask again as told.
       const until = Date.now() + CANCEL_ANSWER_MS;
@@ -491,15 +542,14 @@ export function registerJobsCommand(program: Command): void {
   jobs
     .command('output')
     .description("the end of a job's stdout (or stderr), read from the path the scheduler reported")
-    .argument('<request>', 'request id')
+    .argument('<request>', REQUEST_ARGUMENT)
     .option('--stderr', 'the stderr file instead of stdout')
     .option('--tail <lines>', 'lines from the end (default 100)', parseInteger)
-    .action(async (id: string, opts: { stderr?: boolean; tail?: number }, cmd: Command) => {
+    .action(async (given: string, opts: { stderr?: boolean; tail?: number }, cmd: Command) => {
       const flags = flagsOf(cmd);
       const history = await openCliHistory(flags.dataDir, { write: false });
       try {
-        const row = await getRequest(history.store, id);
-        if (!row) throw new ConfigError(`no job request ${id} in the history`);
+        const { row } = await findRequest(history.store, given);
         const tailLines = opts.tail ?? 100;
         if (tailLines < 1 || tailLines > MAX_TAIL_LINES) {
           throw new ConfigError(`--tail must be 1 to ${MAX_TAIL_LINES} lines`);
@@ -532,16 +582,17 @@ export function registerJobsCommand(program: Command): void {
   jobs
     .command('retry-tasks')
     .description("run some of an array job's tasks again (by default the ones that did not complete): a new request")
-    .argument('<request>', 'request id of the array job')
+    .argument('<request>', `${REQUEST_ARGUMENT}, of the array job`)
     .option('--indexes <list>', "task indexes in Slurm's syntax (3,7-9); default: every task that did not complete")
-    .action(async (id: string, opts: { indexes?: string }, cmd: Command) => {
+    .action(async (given: string, opts: { indexes?: string }, cmd: Command) => {
       const flags = flagsOf(cmd);
       const info = readDaemonInfo(flags.dataDir);
       const history = await openCliHistory(flags.dataDir, { write: false });
       try {
-        let given: ArrayExpression | undefined;
+        const id = (await findRequest(history.store, given)).row.id;
+        let indexes: ArrayExpression | undefined;
         try {
-          given = opts.indexes === undefined ? undefined : parseArrayExpression(opts.indexes);
+          indexes = opts.indexes === undefined ? undefined : parseArrayExpression(opts.indexes);
         } catch (error) {
           throw new ConfigError(`--indexes: ${toError(error).message}`);
         }
@@ -549,7 +600,7 @@ export function registerJobsCommand(program: Command): void {
           import('../requests/array-retry.js'),
           import('../sched/job-spec.js'),
         ]);
-        const plan = await planArrayRetry(history.store, id, given);
+        const plan = await planArrayRetry(history.store, id, indexes);
         refuseAtDoor(info, plan.original.profile, plan.spec, `request ${id}`);
         const requestId = randomUUID();
         const payload: SubmitPayload = {
@@ -578,13 +629,14 @@ export function registerJobsCommand(program: Command): void {
   jobs
     .command('resubmit')
     .description("queue a request again with its summary's suggested change (more memory, a longer limit, ...)")
-    .argument('<request>', 'request id')
+    .argument('<request>', REQUEST_ARGUMENT)
     .option('--apply-suggestion', 'apply the suggested change (required: nothing is re-submitted without it)')
-    .action(async (id: string, opts: { applySuggestion?: boolean }, cmd: Command) => {
+    .action(async (given: string, opts: { applySuggestion?: boolean }, cmd: Command) => {
       const flags = flagsOf(cmd);
       const info = readDaemonInfo(flags.dataDir);
       const history = await openCliHistory(flags.dataDir, { write: false });
       try {
+        const id = (await findRequest(history.store, given)).row.id;
         const [{ suggestionToApply }, { APPLY_SUGGESTION_JOB }] = await Promise.all([
           import('../summaries/resubmit.js'),
           import('../queue/catalog.js'),

@@ -1,5 +1,12 @@
 import { InvalidArgumentError } from 'commander';
 
+/** `--param name=value`, repeatable: the run parameters of `validate --render` and `runs trigger`. */
+export function collectParam(value: string, previous: Record<string, string>): Record<string, string> {
+  const at = value.indexOf('=');
+  if (at <= 0) throw new InvalidArgumentError(`"${value}": expected name=value`);
+  return { ...previous, [value.slice(0, at)]: value.slice(at + 1) };
+}
+
 /** Commander parser for numeric flags: a clear message instead of NaN. */
 export function parseNumber(value: string): number {
   const n = Number(value);

@@ -16,19 +16,13 @@ import { isApiVersion, LATEST_VERSION } from '../sched/versions.js';
 import { EXIT } from './exit-codes.js';
 import { table } from './format.js';
 import { readJobFile } from './job-file.js';
+import { collectParam } from './options.js';
 import { print, printError } from './terminal.js';
 
 /** Profiles of a config folder, for the same checks the daemon makes (accounts, profile names). */
 function loadContext(configDir: string): LoadContext {
   const profiles = loadProfiles(join(resolve(configDir), 'profiles'));
   return { profiles, defaultProfile: [...profiles.keys()][0] };
-}
-
-/** `--param name=value`, repeatable. */
-function collectParam(value: string, previous: Record<string, string>): Record<string, string> {
-  const at = value.indexOf('=');
-  if (at <= 0) throw new ConfigError(`--param ${value}: expected name=value`);
-  return { ...previous, [value.slice(0, at)]: value.slice(at + 1) };
 }
 
 /** Files named on the command line; a folder stands for its pipeline files. */

@@ -199,9 +199,14 @@ export function registerSchedCommand(program: Command): void {
 
   sched
     .command('submit')
-    .description('submit a job file (YAML or JSON job spec, or an sbatch script; see docs/profiles.md#job-files)')
+    .description(
+      'submit a job file (YAML or JSON job spec, or an sbatch script) straight to the scheduler (the daemon does not follow it: schedflow jobs submit queues one it does)',
+    )
     .argument('<file>', 'job file')
-    .option('--request-id <id>', 'idempotency key: submitting again with it finds the first job instead')
+    .option(
+      '--request-id <id>',
+      "this command's marker (idempotency key): submitting again with it finds the first job instead",
+    )
     .action(async (file: string, opts: { requestId?: string }, cmd: Command) => {
       const flags = flagsOf(cmd);
       const { spec, retry } = readJobFile(file);
@@ -213,10 +218,14 @@ export function registerSchedCommand(program: Command): void {
         // An answer the proxy cached before now cannot prove the request was never submitted.
         const existing = opts.requestId ? await client.findByMarker(requestId, { notBeforeMs: Date.now() }) : null;
         const result = existing ? { job_id: existing.job_id, adopted: true } : await client.submit(spec, requestId);
+        // The marker goes in the job's comment (`schedflow:<marker>`) so `--request-id` finds the
+        // job again; no daemon request has it, which `jobs show` would otherwise be asked about.
+        // `requestId` stays in the JSON for scripts written before `marker`.
         print(
           flags,
-          { ...result, requestId },
-          () => `${result.adopted ? 'already submitted as' : 'submitted'} job ${result.job_id} (request ${requestId})`,
+          { ...result, marker: requestId, requestId, tracked: false },
+          () =>
+            `${result.adopted ? 'already submitted as' : 'submitted'} job ${result.job_id} (marker ${requestId}: not a request of the daemon, which does not follow this job; schedflow jobs submit queues one it follows)`,
         );
       });
     });

@@ -242,6 +242,7 @@ export const pipelineRuns = schedflow.table(
     id: text('id').primaryKey().$type<Of<typeof sqlite.pipelineRuns, 'id'>>(),
     pipeline: text('pipeline').notNull().$type<Of<typeof sqlite.pipelineRuns, 'pipeline'>>(),
     trigger: text('trigger').notNull().$type<Of<typeof sqlite.pipelineRuns, 'trigger'>>(),
+    triggeredBy: text('triggered_by').$type<Of<typeof sqlite.pipelineRuns, 'triggeredBy'>>(),
     scheduledFor: bigint('scheduled_for', { mode: 'number' }).$type<Of<typeof sqlite.pipelineRuns, 'scheduledFor'>>(),
     params: jsonb('params').notNull().$type<Of<typeof sqlite.pipelineRuns, 'params'>>(),
     definition: jsonb('definition').notNull().$type<Of<typeof sqlite.pipelineRuns, 'definition'>>(),

@@ -311,6 +311,45 @@ export async function requestByJobId(
   return rows[0];
 }
 
+/**
+ * Requests whose id starts with `prefix`, at most `limit`, newest first: for ids abbreviated
+ * as people do. `substr` rather than LIKE: the same exact, case-sensitive comparison on SQLite
+ * and PostgreSQL, with no wildcard in the prefix to escape. It reads every id (no index serves
+ * it), which a command typed by a person can afford.
+ */
+export function requestsByIdPrefix(h: History, prefix: string, limit: number): Promise<JobRequestRow[]> {
+  const t = h.t.jobRequests;
+  return h.all(
+    h.db
+      .select()
+      .from(t)
+      .where(sql`substr(${t.id}, 1, ${prefix.length}) = ${prefix}`)
+      .orderBy(desc(t.createdAt))
+      .limit(limit),
+  );
+}
+
+/**
+ * The requests that have this Slurm job id, on any profile (each profile is its own cluster, so
+ * more than one may), or a task of their array with it; newest first.
+ */
+export function requestsByAnyJobId(h: History, jobId: number): Promise<JobRequestRow[]> {
+  const t = h.t.jobRequests;
+  const tasks = h.t.arrayTasks;
+  return h.all(
+    h.db
+      .select()
+      .from(t)
+      .where(
+        or(
+          eq(t.jobId, jobId),
+          inArray(t.id, h.db.select({ id: tasks.requestId }).from(tasks).where(eq(tasks.jobId, jobId))),
+        ),
+      )
+      .orderBy(desc(t.createdAt)),
+  );
+}
+
 export function transitionsOf(h: History, requestId: string): Promise<JobTransitionRow[]> {
   const t = h.t.jobTransitions;
   return h.prepared(

@@ -264,6 +264,11 @@ export const pipelineRuns = sqliteTable(
     id: text('id').primaryKey(),
     pipeline: text('pipeline').notNull(),
     trigger: text('trigger', { enum: RUN_TRIGGERS }).notNull(),
+    /**
+     * Who started it, in words (`API token "ci"`, `web UI (alice)`, `CLI (bob, pid 4242)`); null
+     * for the schedule's runs, and for runs recorded before the column (their `trigger` says how).
+     */
+    triggeredBy: text('triggered_by'),
     /** The cron time this run is for (scheduled and catch-up runs); one run per tick. */
     scheduledFor: integer('scheduled_for'),
     /** Values given at trigger time (`${params.x}`). */

@@ -2,6 +2,7 @@ import { readFileSync } from 'node:fs';
 import { type Document, isCollection, isNode, isScalar, LineCounter, parseDocument, visit, type YAMLError } from 'yaml';
 import type { z } from 'zod';
 import { ConfigError } from '../errors.js';
+import { closestName } from './closest-name.js';
 
 /** A YAML (or JSON, which is YAML) file parsed with positions, so problems can say file:line:column. */
 export interface YamlSource {
@@ -111,15 +112,100 @@ export function parseSource<S extends z.ZodType>(source: YamlSource, schema: S):
   if (parsed.success) return parsed.data;
   throw new SourceError(
     parsed.error.issues.flatMap((issue) => {
-      // An unknown key is pointed at itself, with the fields that are allowed there.
+      // An unknown key is pointed at itself, with the field allowed there it is a slip for.
       if (issue.code === 'unrecognized_keys') {
+        const known = fieldsAt(schema, issue.path, source.data);
         return issue.keys.map((key) => {
           const path = [...issue.path, key];
-          return `${locate(source, path)}: ${path.join('.')}: unknown field "${key}"`;
+          const near = closestName(key, known);
+          return `${locate(source, path)}: ${path.join('.')}: unknown field "${key}"${near ? `; did you mean "${near}"?` : ''}`;
         });
       }
       const field = issue.path.length ? issue.path.join('.') : '(file)';
       return [`${locate(source, issue.path)}: ${field}: ${issue.message}`];
     }),
   );
+}
+
+/**
+ * The parts of a zod schema's definition the walk below reads. zod 4 exposes every schema's
+ * definition as `.def`; the fields present depend on its `type`.
+ */
+interface SchemaDef {
+  type: string;
+  innerType?: z.ZodType;
+  in?: z.ZodType;
+  shape?: Record<string, z.ZodType>;
+  valueType?: z.ZodType;
+  element?: z.ZodType;
+  options?: z.ZodType[];
+  discriminator?: string;
+  values?: unknown[];
+  left?: z.ZodType;
+  right?: z.ZodType;
+}
+
+const defOf = (schema: z.ZodType): SchemaDef => schema.def as unknown as SchemaDef;
+
+/**
+ * The field names an object of `schema` takes at `path` of `data`, for "did you mean": the
+ * schema walked along the path (through optional, default and piped schemas, records and
+ * arrays); a discriminated union by the value the data gives its discriminator, any other
+ * union by all its options. Empty where no object is found.
+ */
+export function fieldsAt(schema: z.ZodType, path: readonly PropertyKey[], data: unknown): string[] {
+  const def = defOf(schema);
+  switch (def.type) {
+    case 'optional':
+    case 'nullable':
+    case 'default':
+    case 'prefault':
+    case 'catch':
+    case 'readonly':
+    case 'nonoptional':
+      return def.innerType ? fieldsAt(def.innerType, path, data) : [];
+    case 'pipe':
+      return def.in ? fieldsAt(def.in, path, data) : [];
+    case 'intersection':
+      return [
+        ...(def.left ? fieldsAt(def.left, path, data) : []),
+        ...(def.right ? fieldsAt(def.right, path, data) : []),
+      ];
+    case 'union': {
+      const options = def.options ?? [];
+      const tag = def.discriminator;
+      const given = tag && isRecord(data) ? data[tag] : undefined;
+      const chosen =
+        given === undefined
+          ? []
+          : options.filter((o) => {
+              const field = defOf(o).shape?.[tag as string];
+              return field !== undefined && (defOf(field).values ?? []).includes(given);
+            });
+      return [...new Set((chosen.length ? chosen : options).flatMap((o) => fieldsAt(o, path, data)))];
+    }
+    case 'object': {
+      const shape = def.shape ?? {};
+      if (path.length === 0) return Object.keys(shape);
+      const [key, ...rest] = path;
+      const field = typeof key === 'string' ? shape[key] : undefined;
+      return field ? fieldsAt(field, rest, isRecord(data) ? data[key as string] : undefined) : [];
+    }
+    case 'record': {
+      const [key, ...rest] = path;
+      if (path.length === 0 || !def.valueType) return [];
+      return fieldsAt(def.valueType, rest, isRecord(data) ? data[key as string] : undefined);
+    }
+    case 'array': {
+      const [index, ...rest] = path;
+      if (path.length === 0 || !def.element) return [];
+      return fieldsAt(def.element, rest, Array.isArray(data) ? data[Number(index)] : undefined);
+    }
+    default:
+      return [];
+  }
+}
+
+function isRecord(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
 }

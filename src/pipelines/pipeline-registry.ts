@@ -213,6 +213,7 @@ export class PipelineRegistry implements PipelineService {
     const pipeline = this.#loadedOrThrow(name);
     return createRun(this.#deps.engine, pipeline, {
       trigger: input.trigger,
+      triggeredBy: input.triggeredBy ?? null,
       params: input.params ?? {},
       webhookUrl: input.webhookUrl ?? null,
     });

@@ -10,6 +10,8 @@ import type { RunCancelOutcome } from './run-engine.js';
 export interface TriggerInput {
   params?: Record<string, string>;
   trigger: RunTrigger;
+  /** Who asked, in words (`API token "ci"`, `web UI (alice)`, `CLI (bob, pid 4242)`), kept with the run. */
+  triggeredBy?: string | null;
   webhookUrl?: string | null;
 }
 

@@ -50,6 +50,8 @@ export interface RunEngineDeps extends AttemptDeps {
 
 export interface NewRun {
   trigger: RunTrigger;
+  /** Who asked for it, in words; none for the schedule's runs. */
+  triggeredBy?: string | null;
   params: Record<string, string>;
   scheduledFor?: number | null;
   webhookUrl?: string | null;
@@ -118,6 +120,7 @@ export async function createRun(deps: RunEngineDeps, pipeline: LoadedPipeline, i
           id,
           pipeline: pipeline.name,
           trigger: input.trigger,
+          triggeredBy: input.triggeredBy ?? null,
           scheduledFor,
           params: input.params,
           definition: plan,

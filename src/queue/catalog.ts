@@ -64,8 +64,22 @@ export const cancelPayloadSchema = z.object({
   who: z.string().min(1),
 });
 export type CancelPayload = z.input<typeof cancelPayloadSchema>;
-/** One try: the CLI waits for the answer and says what to do if there is none. */
-export const CANCEL_JOB_OPTIONS: JobsOptions = {
+/**
+ * A `trigger` job of the pipeline queue: a run asked for by the CLI (`schedflow runs trigger`),
+ * made by the daemon through the same service as the API's and the UI's (it holds the loaded
+ * pipelines and the profiles' doors).
+ */
+export const TRIGGER_JOB = 'trigger';
+export const triggerPayloadSchema = z.object({
+  pipeline: z.string().min(1),
+  params: z.record(z.string(), z.string()).default({}),
+  /** Who asked, for the log. */
+  who: z.string().min(1),
+});
+export type TriggerPayload = z.input<typeof triggerPayloadSchema>;
+
+/** One try for the jobs the CLI asks of the daemon (`cancel`, `trigger`): it waits for the answer and says what to do if there is none. */
+export const CLI_ASK_JOB_OPTIONS: JobsOptions = {
   attempts: 1,
   removeOnComplete: { age: 3600 },
   removeOnFail: { age: 3600 },
@@ -98,12 +112,16 @@ export type RunCancelAnswer = { of: 'run' } & (
   | CancelError
 );
 export type CancelJobAnswer = JobCancelAnswer | RunCancelAnswer;
+/** The answer of a `trigger` job: the run made (or recorded skipped), or why none was. */
+export type RunTriggerAnswer =
+  | { kind: 'made'; run: { id: string; pipeline: string; state: string; detail: string | null } }
+  | CancelError;
 
 export const PAYLOADS = {
   submit: submitPayloadSchema,
   poll: profilePayloadSchema,
   reconcile: profilePayloadSchema,
-  // `fire`, `tick` and `cancel` jobs: parsed by the pipeline worker (workers/pipeline.ts).
+  // `fire`, `tick`, `cancel` and `trigger` jobs: parsed by the pipeline worker (workers/pipeline.ts).
   pipeline: z.object({}).loose(),
   // `deliver` jobs; the `dispatch` tick carries nothing.
   notify: notifyPayloadSchema,

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { closestName } from '../lib/closest-name.js';
 import { ArraySyntaxError, parseArrayExpression } from './job-array.js';
 import { jobDescFields, validateAgainstSpec } from './spec-validator.js';
 import { LATEST_VERSION, SUPPORTED_VERSIONS } from './versions.js';
@@ -209,30 +210,6 @@ function wrapperMessage(key: 'job' | 'jobs'): string {
   return key === 'job'
     ? `"job" is slurmrestd's submit body around a job: write its members (name, script, time_limit, …) at the top of the spec instead`
     : `"jobs" is slurmrestd's heterogeneous job: write one job's members at the top of the spec (schedflow submits one job per request)`;
-}
-
-/** The candidate nearest to `name` by edit distance, if near enough to be a slip of the keyboard. */
-export function closestName(name: string, candidates: readonly string[]): string | undefined {
-  let best: string | undefined;
-  let bestDistance = Math.max(2, Math.floor(name.length / 3)) + 1;
-  for (const candidate of candidates) {
-    const distance = editDistance(name.toLowerCase(), candidate.toLowerCase());
-    if (distance < bestDistance) [best, bestDistance] = [candidate, distance];
-  }
-  return best;
-}
-
-function editDistance(a: string, b: string): number {
-  let previous = Array.from({ length: b.length + 1 }, (_, j) => j);
-  for (let i = 1; i <= a.length; i++) {
-    const current = [i];
-    for (let j = 1; j <= b.length; j++) {
-      const substitution = (previous[j - 1] ?? 0) + (a[i - 1] === b[j - 1] ? 0 : 1);
-      current[j] = Math.min((previous[j] ?? 0) + 1, (current[j - 1] ?? 0) + 1, substitution);
-    }
-    previous = current;
-  }
-  return previous[b.length] ?? 0;
 }
 
 /** When a spec has no environment, a job still needs a PATH (sbatch would copy the caller's). */

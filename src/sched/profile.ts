@@ -1,11 +1,11 @@
 import { readdirSync, readFileSync, type Stats, statSync } from 'node:fs';
 import { basename, extname, join } from 'node:path';
-import { parseDocument } from 'yaml';
 import { z } from 'zod';
 import { ConfigError } from '../errors.js';
 import { issuesText } from '../lib/issues-text.js';
 import { refuseSharedAccess } from '../lib/owner-only.js';
 import { Secret } from '../lib/secret.js';
+import { locate, parseSource, readYamlSource } from '../lib/yaml-source.js';
 import { DEFAULT_MAX_ARRAY_SIZE, MAX_ARRAY_SIZE_LIMIT } from './job-array.js';
 import { parseMemoryMb, parseTimeLimit } from './job-spec.js';
 
@@ -124,11 +124,27 @@ export interface Profile extends ProfileSettings {
 export function parseProfile(name: string, input: unknown, where = `profile "${name}"`): Profile {
   const parsed = profileSchema.safeParse(input);
   if (!parsed.success) throw new ConfigError(`${where}: ${issuesText(parsed.error)}`);
-  const auth = parsed.data.auth;
+  return checkedProfile(name, parsed.data, where);
+}
+
+/** What the schema alone cannot say; `where` names the profile, or its `auth:` in its file (file:line:column). */
+function checkedProfile(name: string, settings: ProfileSettings, where: string): Profile {
+  const auth = settings.auth;
   if (auth.type !== 'munge' && !auth.tokenEnv === !auth.tokenFile) {
     throw new ConfigError(`${where}: auth needs exactly one of tokenEnv or tokenFile`);
   }
-  return { name, ...parsed.data };
+  return { name, ...settings };
+}
+
+/**
+ * A profile file, read the way job and pipeline files are (src/lib/yaml-source.ts): every
+ * problem on its own line with file:line:column, an unknown key with the field it is a slip
+ * for (`acount:` → "did you mean "account"?").
+ */
+export function readProfileFile(file: string): Profile {
+  const source = readYamlSource(file);
+  const settings = parseSource(source, profileSchema);
+  return checkedProfile(basename(file, extname(file)), settings, locate(source, ['auth']));
 }
 
 /** Reads every `*.yaml`/`*.yml`/`*.json` in a directory; the file name is the profile name. */
@@ -142,11 +158,8 @@ export function loadProfiles(dir: string): Map<string, Profile> {
     throw error;
   }
   for (const file of files.sort()) {
-    const path = join(dir, file);
-    const doc = parseDocument(readFileSync(path, 'utf8'));
-    if (doc.errors.length > 0) throw new ConfigError(`${path}: ${doc.errors[0]?.message}`);
-    const name = basename(file, extname(file));
-    profiles.set(name, parseProfile(name, doc.toJS(), path));
+    const profile = readProfileFile(join(dir, file));
+    profiles.set(profile.name, profile);
   }
   return profiles;
 }

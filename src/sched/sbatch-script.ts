@@ -1,5 +1,6 @@
 import { InvalidJobSpecError } from '../errors.js';
-import { closestName, type JobSpec, jobSpecSchema } from './job-spec.js';
+import { closestName } from '../lib/closest-name.js';
+import { type JobSpec, jobSpecSchema } from './job-spec.js';
 import { OptionValueError, SBATCH_OPTIONS, type SbatchOption } from './sbatch-options.js';
 
 /**

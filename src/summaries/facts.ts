@@ -199,6 +199,4 @@ export interface RunFacts {
   steps: JobFacts[];
   /** Every attempt: step, attempt, state. */
   attempts: { step: string; attempt: number; state: RequestState }[];
-  /** True for a scheduled pipeline. */
-  scheduled: boolean;
 }

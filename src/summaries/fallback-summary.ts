@@ -1,3 +1,4 @@
+import { runStartedBy } from '../views/run-start.js';
 import { describeEfficiency, formatSeconds } from './efficiency.js';
 import type { JobFacts, RunFacts } from './facts.js';
 import { describeOutcome, describeSuggestion, describeTriage, type JobFindings, type RunFindings } from './prompt.js';
@@ -45,7 +46,7 @@ export function runTemplate(facts: RunFacts, findings: RunFindings): string {
       ? ` after ${formatSeconds((run.endedAt - run.startedAt) / 1000)}`
       : '';
   const lines = [
-    `Pipeline ${run.pipeline} (${run.trigger} run) ${run.state}${duration}${run.detail ? `: ${run.detail}` : ''}.`,
+    `Pipeline ${run.pipeline} (started by ${runStartedBy(run)}) ${run.state}${duration}${run.detail ? `: ${run.detail}` : ''}.`,
   ];
   for (const { facts: f, findings: sf } of findings.steps) {
     const e = describeEfficiency(sf.efficiency);

@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import type { Efficiency, RunTrend, SpecSuggestion, Triage } from '../db/summary-data.js';
 import type { ChatMessage } from '../llm/llm-client.js';
+import { runStartedBy } from '../views/run-start.js';
 import { describeEfficiency, formatSeconds } from './efficiency.js';
 import type { JobFacts, RunFacts } from './facts.js';
 import type { Redactor } from './redact.js';
@@ -209,7 +210,7 @@ export function runFactLines(facts: RunFacts, findings: RunFindings, detail: boo
     run.startedAt !== null && run.endedAt !== null ? formatSeconds((run.endedAt - run.startedAt) / 1000) : null;
   const retried = facts.attempts.filter((a) => a.attempt > 1).length;
   const lines = [
-    `Run: pipeline ${wordOrQuoted(run.pipeline, q)}, triggered by ${run.trigger} at ${iso(run.createdAt)}${facts.scheduled ? ' (scheduled)' : ''}`,
+    `Run: pipeline ${wordOrQuoted(run.pipeline, q)}, started by ${runStartedBy({ trigger: run.trigger, triggeredBy: null })}${run.triggeredBy ? ` (${q(run.triggeredBy)})` : ''} at ${iso(run.createdAt)}${run.scheduledFor !== null ? ` for the schedule's tick of ${iso(run.scheduledFor)}` : ''}`,
     `Outcome: ${run.state}${duration ? ` after ${duration}` : ''}; ${facts.steps.length} step(s): ${[...counts].map(([s, n]) => `${n} ${s}`).join(', ')}${retried ? `; ${retried} retried attempt(s)` : ''}${run.detail ? `; ${q(run.detail)}` : ''}`,
   ];
   const failed = findings.steps.find((s) => s.findings.triage);

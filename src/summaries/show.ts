@@ -1,6 +1,6 @@
 import type { History } from '../db/history.js';
 import { getRun } from '../db/runs.js';
-import type { JobRequestRow, SummaryRow } from '../db/schema.js';
+import type { JobRequestRow, PipelineRunRow, SummaryRow } from '../db/schema.js';
 import { summaryOfRequest, summaryOfRun } from '../db/summaries.js';
 import { isTerminalRequest } from '../requests/request-state.js';
 import { describeEfficiency } from './efficiency.js';
@@ -80,5 +80,22 @@ export async function summaryLines(h: History, row: JobRequestRow): Promise<stri
       lines.push(`          ${applyHint(row.id)}`);
     }
   }
+  return lines;
+}
+
+/** A run's summary as `schedflow runs show` prints it: one across its steps, once the run has ended. */
+export async function runSummaryLines(h: History, run: PipelineRunRow): Promise<string[]> {
+  const s = await summaryOfRun(h, run.id);
+  if (!s) {
+    const ended = run.endedAt !== null;
+    return [
+      `summary   ${ended ? (run.summaryCheckedAt ? 'none (summaries are off for this run)' : 'not made yet') : 'when the run has ended'}`,
+    ];
+  }
+  const lines = [`summary   ${header(s)}`];
+  if (s.text) lines.push(indent(s.text));
+  if (s.note) lines.push(`          (${s.note})`);
+  if (s.state === 'failed' && s.error) lines.push(`          LLM error after ${s.attempts} attempt(s): ${s.error}`);
+  if (s.state === 'pending' && s.error) lines.push(`          attempt ${s.attempts} failed: ${s.error}; retrying`);
   return lines;
 }

@@ -359,7 +359,6 @@ export class Summarizer {
       run,
       steps: steps.map((s) => s.facts),
       attempts: rows.map((r) => ({ step: r.step ?? '', attempt: r.attempt, state: r.state })),
-      scheduled: plan.schedule !== null,
     };
     const trend = await this.trendOf(run, steps);
     const findings: RunFindings = { steps, trend };

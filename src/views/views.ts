@@ -323,6 +323,7 @@ export function runView(run: PipelineRunRow, viewer: Viewer) {
     id: run.id,
     pipeline: run.pipeline,
     trigger: run.trigger,
+    triggered_by: run.triggeredBy,
     scheduled_for: isoOrNull(run.scheduledFor),
     params: run.params,
     state: run.state,

@@ -172,6 +172,14 @@ export function spawnDaemon(
     ...(opts.extraArgs?.includes('--listen') ? [] : ['--listen', '127.0.0.1:0']),
     ...(opts.extraArgs ?? []),
   ];
+  return spawnCli(args, opts);
+}
+
+/**
+ * `schedflow <args>` as a child process a test talks to while it runs (a daemon, or a command
+ * that waits: `jobs submit --wait`), rather than one it only waits for the end of.
+ */
+export function spawnCli(args: string[], opts: ProcessOptions = {}): DaemonProcess {
   const child = start(args, opts);
   let stdout = '';
   let stderr = '';
@@ -204,7 +212,7 @@ export function spawnDaemon(
           finish(() =>
             reject(
               new Error(
-                `schedflow start exited (code ${exit?.code}, signal ${exit?.signal}) before printing ${pattern}\n--- stdout\n${stdout}\n--- stderr\n${stderr}`,
+                `schedflow ${args[0]} exited (code ${exit?.code}, signal ${exit?.signal}) before printing ${pattern}\n--- stdout\n${stdout}\n--- stderr\n${stderr}`,
               ),
             ),
           );
@@ -214,7 +222,7 @@ export function spawnDaemon(
           finish(() =>
             reject(
               new Error(
-                `no ${pattern} from schedflow start in ${timeoutMs} ms\n--- stdout\n${stdout}\n--- stderr\n${stderr}`,
+                `no ${pattern} from schedflow ${args[0]} in ${timeoutMs} ms\n--- stdout\n${stdout}\n--- stderr\n${stderr}`,
               ),
             ),
           ),

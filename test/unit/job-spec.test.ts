@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { closestName, jobSpecSchema } from '../../src/sched/job-spec.js';
+import { closestName } from '../../src/lib/closest-name.js';
+import { jobSpecSchema } from '../../src/sched/job-spec.js';
 
 const base = { name: 'x', script: '#!/bin/sh\ntrue\n' };
 

@@ -261,7 +261,12 @@ describe('routes', () => {
     });
     expect(started.status).toBe(201);
     const run = started.json as { id: string; pipeline: string; trigger: string; params: Record<string, string> };
-    expect(run).toMatchObject({ pipeline: 'greet', trigger: 'api', params: { greeting: 'hello' } });
+    expect(run).toMatchObject({
+      pipeline: 'greet',
+      trigger: 'api',
+      triggered_by: expect.stringMatching(/^API token ".+"$/),
+      params: { greeting: 'hello' },
+    });
     expect(started.headers.get('location')).toBe(`/api/v1/runs/${run.id}`);
     const replay = await api.call('POST', '/api/v1/pipelines/greet/runs', {
       token,

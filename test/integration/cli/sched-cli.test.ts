@@ -49,7 +49,8 @@ function writeTokenFile(name: string, token: string, mode: number): string {
   return file;
 }
 
-const SUBMITTED = /^submitted job (\d+) \(request (\S+)\)\n$/;
+const SUBMITTED =
+  /^submitted job (\d+) \(marker (\S+): not a request of the daemon, which does not follow this job; schedflow jobs submit queues one it follows\)\n$/;
 
 function parseSubmitted(stdout: string): { jobId: number; requestId: string } {
   const match = SUBMITTED.exec(stdout);
@@ -217,7 +218,11 @@ describe('schedflow sched: submitting, reading and cancelling jobs', () => {
     expect(first.requestId).toBe(requestId);
     // Immediately: the proxy's cached listing predates the first job, so the lookup must wait it out.
     const second = await sched(['submit', '--request-id', requestId, jobFile]);
-    expect(ok(second)).toBe(`already submitted as job ${first.jobId} (request ${requestId})\n`);
+    expect(ok(second)).toMatch(
+      new RegExp(`^already submitted as job ${first.jobId} \\(marker ${requestId}: not a request`),
+    );
+    const asJson = JSON.parse(ok(await sched(['--json', 'submit', '--request-id', requestId, jobFile])));
+    expect(asJson).toMatchObject({ job_id: first.jobId, adopted: true, marker: requestId, tracked: false });
 
     const listing = JSON.parse(ok(await sched(['--json', 'jobs']))) as { jobs: Record<string, unknown>[] };
     const named = listing.jobs.filter((j) => j.name === 'cli-idem');

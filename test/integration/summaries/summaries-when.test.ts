@@ -188,6 +188,8 @@ describe('who gets a summary', () => {
     const sim = await env.sim(llmSimConfig());
     const pipeline = [
       'summarize: true',
+      // A schedule that does not fire during the test: a run asked for by hand is still no scheduled run.
+      'schedule: { cron: "0 3 1 1 *" }',
       'defaults:',
       `  current_working_directory: ${sim.workDir}`,
       '  time_limit: 10',
@@ -212,10 +214,15 @@ describe('who gets a summary', () => {
         },
         { what: `the summary of run ${runId}`, timeoutMs: 30_000, intervalMs: 100 },
       );
-    const first = await td.daemon.pipelines.trigger('nightly', { trigger: 'api', params: {} });
+    const first = await td.daemon.pipelines.trigger('nightly', {
+      trigger: 'api',
+      triggeredBy: 'API token "ci"',
+      params: {},
+    });
     const s1 = await runSummary(first.id);
     expect(s1).toMatchObject({ state: 'ready', kind: 'llm' });
-    expect(s1.text).toMatch(/pipeline nightly, triggered by api/);
+    expect(s1.text).toMatch(/pipeline nightly, started by the API \(API token "ci"\) at /);
+    expect(s1.text).not.toMatch(/scheduled|schedule's tick/);
     expect(s1.findings?.steps?.map((s) => [s.step, s.state])).toEqual([
       ['fetch', 'completed'],
       ['report', 'completed'],

@@ -200,6 +200,11 @@ describe('admin web UI', () => {
     const run = await getRun(td.daemon.history.store, runId);
     expect(run?.trigger).toBe('ui');
     expect(run?.params).toEqual({ greeting: 'bonjour' });
+    // How and by whom it was started, on its page as in the history.
+    expect(run?.triggeredBy).toMatch(/^web UI \(.+\)$/);
+    await expect(page.locator('main dd', { hasText: `the web UI (${run?.triggeredBy})` }).isVisible()).resolves.toBe(
+      true,
+    );
     await browser.screenshot(page, 'run');
     await page.getByRole('link', { name: 'Runs', exact: true }).click();
     await browser.screenshot(page, 'runs');

@@ -91,6 +91,7 @@ export const pipelineRoutes: FastifyPluginAsyncZod<{ deps: ApiDeps }> = async (a
           const run = await pipelines.trigger(name, {
             params: request.body.params,
             trigger: 'api',
+            triggeredBy: `API token "${request.apiToken?.name ?? '?'}"`,
             webhookUrl: request.body.webhook_url ?? null,
           });
           return {

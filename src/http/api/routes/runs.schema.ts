@@ -18,7 +18,17 @@ export const runSchema = named(
   z.object({
     id: z.string(),
     pipeline: z.string(),
-    trigger: z.enum(RUN_TRIGGERS),
+    trigger: z
+      .enum(RUN_TRIGGERS)
+      .describe(
+        'how the run was started: `schedule` (a cron tick), `catchup` (a missed tick made up after a stop), `api`, `ui` (the web UI) or `cli` (`schedflow runs trigger`)',
+      ),
+    triggered_by: z
+      .string()
+      .nullable()
+      .describe(
+        'who started it (`API token "ci"`, `web UI (admin)`, `CLI (alice, pid 4242)`); null for the schedule\'s runs and for runs made before schedflow recorded it',
+      ),
     scheduled_for: time.nullable(),
     params: z.record(z.string(), z.string()),
     state: z.enum(RUN_STATES),

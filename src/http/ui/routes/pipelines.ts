@@ -7,6 +7,7 @@ import { summaryOfRun } from '../../../db/summaries.js';
 import { ConfigError, SubmissionRefusedError } from '../../../errors.js';
 import type { PipelineSummary } from '../../../pipelines/pipeline-service.js';
 import type { RunPlan } from '../../../pipelines/run-plan.js';
+import { runStartedBy } from '../../../views/run-start.js';
 import { runView } from '../../../views/views.js';
 import { runsPage } from '../../queries.js';
 import { field, queryField, sendPage, sessionOf, type UiContext } from '../context.js';
@@ -109,7 +110,7 @@ ${isAdmin(session) ? triggerForm(session, p) : ''}
       if (value !== undefined && value !== '') params[name] = value;
     }
     try {
-      const run = await pipelines.trigger(p.name, { trigger: 'ui', params });
+      const run = await pipelines.trigger(p.name, { trigger: 'ui', triggeredBy: `web UI (${session.who})`, params });
       ctx.deps.logger.info({ pipeline: p.name, runId: run.id, by: session.who }, 'pipeline triggered from the web UI');
       return reply.redirect(`${runHref(run.id)}?done=triggered`, 303);
     } catch (error) {
@@ -222,7 +223,7 @@ ${selectField('state', 'State', ['', ...RUN_STATES], state)}
     const body = html`<h1 data-watch="${run.id}">Run of <a href="${pipelineHref(run.pipeline)}">${run.pipeline}</a></h1>
 <div class="panel"><dl class="facts">
 <dt>State</dt><dd>${stateBadge(v.state, { liveId: v.id })}${v.detail ? html` <span class="muted">${v.detail}</span>` : ''}</dd>
-<dt>Trigger</dt><dd>${v.trigger}${v.scheduled_for ? html` for ${time(v.scheduled_for)}` : ''}</dd>
+<dt>Started by</dt><dd>${runStartedBy(run)}${v.scheduled_for ? html` for ${time(v.scheduled_for)}` : ''}</dd>
 <dt>Parameters</dt><dd>${Object.entries(v.params).map(([k, value]) => html`<code>${k}=${value}</code> `)}</dd>
 <dt>Created</dt><dd>${time(v.created_at)}</dd>
 <dt>Started</dt><dd>${time(v.started_at)}</dd>

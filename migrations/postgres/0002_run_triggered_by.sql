@@ -1,0 +1,1 @@
+ALTER TABLE "schedflow"."pipeline_runs" ADD COLUMN "triggered_by" text;
