@@ -58,7 +58,9 @@ describe('the array expression', () => {
     const started = performance.now();
     expect(taskCountOf(many)).toBe(1001);
     expect(indexesOf(many)).toHaveLength(1001);
-    expect(performance.now() - started).toBeLessThan(200);
+    // 30 ms on an idle machine; the bound is for a walk of every named index (5 million here),
+    // not for a loaded machine's slowness.
+    expect(performance.now() - started).toBeLessThan(2000);
     expect(indexesOf(parseArrayExpression('10-20:5,0-12:6,12'))).toEqual([0, 6, 10, 12, 15, 20]);
   });
 
