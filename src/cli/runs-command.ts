@@ -1,5 +1,6 @@
 import type { Command } from 'commander';
 import { ConfigError } from '../errors.js';
+import { withDaemonDataDir } from './data-dir.js';
 import { EXIT } from './exit-codes.js';
 import { cancelThroughDaemon } from './jobs-command.js';
 import { print, printError } from './terminal.js';
@@ -11,11 +12,9 @@ interface RunsFlags {
 
 /** `schedflow runs`: pipeline runs of the running daemon (cancel; list and show are the API's and the UI's). */
 export function registerRunsCommand(program: Command): void {
-  const runs = program
-    .command('runs')
-    .description('pipeline runs of the running daemon')
-    .option('--data-dir <dir>', 'data dir of the daemon (default ./data)', process.env.SCHEDFLOW_DATA_DIR ?? './data')
-    .option('--json', 'print JSON');
+  const runs = withDaemonDataDir(
+    program.command('runs').description('pipeline runs of the running daemon').option('--json', 'print JSON'),
+  );
 
   runs
     .command('cancel')

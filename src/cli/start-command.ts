@@ -4,6 +4,7 @@ import { Lifecycle, StopRequestedError } from '../lifecycle.js';
 import { createLogger } from '../logger.js';
 import { type Daemon, startDaemon } from '../main.js';
 import { DEMO_ACCOUNT, DEMO_USER } from '../sim/demo-token.js';
+import { cliInvocation } from './invocation.js';
 import { LOG_LEVELS, parseInteger } from './options.js';
 
 interface StartFlags {
@@ -54,6 +55,7 @@ export function registerStartCommand(program: Command): void {
         throw error;
       }
       const dataFlag = `--data-dir ${config.dataDir}`;
+      const cli = cliInvocation();
       const lines = ['', `schedflow is running (data in ${config.dataDir})`];
       if (daemon.simUrl) {
         lines.push(
@@ -97,15 +99,15 @@ export function registerStartCommand(program: Command): void {
       if (daemon.apiUrl) {
         lines.push(
           `  local API: ${daemon.apiUrl}/api/v1 (docs: ${daemon.apiUrl}/api/v1/docs)`,
-          `    a token for it: npx schedflow tokens create --name <name> --scopes read,submit,cancel ${dataFlag}`,
+          `    a token for it: ${cli} tokens create --name <name> --scopes read,submit,cancel ${dataFlag}`,
           `  admin web UI: ${daemon.apiUrl}/ui (log in with a token that has the admin scope, or the UI password)`,
         );
       }
       lines.push(
         '  from another terminal in this folder:',
-        `    npx schedflow jobs submit config/examples/hello.yaml --wait ${dataFlag}`,
-        `    npx schedflow jobs list ${dataFlag}`,
-        `    npx schedflow jobs show <request id> ${dataFlag}`,
+        `    ${cli} jobs submit config/examples/hello.yaml --wait ${dataFlag}`,
+        `    ${cli} jobs list ${dataFlag}`,
+        `    ${cli} jobs show <request id> ${dataFlag}`,
         '  stop with Ctrl-C',
         '',
       );
