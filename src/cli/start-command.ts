@@ -1,7 +1,7 @@
 import { type Command, Option } from 'commander';
 import { type DaemonRole, loadDaemonConfig } from '../config/daemon-config.js';
 import { Lifecycle, StopRequestedError } from '../lifecycle.js';
-import { createLogger } from '../logger.js';
+import { createLogger, defaultLogFormat, LOG_FORMATS, type LogFormat } from '../logger.js';
 import { type Daemon, startDaemon } from '../main.js';
 import { DEMO_ACCOUNT, DEMO_USER } from '../sim/demo-token.js';
 import { cliInvocation } from './invocation.js';
@@ -15,6 +15,7 @@ interface StartFlags {
   roles?: string;
   listen?: string;
   logLevel: string;
+  logFormat?: LogFormat;
 }
 
 export function registerStartCommand(program: Command): void {
@@ -33,6 +34,11 @@ export function registerStartCommand(program: Command): void {
       'where the local HTTP API listens (web role; default 127.0.0.1:8080, or SCHEDFLOW_LISTEN)',
     )
     .addOption(new Option('--log-level <level>', 'log level').choices(LOG_LEVELS).default('info'))
+    .addOption(
+      new Option('--log-format <format>', 'pretty lines or JSON (default: pretty on a terminal, else JSON)').choices(
+        LOG_FORMATS,
+      ),
+    )
     .action(async (flags: StartFlags) => {
       const config = loadDaemonConfig(process.env, {
         dataDir: flags.dataDir,
@@ -41,8 +47,9 @@ export function registerStartCommand(program: Command): void {
         simPort: flags.simPort,
         roles: flags.roles?.split(',').map((r) => r.trim()) as DaemonRole[] | undefined,
         listen: flags.listen,
+        logFormat: flags.logFormat,
       });
-      const logger = createLogger({ level: flags.logLevel, pretty: process.stdout.isTTY });
+      const logger = createLogger({ level: flags.logLevel, format: config.logFormat ?? defaultLogFormat() });
       // Before the start: a Ctrl-C while it runs stops what has started, as after it.
       const lifecycle = new Lifecycle(logger);
       lifecycle.handleProcessEvents();
