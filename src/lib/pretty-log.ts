@@ -81,7 +81,8 @@ export function formatLogLine(line: string, options: PrettyLogOptions): string {
     if (showStack) {
       stack = (e.stack as string)
         .split('\n')
-        .map((l) => `    ${escapeControls(l)}\n`)
+        // Under the line: the error's own lines by 4, its frames by 6.
+        .map((l) => `${/^\s+at /.test(l) ? '      ' : '    '}${escapeControls(l.trimStart())}\n`)
         .join('');
     } else {
       if (typeof e.code === 'string' && !('code' in entry)) head.push(`code=${fieldValue(e.code)}`);
