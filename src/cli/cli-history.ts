@@ -11,11 +11,12 @@ import { createLogger } from '../logger.js';
 /**
  * The history a command of the shell reads or writes: the one the daemon of `dataDir` works on,
  * as its daemon.json says (its SQLite file, or its PostgreSQL database), else the one a start
- * would open (DATABASE_URL, else the data dir's SQLite file, which must exist: none is made). A
+ * would open (DATABASE_URL, else the data dir's SQLite file). Whether a command may make one is
+ * decided with its data dir (src/cli/data-dir.ts), before it gets here. A
  * DATABASE_URL set in the shell alone never sends a command to another history than its
  * daemon's.
  *
- * `write`: the command writes (tokens), and may migrate the history; otherwise it only
+ * `write`: the command writes (tokens), and may make or migrate the history; otherwise it only
  * reads, beside running daemons: SQLite read-only, and a PostgreSQL history at another
  * version's schema refused rather than migrated under them.
  */
@@ -41,13 +42,6 @@ export async function openCliHistory(dataDir: string, options: { write: boolean 
   if (!options.write && known?.historyFile) {
     const sqlite = openDatabase(known.historyFile, { readonly: true });
     return { store: sqlite.store, where: sqlite.file, sqlite, close: async () => sqlite.close() };
-  }
-  // A command never makes a history (src/cli/data-dir.ts): a token written in a new one would be
-  // refused by the daemon, which works on its own.
-  if (!existsSync(join(dir, 'history.sqlite'))) {
-    throw new ConfigError(
-      `no schedflow history in ${dir}: start the daemon there first (schedflow start --data-dir ${dir})`,
-    );
   }
   ensureOwnerOnlyDir(dir, 'data dir');
   return openHistory({ dataDir: dir }, logger);

@@ -12,8 +12,10 @@ import { cliInvocation } from './invocation.js';
  * `SCHEDFLOW_DATA_DIR`, else the data dir of the daemon running for this user (as it registered
  * itself, src/daemon-registry.ts), else `./data`. Commands started in another folder than the
  * daemon's found no history in their own `./data` and made one: a token printed there was
- * refused by the daemon (401). Now a command never makes a history: where there is none, it
- * refuses and says where the running daemon's is. Only `schedflow start` makes one.
+ * refused by the daemon (401). Now a command makes no history where it was not asked to: where
+ * there is none, it refuses and says where the running daemon's is. The one exception is
+ * `tokens` on a data dir named outright (`--data-dir`, SCHEDFLOW_DATA_DIR) while no daemon runs:
+ * tokens made before a first start (provisioning), in the history that start will use.
  */
 
 export interface ChosenDataDir {
@@ -53,15 +55,21 @@ function hasHistory(dir: string, env: NodeJS.ProcessEnv): boolean {
   );
 }
 
-/** Refuses a data dir with no history, naming the running daemon's when there is one. */
+/**
+ * Refuses a data dir with no history, naming the running daemon's when there is one.
+ * `mayMake`: the command may make the history of a data dir named outright when no daemon runs.
+ */
 export function refuseWithoutHistory(
   chosen: ChosenDataDir,
   env: NodeJS.ProcessEnv,
+  options: { mayMake: boolean },
   running: () => DaemonRegistration[] = () => runningDaemons(registryDirsToRead(env)),
 ): void {
   // Said first: a data dir others can read is refused whatever it holds (src/lib/owner-only.ts).
   if (existsSync(chosen.dir)) refuseSharedAccess(chosen.dir, statSync(chosen.dir), 'data dir');
   if (hasHistory(chosen.dir, env)) return;
+  const named = chosen.from === 'flag' || chosen.from === 'env';
+  if (options.mayMake && named && running().length === 0) return;
   const how =
     chosen.from === 'flag' ? '--data-dir' : chosen.from === 'env' ? 'SCHEDFLOW_DATA_DIR' : 'the default, ./data';
   const head = `no schedflow history in ${chosen.dir} (${how}): no daemon has run with that data dir, and nothing was made there`;
@@ -86,9 +94,10 @@ function describe(daemons: readonly DaemonRegistration[]): string {
 
 /**
  * Gives `command` (and its subcommands) the `--data-dir` option, resolved before any action as
- * the file's comment says: each action reads `dataDir` as an absolute folder that holds a history.
+ * the file's comment says: each action reads `dataDir` as an absolute folder that holds a history
+ * (or, `mayMake`, one named outright with no daemon running, whose history it may make).
  */
-export function withDaemonDataDir(command: Command): Command {
+export function withDaemonDataDir(command: Command, options: { mayMake: boolean } = { mayMake: false }): Command {
   return command
     .addOption(
       new Option(
@@ -98,7 +107,7 @@ export function withDaemonDataDir(command: Command): Command {
     )
     .hook('preAction', (self) => {
       const chosen = chooseDataDir(self.getOptionValue('dataDir') as string | undefined, process.env);
-      refuseWithoutHistory(chosen, process.env);
+      refuseWithoutHistory(chosen, process.env, options);
       self.setOptionValue('dataDir', chosen.dir);
     });
 }

@@ -35,6 +35,8 @@ export function registerTokensCommand(program: Command): void {
       .command('tokens')
       .description('tokens of the local HTTP API: create (shown once), list, revoke')
       .option('--json', 'print JSON'),
+    // Tokens may be made before a first start, in the data dir named for it (src/cli/data-dir.ts).
+    { mayMake: true },
   );
   const flagsOf = (cmd: Command) => cmd.optsWithGlobals() as TokensFlags;
 

@@ -94,15 +94,19 @@ describe('the data dir of a command with no --data-dir', () => {
       expect(result.stderr).not.toContain(' at ');
     }
     expect(existsSync(join(folder, 'data'))).toBe(false);
-    // --data-dir to an empty folder: refused alike, nothing written into it.
+    // --data-dir to an empty folder: refused alike, nothing written into it…
     const empty = join(root, 'empty');
     mkdirSync(empty, { mode: 0o700 });
-    const flagged = await runCli(['tokens', 'create', '--name', 'x', '--scopes', 'read', '--data-dir', empty], {
-      env,
-      cwd: folder,
-    });
+    const flagged = await runCli(['jobs', 'list', '--data-dir', empty], { env, cwd: folder });
     expect(flagged.code).toBe(2);
     expect(flagged.stderr).toContain(`no schedflow history in ${empty} (--data-dir)`);
     expect(readdirSync(empty)).toEqual([]);
+    // …but for a token, made there before a first start (no daemon running anywhere), as asked.
+    const early = await runCli(['tokens', 'create', '--name', 'x', '--scopes', 'read', '--data-dir', empty], {
+      env,
+      cwd: folder,
+    });
+    expect(early.code, early.stderr).toBe(0);
+    expect(existsSync(join(empty, 'history.sqlite'))).toBe(true);
   });
 });
