@@ -1,3 +1,5 @@
+import { mkdirSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
 import { configDefaults, defineConfig } from 'vitest/config';
 import LongestFirst from './test/helpers/longest-first.js';
 
@@ -40,8 +42,17 @@ const EACH_FILE = ['test/helpers/file-cpu.ts', 'test/helpers/no-leaks.ts'];
  */
 const GLOBAL_SETUP = ['test/helpers/cli-build.ts', 'test/helpers/postgres-server.ts'];
 
+/**
+ * Where the daemons the tests start register for the CLI (src/daemon-registry.ts): a folder of
+ * the run's, not the user's runtime folder, where a command of theirs would find the tests'
+ * daemons (and, several running, refuse to choose). Tests of the registry use folders of their own.
+ */
+const XDG_RUNTIME_DIR = fileURLToPath(new URL('./.tmp/xdg-runtime', import.meta.url));
+mkdirSync(XDG_RUNTIME_DIR, { recursive: true, mode: 0o700 });
+
 export default defineConfig({
   test: {
+    env: { XDG_RUNTIME_DIR },
     // Integration files mostly wait on real servers and processes (a lock to expire, a job to
     // run, a cache to age), not the CPU: six at a time on 2 cores. On a first run (no durations
     // cached) six took 4:03 for 365 s of CPU; seven 4:06 for 400 s, eight 4:34 for 471 s, with

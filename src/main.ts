@@ -5,6 +5,7 @@ import { startWorkers } from '../workers/start-workers.js';
 import { requeueUnsubmitted } from '../workers/submit.js';
 import { type DaemonConfig, isAllInOne } from './config/daemon-config.js';
 import { writeDaemonInfo } from './daemon-info.js';
+import { registerDaemon } from './daemon-registry.js';
 import { startCheckpointer } from './db/checkpointer.js';
 import { historyId } from './db/history-meta.js';
 import { type OpenedHistory, openHistory } from './db/open-history.js';
@@ -381,6 +382,19 @@ async function compose(config: DaemonConfig, logger: Logger, lifecycle: Lifecycl
     lifecycle.add('local API', () => api.close(), { timeoutMs: 5000 });
     daemon.apiUrl = api.url;
     logger.info({ url: `${api.url}/ui` }, 'admin web UI at %s/ui (log in with a token or the UI password)', api.url);
+  }
+  // Last: commands started in any folder find this data dir from now on, and no longer once a
+  // stop begins (src/daemon-registry.ts). A folder it cannot write costs them that, not the start.
+  try {
+    const registration = registerDaemon(config.dataDir, process.env);
+    lifecycle.add('daemon registration', async () => registration.remove());
+  } catch (error) {
+    if (error instanceof StopRequestedError) throw error;
+    logger.warn(
+      { err: (error as Error).message },
+      'could not register this daemon for the CLI: commands find it with --data-dir %s',
+      config.dataDir,
+    );
   }
   // A signal after the last add(): not reported as started, it is being stopped.
   if (lifecycle.stopRequested) throw new StopRequestedError();

@@ -10,8 +10,9 @@ import { createLogger } from '../logger.js';
 
 /**
  * The history a command of the shell reads or writes: the one the daemon of `dataDir` works on,
- * as its daemon.json says (its SQLite file, or its PostgreSQL database), else, before a first
- * start, the one a start would open (DATABASE_URL, else the data dir's SQLite file). A
+ * as its daemon.json says (its SQLite file, or its PostgreSQL database), else the one a start
+ * would open (DATABASE_URL, else the data dir's SQLite file). Whether a command may make one is
+ * decided with its data dir (src/cli/data-dir.ts), before it gets here. A
  * DATABASE_URL set in the shell alone never sends a command to another history than its
  * daemon's.
  *

@@ -36,6 +36,7 @@ import { describeSuggestion } from '../summaries/prompt.js';
 import { summaryForRequest, summaryLines } from '../summaries/show.js';
 import { specView } from '../views/views.js';
 import { openCliHistory } from './cli-history.js';
+import { withDaemonDataDir } from './data-dir.js';
 import { EXIT } from './exit-codes.js';
 import { formatDuration, table } from './format.js';
 import { parseInteger, parseSince } from './options.js';
@@ -264,11 +265,12 @@ function userInfoName(): string {
 }
 
 export function registerJobsCommand(program: Command): void {
-  const jobs = program
-    .command('jobs')
-    .description("job requests through the running daemon's queue, and its history")
-    .option('--data-dir <dir>', 'data dir of the daemon (default ./data)', process.env.SCHEDFLOW_DATA_DIR ?? './data')
-    .option('--json', 'print JSON');
+  const jobs = withDaemonDataDir(
+    program
+      .command('jobs')
+      .description("job requests through the running daemon's queue, and its history")
+      .option('--json', 'print JSON'),
+  );
   const flagsOf = (cmd: Command) => cmd.optsWithGlobals() as JobsFlags;
 
   jobs

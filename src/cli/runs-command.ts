@@ -16,6 +16,7 @@ import { runSummaryLines } from '../summaries/show.js';
 import { runStartedBy } from '../views/run-start.js';
 import { runDefinitionView, runView } from '../views/views.js';
 import { openCliHistory } from './cli-history.js';
+import { withDaemonDataDir } from './data-dir.js';
 import { EXIT, exitCodeForCode } from './exit-codes.js';
 import { formatDuration, table } from './format.js';
 import { askDaemon, cancelThroughDaemon } from './jobs-command.js';
@@ -86,11 +87,12 @@ async function followRun(h: History, runId: string, json: boolean): Promise<Pipe
 
 /** `schedflow runs`: pipeline runs of the running daemon: started, listed, shown and cancelled. */
 export function registerRunsCommand(program: Command): void {
-  const runs = program
-    .command('runs')
-    .description('pipeline runs of the running daemon: trigger, list, show, cancel')
-    .option('--data-dir <dir>', 'data dir of the daemon (default ./data)', process.env.SCHEDFLOW_DATA_DIR ?? './data')
-    .option('--json', 'print JSON');
+  const runs = withDaemonDataDir(
+    program
+      .command('runs')
+      .description('pipeline runs of the running daemon: trigger, list, show, cancel')
+      .option('--json', 'print JSON'),
+  );
   const flagsOf = (cmd: Command) => cmd.optsWithGlobals() as RunsFlags;
 
   runs

@@ -80,7 +80,7 @@ function print(flags: ConnectionFlags, json: unknown, text: () => string): void 
 
 /** Runs one command with a connected client; every failure becomes a message and an exit code. */
 async function withClient(flags: ConnectionFlags, run: (client: SchedClient) => Promise<void>): Promise<void> {
-  const logger = createLogger({ level: flags.logLevel, pretty: false });
+  const logger = createLogger({ level: flags.logLevel, format: 'json' });
   const client = await SchedClient.connect(profileFromFlags(flags), { logger });
   try {
     await run(client);

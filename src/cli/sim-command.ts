@@ -2,7 +2,7 @@ import { userInfo } from 'node:os';
 import { join, resolve } from 'node:path';
 import { type Command, InvalidArgumentError, Option } from 'commander';
 import { Lifecycle, StopRequestedError } from '../lifecycle.js';
-import { createLogger } from '../logger.js';
+import { createLogger, defaultLogFormat } from '../logger.js';
 import { ADMIN_TOKEN_FILE } from '../sim/admin-token.js';
 import { DEFAULT_JOB_USER } from '../sim/job-user.js';
 import { parseSimConfig, readSimConfigFile, type SimConfigInput } from '../sim/sim-config.js';
@@ -108,7 +108,7 @@ export function registerSimCommand(program: Command): void {
     .addOption(new Option('--log-level <level>', 'log level').choices(LOG_LEVELS).default('info'))
     .action(async (flags: SimFlags) => {
       const config = parseSimConfig(simConfigFromFlags(flags));
-      const logger = createLogger({ level: flags.logLevel ?? 'info', pretty: process.stdout.isTTY });
+      const logger = createLogger({ level: flags.logLevel ?? 'info', format: defaultLogFormat() });
       if (!config.tokensFile) {
         logger.warn('no --tokens file: every bearer request will be refused (401); MUNGE callers still work');
       }

@@ -1,9 +1,10 @@
 import { type Command, Option } from 'commander';
 import { type DaemonRole, loadDaemonConfig } from '../config/daemon-config.js';
 import { Lifecycle, StopRequestedError } from '../lifecycle.js';
-import { createLogger } from '../logger.js';
+import { createLogger, defaultLogFormat, LOG_FORMATS, type LogFormat } from '../logger.js';
 import { type Daemon, startDaemon } from '../main.js';
 import { DEMO_ACCOUNT, DEMO_USER } from '../sim/demo-token.js';
+import { cliInvocation } from './invocation.js';
 import { LOG_LEVELS, parseInteger } from './options.js';
 
 interface StartFlags {
@@ -14,6 +15,7 @@ interface StartFlags {
   roles?: string;
   listen?: string;
   logLevel: string;
+  logFormat?: LogFormat;
 }
 
 export function registerStartCommand(program: Command): void {
@@ -32,6 +34,11 @@ export function registerStartCommand(program: Command): void {
       'where the local HTTP API listens (web role; default 127.0.0.1:8080, or SCHEDFLOW_LISTEN)',
     )
     .addOption(new Option('--log-level <level>', 'log level').choices(LOG_LEVELS).default('info'))
+    .addOption(
+      new Option('--log-format <format>', 'pretty lines or JSON (default: pretty on a terminal, else JSON)').choices(
+        LOG_FORMATS,
+      ),
+    )
     .action(async (flags: StartFlags) => {
       const config = loadDaemonConfig(process.env, {
         dataDir: flags.dataDir,
@@ -40,8 +47,9 @@ export function registerStartCommand(program: Command): void {
         simPort: flags.simPort,
         roles: flags.roles?.split(',').map((r) => r.trim()) as DaemonRole[] | undefined,
         listen: flags.listen,
+        logFormat: flags.logFormat,
       });
-      const logger = createLogger({ level: flags.logLevel, pretty: process.stdout.isTTY });
+      const logger = createLogger({ level: flags.logLevel, format: config.logFormat ?? defaultLogFormat() });
       // Before the start: a Ctrl-C while it runs stops what has started, as after it.
       const lifecycle = new Lifecycle(logger);
       lifecycle.handleProcessEvents();
@@ -54,6 +62,7 @@ export function registerStartCommand(program: Command): void {
         throw error;
       }
       const dataFlag = `--data-dir ${config.dataDir}`;
+      const cli = cliInvocation();
       const lines = ['', `schedflow is running (data in ${config.dataDir})`];
       if (daemon.simUrl) {
         lines.push(
@@ -97,15 +106,15 @@ export function registerStartCommand(program: Command): void {
       if (daemon.apiUrl) {
         lines.push(
           `  local API: ${daemon.apiUrl}/api/v1 (docs: ${daemon.apiUrl}/api/v1/docs)`,
-          `    a token for it: npx schedflow tokens create --name <name> --scopes read,submit,cancel ${dataFlag}`,
+          `    a token for it: ${cli} tokens create --name <name> --scopes read,submit,cancel ${dataFlag}`,
           `  admin web UI: ${daemon.apiUrl}/ui (log in with a token that has the admin scope, or the UI password)`,
         );
       }
       lines.push(
         '  from another terminal in this folder:',
-        `    npx schedflow jobs submit config/examples/hello.yaml --wait ${dataFlag}`,
-        `    npx schedflow jobs list ${dataFlag}`,
-        `    npx schedflow jobs show <request id> ${dataFlag}`,
+        `    ${cli} jobs submit config/examples/hello.yaml --wait ${dataFlag}`,
+        `    ${cli} jobs list ${dataFlag}`,
+        `    ${cli} jobs show <request id> ${dataFlag}`,
         '  stop with Ctrl-C',
         '',
       );

@@ -3,6 +3,7 @@ import { API_SCOPES, type ApiScope } from '../db/schema.js';
 import { createToken, listTokens, revokeToken } from '../db/tokens.js';
 import { ConfigError } from '../errors.js';
 import { openCliHistory } from './cli-history.js';
+import { withDaemonDataDir } from './data-dir.js';
 import { table } from './format.js';
 import { print, printError } from './terminal.js';
 
@@ -29,11 +30,14 @@ const NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/;
 const time = (ms: number | null) => (ms === null ? '-' : new Date(ms).toISOString().replace('T', ' ').slice(0, 19));
 
 export function registerTokensCommand(program: Command): void {
-  const tokens = program
-    .command('tokens')
-    .description('tokens of the local HTTP API: create (shown once), list, revoke')
-    .option('--data-dir <dir>', 'data dir of the daemon (default ./data)', process.env.SCHEDFLOW_DATA_DIR ?? './data')
-    .option('--json', 'print JSON');
+  const tokens = withDaemonDataDir(
+    program
+      .command('tokens')
+      .description('tokens of the local HTTP API: create (shown once), list, revoke')
+      .option('--json', 'print JSON'),
+    // Tokens may be made before a first start, in the data dir named for it (src/cli/data-dir.ts).
+    { mayMake: true },
+  );
   const flagsOf = (cmd: Command) => cmd.optsWithGlobals() as TokensFlags;
 
   tokens

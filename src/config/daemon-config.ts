@@ -2,6 +2,7 @@ import { join, resolve } from 'node:path';
 import { z } from 'zod';
 import { ConfigError } from '../errors.js';
 import { Secret } from '../lib/secret.js';
+import { LOG_FORMATS } from '../logger.js';
 import { parseWebhookAllowList, WEBHOOK_ALLOW_HOSTS_ENV } from '../notify/webhook-target.js';
 import { DEFAULT_QUEUE_PREFIX } from '../queue/catalog.js';
 import { summarySettingsFromEnv, summarySettingsSchema } from '../summaries/summary-settings.js';
@@ -197,6 +198,12 @@ export const daemonConfigSchema = z.object({
     .describe(
       'Password of the admin web UI (admin rights); unset: `<data-dir>/ui-password` when that file exists, else tokens only.',
     ),
+  logFormat: z
+    .enum(LOG_FORMATS)
+    .optional()
+    .describe(
+      'How the log on stdout is written: `pretty`, a line to read (time, level, component, message, fields; an error by its message, its stack only at the error level, for a bug, or with `--log-level debug`), or `json`, an object a line (for a journal or a log shipper). Unset: `pretty` on a terminal, `json` otherwise. Secrets are redacted in both.',
+    ),
   // Built by summarySettingsFromEnv (src/summaries/summary-settings.ts) from variables of its own.
   summaries: summarySettingsSchema
     .prefault({})
@@ -232,6 +239,7 @@ export function loadDaemonConfig(env: NodeJS.ProcessEnv, flags: DaemonConfigInpu
   const fromEnv: Record<string, unknown> = {
     ...(env.SCHEDFLOW_DATA_DIR && { dataDir: env.SCHEDFLOW_DATA_DIR }),
     ...(env.SCHEDFLOW_CONFIG_DIR && { configDir: env.SCHEDFLOW_CONFIG_DIR }),
+    ...(env.SCHEDFLOW_LOG_FORMAT?.trim() && { logFormat: env.SCHEDFLOW_LOG_FORMAT.trim() }),
     ...(env.SCHEDFLOW_PIPELINES_DIR && { pipelinesDir: env.SCHEDFLOW_PIPELINES_DIR }),
     ...(env.SCHEDFLOW_QUEUE_PREFIX && { queuePrefix: env.SCHEDFLOW_QUEUE_PREFIX }),
     ...(env.REDIS_URL && { redisUrl: env.REDIS_URL }),
@@ -308,6 +316,7 @@ function settingName(path: PropertyKey[]): string {
   const key = String(path[0]);
   const envName = Object.entries(DAEMON_ENV_NUMBERS).find(([, k]) => k === key)?.[0];
   if (key === 'webhookAllowHosts') return WEBHOOK_ALLOW_HOSTS_ENV;
+  if (key === 'logFormat') return 'SCHEDFLOW_LOG_FORMAT';
   return envName ?? path.join('.');
 }
 

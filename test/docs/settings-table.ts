@@ -51,8 +51,8 @@ function settingOfFlag(option: Option): SettingKey | undefined {
 }
 
 // Values that pass the check of every kind of setting: a whole number, a Redis URL, a host:port,
-// and a path (any text). The first one loadDaemonConfig accepts is the probe.
-const PROBE_VALUES = ['12345', 'redis://probe.invalid:6379', '127.0.0.1:9', 'postgres://probe.invalid/db'];
+// a path (any text) and a choice (the log format). The first one loadDaemonConfig accepts is the probe.
+const PROBE_VALUES = ['12345', 'redis://probe.invalid:6379', '127.0.0.1:9', 'postgres://probe.invalid/db', 'json'];
 
 /** What a setting needs beside it to be accepted (DATABASE_URL wants a shared Redis and webhook secret). */
 const COMPANIONS = { REDIS_URL: 'redis://companion.invalid:6379', SCHEDFLOW_WEBHOOK_SECRET: 'companion' };

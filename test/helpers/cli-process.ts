@@ -1,5 +1,5 @@
 import { type ChildProcess, spawn } from 'node:child_process';
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
@@ -77,13 +77,24 @@ export interface ProcessOptions {
 
 const live = new Set<ChildProcess>();
 
+/**
+ * Where the daemons and commands this test process starts register and look for running daemons
+ * (src/daemon-registry.ts): a folder of its own, so that a command never finds the daemon of a
+ * file running beside it, only those of its own file (files run one after another in a process).
+ */
+function runtimeDir(): string {
+  const dir = join(REPO, '.tmp', 'xdg-runtime', `process-${process.pid}`);
+  mkdirSync(dir, { recursive: true, mode: 0o700 });
+  return dir;
+}
+
 /** This process's environment without the variables that would point a child at another daemon, Redis or history. */
 export function cleanEnv(extra: NodeJS.ProcessEnv = {}): NodeJS.ProcessEnv {
   const env: NodeJS.ProcessEnv = { ...process.env };
   for (const name of ['REDIS_URL', 'DATABASE_URL', 'SCHEDFLOW_DATA_DIR', 'SCHEDFLOW_CONFIG_DIR', 'SCHED_TOKEN']) {
     delete env[name];
   }
-  return { ...env, ...extra };
+  return { ...env, XDG_RUNTIME_DIR: runtimeDir(), ...extra };
 }
 
 /** Node's arguments before schedflow's own: the run's build, or src/cli.ts through tsx. */

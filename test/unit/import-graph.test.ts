@@ -12,7 +12,8 @@ import { beforeAll, describe, expect, it } from 'vitest';
  *  3. db: schema and plain queries (accounting rows use sched's job model)
  *  4. views: how requests, runs, pipelines and summaries are shown (API, UI, webhook bodies)
  *  5. redis: the private redis-server and its watch
- *  6. daemon-info: the daemon.json contract between the daemon and the CLI
+ *  6. daemon-info: the daemon.json contract between the daemon and the CLI, and the registry
+ *     of running daemons they share (src/daemon-registry.ts)
  *  7. llm: the chat-completions client
  *  8. sim: the simulator of the scheduler proxy and LLM endpoint
  *  9. notify: webhook bodies, sending, the outbox dispatcher
@@ -36,7 +37,7 @@ const LAYERS: readonly { name: string; holds: (file: string) => boolean }[] = [
   // How requests, runs and pipelines are shown: the API, the UI and webhook bodies (notify) use them.
   { name: 'views', holds: (f) => f.startsWith('src/views/') },
   { name: 'redis', holds: (f) => f.startsWith('src/redis/') },
-  { name: 'daemon-info', holds: (f) => f === 'src/daemon-info.ts' },
+  { name: 'daemon-info', holds: (f) => f === 'src/daemon-info.ts' || f === 'src/daemon-registry.ts' },
   { name: 'llm', holds: (f) => f.startsWith('src/llm/') },
   { name: 'sim', holds: (f) => f.startsWith('src/sim/') },
   { name: 'notify', holds: (f) => f.startsWith('src/notify/') },

@@ -189,7 +189,9 @@ describe('mistakes a user meets first', () => {
     const result = await runCli(['jobs', 'submit', file, '--data-dir', dataDir], { cwd: root });
     expect(result.stdout).toBe('');
     expect(result.code).toBe(2);
-    expect(result.stderr).toMatch(/^schedflow: no schedflow daemon has run with data dir .*never-used/);
+    expect(result.stderr).toMatch(
+      /^schedflow: no schedflow history in .*never-used \(--data-dir\): no daemon has run with that data dir/,
+    );
     expect(result.stderr).toContain('npm start');
     expect(result.stderr).toContain(`schedflow start --data-dir ${dataDir}`);
     expect(result.stderr.trimEnd().split('\n')).toHaveLength(1);

@@ -37,6 +37,8 @@ function alive(pid: number): boolean {
 
 /** The steps of a full all-in-one daemon, in the order they stop: the reverse of their start. */
 const ALL_STEPS = [
+  // First: commands stop finding a daemon that is going away (src/daemon-registry.ts).
+  'daemon registration',
   'local API',
   'queue keeper',
   'workers',
