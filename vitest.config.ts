@@ -105,6 +105,7 @@ export default defineConfig({
             ...configDefaults.exclude,
             'test/unit/**',
             'test/slurm/**',
+            'test/package/**',
             ...SERIAL,
             // Deployments on PostgreSQL, run with the tests on PostgreSQL (`npm run test:postgres`):
             // hosts of their own with Redis, PostgreSQL and three daemons each, they were a tenth
@@ -129,6 +130,19 @@ export default defineConfig({
           // Its daemons' histories on PostgreSQL too, under `npm run test:postgres`.
           globalSetup: process.env.SCHEDFLOW_TEST_HISTORY === 'postgres' ? ['test/helpers/postgres-server.ts'] : [],
           setupFiles: EACH_FILE,
+        },
+      },
+      {
+        // `npm run test:package`: the package as `npm pack` makes it, installed with `npm install -g`
+        // into a prefix of its own and started from there (see the file). Its install compiles
+        // better-sqlite3 where no prebuilt binary can be fetched: minutes, so not in `npm test`.
+        extends: true,
+        test: {
+          name: 'package',
+          include: ['test/package/**/*.test.ts'],
+          testTimeout: 120_000,
+          hookTimeout: 1_200_000,
+          poolOptions: { forks: { singleFork: true } },
         },
       },
       {

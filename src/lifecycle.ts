@@ -66,6 +66,15 @@ export class Lifecycle {
     return start;
   }
 
+  /**
+   * The longest a stop may take as registered now: a start under way reaching its next step,
+   * then every step hanging until its own limit. What a service manager's stop timeout
+   * (systemd's TimeoutStopSec) must exceed, or it kills the daemon with its shutdown unfinished.
+   */
+  get worstCaseStopMs(): number {
+    return this.steps.reduce((total, step) => total + step.timeoutMs, this.startWaitMs);
+  }
+
   get stopRequested(): boolean {
     return this.stopping !== undefined;
   }

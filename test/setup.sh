@@ -2,14 +2,15 @@
 # Installs and starts what the test suite needs beyond npm packages, on Debian:
 # munge (the MUNGE authentication tests) with munged running, redis-server
 # (the daemon's tests start their own servers from it), postgresql (likewise, for the history
-# on PostgreSQL), chromium (the web UI's tests) and iproute2 (the two-host tests).
+# on PostgreSQL), chromium (the web UI's tests), iproute2 (the two-host tests) and systemd
+# (systemd-analyze, for the packaged unit's test).
 # Safe to run again: it only does what is missing.
 set -euo pipefail
 
 SUDO=""
 if [ "$(id -u)" -ne 0 ]; then
   if command -v sudo >/dev/null 2>&1; then SUDO="sudo"; else
-    echo "test-setup: not root and no sudo; install munge, redis-server, postgresql and chromium yourself (apt-get install munge redis-server postgresql chromium) and start munged" >&2
+    echo "test-setup: not root and no sudo; install munge, redis-server, postgresql, chromium, iproute2 and systemd yourself (apt-get install munge redis-server postgresql chromium iproute2 systemd) and start munged" >&2
     exit 1
   fi
 fi
@@ -26,6 +27,10 @@ command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
 compgen -G '/usr/lib/postgresql/*/bin/postgres' >/dev/null || missing+=(postgresql)
 # `ip netns`: the two-host tests make hosts as network namespaces (test/helpers/netns.ts).
 command -v ip >/dev/null 2>&1 || missing+=(iproute2)
+# `systemd-analyze verify` checks the packaged unit (test/integration/service/systemd-unit.test.ts);
+# Debian's `systemd` package has it and the units it names. Nothing is started: on a machine
+# without systemd as init the package is only files.
+command -v systemd-analyze >/dev/null 2>&1 || missing+=(systemd)
 if [ ${#missing[@]} -gt 0 ]; then
   echo "test-setup: installing ${missing[*]} (Debian packages)"
   $SUDO apt-get update -qq

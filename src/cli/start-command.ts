@@ -25,7 +25,10 @@ export function registerStartCommand(program: Command): void {
       'run the daemon: queues, submission, polling, history; on the embedded simulator when no scheduler is configured',
     )
     .option('--data-dir <dir>', 'where schedflow keeps its state (default ./data, or SCHEDFLOW_DATA_DIR)')
-    .option('--config <dir>', 'configuration folder holding profiles/ (default ./config)')
+    .option(
+      '--config <dir>',
+      'configuration folder holding profiles/ and pipelines/ (default ./config, or SCHEDFLOW_CONFIG_DIR)',
+    )
     .option('--pipelines <dir>', 'pipeline files (default <config>/pipelines, or SCHEDFLOW_PIPELINES_DIR)')
     .option('--sim-port <port>', 'port of the embedded scheduler simulator (default 6820)', parseInteger)
     .option('--roles <roles>', 'run only some of the work: worker, scheduler, web (comma-separated; default all three)')

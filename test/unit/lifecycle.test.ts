@@ -16,6 +16,22 @@ function capturedLogger() {
 }
 
 describe('Lifecycle', () => {
+  it("bounds a stop by the start's wait and every step's own limit, which hanging steps take in full", async () => {
+    const { logger } = capturedLogger();
+    const lifecycle = new Lifecycle(logger, { stepTimeoutMs: 40, startWaitMs: 30 });
+    expect(lifecycle.worstCaseStopMs).toBe(30);
+    lifecycle.add('sqlite', () => new Promise<void>(() => {}));
+    lifecycle.add('workers', () => new Promise<void>(() => {}), { timeoutMs: 60 });
+    const bound = lifecycle.worstCaseStopMs;
+    expect(bound).toBe(30 + 40 + 60);
+    // Real time: the limits are what is measured. No start under way: the steps alone, each to its limit.
+    const startedAt = Date.now();
+    await lifecycle.stop();
+    const took = Date.now() - startedAt;
+    expect(took).toBeGreaterThanOrEqual(95);
+    expect(took).toBeLessThan(bound + 1000);
+  });
+
   it('runs every step in reverse order; one that hangs is logged and skipped, the later ones still run', async () => {
     const { logger, lines } = capturedLogger();
     const lifecycle = new Lifecycle(logger, { stepTimeoutMs: 1000 });
