@@ -158,8 +158,6 @@ describe('npm install -g of the tarball', () => {
     for (const dev of ['typescript', 'vitest', 'tsx', '@biomejs/biome'])
       expect(existsSync(join(modules, dev))).toBe(false);
     expect(existsSync(join(modules, 'better-sqlite3', 'build', 'Release', 'better_sqlite3.node'))).toBe(true);
-    // The logger's terminal output, and what docs/operations.md reads the journal with.
-    expect(existsSync(join(modules, '.bin', 'pino-pretty'))).toBe(true);
   });
 
   it('gives a schedflow command that says its version, from anywhere', async () => {
