@@ -287,16 +287,17 @@ async function compose(config: DaemonConfig, logger: Logger, lifecycle: Lifecycl
   }
 
   await requeueUnsubmitted(history.store, queues.submit, logger);
-  // A backoff must not outlast a restart, nor a profile's recovery: the delayed submissions of a
-  // profile that has connected are taken up now, and those of one that connects later then.
-  const promote = (profile: string) =>
+  // A backoff must not outlast a restart, nor a profile's recovery: the delayed submissions are
+  // taken up now (those of a profile that cannot work say why and wait again), and those of a
+  // profile when it connects later.
+  const promote = (profile: string | null) =>
     promoteDelayedSubmits(history.store, queues.submit, profile, logger.child({ component: 'queue' })).catch(
       (error: unknown) => logger.warn({ profile, err: error }, 'could not take up delayed submissions'),
     );
   clients.onConnected((profile) => {
     if (!lifecycle.stopRequested) void promote(profile);
   });
-  for (const profile of profiles.keys()) if (clients.connected(profile)) await promote(profile);
+  await promote(null);
   // Redis may lose everything under a running daemon (restarted without its data): the keeper
   // notices on its next check and rebuilds the ticks and the queue from the history.
   keeper = new QueueKeeper({

@@ -194,25 +194,28 @@ export async function requeueUnsubmitted(
 }
 
 /**
- * Takes up now the delayed submit jobs of `profile`'s requests: called when the profile
- * connects (at start, or once fixed or back). A submit put off while it could not work, or by
- * BullMQ's backoff after failed attempts (up to an hour apart), is kept in Redis with its delay
- * across a restart: a request queued under a mistyped url waited minutes more after the url
- * was fixed and the daemon restarted (issue 31). Jobs waiting for a submit limit or a step's
- * dependency are taken up too; they look and put themselves off again, at the cost of a read.
+ * Takes up now the delayed submit jobs of `profile`'s requests (of every profile: null): at
+ * start, and when a profile connects once fixed or back. A submit put off while its profile
+ * could not work, or by BullMQ's backoff after failed attempts (up to an hour apart), is kept in
+ * Redis with its delay across a restart: a request queued under a mistyped url waited minutes
+ * more after the url was fixed and the daemon restarted (issue 31). One whose profile still
+ * cannot work says why on the request and waits again. Jobs waiting for a submit limit or a
+ * step's dependency are taken up too; they look and put themselves off again, at a read's cost.
  */
 export async function promoteDelayedSubmits(
   h: History,
   queue: Queue,
-  profile: string,
+  profile: string | null,
   logger: Logger,
 ): Promise<number> {
   let promoted = 0;
   for (const job of await queue.getDelayed()) {
     const parsed = submitPayloadSchema.safeParse(job.data);
     if (!parsed.success) continue;
-    const of = parsed.data.request?.profile ?? (await requestProfileOf(h, parsed.data.requestId));
-    if (of !== profile) continue;
+    if (profile !== null) {
+      const of = parsed.data.request?.profile ?? (await requestProfileOf(h, parsed.data.requestId));
+      if (of !== profile) continue;
+    }
     try {
       await job.promote();
       promoted++;
@@ -220,6 +223,6 @@ export async function promoteDelayedSubmits(
       // Moved meanwhile (a worker took it, or it was promoted by another process): nothing to do.
     }
   }
-  if (promoted > 0) logger.info({ profile, promoted }, 'took up the delayed submissions of a profile that connected');
+  if (promoted > 0) logger.info({ profile, promoted }, 'took up delayed submissions');
   return promoted;
 }
