@@ -922,7 +922,7 @@ async function slurmrestdVersions(profile: Profile, transport: SchedTransport): 
   } catch (error) {
     if (!(error instanceof AuthenticationError)) throw error;
     if (await answersAsProxy(transport)) throw wrongFlavor(profile, 'GET /meta/versions/supported lists versions');
-    throw credentialsRefused(profile, error.status, error.detail.message);
+    throw credentialsRefused(profile, error.status, error.detail.message, error);
   }
   if (served.length > 0) return served;
   if (await answersAsProxy(transport)) {
@@ -970,7 +970,8 @@ async function checkCredential(
   try {
     await transport.send(req);
   } catch (error) {
-    if (error instanceof AuthenticationError) throw credentialsRefused(profile, error.status, error.detail.message);
+    if (error instanceof AuthenticationError)
+      throw credentialsRefused(profile, error.status, error.detail.message, error);
     // No answer: the profile is not reachable, whatever its token.
     if (error instanceof NetworkError || error instanceof RequestTimeoutError) throw error;
     // The proxy checked the token and found it lacks the scope: accepted (the scope probe says the rest).

@@ -1,4 +1,4 @@
-import { ConfigError, SchedflowError } from '../errors.js';
+import { SchedflowError } from '../errors.js';
 import type { Profile } from './profile.js';
 import { MungeError, NetworkError, RequestTimeoutError, type SchedApiError } from './sched-errors.js';
 
@@ -45,7 +45,12 @@ export function credentialSource(profile: Profile): string {
 }
 
 /** The sentence of a refused credential: the fix is a valid token, or the right scheduler. */
-export function credentialsRefused(profile: Profile, status: number | null, why: string | null): ProfileCheckError {
+export function credentialsRefused(
+  profile: Profile,
+  status: number | null,
+  why: string | null,
+  cause?: unknown,
+): ProfileCheckError {
   const answered = status === null ? '' : ` (${status}${why ? `: ${why}` : ''})`;
   const fix =
     profile.auth.type === 'munge'
@@ -54,6 +59,7 @@ export function credentialsRefused(profile: Profile, status: number | null, why:
   return new ProfileCheckError(
     'credentials',
     `profile "${profile.name}": the scheduler at ${profile.url} refused ${credentialSource(profile)}${answered}: ${fix}`,
+    { cause },
   );
 }
 
@@ -117,9 +123,4 @@ function networkWords(cause: string): string {
   if (/EHOSTUNREACH/.test(cause)) return 'host unreachable';
   if (/ECONNRESET|EPIPE|other side closed/i.test(cause)) return 'connection reset';
   return cause;
-}
-
-/** Configuration mistakes of the profile file itself (an unreadable token): fatal at start, as before. */
-export function isLocalConfigError(error: unknown): boolean {
-  return error instanceof ConfigError;
 }
