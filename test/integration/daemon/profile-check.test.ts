@@ -1,8 +1,8 @@
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { createToken } from '../../../src/db/tokens.js';
 import { listRequests } from '../../../src/db/requests.js';
+import { createToken } from '../../../src/db/tokens.js';
 import { apiClient, errorOf, shellSpec } from '../../helpers/api.js';
 import { cleanEnv, runCli, spawnDaemon } from '../../helpers/cli-process.js';
 import { daemonTestEnv, startTestDaemon, type TestDaemon, writeProfile } from '../../helpers/daemon.js';
