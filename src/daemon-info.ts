@@ -46,6 +46,11 @@ export interface ProfileDoor {
   associatedAccounts?: string[] | null;
   /** The profile's `maxArraySize`. Absent in an older daemon's file: Slurm's default, 1001. */
   maxArraySize?: number;
+  /**
+   * Why the profile cannot work now, as the daemon's check of it found (src/sched/profile-check.ts):
+   * `kind` and one sentence with the fix. Null or absent: nothing known against it.
+   */
+  problem?: { kind: string; sentence: string } | null;
 }
 
 export const DAEMON_INFO_FILE = 'daemon.json';

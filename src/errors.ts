@@ -71,6 +71,11 @@ export const ERROR_CODES = {
     retryable: false,
     what: 'The profile’s token lacks a scope submitting needs (`sched:jobs:manage`, `scheddb:read`): ask the operator for one that has it, or use another profile.',
   },
+  SCHEDFLOW_ERR_PROFILE_UNUSABLE: {
+    status: 422,
+    retryable: false,
+    what: 'The profile cannot work as written: its credential was refused (401/403), its `flavor` is not what answers at its `url`, it names an API version the scheduler does not serve, or no scheduler API answers there. The message says which and what to change; `schedflow sched --profile <name> check` checks it again.',
+  },
 
   // The local API.
   SCHEDFLOW_ERR_VALIDATION: {
@@ -227,7 +232,7 @@ export const ERROR_CODES = {
   SCHEDFLOW_ERR_PROFILE_NOT_CONNECTED: {
     status: 503,
     retryable: true,
-    what: 'The profile’s scheduler has not answered yet; work for it waits. Retry later, or check the scheduler.',
+    what: 'The profile’s scheduler has not answered since the daemon started (the message names the address tried): a new request is refused, nothing queued; one queued before waits and goes once it answers. Check the profile’s `url` and that the scheduler runs there, then retry.',
   },
 
   // The scheduler (answered by the API as SCHEDFLOW_ERR_UPSTREAM, this code in `upstream.code`).
@@ -467,7 +472,8 @@ export class SummaryPendingError extends SchedflowError {
 /**
  * A submission refused at the door, before anything is recorded or sent: the job names another
  * account than the one the profile's token is bound to, the profile's token lacks a scope a
- * submission needs, or its array goes past the cluster's MaxArraySize. The scheduler would
+ * submission needs, its array goes past the cluster's MaxArraySize, or the profile's check
+ * found it cannot work (src/sched/profile-check.ts). The scheduler would
  * refuse it; saying so now names the fix.
  */
 export class SubmissionRefusedError extends SchedflowError {
@@ -476,7 +482,9 @@ export class SubmissionRefusedError extends SchedflowError {
       | 'SCHEDFLOW_ERR_ACCOUNT_MISMATCH'
       | 'SCHEDFLOW_ERR_ACCOUNT_NOT_ASSOCIATED'
       | 'SCHEDFLOW_ERR_ARRAY_TOO_LARGE'
-      | 'SCHEDFLOW_ERR_PROFILE_SCOPE_MISSING',
+      | 'SCHEDFLOW_ERR_PROFILE_SCOPE_MISSING'
+      | 'SCHEDFLOW_ERR_PROFILE_UNUSABLE'
+      | 'SCHEDFLOW_ERR_PROFILE_NOT_CONNECTED',
     message: string,
   ) {
     super(message);

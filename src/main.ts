@@ -2,7 +2,7 @@ import { hostname } from 'node:os';
 import { join, resolve } from 'node:path';
 import type { ConnectionOptions, Queue } from 'bullmq';
 import { startWorkers } from '../workers/start-workers.js';
-import { requeueUnsubmitted } from '../workers/submit.js';
+import { promoteDelayedSubmits, requeueUnsubmitted } from '../workers/submit.js';
 import { type DaemonConfig, isAllInOne } from './config/daemon-config.js';
 import { writeDaemonInfo } from './daemon-info.js';
 import { registerDaemon } from './daemon-registry.js';
@@ -221,7 +221,7 @@ async function compose(config: DaemonConfig, logger: Logger, lifecycle: Lifecycl
     refusal: (profile, specs) => {
       const p = profiles.get(profile);
       if (!p) return null;
-      const door = profileDoor(p, clients.scopes(profile), clients.accounts(profile));
+      const door = profileDoor(p, clients.scopes(profile), clients.accounts(profile), clients.problem(profile));
       for (const spec of specs) {
         const refused = doorRefusal(profile, door, spec);
         if (refused) return refused;
@@ -288,6 +288,17 @@ async function compose(config: DaemonConfig, logger: Logger, lifecycle: Lifecycl
   }
 
   await requeueUnsubmitted(history.store, queues.submit, logger);
+  // A backoff must not outlast a restart, nor a profile's recovery: the delayed submissions are
+  // taken up now (those of a profile that cannot work say why and wait again), and those of a
+  // profile when it connects later.
+  const promote = (profile: string | null) =>
+    promoteDelayedSubmits(history.store, queues.submit, profile, logger.child({ component: 'queue' })).catch(
+      (error: unknown) => logger.warn({ profile, err: error }, 'could not take up delayed submissions'),
+    );
+  clients.onConnected((profile) => {
+    if (!lifecycle.stopRequested) void promote(profile);
+  });
+  await promote(null);
   // Redis may lose everything under a running daemon (restarted without its data): the keeper
   // notices on its next check and rebuilds the ticks and the queue from the history.
   keeper = new QueueKeeper({
@@ -308,7 +319,9 @@ async function compose(config: DaemonConfig, logger: Logger, lifecycle: Lifecycl
   const loadedProfiles = profiles;
   const refusal = (profile: string, spec: Pick<JobSpec, 'account' | 'array'>) => {
     const p = loadedProfiles.get(profile);
-    return p ? submissionRefusal(p, clients.scopes(profile), clients.accounts(profile), spec) : null;
+    return p
+      ? submissionRefusal(p, clients.scopes(profile), clients.accounts(profile), clients.problem(profile), spec)
+      : null;
   };
   // Written again whenever a profile's scopes or accounts are learnt again (the scheduler was
   // down at start, an association was added), so the CLI's door stays the daemon's.
@@ -322,7 +335,10 @@ async function compose(config: DaemonConfig, logger: Logger, lifecycle: Lifecycl
       profiles: [...profiles.keys()],
       defaultProfile,
       doors: Object.fromEntries(
-        [...profiles.values()].map((p) => [p.name, profileDoor(p, clients.scopes(p.name), clients.accounts(p.name))]),
+        [...profiles.values()].map((p) => [
+          p.name,
+          profileDoor(p, clients.scopes(p.name), clients.accounts(p.name), clients.problem(p.name)),
+        ]),
       ),
     });
   writeInfo();

@@ -1,7 +1,8 @@
 import { DelayedError, type Job, type Queue, UnrecoverableError } from 'bullmq';
 import { eq } from 'drizzle-orm';
 import type { History } from '../src/db/history.js';
-import { getRequest, unsubmittedRequests } from '../src/db/requests.js';
+import { getRequest, patchRequest, requestProfileOf, unsubmittedRequests } from '../src/db/requests.js';
+import type { ErrorCode } from '../src/errors.js';
 import type { Logger } from '../src/logger.js';
 import { stepDependencies } from '../src/pipelines/run-engine.js';
 import { submitPayloadSchema } from '../src/queue/catalog.js';
@@ -16,6 +17,9 @@ import {
 } from '../src/requests/submitter.js';
 import { transition } from '../src/requests/transition.js';
 import type { WorkerServices } from './services.js';
+
+const PROFILE_NOT_CONNECTED: ErrorCode = 'SCHEDFLOW_ERR_PROFILE_NOT_CONNECTED';
+const PROFILE_UNUSABLE: ErrorCode = 'SCHEDFLOW_ERR_PROFILE_UNUSABLE';
 
 /** Steps are submitted right behind the steps they need: a wait for a job id is short. */
 const DEPENDENCY_RECHECK_MS = 250;
@@ -46,6 +50,20 @@ export function submitProcessor(services: WorkerServices) {
     // Read once, here: submitRequest is given the row.
     const row = await getRequest(store, payload.requestId);
     if (row === undefined) throw new UnrecoverableError(`no job request ${payload.requestId}`);
+    // A profile whose check failed (its url, token, flavor or version; src/sched/profile-check.ts):
+    // the door refuses new requests for it, and one queued before waits, saying why on the request
+    // (its error, shown by `jobs submit --wait`, the API and the UI), without spending an attempt.
+    // It goes as soon as the profile connects: the daemon takes the delayed jobs of a profile that
+    // connects at once (promoteDelayedSubmits), so no backoff outlasts the fix, or a restart.
+    const problem = services.clients.problem(row.profile);
+    if (problem && !isTerminalRequest(row.state) && row.jobId === null) {
+      const errorCode = problem.kind === 'unreachable' ? PROFILE_NOT_CONNECTED : PROFILE_UNUSABLE;
+      if (row.errorMessage !== problem.sentence) {
+        await patchRequest(store, row.id, { errorCode, errorMessage: problem.sentence });
+      }
+      await job.moveToDelayed(Date.now() + services.settings.pollCeilingMs, token);
+      throw new DelayedError();
+    }
     services.submitsInFlight?.add(payload.requestId);
     try {
       return await submitRequest(
@@ -173,4 +191,38 @@ export async function requeueUnsubmitted(
   }
   if (requeued > 0) logger.info({ requeued }, 'queued unsubmitted requests again');
   return { requeued, deferred };
+}
+
+/**
+ * Takes up now the delayed submit jobs of `profile`'s requests (of every profile: null): at
+ * start, and when a profile connects once fixed or back. A submit put off while its profile
+ * could not work, or by BullMQ's backoff after failed attempts (up to an hour apart), is kept in
+ * Redis with its delay across a restart: a request queued under a mistyped url waited minutes
+ * more after the url was fixed and the daemon restarted (issue 31). One whose profile still
+ * cannot work says why on the request and waits again. Jobs waiting for a submit limit or a
+ * step's dependency are taken up too; they look and put themselves off again, at a read's cost.
+ */
+export async function promoteDelayedSubmits(
+  h: History,
+  queue: Queue,
+  profile: string | null,
+  logger: Logger,
+): Promise<number> {
+  let promoted = 0;
+  for (const job of await queue.getDelayed()) {
+    const parsed = submitPayloadSchema.safeParse(job.data);
+    if (!parsed.success) continue;
+    if (profile !== null) {
+      const of = parsed.data.request?.profile ?? (await requestProfileOf(h, parsed.data.requestId));
+      if (of !== profile) continue;
+    }
+    try {
+      await job.promote();
+      promoted++;
+    } catch {
+      // Moved meanwhile (a worker took it, or it was promoted by another process): nothing to do.
+    }
+  }
+  if (promoted > 0) logger.info({ profile, promoted }, 'took up delayed submissions');
+  return promoted;
 }

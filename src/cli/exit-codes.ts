@@ -31,6 +31,8 @@ const USAGE_CODES: ReadonlySet<ErrorCode> = new Set<ErrorCode>([
   'SCHEDFLOW_ERR_ACCOUNT_NOT_ASSOCIATED',
   'SCHEDFLOW_ERR_ARRAY_TOO_LARGE',
   'SCHEDFLOW_ERR_PROFILE_SCOPE_MISSING',
+  // The profile cannot work as written (its token, flavor, version or url): fix the profile.
+  'SCHEDFLOW_ERR_PROFILE_UNUSABLE',
 ]);
 
 /** The exit code for an error that ends a command: otherwise a retryable error may pass, anything else is a refusal. */

@@ -159,6 +159,9 @@ function requestRow(r: JobRequestRow): string[] {
 /** Follows a request through the history, printing each transition, until it ends. */
 async function follow(history: OpenedHistory, requestId: string, json: boolean): Promise<JobRequestRow> {
   let printed = 0;
+  // Why a request does not move (its profile cannot work, the scheduler does not answer): the
+  // error the daemon keeps on it while it waits, said once each time it changes, never silence.
+  let said: string | null = null;
   for (;;) {
     const row = await getRequest(history.store, requestId);
     const transitions = row ? await transitionsOf(history.store, requestId) : [];
@@ -177,6 +180,15 @@ async function follow(history: OpenedHistory, requestId: string, json: boolean):
     }
     printed = transitions.length;
     if (row && isTerminalRequest(row.state)) return row;
+    const waitingOn = row && row.jobId === null ? row.errorMessage : null;
+    if (waitingOn && waitingOn !== said) {
+      print(
+        json
+          ? `${JSON.stringify({ at: new Date().toISOString(), state: row?.state, waiting: waitingOn, code: row?.errorCode })}\n`
+          : `${new Date().toLocaleTimeString()}  still ${row?.state}, not submitted: ${waitingOn}\n`,
+      );
+    }
+    said = waitingOn ?? said;
     await sleep(500);
   }
 }

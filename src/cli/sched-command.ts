@@ -1,10 +1,11 @@
 import { randomUUID } from 'node:crypto';
 import { resolve } from 'node:path';
 import { type Command, Option } from 'commander';
-import { ConfigError } from '../errors.js';
+import { ConfigError, SchedflowError } from '../errors.js';
 import { createLogger } from '../logger.js';
 import { SchedClient } from '../sched/client.js';
 import { loadProfiles, type Profile, parseProfile } from '../sched/profile.js';
+import { credentialSource, problemOf } from '../sched/profile-check.js';
 import { JobNotFoundError } from '../sched/sched-errors.js';
 import { EXIT } from './exit-codes.js';
 import { freshnessNote, jobDetail, jobsTable } from './format.js';
@@ -113,7 +114,7 @@ export function registerSchedCommand(program: Command): void {
 
   sched
     .command('ping')
-    .description('check that the scheduler answers')
+    .description('check that the scheduler answers an authenticated request; prints latency and the API version')
     .action(async (_opts, cmd: Command) => {
       const flags = flagsOf(cmd);
       await withClient(flags, async (client) => {
@@ -126,6 +127,59 @@ export function registerSchedCommand(program: Command): void {
         );
         if (!result.ok) process.exitCode = EXIT.unavailable;
       });
+    });
+
+  sched
+    .command('check')
+    .description(
+      'check the profile as the daemon does at start: reachable, the flavor and API version it says, its credential (an authenticated request), its scopes',
+    )
+    .action(async (_opts, cmd: Command) => {
+      const flags = flagsOf(cmd);
+      const profile = profileFromFlags(flags);
+      // Its verdict says what the retries' warnings would (the default level, warn, shows errors only).
+      const logger = createLogger({ level: flags.logLevel === 'warn' ? 'error' : flags.logLevel, format: 'json' });
+      const started = Date.now();
+      let client: SchedClient;
+      try {
+        client = await SchedClient.connect(profile, { logger });
+      } catch (error) {
+        // A mistake in the profile file itself (an unreadable token) is said as any other.
+        if (error instanceof ConfigError || !(error instanceof SchedflowError)) throw error;
+        const problem = problemOf(profile, error);
+        print(
+          flags,
+          { ok: false, profile: profile.name, url: profile.url, problem },
+          () => `not ok: ${problem.sentence}`,
+        );
+        process.exitCode = problem.kind === 'unreachable' ? EXIT.unavailable : EXIT.usage;
+        return;
+      }
+      try {
+        const latencyMs = Date.now() - started;
+        const scopes = await client.probeScopes();
+        const ok = scopes.missing.length === 0;
+        const flavor = profile.flavor === 'proxy' ? 'the scheduler proxy' : 'plain slurmrestd';
+        print(
+          flags,
+          {
+            ok,
+            profile: profile.name,
+            url: profile.url,
+            flavor: profile.flavor,
+            version: client.version,
+            latencyMs,
+            scopes,
+          },
+          () =>
+            ok
+              ? `ok: profile "${profile.name}": ${flavor} at ${profile.url} accepted ${credentialSource(profile)} (API ${client.version}, ${latencyMs} ms); ${scopes.detail}`
+              : `not ok: profile "${profile.name}": ${scopes.detail}`,
+        );
+        if (!ok) process.exitCode = EXIT.usage;
+      } finally {
+        await client.close();
+      }
     });
 
   sched

@@ -26,6 +26,7 @@ interface SimFlags {
   munge?: boolean;
   simulatedRuntime?: number;
   jobUser?: string;
+  serves?: 'both' | 'proxy' | 'slurmrestd';
   logLevel?: string;
 }
 
@@ -71,6 +72,7 @@ export function simConfigFromFlags(flags: SimFlags): SimConfigInput {
   if (flags.munge === false) input.munge = false;
   if (flags.simulatedRuntime !== undefined) input.simulatedRuntimeSec = flags.simulatedRuntime;
   if (flags.jobUser !== undefined) input.jobUser = flags.jobUser;
+  if (flags.serves !== undefined) input.serves = flags.serves;
   return input;
 }
 
@@ -104,6 +106,13 @@ export function registerSimCommand(program: Command): void {
     .option(
       '--job-user <user>',
       `unprivileged host user job scripts run as when started as root (default ${DEFAULT_JOB_USER})`,
+    )
+    .addOption(
+      new Option('--serves <api>', 'the API it serves: both (default), only proxy, or only slurmrestd').choices([
+        'both',
+        'proxy',
+        'slurmrestd',
+      ]),
     )
     .addOption(new Option('--log-level <level>', 'log level').choices(LOG_LEVELS).default('info'))
     .action(async (flags: SimFlags) => {

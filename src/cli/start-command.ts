@@ -3,6 +3,7 @@ import { type DaemonRole, loadDaemonConfig } from '../config/daemon-config.js';
 import { Lifecycle, StopRequestedError } from '../lifecycle.js';
 import { createLogger, defaultLogFormat, LOG_FORMATS, type LogFormat } from '../logger.js';
 import { type Daemon, startDaemon } from '../main.js';
+import { FAILED_CHECK_RETRY_MS } from '../sched/client-registry.js';
 import { DEMO_ACCOUNT, DEMO_USER } from '../sim/demo-token.js';
 import { cliInvocation } from './invocation.js';
 import { LOG_LEVELS, parseInteger } from './options.js';
@@ -84,6 +85,15 @@ export function registerStartCommand(program: Command): void {
       }
       // What each token may do, learnt at start: a missing scope is said here, not at the first failed submit.
       for (const name of daemon.profiles.keys()) {
+        // A profile whose check failed (url, token, flavor, version): one sentence with the fix,
+        // and nothing else to say of it until it connects.
+        const problem = daemon.clients.problem(name);
+        if (problem) {
+          lines.push(
+            `  WARNING: ${problem.sentence} (jobs for it are refused until a check passes; checked again within ${FAILED_CHECK_RETRY_MS / 1000} s)`,
+          );
+          continue;
+        }
         const scopes = daemon.clients.scopes(name);
         if (scopes && scopes.source !== 'not-applicable') {
           lines.push(`  ${scopes.missing.length ? 'WARNING: ' : ''}profile ${name}: ${scopes.detail}`);

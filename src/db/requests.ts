@@ -241,6 +241,21 @@ export async function requestStateOf(h: History, id: string): Promise<JobRequest
   return rows[0]?.state;
 }
 
+/** The profile a request is for, without reading its spec. */
+export async function requestProfileOf(h: History, id: string): Promise<string | undefined> {
+  const t = h.t.jobRequests;
+  const rows = await h.prepared(
+    'requests.profileById',
+    () =>
+      h.db
+        .select({ profile: t.profile })
+        .from(t)
+        .where(eq(t.id, placeholder('id'))),
+    { id },
+  );
+  return rows[0]?.profile;
+}
+
 /** What a state change reads of a request: not its spec (up to a megabyte of JSON) to parse. */
 export type TransitionFacts = Pick<JobRequestRow, 'state' | 'rawState' | 'webhookUrl' | 'runId' | 'retryPolicy'>;
 

@@ -4,6 +4,7 @@ import type { AccountReport } from '../sched/account-check.js';
 import { ArraySyntaxError, DEFAULT_MAX_ARRAY_SIZE, parseArrayExpression } from '../sched/job-array.js';
 import type { JobSpec } from '../sched/job-spec.js';
 import type { Profile } from '../sched/profile.js';
+import type { ProfileProblem } from '../sched/profile-check.js';
 import { type ScopeReport, scopesApply } from '../sched/scope-check.js';
 
 /**
@@ -19,8 +20,10 @@ export function profileDoor(
   profile: Profile,
   scopes: ScopeReport | undefined,
   accounts: AccountReport | undefined,
+  problem: ProfileProblem | null = null,
 ): ProfileDoor {
   return {
+    problem,
     boundAccount: scopesApply(profile) ? (profile.account ?? null) : null,
     missingScopes: scopes?.missing ?? [],
     scopesFrom: scopes?.source ?? 'probe',
@@ -36,7 +39,10 @@ export type DoorSpec = Pick<JobSpec, 'account' | 'array'>;
 
 /** Why a submission of `spec` through this door cannot succeed; null when nothing known stands in the way. */
 export function doorRefusal(profile: string, door: ProfileDoor, spec: DoorSpec): SubmissionRefusedError | null {
-  // First: nothing else is worth saying of an array no cluster of this profile would take.
+  // First: nothing else is worth saying of a job for a profile that cannot work now.
+  const problem = problemRefusal(door);
+  if (problem) return problem;
+  // Then: nothing else is worth saying of an array no cluster of this profile would take.
   const array = arrayRefusal(profile, door, spec);
   if (array) return array;
   const bound = door.boundAccount;
@@ -84,6 +90,22 @@ function arrayRefusal(profile: string, door: ProfileDoor, spec: DoorSpec): Submi
   );
 }
 
+/**
+ * A profile whose check failed: its token refused, the wrong flavor or version, no scheduler at
+ * its url; or no answer at all since the daemon started (a mistyped url looks so, and nothing
+ * tells it from an outage then: refused with a retryable code). Queued, such a request sat
+ * `queued` for minutes with no word anywhere (issue 31). A profile that did connect and then
+ * went down is not refused: its requests wait out the outage in the queue, as before.
+ */
+function problemRefusal(door: ProfileDoor): SubmissionRefusedError | null {
+  const problem = door.problem;
+  if (!problem) return null;
+  return new SubmissionRefusedError(
+    problem.kind === 'unreachable' ? 'SCHEDFLOW_ERR_PROFILE_NOT_CONNECTED' : 'SCHEDFLOW_ERR_PROFILE_UNUSABLE',
+    `${problem.sentence} (nothing was queued)`,
+  );
+}
+
 function scopeDoorRefusal(profile: string, door: ProfileDoor): SubmissionRefusedError | null {
   if (door.missingScopes.length === 0) return null;
   return new SubmissionRefusedError(
@@ -97,7 +119,8 @@ export function submissionRefusal(
   profile: Profile,
   scopes: ScopeReport | undefined,
   accounts: AccountReport | undefined,
+  problem: ProfileProblem | null,
   spec: DoorSpec,
 ): SubmissionRefusedError | null {
-  return doorRefusal(profile.name, profileDoor(profile, scopes, accounts), spec);
+  return doorRefusal(profile.name, profileDoor(profile, scopes, accounts, problem), spec);
 }

@@ -1,4 +1,4 @@
-import { SchedflowError } from '../errors.js';
+import { ConfigError, SchedflowError } from '../errors.js';
 import { backoffDelayMs } from '../lib/retry-policy.js';
 import { sleep } from '../lib/sleep.js';
 import type { Logger } from '../logger.js';
@@ -6,12 +6,27 @@ import { type AccountReport, accountsApply, accountsUnknown, associationsReport 
 import { SchedClient } from './client.js';
 import { slurmUserOf } from './credentials.js';
 import type { Profile } from './profile.js';
+import { type ProfileProblem, problemOf } from './profile-check.js';
 import type { Budget } from './request-budget.js';
 import { declaredReport, notApplicable, SCOPES, type ScopeReport, scopeReport, scopesApply } from './scope-check.js';
 import { UpstreamHealth } from './upstream-health.js';
 
 /** Known associations are read again every this many re-checks: one added with `sacctmgr` is seen then. */
 const ACCOUNTS_REFRESH_RECHECKS = 5;
+
+/**
+ * How a profile's last check went (src/sched/profile-check.ts): what the banner, /readyz, the
+ * Profiles page, the door and daemon.json say of it.
+ */
+export interface ProfileStatus {
+  /** Why the profile cannot work now, in one sentence with the fix; null once it has connected. */
+  problem: ProfileProblem | null;
+  /** When the last check ended (ms). */
+  checkedAt: number;
+}
+
+/** How long a profile whose check failed waits at most before it is checked again. @defaultValue 10 s */
+export const FAILED_CHECK_RETRY_MS = 10_000;
 
 /** A profile whose scheduler has not answered yet: work for it waits and retries. */
 export class ProfileNotConnectedError extends SchedflowError {
@@ -35,6 +50,9 @@ export class ClientRegistry {
   private readonly accountReports = new Map<string, AccountReport>();
   private readonly rechecking = new Set<string>();
   private readonly reportListeners: ((profile: string) => void)[] = [];
+  private readonly connectedListeners: ((profile: string) => void)[] = [];
+  /** Each profile's last check; absent before its first one has ended. */
+  private readonly statusByProfile = new Map<string, ProfileStatus>();
   private recheckTimer: NodeJS.Timeout | undefined;
   /** The deployment's request budget of each profile, when the daemon shares them (Redis). */
   private readonly budgetByProfile: ReadonlyMap<string, Budget>;
@@ -44,12 +62,15 @@ export class ClientRegistry {
    * unknown, are asked again. @defaultValue 60 s
    * @param budgetFor the request budget each profile's client takes from, shared with the
    * deployment's other processes; without it each client keeps one of its own.
+   * @param failedCheckRetryMs how long a profile whose check failed waits at most before the next
+   * one: work waiting for it goes this soon after it is fixed. @defaultValue 10 s
    */
   constructor(
     readonly profiles: ReadonlyMap<string, Profile>,
     private readonly logger: Logger,
     private readonly recheckMs = 60_000,
     budgetFor?: (profile: Profile) => Budget,
+    private readonly failedCheckRetryMs = FAILED_CHECK_RETRY_MS,
   ) {
     this.healthByProfile = new Map([...profiles.keys()].map((name) => [name, new UpstreamHealth(name)]));
     this.budgetByProfile = new Map(
@@ -78,9 +99,24 @@ export class ClientRegistry {
     this.recheckTimer.unref();
   }
 
-  /** Called with the profile's name each time its scope or account report is learnt again. */
+  /** Called with the profile's name each time its check, scope or account report is learnt again. */
   onReport(listener: (profile: string) => void): void {
     this.reportListeners.push(listener);
+  }
+
+  /** Called with the profile's name when it connects: at start, or once it is fixed or back. */
+  onConnected(listener: (profile: string) => void): void {
+    this.connectedListeners.push(listener);
+  }
+
+  /** How the profile's last check went; undefined before the first one has ended. */
+  status(profile: string): ProfileStatus | undefined {
+    return this.statusByProfile.get(profile);
+  }
+
+  /** Why the profile cannot work now (its last check failed), or null. */
+  problem(profile: string): ProfileProblem | null {
+    return this.statusByProfile.get(profile)?.problem ?? null;
   }
 
   private async connect(profile: Profile, firstAttemptDone: (fatal?: unknown) => void): Promise<void> {
@@ -94,18 +130,29 @@ export class ClientRegistry {
         this.clients.set(profile.name, client);
         // Before the start is reported: the banner says what the token may not do.
         await Promise.all([this.checkScopes(profile, client), this.checkAccounts(profile, client)]);
+        this.statusByProfile.set(profile.name, { problem: null, checkedAt: Date.now() });
         this.reported(profile.name);
+        this.notify(this.connectedListeners, profile.name);
         firstAttemptDone();
         return;
       } catch (error) {
-        // A configuration mistake (bad version, unreadable token) stops the start; an outage does not.
-        if (!(error instanceof SchedflowError) || !error.retryable) {
+        // A mistake in the profile file itself (a token file that cannot be read) stops the start,
+        // as a bug would; what the scheduler answered is said (banner, /readyz, the door) and asked
+        // again, so a token renewed, or a scheduler started, is taken without a restart.
+        if (error instanceof ConfigError || !(error instanceof SchedflowError)) {
           firstAttemptDone(error);
           return;
         }
+        const problem = problemOf(profile, error);
+        const before = this.statusByProfile.get(profile.name)?.problem?.sentence;
+        this.statusByProfile.set(profile.name, { problem, checkedAt: Date.now() });
+        if (problem.sentence !== before) this.reported(profile.name);
         firstAttemptDone();
-        const delay = backoffDelayMs(attempt, { baseDelayMs: 1000, maxDelayMs: 60_000 });
-        this.logger.warn({ profile: profile.name, err: error, retryInMs: delay }, 'scheduler not reachable yet');
+        const delay = backoffDelayMs(attempt, { baseDelayMs: 1000, maxDelayMs: this.failedCheckRetryMs });
+        this.logger.warn(
+          { profile: profile.name, problem: problem.kind, code: error.code, retryInMs: delay },
+          problem.sentence,
+        );
         await sleep(delay, this.abort.signal).catch(() => {});
       }
     }
@@ -156,11 +203,15 @@ export class ClientRegistry {
   }
 
   private reported(profile: string): void {
-    for (const listener of this.reportListeners) {
+    this.notify(this.reportListeners, profile);
+  }
+
+  private notify(listeners: readonly ((profile: string) => void)[], profile: string): void {
+    for (const listener of listeners) {
       try {
         listener(profile);
       } catch (error) {
-        this.logger.warn({ profile, err: error }, 'a listener of scope and account reports failed');
+        this.logger.warn({ profile, err: error }, 'a listener of profile reports failed');
       }
     }
   }
@@ -211,7 +262,9 @@ export class ClientRegistry {
         `no scheduler profile "${profile}" (have: ${[...this.profiles.keys()].join(', ')})`,
       );
     }
-    throw new ProfileNotConnectedError(`the scheduler of profile "${profile}" has not answered yet`);
+    throw new ProfileNotConnectedError(
+      this.problem(profile)?.sentence ?? `the scheduler of profile "${profile}" has not answered yet`,
+    );
   }
 
   connected(profile: string): boolean {

@@ -1,5 +1,4 @@
 import { z } from 'zod';
-import { ConfigError } from '../errors.js';
 import { backoffDelayMs } from '../lib/retry-policy.js';
 import { sleep } from '../lib/sleep.js';
 import type { Logger } from '../logger.js';
@@ -11,6 +10,7 @@ import type { Freshness } from './freshness.js';
 import { JobDecodeError, type JobStateEntry, type SchedJob } from './job-model.js';
 import type { JobSpec } from './job-spec.js';
 import type { Profile } from './profile.js';
+import { credentialsRefused, notScheduler, unsupportedVersion, wrongFlavor } from './profile-check.js';
 import type { Budget } from './request-budget.js';
 import {
   AccountingNotServedError,
@@ -20,6 +20,8 @@ import {
   CancelFailedError,
   ForbiddenError,
   JobNotFoundError,
+  NetworkError,
+  RequestTimeoutError,
   type SchedApiError,
   SlurmRefusedError,
   UnexpectedResponseError,
@@ -211,7 +213,7 @@ export class SchedClient {
     const transport = new SchedTransport(profile, credentials, options.logger, options.health, options.budget);
     try {
       const version = await resolveVersion(profile, transport);
-      if (profile.flavor === 'slurmrestd') await checkCredential(transport, version, options.logger);
+      await checkCredential(profile, transport, version, options.logger);
       options.logger.info({ profile: profile.name, version, requested: profile.version }, 'scheduler API version');
       return new SchedClient(profile, version, transport, options.logger);
     } catch (error) {
@@ -873,6 +875,63 @@ async function fetchSupportedVersions(transport: SchedTransport): Promise<string
 }
 
 /**
+ * The proxy's versions, or what the address is instead: the proxy serves its meta endpoints to
+ * anyone, while plain slurmrestd authenticates every request before it routes it (a 401 with
+ * `Authentication failure`), so a 401 here is slurmrestd. A 404, or an answer that is not a
+ * list, is some other server: neither flavor's API is at that address.
+ */
+async function proxyVersions(profile: Profile, transport: SchedTransport): Promise<string[]> {
+  try {
+    return await fetchSupportedVersions(transport);
+  } catch (error) {
+    if (error instanceof AuthenticationError) {
+      throw wrongFlavor(
+        profile,
+        'it asks credentials for GET /meta/versions/supported, which the proxy serves to anyone',
+      );
+    }
+    if (error instanceof BadRequestError || error instanceof JobNotFoundError) {
+      throw notScheduler(profile, `GET /meta/versions/supported answered ${error.status}`);
+    }
+    if (error instanceof UnexpectedResponseError) {
+      throw notScheduler(profile, 'GET /meta/versions/supported did not answer a list of versions');
+    }
+    throw error;
+  }
+}
+
+/** Whether the site proxy answers at the address (its anonymous meta endpoint lists versions). */
+async function answersAsProxy(transport: SchedTransport): Promise<boolean> {
+  try {
+    await fetchSupportedVersions(transport);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * slurmrestd's versions, or what is wrong: a 401 to the credentialed ping is a refused
+ * credential (or the proxy, which knows no /slurm paths); none served is the proxy, when its
+ * meta endpoint answers, else no scheduler at all.
+ */
+async function slurmrestdVersions(profile: Profile, transport: SchedTransport): Promise<ApiVersion[]> {
+  let served: ApiVersion[];
+  try {
+    served = await probeSlurmrestdVersions(transport);
+  } catch (error) {
+    if (!(error instanceof AuthenticationError)) throw error;
+    if (await answersAsProxy(transport)) throw wrongFlavor(profile, 'GET /meta/versions/supported lists versions');
+    throw credentialsRefused(profile, error.status, error.detail.message, error);
+  }
+  if (served.length > 0) return served;
+  if (await answersAsProxy(transport)) {
+    throw wrongFlavor(profile, 'it has no /slurm/{v}/ping, and GET /meta/versions/supported lists versions');
+  }
+  throw notScheduler(profile, `none of ${SUPPORTED_VERSIONS.map((v) => `/slurm/${v}/ping`).join(', ')} answers`);
+}
+
+/**
  * Plain slurmrestd has no meta endpoints, and authenticates before it routes (an anonymous
  * request is a 401 on every path): probe `/slurm/{v}/ping` with credentials, newest first.
  * A data parser it was not started with answers 404.
@@ -891,34 +950,53 @@ async function probeSlurmrestdVersions(transport: SchedTransport): Promise<ApiVe
 }
 
 /**
- * slurmrestd answers `/ping` without asking slurmctld who the caller is, so a bad or expired
- * JWT would pass the version probe; one light request that slurmctld authenticates says so
- * at start instead of at the first submission.
+ * One light authenticated request, so a refused credential is said at connect rather than at
+ * the first submission. The proxy's `/ping` and meta endpoints need no credentials, so they
+ * pass with any token: its controller ping (`/sched/{v}/ping`) checks it (a 403 there is a
+ * scope, learnt by the scope probe, not a bad token). slurmrestd answers `/ping` without asking
+ * slurmctld who the caller is, so a bad or expired JWT passes the version probe: `jobs/state`
+ * of one job is authenticated by slurmctld.
  */
-async function checkCredential(transport: SchedTransport, version: ApiVersion, logger: Logger): Promise<void> {
+async function checkCredential(
+  profile: Profile,
+  transport: SchedTransport,
+  version: ApiVersion,
+  logger: Logger,
+): Promise<void> {
+  const req: TransportRequest =
+    profile.flavor === 'proxy'
+      ? { method: 'GET', path: `/sched/${version}/ping`, retry: false }
+      : { method: 'GET', path: `/slurm/${version}/jobs/state`, query: { job_id: 1 }, retry: false };
   try {
-    await transport.send({ method: 'GET', path: `/slurm/${version}/jobs/state`, query: { job_id: 1 }, retry: false });
+    await transport.send(req);
   } catch (error) {
-    if (error instanceof AuthenticationError) throw error;
-    // slurmctld down says nothing about the token; it is checked again with every request.
-    logger.warn({ code: (error as SchedApiError).code }, 'could not check the credential with slurmctld now');
+    if (error instanceof AuthenticationError)
+      throw credentialsRefused(profile, error.status, error.detail.message, error);
+    // No answer: the profile is not reachable, whatever its token.
+    if (error instanceof NetworkError || error instanceof RequestTimeoutError) throw error;
+    // The proxy checked the token and found it lacks the scope: accepted (the scope probe says the rest).
+    if (error instanceof ForbiddenError) return;
+    // slurmctld down (or a scope the token lacks) says nothing against the token; it is checked again with every request.
+    logger.warn({ profile: profile.name, code: (error as SchedApiError).code }, 'could not check the credential now');
   }
 }
 
 async function resolveVersion(profile: Profile, transport: SchedTransport): Promise<ApiVersion> {
   const served: string[] =
     profile.flavor === 'slurmrestd'
-      ? await probeSlurmrestdVersions(transport)
-      : await fetchSupportedVersions(transport);
+      ? await slurmrestdVersions(profile, transport)
+      : await proxyVersions(profile, transport);
   if (profile.version === 'latest') return resolveLatest(profile, transport, served);
   if (!isApiVersion(profile.version)) {
-    throw new ConfigError(
-      `API version ${profile.version} (profile "${profile.name}") is not one schedflow speaks; use one of ${SUPPORTED_VERSIONS.join(', ')}`,
+    throw unsupportedVersion(
+      profile,
+      `API version ${profile.version} is not one schedflow speaks: set version to one of ${SUPPORTED_VERSIONS.join(', ')}, or latest`,
     );
   }
   if (!served.includes(profile.version)) {
-    throw new ConfigError(
-      `API version ${profile.version} (profile "${profile.name}") is not served by the scheduler at ${profile.url}; it supports ${served.join(', ')}`,
+    throw unsupportedVersion(
+      profile,
+      `API version ${profile.version} is not served by the scheduler at ${profile.url} (it supports ${served.join(', ')}): set version to one of them, or latest`,
     );
   }
   return profile.version;
@@ -936,8 +1014,9 @@ async function resolveLatest(profile: Profile, transport: SchedTransport, served
   }
   const common = served.filter(isApiVersion).sort().at(-1);
   if (!common) {
-    throw new ConfigError(
-      `the scheduler at ${profile.url} serves ${served.join(', ') || 'no versions'}; schedflow speaks ${SUPPORTED_VERSIONS.join(', ')}`,
+    throw unsupportedVersion(
+      profile,
+      `the scheduler at ${profile.url} serves ${served.join(', ') || 'no versions'}, and schedflow speaks ${SUPPORTED_VERSIONS.join(', ')}: none in common (upgrade schedflow, or ask for a data parser it speaks)`,
     );
   }
   return common;

@@ -52,11 +52,15 @@ export function scopeReport(
   const lacking = SCOPES.filter((s) => scopes[s] === 'missing');
   const words = [
     lacking.length
-      ? `token lacks ${lacking.join(', ')}${missing.length ? ': submissions to this profile are refused' : ''}`
+      ? `token lacks ${lacking.join(', ')}${missing.length ? ': submissions to this profile are refused; ask the proxy’s operator for a token with them, or use another profile' : ''}`
       : unknown.length === 0
         ? `token has ${SCOPES.join(', ')}`
         : null,
-    unknown.length ? `could not tell ${unknown.join(', ')} yet (checked again later)` : null,
+    // The token itself was accepted (the check at connect), so this is the proxy not answering
+    // these requests now (a 5xx, a 429, a timeout): a passing matter, asked again.
+    unknown.length
+      ? `could not tell ${unknown.join(', ')}: the proxy did not answer those requests now (asked again later)`
+      : null,
   ].filter(Boolean);
   return {
     source,

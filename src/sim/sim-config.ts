@@ -104,6 +104,13 @@ export const simConfigSchema = z.object({
    * A simulator that is not root runs them as its own user and takes no other.
    */
   jobUser: z.string().min(1).optional(),
+  /**
+   * Which API it serves: `both` (the default: the proxy's `/sched`, `/scheddb`, `/meta`, `/ping`
+   * beside plain slurmrestd's `/slurm`, `/slurmdb`), or only `proxy` or only `slurmrestd` (then it
+   * answers every other path as that one would): a site has one or the other at an address, and a
+   * profile whose `flavor` is the other one is told so at start (src/sched/profile-check.ts).
+   */
+  serves: z.enum(['both', 'proxy', 'slurmrestd']).default('both'),
   /** Accept `Authorization: MUNGE` (needs munge's `unmunge`). */
   munge: z.boolean().default(true),
   /** The OpenAI-compatible LLM endpoint (`/v1/...`, src/sim/llm); served when its keys are given. */

@@ -121,8 +121,12 @@ export class SimServer {
       const length = Number(reply.getHeader('content-length') ?? 0);
       this.bytesSent.set(key, (this.bytesSent.get(key) ?? 0) + (Number.isFinite(length) ? length : 0));
     });
-    this.registerRateLimit();
-    this.registerMeta();
+    const { serves } = config;
+    // Plain slurmrestd has no rate limit, meta endpoints or anonymous /ping of its own.
+    if (serves !== 'slurmrestd') {
+      this.registerRateLimit();
+      this.registerMeta();
+    }
     this.registerAdmin();
     const llmKeys = options.llmKeys ?? (config.llm?.keysFile ? loadLlmKeysFile(config.llm.keysFile) : null);
     this.llm =
@@ -148,14 +152,19 @@ export class SimServer {
       scheduler.addContentTypeParser('*', { parseAs: 'string' }, (req, _body, done) => {
         done(null, req.headers['content-type'] === undefined ? undefined : UNSUPPORTED_BODY);
       });
-      for (const flavor of [PROXY, SLURMRESTD]) {
+      const flavors = serves === 'both' ? [PROXY, SLURMRESTD] : serves === 'proxy' ? [PROXY] : [SLURMRESTD];
+      for (const flavor of flavors) {
         registerControllerRoutes(scheduler, ctx, flavor);
         registerAccountingRoutes(scheduler, ctx, flavor);
       }
     });
     this.app.setNotFoundHandler((req, reply) => {
       const path = req.url.split('?')[0] ?? '';
-      if (PROXY_PATHS.test(path)) {
+      // The proxy alone answers every path it has no route for with its own 404; slurmrestd alone
+      // authenticates first, its paths and the proxy's alike (the admin routes stay the proxy's).
+      const proxyAnswers =
+        serves === 'proxy' || (PROXY_PATHS.test(path) && (serves === 'both' || path.startsWith('/_sim')));
+      if (proxyAnswers) {
         return reply
           .code(404)
           .send({ message: `Route ${req.method}:${path} not found`, error: 'Not Found', statusCode: 404 });

@@ -2,8 +2,8 @@ import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { pino } from 'pino';
 import { describe, expect, it } from 'vitest';
-import { ConfigError } from '../../../src/errors.js';
 import { SchedClient } from '../../../src/sched/client.js';
+import { ProfileCheckError } from '../../../src/sched/profile-check.js';
 import {
   AuthenticationError,
   CancelFailedError,
@@ -20,7 +20,7 @@ import { startFlakyProxy } from '../../helpers/flaky-proxy.js';
 import { waitFor } from '../../helpers/http.js';
 import { ALICE_TOKEN, BOB_TOKEN, READONLY_TOKEN, startSim } from '../../helpers/sim.js';
 
-import { clientFile, clients, connect, profile, sim, spec, tmp } from './client-files.js';
+import { clientFile, connect, profile, sim, spec, tmp } from './client-files.js';
 
 /** The scheduler client against a simulator: versions, auth, operations, decoding, typed errors. */
 
@@ -50,7 +50,8 @@ describe('versions', () => {
         logger: pino({ level: 'silent' }),
         env: { SCHED_TOKEN: ALICE_TOKEN },
       });
-      await expect(attempt).rejects.toThrow(ConfigError);
+      await expect(attempt).rejects.toThrow(ProfileCheckError);
+      await expect(attempt).rejects.toMatchObject({ kind: 'version', retryable: false });
       await expect(attempt).rejects.toThrow(/v0.0.42 .*is not served by the scheduler.*supports v0.0.43, v0.0.44/);
     } finally {
       await narrow.stop();
@@ -58,7 +59,9 @@ describe('versions', () => {
   });
 
   it('a version schedflow does not speak is refused before any request', async () => {
-    await expect(connect({ version: 'v0.0.41' })).rejects.toThrow(/not one schedflow speaks; use one of v0.0.42/);
+    await expect(connect({ version: 'v0.0.41' })).rejects.toThrow(
+      /not one schedflow speaks: set version to one of v0.0.42/,
+    );
   });
 });
 
@@ -111,8 +114,8 @@ describe('every auth scheme, both flavors', () => {
       const error = await connect({ ...overrides, version: 'v0.0.44' }, ALICE_TOKEN, proxy.url).catch(
         (e: unknown) => e,
       );
-      expect(error).toBeInstanceOf(ConfigError);
-      expect((error as Error).message).toMatch(/not served .* it supports v0\.0\.43, v0\.0\.42/);
+      expect(error).toBeInstanceOf(ProfileCheckError);
+      expect((error as Error).message).toMatch(/not served .* \(it supports v0\.0\.43, v0\.0\.42\)/);
     } finally {
       await proxy.close();
     }
@@ -268,17 +271,18 @@ describe('list answers read as they arrive (large or of unknown length)', () => 
 });
 
 describe('typed errors', () => {
-  it('401 for a bad token: AuthenticationError, not retried', async () => {
+  it("401 for a bad token: AuthenticationError, not retried, found at connect (the proxy's /ping needs none)", async () => {
     const client = await connect({}, ALICE_TOKEN);
-    const bad = await SchedClient.connect(profile(), {
+    const error = await SchedClient.connect(profile(), {
       logger: pino({ level: 'silent' }),
       env: { SCHED_TOKEN: 'nope-0123456789abcdef' },
-    });
-    clients.push(bad);
-    const error = await bad.listJobs().catch((e: unknown) => e);
-    expect(error).toBeInstanceOf(AuthenticationError);
-    expect(error).toMatchObject({ retryable: false, status: 401 });
-    expect((error as Error).message).toMatch(/invalid or expired token/);
+    }).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(ProfileCheckError);
+    expect(error).toMatchObject({ kind: 'credentials', retryable: false });
+    expect((error as Error).message).toMatch(/refused the token in \$SCHED_TOKEN \(401: invalid or expired token\)/);
+    const cause = (error as Error).cause;
+    expect(cause).toBeInstanceOf(AuthenticationError);
+    expect(cause).toMatchObject({ retryable: false, status: 401 });
     expect(client.version).toBe('v0.0.44');
   });
 

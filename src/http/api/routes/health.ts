@@ -39,7 +39,7 @@ export const healthRoutes: FastifyPluginAsyncZod<{ deps: ApiDeps; metrics: ApiMe
         tags: ['operations'],
         summary: 'Readiness',
         description:
-          'Redis answers PING, the history database answers, and every scheduler profile has connected: 200; otherwise 503 naming the checks that failed. `detail` says what is degraded without making the daemon unready, such as a profile serving stale answers since a given time, and a profile whose token lacks a scope, or whose scopes are not known yet (`scopes:<profile>`: a token without `sched:jobs:manage` or `scheddb:read` has its submissions refused). No token.',
+          "Redis answers PING, the history database answers, and every scheduler profile has connected: 200; otherwise 503 naming the checks that failed, a profile's (`scheduler:<profile>`) in one sentence with its fix: unreachable (the address tried), its credential refused (401/403), the wrong `flavor`, an API version not served, or no scheduler API at its url. `detail` says what is degraded without making the daemon unready, such as a profile serving stale answers since a given time, and a profile whose token lacks a scope, or whose scopes are not known yet (`scopes:<profile>`: a token without `sched:jobs:manage` or `scheddb:read` has its submissions refused). No token.",
         response: { 200: answer('ready', readySchema), 503: answer('not ready', readySchema) },
       },
     },
@@ -60,6 +60,10 @@ export const healthRoutes: FastifyPluginAsyncZod<{ deps: ApiDeps; metrics: ApiMe
         }),
         ...[...deps.profiles.keys()].map((profile) =>
           run(`scheduler:${profile}`, () => {
+            // The profile's last check: unreachable (the address tried), its token refused, the
+            // wrong flavor or version, in one sentence with the fix (src/sched/profile-check.ts).
+            const problem = deps.clients.problem(profile);
+            if (problem) throw new Error(problem.sentence);
             if (!deps.clients.connected(profile)) throw new Error('not connected yet (the scheduler has not answered)');
           }),
         ),

@@ -65,13 +65,13 @@ export const jobRoutes: FastifyPluginAsyncZod<{ deps: ApiDeps }> = async (app, {
         tags: ['jobs'],
         summary: 'Submit a job',
         description:
-          "Records a job request and queues its submission to the scheduler (exactly one scheduler job per request). A spec the profile's door refuses (another account than its token's or its user's, a missing scope, an array past its `maxArraySize`): 422, nothing recorded. Scope: submit.",
+          "Records a job request and queues its submission to the scheduler (exactly one scheduler job per request). A spec the profile's door refuses (another account than its token's or its user's, a missing scope, an array past its `maxArraySize`), or a profile that cannot work as written (its credential refused, the wrong flavor or version: `SCHEDFLOW_ERR_PROFILE_UNUSABLE`): 422, nothing recorded; a profile whose scheduler has not answered since the daemon started: 503 `SCHEDFLOW_ERR_PROFILE_NOT_CONNECTED`, nothing recorded. Scope: submit.",
         security: bearer,
         headers: idempotencyHeaders,
         body: submitJobBody,
         response: {
           201: answer('queued; `links.self` follows it', createdJobSchema),
-          ...errors(400, 401, 403, 409, 413, 415, 422, 429),
+          ...errors(400, 401, 403, 409, 413, 415, 422, 429, 503),
         },
       },
     },
@@ -254,7 +254,7 @@ export const jobRoutes: FastifyPluginAsyncZod<{ deps: ApiDeps }> = async (app, {
         body: retryTasksBody,
         response: {
           201: answer('queued; `links.self` follows the new request', retriedTasksSchema),
-          ...errors(400, 401, 403, 404, 409, 413, 415, 422, 429),
+          ...errors(400, 401, 403, 404, 409, 413, 415, 422, 429, 503),
         },
       },
     },

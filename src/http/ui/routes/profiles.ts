@@ -27,15 +27,19 @@ export async function profilePages(app: FastifyInstance, { ctx }: { ctx: UiConte
       const sincePollMs = sync?.lastPollAt != null ? now - sync.lastPollAt : null;
       const overdue = sincePollMs !== null && sincePollMs > 2 * ctx.deps.settings.pollCeilingMs;
       const staleSince = clients.health(p.name)?.staleSince() ?? null;
-      const reachable = !connected
-        ? html`<span class="stale">not yet: the first connection has not succeeded</span>`
-        : staleSince !== null
-          ? html`<span class="stale">no: serving stale answers since ${time(staleSince)} (the proxy's cache; the scheduler behind it does not answer)</span>`
-          : sync?.lastPollOk === false
-            ? html`<span class="stale">no: ${sync.lastPollError ?? 'the last poll failed'}</span>`
-            : sync?.lastPollStale
-              ? html`<span class="stale">serving cached answers (${sync.lastPollAgeSec ?? '?'} s old)</span>`
-              : html`yes`;
+      // Why the profile cannot work, as its last check found: one sentence with the fix.
+      const problem = clients.problem(p.name);
+      const reachable = problem
+        ? html`<span class="stale">${problem.kind === 'unreachable' ? 'no' : 'answers, but cannot be used'}: ${problem.sentence}</span>`
+        : !connected
+          ? html`<span class="stale">not yet: the first connection has not succeeded</span>`
+          : staleSince !== null
+            ? html`<span class="stale">no: serving stale answers since ${time(staleSince)} (the proxy's cache; the scheduler behind it does not answer)</span>`
+            : sync?.lastPollOk === false
+              ? html`<span class="stale">no: ${sync.lastPollError ?? 'the last poll failed'}</span>`
+              : sync?.lastPollStale
+                ? html`<span class="stale">serving cached answers (${sync.lastPollAgeSec ?? '?'} s old)</span>`
+                : html`yes`;
       const rateLimited = /\b429\b|rate.?limit/i.test(sync?.lastPollError ?? '');
       const scopes = clients.scopes(p.name);
       // Plain slurmrestd: which accounts the user's associations allow (src/sched/account-check.ts).
@@ -47,7 +51,14 @@ export async function profilePages(app: FastifyInstance, { ctx }: { ctx: UiConte
           ? html`<span class="stale">${scopes.detail}</span>`
           : html`${scopes.detail}`;
       return html`<section class="panel" aria-labelledby="profile-${p.name}"><h2 id="profile-${p.name}">${p.name}</h2><dl class="facts">
-<dt>Scheduler</dt><dd><code>${p.url}</code> (account ${p.account ?? '—'})</dd>
+<dt>Scheduler</dt><dd><code>${p.url}</code> (${p.flavor === 'proxy' ? 'the scheduler proxy' : 'plain slurmrestd'}, account ${p.account ?? '—'})</dd>
+<dt>Check</dt><dd>${
+        problem
+          ? html`<strong class="stale">${problem.sentence}</strong> <span class="muted">(checked ${time(clients.status(p.name)?.checkedAt ?? null)}; jobs for it are refused until a check passes)</span>`
+          : connected
+            ? html`passed: reachable, credential accepted, API version served`
+            : html`<span class="muted">not done yet</span>`
+      }</dd>
 <dt>API version</dt><dd>${connected ? clients.get(p.name).version : '—'} <span class="muted">(asked for ${p.version})</span></dd>
 <dt>Token scopes</dt><dd>${scopesText}</dd>${
         accounts
