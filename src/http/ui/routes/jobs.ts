@@ -312,15 +312,21 @@ async function jobDetail(
 <dt>Submitted</dt><dd>${time(v.submitted_at)}</dd>
 <dt>Started</dt><dd>${time(v.started_at)}</dd>
 <dt>Ended</dt><dd>${time(v.ended_at)}</dd>
-<dt>Exit code</dt><dd>${v.exit_code ?? '—'}${v.signal !== null ? ` (signal ${v.signal})` : ''}</dd>
-<dt>Stdout</dt><dd>${row.stdoutPath ? html`<code>${row.stdoutPath}</code>` : '—'}</dd>
-<dt>Stderr</dt><dd>${
-    row.stderrPath === null
-      ? '—'
-      : row.stderrPath === row.stdoutPath
-        ? html`<span class="muted">with stdout</span>`
-        : html`<code>${row.stderrPath}</code>`
+<dt>Exit code</dt><dd>${v.exit_code ?? '—'}${v.signal !== null ? ` (signal ${v.signal})` : ''}${
+    isArray && v.exit_code !== null ? html` <span class="muted">(the highest of its tasks')</span>` : ''
   }</dd>
+${
+  isArray
+    ? html`<dt>Output</dt><dd>each task its own: <code>${(row.spec as JobSpec).standard_output || 'slurm-%A_%a.out'}</code> <span class="muted">(see the tasks below)</span></dd>`
+    : html`<dt>Stdout</dt><dd>${row.stdoutPath ? html`<code>${row.stdoutPath}</code>` : '—'}</dd>
+<dt>Stderr</dt><dd>${
+        row.stderrPath === null
+          ? '—'
+          : row.stderrPath === row.stdoutPath
+            ? html`<span class="muted">with stdout</span>`
+            : html`<code>${row.stderrPath}</code>`
+      }</dd>`
+}
 ${v.error ? html`<dt>Error</dt><dd>${v.error.code ?? ''} ${v.error.message}</dd>` : ''}
 ${row.resubmitOf ? html`<dt>Resubmits</dt><dd><a href="${jobHref(row.resubmitOf)}">${row.resubmitOf}</a></dd>` : ''}
 <dt>Request id</dt><dd><code>${v.id}</code></dd></dl>`;
