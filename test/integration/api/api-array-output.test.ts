@@ -193,6 +193,20 @@ describe("an array's accounting records", () => {
     expect(rows.find((r) => r.jobId === row.jobId)?.taskId).toBe(2);
     expect(proxy.requests.some((r) => r.url.startsWith('/scheddb/'))).toBe(true);
 
+    const api = apiClient(td);
+    const page = await api.call('GET', '/api/v1/history?limit=50', { token: await api.token(['read']) });
+    expect(page.status, page.text).toBe(200);
+    const items = (
+      page.json as {
+        items: { job_id: number; external: boolean; local: { request_id: string; task_id: number | null } | null }[];
+      }
+    ).items.filter((item) => jobIds.includes(item.job_id));
+    expect(items.map((item) => [item.external, item.local?.request_id, item.local?.task_id]).sort()).toEqual([
+      [false, id, 0],
+      [false, id, 1],
+      [false, id, 2],
+    ]);
+
     const cli = await runCli(['jobs', 'history', '--data-dir', td.dataDir]);
     expect(cli.code, cli.stderr).toBe(0);
     expect(cli.stdout).not.toContain('(external)');
