@@ -178,6 +178,11 @@ export const ERROR_CODES = {
     retryable: false,
     what: 'The daemon does not read the output file for you: its permissions, a path inside schedflow’s own folders or through a symbolic link, not a regular file, or not the job’s user’s; `reason` says which.',
   },
+  SCHEDFLOW_ERR_OUTPUT_TASK: {
+    status: 400,
+    retryable: false,
+    what: 'Each task of an array job writes its own output: name one of its task indexes (`task=N`, `--task N`); a job that is not an array has no tasks to name.',
+  },
   SCHEDFLOW_ERR_NO_TASKS_TO_RETRY: {
     status: 409,
     retryable: false,
@@ -502,6 +507,14 @@ export class JobOutputUnavailableError extends SchedflowError {
   ) {
     super(message);
   }
+}
+
+/**
+ * Output asked for without the task an array job's output needs, with a task of a job that is
+ * not an array, or with an index that is not one of the array's tasks (the message lists them).
+ */
+export class OutputTaskError extends SchedflowError {
+  readonly code = 'SCHEDFLOW_ERR_OUTPUT_TASK' as const;
 }
 
 /** Wraps a thrown non-Error once, so everything downstream handles Errors only. */

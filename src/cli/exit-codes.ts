@@ -26,6 +26,8 @@ const USAGE_CODES: ReadonlySet<ErrorCode> = new Set<ErrorCode>([
   'SCHEDFLOW_ERR_PIPELINE_NOT_FOUND',
   'SCHEDFLOW_ERR_SUMMARY_PENDING',
   'SCHEDFLOW_ERR_REDIS_START',
+  // Output asked for without the array's task, or with one it does not have: fix the command.
+  'SCHEDFLOW_ERR_OUTPUT_TASK',
   // Refused at the door: fix the job file, or the profile's token.
   'SCHEDFLOW_ERR_ACCOUNT_MISMATCH',
   'SCHEDFLOW_ERR_ACCOUNT_NOT_ASSOCIATED',

@@ -28,7 +28,7 @@ import type {
 } from '../queue/catalog.js';
 import { formatCounts, summarizeArray } from '../requests/array-state.js';
 import { doorRefusal } from '../requests/door.js';
-import { readJobOutput } from '../requests/job-output.js';
+import { jobOutputOf } from '../requests/job-output.js';
 import { isTerminalRequest } from '../requests/request-state.js';
 import { type ArrayExpression, parseArrayExpression } from '../sched/job-array.js';
 import type { JobSpec } from '../sched/job-spec.js';
@@ -413,7 +413,9 @@ export function registerJobsCommand(program: Command): void {
                   r.account,
                   r.user,
                   r.accountingState,
-                  r.localState ?? '(external)',
+                  r.taskId === null
+                    ? (r.localState ?? '(external)')
+                    : `task ${r.taskId}: ${r.taskState} (array ${r.localState})`,
                   r.exitCode === null ? '-' : String(r.exitCode),
                   formatDuration(r.elapsedSec),
                   r.cpus === null ? '-' : String(r.cpus),
@@ -555,11 +557,14 @@ export function registerJobsCommand(program: Command): void {
 
   jobs
     .command('output')
-    .description("the end of a job's stdout (or stderr), read from the path the scheduler reported")
+    .description(
+      "the end of a job's stdout (or stderr), read from the path the scheduler reported; an array job's tasks each write their own (--task)",
+    )
     .argument('<request>', REQUEST_ARGUMENT)
     .option('--stderr', 'the stderr file instead of stdout')
     .option('--tail <lines>', 'lines from the end (default 100)', parseInteger)
-    .action(async (given: string, opts: { stderr?: boolean; tail?: number }, cmd: Command) => {
+    .option('--task <index>', "an array job's task: its own file (slurm-%A_%a.out by default)", parseInteger)
+    .action(async (given: string, opts: { stderr?: boolean; tail?: number; task?: number }, cmd: Command) => {
       const flags = flagsOf(cmd);
       const history = await openCliHistory(flags.dataDir, { write: false });
       try {
@@ -568,13 +573,14 @@ export function registerJobsCommand(program: Command): void {
         if (tailLines < 1 || tailLines > MAX_TAIL_LINES) {
           throw new ConfigError(`--tail must be 1 to ${MAX_TAIL_LINES} lines`);
         }
-        const accounting =
-          row.jobId === null ? undefined : await getAccountingJob(history.store, row.profile, row.jobId);
-        const output = await readJobOutput(row, accounting, opts.stderr ? 'stderr' : 'stdout', {
-          tailLines,
-          maxBytes: OUTPUT_MAX_BYTES,
-          protectedDirs: [resolve(flags.dataDir)],
-        });
+        if (opts.task !== undefined && opts.task < 0) throw new ConfigError('--task must be a task index, 0 or more');
+        const output = await jobOutputOf(
+          history.store,
+          row,
+          opts.stderr ? 'stderr' : 'stdout',
+          { tailLines, maxBytes: OUTPUT_MAX_BYTES, protectedDirs: [resolve(flags.dataDir)] },
+          opts.task ?? null,
+        );
         if (output.kind === 'unavailable') throw new JobOutputUnavailableError(output.code, output.message);
         if (flags.json) {
           print(`${JSON.stringify(output)}\n`);

@@ -203,6 +203,12 @@ export interface HistoryRow {
   /** Slurm's state from accounting, and schedflow's own, side by side. */
   accountingState: string;
   localState: string | null;
+  /**
+   * The record is one task of an array request (its own job id, or the array's): which, and the
+   * task's state; `localState` is then the whole array's.
+   */
+  taskId: number | null;
+  taskState: string | null;
   exitCode: number | null;
   submitTimeSec: number | null;
   startTimeSec: number | null;
@@ -218,7 +224,7 @@ export function history(
   h: History,
   filter: { profile?: string; sinceSec?: number; limit?: number } = {},
 ): Promise<HistoryRow[]> {
-  const { accountingJobs, jobRequests } = h.t;
+  const { accountingJobs, jobRequests, arrayTasks } = h.t;
   const conditions = [];
   if (filter.profile) conditions.push(eq(accountingJobs.profile, filter.profile));
   if (filter.sinceSec !== undefined) conditions.push(gte(accountingJobs.submitTime, filter.sinceSec));
@@ -234,6 +240,8 @@ export function history(
       partition: accountingJobs.partition,
       accountingState: accountingJobs.state,
       localState: jobRequests.state,
+      taskId: arrayTasks.taskId,
+      taskState: arrayTasks.state,
       exitCode: accountingJobs.exitCode,
       submitTimeSec: accountingJobs.submitTime,
       startTimeSec: accountingJobs.startTime,
@@ -245,8 +253,15 @@ export function history(
     })
     .from(accountingJobs)
     .leftJoin(jobRequests, eq(jobRequests.id, accountingJobs.requestId))
+    .leftJoin(arrayTasks, arrayTaskOfRecord(h))
     .where(conditions.length ? and(...conditions) : undefined)
     .orderBy(desc(accountingJobs.submitTime))
     .limit(filter.limit ?? 100);
   return h.all(query);
+}
+
+/** Joins an accounting record to the array task it is (its request's task under its job id). */
+export function arrayTaskOfRecord(h: History) {
+  const { accountingJobs, arrayTasks } = h.t;
+  return and(eq(arrayTasks.requestId, accountingJobs.requestId), eq(arrayTasks.jobId, accountingJobs.jobId));
 }

@@ -91,6 +91,8 @@ export const arrayTasks = schedflow.table(
     endedAt: bigint('ended_at', { mode: 'number' }).$type<Of<typeof sqlite.arrayTasks, 'endedAt'>>(),
     nodes: text('nodes').$type<Of<typeof sqlite.arrayTasks, 'nodes'>>(),
     missingSince: bigint('missing_since', { mode: 'number' }).$type<Of<typeof sqlite.arrayTasks, 'missingSince'>>(),
+    stdoutPath: text('stdout_path').$type<Of<typeof sqlite.arrayTasks, 'stdoutPath'>>(),
+    stderrPath: text('stderr_path').$type<Of<typeof sqlite.arrayTasks, 'stderrPath'>>(),
   },
   (t) => [primaryKey({ columns: [t.requestId, t.taskId] }), index('array_tasks_state').on(t.requestId, t.state)],
 );

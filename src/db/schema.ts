@@ -185,6 +185,13 @@ export const arrayTasks = sqliteTable(
      * after the lost grace it is `lost`, as a single job is (src/requests/array-poll.ts).
      */
     missingSince: integer('missing_since'),
+    /**
+     * Where the task's stdout and stderr went, as a record of it reported them (Slurm expands
+     * `%A_%a`, `%j`, `%N`, … per task, and resolves them against the working directory); null
+     * until one has, when the reader computes them from the spec (src/requests/job-output.ts).
+     */
+    stdoutPath: text('stdout_path'),
+    stderrPath: text('stderr_path'),
   },
   (t) => [primaryKey({ columns: [t.requestId, t.taskId] }), index('array_tasks_state').on(t.requestId, t.state)],
 );

@@ -1,4 +1,5 @@
 import { and, desc, eq, getTableColumns, gte, inArray, isNotNull, isNull, lt, type SQL, sql } from 'drizzle-orm';
+import { arrayTaskOfRecord } from '../db/accounting.js';
 import type { History } from '../db/history.js';
 import type { AccountingJobRow, JobRequestRow, PipelineRunRow, RequestState, RunState } from '../db/schema.js';
 
@@ -109,6 +110,8 @@ export interface HistoryFilter {
 export interface HistoryPageRow {
   accounting: AccountingJobRow;
   localState: RequestState | null;
+  /** The array task the record is, when it is one of an array request's. */
+  taskId: number | null;
 }
 
 /**
@@ -117,7 +120,7 @@ export interface HistoryPageRow {
  * keyset paging.
  */
 export function historyPage(h: History, filter: HistoryFilter): Promise<HistoryPageRow[]> {
-  const { accountingJobs, jobRequests } = h.t;
+  const { accountingJobs, jobRequests, arrayTasks } = h.t;
   const submitKey = sql<number>`coalesce(${accountingJobs.submitTime}, 0)`;
   const where: SQL[] = [];
   if (filter.profile) where.push(eq(accountingJobs.profile, filter.profile));
@@ -134,9 +137,10 @@ export function historyPage(h: History, filter: HistoryFilter): Promise<HistoryP
   }
   return h.all(
     h.db
-      .select({ accounting: accountingJobs, localState: jobRequests.state })
+      .select({ accounting: accountingJobs, localState: jobRequests.state, taskId: arrayTasks.taskId })
       .from(accountingJobs)
       .leftJoin(jobRequests, eq(jobRequests.id, accountingJobs.requestId))
+      .leftJoin(arrayTasks, arrayTaskOfRecord(h))
       .where(where.length ? and(...where) : undefined)
       .orderBy(desc(submitKey), desc(accountingJobs.jobId), desc(accountingJobs.profile))
       .limit(filter.limit + 1),

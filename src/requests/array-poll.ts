@@ -190,6 +190,8 @@ function newTask(requestId: string, taskId: number): ArrayTaskRow {
     endedAt: null,
     nodes: null,
     missingSince: null,
+    stdoutPath: null,
+    stderrPath: null,
   };
 }
 
@@ -335,6 +337,12 @@ function recordPatch(record: SchedJob): ArrayTaskPatch {
     endedAt: record.end_time === null ? null : record.end_time * 1000,
     nodes: record.nodes,
     missingSince: null,
+    // The task's own files, as Slurm expanded its patterns for it (`slurm-%A_%a.out` by default);
+    // a record without them (a scheduler that reports none) leaves what is known as it is.
+    ...(record.stdout_path !== null && {
+      stdoutPath: record.stdout_path,
+      stderrPath: record.stderr_path ?? record.stdout_path,
+    }),
   };
 }
 

@@ -123,3 +123,30 @@ export function formatCounts(counts: Partial<Record<RequestState, number>>): str
     .map((state) => `${counts[state]} ${state}`)
     .join(', ');
 }
+
+/**
+ * An array's outcome in a few words, from its tasks' counts: `3 of 10 tasks failed, 7
+ * completed`, `all 10 tasks completed`, `4 of 10 tasks not ended yet; 6 completed`. Said of the
+ * array as a whole, never of the one task whose record has the array's job id.
+ */
+export function describeArrayOutcome(counts: Partial<Record<RequestState, number>>, total: number): string {
+  let ended = 0;
+  for (const [state, n] of Object.entries(counts) as [RequestState, number][]) {
+    if (isTerminalRequest(state)) ended += n;
+  }
+  const completed = counts.completed ?? 0;
+  const cancelled = counts.cancelled ?? 0;
+  const failed = ended - completed;
+  const open = total - ended;
+  if (open === 0 && failed === 0) return `all ${total} tasks completed`;
+  const failures =
+    failed === 0 ? null : `${failed} of ${total} tasks ${failed === cancelled ? 'were cancelled' : 'failed'}`;
+  if (open === 0) return `${failures}${completed > 0 ? `, ${completed} completed` : ''}`;
+  const so = [
+    failures && `${failed} ${failed === cancelled ? 'cancelled' : 'failed'}`,
+    completed && `${completed} completed`,
+  ]
+    .filter(Boolean)
+    .join(', ');
+  return `${open} of ${total} tasks not ended yet${so ? `; ${so}` : ''}`;
+}

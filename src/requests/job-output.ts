@@ -1,9 +1,13 @@
 import { hostname } from 'node:os';
-import type { AccountingJobRow, JobRequestRow } from '../db/schema.js';
-import type { ErrorCode } from '../errors.js';
+import { getAccountingJob } from '../db/accounting.js';
+import { tasksOf } from '../db/array-tasks.js';
+import type { History } from '../db/history.js';
+import type { AccountingJobRow, ArrayTaskRow, JobRequestRow, RequestState } from '../db/schema.js';
+import { type ErrorCode, OutputTaskError } from '../errors.js';
 import { assertNever } from '../lib/assert-never.js';
 import { readFileTail } from '../lib/file-tail.js';
 import { jobUidOf } from '../lib/host-users.js';
+import { ArraySyntaxError, namesIndex, parseArrayExpression } from '../sched/job-array.js';
 import { type OutputSpec, outputPathsOf } from '../sched/output-paths.js';
 import { isTerminalRequest } from './request-state.js';
 
@@ -13,7 +17,8 @@ import { isTerminalRequest } from './request-state.js';
  * cannot tell a file that exists only on a compute node from one that does not exist: it says
  * which path it tried, on which host, and where the job ran. The path is the job's to choose,
  * so the file is read as src/lib/file-tail.ts does: no link followed, nothing but a regular
- * file of the job's own user, nothing in schedflow's folders.
+ * file of the job's own user, nothing in schedflow's folders. An array job has no one file:
+ * each task writes its own (`slurm-%A_%a.out` by default), read by naming the task.
  */
 
 export type OutputStream = 'stdout' | 'stderr';
@@ -30,6 +35,10 @@ export interface JobOutputOptions {
 export type JobOutput =
   | {
       kind: 'ok';
+      /** The Slurm job that wrote it: the request's, or the task's own. */
+      jobId: number;
+      /** The array task whose file it is; null for a single job. */
+      taskId: number | null;
       stream: OutputStream;
       path: string;
       host: string;
@@ -72,6 +81,29 @@ export type JobOutput =
 /** Slack for clocks and whole-second start times when telling this job's file from an older one. */
 const CLOCK_SLACK_MS = 60_000;
 
+/**
+ * What one output file belongs to: a single job (the request itself), or one task of an array
+ * job, which has its own Slurm job, state, start and files (`slurm-%A_%a.out` by default).
+ */
+interface OutputSubject {
+  /** The Slurm job that writes the file: the request's, or the task's own once it has one. */
+  jobId: number | null;
+  state: RequestState;
+  startedAt: number | null;
+  /** How messages name it: `job 1000`, `task 3 (job 1003) of array job 1000`. */
+  label: string;
+  paths: { stdout: string | null; stderr: string | null };
+}
+
+/** Only absolute paths: without a working directory in the spec, where the job ran is the scheduler's to say. */
+const absolute = (path: string | null) => (path?.startsWith('/') ? path : null);
+
+/** The first node of a node list, when it names one plainly (`node[1-3]` does not). */
+function firstNode(nodes: string | null | undefined): string | null {
+  const node = nodes?.split(',')[0] ?? null;
+  return node && !node.includes('[') ? node : null;
+}
+
 /** The request's output paths: the history's, else computed now from what accounting knows of where it ran. */
 function pathsOf(
   row: JobRequestRow,
@@ -80,19 +112,132 @@ function pathsOf(
   if (row.stdoutPath !== null) return { stdout: row.stdoutPath, stderr: row.stderrPath ?? row.stdoutPath };
   if (row.jobId === null) return { stdout: null, stderr: null };
   // A record without paths (a scheduler that reports none): computed, where everything it names is known.
-  const node = accounting?.nodes?.split(',')[0] ?? null;
+  const paths = outputPathsOf(
+    row.spec as OutputSpec,
+    { jobId: row.jobId, name: row.name, user: accounting?.user || null, node: firstNode(accounting?.nodes) },
+    null,
+  );
+  return { stdout: absolute(paths.stdout), stderr: absolute(paths.stderr) };
+}
+
+/**
+ * A task's output paths: as a record of the task reported them, else computed from the spec
+ * with the task's fields: `%A` the array's job id, `%a` the task's index, `%j` the task's own job
+ * id (not known while it waits in the array's record), and `slurm-%A_%a.out` when the spec names
+ * no file, as sbatch does.
+ */
+export function taskOutputPaths(
+  row: Pick<JobRequestRow, 'spec' | 'name' | 'jobId'>,
+  task: Pick<ArrayTaskRow, 'taskId' | 'jobId' | 'nodes' | 'stdoutPath' | 'stderrPath'>,
+  user: string | null,
+): { stdout: string | null; stderr: string | null } {
+  if (task.stdoutPath !== null) return { stdout: task.stdoutPath, stderr: task.stderrPath ?? task.stdoutPath };
+  if (row.jobId === null) return { stdout: null, stderr: null };
+  const taskJobId = task.jobId ?? Number.NaN;
   const paths = outputPathsOf(
     row.spec as OutputSpec,
     {
-      jobId: row.jobId,
+      jobId: taskJobId,
       name: row.name,
-      user: accounting?.user || null,
-      node: node && !node.includes('[') ? node : null,
+      user,
+      node: firstNode(task.nodes),
+      arrayJobId: row.jobId,
+      arrayTaskId: task.taskId,
     },
     null,
   );
-  const absolute = (path: string | null) => (path?.startsWith('/') ? path : null);
-  return { stdout: absolute(paths.stdout), stderr: absolute(paths.stderr) };
+  // A pattern that names %j (or %J) of a task with no job of its own yet cannot be known.
+  const known = (path: string | null) => (path === null || path.includes('NaN') ? null : absolute(path));
+  return { stdout: known(paths.stdout), stderr: known(paths.stderr) };
+}
+
+function subjectOf(row: JobRequestRow, accounting: AccountingJobRow | undefined, task?: ArrayTaskRow): OutputSubject {
+  if (!task) {
+    return {
+      jobId: row.jobId,
+      state: row.state,
+      startedAt: row.startedAt,
+      label: `job ${row.jobId}`,
+      paths: pathsOf(row, accounting),
+    };
+  }
+  return {
+    jobId: task.jobId ?? row.jobId,
+    state: task.state,
+    startedAt: task.startedAt,
+    label: `task ${task.taskId}${task.jobId !== null && task.jobId !== row.jobId ? ` (job ${task.jobId})` : ''} of array job ${row.jobId}`,
+    paths: taskOutputPaths(row, task, accounting?.user || null),
+  };
+}
+
+/**
+ * The output of a request, or of one task of an array request (`taskId`), read from the history
+ * and the daemon's host. An array job's tasks each write their own file, so one of them must be
+ * named; a single job has none (OutputTaskError, which lists the array's indexes).
+ */
+export async function jobOutputOf(
+  h: History,
+  row: JobRequestRow,
+  stream: OutputStream,
+  options: JobOutputOptions,
+  taskId: number | null,
+): Promise<JobOutput> {
+  if (row.arrayTaskCount === null) {
+    if (taskId !== null) {
+      throw new OutputTaskError(
+        `job request ${row.id} is not an array job: it has no task ${taskId}; ask without a task`,
+      );
+    }
+    const accounting = row.jobId === null ? undefined : await getAccountingJob(h, row.profile, row.jobId);
+    return readJobOutput(row, accounting, stream, options);
+  }
+  const expression = String((row.spec as { array?: unknown }).array ?? '');
+  if (taskId === null) {
+    throw new OutputTaskError(
+      `job request ${row.id} is an array job of ${row.arrayTaskCount} tasks (${expression}): each task writes its own output; name one (task=N, --task N)`,
+    );
+  }
+  const tasks = await tasksOf(h, row.id);
+  let task = tasks.find((t) => t.taskId === taskId);
+  if (!task) {
+    // A task no answer has reported yet has no row: pending in the array's record, if it is one.
+    if (!isTaskOf(row, taskId)) {
+      throw new OutputTaskError(`job request ${row.id} has no task ${taskId}: its tasks are ${expression}`);
+    }
+    task = pendingTask(row.id, taskId);
+  }
+  const jobId = task.jobId ?? row.jobId;
+  const accounting = jobId === null ? undefined : await getAccountingJob(h, row.profile, jobId);
+  return readJobOutput(row, accounting, stream, options, task);
+}
+
+/** Whether an index is one of the array's, by its expression (never listing its indexes). */
+function isTaskOf(row: JobRequestRow, taskId: number): boolean {
+  try {
+    return namesIndex(parseArrayExpression(String((row.spec as { array?: unknown }).array ?? '')), taskId);
+  } catch (error) {
+    // Recorded from a spec that was checked: an expression that no longer parses names nothing.
+    if (error instanceof ArraySyntaxError) return false;
+    throw error;
+  }
+}
+
+function pendingTask(requestId: string, taskId: number): ArrayTaskRow {
+  return {
+    requestId,
+    taskId,
+    jobId: null,
+    state: 'pending',
+    reason: null,
+    exitCode: null,
+    signal: null,
+    startedAt: null,
+    endedAt: null,
+    nodes: null,
+    missingSince: null,
+    stdoutPath: null,
+    stderrPath: null,
+  };
 }
 
 export async function readJobOutput(
@@ -100,17 +245,20 @@ export async function readJobOutput(
   accounting: AccountingJobRow | undefined,
   stream: OutputStream,
   options: JobOutputOptions,
+  /** One task of an array job (its accounting record is `accounting`): that task's file. */
+  task?: ArrayTaskRow,
 ): Promise<JobOutput> {
   const host = hostname();
-  const paths = pathsOf(row, accounting);
+  const subject = subjectOf(row, accounting, task);
+  const { paths, label } = subject;
   const path = paths[stream];
   const unavailable = (
     code: Extract<JobOutput, { kind: 'unavailable' }>['code'],
     reason: Extract<JobOutput, { kind: 'unavailable' }>['reason'],
     message: string,
   ): JobOutput => ({ kind: 'unavailable', code, reason, message, stream, path, host });
-  const started = row.startedAt !== null || (accounting?.startTime ?? null) !== null;
-  const ended = isTerminalRequest(row.state);
+  const started = subject.startedAt !== null || (accounting?.startTime ?? null) !== null;
+  const ended = isTerminalRequest(subject.state);
 
   if (row.jobId === null) {
     return ended
@@ -129,7 +277,7 @@ export async function readJobOutput(
     return unavailable(
       started || ended ? 'SCHEDFLOW_ERR_OUTPUT_NOT_FOUND' : 'SCHEDFLOW_ERR_OUTPUT_NOT_YET',
       'path_unknown',
-      `where job ${row.jobId} writes its ${stream} is not known yet: its name pattern needs what only the scheduler knows (a node, a working directory), and no record of the job has reported the path`,
+      `where ${label} writes its ${stream} is not known yet: its name pattern needs what only the scheduler knows (a node, a working directory), and no record of the job has reported the path`,
     );
   }
   const user = accounting?.user || null;
@@ -137,15 +285,18 @@ export async function readJobOutput(
     ownerUid: await jobUidOf(user),
     maxBytes: options.maxBytes,
     maxLines: options.tailLines,
-    notBeforeMs: started && row.startedAt !== null ? row.startedAt - CLOCK_SLACK_MS : null,
+    notBeforeMs: subject.startedAt !== null ? subject.startedAt - CLOCK_SLACK_MS : null,
     protectedDirs: options.protectedDirs,
   });
-  const ranOn = accounting?.nodes ? ` (it ran on ${accounting.nodes})` : '';
+  const nodes = task ? task.nodes : accounting?.nodes;
+  const ranOn = nodes ? ` (it ran on ${nodes})` : '';
   switch (tail.kind) {
     case 'ok': {
       const lines = tail.text === '' ? 0 : tail.text.replace(/\n$/, '').split('\n').length;
       return {
         kind: 'ok',
+        jobId: subject.jobId ?? row.jobId,
+        taskId: task?.taskId ?? null,
         stream,
         path,
         host,
@@ -162,14 +313,14 @@ export async function readJobOutput(
         return unavailable(
           'SCHEDFLOW_ERR_OUTPUT_NOT_YET',
           'not_started',
-          `job ${row.jobId} has not started (${row.state}): Slurm creates ${path} when it starts`,
+          `${label} has not started (${subject.state}): Slurm creates ${path} when it starts`,
         );
       }
       if (!started) {
         return unavailable(
           'SCHEDFLOW_ERR_OUTPUT_NOT_FOUND',
           'never_ran',
-          `job ${row.jobId} ended (${row.state}) without running: it wrote no ${stream}`,
+          `${label} ended (${subject.state}) without running: it wrote no ${stream}`,
         );
       }
       return unavailable(
@@ -181,7 +332,7 @@ export async function readJobOutput(
       return unavailable(
         'SCHEDFLOW_ERR_OUTPUT_NOT_FOUND',
         'older_than_job',
-        `tried ${path} on ${host}: it was last written before job ${row.jobId} started, so it is another job's file${ranOn}`,
+        `tried ${path} on ${host}: it was last written before ${label} started, so it is another job's file${ranOn}`,
       );
     case 'forbidden':
       return unavailable(

@@ -14,7 +14,7 @@ import type { Logger } from '../logger.js';
 import type { SchedClient } from '../sched/client.js';
 import type { Freshness } from '../sched/freshness.js';
 import type { SchedJob } from '../sched/job-model.js';
-import { ownRecord } from './job-identity.js';
+import { jobIdentity, ownRecord } from './job-identity.js';
 import { applyJob } from './poller.js';
 import { isTerminalRequest, requestStateFor } from './request-state.js';
 
@@ -163,11 +163,16 @@ async function importRecord(
   const request =
     (requestId ? await getRequest(tx, requestId, { lock: true }) : undefined) ??
     (byId && (identity === 'ours' || identity === 'suspect') ? byId : undefined);
-  await upsertAccountingJob(tx, profile, job, request ? request.id : null, at);
-  if (!request || request.jobId !== job.job_id) return false;
+  // A task of an array has its own job id (all but the last to start): its record is the
+  // array request's, found by the array's id, never an external job's.
+  const array = request ? undefined : await arrayOfTask(tx, profile, job);
+  await upsertAccountingJob(tx, profile, job, (request ?? array)?.id ?? null, at);
+  if (array) return true;
+  if (!request) return false;
   // An array's records are its tasks' (one of them under the array's id): the poller makes the
   // request's state from all of them (array-poll.ts), never from one.
-  if (request.arrayTaskCount !== null) return true;
+  if (request.arrayTaskCount !== null) return job.array_job_id === request.jobId;
+  if (request.jobId !== job.job_id) return false;
   // A job the controller no longer has, which accounting still holds active (lagging, or a
   // runaway slurmctld lost): the poller's grace decides; an import must not reset it.
   const ended = isTerminalRequest(requestStateFor(job.state) ?? 'running');
@@ -175,4 +180,16 @@ async function importRecord(
     await applyJob(tx, request, job, 'accounting', freshness);
   }
   return true;
+}
+
+/**
+ * The array request a task's record (under the task's own job id) belongs to: the request of
+ * the array's job id, when it is an array and the record may be its job (its marker, or its
+ * name and submit time, as for any record: a crashed slurmctld gives an array's id again).
+ */
+async function arrayOfTask(tx: History, profile: string, job: SchedJob) {
+  if (job.array_job_id === null || job.array_job_id === job.job_id) return undefined;
+  const array = await requestByJobId(tx, profile, job.array_job_id);
+  if (!array || array.arrayTaskCount === null) return undefined;
+  return jobIdentity(job, array) === 'other' ? undefined : array;
 }

@@ -284,6 +284,9 @@ function outputPathsAtSubmit(
   jobId: number,
   found: Pick<SchedJob, 'stdout_path' | 'stderr_path'> | null,
 ): { stdoutPath: string | null; stderrPath: string | null } {
+  // An array job has no one file: each task writes its own (`slurm-%A_%a.out` by default), kept
+  // with the task (array_tasks) as its records report it. A record found here is one task's.
+  if (spec.array !== undefined) return { stdoutPath: null, stderrPath: null };
   if (found?.stdout_path) return { stdoutPath: found.stdout_path, stderrPath: found.stderr_path ?? found.stdout_path };
   const { auth } = client.profile;
   const user = auth.type === 'header-pair' ? auth.user : null;

@@ -166,6 +166,13 @@ export function indexesOf(expression: ArrayExpression): number[] {
   return indexes;
 }
 
+/** Whether an expression names `index`, without listing its indexes. */
+export function namesIndex(expression: ArrayExpression, index: number): boolean {
+  return expression.ranges.some(
+    (range) => index >= range.start && index <= range.last && (index - range.start) % range.step === 0,
+  );
+}
+
 /** How many tasks an expression makes, without listing them. */
 export function taskCountOf(expression: ArrayExpression): number {
   let count = 0;

@@ -13,7 +13,7 @@ import { chmod, chown, mkdir, writeFile } from 'node:fs/promises';
 import { constants } from 'node:os';
 import { isAbsolute, join, resolve } from 'node:path';
 import type { JobUser } from './job-user.js';
-import { expandOutputPattern, type SimJob } from './sim-job.js';
+import { defaultOutputPattern, expandOutputPattern, type SimJob } from './sim-job.js';
 
 /** How a batch script ended, as the simulated slurmd reports it. */
 export interface ProcessExit {
@@ -219,9 +219,7 @@ export interface StartOptions {
 
 /** Paths slurmd would open for the job's output (`slurm-%j.out` by default). */
 export function outputPaths(job: SimJob, nodeName: string): { stdout: string; stderr: string } {
-  // An array job's default is `slurm-%A_%a.out`, as sbatch's.
-  const fallback = job.arrayJobId === undefined ? 'slurm-%j.out' : 'slurm-%A_%a.out';
-  const stdout = outputPath(job.standardOutput || fallback, job, job.cwd, nodeName);
+  const stdout = outputPath(job.standardOutput || defaultOutputPattern(job), job, job.cwd, nodeName);
   const stderr = job.standardError ? outputPath(job.standardError, job, job.cwd, nodeName) : stdout;
   return { stdout, stderr };
 }

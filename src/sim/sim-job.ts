@@ -118,6 +118,14 @@ export function expandOutputPattern(pattern: string, job: SimJob, nodeName: stri
   );
 }
 
+/**
+ * The pattern a job that names no `standard_output` gets: sbatch's `slurm-%j.out`, an array's
+ * `slurm-%A_%a.out` (real slurmrestd reports that pattern for its tasks, and slurmd writes there).
+ */
+export function defaultOutputPattern(job: Pick<SimJob, 'arrayJobId'>): string {
+  return job.arrayJobId === undefined ? 'slurm-%j.out' : 'slurm-%A_%a.out';
+}
+
 /** Whether a record is (part of) an array job. */
 export function isArrayRecord(job: SimJob): boolean {
   return job.arrayJobId !== undefined;

@@ -95,13 +95,22 @@ export function readTail(
 /**
  * The tails of a job's output files: the paths the history holds (the scheduler's, or computed
  * when it submitted the job), else computed here from its spec (`standard_output`,
- * `standard_error`, default `slurm-%j.out`) against its working directory (/tmp when it names
+ * `standard_error`, default `slurm-%j.out`, an array task's `slurm-%A_%a.out`) against its working directory (/tmp when it names
  * none, where slurmstepd falls back to). `job.uid` is its user's uid on this host
  * (src/lib/host-users.ts), which its files must belong to; null: not known (read by root, root's files are then refused); absent: not asked.
  */
 export function outputTails(
   spec: OutputSpec,
-  job: { jobId: number; name: string; user: string | null; node: string | null; uid?: number | null },
+  job: {
+    jobId: number;
+    name: string;
+    user: string | null;
+    node: string | null;
+    uid?: number | null;
+    /** An array task's (`%A`, `%a`; default `slurm-%A_%a.out`). */
+    arrayJobId?: number | null;
+    arrayTaskId?: number | null;
+  },
   maxBytes: number,
   notBeforeMs: number | null,
   protectedDirs: readonly string[] = [],
@@ -112,7 +121,7 @@ export function outputTails(
   const stderr = paths.stderr;
   const unknown = (label: OutputTail['label'], pattern: unknown): OutputTail => ({
     label,
-    path: typeof pattern === 'string' ? pattern : 'slurm-%j.out',
+    path: typeof pattern === 'string' ? pattern : job.arrayTaskId != null ? 'slurm-%A_%a.out' : 'slurm-%j.out',
     text: null,
     sizeBytes: null,
     note: 'its name pattern uses fields schedflow does not know',

@@ -355,9 +355,11 @@ export function pipelineView(p: PipelineSummary) {
 export function historyView({
   accounting: a,
   localState,
+  taskId = null,
 }: {
   accounting: AccountingJobRow;
   localState: RequestState | null;
+  taskId?: number | null;
 }) {
   return {
     profile: a.profile,
@@ -381,7 +383,15 @@ export function historyView({
     local:
       a.requestId === null
         ? null
-        : { request_id: a.requestId, state: localState, links: { self: jobLink(a.requestId) } },
+        : {
+            request_id: a.requestId,
+            state: localState,
+            task_id: taskId,
+            links: {
+              self: jobLink(a.requestId),
+              ...(taskId !== null && { output: `${jobLink(a.requestId)}/output?task=${taskId}` }),
+            },
+          },
   };
 }
 

@@ -2,7 +2,9 @@ import { execFileSync } from 'node:child_process';
 import { statSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { killLeftovers } from '../helpers/cli-process.js';
+import { history } from '../../src/db/accounting.js';
+import { killLeftovers, runCli } from '../helpers/cli-process.js';
+import { waitFor } from '../helpers/http.js';
 import { startTestRedis, type TestRedis } from '../helpers/redis.js';
 import { jobWorkDir } from './cluster.js';
 import { type RealDaemon, realSpec, startRealDaemon } from './daemon-helpers.js';
@@ -59,6 +61,54 @@ describe.concurrent('job outputs on real Slurm', () => {
       expect(out.json).toMatchObject({ path: stdout, host: hostname(), text: `hello from ${jobId}\n` });
       const err = await d.api('GET', `/api/v1/jobs/${id}/output?stream=stderr`);
       expect(err.json).toMatchObject({ path: stderr, same_file: false, text: 'oops\n' });
+    });
+  }
+
+  // Issue 31: an array's tasks each write their own file, as slurmstepd expands %A_%a for them.
+  for (const [profile, pattern] of [
+    ['real', null],
+    ['v42', null],
+    ['real', '%x-%A_%a.out'],
+  ] as const) {
+    it(`reads each array task's own output (${pattern ?? 'slurm-%A_%a.out'}, ${profile}) through the API and the CLI`, async () => {
+      const name = `sf-arr-out-${profile}${pattern ? '-x' : ''}`;
+      const body = 'echo "task $SLURM_ARRAY_TASK_ID job $SLURM_JOB_ID"; [ "$SLURM_ARRAY_TASK_ID" = 1 ] && exit 4; true';
+      const id = await d.submit(
+        realSpec(name, body, { array: '0-2', ...(pattern && { standard_output: pattern }) }),
+        profile,
+      );
+      const job = await d.waitForState(id, 'failed', 60_000);
+      const arrayId = job.job_id as number;
+      const file = (task: number) =>
+        `${jobWorkDir()}/${pattern ? `${name}-${arrayId}_${task}.out` : `slurm-${arrayId}_${task}.out`}`;
+      const failures = (job.array as { failures: { task_id: number; job_id: number; stdout: string | null }[] })
+        .failures;
+      expect(failures).toEqual([expect.objectContaining({ task_id: 1, stdout: file(1) })]);
+      for (const task of [0, 1, 2]) {
+        const out = await d.api('GET', `/api/v1/jobs/${id}/output?task=${task}`);
+        expect(out.status, out.text).toBe(200);
+        const answer = out.json as { job_id: number; task_id: number; path: string; text: string };
+        expect(answer).toMatchObject({ task_id: task, path: file(task), text: `task ${task} job ${answer.job_id}\n` });
+      }
+      const none = await d.api('GET', `/api/v1/jobs/${id}/output`);
+      expect(none.status).toBe(400);
+      expect((none.json as { error: { code: string } }).error.code).toBe('SCHEDFLOW_ERR_OUTPUT_TASK');
+      const cli = await runCli(['jobs', 'output', id, '--task', '1', '--data-dir', d.dataDir], { cwd: d.root });
+      expect(cli.code, cli.stderr).toBe(0);
+      expect(cli.stdout).toBe(`task 1 job ${failures[0]?.job_id}\n`);
+      // slurmdbd keeps no comment here: the tasks' records are linked by the array's job id.
+      const records = await waitFor(
+        async () => {
+          const rows = (await d.read((h) => history(h, { limit: 1000 }))).filter((r) => r.requestId === id);
+          return rows.length === 3 ? rows : undefined;
+        },
+        { what: `the accounting records of array job ${arrayId}'s tasks, linked`, timeoutMs: 30_000 },
+      );
+      expect(records.map((r) => [r.taskId, r.external, r.taskState]).sort()).toEqual([
+        [0, false, 'completed'],
+        [1, false, 'failed'],
+        [2, false, 'completed'],
+      ]);
     });
   }
 

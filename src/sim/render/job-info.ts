@@ -2,7 +2,7 @@ import { formatIndexes } from '../../sched/job-array.js';
 import type { ApiVersion } from '../../sched/versions.js';
 import { signalName } from '../cluster.js';
 import { outputPaths } from '../job-process.js';
-import { isArrayMeta, type SimJob } from '../sim-job.js';
+import { defaultOutputPattern, isArrayMeta, type SimJob } from '../sim-job.js';
 import { noVal, templateFor } from './templates.js';
 
 export interface RenderContext {
@@ -119,7 +119,7 @@ export function renderJobInfo(job: SimJob, ctx: RenderContext): Json {
     t.standard_output = paths.stdout;
     t.standard_error = job.standardError ? paths.stderr : '';
   } else {
-    t.standard_output = job.standardOutput || 'slurm-%j.out';
+    t.standard_output = job.standardOutput || defaultOutputPattern(job);
     setIfPresent(t, 'stdout_expanded', paths.stdout);
     setIfPresent(t, 'stderr_expanded', job.standardError ? paths.stderr : '');
   }

@@ -1,5 +1,5 @@
 import { outputPaths } from '../job-process.js';
-import { isArrayMeta, type SimJob } from '../sim-job.js';
+import { defaultOutputPattern, isArrayMeta, type SimJob } from '../sim-job.js';
 import { type RenderContext, renderDerivedExitCode, renderExitCode } from './job-info.js';
 import { noVal, templateFor } from './templates.js';
 
@@ -140,7 +140,7 @@ export function renderSlurmdbJob(job: SimJob, ctx: RenderContext, nowSec: number
     tres: { allocated: started ? tres(job) : [], requested: tres(job) },
     user: job.user,
     working_directory: job.cwd,
-    stdout: job.standardOutput || 'slurm-%j.out',
+    stdout: job.standardOutput || defaultOutputPattern(job),
     stdout_expanded: paths.stdout,
     stderr: job.standardError,
     stderr_expanded: job.standardError ? paths.stderr : '',

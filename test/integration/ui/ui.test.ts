@@ -3,6 +3,7 @@ import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { history } from '../../../src/db/accounting.js';
+import { tasksOf } from '../../../src/db/array-tasks.js';
 import { getRequest, listRequests } from '../../../src/db/requests.js';
 import { getRun } from '../../../src/db/runs.js';
 import { createToken, revokeToken } from '../../../src/db/tokens.js';
@@ -433,16 +434,51 @@ describe('admin web UI', () => {
     const spec = {
       ...shell(
         'ui-array',
-        '[ "$SLURM_ARRAY_TASK_ID" = 2 ] && [ ! -e ui-array-once ] && touch ui-array-once && exit 7\ntrue',
+        'echo "hello from task $SLURM_ARRAY_TASK_ID"\n[ "$SLURM_ARRAY_TASK_ID" = 2 ] && [ ! -e ui-array-once ] && touch ui-array-once && exit 7\ntrue',
       ),
       array: '0-3',
     } as JobSpec;
     const id = await td.daemon.submit({ spec, origin: 'api' });
-    await td.waitForState(id, 'failed');
+    const row = await td.waitForState(id, 'failed');
     await page.goto(`${base}/jobs/${id}`);
+    // The array's outcome is its tasks': never one task's accounting record as if it were the whole.
+    await expect(page.getByText('1 of 4 tasks failed, 3 completed').isVisible()).resolves.toBe(true);
     await expect(page.getByText('0-3: 4 tasks — 3 completed, 1 failed').isVisible()).resolves.toBe(true);
-    await expect(page.locator('main table td', { hasText: /^7$/ }).count()).resolves.toBe(1);
+    await expect(page.getByRole('heading', { name: /^Accounting/ }).count()).resolves.toBe(0);
+    await expect(page.getByText('accounting record imported').count()).resolves.toBe(0);
+    const taskTable = page.getByRole('table', { name: 'array tasks' });
+    await expect(taskTable.locator('tbody tr').count()).resolves.toBe(4);
+    await expect(taskTable.locator('td', { hasText: /^7$/ }).count()).resolves.toBe(1);
     await browser.screenshot(page, 'job-array');
+    // Each task's own output (slurm-%A_%a.out), and its own accounting record, from its row.
+    await page.getByRole('link', { name: 'output of task 2' }).click();
+    await page.waitForURL(/\?task=2#output$/);
+    await expect(page.getByRole('heading', { name: /^Output of task 2 \(job \d+\)$/ }).isVisible()).resolves.toBe(true);
+    await expect(page.getByText(`${sim.workDir}/slurm-${row.jobId}_2.out`).isVisible()).resolves.toBe(true);
+    await expect(page.getByRole('heading', { name: /^Accounting of task 2 \(job \d+\)$/ }).isVisible()).resolves.toBe(
+      true,
+    );
+    await page.getByRole('link', { name: 'output of task 1' }).click();
+    await page.waitForURL(/\?task=1#output$/);
+    await expect(page.getByText(`${sim.workDir}/slurm-${row.jobId}_1.out`).isVisible()).resolves.toBe(true);
+    await expect(page.getByLabel('output tail').textContent()).resolves.toBe('hello from task 1\n');
+    await browser.screenshot(page, 'job-array-task-output');
+    // The History page: every task's accounting record is the request's (each its own job id).
+    const taskJobs = (await tasksOf(td.daemon.history.store, id)).map((t) => t.jobId as number);
+    await waitFor(
+      async () =>
+        (await history(td.daemon.history.store)).filter((r) => taskJobs.includes(r.jobId)).length === 4 || undefined,
+      { what: "the array's accounting records imported", timeoutMs: 15_000 },
+    );
+    await page.goto(`${base}/history`);
+    for (const jobId of taskJobs) {
+      const cells = page.locator('main table tbody tr', {
+        has: page.locator('td', { hasText: new RegExp(`^${jobId}$`) }),
+      });
+      await expect(cells.getByText(/^task \d+$/).count()).resolves.toBe(1);
+      await expect(cells.getByText('external').count()).resolves.toBe(0);
+    }
+    await page.goto(`${base}/jobs/${id}`);
     await page.getByRole('button', { name: 'Retry failed tasks (new request)' }).click();
     await page.waitForURL(/done=tasks-retried/);
     await expect(page.getByText(`Retries tasks of ${id}`).isVisible()).resolves.toBe(true);

@@ -41,8 +41,16 @@ export const historyItemSchema = named(
     local: z
       .object({
         request_id: z.string(),
-        state: z.enum(REQUEST_STATES).nullable(),
-        links: z.object({ self: z.string() }),
+        state: z.enum(REQUEST_STATES).nullable().describe("the request's state (an array's: the whole array's)"),
+        task_id: z
+          .number()
+          .int()
+          .nullable()
+          .describe("the array task this record is (under the task's own job id); null for a single job"),
+        links: z.object({
+          self: z.string(),
+          output: z.string().optional().describe("an array task's: the end of its own output"),
+        }),
       })
       .nullable()
       .describe("schedflow's request, for its own jobs"),

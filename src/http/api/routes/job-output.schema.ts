@@ -17,13 +17,22 @@ export const jobOutputQuery = z.strictObject({
     .describe(
       `lines from the end, 1 to ${MAX_TAIL_LINES} (default 100); at most 1 MiB is read from the end whatever the lines`,
     ),
+  task: z.coerce
+    .number()
+    .int()
+    .min(0)
+    .optional()
+    .describe(
+      "an array job's task index: each task writes its own file (`slurm-%A_%a.out` by default), so an array job's output is one task's; not for a single job",
+    ),
 });
 
 export const jobOutputSchema = named(
   'JobOutput',
   z.object({
     id: z.string().describe('the request id'),
-    job_id: z.number().int(),
+    job_id: z.number().int().describe("the Slurm job that wrote it: an array task's own job id"),
+    task_id: z.number().int().nullable().describe('the array task whose file it is; null for a single job'),
     stream: z.enum(['stdout', 'stderr']),
     path: z.string().describe("the file read, as the scheduler reported it (or computed from the spec's pattern)"),
     host: z.string().describe("the daemon's host, where it was read"),

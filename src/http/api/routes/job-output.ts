@@ -1,8 +1,7 @@
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
-import { getAccountingJob } from '../../../db/accounting.js';
 import { getRequest } from '../../../db/requests.js';
 import type { ErrorCode } from '../../../errors.js';
-import { readJobOutput } from '../../../requests/job-output.js';
+import { jobOutputOf } from '../../../requests/job-output.js';
 import { outputRedactor } from '../../../summaries/redact.js';
 import type { ApiDeps } from '../../deps.js';
 import { ApiError, NotFoundApiError } from '../api-errors.js';
@@ -40,6 +39,7 @@ export const jobOutputRoutes: FastifyPluginAsyncZod<{ deps: ApiDeps }> = async (
         summary: "Read the end of a job's output",
         description: [
           "The last `tail` lines of the job's stdout or stderr file, read on the daemon's host from the path the scheduler reported (at most 1 MiB from the end, however large the file).",
+          "An array job's tasks each write their own file (Slurm's `%A_%a` patterns, `slurm-%A_%a.out` by default): name one with `task`; without it, or with a task of a single job or an index not in the array, 400 `SCHEDFLOW_ERR_OUTPUT_TASK`.",
           'Not written yet (not submitted, not started): 409 `SCHEDFLOW_ERR_OUTPUT_NOT_YET` with Retry-After.',
           "Not on this host (the file may exist only on the job's node) or never written: 404 `SCHEDFLOW_ERR_OUTPUT_NOT_FOUND`.",
           "No permission, a path inside schedflow's own folders or through a symbolic link, not a regular file (a FIFO, a device), or a file of another user than the job's: 403 `SCHEDFLOW_ERR_OUTPUT_UNREADABLE`.",
@@ -54,12 +54,17 @@ export const jobOutputRoutes: FastifyPluginAsyncZod<{ deps: ApiDeps }> = async (
     async (request) => {
       const row = await getRequest(store, request.params.id);
       if (!row) throw new NotFoundApiError(`no job request ${request.params.id}`);
-      const accounting = row.jobId === null ? undefined : await getAccountingJob(store, row.profile, row.jobId);
-      const output = await readJobOutput(row, accounting, request.query.stream, {
-        tailLines: request.query.tail,
-        maxBytes: deps.settings.outputTailMaxBytes ?? DEFAULT_MAX_BYTES,
-        protectedDirs: deps.settings.protectedDirs ?? [],
-      });
+      const output = await jobOutputOf(
+        store,
+        row,
+        request.query.stream,
+        {
+          tailLines: request.query.tail,
+          maxBytes: deps.settings.outputTailMaxBytes ?? DEFAULT_MAX_BYTES,
+          protectedDirs: deps.settings.protectedDirs ?? [],
+        },
+        request.query.task ?? null,
+      );
       if (output.kind === 'unavailable') {
         throw new OutputUnavailableApiError(output.code, output.message, {
           stream: output.stream,
@@ -72,7 +77,8 @@ export const jobOutputRoutes: FastifyPluginAsyncZod<{ deps: ApiDeps }> = async (
       const redactor = outputRedactor(row.spec);
       return {
         id: row.id,
-        job_id: row.jobId as number,
+        job_id: output.jobId,
+        task_id: output.taskId,
         stream: output.stream,
         path: output.path,
         host: output.host,

@@ -228,14 +228,21 @@ export const freshnessSchema = z
 
 export const outputPathsSchema = z
   .object({
-    stdout: z.string().nullable().describe('absolute path of the stdout file; null while not known'),
+    stdout: z
+      .string()
+      .nullable()
+      .describe(
+        "absolute path of the stdout file; null while not known, and for an array job, whose tasks each write their own (read one with the link's `task`)",
+      ),
     stderr: z
       .string()
       .nullable()
       .describe('absolute path of the stderr file: the stdout file when the spec names none'),
     links: z
       .object({ stdout: z.string(), stderr: z.string() })
-      .describe("their ends, when the daemon's host can read them"),
+      .describe(
+        "their ends, when the daemon's host can read them; an array job's are URI templates naming `{task}`, a task index",
+      ),
   })
   .describe(
     "where the job's output goes, Slurm's patterns (%j, %x, %A_%a, …) expanded: as the scheduler reports it, or computed from the spec until it does",
@@ -257,6 +264,11 @@ export const arraySchema = z
           nodes: z.string().nullable(),
           started_at: time.nullable(),
           ended_at: time.nullable(),
+          stdout: z
+            .string()
+            .nullable()
+            .describe("the task's own stdout file (`slurm-%A_%a.out` by default); null while not known"),
+          links: z.object({ output: z.string().describe("the end of the task's stdout") }),
         }),
       )
       .describe('the tasks that ended other than completed, by index (at most 100)'),

@@ -12,6 +12,7 @@ import { WebhookTargets } from '../../../notify/webhook-target.js';
 import { policyIssues } from '../../../requests/attempt-policy.js';
 import { attemptsOf } from '../../../requests/attempts.js';
 import { cancelRequest } from '../../../requests/canceller.js';
+import { taskOutputPaths } from '../../../requests/job-output.js';
 import { isTerminalRequest } from '../../../requests/request-state.js';
 import { type ArrayExpression, ArraySyntaxError, parseArrayExpression } from '../../../sched/job-array.js';
 import { summaryForRequest } from '../../../summaries/show.js';
@@ -179,11 +180,22 @@ export const jobRoutes: FastifyPluginAsyncZod<{ deps: ApiDeps }> = async (app, {
         ...jobView(row, viewerOf(request.apiToken)),
         array,
         spec: specView(row.spec),
-        output: {
-          stdout: row.stdoutPath,
-          stderr: row.stderrPath,
-          links: { stdout: `${jobLink(row.id)}/output`, stderr: `${jobLink(row.id)}/output?stream=stderr` },
-        },
+        output:
+          row.arrayTaskCount === null
+            ? {
+                stdout: row.stdoutPath,
+                stderr: row.stderrPath,
+                links: { stdout: `${jobLink(row.id)}/output`, stderr: `${jobLink(row.id)}/output?stream=stderr` },
+              }
+            : // Each task writes its own file: no one path is the array's.
+              {
+                stdout: null,
+                stderr: null,
+                links: {
+                  stdout: `${jobLink(row.id)}/output?task={task}`,
+                  stderr: `${jobLink(row.id)}/output?task={task}&stream=stderr`,
+                },
+              },
         transitions: transitions.map(transitionView),
         attempts: attempts.map(attemptView),
         deduplicated: replays.map(deduplicatedView),
@@ -402,6 +414,8 @@ async function arrayView(store: History, row: JobRequestRow) {
         nodes: task.nodes,
         started_at: iso(task.startedAt),
         ended_at: iso(task.endedAt),
+        stdout: taskOutputPaths(row, task, null).stdout,
+        links: { output: `${jobLink(row.id)}/output?task=${task.taskId}` },
       })),
     retry_of: row.arrayRetryOf,
   };

@@ -1,5 +1,6 @@
 import { and, desc, eq, gte, inArray, isNotNull, isNull, lt, type SQL, sql } from 'drizzle-orm';
 import type { FastifyInstance } from 'fastify';
+import { arrayTaskOfRecord } from '../../../db/accounting.js';
 import { charts } from '../charts-section.js';
 import { queryField, sendPage, sessionOf, type UiContext } from '../context.js';
 import { duration, html, time } from '../html.js';
@@ -18,7 +19,7 @@ const TABLE_ROWS = 200;
  */
 export async function historyPages(app: FastifyInstance, { ctx }: { ctx: UiContext }): Promise<void> {
   const h = ctx.deps.store;
-  const { accountingJobs, jobRequests, pipelineRuns } = h.t;
+  const { accountingJobs, jobRequests, pipelineRuns, arrayTasks } = h.t;
   app.get(`${UI_PREFIX}/history`, async (request, reply) => {
     const session = sessionOf(request);
     const state = queryField(request, 'state');
@@ -46,9 +47,11 @@ export async function historyPages(app: FastifyInstance, { ctx }: { ctx: UiConte
     const [rows, states, accounts] = await Promise.all([
       h.all(
         h.db
-          .select({ a: accountingJobs, localState: jobRequests.state })
+          .select({ a: accountingJobs, localState: jobRequests.state, taskId: arrayTasks.taskId })
           .from(accountingJobs)
           .leftJoin(jobRequests, eq(jobRequests.id, accountingJobs.requestId))
+          // A task of an array request (under its own job id) is the request's, not external.
+          .leftJoin(arrayTasks, arrayTaskOfRecord(h))
           .where(where.length ? and(...where) : undefined)
           .orderBy(desc(sql`coalesce(${accountingJobs.submitTime}, 0)`), desc(accountingJobs.jobId))
           .limit(CHART_ROWS),
@@ -79,10 +82,16 @@ ${
     : html`<div class="table-wrap"><table class="responsive"><thead><tr><th>Job id</th><th>Name</th><th>Slurm state</th><th>schedflow</th><th>Account</th><th>User</th><th>Partition</th><th>Submitted</th><th>Elapsed</th><th>Exit</th></tr></thead><tbody>${rows
         .slice(0, TABLE_ROWS)
         .map(
-          ({ a, localState }) =>
+          ({ a, localState, taskId }) =>
             html`<tr><td data-label="Job id">${a.jobId}</td><td data-label="Name">${
               a.requestId ? html`<a href="${jobHref(a.requestId)}">${a.name}</a>` : a.name
-            }</td><td data-label="Slurm state">${a.state}</td><td data-label="schedflow">${localState ?? html`<span class="muted">external</span>`}</td><td data-label="Account">${
+            }</td><td data-label="Slurm state">${a.state}</td><td data-label="schedflow">${
+              localState === null
+                ? html`<span class="muted">external</span>`
+                : taskId === null
+                  ? localState
+                  : html`<a href="${jobHref(a.requestId as string)}?task=${taskId}#output">task ${taskId}</a> of an array, ${localState}`
+            }</td><td data-label="Account">${
               a.account
             }</td><td data-label="User">${a.user}</td><td data-label="Partition">${a.partition}</td><td data-label="Submitted">${time(
               a.submitTime !== null ? a.submitTime * 1000 : null,

@@ -1,19 +1,20 @@
 import { desc, eq } from 'drizzle-orm';
 import type { FastifyInstance } from 'fastify';
 import { getAccountingJob, getProfileSync } from '../../../db/accounting.js';
-import { arrayRecordOwner, tasksOf } from '../../../db/array-tasks.js';
+import { tasksOf } from '../../../db/array-tasks.js';
 import { replaysOf } from '../../../db/idempotency.js';
 import { getRequest, transitionsOf } from '../../../db/requests.js';
-import { type JobRequestRow, REQUEST_STATES, type RequestState } from '../../../db/schema.js';
+import { type ArrayTaskRow, type JobRequestRow, REQUEST_STATES, type RequestState } from '../../../db/schema.js';
 import { summaryOfRequest } from '../../../db/summaries.js';
 import { NoTasksToRetryError, SubmissionRefusedError } from '../../../errors.js';
 import { jobUidOf } from '../../../lib/host-users.js';
-import { formatCounts, summarizeArray } from '../../../requests/array-state.js';
+import { describeArrayOutcome, formatCounts, summarizeArray } from '../../../requests/array-state.js';
 import { attemptsOf } from '../../../requests/attempts.js';
 import { cancelRequest } from '../../../requests/canceller.js';
+import { taskOutputPaths } from '../../../requests/job-output.js';
 import { isTerminalRequest } from '../../../requests/request-state.js';
 import type { JobSpec } from '../../../sched/job-spec.js';
-import { outputTails } from '../../../summaries/output-tail.js';
+import { type OutputTail, outputTails } from '../../../summaries/output-tail.js';
 import { outputRedactor } from '../../../summaries/redact.js';
 import { deliveryView, freshnessView, jobView } from '../../../views/views.js';
 import { jobsPage } from '../../queries.js';
@@ -79,7 +80,10 @@ ${rows.length > 200 ? html`<p class="muted">The newest 200 are shown; narrow the
         404,
       );
     }
-    const body = await jobDetail(ctx, row, isAdmin(session) ? session : null);
+    // An array job's task whose output (and accounting) the page shows: `?task=N`.
+    const task = queryField(request, 'task');
+    const taskId = task !== undefined && /^\d{1,9}$/.test(task) ? Number(task) : null;
+    const body = await jobDetail(ctx, row, isAdmin(session) ? session : null, taskId);
     return sendPage(
       reply,
       page({
@@ -176,6 +180,7 @@ async function jobDetail(
   ctx: UiContext,
   row: JobRequestRow,
   admin: import('../sessions.js').UiSession | null,
+  taskId: number | null,
 ): Promise<Html> {
   const h = ctx.deps.store;
   const { deadlineMisses, webhookDeliveries } = h.t;
@@ -198,7 +203,16 @@ async function jobDetail(
     row.arrayTaskCount === null ? [] : tasksOf(h, row.id),
     row.retryPolicy === null && row.retryCause === null ? [] : attemptsOf(h, row.id),
   ]);
-  const recordOwner = accounting ? await arrayRecordOwner(h, row) : null;
+  const isArray = row.arrayTaskCount !== null;
+  // An array's accounting records are its tasks': the one under the array's job id is one task's
+  // (the last to start), never the array's outcome. The page shows the chosen task's record.
+  const task = isArray && taskId !== null ? tasks.find((t) => t.taskId === taskId) : undefined;
+  const shownAccounting = !isArray
+    ? accounting
+    : task?.jobId != null
+      ? await getAccountingJob(h, row.profile, task.jobId)
+      : undefined;
+  const recordOwner = shownAccounting && task ? `task ${task.taskId} (job ${task.jobId})` : null;
   const fresh = freshnessView(row, sync, ctx.deps.settings.pollCeilingMs);
   // "as of 12 s ago" (the profile's last poll), "stale" and why when the answer cannot be trusted.
   const ageSec = fresh.profile.seconds_since_poll;
@@ -257,7 +271,7 @@ async function jobDetail(
     })),
     ...misses.map((m) => ({ at: m.at, item: html`deadline missed (${m.kind}): ${m.detail}` })),
     ...retryEvents(row),
-    ...(accounting
+    ...(accounting && !isArray
       ? [
           {
             at: accounting.syncedAt,
@@ -298,34 +312,41 @@ async function jobDetail(
 <dt>Submitted</dt><dd>${time(v.submitted_at)}</dd>
 <dt>Started</dt><dd>${time(v.started_at)}</dd>
 <dt>Ended</dt><dd>${time(v.ended_at)}</dd>
-<dt>Exit code</dt><dd>${v.exit_code ?? '—'}${v.signal !== null ? ` (signal ${v.signal})` : ''}</dd>
-<dt>Stdout</dt><dd>${row.stdoutPath ? html`<code>${row.stdoutPath}</code>` : '—'}</dd>
-<dt>Stderr</dt><dd>${
-    row.stderrPath === null
-      ? '—'
-      : row.stderrPath === row.stdoutPath
-        ? html`<span class="muted">with stdout</span>`
-        : html`<code>${row.stderrPath}</code>`
+<dt>Exit code</dt><dd>${v.exit_code ?? '—'}${v.signal !== null ? ` (signal ${v.signal})` : ''}${
+    isArray && v.exit_code !== null ? html` <span class="muted">(the highest of its tasks')</span>` : ''
   }</dd>
+${
+  isArray
+    ? html`<dt>Output</dt><dd>each task its own: <code>${(row.spec as JobSpec).standard_output || 'slurm-%A_%a.out'}</code> <span class="muted">(see the tasks below)</span></dd>`
+    : html`<dt>Stdout</dt><dd>${row.stdoutPath ? html`<code>${row.stdoutPath}</code>` : '—'}</dd>
+<dt>Stderr</dt><dd>${
+        row.stderrPath === null
+          ? '—'
+          : row.stderrPath === row.stdoutPath
+            ? html`<span class="muted">with stdout</span>`
+            : html`<code>${row.stderrPath}</code>`
+      }</dd>`
+}
 ${v.error ? html`<dt>Error</dt><dd>${v.error.code ?? ''} ${v.error.message}</dd>` : ''}
 ${row.resubmitOf ? html`<dt>Resubmits</dt><dd><a href="${jobHref(row.resubmitOf)}">${row.resubmitOf}</a></dd>` : ''}
 <dt>Request id</dt><dd><code>${v.id}</code></dd></dl>`;
 
   // The job's user's uid here, which its output files must belong to (null: not known).
-  const jobUserUid = await jobUidOf(accounting?.user);
-  const accountingPanel = accounting
+  const jobUser = shownAccounting?.user ?? accounting?.user ?? null;
+  const jobUserUid = await jobUidOf(jobUser);
+  const accountingPanel = shownAccounting
     ? html`<h2>Accounting${recordOwner ? ` of ${recordOwner}` : ''}</h2><div class="panel"><dl class="facts">
-<dt>State</dt><dd>${accounting.state} <span class="muted">(${accounting.rawState})</span></dd>
-<dt>Account / user</dt><dd>${accounting.account} / ${accounting.user}</dd>
-<dt>Partition</dt><dd>${accounting.partition}</dd>
-<dt>Nodes</dt><dd>${accounting.nodes ?? '—'}</dd>
-<dt>CPUs</dt><dd>${accounting.cpus ?? '—'}</dd>
-<dt>Memory per node</dt><dd>${accounting.memoryPerNodeMb !== null ? `${accounting.memoryPerNodeMb} MB` : '—'}</dd>
-<dt>Elapsed</dt><dd>${accounting.elapsedSec !== null ? duration(accounting.elapsedSec * 1000) : '—'}</dd>
-<dt>Time limit</dt><dd>${accounting.timeLimitMin !== null ? `${accounting.timeLimitMin} min` : '—'}</dd>
-<dt>CPU time</dt><dd>${accounting.cpuTimeSec !== null ? duration(accounting.cpuTimeSec * 1000) : '—'}</dd>
-<dt>Exit code</dt><dd>${accounting.exitCode ?? '—'}</dd>
-<dt>Reason</dt><dd>${accounting.reason ?? '—'}</dd></dl></div>`
+<dt>State</dt><dd>${shownAccounting.state} <span class="muted">(${shownAccounting.rawState})</span></dd>
+<dt>Account / user</dt><dd>${shownAccounting.account} / ${shownAccounting.user}</dd>
+<dt>Partition</dt><dd>${shownAccounting.partition}</dd>
+<dt>Nodes</dt><dd>${shownAccounting.nodes ?? '—'}</dd>
+<dt>CPUs</dt><dd>${shownAccounting.cpus ?? '—'}</dd>
+<dt>Memory per node</dt><dd>${shownAccounting.memoryPerNodeMb !== null ? `${shownAccounting.memoryPerNodeMb} MB` : '—'}</dd>
+<dt>Elapsed</dt><dd>${shownAccounting.elapsedSec !== null ? duration(shownAccounting.elapsedSec * 1000) : '—'}</dd>
+<dt>Time limit</dt><dd>${shownAccounting.timeLimitMin !== null ? `${shownAccounting.timeLimitMin} min` : '—'}</dd>
+<dt>CPU time</dt><dd>${shownAccounting.cpuTimeSec !== null ? duration(shownAccounting.cpuTimeSec * 1000) : '—'}</dd>
+<dt>Exit code</dt><dd>${shownAccounting.exitCode ?? '—'}</dd>
+<dt>Reason</dt><dd>${shownAccounting.reason ?? '—'}</dd></dl></div>`
     : '';
 
   const summaryPanel = summary
@@ -338,28 +359,9 @@ ${row.resubmitOf ? html`<dt>Resubmits</dt><dd><a href="${jobHref(row.resubmitOf)
       }</p></div>`
     : '';
 
-  // An array job's tasks, compactly: counts by state, then the failures.
-  const arrayPanel =
-    row.arrayTaskCount === null
-      ? ''
-      : html`<h2>Array tasks</h2><div class="panel"><p>${String((row.spec as { array?: unknown }).array ?? '')}: ${
-          row.arrayTaskCount
-        } tasks — ${formatCounts(summarizeArray(tasks, row.arrayTaskCount).counts)}</p>${
-          row.arrayRetryOf
-            ? html`<p>Retries tasks of <a href="${jobHref(row.arrayRetryOf)}">${row.arrayRetryOf}</a></p>`
-            : ''
-        }${
-          failedTasks.length
-            ? html`<div class="table-wrap"><table><thead><tr><th>Task</th><th>Job id</th><th>State</th><th>Exit code</th><th>Nodes</th><th>Reason</th></tr></thead><tbody>${failedTasks
-                .slice(0, 100)
-                .map(
-                  (t) =>
-                    html`<tr><td>${t.taskId}</td><td>${t.jobId ?? '—'}</td><td>${stateBadge(t.state)}</td><td>${
-                      t.exitCode ?? '—'
-                    }</td><td>${t.nodes ?? '—'}</td><td>${t.reason ?? '—'}</td></tr>`,
-                )}</tbody></table></div>`
-            : ''
-        }</div>`;
+  // An array job's outcome is its tasks': how many ended how, then every task, each with a link
+  // to its own output (`slurm-%A_%a.out` by default) and accounting record.
+  const arrayPanel = isArray ? arrayTasksPanel(row, tasks, taskId) : '';
 
   return html`<h1 data-watch="${row.id}">${row.name}</h1>
 <div class="actions">${actions}</div>
@@ -367,7 +369,11 @@ ${row.resubmitOf ? html`<dt>Resubmits</dt><dd><a href="${jobHref(row.resubmitOf)
 ${arrayPanel}
 ${attemptsPanel(row, attempts)}
 <h2>Timeline</h2>${timeline}
-${accountingPanel}${summaryPanel}${outputPanel(ctx, row, accounting?.user ?? null, jobUserUid, accounting?.nodes ?? null)}
+${accountingPanel}${summaryPanel}${
+  isArray
+    ? taskOutputPanel(ctx, row, task, taskId, jobUser, jobUserUid)
+    : outputPanel(ctx, row, jobUser, jobUserUid, accounting?.nodes ?? null)
+}
 ${
   deliveries.length
     ? html`<h2>Webhook deliveries</h2><div class="table-wrap"><table><thead><tr><th>Event</th><th>State</th><th>Attempts</th><th>Last status</th><th>Created</th></tr></thead><tbody>${deliveries.map(
@@ -440,8 +446,73 @@ function outputPanel(
     { stdout: row.stdoutPath, stderr: row.stderrPath },
   );
   // The job's own environment values (tokens, passwords) are masked, as in summaries and the API.
-  const redactor = outputRedactor(spec);
-  return html`<h2>Output</h2>${tails.map(
+  return html`<h2 id="output">Output</h2>${tailsHtml(tails, outputRedactor(spec))}`;
+}
+
+/** Task rows a page lists at most, failures first: an array may have thousands. */
+const TASKS_LISTED = 200;
+
+function arrayTasksPanel(row: JobRequestRow, tasks: readonly ArrayTaskRow[], taskId: number | null): Html {
+  const total = row.arrayTaskCount ?? tasks.length;
+  const { counts } = summarizeArray(tasks, total);
+  const failed = (t: ArrayTaskRow) => isTerminalRequest(t.state) && t.state !== 'completed';
+  const listed = [...tasks.filter(failed), ...tasks.filter((t) => !failed(t))]
+    .slice(0, TASKS_LISTED)
+    .sort((a, b) => a.taskId - b.taskId);
+  const taskHref = (id: number) => `${jobHref(row.id)}?task=${id}#output`;
+  return html`<h2>Array tasks</h2><div class="panel"><p><strong>${describeArrayOutcome(counts, total)}</strong></p><p>${String(
+    (row.spec as { array?: unknown }).array ?? '',
+  )}: ${total} tasks — ${formatCounts(counts)}</p>${
+    row.arrayRetryOf ? html`<p>Retries tasks of <a href="${jobHref(row.arrayRetryOf)}">${row.arrayRetryOf}</a></p>` : ''
+  }${
+    listed.length
+      ? html`<div class="table-wrap"><table aria-label="array tasks"><thead><tr><th>Task</th><th>Job id</th><th>State</th><th>Exit code</th><th>Nodes</th><th>Reason</th><th>Output</th></tr></thead><tbody>${listed.map(
+          (t) =>
+            html`<tr${t.taskId === taskId ? html` aria-current="true"` : ''}><td>${t.taskId}</td><td>${t.jobId ?? '—'}</td><td>${stateBadge(
+              t.state,
+            )}</td><td>${t.exitCode ?? '—'}</td><td>${t.nodes ?? '—'}</td><td>${t.reason ?? '—'}</td><td><a href="${taskHref(
+              t.taskId,
+            )}" aria-label="output of task ${t.taskId}">output</a></td></tr>`,
+        )}</tbody></table></div>${
+          tasks.length > listed.length
+            ? html`<p class="muted">${listed.length} of ${tasks.length} tasks listed (those that did not complete first); any task's output: add <code>?task=N</code> to this page's address.</p>`
+            : ''
+        }`
+      : ''
+  }</div>`;
+}
+
+/** The output of the array task chosen (`?task=N`): each task writes its own file. */
+function taskOutputPanel(
+  ctx: UiContext,
+  row: JobRequestRow,
+  task: ArrayTaskRow | undefined,
+  taskId: number | null,
+  user: string | null,
+  uid: number | null,
+): Html {
+  if (taskId === null) {
+    return html`<h2 id="output">Output</h2><p class="muted">Each task of an array job writes its own output (<code>slurm-%A_%a.out</code> unless the spec names another pattern): choose a task's output in the table above.</p>`;
+  }
+  const heading = html`<h2 id="output">Output of task ${taskId}${task?.jobId != null ? ` (job ${task.jobId})` : ''}</h2>`;
+  if (!task || task.jobId === null || row.jobId === null) {
+    return html`${heading}<p class="muted">Task ${taskId} has not started: it has written no output yet.</p>`;
+  }
+  const since = task.startedAt ?? row.submittedAt ?? row.createdAt;
+  const spec = row.spec as JobSpec;
+  const tails = outputTails(
+    spec,
+    { jobId: task.jobId, name: row.name, user, node: task.nodes, uid, arrayJobId: row.jobId, arrayTaskId: task.taskId },
+    ctx.settings.outputTailBytes ?? 8192,
+    since - 60_000,
+    ctx.settings.protectedDirs,
+    taskOutputPaths(row, task, user),
+  );
+  return html`${heading}${tailsHtml(tails, outputRedactor(spec))}`;
+}
+
+function tailsHtml(tails: readonly OutputTail[], redactor: ReturnType<typeof outputRedactor>): Html {
+  return html`${tails.map(
     (t) =>
       html`<p class="muted">${t.label}: <code>${t.path}</code>${t.sizeBytes !== null ? ` (${t.sizeBytes} bytes)` : ''}</p>${
         t.text !== null
