@@ -440,6 +440,14 @@ describe('admin web UI', () => {
     } as JobSpec;
     const id = await td.daemon.submit({ spec, origin: 'api' });
     const row = await td.waitForState(id, 'failed');
+    // The tasks' accounting records, which the task pages below show, come with a reconcile
+    // after the controller's answer that ended the array.
+    const taskJobs = (await tasksOf(td.daemon.history.store, id)).map((t) => t.jobId as number);
+    await waitFor(
+      async () =>
+        (await history(td.daemon.history.store)).filter((r) => taskJobs.includes(r.jobId)).length === 4 || undefined,
+      { what: "the array's accounting records imported", timeoutMs: 30_000 },
+    );
     await page.goto(`${base}/jobs/${id}`);
     // The array's outcome is its tasks': never one task's accounting record as if it were the whole.
     await expect(page.getByText('1 of 4 tasks failed, 3 completed').isVisible()).resolves.toBe(true);
@@ -464,12 +472,6 @@ describe('admin web UI', () => {
     await expect(page.getByLabel('output tail').textContent()).resolves.toBe('hello from task 1\n');
     await browser.screenshot(page, 'job-array-task-output');
     // The History page: every task's accounting record is the request's (each its own job id).
-    const taskJobs = (await tasksOf(td.daemon.history.store, id)).map((t) => t.jobId as number);
-    await waitFor(
-      async () =>
-        (await history(td.daemon.history.store)).filter((r) => taskJobs.includes(r.jobId)).length === 4 || undefined,
-      { what: "the array's accounting records imported", timeoutMs: 15_000 },
-    );
     await page.goto(`${base}/history`);
     for (const jobId of taskJobs) {
       const cells = page.locator('main table tbody tr', {
