@@ -574,12 +574,23 @@ export function registerJobsCommand(program: Command): void {
     .argument('<request>', REQUEST_ARGUMENT)
     .option('--stderr', 'the stderr file instead of stdout')
     .option('--tail <lines>', 'lines from the end (default 100)', parseInteger)
-    .option('--task <index>', "an array job's task: its own file (slurm-%A_%a.out by default)", parseInteger)
+    .option(
+      '--task <index>',
+      "an array job's task: its own file (slurm-%A_%a.out by default); or name the task as 123_4",
+      parseInteger,
+    )
     .action(async (given: string, opts: { stderr?: boolean; tail?: number; task?: number }, cmd: Command) => {
       const flags = flagsOf(cmd);
       const history = await openCliHistory(flags.dataDir, { write: false });
       try {
-        const { row } = await findRequest(history.store, given);
+        // `123_4` names task 4 of array job 123: its output, as `--task 4` would.
+        const { row, task } = await findRequest(history.store, given, { allowTask: true });
+        if (task && opts.task !== undefined && opts.task !== task.taskId) {
+          throw new ConfigError(
+            `${given} names task ${task.taskId}, and --task ${opts.task} another: name the task once (${given}, or request ${row.id} with --task N)`,
+          );
+        }
+        const taskId = opts.task ?? task?.taskId ?? null;
         const tailLines = opts.tail ?? 100;
         if (tailLines < 1 || tailLines > MAX_TAIL_LINES) {
           throw new ConfigError(`--tail must be 1 to ${MAX_TAIL_LINES} lines`);
@@ -590,7 +601,7 @@ export function registerJobsCommand(program: Command): void {
           row,
           opts.stderr ? 'stderr' : 'stdout',
           { tailLines, maxBytes: OUTPUT_MAX_BYTES, protectedDirs: [resolve(flags.dataDir)] },
-          opts.task ?? null,
+          taskId,
         );
         if (output.kind === 'unavailable') throw new JobOutputUnavailableError(output.code, output.message);
         if (flags.json) {
