@@ -4,7 +4,7 @@ import type { ConnectionOptions, Queue } from 'bullmq';
 import type { Command } from 'commander';
 import { type DaemonInfo, readDaemonInfo } from '../daemon-info.js';
 import { getAccountingJob, history as historyRows } from '../db/accounting.js';
-import { arrayRecordOwner, tasksOf } from '../db/array-tasks.js';
+import { tasksOf } from '../db/array-tasks.js';
 import type { History } from '../db/history.js';
 import type { OpenedHistory } from '../db/open-history.js';
 import { getRequest, listRequests, transitionsOf } from '../db/requests.js';
@@ -26,9 +26,9 @@ import type {
   RunCancelAnswer,
   SubmitPayload,
 } from '../queue/catalog.js';
-import { formatCounts, summarizeArray } from '../requests/array-state.js';
+import { describeArrayOutcome, formatCounts, summarizeArray, tasksToList } from '../requests/array-state.js';
 import { doorRefusal } from '../requests/door.js';
-import { jobOutputOf } from '../requests/job-output.js';
+import { jobOutputOf, taskOutputPaths } from '../requests/job-output.js';
 import { isTerminalRequest } from '../requests/request-state.js';
 import { type ArrayExpression, parseArrayExpression } from '../sched/job-array.js';
 import type { JobSpec } from '../sched/job-spec.js';
@@ -441,7 +441,12 @@ export function registerJobsCommand(program: Command): void {
         const id = row.id;
         const { attemptsOf } = await import('../requests/attempts.js');
         const transitions = await transitionsOf(h, id);
-        const accounting = row.jobId === null ? undefined : await getAccountingJob(h, row.profile, row.jobId);
+        const isArray = row.arrayTaskCount !== null;
+        // An array's accounting records are its tasks': the one under the array's job id is one
+        // task's (the last to start), never the array's outcome. Shown only for a task named
+        // (`123_4`), its own record, as the UI's job page does.
+        const recordJobId = isArray ? (task?.row?.jobId ?? null) : row.jobId;
+        const accounting = recordJobId === null ? undefined : await getAccountingJob(h, row.profile, recordJobId);
         const summary = await summaryForRequest(h, row);
         if (flags.json) {
           const attempts = (await attemptsOf(h, row.id)).map((a) => ({
@@ -463,9 +468,15 @@ export function registerJobsCommand(program: Command): void {
           `state     ${row.state}${row.reason ? ` (${row.reason})` : ''}`,
           `job id    ${row.jobId ?? '-'}${row.adopted ? ' (adopted after an interrupted submit)' : ''}`,
           ...(task ? [taskLine(task)] : []),
-          `exit      ${row.exitCode ?? '-'}${row.signal ? ` signal ${row.signal}` : ''}`,
-          `stdout    ${row.stdoutPath ?? '-'}`,
-          `stderr    ${row.stderrPath === null ? '-' : row.stderrPath === row.stdoutPath ? `${row.stderrPath} (with stdout)` : row.stderrPath}`,
+          `exit      ${row.exitCode ?? '-'}${row.signal ? ` signal ${row.signal}` : ''}${isArray && row.exitCode !== null ? " (the highest of its tasks')" : ''}`,
+          ...(isArray
+            ? [
+                `output    each task its own: ${(row.spec as JobSpec).standard_output || 'slurm-%A_%a.out'} (see the tasks below)`,
+              ]
+            : [
+                `stdout    ${row.stdoutPath ?? '-'}`,
+                `stderr    ${row.stderrPath === null ? '-' : row.stderrPath === row.stdoutPath ? `${row.stderrPath} (with stdout)` : row.stderrPath}`,
+              ]),
           `seen      ${row.lastSeenAt ? `${time(row.lastSeenAt)}, answer ${row.lastSeenAgeSec ?? 0} s old${row.lastSeenStale ? ', stale' : ''}` : '-'}`,
           ...(row.errorMessage ? [`error     ${row.errorMessage}`] : []),
           ...(await attemptLines(h, row, attemptsOf)),
@@ -482,9 +493,9 @@ export function registerJobsCommand(program: Command): void {
             ]),
           ),
         ];
-        if (row.arrayTaskCount !== null) lines.push('', ...(await arrayLines(h, row)));
+        if (isArray) lines.push('', ...(await arrayLines(h, row)));
         if (accounting) {
-          const recordOwner = await arrayRecordOwner(h, row);
+          const recordOwner = task?.row ? `task ${task.taskId} (job ${task.row.jobId})` : null;
           lines.push(
             '',
             `accounting  ${recordOwner ? `${recordOwner}: ` : ''}${accounting.state}, exit ${accounting.exitCode ?? '-'}, elapsed ${formatDuration(accounting.elapsedSec)}, nodes ${accounting.nodes ?? '-'}, cpus ${accounting.cpus ?? '-'}`,
@@ -563,12 +574,23 @@ export function registerJobsCommand(program: Command): void {
     .argument('<request>', REQUEST_ARGUMENT)
     .option('--stderr', 'the stderr file instead of stdout')
     .option('--tail <lines>', 'lines from the end (default 100)', parseInteger)
-    .option('--task <index>', "an array job's task: its own file (slurm-%A_%a.out by default)", parseInteger)
+    .option(
+      '--task <index>',
+      "an array job's task: its own file (slurm-%A_%a.out by default); or name the task as 123_4",
+      parseInteger,
+    )
     .action(async (given: string, opts: { stderr?: boolean; tail?: number; task?: number }, cmd: Command) => {
       const flags = flagsOf(cmd);
       const history = await openCliHistory(flags.dataDir, { write: false });
       try {
-        const { row } = await findRequest(history.store, given);
+        // `123_4` names task 4 of array job 123: its output, as `--task 4` would.
+        const { row, task } = await findRequest(history.store, given, { allowTask: true });
+        if (task && opts.task !== undefined && opts.task !== task.taskId) {
+          throw new ConfigError(
+            `${given} names task ${task.taskId}, and --task ${opts.task} another: name the task once (${given}, or request ${row.id} with --task N)`,
+          );
+        }
+        const taskId = opts.task ?? task?.taskId ?? null;
         const tailLines = opts.tail ?? 100;
         if (tailLines < 1 || tailLines > MAX_TAIL_LINES) {
           throw new ConfigError(`--tail must be 1 to ${MAX_TAIL_LINES} lines`);
@@ -579,7 +601,7 @@ export function registerJobsCommand(program: Command): void {
           row,
           opts.stderr ? 'stderr' : 'stdout',
           { tailLines, maxBytes: OUTPUT_MAX_BYTES, protectedDirs: [resolve(flags.dataDir)] },
-          opts.task ?? null,
+          taskId,
         );
         if (output.kind === 'unavailable') throw new JobOutputUnavailableError(output.code, output.message);
         if (flags.json) {
@@ -701,36 +723,42 @@ export function registerJobsCommand(program: Command): void {
 }
 
 /** Failures `jobs show` lists; their count is in the counts line. */
-const FAILURES_SHOWN = 20;
+/** Task rows `jobs show` lists at most, failures first (the UI lists 200: a terminal, fewer). */
+const TASKS_SHOWN = 20;
 
 /** An array job's tasks, compactly: counts by state, then the failures. */
 async function arrayLines(h: History, row: JobRequestRow): Promise<string[]> {
   const tasks = await tasksOf(h, row.id);
-  const summary = summarizeArray(tasks, row.arrayTaskCount ?? tasks.length);
+  const total = row.arrayTaskCount ?? tasks.length;
+  const { counts } = summarizeArray(tasks, total);
   const failures = tasks.filter((task) => isTerminalRequest(task.state) && task.state !== 'completed');
+  const listed = tasksToList(tasks, TASKS_SHOWN);
+  // Where each task writes: as its records reported, else its spec's pattern with its fields.
+  const user = row.jobId === null ? null : ((await getAccountingJob(h, row.profile, row.jobId))?.user ?? null);
   const lines = [
-    `array     ${String((row.spec as { array?: unknown }).array)}: ${row.arrayTaskCount} tasks: ${formatCounts(summary.counts)}`,
+    `array     ${String((row.spec as { array?: unknown }).array)}: ${total} tasks: ${formatCounts(counts)}`,
+    `outcome   ${describeArrayOutcome(counts, total)}`,
     ...(row.arrayRetryOf ? [`retry of  ${row.arrayRetryOf}`] : []),
   ];
-  if (failures.length > 0) {
+  if (listed.length > 0) {
     lines.push(
       table(
-        ['TASK', 'JOB', 'STATE', 'EXIT', 'NODES', 'REASON'],
-        failures
-          .slice(0, FAILURES_SHOWN)
-          .map((task) => [
-            String(task.taskId),
-            String(task.jobId ?? '-'),
-            task.state,
-            String(task.exitCode ?? '-'),
-            task.nodes ?? '-',
-            task.reason ?? '-',
-          ]),
+        ['TASK', 'JOB', 'STATE', 'EXIT', 'OUTPUT'],
+        listed.map((task) => [
+          String(task.taskId),
+          String(task.jobId ?? '-'),
+          task.state,
+          String(task.exitCode ?? '-'),
+          taskOutputPaths(row, task, user).stdout ?? '-',
+        ]),
       ),
-      ...(failures.length > FAILURES_SHOWN ? [`… and ${failures.length - FAILURES_SHOWN} more`] : []),
-      `retry them: schedflow jobs retry-tasks ${row.id}`,
+      ...(tasks.length > listed.length
+        ? [`${listed.length} of ${tasks.length} tasks listed (those that did not complete first)`]
+        : []),
+      `a task's output: schedflow jobs output ${row.id} --task N${row.jobId !== null ? ` (or ${row.jobId}_N)` : ''}`,
     );
   }
+  if (failures.length > 0) lines.push(`retry them: schedflow jobs retry-tasks ${row.id}`);
   return lines;
 }
 

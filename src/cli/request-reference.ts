@@ -27,7 +27,7 @@ const SLURM_JOB_ID = /^(\d+)(?:_(\d+))?$/;
 
 /**
  * The one request `given` names. `allowTask`: whether the command acts on one task of an array
- * (`jobs show` does); the others act on the whole request, so `123_4` is refused there, naming
+ * (`jobs show` and `jobs output` do); the others act on the whole request, so `123_4` is refused there, naming
  * the request.
  */
 export async function findRequest(
@@ -73,7 +73,7 @@ async function arrayTask(
   if (arrays.length > 1) throw ambiguous(given, arrays);
   if (!options.allowTask) {
     throw new ConfigError(
-      `${given} is task ${taskId} of the array job of request ${only.id}; this command acts on the whole request: name it by ${only.id} (schedflow jobs show ${given} shows the task)`,
+      `${given} is task ${taskId} of the array job of request ${only.id}; this command acts on the whole request: name it by ${only.id} (schedflow jobs show ${given} shows the task, schedflow jobs output ${given} its output)`,
     );
   }
   const task = (await tasksOf(h, only.id)).find((t) => t.taskId === taskId);

@@ -1,6 +1,6 @@
 import { and, asc, eq, inArray, sql } from 'drizzle-orm';
 import type { History } from './history.js';
-import type { ArrayTaskRow, JobRequestRow, RequestState } from './schema.js';
+import type { ArrayTaskRow, RequestState } from './schema.js';
 
 /**
  * Queries of an array request's tasks: a row per task the scheduler has reported, made when it
@@ -66,27 +66,6 @@ export async function tasksOfRequests(h: History, requestIds: readonly string[])
     }
   }
   return byRequest;
-}
-
-/**
- * Whose record the accounting record under an array request's job id is, for the CLI and the
- * UI to say ("task 3 (job 1188)"): an array's job id is one task's own (the last to start), so
- * that record describes the task, not the array. Null for a request that is not an array.
- */
-export async function arrayRecordOwner(
-  h: History,
-  row: Pick<JobRequestRow, 'id' | 'jobId' | 'arrayTaskCount'>,
-): Promise<string | null> {
-  if (row.arrayTaskCount === null || row.jobId === null) return null;
-  const t = h.t.arrayTasks;
-  const task = await h.one(
-    h.db
-      .select({ taskId: t.taskId })
-      .from(t)
-      .where(and(eq(t.requestId, row.id), eq(t.jobId, row.jobId)))
-      .limit(1),
-  );
-  return task ? `task ${task.taskId} (job ${row.jobId})` : `job ${row.jobId} (one task)`;
 }
 
 export type ArrayTaskPatch = Partial<Omit<ArrayTaskRow, 'requestId' | 'taskId'>>;

@@ -150,3 +150,15 @@ export function describeArrayOutcome(counts: Partial<Record<RequestState, number
     .join(', ');
   return `${open} of ${total} tasks not ended yet${so ? `; ${so}` : ''}`;
 }
+
+/**
+ * The tasks a page or a terminal lists of an array, at most `max` (an array may have
+ * thousands): those that did not complete first, so a failure is never cut off by the cap,
+ * then the others, shown in task order. The UI's job page and `schedflow jobs show` list these.
+ */
+export function tasksToList<T extends Pick<TaskView, 'taskId' | 'state'>>(tasks: readonly T[], max: number): T[] {
+  const failed = (t: T) => isTerminalRequest(t.state) && t.state !== 'completed';
+  return [...tasks.filter(failed), ...tasks.filter((t) => !failed(t))]
+    .slice(0, max)
+    .sort((a, b) => a.taskId - b.taskId);
+}

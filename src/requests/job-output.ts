@@ -24,8 +24,8 @@ import { isTerminalRequest } from './request-state.js';
 export type OutputStream = 'stdout' | 'stderr';
 
 export interface JobOutputOptions {
-  /** Lines from the end. */
-  tailLines: number;
+  /** Lines from the end; absent: all that `maxBytes` holds (summaries bound their excerpt by bytes). */
+  tailLines?: number;
   /** Bytes read from the end at most, however large the file: a longer tail is cut to them. */
   maxBytes: number;
   /** Folders never read from (schedflow's data and configuration). */
@@ -50,6 +50,8 @@ export type JobOutput =
       truncated: boolean;
       /** stderr asked for, and the job sends it to its stdout file (the spec names none). */
       sameFile: boolean;
+      /** The bytes read looked binary (a NUL, or many control bytes): not text to quote. */
+      binary: boolean;
     }
   | {
       kind: 'unavailable';
@@ -284,7 +286,7 @@ export async function readJobOutput(
   const tail = readFileTail(path, {
     ownerUid: await jobUidOf(user),
     maxBytes: options.maxBytes,
-    maxLines: options.tailLines,
+    ...(options.tailLines !== undefined && { maxLines: options.tailLines }),
     notBeforeMs: subject.startedAt !== null ? subject.startedAt - CLOCK_SLACK_MS : null,
     protectedDirs: options.protectedDirs,
   });
@@ -306,6 +308,7 @@ export async function readJobOutput(
         modifiedAt: tail.mtimeMs,
         truncated: tail.truncated,
         sameFile: stream === 'stderr' && paths.stderr === paths.stdout,
+        binary: tail.binary,
       };
     }
     case 'missing':

@@ -1,5 +1,6 @@
 import type { AccountingJobRow, JobRequestRow, PipelineRunRow, RequestState } from '../db/schema.js';
 import type { Efficiency } from '../db/summary-data.js';
+import type { ArrayExcerpt } from './array-excerpt.js';
 import { efficiencyOf } from './efficiency.js';
 import { type OutputTail, outputTails } from './output-tail.js';
 import { type TriageInput, type TriageResult, triageJob } from './triage.js';
@@ -20,8 +21,18 @@ export interface JobFacts {
   rawState: string | null;
   /** Slurm's reason code (null for an array: its request's reason is schedflow's count of its tasks). */
   reason: string | null;
-  /** An array job's outcome by task ("array of 4 tasks: 1 of 4 tasks did not complete (…)"). */
+  /** An array job's outcome by task ("array of 4 tasks: 1 of 4 tasks failed, 3 completed"). */
   array: string | null;
+  /**
+   * An array job's tasks: their counts, schedflow's words for the failed ones, and the task the
+   * output excerpt (`outputs`) is from, since an array has no one output file. Null for a single job.
+   */
+  arrayTasks: {
+    counts: string;
+    /** `1 of 4 tasks did not complete (1: failed, exit 3)`: the request's reason. */
+    failures: string | null;
+    excerptFrom: ArrayExcerpt['task'];
+  } | null;
   exitCode: number | null;
   signal: number | null;
   jobId: number | null;
@@ -66,6 +77,12 @@ export interface JobFactsOptions {
    * output files must belong to it. Null or absent: not known, not checked.
    */
   jobUserUid?: number | null;
+  /**
+   * An array job's tasks and the excerpt of the task that explains its outcome
+   * (src/summaries/array-excerpt.ts). Absent for an array: no output is read (an array has no
+   * `slurm-<A>.out`) and its outcome is said from its reason only.
+   */
+  array?: ArrayExcerpt;
 }
 
 /** Slack for clocks and whole-second start times when telling this job's output file from an older one. */
@@ -107,8 +124,12 @@ export function jobFacts(
   const cpusPerTask = positiveNumber(spec.cpus_per_task);
   const specCpus = tasks !== null || cpusPerTask !== null ? (tasks ?? 1) * (cpusPerTask ?? 1) : null;
   const node = acct?.nodes?.split(',')[0] ?? null;
-  const outputs =
-    ran && row.jobId !== null && options.outputTailBytes > 0
+  const excerpt = isArray ? options.array : undefined;
+  const outputs = isArray
+    ? ran && options.outputTailBytes > 0
+      ? (excerpt?.outputs ?? [])
+      : []
+    : ran && row.jobId !== null && options.outputTailBytes > 0
       ? outputTails(
           spec,
           {
@@ -135,7 +156,13 @@ export function jobFacts(
     rawState: row.rawState,
     // An array's accounting record is one task's (the one holding the array's job id).
     reason: isArray ? null : (row.reason ?? acct?.reason ?? null),
-    array: isArray ? `array of ${row.arrayTaskCount} tasks${row.reason ? `: ${row.reason}` : ''}` : null,
+    array: !isArray
+      ? null
+      : excerpt
+        ? `array of ${excerpt.total} tasks: ${excerpt.outcome}`
+        : `array of ${row.arrayTaskCount} tasks${row.reason ? `: ${row.reason}` : ''}`,
+    arrayTasks:
+      isArray && excerpt ? { counts: excerpt.countsText, failures: row.reason, excerptFrom: excerpt.task } : null,
     exitCode: row.exitCode ?? acct?.exitCode ?? null,
     signal: row.signal ?? acct?.signal ?? null,
     jobId: row.jobId,

@@ -1,7 +1,14 @@
 import { runStartedBy } from '../views/run-start.js';
 import { describeEfficiency, formatSeconds } from './efficiency.js';
 import type { JobFacts, RunFacts } from './facts.js';
-import { describeOutcome, describeSuggestion, describeTriage, type JobFindings, type RunFindings } from './prompt.js';
+import {
+  describeExcerptTask,
+  describeOutcome,
+  describeSuggestion,
+  describeTriage,
+  type JobFindings,
+  type RunFindings,
+} from './prompt.js';
 import { explainReason } from './slurm-reasons.js';
 
 /**
@@ -31,6 +38,12 @@ export function jobTemplate(f: JobFacts, findings: JobFindings): string {
     lines.push(`CPU: ${e.cpu}.`, `Memory: ${e.memory}.`, `Time: ${e.time}.`);
   }
   if (findings.triage) lines.push(`Likely cause: ${describeTriage(findings.triage)}.`);
+  const from = f.arrayTasks?.excerptFrom;
+  if (from && f.ran) {
+    lines.push(
+      `Tasks: ${f.arrayTasks?.counts}. Output to read: ${describeExcerptTask(from)}: schedflow jobs output ${f.requestId} --task ${from.taskId}.`,
+    );
+  }
   if (findings.suggestion) {
     lines.push(
       `Suggested change: ${describeSuggestion(findings.suggestion)}${f.runId ? ' (a pipeline step: change it in the pipeline file).' : `; ${applyHint(f.requestId)}.`}`,

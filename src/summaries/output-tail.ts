@@ -23,7 +23,7 @@ export function expandOutputPattern(
 }
 
 /** Control characters other than newline and tab, and terminal escape sequences, which mean nothing in a prompt. */
-function printable(text: string): string {
+export function printable(text: string): string {
   return (
     text
       // biome-ignore lint/suspicious/noControlCharactersInRegex: removing terminal escapes is the point

@@ -95,6 +95,19 @@ export function describeOutcome(f: JobFacts): string {
   return parts.join(' ');
 }
 
+/** Which task of an array the output excerpt is from, and why that one: `task 1 (Slurm job 1003, failed, exit code 3), the first task that failed`. */
+export function describeExcerptTask(task: NonNullable<NonNullable<JobFacts['arrayTasks']>['excerptFrom']>): string {
+  const why =
+    task.why === 'first_failed'
+      ? 'the first task that failed'
+      : task.why === 'first_cancelled'
+        ? 'the first task cancelled (none failed otherwise)'
+        : 'the first task (none failed)';
+  return `task ${task.taskId} (${task.jobId !== null ? `Slurm job ${task.jobId}, ` : ''}${task.state}${
+    task.exitCode !== null ? `, exit code ${task.exitCode}` : ''
+  }), ${why}`;
+}
+
 function resources(f: JobFacts, q: Quote): string {
   const limit =
     f.timeLimitMin === null ? 'not known' : f.timeLimitMin === 'infinite' ? 'UNLIMITED' : `${f.timeLimitMin} min`;
@@ -128,6 +141,12 @@ export function jobFactLines(f: JobFacts, findings: JobFindings, detail: boolean
     `Memory: ${e.memory}`,
     `Time: ${e.time}`,
   ];
+  if (f.arrayTasks) {
+    // An array's accounting figures above are one task's (the one holding the array's job id).
+    lines.push(
+      `Array tasks: ${f.arrayTasks.counts}${f.arrayTasks.failures ? `; ${f.arrayTasks.failures}` : ''}; the resources and efficiency above are one task's record`,
+    );
+  }
   if (!f.hasAccounting && f.ran) lines.push('Accounting: no accounting record was available');
   if (f.errorMessage && f.state === 'submit_failed') lines.push(`Refusal: ${q(f.errorMessage)}`);
   if (findings.triage) lines.push(`Triage: ${describeTriage(findings.triage, q)}`);
@@ -142,6 +161,8 @@ export function jobFactLines(f: JobFacts, findings: JobFindings, detail: boolean
   if (f.script) {
     lines.push(`Script (first ${f.script.shownLines} of ${f.script.totalLines} lines):`, q(f.script.head));
   }
+  const from = f.arrayTasks?.excerptFrom;
+  if (from && f.outputs.length > 0) lines.push(`Output excerpt from ${describeExcerptTask(from)}:`);
   for (const o of f.outputs) {
     if (o.text === null) {
       lines.push(`Output ${o.label} ${q(o.path)}: ${o.note ?? 'not available'}`);
@@ -238,7 +259,7 @@ export function runFactLines(facts: RunFacts, findings: RunFindings, detail: boo
     for (const { facts: f } of findings.steps.filter((s) => s.findings.triage && s.facts.ran)) {
       for (const o of f.outputs.filter((o) => o.text?.trim())) {
         lines.push(
-          `Output of step ${wordOrQuoted(f.step ?? '', q)} (${o.label}, last ${Buffer.byteLength(o.text ?? '')} bytes):`,
+          `Output of step ${wordOrQuoted(f.step ?? '', q)}${f.arrayTasks?.excerptFrom ? `, ${describeExcerptTask(f.arrayTasks.excerptFrom)}` : ''} (${o.label}, last ${Buffer.byteLength(o.text ?? '')} bytes):`,
           q((o.text ?? '').replace(/\n+$/, '')),
         );
       }

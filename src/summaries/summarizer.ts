@@ -24,6 +24,7 @@ import type { RunPlan } from '../pipelines/run-plan.js';
 import { latestAttempts } from '../pipelines/step-dependencies.js';
 import { isTerminalState, type SchedJob } from '../sched/job-model.js';
 import { isoOrNull } from '../views/views.js';
+import { arrayExcerpt } from './array-excerpt.js';
 import { type JobFacts, jobEfficiency, jobFacts, jobTriage, type RunFacts } from './facts.js';
 import { jobTemplate, runTemplate } from './fallback-summary.js';
 import type { Semaphore } from './limiter.js';
@@ -301,14 +302,29 @@ export class Summarizer {
     });
   }
 
-  private async prepareJob(request: JobRequestRow, fetch: boolean): Promise<Prepared> {
+  /**
+   * A request's facts with its output: an array's from the task that explains its outcome (it
+   * has no one output file), read as `schedflow jobs output --task N` reads it.
+   */
+  private async factsOf(request: JobRequestRow, accounting: AccountingJobRow | undefined): Promise<JobFacts> {
     const { store, settings } = this.deps;
-    const accounting = await this.accounting(request, fetch);
-    const facts = jobFacts(request, accounting, {
+    const protectedDirs = this.deps.protectedDirs ?? [];
+    const array =
+      request.arrayTaskCount === null
+        ? undefined
+        : await arrayExcerpt(store, request, { outputTailBytes: settings.outputTailBytes, protectedDirs });
+    return jobFacts(request, accounting, {
       ...settings,
-      protectedDirs: this.deps.protectedDirs,
+      protectedDirs,
       jobUserUid: await jobUidOf(accounting?.user),
+      ...(array && { array }),
     });
+  }
+
+  private async prepareJob(request: JobRequestRow, fetch: boolean): Promise<Prepared> {
+    const { store } = this.deps;
+    const accounting = await this.accounting(request, fetch);
+    const facts = await this.factsOf(request, accounting);
     const known =
       request.state === 'submit_failed' ? await partitionsUsed(store, request.profile, facts.account) : undefined;
     const { triage, suggestion } = jobTriage(facts, known);
@@ -330,7 +346,7 @@ export class Summarizer {
   }
 
   private async prepareRun(run: PipelineRunRow, fetch: boolean): Promise<Prepared> {
-    const { store, settings } = this.deps;
+    const { store } = this.deps;
     const plan = run.definition as RunPlan;
     const rows = await stepRequests(store, run.id);
     const latest = latestAttempts(rows);
@@ -340,11 +356,7 @@ export class Summarizer {
       const request = latest.get(step);
       if (!request) continue;
       const accounting = await this.accounting(request, fetch);
-      const facts = jobFacts(request, accounting, {
-        ...settings,
-        protectedDirs: this.deps.protectedDirs,
-        jobUserUid: await jobUidOf(accounting?.user),
-      });
+      const facts = await this.factsOf(request, accounting);
       const { triage, suggestion } = jobTriage(facts);
       steps.push({
         facts,

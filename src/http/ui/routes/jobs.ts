@@ -8,7 +8,7 @@ import { type ArrayTaskRow, type JobRequestRow, REQUEST_STATES, type RequestStat
 import { summaryOfRequest } from '../../../db/summaries.js';
 import { NoTasksToRetryError, SubmissionRefusedError } from '../../../errors.js';
 import { jobUidOf } from '../../../lib/host-users.js';
-import { describeArrayOutcome, formatCounts, summarizeArray } from '../../../requests/array-state.js';
+import { describeArrayOutcome, formatCounts, summarizeArray, tasksToList } from '../../../requests/array-state.js';
 import { attemptsOf } from '../../../requests/attempts.js';
 import { cancelRequest } from '../../../requests/canceller.js';
 import { taskOutputPaths } from '../../../requests/job-output.js';
@@ -455,10 +455,7 @@ const TASKS_LISTED = 200;
 function arrayTasksPanel(row: JobRequestRow, tasks: readonly ArrayTaskRow[], taskId: number | null): Html {
   const total = row.arrayTaskCount ?? tasks.length;
   const { counts } = summarizeArray(tasks, total);
-  const failed = (t: ArrayTaskRow) => isTerminalRequest(t.state) && t.state !== 'completed';
-  const listed = [...tasks.filter(failed), ...tasks.filter((t) => !failed(t))]
-    .slice(0, TASKS_LISTED)
-    .sort((a, b) => a.taskId - b.taskId);
+  const listed = tasksToList(tasks, TASKS_LISTED);
   const taskHref = (id: number) => `${jobHref(row.id)}?task=${id}#output`;
   return html`<h2>Array tasks</h2><div class="panel"><p><strong>${describeArrayOutcome(counts, total)}</strong></p><p>${String(
     (row.spec as { array?: unknown }).array ?? '',
