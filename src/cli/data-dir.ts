@@ -14,7 +14,7 @@ import { cliInvocation } from './invocation.js';
  * daemon's found no history in their own `./data` and made one: a token printed there was
  * refused by the daemon (401). Now a command makes no history where it was not asked to: where
  * there is none, it refuses and says where the running daemon's is. The one exception is
- * `tokens` on a data dir named outright (`--data-dir`, SCHEDFLOW_DATA_DIR) while no daemon runs:
+ * `tokens` on a data dir named by `--data-dir` (or by SCHEDFLOW_DATA_DIR while no daemon runs):
  * tokens made before a first start (provisioning), in the history that start will use.
  */
 
@@ -68,8 +68,10 @@ export function refuseWithoutHistory(
   // Said first: a data dir others can read is refused whatever it holds (src/lib/owner-only.ts).
   if (existsSync(chosen.dir)) refuseSharedAccess(chosen.dir, statSync(chosen.dir), 'data dir');
   if (hasHistory(chosen.dir, env)) return;
-  const named = chosen.from === 'flag' || chosen.from === 'env';
-  if (options.mayMake && named && running().length === 0) return;
+  // `--data-dir` on the command line is this command's own choice (provisioning a deployment
+  // beside one that runs, say); SCHEDFLOW_DATA_DIR may be a shell's stale setting, so it makes a
+  // history only while no daemon runs to have meant instead.
+  if (options.mayMake && (chosen.from === 'flag' || (chosen.from === 'env' && running().length === 0))) return;
   const how =
     chosen.from === 'flag' ? '--data-dir' : chosen.from === 'env' ? 'SCHEDFLOW_DATA_DIR' : 'the default, ./data';
   const head = `no schedflow history in ${chosen.dir} (${how}): no daemon has run with that data dir, and nothing was made there`;

@@ -57,6 +57,16 @@ describe('the data dir of a command with no --data-dir', () => {
     expect(astray.stderr).toContain(`no schedflow history in ${join(elsewhere, 'data')} (SCHEDFLOW_DATA_DIR)`);
     expect(astray.stderr).toContain(`keeps its history in ${t.dataDir}: run this again with --data-dir ${t.dataDir}`);
     expect(readdirSync(elsewhere)).toEqual([]);
+    // Named by --data-dir, the command's own choice: a token for a second deployment, made
+    // before its first start while this one runs.
+    const second = join(t.root, 'second');
+    mkdirSync(second, { mode: 0o700 });
+    const provisioned = await runCli(['tokens', 'create', '--name', 'x', '--scopes', 'read', '--data-dir', second], {
+      env,
+      cwd: elsewhere,
+    });
+    expect(provisioned.code, provisioned.stderr).toBe(0);
+    expect(existsSync(join(second, 'history.sqlite'))).toBe(true);
 
     // Stopped cleanly, it is no longer registered: the command refuses rather than guess.
     await daemon.stop('SIGTERM');
