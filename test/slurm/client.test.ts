@@ -6,12 +6,8 @@ import { createLogger } from '../../src/logger.js';
 import { SchedClient } from '../../src/sched/client.js';
 import type { JobSpecInput } from '../../src/sched/job-spec.js';
 import { jobSpecSchema } from '../../src/sched/job-spec.js';
-import {
-  AuthenticationError,
-  CancelFailedError,
-  JobNotFoundError,
-  SlurmRefusedError,
-} from '../../src/sched/sched-errors.js';
+import { ProfileCheckError } from '../../src/sched/profile-check.js';
+import { CancelFailedError, JobNotFoundError, SlurmRefusedError } from '../../src/sched/sched-errors.js';
 import { SUPPORTED_VERSIONS } from '../../src/sched/versions.js';
 import { waitFor } from '../helpers/http.js';
 import { jobWorkDir, realSlurm, script, slurmrestdProfile } from './cluster.js';
@@ -48,8 +44,10 @@ describe('plain slurmrestd connection', () => {
   it('says a refused token is a credential problem', async () => {
     const { profile } = slurmrestdProfile(join(dir, 'bad'), { jwt: 'not-a-jwt' });
     const error = await SchedClient.connect(profile, { logger }).catch((e: unknown) => e);
-    expect(error).toBeInstanceOf(AuthenticationError);
-    expect((error as Error).message).toMatch(/credential.*511.*Protocol authentication error/);
+    // Said as the profile check says it: which token, Slurm's words, and the fix.
+    expect(error).toBeInstanceOf(ProfileCheckError);
+    expect((error as ProfileCheckError).kind).toBe('credentials');
+    expect((error as Error).message).toMatch(/refused the token.*511: Protocol authentication error.*put a valid/);
   });
 });
 
