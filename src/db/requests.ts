@@ -467,6 +467,23 @@ export async function trackedRequests(h: History, profile: string): Promise<Trac
 }
 
 /**
+ * Whether the profile has a request whose job is in the controller (submitted, pending or
+ * running): one that can end and free a slot of a submit limit. The history knows a job the
+ * moment it is submitted; a controller listing may be an answer the proxy kept from before.
+ */
+export async function hasActiveJob(h: History, profile: string): Promise<boolean> {
+  const t = h.t.jobRequests;
+  const rows = await h.all(
+    h.db
+      .select({ id: t.id })
+      .from(t)
+      .where(and(eq(t.profile, profile), inArray(t.state, ['submitted', 'pending', 'running']), isNotNull(t.jobId)))
+      .limit(1),
+  );
+  return rows.length > 0;
+}
+
+/**
  * Submissions of the profile whose answer is not recorded yet, by job name: the earliest
  * attempt's start (ms). The job such an attempt makes exists before its id is recorded.
  */

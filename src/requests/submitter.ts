@@ -1,5 +1,5 @@
 import type { History } from '../db/history.js';
-import { getRequest, patchRequest, requestByJobId, submitLimitQueueAhead } from '../db/requests.js';
+import { getRequest, hasActiveJob, patchRequest, requestByJobId, submitLimitQueueAhead } from '../db/requests.js';
 import type { JobRequestRow } from '../db/schema.js';
 import { inSharedCommit } from '../db/shared-commit.js';
 import { InvalidJobSpecError, SchedflowError } from '../errors.js';
@@ -225,7 +225,7 @@ export async function submitRequest(
     return 'submitted';
   } catch (error) {
     if (error instanceof NotSubmittedError) return 'skipped';
-    if (error instanceof SubmitLimitError && !(await neverFreesUp(client, deps.signal))) {
+    if (error instanceof SubmitLimitError && !(await neverFreesUp(store, row.profile, client, deps.signal))) {
       // Nothing was made: Slurm turned the job away before creating it. One already `waiting`
       // (tried again from there) only takes the patch: a transition that does not move writes
       // its patch alone, and reads and writes in one transaction, so no move can come between.
@@ -299,9 +299,17 @@ function outputPathsAtSubmit(
  * Slurm answers 2050 for a submit limit (MaxSubmitJobs, GrpSubmitJobs), which frees up as jobs
  * end, and for limits on the job itself (MaxWall, MaxTRESPerJob under DenyOnLimit), which never
  * do; its message is the same. With no active job of the profile's user or account in the
- * controller, nothing can end to make room: waiting would be forever.
+ * controller, nothing can end to make room: waiting would be forever. The history is asked
+ * first: the controller's listing may be one the proxy kept from before the jobs just submitted
+ * (the profile check at start reads it), which said "none" of a job the history knew running.
  */
-async function neverFreesUp(client: SchedClient, signal?: AbortSignal): Promise<boolean> {
+async function neverFreesUp(
+  store: History,
+  profile: string,
+  client: SchedClient,
+  signal?: AbortSignal,
+): Promise<boolean> {
+  if (await hasActiveJob(store, profile)) return false;
   const { auth, account } = client.profile;
   const user = auth.type === 'header-pair' ? auth.user : undefined;
   if (!user && !account) return false;

@@ -48,6 +48,21 @@ describe('a submit limit', () => {
     // loaded machine (the PostgreSQL tier in CI). No bound on time is asserted here.
   }, 120_000);
 
+  it('fails a request no ending job can make room for at once, saying to change the job', async () => {
+    // MaxSubmitJobs 0 stands for a limit on the job itself (MaxWall, MaxTRESPerJob): the same 2050.
+    const sim = await env.sim({ users: { alice: { uid: 1003, defaultAccount: 'lab', maxSubmitJobs: 0 } } });
+    const td = await env.daemon(sim.url, { submitLimitRecheckMs: 300 });
+    const spec = jobSpecSchema.parse({
+      name: 'never',
+      script: '#!/bin/sh\ntrue\n',
+      current_working_directory: sim.workDir,
+    });
+    const id = await td.daemon.submit({ spec, origin: 'api' });
+    const row = await td.waitForState(id, 'submit_failed');
+    expect(row.errorMessage).toMatch(/error 2050.*no active job whose end would make room.*change the job/);
+    expect(await td.states(id)).not.toContain('waiting');
+  });
+
   it('lets a waiting request be cancelled: it is withdrawn, never submitted', async () => {
     const sim = await env.sim({ users: { alice: { uid: 1003, defaultAccount: 'lab', maxSubmitJobs: 1 } } });
     const td = await env.daemon(sim.url, { submitLimitRecheckMs: 300 });
