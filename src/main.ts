@@ -159,7 +159,15 @@ async function compose(config: DaemonConfig, logger: Logger, lifecycle: Lifecycl
     }
     const sim = await startEmbeddedSimulator(config, logger);
     // It ends the jobs it runs (SIGTERM, then SIGKILL after its KillWait).
-    lifecycle.add('simulator', () => sim.server.stop(), { timeoutMs: 10_000 });
+    lifecycle.add(
+      'simulator',
+      async () => {
+        await sim.server.stop();
+        // Its job user owns no more jobs of this process (a test process starts daemons in turn).
+        setUnmappedJobUid(null);
+      },
+      { timeoutMs: 10_000 },
+    );
     simUrl = sim.url;
     simJobUser = sim.server.jobUser?.name ?? null;
     setUnmappedJobUid(sim.server.jobUser?.uid ?? null);

@@ -32,14 +32,14 @@ export function passwdIds(answer: string): { uid: number; gid: number } | null {
 
 const found = new Map<string, number>();
 const misses = new Map<string, number>();
-const pending = new Map<string, Promise<number | null>>();
+const pending = new Map<string, Promise<number | null | undefined>>();
 
-function getentUid(name: string): Promise<number | null> {
+/** A uid; null: no such user (exit 2); undefined: not told (a timeout, no getent), not kept. */
+function getentUid(name: string): Promise<number | null | undefined> {
   return new Promise((resolve) => {
     // No shell, and the name checked above, so it cannot be read as an option.
     execFile('getent', ['passwd', name], { timeout: LOOKUP_TIMEOUT_MS }, (error, stdout) => {
-      // Exit 2 is "no such user"; a missing getent or a timeout leaves the owner unknown too.
-      if (error) return resolve(null);
+      if (error) return resolve(error.code === 2 ? null : undefined);
       resolve(passwdIds(stdout)?.uid ?? null);
     });
   });
@@ -63,6 +63,9 @@ export async function hostUidOf(name: string | null | undefined): Promise<number
     pending.set(name, lookup);
   }
   const uid = await lookup;
+  // A lookup that timed out (a loaded host, a slow directory) is asked again next time: kept
+  // as a miss, it said "no such user" for five minutes of a user that has one.
+  if (uid === undefined) return null;
   if (uid === null) misses.set(name, Date.now());
   else {
     misses.delete(name);
