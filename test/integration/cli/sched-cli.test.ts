@@ -140,7 +140,9 @@ describe('schedflow sched: connection and versions', () => {
   });
 });
 
-describe('schedflow sched: submitting, reading and cancelling jobs', () => {
+// Several commands each, every one a process that connects (the profile check's authenticated
+// request included) and waits out the proxy's cache: 3 to 9 s alone, past 30 s in a loaded suite.
+describe('schedflow sched: submitting, reading and cancelling jobs', { timeout: 90_000 }, () => {
   it('submit runs a YAML job; job --json shows the request marker; history lists it COMPLETED with exit 0', async () => {
     const outFile = join(dir, 'hello.out');
     const jobFile = writeJobFile(
