@@ -177,7 +177,7 @@ function taskIdsByRequest(plan: ArrayPlan): Map<string, Set<number>> {
 }
 
 /** A task's row as it is made: pending, nothing known of it yet. */
-function newTask(requestId: string, taskId: number): ArrayTaskRow {
+export function newTask(requestId: string, taskId: number): ArrayTaskRow {
   return {
     requestId,
     taskId,

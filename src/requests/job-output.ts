@@ -9,6 +9,7 @@ import { readFileTail } from '../lib/file-tail.js';
 import { jobUidOf } from '../lib/host-users.js';
 import { ArraySyntaxError, namesIndex, parseArrayExpression } from '../sched/job-array.js';
 import { type OutputSpec, outputPathsOf } from '../sched/output-paths.js';
+import { newTask } from './array-poll.js';
 import { isTerminalRequest } from './request-state.js';
 
 /**
@@ -206,7 +207,7 @@ export async function jobOutputOf(
     if (!isTaskOf(row, taskId)) {
       throw new OutputTaskError(`job request ${row.id} has no task ${taskId}: its tasks are ${expression}`);
     }
-    task = pendingTask(row.id, taskId);
+    task = newTask(row.id, taskId);
   }
   const jobId = task.jobId ?? row.jobId;
   const accounting = jobId === null ? undefined : await getAccountingJob(h, row.profile, jobId);
@@ -222,24 +223,6 @@ function isTaskOf(row: JobRequestRow, taskId: number): boolean {
     if (error instanceof ArraySyntaxError) return false;
     throw error;
   }
-}
-
-function pendingTask(requestId: string, taskId: number): ArrayTaskRow {
-  return {
-    requestId,
-    taskId,
-    jobId: null,
-    state: 'pending',
-    reason: null,
-    exitCode: null,
-    signal: null,
-    startedAt: null,
-    endedAt: null,
-    nodes: null,
-    missingSince: null,
-    stdoutPath: null,
-    stderrPath: null,
-  };
 }
 
 export async function readJobOutput(
