@@ -20,6 +20,7 @@ import { Lifecycle, StopRequestedError } from './lifecycle.js';
 import type { Logger } from './logger.js';
 import { loadWebhookSecret } from './notify/webhook-secret.js';
 import { parseWebhookAllowList, WebhookTargets } from './notify/webhook-target.js';
+import { CancelsInFlight } from './pipelines/cancels-in-flight.js';
 import { PipelineRegistry } from './pipelines/pipeline-registry.js';
 import type { RunEngineDeps } from './pipelines/run-engine.js';
 import type { QueueName } from './queue/catalog.js';
@@ -237,6 +238,7 @@ async function compose(config: DaemonConfig, logger: Logger, lifecycle: Lifecycl
       return null;
     },
     partitionLimits: (profile, partition) => partitionLimits.limitsOf(profile, partition),
+    inFlight: new CancelsInFlight(),
   };
   // One policy for the API's door, pipeline files and the sender's connections (the list was
   // checked when the config was loaded).

@@ -1,4 +1,19 @@
-import { and, asc, count, desc, eq, gt, inArray, isNotNull, lt, or, type SQL, sql } from 'drizzle-orm';
+import {
+  and,
+  asc,
+  count,
+  desc,
+  eq,
+  getTableColumns,
+  gt,
+  gte,
+  inArray,
+  isNotNull,
+  lt,
+  or,
+  type SQL,
+  sql,
+} from 'drizzle-orm';
 import { nextTurn } from '../lib/turns.js';
 import { driverValue } from './column-values.js';
 import type { History } from './history.js';
@@ -583,4 +598,105 @@ export function listRequests(h: History, filter: ListFilter = {}): Promise<JobRe
       .orderBy(desc(t.createdAt))
       .limit(filter.limit ?? 50),
   );
+}
+
+export interface JobsFilter {
+  states?: RequestState[];
+  profile?: string;
+  pipeline?: string;
+  runId?: string;
+  createdSince?: number;
+  createdUntil?: number;
+  /** The sort key of the last row of the page before: created_at, id. */
+  after?: readonly [number, string];
+  limit: number;
+}
+
+/** A request as lists show it: every column but its spec (up to a megabyte of JSON to parse). */
+export type JobListRow = Omit<JobRequestRow, 'spec'>;
+
+/**
+ * The API's and the UI's page of requests: newest first, with the id as a unique tie-breaker, so
+ * rows created in the same millisecond are neither skipped nor repeated across pages. It takes
+ * one row more than `limit`, to know whether there is a next page.
+ */
+export function jobsPage(h: History, filter: JobsFilter): Promise<JobListRow[]> {
+  const { jobRequests, pipelineRuns } = h.t;
+  const { spec: _spec, ...listColumns } = getTableColumns(jobRequests);
+  // Prepared once per shape of filter (which filters are given, how many states), the values
+  // bound: building and preparing the query on each call was most of a page's cost (issue 14).
+  const values: Record<string, unknown> = { limit: filter.limit + 1 };
+  const bind = (name: string, value: unknown) => {
+    values[name] = value;
+    return sql.placeholder(name);
+  };
+  const where: SQL[] = [];
+  const shape: string[] = [];
+  // Each state once: the shapes, and so the statements kept, stay as few as the states.
+  const states = [...new Set(filter.states)];
+  if (states.length) {
+    where.push(
+      inArray(
+        jobRequests.state,
+        states.map((state, i) => bind(`state${i}`, state)),
+      ),
+    );
+    shape.push(`states${states.length}`);
+  }
+  if (filter.profile) {
+    where.push(eq(jobRequests.profile, bind('profile', filter.profile)));
+    shape.push('profile');
+  }
+  if (filter.runId) {
+    where.push(eq(jobRequests.runId, bind('runId', filter.runId)));
+    shape.push('runId');
+  }
+  if (filter.pipeline) {
+    const pipeline = bind('pipeline', filter.pipeline);
+    where.push(
+      inArray(
+        jobRequests.runId,
+        h.db.select({ id: pipelineRuns.id }).from(pipelineRuns).where(eq(pipelineRuns.pipeline, pipeline)),
+      ),
+    );
+    shape.push('pipeline');
+  }
+  if (filter.createdSince !== undefined) {
+    where.push(gte(jobRequests.createdAt, bind('createdSince', filter.createdSince)));
+    shape.push('since');
+  }
+  if (filter.createdUntil !== undefined) {
+    where.push(lt(jobRequests.createdAt, bind('createdUntil', filter.createdUntil)));
+    shape.push('until');
+  }
+  if (filter.after) {
+    where.push(
+      sql`(${jobRequests.createdAt}, ${jobRequests.id}) < (${bind('afterAt', filter.after[0])}, ${bind('afterId', filter.after[1])})`,
+    );
+    shape.push('after');
+  }
+  return h.prepared(
+    `jobsPage:${shape.join(',')}`,
+    () =>
+      h.db
+        .select(listColumns)
+        .from(jobRequests)
+        .where(where.length ? and(...where) : undefined)
+        .orderBy(desc(jobRequests.createdAt), desc(jobRequests.id))
+        .limit(sql.placeholder('limit')),
+    values,
+  );
+}
+
+/** Requests per state, for /metrics. */
+export async function requestCountsByState(h: History): Promise<{ state: RequestState; count: number }[]> {
+  const { jobRequests } = h.t;
+  const rows = await h.all(
+    h.db
+      .select({ state: jobRequests.state, count: sql<number>`count(*)` })
+      .from(jobRequests)
+      .groupBy(jobRequests.state),
+  );
+  // PostgreSQL's count is a bigint, which pg hands over as text.
+  return rows.map((row) => ({ state: row.state, count: Number(row.count) }));
 }

@@ -1,7 +1,7 @@
 import cronstrue from 'cronstrue';
 import { eq } from 'drizzle-orm';
 import type { FastifyInstance } from 'fastify';
-import { getRun, stepRequests } from '../../../db/runs.js';
+import { getRun, runsPage, stepRequests } from '../../../db/runs.js';
 import { type PipelineRunRow, RUN_STATES, type RunState } from '../../../db/schema.js';
 import { summaryOfRun } from '../../../db/summaries.js';
 import { ConfigError, SubmissionRefusedError } from '../../../errors.js';
@@ -9,7 +9,6 @@ import type { PipelineSummary } from '../../../pipelines/pipeline-service.js';
 import type { RunPlan } from '../../../pipelines/run-plan.js';
 import { runStartedBy } from '../../../views/run-start.js';
 import { runView } from '../../../views/views.js';
-import { runsPage } from '../../queries.js';
 import { field, queryField, sendPage, sessionOf, type UiContext } from '../context.js';
 import { type DagNode, dagSvg } from '../dag.js';
 import { duration, type Html, html, stateBadge, time } from '../html.js';
