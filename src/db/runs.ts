@@ -213,6 +213,17 @@ export async function hasRunningRun(h: History, pipeline: string): Promise<boole
   return row !== undefined;
 }
 
+/** Every run not over (queued or running), of every pipeline. */
+export function unfinishedRuns(h: History): Promise<PipelineRunRow[]> {
+  const t = h.t.pipelineRuns;
+  return h.all(
+    h.db
+      .select()
+      .from(t)
+      .where(inArray(t.state, ['queued', 'running'])),
+  );
+}
+
 /**
  * The pipeline's runs that are not over (queued or running). With `lock`, in a transaction,
  * locked until it ends (on PostgreSQL): for a decision that depends on them.
