@@ -10,6 +10,7 @@ import {
   inArray,
   isNotNull,
   lt,
+  lte,
   or,
   type SQL,
   sql,
@@ -699,4 +700,56 @@ export async function requestCountsByState(h: History): Promise<{ state: Request
   );
   // PostgreSQL's count is a bigint, which pg hands over as text.
   return rows.map((row) => ({ state: row.state, count: Number(row.count) }));
+}
+
+/** The id of the newest transition of any request (0 when there is none). */
+export async function lastTransitionId(h: History): Promise<number> {
+  const t = h.t.jobTransitions;
+  const last = await h.one(h.db.select({ id: sql<number | string>`coalesce(max(${t.id}), 0)` }).from(t));
+  // PostgreSQL's max of a bigint comes as text.
+  return Number(last?.id ?? 0);
+}
+
+/** Ids of the transitions with ids in (after, upTo]. */
+export async function transitionIdsIn(h: History, after: number, upTo: number): Promise<number[]> {
+  const t = h.t.jobTransitions;
+  const rows = await h.all(
+    h.db
+      .select({ id: t.id })
+      .from(t)
+      .where(and(gt(t.id, after), lte(t.id, upTo))),
+  );
+  return rows.map((r) => r.id);
+}
+
+/** The transitions after id `after`, oldest first, a thousand at most: the UI's live feed. */
+export function transitionsAfter(
+  h: History,
+  after: number,
+): Promise<{ id: number; requestId: string; state: RequestState }[]> {
+  const t = h.t.jobTransitions;
+  return h.prepared(
+    'liveChanges.transitions',
+    () =>
+      h.db
+        .select({ id: t.id, requestId: t.requestId, state: t.toState })
+        .from(t)
+        .where(gt(t.id, sql.placeholder('after')))
+        .orderBy(asc(t.id))
+        .limit(1000),
+    { after },
+  );
+}
+
+/** The run of each of these requests (null for one not of a run). */
+export async function runIdsOf(h: History, requestIds: readonly string[]): Promise<Map<string, string | null>> {
+  const t = h.t.jobRequests;
+  if (requestIds.length === 0) return new Map();
+  const rows = await h.all(
+    h.db
+      .select({ id: t.id, runId: t.runId })
+      .from(t)
+      .where(inArray(t.id, [...requestIds])),
+  );
+  return new Map(rows.map((r) => [r.id, r.runId]));
 }

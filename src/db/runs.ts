@@ -1,4 +1,4 @@
-import { and, asc, desc, eq, inArray, isNull, lt, type SQL, sql } from 'drizzle-orm';
+import { and, asc, desc, eq, gte, inArray, isNull, lt, type SQL, sql } from 'drizzle-orm';
 import type { History } from './history.js';
 import type { JobRequestRow, PipelineRunRow, RunState, RunTransitionRow } from './schema.js';
 
@@ -270,4 +270,18 @@ export async function insertRunTransition(h: History, record: RunTransitionRecor
 export function runTransitionsOf(h: History, runId: string): Promise<RunTransitionRow[]> {
   const t = h.t.runTransitions;
   return h.all(h.db.select().from(t).where(eq(t.runId, runId)).orderBy(asc(t.at), asc(t.id)));
+}
+
+/** The state of each run changed at or after `since` (ms): the UI's live feed. */
+export function runStatesSince(h: History, since: number): Promise<{ id: string; state: RunState }[]> {
+  const t = h.t.pipelineRuns;
+  return h.prepared(
+    'liveChanges.runs',
+    () =>
+      h.db
+        .select({ id: t.id, state: t.state })
+        .from(t)
+        .where(gte(t.updatedAt, sql.placeholder('since'))),
+    { since },
+  );
 }
