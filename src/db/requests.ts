@@ -753,3 +753,43 @@ export async function runIdsOf(h: History, requestIds: readonly string[]): Promi
   );
   return new Map(rows.map((r) => [r.id, r.runId]));
 }
+
+/** Requests whose next attempt (a retry policy's) is due by `now`, soonest first. */
+export function dueAttempts(h: History, now: number, limit: number): Promise<JobRequestRow[]> {
+  const t = h.t.jobRequests;
+  return h.all(
+    h.db
+      .select()
+      .from(t)
+      .where(and(isNotNull(t.retryDueAt), lte(t.retryDueAt, now)))
+      .orderBy(asc(t.retryDueAt))
+      .limit(limit),
+  );
+}
+
+/**
+ * When the request's next attempt is due (null: none is), its row locked until the transaction
+ * ends; undefined when there is no such request. Its due time alone: not the spec, which may be large.
+ */
+export async function retryDueAtLocked(h: History, id: string): Promise<number | null | undefined> {
+  const t = h.t.jobRequests;
+  const row = await h.one(h.forUpdate(h.db.select({ retryDueAt: t.retryDueAt }).from(t).where(eq(t.id, id))));
+  return row?.retryDueAt;
+}
+
+/** The attempts after the first of a request (those linked to `firstAttemptId`), in order. */
+export function laterAttempts(h: History, firstAttemptId: string): Promise<JobRequestRow[]> {
+  const t = h.t.jobRequests;
+  return h.all(h.db.select().from(t).where(eq(t.firstAttemptId, firstAttemptId)).orderBy(asc(t.attempt)));
+}
+
+/** A request's state and since when its job is missing, locked until the transaction ends. */
+export function missingFactsLocked(
+  h: History,
+  id: string,
+): Promise<Pick<JobRequestRow, 'state' | 'missingSince'> | undefined> {
+  const t = h.t.jobRequests;
+  return h.one(
+    h.forUpdate(h.db.select({ state: t.state, missingSince: t.missingSince }).from(t).where(eq(t.id, id)).limit(1)),
+  );
+}
