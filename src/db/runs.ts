@@ -141,7 +141,7 @@ export async function lockedRun(h: History, runId: string): Promise<PipelineRunR
   const t = h.t.pipelineRuns;
   // Prepared: read for every active run at every pipeline tick.
   const rows = await h.prepared(
-    'runEngine.lockedRun',
+    'runs.lockedRun',
     () =>
       h.forUpdate(
         h.db
