@@ -15,39 +15,34 @@ export interface RunFilter {
   limit?: number;
 }
 
-export function listRuns(h: History, filter: RunFilter = {}): Promise<PipelineRunRow[]> {
-  const t = h.t.pipelineRuns;
-  const where: SQL[] = [];
-  if (filter.pipeline) where.push(eq(t.pipeline, filter.pipeline));
-  if (filter.state?.length) where.push(inArray(t.state, filter.state));
-  if (filter.before) where.push(lt(t.createdAt, filter.before));
-  return h.all(
-    h.db
-      .select()
-      .from(t)
-      .where(where.length ? and(...where) : undefined)
-      .orderBy(desc(t.createdAt))
-      .limit(filter.limit ?? 50),
-  );
+/** Runs, newest first (the CLI's list): the page query's rows, at most `limit` (50 unless given). */
+export async function listRuns(h: History, filter: RunFilter = {}): Promise<PipelineRunRow[]> {
+  const limit = filter.limit ?? 50;
+  const rows = await runsPage(h, { pipeline: filter.pipeline, states: filter.state, before: filter.before, limit });
+  return rows.slice(0, limit);
 }
 
 export interface RunsFilter {
   pipeline?: string;
   states?: RunState[];
+  /** Runs created before this (ms). */
+  before?: number;
   /** The sort key of the last row of the page before: created_at, id. */
   after?: readonly [number, string];
   limit: number;
 }
 
 /**
- * The API's and the UI's page of runs: `listRuns` with the id as a tie-breaker for keyset pages.
- * It takes one row more than `limit`, to know whether there is a next page.
+ * Pipeline runs, newest first, with the id as a tie-breaker for keyset pages: the one query of
+ * the API's and the UI's pages and the CLI's list. It takes one row more than `limit`, to know
+ * whether there is a next page.
  */
 export function runsPage(h: History, filter: RunsFilter): Promise<PipelineRunRow[]> {
   const { pipelineRuns } = h.t;
   const where: SQL[] = [];
   if (filter.pipeline) where.push(eq(pipelineRuns.pipeline, filter.pipeline));
   if (filter.states?.length) where.push(inArray(pipelineRuns.state, filter.states));
+  if (filter.before) where.push(lt(pipelineRuns.createdAt, filter.before));
   if (filter.after) {
     where.push(sql`(${pipelineRuns.createdAt}, ${pipelineRuns.id}) < (${filter.after[0]}, ${filter.after[1]})`);
   }
