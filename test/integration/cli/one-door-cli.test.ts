@@ -47,7 +47,8 @@ describe("schedflow jobs submit through the daemon's API", () => {
     expect(existsSync(api)).toBe(false);
     const startedAt = Date.now();
     const late = await runCli(['jobs', 'submit', ok, '--data-dir', td.dataDir], { timeoutMs: 60_000 });
-    expect(Date.now() - startedAt).toBeLessThan(10_000);
+    // A process of the CLI takes seconds to start on a loaded machine; one left waiting would hit the 60 s.
+    expect(Date.now() - startedAt).toBeLessThan(30_000);
     expect(late.code, late.stderr).toBe(2);
     // This test's process (the daemon's pid) lives on: said as a daemon that serves no API.
     expect(late.stderr).toMatch(

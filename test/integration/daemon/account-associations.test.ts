@@ -146,7 +146,7 @@ describe("the accounts of a plain-slurmrestd user's associations", () => {
     await td.waitForState((JSON.parse(queued.stdout) as { requestId: string }).requestId, 'completed');
   }, 120_000);
 
-  it('lets jobs through while the associations cannot be read, and learns them later, daemon.json too', async () => {
+  it('lets jobs through while the associations cannot be read, and learns them later', async () => {
     const sim = await env.sim();
     await http(`${sim.url}/_sim/upstream`, { headers: sim.admin, method: 'PUT', body: { slurmdbd: 'down' } });
     const td = await startTestDaemon(
