@@ -4,12 +4,13 @@ import type { ConnectionOptions, Queue } from 'bullmq';
 import { startWorkers } from '../workers/start-workers.js';
 import { promoteDelayedSubmits, requeueUnsubmitted } from '../workers/submit.js';
 import { type DaemonConfig, isAllInOne } from './config/daemon-config.js';
-import { writeDaemonInfo } from './daemon-info.js';
+import { writeDaemonInfo, writeLocalApi } from './daemon-info.js';
 import { registerDaemon } from './daemon-registry.js';
 import { startCheckpointer } from './db/checkpointer.js';
 import { historyId } from './db/history-meta.js';
 import { type OpenedHistory, openHistory } from './db/open-history.js';
 import { ConfigError } from './errors.js';
+import { makeLocalCredential } from './http/api/local-credential.js';
 import { startApiServer } from './http/server.js';
 import { loadUiPassword } from './http/ui/ui-password.js';
 import { HeapCollector } from './lib/heap-collector.js';
@@ -34,7 +35,7 @@ import { SharedBudgets } from './redis/shared-budget.js';
 import { type AcceptDeps, acceptSubmission, type JobSubmission } from './requests/accept.js';
 import { type ArrayRetry, retryArrayTasks } from './requests/array-retry.js';
 import { cancelRequest } from './requests/canceller.js';
-import { doorRefusal, profileDoor, submissionRefusal } from './requests/door.js';
+import { refusalPolicy } from './requests/door.js';
 import { PartitionLimitsReader } from './requests/partition-limits.js';
 import { ClientRegistry } from './sched/client-registry.js';
 import { type JobSpec, preparePassThroughCheck } from './sched/job-spec.js';
@@ -68,8 +69,9 @@ export interface Daemon {
    * Applies the suggestion of a request's summary: a new request with the changed spec,
    * linked to it, is queued (once; again returns the same id). NoSuggestionError when there is none.
    * `newRequestId` names the new request (the local API's Idempotency-Key); default a new UUID.
+   * `origin`: who asked through the local API, a token or the CLI. @defaultValue 'api'
    */
-  resubmitWithSuggestion(requestId: string, newRequestId?: string): Promise<string>;
+  resubmitWithSuggestion(requestId: string, newRequestId?: string, origin?: 'api' | 'cli'): Promise<string>;
   /** Runs tasks of an array request again (the failed ones by default): the new request. */
   retryArrayTasks(retry: ArrayRetry): Promise<{ id: string; indexes: number[]; array: string }>;
   stop(): Promise<void>;
@@ -212,6 +214,8 @@ async function compose(config: DaemonConfig, logger: Logger, lifecycle: Lifecycl
     sweepLater: () => keeper?.sweepLater(),
   };
   const requests: AcceptDeps = { store: history.store, submitQueue };
+  // The one door policy of every way in: requests, array retries and pipeline steps.
+  const doorPolicy = refusalPolicy(profiles, clients);
   const submitsInFlight = new Set<string>();
   const partitionLimits = new PartitionLimitsReader({
     profiles,
@@ -226,16 +230,7 @@ async function compose(config: DaemonConfig, logger: Logger, lifecycle: Lifecycl
     },
     cancelStep: (requestId, by) =>
       cancelRequest({ store: history.store, submitQueue: queues.submit, clients, logger }, requestId, by),
-    refusal: (profile, specs) => {
-      const p = profiles.get(profile);
-      if (!p) return null;
-      const door = profileDoor(p, clients.scopes(profile), clients.accounts(profile), clients.problem(profile));
-      for (const spec of specs) {
-        const refused = doorRefusal(profile, door, spec);
-        if (refused) return refused;
-      }
-      return null;
-    },
+    refusal: doorPolicy,
     partitionLimits: (profile, partition) => partitionLimits.limitsOf(profile, partition),
   };
   // One policy for the API's door, pipeline files and the sender's connections (the list was
@@ -324,34 +319,15 @@ async function compose(config: DaemonConfig, logger: Logger, lifecycle: Lifecycl
   lifecycle.add('queue keeper', () => runningKeeper.close());
 
   const defaultProfile = [...profiles.keys()][0] as string;
-  const loadedProfiles = profiles;
-  const refusal = (profile: string, spec: Pick<JobSpec, 'account' | 'array'>) => {
-    const p = loadedProfiles.get(profile);
-    return p
-      ? submissionRefusal(p, clients.scopes(profile), clients.accounts(profile), clients.problem(profile), spec)
-      : null;
-  };
-  // Written again whenever a profile's scopes or accounts are learnt again (the scheduler was
-  // down at start, an association was added), so the CLI's door stays the daemon's.
-  const writeInfo = () =>
-    writeDaemonInfo(config.dataDir, {
-      pid: process.pid,
-      redis,
-      queuePrefix: prefix,
-      historyFile: history.sqlite ? history.where : null,
-      ...(config.databaseUrl && { historyUrl: config.databaseUrl.reveal() }),
-      profiles: [...profiles.keys()],
-      defaultProfile,
-      doors: Object.fromEntries(
-        [...profiles.values()].map((p) => [
-          p.name,
-          profileDoor(p, clients.scopes(p.name), clients.accounts(p.name), clients.problem(p.name)),
-        ]),
-      ),
-    });
-  writeInfo();
-  clients.onReport(() => {
-    if (!lifecycle.stopRequested) writeInfo();
+  const refusal = (profile: string, spec: Pick<JobSpec, 'account' | 'array'>) => doorPolicy(profile, [spec]);
+  writeDaemonInfo(config.dataDir, {
+    pid: process.pid,
+    redis,
+    queuePrefix: prefix,
+    historyFile: history.sqlite ? history.where : null,
+    ...(config.databaseUrl && { historyUrl: config.databaseUrl.reveal() }),
+    profiles: [...profiles.keys()],
+    defaultProfile,
   });
 
   const daemon: Daemon = {
@@ -367,8 +343,8 @@ async function compose(config: DaemonConfig, logger: Logger, lifecycle: Lifecycl
     pipelines,
     submit: (input) => acceptSubmission({ ...requests, profiles, defaultProfile, refusal }, input),
     summaries: summariesStatus(summarySettings),
-    resubmitWithSuggestion: async (requestId, newRequestId) =>
-      (await resubmitWithSuggestion(requests, { requestId, newRequestId, origin: 'api', queuedBy: 'api' })).requestId,
+    resubmitWithSuggestion: async (requestId, newRequestId, origin = 'api') =>
+      (await resubmitWithSuggestion(requests, { requestId, newRequestId, origin, queuedBy: origin })).requestId,
     retryArrayTasks: (retry) => retryArrayTasks({ ...requests, refusal }, retry),
     stop: () => lifecycle.stop(),
   };
@@ -376,6 +352,8 @@ async function compose(config: DaemonConfig, logger: Logger, lifecycle: Lifecycl
   // Last to start, so the first to stop: new requests get 503 and those under way
   // finish before the workers and queues they use close.
   if (config.roles.includes('web')) {
+    // The CLI's credential for this start only: its hash in memory, the token in an owner-only file.
+    const cli = makeLocalCredential();
     const api = await startApiServer({
       store: history.store,
       logger,
@@ -384,12 +362,13 @@ async function compose(config: DaemonConfig, logger: Logger, lifecycle: Lifecycl
       queues,
       pipelines,
       submit: (input) => daemon.submit(input),
-      resubmit: (requestId, newRequestId) => daemon.resubmitWithSuggestion(requestId, newRequestId),
+      resubmit: (requestId, newRequestId, origin) => daemon.resubmitWithSuggestion(requestId, newRequestId, origin),
       retryTasks: (retry) => daemon.retryArrayTasks(retry),
       redis,
       queuePrefix: prefix,
       listen: config.listen,
       webhookTargets,
+      localCredential: cli.credential,
       settings: {
         rateLimitPerMin: config.apiRateLimitPerMin,
         bodyLimitBytes: 1024 * 1024,
@@ -405,6 +384,10 @@ async function compose(config: DaemonConfig, logger: Logger, lifecycle: Lifecycl
     // Requests under way finish; one that hangs (a client that never reads) is not waited for.
     lifecycle.add('local API', () => api.close(), { timeoutMs: 5000 });
     daemon.apiUrl = api.url;
+    // Where the CLI asks (src/cli/daemon-api.ts); removed before the API closes, so a command
+    // after a stop is told at once that no daemon takes its requests.
+    const published = writeLocalApi(config.dataDir, { pid: process.pid, url: api.url, token: cli.token });
+    lifecycle.add('local API address', async () => published.remove());
     logger.info({ url: `${api.url}/ui` }, 'admin web UI at %s/ui (log in with a token or the UI password)', api.url);
   }
   // Last: commands started in any folder find this data dir from now on, and no longer once a
