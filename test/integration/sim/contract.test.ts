@@ -1,6 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { networkInterfaces } from 'node:os';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ManualClock } from '../../../src/lib/clock.js';
 import { codecFor } from '../../../src/sched/codecs/codec.js';
 import { validateAgainstSpec } from '../../../src/sched/spec-validator.js';
 import { type ApiVersion, SUPPORTED_VERSIONS } from '../../../src/sched/versions.js';
@@ -483,46 +484,57 @@ describe('section 4 caching', () => {
 });
 
 describe('section 4 caching: stale-if-error', () => {
-  const url = () => `${sim.url}/sched/v0.0.44/nodes`;
-  const setUpstream = (state: Json) =>
-    http(`${sim.url}/_sim/upstream`, { headers: sim.admin, method: 'PUT', body: state }).then((r) =>
+  // A simulator of their own for the cache's tests, whose clock they move past the 2 s lifetime
+  // (the proxy's cache and rate limit read it; the jobs run in real time).
+  const clock = new ManualClock();
+  let clocked: TestSim;
+  const url = () => `${clocked.url}/sched/v0.0.44/nodes`;
+  const upstreamOf = (target: TestSim) => (state: Json) =>
+    http(`${target.url}/_sim/upstream`, { headers: target.admin, method: 'PUT', body: state }).then((r) =>
       expect(r.status).toBe(200),
     );
+  const setUpstream = (state: Json) => upstreamOf(sim)(state);
+  const setClockedUpstream = (state: Json) => upstreamOf(clocked)(state);
+
+  beforeAll(async () => {
+    clocked = await startSim({}, false, [], clock);
+  });
 
   afterAll(async () => {
     await setUpstream({ slurmctld: 'up', slurmdbd: 'up' });
+    await clocked.stop();
   });
 
   it('without the directive, an unreachable scheduler gives 500', async () => {
     await http(url(), { headers: alice });
-    await setUpstream({ slurmctld: 'down' });
-    await new Promise((r) => setTimeout(r, 2100));
+    await setClockedUpstream({ slurmctld: 'down' });
+    await clock.advance(2100);
     const res = await http(url(), { headers: alice });
     expect(res.status).toBe(500);
     expect((res.json as Json).message).toMatch(/unreachable/);
-    await setUpstream({ slurmctld: 'up' });
+    await setClockedUpstream({ slurmctld: 'up' });
   });
 
   it('with stale-if-error=300, the last cached answer is served past its expiry, with its age', async () => {
     const first = await http(url(), { headers: alice });
     expect(first.status).toBe(200);
-    await setUpstream({ slurmctld: 'down' });
-    await new Promise((r) => setTimeout(r, 2600));
+    await setClockedUpstream({ slurmctld: 'down' });
+    await clock.advance(2600);
     const stale = await http(url(), { headers: { ...alice, 'cache-control': 'stale-if-error=300' } });
     expect(stale.status).toBe(200);
     expect(stale.text).toBe(first.text);
     expect(Number(stale.headers.get('age'))).toBeGreaterThanOrEqual(2);
-    expect(Date.parse(stale.headers.get('expires') ?? '')).toBeLessThan(Date.now());
-    await setUpstream({ slurmctld: 'up' });
+    expect(Date.parse(stale.headers.get('expires') ?? '')).toBeLessThan(clock.now());
+    await setClockedUpstream({ slurmctld: 'up' });
   });
 
   it('stale data is not served beyond the window the request allows', async () => {
     await http(url(), { headers: alice });
-    await setUpstream({ slurmctld: 'down' });
-    await new Promise((r) => setTimeout(r, 3600));
+    await setClockedUpstream({ slurmctld: 'down' });
+    await clock.advance(3600);
     const res = await http(url(), { headers: { ...alice, 'cache-control': 'stale-if-error=1' } });
     expect(res.status).toBe(500);
-    await setUpstream({ slurmctld: 'up' });
+    await setClockedUpstream({ slurmctld: 'up' });
   });
 
   it('submissions fail with 500 while the scheduler is unreachable; accounting has its own switch', async () => {
@@ -572,7 +584,8 @@ describe('section 4 caching: stale-if-error', () => {
 
 describe('section 7 and 8: per-IP rate limit', () => {
   it('429 with Retry-After once the bucket is empty, and service again after it refills', async () => {
-    const limited = await startSim({ rateLimit: { capacity: 3, refillPerSecond: 1 } });
+    const clock = new ManualClock();
+    const limited = await startSim({ rateLimit: { capacity: 3, refillPerSecond: 1 } }, false, [], clock);
     try {
       const statuses: number[] = [];
       let retryAfter: string | null = null;
@@ -584,7 +597,7 @@ describe('section 7 and 8: per-IP rate limit', () => {
       expect(statuses.slice(0, 3)).toEqual([200, 200, 200]);
       expect(statuses.slice(3)).toEqual([429, 429]);
       expect(Number(retryAfter)).toBeGreaterThanOrEqual(1);
-      await new Promise((r) => setTimeout(r, 1100));
+      await clock.advance(1100);
       expect((await http(`${limited.url}/ping`)).status).toBe(200);
     } finally {
       await limited.stop();
