@@ -1,3 +1,5 @@
+import { sleep } from './sleep.js';
+
 /**
  * The one source of "now" and of timers, passed in where time is read: the daemon gets
  * `systemClock`, a test that would otherwise sleep gets a `ManualClock` and moves it. Components
@@ -11,25 +13,10 @@ export interface Clock {
   sleep(ms: number, signal?: AbortSignal): Promise<void>;
 }
 
-/** Real time: `Date.now()` and `setTimeout`. */
+/** Real time: `Date.now()` and `setTimeout` (src/lib/sleep.ts). */
 export const systemClock: Clock = {
   now: () => Date.now(),
-  sleep: (ms, signal) =>
-    new Promise<void>((resolve, reject) => {
-      if (signal?.aborted) {
-        reject(signal.reason);
-        return;
-      }
-      const timer = setTimeout(() => {
-        signal?.removeEventListener('abort', onAbort);
-        resolve();
-      }, ms);
-      const onAbort = () => {
-        clearTimeout(timer);
-        reject(signal?.reason);
-      };
-      signal?.addEventListener('abort', onAbort, { once: true });
-    }),
+  sleep,
 };
 
 interface ManualTimer {
