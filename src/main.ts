@@ -1,6 +1,7 @@
 import { hostname } from 'node:os';
 import { join, resolve } from 'node:path';
 import type { ConnectionOptions, Queue } from 'bullmq';
+import { QUEUES, queueSettingsOf } from '../workers/queues.js';
 import { startWorkers } from '../workers/start-workers.js';
 import { promoteDelayedSubmits, requeueUnsubmitted } from '../workers/submit.js';
 import { type DaemonConfig, isAllInOne } from './config/daemon-config.js';
@@ -23,8 +24,8 @@ import { parseWebhookAllowList, WebhookTargets } from './notify/webhook-target.j
 import { PipelineRegistry } from './pipelines/pipeline-registry.js';
 import type { RunEngineDeps } from './pipelines/run-engine.js';
 import type { QueueName } from './queue/catalog.js';
+import { createQueues } from './queue/queue-definition.js';
 import { QueueKeeper } from './queue/queue-keeper.js';
-import { createQueues } from './queue/queues.js';
 import type { SubmitQueueDeps } from './queue/submit-queue.js';
 import { tickSchedulers, upsertTicks } from './queue/ticks.js';
 import { HistoryClaim } from './redis/history-claim.js';
@@ -175,6 +176,7 @@ async function compose(config: DaemonConfig, logger: Logger, lifecycle: Lifecycl
     demoLlm = sim.llm;
   }
   const summarySettings = resolveSummarySettings(config.summaries, demoLlm);
+  const queueSettings = queueSettingsOf(config, summarySettings, profiles.size);
 
   // One request budget per profile for every process of the deployment, kept in Redis: closed
   // after the clients that take from it.
@@ -192,7 +194,7 @@ async function compose(config: DaemonConfig, logger: Logger, lifecycle: Lifecycl
   // ioredis options; BullMQ's own type for them is looser but not nominally the same.
   const connection = redisOptions(redis) as ConnectionOptions;
   const prefix = config.queuePrefix;
-  const queues = createQueues(connection, prefix);
+  const queues = createQueues(QUEUES, queueSettings, connection, prefix);
   const redisWatch = new RedisWatch(redis, logger.child({ component: 'redis' }));
   lifecycle.add('redis watch', async () => redisWatch.close());
   const heap = new HeapCollector(logger.child({ component: 'memory' }));
@@ -253,13 +255,7 @@ async function compose(config: DaemonConfig, logger: Logger, lifecycle: Lifecycl
   await pipelines.load();
   lifecycle.add('pipeline files', async () => pipelines.close());
   const ticks = config.roles.includes('scheduler')
-    ? tickSchedulers(queues, profiles.keys(), {
-        pollFloorMs: config.pollFloorMs,
-        reconcileEveryMs: config.reconcileEveryMs,
-        pipelineTickMs: config.pipelineTickMs,
-        notifyEveryMs: config.notifyEveryMs,
-        summaryDispatchEveryMs: config.summaries.dispatchEveryMs,
-      })
+    ? tickSchedulers(QUEUES, queues, queueSettings, [...profiles.keys()])
     : [];
   await upsertTicks(ticks);
   if (config.roles.includes('scheduler')) {
@@ -274,21 +270,19 @@ async function compose(config: DaemonConfig, logger: Logger, lifecycle: Lifecycl
   if (config.roles.includes('worker')) {
     startWorkers({
       config,
+      queueSettings,
       history,
       clients,
       logger,
       lifecycle,
-      profileCount: profiles.size,
       connection,
+      queues,
       pipelines,
       engine,
       requests,
-      notifyQueue: queues.notify,
       webhookSecret,
       webhookTargets,
       summarySettings,
-      summarizeQueue: queues.summarize,
-      submitQueue: queues.submit,
       redisWatch,
       submitsInFlight,
       heap,
