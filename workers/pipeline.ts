@@ -1,4 +1,3 @@
-import type { Job } from 'bullmq';
 import { z } from 'zod';
 import { SchedflowError, toError } from '../src/errors.js';
 import type { Logger } from '../src/logger.js';
@@ -12,9 +11,11 @@ import {
   type RunTriggerAnswer,
   TRIGGER_JOB,
   triggerPayloadSchema,
-} from '../src/queue/catalog.js';
+} from '../src/queue/cli-jobs.js';
+import type { QueueDefinition, QueueProcessor } from '../src/queue/queue-definition.js';
 import { makeDueAttempts } from '../src/requests/attempts.js';
 import { checkDeadlines } from '../src/requests/deadlines.js';
+import type { QueueSettings, WorkerServices } from './services.js';
 
 const firePayload = z.object({
   pipeline: z.string().min(1),
@@ -23,7 +24,7 @@ const firePayload = z.object({
   trigger: z.enum(['schedule', 'catchup']).default('schedule'),
 });
 
-export interface PipelineWorkerDeps {
+interface PipelineWorkerDeps {
   registry: PipelineRegistry;
   engine: RunEngineDeps;
   logger: Logger;
@@ -32,12 +33,37 @@ export interface PipelineWorkerDeps {
 }
 
 /**
- * The `pipeline` queue: `fire` (a cron tick or a catch-up of one) makes a run;
- * `tick` (every couple of seconds) makes the retries that are due, advances active
- * runs, catches up missed ticks and checks deadlines.
+ * The `pipeline` queue: `fire` (a cron tick of a pipeline's schedule, or a catch-up of one) makes
+ * a run; `tick` (every couple of seconds) makes the retries that are due, advances active runs,
+ * catches up missed ticks and checks deadlines. A job that fails is retried briefly; the next
+ * tick redoes periodic work anyway. One job at a time: runs advance, ticks fire and queued runs
+ * start in order.
  */
-export function pipelineProcessor(deps: PipelineWorkerDeps) {
-  return async (job: Job): Promise<unknown> => {
+export const pipelineQueue: QueueDefinition<QueueSettings, WorkerServices, 'pipeline'> = {
+  name: 'pipeline',
+  jobOptions: () => ({
+    attempts: 3,
+    backoff: { type: 'exponential', delay: 1000 },
+    removeOnComplete: true,
+    removeOnFail: { count: 100 },
+  }),
+  workerOptions: () => ({ concurrency: 1 }),
+  // A tick cut short is not handed back: the next one, seconds later, does its work.
+  handedBackDelayMs: 0,
+  ticks: ({ config }) => [
+    { id: 'tick:pipelines', repeat: { every: config.pipelineTickMs }, template: { name: 'tick', data: {} } },
+  ],
+  processor: (services) =>
+    pipelineProcessor({
+      registry: services.pipelines,
+      engine: services.engine,
+      logger: services.rootLogger.child({ component: 'pipelines' }),
+      jobReason: services.jobReason,
+    }),
+};
+
+function pipelineProcessor(deps: PipelineWorkerDeps): QueueProcessor {
+  return async (job): Promise<unknown> => {
     if (job.name === 'fire') {
       const payload = firePayload.parse(job.data);
       const scheduledFor = payload.scheduledFor ?? job.opts.prevMillis;
@@ -62,6 +88,7 @@ export function pipelineProcessor(deps: PipelineWorkerDeps) {
       });
       return { retried: attempts.made.length, ended: ended.length, caughtUp, misses: misses.length };
     }
+    // Asked for by the CLI (src/queue/cli-jobs.ts): deleted with its queue adds.
     if (job.name === CANCEL_JOB) return cancelFor(deps, job.data);
     if (job.name === TRIGGER_JOB) return triggerFor(deps, job.data);
     throw new Error(`unknown pipeline job "${job.name}"`);

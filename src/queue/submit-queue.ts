@@ -1,7 +1,57 @@
-import type { Queue } from 'bullmq';
+import type { JobsOptions, Queue } from 'bullmq';
+import { z } from 'zod';
 import type { History } from '../db/history.js';
 import { unsubmittedRequests } from '../db/requests.js';
 import type { Logger } from '../logger.js';
+import { jobSpecSchema } from '../sched/job-spec.js';
+
+/**
+ * The submit queue's producer: the one place a submit job is made. Its payload and retry policy
+ * are here rather than in the queue's definition (workers/submit.ts, which uses them) because
+ * the layers below the workers queue submissions: src/requests/accept.ts through this file.
+ */
+
+/**
+ * Recorded by the submit worker when the producer could not write the history itself: the CLI,
+ * until it asks the daemon's local API (delete with its queue adds, src/queue/cli-jobs.ts).
+ */
+const cliRequestSchema = z.object({
+  profile: z.string().min(1),
+  spec: jobSpecSchema,
+  origin: z.enum(['api', 'cli', 'pipeline']),
+  acceptedAt: z.number(),
+  /** A summary when it ends (`--summarize`, `--no-summarize`); absent: the global setting. */
+  summarize: z.boolean().optional(),
+  /** The array request whose tasks this one runs again (`schedflow jobs retry-tasks`). */
+  arrayRetryOf: z.string().min(1).optional(),
+  /**
+   * The job file's `retry:` as written, checked by the CLI: the submit worker parses it with
+   * src/requests/attempt-policy.ts (a layer above the queues).
+   */
+  retry: z.record(z.string(), z.unknown()).optional(),
+});
+
+export const submitPayloadSchema = z.object({
+  requestId: z.string().min(1),
+  request: cliRequestSchema.optional(),
+});
+export type SubmitPayload = z.input<typeof submitPayloadSchema>;
+
+/** Submits retry for about an hour of upstream trouble (12 attempts, exponential from 2 s). */
+export const SUBMIT_JOB_OPTIONS: JobsOptions = {
+  attempts: 12,
+  backoff: { type: 'exponential', delay: 2000, jitter: 0.5 },
+  removeOnComplete: { age: 24 * 3600, count: 1000 },
+  removeOnFail: { age: 7 * 24 * 3600 },
+};
+
+/**
+ * Adds the submit job of a request now, waiting for Redis as long as it takes (the relay's
+ * re-add, src/queue/history-relay.ts). The job id is the request id: adding twice is a no-op.
+ */
+export function queueSubmitJob(queue: Queue, requestId: string): Promise<unknown> {
+  return queue.add('submit', { requestId }, { jobId: requestId });
+}
 
 /**
  * How long a producer (the local API, a pipeline run, a re-submit) waits for Redis to take a
@@ -35,7 +85,7 @@ export type EnqueueOutcome = 'queued' | 'deferred';
  * steps, or after Redis lost its data. Never waits on Redis longer than ENQUEUE_WAIT_MS.
  */
 export function addSubmitJob(deps: SubmitQueueDeps, requestId: string): Promise<EnqueueOutcome> {
-  return addWithin(deps, [requestId], () => deps.queue.add('submit', { requestId }, { jobId: requestId }));
+  return addWithin(deps, [requestId], () => queueSubmitJob(deps.queue, requestId));
 }
 
 /** {@link addSubmitJob} for several requests, in one round trip to Redis (addBulk). */
