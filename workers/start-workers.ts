@@ -12,7 +12,6 @@ import type { PipelineRegistry } from '../src/pipelines/pipeline-registry.js';
 import type { RunEngineDeps } from '../src/pipelines/run-engine.js';
 import type { QueueName } from '../src/queue/catalog.js';
 import { startQueueWorker } from '../src/queue/queue-definition.js';
-import { promoteDelayedSubmits } from '../src/queue/submit-queue.js';
 import type { RedisWatch } from '../src/redis/redis-watch.js';
 import type { AcceptDeps } from '../src/requests/accept.js';
 import type { ClientRegistry } from '../src/sched/client-registry.js';
@@ -20,6 +19,7 @@ import { createSummaryServices } from '../src/summaries/summaries-service.js';
 import type { SummarySettings } from '../src/summaries/summary-settings.js';
 import { QUEUES } from './queues.js';
 import type { QueueSettings, WorkerServices } from './services.js';
+import { promoteDelayedSubmits } from './submit.js';
 
 export interface StartWorkersDeps {
   config: DaemonConfig;
@@ -82,8 +82,8 @@ export function startWorkers(deps: StartWorkersDeps): void {
     submitsInFlight: deps.submitsInFlight,
     heap: deps.heap,
     async onUpstreamBack(profile) {
-      const promoted = await promoteDelayedSubmits(history.store, deps.queues.submit, profile);
-      if (promoted > 0) logger.info({ profile, promoted }, 'scheduler answers again: waiting submissions retried now');
+      // Their backoff may be minutes away after an outage, and the scheduler answers again.
+      await promoteDelayedSubmits(history.store, deps.queues.submit, profile, logger.child({ component: 'queue' }));
     },
     settings: {
       pollFloorMs: config.pollFloorMs,

@@ -1,5 +1,4 @@
 import { type Job, type Queue, UnrecoverableError } from 'bullmq';
-import type { z } from 'zod';
 import type { History } from '../src/db/history.js';
 import {
   getRequest,
@@ -15,8 +14,6 @@ import { stepDependencies } from '../src/pipelines/run-engine.js';
 import { HistoryRelay } from '../src/queue/history-relay.js';
 import type { JobContext, QueueDefinition, QueueProcessor } from '../src/queue/queue-definition.js';
 import { queueSubmitJob, SUBMIT_JOB_OPTIONS, submitPayloadSchema } from '../src/queue/submit-queue.js';
-import { recordRequest } from '../src/requests/accept.js';
-import { attemptPolicySchema } from '../src/requests/attempt-policy.js';
 import { isTerminalRequest } from '../src/requests/request-state.js';
 import {
   SubmitRefusedError,
@@ -56,40 +53,11 @@ export const submitQueue: QueueDefinition<QueueSettings, WorkerServices, 'submit
   givenUp: (services, job, error) => recordSubmitGivenUp(services.store, services.logger, job, error),
 };
 
-/**
- * Records the request a producer could not write itself (the CLI, until it asks the daemon's
- * local API: delete with the payload's `request`, src/queue/submit-queue.ts).
- */
-async function recordCliRequest(
-  store: History,
-  payload: z.output<typeof submitPayloadSchema>,
-  queuedAt: number,
-): Promise<void> {
-  if (!payload.request) return;
-  const { profile, spec, origin, acceptedAt, summarize, arrayRetryOf, retry } = payload.request;
-  // One transaction: the summaries dispatcher never sees the request without its setting.
-  // Accepted by who sent it, queued by this worker: its job is the one running.
-  await recordRequest(store, {
-    id: payload.requestId,
-    profile,
-    name: spec.name,
-    spec,
-    origin,
-    at: acceptedAt,
-    source: origin === 'cli' ? 'cli' : 'api',
-    summarize,
-    arrayRetryOf,
-    retryPolicy: retry === undefined ? null : attemptPolicySchema.parse(retry),
-    queued: { source: 'submit', at: queuedAt },
-  });
-}
-
-/** Records the request if the producer could not, then submits it once. */
+/** Submits a recorded request once (src/requests/accept.ts recorded it and queued it). */
 function submitProcessor(services: WorkerServices): QueueProcessor {
   return async (job: Job, ctx: JobContext): Promise<string> => {
     const payload = submitPayloadSchema.parse(job.data);
     const { store, logger } = services;
-    await recordCliRequest(store, payload, job.timestamp);
     // Read once, here: submitRequest is given the row.
     const row = await getRequest(store, payload.requestId);
     if (row === undefined) throw new UnrecoverableError(`no job request ${payload.requestId}`);
@@ -239,7 +207,7 @@ export async function promoteDelayedSubmits(
     const parsed = submitPayloadSchema.safeParse(job.data);
     if (!parsed.success) continue;
     if (profile !== null) {
-      const of = parsed.data.request?.profile ?? (await requestProfileOf(h, parsed.data.requestId));
+      const of = await requestProfileOf(h, parsed.data.requestId);
       if (of !== profile) continue;
     }
     try {

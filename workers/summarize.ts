@@ -1,14 +1,10 @@
-import { UnrecoverableError } from 'bullmq';
 import { z } from 'zod';
 import { pendingSummaryIds } from '../src/db/summaries.js';
-import { SchedflowError } from '../src/errors.js';
 import { assertNever } from '../src/lib/assert-never.js';
 import { BACKOFFS } from '../src/queue/backoffs.js';
-import { APPLY_SUGGESTION_JOB, applySuggestionPayloadSchema } from '../src/queue/cli-jobs.js';
 import { HistoryRelay } from '../src/queue/history-relay.js';
 import { HANDED_BACK_DELAY_MS, type QueueDefinition } from '../src/queue/queue-definition.js';
 import { TICK_ONCE } from '../src/queue/ticks.js';
-import { resubmitWithSuggestion } from '../src/summaries/resubmit.js';
 import type { QueueSettings, WorkerServices } from './services.js';
 
 /** Job names of the summarize queue: one summary, or the tick that takes up ended work. */
@@ -56,7 +52,6 @@ export const summarizeQueue: QueueDefinition<QueueSettings, WorkerServices, 'sum
         if (made || queued) logger.debug({ made, queued }, 'summaries dispatched');
         return { made, queued };
       }
-      if (job.name === APPLY_SUGGESTION_JOB) return applySuggestion(services, job.data);
       const { summaryId } = summarizePayloadSchema.parse(job.data);
       // attemptsMade counts the attempts that failed before this one.
       const finalAttempt = job.attemptsMade + 1 >= (job.opts.attempts ?? 1);
@@ -108,29 +103,4 @@ function summaryRelay(services: WorkerServices): HistoryRelay<string> {
     add: (id) => queue.add(SUMMARIZE_JOB, { summaryId: id }, { jobId: id }),
     recheckMs: RECHECK_MS,
   });
-}
-
-/**
- * An `apply-suggestion` job the CLI added (src/queue/cli-jobs.ts): re-submits a request with its
- * summary's suggested change. Delete with the CLI's queue adds.
- */
-async function applySuggestion(services: WorkerServices, data: unknown): Promise<unknown> {
-  const payload = applySuggestionPayloadSchema.parse(data);
-  let result: { requestId: string; created: boolean };
-  try {
-    // Asked for by the CLI (`jobs resubmit --apply-suggestion`), queued by this worker: the
-    // transitions say so, as a CLI submission's say `accepted (cli)`, `queued (submit)`.
-    // Queued also when an earlier attempt recorded the request but died before queueing it.
-    result = await resubmitWithSuggestion(services.requests, { ...payload, origin: 'cli', queuedBy: 'summarize' });
-  } catch (error) {
-    // Nothing to apply (no request, no suggestion, a pipeline step): trying again cannot help.
-    // A summary still being written is retryable: the queue's next attempt may find it ready.
-    if (error instanceof SchedflowError && !error.retryable) throw new UnrecoverableError(error.message);
-    throw error;
-  }
-  services.summaries.logger.info(
-    { requestId: payload.requestId, newRequestId: result.requestId, created: result.created },
-    'suggested change applied: request re-submitted',
-  );
-  return result;
 }

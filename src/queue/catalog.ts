@@ -11,5 +11,4 @@ export type QueueName = (typeof QUEUE_NAMES)[number];
 export const DEFAULT_QUEUE_PREFIX = 'schedflow';
 
 // The CLI's own queue jobs, until it goes through the local API (deleted with it).
-export * from './cli-jobs.js';
 export { type SubmitPayload, submitPayloadSchema } from './submit-queue.js';

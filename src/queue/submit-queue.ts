@@ -1,9 +1,6 @@
 import type { JobsOptions, Queue } from 'bullmq';
 import { z } from 'zod';
-import type { History } from '../db/history.js';
-import { unsubmittedRequests } from '../db/requests.js';
 import type { Logger } from '../logger.js';
-import { jobSpecSchema } from '../sched/job-spec.js';
 
 /**
  * The submit queue's producer: the one place a submit job is made. Its payload and retry policy
@@ -11,29 +8,8 @@ import { jobSpecSchema } from '../sched/job-spec.js';
  * the layers below the workers queue submissions: src/requests/accept.ts through this file.
  */
 
-/**
- * Recorded by the submit worker when the producer could not write the history itself: the CLI,
- * until it asks the daemon's local API (delete with its queue adds, src/queue/cli-jobs.ts).
- */
-const cliRequestSchema = z.object({
-  profile: z.string().min(1),
-  spec: jobSpecSchema,
-  origin: z.enum(['api', 'cli', 'pipeline']),
-  acceptedAt: z.number(),
-  /** A summary when it ends (`--summarize`, `--no-summarize`); absent: the global setting. */
-  summarize: z.boolean().optional(),
-  /** The array request whose tasks this one runs again (`schedflow jobs retry-tasks`). */
-  arrayRetryOf: z.string().min(1).optional(),
-  /**
-   * The job file's `retry:` as written, checked by the CLI: the submit worker parses it with
-   * src/requests/attempt-policy.ts (a layer above the queues).
-   */
-  retry: z.record(z.string(), z.unknown()).optional(),
-});
-
 export const submitPayloadSchema = z.object({
   requestId: z.string().min(1),
-  request: cliRequestSchema.optional(),
 });
 export type SubmitPayload = z.input<typeof submitPayloadSchema>;
 
@@ -129,25 +105,4 @@ async function addWithin(
     logger.warn({ ...which, err: outcome }, 'Redis refused the submit job: the request is queued at the next check');
   }
   return 'deferred';
-}
-
-/**
- * Submissions of `profile` waiting out a retry backoff, run now: after an outage their next
- * attempts can be minutes away (the backoff grows to cover an hour of trouble), and the
- * scheduler answers again. Requests held by a submit limit keep their own pace. Returns how
- * many were moved up.
- */
-export async function promoteDelayedSubmits(h: History, queue: Queue, profile: string): Promise<number> {
-  let promoted = 0;
-  for (const row of await unsubmittedRequests(h)) {
-    if (row.profile !== profile || row.state === 'waiting') continue;
-    const job = await queue.getJob(row.id);
-    if (!job || !(await job.isDelayed())) continue;
-    // A job that moved meanwhile (a worker took it, the keeper re-added it) is fine as it is.
-    await job.promote().then(
-      () => promoted++,
-      () => undefined,
-    );
-  }
-  return promoted;
 }
