@@ -431,6 +431,46 @@ export abstract class SchedflowError extends Error {
   }
 }
 
+/** Which upstream an {@link UpstreamError} is about. */
+export type UpstreamName = 'scheduler' | 'llm' | 'webhook';
+
+/** What an upstream said, kept as data beside the error's own sentence. */
+export interface UpstreamDetail {
+  /** Its HTTP status; null when it did not answer (network, time-out) or was never asked. */
+  status: number | null;
+  /** Its own message (the body's, an excerpt), verbatim; null when it said none. */
+  message: string | null;
+  /** What was asked: `GET /sched/v0.0.44/jobs`, `POST /v1/chat/completions`, `POST https://receiver:8443`; never a secret. */
+  request: string;
+}
+
+/**
+ * The one base of the errors of schedflow's upstreams: the scheduler (src/sched/sched-errors.ts),
+ * the LLM endpoint (src/llm/llm-errors.ts) and webhook receivers (src/notify/sender.ts). Each
+ * says which upstream, what it answered (`detail`), whether trying again can help (the
+ * registry's `retryable`, from its code) and how long the upstream asked to be left alone.
+ * Their families add only their codes and what is theirs alone (Slurm's errors[], a model list).
+ */
+export abstract class UpstreamError<D extends UpstreamDetail = UpstreamDetail> extends SchedflowError {
+  abstract readonly upstream: UpstreamName;
+  /** The upstream's Retry-After, in ms, when it sent one (a 429, a 503); else null. */
+  readonly retryAfterMs: number | null;
+
+  constructor(
+    message: string,
+    readonly detail: D,
+    options?: { cause?: unknown; retryAfterMs?: number | null },
+  ) {
+    super(message, options?.cause === undefined ? undefined : { cause: options.cause });
+    this.retryAfterMs = options?.retryAfterMs ?? null;
+  }
+
+  /** The upstream's HTTP status; null when it did not answer. */
+  get status(): number | null {
+    return this.detail.status;
+  }
+}
+
 /** A mistake in configuration or input: fix it and run again. Never retried. */
 export class ConfigError extends SchedflowError {
   readonly code = 'SCHEDFLOW_ERR_CONFIG';

@@ -534,8 +534,7 @@ export class SchedClient {
           await options.onOutcome?.(null);
         }
         if (attempt + 1 >= attempts) throw e;
-        const retryAfter = 'retryAfterMs' in e ? (e.retryAfterMs as number | null) : null;
-        await sleep(backoffDelayMs(attempt, { baseDelayMs, maxDelayMs }, retryAfter), options.signal);
+        await sleep(backoffDelayMs(attempt, { baseDelayMs, maxDelayMs }, e.retryAfterMs ?? null), options.signal);
       }
     }
   }
