@@ -515,26 +515,34 @@ export class SummaryPendingError extends SchedflowError {
 }
 
 /**
- * A submission refused at the door, before anything is recorded or sent: the job names another
- * account than the one the profile's token is bound to, the profile's token lacks a scope a
- * submission needs, its array goes past the cluster's MaxArraySize, or the profile's check
- * found it cannot work (src/sched/profile-check.ts). The scheduler would
- * refuse it; saying so now names the fix.
+ * A submission refused for good, never retried; the message names the fix. Either at the door,
+ * before anything is recorded or sent (src/requests/door.ts): the job names another account
+ * than the one the profile's token is bound to, the profile's token lacks a scope a submission
+ * needs, its array goes past the cluster's MaxArraySize, or the profile's check found it cannot
+ * work (src/sched/profile-check.ts), so the scheduler would refuse it and saying so now names
+ * the fix. Or by the submit worker (src/requests/submitter.ts): the scheduler refused it (a 403,
+ * a Slurm error) or the spec cannot be sent, and the request is `submit_failed` with that
+ * error's code; or its request is not in the history.
  */
 export class SubmissionRefusedError extends SchedflowError {
   constructor(
-    readonly code:
-      | 'SCHEDFLOW_ERR_ACCOUNT_MISMATCH'
-      | 'SCHEDFLOW_ERR_ACCOUNT_NOT_ASSOCIATED'
-      | 'SCHEDFLOW_ERR_ARRAY_TOO_LARGE'
-      | 'SCHEDFLOW_ERR_PROFILE_SCOPE_MISSING'
-      | 'SCHEDFLOW_ERR_PROFILE_UNUSABLE'
-      | 'SCHEDFLOW_ERR_PROFILE_NOT_CONNECTED',
+    readonly code: SubmissionRefusalCode,
     message: string,
+    options?: { cause?: unknown },
   ) {
-    super(message);
+    super(message, options);
   }
 }
+
+/** The door's own refusals, and any code of an error the submit worker failed a request with. */
+export type SubmissionRefusalCode =
+  | 'SCHEDFLOW_ERR_ACCOUNT_MISMATCH'
+  | 'SCHEDFLOW_ERR_ACCOUNT_NOT_ASSOCIATED'
+  | 'SCHEDFLOW_ERR_ARRAY_TOO_LARGE'
+  | 'SCHEDFLOW_ERR_PROFILE_SCOPE_MISSING'
+  | 'SCHEDFLOW_ERR_PROFILE_UNUSABLE'
+  | 'SCHEDFLOW_ERR_PROFILE_NOT_CONNECTED'
+  | ErrorCode;
 
 /** A job's output that cannot be read: not written yet, not on this host, or not readable (the message says which path, where). */
 export class JobOutputUnavailableError extends SchedflowError {

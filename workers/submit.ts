@@ -2,19 +2,14 @@ import { DelayedError, type Job, type Queue, UnrecoverableError } from 'bullmq';
 import { eq } from 'drizzle-orm';
 import type { History } from '../src/db/history.js';
 import { getRequest, patchRequest, requestProfileOf, unsubmittedRequests } from '../src/db/requests.js';
-import type { ErrorCode } from '../src/errors.js';
+import { type ErrorCode, SubmissionRefusedError } from '../src/errors.js';
 import type { Logger } from '../src/logger.js';
 import { stepDependencies } from '../src/pipelines/run-engine.js';
 import { submitPayloadSchema } from '../src/queue/catalog.js';
 import { recordRequest } from '../src/requests/accept.js';
 import { attemptPolicySchema } from '../src/requests/attempt-policy.js';
 import { isTerminalRequest } from '../src/requests/request-state.js';
-import {
-  SubmitRefusedError,
-  submitRequest,
-  WaitingForDependencyError,
-  WaitingForSubmitLimitError,
-} from '../src/requests/submitter.js';
+import { submitRequest, WaitingForDependencyError, WaitingForSubmitLimitError } from '../src/requests/submitter.js';
 import { transition } from '../src/requests/transition.js';
 import type { WorkerServices } from './services.js';
 
@@ -79,7 +74,7 @@ export function submitProcessor(services: WorkerServices) {
       );
     } catch (error) {
       // Refused for good (403, Slurm refusal, bad spec): failed in the history, no more attempts.
-      if (error instanceof SubmitRefusedError) throw new UnrecoverableError(error.message);
+      if (error instanceof SubmissionRefusedError) throw new UnrecoverableError(error.message);
       // Aborted by the daemon's shutdown (after the grace period): handed back to the queue
       // without spending one of its attempts, since nothing went wrong with it. The request stays
       // `submitting`, so the next attempt looks its marker up before submitting again.
