@@ -8,19 +8,14 @@ import {
   unsubmittedRequests,
 } from '../src/db/requests.js';
 import type { JobRequestRow } from '../src/db/schema.js';
-import type { ErrorCode } from '../src/errors.js';
+import { type ErrorCode, SubmissionRefusedError } from '../src/errors.js';
 import type { Logger } from '../src/logger.js';
 import { stepDependencies } from '../src/pipelines/run-engine.js';
 import { HistoryRelay } from '../src/queue/history-relay.js';
 import type { JobContext, QueueDefinition, QueueProcessor } from '../src/queue/queue-definition.js';
 import { queueSubmitJob, SUBMIT_JOB_OPTIONS, submitPayloadSchema } from '../src/queue/submit-queue.js';
 import { isTerminalRequest } from '../src/requests/request-state.js';
-import {
-  SubmitRefusedError,
-  submitRequest,
-  WaitingForDependencyError,
-  WaitingForSubmitLimitError,
-} from '../src/requests/submitter.js';
+import { submitRequest, WaitingForDependencyError, WaitingForSubmitLimitError } from '../src/requests/submitter.js';
 import { transition } from '../src/requests/transition.js';
 import type { QueueSettings, WorkerServices } from './services.js';
 
@@ -89,7 +84,7 @@ function submitProcessor(services: WorkerServices): QueueProcessor {
       );
     } catch (error) {
       // Refused for good (403, Slurm refusal, bad spec): failed in the history, no more attempts.
-      if (error instanceof SubmitRefusedError) throw new UnrecoverableError(error.message);
+      if (error instanceof SubmissionRefusedError) throw new UnrecoverableError(error.message);
       // Aborted by the daemon's shutdown (after the grace period): handed back to the queue
       // without spending one of its attempts, since nothing went wrong with it. The request stays
       // `submitting`, so the next attempt looks its marker up before submitting again.

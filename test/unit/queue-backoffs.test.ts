@@ -16,7 +16,11 @@ describe('backoff strategies by name', () => {
       expect(first).toBeGreaterThanOrEqual(step / 2);
       expect(first).toBeLessThanOrEqual(step);
     }
-    const parked = new WebhookRetryableError('busy', 503, 24 * 3600_000);
+    const parked = new WebhookRetryableError(
+      'busy',
+      { status: 503, message: null, request: 'POST https://receiver' },
+      { retryAfterMs: 24 * 3600_000 },
+    );
     expect(backoffStrategy(1, BACKOFFS.webhook, parked, jobWith(BACKOFFS.webhook, step))).toBe(MAX_RETRY_AFTER_MS);
   });
 
