@@ -1,5 +1,6 @@
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, readFileSync, rmSync } from 'node:fs';
 import { join, resolve } from 'node:path';
+import { z } from 'zod';
 import { ConfigError } from './errors.js';
 import { writeOwnerOnlyFile } from './lib/owner-only.js';
 import type { RedisTarget } from './redis/redis-server.js';
@@ -22,38 +23,12 @@ export interface DaemonInfo {
   historyUrl?: string;
   profiles: string[];
   defaultProfile: string;
-  /**
-   * What each profile can take, as known now (src/requests/door.ts decides from it): the CLI
-   * refuses what the daemon would before anything is queued. Written again whenever the daemon
-   * learns more. Absent in the file of a daemon older than this.
-   */
-  doors?: Record<string, ProfileDoor>;
-}
-
-/** What stands in the way of a submission to one profile, known before it is sent. */
-export interface ProfileDoor {
-  /** The account the proxy token is bound to; null: not bound. */
-  boundAccount: string | null;
-  /** The scopes submitting needs that the token lacks. */
-  missingScopes: string[];
-  /** How the missing scopes are known. Absent in an older daemon's file. */
-  scopesFrom?: 'probe' | 'declared' | 'not-applicable';
-  /** The account charged when a job names none (the profile's `account`). */
-  defaultAccount?: string | null;
-  /** The Slurm user whose associations `associatedAccounts` are. */
-  user?: string | null;
-  /** The accounts the user has an association with; null or absent: not known, nothing refused. */
-  associatedAccounts?: string[] | null;
-  /** The profile's `maxArraySize`. Absent in an older daemon's file: Slurm's default, 1001. */
-  maxArraySize?: number;
-  /**
-   * Why the profile cannot work now, as the daemon's check of it found (src/sched/profile-check.ts):
-   * `kind` and one sentence with the fix. Null or absent: nothing known against it.
-   */
-  problem?: { kind: string; sentence: string } | null;
 }
 
 export const DAEMON_INFO_FILE = 'daemon.json';
+
+/** The data dir when nothing names one: `./data` of the folder a command runs in. */
+export const DEFAULT_DATA_DIR = './data';
 
 /** Owner-only: it names the Redis socket and the history file. */
 export function writeDaemonInfo(dataDir: string, info: DaemonInfo): void {
@@ -69,4 +44,56 @@ export function readDaemonInfo(dataDir: string): DaemonInfo {
     );
   }
   return JSON.parse(readFileSync(file, 'utf8')) as DaemonInfo;
+}
+
+/**
+ * Where the daemon's local API takes the CLI's requests (`schedflow jobs submit`, `cancel`,
+ * `runs trigger` …), and the credential the CLI presents there: written by the process that
+ * serves the API (the `web` role) once it listens, removed when it stops. The credential is
+ * made afresh at each start and known otherwise only by its hash, in that process's memory;
+ * the file is its owner's alone, as daemon.json (which names the Redis and PostgreSQL URLs).
+ */
+export interface LocalApi {
+  /** The process serving the API. */
+  pid: number;
+  /** Its base URL as bound, `http://127.0.0.1:8080`. */
+  url: string;
+  /** The CLI's bearer token for this start (src/http/api/local-credential.ts). */
+  token: string;
+}
+
+export const LOCAL_API_FILE = 'local-api.json';
+
+const localApiSchema = z.object({
+  pid: z.number().int().positive(),
+  url: z.url({ protocol: /^https?$/ }),
+  token: z.string().min(1),
+});
+
+/** Writes the file; `remove()` removes it at the stop, unless another start has written its own since. */
+export function writeLocalApi(dataDir: string, api: LocalApi): { remove(): void } {
+  const file = join(dataDir, LOCAL_API_FILE);
+  writeOwnerOnlyFile(file, JSON.stringify(api, null, 2));
+  return {
+    remove: () => {
+      if (readLocalApi(dataDir)?.token === api.token) rmSync(file, { force: true });
+    },
+  };
+}
+
+/** The local API of a data dir as its daemon published it; null when none is (stopped, or no `web` role). */
+export function readLocalApi(dataDir: string): LocalApi | null {
+  const file = join(resolve(dataDir), LOCAL_API_FILE);
+  let text: string;
+  try {
+    text = readFileSync(file, 'utf8');
+  } catch {
+    return null; // no daemon serves the API here now
+  }
+  try {
+    const parsed = localApiSchema.safeParse(JSON.parse(text));
+    return parsed.success ? parsed.data : null;
+  } catch {
+    return null; // being written over (it is written whole, but a torn read costs nothing here)
+  }
 }

@@ -431,6 +431,46 @@ export abstract class SchedflowError extends Error {
   }
 }
 
+/** Which upstream an {@link UpstreamError} is about. */
+export type UpstreamName = 'scheduler' | 'llm' | 'webhook';
+
+/** What an upstream said, kept as data beside the error's own sentence. */
+export interface UpstreamDetail {
+  /** Its HTTP status; null when it did not answer (network, time-out) or was never asked. */
+  status: number | null;
+  /** Its own message (the body's, an excerpt), verbatim; null when it said none. */
+  message: string | null;
+  /** What was asked: `GET /sched/v0.0.44/jobs`, `POST /v1/chat/completions`, `POST https://receiver:8443`; never a secret. */
+  request: string;
+}
+
+/**
+ * The one base of the errors of schedflow's upstreams: the scheduler (src/sched/sched-errors.ts),
+ * the LLM endpoint (src/llm/llm-errors.ts) and webhook receivers (src/notify/sender.ts). Each
+ * says which upstream, what it answered (`detail`), whether trying again can help (the
+ * registry's `retryable`, from its code) and how long the upstream asked to be left alone.
+ * Their families add only their codes and what is theirs alone (Slurm's errors[], a model list).
+ */
+export abstract class UpstreamError<D extends UpstreamDetail = UpstreamDetail> extends SchedflowError {
+  abstract readonly upstream: UpstreamName;
+  /** The upstream's Retry-After, in ms, when it sent one (a 429, a 503); else null. */
+  readonly retryAfterMs: number | null;
+
+  constructor(
+    message: string,
+    readonly detail: D,
+    options?: { cause?: unknown; retryAfterMs?: number | null },
+  ) {
+    super(message, options?.cause === undefined ? undefined : { cause: options.cause });
+    this.retryAfterMs = options?.retryAfterMs ?? null;
+  }
+
+  /** The upstream's HTTP status; null when it did not answer. */
+  get status(): number | null {
+    return this.detail.status;
+  }
+}
+
 /** A mistake in configuration or input: fix it and run again. Never retried. */
 export class ConfigError extends SchedflowError {
   readonly code = 'SCHEDFLOW_ERR_CONFIG';
@@ -475,26 +515,34 @@ export class SummaryPendingError extends SchedflowError {
 }
 
 /**
- * A submission refused at the door, before anything is recorded or sent: the job names another
- * account than the one the profile's token is bound to, the profile's token lacks a scope a
- * submission needs, its array goes past the cluster's MaxArraySize, or the profile's check
- * found it cannot work (src/sched/profile-check.ts). The scheduler would
- * refuse it; saying so now names the fix.
+ * A submission refused for good, never retried; the message names the fix. Either at the door,
+ * before anything is recorded or sent (src/requests/door.ts): the job names another account
+ * than the one the profile's token is bound to, the profile's token lacks a scope a submission
+ * needs, its array goes past the cluster's MaxArraySize, or the profile's check found it cannot
+ * work (src/sched/profile-check.ts), so the scheduler would refuse it and saying so now names
+ * the fix. Or by the submit worker (src/requests/submitter.ts): the scheduler refused it (a 403,
+ * a Slurm error) or the spec cannot be sent, and the request is `submit_failed` with that
+ * error's code; or its request is not in the history.
  */
 export class SubmissionRefusedError extends SchedflowError {
   constructor(
-    readonly code:
-      | 'SCHEDFLOW_ERR_ACCOUNT_MISMATCH'
-      | 'SCHEDFLOW_ERR_ACCOUNT_NOT_ASSOCIATED'
-      | 'SCHEDFLOW_ERR_ARRAY_TOO_LARGE'
-      | 'SCHEDFLOW_ERR_PROFILE_SCOPE_MISSING'
-      | 'SCHEDFLOW_ERR_PROFILE_UNUSABLE'
-      | 'SCHEDFLOW_ERR_PROFILE_NOT_CONNECTED',
+    readonly code: SubmissionRefusalCode,
     message: string,
+    options?: { cause?: unknown },
   ) {
-    super(message);
+    super(message, options);
   }
 }
+
+/** The door's own refusals, and any code of an error the submit worker failed a request with. */
+export type SubmissionRefusalCode =
+  | 'SCHEDFLOW_ERR_ACCOUNT_MISMATCH'
+  | 'SCHEDFLOW_ERR_ACCOUNT_NOT_ASSOCIATED'
+  | 'SCHEDFLOW_ERR_ARRAY_TOO_LARGE'
+  | 'SCHEDFLOW_ERR_PROFILE_SCOPE_MISSING'
+  | 'SCHEDFLOW_ERR_PROFILE_UNUSABLE'
+  | 'SCHEDFLOW_ERR_PROFILE_NOT_CONNECTED'
+  | ErrorCode;
 
 /** A job's output that cannot be read: not written yet, not on this host, or not readable (the message says which path, where). */
 export class JobOutputUnavailableError extends SchedflowError {

@@ -1,15 +1,18 @@
 import { hostname } from 'node:os';
 import { join, resolve } from 'node:path';
 import type { ConnectionOptions, Queue } from 'bullmq';
+import { QUEUES, queueSettingsOf } from '../workers/queues.js';
+import type { QueueSettings } from '../workers/services.js';
 import { startWorkers } from '../workers/start-workers.js';
 import { promoteDelayedSubmits, requeueUnsubmitted } from '../workers/submit.js';
 import { type DaemonConfig, isAllInOne } from './config/daemon-config.js';
-import { writeDaemonInfo } from './daemon-info.js';
+import { writeDaemonInfo, writeLocalApi } from './daemon-info.js';
 import { registerDaemon } from './daemon-registry.js';
 import { startCheckpointer } from './db/checkpointer.js';
 import { historyId } from './db/history-meta.js';
 import { type OpenedHistory, openHistory } from './db/open-history.js';
 import { ConfigError } from './errors.js';
+import { makeLocalCredential } from './http/api/local-credential.js';
 import { startApiServer } from './http/server.js';
 import { loadUiPassword } from './http/ui/ui-password.js';
 import { HeapCollector } from './lib/heap-collector.js';
@@ -24,8 +27,9 @@ import { CancelsInFlight } from './pipelines/cancels-in-flight.js';
 import { PipelineRegistry } from './pipelines/pipeline-registry.js';
 import type { RunEngineDeps } from './pipelines/run-engine.js';
 import type { QueueName } from './queue/catalog.js';
+import { createQueues } from './queue/queue-definition.js';
+import type { SchedulerSpec } from './queue/queue-keeper.js';
 import { QueueKeeper } from './queue/queue-keeper.js';
-import { createQueues } from './queue/queues.js';
 import type { SubmitQueueDeps } from './queue/submit-queue.js';
 import { tickSchedulers, upsertTicks } from './queue/ticks.js';
 import { HistoryClaim } from './redis/history-claim.js';
@@ -35,7 +39,7 @@ import { SharedBudgets } from './redis/shared-budget.js';
 import { type AcceptDeps, acceptSubmission, type JobSubmission } from './requests/accept.js';
 import { type ArrayRetry, retryArrayTasks } from './requests/array-retry.js';
 import { cancelRequest } from './requests/canceller.js';
-import { doorRefusal, profileDoor, submissionRefusal } from './requests/door.js';
+import { refusalPolicy } from './requests/door.js';
 import { PartitionLimitsReader } from './requests/partition-limits.js';
 import { ClientRegistry } from './sched/client-registry.js';
 import { type JobSpec, preparePassThroughCheck } from './sched/job-spec.js';
@@ -69,8 +73,9 @@ export interface Daemon {
    * Applies the suggestion of a request's summary: a new request with the changed spec,
    * linked to it, is queued (once; again returns the same id). NoSuggestionError when there is none.
    * `newRequestId` names the new request (the local API's Idempotency-Key); default a new UUID.
+   * `origin`: who asked through the local API, a token or the CLI. @defaultValue 'api'
    */
-  resubmitWithSuggestion(requestId: string, newRequestId?: string): Promise<string>;
+  resubmitWithSuggestion(requestId: string, newRequestId?: string, origin?: 'api' | 'cli'): Promise<string>;
   /** Runs tasks of an array request again (the failed ones by default): the new request. */
   retryArrayTasks(retry: ArrayRetry): Promise<{ id: string; indexes: number[]; array: string }>;
   stop(): Promise<void>;
@@ -95,32 +100,141 @@ export async function startDaemon(
   }
 }
 
+/** The scheduler side: the profiles (or the embedded simulator's) and their connected clients. */
+interface SchedulerSide {
+  profiles: ReadonlyMap<string, Profile>;
+  simUrl: string | null;
+  simJobUser: string | null;
+  clients: ClientRegistry;
+  summarySettings: ReturnType<typeof resolveSummarySettings>;
+}
+
+/** The queue side: the producers and what watches their Redis. */
+interface QueueSide {
+  connection: ConnectionOptions;
+  queues: Record<QueueName, Queue>;
+  queueSettings: QueueSettings;
+  redisWatch: RedisWatch;
+  heap: HeapCollector;
+}
+
+/** How requests are accepted and runs advanced, and the submit producer's link to the keeper. */
+interface RequestSide {
+  requests: AcceptDeps;
+  engine: RunEngineDeps;
+  /** Requests this process is submitting right now (the keeper's re-queue leaves them alone). */
+  submitsInFlight: Set<string>;
+  /** Filled in once the keeper exists: producers ask it to requeue what Redis did not take. */
+  keeper: { current?: QueueKeeper };
+  /** The one door policy of every way in: requests, array retries and pipeline steps. */
+  doorPolicy: ReturnType<typeof refusalPolicy>;
+}
+
 async function compose(config: DaemonConfig, logger: Logger, lifecycle: Lifecycle): Promise<Daemon> {
+  lockDataDir(config, lifecycle);
+  const redis = await startRedis(config, logger, lifecycle);
+  const history = await openClaimedHistory(config, redis, logger, lifecycle);
+  const scheduler = await startSchedulerSide(config, redis, logger, lifecycle);
+  const queueSide = startQueues(config, redis, scheduler, logger, lifecycle);
+  const requestSide = wireRequests(history, scheduler, queueSide, logger);
+  // One policy for the API's door, pipeline files and the sender's connections (the list was
+  // checked when the config was loaded).
+  const webhookTargets = new WebhookTargets(parseWebhookAllowList(config.webhookAllowHosts));
+  const { pipelines, ticks } = await startPipelinesAndTicks(
+    config,
+    history,
+    scheduler,
+    queueSide,
+    requestSide,
+    webhookTargets,
+    logger,
+    lifecycle,
+  );
+  // Made at first start even before the first webhook, so receivers can be set up beforehand.
+  const webhookSecret = loadWebhookSecret(config.dataDir, config.webhookSecret);
+  logger.info({ secretFrom: webhookSecret.source }, 'webhooks are signed with the secret in %s', webhookSecret.source);
+  if (config.roles.includes('worker')) {
+    startWorkers({
+      config,
+      queueSettings: queueSide.queueSettings,
+      history,
+      clients: scheduler.clients,
+      logger,
+      lifecycle,
+      connection: queueSide.connection,
+      queues: queueSide.queues,
+      pipelines,
+      engine: requestSide.engine,
+      requests: requestSide.requests,
+      webhookSecret,
+      webhookTargets,
+      summarySettings: scheduler.summarySettings,
+      redisWatch: queueSide.redisWatch,
+      submitsInFlight: requestSide.submitsInFlight,
+      heap: queueSide.heap,
+    });
+  }
+  await keepQueues(config, history, scheduler, queueSide, requestSide, pipelines, ticks, logger, lifecycle);
+  publishDaemonInfo(config, history, redis, scheduler);
+  const daemon = daemonOf(config, history, redis, scheduler, queueSide, requestSide, pipelines, lifecycle);
+  // Last to start, so the first to stop: new requests get 503 and those under way
+  // finish before the workers and queues they use close.
+  if (config.roles.includes('web')) {
+    daemon.apiUrl = await startApi(
+      config,
+      daemon,
+      history,
+      redis,
+      scheduler,
+      queueSide,
+      webhookTargets,
+      logger,
+      lifecycle,
+    );
+  }
+  registerForCli(config, logger, lifecycle);
+  // A signal after the last add(): not reported as started, it is being stopped.
+  if (lifecycle.stopRequested) throw new StopRequestedError();
+  return daemon;
+}
+
+/**
+ * One daemon owns a data dir's private Redis: a second would reuse it, then stop it on its way
+ * out, under the first. It is refused before it touches anything else.
+ */
+function lockDataDir(config: DaemonConfig, lifecycle: Lifecycle): void {
   // Before anything is written there: job scripts, environment values and webhook URLs go in.
   ensureOwnerOnlyDir(config.dataDir, 'data dir');
-  if (!config.redisUrl) {
-    // One daemon owns a data dir's private Redis: a second would reuse it, then stop it on its
-    // way out, under the first. It is refused before it touches anything else.
-    const lock = takePidLock(join(config.dataDir, 'daemon.pid'));
-    if (!lock.held) {
-      throw new ConfigError(
-        `data dir ${config.dataDir} is in use by another schedflow daemon (pid ${lock.holder}): stop it, or start this one with another --data-dir`,
-      );
-    }
-    lifecycle.add('data dir lock', async () => lock.release());
+  if (config.redisUrl) return;
+  const lock = takePidLock(join(config.dataDir, 'daemon.pid'));
+  if (!lock.held) {
+    throw new ConfigError(
+      `data dir ${config.dataDir} is in use by another schedflow daemon (pid ${lock.holder}): stop it, or start this one with another --data-dir`,
+    );
   }
-  // The private Redis starts before the history opens, so it stops after it closes: last but
-  // the lock. Workers hand their jobs back to it during the shutdown; a Redis that takes long
-  // to flush does not keep SQLite open.
-  let redis: RedisTarget;
-  if (config.redisUrl) {
-    redis = { url: config.redisUrl };
-  } else {
-    const own = await startPrivateRedis(config.dataDir, logger.child({ component: 'redis' }));
-    // Its own stop waits up to 10 s for redis-server to flush its append-only file.
-    lifecycle.add('redis-server', () => own.stop(), { timeoutMs: 12_000 });
-    redis = own.target;
-  }
+  lifecycle.add('data dir lock', async () => lock.release());
+}
+
+/**
+ * The configured Redis, or the data dir's private one. The private Redis starts before the
+ * history opens, so it stops after it closes: last but the lock. Workers hand their jobs back
+ * to it during the shutdown; a Redis that takes long to flush does not keep SQLite open.
+ */
+async function startRedis(config: DaemonConfig, logger: Logger, lifecycle: Lifecycle): Promise<RedisTarget> {
+  if (config.redisUrl) return { url: config.redisUrl };
+  const own = await startPrivateRedis(config.dataDir, logger.child({ component: 'redis' }));
+  // Its own stop waits up to 10 s for redis-server to flush its append-only file.
+  lifecycle.add('redis-server', () => own.stop(), { timeoutMs: 12_000 });
+  return own.target;
+}
+
+/** The history, migrated, claimed in Redis for this deployment, and checkpointed (SQLite). */
+async function openClaimedHistory(
+  config: DaemonConfig,
+  redis: RedisTarget,
+  logger: Logger,
+  lifecycle: Lifecycle,
+): Promise<OpenedHistory> {
   const history = await openHistory(
     { dataDir: config.dataDir, databaseUrl: config.databaseUrl },
     logger.child({ component: 'history' }),
@@ -147,7 +261,19 @@ async function compose(config: DaemonConfig, logger: Logger, lifecycle: Lifecycl
     const checkpoints = startCheckpointer(history.sqlite, logger.child({ component: 'history' }));
     lifecycle.add('history checkpoints', () => checkpoints.stop());
   }
+  return history;
+}
 
+/**
+ * The profiles of the configuration, or the embedded simulator when there is none (the
+ * all-in-one demo), and one connected scheduler client per profile.
+ */
+async function startSchedulerSide(
+  config: DaemonConfig,
+  redis: RedisTarget,
+  logger: Logger,
+  lifecycle: Lifecycle,
+): Promise<SchedulerSide> {
   let profiles = loadProfiles(join(config.configDir, 'profiles'));
   let simUrl: string | null = null;
   let simJobUser: string | null = null;
@@ -189,11 +315,21 @@ async function compose(config: DaemonConfig, logger: Logger, lifecycle: Lifecycl
   );
   lifecycle.add('scheduler clients', () => clients.close());
   await clients.start();
+  return { profiles, simUrl, simJobUser, clients, summarySettings };
+}
 
+/** The producers of the queues' definitions, the watch of their Redis and the heap collector. */
+function startQueues(
+  config: DaemonConfig,
+  redis: RedisTarget,
+  scheduler: SchedulerSide,
+  logger: Logger,
+  lifecycle: Lifecycle,
+): QueueSide {
   // ioredis options; BullMQ's own type for them is looser but not nominally the same.
   const connection = redisOptions(redis) as ConnectionOptions;
-  const prefix = config.queuePrefix;
-  const queues = createQueues(connection, prefix);
+  const queueSettings = queueSettingsOf(config, scheduler.summarySettings, scheduler.profiles.size);
+  const queues = createQueues(QUEUES, queueSettings, connection, config.queuePrefix);
   const redisWatch = new RedisWatch(redis, logger.child({ component: 'redis' }));
   lifecycle.add('redis watch', async () => redisWatch.close());
   const heap = new HeapCollector(logger.child({ component: 'memory' }));
@@ -203,16 +339,27 @@ async function compose(config: DaemonConfig, logger: Logger, lifecycle: Lifecycl
   lifecycle.add('queues', async () => {
     await Promise.all(Object.values(queues).map((q) => q.close()));
   });
+  return { connection, queues, queueSettings, redisWatch, heap };
+}
 
-  // Filled in once the keeper exists: producers ask it to requeue what Redis did not take.
-  let keeper: QueueKeeper | undefined;
+/** The door of job requests (src/requests/accept.ts) and the run engine of pipelines. */
+function wireRequests(
+  history: OpenedHistory,
+  scheduler: SchedulerSide,
+  queueSide: QueueSide,
+  logger: Logger,
+): RequestSide {
+  const { profiles, clients } = scheduler;
+  const { queues, redisWatch } = queueSide;
+  const keeper: RequestSide['keeper'] = {};
   const submitQueue: SubmitQueueDeps = {
     queue: queues.submit,
     logger: logger.child({ component: 'queue' }),
     redisReachable: () => redisWatch.reachable,
-    sweepLater: () => keeper?.sweepLater(),
+    sweepLater: () => keeper.current?.sweepLater(),
   };
   const requests: AcceptDeps = { store: history.store, submitQueue };
+  const doorPolicy = refusalPolicy(profiles, clients);
   const submitsInFlight = new Set<string>();
   const partitionLimits = new PartitionLimitsReader({
     profiles,
@@ -227,26 +374,33 @@ async function compose(config: DaemonConfig, logger: Logger, lifecycle: Lifecycl
     },
     cancelStep: (requestId, by) =>
       cancelRequest({ store: history.store, submitQueue: queues.submit, clients, logger }, requestId, by),
-    refusal: (profile, specs) => {
-      const p = profiles.get(profile);
-      if (!p) return null;
-      const door = profileDoor(p, clients.scopes(profile), clients.accounts(profile), clients.problem(profile));
-      for (const spec of specs) {
-        const refused = doorRefusal(profile, door, spec);
-        if (refused) return refused;
-      }
-      return null;
-    },
+    refusal: doorPolicy,
     partitionLimits: (profile, partition) => partitionLimits.limitsOf(profile, partition),
     inFlight: new CancelsInFlight(),
   };
-  // One policy for the API's door, pipeline files and the sender's connections (the list was
-  // checked when the config was loaded).
-  const webhookTargets = new WebhookTargets(parseWebhookAllowList(config.webhookAllowHosts));
+  return { requests, engine, submitsInFlight, keeper, doorPolicy };
+}
+
+/**
+ * The pipeline files (loaded, watched) and, in the `scheduler` role, the queues' ticks and the
+ * pipelines' schedules as job schedulers in Redis.
+ */
+async function startPipelinesAndTicks(
+  config: DaemonConfig,
+  history: OpenedHistory,
+  scheduler: SchedulerSide,
+  queueSide: QueueSide,
+  requestSide: RequestSide,
+  webhookTargets: WebhookTargets,
+  logger: Logger,
+  lifecycle: Lifecycle,
+): Promise<{ pipelines: PipelineRegistry; ticks: SchedulerSpec[] }> {
+  const { profiles } = scheduler;
+  const { queues } = queueSide;
   const pipelines = new PipelineRegistry({
     dir: config.pipelinesDir,
     context: { profiles, defaultProfile: [...profiles.keys()][0] },
-    engine,
+    engine: requestSide.engine,
     store: history.store,
     queue: queues.pipeline,
     logger: logger.child({ component: 'pipelines' }),
@@ -255,13 +409,7 @@ async function compose(config: DaemonConfig, logger: Logger, lifecycle: Lifecycl
   await pipelines.load();
   lifecycle.add('pipeline files', async () => pipelines.close());
   const ticks = config.roles.includes('scheduler')
-    ? tickSchedulers(queues, profiles.keys(), {
-        pollFloorMs: config.pollFloorMs,
-        reconcileEveryMs: config.reconcileEveryMs,
-        pipelineTickMs: config.pipelineTickMs,
-        notifyEveryMs: config.notifyEveryMs,
-        summaryDispatchEveryMs: config.summaries.dispatchEveryMs,
-      })
+    ? tickSchedulers(QUEUES, queues, queueSide.queueSettings, [...profiles.keys()])
     : [];
   await upsertTicks(ticks);
   if (config.roles.includes('scheduler')) {
@@ -270,33 +418,27 @@ async function compose(config: DaemonConfig, logger: Logger, lifecycle: Lifecycl
   } else {
     pipelines.watch();
   }
-  // Made at first start even before the first webhook, so receivers can be set up beforehand.
-  const webhookSecret = loadWebhookSecret(config.dataDir, config.webhookSecret);
-  logger.info({ secretFrom: webhookSecret.source }, 'webhooks are signed with the secret in %s', webhookSecret.source);
-  if (config.roles.includes('worker')) {
-    startWorkers({
-      config,
-      history,
-      clients,
-      logger,
-      lifecycle,
-      profileCount: profiles.size,
-      connection,
-      pipelines,
-      engine,
-      requests,
-      notifyQueue: queues.notify,
-      webhookSecret,
-      webhookTargets,
-      summarySettings,
-      summarizeQueue: queues.summarize,
-      submitQueue: queues.submit,
-      redisWatch,
-      submitsInFlight,
-      heap,
-    });
-  }
+  return { pipelines, ticks };
+}
 
+/**
+ * What keeps the queues in step with the history: the unsubmitted requests queued again now,
+ * delayed submissions taken up (now, and when a profile connects), and the keeper that rebuilds
+ * the ticks and the queue whenever Redis lost them.
+ */
+async function keepQueues(
+  config: DaemonConfig,
+  history: OpenedHistory,
+  scheduler: SchedulerSide,
+  queueSide: QueueSide,
+  requestSide: RequestSide,
+  pipelines: PipelineRegistry,
+  ticks: readonly SchedulerSpec[],
+  logger: Logger,
+  lifecycle: Lifecycle,
+): Promise<void> {
+  const { clients } = scheduler;
+  const { queues, redisWatch } = queueSide;
   await requeueUnsubmitted(history.store, queues.submit, logger);
   // A backoff must not outlast a restart, nor a profile's recovery: the delayed submissions are
   // taken up now (those of a profile that cannot work say why and wait again), and those of a
@@ -311,106 +453,142 @@ async function compose(config: DaemonConfig, logger: Logger, lifecycle: Lifecycl
   await promote(null);
   // Redis may lose everything under a running daemon (restarted without its data): the keeper
   // notices on its next check and rebuilds the ticks and the queue from the history.
-  keeper = new QueueKeeper({
+  const keeper = new QueueKeeper({
     logger: logger.child({ component: 'queue' }),
     everyMs: config.pollFloorMs,
     schedulers: ticks,
     ensurePipelineSchedules: config.roles.includes('scheduler') ? () => pipelines.ensureSchedules() : undefined,
-    requeue: () => requeueUnsubmitted(history.store, queues.submit, logger, submitsInFlight, config.lockDurationMs),
+    requeue: () =>
+      requeueUnsubmitted(history.store, queues.submit, logger, requestSide.submitsInFlight, config.lockDurationMs),
     redisReachable: () => redisWatch.reachable,
     redisChanges: () => redisWatch.changes,
   });
+  requestSide.keeper.current = keeper;
   redisWatch.onReconnect(keeper.reconnected);
   keeper.start();
-  const runningKeeper = keeper;
-  lifecycle.add('queue keeper', () => runningKeeper.close());
+  lifecycle.add('queue keeper', () => keeper.close());
+}
 
+/**
+ * The daemon's info for the CLI (src/daemon-info.ts): where its history is and which profiles
+ * it has. What a request may be is the daemon's to say, at its door (the local API).
+ */
+function publishDaemonInfo(
+  config: DaemonConfig,
+  history: OpenedHistory,
+  redis: RedisTarget,
+  scheduler: SchedulerSide,
+): void {
+  const { profiles } = scheduler;
+  const prefix = config.queuePrefix;
   const defaultProfile = [...profiles.keys()][0] as string;
-  const loadedProfiles = profiles;
-  const refusal = (profile: string, spec: Pick<JobSpec, 'account' | 'array'>) => {
-    const p = loadedProfiles.get(profile);
-    return p
-      ? submissionRefusal(p, clients.scopes(profile), clients.accounts(profile), clients.problem(profile), spec)
-      : null;
-  };
-  // Written again whenever a profile's scopes or accounts are learnt again (the scheduler was
-  // down at start, an association was added), so the CLI's door stays the daemon's.
-  const writeInfo = () =>
-    writeDaemonInfo(config.dataDir, {
-      pid: process.pid,
-      redis,
-      queuePrefix: prefix,
-      historyFile: history.sqlite ? history.where : null,
-      ...(config.databaseUrl && { historyUrl: config.databaseUrl.reveal() }),
-      profiles: [...profiles.keys()],
-      defaultProfile,
-      doors: Object.fromEntries(
-        [...profiles.values()].map((p) => [
-          p.name,
-          profileDoor(p, clients.scopes(p.name), clients.accounts(p.name), clients.problem(p.name)),
-        ]),
-      ),
-    });
-  writeInfo();
-  clients.onReport(() => {
-    if (!lifecycle.stopRequested) writeInfo();
+  writeDaemonInfo(config.dataDir, {
+    pid: process.pid,
+    redis,
+    queuePrefix: prefix,
+    historyFile: history.sqlite ? history.where : null,
+    ...(config.databaseUrl && { historyUrl: config.databaseUrl.reveal() }),
+    profiles: [...profiles.keys()],
+    defaultProfile,
   });
+}
 
-  const daemon: Daemon = {
+/** What the daemon offers the CLI's start command, tests and the local API. */
+function daemonOf(
+  config: DaemonConfig,
+  history: OpenedHistory,
+  redis: RedisTarget,
+  scheduler: SchedulerSide,
+  queueSide: QueueSide,
+  requestSide: RequestSide,
+  pipelines: PipelineRegistry,
+  lifecycle: Lifecycle,
+): Daemon {
+  const { profiles, clients } = scheduler;
+  const { requests } = requestSide;
+  const defaultProfile = [...profiles.keys()][0] as string;
+  const refusal = (profile: string, spec: Pick<JobSpec, 'account' | 'array'>) =>
+    requestSide.doorPolicy(profile, [spec]);
+  return {
     config,
     history,
     profiles,
     redis,
-    simUrl,
-    simJobUser,
+    simUrl: scheduler.simUrl,
+    simJobUser: scheduler.simJobUser,
     apiUrl: null,
     clients,
-    queues,
+    queues: queueSide.queues,
     pipelines,
     submit: (input) => acceptSubmission({ ...requests, profiles, defaultProfile, refusal }, input),
-    summaries: summariesStatus(summarySettings),
-    resubmitWithSuggestion: async (requestId, newRequestId) =>
-      (await resubmitWithSuggestion(requests, { requestId, newRequestId, origin: 'api', queuedBy: 'api' })).requestId,
+    summaries: summariesStatus(scheduler.summarySettings),
+    resubmitWithSuggestion: async (requestId, newRequestId, origin = 'api') =>
+      (await resubmitWithSuggestion(requests, { requestId, newRequestId, origin, queuedBy: origin })).requestId,
     retryArrayTasks: (retry) => retryArrayTasks({ ...requests, refusal }, retry),
     stop: () => lifecycle.stop(),
   };
+}
 
-  // Last to start, so the first to stop: new requests get 503 and those under way
-  // finish before the workers and queues they use close.
-  if (config.roles.includes('web')) {
-    const api = await startApiServer({
-      store: history.store,
-      logger,
-      profiles,
-      clients,
-      queues,
-      pipelines,
-      submit: (input) => daemon.submit(input),
-      resubmit: (requestId, newRequestId) => daemon.resubmitWithSuggestion(requestId, newRequestId),
-      retryTasks: (retry) => daemon.retryArrayTasks(retry),
-      redis,
-      queuePrefix: prefix,
-      listen: config.listen,
-      webhookTargets,
-      settings: {
-        rateLimitPerMin: config.apiRateLimitPerMin,
-        bodyLimitBytes: 1024 * 1024,
-        pollCeilingMs: config.pollCeilingMs,
-        protectedDirs: [config.dataDir, config.configDir],
-      },
-      ui: {
-        password: loadUiPassword(config.dataDir, config.uiPassword),
-        protectedDirs: [config.dataDir, config.configDir],
-        sessions: { redis, prefix },
-      },
-    });
-    // Requests under way finish; one that hangs (a client that never reads) is not waited for.
-    lifecycle.add('local API', () => api.close(), { timeoutMs: 5000 });
-    daemon.apiUrl = api.url;
-    logger.info({ url: `${api.url}/ui` }, 'admin web UI at %s/ui (log in with a token or the UI password)', api.url);
-  }
-  // Last: commands started in any folder find this data dir from now on, and no longer once a
-  // stop begins (src/daemon-registry.ts). A folder it cannot write costs them that, not the start.
+/** The local API and the admin UI (the `web` role); returns the URL it is bound to. */
+async function startApi(
+  config: DaemonConfig,
+  daemon: Daemon,
+  history: OpenedHistory,
+  redis: RedisTarget,
+  scheduler: SchedulerSide,
+  queueSide: QueueSide,
+  webhookTargets: WebhookTargets,
+  logger: Logger,
+  lifecycle: Lifecycle,
+): Promise<string> {
+  const { profiles, clients } = scheduler;
+  const { queues } = queueSide;
+  const prefix = config.queuePrefix;
+  const { pipelines } = daemon;
+  // The CLI's credential for this start only: its hash in memory, the token in an owner-only file.
+  const cli = makeLocalCredential();
+  const api = await startApiServer({
+    store: history.store,
+    logger,
+    profiles,
+    clients,
+    queues,
+    pipelines,
+    submit: (input) => daemon.submit(input),
+    resubmit: (requestId, newRequestId, origin) => daemon.resubmitWithSuggestion(requestId, newRequestId, origin),
+    retryTasks: (retry) => daemon.retryArrayTasks(retry),
+    redis,
+    queuePrefix: prefix,
+    listen: config.listen,
+    webhookTargets,
+    localCredential: cli.credential,
+    settings: {
+      rateLimitPerMin: config.apiRateLimitPerMin,
+      bodyLimitBytes: 1024 * 1024,
+      pollCeilingMs: config.pollCeilingMs,
+      protectedDirs: [config.dataDir, config.configDir],
+    },
+    ui: {
+      password: loadUiPassword(config.dataDir, config.uiPassword),
+      protectedDirs: [config.dataDir, config.configDir],
+      sessions: { redis, prefix },
+    },
+  });
+  // Requests under way finish; one that hangs (a client that never reads) is not waited for.
+  lifecycle.add('local API', () => api.close(), { timeoutMs: 5000 });
+  // Where the CLI asks (src/cli/daemon-api.ts); removed before the API closes, so a command
+  // after a stop is told at once that no daemon takes its requests.
+  const published = writeLocalApi(config.dataDir, { pid: process.pid, url: api.url, token: cli.token });
+  lifecycle.add('local API address', async () => published.remove());
+  logger.info({ url: `${api.url}/ui` }, 'admin web UI at %s/ui (log in with a token or the UI password)', api.url);
+  return api.url;
+}
+
+/**
+ * Last: commands started in any folder find this data dir from now on, and no longer once a
+ * stop begins (src/daemon-registry.ts). A folder it cannot write costs them that, not the start.
+ */
+function registerForCli(config: DaemonConfig, logger: Logger, lifecycle: Lifecycle): void {
   try {
     const registration = registerDaemon(config.dataDir, process.env);
     lifecycle.add('daemon registration', async () => registration.remove());
@@ -422,7 +600,4 @@ async function compose(config: DaemonConfig, logger: Logger, lifecycle: Lifecycl
       config.dataDir,
     );
   }
-  // A signal after the last add(): not reported as started, it is being stopped.
-  if (lifecycle.stopRequested) throw new StopRequestedError();
-  return daemon;
 }

@@ -1,82 +1,112 @@
-import { type BackoffStrategy, DelayedError, type Job, UnrecoverableError } from 'bullmq';
-import type { History } from '../src/db/history.js';
-import { markDeliveryFailed } from '../src/db/webhooks.js';
+import { UnrecoverableError } from 'bullmq';
+import { z } from 'zod';
+import { markDeliveryFailed, pendingDeliveryIds } from '../src/db/webhooks.js';
 import { assertNever } from '../src/lib/assert-never.js';
-import type { Logger } from '../src/logger.js';
 import { attemptDelivery } from '../src/notify/deliver.js';
-import { type DeliveryDispatcher, DISPATCH_JOB } from '../src/notify/delivery-dispatcher.js';
-import { WEBHOOK_BACKOFF_TYPE, webhookRetryDelayMs } from '../src/notify/retry-policy.js';
-import { WebhookDeliveryError, type WebhookSender } from '../src/notify/sender.js';
-import { notifyPayloadSchema } from '../src/queue/catalog.js';
+import { DELIVER_JOB, DISPATCH_JOB } from '../src/notify/delivery-dispatcher.js';
+import { BACKOFFS } from '../src/queue/backoffs.js';
+import { HistoryRelay } from '../src/queue/history-relay.js';
+import { HANDED_BACK_DELAY_MS, type QueueDefinition } from '../src/queue/queue-definition.js';
+import { TICK_ONCE } from '../src/queue/ticks.js';
+import type { QueueSettings, WorkerServices } from './services.js';
 
-export interface NotifyWorkerDeps {
-  store: History;
-  sender: WebhookSender;
-  dispatcher: DeliveryDispatcher;
-  logger: Logger;
-  /** Aborted when shutdown's grace period is over: a running attempt stops and is handed back. */
-  shutdown: AbortSignal;
-}
+/** A `deliver` job: one webhook delivery of the outbox (its id is also the job id). */
+const notifyPayloadSchema = z.object({ deliveryId: z.string().min(1) });
 
-/** An attempt cut short by shutdown is picked up again this soon (by whichever process runs then). */
-const HANDED_BACK_DELAY_MS = 1000;
+/** How often a delivery already seen queued is looked up in the queue again. */
+const RECHECK_MS = 60_000;
 
 /**
- * The `notify` queue: `dispatch` (the tick) queues pending deliveries of the
- * outbox; `deliver` makes one attempt at one delivery and records it.
+ * The `notify` queue: `dispatch` (the tick) relays pending deliveries of the outbox to the
+ * queue; `deliver` makes one attempt at one delivery and records it. Deliveries retry with the
+ * `webhook` backoff: exponential from SCHEDFLOW_NOTIFY_BACKOFF_MS with jitter, never sooner than
+ * the receiver's Retry-After, SCHEDFLOW_NOTIFY_ATTEMPTS times (about an hour of receiver trouble
+ * by default). Failed jobs are kept a week.
  */
-export function notifyProcessor(deps: NotifyWorkerDeps) {
-  return async (job: Job, token?: string): Promise<unknown> => {
-    if (job.name === DISPATCH_JOB) return { queued: await deps.dispatcher.dispatch() };
-    const { deliveryId } = notifyPayloadSchema.parse(job.data);
-    // attemptsMade counts the attempts that failed before this one.
-    const finalAttempt = job.attemptsMade + 1 >= (job.opts.attempts ?? 1);
-    const result = await attemptDelivery(deps, deliveryId, { finalAttempt, signal: deps.shutdown });
-    switch (result.outcome) {
-      case 'delivered':
-        return { status: result.status };
-      case 'skipped':
-        return { skipped: result.state };
-      case 'retry':
-        // Thrown as it is: the backoff strategy reads the receiver's Retry-After from it.
-        throw result.error;
-      case 'failed':
-        throw new UnrecoverableError(result.error.message);
-      case 'interrupted':
-        // Handed back without spending one of the delivery's attempts.
-        await job.moveToDelayed(Date.now() + HANDED_BACK_DELAY_MS, token);
-        throw new DelayedError();
-      default:
-        return assertNever(result);
+export const notifyQueue: QueueDefinition<QueueSettings, WorkerServices, 'notify'> = {
+  name: 'notify',
+  jobOptions: ({ config }) => ({
+    attempts: config.notifyAttempts,
+    backoff: { type: BACKOFFS.webhook, delay: config.notifyBackoffMs },
+    removeOnComplete: { age: 24 * 3600, count: 1000 },
+    removeOnFail: { age: 7 * 24 * 3600 },
+  }),
+  workerOptions: () => ({ concurrency: 4 }),
+  handedBackDelayMs: HANDED_BACK_DELAY_MS,
+  ticks: ({ config }) => [
+    {
+      id: 'tick:notify',
+      repeat: { every: config.notifyEveryMs },
+      template: { name: DISPATCH_JOB, data: {}, opts: TICK_ONCE },
+    },
+  ],
+  processor(services) {
+    const logger = services.rootLogger.child({ component: 'notify' });
+    const relay = deliveryRelay(services);
+    return async (job, ctx) => {
+      if (job.name === DISPATCH_JOB) {
+        const { queued } = await relay.run();
+        if (queued > 0) logger.debug({ queued }, 'webhook deliveries queued');
+        return { queued };
+      }
+      const { deliveryId } = notifyPayloadSchema.parse(job.data);
+      // attemptsMade counts the attempts that failed before this one.
+      const finalAttempt = job.attemptsMade + 1 >= (job.opts.attempts ?? 1);
+      const result = await attemptDelivery({ store: services.store, sender: services.webhooks, logger }, deliveryId, {
+        finalAttempt,
+        signal: services.shutdown,
+      });
+      switch (result.outcome) {
+        case 'delivered':
+          return { status: result.status };
+        case 'skipped':
+          return { skipped: result.state };
+        case 'retry':
+          // Thrown as it is: the backoff strategy reads the receiver's Retry-After from it.
+          throw result.error;
+        case 'failed':
+          throw new UnrecoverableError(result.error.message);
+        case 'interrupted':
+          return ctx.handBack();
+        default:
+          return assertNever(result);
+      }
+    };
+  },
+  /**
+   * A `deliver` job the queue gave up on outside an attempt's record (it stalled too often, or
+   * threw before recording) fails its delivery, so none stays pending for ever; a delivery
+   * already settled is left as it is.
+   */
+  async givenUp(services, job, error) {
+    if (job.name === DISPATCH_JOB) return;
+    const parsed = notifyPayloadSchema.safeParse(job.data);
+    if (!parsed.success) return;
+    if (await markDeliveryFailed(services.store, parsed.data.deliveryId, `the queue gave up: ${error.message}`)) {
+      services.rootLogger
+        .child({ component: 'notify' })
+        .error({ deliveryId: parsed.data.deliveryId, err: error }, 'webhook delivery given up by the queue');
     }
-  };
-}
-
-/**
- * The `webhook` backoff type: exponential from the job's `backoff.delay`, with
- * jitter, never sooner than the receiver's Retry-After (bounded).
- */
-export const webhookBackoffStrategy: BackoffStrategy = (attemptsMade, type, error, job) => {
-  if (type !== WEBHOOK_BACKOFF_TYPE) throw new Error(`unknown backoff type "${type}"`);
-  const backoff = job?.opts.backoff;
-  const baseDelayMs = typeof backoff === 'object' && backoff.delay !== undefined ? backoff.delay : 2000;
-  const retryAfterMs = error instanceof WebhookDeliveryError ? error.retryAfterMs : null;
-  return webhookRetryDelayMs(attemptsMade, baseDelayMs, retryAfterMs);
+  },
 };
 
-/**
- * A `deliver` job BullMQ has given up on outside an attempt's record (it
- * stalled too often, or threw before recording) fails its delivery, so none
- * stays pending for ever. Called from the worker's `failed` event; a delivery
- * already settled is left as it is.
- */
-export async function recordDeliveryGivenUp(store: History, logger: Logger, job: Job, error: Error): Promise<void> {
-  if (job.name === DISPATCH_JOB) return;
-  const finalAttempt = error instanceof UnrecoverableError || job.attemptsMade >= (job.opts.attempts ?? 1);
-  if (!finalAttempt) return;
-  const parsed = notifyPayloadSchema.safeParse(job.data);
-  if (!parsed.success) return;
-  if (await markDeliveryFailed(store, parsed.data.deliveryId, `the queue gave up: ${error.message}`)) {
-    logger.error({ deliveryId: parsed.data.deliveryId, err: error }, 'webhook delivery given up by the queue');
-  }
+/** The outbox (the history's pending deliveries) relayed to the notify queue. */
+function deliveryRelay(services: WorkerServices): HistoryRelay<string> {
+  const queue = services.queues.notify;
+  const logger = services.rootLogger.child({ component: 'notify' });
+  return new HistoryRelay<string>({
+    queue,
+    pending: () => pendingDeliveryIds(services.store),
+    idOf: (id) => id,
+    async failed(id, job) {
+      // The queue gave up outside an attempt's record (stalled too often, or a crash between
+      // the last attempt and its record): settle it as the queue did.
+      await markDeliveryFailed(services.store, id, `the queue gave up: ${job.failedReason ?? 'unknown reason'}`);
+      logger.error({ deliveryId: id, err: job.failedReason }, 'webhook delivery given up by the queue');
+      return false;
+    },
+    // Attempts and backoff are the queue's default job options.
+    add: (id) => queue.add(DELIVER_JOB, { deliveryId: id }, { jobId: id }),
+    recheckMs: RECHECK_MS,
+  });
 }

@@ -1,20 +1,12 @@
-import type { Job } from 'bullmq';
 import { z } from 'zod';
-import { SchedflowError, toError } from '../src/errors.js';
 import type { Logger } from '../src/logger.js';
 import type { PipelineRegistry } from '../src/pipelines/pipeline-registry.js';
 import { runDeadlineMisses } from '../src/pipelines/run-deadlines.js';
-import { advanceActiveRuns, cancelRun, type RunEngineDeps } from '../src/pipelines/run-engine.js';
-import {
-  CANCEL_JOB,
-  type CancelJobAnswer,
-  cancelPayloadSchema,
-  type RunTriggerAnswer,
-  TRIGGER_JOB,
-  triggerPayloadSchema,
-} from '../src/queue/catalog.js';
+import { advanceActiveRuns, type RunEngineDeps } from '../src/pipelines/run-engine.js';
+import type { QueueDefinition, QueueProcessor } from '../src/queue/queue-definition.js';
 import { makeDueAttempts } from '../src/requests/attempts.js';
 import { checkDeadlines } from '../src/requests/deadlines.js';
+import type { QueueSettings, WorkerServices } from './services.js';
 
 const firePayload = z.object({
   pipeline: z.string().min(1),
@@ -23,7 +15,7 @@ const firePayload = z.object({
   trigger: z.enum(['schedule', 'catchup']).default('schedule'),
 });
 
-export interface PipelineWorkerDeps {
+interface PipelineWorkerDeps {
   registry: PipelineRegistry;
   engine: RunEngineDeps;
   logger: Logger;
@@ -32,12 +24,37 @@ export interface PipelineWorkerDeps {
 }
 
 /**
- * The `pipeline` queue: `fire` (a cron tick or a catch-up of one) makes a run;
- * `tick` (every couple of seconds) makes the retries that are due, advances active
- * runs, catches up missed ticks and checks deadlines.
+ * The `pipeline` queue: `fire` (a cron tick of a pipeline's schedule, or a catch-up of one) makes
+ * a run; `tick` (every couple of seconds) makes the retries that are due, advances active runs,
+ * catches up missed ticks and checks deadlines. A job that fails is retried briefly; the next
+ * tick redoes periodic work anyway. One job at a time: runs advance, ticks fire and queued runs
+ * start in order.
  */
-export function pipelineProcessor(deps: PipelineWorkerDeps) {
-  return async (job: Job): Promise<unknown> => {
+export const pipelineQueue: QueueDefinition<QueueSettings, WorkerServices, 'pipeline'> = {
+  name: 'pipeline',
+  jobOptions: () => ({
+    attempts: 3,
+    backoff: { type: 'exponential', delay: 1000 },
+    removeOnComplete: true,
+    removeOnFail: { count: 100 },
+  }),
+  workerOptions: () => ({ concurrency: 1 }),
+  // A tick cut short is not handed back: the next one, seconds later, does its work.
+  handedBackDelayMs: 0,
+  ticks: ({ config }) => [
+    { id: 'tick:pipelines', repeat: { every: config.pipelineTickMs }, template: { name: 'tick', data: {} } },
+  ],
+  processor: (services) =>
+    pipelineProcessor({
+      registry: services.pipelines,
+      engine: services.engine,
+      logger: services.rootLogger.child({ component: 'pipelines' }),
+      jobReason: services.jobReason,
+    }),
+};
+
+function pipelineProcessor(deps: PipelineWorkerDeps): QueueProcessor {
+  return async (job): Promise<unknown> => {
     if (job.name === 'fire') {
       const payload = firePayload.parse(job.data);
       const scheduledFor = payload.scheduledFor ?? job.opts.prevMillis;
@@ -62,69 +79,6 @@ export function pipelineProcessor(deps: PipelineWorkerDeps) {
       });
       return { retried: attempts.made.length, ended: ended.length, caughtUp, misses: misses.length };
     }
-    if (job.name === CANCEL_JOB) return cancelFor(deps, job.data);
-    if (job.name === TRIGGER_JOB) return triggerFor(deps, job.data);
     throw new Error(`unknown pipeline job "${job.name}"`);
   };
-}
-
-/** The error of a job the CLI asked for, as its answer: the CLI prints it and exits by its code. */
-function askedError(e: Error): { kind: 'error'; code: string | null; retryable: boolean; message: string } {
-  return {
-    kind: 'error',
-    code: e instanceof SchedflowError ? e.code : null,
-    retryable: e instanceof SchedflowError ? e.retryable : false,
-    message: e.message,
-  };
-}
-
-/**
- * A run asked for by the CLI, made by the service the API and the UI use: the same parameter
- * checks, the same door, recorded as started by the CLI.
- */
-async function triggerFor(deps: PipelineWorkerDeps, data: unknown): Promise<RunTriggerAnswer> {
-  const { pipeline, params, who } = triggerPayloadSchema.parse(data);
-  try {
-    const run = await deps.registry.trigger(pipeline, { trigger: 'cli', params, triggeredBy: who });
-    return { kind: 'made', run: { id: run.id, pipeline: run.pipeline, state: run.state, detail: run.detail } };
-  } catch (error) {
-    const e = toError(error);
-    // The caller's mistakes (no such pipeline, a bad parameter, a door refusal) are its answer, not a failure here.
-    if (!(e instanceof SchedflowError)) deps.logger.warn({ pipeline, err: e }, 'run asked by the CLI failed');
-    return askedError(e);
-  }
-}
-
-async function cancelFor(deps: PipelineWorkerDeps, data: unknown): Promise<CancelJobAnswer> {
-  const { of, id, who } = cancelPayloadSchema.parse(data);
-  const by = { source: 'cli' as const, who };
-  try {
-    if (of === 'job') {
-      const outcome = await deps.engine.cancelStep(id, by);
-      switch (outcome.kind) {
-        case 'not_found':
-          return { of, kind: 'not_found' };
-        case 'submitting':
-          return { of, kind: 'submitting', state: outcome.row.state, retryAfterSec: outcome.retryAfterSec };
-        case 'ended':
-          return { of, kind: 'ended', state: outcome.row.state, jobId: outcome.row.jobId, upstream: outcome.upstream };
-        default:
-          return { of, kind: outcome.kind, state: outcome.row.state, jobId: outcome.row.jobId };
-      }
-    }
-    const outcome = await cancelRun(deps.engine, id, by);
-    if (outcome.kind === 'not_found') return { of, kind: 'not_found' };
-    return {
-      of,
-      kind: outcome.kind,
-      state: outcome.run.state,
-      detail: outcome.run.detail,
-      ...(outcome.kind === 'cancelled' && { already: outcome.already }),
-      ...(outcome.kind !== 'ended' && { steps: outcome.steps }),
-    };
-  } catch (error) {
-    const e = toError(error);
-    deps.logger.warn({ of, id, err: e }, 'cancel asked by the CLI failed');
-    return { of, ...askedError(e) };
-  }
 }

@@ -1,10 +1,31 @@
-import type { Job } from 'bullmq';
 import { getProfileSync, updateProfileSync } from '../src/db/accounting.js';
 import { SchedflowError } from '../src/errors.js';
-import { profilePayloadSchema } from '../src/queue/catalog.js';
+import type { QueueDefinition, QueueProcessor } from '../src/queue/queue-definition.js';
+import { TICK_ONCE } from '../src/queue/ticks.js';
 import { type PollReport, pollProfile } from '../src/requests/poller.js';
 import { BudgetUnavailableError } from '../src/sched/sched-errors.js';
-import type { WorkerServices } from './services.js';
+import { profilePayloadSchema } from './profile-payload.js';
+import type { QueueSettings, WorkerServices } from './services.js';
+
+/**
+ * The `poll` queue: a job scheduler per profile ticks at the floor interval; a tick polls only
+ * when the profile's interval has passed since its last poll. A failed poll is not retried: the
+ * next tick polls again. One poll at a time per profile.
+ */
+export const pollQueue: QueueDefinition<QueueSettings, WorkerServices, 'poll'> = {
+  name: 'poll',
+  jobOptions: () => TICK_ONCE,
+  workerOptions: ({ profileCount }) => ({ concurrency: Math.max(1, profileCount) }),
+  // A poll cut short is not handed back: the next tick polls again.
+  handedBackDelayMs: 0,
+  ticks: ({ config }, profiles) =>
+    profiles.map((profile) => ({
+      id: `poll:${profile}`,
+      repeat: { every: config.pollFloorMs },
+      template: { name: 'poll', data: { profile } },
+    })),
+  processor: (services) => pollProcessor(services),
+};
 
 /** The interval follows the proxy's cache lifetime: polling faster only re-reads the same cached answer. */
 export function pollIntervalMs(lastMaxAgeSec: number | null, floorMs: number, ceilingMs: number): number {
@@ -42,14 +63,10 @@ export function rateLimitedPollIntervalMs(
   return Math.max(intervalMs, Math.min(ceilingMs, spacedMs));
 }
 
-/**
- * The `poll` queue: a job scheduler ticks at the floor interval; a tick polls
- * only when the profile's interval has passed since its last poll.
- */
-export function pollProcessor(services: WorkerServices) {
+function pollProcessor(services: WorkerServices): QueueProcessor {
   /** Upstream requests each profile's last poll made. */
   const lastRequests = new Map<string, number>();
-  return async (job: Job): Promise<PollReport | 'waiting'> => {
+  return async (job): Promise<PollReport | 'waiting'> => {
     const { profile } = profilePayloadSchema.parse(job.data);
     const { store, settings } = services;
     if (!services.clients.connected(profile)) return 'waiting';

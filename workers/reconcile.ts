@@ -1,10 +1,30 @@
-import type { Job } from 'bullmq';
 import { recordAccountingAnswer } from '../src/db/accounting.js';
 import { SchedflowError } from '../src/errors.js';
-import { profilePayloadSchema } from '../src/queue/catalog.js';
+import type { QueueDefinition, QueueProcessor } from '../src/queue/queue-definition.js';
+import { TICK_ONCE } from '../src/queue/ticks.js';
 import { KnownRecords, type ReconcileReport, reconcileProfile } from '../src/requests/reconciler.js';
 import { BudgetUnavailableError } from '../src/sched/sched-errors.js';
-import type { WorkerServices } from './services.js';
+import { profilePayloadSchema } from './profile-payload.js';
+import type { QueueSettings, WorkerServices } from './services.js';
+
+/**
+ * The `reconcile` queue: a job scheduler per profile ticks the import of its accounting records
+ * since the last sync. Not retried: the next tick imports again. One import at a time.
+ */
+export const reconcileQueue: QueueDefinition<QueueSettings, WorkerServices, 'reconcile'> = {
+  name: 'reconcile',
+  jobOptions: () => TICK_ONCE,
+  workerOptions: () => ({ concurrency: 1 }),
+  // An import cut short is not handed back: the next tick imports again.
+  handedBackDelayMs: 0,
+  ticks: ({ config }, profiles) =>
+    profiles.map((profile) => ({
+      id: `reconcile:${profile}`,
+      repeat: { every: config.reconcileEveryMs },
+      template: { name: 'reconcile', data: { profile } },
+    })),
+  processor: (services) => reconcileProcessor(services),
+};
 
 /** How far back each run looks again, while accounting answers: slurmdbd has a job's record seconds after its end. */
 export const STEADY_OVERLAP_SEC = 60;
@@ -35,11 +55,11 @@ export class ReconcileOverlap {
   }
 }
 
-/** The `reconcile` queue: import the profile's accounting records since the last sync. */
-export function reconcileProcessor(services: WorkerServices) {
+/** Imports the profile's accounting records since the last sync. */
+function reconcileProcessor(services: WorkerServices): QueueProcessor {
   const overlap = new ReconcileOverlap();
   const known = new KnownRecords();
-  return async (job: Job): Promise<ReconcileReport | 'waiting'> => {
+  return async (job): Promise<ReconcileReport | 'waiting'> => {
     const { profile } = profilePayloadSchema.parse(job.data);
     if (!services.clients.connected(profile)) return 'waiting';
     // The import is never urgent: while a rate limit holds submissions back it waits for the next

@@ -1,13 +1,46 @@
+import type { Queue } from 'bullmq';
+import type { DaemonConfig } from '../src/config/daemon-config.js';
 import type { History } from '../src/db/history.js';
 import type { HeapCollector } from '../src/lib/heap-collector.js';
 import type { Logger } from '../src/logger.js';
+import type { WebhookSender } from '../src/notify/sender.js';
+import type { PipelineRegistry } from '../src/pipelines/pipeline-registry.js';
+import type { RunEngineDeps } from '../src/pipelines/run-engine.js';
+import type { QueueName } from '../src/queue/catalog.js';
+import type { AcceptDeps } from '../src/requests/accept.js';
 import type { ClientRegistry } from '../src/sched/client-registry.js';
+import type { Summarizer } from '../src/summaries/summarizer.js';
+import type { SummarySettings } from '../src/summaries/summary-settings.js';
+import type { SummaryTakeUp } from '../src/summaries/summary-take-up.js';
 
-/** What every processor may use; built once by the composition root. */
+/** What the queues' definitions read to make their job and worker options. */
+export interface QueueSettings {
+  config: Pick<
+    DaemonConfig,
+    | 'submitConcurrency'
+    | 'lockDurationMs'
+    | 'notifyAttempts'
+    | 'notifyBackoffMs'
+    | 'notifyEveryMs'
+    | 'pollFloorMs'
+    | 'reconcileEveryMs'
+    | 'pipelineTickMs'
+  >;
+  summaries: Pick<SummarySettings, 'attempts' | 'backoffMs' | 'concurrency' | 'dispatchEveryMs'>;
+  /** One poll at a time per profile. */
+  profileCount: number;
+}
+
+/** What every processor may use; built once by the worker start-up (workers/start-workers.ts). */
 export interface WorkerServices {
   store: History;
   clients: ClientRegistry;
+  /** The worker's log (`component: worker`). */
   logger: Logger;
+  /** The daemon's root log, for the queues whose component is their own (notify, pipelines). */
+  rootLogger: Logger;
+  /** The daemon's producers: the relays add to them. */
+  queues: Record<QueueName, Queue>;
   /** Aborted when shutdown's grace period is over: running work stops and is handed back. */
   shutdown: AbortSignal;
   /**
@@ -26,4 +59,12 @@ export interface WorkerServices {
     /** How often the first request held by a submit limit asks Slurm again. */
     submitLimitRecheckMs: number;
   };
+  webhooks: WebhookSender;
+  summaries: { summarizer: Summarizer; takeUp: SummaryTakeUp; logger: Logger };
+  pipelines: PipelineRegistry;
+  engine: RunEngineDeps;
+  /** Where re-submissions are accepted (src/requests/accept.ts). */
+  requests: AcceptDeps;
+  /** The scheduler's reason for a pending job, for deadline reports. */
+  jobReason?(profile: string, jobId: number): Promise<string | null>;
 }

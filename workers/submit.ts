@@ -1,22 +1,23 @@
-import { DelayedError, type Job, type Queue, UnrecoverableError } from 'bullmq';
-import { eq } from 'drizzle-orm';
+import { type Job, type Queue, UnrecoverableError } from 'bullmq';
 import type { History } from '../src/db/history.js';
-import { getRequest, patchRequest, requestProfileOf, unsubmittedRequests } from '../src/db/requests.js';
-import type { ErrorCode } from '../src/errors.js';
+import {
+  getRequest,
+  patchRequest,
+  requestProfileOf,
+  submitGiveUpFactsOf,
+  unsubmittedRequests,
+} from '../src/db/requests.js';
+import type { JobRequestRow } from '../src/db/schema.js';
+import { type ErrorCode, SubmissionRefusedError } from '../src/errors.js';
 import type { Logger } from '../src/logger.js';
 import { stepDependencies } from '../src/pipelines/run-engine.js';
-import { submitPayloadSchema } from '../src/queue/catalog.js';
-import { recordRequest } from '../src/requests/accept.js';
-import { attemptPolicySchema } from '../src/requests/attempt-policy.js';
+import { HistoryRelay } from '../src/queue/history-relay.js';
+import type { JobContext, QueueDefinition, QueueProcessor } from '../src/queue/queue-definition.js';
+import { queueSubmitJob, SUBMIT_JOB_OPTIONS, submitPayloadSchema } from '../src/queue/submit-queue.js';
 import { isTerminalRequest } from '../src/requests/request-state.js';
-import {
-  SubmitRefusedError,
-  submitRequest,
-  WaitingForDependencyError,
-  WaitingForSubmitLimitError,
-} from '../src/requests/submitter.js';
+import { submitRequest, WaitingForDependencyError, WaitingForSubmitLimitError } from '../src/requests/submitter.js';
 import { transition } from '../src/requests/transition.js';
-import type { WorkerServices } from './services.js';
+import type { QueueSettings, WorkerServices } from './services.js';
 
 const PROFILE_NOT_CONNECTED: ErrorCode = 'SCHEDFLOW_ERR_PROFILE_NOT_CONNECTED';
 const PROFILE_UNUSABLE: ErrorCode = 'SCHEDFLOW_ERR_PROFILE_UNUSABLE';
@@ -24,29 +25,34 @@ const PROFILE_UNUSABLE: ErrorCode = 'SCHEDFLOW_ERR_PROFILE_UNUSABLE';
 /** Steps are submitted right behind the steps they need: a wait for a job id is short. */
 const DEPENDENCY_RECHECK_MS = 250;
 
-/** The `submit` queue: record the request if the producer could not, then submit it once. */
-export function submitProcessor(services: WorkerServices) {
-  return async (job: Job, token?: string): Promise<string> => {
+/**
+ * The `submit` queue: submits a recorded request once (the marker makes a second attempt find
+ * the first's job). Its producer, payload and retry policy are src/queue/submit-queue.ts's (the
+ * door, src/requests/accept.ts, queues through it); its relay is {@link requeueUnsubmitted}.
+ */
+export const submitQueue: QueueDefinition<QueueSettings, WorkerServices, 'submit'> = {
+  name: 'submit',
+  jobOptions: () => SUBMIT_JOB_OPTIONS,
+  workerOptions: ({ config }) => ({
+    concurrency: config.submitConcurrency,
+    // A submit whose worker died is taken up again once its lock expires (found within about two
+    // lock durations). Running it again is safe (the marker), so a few crashes in a row do not
+    // fail the request.
+    lockDuration: config.lockDurationMs,
+    stalledInterval: config.lockDurationMs,
+    maxStalledCount: 5,
+  }),
+  // Nothing went wrong with a submit the shutdown cut short: the next process takes it at once.
+  handedBackDelayMs: 0,
+  processor: (services) => submitProcessor(services),
+  givenUp: (services, job, error) => recordSubmitGivenUp(services.store, services.logger, job, error),
+};
+
+/** Submits a recorded request once (src/requests/accept.ts recorded it and queued it). */
+function submitProcessor(services: WorkerServices): QueueProcessor {
+  return async (job: Job, ctx: JobContext): Promise<string> => {
     const payload = submitPayloadSchema.parse(job.data);
     const { store, logger } = services;
-    if (payload.request) {
-      const { profile, spec, origin, acceptedAt, summarize, arrayRetryOf, retry } = payload.request;
-      // One transaction: the summaries dispatcher never sees the request without its setting.
-      // Accepted by who sent it, queued by this worker: its job is the one running.
-      await recordRequest(store, {
-        id: payload.requestId,
-        profile,
-        name: spec.name,
-        spec,
-        origin,
-        at: acceptedAt,
-        source: origin === 'cli' ? 'cli' : 'api',
-        summarize,
-        arrayRetryOf,
-        retryPolicy: retry === undefined ? null : attemptPolicySchema.parse(retry),
-        queued: { source: 'submit', at: job.timestamp },
-      });
-    }
     // Read once, here: submitRequest is given the row.
     const row = await getRequest(store, payload.requestId);
     if (row === undefined) throw new UnrecoverableError(`no job request ${payload.requestId}`);
@@ -61,8 +67,7 @@ export function submitProcessor(services: WorkerServices) {
       if (row.errorMessage !== problem.sentence) {
         await patchRequest(store, row.id, { errorCode, errorMessage: problem.sentence });
       }
-      await job.moveToDelayed(Date.now() + services.settings.pollCeilingMs, token);
-      throw new DelayedError();
+      return ctx.putOff(services.settings.pollCeilingMs);
     }
     services.submitsInFlight?.add(payload.requestId);
     try {
@@ -79,25 +84,22 @@ export function submitProcessor(services: WorkerServices) {
       );
     } catch (error) {
       // Refused for good (403, Slurm refusal, bad spec): failed in the history, no more attempts.
-      if (error instanceof SubmitRefusedError) throw new UnrecoverableError(error.message);
+      if (error instanceof SubmissionRefusedError) throw new UnrecoverableError(error.message);
       // Aborted by the daemon's shutdown (after the grace period): handed back to the queue
       // without spending one of its attempts, since nothing went wrong with it. The request stays
       // `submitting`, so the next attempt looks its marker up before submitting again.
       if (services.shutdown.aborted) {
-        await job.moveToDelayed(Date.now(), token);
         services.logger.info({ requestId: payload.requestId }, 'submit interrupted by the shutdown; handed back');
-        throw new DelayedError();
+        return await ctx.handBack();
       }
       // A step whose needed steps are not submitted yet: look again shortly, without spending an attempt.
       if (error instanceof WaitingForDependencyError) {
-        await job.moveToDelayed(Date.now() + DEPENDENCY_RECHECK_MS, token);
-        throw new DelayedError();
+        return await ctx.putOff(DEPENDENCY_RECHECK_MS);
       }
       // Held by a submit limit: only the first in line asks Slurm again, once per recheck period;
       // the others only look whether they are first yet.
       if (error instanceof WaitingForSubmitLimitError) {
-        await job.moveToDelayed(Date.now() + services.settings.submitLimitRecheckMs, token);
-        throw new DelayedError();
+        return await ctx.putOff(services.settings.submitLimitRecheckMs);
       }
       throw error;
     } finally {
@@ -107,14 +109,10 @@ export function submitProcessor(services: WorkerServices) {
 }
 
 /**
- * A submit BullMQ has given up on (attempts spent, or unrecoverable) fails its
- * request, so no request waits forever in `submitting`. Called from the
- * worker's `failed` event; a refusal the submitter recorded is left as it is.
+ * A submit the queue has given up on (attempts spent, or unrecoverable) fails its request, so no
+ * request waits forever in `submitting`; a refusal the submitter recorded is left as it is.
  */
-export async function recordSubmitGivenUp(h: History, logger: Logger, job: Job, error: Error): Promise<void> {
-  const attempts = job.opts.attempts ?? 1;
-  const finalAttempt = error instanceof UnrecoverableError || job.attemptsMade >= attempts;
-  if (!finalAttempt) return;
+async function recordSubmitGivenUp(h: History, logger: Logger, job: Job, error: Error): Promise<void> {
   const parsed = submitPayloadSchema.safeParse(job.data);
   if (!parsed.success) return;
   const { requestId } = parsed.data;
@@ -122,15 +120,7 @@ export async function recordSubmitGivenUp(h: History, logger: Logger, job: Job, 
   // Read and failed in one transaction, the row locked: another attempt (a requeue, another
   // host's worker) may have submitted it since, and a request with a job must not be failed.
   const failed = await h.transaction(async (tx) => {
-    const t = tx.t.jobRequests;
-    const row = await tx.one(
-      tx.forUpdate(
-        tx.db
-          .select({ state: t.state, jobId: t.jobId, errorMessage: t.errorMessage })
-          .from(t)
-          .where(eq(t.id, requestId)),
-      ),
-    );
+    const row = await submitGiveUpFactsOf(tx, requestId);
     if (!row || row.jobId !== null || isTerminalRequest(row.state)) return false;
     return transition(tx, requestId, {
       to: 'submit_failed',
@@ -144,17 +134,17 @@ export async function recordSubmitGivenUp(h: History, logger: Logger, job: Job, 
 }
 
 /**
- * Queues again every request accepted but not submitted: at start (after a stop or a
- * crash between recording a request and queueing it) and whenever Redis may have lost
- * jobs (restarted empty, or an add that did not get through). The job id is the request
- * id, so a request already waiting is not queued twice; one whose BullMQ job failed
- * without reaching the history (a crash, or stalls beyond the limit) is retried rather
- * than left behind. `busy` names requests an attempt of this process is submitting
- * right now: their job may be gone from Redis, but queueing them again would start a
- * second attempt beside the first. For the same reason a request whose POST started
- * less than `recentMs` ago is left for a later sweep (counted in `deferred`): the
- * attempt may be another process's, still waiting for its answer, and an attempt that
- * lasts longer than its lock is taken for stalled by BullMQ anyway.
+ * The submit queue's relay: queues again every request accepted but not submitted, at start
+ * (after a stop or a crash between recording a request and queueing it) and whenever Redis may
+ * have lost jobs (restarted empty, or an add that did not get through). The job id is the
+ * request id, so a request already waiting is not queued twice; one whose BullMQ job failed
+ * without reaching the history (a crash, or stalls beyond the limit) is retried rather than left
+ * behind. `busy` names requests an attempt of this process is submitting right now: their job
+ * may be gone from Redis, but queueing them again would start a second attempt beside the
+ * first. For the same reason a request whose POST started less than `recentMs` ago is left for
+ * a later sweep (counted in `deferred`): the attempt may be another process's, still waiting
+ * for its answer, and an attempt that lasts longer than its lock is taken for stalled by BullMQ
+ * anyway.
  */
 export async function requeueUnsubmitted(
   h: History,
@@ -163,32 +153,31 @@ export async function requeueUnsubmitted(
   busy: ReadonlySet<string> = new Set(),
   recentMs = 0,
 ): Promise<{ requeued: number; deferred: number }> {
-  let requeued = 0;
-  let deferred = 0;
   const now = Date.now();
-  for (const row of await unsubmittedRequests(h)) {
-    if (busy.has(row.id)) continue;
-    if (row.submitAttemptAt !== null && now - row.submitAttemptAt < recentMs) {
-      deferred++;
-      continue;
-    }
-    const existing = await queue.getJob(row.id);
-    const state = existing ? await existing.getState() : 'missing';
-    if (existing && state === 'failed') {
-      await existing.retry('failed', { resetAttemptsMade: true, resetAttemptsStarted: true });
-      requeued++;
-    } else if (!existing || state === 'completed' || state === 'unknown') {
+  const relay = new HistoryRelay<JobRequestRow>({
+    queue,
+    pending: () => unsubmittedRequests(h),
+    idOf: (row) => row.id,
+    hold(row) {
+      if (busy.has(row.id)) return 'skip';
+      if (row.submitAttemptAt !== null && now - row.submitAttemptAt < recentMs) return 'defer';
+      return null;
+    },
+    async failed(_row, job) {
+      await job.retry('failed', { resetAttemptsMade: true, resetAttemptsStarted: true });
+      return true;
+    },
+    async beforeAdd(row) {
       // Recorded but never queued (a crash between the two): it gets its `queued` first, as
       // every request does before its job exists. Only from `accepted`, read before the awaits
-      // on Redis above: whatever moved it since knows better.
+      // on Redis: whatever moved it since knows better.
       if (row.state === 'accepted') {
         await transition(h, row.id, { to: 'queued', source: 'submit', at: Date.now(), from: 'accepted' });
       }
-      await existing?.remove();
-      await queue.add('submit', { requestId: row.id }, { jobId: row.id });
-      requeued++;
-    }
-  }
+    },
+    add: (requestId) => queueSubmitJob(queue, requestId),
+  });
+  const { queued: requeued, deferred } = await relay.run(now);
   if (requeued > 0) logger.info({ requeued }, 'queued unsubmitted requests again');
   return { requeued, deferred };
 }
@@ -213,7 +202,7 @@ export async function promoteDelayedSubmits(
     const parsed = submitPayloadSchema.safeParse(job.data);
     if (!parsed.success) continue;
     if (profile !== null) {
-      const of = parsed.data.request?.profile ?? (await requestProfileOf(h, parsed.data.requestId));
+      const of = await requestProfileOf(h, parsed.data.requestId);
       if (of !== profile) continue;
     }
     try {

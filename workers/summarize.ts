@@ -1,118 +1,106 @@
-import { type BackoffStrategy, DelayedError, type Job, UnrecoverableError } from 'bullmq';
-import type { History } from '../src/db/history.js';
-import { SchedflowError } from '../src/errors.js';
+import { z } from 'zod';
+import { pendingSummaryIds } from '../src/db/summaries.js';
 import { assertNever } from '../src/lib/assert-never.js';
-import { backoffDelayMs } from '../src/lib/retry-policy.js';
-import { LlmRateLimitedError } from '../src/llm/llm-errors.js';
-import type { Logger } from '../src/logger.js';
-import {
-  APPLY_SUGGESTION_JOB,
-  applySuggestionPayloadSchema,
-  SUMMARY_BACKOFF_TYPE,
-  SUMMARY_DISPATCH_JOB,
-  summarizePayloadSchema,
-} from '../src/queue/catalog.js';
-import type { AcceptDeps } from '../src/requests/accept.js';
-import { resubmitWithSuggestion } from '../src/summaries/resubmit.js';
-import type { Summarizer } from '../src/summaries/summarizer.js';
-import type { SummaryDispatcher } from '../src/summaries/summary-dispatcher.js';
+import { BACKOFFS } from '../src/queue/backoffs.js';
+import { HistoryRelay } from '../src/queue/history-relay.js';
+import { HANDED_BACK_DELAY_MS, type QueueDefinition } from '../src/queue/queue-definition.js';
+import { TICK_ONCE } from '../src/queue/ticks.js';
+import type { QueueSettings, WorkerServices } from './services.js';
 
-export interface SummarizeWorkerDeps {
-  store: History;
-  summarizer: Summarizer;
-  dispatcher: SummaryDispatcher;
-  logger: Logger;
-  /** Where re-submitted requests are accepted (src/requests/accept.ts). */
-  requests: AcceptDeps;
-  /** Aborted when shutdown's grace period is over: a running LLM call stops and is handed back. */
-  shutdown: AbortSignal;
-}
+/** Job names of the summarize queue: one summary, or the tick that takes up ended work. */
+const SUMMARIZE_JOB = 'summarize';
+const SUMMARY_DISPATCH_JOB = 'dispatch';
 
-/** A summary cut short by shutdown is picked up again this soon. */
-const HANDED_BACK_DELAY_MS = 1000;
-/** The longest Retry-After honoured; a longer one is read as this. */
-const MAX_RETRY_AFTER_MS = 10 * 60_000;
+/** A `summarize` job: write one summary (its id is also the job id). */
+const summarizePayloadSchema = z.object({ summaryId: z.string().min(1) });
+
+/** How often a summary already seen queued is looked up in the queue again. */
+const RECHECK_MS = 60_000;
 
 /**
- * The `summarize` queue: `dispatch` (the tick) takes up ended requests and
- * runs and queues their summaries; `summarize` writes one summary (one LLM
- * attempt); `apply-suggestion` re-submits a request with its summary's change.
+ * The `summarize` queue: `dispatch` (the tick) takes up ended requests and runs, makes their
+ * summaries and relays the pending ones to the queue; `summarize` writes one summary (one LLM
+ * attempt). Summaries retry with the `summary` backoff (it honours the LLM's Retry-After), as
+ * often and from the delay the summary settings say. Ended jobs are kept a day, failed ones a week.
  */
-export function summarizeProcessor(deps: SummarizeWorkerDeps) {
-  return async (job: Job, token?: string): Promise<unknown> => {
-    if (job.name === SUMMARY_DISPATCH_JOB) return deps.dispatcher.dispatch();
-    if (job.name === APPLY_SUGGESTION_JOB) return applySuggestionJob(deps, job);
-    const { summaryId } = summarizePayloadSchema.parse(job.data);
-    // attemptsMade counts the attempts that failed before this one.
-    const finalAttempt = job.attemptsMade + 1 >= (job.opts.attempts ?? 1);
-    const result = await deps.summarizer.run(summaryId, { finalAttempt, signal: deps.shutdown });
-    switch (result.outcome) {
-      case 'done':
-        return { kind: result.kind, state: result.state };
-      case 'skipped':
-        return { skipped: result.why };
-      case 'retry':
-        // Thrown as it is: the backoff strategy reads the endpoint's Retry-After from it.
-        throw result.error;
-      case 'interrupted':
-        await job.moveToDelayed(Date.now() + HANDED_BACK_DELAY_MS, token);
-        throw new DelayedError();
-      default:
-        return assertNever(result);
+export const summarizeQueue: QueueDefinition<QueueSettings, WorkerServices, 'summarize'> = {
+  name: 'summarize',
+  jobOptions: ({ summaries }) => ({
+    attempts: summaries.attempts,
+    backoff: { type: BACKOFFS.summary, delay: summaries.backoffMs },
+    removeOnComplete: { age: 24 * 3600, count: 1000 },
+    removeOnFail: { age: 7 * 24 * 3600 },
+  }),
+  // One more than the LLM calls in flight, so the dispatch tick never waits behind them.
+  workerOptions: ({ summaries }) => ({ concurrency: summaries.concurrency + 1 }),
+  handedBackDelayMs: HANDED_BACK_DELAY_MS,
+  ticks: ({ summaries }) => [
+    {
+      id: 'tick:summaries',
+      repeat: { every: summaries.dispatchEveryMs },
+      template: { name: SUMMARY_DISPATCH_JOB, data: {}, opts: TICK_ONCE },
+    },
+  ],
+  processor(services) {
+    const { summarizer, takeUp, logger } = services.summaries;
+    const relay = summaryRelay(services);
+    return async (job, ctx) => {
+      if (job.name === SUMMARY_DISPATCH_JOB) {
+        const now = Date.now();
+        const made = await takeUp.run(now);
+        const { queued } = await relay.run(now);
+        if (made || queued) logger.debug({ made, queued }, 'summaries dispatched');
+        return { made, queued };
+      }
+      const { summaryId } = summarizePayloadSchema.parse(job.data);
+      // attemptsMade counts the attempts that failed before this one.
+      const finalAttempt = job.attemptsMade + 1 >= (job.opts.attempts ?? 1);
+      const result = await summarizer.run(summaryId, { finalAttempt, signal: services.shutdown });
+      switch (result.outcome) {
+        case 'done':
+          return { kind: result.kind, state: result.state };
+        case 'skipped':
+          return { skipped: result.why };
+        case 'retry':
+          // Thrown as it is: the backoff strategy reads the endpoint's Retry-After from it.
+          throw result.error;
+        case 'interrupted':
+          return ctx.handBack();
+        default:
+          return assertNever(result);
+      }
+    };
+  },
+  /**
+   * A summarize job the queue gave up on outside an attempt's record (stalled too often, or it
+   * threw gathering facts) fails its summary, keeping the template when it can be made.
+   */
+  async givenUp(services, job, error) {
+    if (job.name !== SUMMARIZE_JOB) return;
+    const parsed = summarizePayloadSchema.safeParse(job.data);
+    if (!parsed.success) return;
+    const { summarizer, logger } = services.summaries;
+    if (await summarizer.giveUp(parsed.data.summaryId, `the queue gave up: ${error.message}`)) {
+      logger.error({ summaryId: parsed.data.summaryId, err: error }, 'summary given up by the queue');
     }
-  };
-}
-
-async function applySuggestionJob(deps: SummarizeWorkerDeps, job: Job): Promise<unknown> {
-  const payload = applySuggestionPayloadSchema.parse(job.data);
-  let result: { requestId: string; created: boolean };
-  try {
-    // Asked for by the CLI (`jobs resubmit --apply-suggestion`), queued by this worker: the
-    // transitions say so, as a CLI submission's say `accepted (cli)`, `queued (submit)`.
-    // Queued also when an earlier attempt recorded the request but died before queueing it.
-    result = await resubmitWithSuggestion(deps.requests, { ...payload, origin: 'cli', queuedBy: 'summarize' });
-  } catch (error) {
-    // Nothing to apply (no request, no suggestion, a pipeline step): trying again cannot help.
-    // A summary still being written is retryable: the queue's next attempt may find it ready.
-    if (error instanceof SchedflowError && !error.retryable) throw new UnrecoverableError(error.message);
-    throw error;
-  }
-  deps.logger.info(
-    { requestId: payload.requestId, newRequestId: result.requestId, created: result.created },
-    'suggested change applied: request re-submitted',
-  );
-  return result;
-}
-
-/**
- * The `summary` backoff type: exponential from the job's `backoff.delay` with
- * full jitter, never sooner than the LLM's Retry-After (bounded).
- */
-export const summaryBackoffStrategy: BackoffStrategy = (attemptsMade, type, error, job) => {
-  if (type !== SUMMARY_BACKOFF_TYPE) throw new Error(`unknown backoff type "${type}"`);
-  const backoff = job?.opts.backoff;
-  const baseDelayMs = typeof backoff === 'object' && backoff.delay !== undefined ? backoff.delay : 10_000;
-  const retryAfterMs = error instanceof LlmRateLimitedError ? error.retryAfterMs : null;
-  // attemptsMade is 1 after the first failure: the first retry waits up to baseDelayMs.
-  return backoffDelayMs(
-    attemptsMade - 1,
-    { baseDelayMs, maxDelayMs: baseDelayMs * 64, maxRetryAfterMs: MAX_RETRY_AFTER_MS },
-    retryAfterMs,
-  );
+  },
 };
 
-/**
- * A summarize job BullMQ gave up on outside an attempt's record (stalled too
- * often, or it threw gathering facts) fails its summary, keeping the
- * template when it can be made. Called from the worker's `failed` event.
- */
-export async function recordSummaryGivenUp(summarizer: Summarizer, logger: Logger, job: Job, error: Error) {
-  if (job.name !== 'summarize') return;
-  const finalAttempt = error instanceof UnrecoverableError || job.attemptsMade >= (job.opts.attempts ?? 1);
-  if (!finalAttempt) return;
-  const parsed = summarizePayloadSchema.safeParse(job.data);
-  if (!parsed.success) return;
-  if (await summarizer.giveUp(parsed.data.summaryId, `the queue gave up: ${error.message}`)) {
-    logger.error({ summaryId: parsed.data.summaryId, err: error }, 'summary given up by the queue');
-  }
+/** Pending summaries of the history relayed to the summarize queue. */
+function summaryRelay(services: WorkerServices): HistoryRelay<string> {
+  const queue = services.queues.summarize;
+  return new HistoryRelay<string>({
+    queue,
+    pending: () => pendingSummaryIds(services.store),
+    idOf: (id) => id,
+    async failed(id, job) {
+      // The queue gave up and the `failed` handler did not settle the summary (the process died
+      // in between): settle it as the handler would have.
+      await services.summaries.summarizer.giveUp(id, `the queue gave up: ${job.failedReason ?? 'unknown reason'}`);
+      return false;
+    },
+    // Attempts and backoff are the queue's default job options.
+    add: (id) => queue.add(SUMMARIZE_JOB, { summaryId: id }, { jobId: id }),
+    recheckMs: RECHECK_MS,
+  });
 }

@@ -1,7 +1,7 @@
 import { existsSync, statSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { type Command, Option } from 'commander';
-import { DAEMON_INFO_FILE } from '../daemon-info.js';
+import { DAEMON_INFO_FILE, DEFAULT_DATA_DIR } from '../daemon-info.js';
 import { type DaemonRegistration, registryDirsToRead, runningDaemons } from '../daemon-registry.js';
 import { ConfigError } from '../errors.js';
 import { refuseSharedAccess } from '../lib/owner-only.js';
@@ -32,7 +32,7 @@ export function chooseDataDir(
   if (flag !== undefined) return { dir: resolve(flag), from: 'flag' };
   const fromEnv = env.SCHEDFLOW_DATA_DIR?.trim();
   if (fromEnv) return { dir: resolve(fromEnv), from: 'env' };
-  const here = resolve('data');
+  const here = resolve(DEFAULT_DATA_DIR);
   const daemons = running();
   if (daemons.length === 1) return { dir: (daemons[0] as DaemonRegistration).dataDir, from: 'daemon' };
   // Several: the one of this folder, as before there were registrations; else the user says.
@@ -73,7 +73,11 @@ export function refuseWithoutHistory(
   // history only while no daemon runs to have meant instead.
   if (options.mayMake && (chosen.from === 'flag' || (chosen.from === 'env' && running().length === 0))) return;
   const how =
-    chosen.from === 'flag' ? '--data-dir' : chosen.from === 'env' ? 'SCHEDFLOW_DATA_DIR' : 'the default, ./data';
+    chosen.from === 'flag'
+      ? '--data-dir'
+      : chosen.from === 'env'
+        ? 'SCHEDFLOW_DATA_DIR'
+        : `the default, ${DEFAULT_DATA_DIR}`;
   const head = `no schedflow history in ${chosen.dir} (${how}): no daemon has run with that data dir, and nothing was made there`;
   const elsewhere = chosen.from === 'daemon' ? [] : running().filter((d) => d.dataDir !== chosen.dir);
   if (elsewhere.length === 1) {
@@ -104,7 +108,7 @@ export function withDaemonDataDir(command: Command, options: { mayMake: boolean 
     .addOption(
       new Option(
         '--data-dir <dir>',
-        "data dir of the daemon (default: SCHEDFLOW_DATA_DIR, else the running daemon's, else ./data)",
+        `data dir of the daemon (default: SCHEDFLOW_DATA_DIR, else the running daemon's, else ${DEFAULT_DATA_DIR})`,
       ),
     )
     .hook('preAction', (self) => {

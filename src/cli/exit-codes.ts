@@ -21,6 +21,8 @@ export const EXIT = {
  */
 const USAGE_CODES: ReadonlySet<ErrorCode> = new Set<ErrorCode>([
   'SCHEDFLOW_ERR_CONFIG',
+  // The daemon's API named a value the command passed on (a profile, a run parameter): fix the command.
+  'SCHEDFLOW_ERR_VALIDATION',
   'SCHEDFLOW_ERR_NOT_FOUND',
   'SCHEDFLOW_ERR_NO_SUGGESTION',
   'SCHEDFLOW_ERR_PIPELINE_NOT_FOUND',

@@ -1,4 +1,5 @@
 import { InvalidArgumentError } from 'commander';
+import { parseDuration } from '../lib/duration.js';
 
 /** `--param name=value`, repeatable: the run parameters of `validate --render` and `runs trigger`. */
 export function collectParam(value: string, previous: Record<string, string>): Record<string, string> {
@@ -23,14 +24,18 @@ export function parseInteger(value: string): number {
 
 export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
 
-/** `--since 2h`, `--since 2026-11-01`, `--since 1795300000`: Unix seconds. */
+/** `--since 2h`, `--since 1h30m`, `--since 2026-11-01`, `--since 1795300000`: Unix seconds. */
 export function parseSince(value: string, nowMs = Date.now()): number {
-  const relative = /^(\d+)\s*([smhdw])$/.exec(value.trim());
-  if (relative) {
-    const unit = { s: 1, m: 60, h: 3600, d: 86_400, w: 604_800 }[relative[2] as 's' | 'm' | 'h' | 'd' | 'w'];
-    return Math.floor(nowMs / 1000) - Number(relative[1]) * unit;
+  const text = value.trim();
+  if (/^\d{9,}$/.test(text)) return Number(text);
+  // A duration back from now, in the units every duration of schedflow takes (src/lib/duration.ts).
+  if (/^(\d+\s*[smhdw]\s*)+$/.test(text)) {
+    try {
+      return Math.floor(nowMs / 1000) - parseDuration(text);
+    } catch (error) {
+      throw new InvalidArgumentError((error as Error).message);
+    }
   }
-  if (/^\d{9,}$/.test(value.trim())) return Number(value.trim());
   const at = Date.parse(value);
   if (Number.isNaN(at)) {
     throw new InvalidArgumentError(

@@ -11,15 +11,14 @@ import {
 } from '../db/schema.js';
 import { ConfigError } from '../errors.js';
 import { sleep } from '../lib/sleep.js';
-import type { RunTriggerAnswer, TriggerPayload } from '../queue/catalog.js';
 import { runSummaryLines } from '../summaries/show.js';
 import { runStartedBy } from '../views/run-start.js';
 import { runDefinitionView, runView } from '../views/views.js';
 import { openCliHistory } from './cli-history.js';
+import { callDaemon, type DaemonAnswer, DaemonApiError, segment } from './daemon-api.js';
 import { withDaemonDataDir } from './data-dir.js';
-import { EXIT, exitCodeForCode } from './exit-codes.js';
+import { EXIT } from './exit-codes.js';
 import { formatDuration, table } from './format.js';
-import { askDaemon, cancelThroughDaemon } from './jobs-command.js';
 import { collectParam, parseInteger } from './options.js';
 import { print, printError } from './terminal.js';
 import { onInterrupt } from './wait-interrupt.js';
@@ -103,21 +102,21 @@ export function registerRunsCommand(program: Command): void {
     .option('--wait', 'print each step change; exit 0 only when the run succeeded')
     .action(async (pipeline: string, opts: { param: Record<string, string>; wait?: boolean }, cmd: Command) => {
       const flags = flagsOf(cmd);
-      const { TRIGGER_JOB } = await import('../queue/catalog.js');
-      const answer = (await askDaemon(flags.dataDir, 'run', (who) => ({
-        name: TRIGGER_JOB,
-        data: { pipeline, params: opts.param, who } satisfies TriggerPayload,
-      }))) as RunTriggerAnswer;
-      if (answer.kind === 'error') {
-        // No such pipeline, a bad parameter, a step the profile's door refuses: nothing was made.
-        if (flags.json) print(`${JSON.stringify(answer)}\n`);
-        else printError(`schedflow: ${answer.message}\n`);
-        process.exitCode = exitCodeForCode(answer.code, answer.retryable);
-        return;
-      }
-      const { run } = answer;
-      if (flags.json) print(`${JSON.stringify({ run })}\n`);
-      else {
+      // The API's door for runs: the same parameter checks and profile doors as a token's, recorded as the CLI's.
+      const { body: run } = await callDaemon<{ id: string; pipeline: string; state: string; detail: string | null }>(
+        flags.dataDir,
+        {
+          method: 'POST',
+          path: `/api/v1/pipelines/${segment(pipeline)}/runs`,
+          body: { params: opts.param },
+          nothing: 'no run was started',
+        },
+      );
+      if (flags.json) {
+        print(
+          `${JSON.stringify({ run: { id: run.id, pipeline: run.pipeline, state: run.state, detail: run.detail } })}\n`,
+        );
+      } else {
         const how =
           run.state === 'running'
             ? 'started'
@@ -255,41 +254,42 @@ export function registerRunsCommand(program: Command): void {
     .argument('<run>', 'run id')
     .action(async (id: string, _opts, cmd: Command) => {
       const flags = flagsOf(cmd);
-      const answer = await cancelThroughDaemon(flags.dataDir, { of: 'run', id });
-      if (flags.json) print(`${JSON.stringify({ id, ...answer })}\n`);
-      switch (answer.kind) {
-        case 'not_found':
-          throw new ConfigError(`no pipeline run ${id} in the history`);
-        case 'error':
-          process.exitCode = answer.retryable ? EXIT.unavailable : EXIT.refused;
-          if (!flags.json) printError(`schedflow: ${answer.message}\n`);
-          return;
-        case 'ended':
-          process.exitCode = EXIT.refused;
-          if (!flags.json) {
-            printError(
-              `schedflow: run ${id} has already ended: ${answer.state}${answer.detail ? ` (${answer.detail})` : ''}\n`,
-            );
-          }
-          return;
-        case 'cancelled':
-        case 'cancelling': {
-          if (flags.json) return;
-          const head =
-            answer.kind === 'cancelling'
-              ? `cancelling run ${id}: it ends cancelled once its steps have ended`
-              : answer.already
-                ? `run ${id} was already cancelled${answer.detail ? ` (${answer.detail})` : ''}`
-                : `cancelled run ${id}`;
-          const lines = [
-            head,
-            ...(answer.steps ?? []).map(
-              (s) => `  ${s.step}: ${s.outcome.replace('_', ' ')}${s.detail ? ` (${s.detail})` : ''}`,
-            ),
-          ];
-          print(`${lines.join('\n')}\n`);
-          return;
-        }
+      let answer: DaemonAnswer<RunCancelAnswer>;
+      try {
+        answer = await callDaemon<RunCancelAnswer>(flags.dataDir, {
+          method: 'POST',
+          path: `/api/v1/runs/${segment(id)}/cancel`,
+          nothing: 'nothing was cancelled',
+        });
+      } catch (error) {
+        if (!(error instanceof DaemonApiError)) throw error;
+        if (error.code === 'SCHEDFLOW_ERR_NOT_FOUND') throw new ConfigError(`no pipeline run ${id} in the history`);
+        if (flags.json) print(`${JSON.stringify({ id, error: { code: error.code, message: error.message } })}\n`);
+        else printError(`schedflow: ${error.message}\n`);
+        process.exitCode = error.retryable ? EXIT.unavailable : EXIT.refused;
+        return;
       }
+      const { body } = answer;
+      if (flags.json) {
+        print(`${JSON.stringify(body)}\n`);
+        return;
+      }
+      const lines = [
+        answer.status === 202
+          ? `cancelling run ${id}: it ends cancelled once its steps have ended`
+          : body.message.startsWith('already')
+            ? `run ${id} was ${body.message}`
+            : `cancelled run ${id}`,
+        ...body.steps.map((s) => `  ${s.step}: ${s.outcome.replace('_', ' ')}${s.detail ? ` (${s.detail})` : ''}`),
+      ];
+      print(`${lines.join('\n')}\n`);
     });
+}
+
+/** The API's answer to `POST /api/v1/runs/:id/cancel` (200: cancelled; 202: steps are ending). */
+interface RunCancelAnswer {
+  id: string;
+  state: string;
+  message: string;
+  steps: { step: string; request_id: string; outcome: string; detail: string | null }[];
 }

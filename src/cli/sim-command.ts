@@ -1,6 +1,7 @@
 import { userInfo } from 'node:os';
 import { join, resolve } from 'node:path';
 import { type Command, InvalidArgumentError, Option } from 'commander';
+import { DEFAULT_DATA_DIR } from '../daemon-info.js';
 import { Lifecycle, StopRequestedError } from '../lifecycle.js';
 import { createLogger, defaultLogFormat } from '../logger.js';
 import { ADMIN_TOKEN_FILE } from '../sim/admin-token.js';
@@ -84,7 +85,7 @@ export function registerSimCommand(program: Command): void {
     .option('--host <host>', 'address to listen on (default 127.0.0.1)')
     .option('--port <port>', 'port to listen on (default 6820; 0 picks a free one)', parseInteger)
     .option('--tokens <file>', 'bearer tokens file: {"<token>": {"user", "account", "scopes"}}')
-    .option('--state-dir <dir>', 'where the job table, scripts and job state live (default ./data/sim)')
+    .option('--state-dir <dir>', `where the job table, scripts and job state live (default ${DEFAULT_DATA_DIR}/sim)`)
     .option('--cpus <n>', 'CPUs of the simulated node (default 4)', parseInteger)
     .option('--memory-mb <n>', 'memory of the simulated node in MB (default 8192)', parseInteger)
     .option('--time-scale <x>', 'time limits elapse x times faster than real time (default 1)', parseNumber)

@@ -1,5 +1,6 @@
 import { type Command, Option } from 'commander';
 import { type DaemonRole, loadDaemonConfig } from '../config/daemon-config.js';
+import { DEFAULT_DATA_DIR } from '../daemon-info.js';
 import { Lifecycle, StopRequestedError } from '../lifecycle.js';
 import { createLogger, defaultLogFormat, LOG_FORMATS, type LogFormat } from '../logger.js';
 import { type Daemon, startDaemon } from '../main.js';
@@ -25,7 +26,7 @@ export function registerStartCommand(program: Command): void {
     .description(
       'run the daemon: queues, submission, polling, history; on the embedded simulator when no scheduler is configured',
     )
-    .option('--data-dir <dir>', 'where schedflow keeps its state (default ./data, or SCHEDFLOW_DATA_DIR)')
+    .option('--data-dir <dir>', `where schedflow keeps its state (default ${DEFAULT_DATA_DIR}, or SCHEDFLOW_DATA_DIR)`)
     .option(
       '--config <dir>',
       'configuration folder holding profiles/ and pipelines/ (default ./config, or SCHEDFLOW_CONFIG_DIR)',

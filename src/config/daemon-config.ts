@@ -1,6 +1,8 @@
 import { join, resolve } from 'node:path';
 import { z } from 'zod';
 import { ConfigError } from '../errors.js';
+import { readEnvWholeNumbers } from '../lib/env-numbers.js';
+import { LISTEN_ADDRESS_FORM, readListenAddress } from '../lib/listen-address.js';
 import { Secret } from '../lib/secret.js';
 import { LOG_FORMATS } from '../logger.js';
 import { parseWebhookAllowList, WEBHOOK_ALLOW_HOSTS_ENV } from '../notify/webhook-target.js';
@@ -25,7 +27,7 @@ export const daemonConfigSchema = z.object({
     ),
   listen: z
     .string()
-    .regex(/^(?:\[[0-9a-fA-F:.]+\]|[^\s:[\]]+):\d{1,5}$/, 'host:port, e.g. 127.0.0.1:8080')
+    .refine((text) => readListenAddress(text) !== null, LISTEN_ADDRESS_FORM)
     .default('127.0.0.1:8080')
     .describe('Where the `web` role listens: `host:port` or `[v6]:port` (port 0 picks a free one).'),
   apiRateLimitPerMin: z
@@ -255,13 +257,10 @@ export function loadDaemonConfig(env: NodeJS.ProcessEnv, flags: DaemonConfigInpu
     ...(env.SCHEDFLOW_SIM_JOB_USER?.trim() && { simJobUser: env.SCHEDFLOW_SIM_JOB_USER.trim() }),
     summaries: summarySettingsFromEnv(env),
   };
-  for (const [name, key] of Object.entries(DAEMON_ENV_NUMBERS)) {
-    const raw = env[name]?.trim();
-    if (!raw) continue;
-    // Kept as text when not a number, so the error below names the variable's setting.
-    fromEnv[key] = /^\d+$/.test(raw) ? Number(raw) : raw;
-  }
   const defined = Object.fromEntries(Object.entries(flags).filter(([, v]) => v !== undefined));
+  // A variable a flag overrides is not read: the flag wins, even over a typo in the environment.
+  const numbers = Object.entries(DAEMON_ENV_NUMBERS).filter(([, key]) => !(key in defined));
+  Object.assign(fromEnv, readEnvWholeNumbers(env, Object.fromEntries(numbers)));
   const parsed = daemonConfigSchema.safeParse({ ...fromEnv, ...defined });
   if (!parsed.success) {
     throw new ConfigError(parsed.error.issues.map((i) => `${settingName(i.path)}: ${i.message}`).join('; '));

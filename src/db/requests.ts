@@ -302,6 +302,23 @@ export async function transitionFactsOf(h: History, id: string): Promise<Transit
   return rows[0];
 }
 
+/** What failing a submit the queue gave up on reads of its request: whether it got a job since. */
+export type SubmitGiveUpFacts = Pick<JobRequestRow, 'state' | 'jobId' | 'errorMessage'>;
+
+/**
+ * The facts of a submit the queue gave up on, in the transaction `h` that fails it, the row
+ * locked (on PostgreSQL): another attempt (a requeue, another host's worker) may have submitted
+ * it since, and a request with a job must not be failed.
+ */
+export async function submitGiveUpFactsOf(h: History, id: string): Promise<SubmitGiveUpFacts | undefined> {
+  const t = h.t.jobRequests;
+  return h.one(
+    h.forUpdate(
+      h.db.select({ state: t.state, jobId: t.jobId, errorMessage: t.errorMessage }).from(t).where(eq(t.id, id)),
+    ),
+  );
+}
+
 /**
  * A request's row. With `lock`, in a transaction, the row is locked (on PostgreSQL) until it
  * ends: for a decision on the row that the transaction then writes.

@@ -83,7 +83,7 @@ export async function buildApp(deps: ApiDeps): Promise<FastifyInstance> {
     reply.header('x-frame-options', 'DENY');
     reply.header('x-content-type-options', 'nosniff');
   });
-  registerAuth(app, deps.store);
+  registerAuth(app, deps.store, deps.localCredential);
 
   const metrics = new ApiMetrics({
     store: deps.store,

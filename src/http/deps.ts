@@ -10,6 +10,7 @@ import type { ArrayRetry } from '../requests/array-retry.js';
 import type { ClientRegistry } from '../sched/client-registry.js';
 import type { JobSpec } from '../sched/job-spec.js';
 import type { Profile } from '../sched/profile.js';
+import type { LocalCredential } from './api/local-credential.js';
 import type { UiSettings } from './ui/ui-settings.js';
 
 /** What the local API needs of the daemon; main.ts hands it the running parts. */
@@ -26,7 +27,8 @@ export interface ApiDeps {
   submit(input: {
     profile?: string;
     spec: JobSpec;
-    origin: 'api';
+    /** `cli`: asked by the CLI with its local credential. */
+    origin: 'api' | 'cli';
     requestId?: string;
     webhookUrl?: string | null;
     deadlines?: Deadlines | null;
@@ -39,7 +41,7 @@ export interface ApiDeps {
    * Applies a request's suggested change (the daemon's `resubmitWithSuggestion`): the new
    * request's id, the same on every call. NoSuggestionError when there is nothing to apply.
    */
-  resubmit(requestId: string, newRequestId?: string): Promise<string>;
+  resubmit(requestId: string, newRequestId?: string, origin?: 'api' | 'cli'): Promise<string>;
   /** Runs tasks of an array request again (src/requests/array-retry.ts). NoTasksToRetryError when there is none. */
   retryTasks(retry: ArrayRetry): Promise<{ id: string; indexes: number[]; array: string }>;
   /** Resolves when Redis answers PING; rejects otherwise (readiness). */
@@ -51,6 +53,8 @@ export interface ApiDeps {
    */
   rateLimitCounts?: { redis: Redis; prefix: string };
   settings: ApiSettings;
+  /** The CLI's credential of this start (src/http/api/local-credential.ts); absent: only the history's tokens. */
+  localCredential?: LocalCredential;
   /** Which hosts a webhook URL may name (the daemon's allow-list). @defaultValue none inward */
   webhookTargets?: WebhookTargets;
   /** The admin web UI under /ui; absent: no UI (tests of the API alone). */

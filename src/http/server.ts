@@ -1,5 +1,5 @@
 import { Redis } from 'ioredis';
-import { ConfigError } from '../errors.js';
+import { parseListenAddress } from '../lib/listen-address.js';
 import { withTimeout } from '../lib/with-timeout.js';
 import { type RedisTarget, redisOptions } from '../redis/redis-server.js';
 import { buildApp } from './app.js';
@@ -10,17 +10,6 @@ export interface ApiServer {
   url: string;
   /** Stops taking requests (new ones get 503), waits up to a second for those under way, then closes. */
   close(): Promise<void>;
-}
-
-/** `host:port` or `[v6]:port` of `--listen`. */
-export function parseListen(text: string): { host: string; port: number } {
-  const match = /^(?:\[([0-9a-fA-F:.]+)\]|([^\s:[\]]+)):(\d{1,5})$/.exec(text.trim());
-  const port = Number(match?.[3]);
-  const host = match?.[1] ?? match?.[2];
-  if (!match || !host || port > 65_535) {
-    throw new ConfigError(`--listen "${text}": expected host:port, e.g. 127.0.0.1:8080 or [::1]:8080`);
-  }
-  return { host, port };
 }
 
 /**
@@ -41,7 +30,7 @@ const COUNTS_CONNECT_MS = 1000;
 export async function startApiServer(
   options: Omit<ApiDeps, 'pingRedis' | 'rateLimitCounts'> & { redis: RedisTarget; queuePrefix: string; listen: string },
 ): Promise<ApiServer> {
-  const { host, port } = parseListen(options.listen);
+  const { host, port } = parseListenAddress(options.listen);
   /** A connection whose commands fail at once while Redis is away, instead of queueing for its return. */
   const failingFast = (what: string, commandTimeout?: number) => {
     const redis = new Redis({

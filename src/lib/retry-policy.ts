@@ -13,6 +13,30 @@ export function isRetryableStatus(status: number): boolean {
   return status === 408 || status === 429 || status >= 500;
 }
 
+/**
+ * The one list of Node's errno codes that mean "no connection, or it was lost": an outage
+ * worth another attempt, not a fault of the request. The scheduler client, the LLM client and
+ * the Redis watch read it; the webhook sender retries every network failure, so needs no list.
+ * Why each is here:
+ */
+const NETWORK_ERROR_CODES: ReadonlyMap<string, string> = new Map([
+  ['ECONNREFUSED', 'nothing listens at the address (the service is down or restarting)'],
+  ['ECONNRESET', 'the peer closed the connection mid-exchange (a restart, a proxy dropping it)'],
+  ['EPIPE', 'written to a connection the peer had already closed'],
+  ['ETIMEDOUT', 'the operating system gave up connecting or waiting for an acknowledgement'],
+  ['EHOSTUNREACH', 'no route to the host (it is down, or a VPN is not connected)'],
+  ['ENETUNREACH', 'no route to its network (the VPN or the interface is down)'],
+  ['ENOTFOUND', 'the name does not resolve now: DNS down or a name served only on the VPN'],
+  ['EAI_AGAIN', 'the resolver failed for the moment (a DNS time-out)'],
+  ['ENOTCONN', 'a socket used after it was disconnected (ioredis while Redis restarts)'],
+  ['ENOENT', 'a unix socket that is not there yet (the private redis-server restarting)'],
+]);
+
+/** True when an errno `code` is one of the list above: a network outage, retried like a 5xx. */
+export function isNetworkErrorCode(code: string | undefined): boolean {
+  return code !== undefined && NETWORK_ERROR_CODES.has(code);
+}
+
 export interface BackoffOptions {
   /** The first retry's step; each later one doubles it. */
   baseDelayMs: number;

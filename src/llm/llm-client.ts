@@ -1,7 +1,8 @@
 import { Pool, errors as undiciErrors } from 'undici';
 import { z } from 'zod';
+import type { UpstreamDetail } from '../errors.js';
 import { packageVersion } from '../lib/package-info.js';
-import { isRetryableStatus, parseRetryAfterMs } from '../lib/retry-policy.js';
+import { isNetworkErrorCode, isRetryableStatus, parseRetryAfterMs } from '../lib/retry-policy.js';
 import type { Secret } from '../lib/secret.js';
 import {
   LlmAuthError,
@@ -13,7 +14,6 @@ import {
   LlmUnavailableError,
   LlmUnexpectedResponseError,
   LlmUnreachableError,
-  type LlmUpstreamDetail,
 } from './llm-errors.js';
 import { baseUrlOf, type LlmSettings } from './llm-settings.js';
 
@@ -63,17 +63,6 @@ const completionSchema = z.object({
 });
 
 const modelsSchema = z.object({ data: z.array(z.object({ id: z.string() })) });
-
-const NETWORK_CODES = new Set([
-  'ECONNREFUSED',
-  'ECONNRESET',
-  'ENOTFOUND',
-  'EAI_AGAIN',
-  'EHOSTUNREACH',
-  'ENETUNREACH',
-  'EPIPE',
-  'ETIMEDOUT',
-]);
 
 /** Statuses with which an endpoint says it has no model list (the contract does not promise one). */
 const NO_MODEL_LIST = new Set([404, 405, 501]);
@@ -254,7 +243,7 @@ export class LlmClient {
       throw new LlmRateLimitedError(
         `the LLM endpoint at ${this.baseUrl} is rate limiting (HTTP 429${said})${wait !== null ? `; retry after ${Math.ceil(wait / 1000)} s` : ''}`,
         detail,
-        wait,
+        { retryAfterMs: wait },
       );
     }
     if (status === 408) {
@@ -278,7 +267,7 @@ export class LlmClient {
   }
 
   /** The endpoint's own message: OpenAI's `error.message`, or a flat `message`/`detail`, or the text. */
-  private detail(res: { status: number; json: unknown; text: string }, request: string): LlmUpstreamDetail {
+  private detail(res: { status: number; json: unknown; text: string }, request: string): UpstreamDetail {
     const body = res.json as
       | { error?: { message?: unknown } | string; message?: unknown; detail?: unknown }
       | undefined;
@@ -294,7 +283,7 @@ export class LlmClient {
 
   private transportError(error: unknown, request: string, timedOut: boolean): LlmError {
     const message = (error as Error)?.message ?? String(error);
-    const detail: LlmUpstreamDetail = { status: null, message, request };
+    const detail: UpstreamDetail = { status: null, message, request };
     if (
       timedOut ||
       error instanceof undiciErrors.HeadersTimeoutError ||
@@ -309,7 +298,7 @@ export class LlmClient {
     }
     const code = (error as NodeJS.ErrnoException)?.code ?? ((error as Error)?.cause as NodeJS.ErrnoException)?.code;
     const network =
-      (code !== undefined && NETWORK_CODES.has(code)) ||
+      isNetworkErrorCode(code) ||
       error instanceof undiciErrors.SocketError ||
       error instanceof undiciErrors.ClientDestroyedError;
     return new LlmUnreachableError(

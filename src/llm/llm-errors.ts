@@ -1,27 +1,8 @@
-import { SchedflowError } from '../errors.js';
+import { type UpstreamDetail, UpstreamError } from '../errors.js';
 
-/** What the LLM endpoint said: HTTP status and its own message, kept as data. */
-export interface LlmUpstreamDetail {
-  status: number | null;
-  /** The endpoint's message (from `error.message`, `message` or `detail`), verbatim. */
-  message: string | null;
-  /** `POST /v1/chat/completions`: what was asked (paths carry no secrets). */
-  request: string;
-}
-
-/** Any failure talking to the chat-completions endpoint. */
-export abstract class LlmError extends SchedflowError {
-  constructor(
-    message: string,
-    readonly detail: LlmUpstreamDetail,
-    options?: { cause?: unknown },
-  ) {
-    super(message, options);
-  }
-
-  get status(): number | null {
-    return this.detail.status;
-  }
+/** Any failure talking to the chat-completions endpoint: an {@link UpstreamError} of the LLM. */
+export abstract class LlmError extends UpstreamError {
+  readonly upstream = 'llm';
 }
 
 /**
@@ -45,7 +26,7 @@ export class LlmModelError extends LlmError {
   readonly code = 'SCHEDFLOW_ERR_LLM_MODEL';
   constructor(
     message: string,
-    detail: LlmUpstreamDetail,
+    detail: UpstreamDetail,
     readonly model: string,
     readonly available: readonly string[] | null,
   ) {
@@ -56,13 +37,6 @@ export class LlmModelError extends LlmError {
 /** 429: too many requests. `retryAfterMs` is the endpoint's Retry-After, when it sent one. */
 export class LlmRateLimitedError extends LlmError {
   readonly code = 'SCHEDFLOW_ERR_LLM_RATE_LIMITED';
-  constructor(
-    message: string,
-    detail: LlmUpstreamDetail,
-    readonly retryAfterMs: number | null,
-  ) {
-    super(message, detail);
-  }
 }
 
 /** 5xx: the service failed or is overloaded. Try again later. */

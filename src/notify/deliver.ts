@@ -3,7 +3,13 @@ import type { WebhookDeliveryRow } from '../db/schema.js';
 import { getDelivery, recordAttempt } from '../db/webhooks.js';
 import { toError } from '../errors.js';
 import type { Logger } from '../logger.js';
-import { receiverOrigin, WebhookDeliveryError, WebhookRetryableError, type WebhookSender } from './sender.js';
+import {
+  receiverOrigin,
+  WebhookDeliveryError,
+  WebhookRetryableError,
+  type WebhookSender,
+  webhookDetail,
+} from './sender.js';
 
 export interface DeliverDeps {
   store: History;
@@ -53,7 +59,7 @@ export async function attemptDelivery(
     const error =
       thrown instanceof WebhookDeliveryError
         ? thrown
-        : new WebhookRetryableError(toError(thrown).message, null, null, { cause: thrown });
+        : new WebhookRetryableError(toError(thrown).message, webhookDetail(delivery.url, null), { cause: thrown });
     const at = Date.now();
     const outcome = { status: error.status, error: error.message, at };
     if (options.signal?.aborted) {

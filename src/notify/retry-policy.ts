@@ -4,11 +4,13 @@ import { backoffDelayMs } from '../lib/retry-policy.js';
  * When a failed webhook attempt is tried again: the shared backoff (src/lib/retry-policy.ts)
  * with half jitter (50–100 % of the step, so receivers coming back after an outage are not
  * hit by every delivery at once), never sooner than the receiver's Retry-After, within reason.
+ * The queue's `webhook` backoff type (src/queue/backoffs.ts) uses it.
  */
 
-/** Name of the BullMQ backoff type that uses this policy (the notify worker registers it). */
-export const WEBHOOK_BACKOFF_TYPE = 'webhook';
-/** A Retry-After beyond this is taken as this: a receiver cannot park a delivery for days. */
+/**
+ * A Retry-After beyond this is taken as this: a receiver (or the LLM endpoint, whose summary
+ * backoff bounds it the same) cannot park work for days.
+ */
 export const MAX_RETRY_AFTER_MS = 10 * 60_000;
 /** The exponential step stops growing here (matters only with many attempts). */
 export const MAX_BACKOFF_MS = 60 * 60_000;

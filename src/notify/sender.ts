@@ -1,24 +1,18 @@
 import { Agent, request } from 'undici';
 import type { WebhookDeliveryRow } from '../db/schema.js';
-import { SchedflowError } from '../errors.js';
+import { type UpstreamDetail, UpstreamError } from '../errors.js';
 import { packageVersion } from '../lib/package-info.js';
 import { isRetryableStatus, parseRetryAfterMs } from '../lib/retry-policy.js';
 import type { Secret } from '../lib/secret.js';
 import { signatureHeader } from './signature.js';
 import { InwardAddressError, type ResolveAll, WEBHOOK_ALLOW_HOSTS_ENV, type WebhookTargets } from './webhook-target.js';
 
-/** Why an attempt did not deliver. Messages name the receiver by origin only: URLs may carry tokens. */
-export abstract class WebhookDeliveryError extends SchedflowError {
-  constructor(
-    message: string,
-    /** The receiver's HTTP status; null when it did not answer. */
-    readonly status: number | null,
-    /** The receiver's Retry-After, in ms, when it sent one. */
-    readonly retryAfterMs: number | null = null,
-    options?: { cause?: unknown },
-  ) {
-    super(message, options);
-  }
+/**
+ * Why an attempt did not deliver: an {@link UpstreamError} of a webhook receiver, whose
+ * `detail.request` is `POST <origin>`. Messages name the receiver by origin only: URLs may carry tokens.
+ */
+export abstract class WebhookDeliveryError extends UpstreamError {
+  readonly upstream = 'webhook';
 }
 
 /** Network error, time-out, 408, 429 or 5xx: another attempt may succeed. */
@@ -51,6 +45,11 @@ export function receiverOrigin(url: string): string {
   } catch {
     return '(invalid URL)';
   }
+}
+
+/** What a receiver answered, for an error: `POST <origin>`, its status and the first bytes it said. */
+export function webhookDetail(url: string, status: number | null, said = ''): UpstreamDetail {
+  return { status, message: said || null, request: `POST ${receiverOrigin(url)}` };
 }
 
 export interface WebhookSenderOptions {
@@ -103,19 +102,20 @@ export class WebhookSender {
    */
   async send(delivery: OutgoingDelivery, signal?: AbortSignal): Promise<number> {
     const origin = receiverOrigin(delivery.url);
+    const asked = (status: number | null, said = ''): UpstreamDetail => webhookDetail(delivery.url, status, said);
     let url: URL;
     try {
       url = new URL(delivery.url);
     } catch {
-      throw new WebhookRefusedError('the webhook URL is not a valid URL', null);
+      throw new WebhookRefusedError('the webhook URL is not a valid URL', asked(null));
     }
     if (url.protocol !== 'http:' && url.protocol !== 'https:') {
-      throw new WebhookRefusedError(`the webhook URL must be http or https (${url.protocol})`, null);
+      throw new WebhookRefusedError(`the webhook URL must be http or https (${url.protocol})`, asked(null));
     }
     // Again at each attempt, not only when the URL came in: a URL recorded before this check,
     // written in a pipeline file, or accepted before the allow-list lost its host.
     const refusal = this.targets.refusal(url);
-    if (refusal) throw new WebhookTargetRefusedError(`not sent to ${origin}: ${refusal}`, null);
+    if (refusal) throw new WebhookTargetRefusedError(`not sent to ${origin}: ${refusal}`, asked(null));
     const body = JSON.stringify(delivery.payload);
     const headers: Record<string, string> = {
       'content-type': 'application/json',
@@ -130,7 +130,7 @@ export class WebhookSender {
       try {
         pair = `${decodeURIComponent(url.username)}:${decodeURIComponent(url.password)}`;
       } catch {
-        throw new WebhookRefusedError('the user info of the webhook URL is not valid percent-encoding', null);
+        throw new WebhookRefusedError('the user info of the webhook URL is not valid percent-encoding', asked(null));
       }
       headers.authorization = `Basic ${Buffer.from(pair).toString('base64')}`;
       url.username = '';
@@ -154,12 +154,12 @@ export class WebhookSender {
       excerpt = await readExcerpt(res.body);
     } catch (error) {
       if (timeout.aborted && !signal?.aborted) {
-        throw new WebhookRetryableError(`${origin} did not answer within ${this.timeoutMs} ms`, null, null, {
+        throw new WebhookRetryableError(`${origin} did not answer within ${this.timeoutMs} ms`, asked(null), {
           cause: error,
         });
       }
       if (signal?.aborted) {
-        throw new WebhookRetryableError(`the attempt to ${origin} was interrupted (${reasonOf(signal)})`, null, null, {
+        throw new WebhookRetryableError(`the attempt to ${origin} was interrupted (${reasonOf(signal)})`, asked(null), {
           cause: error,
         });
       }
@@ -167,15 +167,13 @@ export class WebhookSender {
       if (inward) {
         throw new WebhookTargetRefusedError(
           `not sent to ${origin}: ${inward.message}; webhooks are not sent to the daemon's own host or network unless ${WEBHOOK_ALLOW_HOSTS_ENV} names the host`,
-          null,
-          null,
+          asked(null),
           { cause: error },
         );
       }
       throw new WebhookRetryableError(
         `cannot reach ${origin}: ${describeNetworkError(error, delivery.url)}`,
-        null,
-        null,
+        asked(null),
         {
           cause: error,
         },
@@ -185,15 +183,17 @@ export class WebhookSender {
     const said = excerpt ? `: ${excerpt}` : '';
     if (isRetryableStatus(status)) {
       const retryAfterMs = parseRetryAfterMs(retryAfter);
-      throw new WebhookRetryableError(`${origin} answered HTTP ${status}${said}`, status, retryAfterMs);
+      throw new WebhookRetryableError(`${origin} answered HTTP ${status}${said}`, asked(status, excerpt), {
+        retryAfterMs,
+      });
     }
     if (status >= 300 && status < 400) {
       throw new WebhookRefusedError(
         `${origin} answered HTTP ${status} (a redirect); redirects are not followed: configure the final URL`,
-        status,
+        asked(status, excerpt),
       );
     }
-    throw new WebhookRefusedError(`${origin} refused the delivery: HTTP ${status}${said}`, status);
+    throw new WebhookRefusedError(`${origin} refused the delivery: HTTP ${status}${said}`, asked(status, excerpt));
   }
 
   close(): Promise<void> {

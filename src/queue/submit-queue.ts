@@ -1,7 +1,33 @@
-import type { Queue } from 'bullmq';
-import type { History } from '../db/history.js';
-import { unsubmittedRequests } from '../db/requests.js';
+import type { JobsOptions, Queue } from 'bullmq';
+import { z } from 'zod';
 import type { Logger } from '../logger.js';
+
+/**
+ * The submit queue's producer: the one place a submit job is made. Its payload and retry policy
+ * are here rather than in the queue's definition (workers/submit.ts, which uses them) because
+ * the layers below the workers queue submissions: src/requests/accept.ts through this file.
+ */
+
+export const submitPayloadSchema = z.object({
+  requestId: z.string().min(1),
+});
+export type SubmitPayload = z.input<typeof submitPayloadSchema>;
+
+/** Submits retry for about an hour of upstream trouble (12 attempts, exponential from 2 s). */
+export const SUBMIT_JOB_OPTIONS: JobsOptions = {
+  attempts: 12,
+  backoff: { type: 'exponential', delay: 2000, jitter: 0.5 },
+  removeOnComplete: { age: 24 * 3600, count: 1000 },
+  removeOnFail: { age: 7 * 24 * 3600 },
+};
+
+/**
+ * Adds the submit job of a request now, waiting for Redis as long as it takes (the relay's
+ * re-add, src/queue/history-relay.ts). The job id is the request id: adding twice is a no-op.
+ */
+export function queueSubmitJob(queue: Queue, requestId: string): Promise<unknown> {
+  return queue.add('submit', { requestId }, { jobId: requestId });
+}
 
 /**
  * How long a producer (the local API, a pipeline run, a re-submit) waits for Redis to take a
@@ -35,7 +61,7 @@ export type EnqueueOutcome = 'queued' | 'deferred';
  * steps, or after Redis lost its data. Never waits on Redis longer than ENQUEUE_WAIT_MS.
  */
 export function addSubmitJob(deps: SubmitQueueDeps, requestId: string): Promise<EnqueueOutcome> {
-  return addWithin(deps, [requestId], () => deps.queue.add('submit', { requestId }, { jobId: requestId }));
+  return addWithin(deps, [requestId], () => queueSubmitJob(deps.queue, requestId));
 }
 
 /** {@link addSubmitJob} for several requests, in one round trip to Redis (addBulk). */
@@ -79,25 +105,4 @@ async function addWithin(
     logger.warn({ ...which, err: outcome }, 'Redis refused the submit job: the request is queued at the next check');
   }
   return 'deferred';
-}
-
-/**
- * Submissions of `profile` waiting out a retry backoff, run now: after an outage their next
- * attempts can be minutes away (the backoff grows to cover an hour of trouble), and the
- * scheduler answers again. Requests held by a submit limit keep their own pace. Returns how
- * many were moved up.
- */
-export async function promoteDelayedSubmits(h: History, queue: Queue, profile: string): Promise<number> {
-  let promoted = 0;
-  for (const row of await unsubmittedRequests(h)) {
-    if (row.profile !== profile || row.state === 'waiting') continue;
-    const job = await queue.getJob(row.id);
-    if (!job || !(await job.isDelayed())) continue;
-    // A job that moved meanwhile (a worker took it, the keeper re-added it) is fine as it is.
-    await job.promote().then(
-      () => promoted++,
-      () => undefined,
-    );
-  }
-  return promoted;
 }

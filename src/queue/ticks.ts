@@ -1,66 +1,24 @@
-import type { Queue } from 'bullmq';
-import { DISPATCH_JOB } from '../notify/delivery-dispatcher.js';
-import { type QueueName, SUMMARY_DISPATCH_JOB } from './catalog.js';
+import type { JobsOptions, Queue } from 'bullmq';
+import type { QueueName } from './catalog.js';
+import type { QueueDefinition } from './queue-definition.js';
 import type { SchedulerSpec } from './queue-keeper.js';
 
-/** How often each periodic job ticks (the daemon's configuration). */
-export interface TickSettings {
-  pollFloorMs: number;
-  reconcileEveryMs: number;
-  pipelineTickMs: number;
-  notifyEveryMs: number;
-  summaryDispatchEveryMs: number;
-}
+/** A dispatch that fails is not retried: the next tick, a second later, does it again. */
+export const TICK_ONCE: JobsOptions = { attempts: 1, removeOnComplete: true, removeOnFail: { count: 100 } };
 
 /**
  * Job schedulers tick the periodic work, so several schedflow processes never tick twice.
  * Created at start and put back by the QueueKeeper whenever Redis lost them.
  */
-export function tickSchedulers(
+export function tickSchedulers<Settings>(
+  definitions: Record<QueueName, QueueDefinition<Settings, never>>,
   queues: Record<QueueName, Queue>,
-  profiles: Iterable<string>,
-  settings: TickSettings,
+  settings: Settings,
+  profiles: readonly string[],
 ): SchedulerSpec[] {
-  const ticks: SchedulerSpec[] = [];
-  for (const name of profiles) {
-    ticks.push(
-      {
-        queue: queues.poll,
-        id: `poll:${name}`,
-        repeat: { every: settings.pollFloorMs },
-        template: { name: 'poll', data: { profile: name } },
-      },
-      {
-        queue: queues.reconcile,
-        id: `reconcile:${name}`,
-        repeat: { every: settings.reconcileEveryMs },
-        template: { name: 'reconcile', data: { profile: name } },
-      },
-    );
-  }
-  // A dispatch that fails is not retried: the next tick, a second later, does it again.
-  const once = { attempts: 1, removeOnComplete: true, removeOnFail: { count: 100 } };
-  ticks.push(
-    {
-      queue: queues.pipeline,
-      id: 'tick:pipelines',
-      repeat: { every: settings.pipelineTickMs },
-      template: { name: 'tick', data: {} },
-    },
-    {
-      queue: queues.notify,
-      id: 'tick:notify',
-      repeat: { every: settings.notifyEveryMs },
-      template: { name: DISPATCH_JOB, data: {}, opts: once },
-    },
-    {
-      queue: queues.summarize,
-      id: 'tick:summaries',
-      repeat: { every: settings.summaryDispatchEveryMs },
-      template: { name: SUMMARY_DISPATCH_JOB, data: {}, opts: once },
-    },
+  return Object.values(definitions).flatMap((definition) =>
+    (definition.ticks?.(settings, profiles) ?? []).map((tick) => ({ ...tick, queue: queues[definition.name] })),
   );
-  return ticks;
 }
 
 /** Creates (or updates) the ticks' job schedulers in Redis. */

@@ -1,26 +1,15 @@
 import { Redis } from 'ioredis';
+import { isNetworkErrorCode } from '../lib/retry-policy.js';
 import type { Logger } from '../logger.js';
 import { type RedisTarget, redisOptions } from './redis-server.js';
-
-/** Errors of a lost or refused connection, as ioredis and Node report them: an outage, not a fault. */
-const CONNECTION_CODES = new Set([
-  'ECONNREFUSED',
-  'ECONNRESET',
-  'ENOENT',
-  'EPIPE',
-  'ETIMEDOUT',
-  'EHOSTUNREACH',
-  'ENOTCONN',
-]);
 
 /** BullMQ's error for a job whose keys are gone (`Missing key for job 12. moveToFinished`). */
 const LOST_WITH_DATA = /^Missing key for job /;
 
+/** A lost or refused connection, as ioredis and Node report it (the one list, src/lib/retry-policy.ts): an outage, not a fault. */
 export function isConnectionError(error: Error): boolean {
   const code = (error as NodeJS.ErrnoException).code;
-  return (
-    (code !== undefined && CONNECTION_CODES.has(code)) || /Connection is closed|connect ETIMEDOUT/.test(error.message)
-  );
+  return isNetworkErrorCode(code) || /Connection is closed|connect ETIMEDOUT/.test(error.message);
 }
 
 /**

@@ -1,4 +1,3 @@
-import type { ProfileDoor } from '../daemon-info.js';
 import { SubmissionRefusedError } from '../errors.js';
 import type { AccountReport } from '../sched/account-check.js';
 import { ArraySyntaxError, DEFAULT_MAX_ARRAY_SIZE, parseArrayExpression } from '../sched/job-array.js';
@@ -7,6 +6,29 @@ import type { Profile } from '../sched/profile.js';
 import type { ProfileProblem } from '../sched/profile-check.js';
 import { type ScopeReport, scopesApply } from '../sched/scope-check.js';
 
+/** What stands in the way of a submission to one profile, known before it is sent. */
+export interface ProfileDoor {
+  /** The account the proxy token is bound to; null: not bound. */
+  boundAccount: string | null;
+  /** The scopes submitting needs that the token lacks. */
+  missingScopes: string[];
+  /** How the missing scopes are known. */
+  scopesFrom?: 'probe' | 'declared' | 'not-applicable';
+  /** The account charged when a job names none (the profile's `account`). */
+  defaultAccount?: string | null;
+  /** The Slurm user whose associations `associatedAccounts` are. */
+  user?: string | null;
+  /** The accounts the user has an association with; null or absent: not known, nothing refused. */
+  associatedAccounts?: string[] | null;
+  /** The profile's `maxArraySize`. Absent: Slurm's default, 1001. */
+  maxArraySize?: number;
+  /**
+   * Why the profile cannot work now, as the daemon's check of it found (src/sched/profile-check.ts):
+   * `kind` and one sentence with the fix. Null or absent: nothing known against it.
+   */
+  problem?: { kind: string; sentence: string } | null;
+}
+
 /**
  * What stands in the way of a submission to `profile`, from what the daemon has learnt of it:
  * the site proxy binds a token to one account and refuses (403) a job for another, and refuses
@@ -14,7 +36,8 @@ import { type ScopeReport, scopesApply } from '../sched/scope-check.js';
  * not be read from accounting. On plain slurmrestd (or with MUNGE) the profile's `account` is a
  * default, and Slurm lets the user charge the accounts of their associations (2045 otherwise).
  * An array past the cluster's MaxArraySize (the profile's `maxArraySize`) is refused by
- * slurmctld (2081). The daemon decides from it, and writes it to daemon.json for the CLI to decide the same way.
+ * slurmctld (2081). The daemon decides from it at its one door (src/requests/accept.ts), which
+ * the API, the CLI (through the API) and pipelines all go through.
  */
 export function profileDoor(
   profile: Profile,
@@ -114,13 +137,29 @@ function scopeDoorRefusal(profile: string, door: ProfileDoor): SubmissionRefused
   );
 }
 
-/** The refusal of a submission of `spec` to `profile`, from the daemon's reports. */
-export function submissionRefusal(
-  profile: Profile,
-  scopes: ScopeReport | undefined,
-  accounts: AccountReport | undefined,
-  problem: ProfileProblem | null,
-  spec: DoorSpec,
-): SubmissionRefusedError | null {
-  return doorRefusal(profile.name, profileDoor(profile, scopes, accounts, problem), spec);
+/** What the daemon has learnt of each profile (its scheduler clients: src/sched/client-registry.ts). */
+export interface ProfileReports {
+  scopes(profile: string): ScopeReport | undefined;
+  accounts(profile: string): AccountReport | undefined;
+  problem(profile: string): ProfileProblem | null;
+}
+
+/** The door's refusal of some specs to one profile: the first that cannot succeed; null for none (or an unknown profile). */
+export type RefusalPolicy = (profile: string, specs: readonly DoorSpec[]) => SubmissionRefusedError | null;
+
+/**
+ * The door policy of a daemon, written once for every way in (a request, a retry of array
+ * tasks, a pipeline run's steps): the door of each profile as known now, asked per spec.
+ */
+export function refusalPolicy(profiles: ReadonlyMap<string, Profile>, reports: ProfileReports): RefusalPolicy {
+  return (profile, specs) => {
+    const p = profiles.get(profile);
+    if (!p) return null;
+    const door = profileDoor(p, reports.scopes(profile), reports.accounts(profile), reports.problem(profile));
+    for (const spec of specs) {
+      const refused = doorRefusal(profile, door, spec);
+      if (refused) return refused;
+    }
+    return null;
+  };
 }

@@ -1,5 +1,5 @@
-import { hasMarker } from '../sched/client.js';
 import type { SchedJob } from '../sched/job-model.js';
+import { hasMarker } from '../sched/marker-lookup.js';
 
 /**
  * Whether a scheduler record is a request's own job. A job id alone does not say so: slurmctld

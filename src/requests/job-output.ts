@@ -24,6 +24,13 @@ import { isTerminalRequest } from './request-state.js';
 
 export type OutputStream = 'stdout' | 'stderr';
 
+/** Lines a tail may ask for (the API's `tail`, `jobs output --tail`): enough for a log's end, bounded so one answer stays small. */
+export const MAX_TAIL_LINES = 10_000;
+/** Lines of a tail when none are asked for. */
+export const DEFAULT_TAIL_LINES = 100;
+/** Bytes read from the end of an output file at most, whatever the lines asked for (the API and `jobs output`). */
+export const OUTPUT_TAIL_MAX_BYTES = 1024 * 1024;
+
 export interface JobOutputOptions {
   /** Lines from the end; absent: all that `maxBytes` holds (summaries bound their excerpt by bytes). */
   tailLines?: number;

@@ -2,7 +2,7 @@ import type { History } from '../db/history.js';
 import { getRequest, hasActiveJob, patchRequest, requestByJobId, submitLimitQueueAhead } from '../db/requests.js';
 import type { JobRequestRow } from '../db/schema.js';
 import { inSharedCommit } from '../db/shared-commit.js';
-import { InvalidJobSpecError, SchedflowError } from '../errors.js';
+import { InvalidJobSpecError, SchedflowError, SubmissionRefusedError } from '../errors.js';
 import { issuesText } from '../lib/issues-text.js';
 import type { Logger } from '../logger.js';
 import type { SchedClient } from '../sched/client.js';
@@ -56,11 +56,6 @@ class NotSubmittedError extends Error {
   override name = 'NotSubmittedError';
 }
 
-/** A submission the scheduler refused for good: the request is failed and must not be retried. */
-export class SubmitRefusedError extends Error {
-  override name = 'SubmitRefusedError';
-}
-
 /**
  * Submits one request, at most once upstream. BullMQ may run this again after a
  * crash; a request whose earlier attempt may have reached the scheduler (state
@@ -74,7 +69,7 @@ export async function submitRequest(
 ): Promise<'submitted' | 'skipped'> {
   const { store, client, logger } = deps;
   const row = current ?? (await getRequest(store, requestId));
-  if (!row) throw new SubmitRefusedError(`no job request ${requestId} in the history`);
+  if (!row) throw new SubmissionRefusedError('SCHEDFLOW_ERR_NOT_FOUND', `no job request ${requestId} in the history`);
   if (row.jobId !== null || isTerminalRequest(row.state)) return 'skipped';
 
   let dependency: string | null = null;
@@ -262,7 +257,8 @@ export async function submitRequest(
         return true;
       });
       if (!failed) return 'skipped';
-      throw new SubmitRefusedError(message, { cause: error });
+      // The request is failed; its queue job must not be retried.
+      throw new SubmissionRefusedError(error.code, message, { cause: error });
     }
     // Retryable: keep the reason visible while BullMQ backs off.
     if (error instanceof SchedflowError) {

@@ -1,20 +1,20 @@
 import { z } from 'zod';
-import { backoffDelayMs } from '../lib/retry-policy.js';
-import { sleep } from '../lib/sleep.js';
 import type { Logger } from '../logger.js';
 import type { ItemsOf } from './answer-items.js';
 import { codecFor, type JobCodec } from './codecs/codec.js';
 import { nonZero, noValNumber, noValSchema } from './codecs/common.js';
 import { type Credentials, credentialsFor } from './credentials.js';
+import { type SubmitOptions, type SubmitResult, submitExactlyOnce } from './exactly-once-submit.js';
 import type { Freshness } from './freshness.js';
 import { JobDecodeError, type JobStateEntry, type SchedJob } from './job-model.js';
 import type { JobSpec } from './job-spec.js';
+import { type MarkerHint, MarkerLookup } from './marker-lookup.js';
 import type { Profile } from './profile.js';
 import { credentialsRefused, notScheduler, unsupportedVersion, wrongFlavor } from './profile-check.js';
+import type { AccountingQuery, JobListing, Read, ReadOptions } from './reads.js';
 import type { Budget } from './request-budget.js';
 import {
   AccountingNotServedError,
-  AmbiguousJobError,
   AuthenticationError,
   BadRequestError,
   CancelFailedError,
@@ -37,68 +37,18 @@ import {
   scopesApply,
 } from './scope-check.js';
 import { SchedTransport, type TransportRequest } from './transport.js';
+
 import type { UpstreamHealth } from './upstream-health.js';
 import { type ApiVersion, isApiVersion, SUPPORTED_VERSIONS } from './versions.js';
 
 /** How recently submissions must have waited for the budget for work that can wait to give way. */
 const CONTENTION_WINDOW_MS = 10_000;
 
-/** Data read from the scheduler, with how fresh it is. */
-export interface Read<T> {
-  data: T;
-  freshness: Freshness;
-}
-
-export interface ReadOptions {
-  /** A read made for polling: served first, and accepts stale data during an outage. */
-  forPolling?: boolean;
-  signal?: AbortSignal;
-}
-
-export interface JobListing {
-  jobs: SchedJob[];
-  /** `last_update` of the controller: pass it as `updateTime` next time. */
-  lastUpdate: number | null;
-  /** False when `updateTime` was given and slurmctld said nothing changed since (an empty list). */
-  changed: boolean;
-}
-
-export interface AccountingQuery {
-  /** Unix seconds: jobs that were eligible, running or ended after this. */
-  startTime?: number;
-  endTime?: number;
-  accounts?: string[];
-  jobNames?: string[];
-  states?: string[];
-  users?: string[];
-  partitions?: string[];
-  jobIds?: number[];
-}
-
-export interface SubmitResult {
-  job_id: number;
-  /** True when an earlier attempt had created the job and this call found it by its marker. */
-  adopted: boolean;
-}
-
-/** Seconds slurmctld's clock may be behind the daemon's when matching a job by its submit time. */
-const SUBMIT_CLOCK_LEEWAY_SEC = 5;
-
 /** How long a scheduler without accounting endpoints is taken to have none before asking again. */
 const ACCOUNTING_RECHECK_MS = 10 * 60_000;
 
 /** Seconds of staleness polling reads accept while the upstream is down (the contract's maximum). */
 export const POLL_STALE_IF_ERROR_SEC = 300;
-
-/** The marker a submission carries in its comment, so a retry can find the job it created. */
-export function markerFor(requestId: string): string {
-  return `schedflow:${requestId}`;
-}
-
-export function hasMarker(comment: string, requestId: string): boolean {
-  const marker = markerFor(requestId);
-  return comment === marker || comment.startsWith(`${marker} `);
-}
 
 type Json = Record<string, unknown>;
 
@@ -176,8 +126,8 @@ function arrayMember(body: unknown, member: string, request: string): unknown[] 
 export class SchedClient {
   readonly codec: JobCodec;
   private accountingMissing: { error: AccountingNotServedError; until: number } | null = null;
-  /** The marker lookup that has not started yet, which more lookups may join. */
-  private openLookup: LookupBatch | null = null;
+  /** Finds the job an interrupted submission made, by its marker (marker-lookup.ts). */
+  private readonly markers: MarkerLookup;
   private readonly ctl: string;
   private readonly db: string;
 
@@ -191,6 +141,13 @@ export class SchedClient {
     const [ctl, db] = profile.flavor === 'proxy' ? ['/sched', '/scheddb'] : ['/slurm', '/slurmdb'];
     this.ctl = `${ctl}/${version}`;
     this.db = `${db}/${version}`;
+    this.markers = new MarkerLookup({
+      profile,
+      accountingPath: this.db,
+      listJobs: (options) => this.listJobs(options),
+      listAccountingJobs: (query, options) => this.listAccountingJobs(query, options),
+      whenOpen: () => transport.whenOpen(),
+    });
   }
 
   /**
@@ -446,247 +403,26 @@ export class SchedClient {
     }
   }
 
-  /**
-   * Submits a job carrying the request's marker. When an attempt fails in a way
-   * that leaves it unknown whether Slurm took the job (no answer, 5xx), the
-   * marker is looked up before trying again, so one request makes one job.
-   */
-  async submit(
-    spec: JobSpec,
-    requestId: string,
-    options: {
-      signal?: AbortSignal;
-      isKnownJob?: (jobId: number, job: SchedJob) => boolean | Promise<boolean>;
-      /**
-       * Told when an attempt whose outcome may stay unknown starts (its time), and when nothing
-       * can have been made after all (null: a definite refusal such as 429, or a lookup that found
-       * nothing). The submitter records it, so a retry after a crash looks the marker up only
-       * when a job may really exist. The POST waits for it: the time is on disk before it goes.
-       */
-      onOutcome?: (attemptStartedMs: number | null) => void | Promise<void>;
-    } = {},
-  ): Promise<SubmitResult> {
-    const marker = markerFor(requestId);
-    const body = this.codec.encodeSubmit({
-      ...spec,
-      account: spec.account ?? this.profile.account,
-      partition: spec.partition ?? this.profile.partition,
-      comment: spec.comment ? `${marker} ${spec.comment}` : marker,
-    });
-    const req: TransportRequest = {
-      method: 'POST',
-      path: `${this.ctl}/job/submit`,
-      body,
-      retry: false,
-      signal: options.signal,
-    };
-    const submittedAfter = Math.floor(Date.now() / 1000) - 60;
-    const { attempts, baseDelayMs, maxDelayMs } = this.profile.retries;
-    for (let attempt = 0; ; attempt++) {
-      // No marker lookup can be cheaper than not sending into a Retry-After: wait it out first.
-      await this.transport.whenOpen();
-      const attemptStartedMs = Date.now();
-      await options.onOutcome?.(attemptStartedMs);
-      try {
-        const res = await this.transport.once(req);
-        const jobId = (res.body as { job_id?: unknown } | undefined)?.job_id;
-        if (typeof jobId !== 'number') {
-          throw new UnexpectedResponseError(`${this.transport.describe(req)} answered without a job_id`, {
-            status: res.status,
-            message: res.text.slice(0, 200),
-            slurmErrors: [],
-            request: this.transport.describe(req),
-          });
-        }
-        return { job_id: jobId, adopted: false };
-      } catch (error) {
-        const e = error as SchedApiError;
-        if (!e.retryable) throw e;
-        // 429 means the request was turned away before Slurm saw it, and so does slurmrestd's
-        // failure to connect to slurmctld (1800), and a budget that did not answer (never sent);
-        // anything else may have landed.
-        if (
-          e.code === 'SCHEDFLOW_ERR_SCHED_RATE_LIMITED' ||
-          e.code === 'SCHEDFLOW_ERR_SCHED_BUDGET_UNAVAILABLE' ||
-          neverReachedSlurmctld(e)
-        ) {
-          await options.onOutcome?.(null);
-        } else {
-          // A lookup that fails says nothing about whether the job exists: posting again could
-          // make a second job, so the submission fails (retryably) and its caller's retry adopts.
-          const found = await this.findByMarker(requestId, {
-            submittedAfter,
-            jobName: spec.name,
-            notBeforeMs: attemptStartedMs,
-            signal: options.signal,
-            isKnownJob: options.isKnownJob,
-          }).catch((lookupError: unknown) => {
-            this.logger.warn(
-              { requestId, code: (lookupError as SchedApiError).code },
-              'could not look the job up by its marker after a failed submit; not submitting again',
-            );
-            throw e;
-          });
-          if (found) {
-            this.logger.info({ job_id: found.job_id, requestId }, 'adopted the job an earlier submit attempt created');
-            return { job_id: found.job_id, adopted: true };
-          }
-          await options.onOutcome?.(null);
-        }
-        if (attempt + 1 >= attempts) throw e;
-        const retryAfter = 'retryAfterMs' in e ? (e.retryAfterMs as number | null) : null;
-        await sleep(backoffDelayMs(attempt, { baseDelayMs, maxDelayMs }, retryAfter), options.signal);
-      }
-    }
-  }
-
-  /**
-   * Finds the job a request created, by the marker in its comment: the
-   * controller first (pending and recent jobs), then accounting (jobs that have
-   * left the controller). With `notBeforeMs`, an answer the proxy cached before
-   * that moment is not trusted to say "absent": the lookup waits for a fresher one.
-   *
-   * slurmdbd keeps a job's comment only where the cluster sets
-   * `AccountingStoreFlags=job_comment` (Slurm's default is not to). Without it, an
-   * accounting record with no comment, the request's job name, and a submit time within
-   * the attempt is taken for the job, unless `isKnownJob` says another request has it;
-   * two such records are ambiguous, and the lookup refuses to guess.
-   */
-  async findByMarker(
-    requestId: string,
-    hint: {
-      submittedAfter?: number;
-      jobName?: string;
-      notBeforeMs?: number;
-      signal?: AbortSignal;
-      isKnownJob?: (jobId: number, job: SchedJob) => boolean | Promise<boolean>;
-    } = {},
-  ): Promise<SchedJob | null> {
-    const { listing, history } = await this.lookupData(hint);
-    const inController = listing.data.jobs.find((job) => hasMarker(job.comment, requestId));
-    if (inController) return inController;
-    const user = this.profile.auth.type === 'header-pair' ? this.profile.auth.user : undefined;
-    // Without accounting the controller is all there is; it keeps an ended job for MinJobAge.
-    if (history === null) return null;
-    const marked = history.data.find((job) => hasMarker(job.comment, requestId));
-    if (marked) return marked;
-    if (hint.notBeforeMs === undefined || !hint.jobName) return null;
-    // Jobs the controller still shows carry their own comment: if not ours, they are another's.
-    const inControllerIds = new Set(listing.data.jobs.map((job) => job.job_id));
-    // Submit times are whole seconds from slurmctld's clock: a few seconds' leeway for skew.
-    const attemptSec = Math.floor(hint.notBeforeMs / 1000) - SUBMIT_CLOCK_LEEWAY_SEC;
-    const possible = history.data.filter(
-      (job) =>
-        job.comment === '' &&
-        job.name === hint.jobName &&
-        (user === undefined || job.user === user) &&
-        (job.submit_time ?? 0) >= attemptSec &&
-        !inControllerIds.has(job.job_id),
+  /** Submits a job carrying the request's marker, at most one job per request (exactly-once-submit.ts). */
+  submit(spec: JobSpec, requestId: string, options: SubmitOptions = {}): Promise<SubmitResult> {
+    return submitExactlyOnce(
+      {
+        profile: this.profile,
+        codec: this.codec,
+        transport: this.transport,
+        logger: this.logger,
+        submitPath: `${this.ctl}/job/submit`,
+        findByMarker: (id, hint) => this.markers.find(id, hint),
+      },
+      spec,
+      requestId,
+      options,
     );
-    // Asked of the history one record at a time, and only of the few that match the rest.
-    const candidates: SchedJob[] = [];
-    for (const job of possible) if (!(await hint.isKnownJob?.(job.job_id, job))) candidates.push(job);
-    if (candidates.length > 1) {
-      const ids = candidates.map((job) => job.job_id).join(', ');
-      throw new AmbiguousJobError(
-        `jobs ${ids} all match request ${requestId} (name "${hint.jobName}", submitted during its attempt) and accounting keeps no comments to tell them apart (set AccountingStoreFlags=job_comment); not submitting again: cancel the extra job and resubmit if needed`,
-        { status: null, message: null, slurmErrors: [], request: `GET ${this.db}/jobs` },
-      );
-    }
-    return candidates[0] ?? null;
   }
 
-  /**
-   * The controller listing and accounting records a marker lookup reads, shared: lookups asked
-   * for while one is waiting to start (behind a Retry-After, or in the same tick, as after an
-   * outage when every request in `submitting` is retried at once) join it, and one controller
-   * listing and one accounting query answer them all. The shared query is the widest of theirs
-   * (earliest start, every job name) and as fresh as the most demanding needs. `history` is
-   * null when the scheduler serves no accounting.
-   */
-  private lookupData(hint: LookupHint): Promise<LookupData> {
-    let batch = this.openLookup;
-    if (!batch) {
-      const abort = new AbortController();
-      batch = { hints: [], abort, callers: 0, result: Promise.resolve(null as unknown as LookupData) };
-      const opened = batch;
-      this.openLookup = opened;
-      opened.result = (async () => {
-        // Let lookups asked for in the same moment join before it starts.
-        await new Promise((resolve) => setImmediate(resolve));
-        await this.transport.whenOpen();
-        if (this.openLookup === opened) this.openLookup = null;
-        return this.readLookupData(mergeHints(opened.hints), opened.abort.signal);
-      })();
-      // A batch every caller has left (aborted) settles unobserved.
-      opened.result.catch(() => {});
-    }
-    const joined = batch;
-    joined.hints.push(hint);
-    joined.callers++;
-    const { signal } = hint;
-    if (!signal) return joined.result;
-    // One caller's abort (a shutdown) leaves the others their lookup; the last one's stops it.
-    return new Promise<LookupData>((resolve, reject) => {
-      const onAbort = () => {
-        if (--joined.callers === 0) joined.abort.abort(signal.reason);
-        reject(signal.reason);
-      };
-      if (signal.aborted) return onAbort();
-      signal.addEventListener('abort', onAbort, { once: true });
-      joined.result.then(
-        (data) => {
-          signal.removeEventListener('abort', onAbort);
-          resolve(data);
-        },
-        (error: unknown) => {
-          signal.removeEventListener('abort', onAbort);
-          reject(error);
-        },
-      );
-    });
-  }
-
-  private async readLookupData(hint: LookupHint, signal: AbortSignal): Promise<LookupData> {
-    const listing = await this.freshEnough(() => this.listJobs({ signal }), { ...hint, signal });
-    const user = this.profile.auth.type === 'header-pair' ? this.profile.auth.user : undefined;
-    try {
-      const history = await this.freshEnough(
-        () =>
-          this.listAccountingJobs(
-            {
-              startTime: hint.submittedAfter,
-              jobNames: hint.jobName ? [hint.jobName] : hint.jobNames,
-              accounts: this.profile.account ? [this.profile.account] : undefined,
-              users: user ? [user] : undefined,
-            },
-            { signal },
-          ),
-        { ...hint, signal },
-      );
-      return { listing, history };
-    } catch (error) {
-      if (error instanceof AccountingNotServedError) return { listing, history: null };
-      throw error;
-    }
-  }
-
-  /** Repeats a read until the proxy's answer was produced at or after `notBeforeMs` (at most ~a minute). */
-  private async freshEnough<T>(
-    read: () => Promise<Read<T>>,
-    hint: { notBeforeMs?: number; signal?: AbortSignal },
-  ): Promise<Read<T>> {
-    const deadline = Date.now() + 65_000;
-    for (;;) {
-      const result = await read();
-      const { fetchedAt, ageSec, expiresAt } = result.freshness;
-      // Age is whole seconds, so the answer may be up to a second older than it says.
-      const producedNoEarlierThan = fetchedAt.getTime() - (ageSec + 1) * 1000;
-      if (hint.notBeforeMs === undefined || producedNoEarlierThan >= hint.notBeforeMs) return result;
-      if (Date.now() > deadline) return result;
-      const waitMs = Math.max(100, (expiresAt?.getTime() ?? Date.now() + 1000) - Date.now() + 50);
-      await sleep(Math.min(waitMs, 5000), hint.signal);
-    }
+  /** Finds the job a request created, by the marker in its comment (marker-lookup.ts). */
+  findByMarker(requestId: string, hint: MarkerHint = {}): Promise<SchedJob | null> {
+    return this.markers.find(requestId, hint);
   }
 
   /**
@@ -812,48 +548,6 @@ export class SchedClient {
   private itemsOf<T>(req: TransportRequest, decode: (raw: unknown) => T | undefined): ItemsOf<T> {
     return { member: 'jobs', decode: (raw) => this.decodeOne(raw, decode, req) };
   }
-}
-
-interface LookupHint {
-  submittedAfter?: number;
-  jobName?: string;
-  /** Several names (a shared lookup); used when `jobName` is absent. */
-  jobNames?: string[];
-  notBeforeMs?: number;
-  signal?: AbortSignal;
-}
-
-interface LookupData {
-  listing: Read<JobListing>;
-  history: Read<SchedJob[]> | null;
-}
-
-interface LookupBatch {
-  hints: LookupHint[];
-  abort: AbortController;
-  /** Callers still waiting for it. */
-  callers: number;
-  result: Promise<LookupData>;
-}
-
-/**
- * The query that answers every lookup of a batch: from the earliest start, for every name
- * (any name when one lookup has none), and produced after the latest attempt.
- */
-function mergeHints(hints: LookupHint[]): LookupHint {
-  const starts = hints.map((h) => h.submittedAfter);
-  const names = hints.map((h) => h.jobName || undefined);
-  const notBefore = hints.map((h) => h.notBeforeMs).filter((ms): ms is number => ms !== undefined);
-  return {
-    submittedAfter: starts.includes(undefined) ? undefined : Math.min(...(starts as number[])),
-    jobNames: names.includes(undefined) ? undefined : [...new Set(names as string[])].sort(),
-    notBeforeMs: notBefore.length > 0 ? Math.max(...notBefore) : undefined,
-  };
-}
-
-/** SLURMCTLD_COMMUNICATIONS_CONNECTION_ERROR: slurmrestd could not connect, so slurmctld saw nothing. */
-function neverReachedSlurmctld(error: SchedApiError): boolean {
-  return error.detail.slurmErrors.some((entry) => entry.error_number === 1800);
 }
 
 function emptyFreshness(): Freshness {

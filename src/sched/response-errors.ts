@@ -7,12 +7,12 @@ import {
   RateLimitedError,
   RequestTimeoutError,
   type SchedApiError,
+  type SchedUpstreamDetail,
   type SlurmErrorEntry,
   SlurmRefusedError,
   SubmitLimitError,
   UnexpectedResponseError,
   UnsupportedVersionError,
-  type UpstreamDetail,
   UpstreamUnavailableError,
 } from './sched-errors.js';
 
@@ -77,7 +77,7 @@ export interface FailedResponse {
 export function errorForResponse(res: FailedResponse): SchedApiError {
   const slurmErrors = slurmErrorsOf(res.body);
   const message = upstreamMessage(res.body, res.text);
-  const detail: UpstreamDetail = { status: res.status, message, slurmErrors, request: res.request };
+  const detail: SchedUpstreamDetail = { status: res.status, message, slurmErrors, request: res.request };
   const said = message ? `: ${message}` : '';
   const hasSlurmError = slurmErrors.some((e) => e.error_number !== null && e.error_number !== 0);
 
@@ -112,11 +112,9 @@ export function errorForResponse(res: FailedResponse): SchedApiError {
     return new ForbiddenError(`${res.request} was forbidden (403${said}): ${advice}`, detail, reason);
   }
   if (res.status === 429) {
-    return new RateLimitedError(
-      `${res.request} was rate limited (429${said}); backing off`,
-      detail,
-      parseRetryAfterMs(res.retryAfter),
-    );
+    return new RateLimitedError(`${res.request} was rate limited (429${said}); backing off`, detail, {
+      retryAfterMs: parseRetryAfterMs(res.retryAfter),
+    });
   }
   // A read cannot be refused the way a job can: slurmrestd answers 500 "Unspecified error" (-1)
   // to jobs/state while slurmctld is down.

@@ -1,13 +1,8 @@
-import { SchedflowError } from '../errors.js';
+import { SchedflowError, type UpstreamDetail, UpstreamError } from '../errors.js';
 
-/** What the upstream said: HTTP status, its message, and Slurm's errors[] when present. */
-export interface UpstreamDetail {
-  status: number | null;
-  /** The upstream's own message, kept verbatim. */
-  message: string | null;
+/** What the scheduler said: HTTP status, its message, and Slurm's errors[] when present. */
+export interface SchedUpstreamDetail extends UpstreamDetail {
   slurmErrors: SlurmErrorEntry[];
-  /** `GET /sched/v0.0.44/jobs`: what was asked, without query secrets (there are none in paths). */
-  request: string;
 }
 
 /** One element of a slurmrestd `errors[]` array. */
@@ -18,19 +13,9 @@ export interface SlurmErrorEntry {
   source: string | null;
 }
 
-/** Any failure talking to the scheduler API. */
-export abstract class SchedApiError extends SchedflowError {
-  constructor(
-    message: string,
-    readonly detail: UpstreamDetail,
-    options?: { cause?: unknown },
-  ) {
-    super(message, options);
-  }
-
-  get status(): number | null {
-    return this.detail.status;
-  }
+/** Any failure talking to the scheduler API: an {@link UpstreamError} whose detail holds Slurm's errors[]. */
+export abstract class SchedApiError extends UpstreamError<SchedUpstreamDetail> {
+  readonly upstream = 'scheduler';
 }
 
 /** 400: the API version in the path is not served. Pin a supported one. */
@@ -58,7 +43,7 @@ export class ForbiddenError extends SchedApiError {
   readonly code = 'SCHEDFLOW_ERR_SCHED_FORBIDDEN';
   constructor(
     message: string,
-    detail: UpstreamDetail,
+    detail: SchedUpstreamDetail,
     /** Which rule was hit, as far as the upstream message tells. */
     readonly reason: 'scope' | 'account' | 'unknown',
   ) {
@@ -69,13 +54,6 @@ export class ForbiddenError extends SchedApiError {
 /** 429: too many requests from this address. Back off; `retryAfterMs` is the upstream's hint. */
 export class RateLimitedError extends SchedApiError {
   readonly code = 'SCHEDFLOW_ERR_SCHED_RATE_LIMITED';
-  constructor(
-    message: string,
-    detail: UpstreamDetail,
-    readonly retryAfterMs: number | null,
-  ) {
-    super(message, detail);
-  }
 }
 
 /** 5xx without a Slurm error: the scheduler is unreachable or the proxy failed. Try again later. */
@@ -110,7 +88,7 @@ export class CancelFailedError extends SchedApiError {
   readonly code = 'SCHEDFLOW_ERR_SCHED_CANCEL_FAILED';
   constructor(
     message: string,
-    detail: UpstreamDetail,
+    detail: SchedUpstreamDetail,
     readonly slurmCode: number | null,
   ) {
     super(message, detail);

@@ -1,5 +1,5 @@
 import { Pool, errors as undiciErrors } from 'undici';
-import { backoffDelayMs } from '../lib/retry-policy.js';
+import { backoffDelayMs, isNetworkErrorCode } from '../lib/retry-policy.js';
 import { sleep } from '../lib/sleep.js';
 import type { Logger } from '../logger.js';
 import {
@@ -67,8 +67,6 @@ function isLarge(headers: Record<string, string | string[] | undefined>): boolea
   const length = Number(headers['content-length'] ?? Number.NaN);
   return !Number.isFinite(length) || length > STREAM_ABOVE_BYTES;
 }
-
-const NETWORK_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH', 'EPIPE']);
 
 /**
  * The only place schedflow speaks HTTP to a scheduler: a keep-alive pool with
@@ -149,8 +147,7 @@ export class SchedTransport {
         // A budget Redis does not answer is a Redis outage, said once by the daemon's Redis watch:
         // the job that asked is retried by its queue once Redis is back, not request by request here.
         if (!retry || !e.retryable || attempt + 1 >= attempts || e instanceof BudgetUnavailableError) throw e;
-        const retryAfter = e instanceof RateLimitedError ? e.retryAfterMs : null;
-        const delay = backoffDelayMs(attempt, { baseDelayMs, maxDelayMs }, retryAfter);
+        const delay = backoffDelayMs(attempt, { baseDelayMs, maxDelayMs }, e.retryAfterMs ?? null);
         this.logger.warn(
           { request: this.describe(req), attempt: attempt + 1, delayMs: delay, code: e.code, status: e.status },
           'scheduler request failed; retrying',
@@ -291,7 +288,7 @@ export class SchedTransport {
       });
     }
     const code = (error as NodeJS.ErrnoException)?.code;
-    if ((code && NETWORK_CODES.has(code)) || error instanceof undiciErrors.SocketError) {
+    if (isNetworkErrorCode(code) || error instanceof undiciErrors.SocketError) {
       return new NetworkError(`cannot reach the scheduler at ${url} (${code ?? detail.message})`, detail, {
         cause: error,
       });

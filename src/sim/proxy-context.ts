@@ -1,4 +1,5 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
+import type { Clock } from '../lib/clock.js';
 import { type ApiVersion, isApiVersion } from '../sched/versions.js';
 import type { Associations } from './associations.js';
 import { type Authenticator, hasScope, type Principal } from './auth.js';
@@ -22,6 +23,8 @@ export interface ProxyContext {
   config: SimConfig;
   cluster: Cluster;
   cache: ResponseCache;
+  /** What the cache's ages and lifetimes are read against (the jobs run in real time regardless). */
+  clock: Clock;
   authenticator: Authenticator;
   associations: Associations;
   upstream: UpstreamStatus;
@@ -210,7 +213,7 @@ export async function cachedGet(
       ? `b:${principal.user}:${principal.account}`
       : `m:${principal.user}`;
   const key = `${call.version} ${req.url.replace(/\/(latest|v0\.0\.\d+)\//, '/')} ${who}`;
-  const now = Date.now();
+  const now = ctx.clock.now();
   const entry = ctx.cache.get(key);
   if (entry && isFresh(entry, now)) {
     return reply

@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto';
 import type { Socket } from 'node:net';
 import { resolve } from 'node:path';
 import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyReply } from 'fastify';
+import { type Clock, systemClock } from '../lib/clock.js';
 import type { Secret } from '../lib/secret.js';
 import { TokenBucket } from '../lib/token-bucket.js';
 import type { Logger } from '../logger.js';
@@ -43,6 +44,12 @@ export interface SimServerOptions {
   tokens?: ReadonlyMap<string, TokenEntry>;
   /** LLM endpoint API keys given directly (tests); otherwise read from `config.llm.keysFile`. */
   llmKeys?: ReadonlySet<string>;
+  /**
+   * The proxy's own time: its cache's ages and lifetimes and its rate limit's refills (tests
+   * move it instead of sleeping). Jobs, the controller and accounting keep real time.
+   * @defaultValue systemClock
+   */
+  clock?: Clock;
 }
 
 /**
@@ -68,9 +75,11 @@ export class SimServer {
   /** Body bytes sent, by the same keys. */
   private readonly bytesSent = new Map<string, number>();
   private stopping: Promise<void> | undefined;
+  private readonly clock: Clock;
 
   constructor(private readonly options: SimServerOptions) {
     const { config, logger } = options;
+    this.clock = options.clock ?? systemClock;
     const tokens = options.tokens ?? (config.tokensFile ? loadTokensFile(config.tokensFile) : new Map());
     this.jobUser = resolveJobUser(config.jobUser);
     this.adminToken = ensureAdminToken(resolve(config.stateDir)).token;
@@ -97,6 +106,7 @@ export class SimServer {
       config,
       cluster: this.cluster,
       cache: new ResponseCache(),
+      clock: this.clock,
       authenticator: new Authenticator(tokens, { munge: config.munge }),
       associations: this.associations,
       upstream: this.upstream,
@@ -195,11 +205,12 @@ export class SimServer {
       let bucket = this.buckets.get(req.ip);
       if (!bucket) {
         if (this.buckets.size > 10_000) this.pruneBuckets();
-        bucket = new TokenBucket(capacity, refillPerSecond);
+        bucket = new TokenBucket(capacity, refillPerSecond, this.clock.now());
         this.buckets.set(req.ip, bucket);
       }
-      if (!bucket.tryTake()) {
-        const retryAfterSec = Math.max(1, Math.ceil(bucket.msUntilToken() / 1000));
+      const now = this.clock.now();
+      if (!bucket.tryTake(now)) {
+        const retryAfterSec = Math.max(1, Math.ceil(bucket.msUntilToken(now) / 1000));
         reply.header('retry-after', String(retryAfterSec));
         return proxyError(reply, 429, 'Too Many Requests', `rate limit exceeded for ${req.ip}; back off exponentially`);
       }
@@ -207,7 +218,7 @@ export class SimServer {
   }
 
   private pruneBuckets(): void {
-    for (const [ip, bucket] of this.buckets) if (bucket.isFull()) this.buckets.delete(ip);
+    for (const [ip, bucket] of this.buckets) if (bucket.isFull(this.clock.now())) this.buckets.delete(ip);
   }
 
   private registerMeta(): void {
@@ -215,8 +226,10 @@ export class SimServer {
     const { meta: metaTtl, ping: pingTtl } = this.options.config.cacheTtlSec;
     // The proxy answers these itself, so they are always fresh (Age 0), but they are GET
     // answers like any other and carry the same caching headers (contract section 4).
-    const fresh = (reply: FastifyReply, ttlSec: number) =>
-      reply.headers(cacheHeaders({ status: 200, body: '', storedAtMs: Date.now(), ttlSec }, Date.now()));
+    const fresh = (reply: FastifyReply, ttlSec: number) => {
+      const now = this.clock.now();
+      return reply.headers(cacheHeaders({ status: 200, body: '', storedAtMs: now, ttlSec }, now));
+    };
     this.app.get('/meta/versions/supported', async (_req, reply) => fresh(reply, metaTtl).send([...served]));
     this.app.get('/meta/versions/latest', async (_req, reply) =>
       fresh(reply, metaTtl).type('text/plain').send(latestServed(served)),

@@ -1,4 +1,3 @@
-import type { Queue } from 'bullmq';
 import type { History } from '../db/history.js';
 import { LlmClient } from '../llm/llm-client.js';
 import { LlmModelError } from '../llm/llm-errors.js';
@@ -7,8 +6,8 @@ import type { Logger } from '../logger.js';
 import type { ClientRegistry } from '../sched/client-registry.js';
 import { Semaphore } from './limiter.js';
 import { type LlmGate, Summarizer } from './summarizer.js';
-import { SummaryDispatcher } from './summary-dispatcher.js';
 import type { SummarySettings } from './summary-settings.js';
+import { SummaryTakeUp } from './summary-take-up.js';
 
 /** How the daemon runs summaries, for the start banner and the local API. */
 export interface SummariesStatus {
@@ -52,18 +51,17 @@ export function summariesStatus(settings: SummarySettings & { enabled: boolean }
 
 /**
  * What the summarize queue's worker (workers/start-workers.ts) runs: the LLM client (its key
- * read here, refused when others can read its file), the model check, the dispatcher and the
- * summarizer. `close()` closes the LLM client, after the worker.
+ * read here, refused when others can read its file), the model check, the take-up of ended
+ * requests and runs, and the summarizer. `close()` closes the LLM client, after the worker.
  */
 export function createSummaryServices(deps: {
   settings: SummarySettings & { enabled: boolean };
   store: History;
   logger: Logger;
-  queue: Queue;
   clients: ClientRegistry;
   /** Folders no job output is read from (the data dir, the configuration). */
   protectedDirs: readonly string[];
-}): { summarizer: Summarizer; dispatcher: SummaryDispatcher; logger: Logger; close(): Promise<void> } {
+}): { summarizer: Summarizer; takeUp: SummaryTakeUp; logger: Logger; close(): Promise<void> } {
   const { settings } = deps;
   const logger = deps.logger.child({ component: 'summaries' });
   let gate: LlmGate | null = null;
@@ -105,16 +103,9 @@ export function createSummaryServices(deps: {
     fetchAccounting: async (profile, jobId) =>
       (await deps.clients.get(profile).getAccountingJob(jobId, { signal: AbortSignal.timeout(15_000) })).data,
   });
-  const dispatcher = new SummaryDispatcher({
-    store: deps.store,
-    queue: deps.queue,
-    logger,
-    settings: { enabled: settings.enabled, attempts: settings.attempts, backoffMs: settings.backoffMs },
-    giveUp: (id, reason) => summarizer.giveUp(id, reason),
-  });
   return {
     summarizer,
-    dispatcher,
+    takeUp: new SummaryTakeUp({ store: deps.store, enabled: settings.enabled }),
     logger,
     close: async () => {
       await gate?.client.close();

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { ConfigError } from '../errors.js';
+import { readEnvWholeNumbers } from '../lib/env-numbers.js';
 import { Secret } from '../lib/secret.js';
 import { llmSettingsSchema } from '../llm/llm-settings.js';
 import { compilePattern } from './redact.js';
@@ -55,11 +56,6 @@ const LLM_ENV_NUMBERS = {
   SCHEDFLOW_LLM_MAX_TOKENS: 'maxOutputTokens',
 } as const;
 
-function wholeNumber(name: string, raw: string): number {
-  if (!/^\d+$/.test(raw)) throw new ConfigError(`${name}: a whole number, not "${raw}"`);
-  return Number(raw);
-}
-
 function onOff(name: string, raw: string): boolean {
   if (/^(on|true|1|yes)$/i.test(raw)) return true;
   if (/^(off|false|0|no)$/i.test(raw)) return false;
@@ -112,10 +108,7 @@ export function summarySettingsFromEnv(env: NodeJS.ProcessEnv): SummarySettingsI
   const out: Record<string, unknown> = {};
   const enabled = env.SCHEDFLOW_SUMMARIES?.trim();
   if (enabled) out.enabled = onOff('SCHEDFLOW_SUMMARIES', enabled);
-  for (const [name, key] of Object.entries(ENV_NUMBERS)) {
-    const raw = env[name]?.trim();
-    if (raw) out[key] = wholeNumber(name, raw);
-  }
+  Object.assign(out, readEnvWholeNumbers(env, ENV_NUMBERS));
   const patterns = env.SCHEDFLOW_REDACT_PATTERNS;
   if (patterns?.trim()) out.redactPatterns = parseRedactPatterns(patterns);
 
@@ -133,10 +126,7 @@ export function summarySettingsFromEnv(env: NodeJS.ProcessEnv): SummarySettingsI
     if (key) llm.apiKey = new Secret(key);
     const keyFile = env.SCHEDFLOW_LLM_API_KEY_FILE?.trim();
     if (keyFile) llm.apiKeyFile = keyFile;
-    for (const [name, k] of Object.entries(LLM_ENV_NUMBERS)) {
-      const raw = env[name]?.trim();
-      if (raw) llm[k] = wholeNumber(name, raw);
-    }
+    Object.assign(llm, readEnvWholeNumbers(env, LLM_ENV_NUMBERS));
     const temperature = env.SCHEDFLOW_LLM_TEMPERATURE?.trim();
     if (temperature) {
       const value = Number(temperature);

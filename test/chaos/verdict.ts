@@ -1,7 +1,7 @@
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
-import { hasMarker } from '../../src/sched/client.js';
+import { hasMarker } from '../../src/sched/marker-lookup.js';
 import type { DaemonUnderTest } from './daemon.js';
 import { pollUntil } from './processes.js';
 import type { JobTable } from './upstream.js';

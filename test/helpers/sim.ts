@@ -1,6 +1,7 @@
 import { chmodSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import type { Clock } from '../../src/lib/clock.js';
 import { createLogger, type Logger } from '../../src/logger.js';
 import { SchedClient } from '../../src/sched/client.js';
 import { parseProfile } from '../../src/sched/profile.js';
@@ -114,11 +115,14 @@ export function savedSimJob(jobId: number, overrides: Partial<SimJob> = {}): Sim
 /**
  * A simulator on a free loopback port with its own state dir and test settings. `jobs` are
  * written to its saved job table before it starts (thousands of jobs without as many submissions).
+ * `clock` is the proxy's (its cache and rate limit): a test moves a ManualClock past a lifetime
+ * instead of sleeping through it.
  */
 export async function startSim(
   overrides: SimConfigInput = {},
   keepDirs = false,
   jobs: SimJob[] = [],
+  clock?: Clock,
 ): Promise<TestSim> {
   const root = mkdtempSync(join(tmpdir(), 'schedflow-sim-'));
   const stateDir = join(root, 'state');
@@ -149,7 +153,7 @@ export async function startSim(
     ...overrides,
   };
   const config = parseSimConfig(base);
-  let server = new SimServer({ config, logger, tokens: TEST_TOKENS });
+  let server = new SimServer({ config, logger, tokens: TEST_TOKENS, clock });
   const url = await server.start();
   const port = Number(new URL(url).port);
   const sim: TestSim = {
@@ -166,7 +170,7 @@ export async function startSim(
     },
     async restart() {
       await sim.server.stop();
-      server = new SimServer({ config: { ...config, port }, logger, tokens: TEST_TOKENS });
+      server = new SimServer({ config: { ...config, port }, logger, tokens: TEST_TOKENS, clock });
       sim.server = server;
       await server.start();
     },

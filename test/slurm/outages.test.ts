@@ -1,7 +1,7 @@
 import { statSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { markerFor } from '../../src/sched/client.js';
+import { markerFor } from '../../src/sched/marker-lookup.js';
 import { killLeftovers } from '../helpers/cli-process.js';
 import { waitFor } from '../helpers/http.js';
 import { startTestRedis, type TestRedis } from '../helpers/redis.js';

@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { loadDaemonConfig } from '../../src/config/daemon-config.js';
 import { redactedUrl } from '../../src/db/open-history.js';
 import { ConfigError } from '../../src/errors.js';
+import { parseListenAddress } from '../../src/lib/listen-address.js';
 
 describe('loadDaemonConfig', () => {
   it('takes tuning settings from SCHEDFLOW_* variables, flags over variables', () => {
@@ -27,6 +28,26 @@ describe('loadDaemonConfig', () => {
     expect(() => loadDaemonConfig({ SCHEDFLOW_LOST_GRACE_MS: '5m' })).toThrow(ConfigError);
     expect(() => loadDaemonConfig({ SCHEDFLOW_LOST_GRACE_MS: '5m' })).toThrow(/^SCHEDFLOW_LOST_GRACE_MS: /);
     expect(() => loadDaemonConfig({ SCHEDFLOW_SUBMIT_CONCURRENCY: '0' })).toThrow(/SCHEDFLOW_SUBMIT_CONCURRENCY/);
+  });
+
+  it('reads the numbers of the daemon, the summaries and the LLM with one reader, saying the same', () => {
+    const llm = { SCHEDFLOW_LLM_URL: 'http://llm.invalid', SCHEDFLOW_LLM_MODEL: 'm' };
+    for (const name of ['SCHEDFLOW_LOST_GRACE_MS', 'SCHEDFLOW_SUMMARY_ATTEMPTS', 'SCHEDFLOW_LLM_TIMEOUT_MS']) {
+      expect(() => loadDaemonConfig({ ...llm, [name]: ' 5m ' }), name).toThrow(`${name}: a whole number, not "5m"`);
+    }
+    const config = loadDaemonConfig({ ...llm, SCHEDFLOW_SUMMARY_ATTEMPTS: '7', SCHEDFLOW_LLM_TIMEOUT_MS: '1500' });
+    expect([config.summaries.attempts, config.summaries.llm?.timeoutMs]).toEqual([7, 1500]);
+    // A flag wins over its variable, even one that is not a number.
+    expect(loadDaemonConfig({ SCHEDFLOW_API_RATE_LIMIT: 'x' }, { apiRateLimitPerMin: 9 }).apiRateLimitPerMin).toBe(9);
+  });
+
+  it('reads a listen address with the one reader the HTTP server uses', () => {
+    expect(loadDaemonConfig({ SCHEDFLOW_LISTEN: ' [::1]:0 ' }).listen).toBe('[::1]:0');
+    for (const listen of ['8080', 'localhost', 'a b:1', '127.0.0.1:65536']) {
+      expect(() => loadDaemonConfig({}, { listen }), listen).toThrow(/^listen: host:port, e\.g\. 127\.0\.0\.1:8080/);
+    }
+    expect(parseListenAddress('[::1]:8080')).toEqual({ host: '::1', port: 8080 });
+    expect(() => parseListenAddress('127.0.0.1:65536')).toThrow(/^--listen "127.0.0.1:65536": expected host:port/);
   });
 
   it('reads the webhook allow-list, comma-separated; none by default; a bad entry named with the variable', () => {

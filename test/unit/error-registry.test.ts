@@ -12,12 +12,14 @@ import {
   RedisUnavailableError,
   RequestNotFoundError,
   SummaryPendingError,
+  UpstreamError,
 } from '../../src/errors.js';
 import { ForbiddenApiError, NotFoundApiError, ValidationApiError } from '../../src/http/api/api-errors.js';
 import { errorAnswer } from '../../src/http/api/error-handler.js';
-import { LlmAuthError, LlmUnavailableError } from '../../src/llm/llm-errors.js';
+import { LlmAuthError, LlmRateLimitedError, LlmUnavailableError } from '../../src/llm/llm-errors.js';
+import { WebhookRefusedError, WebhookRetryableError, webhookDetail } from '../../src/notify/sender.js';
 import { PipelineNotFoundError } from '../../src/pipelines/pipeline-registry.js';
-import { MungeError, NetworkError, SlurmRefusedError } from '../../src/sched/sched-errors.js';
+import { MungeError, NetworkError, RateLimitedError, SlurmRefusedError } from '../../src/sched/sched-errors.js';
 
 const root = join(import.meta.dirname, '..', '..');
 
@@ -50,6 +52,28 @@ describe('the error registry', () => {
       expect(spec.what, code).not.toContain('\n');
       if (spec.status !== null) expect(spec.status, code).toBeGreaterThanOrEqual(400);
     }
+  });
+});
+
+describe('the upstream errors', () => {
+  it('share one base for the scheduler, the LLM and webhooks: upstream, status, message, retryable, Retry-After', () => {
+    const errors = [
+      new RateLimitedError('slow down', { ...upstream, status: 429 }, { retryAfterMs: 7000 }),
+      new LlmRateLimitedError('slow down', { ...llm, status: 429 }, { retryAfterMs: 7000 }),
+      new WebhookRetryableError('slow down', webhookDetail('https://u:p@r.example/h?t=1', 429, 'busy'), {
+        retryAfterMs: 7000,
+      }),
+    ];
+    expect(errors.map((e) => [e instanceof UpstreamError, e.upstream, e.status, e.retryable, e.retryAfterMs])).toEqual([
+      [true, 'scheduler', 429, true, 7000],
+      [true, 'llm', 429, true, 7000],
+      [true, 'webhook', 429, true, 7000],
+    ]);
+    // A receiver is named by its origin alone: its URL may carry a token.
+    expect(errors[2]?.detail).toEqual({ status: 429, message: 'busy', request: 'POST https://r.example' });
+    const refused = new WebhookRefusedError('no', webhookDetail('https://r.example/h', 404));
+    expect([refused.retryable, refused.retryAfterMs, refused.detail.message]).toEqual([false, null, null]);
+    expect(new NetworkError('down', upstream).retryAfterMs).toBeNull();
   });
 });
 

@@ -1,5 +1,11 @@
 import { describe, expect, it } from 'vitest';
-import { backoffDelayMs, isRetryableStatus, parseRetryAfterMs } from '../../src/lib/retry-policy.js';
+import {
+  backoffDelayMs,
+  isNetworkErrorCode,
+  isRetryableStatus,
+  parseRetryAfterMs,
+} from '../../src/lib/retry-policy.js';
+import { isConnectionError } from '../../src/redis/redis-watch.js';
 import { errorForResponse } from '../../src/sched/response-errors.js';
 import { RequestTimeoutError } from '../../src/sched/sched-errors.js';
 
@@ -14,6 +20,24 @@ describe('the retry policy', () => {
     const e = errorForResponse({ status: 408, body: null, text: '', request: 'GET /slurm/v0.0.44/jobs' });
     expect(e).toBeInstanceOf(RequestTimeoutError);
     expect(e.retryable).toBe(true);
+  });
+
+  it('has one list of network error codes, read by the scheduler, the LLM and the Redis watch alike', () => {
+    for (const code of [
+      'ECONNREFUSED',
+      'ECONNRESET',
+      'EPIPE',
+      'ETIMEDOUT',
+      'EHOSTUNREACH',
+      'ENETUNREACH',
+      'ENOTFOUND',
+    ]) {
+      expect(isNetworkErrorCode(code), code).toBe(true);
+      expect(isConnectionError(Object.assign(new Error('x'), { code })), code).toBe(true);
+    }
+    for (const code of [undefined, 'EACCES', 'ERR_INVALID_ARG_TYPE', 'UND_ERR_HEADERS_TIMEOUT']) {
+      expect(isNetworkErrorCode(code), String(code)).toBe(false);
+    }
   });
 
   it('reads Retry-After as seconds or an HTTP date, the first of a repeated header', () => {

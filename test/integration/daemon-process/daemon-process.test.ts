@@ -40,6 +40,7 @@ describe('Redis going away and coming back under a running daemon', () => {
     await dproc.redis?.kill();
     await daemon.waitForOutput(/"msg":"Redis unreachable/, 10_000);
     // Every queue and worker keeps failing to reconnect meanwhile: none of it may reach the log.
+    // Real time: the reconnects are the daemon process's own, on ioredis's timers.
     await new Promise((r) => setTimeout(r, 3000));
     await dproc.redis?.start();
     await daemon.waitForOutput(/"msg":"Redis reachable again"/, 15_000);

@@ -150,8 +150,9 @@ describe('schedflow jobs: submit --wait, list, show', () => {
     const tableLines = show.stdout.trimEnd().split('\n\n')[1]?.split('\n') ?? [];
     expect(tableLines[0]?.split(/ {2,}/)).toEqual(['AT', 'FROM', 'TO', 'SOURCE', 'REASON', 'DETAIL']);
     expect(tableLines.slice(1).map((l) => l.split(/ {2,}/).slice(1, 4))).toEqual([
+      // Accepted and queued at the daemon's one door, as the CLI's request (through its local API).
       ['-', 'accepted', 'cli'],
-      ['accepted', 'queued', 'submit'],
+      ['accepted', 'queued', 'cli'],
       ['queued', 'submitting', 'submit'],
       ['submitting', 'submitted', 'submit'],
       ['submitted', 'running', 'poll'],
@@ -265,7 +266,7 @@ describe('schedflow jobs submit while the daemon is stopped', () => {
     noTrace(submit.stderr);
   });
 
-  it('with its external Redis gone too: exit 4 within seconds, nothing queued, no ioredis traces', async () => {
+  it('with its external Redis gone too: refused at once (exit 2), naming the daemon that is not running, no traces', async () => {
     const t = await dproc.setUp();
     const daemon = await t.startDaemon();
     daemon.child.kill('SIGTERM');
@@ -275,8 +276,9 @@ describe('schedflow jobs submit while the daemon is stopped', () => {
     const startedAt = Date.now();
     const submit = await t.cli(['jobs', 'submit', t.jobFile('late', '#!/bin/sh\ntrue\n'), '--data-dir', t.dataDir]);
     expect(Date.now() - startedAt).toBeLessThan(10_000);
-    expect(submit.code, submit.stderr).toBe(4);
-    expect(submit.stderr).toMatch(/cannot reach the daemon's Redis at 127\.0\.0\.1:\d+ \(.+\); nothing was queued/);
+    // The CLI asks the daemon's API, not its Redis: with no daemon there is nothing to wait in.
+    expect(submit.code, submit.stderr).toBe(2);
+    expect(submit.stderr).toMatch(/is not running, so nothing was queued: start it/);
     noTrace(submit.stderr);
   });
 });

@@ -49,7 +49,8 @@ describe('two worker processes under one budget', () => {
     await Promise.all(processes.map((p) => p.ready()));
     const apiUrl = /local API: (http:\/\/[^/\s]+)/.exec(processes[0]?.stdout ?? '')?.[1];
     expect(apiUrl).toBeDefined();
-    // Start-up requests (version checks, first polls) are not the burst.
+    // Start-up requests (version checks, first polls) are not the burst. Real time: they are the
+    // processes' own, and the budget they spent refills in real time.
     await new Promise((r) => setTimeout(r, 2000));
 
     const jobs = 40;

@@ -1,11 +1,11 @@
-import { readFileSync, writeFileSync } from 'node:fs';
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { listRequests } from '../../../src/db/requests.js';
 import { createToken } from '../../../src/db/tokens.js';
 import { apiClient, errorOf, shellSpec } from '../../helpers/api.js';
 import { runCli } from '../../helpers/cli-process.js';
-import { daemonTestEnv, startTestDaemon } from '../../helpers/daemon.js';
+import { daemonTestEnv, startTestDaemon, type TestDaemon } from '../../helpers/daemon.js';
 import { http, waitFor } from '../../helpers/http.js';
 import { ALICE_TOKEN } from '../../helpers/sim.js';
 
@@ -29,9 +29,8 @@ function slurmrestdProfile(dir: string, account?: string): Record<string, unknow
   };
 }
 
-const doorsOf = (dataDir: string) =>
-  (JSON.parse(readFileSync(join(dataDir, 'daemon.json'), 'utf8')) as { doors: Record<string, Record<string, unknown>> })
-    .doors;
+/** What the daemon knows of a profile's user and associations: the door its API (and so the CLI) decides from. */
+const doorOf = (td: TestDaemon, profile: string) => ({ ...td.daemon.clients.accounts(profile) });
 
 describe("the accounts of a plain-slurmrestd user's associations", () => {
   it('refuses at the door a job for an account the user has no association with (API 422, CLI exit 2, pipeline runs)', async () => {
@@ -128,7 +127,7 @@ describe("the accounts of a plain-slurmrestd user's associations", () => {
     expect(text).toMatch(/user alice has no association with the profile's account "other"/);
 
     // The CLI, from what the daemon wrote.
-    expect(doorsOf(td.dataDir).srd).toMatchObject({ user: 'alice', associatedAccounts: ['lab'] });
+    expect(doorOf(td, 'srd')).toMatchObject({ user: 'alice', accounts: ['lab'] });
     const refusedFile = join(sim.workDir, 'physics.json');
     writeFileSync(refusedFile, JSON.stringify({ ...spec, account: 'physics' }));
     const labFile = join(sim.workDir, 'lab.json');
@@ -147,7 +146,7 @@ describe("the accounts of a plain-slurmrestd user's associations", () => {
     await td.waitForState((JSON.parse(queued.stdout) as { requestId: string }).requestId, 'completed');
   }, 120_000);
 
-  it('lets jobs through while the associations cannot be read, and learns them later, daemon.json too', async () => {
+  it('lets jobs through while the associations cannot be read, and learns them later', async () => {
     const sim = await env.sim();
     await http(`${sim.url}/_sim/upstream`, { headers: sim.admin, method: 'PUT', body: { slurmdbd: 'down' } });
     const td = await startTestDaemon(
@@ -166,7 +165,7 @@ describe("the accounts of a plain-slurmrestd user's associations", () => {
     );
     const ready = await http(`${td.daemon.apiUrl}/readyz`);
     expect((ready.json as { detail: Record<string, string> }).detail['accounts:srd']).toMatch(/^accounts unknown/);
-    expect(doorsOf(td.dataDir).srd).toMatchObject({ associatedAccounts: null });
+    expect(doorOf(td, 'srd').accounts ?? null).toBeNull();
 
     // Unknown refuses nothing: Slurm decides.
     const api = apiClient(td);
@@ -180,12 +179,12 @@ describe("the accounts of a plain-slurmrestd user's associations", () => {
 
     // slurmdbd back: the daemon learns the associations by itself and writes them for the CLI.
     await http(`${sim.url}/_sim/upstream`, { headers: sim.admin, method: 'PUT', body: { slurmdbd: 'up' } });
-    await waitFor(async () => (doorsOf(td.dataDir).srd?.associatedAccounts ? true : undefined), {
+    await waitFor(async () => (doorOf(td, 'srd').accounts ? true : undefined), {
       what: 'daemon.json to carry the associations',
       timeoutMs: 10_000,
       intervalMs: 100,
     });
-    expect(doorsOf(td.dataDir).srd).toMatchObject({ user: 'alice', associatedAccounts: ['lab'] });
+    expect(doorOf(td, 'srd')).toMatchObject({ user: 'alice', accounts: ['lab'] });
     const file = join(sim.workDir, 'physics.json');
     writeFileSync(file, JSON.stringify({ ...spec, account: 'physics' }));
     const refused = await runCli(['jobs', 'submit', file, '--profile', 'srd', '--data-dir', td.dataDir], {

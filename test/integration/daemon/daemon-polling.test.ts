@@ -58,6 +58,7 @@ describe('polling', () => {
         { what: 'all jobs running', timeoutMs: 90_000 },
       );
       const before = proxy.requests.length;
+      // Real time: what is counted is what the daemon's own cycles ask in a window of it.
       await new Promise((r) => setTimeout(r, 4500));
       const during = proxy.requests.slice(before).filter((r) => r.method === 'GET');
       const stateCalls = during.filter((r) => r.url.includes('/jobs/state'));

@@ -1,4 +1,4 @@
-import { readFileSync, writeFileSync } from 'node:fs';
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { listRequests } from '../../../src/db/requests.js';
@@ -100,7 +100,7 @@ describe('early checks of what a profile can take', () => {
       detail: expect.stringMatching(/token lacks scope sched:jobs:manage/),
     });
 
-    // The CLI, from what the daemon wrote at start.
+    // The CLI, through the daemon's API: the same door.
     const file = join(sim.workDir, 'other-account.json');
     writeFileSync(file, JSON.stringify({ ...spec, account: 'other' }));
     const plain = join(sim.workDir, 'plain.json');
@@ -115,7 +115,7 @@ describe('early checks of what a profile can take', () => {
     expect(scopes.stderr).toMatch(/profile "readonly"'s token lacks scope sched:jobs:manage and scheddb:read/);
   }, 90_000);
 
-  it('learns the scopes of a profile whose proxy was down at start, and writes them to daemon.json', async () => {
+  it('learns the scopes of a profile whose proxy was down at start, and refuses at its door from then on', async () => {
     const sim = await env.sim();
     await sim.server.stop();
     const td = await startTestDaemon(
@@ -127,24 +127,20 @@ describe('early checks of what a profile can take', () => {
       { readonly: { token: READONLY_TOKEN, account: 'lab' } },
     );
     env.defer(() => td.stop());
-    const doors = () =>
-      (
-        JSON.parse(readFileSync(join(td.dataDir, 'daemon.json'), 'utf8')) as {
-          doors: Record<string, { missingScopes: string[] }>;
-        }
-      ).doors;
+    // The door the API (and so the CLI, which asks it) decides from.
+    const missing = () => td.daemon.clients.scopes('readonly')?.missing ?? [];
     // Not connected: nothing known, nothing refused yet.
     expect(td.daemon.clients.scopes('readonly')).toBeUndefined();
-    expect(doors().readonly?.missingScopes).toEqual([]);
+    expect(missing()).toEqual([]);
 
     await sim.restart();
     // Nobody asks the daemon: it connects by itself, and the CLI's door follows.
-    await waitFor(async () => (doors().readonly?.missingScopes.length ? true : undefined), {
-      what: 'daemon.json to carry the missing scopes',
+    await waitFor(async () => (missing().length ? true : undefined), {
+      what: 'the daemon to know the missing scopes',
       timeoutMs: 30_000,
       intervalMs: 100,
     });
-    expect(doors().readonly?.missingScopes).toEqual(['sched:jobs:manage', 'scheddb:read']);
+    expect(missing()).toEqual(['sched:jobs:manage', 'scheddb:read']);
     const plain = join(sim.workDir, 'plain.json');
     writeFileSync(plain, JSON.stringify(shellSpec('door', 'true', sim.workDir)));
     const refused = await runCli(['jobs', 'submit', plain, '--profile', 'readonly', '--data-dir', td.dataDir], {

@@ -27,6 +27,8 @@ describe('a 429 storm', () => {
     const td = await env.daemon(proxy.url, { reconcileEveryMs: 60_000, submitConcurrency: 4 });
     const store = td.daemon.history.store;
     // Let start-up requests (version check, first reconcile and poll) pass before the storm.
+    // Real time: the storm is to start on the proxy's bucket refilled (5 at 2 a second, in 2.5 s
+    // of its clock), as after a quiet spell, and the daemon's budget learns its pace in real time.
     await new Promise((r) => setTimeout(r, 3000));
     const before = proxy.requests.length;
     const started = Date.now();

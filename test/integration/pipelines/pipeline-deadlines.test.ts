@@ -62,7 +62,7 @@ describe('deadlines', () => {
         `^request ${id} \\(job \\d+\\) has been waiting to start for \\d+ s \\(limit 1 s\\); scheduler reason: Resources$`,
       ),
     );
-    // Recorded once, however many checks see it.
+    // Recorded once, however many checks see it (real time: the daemon's checks run on its timers).
     await new Promise((r) => setTimeout(r, 1000));
     expect(await misses(td)).toHaveLength(2);
   }, 30_000);

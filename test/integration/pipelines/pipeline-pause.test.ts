@@ -73,8 +73,9 @@ describe('pausing a schedule', () => {
     expect((await listed(api, reader))?.schedule?.paused?.by).toBe('token pauser');
     expect(await schedulerKeys(td)).not.toContain('pipeline-ticking');
 
-    // Three ticks' time: none due after the pause makes a run (one taken just before it may
-    // still finish making its own), but a run asked for by hand starts.
+    // Three ticks' time (real time: an absence shows only by letting the daemon's cron ticks
+    // run): none due after the pause makes a run (one taken just before it may still finish
+    // making its own), but a run asked for by hand starts.
     await sleep(3 * TICK_MS);
     expect((await scheduledRuns(td)).filter((r) => (r.scheduledFor ?? 0) >= pausedAt)).toEqual([]);
     const quietSince = Date.now();
@@ -96,6 +97,7 @@ describe('pausing a schedule', () => {
     api = apiClient(td);
     expect((await listed(api, reader))?.schedule?.paused?.by).toBe('token pauser');
     expect(await schedulerKeys(td)).not.toContain('pipeline-ticking');
+    // Three ticks' time again, real time for the same reason.
     await sleep(3 * TICK_MS);
     // Long after the pause: any run made now, catch-up for the paused time included, is wrong.
     expect((await scheduledRuns(td)).filter((r) => r.createdAt >= quietSince)).toEqual([]);

@@ -121,7 +121,8 @@ describe('catch-up after downtime', () => {
         what: 'the catch-up runs',
       },
     );
-    // A moment more: nothing else is caught up.
+    // A moment more: nothing else is caught up (real time: an absence shows only by letting the
+    // daemon's schedule ticks run).
     await new Promise((r) => setTimeout(r, 1000));
     expect(await catchUps('none')).toEqual([]);
     expect(await catchUps('latest')).toHaveLength(1);

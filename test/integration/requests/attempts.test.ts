@@ -323,7 +323,8 @@ describe('retry policies of job requests', () => {
     expect(ended.retryNote).toMatch(
       /^2 tasks were cancelled: an array with cancelled tasks is not retried by its policy/,
     );
-    // Still nothing made once the pipeline tick (which makes due attempts) has run a few times.
+    // Still nothing made once the pipeline tick (which makes due attempts) has run a few times:
+    // real time, the tick is the daemon's own timer.
     await new Promise((resolve) => setTimeout(resolve, 1000));
     expect(await attemptsOf(store, id)).toHaveLength(1);
   }, 40_000);

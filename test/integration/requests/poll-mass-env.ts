@@ -110,6 +110,8 @@ export function massPollEnv() {
   async function pollUntil(store: History, done: () => Promise<boolean>, max: number): Promise<Cycle[]> {
     const cycles: Cycle[] = [];
     for (let i = 0; i < max && !(await done()); i++) {
+      // Real time: the simulated jobs end in real time, and the poller paces its accounting
+      // questions by the proxy's cache lifetime against its own clock.
       if (i > 0) await sleep(2100);
       const before = env.proxy?.requests.length ?? 0;
       const report = await pollProfile(

@@ -1,8 +1,10 @@
 import { describe, expect, it } from 'vitest';
+import { ManualClock } from '../../../src/lib/clock.js';
 import { UpstreamUnavailableError } from '../../../src/sched/sched-errors.js';
 import { startFlakyProxy } from '../../helpers/flaky-proxy.js';
 import { http } from '../../helpers/http.js';
-import { ALICE_TOKEN, startSim } from '../../helpers/sim.js';
+import { ALICE_TOKEN, startSim, type TestSim } from '../../helpers/sim.js';
+import { untilNextSecond } from '../../helpers/wall-clock.js';
 
 import { clientFile, connect, sim, spec } from './client-files.js';
 
@@ -11,29 +13,34 @@ import { clientFile, connect, sim, spec } from './client-files.js';
 clientFile();
 
 describe('freshness, stale-if-error, rate limits', () => {
-  const setUpstream = (state: Record<string, string>) =>
-    http(`${sim.url}/_sim/upstream`, { headers: sim.admin, method: 'PUT', body: state });
+  const setUpstream = (target: TestSim, state: Record<string, string>) =>
+    http(`${target.url}/_sim/upstream`, { headers: target.admin, method: 'PUT', body: state });
 
   it('every read carries its freshness; polling reads accept stale data while the scheduler is down', async () => {
-    const client = await connect({ retries: { attempts: 1 } });
-    const fresh = await client.listJobs({ forPolling: true });
-    expect(fresh.freshness).toMatchObject({ stale: false, maxAgeSec: 2 });
-    expect(fresh.freshness.ageSec).toBeLessThanOrEqual(2);
-    await setUpstream({ slurmctld: 'down' });
+    // The proxy's clock is moved past the 2 s lifetime: the client reads ages from its headers.
+    const clock = new ManualClock();
+    const clocked = await startSim({}, false, [], clock);
     try {
-      await new Promise((r) => setTimeout(r, 2600));
+      const client = await connect({ retries: { attempts: 1 } }, ALICE_TOKEN, clocked.url);
+      const fresh = await client.listJobs({ forPolling: true });
+      expect(fresh.freshness).toMatchObject({ stale: false, maxAgeSec: 2 });
+      expect(fresh.freshness.ageSec).toBeLessThanOrEqual(2);
+      await setUpstream(clocked, { slurmctld: 'down' });
+      await clock.advance(2600);
       const stale = await client.listJobs({ forPolling: true });
       expect(stale.freshness.stale).toBe(true);
       expect(stale.freshness.ageSec).toBeGreaterThanOrEqual(2);
       expect(stale.data.jobs.map((j) => j.job_id)).toEqual(fresh.data.jobs.map((j) => j.job_id));
       await expect(client.listJobs()).rejects.toThrow(UpstreamUnavailableError);
     } finally {
-      await setUpstream({ slurmctld: 'up' });
+      await clocked.stop();
     }
   });
 
   it('the poller’s active-states accounting query keeps one URL, so an outage is served its cached answer', async () => {
-    const client = await connect({ retries: { attempts: 1 } });
+    const clock = new ManualClock();
+    const clocked = await startSim({}, false, [], clock);
+    const client = await connect({ retries: { attempts: 1 } }, ALICE_TOKEN, clocked.url);
     const { job_id } = await client.submit(
       spec({ name: 'active-states', script: '#!/bin/sh\nsleep 5\n' }),
       'marker-active-states',
@@ -41,16 +48,19 @@ describe('freshness, stale-if-error, rate limits', () => {
     const query = { jobIds: [job_id], startTime: Math.floor(Date.now() / 1000) - 60, states: ['PENDING', 'RUNNING'] };
     const fresh = await client.listAccountingJobs(query, { forPolling: true });
     expect(fresh.data.map((j) => j.job_id)).toEqual([job_id]);
-    await setUpstream({ slurmdbd: 'down' });
+    await setUpstream(clocked, { slurmdbd: 'down' });
     try {
-      // Past the accounting cache lifetime and into the next second: `end_time=now` would be a new URL by now.
-      await new Promise((r) => setTimeout(r, 2100));
+      // Past the accounting cache lifetime (the proxy's clock), and into the next second of real
+      // time, which the client's URLs are made from: `end_time=now` would be a new URL by now.
+      await clock.advance(2100);
+      await untilNextSecond();
       const stale = await client.listAccountingJobs(query, { forPolling: true });
       expect(stale.freshness.stale).toBe(true);
       expect(stale.data.map((j) => j.job_id)).toEqual([job_id]);
     } finally {
-      await setUpstream({ slurmdbd: 'up' });
+      await setUpstream(clocked, { slurmdbd: 'up' });
       await client.cancel(job_id);
+      await clocked.stop();
     }
   });
 
@@ -101,8 +111,9 @@ describe('idempotent submission', () => {
       const client = await connect({}, ALICE_TOKEN, proxy.url);
       const { job_id } = await client.submit(spec({ name: 'gone-from-controller' }), 'marker-acct');
       // slurmdbd's window ends at now, exclusive: a job that became eligible this very second is
-      // not in it yet (as on a real cluster, where its record may not even have arrived).
-      await new Promise((r) => setTimeout(r, 1100));
+      // not in it yet (as on a real cluster, where its record may not even have arrived). The
+      // simulator's accounting keeps real time, in whole seconds.
+      await untilNextSecond();
       // What the controller says once MinJobAge has passed: the job is no longer listed.
       proxy.rewrite = (req, body) =>
         /\/sched\/[^/]+\/jobs(\?|$)/.test(req.url) ? JSON.stringify({ ...JSON.parse(body), jobs: [] }) : body;

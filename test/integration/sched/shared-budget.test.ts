@@ -150,7 +150,8 @@ describe('two clients of one profile (as two worker processes)', () => {
       opened.push(client);
       clients.push(client);
     }
-    // The connections' version checks are not the storm.
+    // The connections' version checks are not the storm. Real time: the budget they spent (in
+    // Redis, by Redis's clock) refills before it.
     await new Promise((r) => setTimeout(r, 1000));
     const from = proxy.requests.length;
     const started = Date.now();

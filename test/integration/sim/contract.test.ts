@@ -1,11 +1,13 @@
 import { readFileSync } from 'node:fs';
 import { networkInterfaces } from 'node:os';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ManualClock } from '../../../src/lib/clock.js';
 import { codecFor } from '../../../src/sched/codecs/codec.js';
 import { validateAgainstSpec } from '../../../src/sched/spec-validator.js';
 import { type ApiVersion, SUPPORTED_VERSIONS } from '../../../src/sched/versions.js';
 import { bearer, http, rawGet, waitFor } from '../../helpers/http.js';
 import { ALICE_TOKEN, BOB_TOKEN, DBONLY_TOKEN, READONLY_TOKEN, startSim, type TestSim } from '../../helpers/sim.js';
+import { untilNextSecond } from '../../helpers/wall-clock.js';
 
 type Json = Record<string, unknown>;
 
@@ -464,65 +466,89 @@ describe('section 4 caching', () => {
   });
 
   it('a repeated query within the lifetime returns the cached (slightly stale) answer', async () => {
-    const url = `${sim.url}/scheddb/v0.0.44/jobs?job_name=cache-probe`;
-    const first = await http(url, { headers: alice });
-    expect((first.json as { jobs: Json[] }).jobs).toEqual([]);
-    await submit({ name: 'cache-probe' });
-    const second = await http(url, { headers: alice });
-    expect((second.json as { jobs: Json[] }).jobs).toEqual([]);
-    expect(second.headers.get('date')).toBe(first.headers.get('date'));
-    const fresh = await waitFor(
-      async () => {
-        const res = await http(url, { headers: alice });
-        return (res.json as { jobs: Json[] }).jobs.length > 0 ? res : undefined;
-      },
-      { what: 'cache expiry' },
-    );
-    expect(Number(fresh.headers.get('age'))).toBe(0);
+    // A simulator whose proxy clock the test moves to the end of the lifetime.
+    const clock = new ManualClock();
+    const clocked = await startSim({}, false, [], clock);
+    try {
+      const url = `${clocked.url}/scheddb/v0.0.44/jobs?job_name=cache-probe`;
+      const first = await http(url, { headers: alice });
+      expect((first.json as { jobs: Json[] }).jobs).toEqual([]);
+      const submitted = await http(`${clocked.url}/sched/v0.0.44/job/submit`, {
+        method: 'POST',
+        headers: alice,
+        body: { job: { ...(jobBody().job as Json), name: 'cache-probe', current_working_directory: clocked.workDir } },
+      });
+      expect(submitted.status, submitted.text).toBe(200);
+      await clock.advance(1999);
+      const second = await http(url, { headers: alice });
+      expect((second.json as { jobs: Json[] }).jobs).toEqual([]);
+      expect(second.headers.get('date')).toBe(first.headers.get('date'));
+      expect(Number(second.headers.get('age'))).toBe(1);
+      // Accounting's window ends at now, exclusive, in whole seconds of real time: the job is in
+      // it from the next second on.
+      await untilNextSecond();
+      await clock.advance(1);
+      const fresh = await http(url, { headers: alice });
+      expect((fresh.json as { jobs: Json[] }).jobs).toHaveLength(1);
+      expect(Number(fresh.headers.get('age'))).toBe(0);
+    } finally {
+      await clocked.stop();
+    }
   });
 });
 
 describe('section 4 caching: stale-if-error', () => {
-  const url = () => `${sim.url}/sched/v0.0.44/nodes`;
-  const setUpstream = (state: Json) =>
-    http(`${sim.url}/_sim/upstream`, { headers: sim.admin, method: 'PUT', body: state }).then((r) =>
+  // A simulator of their own for the cache's tests, whose clock they move past the 2 s lifetime
+  // (the proxy's cache and rate limit read it; the jobs run in real time).
+  const clock = new ManualClock();
+  let clocked: TestSim;
+  const url = () => `${clocked.url}/sched/v0.0.44/nodes`;
+  const upstreamOf = (target: TestSim) => (state: Json) =>
+    http(`${target.url}/_sim/upstream`, { headers: target.admin, method: 'PUT', body: state }).then((r) =>
       expect(r.status).toBe(200),
     );
+  const setUpstream = (state: Json) => upstreamOf(sim)(state);
+  const setClockedUpstream = (state: Json) => upstreamOf(clocked)(state);
+
+  beforeAll(async () => {
+    clocked = await startSim({}, false, [], clock);
+  });
 
   afterAll(async () => {
     await setUpstream({ slurmctld: 'up', slurmdbd: 'up' });
+    await clocked.stop();
   });
 
   it('without the directive, an unreachable scheduler gives 500', async () => {
     await http(url(), { headers: alice });
-    await setUpstream({ slurmctld: 'down' });
-    await new Promise((r) => setTimeout(r, 2100));
+    await setClockedUpstream({ slurmctld: 'down' });
+    await clock.advance(2100);
     const res = await http(url(), { headers: alice });
     expect(res.status).toBe(500);
     expect((res.json as Json).message).toMatch(/unreachable/);
-    await setUpstream({ slurmctld: 'up' });
+    await setClockedUpstream({ slurmctld: 'up' });
   });
 
   it('with stale-if-error=300, the last cached answer is served past its expiry, with its age', async () => {
     const first = await http(url(), { headers: alice });
     expect(first.status).toBe(200);
-    await setUpstream({ slurmctld: 'down' });
-    await new Promise((r) => setTimeout(r, 2600));
+    await setClockedUpstream({ slurmctld: 'down' });
+    await clock.advance(2600);
     const stale = await http(url(), { headers: { ...alice, 'cache-control': 'stale-if-error=300' } });
     expect(stale.status).toBe(200);
     expect(stale.text).toBe(first.text);
     expect(Number(stale.headers.get('age'))).toBeGreaterThanOrEqual(2);
-    expect(Date.parse(stale.headers.get('expires') ?? '')).toBeLessThan(Date.now());
-    await setUpstream({ slurmctld: 'up' });
+    expect(Date.parse(stale.headers.get('expires') ?? '')).toBeLessThan(clock.now());
+    await setClockedUpstream({ slurmctld: 'up' });
   });
 
   it('stale data is not served beyond the window the request allows', async () => {
     await http(url(), { headers: alice });
-    await setUpstream({ slurmctld: 'down' });
-    await new Promise((r) => setTimeout(r, 3600));
+    await setClockedUpstream({ slurmctld: 'down' });
+    await clock.advance(3600);
     const res = await http(url(), { headers: { ...alice, 'cache-control': 'stale-if-error=1' } });
     expect(res.status).toBe(500);
-    await setUpstream({ slurmctld: 'up' });
+    await setClockedUpstream({ slurmctld: 'up' });
   });
 
   it('submissions fail with 500 while the scheduler is unreachable; accounting has its own switch', async () => {
@@ -572,7 +598,8 @@ describe('section 4 caching: stale-if-error', () => {
 
 describe('section 7 and 8: per-IP rate limit', () => {
   it('429 with Retry-After once the bucket is empty, and service again after it refills', async () => {
-    const limited = await startSim({ rateLimit: { capacity: 3, refillPerSecond: 1 } });
+    const clock = new ManualClock();
+    const limited = await startSim({ rateLimit: { capacity: 3, refillPerSecond: 1 } }, false, [], clock);
     try {
       const statuses: number[] = [];
       let retryAfter: string | null = null;
@@ -584,7 +611,7 @@ describe('section 7 and 8: per-IP rate limit', () => {
       expect(statuses.slice(0, 3)).toEqual([200, 200, 200]);
       expect(statuses.slice(3)).toEqual([429, 429]);
       expect(Number(retryAfter)).toBeGreaterThanOrEqual(1);
-      await new Promise((r) => setTimeout(r, 1100));
+      await clock.advance(1100);
       expect((await http(`${limited.url}/ping`)).status).toBe(200);
     } finally {
       await limited.stop();

@@ -130,12 +130,11 @@ describe('a finished job gets a summary', () => {
     expect(again).toMatchObject({ resubmitOf: id, name: 'assemble' });
     expect((again.spec as { memory_per_node: number }).memory_per_node).toBe(1024);
     expect((await summaryOfRequest(td.daemon.history.store, id))?.appliedRequestId).toBe(newId);
-    // Asked for by the CLI, queued by the summarize worker that ran its job (as a CLI submission
-    // is queued by the submit worker), not `cli` twice.
+    // Asked for by the CLI through the daemon's API: accepted and queued at its one door.
     expect((await transitionsOf(td.daemon.history.store, newId)).slice(0, 2).map((t) => [t.toState, t.source])).toEqual(
       [
         ['accepted', 'cli'],
-        ['queued', 'summarize'],
+        ['queued', 'cli'],
       ],
     );
     // Applying again makes no second request.

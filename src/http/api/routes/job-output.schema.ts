@@ -1,10 +1,8 @@
 import { z } from 'zod';
+import { DEFAULT_TAIL_LINES, MAX_TAIL_LINES } from '../../../requests/job-output.js';
 import { named, time } from '../shared-schemas.js';
 
 /** Schemas of the job output route (job-output.ts). */
-
-/** Lines a tail may ask for: enough for a log's end, bounded so one answer stays small. */
-export const MAX_TAIL_LINES = 10_000;
 
 export const jobOutputQuery = z.strictObject({
   stream: z.enum(['stdout', 'stderr']).default('stdout').describe('which file: stdout (default) or stderr'),
@@ -13,9 +11,9 @@ export const jobOutputQuery = z.strictObject({
     .int()
     .min(1)
     .max(MAX_TAIL_LINES)
-    .default(100)
+    .default(DEFAULT_TAIL_LINES)
     .describe(
-      `lines from the end, 1 to ${MAX_TAIL_LINES} (default 100); at most 1 MiB is read from the end whatever the lines`,
+      `lines from the end, 1 to ${MAX_TAIL_LINES} (default ${DEFAULT_TAIL_LINES}); at most 1 MiB is read from the end whatever the lines`,
     ),
   task: z.coerce
     .number()

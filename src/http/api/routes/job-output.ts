@@ -1,7 +1,7 @@
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { getRequest } from '../../../db/requests.js';
 import type { ErrorCode } from '../../../errors.js';
-import { jobOutputOf } from '../../../requests/job-output.js';
+import { jobOutputOf, OUTPUT_TAIL_MAX_BYTES } from '../../../requests/job-output.js';
 import { outputRedactor } from '../../../summaries/redact.js';
 import type { ApiDeps } from '../../deps.js';
 import { ApiError, NotFoundApiError } from '../api-errors.js';
@@ -9,8 +9,6 @@ import { answer, errors, idParams } from '../shared-schemas.js';
 import { jobOutputQuery, jobOutputSchema } from './job-output.schema.js';
 import { bearer } from './security.js';
 
-/** Bytes read from the end of an output file at most, whatever the lines asked for. */
-const DEFAULT_MAX_BYTES = 1024 * 1024;
 /** When to ask again for output not written yet: about a poll cycle. */
 const NOT_YET_RETRY_AFTER_SEC = 10;
 
@@ -60,7 +58,7 @@ export const jobOutputRoutes: FastifyPluginAsyncZod<{ deps: ApiDeps }> = async (
         request.query.stream,
         {
           tailLines: request.query.tail,
-          maxBytes: deps.settings.outputTailMaxBytes ?? DEFAULT_MAX_BYTES,
+          maxBytes: deps.settings.outputTailMaxBytes ?? OUTPUT_TAIL_MAX_BYTES,
           protectedDirs: deps.settings.protectedDirs ?? [],
         },
         request.query.task ?? null,

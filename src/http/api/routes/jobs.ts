@@ -31,6 +31,7 @@ import { viewerOf } from '../../scopes.js';
 import { ConflictApiError, NotFoundApiError, ValidationApiError, WebhookTargetApiError } from '../api-errors.js';
 import { decodeCursor, encodeCursor } from '../cursor.js';
 import { type Answer, idempotently } from '../idempotency.js';
+import { callerOf } from '../local-credential.js';
 import { answer, errors, idempotencyHeaders, idParams, pageOf } from '../shared-schemas.js';
 import {
   cancelAnswerSchema,
@@ -97,7 +98,7 @@ export const jobRoutes: FastifyPluginAsyncZod<{ deps: ApiDeps }> = async (app, {
         const id = await deps.submit({
           profile: body.profile,
           spec: body.spec,
-          origin: 'api',
+          origin: callerOf(request).origin,
           requestId: stableId ?? undefined,
           webhookUrl: body.webhook_url ?? null,
           deadlines: deadlinesOf(body.deadlines),
@@ -232,7 +233,7 @@ export const jobRoutes: FastifyPluginAsyncZod<{ deps: ApiDeps }> = async (app, {
         if (!(await getRequest(store, id))) throw new NotFoundApiError(`no job request ${id}`);
         const before = (await summaryOfRequest(store, id))?.appliedRequestId ?? null;
         // Its refusals carry their own codes: 409 NO_SUGGESTION, 409 SUMMARY_PENDING, 404 NOT_FOUND.
-        const newId = await deps.resubmit(id, stableId ?? undefined);
+        const newId = await deps.resubmit(id, stableId ?? undefined, callerOf(request).origin);
         return {
           status: before === newId ? 200 : 201,
           body: {
@@ -282,11 +283,12 @@ export const jobRoutes: FastifyPluginAsyncZod<{ deps: ApiDeps }> = async (app, {
             throw new ValidationApiError([{ in: 'body', path: 'indexes', reason: error.message }]);
           }
         }
+        const { origin } = callerOf(request);
         const retried = await deps.retryTasks({
           requestId: id,
           indexes,
-          origin: 'api',
-          source: 'api',
+          origin,
+          source: origin,
           newRequestId: stableId ?? undefined,
         });
         return {
@@ -327,11 +329,11 @@ export const jobRoutes: FastifyPluginAsyncZod<{ deps: ApiDeps }> = async (app, {
     },
     async (request, reply) => {
       const id = request.params.id;
-      const who = `API token "${request.apiToken?.name ?? '?'}"`;
+      const { origin, who } = callerOf(request);
       const outcome = await cancelRequest(
         { store, submitQueue: deps.queues.submit, clients: deps.clients, logger: deps.logger },
         id,
-        { source: 'api', who },
+        { source: origin, who },
       );
       switch (outcome.kind) {
         case 'not_found':

@@ -14,6 +14,7 @@ import {
   WebhookTargetApiError,
 } from '../api-errors.js';
 import { idempotently } from '../idempotency.js';
+import { callerOf } from '../local-credential.js';
 import { answer, errors, idempotencyHeaders } from '../shared-schemas.js';
 import { pipelineNameParams, pipelineSchema, triggerRunBody } from './pipelines.schema.js';
 import { runSchema } from './runs.schema.js';
@@ -83,15 +84,20 @@ export const pipelineRoutes: FastifyPluginAsyncZod<{ deps: ApiDeps }> = async (a
       idempotently(deps.store, request, reply, async () => {
         const pipelines = service();
         const name = request.params.name;
-        if (!(await pipelines.get(name))) throw new NotFoundApiError(`no pipeline "${name}"`);
+        if (!(await pipelines.get(name))) {
+          // The names it has, as the CLI said them when it asked the daemon by its queue.
+          const known = (await pipelines.list()).map((p) => p.name).join(', ') || 'none';
+          throw new NotFoundApiError(`no pipeline "${name}" (pipelines: ${known})`);
+        }
         const url = request.body.webhook_url;
         const inward = url === undefined ? null : webhookTargets.refusal(new URL(url));
         if (inward) throw new WebhookTargetApiError(inward);
         try {
+          const caller = callerOf(request);
           const run = await pipelines.trigger(name, {
             params: request.body.params,
-            trigger: 'api',
-            triggeredBy: `API token "${request.apiToken?.name ?? '?'}"`,
+            trigger: caller.origin,
+            triggeredBy: caller.who,
             webhookUrl: request.body.webhook_url ?? null,
           });
           return {

@@ -8,6 +8,7 @@ import type { ApiDeps } from '../../deps.js';
 import { viewerOf } from '../../scopes.js';
 import { ConflictApiError, NotFoundApiError, UnavailableApiError } from '../api-errors.js';
 import { decodeCursor, encodeCursor } from '../cursor.js';
+import { callerOf } from '../local-credential.js';
 import { answer, errors, idParams, pageOf } from '../shared-schemas.js';
 import { runCancelAnswerSchema, runDetailSchema, runSchema, runsQuery } from './runs.schema.js';
 import { bearer } from './security.js';
@@ -98,8 +99,8 @@ export const runRoutes: FastifyPluginAsyncZod<{ deps: ApiDeps }> = async (app, {
     async (request, reply) => {
       if (!deps.pipelines) throw new UnavailableApiError('pipelines not loaded', 5);
       const id = request.params.id;
-      const who = `API token "${request.apiToken?.name ?? '?'}"`;
-      const outcome = await deps.pipelines.cancelRun(id, { source: 'api', who });
+      const { origin, who } = callerOf(request);
+      const outcome = await deps.pipelines.cancelRun(id, { source: origin, who });
       switch (outcome.kind) {
         case 'not_found':
           throw new NotFoundApiError(`no pipeline run ${id}`);

@@ -1,0 +1,27 @@
+import type { History } from '../db/history.js';
+import type { HeapCollector } from '../lib/heap-collector.js';
+import type { Logger } from '../logger.js';
+import type { SchedClient } from '../sched/client.js';
+
+/** What a poll cycle (src/requests/poller.ts) and its plan, ask and apply steps are given. */
+export interface PollSettings {
+  /** How long a job may be missing from both controller and accounting before it is `lost`. @defaultValue 300000 */
+  lostGraceMs: number;
+  /** How often a profile with nothing to track is checked (the poll interval's ceiling). @defaultValue 60000 */
+  pollCeilingMs?: number;
+  /**
+   * How long an array task's end, shown by the controller, waits for accounting's record before
+   * the controller's full record gives it. @defaultValue 30000
+   */
+  arrayEndPatienceMs?: number;
+}
+
+export interface PollDeps {
+  store: History;
+  client: SchedClient;
+  logger: Logger;
+  settings: PollSettings;
+  signal?: AbortSignal;
+  /** The daemon's heap collector, told when a cycle wrote a mass start or end. */
+  heap?: Pick<HeapCollector, 'afterBurst'>;
+}
