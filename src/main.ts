@@ -23,6 +23,7 @@ import { Lifecycle, StopRequestedError } from './lifecycle.js';
 import type { Logger } from './logger.js';
 import { loadWebhookSecret } from './notify/webhook-secret.js';
 import { parseWebhookAllowList, WebhookTargets } from './notify/webhook-target.js';
+import { CancelsInFlight } from './pipelines/cancels-in-flight.js';
 import { PipelineRegistry } from './pipelines/pipeline-registry.js';
 import type { RunEngineDeps } from './pipelines/run-engine.js';
 import type { QueueName } from './queue/catalog.js';
@@ -375,6 +376,7 @@ function wireRequests(
       cancelRequest({ store: history.store, submitQueue: queues.submit, clients, logger }, requestId, by),
     refusal: doorPolicy,
     partitionLimits: (profile, partition) => partitionLimits.limitsOf(profile, partition),
+    inFlight: new CancelsInFlight(),
   };
   return { requests, engine, submitsInFlight, keeper, doorPolicy };
 }

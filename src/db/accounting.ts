@@ -1,7 +1,7 @@
-import { and, desc, eq, gte, inArray, isNull, lt, or, sql } from 'drizzle-orm';
+import { and, desc, eq, gte, inArray, isNotNull, isNull, lt, or, type SQL, sql } from 'drizzle-orm';
 import type { SchedJob } from '../sched/job-model.js';
 import type { History } from './history.js';
-import type { AccountingJobRow, profileSync } from './schema.js';
+import type { AccountingJobRow, ArrayTaskRow, profileSync, RequestState } from './schema.js';
 
 /** Queries of accounting records (slurmdbd's view) and each profile's sync progress. */
 
@@ -219,45 +219,115 @@ export interface HistoryRow {
   cpuTimeSec: number | null;
 }
 
-/** Accounting records with the local request beside them, newest first. */
-export function history(
+export interface AccountingHistoryFilter {
+  profile?: string;
+  /** Slurm base states (COMPLETED, FAILED, …). */
+  states?: string[];
+  account?: string;
+  /** Only records of the requests of this pipeline's runs. */
+  pipeline?: string;
+  /** Submit time, Unix seconds: from (inclusive), until (exclusive). */
+  sinceSec?: number;
+  untilSec?: number;
+  /** true: only jobs schedflow did not submit; false: only its own. */
+  external?: boolean;
+  /** The sort key of the last row of the page before: submit time (0 when unknown), job id, profile. */
+  after?: readonly [number, number, string];
+  limit: number;
+}
+
+export interface AccountingHistoryRow {
+  accounting: AccountingJobRow;
+  /** schedflow's state of the request the record is (of the whole array, for a task's record). */
+  localState: RequestState | null;
+  /** The array task the record is, when it is one of an array request's, and the task's state. */
+  taskId: number | null;
+  taskState: ArrayTaskRow['state'] | null;
+}
+
+/**
+ * The history: accounting records with the local request beside them, newest submission first
+ * (records without a submit time last), with a unique order for keyset pages. The one query
+ * behind the API's `/history`, the UI's history page and `schedflow jobs history`.
+ */
+export function accountingHistory(h: History, filter: AccountingHistoryFilter): Promise<AccountingHistoryRow[]> {
+  const { accountingJobs, jobRequests, arrayTasks, pipelineRuns } = h.t;
+  const submitKey = sql<number>`coalesce(${accountingJobs.submitTime}, 0)`;
+  const where: SQL[] = [];
+  if (filter.profile) where.push(eq(accountingJobs.profile, filter.profile));
+  if (filter.states?.length) where.push(inArray(accountingJobs.state, filter.states));
+  if (filter.account) where.push(eq(accountingJobs.account, filter.account));
+  if (filter.sinceSec !== undefined) where.push(gte(accountingJobs.submitTime, filter.sinceSec));
+  if (filter.untilSec !== undefined) where.push(lt(accountingJobs.submitTime, filter.untilSec));
+  if (filter.external === true) where.push(isNull(accountingJobs.requestId));
+  if (filter.external === false) where.push(isNotNull(accountingJobs.requestId));
+  if (filter.pipeline) {
+    where.push(
+      inArray(
+        jobRequests.runId,
+        h.db.select({ id: pipelineRuns.id }).from(pipelineRuns).where(eq(pipelineRuns.pipeline, filter.pipeline)),
+      ),
+    );
+  }
+  if (filter.after) {
+    const [submit, jobId, profile] = filter.after;
+    where.push(
+      sql`(${submitKey}, ${accountingJobs.jobId}, ${accountingJobs.profile}) < (${submit}, ${jobId}, ${profile})`,
+    );
+  }
+  return h.all(
+    h.db
+      .select({
+        accounting: accountingJobs,
+        localState: jobRequests.state,
+        taskId: arrayTasks.taskId,
+        taskState: arrayTasks.state,
+      })
+      .from(accountingJobs)
+      .leftJoin(jobRequests, eq(jobRequests.id, accountingJobs.requestId))
+      // A task of an array request (under its own job id) is the request's, not external.
+      .leftJoin(arrayTasks, arrayTaskOfRecord(h))
+      .where(where.length ? and(...where) : undefined)
+      .orderBy(desc(submitKey), desc(accountingJobs.jobId), desc(accountingJobs.profile))
+      .limit(filter.limit),
+  );
+}
+
+/** The values of a column the records have (their Slurm states, their accounts), for a filter's choices. */
+export async function accountingValues(h: History, column: 'state' | 'account'): Promise<string[]> {
+  const { accountingJobs } = h.t;
+  const rows = await h.all(h.db.selectDistinct({ value: accountingJobs[column] }).from(accountingJobs));
+  return rows.map((r) => r.value).sort();
+}
+
+/** Accounting records with the local request beside them, newest first, as flat rows (the CLI's). */
+export async function history(
   h: History,
   filter: { profile?: string; sinceSec?: number; limit?: number } = {},
 ): Promise<HistoryRow[]> {
-  const { accountingJobs, jobRequests, arrayTasks } = h.t;
-  const conditions = [];
-  if (filter.profile) conditions.push(eq(accountingJobs.profile, filter.profile));
-  if (filter.sinceSec !== undefined) conditions.push(gte(accountingJobs.submitTime, filter.sinceSec));
-  const query = h.db
-    .select({
-      profile: accountingJobs.profile,
-      jobId: accountingJobs.jobId,
-      requestId: accountingJobs.requestId,
-      external: sql<boolean>`${accountingJobs.requestId} is null`.mapWith(Boolean),
-      name: accountingJobs.name,
-      account: accountingJobs.account,
-      user: accountingJobs.user,
-      partition: accountingJobs.partition,
-      accountingState: accountingJobs.state,
-      localState: jobRequests.state,
-      taskId: arrayTasks.taskId,
-      taskState: arrayTasks.state,
-      exitCode: accountingJobs.exitCode,
-      submitTimeSec: accountingJobs.submitTime,
-      startTimeSec: accountingJobs.startTime,
-      endTimeSec: accountingJobs.endTime,
-      elapsedSec: accountingJobs.elapsedSec,
-      nodes: accountingJobs.nodes,
-      cpus: accountingJobs.cpus,
-      cpuTimeSec: accountingJobs.cpuTimeSec,
-    })
-    .from(accountingJobs)
-    .leftJoin(jobRequests, eq(jobRequests.id, accountingJobs.requestId))
-    .leftJoin(arrayTasks, arrayTaskOfRecord(h))
-    .where(conditions.length ? and(...conditions) : undefined)
-    .orderBy(desc(accountingJobs.submitTime))
-    .limit(filter.limit ?? 100);
-  return h.all(query);
+  const rows = await accountingHistory(h, { ...filter, limit: filter.limit ?? 100 });
+  return rows.map(({ accounting: a, localState, taskId, taskState }) => ({
+    profile: a.profile,
+    jobId: a.jobId,
+    requestId: a.requestId,
+    external: a.requestId === null,
+    name: a.name,
+    account: a.account,
+    user: a.user,
+    partition: a.partition,
+    accountingState: a.state,
+    localState,
+    taskId,
+    taskState,
+    exitCode: a.exitCode,
+    submitTimeSec: a.submitTime,
+    startTimeSec: a.startTime,
+    endTimeSec: a.endTime,
+    elapsedSec: a.elapsedSec,
+    nodes: a.nodes,
+    cpus: a.cpus,
+    cpuTimeSec: a.cpuTimeSec,
+  }));
 }
 
 /** Joins an accounting record to the array task it is (its request's task under its job id). */

@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { eq } from 'drizzle-orm';
+import { eq, sql } from 'drizzle-orm';
 import type { History } from './history.js';
 
 const HISTORY_ID = 'history_id';
@@ -15,4 +15,9 @@ export async function historyId(h: History): Promise<string> {
   const row = await h.one(h.db.select().from(t).where(eq(t.key, HISTORY_ID)));
   if (!row) throw new Error('the history has no history_id after writing one');
   return row.value;
+}
+
+/** Resolves once the history answers a statement: the readiness check's. */
+export async function historyAnswers(h: History): Promise<void> {
+  await h.rows(sql`select 1`);
 }

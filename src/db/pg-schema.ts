@@ -326,6 +326,26 @@ export const requestReplays = schedflow.table(
   (t) => [primaryKey({ columns: [t.requestId, t.tokenName, t.key] })],
 );
 
+export const runTransitions = schedflow.table(
+  'run_transitions',
+  {
+    id: bigint('id', { mode: 'number' })
+      .primaryKey()
+      .generatedByDefaultAsIdentity()
+      .$type<Of<typeof sqlite.runTransitions, 'id'>>(),
+    runId: text('run_id')
+      .notNull()
+      .references(() => pipelineRuns.id, { onDelete: 'cascade' })
+      .$type<Of<typeof sqlite.runTransitions, 'runId'>>(),
+    fromState: text('from_state').$type<Of<typeof sqlite.runTransitions, 'fromState'>>(),
+    toState: text('to_state').notNull().$type<Of<typeof sqlite.runTransitions, 'toState'>>(),
+    at: bigint('at', { mode: 'number' }).notNull().$type<Of<typeof sqlite.runTransitions, 'at'>>(),
+    source: text('source').notNull().$type<Of<typeof sqlite.runTransitions, 'source'>>(),
+    detail: text('detail').$type<Of<typeof sqlite.runTransitions, 'detail'>>(),
+  },
+  (t) => [index('run_transitions_run').on(t.runId, t.at)],
+);
+
 export const summaries = schedflow.table(
   'summaries',
   {

@@ -1,4 +1,20 @@
-import { and, asc, count, desc, eq, gt, inArray, isNotNull, lt, or, type SQL, sql } from 'drizzle-orm';
+import {
+  and,
+  asc,
+  count,
+  desc,
+  eq,
+  getTableColumns,
+  gt,
+  gte,
+  inArray,
+  isNotNull,
+  lt,
+  lte,
+  or,
+  type SQL,
+  sql,
+} from 'drizzle-orm';
 import { nextTurn } from '../lib/turns.js';
 import { driverValue } from './column-values.js';
 import type { History } from './history.js';
@@ -599,5 +615,198 @@ export function listRequests(h: History, filter: ListFilter = {}): Promise<JobRe
       .where(where.length ? and(...where) : undefined)
       .orderBy(desc(t.createdAt))
       .limit(filter.limit ?? 50),
+  );
+}
+
+export interface JobsFilter {
+  states?: RequestState[];
+  profile?: string;
+  pipeline?: string;
+  runId?: string;
+  createdSince?: number;
+  createdUntil?: number;
+  /** The sort key of the last row of the page before: created_at, id. */
+  after?: readonly [number, string];
+  limit: number;
+}
+
+/** A request as lists show it: every column but its spec (up to a megabyte of JSON to parse). */
+export type JobListRow = Omit<JobRequestRow, 'spec'>;
+
+/**
+ * The API's and the UI's page of requests: newest first, with the id as a unique tie-breaker, so
+ * rows created in the same millisecond are neither skipped nor repeated across pages. It takes
+ * one row more than `limit`, to know whether there is a next page.
+ */
+export function jobsPage(h: History, filter: JobsFilter): Promise<JobListRow[]> {
+  const { jobRequests, pipelineRuns } = h.t;
+  const { spec: _spec, ...listColumns } = getTableColumns(jobRequests);
+  // Prepared once per shape of filter (which filters are given, how many states), the values
+  // bound: building and preparing the query on each call was most of a page's cost (issue 14).
+  const values: Record<string, unknown> = { limit: filter.limit + 1 };
+  const bind = (name: string, value: unknown) => {
+    values[name] = value;
+    return sql.placeholder(name);
+  };
+  const where: SQL[] = [];
+  const shape: string[] = [];
+  // Each state once: the shapes, and so the statements kept, stay as few as the states.
+  const states = [...new Set(filter.states)];
+  if (states.length) {
+    where.push(
+      inArray(
+        jobRequests.state,
+        states.map((state, i) => bind(`state${i}`, state)),
+      ),
+    );
+    shape.push(`states${states.length}`);
+  }
+  if (filter.profile) {
+    where.push(eq(jobRequests.profile, bind('profile', filter.profile)));
+    shape.push('profile');
+  }
+  if (filter.runId) {
+    where.push(eq(jobRequests.runId, bind('runId', filter.runId)));
+    shape.push('runId');
+  }
+  if (filter.pipeline) {
+    const pipeline = bind('pipeline', filter.pipeline);
+    where.push(
+      inArray(
+        jobRequests.runId,
+        h.db.select({ id: pipelineRuns.id }).from(pipelineRuns).where(eq(pipelineRuns.pipeline, pipeline)),
+      ),
+    );
+    shape.push('pipeline');
+  }
+  if (filter.createdSince !== undefined) {
+    where.push(gte(jobRequests.createdAt, bind('createdSince', filter.createdSince)));
+    shape.push('since');
+  }
+  if (filter.createdUntil !== undefined) {
+    where.push(lt(jobRequests.createdAt, bind('createdUntil', filter.createdUntil)));
+    shape.push('until');
+  }
+  if (filter.after) {
+    where.push(
+      sql`(${jobRequests.createdAt}, ${jobRequests.id}) < (${bind('afterAt', filter.after[0])}, ${bind('afterId', filter.after[1])})`,
+    );
+    shape.push('after');
+  }
+  return h.prepared(
+    `jobsPage:${shape.join(',')}`,
+    () =>
+      h.db
+        .select(listColumns)
+        .from(jobRequests)
+        .where(where.length ? and(...where) : undefined)
+        .orderBy(desc(jobRequests.createdAt), desc(jobRequests.id))
+        .limit(sql.placeholder('limit')),
+    values,
+  );
+}
+
+/** Requests per state, for /metrics. */
+export async function requestCountsByState(h: History): Promise<{ state: RequestState; count: number }[]> {
+  const { jobRequests } = h.t;
+  const rows = await h.all(
+    h.db
+      .select({ state: jobRequests.state, count: sql<number>`count(*)` })
+      .from(jobRequests)
+      .groupBy(jobRequests.state),
+  );
+  // PostgreSQL's count is a bigint, which pg hands over as text.
+  return rows.map((row) => ({ state: row.state, count: Number(row.count) }));
+}
+
+/** The id of the newest transition of any request (0 when there is none). */
+export async function lastTransitionId(h: History): Promise<number> {
+  const t = h.t.jobTransitions;
+  const last = await h.one(h.db.select({ id: sql<number | string>`coalesce(max(${t.id}), 0)` }).from(t));
+  // PostgreSQL's max of a bigint comes as text.
+  return Number(last?.id ?? 0);
+}
+
+/** Ids of the transitions with ids in (after, upTo]. */
+export async function transitionIdsIn(h: History, after: number, upTo: number): Promise<number[]> {
+  const t = h.t.jobTransitions;
+  const rows = await h.all(
+    h.db
+      .select({ id: t.id })
+      .from(t)
+      .where(and(gt(t.id, after), lte(t.id, upTo))),
+  );
+  return rows.map((r) => r.id);
+}
+
+/** The transitions after id `after`, oldest first, a thousand at most: the UI's live feed. */
+export function transitionsAfter(
+  h: History,
+  after: number,
+): Promise<{ id: number; requestId: string; state: RequestState }[]> {
+  const t = h.t.jobTransitions;
+  return h.prepared(
+    'liveChanges.transitions',
+    () =>
+      h.db
+        .select({ id: t.id, requestId: t.requestId, state: t.toState })
+        .from(t)
+        .where(gt(t.id, sql.placeholder('after')))
+        .orderBy(asc(t.id))
+        .limit(1000),
+    { after },
+  );
+}
+
+/** The run of each of these requests (null for one not of a run). */
+export async function runIdsOf(h: History, requestIds: readonly string[]): Promise<Map<string, string | null>> {
+  const t = h.t.jobRequests;
+  if (requestIds.length === 0) return new Map();
+  const rows = await h.all(
+    h.db
+      .select({ id: t.id, runId: t.runId })
+      .from(t)
+      .where(inArray(t.id, [...requestIds])),
+  );
+  return new Map(rows.map((r) => [r.id, r.runId]));
+}
+
+/** Requests whose next attempt (a retry policy's) is due by `now`, soonest first. */
+export function dueAttempts(h: History, now: number, limit: number): Promise<JobRequestRow[]> {
+  const t = h.t.jobRequests;
+  return h.all(
+    h.db
+      .select()
+      .from(t)
+      .where(and(isNotNull(t.retryDueAt), lte(t.retryDueAt, now)))
+      .orderBy(asc(t.retryDueAt))
+      .limit(limit),
+  );
+}
+
+/**
+ * When the request's next attempt is due (null: none is), its row locked until the transaction
+ * ends; undefined when there is no such request. Its due time alone: not the spec, which may be large.
+ */
+export async function retryDueAtLocked(h: History, id: string): Promise<number | null | undefined> {
+  const t = h.t.jobRequests;
+  const row = await h.one(h.forUpdate(h.db.select({ retryDueAt: t.retryDueAt }).from(t).where(eq(t.id, id))));
+  return row?.retryDueAt;
+}
+
+/** The attempts after the first of a request (those linked to `firstAttemptId`), in order. */
+export function laterAttempts(h: History, firstAttemptId: string): Promise<JobRequestRow[]> {
+  const t = h.t.jobRequests;
+  return h.all(h.db.select().from(t).where(eq(t.firstAttemptId, firstAttemptId)).orderBy(asc(t.attempt)));
+}
+
+/** A request's state and since when its job is missing, locked until the transaction ends. */
+export function missingFactsLocked(
+  h: History,
+  id: string,
+): Promise<Pick<JobRequestRow, 'state' | 'missingSince'> | undefined> {
+  const t = h.t.jobRequests;
+  return h.one(
+    h.forUpdate(h.db.select({ state: t.state, missingSince: t.missingSince }).from(t).where(eq(t.id, id)).limit(1)),
   );
 }

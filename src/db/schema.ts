@@ -308,6 +308,31 @@ export const pipelineRuns = sqliteTable(
   ],
 );
 
+/** Who moved a run: how it was started (its trigger) when made, `pipeline` for the engine's moves (started, ended), `api`/`cli` for a cancel. */
+export const RUN_TRANSITION_SOURCES = [...RUN_TRIGGERS, 'pipeline'] as const;
+export type RunTransitionSource = (typeof RUN_TRANSITION_SOURCES)[number];
+
+/**
+ * A run's state changes, as job_transitions are a request's: one row per move, written in the
+ * transaction of the move by src/pipelines/run-transition.ts (from_state null: the run was made).
+ */
+export const runTransitions = sqliteTable(
+  'run_transitions',
+  {
+    id: integer('id').primaryKey({ autoIncrement: true }),
+    runId: text('run_id')
+      .notNull()
+      .references(() => pipelineRuns.id, { onDelete: 'cascade' }),
+    fromState: text('from_state', { enum: RUN_STATES }),
+    toState: text('to_state', { enum: RUN_STATES }).notNull(),
+    at: integer('at').notNull(),
+    source: text('source', { enum: RUN_TRANSITION_SOURCES }).notNull(),
+    /** Why, in words: a skip's reason, a failed run's steps, who cancelled it. */
+    detail: text('detail'),
+  },
+  (t) => [index('run_transitions_run').on(t.runId, t.at)],
+);
+
 /**
  * Per-pipeline schedule state: the last cron time a run was made for, for
  * catch-up after downtime, and an admin's pause. The pause lives here rather
@@ -571,6 +596,7 @@ export const historyMeta = sqliteTable('history_meta', {
 export type JobRequestRow = typeof jobRequests.$inferSelect;
 export type ArrayTaskRow = typeof arrayTasks.$inferSelect;
 export type PipelineRunRow = typeof pipelineRuns.$inferSelect;
+export type RunTransitionRow = typeof runTransitions.$inferSelect;
 export type PipelineScheduleRow = typeof pipelineSchedules.$inferSelect;
 export type DeadlineMissRow = typeof deadlineMisses.$inferSelect;
 export type ApiTokenRow = typeof apiTokens.$inferSelect;

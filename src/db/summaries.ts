@@ -269,3 +269,24 @@ export function accountingOf(h: History, profile: string, jobId: number | null):
       .where(and(eq(accountingJobs.profile, profile), eq(accountingJobs.jobId, jobId))),
   );
 }
+
+/** Locks the summaries of a request until the transaction ends (on PostgreSQL): one applier of its suggestion at a time. */
+export async function lockSummariesOfRequest(h: History, requestId: string): Promise<void> {
+  const t = h.t.summaries;
+  await h.all(h.forUpdate(h.db.select({ id: t.id }).from(t).where(eq(t.requestId, requestId))));
+}
+
+/** Writes a summary's outcome while it is still pending; the rows changed (0: another settled it first). */
+export function settlePendingSummary(
+  h: History,
+  id: string,
+  set: Partial<Omit<SummaryRow, 'id' | 'requestId' | 'runId' | 'createdAt'>>,
+): Promise<number> {
+  const t = h.t.summaries;
+  return h.run(
+    h.db
+      .update(t)
+      .set(set)
+      .where(and(eq(t.id, id), eq(t.state, 'pending'))),
+  );
+}

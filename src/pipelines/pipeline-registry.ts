@@ -1,9 +1,9 @@
 import { type FSWatcher, watch } from 'node:fs';
 import { basename, extname } from 'node:path';
 import type { Queue } from 'bullmq';
-import { eq, isNull, lt, or } from 'drizzle-orm';
 import type { History } from '../db/history.js';
 import { pauseSchedule, resumeSchedule, type SchedulePause, schedulePauses } from '../db/schedule-pauses.js';
+import { advanceLastTick, lastTickOf } from '../db/schedule-ticks.js';
 import type { PipelineRunRow } from '../db/schema.js';
 import { ConfigError, SchedflowError } from '../errors.js';
 import { answerWithin } from '../lib/with-timeout.js';
@@ -327,23 +327,22 @@ export class PipelineRegistry implements PipelineService {
    */
   async catchUp(now = Date.now()): Promise<number> {
     const { store } = this.#deps;
-    const s = store.t.pipelineSchedules;
     const pauses = await schedulePauses(store);
     let queued = 0;
     for (const pipeline of this.#loaded.values()) {
       const schedule = pipeline.def.schedule;
       if (!schedule) continue;
-      const row = await store.one(store.db.select().from(s).where(eq(s.pipeline, pipeline.name)));
+      const lastScheduledFor = await lastTickOf(store, pipeline.name);
       const until = now - LATE_TICK_MS;
-      if (!schedule.enabled || pauses.has(pipeline.name) || row?.lastScheduledFor == null) {
+      if (!schedule.enabled || pauses.has(pipeline.name) || lastScheduledFor === null) {
         // Nothing before now is owed to a schedule seen for the first time, off or paused:
         // marking `until` instead would let the next pass catch up a tick from a minute ago.
         await upsertSchedule(store, pipeline.name, now);
         continue;
       }
-      if (row.lastScheduledFor >= until) continue;
+      if (lastScheduledFor >= until) continue;
       const limit = schedule.catchup === 'all' ? schedule.catchup_limit : 1;
-      const missed = missedFireTimes(schedule.cron, schedule.timezone, row.lastScheduledFor, until, limit);
+      const missed = missedFireTimes(schedule.cron, schedule.timezone, lastScheduledFor, until, limit);
       if (missed.total > 0) {
         const fired = schedule.catchup === 'none' ? [] : missed.times;
         this.#deps.logger.warn(
@@ -419,23 +418,9 @@ export class PipelineRegistry implements PipelineService {
 
 const schedulerId = (pipeline: string): string => `${SCHEDULER_PREFIX}${pipeline}`;
 
-/**
- * Moves a schedule's last tick forward to `lastScheduledFor`, never back: one statement, so a
- * tick recorded meanwhile (a fire on another worker or host) is not overwritten by an older one.
- */
-async function upsertSchedule(h: History, pipeline: string, lastScheduledFor: number): Promise<void> {
-  const s = h.t.pipelineSchedules;
-  const now = Date.now();
-  await h.run(
-    h.db
-      .insert(s)
-      .values({ pipeline, lastScheduledFor, updatedAt: now })
-      .onConflictDoUpdate({
-        target: s.pipeline,
-        set: { lastScheduledFor, updatedAt: now },
-        setWhere: or(isNull(s.lastScheduledFor), lt(s.lastScheduledFor, lastScheduledFor)),
-      }),
-  );
+/** Moves a schedule's last tick forward, never back (see advanceLastTick). */
+function upsertSchedule(h: History, pipeline: string, lastScheduledFor: number): Promise<void> {
+  return advanceLastTick(h, pipeline, lastScheduledFor, Date.now());
 }
 
 function brokenSummary(file: string, error: string): PipelineSummary {

@@ -1,5 +1,5 @@
-import { inArray } from 'drizzle-orm';
 import type { History } from '../db/history.js';
+import { unfinishedRuns } from '../db/runs.js';
 import type { DeadlineKind, PipelineRunRow } from '../db/schema.js';
 import type { DeadlineMiss } from '../requests/deadlines.js';
 import { nextFireAfter } from './cron-times.js';
@@ -11,13 +11,7 @@ import type { RunPlan } from './run-plan.js';
  * (src/requests/deadlines.ts) records and reports them with the misses of requests.
  */
 export async function runDeadlineMisses(h: History, now: number): Promise<DeadlineMiss[]> {
-  const t = h.t.pipelineRuns;
-  const runs = await h.all(
-    h.db
-      .select()
-      .from(t)
-      .where(inArray(t.state, ['queued', 'running'])),
-  );
+  const runs = await unfinishedRuns(h);
   const misses: DeadlineMiss[] = [];
   for (const run of runs) {
     const plan = run.definition as RunPlan;

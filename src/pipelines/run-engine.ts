@@ -1,14 +1,19 @@
 import { randomUUID } from 'node:crypto';
-import { and, asc, eq, inArray, isNull, sql } from 'drizzle-orm';
 import type { History } from '../db/history.js';
-import { getRun, stepRequests } from '../db/runs.js';
 import {
-  type JobRequestRow,
-  type PipelineRunRow,
-  type RunState,
-  type RunTrigger,
-  TERMINAL_RUN_STATES,
-} from '../db/schema.js';
+  activeRuns,
+  getRun,
+  hasRunningRun,
+  lockedRun,
+  lockPipelineRuns,
+  oldestQueuedRun,
+  recordRunCancelRequested,
+  recordRunStarted,
+  runningRuns,
+  runOfTick,
+  stepRequests,
+} from '../db/runs.js';
+import type { JobRequestRow, PipelineRunRow, RunState, RunTransitionSource, RunTrigger } from '../db/schema.js';
 import { addDelivery } from '../db/webhooks.js';
 import { assertNever } from '../lib/assert-never.js';
 import { runFinishedBody } from '../notify/events.js';
@@ -18,8 +23,10 @@ import type { CancelOutcome } from '../requests/canceller.js';
 import { isTerminalRequest } from '../requests/request-state.js';
 import type { DependencyResolution } from '../requests/submitter.js';
 import type { JobSpec } from '../sched/job-spec.js';
+import type { CancelsInFlight, StepCancel } from './cancels-in-flight.js';
 import type { LoadedPipeline } from './pipeline-loader.js';
 import { planRun, type RunPlan, type StepPlan } from './run-plan.js';
+import { isTerminalRun, recordRun, transitionRun } from './run-transition.js';
 import { latestAttempts, legacyRetryPending, resolveDependencies } from './step-dependencies.js';
 
 /**
@@ -46,6 +53,8 @@ export interface RunEngineDeps extends AttemptDeps {
    * for by someone is refused with it, a scheduled one is recorded `skipped` with it.
    */
   refusal?(profile: string, specs: readonly JobSpec[]): Error | null;
+  /** The cancels this engine has sent and not yet seen end: one per engine, made with it. */
+  inFlight: CancelsInFlight;
 }
 
 export interface NewRun {
@@ -89,14 +98,11 @@ export async function createRun(deps: RunEngineDeps, pipeline: LoadedPipeline, i
       ) ?? null);
   if (refused && input.trigger !== 'schedule' && input.trigger !== 'catchup') throw refused;
   const run = await store.transaction(async (tx) => {
-    const t = tx.t.pipelineRuns;
     const overlap = input.overlap === 'allow' ? undefined : input.overlap;
     // One tick's overlap decision at a time per pipeline (hosts fire catch-up ticks at once).
-    if (overlap) await lockPipeline(tx, pipeline.name, now);
-    const tick =
-      scheduledFor === null ? undefined : and(eq(t.pipeline, pipeline.name), eq(t.scheduledFor, scheduledFor));
-    if (tick) {
-      const existing = await tx.one(tx.db.select().from(t).where(tick));
+    if (overlap) await lockPipelineRuns(tx, pipeline.name, now);
+    if (scheduledFor !== null) {
+      const existing = await runOfTick(tx, pipeline.name, scheduledFor);
       if (existing) return { row: existing, created: false };
     }
     let skipReason = input.skipReason ?? refused?.message;
@@ -113,30 +119,28 @@ export async function createRun(deps: RunEngineDeps, pipeline: LoadedPipeline, i
       start = active.length > 0 ? 'queued' : 'now';
     }
     const state: RunState = skipReason ? 'skipped' : start === 'queued' ? 'queued' : 'running';
-    const row = await tx.one(
-      tx.db
-        .insert(t)
-        .values({
-          id,
-          pipeline: pipeline.name,
-          trigger: input.trigger,
-          triggeredBy: input.triggeredBy ?? null,
-          scheduledFor,
-          params: input.params,
-          definition: plan,
-          state,
-          detail: skipReason ?? null,
-          webhookUrl: input.webhookUrl ?? plan.webhookUrl,
-          createdAt: now,
-          endedAt: state === 'skipped' ? now : null,
-          updatedAt: now,
-        })
-        // The tick made by another host since the read above (its insert committed first).
-        .onConflictDoNothing({ target: [t.pipeline, t.scheduledFor] })
-        .returning(),
+    const row = await recordRun(
+      tx,
+      {
+        id,
+        pipeline: pipeline.name,
+        trigger: input.trigger,
+        triggeredBy: input.triggeredBy ?? null,
+        scheduledFor,
+        params: input.params,
+        definition: plan,
+        state,
+        detail: skipReason ?? null,
+        webhookUrl: input.webhookUrl ?? plan.webhookUrl,
+        createdAt: now,
+        endedAt: state === 'skipped' ? now : null,
+        updatedAt: now,
+      },
+      input.trigger,
     );
     if (!row) {
-      const existing = tick ? await tx.one(tx.db.select().from(t).where(tick)) : undefined;
+      // The tick made by another host since the read above (its insert committed first).
+      const existing = scheduledFor === null ? undefined : await runOfTick(tx, pipeline.name, scheduledFor);
       if (!existing) throw new Error(`pipeline run ${id} of ${pipeline.name} was not recorded`);
       return { row: existing, created: false };
     }
@@ -151,39 +155,6 @@ export async function createRun(deps: RunEngineDeps, pipeline: LoadedPipeline, i
     deps.logger.info({ pipeline: pipeline.name, runId: run.row.id, scheduledFor }, 'tick already has its run');
   }
   return run.row;
-}
-
-/**
- * Holds the pipeline's schedule row (made if missing) until the transaction ends: on PostgreSQL a
- * second transaction deciding about the pipeline's runs waits here, as every one did on SQLite.
- * The row is left as it was.
- */
-async function lockPipeline(tx: History, pipeline: string, now: number): Promise<void> {
-  const s = tx.t.pipelineSchedules;
-  await tx.run(
-    tx.db
-      .insert(s)
-      .values({ pipeline, updatedAt: now })
-      .onConflictDoUpdate({ target: s.pipeline, set: { updatedAt: sql`${s.updatedAt}` } }),
-  );
-}
-
-/** The run, locked until the transaction ends: one decision about a run's steps or end at a time. */
-async function lockedRun(tx: History, runId: string): Promise<PipelineRunRow | undefined> {
-  const t = tx.t.pipelineRuns;
-  // Prepared: read for every active run at every pipeline tick.
-  const rows = await tx.prepared(
-    'runEngine.lockedRun',
-    () =>
-      tx.forUpdate(
-        tx.db
-          .select()
-          .from(t)
-          .where(eq(t.id, sql.placeholder('id'))),
-      ),
-    { id: runId },
-  );
-  return rows[0];
 }
 
 async function addSteps(
@@ -241,10 +212,7 @@ function plansOf(run: PipelineRunRow): Map<string, StepPlan> {
 
 /** Advances every active run; runs queued behind an ended one start. Returns the runs that ended. */
 export async function advanceActiveRuns(deps: RunEngineDeps): Promise<PipelineRunRow[]> {
-  const t = deps.store.t.pipelineRuns;
-  const active = await deps.store.all(
-    deps.store.db.select().from(t).where(eq(t.state, 'running')).orderBy(asc(t.createdAt)),
-  );
+  const active = await runningRuns(deps.store);
   const ended: PipelineRunRow[] = [];
   for (const run of active) {
     const after = await advanceRun(deps, run);
@@ -276,7 +244,9 @@ async function advanceRun(deps: RunEngineDeps, listed: PipelineRunRow): Promise<
   const now = Date.now();
   let pass: Pass;
   const look =
-    listed.cancelRequestedAt === null ? await decide(listed, plan, plans, await stepRequests(store, listed.id)) : null;
+    listed.cancelRequestedAt === null
+      ? await decide(deps.inFlight, listed, plan, plans, await stepRequests(store, listed.id))
+      : null;
   if (look && !look.write) {
     pass = { kind: 'checked', run: listed, blocked: look.blocked, ended: null };
   } else {
@@ -284,18 +254,25 @@ async function advanceRun(deps: RunEngineDeps, listed: PipelineRunRow): Promise<
       const run = await lockedRun(tx, listed.id);
       if (run?.state !== 'running') return { kind: 'over' };
       if (run.cancelRequestedAt !== null) return { kind: 'cancelling', run };
-      const decided = await decide(run, plan, plans, await stepRequests(tx, run.id), async (stepPlan, row, why) => {
-        await addSteps(tx, run, [stepPlan], now, row.attempt + 1);
-        if (why === 'retry') {
-          logger.info(
-            { runId: run.id, step: stepPlan.step, attempt: row.attempt + 1, after: row.state },
-            'step retried',
-          );
-        } else {
-          logger.info({ runId: run.id, step: stepPlan.step }, 'step made again behind a retried dependency');
-        }
-        return stepRequests(tx, run.id);
-      });
+      const decided = await decide(
+        deps.inFlight,
+        run,
+        plan,
+        plans,
+        await stepRequests(tx, run.id),
+        async (stepPlan, row, why) => {
+          await addSteps(tx, run, [stepPlan], now, row.attempt + 1);
+          if (why === 'retry') {
+            logger.info(
+              { runId: run.id, step: stepPlan.step, attempt: row.attempt + 1, after: row.state },
+              'step retried',
+            );
+          } else {
+            logger.info({ runId: run.id, step: stepPlan.step }, 'step made again behind a retried dependency');
+          }
+          return stepRequests(tx, run.id);
+        },
+      );
       if (decided.added) return { kind: 'added', run, blocked: decided.blocked };
       // A blocked step has not ended: the run does not end with it.
       return {
@@ -310,7 +287,7 @@ async function advanceRun(deps: RunEngineDeps, listed: PipelineRunRow): Promise<
   if (pass.kind === 'cancelling') {
     // A run being cancelled gets no retries and no steps made again: what is left is cancelled.
     await cancelStepsOnce(deps, pass.run, { source: 'pipeline', who: pass.run.cancelledBy ?? 'a cancel' });
-    return finishCancelIfDone(store, pass.run.id);
+    return finishCancelIfDone(store, pass.run.id, 'pipeline');
   }
   // Upstream, so after the transaction.
   for (const { step, row } of pass.blocked) await cancelBlocked(deps, pass.run, step, row);
@@ -340,6 +317,7 @@ type Pass =
  * whether there is anything to write (`write`): a step to make, the run's start or its end.
  */
 async function decide(
+  inFlight: CancelsInFlight,
   run: PipelineRunRow,
   plan: RunPlan,
   plans: ReadonlyMap<string, StepPlan>,
@@ -360,7 +338,7 @@ async function decide(
       added = true;
       continue;
     }
-    if (isTerminalRequest(row.state)) cancelling.delete(row.id);
+    if (isTerminalRequest(row.state)) inFlight.blocked.delete(row.id);
     const resolution = resolveDependencies(stepPlan.needs, latest, plans);
     const isBlocked = row.jobId !== null && row.startedAt === null && !isTerminalRequest(row.state);
     if (resolution.kind === 'never') {
@@ -401,20 +379,19 @@ function progressOf(
   return { rows, startedAt, done: rows.length === plan.steps.length && rows.every(over) };
 }
 
-/** Requests being cancelled because they wait on a dependency that cannot be met, so a pass does not cancel twice. */
-const cancelling = new Set<string>();
-
 async function cancelBlocked(
   deps: RunEngineDeps,
   run: PipelineRunRow,
   step: string,
   row: JobRequestRow,
 ): Promise<void> {
-  if (row.jobId === null || cancelling.has(row.id)) return;
-  cancelling.add(row.id);
+  // Its cancel is on its way: a pass does not send it twice.
+  const { blocked } = deps.inFlight;
+  if (row.jobId === null || blocked.has(row.id)) return;
+  blocked.add(row.id);
   deps.logger.info({ runId: run.id, step, job_id: row.jobId }, 'cancelling a step whose dependency can never be met');
   await deps.cancelJob(row.profile, row.jobId).catch((error: Error) => {
-    cancelling.delete(row.id);
+    blocked.delete(row.id);
     deps.logger.warn({ runId: run.id, step, err: error }, 'could not cancel a blocked step');
   });
 }
@@ -446,16 +423,8 @@ async function finishIfDone(
   latest: ReadonlyMap<string, JobRequestRow>,
   now: number,
 ): Promise<PipelineRunRow | null> {
-  const t = tx.t.pipelineRuns;
   const { rows, startedAt, done } = progressOf(run, plan, latest);
-  if (startedAt !== null) {
-    await tx.run(
-      tx.db
-        .update(t)
-        .set({ startedAt, updatedAt: now })
-        .where(and(eq(t.id, run.id), isNull(t.startedAt))),
-    );
-  }
+  if (startedAt !== null) await recordRunStarted(tx, run.id, startedAt, now);
   if (!done) return null;
   const failed = rows.filter((r) => r.state !== 'completed');
   const detail = failed.length
@@ -464,31 +433,42 @@ async function finishIfDone(
   const endedAt = Math.max(...rows.map((r) => r.endedAt ?? r.updatedAt));
   // No cancel can be asked for meanwhile: the run was read locked, without one, in this
   // transaction (a cancel's write waits for it, and then finds the run ended).
-  return endRun(tx, run.id, 'running', failed.length ? 'failed' : 'succeeded', detail, endedAt, now);
+  return endRun(tx, run.id, {
+    from: 'running',
+    to: failed.length ? 'failed' : 'succeeded',
+    detail,
+    endedAt,
+    at: now,
+    source: 'pipeline',
+  });
+}
+
+interface RunEnd {
+  from: 'running' | 'queued';
+  to: RunState;
+  detail: string | null;
+  /** When it ended: its last step's end, or the cancel's time. */
+  endedAt: number;
+  /** When the end is recorded. */
+  at: number;
+  source: RunTransitionSource;
 }
 
 /**
- * Ends a run that is still in `from`, and records its webhook in the same transaction: the
- * webhook is never lost, and never sent for a run that did not end, or twice for one that did
- * (the state condition lets one caller end it). Null when something else ended it first.
+ * Ends a run that is still in `from` (a guarded transition, logged), and records its webhook in
+ * the same transaction: the webhook is never lost, and never sent for a run that did not end, or
+ * twice for one that did (the guard lets one caller end it). Null when something else ended it first.
  */
-async function endRun(
-  tx: History,
-  runId: string,
-  from: 'running' | 'queued',
-  state: RunState,
-  detail: string | null,
-  endedAt: number,
-  now: number,
-): Promise<PipelineRunRow | null> {
-  const t = tx.t.pipelineRuns;
-  const ended = await tx.one(
-    tx.db
-      .update(t)
-      .set({ state, detail, endedAt, updatedAt: now })
-      .where(and(eq(t.id, runId), eq(t.state, from)))
-      .returning(),
-  );
+async function endRun(tx: History, runId: string, end: RunEnd): Promise<PipelineRunRow | null> {
+  const ended = await transitionRun(tx, runId, {
+    from: end.from,
+    to: end.to,
+    at: end.at,
+    source: end.source,
+    detail: end.detail,
+    patch: { detail: end.detail, endedAt: end.endedAt },
+  });
+  const { endedAt } = end;
   if (ended?.webhookUrl) {
     const payload = runFinishedBody(ended, await stepRequests(tx, runId));
     await addDelivery(tx, { event: 'run.finished', url: ended.webhookUrl, runId, payload, at: endedAt });
@@ -501,20 +481,6 @@ function cancelDetail(by: string | null, notCompleted: readonly JobRequestRow[])
   return `cancelled by ${by ?? 'someone'}${steps ? ` (${steps})` : ''}`;
 }
 
-/** What became of one step of a run being cancelled. */
-export interface StepCancel {
-  step: string;
-  requestId: string;
-  /**
-   * `withdrawn`: never submitted, now cancelled here; `cancel_sent`: the scheduler was asked to
-   * cancel its job (the next poll records CANCELLED); `submitting`: being submitted right now, its
-   * cancel follows once it is (each pipeline tick tries again); `error`: the scheduler did not take
-   * the cancel (`detail`), tried again at the next tick.
-   */
-  outcome: 'withdrawn' | 'cancel_sent' | 'submitting' | 'error';
-  detail: string | null;
-}
-
 export type RunCancelOutcome =
   | { kind: 'not_found' }
   /** Ended before the cancel in another state (`run.state`): nothing to cancel. */
@@ -523,9 +489,6 @@ export type RunCancelOutcome =
   | { kind: 'cancelled'; run: PipelineRunRow; already: boolean; steps: StepCancel[] }
   /** Asked: steps are still ending upstream or being submitted; it ends `cancelled` once they have. */
   | { kind: 'cancelling'; run: PipelineRunRow; steps: StepCancel[] };
-
-/** Requests of runs being cancelled whose cancel the scheduler took: a later pass does not send it again. */
-const cancelSent = new Set<string>();
 
 /**
  * Cancels a run: every step not yet ended is withdrawn (not submitted yet, including steps
@@ -547,19 +510,20 @@ export async function cancelRun(
     return run.state === 'cancelled' ? { kind: 'cancelled', run, already: true, steps: [] } : { kind: 'ended', run };
   }
   const now = Date.now();
-  const t = store.t.pipelineRuns;
   // The first to ask is the one recorded; asking again goes on with the same cancel. Not on a
   // run that has ended since it was read: that one is reported as it ended (below).
-  await store.run(
-    store.db
-      .update(t)
-      .set({ cancelRequestedAt: now, cancelledBy: by.who, updatedAt: now })
-      .where(and(eq(t.id, runId), isNull(t.cancelRequestedAt), inArray(t.state, ['queued', 'running']))),
-  );
+  await recordRunCancelRequested(store, runId, by.who, now);
   if (run.state === 'queued') {
     // No step made yet: it ends here, unless it has just been started (then as a running one).
     const ended = await store.transaction((tx) =>
-      endRun(tx, runId, 'queued', 'cancelled', cancelDetail(by.who, []), now, now),
+      endRun(tx, runId, {
+        from: 'queued',
+        to: 'cancelled',
+        detail: cancelDetail(by.who, []),
+        endedAt: now,
+        at: now,
+        source: by.source,
+      }),
     );
     if (ended) {
       logger.info({ runId, pipeline: run.pipeline, by: by.who }, 'queued pipeline run cancelled');
@@ -568,7 +532,7 @@ export async function cancelRun(
   }
   const marked = (await getRun(store, runId)) ?? run;
   const steps = await cancelStepsOnce(deps, marked, by);
-  const ended = await finishCancelIfDone(store, runId);
+  const ended = await finishCancelIfDone(store, runId, by.source);
   logger.info(
     { runId, pipeline: run.pipeline, by: by.who, steps: steps.length, ended: ended !== null },
     'pipeline run cancel',
@@ -587,9 +551,6 @@ export async function cancelRun(
   return { kind: 'cancelling', run: after, steps };
 }
 
-/** The pass over a run's steps under way, by run id. */
-const stepCancels = new Map<string, Promise<StepCancel[]>>();
-
 /**
  * One pass over a run's steps at a time: the pipeline tick goes on with a cancel the API asked
  * for, and a pass that started while another ran would find the steps the other one handled
@@ -601,10 +562,11 @@ function cancelStepsOnce(
   run: PipelineRunRow,
   by: { source: 'api' | 'cli' | 'pipeline'; who: string },
 ): Promise<StepCancel[]> {
-  const running = stepCancels.get(run.id);
+  const { passes } = deps.inFlight;
+  const running = passes.get(run.id);
   if (running) return running;
-  const pass = cancelSteps(deps, run, by).finally(() => stepCancels.delete(run.id));
-  stepCancels.set(run.id, pass);
+  const pass = cancelSteps(deps, run, by).finally(() => passes.delete(run.id));
+  passes.set(run.id, pass);
   return pass;
 }
 
@@ -615,14 +577,15 @@ async function cancelSteps(
   by: { source: 'api' | 'cli' | 'pipeline'; who: string },
 ): Promise<StepCancel[]> {
   const results: StepCancel[] = [];
+  const { sent } = deps.inFlight;
   for (const row of await stepRequests(deps.store, run.id)) {
     if (isTerminalRequest(row.state)) {
-      cancelSent.delete(row.id);
+      sent.delete(row.id);
       continue;
     }
     const step = row.step ?? row.name;
     // Its cancel is on its way: the poll records CANCELLED. An explicit request (not the tick) sends it again.
-    if (by.source === 'pipeline' && cancelSent.has(row.id)) continue;
+    if (by.source === 'pipeline' && sent.has(row.id)) continue;
     try {
       const outcome = await deps.cancelStep(row.id, by);
       switch (outcome.kind) {
@@ -630,7 +593,7 @@ async function cancelSteps(
           results.push({ step, requestId: row.id, outcome: 'withdrawn', detail: null });
           break;
         case 'requested':
-          cancelSent.add(row.id);
+          sent.add(row.id);
           results.push({ step, requestId: row.id, outcome: 'cancel_sent', detail: `job ${outcome.row.jobId}` });
           break;
         case 'submitting':
@@ -643,7 +606,7 @@ async function cancelSteps(
           break;
         case 'ended':
           // Ended upstream before the cancel reached it: the poll records how.
-          cancelSent.add(row.id);
+          sent.add(row.id);
           break;
         case 'not_found':
           break;
@@ -659,8 +622,11 @@ async function cancelSteps(
   return results;
 }
 
-/** Ends a run being cancelled once every one of its step requests has ended (read and ended in one transaction). */
-function finishCancelIfDone(h: History, runId: string): Promise<PipelineRunRow | null> {
+/**
+ * Ends a run being cancelled once every one of its step requests has ended (read and ended in one
+ * transaction). `source`: who is finishing it, the asker (`api`, `cli`) or the pipeline tick.
+ */
+function finishCancelIfDone(h: History, runId: string, source: RunTransitionSource): Promise<PipelineRunRow | null> {
   return h.transaction(async (tx) => {
     const run = await lockedRun(tx, runId);
     if (run?.state !== 'running') return null;
@@ -672,54 +638,31 @@ function finishCancelIfDone(h: History, runId: string): Promise<PipelineRunRow |
     const endedAt = rows.length ? Math.max(...rows.map((r) => r.endedAt ?? r.updatedAt)) : now;
     // Every step completed before the cancel could stop one: the run did succeed.
     if (notCompleted.length === 0 && latest.length === (run.definition as RunPlan).steps.length) {
-      return endRun(tx, runId, 'running', 'succeeded', null, endedAt, now);
+      return endRun(tx, runId, { from: 'running', to: 'succeeded', detail: null, endedAt, at: now, source });
     }
-    return endRun(
-      tx,
-      runId,
-      'running',
-      'cancelled',
-      cancelDetail(run.cancelledBy, notCompleted),
-      Math.max(endedAt, run.cancelRequestedAt ?? 0),
-      now,
-    );
+    return endRun(tx, runId, {
+      from: 'running',
+      to: 'cancelled',
+      detail: cancelDetail(run.cancelledBy, notCompleted),
+      endedAt: Math.max(endedAt, run.cancelRequestedAt ?? 0),
+      at: now,
+      source,
+    });
   });
 }
 
 /** Overlap `queue`: the oldest run waiting behind the pipeline's active one starts when none is active. */
 export async function startNextQueued(deps: RunEngineDeps, pipeline: string): Promise<void> {
   const next = await deps.store.transaction(async (tx) => {
-    const t = tx.t.pipelineRuns;
     // The queued run first, locked, then whether one is running: a second host starting the
     // pipeline's next run at the same time waits for this one's lock, then finds it running.
-    const queued = await tx.one(
-      tx.forUpdate(
-        tx.db
-          .select()
-          .from(t)
-          .where(and(eq(t.pipeline, pipeline), eq(t.state, 'queued')))
-          .orderBy(asc(t.createdAt))
-          .limit(1),
-      ),
-    );
+    const queued = await oldestQueuedRun(tx, pipeline);
     if (!queued) return null;
-    const active = await tx.one(
-      tx.db
-        .select({ id: t.id })
-        .from(t)
-        .where(and(eq(t.pipeline, pipeline), eq(t.state, 'running')))
-        .limit(1),
-    );
-    if (active) return null;
+    if (await hasRunningRun(tx, pipeline)) return null;
     const now = Date.now();
     // Still queued (not cancelled since): its steps are made once.
-    const started = await tx.run(
-      tx.db
-        .update(t)
-        .set({ state: 'running', updatedAt: now })
-        .where(and(eq(t.id, queued.id), eq(t.state, 'queued'))),
-    );
-    if (started === 0) return null;
+    const started = await transitionRun(tx, queued.id, { from: 'queued', to: 'running', at: now, source: 'pipeline' });
+    if (!started) return null;
     await addSteps(tx, queued, (queued.definition as RunPlan).steps, now);
     return queued;
   });
@@ -728,18 +671,3 @@ export async function startNextQueued(deps: RunEngineDeps, pipeline: string): Pr
     deps.logger.info({ pipeline, runId: next.id }, 'queued pipeline run started');
   }
 }
-
-/**
- * The pipeline's runs that are not over (queued or running). With `lock`, in a transaction,
- * locked until it ends (on PostgreSQL): for a decision that depends on them.
- */
-export function activeRuns(h: History, pipeline: string, options: { lock?: boolean } = {}): Promise<PipelineRunRow[]> {
-  const t = h.t.pipelineRuns;
-  const select = h.db
-    .select()
-    .from(t)
-    .where(and(eq(t.pipeline, pipeline), inArray(t.state, ['queued', 'running'])));
-  return h.all(options.lock ? h.forUpdate(select) : select);
-}
-
-export const isTerminalRun = (state: RunState): boolean => (TERMINAL_RUN_STATES as readonly RunState[]).includes(state);

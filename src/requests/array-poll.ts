@@ -1,10 +1,10 @@
-import { and, eq, sql } from 'drizzle-orm';
 import {
   type ArrayTaskPatch,
   arrayExpressionOf,
   insertArrayTask,
   insertArrayTasks,
   tasksOfRequests,
+  updateTaskFrom,
 } from '../db/array-tasks.js';
 import type { History } from '../db/history.js';
 import type { TrackedRequest } from '../db/requests.js';
@@ -298,32 +298,6 @@ class TaskPatches {
       return true;
     });
   }
-}
-
-/**
- * UPDATE of a task's columns `set` names while the task is in the state `task` has; the rows
- * changed (0 or 1). Prepared once per set of names: a cycle writes a handful of shapes, for
- * thousands of tasks at times. The columns are plain text and numbers, which drizzle binds as
- * given (null included).
- */
-function updateTaskFrom(h: History, requestId: string, task: ArrayTaskRow, set: ArrayTaskPatch): Promise<number> {
-  const keys = (Object.keys(set) as (keyof ArrayTaskPatch)[]).sort();
-  const t = h.t.arrayTasks;
-  return h.preparedRun(
-    `arrayTasks.updateFrom:${keys.join(',')}`,
-    () =>
-      h.db
-        .update(t)
-        .set(Object.fromEntries(keys.map((key) => [key, sql.placeholder(key)])))
-        .where(
-          and(
-            eq(t.requestId, sql.placeholder('requestId')),
-            eq(t.taskId, sql.placeholder('taskId')),
-            eq(t.state, sql.placeholder('from')),
-          ),
-        ),
-    { ...set, requestId, taskId: task.taskId, from: task.state },
-  );
 }
 
 /** A record's details, as a task keeps them. */

@@ -1,7 +1,6 @@
 import { randomUUID } from 'node:crypto';
-import { and, asc, eq, isNotNull, lte } from 'drizzle-orm';
 import type { History } from '../db/history.js';
-import { getRequest, patchRequest } from '../db/requests.js';
+import { dueAttempts, getRequest, laterAttempts, patchRequest, retryDueAtLocked } from '../db/requests.js';
 import type { AttemptPolicy, JobRequestRow } from '../db/schema.js';
 import type { Logger } from '../logger.js';
 import type { JobSpec } from '../sched/job-spec.js';
@@ -35,15 +34,7 @@ export async function makeDueAttempts(
   now = Date.now(),
 ): Promise<{ made: string[]; ended: string[] }> {
   const { store } = deps;
-  const t = store.t.jobRequests;
-  const due = await store.all(
-    store.db
-      .select()
-      .from(t)
-      .where(and(isNotNull(t.retryDueAt), lte(t.retryDueAt, now)))
-      .orderBy(asc(t.retryDueAt))
-      .limit(BATCH),
-  );
+  const due = await dueAttempts(store, now, BATCH);
   const made: string[] = [];
   const ended: string[] = [];
   for (const row of due) {
@@ -138,9 +129,7 @@ export function withdrawDueAttempt(h: History, id: string, who: string, now = Da
  * Its due time alone: not the spec, which may be large.
  */
 async function stillDue(tx: History, id: string): Promise<boolean> {
-  const t = tx.t.jobRequests;
-  const row = await tx.one(tx.forUpdate(tx.db.select({ retryDueAt: t.retryDueAt }).from(t).where(eq(t.id, id))));
-  return row?.retryDueAt != null;
+  return (await retryDueAtLocked(tx, id)) != null;
 }
 
 /**
@@ -180,8 +169,7 @@ export async function attemptsOf(h: History, id: string): Promise<JobRequestRow[
   const row = await getRequest(h, id);
   if (!row) return [];
   const first = row.firstAttemptId ?? row.id;
-  const t = h.t.jobRequests;
-  const later = await h.all(h.db.select().from(t).where(eq(t.firstAttemptId, first)).orderBy(asc(t.attempt)));
+  const later = await laterAttempts(h, first);
   if (later.length === 0) return [row];
   const firstRow = first === row.id ? row : await getRequest(h, first);
   return firstRow ? [firstRow, ...later] : later;

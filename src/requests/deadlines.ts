@@ -1,7 +1,7 @@
-import { and, eq, isNotNull, notInArray, sql } from 'drizzle-orm';
+import { insertMiss, missRecorded, requestsWithDeadlines } from '../db/deadline-misses.js';
 import type { History } from '../db/history.js';
 import { getRun } from '../db/runs.js';
-import { type DeadlineKind, type JobRequestRow, TERMINAL_REQUEST_STATES } from '../db/schema.js';
+import type { DeadlineKind, JobRequestRow } from '../db/schema.js';
 import { addDelivery } from '../db/webhooks.js';
 import type { Logger } from '../logger.js';
 import { deadlineMissedBody } from '../notify/events.js';
@@ -40,20 +40,7 @@ export async function checkDeadlines(
   const candidates = [...(await requestMisses(h, now)), ...((await options.moreMisses?.(h, now)) ?? [])];
   for (const candidate of candidates) {
     const subject = candidate.requestId ? `request:${candidate.requestId}` : `run:${candidate.runId}`;
-    // Asked again at every tick for each miss already recorded (until its request ends): prepared.
-    const seen = await h.prepared(
-      'deadlines.missSeen',
-      () => {
-        const t = h.t.deadlineMisses;
-        return h.db
-          .select({ id: t.id })
-          .from(t)
-          .where(and(eq(t.subject, sql.placeholder('subject')), eq(t.kind, sql.placeholder('kind'))))
-          .limit(1);
-      },
-      { subject, kind: candidate.kind },
-    );
-    if (seen.length > 0) continue;
+    if (await missRecorded(h, subject, candidate.kind)) continue;
     const miss = {
       ...candidate,
       detail: candidate.detail.replace(REASON, await reasonFor(candidate, options.reasonOf, logger)),
@@ -61,20 +48,14 @@ export async function checkDeadlines(
     // The miss is recorded once (by its unique subject and kind): of two hosts' ticks that find it
     // at once, one inserts it and makes its delivery, the other's insert does nothing.
     const inserted = await h.transaction(async (tx) => {
-      const row = await tx.one(
-        tx.db
-          .insert(tx.t.deadlineMisses)
-          .values({
-            subject,
-            requestId: miss.requestId,
-            runId: miss.runId,
-            kind: miss.kind,
-            at: now,
-            detail: miss.detail,
-          })
-          .onConflictDoNothing()
-          .returning(),
-      );
+      const row = await insertMiss(tx, {
+        subject,
+        requestId: miss.requestId,
+        runId: miss.runId,
+        kind: miss.kind,
+        at: now,
+        detail: miss.detail,
+      });
       if (!row) return undefined;
       // A step reports to its run's webhook.
       const url = miss.webhookUrl ?? (miss.runId ? (await getRun(tx, miss.runId))?.webhookUrl : null);
@@ -118,13 +99,7 @@ async function reasonFor(
 }
 
 async function requestMisses(h: History, now: number): Promise<(DeadlineMiss & { row: JobRequestRow })[]> {
-  const t = h.t.jobRequests;
-  const rows = await h.all(
-    h.db
-      .select()
-      .from(t)
-      .where(and(isNotNull(t.deadlines), notInArray(t.state, [...TERMINAL_REQUEST_STATES]))),
-  );
+  const rows = await requestsWithDeadlines(h);
   const misses: (DeadlineMiss & { row: JobRequestRow })[] = [];
   for (const row of rows) {
     const d = row.deadlines;

@@ -1,6 +1,5 @@
-import { eq } from 'drizzle-orm';
 import type { History } from '../db/history.js';
-import { submissionsInFlight, type TrackedRequest, updateRequest } from '../db/requests.js';
+import { missingFactsLocked, submissionsInFlight, type TrackedRequest, updateRequest } from '../db/requests.js';
 import type { TransitionSource } from '../db/schema.js';
 import { inJobIdOrder, writeInSlices } from '../db/write-in-slices.js';
 import type { Freshness } from '../sched/freshness.js';
@@ -292,12 +291,7 @@ export async function markMissing(
   // (the reconciler, another host's poll), which clears it, maybe without a move. Read again,
   // locked until the move is written, in the slice's transaction; a rare read (a job missing
   // past the grace), not one per tracked job.
-  const t = tx.t.jobRequests;
-  const current = await tx.one(
-    tx.forUpdate(
-      tx.db.select({ state: t.state, missingSince: t.missingSince }).from(t).where(eq(t.id, row.id)).limit(1),
-    ),
-  );
+  const current = await missingFactsLocked(tx, row.id);
   if (current?.state !== row.state || current.missingSince !== row.missingSince) return false;
   const seconds = Math.round((now - row.missingSince) / 1000);
   const where =

@@ -9,6 +9,14 @@ export function isTerminalRequest(state: RequestState): boolean {
   return TERMINAL.has(state);
 }
 
+/**
+ * Ended without completing, or lost: a request someone may submit again, as a new request with
+ * the same spec (the web UI's Retry). From the states' own lists, so a new state is decided here.
+ */
+export function mayResubmit(state: RequestState): boolean {
+  return state === 'lost' || (isTerminalRequest(state) && state !== 'completed');
+}
+
 /** Order of the non-terminal states, so an old (stale, reordered) answer never moves a request back. */
 const RANK: Record<RequestState, number> = {
   accepted: 0,

@@ -1,9 +1,8 @@
 import { randomUUID } from 'node:crypto';
-import { eq } from 'drizzle-orm';
 import type { History } from '../db/history.js';
 import { getRequest, requestStateOf } from '../db/requests.js';
 import type { JobRequestRow, SummaryRow, TransitionSource } from '../db/schema.js';
-import { markSuggestionApplied, summaryOfRequest } from '../db/summaries.js';
+import { lockSummariesOfRequest, markSuggestionApplied, summaryOfRequest } from '../db/summaries.js';
 import { NoSuggestionError, RequestNotFoundError, SummaryPendingError } from '../errors.js';
 import { type AcceptDeps, enqueueAccepted, recordRequest } from '../requests/accept.js';
 import { jobSpecSchema } from '../sched/job-spec.js';
@@ -80,10 +79,7 @@ export function applySuggestion(
     // The summary's row locked first (on PostgreSQL): of two applying it at once (the local API
     // and the CLI's job, on two hosts), the second waits for the first to commit and then reads
     // its mark, instead of also finding none and recording a second request.
-    const { summaries } = tx.t;
-    await tx.all(
-      tx.forUpdate(tx.db.select({ id: summaries.id }).from(summaries).where(eq(summaries.requestId, input.requestId))),
-    );
+    await lockSummariesOfRequest(tx, input.requestId);
     const { request, summary } = await suggestionToApply(tx, input.requestId);
     if (summary.appliedRequestId) return { requestId: summary.appliedRequestId, created: false };
     const spec = changedSpec(request, summary);

@@ -1,4 +1,3 @@
-import { and, eq } from 'drizzle-orm';
 import { upsertAccountingJob } from '../db/accounting.js';
 import type { History } from '../db/history.js';
 import { reserveLlmBudget, settleLlmBudget, utcDay } from '../db/llm-budget.js';
@@ -11,6 +10,7 @@ import {
   getSummary,
   partitionsUsed,
   recordSummaryAttempt,
+  settlePendingSummary,
   updatePendingSummary,
 } from '../db/summaries.js';
 import type { SummaryFindings } from '../db/summary-data.js';
@@ -233,18 +233,12 @@ export class Summarizer {
   ): Promise<boolean> {
     const now = Date.now();
     return this.deps.store.transaction(async (tx) => {
-      const { summaries } = tx.t;
       // Settled only while still pending: of two settling it at once (the queue giving up while
       // an attempt finishes, on this host or another), one does, and one delivery is added.
-      const changed = await tx.run(
-        tx.db
-          .update(summaries)
-          .set({ ...patch, completedAt: now, updatedAt: now })
-          .where(and(eq(summaries.id, row.id), eq(summaries.state, 'pending'))),
-      );
+      const changed = await settlePendingSummary(tx, row.id, { ...patch, completedAt: now, updatedAt: now });
       if (changed === 0) return false;
       if (webhookUrl) {
-        const after = (await tx.one(tx.db.select().from(summaries).where(eq(summaries.id, row.id)))) as SummaryRow;
+        const after = (await getSummary(tx, row.id)) as SummaryRow;
         await addDelivery(tx, {
           event: 'summary.ready',
           url: webhookUrl,

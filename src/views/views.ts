@@ -6,6 +6,7 @@ import {
   type PipelineRunRow,
   type RequestReplayRow,
   type RequestState,
+  type RunTransitionRow,
   type SummaryRow,
   TERMINAL_REQUEST_STATES,
   type WebhookDeliveryRow,
@@ -185,6 +186,10 @@ export function transitionView(t: JobTransitionRow) {
     stale: t.stale,
     detail: t.detail,
   };
+}
+
+export function runTransitionView(t: RunTransitionRow) {
+  return { from: t.fromState, to: t.toState, at: iso(t.at), source: t.source, detail: t.detail };
 }
 
 export function deduplicatedView(r: RequestReplayRow) {

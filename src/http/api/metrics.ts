@@ -2,12 +2,12 @@ import type { Queue } from 'bullmq';
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
 import { getProfileSync, type ProfileSyncRow } from '../../db/accounting.js';
 import type { History } from '../../db/history.js';
+import { requestCountsByState } from '../../db/requests.js';
 import { REQUEST_STATES } from '../../db/schema.js';
 import { withTimeout } from '../../lib/with-timeout.js';
 import type { Logger } from '../../logger.js';
 import type { QueueName } from '../../queue/catalog.js';
 import type { UpstreamHealth } from '../../sched/upstream-health.js';
-import { requestCountsByState } from '../queries.js';
 
 /** BullMQ job states reported per queue. */
 const QUEUE_STATES = [

@@ -1,5 +1,6 @@
-import { and, asc, gt, gte, inArray, lte, sql } from 'drizzle-orm';
 import type { History } from '../../db/history.js';
+import { lastTransitionId, runIdsOf, transitionIdsIn, transitionsAfter } from '../../db/requests.js';
+import { runStatesSince } from '../../db/runs.js';
 import type { Logger } from '../../logger.js';
 
 /**
@@ -100,43 +101,18 @@ export class LiveChanges {
 
   async #read(feed: Feed): Promise<LiveChange[]> {
     const h = this.store;
-    const { jobRequests, jobTransitions, pipelineRuns } = h.t;
     if (feed.lastTransitionId === null) {
-      const last = await h.one(
-        h.db.select({ id: sql<number | string>`coalesce(max(${jobTransitions.id}), 0)` }).from(jobTransitions),
-      );
-      // PostgreSQL's max of a bigint comes as text.
-      feed.lastTransitionId = Number(last?.id ?? 0);
+      feed.lastTransitionId = await lastTransitionId(h);
       if (h.dialect === 'postgres') {
         // The overlap the next ticks read again is of before the page opened: not news.
-        const before = await h.all(
-          h.db
-            .select({ id: jobTransitions.id })
-            .from(jobTransitions)
-            .where(
-              and(
-                gt(jobTransitions.id, feed.lastTransitionId - TRANSITION_OVERLAP),
-                lte(jobTransitions.id, feed.lastTransitionId),
-              ),
-            ),
-        );
-        for (const t of before) feed.sent.add(t.id);
+        const before = await transitionIdsIn(h, feed.lastTransitionId - TRANSITION_OVERLAP, feed.lastTransitionId);
+        for (const id of before) feed.sent.add(id);
       }
       return [];
     }
     const now = Date.now();
     const overlap = h.dialect === 'postgres' ? TRANSITION_OVERLAP : 0;
-    const read = await h.prepared(
-      'liveChanges.transitions',
-      () =>
-        h.db
-          .select({ id: jobTransitions.id, requestId: jobTransitions.requestId, state: jobTransitions.toState })
-          .from(jobTransitions)
-          .where(gt(jobTransitions.id, sql.placeholder('after')))
-          .orderBy(asc(jobTransitions.id))
-          .limit(1000),
-      { after: feed.lastTransitionId - overlap },
-    );
+    const read = await transitionsAfter(h, feed.lastTransitionId - overlap);
     const transitions = overlap ? read.filter((t) => !feed.sent.has(t.id)) : read;
     const changes: LiveChange[] = [];
     if (overlap) {
@@ -146,31 +122,14 @@ export class LiveChanges {
     }
     if (transitions.length > 0) {
       feed.lastTransitionId = Math.max(feed.lastTransitionId, read.at(-1)?.id ?? feed.lastTransitionId);
-      const runOf = new Map(
-        (
-          await h.all(
-            h.db
-              .select({ id: jobRequests.id, runId: jobRequests.runId })
-              .from(jobRequests)
-              .where(inArray(jobRequests.id, [...new Set(transitions.map((t) => t.requestId))])),
-          )
-        ).map((r) => [r.id, r.runId]),
-      );
+      const runOf = await runIdsOf(h, [...new Set(transitions.map((t) => t.requestId))]);
       for (const t of transitions) {
         changes.push({ kind: 'job', id: t.requestId, state: t.state, run: runOf.get(t.requestId) ?? null });
       }
     }
     // The runs table is small (and runs change seldom): a scan since the last tick,
     // overlapping by a second so a row written during the tick is not missed.
-    const runs = await h.prepared(
-      'liveChanges.runs',
-      () =>
-        h.db
-          .select({ id: pipelineRuns.id, state: pipelineRuns.state })
-          .from(pipelineRuns)
-          .where(gte(pipelineRuns.updatedAt, sql.placeholder('since'))),
-      { since: feed.runsSince - 1000 },
-    );
+    const runs = await runStatesSince(h, feed.runsSince - 1000);
     feed.runsSince = now;
     for (const r of runs) changes.push({ kind: 'run', id: r.id, state: r.state, run: r.id });
     return changes;

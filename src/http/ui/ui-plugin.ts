@@ -2,9 +2,8 @@ import { randomBytes } from 'node:crypto';
 import fastifyCookie from '@fastify/cookie';
 import csrfProtection from '@fastify/csrf-protection';
 import fastifySession from '@fastify/session';
-import { and, eq, isNull } from 'drizzle-orm';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { findToken } from '../../db/tokens.js';
+import { findToken, liveTokenScopes } from '../../db/tokens.js';
 import { type LoginCounter, storedId, UiSessions } from '../../redis/ui-sessions.js';
 import { ApiError, RateLimitedApiError } from '../api/api-errors.js';
 import type { ApiDeps } from '../deps.js';
@@ -322,21 +321,13 @@ async function currentLogin(ctx: UiContext, login: UiLogin | undefined): Promise
   if (!login) return null;
   if (login.tokenId === null) return login;
   // A token revoked since the login ends its sessions at their next request.
-  const { store } = ctx.deps;
-  const { apiTokens } = store.t;
-  const live = await store.one(
-    store.db
-      .select({ scopes: apiTokens.scopes })
-      .from(apiTokens)
-      .where(and(eq(apiTokens.id, login.tokenId), isNull(apiTokens.revokedAt)))
-      .limit(1),
-  );
-  if (!live) {
+  const scopes = (await liveTokenScopes(ctx.deps.store, [login.tokenId])).get(login.tokenId);
+  if (!scopes) {
     await ctx.sessions.destroyOfToken(login.tokenId);
     return null;
   }
   // The token's scopes as they are now, not as they were at login.
-  return { ...login, scopes: live.scopes };
+  return { ...login, scopes };
 }
 
 /** A UTC clock time `sec` seconds from now, to say when to come back. */

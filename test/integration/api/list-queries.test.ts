@@ -1,9 +1,11 @@
 import { describe, expect, it } from 'vitest';
+import { accountingHistory, history } from '../../../src/db/accounting.js';
 import type { History } from '../../../src/db/history.js';
-import { historyPage, jobsPage, requestCountsByState, runsPage } from '../../../src/http/queries.js';
+import { jobsPage, requestCountsByState } from '../../../src/db/requests.js';
+import { runsPage } from '../../../src/db/runs.js';
 import { DIALECTS, testHistories } from '../../helpers/histories.js';
 
-/** The API's and the UI's list queries, keyset pages and filters, on SQLite and on PostgreSQL. */
+/** The API's and the UI's list queries (src/db), keyset pages and filters, on SQLite and on PostgreSQL. */
 
 const histories = testHistories();
 
@@ -82,18 +84,28 @@ describe.each(DIALECTS)('list queries on %s', (dialect) => {
   it('pages accounting records with their local state, and runs; counts requests by state', async () => {
     const h = await histories.make(dialect);
     await seed(h);
-    const page = await historyPage(h, { limit: 10 });
+    const page = await accountingHistory(h, { limit: 10 });
     expect(page.map((r) => [r.accounting.jobId, r.localState])).toEqual([
       [11, null],
       [10, 'completed'],
       [12, null],
     ]);
-    expect((await historyPage(h, { limit: 10, after: [100, 10, 'test'] })).map((r) => r.accounting.jobId)).toEqual([
-      12,
-    ]);
     expect(
-      (await historyPage(h, { limit: 10, external: true, states: ['COMPLETED'] })).map((r) => r.accounting.jobId),
+      (await accountingHistory(h, { limit: 10, after: [100, 10, 'test'] })).map((r) => r.accounting.jobId),
     ).toEqual([12]);
+    expect(
+      (await accountingHistory(h, { limit: 10, external: true, states: ['COMPLETED'] })).map((r) => r.accounting.jobId),
+    ).toEqual([12]);
+    // The UI's filters, and the CLI's flat rows: the same query.
+    expect((await accountingHistory(h, { limit: 10, account: 'lab', pipeline: 'nightly' })).length).toBe(0);
+    expect(
+      (await accountingHistory(h, { limit: 10, account: 'lab', untilSec: 150 })).map((r) => r.accounting.jobId),
+    ).toEqual([10]);
+    expect((await history(h)).map((r) => [r.jobId, r.external, r.localState])).toEqual([
+      [11, true, null],
+      [10, false, 'completed'],
+      [12, true, null],
+    ]);
     expect((await runsPage(h, { limit: 10, pipeline: 'nightly', states: ['running'] })).map((r) => r.id)).toEqual([
       'run-1',
     ]);

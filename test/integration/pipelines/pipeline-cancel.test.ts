@@ -136,8 +136,27 @@ describe('cancelling a pipeline run', () => {
       state: 'cancelled',
       message: expect.stringMatching(/^already cancelled by API token/),
     });
+    // The run's state changes, each logged with who made it: made by the API, ended by the pipeline tick.
+    const detail = await api.call('GET', `/api/v1/runs/${run.id}`, { token });
+    expect((detail.json as { transitions: unknown[] }).transitions).toEqual([
+      { from: null, to: 'running', at: expect.any(String), source: 'api', detail: null },
+      {
+        from: 'running',
+        to: 'cancelled',
+        at: expect.any(String),
+        source: 'pipeline',
+        detail: expect.stringMatching(/^cancelled by API token/),
+      },
+    ]);
     const ok = await td.daemon.pipelines.trigger('ok', { trigger: 'api' });
     await waitForRun(td, ok.id, 'succeeded');
+    const okDetail = await api.call('GET', `/api/v1/runs/${ok.id}`, { token });
+    expect(
+      (okDetail.json as { transitions: { from: string | null; to: string; source: string }[] }).transitions,
+    ).toEqual([
+      expect.objectContaining({ from: null, to: 'running', source: 'api' }),
+      expect.objectContaining({ from: 'running', to: 'succeeded', source: 'pipeline' }),
+    ]);
     const over = await api.call('POST', `/api/v1/runs/${ok.id}/cancel`, { token });
     expect(over.status).toBe(409);
     expect(errorOf(over)).toMatchObject({ code: 'SCHEDFLOW_ERR_RUN_ENDED', state: 'succeeded' });

@@ -237,6 +237,11 @@ describe('admin web UI', () => {
     await liveState(page, run.id, 'cancelled', 10_000);
     await expect(page.getByText(/^asked .* by web UI \(token ui-admin\)$/).isVisible()).resolves.toBe(true);
     await expect(page.getByRole('button', { name: 'Cancel run' }).count()).resolves.toBe(0);
+    // Its state changes, as the API's run detail lists them.
+    await page.reload();
+    const changes = await page.locator('ul.run-transitions li').allTextContents();
+    expect(changes[0]).toMatch(/ — made → running \(api\)$/);
+    expect(changes.at(-1)).toMatch(/ — running → cancelled \((api|pipeline): cancelled by web UI \(token ui-admin\)/);
     await browser.screenshot(page, 'run-cancelled');
   });
 

@@ -1,6 +1,6 @@
-import { sql } from 'drizzle-orm';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
+import { historyAnswers } from '../../../db/history-meta.js';
 import { withTimeout } from '../../../lib/with-timeout.js';
 import type { ApiDeps } from '../../deps.js';
 import type { ApiMetrics } from '../metrics.js';
@@ -56,7 +56,7 @@ export const healthRoutes: FastifyPluginAsyncZod<{ deps: ApiDeps; metrics: ApiMe
       await Promise.all([
         run('redis', () => deps.pingRedis()),
         run('history', async () => {
-          await deps.store.rows(sql`select 1`);
+          await historyAnswers(deps.store);
         }),
         ...[...deps.profiles.keys()].map((profile) =>
           run(`scheduler:${profile}`, () => {

@@ -1,7 +1,7 @@
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
+import { accountingHistory } from '../../../db/accounting.js';
 import { historyView } from '../../../views/views.js';
 import type { ApiDeps } from '../../deps.js';
-import { historyPage } from '../../queries.js';
 import { decodeCursor, encodeCursor } from '../cursor.js';
 import { answer, errors, pageOf } from '../shared-schemas.js';
 import { historyItemSchema, historyQuery } from './history.schema.js';
@@ -29,7 +29,7 @@ export const historyRoutes: FastifyPluginAsyncZod<{ deps: ApiDeps }> = async (ap
     async (request) => {
       const q = request.query;
       const toSec = (iso: string | undefined) => (iso === undefined ? undefined : Math.floor(Date.parse(iso) / 1000));
-      const rows = await historyPage(deps.store, {
+      const rows = await accountingHistory(deps.store, {
         profile: q.profile,
         states: q.state
           ?.split(',')
@@ -39,7 +39,8 @@ export const historyRoutes: FastifyPluginAsyncZod<{ deps: ApiDeps }> = async (ap
         untilSec: toSec(q.until),
         external: q.external === undefined ? undefined : q.external === 'true',
         after: q.cursor === undefined ? undefined : decodeCursor(q.cursor, ['number', 'number', 'string'] as const),
-        limit: q.limit,
+        // One more than the page: whether there is a next one.
+        limit: q.limit + 1,
       });
       const page = rows.slice(0, q.limit);
       const last = page.at(-1)?.accounting;

@@ -5,7 +5,7 @@ import { getProfileSync } from '../../../db/accounting.js';
 import { tasksOf } from '../../../db/array-tasks.js';
 import type { History } from '../../../db/history.js';
 import { replaysOf } from '../../../db/idempotency.js';
-import { getRequest, requestStateOf, transitionsOf } from '../../../db/requests.js';
+import { getRequest, jobsPage, requestStateOf, transitionsOf } from '../../../db/requests.js';
 import type { Deadlines, JobRequestRow } from '../../../db/schema.js';
 import { summaryOfRequest } from '../../../db/summaries.js';
 import { WebhookTargets } from '../../../notify/webhook-target.js';
@@ -27,7 +27,6 @@ import {
   transitionView,
 } from '../../../views/views.js';
 import type { ApiDeps } from '../../deps.js';
-import { jobsPage } from '../../queries.js';
 import { viewerOf } from '../../scopes.js';
 import { ConflictApiError, NotFoundApiError, ValidationApiError, WebhookTargetApiError } from '../api-errors.js';
 import { decodeCursor, encodeCursor } from '../cursor.js';

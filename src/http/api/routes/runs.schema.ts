@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { RUN_STATES, RUN_TRIGGERS } from '../../../db/schema.js';
+import { RUN_STATES, RUN_TRANSITION_SOURCES, RUN_TRIGGERS } from '../../../db/schema.js';
 import { cursorQuery, limitQuery, listOf, named, time, webhookUrlOutput } from '../shared-schemas.js';
 import { jobSchema } from './jobs.schema.js';
 import { summarySchema } from './summaries.schema.js';
@@ -47,6 +47,18 @@ export const runSchema = named(
   'A run of a pipeline',
 );
 
+export const runTransitionSchema = z.object({
+  from: z.enum(RUN_STATES).nullable().describe('null: the run was made'),
+  to: z.enum(RUN_STATES),
+  at: time,
+  source: z
+    .enum(RUN_TRANSITION_SOURCES)
+    .describe(
+      'how it was started (its trigger) when made; `pipeline` for the engine (started, ended); `api` or `cli` for a cancel',
+    ),
+  detail: z.string().nullable(),
+});
+
 export const runDetailSchema = named(
   'RunDetail',
   runSchema.extend({
@@ -57,6 +69,9 @@ export const runDetailSchema = named(
       ),
     steps: z.array(jobSchema).describe('every request of the run, all attempts, in step then attempt order'),
     summary: summarySchema.nullable().describe('one across its steps; null until it has ended, or when off'),
+    transitions: z
+      .array(runTransitionSchema)
+      .describe('its state changes, oldest first (none for runs made before schedflow recorded them)'),
   }),
 );
 

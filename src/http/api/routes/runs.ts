@@ -1,11 +1,10 @@
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
-import { getRun, stepRequests } from '../../../db/runs.js';
+import { getRun, runsPage, runTransitionsOf, stepRequests } from '../../../db/runs.js';
 import { summaryOfRun } from '../../../db/summaries.js';
 import { assertNever } from '../../../lib/assert-never.js';
-import type { StepCancel } from '../../../pipelines/run-engine.js';
-import { jobView, runDefinitionView, runLink, runView, summaryView } from '../../../views/views.js';
+import type { StepCancel } from '../../../pipelines/cancels-in-flight.js';
+import { jobView, runDefinitionView, runLink, runTransitionView, runView, summaryView } from '../../../views/views.js';
 import type { ApiDeps } from '../../deps.js';
-import { runsPage } from '../../queries.js';
 import { viewerOf } from '../../scopes.js';
 import { ConflictApiError, NotFoundApiError, UnavailableApiError } from '../api-errors.js';
 import { decodeCursor, encodeCursor } from '../cursor.js';
@@ -54,7 +53,7 @@ export const runRoutes: FastifyPluginAsyncZod<{ deps: ApiDeps }> = async (app, {
         tags: ['pipelines'],
         summary: 'Show a pipeline run',
         description:
-          'The run, the job request of each of its steps (every attempt), and its summary once it has ended. Scope: read.',
+          'The run, the job request of each of its steps (every attempt), its state changes, and its summary once it has ended. Scope: read.',
         security: bearer,
         params: idParams,
         response: { 200: answer('the run', runDetailSchema), ...errors(400, 401, 403, 404, 429) },
@@ -65,11 +64,13 @@ export const runRoutes: FastifyPluginAsyncZod<{ deps: ApiDeps }> = async (app, {
       if (!run) throw new NotFoundApiError(`no pipeline run ${request.params.id}`);
       const summary = await summaryOfRun(deps.store, run.id);
       const steps = await stepRequests(deps.store, run.id);
+      const transitions = await runTransitionsOf(deps.store, run.id);
       return {
         ...runView(run, viewerOf(request.apiToken)),
         definition: runDefinitionView(run.definition, viewerOf(request.apiToken)),
         steps: steps.map((row) => jobView(row, viewerOf(request.apiToken))),
         summary: summaryView(summary ? { of: 'run', summary } : null),
+        transitions: transitions.map(runTransitionView),
       };
     },
   );

@@ -1,6 +1,5 @@
-import { and, desc, eq, gte, inArray, isNotNull, isNull, lt, type SQL, sql } from 'drizzle-orm';
 import type { FastifyInstance } from 'fastify';
-import { arrayTaskOfRecord } from '../../../db/accounting.js';
+import { accountingHistory, accountingValues } from '../../../db/accounting.js';
 import { charts } from '../charts-section.js';
 import { queryField, sendPage, sessionOf, type UiContext } from '../context.js';
 import { duration, html, time } from '../html.js';
@@ -19,7 +18,6 @@ const TABLE_ROWS = 200;
  */
 export async function historyPages(app: FastifyInstance, { ctx }: { ctx: UiContext }): Promise<void> {
   const h = ctx.deps.store;
-  const { accountingJobs, jobRequests, pipelineRuns, arrayTasks } = h.t;
   app.get(`${UI_PREFIX}/history`, async (request, reply) => {
     const session = sessionOf(request);
     const state = queryField(request, 'state');
@@ -29,41 +27,24 @@ export async function historyPages(app: FastifyInstance, { ctx }: { ctx: UiConte
     const from = queryField(request, 'from');
     const to = queryField(request, 'to');
     const range = dayRange(from, to);
-    const where: SQL[] = [];
-    if (state) where.push(eq(accountingJobs.state, state));
-    if (account) where.push(eq(accountingJobs.account, account));
-    if (external === 'only') where.push(isNull(accountingJobs.requestId));
-    if (external === 'none') where.push(isNotNull(accountingJobs.requestId));
-    if (range.sinceMs !== undefined) where.push(gte(accountingJobs.submitTime, Math.floor(range.sinceMs / 1000)));
-    if (range.untilMs !== undefined) where.push(lt(accountingJobs.submitTime, Math.floor(range.untilMs / 1000)));
-    if (pipeline) {
-      where.push(
-        inArray(
-          jobRequests.runId,
-          h.db.select({ id: pipelineRuns.id }).from(pipelineRuns).where(eq(pipelineRuns.pipeline, pipeline)),
-        ),
-      );
-    }
     const [rows, states, accounts] = await Promise.all([
-      h.all(
-        h.db
-          .select({ a: accountingJobs, localState: jobRequests.state, taskId: arrayTasks.taskId })
-          .from(accountingJobs)
-          .leftJoin(jobRequests, eq(jobRequests.id, accountingJobs.requestId))
-          // A task of an array request (under its own job id) is the request's, not external.
-          .leftJoin(arrayTasks, arrayTaskOfRecord(h))
-          .where(where.length ? and(...where) : undefined)
-          .orderBy(desc(sql`coalesce(${accountingJobs.submitTime}, 0)`), desc(accountingJobs.jobId))
-          .limit(CHART_ROWS),
-      ),
-      h.all(h.db.selectDistinct({ s: accountingJobs.state }).from(accountingJobs)),
-      h.all(h.db.selectDistinct({ s: accountingJobs.account }).from(accountingJobs)),
+      accountingHistory(h, {
+        states: state ? [state] : undefined,
+        account,
+        pipeline,
+        external: external === 'only' ? true : external === 'none' ? false : undefined,
+        sinceSec: range.sinceMs === undefined ? undefined : Math.floor(range.sinceMs / 1000),
+        untilSec: range.untilMs === undefined ? undefined : Math.floor(range.untilMs / 1000),
+        limit: CHART_ROWS,
+      }),
+      accountingValues(h, 'state'),
+      accountingValues(h, 'account'),
     ]);
     const body = html`<h1>History</h1>
 <form class="filters" method="get" action="${UI_PREFIX}/history" aria-label="filter the history">
-${selectField('state', 'Slurm state', ['', ...states.map((r) => r.s).sort()], state)}
+${selectField('state', 'Slurm state', ['', ...states], state)}
 ${selectField('pipeline', 'Pipeline', ['', ...(await pipelineOptions(ctx))], pipeline)}
-${selectField('account', 'Account', ['', ...accounts.map((r) => r.s).sort()], account)}
+${selectField('account', 'Account', ['', ...accounts], account)}
 <label>External jobs<select name="external">${[
       ['', 'with schedflow’s'],
       ['only', 'external only'],
@@ -74,7 +55,7 @@ ${selectField('account', 'Account', ['', ...accounts.map((r) => r.s).sort()], ac
 ${textField('from', 'Submitted from (day, UTC)', from, 'date')}
 ${textField('to', 'to (day, UTC)', to, 'date')}
 <button type="submit">Filter</button></form>
-${charts(rows.map((r) => r.a))}
+${charts(rows.map((r) => r.accounting))}
 <h2>Jobs</h2>
 ${
   rows.length === 0
@@ -82,7 +63,7 @@ ${
     : html`<div class="table-wrap"><table class="responsive"><thead><tr><th>Job id</th><th>Name</th><th>Slurm state</th><th>schedflow</th><th>Account</th><th>User</th><th>Partition</th><th>Submitted</th><th>Elapsed</th><th>Exit</th></tr></thead><tbody>${rows
         .slice(0, TABLE_ROWS)
         .map(
-          ({ a, localState, taskId }) =>
+          ({ accounting: a, localState, taskId }) =>
             html`<tr><td data-label="Job id">${a.jobId}</td><td data-label="Name">${
               a.requestId ? html`<a href="${jobHref(a.requestId)}">${a.name}</a>` : a.name
             }</td><td data-label="Slurm state">${a.state}</td><td data-label="schedflow">${

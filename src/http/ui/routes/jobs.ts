@@ -1,23 +1,23 @@
-import { desc, eq } from 'drizzle-orm';
 import type { FastifyInstance } from 'fastify';
 import { getAccountingJob, getProfileSync } from '../../../db/accounting.js';
 import { tasksOf } from '../../../db/array-tasks.js';
+import { missesOfRequest } from '../../../db/deadline-misses.js';
 import { replaysOf } from '../../../db/idempotency.js';
-import { getRequest, transitionsOf } from '../../../db/requests.js';
+import { getRequest, jobsPage, transitionsOf } from '../../../db/requests.js';
 import { type ArrayTaskRow, type JobRequestRow, REQUEST_STATES, type RequestState } from '../../../db/schema.js';
 import { summaryOfRequest } from '../../../db/summaries.js';
+import { deliveriesOfRequest } from '../../../db/webhooks.js';
 import { NoTasksToRetryError, SubmissionRefusedError } from '../../../errors.js';
 import { jobUidOf } from '../../../lib/host-users.js';
 import { describeArrayOutcome, formatCounts, summarizeArray, tasksToList } from '../../../requests/array-state.js';
 import { attemptsOf } from '../../../requests/attempts.js';
 import { cancelRequest } from '../../../requests/canceller.js';
 import { taskOutputPaths } from '../../../requests/job-output.js';
-import { isTerminalRequest } from '../../../requests/request-state.js';
+import { isTerminalRequest, mayResubmit } from '../../../requests/request-state.js';
 import type { JobSpec } from '../../../sched/job-spec.js';
 import { type OutputTail, outputTails } from '../../../summaries/output-tail.js';
 import { outputRedactor } from '../../../summaries/redact.js';
 import { deliveryView, freshnessView, jobView } from '../../../views/views.js';
-import { jobsPage } from '../../queries.js';
 import { queryField, sendPage, sessionOf, type UiContext } from '../context.js';
 import { duration, type Html, html, stateBadge, time } from '../html.js';
 import { actionButton, page, UI_PREFIX } from '../layout.js';
@@ -25,20 +25,6 @@ import { isAdmin } from '../sessions.js';
 import { dayRange, flashOf, pipelineOptions, selectField, textField } from './common.js';
 
 export const jobHref = (id: string): string => `${UI_PREFIX}/jobs/${encodeURIComponent(id)}`;
-
-/** Requests that may be retried: ended without completing. */
-const RETRYABLE = new Set<RequestState>([
-  'failed',
-  'timeout',
-  'cancelled',
-  'node_fail',
-  'out_of_memory',
-  'preempted',
-  'boot_fail',
-  'deadline',
-  'submit_failed',
-  'lost',
-]);
 
 export async function jobPages(app: FastifyInstance, { ctx }: { ctx: UiContext }): Promise<void> {
   const { store } = ctx.deps;
@@ -140,7 +126,7 @@ ${rows.length > 200 ? html`<p class="muted">The newest 200 are shown; narrow the
     const session = sessionOf(request);
     if (!isAdmin(session)) return reply.code(403).type('text/plain').send('the admin scope is needed to retry');
     const row = await getRequest(store, request.params.id);
-    if (!row || !RETRYABLE.has(row.state)) return reply.redirect(`${jobHref(request.params.id)}?done=retry-not`, 303);
+    if (!row || !mayResubmit(row.state)) return reply.redirect(`${jobHref(request.params.id)}?done=retry-not`, 303);
     let newId: string;
     try {
       newId = await ctx.deps.submit({
@@ -183,7 +169,6 @@ async function jobDetail(
   taskId: number | null,
 ): Promise<Html> {
   const h = ctx.deps.store;
-  const { deadlineMisses, webhookDeliveries } = h.t;
   // Asked together, not one after another: on PostgreSQL they run side by side, and on SQLite
   // close together (no write in between, mostly), as the synchronous reads did.
   const [transitions, sync, accounting, summary, misses, deliveries, replays, tasks, attempts] = await Promise.all([
@@ -191,14 +176,9 @@ async function jobDetail(
     getProfileSync(h, row.profile),
     row.jobId !== null ? getAccountingJob(h, row.profile, row.jobId) : undefined,
     summaryOfRequest(h, row.id),
-    h.all(h.db.select().from(deadlineMisses).where(eq(deadlineMisses.requestId, row.id))),
-    h.all(
-      h.db
-        .select()
-        .from(webhookDeliveries)
-        .where(eq(webhookDeliveries.requestId, row.id))
-        .orderBy(desc(webhookDeliveries.createdAt)),
-    ),
+    missesOfRequest(h, row.id),
+    // Newest first in their table.
+    deliveriesOfRequest(h, row.id).then((oldestFirst) => oldestFirst.reverse()),
     replaysOf(h, row.id),
     row.arrayTaskCount === null ? [] : tasksOf(h, row.id),
     row.retryPolicy === null && row.retryCause === null ? [] : attemptsOf(h, row.id),
@@ -235,7 +215,7 @@ async function jobDetail(
       }),
     );
   }
-  if (admin && RETRYABLE.has(row.state)) {
+  if (admin && mayResubmit(row.state)) {
     actions.push(actionButton(admin, `${jobHref(row.id)}/retry`, 'Retry (new request, same spec)'));
   }
   const failedTasks = tasks.filter((task) => isTerminalRequest(task.state) && task.state !== 'completed');

@@ -1,7 +1,7 @@
 import cronstrue from 'cronstrue';
-import { eq } from 'drizzle-orm';
 import type { FastifyInstance } from 'fastify';
-import { getRun, stepRequests } from '../../../db/runs.js';
+import { missesOfRun } from '../../../db/deadline-misses.js';
+import { getRun, runsPage, runTransitionsOf, stepRequests } from '../../../db/runs.js';
 import { type PipelineRunRow, RUN_STATES, type RunState } from '../../../db/schema.js';
 import { summaryOfRun } from '../../../db/summaries.js';
 import { ConfigError, SubmissionRefusedError } from '../../../errors.js';
@@ -9,7 +9,6 @@ import type { PipelineSummary } from '../../../pipelines/pipeline-service.js';
 import type { RunPlan } from '../../../pipelines/run-plan.js';
 import { runStartedBy } from '../../../views/run-start.js';
 import { runView } from '../../../views/views.js';
-import { runsPage } from '../../queries.js';
 import { field, queryField, sendPage, sessionOf, type UiContext } from '../context.js';
 import { type DagNode, dagSvg } from '../dag.js';
 import { duration, type Html, html, stateBadge, time } from '../html.js';
@@ -193,13 +192,13 @@ ${selectField('state', 'State', ['', ...RUN_STATES], state)}
     if (!run) {
       return sendPage(reply, page({ title: 'Not found', nav: 'runs', session, body: html`<h1>No such run</h1>` }), 404);
     }
-    const { deadlineMisses } = h.t;
     // Asked together, not one after another: on PostgreSQL they run side by side, and on SQLite
     // close together (no write in between, mostly), as the synchronous reads did.
-    const [steps, misses, summary] = await Promise.all([
+    const [steps, misses, summary, transitions] = await Promise.all([
       stepRequests(h, run.id),
-      h.all(h.db.select().from(deadlineMisses).where(eq(deadlineMisses.runId, run.id))),
+      missesOfRun(h, run.id),
       summaryOfRun(h, run.id),
+      runTransitionsOf(h, run.id),
     ]);
     // The latest attempt of each step is what the graph shows.
     const latest = new Map<string, (typeof steps)[number]>();
@@ -240,6 +239,13 @@ ${v.cancel ? html`<dt>Cancel</dt><dd>asked ${time(v.cancel.requested_at)}${v.can
 <h2>Steps</h2>${dagSvg(nodes)}
 ${jobTable([...steps].reverse())}
 ${
+  transitions.length
+    ? html`<h2>State changes</h2><ul class="run-transitions">${transitions.map(
+        (t) =>
+          html`<li>${time(t.at)} — ${t.fromState ?? 'made'} → ${t.toState} <span class="muted">(${t.source}${t.detail ? `: ${t.detail}` : ''})</span></li>`,
+      )}</ul>`
+    : ''
+}${
   misses.length
     ? html`<h2>Deadlines missed</h2><ul>${misses.map((m) => html`<li>${time(m.at)} — ${m.kind}: ${m.detail}</li>`)}</ul>`
     : ''
