@@ -2,15 +2,10 @@ import { resolve } from 'node:path';
 import type { Command } from 'commander';
 import type { History } from '../db/history.js';
 import { getRun, listRuns, stepRequests } from '../db/runs.js';
-import {
-  type JobRequestRow,
-  type PipelineRunRow,
-  RUN_STATES,
-  type RunState,
-  TERMINAL_RUN_STATES,
-} from '../db/schema.js';
+import { type JobRequestRow, type PipelineRunRow, RUN_STATES, type RunState } from '../db/schema.js';
 import { ConfigError } from '../errors.js';
 import { sleep } from '../lib/sleep.js';
+import { isTerminalRun } from '../pipelines/run-transition.js';
 import { runSummaryLines } from '../summaries/show.js';
 import { runStartedBy } from '../views/run-start.js';
 import { runDefinitionView, runView } from '../views/views.js';
@@ -32,8 +27,6 @@ interface RunsFlags {
 const LOCAL_ADMIN = { admin: true } as const;
 
 const time = (ms: number | null) => (ms === null ? '-' : new Date(ms).toLocaleString());
-
-const isTerminalRun = (state: RunState) => (TERMINAL_RUN_STATES as readonly RunState[]).includes(state);
 
 /** `2026-11-28 10:00 (3 s)` of a run, or `-`. */
 function took(run: PipelineRunRow): string {
