@@ -574,12 +574,19 @@ async function startApi(
       sessions: { redis, prefix },
     },
   });
-  // Requests under way finish; one that hangs (a client that never reads) is not waited for.
-  lifecycle.add('local API', () => api.close(), { timeoutMs: 5000 });
-  // Where the CLI asks (src/cli/daemon-api.ts); removed before the API closes, so a command
-  // after a stop is told at once that no daemon takes its requests.
-  const published = writeLocalApi(config.dataDir, { pid: process.pid, url: api.url, token: cli.token });
-  lifecycle.add('local API address', async () => published.remove());
+  // Where the CLI asks (src/cli/daemon-api.ts). At the stop it is removed before the API closes,
+  // so a command after a stop is told at once that no daemon takes its requests; requests under
+  // way finish, and one that hangs (a client that never reads) is not waited for.
+  let published: { remove(): void } | undefined;
+  lifecycle.add(
+    'local API',
+    async () => {
+      published?.remove();
+      await api.close();
+    },
+    { timeoutMs: 5000 },
+  );
+  published = writeLocalApi(config.dataDir, { pid: process.pid, url: api.url, token: cli.token });
   logger.info({ url: `${api.url}/ui` }, 'admin web UI at %s/ui (log in with a token or the UI password)', api.url);
   return api.url;
 }
