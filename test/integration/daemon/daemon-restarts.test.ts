@@ -33,8 +33,10 @@ describe('restarts', () => {
     sim = await startSim({ cpus: 1 });
     td = await startTestDaemon(sim.url, redis.url);
     const running = await td.daemon.submit({ spec: spec(sim, { script: '#!/bin/sh\nsleep 60\n' }), origin: 'api' });
-    const pending = await td.daemon.submit({ spec: spec(sim, { name: 'second' }), origin: 'api' });
+    // Submitted once the first holds the only CPU: two submit workers may take two requests in
+    // either order, and a second that ran first was never pending (seen under load).
     await td.waitForState(running, 'running');
+    const pending = await td.daemon.submit({ spec: spec(sim, { name: 'second' }), origin: 'api' });
     await td.waitForState(pending, 'pending');
     await sim.restart();
     await td.waitForState(running, 'node_fail');
