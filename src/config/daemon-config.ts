@@ -1,5 +1,6 @@
 import { join, resolve } from 'node:path';
 import { z } from 'zod';
+import { DEFAULT_DATA_DIR } from '../daemon-info.js';
 import { ConfigError } from '../errors.js';
 import { readEnvWholeNumbers } from '../lib/env-numbers.js';
 import { LISTEN_ADDRESS_FORM, readListenAddress } from '../lib/listen-address.js';
@@ -38,7 +39,7 @@ export const daemonConfigSchema = z.object({
     .describe('Local API requests per minute per token, and per web UI session; past it, 429 with `Retry-After`.'),
   dataDir: z
     .string()
-    .default('./data')
+    .default(DEFAULT_DATA_DIR)
     .describe(
       "The history, the private Redis, the embedded simulator's state, the keys and `daemon.json`; made 0700, its owner's alone.",
     ),
