@@ -1,27 +1,36 @@
 #!/usr/bin/env bash
-# npm test: the type check beside the tests, not before them. The tests begin with the files
-# that run alone, one at a time (vitest.config.ts, SERIAL), which leave a core to tsc's 25 s of
-# CPU; run first, it added its whole time to the suite's. Its report comes after the tests'
-# (so the two do not interleave), and either failing fails the run.
+# npm test: the type check and the lint beside the tests, not before them. The tests begin with
+# the files that run alone, one at a time (vitest.config.ts, SERIAL), which leave a core to tsc's
+# 25 s of CPU and biome's 5; run first, they added their whole time to the suite's. Their reports
+# come after the tests' (so they do not interleave), and any of the three failing fails the run.
 set -u
-report=$(mktemp)
+typecheck_report=$(mktemp)
+lint_report=$(mktemp)
 typecheck=
-# A run stopped by a signal (a CI cancel, kill) stops its type check too.
-trap '[ -n "$typecheck" ] && kill "$typecheck" 2>/dev/null; rm -f "$report"' EXIT
+lint=
+# A run stopped by a signal (a CI cancel, kill) stops its type check and lint too.
+trap '[ -n "$typecheck" ] && kill "$typecheck" 2>/dev/null; [ -n "$lint" ] && kill "$lint" 2>/dev/null; rm -f "$typecheck_report" "$lint_report"' EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
-node_modules/.bin/tsc -p tsconfig.json --noEmit >"$report" 2>&1 &
+node_modules/.bin/tsc -p tsconfig.json --noEmit >"$typecheck_report" 2>&1 &
 typecheck=$!
+node_modules/.bin/biome check . >"$lint_report" 2>&1 &
+lint=$!
 status=0
-npx biome check . || status=1
-if [ "$status" -eq 0 ]; then
-  npx vitest run --project unit --project default --project serial || status=1
+npx vitest run --project unit --project default --project serial || status=1
+if wait "$lint"; then
+  echo "lint: no findings"
+else
+  echo "lint failed:"
+  cat "$lint_report"
+  status=1
 fi
+lint=
 if wait "$typecheck"; then
   echo "typecheck: no errors"
 else
   echo "typecheck failed:"
-  cat "$report"
+  cat "$typecheck_report"
   status=1
 fi
 typecheck=
