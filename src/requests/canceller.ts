@@ -3,6 +3,7 @@ import type { History } from '../db/history.js';
 import { getRequest } from '../db/requests.js';
 import type { JobRequestRow } from '../db/schema.js';
 import { toError } from '../errors.js';
+import { type Clock, systemClock } from '../lib/clock.js';
 import { answerWithin } from '../lib/with-timeout.js';
 import type { Logger } from '../logger.js';
 import type { ClientRegistry } from '../sched/client-registry.js';
@@ -17,6 +18,8 @@ export interface CancelDeps {
   submitQueue: Queue;
   clients: ClientRegistry;
   logger: Logger;
+  /** When the cancel happens. @defaultValue systemClock */
+  clock?: Clock;
 }
 
 /** Slurm's ESLURM_ALREADY_DONE: the job ended before the cancel reached it. */
@@ -125,7 +128,7 @@ export async function cancelRequest(
   const moved = await transition(store, requestId, {
     to: 'cancelled',
     source: by.source,
-    at: Date.now(),
+    at: (deps.clock ?? systemClock).now(),
     detail: `cancelled before submission by ${by.who}`,
     from: row.state,
   });
