@@ -178,6 +178,7 @@ async function compose(config: DaemonConfig, logger: Logger, lifecycle: Lifecycl
       redisWatch: queueSide.redisWatch,
       submitsInFlight: requestSide.submitsInFlight,
       heap: queueSide.heap,
+      clock,
     });
   }
   await keepQueues(config, history, scheduler, queueSide, requestSide, pipelines, ticks, logger, lifecycle);
