@@ -181,7 +181,7 @@ async function compose(config: DaemonConfig, logger: Logger, lifecycle: Lifecycl
       clock,
     });
   }
-  await keepQueues(config, history, scheduler, queueSide, requestSide, pipelines, ticks, logger, lifecycle);
+  await keepQueues(config, history, scheduler, queueSide, requestSide, pipelines, ticks, logger, lifecycle, clock);
   publishDaemonInfo(config, history, redis, scheduler);
   const daemon = daemonOf(config, history, redis, scheduler, queueSide, requestSide, pipelines, lifecycle);
   // Last to start, so the first to stop: new requests get 503 and those under way
@@ -449,10 +449,12 @@ async function keepQueues(
   ticks: readonly SchedulerSpec[],
   logger: Logger,
   lifecycle: Lifecycle,
+  clock: Clock,
 ): Promise<void> {
   const { clients } = scheduler;
   const { queues, redisWatch } = queueSide;
-  await requeueUnsubmitted(history.store, queues.submit, logger);
+  // Nothing is busy yet, and nothing recent: the defaults of a sweep, on the daemon's clock.
+  await requeueUnsubmitted(history.store, queues.submit, logger, new Set(), 0, clock);
   // A backoff must not outlast a restart, nor a profile's recovery: the delayed submissions are
   // taken up now (those of a profile that cannot work say why and wait again), and those of a
   // profile when it connects later.
@@ -472,7 +474,14 @@ async function keepQueues(
     schedulers: ticks,
     ensurePipelineSchedules: config.roles.includes('scheduler') ? () => pipelines.ensureSchedules() : undefined,
     requeue: () =>
-      requeueUnsubmitted(history.store, queues.submit, logger, requestSide.submitsInFlight, config.lockDurationMs),
+      requeueUnsubmitted(
+        history.store,
+        queues.submit,
+        logger,
+        requestSide.submitsInFlight,
+        config.lockDurationMs,
+        clock,
+      ),
     redisReachable: () => redisWatch.reachable,
     redisChanges: () => redisWatch.changes,
   });

@@ -69,6 +69,7 @@ export function startWorkers(deps: StartWorkersDeps): void {
     logger,
     clients,
     protectedDirs: [config.dataDir, config.configDir],
+    clock: deps.clock,
   });
   const webhooks = new WebhookSender({
     secret: deps.webhookSecret.secret,
