@@ -64,7 +64,10 @@ export async function cancelRequest(
   if (isTerminalRequest(row.state)) {
     // Ended, with a retry policy's next attempt waiting out its backoff: cancelling withdraws it
     // (unless the attempt is being made right now: withdrawDueAttempt decides in a transaction).
-    if (row.retryDueAt !== null && (await withdrawDueAttempt(store, row.id, by.who))) {
+    if (
+      row.retryDueAt !== null &&
+      (await withdrawDueAttempt(store, row.id, by.who, (deps.clock ?? systemClock).now()))
+    ) {
       return { kind: 'cancelled', row: (await getRequest(store, row.id)) ?? row };
     }
     return { kind: 'ended', row, upstream: null };
