@@ -43,8 +43,11 @@ describe('a daemon on a moved clock', () => {
       ['submitted', startedAt],
     ]);
     // The job ends at once on the simulator, but a poll is due only once the interval has passed
-    // on the daemon's clock: it is moved a second at a time until the request has ended.
+    // on the daemon's clock: three poll floors of real time go by without one, then the clock is
+    // moved a second at a time until the request has ended.
     const store = td.daemon.history.store;
+    await new Promise((resolve) => setTimeout(resolve, 1_500));
+    expect((await getRequest(store, id))?.state).toBe('submitted');
     for (let moves = 0; (await getRequest(store, id))?.state !== 'completed'; moves++) {
       expect(moves).toBeLessThan(100);
       await clock.advance(1_000);
