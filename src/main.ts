@@ -15,6 +15,7 @@ import { ConfigError } from './errors.js';
 import { makeLocalCredential } from './http/api/local-credential.js';
 import { startApiServer } from './http/server.js';
 import { loadUiPassword } from './http/ui/ui-password.js';
+import { type Clock, systemClock } from './lib/clock.js';
 import { HeapCollector } from './lib/heap-collector.js';
 import { setUnmappedJobUid } from './lib/host-users.js';
 import { ensureOwnerOnlyDir } from './lib/owner-only.js';
@@ -91,9 +92,14 @@ export async function startDaemon(
   logger: Logger,
   /** Whose signal handlers are installed before the start, so a signal during it stops what has started. */
   lifecycle = new Lifecycle(logger),
+  /**
+   * Where the daemon reads the time and sets its timers: the system's, or a test's ManualClock
+   * (src/lib/clock.ts) moved instead of waited for.
+   */
+  clock: Clock = systemClock,
 ): Promise<Daemon> {
   try {
-    return await lifecycle.track(compose(config, logger, lifecycle));
+    return await lifecycle.track(compose(config, logger, lifecycle, clock));
   } catch (error) {
     await lifecycle.stop();
     throw error;
@@ -130,13 +136,13 @@ interface RequestSide {
   doorPolicy: ReturnType<typeof refusalPolicy>;
 }
 
-async function compose(config: DaemonConfig, logger: Logger, lifecycle: Lifecycle): Promise<Daemon> {
+async function compose(config: DaemonConfig, logger: Logger, lifecycle: Lifecycle, clock: Clock): Promise<Daemon> {
   lockDataDir(config, lifecycle);
   const redis = await startRedis(config, logger, lifecycle);
   const history = await openClaimedHistory(config, redis, logger, lifecycle);
-  const scheduler = await startSchedulerSide(config, redis, logger, lifecycle);
+  const scheduler = await startSchedulerSide(config, redis, logger, lifecycle, clock);
   const queueSide = startQueues(config, redis, scheduler, logger, lifecycle);
-  const requestSide = wireRequests(history, scheduler, queueSide, logger);
+  const requestSide = wireRequests(history, scheduler, queueSide, logger, clock);
   // One policy for the API's door, pipeline files and the sender's connections (the list was
   // checked when the config was loaded).
   const webhookTargets = new WebhookTargets(parseWebhookAllowList(config.webhookAllowHosts));
@@ -172,9 +178,10 @@ async function compose(config: DaemonConfig, logger: Logger, lifecycle: Lifecycl
       redisWatch: queueSide.redisWatch,
       submitsInFlight: requestSide.submitsInFlight,
       heap: queueSide.heap,
+      clock,
     });
   }
-  await keepQueues(config, history, scheduler, queueSide, requestSide, pipelines, ticks, logger, lifecycle);
+  await keepQueues(config, history, scheduler, queueSide, requestSide, pipelines, ticks, logger, lifecycle, clock);
   publishDaemonInfo(config, history, redis, scheduler);
   const daemon = daemonOf(config, history, redis, scheduler, queueSide, requestSide, pipelines, lifecycle);
   // Last to start, so the first to stop: new requests get 503 and those under way
@@ -273,6 +280,7 @@ async function startSchedulerSide(
   redis: RedisTarget,
   logger: Logger,
   lifecycle: Lifecycle,
+  clock: Clock,
 ): Promise<SchedulerSide> {
   let profiles = loadProfiles(join(config.configDir, 'profiles'));
   let simUrl: string | null = null;
@@ -312,6 +320,8 @@ async function startSchedulerSide(
     logger.child({ component: 'sched' }),
     config.profileRecheckMs,
     (profile) => budgets.budgetFor(profile),
+    undefined,
+    clock,
   );
   lifecycle.add('scheduler clients', () => clients.close());
   await clients.start();
@@ -348,6 +358,7 @@ function wireRequests(
   scheduler: SchedulerSide,
   queueSide: QueueSide,
   logger: Logger,
+  clock: Clock,
 ): RequestSide {
   const { profiles, clients } = scheduler;
   const { queues, redisWatch } = queueSide;
@@ -357,14 +368,16 @@ function wireRequests(
     logger: logger.child({ component: 'queue' }),
     redisReachable: () => redisWatch.reachable,
     sweepLater: () => keeper.current?.sweepLater(),
+    clock,
   };
-  const requests: AcceptDeps = { store: history.store, submitQueue };
+  const requests: AcceptDeps = { store: history.store, submitQueue, clock };
   const doorPolicy = refusalPolicy(profiles, clients);
   const submitsInFlight = new Set<string>();
   const partitionLimits = new PartitionLimitsReader({
     profiles,
     clients,
     logger: logger.child({ component: 'requests' }),
+    clock,
   });
   const engine: RunEngineDeps = {
     ...requests,
@@ -373,7 +386,7 @@ function wireRequests(
       await clients.get(profile).cancel(jobId);
     },
     cancelStep: (requestId, by) =>
-      cancelRequest({ store: history.store, submitQueue: queues.submit, clients, logger }, requestId, by),
+      cancelRequest({ store: history.store, submitQueue: queues.submit, clients, logger, clock }, requestId, by),
     refusal: doorPolicy,
     partitionLimits: (profile, partition) => partitionLimits.limitsOf(profile, partition),
     inFlight: new CancelsInFlight(),
@@ -436,10 +449,12 @@ async function keepQueues(
   ticks: readonly SchedulerSpec[],
   logger: Logger,
   lifecycle: Lifecycle,
+  clock: Clock,
 ): Promise<void> {
   const { clients } = scheduler;
   const { queues, redisWatch } = queueSide;
-  await requeueUnsubmitted(history.store, queues.submit, logger);
+  // Nothing is busy yet, and nothing recent: the defaults of a sweep, on the daemon's clock.
+  await requeueUnsubmitted(history.store, queues.submit, logger, new Set(), 0, clock);
   // A backoff must not outlast a restart, nor a profile's recovery: the delayed submissions are
   // taken up now (those of a profile that cannot work say why and wait again), and those of a
   // profile when it connects later.
@@ -459,7 +474,14 @@ async function keepQueues(
     schedulers: ticks,
     ensurePipelineSchedules: config.roles.includes('scheduler') ? () => pipelines.ensureSchedules() : undefined,
     requeue: () =>
-      requeueUnsubmitted(history.store, queues.submit, logger, requestSide.submitsInFlight, config.lockDurationMs),
+      requeueUnsubmitted(
+        history.store,
+        queues.submit,
+        logger,
+        requestSide.submitsInFlight,
+        config.lockDurationMs,
+        clock,
+      ),
     redisReachable: () => redisWatch.reachable,
     redisChanges: () => redisWatch.changes,
   });

@@ -45,17 +45,21 @@ export const notifyQueue: QueueDefinition<QueueSettings, WorkerServices, 'notify
     const relay = deliveryRelay(services);
     return async (job, ctx) => {
       if (job.name === DISPATCH_JOB) {
-        const { queued } = await relay.run();
+        const { queued } = await relay.run(services.clock.now());
         if (queued > 0) logger.debug({ queued }, 'webhook deliveries queued');
         return { queued };
       }
       const { deliveryId } = notifyPayloadSchema.parse(job.data);
       // attemptsMade counts the attempts that failed before this one.
       const finalAttempt = job.attemptsMade + 1 >= (job.opts.attempts ?? 1);
-      const result = await attemptDelivery({ store: services.store, sender: services.webhooks, logger }, deliveryId, {
-        finalAttempt,
-        signal: services.shutdown,
-      });
+      const result = await attemptDelivery(
+        { store: services.store, sender: services.webhooks, logger, clock: services.clock },
+        deliveryId,
+        {
+          finalAttempt,
+          signal: services.shutdown,
+        },
+      );
       switch (result.outcome) {
         case 'delivered':
           return { status: result.status };

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { systemClock } from '../src/lib/clock.js';
 import type { Logger } from '../src/logger.js';
 import type { PipelineRegistry } from '../src/pipelines/pipeline-registry.js';
 import { runDeadlineMisses } from '../src/pipelines/run-deadlines.js';
@@ -74,6 +75,7 @@ function pipelineProcessor(deps: PipelineWorkerDeps): QueueProcessor {
       }
       const caughtUp = await deps.registry.catchUp();
       const misses = await checkDeadlines(deps.engine.store, deps.logger, {
+        now: (deps.engine.clock ?? systemClock).now(),
         reasonOf: deps.jobReason,
         moreMisses: runDeadlineMisses,
       });

@@ -85,10 +85,18 @@ function pollProcessor(services: WorkerServices): QueueProcessor {
         client.isRateLimited() ? RATE_LIMITED_POLL_SHARE : CONTENDED_POLL_SHARE,
       );
     }
-    if (sync?.lastPollAt && Date.now() - sync.lastPollAt < interval - 250) return 'waiting';
+    if (sync?.lastPollAt && services.clock.now() - sync.lastPollAt < interval - 250) return 'waiting';
     try {
       const report = await pollProfile(
-        { store, client, logger: services.logger, settings, signal: services.shutdown, heap: services.heap },
+        {
+          store,
+          client,
+          logger: services.logger,
+          settings,
+          signal: services.shutdown,
+          heap: services.heap,
+          clock: services.clock,
+        },
         profile,
       );
       lastRequests.set(profile, report.requests);
@@ -99,7 +107,7 @@ function pollProcessor(services: WorkerServices): QueueProcessor {
       // An outage is not the jobs' fault: record it for the profile and try at the next tick.
       if (!(error instanceof SchedflowError)) throw error;
       await updateProfileSync(store, profile, {
-        lastPollAt: Date.now(),
+        lastPollAt: services.clock.now(),
         lastPollOk: false,
         lastPollError: error.message,
       });

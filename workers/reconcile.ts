@@ -71,15 +71,16 @@ function reconcileProcessor(services: WorkerServices): QueueProcessor {
           store: services.store,
           client: services.clients.get(profile),
           logger: services.logger,
-          settings: { initialLookbackSec: 86_400, overlapSec: overlap.forRun(profile) },
+          settings: { initialLookbackSec: 86_400, overlapSec: overlap.forRun(profile, services.clock.now()) },
           signal: services.shutdown,
           known,
+          clock: services.clock,
         },
         profile,
       );
     } catch (error) {
       if (!(error instanceof SchedflowError)) throw error;
-      overlap.failed(profile);
+      overlap.failed(profile, services.clock.now());
       // Redis away (the budget is kept there): the Redis watch says so once.
       if (error instanceof BudgetUnavailableError) return 'waiting';
       if (await recordAccountingAnswer(services.store, profile, error.message)) {

@@ -1,6 +1,7 @@
 import type { Queue } from 'bullmq';
 import type { DaemonConfig } from '../src/config/daemon-config.js';
 import type { History } from '../src/db/history.js';
+import type { Clock } from '../src/lib/clock.js';
 import type { HeapCollector } from '../src/lib/heap-collector.js';
 import type { Logger } from '../src/logger.js';
 import type { WebhookSender } from '../src/notify/sender.js';
@@ -35,6 +36,8 @@ export interface QueueSettings {
 export interface WorkerServices {
   store: History;
   clients: ClientRegistry;
+  /** The daemon's clock (src/lib/clock.ts): what the processors read the time from. */
+  clock: Clock;
   /** The worker's log (`component: worker`). */
   logger: Logger;
   /** The daemon's root log, for the queues whose component is their own (notify, pipelines). */

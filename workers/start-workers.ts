@@ -2,6 +2,7 @@ import { setMaxListeners } from 'node:events';
 import type { ConnectionOptions, Queue } from 'bullmq';
 import type { DaemonConfig } from '../src/config/daemon-config.js';
 import type { OpenedHistory } from '../src/db/open-history.js';
+import { type Clock, systemClock } from '../src/lib/clock.js';
 import type { HeapCollector } from '../src/lib/heap-collector.js';
 import type { Lifecycle } from '../src/lifecycle.js';
 import type { Logger } from '../src/logger.js';
@@ -45,6 +46,8 @@ export interface StartWorkersDeps {
   submitsInFlight: Set<string>;
   /** The daemon's heap collector: polls tell it of a mass start or end. */
   heap: HeapCollector;
+  /** The daemon's clock. @defaultValue systemClock */
+  clock?: Clock;
 }
 
 /**
@@ -66,6 +69,7 @@ export function startWorkers(deps: StartWorkersDeps): void {
     logger,
     clients,
     protectedDirs: [config.dataDir, config.configDir],
+    clock: deps.clock,
   });
   const webhooks = new WebhookSender({
     secret: deps.webhookSecret.secret,
@@ -75,6 +79,7 @@ export function startWorkers(deps: StartWorkersDeps): void {
   const services: WorkerServices = {
     store: history.store,
     clients,
+    clock: deps.clock ?? systemClock,
     logger: logger.child({ component: 'worker' }),
     rootLogger: logger,
     queues: deps.queues,

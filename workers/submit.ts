@@ -9,6 +9,7 @@ import {
 } from '../src/db/requests.js';
 import type { JobRequestRow } from '../src/db/schema.js';
 import { type ErrorCode, SubmissionRefusedError } from '../src/errors.js';
+import { type Clock, systemClock } from '../src/lib/clock.js';
 import type { Logger } from '../src/logger.js';
 import { stepDependencies } from '../src/pipelines/run-engine.js';
 import { HistoryRelay } from '../src/queue/history-relay.js';
@@ -45,7 +46,7 @@ export const submitQueue: QueueDefinition<QueueSettings, WorkerServices, 'submit
   // Nothing went wrong with a submit the shutdown cut short: the next process takes it at once.
   handedBackDelayMs: 0,
   processor: (services) => submitProcessor(services),
-  givenUp: (services, job, error) => recordSubmitGivenUp(services.store, services.logger, job, error),
+  givenUp: (services, job, error) => recordSubmitGivenUp(services.store, services.logger, job, error, services.clock),
 };
 
 /** Submits a recorded request once (src/requests/accept.ts recorded it and queued it). */
@@ -78,6 +79,7 @@ function submitProcessor(services: WorkerServices): QueueProcessor {
           logger,
           signal: services.shutdown,
           stepDependency: stepDependencies,
+          clock: services.clock,
         },
         payload.requestId,
         row,
@@ -112,7 +114,13 @@ function submitProcessor(services: WorkerServices): QueueProcessor {
  * A submit the queue has given up on (attempts spent, or unrecoverable) fails its request, so no
  * request waits forever in `submitting`; a refusal the submitter recorded is left as it is.
  */
-async function recordSubmitGivenUp(h: History, logger: Logger, job: Job, error: Error): Promise<void> {
+async function recordSubmitGivenUp(
+  h: History,
+  logger: Logger,
+  job: Job,
+  error: Error,
+  clock: Clock = systemClock,
+): Promise<void> {
   const parsed = submitPayloadSchema.safeParse(job.data);
   if (!parsed.success) return;
   const { requestId } = parsed.data;
@@ -125,7 +133,7 @@ async function recordSubmitGivenUp(h: History, logger: Logger, job: Job, error: 
     return transition(tx, requestId, {
       to: 'submit_failed',
       source: 'submit',
-      at: Date.now(),
+      at: clock.now(),
       detail: message,
       patch: { errorMessage: row.errorMessage ?? error.message },
     });
@@ -152,8 +160,10 @@ export async function requeueUnsubmitted(
   logger: Logger,
   busy: ReadonlySet<string> = new Set(),
   recentMs = 0,
+  /** The daemon's clock: what "recent" is measured against. @defaultValue systemClock */
+  clock: Clock = systemClock,
 ): Promise<{ requeued: number; deferred: number }> {
-  const now = Date.now();
+  const now = clock.now();
   const relay = new HistoryRelay<JobRequestRow>({
     queue,
     pending: () => unsubmittedRequests(h),
@@ -172,7 +182,7 @@ export async function requeueUnsubmitted(
       // every request does before its job exists. Only from `accepted`, read before the awaits
       // on Redis: whatever moved it since knows better.
       if (row.state === 'accepted') {
-        await transition(h, row.id, { to: 'queued', source: 'submit', at: Date.now(), from: 'accepted' });
+        await transition(h, row.id, { to: 'queued', source: 'submit', at: clock.now(), from: 'accepted' });
       }
     },
     add: (requestId) => queueSubmitJob(queue, requestId),

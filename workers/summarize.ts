@@ -46,7 +46,7 @@ export const summarizeQueue: QueueDefinition<QueueSettings, WorkerServices, 'sum
     const relay = summaryRelay(services);
     return async (job, ctx) => {
       if (job.name === SUMMARY_DISPATCH_JOB) {
-        const now = Date.now();
+        const now = services.clock.now();
         const made = await takeUp.run(now);
         const { queued } = await relay.run(now);
         if (made || queued) logger.debug({ made, queued }, 'summaries dispatched');

@@ -2,6 +2,7 @@ import type { History } from '../db/history.js';
 import type { WebhookDeliveryRow } from '../db/schema.js';
 import { getDelivery, recordAttempt } from '../db/webhooks.js';
 import { toError } from '../errors.js';
+import { type Clock, systemClock } from '../lib/clock.js';
 import type { Logger } from '../logger.js';
 import {
   receiverOrigin,
@@ -15,6 +16,8 @@ export interface DeliverDeps {
   store: History;
   sender: WebhookSender;
   logger: Logger;
+  /** When attempts are recorded. @defaultValue systemClock */
+  clock?: Clock;
 }
 
 export type AttemptResult =
@@ -60,7 +63,7 @@ export async function attemptDelivery(
       thrown instanceof WebhookDeliveryError
         ? thrown
         : new WebhookRetryableError(toError(thrown).message, webhookDetail(delivery.url, null), { cause: thrown });
-    const at = Date.now();
+    const at = (deps.clock ?? systemClock).now();
     const outcome = { status: error.status, error: error.message, at };
     if (options.signal?.aborted) {
       await recordAttempt(store, deliveryId, 'pending', outcome);
@@ -82,7 +85,7 @@ export async function attemptDelivery(
     );
     return { outcome: 'retry', error };
   }
-  await recordAttempt(store, deliveryId, 'delivered', { status, error: null, at: Date.now() });
+  await recordAttempt(store, deliveryId, 'delivered', { status, error: null, at: (deps.clock ?? systemClock).now() });
   logger.info({ ...log, status }, 'webhook delivered');
   return { outcome: 'delivered', status };
 }

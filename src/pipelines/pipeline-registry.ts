@@ -6,6 +6,7 @@ import { pauseSchedule, resumeSchedule, type SchedulePause, schedulePauses } fro
 import { advanceLastTick, lastTickOf } from '../db/schedule-ticks.js';
 import type { PipelineRunRow } from '../db/schema.js';
 import { ConfigError, SchedflowError } from '../errors.js';
+import { systemClock } from '../lib/clock.js';
 import { answerWithin } from '../lib/with-timeout.js';
 import { SourceError } from '../lib/yaml-source.js';
 import type { Logger } from '../logger.js';
@@ -63,6 +64,11 @@ export class PipelineRegistry implements PipelineService {
 
   constructor(deps: RegistryDeps) {
     this.#deps = deps;
+  }
+
+  /** The daemon's clock, the run engine's (src/lib/clock.ts). */
+  #now(): number {
+    return (this.#deps.engine.clock ?? systemClock).now();
   }
 
   /**
@@ -198,7 +204,7 @@ export class PipelineRegistry implements PipelineService {
             catchup: schedule.catchup,
             next:
               schedule.enabled && !pause
-                ? nextFireTimes(schedule.cron, schedule.timezone, Date.now(), 5).map((t) => new Date(t).toISOString())
+                ? nextFireTimes(schedule.cron, schedule.timezone, this.#now(), 5).map((t) => new Date(t).toISOString())
                 : [],
             paused: pause ? { by: pause.by, at: new Date(pause.at).toISOString() } : null,
           }
@@ -242,7 +248,7 @@ export class PipelineRegistry implements PipelineService {
    */
   async pause(name: string, by: string): Promise<PipelineSummary> {
     const pipeline = this.#scheduledOrThrow(name);
-    await pauseSchedule(this.#deps.store, name, { by, at: Date.now() });
+    await pauseSchedule(this.#deps.store, name, { by, at: this.#now() });
     await this.#inRedis(name, 'pause', () => this.#deps.queue.removeJobScheduler(schedulerId(name)));
     this.#deps.logger.info({ pipeline: name, by }, 'pipeline schedule paused');
     return this.#summary(pipeline, (await schedulePauses(this.#deps.store)).get(name));
@@ -266,7 +272,7 @@ export class PipelineRegistry implements PipelineService {
   /** Lifts a pause and puts the job scheduler back, unless the file switches the schedule off (the file wins). */
   async resume(name: string, by: string): Promise<PipelineSummary> {
     const pipeline = this.#scheduledOrThrow(name);
-    await resumeSchedule(this.#deps.store, name, Date.now());
+    await resumeSchedule(this.#deps.store, name, this.#now());
     if (pipeline.def.schedule?.enabled) await this.#inRedis(name, 'resume', () => this.#upsertScheduler(pipeline));
     this.#deps.logger.info(
       { pipeline: name, by, fileEnabled: pipeline.def.schedule?.enabled },
@@ -299,7 +305,7 @@ export class PipelineRegistry implements PipelineService {
       logger.info({ pipeline: name, pausedBy: pause.by, scheduledFor }, 'tick of a paused schedule: ignored');
       return null;
     }
-    if (trigger === 'schedule' && Date.now() - scheduledFor > LATE_TICK_MS) {
+    if (trigger === 'schedule' && this.#now() - scheduledFor > LATE_TICK_MS) {
       // Late (schedflow was down or busy): catch-up decides, by the pipeline's policy.
       return null;
     }
@@ -315,7 +321,7 @@ export class PipelineRegistry implements PipelineService {
       throw error;
     }
     // Never moves the mark back (a late tick, or one of another host): see upsertSchedule.
-    await upsertSchedule(this.#deps.store, name, scheduledFor);
+    await upsertSchedule(this.#deps.store, name, scheduledFor, this.#now());
     return run;
   }
 
@@ -325,7 +331,7 @@ export class PipelineRegistry implements PipelineService {
    * runs. A paused pipeline (by its file or by an admin) has nothing to catch
    * up when it resumes.
    */
-  async catchUp(now = Date.now()): Promise<number> {
+  async catchUp(now = this.#now()): Promise<number> {
     const { store } = this.#deps;
     const pauses = await schedulePauses(store);
     let queued = 0;
@@ -337,7 +343,7 @@ export class PipelineRegistry implements PipelineService {
       if (!schedule.enabled || pauses.has(pipeline.name) || lastScheduledFor === null) {
         // Nothing before now is owed to a schedule seen for the first time, off or paused:
         // marking `until` instead would let the next pass catch up a tick from a minute ago.
-        await upsertSchedule(store, pipeline.name, now);
+        await upsertSchedule(store, pipeline.name, now, this.#now());
         continue;
       }
       if (lastScheduledFor >= until) continue;
@@ -359,7 +365,7 @@ export class PipelineRegistry implements PipelineService {
         }
       }
       // Two hosts catching up at once fire the same ticks: a fire job's id, and a tick's one run, make them once.
-      await upsertSchedule(store, pipeline.name, until);
+      await upsertSchedule(store, pipeline.name, until, this.#now());
     }
     return queued;
   }
@@ -419,8 +425,8 @@ export class PipelineRegistry implements PipelineService {
 const schedulerId = (pipeline: string): string => `${SCHEDULER_PREFIX}${pipeline}`;
 
 /** Moves a schedule's last tick forward, never back (see advanceLastTick). */
-function upsertSchedule(h: History, pipeline: string, lastScheduledFor: number): Promise<void> {
-  return advanceLastTick(h, pipeline, lastScheduledFor, Date.now());
+function upsertSchedule(h: History, pipeline: string, lastScheduledFor: number, now: number): Promise<void> {
+  return advanceLastTick(h, pipeline, lastScheduledFor, now);
 }
 
 function brokenSummary(file: string, error: string): PipelineSummary {

@@ -16,6 +16,7 @@ import {
 import type { JobRequestRow, PipelineRunRow, RunState, RunTransitionSource, RunTrigger } from '../db/schema.js';
 import { addDelivery } from '../db/webhooks.js';
 import { assertNever } from '../lib/assert-never.js';
+import { type Clock, systemClock } from '../lib/clock.js';
 import { runFinishedBody } from '../notify/events.js';
 import { enqueueAccepted, recordRequest } from '../requests/accept.js';
 import type { AttemptDeps } from '../requests/attempts.js';
@@ -81,7 +82,7 @@ export interface NewRun {
 export async function createRun(deps: RunEngineDeps, pipeline: LoadedPipeline, input: NewRun): Promise<PipelineRunRow> {
   const { store } = deps;
   const id = randomUUID();
-  const now = Date.now();
+  const now = (deps.clock ?? systemClock).now();
   const scheduledFor = input.scheduledFor ?? null;
   const plan = planRun(pipeline, {
     runId: id,
@@ -241,7 +242,7 @@ async function advanceRun(deps: RunEngineDeps, listed: PipelineRunRow): Promise<
   const { store, logger } = deps;
   const plan = listed.definition as RunPlan;
   const plans = plansOf(listed);
-  const now = Date.now();
+  const now = (deps.clock ?? systemClock).now();
   let pass: Pass;
   const look =
     listed.cancelRequestedAt === null
@@ -287,7 +288,7 @@ async function advanceRun(deps: RunEngineDeps, listed: PipelineRunRow): Promise<
   if (pass.kind === 'cancelling') {
     // A run being cancelled gets no retries and no steps made again: what is left is cancelled.
     await cancelStepsOnce(deps, pass.run, { source: 'pipeline', who: pass.run.cancelledBy ?? 'a cancel' });
-    return finishCancelIfDone(store, pass.run.id, 'pipeline');
+    return finishCancelIfDone(store, pass.run.id, 'pipeline', deps.clock);
   }
   // Upstream, so after the transaction.
   for (const { step, row } of pass.blocked) await cancelBlocked(deps, pass.run, step, row);
@@ -509,7 +510,7 @@ export async function cancelRun(
   if (isTerminalRun(run.state)) {
     return run.state === 'cancelled' ? { kind: 'cancelled', run, already: true, steps: [] } : { kind: 'ended', run };
   }
-  const now = Date.now();
+  const now = (deps.clock ?? systemClock).now();
   // The first to ask is the one recorded; asking again goes on with the same cancel. Not on a
   // run that has ended since it was read: that one is reported as it ended (below).
   await recordRunCancelRequested(store, runId, by.who, now);
@@ -532,7 +533,7 @@ export async function cancelRun(
   }
   const marked = (await getRun(store, runId)) ?? run;
   const steps = await cancelStepsOnce(deps, marked, by);
-  const ended = await finishCancelIfDone(store, runId, by.source);
+  const ended = await finishCancelIfDone(store, runId, by.source, deps.clock);
   logger.info(
     { runId, pipeline: run.pipeline, by: by.who, steps: steps.length, ended: ended !== null },
     'pipeline run cancel',
@@ -626,7 +627,12 @@ async function cancelSteps(
  * Ends a run being cancelled once every one of its step requests has ended (read and ended in one
  * transaction). `source`: who is finishing it, the asker (`api`, `cli`) or the pipeline tick.
  */
-function finishCancelIfDone(h: History, runId: string, source: RunTransitionSource): Promise<PipelineRunRow | null> {
+function finishCancelIfDone(
+  h: History,
+  runId: string,
+  source: RunTransitionSource,
+  clock: Clock = systemClock,
+): Promise<PipelineRunRow | null> {
   return h.transaction(async (tx) => {
     const run = await lockedRun(tx, runId);
     if (run?.state !== 'running') return null;
@@ -634,7 +640,7 @@ function finishCancelIfDone(h: History, runId: string, source: RunTransitionSour
     if (!rows.every((r) => isTerminalRequest(r.state))) return null;
     const latest = [...latestAttempts(rows).values()];
     const notCompleted = latest.filter((r) => r.state !== 'completed');
-    const now = Date.now();
+    const now = clock.now();
     const endedAt = rows.length ? Math.max(...rows.map((r) => r.endedAt ?? r.updatedAt)) : now;
     // Every step completed before the cancel could stop one: the run did succeed.
     if (notCompleted.length === 0 && latest.length === (run.definition as RunPlan).steps.length) {
@@ -659,7 +665,7 @@ export async function startNextQueued(deps: RunEngineDeps, pipeline: string): Pr
     const queued = await oldestQueuedRun(tx, pipeline);
     if (!queued) return null;
     if (await hasRunningRun(tx, pipeline)) return null;
-    const now = Date.now();
+    const now = (deps.clock ?? systemClock).now();
     // Still queued (not cancelled since): its steps are made once.
     const started = await transitionRun(tx, queued.id, { from: 'queued', to: 'running', at: now, source: 'pipeline' });
     if (!started) return null;

@@ -1,5 +1,6 @@
 import type { JobsOptions, Queue } from 'bullmq';
 import { z } from 'zod';
+import { type Clock, systemClock } from '../lib/clock.js';
 import type { Logger } from '../logger.js';
 
 /**
@@ -50,6 +51,8 @@ export interface SubmitQueueDeps {
    * next ones are left to the keeper, so a pipeline of many steps does not wait for each.
    */
   holdUntil?: number;
+  /** When a hold ends. @defaultValue systemClock */
+  clock?: Clock;
 }
 
 export type EnqueueOutcome = 'queued' | 'deferred';
@@ -79,7 +82,7 @@ async function addWithin(
   add: () => Promise<unknown>,
 ): Promise<EnqueueOutcome> {
   const { logger } = deps;
-  if (!deps.redisReachable() || Date.now() < (deps.holdUntil ?? 0)) {
+  if (!deps.redisReachable() || (deps.clock ?? systemClock).now() < (deps.holdUntil ?? 0)) {
     deps.sweepLater();
     return 'deferred';
   }
@@ -99,7 +102,7 @@ async function addWithin(
   deps.sweepLater();
   const which = requestIds.length === 1 ? { requestId: requestIds[0] } : { requestIds };
   if (outcome === 'late') {
-    deps.holdUntil = Date.now() + HOLD_AFTER_LATE_MS;
+    deps.holdUntil = (deps.clock ?? systemClock).now() + HOLD_AFTER_LATE_MS;
     logger.warn(which, 'Redis did not take the submit job in time: the request is queued once Redis answers');
   } else {
     logger.warn({ ...which, err: outcome }, 'Redis refused the submit job: the request is queued at the next check');

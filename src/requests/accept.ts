@@ -3,6 +3,7 @@ import type { History } from '../db/history.js';
 import { insertRequest, type NewRequest, requestStateOf } from '../db/requests.js';
 import type { AttemptPolicy, Deadlines, RetryCause, TransitionSource } from '../db/schema.js';
 import { commitEach, type Outcome } from '../db/shared-commit.js';
+import { type Clock, systemClock } from '../lib/clock.js';
 import { addSubmitJob, addSubmitJobs, type EnqueueOutcome, type SubmitQueueDeps } from '../queue/submit-queue.js';
 import { parseArrayExpression, taskCountOf } from '../sched/job-array.js';
 import type { JobSpec } from '../sched/job-spec.js';
@@ -70,6 +71,8 @@ export interface AcceptDeps {
   store: History;
   /** The `submit` queue, with its Redis-outage behaviour (src/queue/submit-queue.ts). */
   submitQueue: SubmitQueueDeps;
+  /** The daemon's clock: when transitions happen. @defaultValue systemClock */
+  clock?: Clock;
 }
 
 /**
@@ -84,7 +87,12 @@ export async function enqueueAccepted(
 ): Promise<EnqueueOutcome> {
   if ((await requestStateOf(deps.store, requestId)) === 'accepted') {
     // Only from `accepted`: a request moved on meanwhile (by another process) is left as it is.
-    await transition(deps.store, requestId, { to: 'queued', source, at: Date.now(), from: 'accepted' });
+    await transition(deps.store, requestId, {
+      to: 'queued',
+      source,
+      at: (deps.clock ?? systemClock).now(),
+      from: 'accepted',
+    });
   }
   return addSubmitJob(deps.submitQueue, requestId);
 }
@@ -188,7 +196,7 @@ export async function acceptSubmission(
     name: input.spec.name,
     spec: input.spec,
     origin: input.origin,
-    at: Date.now(),
+    at: (deps.clock ?? systemClock).now(),
     source,
     webhookUrl: input.webhookUrl ?? null,
     deadlines: input.deadlines ?? null,

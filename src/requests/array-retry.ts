@@ -4,6 +4,7 @@ import type { History } from '../db/history.js';
 import { getRequest } from '../db/requests.js';
 import type { TransitionSource } from '../db/schema.js';
 import { NoTasksToRetryError, RequestNotFoundError } from '../errors.js';
+import { systemClock } from '../lib/clock.js';
 import {
   type ArrayExpression,
   formatIndexes,
@@ -50,7 +51,7 @@ export async function retryArrayTasks(
     name: original.name,
     spec,
     origin: retry.origin,
-    at: Date.now(),
+    at: (deps.clock ?? systemClock).now(),
     source: retry.source,
     webhookUrl: original.webhookUrl,
     deadlines: null,

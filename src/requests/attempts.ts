@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type { History } from '../db/history.js';
 import { dueAttempts, getRequest, laterAttempts, patchRequest, retryDueAtLocked } from '../db/requests.js';
 import type { AttemptPolicy, JobRequestRow } from '../db/schema.js';
+import { systemClock } from '../lib/clock.js';
 import type { Logger } from '../logger.js';
 import type { JobSpec } from '../sched/job-spec.js';
 import { type AcceptDeps, accept, type RequestToRecord, recordRequest } from './accept.js';
@@ -31,7 +32,7 @@ const BATCH = 100;
 /** Makes (or refuses, with why) every attempt whose backoff is over. Returns what it did. */
 export async function makeDueAttempts(
   deps: AttemptDeps,
-  now = Date.now(),
+  now = (deps.clock ?? systemClock).now(),
 ): Promise<{ made: string[]; ended: string[] }> {
   const { store } = deps;
   const due = await dueAttempts(store, now, BATCH);

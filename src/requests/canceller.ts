@@ -3,6 +3,7 @@ import type { History } from '../db/history.js';
 import { getRequest } from '../db/requests.js';
 import type { JobRequestRow } from '../db/schema.js';
 import { toError } from '../errors.js';
+import { type Clock, systemClock } from '../lib/clock.js';
 import { answerWithin } from '../lib/with-timeout.js';
 import type { Logger } from '../logger.js';
 import type { ClientRegistry } from '../sched/client-registry.js';
@@ -17,6 +18,8 @@ export interface CancelDeps {
   submitQueue: Queue;
   clients: ClientRegistry;
   logger: Logger;
+  /** When the cancel happens. @defaultValue systemClock */
+  clock?: Clock;
 }
 
 /** Slurm's ESLURM_ALREADY_DONE: the job ended before the cancel reached it. */
@@ -61,7 +64,10 @@ export async function cancelRequest(
   if (isTerminalRequest(row.state)) {
     // Ended, with a retry policy's next attempt waiting out its backoff: cancelling withdraws it
     // (unless the attempt is being made right now: withdrawDueAttempt decides in a transaction).
-    if (row.retryDueAt !== null && (await withdrawDueAttempt(store, row.id, by.who))) {
+    if (
+      row.retryDueAt !== null &&
+      (await withdrawDueAttempt(store, row.id, by.who, (deps.clock ?? systemClock).now()))
+    ) {
       return { kind: 'cancelled', row: (await getRequest(store, row.id)) ?? row };
     }
     return { kind: 'ended', row, upstream: null };
@@ -125,7 +131,7 @@ export async function cancelRequest(
   const moved = await transition(store, requestId, {
     to: 'cancelled',
     source: by.source,
-    at: Date.now(),
+    at: (deps.clock ?? systemClock).now(),
     detail: `cancelled before submission by ${by.who}`,
     from: row.state,
   });

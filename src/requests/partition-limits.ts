@@ -1,3 +1,4 @@
+import { type Clock, systemClock } from '../lib/clock.js';
 import type { Logger } from '../logger.js';
 import type { SchedClient } from '../sched/client.js';
 import type { Profile } from '../sched/profile.js';
@@ -17,6 +18,8 @@ export class PartitionLimitsReader {
     private readonly deps: {
       profiles: ReadonlyMap<string, Profile>;
       clients: { get(profile: string): SchedClient };
+      /** When cached limits are old. @defaultValue systemClock */
+      clock?: Clock;
       logger: Logger;
       /** @defaultValue 600000 */
       ttlMs?: number;
@@ -39,7 +42,7 @@ export class PartitionLimitsReader {
   private async read(profile: string, partition: string): Promise<PartitionLimits | null> {
     const key = `${profile}\u0000${partition}`;
     const cached = this.cache.get(key);
-    const now = Date.now();
+    const now = (this.deps.clock ?? systemClock).now();
     if (cached && now - cached.at < (this.deps.ttlMs ?? 600_000)) return cached.limits;
     let limits: PartitionLimits | null = null;
     try {

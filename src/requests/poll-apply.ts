@@ -2,6 +2,7 @@ import type { History } from '../db/history.js';
 import { missingFactsLocked, submissionsInFlight, type TrackedRequest, updateRequest } from '../db/requests.js';
 import type { TransitionSource } from '../db/schema.js';
 import { inJobIdOrder, writeInSlices } from '../db/write-in-slices.js';
+import { type Clock, systemClock } from '../lib/clock.js';
 import type { Freshness } from '../sched/freshness.js';
 import type { SchedJob } from '../sched/job-model.js';
 import type { JobListing, Read } from '../sched/reads.js';
@@ -47,6 +48,8 @@ export async function applyJob(
   job: JobObservation,
   source: TransitionSource,
   freshness: Freshness,
+  /** The caller's clock: when the job was seen and moved. */
+  clock: Clock = systemClock,
 ): Promise<boolean> {
   const details = {
     ...(job.start_time != null && { startedAt: job.start_time * 1000 }),
@@ -70,7 +73,7 @@ export async function applyJob(
   if (unchanged) return false;
   const seen = {
     ...details,
-    lastSeenAt: Date.now(),
+    lastSeenAt: clock.now(),
     lastSeenAgeSec: freshness.ageSec,
     lastSeenStale: freshness.stale,
     missingSince: null,
@@ -79,7 +82,7 @@ export async function applyJob(
     // An ended request's exit code, come after its end: its retry is decided now (patchEnded).
     // (An ended request's state cannot change: patchEnded reads it again as it decides.)
     if (row.exitCode === null && details.exitCode !== undefined && isTerminalRequest(row.state)) {
-      await patchEnded(h, row.id, { ...seen, rawState, reason }, Date.now());
+      await patchEnded(h, row.id, { ...seen, rawState, reason }, clock.now());
     } else {
       await updateRequest(h, row.id, { ...seen, rawState, reason }, row.state);
     }
@@ -88,7 +91,7 @@ export async function applyJob(
   return transition(h, row.id, {
     to,
     source,
-    at: Date.now(),
+    at: clock.now(),
     rawState,
     reason,
     stale: freshness.stale,
@@ -118,7 +121,7 @@ export async function applyAccounting(
   const { store } = deps;
   const endedWithoutRecord: TrackedRequest[] = [];
   const suspects: Suspect[] = [];
-  const now = Date.now();
+  const now = (deps.clock ?? systemClock).now();
   // Read after the answer: a submission whose job it may hold had started before it was made.
   const inFlight = await submissionsInFlight(store, profile);
   const changed = await writeInSlices(
@@ -153,7 +156,7 @@ export async function applyAccounting(
         // that state (an answer from before the change would say pending, without a start).
         const observed =
           record.state === inController.state ? { ...record, state_flags: inController.state_flags } : inController;
-        return applyJob(tx, row, observed, 'poll', controllerFreshness);
+        return applyJob(tx, row, observed, 'poll', controllerFreshness, deps.clock);
       }
       if (record && !recordEnded && !inController) {
         // Active in accounting, absent from a controller answer produced after the submission:
@@ -161,9 +164,9 @@ export async function applyAccounting(
         // it pending forever (a runaway job). Not taken as running: missing, then lost.
         return !freshness.stale && markMissing(tx, deps, profile, row, now, record.state);
       }
-      if (record) return applyJob(tx, row, record, 'accounting', freshness);
+      if (record) return applyJob(tx, row, record, 'accounting', freshness, deps.clock);
       // Accounting has no record yet of a job that has not ended: the controller's state.
-      if (inController) return applyJob(tx, row, inController, 'poll', controllerFreshness);
+      if (inController) return applyJob(tx, row, inController, 'poll', controllerFreshness, deps.clock);
       // (An answer kept from before an outage cannot say a job is missing.)
       return !freshness.stale && markMissing(tx, deps, profile, row, now);
     },
@@ -208,14 +211,16 @@ export async function applyController(
       if (record && jobIdentity(record, row) === 'other') {
         if (!listing || listing.freshness.stale) return false;
         const why = describeOtherJob(record, "the controller's");
-        return endLostByController(tx, row.id, { at: Date.now(), source: 'poll', why });
+        return endLostByController(tx, row.id, { at: (deps.clock ?? systemClock).now(), source: 'poll', why });
       }
-      if (record && listing) return applyJob(tx, row, record, 'poll', listing.freshness);
+      if (record && listing) return applyJob(tx, row, record, 'poll', listing.freshness, deps.clock);
       // Without the full record an end would be recorded without its exit code and times, for
       // good: only a state that has not ended is taken from the light listing; ends wait.
       const ended = entry !== undefined && isTerminalRequest(requestStateFor(entry.state) ?? 'running');
       return (
-        entry !== undefined && (listing !== null || !ended) && applyJob(tx, row, entry, 'poll', light.freshnessOf(row))
+        entry !== undefined &&
+        (listing !== null || !ended) &&
+        applyJob(tx, row, entry, 'poll', light.freshnessOf(row), deps.clock)
       );
     },
   );
@@ -241,7 +246,7 @@ export async function applySuspects(
   const { store, logger } = deps;
   if (!listing || listing.freshness.stale) return 0;
   const full = new Map(listing.data.jobs.map((job) => [job.job_id, job]));
-  const now = Date.now();
+  const now = (deps.clock ?? systemClock).now();
   return writeInSlices(
     store,
     inJobIdOrder(suspects, ({ row }) => row.jobId),
@@ -252,7 +257,7 @@ export async function applySuspects(
       if (jobIdentity(inController, row) === 'ours') {
         // As applyJob's writes, only in the state it was read in (see there).
         await updateRequest(tx, row.id, { jobConfirmedAt: now }, row.state);
-        return applyJob(tx, row, inController, 'poll', listing.freshness);
+        return applyJob(tx, row, inController, 'poll', listing.freshness, deps.clock);
       }
       logger.warn({ requestId: row.id, job_id: row.jobId }, 'the controller lost this job: its id is another job now');
       const why = describeOtherJob(inController, "the controller's");
@@ -370,7 +375,7 @@ export async function applyArraySummaries(
         ...(summary.exitCode !== null && { exit_code: summary.exitCode }),
       };
       const source = summary.endedAt !== null && arrayRecords !== null ? 'accounting' : 'poll';
-      return applyJob(tx, row, observation, source, light.freshnessOf(row));
+      return applyJob(tx, row, observation, source, light.freshnessOf(row), deps.clock);
     },
   );
 }
@@ -382,7 +387,7 @@ export function applyLightStates(deps: PollDeps, rows: TrackedRequest[], light: 
     inJobIdOrder(rows, (row) => row.jobId),
     async (tx, row) => {
       const job = light.byId.get(row.jobId as number);
-      return job !== undefined && applyJob(tx, row, job, 'poll', light.freshnessOf(row));
+      return job !== undefined && applyJob(tx, row, job, 'poll', light.freshnessOf(row), deps.clock);
     },
   );
 }

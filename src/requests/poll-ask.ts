@@ -1,5 +1,6 @@
 import type { TrackedRequest } from '../db/requests.js';
 import { SchedflowError } from '../errors.js';
+import { systemClock } from '../lib/clock.js';
 import { chunkJobIds } from '../sched/client.js';
 import type { Freshness } from '../sched/freshness.js';
 import type { JobStateEntry, SchedJob } from '../sched/job-model.js';
@@ -116,7 +117,7 @@ export async function askAccounting(
       ...(activeOnly && { states: [...ACTIVE_SLURM_STATES] }),
       // A window ending a day from now names the same records as one without an end (and any
       // clock skew between this host and slurmdbd's), but is a URL the proxy has not answered.
-      ...(afresh && { endTime: Math.floor(Date.now() / 1000) + AFRESH_WINDOW_SEC }),
+      ...(afresh && { endTime: Math.floor((deps.clock ?? systemClock).now() / 1000) + AFRESH_WINDOW_SEC }),
     },
     { forPolling: true, signal: deps.signal },
   );

@@ -1,4 +1,5 @@
 import type { History } from '../db/history.js';
+import type { Clock } from '../lib/clock.js';
 import type { HeapCollector } from '../lib/heap-collector.js';
 import type { Logger } from '../logger.js';
 import type { SchedClient } from '../sched/client.js';
@@ -24,4 +25,6 @@ export interface PollDeps {
   signal?: AbortSignal;
   /** The daemon's heap collector, told when a cycle wrote a mass start or end. */
   heap?: Pick<HeapCollector, 'afterBurst'>;
+  /** The daemon's clock: when things were seen and moved. @defaultValue systemClock */
+  clock?: Clock;
 }

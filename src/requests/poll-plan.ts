@@ -1,4 +1,5 @@
 import type { TrackedRequest } from '../db/requests.js';
+import { type Clock, systemClock } from '../lib/clock.js';
 import { chunkJobIds, type SchedClient } from '../sched/client.js';
 import { type ArrayPlan, planArrays } from './array-poll.js';
 import type { AccountingChunk, LightStates } from './poll-ask.js';
@@ -65,7 +66,7 @@ export async function planCycle(deps: PollDeps, tracked: TrackedRequest[], light
     }
   }
 
-  const queue = accountingQueueOf(client, needAccounting);
+  const queue = accountingQueueOf(client, needAccounting, deps.clock);
   let queries: AccountingChunk[];
   let fromLightStates: TrackedRequest[] = [];
   const arrayIds = arrayPlan?.accountingIds ?? [];
@@ -125,14 +126,14 @@ const accountingQueues = new WeakMap<SchedClient, Map<string, number>>();
 
 export type AccountingQueue = ReturnType<typeof accountingQueueOf>;
 
-function accountingQueueOf(client: SchedClient, waiting: TrackedRequest[]) {
+function accountingQueueOf(client: SchedClient, waiting: TrackedRequest[], clock: Clock = systemClock) {
   let since = accountingQueues.get(client);
   if (!since) {
     since = new Map();
     accountingQueues.set(client, since);
   }
   const queue = since;
-  const now = Date.now();
+  const now = clock.now();
   const still = new Set(waiting.map((row) => row.id));
   for (const id of queue.keys()) if (!still.has(id)) queue.delete(id);
   for (const row of waiting) if (!queue.has(row.id)) queue.set(row.id, now);
@@ -153,7 +154,7 @@ function accountingQueueOf(client: SchedClient, waiting: TrackedRequest[]) {
       return chunks.map((ids) => ids.map((id) => byJobId.get(id) as TrackedRequest));
     },
     asked(rows: TrackedRequest[]): void {
-      const at = Date.now();
+      const at = clock.now();
       for (const row of rows) if (queue.has(row.id)) queue.set(row.id, at);
     },
   };

@@ -2,6 +2,7 @@ import { getProfileSync, recordAccountingAnswer, updateProfileSync } from '../db
 import { type TrackedRequest, trackedRequests } from '../db/requests.js';
 import { inJobIdOrder, writeInSlices } from '../db/write-in-slices.js';
 import { SchedflowError } from '../errors.js';
+import { systemClock } from '../lib/clock.js';
 import type { Freshness } from '../sched/freshness.js';
 import type { SchedJob } from '../sched/job-model.js';
 import { AccountingNotServedError } from '../sched/sched-errors.js';
@@ -76,7 +77,7 @@ export async function pollProfile(deps: PollDeps, profile: string): Promise<Poll
   changed += controller.changed;
   const requests = light.requests + accounting.requests + controller.requests;
   await updateProfileSync(store, profile, {
-    lastPollAt: Date.now(),
+    lastPollAt: (deps.clock ?? systemClock).now(),
     ...pollOutcome(light.overall),
     lastPollAgeSec: light.overall.ageSec,
     lastPollStale: light.overall.stale,
@@ -164,7 +165,7 @@ async function resolveThroughAccounting(
     // A cluster without accounting will never describe a job that left the controller unseen
     // (a daemon down past MinJobAge): it goes the way of any job found nowhere.
     if (failure instanceof AccountingNotServedError) {
-      const now = Date.now();
+      const now = (deps.clock ?? systemClock).now();
       const gone = unresolved.filter((row) => !light.byId.has(row.jobId as number) && !light.freshnessOf(row).stale);
       changed += await writeInSlices(
         store,
@@ -196,7 +197,7 @@ async function resolveThroughController(
   const { needController, arrayRecords, failure } = accounting;
   let requests = 0;
   let changed = 0;
-  const now = Date.now();
+  const now = (deps.clock ?? systemClock).now();
   const arraySettled = arrayPlan ? await applyArrayRecords(store, arrays, arrayPlan, arrayRecords) : new Set<string>();
   const arrayIdsForController = arrayPlan
     ? arraysNeedingController(arrays, arrayPlan, arraySettled, arrayWaitsOf(client), {
@@ -269,12 +270,16 @@ async function checkIdleProfile(deps: PollDeps, profile: string): Promise<PollRe
   const { store } = deps;
   const sync = await getProfileSync(store, profile);
   const checkEveryMs = deps.settings.pollCeilingMs ?? 60_000;
-  if (sync?.lastPollOk && sync.lastPollAt !== null && Date.now() - sync.lastPollAt < checkEveryMs) {
+  if (
+    sync?.lastPollOk &&
+    sync.lastPollAt !== null &&
+    (deps.clock ?? systemClock).now() - sync.lastPollAt < checkEveryMs
+  ) {
     return { tracked: 0, requests: 0, changed: 0, stale: false, accounting: 'not-needed' };
   }
   const ping = await deps.client.pingController({ forPolling: true, signal: deps.signal });
   await updateProfileSync(store, profile, {
-    lastPollAt: Date.now(),
+    lastPollAt: (deps.clock ?? systemClock).now(),
     ...pollOutcome(ping.freshness),
     lastPollAgeSec: ping.freshness.ageSec,
     lastPollStale: ping.freshness.stale,

@@ -9,6 +9,7 @@ import {
 import type { History } from '../db/history.js';
 import { getRequest, requestByJobId, submissionsInFlight } from '../db/requests.js';
 import { inJobIdOrder, writeInSlices } from '../db/write-in-slices.js';
+import { type Clock, systemClock } from '../lib/clock.js';
 import { nextTurn } from '../lib/turns.js';
 import type { Logger } from '../logger.js';
 import type { SchedClient } from '../sched/client.js';
@@ -91,17 +92,20 @@ export async function reconcileProfile(
     signal?: AbortSignal;
     /** What the last run stored, left out unread when it comes again unchanged. */
     known?: KnownRecords;
+    /** The daemon's clock: the window's end and when records were read. @defaultValue systemClock */
+    clock?: Clock;
   },
   profile: string,
 ): Promise<ReconcileReport> {
   const { store, client, settings } = deps;
+  const clock = deps.clock ?? systemClock;
   const sync = await getProfileSync(store, profile);
-  const nowSec = Math.floor(Date.now() / 1000);
+  const nowSec = Math.floor(clock.now() / 1000);
   const account = client.profile.account;
   let from = (sync?.accountingSyncedTo ?? nowSec - settings.initialLookbackSec) - settings.overlapSec;
   let imported = 0;
   let linked = 0;
-  let at = Date.now();
+  let at = clock.now();
   const seen = new Set<string>();
   const skipRecord = deps.known?.skipFor(profile, seen);
   // slurmdbd gives every record whose usage meets the window: an active job comes in every slice.
@@ -111,7 +115,7 @@ export async function reconcileProfile(
       { startTime: from, endTime: to, accounts: account ? [account] : undefined },
       { signal: deps.signal, skipRecord },
     );
-    at = Date.now();
+    at = clock.now();
     // Records already stored as they are now are left out first (a running job comes every run).
     const changed: SchedJob[] = [];
     for (let i = 0; i < data.length; i += COMPARE_BATCH_RECORDS) {
@@ -125,7 +129,7 @@ export async function reconcileProfile(
     linked += await writeInSlices(
       store,
       inJobIdOrder(changed, (job) => job.job_id),
-      (tx, job) => importRecord(tx, profile, job, freshness, at, inFlight),
+      (tx, job) => importRecord(tx, profile, job, freshness, at, inFlight, clock),
     );
     imported += changed.length;
     await advanceAccountingSync(store, profile, to, at);
@@ -148,6 +152,7 @@ async function importRecord(
   freshness: Freshness,
   at: number,
   inFlight: ReadonlyMap<string, number>,
+  clock: Clock,
 ): Promise<boolean> {
   // By the marker, or else by job id: slurmdbd keeps the comment holding the marker only with
   // AccountingStoreFlags=job_comment, which clusters do not set by default. A job id can come
@@ -177,7 +182,7 @@ async function importRecord(
   // runaway slurmctld lost): the poller's grace decides; an import must not reset it.
   const ended = isTerminalRequest(requestStateFor(job.state) ?? 'running');
   if (identity !== 'suspect' && (ended || request.missingSince === null)) {
-    await applyJob(tx, request, job, 'accounting', freshness);
+    await applyJob(tx, request, job, 'accounting', freshness, clock);
   }
   return true;
 }

@@ -3,6 +3,7 @@ import { getRequest, hasActiveJob, patchRequest, requestByJobId, submitLimitQueu
 import type { JobRequestRow } from '../db/schema.js';
 import { inSharedCommit } from '../db/shared-commit.js';
 import { InvalidJobSpecError, SchedflowError, SubmissionRefusedError } from '../errors.js';
+import { type Clock, systemClock } from '../lib/clock.js';
 import { issuesText } from '../lib/issues-text.js';
 import type { Logger } from '../logger.js';
 import type { SchedClient } from '../sched/client.js';
@@ -24,6 +25,8 @@ export interface SubmitDeps {
    * (src/pipelines/run-engine.ts's stepDependencies): pipelines sit above requests, so it is given.
    */
   stepDependency(h: History, row: JobRequestRow): Promise<DependencyResolution>;
+  /** When transitions and submissions happen. @defaultValue systemClock */
+  clock?: Clock;
 }
 
 /** How a step's needs stand: submit (with this Slurm dependency), wait for a job id, or never. */
@@ -68,6 +71,7 @@ export async function submitRequest(
   current?: JobRequestRow,
 ): Promise<'submitted' | 'skipped'> {
   const { store, client, logger } = deps;
+  const clock = deps.clock ?? systemClock;
   const row = current ?? (await getRequest(store, requestId));
   if (!row) throw new SubmissionRefusedError('SCHEDFLOW_ERR_NOT_FOUND', `no job request ${requestId} in the history`);
   if (row.jobId !== null || isTerminalRequest(row.state)) return 'skipped';
@@ -82,7 +86,7 @@ export async function submitRequest(
       await transition(store, requestId, {
         to: 'cancelled',
         source: 'pipeline',
-        at: Date.now(),
+        at: clock.now(),
         reason: 'DependencyNeverSatisfied',
         detail: `not submitted: ${resolution.detail}`,
         from: row.state,
@@ -111,7 +115,7 @@ export async function submitRequest(
       await transition(store, requestId, {
         to: 'waiting',
         source: 'submit',
-        at: Date.now(),
+        at: clock.now(),
         reason: 'SubmitLimitQueue',
         detail,
         patch: { errorCode: SubmitLimitError.CODE, errorMessage: detail },
@@ -172,19 +176,19 @@ export async function submitRequest(
             profile: row.profile,
             jobId: found.job_id,
             requestId,
-            at: Date.now(),
+            at: clock.now(),
             source: 'submit',
           });
           await transition(tx, requestId, {
             to: 'submitted',
             source: 'submit',
-            at: Date.now(),
+            at: clock.now(),
             detail: 'found by its marker after an interrupted submit',
             patch: {
               jobId: found.job_id,
-              jobConfirmedAt: found.source === 'controller' ? Date.now() : null,
+              jobConfirmedAt: found.source === 'controller' ? clock.now() : null,
               adopted: true,
-              submittedAt: found.submit_time !== null ? found.submit_time * 1000 : Date.now(),
+              submittedAt: found.submit_time !== null ? found.submit_time * 1000 : clock.now(),
               errorCode: null,
               errorMessage: null,
               ...outputPathsAtSubmit(client, spec, found.job_id, found),
@@ -200,16 +204,22 @@ export async function submitRequest(
     // commits leaves the request `submitting` with its attempt's time: the retry adopts by marker).
     await inSharedCommit(store, async (tx) => {
       // The id is this request's job now, whoever held it before (a job the controller lost).
-      await claimJobId(tx, { profile: row.profile, jobId: result.job_id, requestId, at: Date.now(), source: 'submit' });
+      await claimJobId(tx, {
+        profile: row.profile,
+        jobId: result.job_id,
+        requestId,
+        at: clock.now(),
+        source: 'submit',
+      });
       await transition(tx, requestId, {
         to: 'submitted',
         source: 'submit',
-        at: Date.now(),
+        at: clock.now(),
         detail: result.adopted ? 'found by its marker after a lost answer' : null,
         patch: {
           jobId: result.job_id,
           adopted: result.adopted,
-          submittedAt: Date.now(),
+          submittedAt: clock.now(),
           errorCode: null,
           errorMessage: null,
           ...outputPathsAtSubmit(client, spec, result.job_id, null),
@@ -227,7 +237,7 @@ export async function submitRequest(
       await transition(store, requestId, {
         to: 'waiting',
         source: 'submit',
-        at: Date.now(),
+        at: clock.now(),
         reason: error.detail.slurmErrors[0]?.error ?? 'AccountingPolicy',
         detail: error.message,
         patch: { errorCode: error.code, errorMessage: error.message, submitAttemptAt: null },
@@ -244,13 +254,13 @@ export async function submitRequest(
       // both moves in one commit (nothing sees it `submitting` in between). Not when it has just
       // ended (a cancel): nothing was sent.
       const failed = await store.transaction(async (tx) => {
-        if (moving && !(await transition(tx, requestId, { to: 'submitting', source: 'submit', at: Date.now() }))) {
+        if (moving && !(await transition(tx, requestId, { to: 'submitting', source: 'submit', at: clock.now() }))) {
           return false;
         }
         await transition(tx, requestId, {
           to: 'submit_failed',
           source: 'submit',
-          at: Date.now(),
+          at: clock.now(),
           detail: message,
           patch: { errorCode: error.code, errorMessage: message },
         });

@@ -1,6 +1,6 @@
 import { ConfigError, SchedflowError } from '../errors.js';
+import { type Clock, systemClock } from '../lib/clock.js';
 import { backoffDelayMs } from '../lib/retry-policy.js';
-import { sleep } from '../lib/sleep.js';
 import type { Logger } from '../logger.js';
 import { type AccountReport, accountsApply, accountsUnknown, associationsReport } from './account-check.js';
 import { SchedClient } from './client.js';
@@ -71,6 +71,8 @@ export class ClientRegistry {
     private readonly recheckMs = 60_000,
     budgetFor?: (profile: Profile) => Budget,
     private readonly failedCheckRetryMs = FAILED_CHECK_RETRY_MS,
+    /** The daemon's clock, passed on to every client (their budgets, retries and checks). */
+    private readonly clock: Clock = systemClock,
   ) {
     this.healthByProfile = new Map([...profiles.keys()].map((name) => [name, new UpstreamHealth(name)]));
     this.budgetByProfile = new Map(
@@ -126,11 +128,12 @@ export class ClientRegistry {
           logger: this.logger,
           health: this.healthByProfile.get(profile.name),
           budget: this.budgetByProfile.get(profile.name),
+          clock: this.clock,
         });
         this.clients.set(profile.name, client);
         // Before the start is reported: the banner says what the token may not do.
         await Promise.all([this.checkScopes(profile, client), this.checkAccounts(profile, client)]);
-        this.statusByProfile.set(profile.name, { problem: null, checkedAt: Date.now() });
+        this.statusByProfile.set(profile.name, { problem: null, checkedAt: this.clock.now() });
         this.reported(profile.name);
         this.notify(this.connectedListeners, profile.name);
         firstAttemptDone();
@@ -145,7 +148,7 @@ export class ClientRegistry {
         }
         const problem = problemOf(profile, error);
         const before = this.statusByProfile.get(profile.name)?.problem?.sentence;
-        this.statusByProfile.set(profile.name, { problem, checkedAt: Date.now() });
+        this.statusByProfile.set(profile.name, { problem, checkedAt: this.clock.now() });
         if (problem.sentence !== before) this.reported(profile.name);
         firstAttemptDone();
         const delay = backoffDelayMs(attempt, { baseDelayMs: 1000, maxDelayMs: this.failedCheckRetryMs });
@@ -153,7 +156,7 @@ export class ClientRegistry {
           { profile: profile.name, problem: problem.kind, code: error.code, retryInMs: delay },
           problem.sentence,
         );
-        await sleep(delay, this.abort.signal).catch(() => {});
+        await this.clock.sleep(delay, this.abort.signal).catch(() => {});
       }
     }
   }
@@ -181,7 +184,7 @@ export class ClientRegistry {
   private recheck(profile: string): void {
     const client = this.clients.get(profile);
     if (!client || this.rechecking.has(profile)) return;
-    const now = Date.now();
+    const now = this.clock.now();
     const scopes = this.scopeReports.get(profile);
     const scopesDue =
       scopes?.source === 'probe' &&
@@ -218,12 +221,14 @@ export class ClientRegistry {
 
   private async checkScopes(profile: Profile, client: SchedClient): Promise<void> {
     let report: ScopeReport;
-    if (!scopesApply(profile)) report = notApplicable(profile);
-    else if (profile.scopes) report = declaredReport(profile.scopes);
+    if (!scopesApply(profile)) report = notApplicable(profile, this.clock.now());
+    else if (profile.scopes) report = declaredReport(profile.scopes, this.clock.now());
     else {
       report = await client
         .probeScopes()
-        .catch(() => scopeReport('probe', Object.fromEntries(SCOPES.map((s) => [s, 'unknown' as const]))));
+        .catch(() =>
+          scopeReport('probe', Object.fromEntries(SCOPES.map((s) => [s, 'unknown' as const])), this.clock.now()),
+        );
     }
     this.scopeReports.set(profile.name, report);
     if (report.missing.length > 0) this.logger.warn({ profile: profile.name, missing: report.missing }, report.detail);
@@ -237,8 +242,8 @@ export class ClientRegistry {
     try {
       user = slurmUserOf(profile);
       report = user
-        ? associationsReport(profile, user, await client.userAccounts(user))
-        : accountsUnknown(null, "the token names no Slurm user (no JWT 'sun' claim)");
+        ? associationsReport(profile, user, await client.userAccounts(user), this.clock.now())
+        : accountsUnknown(null, "the token names no Slurm user (no JWT 'sun' claim)", this.clock.now());
     } catch (error) {
       const status = (error as { status?: number }).status;
       const why =
@@ -247,7 +252,7 @@ export class ClientRegistry {
           : status === 403
             ? 'the associations may not be read (403)'
             : (error as Error).message;
-      report = accountsUnknown(user, why);
+      report = accountsUnknown(user, why, this.clock.now());
     }
     this.accountReports.set(profile.name, report);
     const log = report.defaultNotAssociated ? 'warn' : 'info';

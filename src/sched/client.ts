@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { type Clock, systemClock } from '../lib/clock.js';
 import type { Logger } from '../logger.js';
 import type { ItemsOf } from './answer-items.js';
 import { codecFor, type JobCodec } from './codecs/codec.js';
@@ -136,6 +137,7 @@ export class SchedClient {
     readonly version: ApiVersion,
     private readonly transport: SchedTransport,
     private readonly logger: Logger,
+    private readonly clock: Clock,
   ) {
     this.codec = codecFor(version);
     const [ctl, db] = profile.flavor === 'proxy' ? ['/sched', '/scheddb'] : ['/slurm', '/slurmdb'];
@@ -147,6 +149,7 @@ export class SchedClient {
       listJobs: (options) => this.listJobs(options),
       listAccountingJobs: (query, options) => this.listAccountingJobs(query, options),
       whenOpen: () => transport.whenOpen(),
+      clock,
     });
   }
 
@@ -164,15 +167,18 @@ export class SchedClient {
       health?: UpstreamHealth;
       /** The deployment's request budget for the profile; without it, one of this process's own. */
       budget?: Budget;
+      /** Time and timers of the client and its transport. @defaultValue systemClock */
+      clock?: Clock;
     },
   ): Promise<SchedClient> {
+    const clock = options.clock ?? systemClock;
     const credentials = options.credentials ?? credentialsFor(profile, options.env);
-    const transport = new SchedTransport(profile, credentials, options.logger, options.health, options.budget);
+    const transport = new SchedTransport(profile, credentials, options.logger, options.health, options.budget, clock);
     try {
       const version = await resolveVersion(profile, transport);
       await checkCredential(profile, transport, version, options.logger);
       options.logger.info({ profile: profile.name, version, requested: profile.version }, 'scheduler API version');
-      return new SchedClient(profile, version, transport, options.logger);
+      return new SchedClient(profile, version, transport, options.logger, clock);
     } catch (error) {
       await transport.close();
       throw error;
@@ -210,15 +216,15 @@ export class SchedClient {
 
   /** Liveness of the scheduler proxy (`GET /ping`; plain slurmrestd: `GET /slurm/{v}/ping`). */
   async ping(): Promise<{ ok: boolean; latencyMs: number }> {
-    const started = Date.now();
+    const started = this.clock.now();
     if (this.profile.flavor === 'proxy') {
       const res = await this.transport.send({ method: 'GET', path: '/ping', anonymous: true });
-      return { ok: res.text.trim() === 'pong', latencyMs: Date.now() - started };
+      return { ok: res.text.trim() === 'pong', latencyMs: this.clock.now() - started };
     }
     // slurmrestd answers 200 while slurmctld is down, with `responding: false` in the ping.
     const res = await this.transport.send({ method: 'GET', path: `${this.ctl}/ping` });
     const pings = (res.body as { pings?: { responding?: unknown }[] } | undefined)?.pings ?? [];
-    return { ok: pings.some((p) => p.responding === true), latencyMs: Date.now() - started };
+    return { ok: pings.some((p) => p.responding === true), latencyMs: this.clock.now() - started };
   }
 
   /**
@@ -349,7 +355,8 @@ export class SchedClient {
     // and keeps the URL the same from one poll to the next, so the proxy can cache the answer and
     // serve it stale-if-error; `now` would make every query a new URL, uncached in an outage.
     const endTime =
-      query.endTime ?? (query.states?.length && query.startTime !== undefined ? endOfUtcDay(Date.now()) : undefined);
+      query.endTime ??
+      (query.states?.length && query.startTime !== undefined ? endOfUtcDay(this.clock.now()) : undefined);
     const req = this.read(`${this.db}/jobs`, options, {
       start_time: query.startTime,
       end_time: endTime,
@@ -372,7 +379,7 @@ export class SchedClient {
    * while, so the poller and reconcile do not ask again on every cycle, and said plainly.
    */
   private async accountingRequest<T>(req: TransportRequest, of: ItemsOf<T>) {
-    if (this.accountingMissing && Date.now() < this.accountingMissing.until) throw this.accountingMissing.error;
+    if (this.accountingMissing && this.clock.now() < this.accountingMissing.until) throw this.accountingMissing.error;
     try {
       return await this.transport.sendForItems(req, of);
     } catch (error) {
@@ -382,7 +389,7 @@ export class SchedClient {
         error.detail,
         { cause: error },
       );
-      this.accountingMissing = { error: missing, until: Date.now() + ACCOUNTING_RECHECK_MS };
+      this.accountingMissing = { error: missing, until: this.clock.now() + ACCOUNTING_RECHECK_MS };
       throw missing;
     }
   }
@@ -413,6 +420,7 @@ export class SchedClient {
         logger: this.logger,
         submitPath: `${this.ctl}/job/submit`,
         findByMarker: (id, hint) => this.markers.find(id, hint),
+        clock: this.clock,
       },
       spec,
       requestId,
@@ -433,8 +441,8 @@ export class SchedClient {
    * scope is missing; any other answer that it is there; no answer, a 401 or a 429, unknown.
    */
   async probeScopes(): Promise<ScopeReport> {
-    if (!scopesApply(this.profile)) return notApplicable(this.profile);
-    const now = Math.floor(Date.now() / 1000);
+    if (!scopesApply(this.profile)) return notApplicable(this.profile, this.clock.now());
+    const now = Math.floor(this.clock.now() / 1000);
     const probes: Record<ScopeName, TransportRequest> = {
       'sched:read': { method: 'GET', path: `${this.ctl}/ping`, retry: false },
       'scheddb:read': {
@@ -463,7 +471,7 @@ export class SchedClient {
         }
       }),
     );
-    const report = scopeReport('probe', Object.fromEntries(states));
+    const report = scopeReport('probe', Object.fromEntries(states), this.clock.now());
     this.logger.info({ profile: this.profile.name, scopes: report.scopes }, report.detail);
     return report;
   }

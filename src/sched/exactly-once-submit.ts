@@ -1,5 +1,5 @@
+import { type Clock, systemClock } from '../lib/clock.js';
 import { backoffDelayMs } from '../lib/retry-policy.js';
-import { sleep } from '../lib/sleep.js';
 import type { Logger } from '../logger.js';
 import type { JobCodec } from './codecs/codec.js';
 import type { SchedJob } from './job-model.js';
@@ -44,6 +44,8 @@ export interface SubmitChannel {
   /** `/slurm/v0.0.44/job/submit` (or the proxy's `/sched/…`). */
   readonly submitPath: string;
   findByMarker(requestId: string, hint: MarkerHint): Promise<SchedJob | null>;
+  /** The client's clock: attempt times and the backoff between attempts. @defaultValue systemClock */
+  readonly clock?: Clock;
 }
 
 /**
@@ -71,12 +73,13 @@ export async function submitExactlyOnce(
     retry: false,
     signal: options.signal,
   };
-  const submittedAfter = Math.floor(Date.now() / 1000) - 60;
+  const clock = channel.clock ?? systemClock;
+  const submittedAfter = Math.floor(clock.now() / 1000) - 60;
   const { attempts, baseDelayMs, maxDelayMs } = channel.profile.retries;
   for (let attempt = 0; ; attempt++) {
     // No marker lookup can be cheaper than not sending into a Retry-After: wait it out first.
     await channel.transport.whenOpen();
-    const attemptStartedMs = Date.now();
+    const attemptStartedMs = clock.now();
     await options.onOutcome?.(attemptStartedMs);
     try {
       const res = await channel.transport.once(req);
@@ -127,7 +130,7 @@ export async function submitExactlyOnce(
         await options.onOutcome?.(null);
       }
       if (attempt + 1 >= attempts) throw e;
-      await sleep(backoffDelayMs(attempt, { baseDelayMs, maxDelayMs }, e.retryAfterMs ?? null), options.signal);
+      await clock.sleep(backoffDelayMs(attempt, { baseDelayMs, maxDelayMs }, e.retryAfterMs ?? null), options.signal);
     }
   }
 }

@@ -1,4 +1,4 @@
-import { sleep } from '../lib/sleep.js';
+import { type Clock, systemClock } from '../lib/clock.js';
 import type { SchedJob } from './job-model.js';
 import type { Profile } from './profile.js';
 import type { AccountingQuery, JobListing, Read, ReadOptions } from './reads.js';
@@ -32,6 +32,8 @@ export interface MarkerLookupReads {
   listAccountingJobs(query: AccountingQuery, options: ReadOptions): Promise<Read<SchedJob[]>>;
   /** Resolves once no Retry-After holds the profile's requests back. */
   whenOpen(): Promise<void>;
+  /** The client's clock, for waiting for a fresher answer. @defaultValue systemClock */
+  readonly clock?: Clock;
 }
 
 /** What a lookup is told of the attempt it looks for. */
@@ -149,7 +151,7 @@ export class MarkerLookup {
   }
 
   async #readLookupData(hint: LookupHint, signal: AbortSignal): Promise<LookupData> {
-    const listing = await freshEnough(() => this.reads.listJobs({ signal }), { ...hint, signal });
+    const listing = await freshEnough(() => this.reads.listJobs({ signal }), { ...hint, signal }, this.reads.clock);
     const user = this.reads.profile.auth.type === 'header-pair' ? this.reads.profile.auth.user : undefined;
     try {
       const history = await freshEnough(
@@ -164,6 +166,7 @@ export class MarkerLookup {
             { signal },
           ),
         { ...hint, signal },
+        this.reads.clock,
       );
       return { listing, history };
     } catch (error) {
@@ -177,17 +180,18 @@ export class MarkerLookup {
 async function freshEnough<T>(
   read: () => Promise<Read<T>>,
   hint: { notBeforeMs?: number; signal?: AbortSignal },
+  clock: Clock = systemClock,
 ): Promise<Read<T>> {
-  const deadline = Date.now() + 65_000;
+  const deadline = clock.now() + 65_000;
   for (;;) {
     const result = await read();
     const { fetchedAt, ageSec, expiresAt } = result.freshness;
     // Age is whole seconds, so the answer may be up to a second older than it says.
     const producedNoEarlierThan = fetchedAt.getTime() - (ageSec + 1) * 1000;
     if (hint.notBeforeMs === undefined || producedNoEarlierThan >= hint.notBeforeMs) return result;
-    if (Date.now() > deadline) return result;
-    const waitMs = Math.max(100, (expiresAt?.getTime() ?? Date.now() + 1000) - Date.now() + 50);
-    await sleep(Math.min(waitMs, 5000), hint.signal);
+    if (clock.now() > deadline) return result;
+    const waitMs = Math.max(100, (expiresAt?.getTime() ?? clock.now() + 1000) - clock.now() + 50);
+    await clock.sleep(Math.min(waitMs, 5000), hint.signal);
   }
 }
 

@@ -1,3 +1,4 @@
+import { type Clock, systemClock } from '../lib/clock.js';
 import { TokenBucket } from '../lib/token-bucket.js';
 
 /** Which work a request serves; polling is served first so submissions never starve it. */
@@ -53,7 +54,8 @@ export class RequestBudget implements Budget {
   private readonly queues: Record<RequestPriority, Waiter[]> = { poll: [], normal: [] };
   /** When a request other than a poll last had to wait for a token (or the Retry-After). */
   private normalQueuedAtMs = Number.NEGATIVE_INFINITY;
-  private timer: NodeJS.Timeout | undefined;
+  /** Aborts the pending wake-up of the queue (a 429 moves it). */
+  private timer: AbortController | undefined;
   /** Nothing is sent before this (the last 429's Retry-After). */
   private heldUntilMs = 0;
   /** The pace after the last 429, and when it was set: the current pace grows from there. */
@@ -62,14 +64,17 @@ export class RequestBudget implements Budget {
   constructor(
     private readonly capacity: number,
     private readonly refillPerSecond: number,
+    /** Time and timers: a test moves a ManualClock instead of waiting for tokens. */
+    private readonly clock: Clock = systemClock,
   ) {
-    this.bucket = new TokenBucket(capacity, refillPerSecond);
+    this.bucket = new TokenBucket(capacity, refillPerSecond, clock.now());
   }
 
   acquire(priority: RequestPriority = 'normal'): Promise<void> {
     this.recover();
-    if (this.waiting() === 0 && Date.now() >= this.heldUntilMs && this.bucket.tryTake()) return Promise.resolve();
-    if (priority === 'normal') this.normalQueuedAtMs = Date.now();
+    const now = this.clock.now();
+    if (this.waiting() === 0 && now >= this.heldUntilMs && this.bucket.tryTake(now)) return Promise.resolve();
+    if (priority === 'normal') this.normalQueuedAtMs = now;
     return new Promise((resolve) => {
       this.queues[priority].push({ resolve });
       this.schedule();
@@ -81,7 +86,7 @@ export class RequestBudget implements Budget {
    * from now, and halve the pace. 429s to requests that were already in flight when the
    * first came (within its hold) are the same overrun, and do not halve it again.
    */
-  rateLimited(retryAfterMs: number | null, nowMs: number = Date.now()): void {
+  rateLimited(retryAfterMs: number | null, nowMs: number = this.clock.now()): void {
     const holdMs = Math.max(retryAfterMs ?? 1000, 100);
     if (nowMs >= this.heldUntilMs) {
       const refused = this.currentRate(nowMs);
@@ -93,14 +98,14 @@ export class RequestBudget implements Budget {
     this.bucket.empty(nowMs);
     this.heldUntilMs = Math.max(this.heldUntilMs, nowMs + holdMs);
     if (this.timer) {
-      clearTimeout(this.timer);
+      this.timer.abort();
       this.timer = undefined;
     }
     if (this.waiting() > 0) this.schedule();
   }
 
   /** The pace requests are sent at now (requests a second); lower than configured after 429s. */
-  currentRate(nowMs: number = Date.now()): number {
+  currentRate(nowMs: number = this.clock.now()): number {
     if (!this.limited) return this.refillPerSecond;
     const { ratePerSec, refusedPerSec, sinceMs } = this.limited;
     const grownSec = Math.max(0, nowMs - sinceMs) / 1000;
@@ -111,20 +116,20 @@ export class RequestBudget implements Budget {
   }
 
   /** True while the proxy's rate limit holds the profile below its configured pace. */
-  isLimited(nowMs: number = Date.now()): boolean {
+  isLimited(nowMs: number = this.clock.now()): boolean {
     this.recover(nowMs);
     return this.limited !== null;
   }
 
   /** Whether work other than polling (submissions, lookups) had to wait for the budget within `windowMs`. */
-  contendedWithin(windowMs: number, nowMs: number = Date.now()): boolean {
+  contendedWithin(windowMs: number, nowMs: number = this.clock.now()): boolean {
     return nowMs - this.normalQueuedAtMs <= windowMs;
   }
 
   /** Resolves once no Retry-After holds the profile (at once when none does). Takes no token. */
   async whenOpen(): Promise<void> {
-    for (let waitMs = this.heldUntilMs - Date.now(); waitMs > 0; waitMs = this.heldUntilMs - Date.now()) {
-      await new Promise((resolve) => setTimeout(resolve, waitMs));
+    for (let waitMs = this.heldUntilMs - this.clock.now(); waitMs > 0; waitMs = this.heldUntilMs - this.clock.now()) {
+      await this.clock.sleep(waitMs);
     }
   }
 
@@ -133,7 +138,7 @@ export class RequestBudget implements Budget {
   }
 
   /** Follows the pace as it grows back; the configured bucket again once it is reached. */
-  private recover(nowMs: number = Date.now()): void {
+  private recover(nowMs: number = this.clock.now()): void {
     if (!this.limited || nowMs < this.heldUntilMs) return;
     const rate = this.currentRate(nowMs);
     if (rate >= this.refillPerSecond) {
@@ -146,17 +151,23 @@ export class RequestBudget implements Budget {
 
   private schedule(): void {
     if (this.timer) return;
-    const now = Date.now();
+    const now = this.clock.now();
     const delay = Math.max(this.bucket.msUntilToken(now), this.heldUntilMs - now, 0);
-    this.timer = setTimeout(() => {
-      this.timer = undefined;
-      this.drain();
-    }, delay);
+    const timer = new AbortController();
+    this.timer = timer;
+    this.clock.sleep(delay, timer.signal).then(
+      () => {
+        this.timer = undefined;
+        this.drain();
+      },
+      // Aborted: a 429 scheduled another wake-up in its place.
+      () => {},
+    );
   }
 
   private drain(): void {
     this.recover();
-    while (this.waiting() > 0 && Date.now() >= this.heldUntilMs && this.bucket.tryTake()) {
+    while (this.waiting() > 0 && this.clock.now() >= this.heldUntilMs && this.bucket.tryTake(this.clock.now())) {
       const next = this.queues.poll.shift() ?? this.queues.normal.shift();
       next?.resolve();
     }

@@ -1,6 +1,6 @@
 import { Pool, errors as undiciErrors } from 'undici';
+import { type Clock, systemClock } from '../lib/clock.js';
 import { backoffDelayMs, isNetworkErrorCode } from '../lib/retry-policy.js';
-import { sleep } from '../lib/sleep.js';
 import type { Logger } from '../logger.js';
 import {
   AnswerShapeError,
@@ -86,6 +86,8 @@ export class SchedTransport {
     readonly health: UpstreamHealth = new UpstreamHealth(profile.name),
     /** The profile's request budget: the deployment's (shared in Redis) in a daemon, else this process's. */
     budget?: Budget,
+    /** Time and timers (answers' fetch time, retry backoff, this process's own budget). */
+    private readonly clock: Clock = systemClock,
   ) {
     const url = new URL(profile.url);
     this.basePath = url.pathname.replace(/\/+$/, '');
@@ -96,7 +98,7 @@ export class SchedTransport {
       headersTimeout: profile.timeouts.requestMs,
       bodyTimeout: profile.timeouts.requestMs,
     });
-    this.budget = budget ?? new RequestBudget(profile.rateLimit.capacity, profile.rateLimit.refillPerSecond);
+    this.budget = budget ?? new RequestBudget(profile.rateLimit.capacity, profile.rateLimit.refillPerSecond, clock);
   }
 
   describe(req: Pick<TransportRequest, 'method' | 'path'>): string {
@@ -152,7 +154,7 @@ export class SchedTransport {
           { request: this.describe(req), attempt: attempt + 1, delayMs: delay, code: e.code, status: e.status },
           'scheduler request failed; retrying',
         );
-        await sleep(delay, req.signal);
+        await this.clock.sleep(delay, req.signal);
       }
     }
   }
@@ -225,7 +227,7 @@ export class SchedTransport {
       this.health.record(endpoint, null);
       throw this.transportError(error, request);
     }
-    const fetchedAtMs = Date.now();
+    const fetchedAtMs = this.clock.now();
     const freshness = freshnessOf(responseHeaders, fetchedAtMs);
     // The proxy's own answers (meta, /ping) are always fresh: they say nothing of the scheduler.
     this.health.record(endpoint, statusCode, statusCode < 300 && !req.anonymous ? freshness : undefined);

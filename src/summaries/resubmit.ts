@@ -4,6 +4,7 @@ import { getRequest, requestStateOf } from '../db/requests.js';
 import type { JobRequestRow, SummaryRow, TransitionSource } from '../db/schema.js';
 import { lockSummariesOfRequest, markSuggestionApplied, summaryOfRequest } from '../db/summaries.js';
 import { NoSuggestionError, RequestNotFoundError, SummaryPendingError } from '../errors.js';
+import { systemClock } from '../lib/clock.js';
 import { type AcceptDeps, enqueueAccepted, recordRequest } from '../requests/accept.js';
 import { jobSpecSchema } from '../sched/job-spec.js';
 import { describeSuggestion } from './prompt.js';
@@ -121,7 +122,7 @@ export async function resubmitWithSuggestion(
   const made = await applySuggestion(deps.store, {
     requestId: input.requestId,
     newRequestId: input.newRequestId ?? randomUUID(),
-    at: Date.now(),
+    at: (deps.clock ?? systemClock).now(),
     origin: input.origin,
   });
   // Also when an earlier call recorded the request but did not get to queue it (its state alone:

@@ -1,4 +1,5 @@
 import type { History } from '../db/history.js';
+import type { Clock } from '../lib/clock.js';
 import { LlmClient } from '../llm/llm-client.js';
 import { LlmModelError } from '../llm/llm-errors.js';
 import { apiKeyOf, baseUrlOf } from '../llm/llm-settings.js';
@@ -61,6 +62,8 @@ export function createSummaryServices(deps: {
   clients: ClientRegistry;
   /** Folders no job output is read from (the data dir, the configuration). */
   protectedDirs: readonly string[];
+  /** The daemon's clock. @defaultValue systemClock */
+  clock?: Clock;
 }): { summarizer: Summarizer; takeUp: SummaryTakeUp; logger: Logger; close(): Promise<void> } {
   const { settings } = deps;
   const logger = deps.logger.child({ component: 'summaries' });
@@ -100,6 +103,7 @@ export function createSummaryServices(deps: {
     llm: gate,
     secrets,
     protectedDirs: deps.protectedDirs,
+    clock: deps.clock,
     fetchAccounting: async (profile, jobId) =>
       (await deps.clients.get(profile).getAccountingJob(jobId, { signal: AbortSignal.timeout(15_000) })).data,
   });

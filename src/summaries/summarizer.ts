@@ -16,6 +16,7 @@ import {
 import type { SummaryFindings } from '../db/summary-data.js';
 import { addDelivery } from '../db/webhooks.js';
 import { toError } from '../errors.js';
+import { type Clock, systemClock } from '../lib/clock.js';
 import { jobUidOf } from '../lib/host-users.js';
 import type { LlmClient } from '../llm/llm-client.js';
 import { LlmError } from '../llm/llm-errors.js';
@@ -59,6 +60,8 @@ export interface SummarizerDeps {
   protectedDirs?: readonly string[];
   /** The scheduler's accounting record of a job, when the history has none that is final yet. */
   fetchAccounting?(profile: string, jobId: number): Promise<SchedJob | null>;
+  /** The daemon's clock: the LLM budget's day and when summaries settle. @defaultValue systemClock */
+  clock?: Clock;
 }
 
 export type SummarizeOutcome =
@@ -112,7 +115,7 @@ export class Summarizer {
       return { outcome: 'done', kind: 'template', state: 'ready' };
     }
     const gate = this.deps.llm as LlmGate;
-    const day = utcDay(Date.now());
+    const day = utcDay((this.deps.clock ?? systemClock).now());
     const bound = tokenBound(prepared.messages, gate.client.settings.maxOutputTokens);
     const reserved = await reserveLlmBudget(
       store,
@@ -231,7 +234,7 @@ export class Summarizer {
     patch: Partial<Omit<SummaryRow, 'id' | 'requestId' | 'runId' | 'createdAt'>> & { state: 'ready' | 'failed' },
     webhookUrl: string | null,
   ): Promise<boolean> {
-    const now = Date.now();
+    const now = (this.deps.clock ?? systemClock).now();
     return this.deps.store.transaction(async (tx) => {
       // Settled only while still pending: of two settling it at once (the queue giving up while
       // an attempt finishes, on this host or another), one does, and one delivery is added.
@@ -276,7 +279,7 @@ export class Summarizer {
     try {
       const job = await this.deps.fetchAccounting(request.profile, request.jobId);
       if (job && isTerminalState(job.state)) {
-        await upsertAccountingJob(store, request.profile, job, request.id, Date.now());
+        await upsertAccountingJob(store, request.profile, job, request.id, (this.deps.clock ?? systemClock).now());
         return await accountingOf(store, request.profile, request.jobId);
       }
     } catch (error) {

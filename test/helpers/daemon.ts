@@ -6,6 +6,7 @@ import { type DaemonConfigInput, loadDaemonConfig } from '../../src/config/daemo
 import { type OpenedHistory, openHistory } from '../../src/db/open-history.js';
 import { getRequest, transitionsOf } from '../../src/db/requests.js';
 import type { JobRequestRow } from '../../src/db/schema.js';
+import { type Clock, systemClock } from '../../src/lib/clock.js';
 import { Secret } from '../../src/lib/secret.js';
 import { createLogger } from '../../src/logger.js';
 import { type Daemon, startDaemon } from '../../src/main.js';
@@ -59,6 +60,8 @@ export async function startTestDaemon(
   pipelineFiles: Record<string, string> = {},
   /** More profiles beside `test` (name → profile; `token` is written to a file its auth names). */
   moreProfiles: Record<string, Record<string, unknown> & { token?: string }> = {},
+  /** The daemon's clock (src/lib/clock.ts): a ManualClock the test moves instead of waiting. */
+  clock: Clock = systemClock,
 ): Promise<TestDaemon> {
   const root = mkdtempSync(join(tmpdir(), 'schedflow-daemon-'));
   const dataDir = join(root, 'data');
@@ -99,7 +102,7 @@ export async function startTestDaemon(
   );
   const logger = createLogger({ level: process.env.LOG_LEVEL ?? 'silent' });
   const handle: TestDaemon = {
-    daemon: await startDaemon(config, logger),
+    daemon: await startDaemon(config, logger, undefined, clock),
     dataDir,
     configDir,
     waitForState: (requestId, state, timeoutMs = 20_000) =>
@@ -114,7 +117,7 @@ export async function startTestDaemon(
     restart: async (between) => {
       await handle.daemon.stop();
       await between?.();
-      handle.daemon = await startDaemon(config, logger);
+      handle.daemon = await startDaemon(config, logger, undefined, clock);
     },
     stop: async () => {
       await handle.daemon.stop();

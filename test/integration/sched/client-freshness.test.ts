@@ -1,12 +1,16 @@
+import { pino } from 'pino';
 import { describe, expect, it } from 'vitest';
 import { ManualClock } from '../../../src/lib/clock.js';
+import { SchedClient } from '../../../src/sched/client.js';
 import { UpstreamUnavailableError } from '../../../src/sched/sched-errors.js';
 import { startFlakyProxy } from '../../helpers/flaky-proxy.js';
-import { http } from '../../helpers/http.js';
+import { http, waitFor } from '../../helpers/http.js';
 import { ALICE_TOKEN, startSim, type TestSim } from '../../helpers/sim.js';
 import { untilNextSecond } from '../../helpers/wall-clock.js';
 
-import { clientFile, connect, sim, spec } from './client-files.js';
+import { clientFile, clients, connect, profile, sim, spec } from './client-files.js';
+
+const silent = pino({ level: 'silent' });
 
 /** The scheduler client against a simulator: freshness, stale-if-error, rate limits, idempotent submission (client.test.ts has the rest). */
 
@@ -80,6 +84,45 @@ describe('freshness, stale-if-error, rate limits', () => {
       // Retry-After says 1 s; backoff alone would have waited at most 50 ms.
       expect(retries[0]?.delayMs as number).toBeGreaterThanOrEqual(1000);
       expect(Date.now() - started).toBeGreaterThanOrEqual(1000);
+    } finally {
+      await limited.stop();
+    }
+  });
+
+  it('429: a Retry-After is waited out on the client’s clock, which a test moves instead of waiting', async () => {
+    // One token every 100 s at the proxy: each 429 says Retry-After: 100, so on real time the
+    // reads below would take minutes; both sides read the same ManualClock, moved by the test.
+    const clock = new ManualClock();
+    const limited = await startSim({ rateLimit: { capacity: 3, refillPerSecond: 0.01 } }, false, [], clock);
+    try {
+      const client = await SchedClient.connect(
+        profile(
+          {
+            rateLimit: { capacity: 50, refillPerSecond: 50 },
+            retries: { attempts: 4, baseDelayMs: 10, maxDelayMs: 50 },
+          },
+          limited.url,
+        ),
+        { logger: silent, env: { SCHED_TOKEN: ALICE_TOKEN }, clock },
+      );
+      clients.push(client);
+      let done = false;
+      const reads = (async () => {
+        for (let i = 0; i < 4; i++) await client.listAccountingJobs({ jobNames: [`c${i}`] });
+        done = true;
+      })();
+      let moved = 0;
+      while (!done) {
+        // A 429 answered (real I/O), and the client asleep on its clock: move it past Retry-After.
+        await waitFor(async () => (done || clock.pending > 0 ? true : undefined), { intervalMs: 10, what: 'a 429' });
+        if (done) break;
+        await clock.advance(100_000);
+        moved++;
+        expect(moved).toBeLessThan(10);
+      }
+      await reads;
+      // Each move was a Retry-After of 100 s waited out on the clock (the test's timeout is 30 s).
+      expect(moved).toBeGreaterThan(0);
     } finally {
       await limited.stop();
     }
