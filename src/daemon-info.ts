@@ -3,22 +3,20 @@ import { join, resolve } from 'node:path';
 import { z } from 'zod';
 import { ConfigError } from './errors.js';
 import { writeOwnerOnlyFile } from './lib/owner-only.js';
-import type { RedisTarget } from './redis/redis-server.js';
 
 /**
  * The running daemon's description of itself, written to its data dir at start so commands
- * (`schedflow jobs`) find its Redis, queues and history: the contract between the two, here
+ * (`schedflow jobs`) find its history and profiles (what they ask of it goes through its local
+ * API, local-api.json): the contract between the two, here
  * rather than in main.ts, so the CLI imports no composition root.
  */
 export interface DaemonInfo {
   pid: number;
-  redis: RedisTarget;
-  queuePrefix: string;
   /** The SQLite history; null when it is on PostgreSQL. */
   historyFile: string | null;
   /**
    * The PostgreSQL history's URL (DATABASE_URL, password included), for `schedflow jobs` on this
-   * host: this file is its owner's alone, as the Redis URL in it and the webhook secret beside it.
+   * host: this file is its owner's alone, as the webhook secret beside it.
    */
   historyUrl?: string;
   profiles: string[];

@@ -182,7 +182,7 @@ async function compose(config: DaemonConfig, logger: Logger, lifecycle: Lifecycl
     });
   }
   await keepQueues(config, history, scheduler, queueSide, requestSide, pipelines, ticks, logger, lifecycle, clock);
-  publishDaemonInfo(config, history, redis, scheduler);
+  publishDaemonInfo(config, history, scheduler);
   const daemon = daemonOf(config, history, redis, scheduler, queueSide, requestSide, pipelines, lifecycle);
   // Last to start, so the first to stop: new requests get 503 and those under way
   // finish before the workers and queues they use close.
@@ -495,19 +495,11 @@ async function keepQueues(
  * The daemon's info for the CLI (src/daemon-info.ts): where its history is and which profiles
  * it has. What a request may be is the daemon's to say, at its door (the local API).
  */
-function publishDaemonInfo(
-  config: DaemonConfig,
-  history: OpenedHistory,
-  redis: RedisTarget,
-  scheduler: SchedulerSide,
-): void {
+function publishDaemonInfo(config: DaemonConfig, history: OpenedHistory, scheduler: SchedulerSide): void {
   const { profiles } = scheduler;
-  const prefix = config.queuePrefix;
   const defaultProfile = [...profiles.keys()][0] as string;
   writeDaemonInfo(config.dataDir, {
     pid: process.pid,
-    redis,
-    queuePrefix: prefix,
     historyFile: history.sqlite ? history.where : null,
     ...(config.databaseUrl && { historyUrl: config.databaseUrl.reveal() }),
     profiles: [...profiles.keys()],

@@ -16,7 +16,7 @@ const ACCOUNTS_REFRESH_RECHECKS = 5;
 
 /**
  * How a profile's last check went (src/sched/profile-check.ts): what the banner, /readyz, the
- * Profiles page, the door and daemon.json say of it.
+ * Profiles page and the door say of it.
  */
 export interface ProfileStatus {
   /** Why the profile cannot work now, in one sentence with the fix; null once it has connected. */
@@ -94,7 +94,7 @@ export class ClientRegistry {
       this.connecting.push(this.connect(profile, settle));
     }
     await Promise.all(first);
-    // What is unknown is learnt without anyone asking, so daemon.json (the CLI's door) catches up.
+    // What is unknown is learnt without anyone asking, so the door catches up.
     this.recheckTimer = setInterval(() => {
       for (const name of this.clients.keys()) this.recheck(name);
     }, this.recheckMs);
