@@ -46,7 +46,7 @@ import { ClientRegistry } from './sched/client-registry.js';
 import { type JobSpec, preparePassThroughCheck } from './sched/job-spec.js';
 import { loadProfiles, type Profile } from './sched/profile.js';
 import { startEmbeddedSimulator } from './sim/embedded.js';
-import { resubmitWithSuggestion } from './summaries/resubmit.js';
+import { type ResubmitInput, resubmitWithSuggestion } from './summaries/resubmit.js';
 import { resolveSummarySettings, type SummariesStatus, summariesStatus } from './summaries/summaries-service.js';
 
 /** What `schedflow start` runs, and what tests and the local API hold on to. */
@@ -76,7 +76,7 @@ export interface Daemon {
    * `newRequestId` names the new request (the local API's Idempotency-Key); default a new UUID.
    * `origin`: who asked through the local API, a token or the CLI. @defaultValue 'api'
    */
-  resubmitWithSuggestion(requestId: string, newRequestId?: string, origin?: 'api' | 'cli'): Promise<string>;
+  resubmitWithSuggestion(input: ResubmitInput): Promise<string>;
   /** Runs tasks of an array request again (the failed ones by default): the new request. */
   retryArrayTasks(retry: ArrayRetry): Promise<{ id: string; indexes: number[]; array: string }>;
   stop(): Promise<void>;
@@ -536,8 +536,8 @@ function daemonOf(
     pipelines,
     submit: (input) => acceptSubmission({ ...requests, profiles, defaultProfile, refusal }, input),
     summaries: summariesStatus(scheduler.summarySettings),
-    resubmitWithSuggestion: async (requestId, newRequestId, origin = 'api') =>
-      (await resubmitWithSuggestion(requests, { requestId, newRequestId, origin, queuedBy: origin })).requestId,
+    resubmitWithSuggestion: async (input) =>
+      (await resubmitWithSuggestion(requests, { ...input, queuedBy: input.origin })).requestId,
     retryArrayTasks: (retry) => retryArrayTasks({ ...requests, refusal }, retry),
     stop: () => lifecycle.stop(),
   };
@@ -569,7 +569,7 @@ async function startApi(
     queues,
     pipelines,
     submit: (input) => daemon.submit(input),
-    resubmit: (requestId, newRequestId, origin) => daemon.resubmitWithSuggestion(requestId, newRequestId, origin),
+    resubmit: (input) => daemon.resubmitWithSuggestion(input),
     retryTasks: (retry) => daemon.retryArrayTasks(retry),
     redis,
     queuePrefix: prefix,

@@ -72,6 +72,10 @@ export const apiTokens = schedflow.table('api_tokens', {
   name: text('name').notNull().unique('api_tokens_name_unique').$type<Of<typeof sqlite.apiTokens, 'name'>>(),
   hash: text('hash').notNull().unique('api_tokens_hash_unique').$type<Of<typeof sqlite.apiTokens, 'hash'>>(),
   scopes: jsonb('scopes').notNull().$type<Of<typeof sqlite.apiTokens, 'scopes'>>(),
+  owner: text('owner').notNull().default('default').$type<Of<typeof sqlite.apiTokens, 'owner'>>(),
+  profiles: jsonb('profiles').$type<Of<typeof sqlite.apiTokens, 'profiles'>>(),
+  maxInFlight: bigint('max_in_flight', { mode: 'number' }).$type<Of<typeof sqlite.apiTokens, 'maxInFlight'>>(),
+  maxPerDay: bigint('max_per_day', { mode: 'number' }).$type<Of<typeof sqlite.apiTokens, 'maxPerDay'>>(),
   createdAt: bigint('created_at', { mode: 'number' }).notNull().$type<Of<typeof sqlite.apiTokens, 'createdAt'>>(),
   lastUsedAt: bigint('last_used_at', { mode: 'number' }).$type<Of<typeof sqlite.apiTokens, 'lastUsedAt'>>(),
   revokedAt: bigint('revoked_at', { mode: 'number' }).$type<Of<typeof sqlite.apiTokens, 'revokedAt'>>(),
@@ -95,6 +99,25 @@ export const arrayTasks = schedflow.table(
     stderrPath: text('stderr_path').$type<Of<typeof sqlite.arrayTasks, 'stderrPath'>>(),
   },
   (t) => [primaryKey({ columns: [t.requestId, t.taskId] }), index('array_tasks_state').on(t.requestId, t.state)],
+);
+
+export const auditLog = schedflow.table(
+  'audit_log',
+  {
+    id: bigint('id', { mode: 'number' })
+      .primaryKey()
+      .generatedByDefaultAsIdentity()
+      .$type<Of<typeof sqlite.auditLog, 'id'>>(),
+    at: bigint('at', { mode: 'number' }).notNull().$type<Of<typeof sqlite.auditLog, 'at'>>(),
+    actor: text('actor').notNull().$type<Of<typeof sqlite.auditLog, 'actor'>>(),
+    owner: text('owner').$type<Of<typeof sqlite.auditLog, 'owner'>>(),
+    action: text('action').notNull().$type<Of<typeof sqlite.auditLog, 'action'>>(),
+    target: text('target').$type<Of<typeof sqlite.auditLog, 'target'>>(),
+    outcome: text('outcome').notNull().$type<Of<typeof sqlite.auditLog, 'outcome'>>(),
+    httpRequestId: text('http_request_id').$type<Of<typeof sqlite.auditLog, 'httpRequestId'>>(),
+    detail: text('detail').$type<Of<typeof sqlite.auditLog, 'detail'>>(),
+  },
+  (t) => [index('audit_log_at').on(t.at), index('audit_log_owner').on(t.owner, t.at)],
 );
 
 export const deadlineMisses = schedflow.table(
@@ -143,6 +166,8 @@ export const jobRequests = schedflow.table(
     name: text('name').notNull().$type<Of<typeof sqlite.jobRequests, 'name'>>(),
     spec: jsonb('spec').notNull().$type<Of<typeof sqlite.jobRequests, 'spec'>>(),
     origin: text('origin').notNull().$type<Of<typeof sqlite.jobRequests, 'origin'>>(),
+    owner: text('owner').notNull().default('default').$type<Of<typeof sqlite.jobRequests, 'owner'>>(),
+    actor: text('actor').$type<Of<typeof sqlite.jobRequests, 'actor'>>(),
     state: text('state').notNull().$type<Of<typeof sqlite.jobRequests, 'state'>>(),
     jobId: bigint('job_id', { mode: 'number' }).$type<Of<typeof sqlite.jobRequests, 'jobId'>>(),
     jobConfirmedAt: bigint('job_confirmed_at', { mode: 'number' }).$type<
@@ -205,6 +230,8 @@ export const jobRequests = schedflow.table(
     index('job_requests_deadlines').on(t.state).where(sql`"deadlines" is not null`),
     index('job_requests_retry_due').on(t.retryDueAt).where(sql`"retry_due_at" is not null`),
     index('job_requests_attempts').on(t.firstAttemptId),
+    index('job_requests_owner').on(t.owner, t.createdAt),
+    index('job_requests_owner_state').on(t.owner, t.state),
   ],
 );
 
@@ -243,6 +270,8 @@ export const pipelineRuns = schedflow.table(
   {
     id: text('id').primaryKey().$type<Of<typeof sqlite.pipelineRuns, 'id'>>(),
     pipeline: text('pipeline').notNull().$type<Of<typeof sqlite.pipelineRuns, 'pipeline'>>(),
+    owner: text('owner').notNull().default('default').$type<Of<typeof sqlite.pipelineRuns, 'owner'>>(),
+    actor: text('actor').$type<Of<typeof sqlite.pipelineRuns, 'actor'>>(),
     trigger: text('trigger').notNull().$type<Of<typeof sqlite.pipelineRuns, 'trigger'>>(),
     triggeredBy: text('triggered_by').$type<Of<typeof sqlite.pipelineRuns, 'triggeredBy'>>(),
     scheduledFor: bigint('scheduled_for', { mode: 'number' }).$type<Of<typeof sqlite.pipelineRuns, 'scheduledFor'>>(),
@@ -268,6 +297,7 @@ export const pipelineRuns = schedflow.table(
     index('pipeline_runs_state').on(t.state),
     index('pipeline_runs_created').on(t.pipeline, t.createdAt),
     index('pipeline_runs_summary_todo').on(t.state).where(sql`"summary_checked_at" is null`),
+    index('pipeline_runs_owner').on(t.owner, t.createdAt),
   ],
 );
 

@@ -42,6 +42,9 @@ export interface NewRequest {
   name: string;
   spec: unknown;
   origin: JobRequestRow['origin'];
+  /** Whose it is, and who made it (src/access/principal.ts). */
+  owner: string;
+  actor: string | null;
   at: number;
   source: TransitionSource;
   /** A pipeline step: its run, step name, attempt and the steps it needs. */
@@ -87,6 +90,8 @@ const INSERTED = [
   'name',
   'spec',
   'origin',
+  'owner',
+  'actor',
   'state',
   'createdAt',
   'updatedAt',
@@ -124,6 +129,8 @@ export async function insertRequest(
     name: req.name,
     spec: req.spec,
     origin: req.origin,
+    owner: req.owner,
+    actor: req.actor,
     state: queued ? 'queued' : 'accepted',
     createdAt: req.at,
     updatedAt: queued ? queued.at : req.at,

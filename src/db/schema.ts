@@ -69,6 +69,14 @@ export const jobRequests = sqliteTable(
     /** The job spec as submitted (JSON). */
     spec: text('spec', { mode: 'json' }).notNull(),
     origin: text('origin', { enum: ['api', 'cli', 'pipeline'] }).notNull(),
+    /**
+     * Whose it is (src/access/principal.ts): the owner of the token that asked, of the pipeline a
+     * step belongs to, or of the request a retry or re-submission repeats. Rows recorded before
+     * owners existed belong to `default`.
+     */
+    owner: text('owner').notNull().default('default'),
+    /** Who made it: `token:<name>`, `ui:<user>`, `cli:<unix user>`, `schedule:<pipeline>`, …; null before actors were recorded. */
+    actor: text('actor'),
     state: text('state', { enum: REQUEST_STATES }).notNull(),
     /** Slurm's job id, once the scheduler accepted the job. */
     jobId: integer('job_id'),
@@ -157,6 +165,9 @@ export const jobRequests = sqliteTable(
     // Partial: the retry check reads only ended attempts waiting for their next one.
     index('job_requests_retry_due').on(t.retryDueAt).where(sql`"retry_due_at" is not null`),
     index('job_requests_attempts').on(t.firstAttemptId),
+    // An owner's lists, and the count of its requests in flight (a token's quota).
+    index('job_requests_owner').on(t.owner, t.createdAt),
+    index('job_requests_owner_state').on(t.owner, t.state),
   ],
 );
 
@@ -270,6 +281,10 @@ export const pipelineRuns = sqliteTable(
   {
     id: text('id').primaryKey(),
     pipeline: text('pipeline').notNull(),
+    /** The pipeline's owner when the run was made (its file's `owner:`); its steps are this owner's. */
+    owner: text('owner').notNull().default('default'),
+    /** Who made it, as on a request (`schedule:<pipeline>` for the schedule's runs); null before actors were recorded. */
+    actor: text('actor'),
     trigger: text('trigger', { enum: RUN_TRIGGERS }).notNull(),
     /**
      * Who started it, in words (`API token "ci"`, `web UI (alice)`, `CLI (bob, pid 4242)`); null
@@ -305,6 +320,7 @@ export const pipelineRuns = sqliteTable(
     index('pipeline_runs_state').on(t.state),
     index('pipeline_runs_created').on(t.pipeline, t.createdAt),
     index('pipeline_runs_summary_todo').on(t.state).where(sql`"summary_checked_at" is null`),
+    index('pipeline_runs_owner').on(t.owner, t.createdAt),
   ],
 );
 
@@ -368,7 +384,11 @@ export const deadlineMisses = sqliteTable(
   (t) => [uniqueIndex('deadline_misses_once').on(t.subject, t.kind), index('deadline_misses_run').on(t.runId)],
 );
 
-export const API_SCOPES = ['submit', 'read', 'cancel', 'admin'] as const;
+/**
+ * What a token may do. `read`, `submit` and `cancel` act on its owner's requests and runs only;
+ * `audit` reads every owner's and changes nothing; `admin` holds every scope, on every owner's.
+ */
+export const API_SCOPES = ['submit', 'read', 'cancel', 'audit', 'admin'] as const;
 export type ApiScope = (typeof API_SCOPES)[number];
 
 /** Local API tokens: only a SHA-256 of the token is kept; the token is shown once. */
@@ -377,6 +397,14 @@ export const apiTokens = sqliteTable('api_tokens', {
   name: text('name').notNull().unique(),
   hash: text('hash').notNull().unique(),
   scopes: text('scopes', { mode: 'json' }).$type<ApiScope[]>().notNull(),
+  /** Whose requests the token makes and sees. Tokens made before owners existed belong to `default`. */
+  owner: text('owner').notNull().default('default'),
+  /** The scheduler profiles its requests may name; null: any. */
+  profiles: text('profiles', { mode: 'json' }).$type<string[]>(),
+  /** Its owner's requests not yet ended past which it submits no more; null: no limit. */
+  maxInFlight: integer('max_in_flight'),
+  /** Requests it may have accepted in a day (the last 24 hours); null: no limit. */
+  maxPerDay: integer('max_per_day'),
   createdAt: integer('created_at').notNull(),
   lastUsedAt: integer('last_used_at'),
   revokedAt: integer('revoked_at'),
@@ -605,3 +633,35 @@ export type WebhookDeliveryRow = typeof webhookDeliveries.$inferSelect;
 export type JobTransitionRow = typeof jobTransitions.$inferSelect;
 export type AccountingJobRow = typeof accountingJobs.$inferSelect;
 export type SummaryRow = typeof summaries.$inferSelect;
+
+/** How an audited action ended: done, refused (scope, ownership, quota, the door), or failed on the way. */
+export const AUDIT_OUTCOMES = ['ok', 'refused', 'failed'] as const;
+export type AuditOutcome = (typeof AUDIT_OUTCOMES)[number];
+
+/**
+ * Every state-changing action, one row each, written in the transaction of the action
+ * (src/db/audit.ts): who did what to what, for whom, and how it ended. Never changed, never
+ * deleted by the daemon; nothing secret is written (a token's name, never the token).
+ */
+export const auditLog = sqliteTable(
+  'audit_log',
+  {
+    id: integer('id').primaryKey({ autoIncrement: true }),
+    at: integer('at').notNull(),
+    /** `token:<name>`, `ui:<user>`, `cli:<unix user>`, `schedule:<pipeline>`, `schedflow` (the daemon itself). */
+    actor: text('actor').notNull(),
+    /** Whose thing it acted on (a request's or run's owner, a pipeline's, a token's); null: none (a login). */
+    owner: text('owner'),
+    /** `request.accept`, `request.cancel`, `run.trigger`, `token.create`, `ui.login`, … (docs/audit.md). */
+    action: text('action').notNull(),
+    /** What it acted on: `request:<id>`, `run:<id>`, `pipeline:<name>`, `token:<name>`, … */
+    target: text('target'),
+    outcome: text('outcome', { enum: AUDIT_OUTCOMES }).notNull(),
+    /** The id of the HTTP request that asked (its `x-request-id`), when one did. */
+    httpRequestId: text('http_request_id'),
+    /** Why, in words: a refusal's reason, what changed. */
+    detail: text('detail'),
+  },
+  (t) => [index('audit_log_at').on(t.at), index('audit_log_owner').on(t.owner, t.at)],
+);
+export type AuditRow = typeof auditLog.$inferSelect;

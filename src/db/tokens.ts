@@ -32,7 +32,16 @@ export interface CreatedToken {
  */
 export async function createToken(
   h: History,
-  input: { name: string; scopes: ApiScope[]; at?: number },
+  input: {
+    name: string;
+    scopes: ApiScope[];
+    /** @defaultValue the token's name */
+    owner?: string;
+    profiles?: string[] | null;
+    maxInFlight?: number | null;
+    maxPerDay?: number | null;
+    at?: number;
+  },
 ): Promise<CreatedToken> {
   const token = `${TOKEN_PREFIX}${randomBytes(32).toString('base64url')}`;
   const at = input.at ?? Date.now();
@@ -44,7 +53,17 @@ export async function createToken(
       throw new ConfigError(`a token named "${input.name}" exists: revoke it first, or pick another name`);
     }
     if (existing) await tx.run(tx.db.delete(t).where(eq(t.id, existing.id)));
-    const values = { id: randomUUID(), name: input.name, hash: hashToken(token), scopes, createdAt: at };
+    const values = {
+      id: randomUUID(),
+      name: input.name,
+      hash: hashToken(token),
+      scopes,
+      owner: input.owner ?? input.name,
+      profiles: input.profiles ?? null,
+      maxInFlight: input.maxInFlight ?? null,
+      maxPerDay: input.maxPerDay ?? null,
+      createdAt: at,
+    };
     await tx.run(tx.db.insert(t).values(values));
     return { ...values, lastUsedAt: null, revokedAt: null };
   });

@@ -10,6 +10,7 @@ import type { ArrayRetry } from '../requests/array-retry.js';
 import type { ClientRegistry } from '../sched/client-registry.js';
 import type { JobSpec } from '../sched/job-spec.js';
 import type { Profile } from '../sched/profile.js';
+import type { ResubmitInput } from '../summaries/resubmit.js';
 import type { LocalCredential } from './api/local-credential.js';
 import type { UiSettings } from './ui/ui-settings.js';
 
@@ -29,6 +30,9 @@ export interface ApiDeps {
     spec: JobSpec;
     /** `cli`: asked by the CLI with its local credential. */
     origin: 'api' | 'cli';
+    /** Whose it is, and who asks (src/access/principal.ts). */
+    owner: string;
+    actor: string;
     requestId?: string;
     webhookUrl?: string | null;
     deadlines?: Deadlines | null;
@@ -41,7 +45,7 @@ export interface ApiDeps {
    * Applies a request's suggested change (the daemon's `resubmitWithSuggestion`): the new
    * request's id, the same on every call. NoSuggestionError when there is nothing to apply.
    */
-  resubmit(requestId: string, newRequestId?: string, origin?: 'api' | 'cli'): Promise<string>;
+  resubmit(input: ResubmitInput): Promise<string>;
   /** Runs tasks of an array request again (src/requests/array-retry.ts). NoTasksToRetryError when there is none. */
   retryTasks(retry: ArrayRetry): Promise<{ id: string; indexes: number[]; array: string }>;
   /** Resolves when Redis answers PING; rejects otherwise (readiness). */

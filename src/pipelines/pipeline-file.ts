@@ -1,5 +1,6 @@
 import { CronExpressionParser } from 'cron-parser';
 import { z } from 'zod';
+import { DEFAULT_OWNER, OWNER_NAME } from '../access/principal.js';
 import { DEPENDENCY_TYPES, type StepNeed } from '../db/schema.js';
 import { durationSchema } from '../lib/duration.js';
 import { attemptPolicySchema } from '../requests/attempt-policy.js';
@@ -128,6 +129,19 @@ export const pipelineFileSchema = z
     /** Default: the file name without extension. */
     name: nameSchema.optional(),
     description: z.string().optional(),
+    /** Whose it is: its runs and their steps belong to this owner (src/access/principal.ts). */
+    owner: z
+      .string()
+      .regex(OWNER_NAME, 'letters, digits, and _ . - (not first), up to 64')
+      .default(DEFAULT_OWNER)
+      .describe(
+        'whose pipeline it is: its runs and their steps belong to this owner; tokens of this owner trigger, pause and read it (default: "default")',
+      ),
+    /** Other owners whose tokens may trigger, pause and read it too. */
+    allow: z
+      .array(z.string().regex(OWNER_NAME, 'letters, digits, and _ . - (not first), up to 64'))
+      .default([])
+      .describe("other owners whose tokens may trigger, pause and read this pipeline (runs stay the owner's)"),
     schedule: scheduleSchema.optional(),
     /**
      * Parameters, `${params.NAME}` in steps (the value as is) or `${params.NAME:q}` (one

@@ -1,6 +1,7 @@
 import { type FSWatcher, watch } from 'node:fs';
 import { basename, extname } from 'node:path';
 import type { Queue } from 'bullmq';
+import { scheduleActor } from '../access/principal.js';
 import type { History } from '../db/history.js';
 import { pauseSchedule, resumeSchedule, type SchedulePause, schedulePauses } from '../db/schedule-pauses.js';
 import { advanceLastTick, lastTickOf } from '../db/schedule-ticks.js';
@@ -220,6 +221,7 @@ export class PipelineRegistry implements PipelineService {
     return createRun(this.#deps.engine, pipeline, {
       trigger: input.trigger,
       triggeredBy: input.triggeredBy ?? null,
+      actor: input.actor,
       params: input.params ?? {},
       webhookUrl: input.webhookUrl ?? null,
     });
@@ -312,7 +314,13 @@ export class PipelineRegistry implements PipelineService {
     let run: PipelineRunRow;
     try {
       // The overlap policy is applied where the run is made, with what is active read there.
-      run = await createRun(engine, pipeline, { trigger, params: {}, scheduledFor, overlap: schedule.overlap });
+      run = await createRun(engine, pipeline, {
+        trigger,
+        actor: scheduleActor(name),
+        params: {},
+        scheduledFor,
+        overlap: schedule.overlap,
+      });
     } catch (error) {
       if (error instanceof ConfigError) {
         logger.error({ pipeline: name, err: error }, 'scheduled run could not be made');

@@ -12,6 +12,8 @@ export interface TriggerInput {
   trigger: RunTrigger;
   /** Who asked, in words (`API token "ci"`, `web UI (alice)`, `CLI (bob, pid 4242)`), kept with the run. */
   triggeredBy?: string | null;
+  /** Who asked (src/access/principal.ts); the run is the pipeline's owner's. */
+  actor: string;
   webhookUrl?: string | null;
 }
 

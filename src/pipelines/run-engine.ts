@@ -62,6 +62,8 @@ export interface NewRun {
   trigger: RunTrigger;
   /** Who asked for it, in words; none for the schedule's runs. */
   triggeredBy?: string | null;
+  /** Who asked for it (src/access/principal.ts); the schedule's runs: `schedule:<pipeline>`. */
+  actor: string;
   params: Record<string, string>;
   scheduledFor?: number | null;
   webhookUrl?: string | null;
@@ -125,6 +127,8 @@ export async function createRun(deps: RunEngineDeps, pipeline: LoadedPipeline, i
       {
         id,
         pipeline: pipeline.name,
+        owner: pipeline.def.owner,
+        actor: input.actor,
         trigger: input.trigger,
         triggeredBy: input.triggeredBy ?? null,
         scheduledFor,
@@ -177,6 +181,8 @@ async function addSteps(
       name: plan.spec.name,
       spec: plan.spec,
       origin: 'pipeline',
+      owner: run.owner,
+      actor: run.actor,
       at,
       source: 'pipeline',
       runId: run.id,

@@ -163,6 +163,9 @@ export interface JobSubmission {
   profile?: string;
   spec: JobSpec;
   origin: 'api' | 'cli' | 'pipeline';
+  /** Whose it is, and who asks (src/access/principal.ts). */
+  owner: string;
+  actor: string;
   /** @defaultValue a new UUID */
   requestId?: string;
   /** POSTed, signed, when the request ends. */
@@ -196,6 +199,8 @@ export async function acceptSubmission(
     name: input.spec.name,
     spec: input.spec,
     origin: input.origin,
+    owner: input.owner,
+    actor: input.actor,
     at: (deps.clock ?? systemClock).now(),
     source,
     webhookUrl: input.webhookUrl ?? null,

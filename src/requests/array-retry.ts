@@ -26,6 +26,8 @@ export interface ArrayRetry {
   indexes?: ArrayExpression;
   origin: 'api' | 'cli' | 'pipeline';
   source: TransitionSource;
+  /** Who asks (src/access/principal.ts); the retry is the original's owner's. */
+  actor: string;
   /** @defaultValue a new UUID */
   newRequestId?: string;
 }
@@ -51,6 +53,8 @@ export async function retryArrayTasks(
     name: original.name,
     spec,
     origin: retry.origin,
+    owner: original.owner,
+    actor: retry.actor,
     at: (deps.clock ?? systemClock).now(),
     source: retry.source,
     webhookUrl: original.webhookUrl,

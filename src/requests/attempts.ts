@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import { DAEMON_ACTOR } from '../access/principal.js';
 import type { History } from '../db/history.js';
 import { dueAttempts, getRequest, laterAttempts, patchRequest, retryDueAtLocked } from '../db/requests.js';
 import type { AttemptPolicy, JobRequestRow } from '../db/schema.js';
@@ -150,6 +151,8 @@ export function attemptRequest(
     name: row.name,
     spec,
     origin: row.origin,
+    owner: row.owner,
+    actor: DAEMON_ACTOR,
     at,
     source: 'retry',
     ...(row.runId !== null && { runId: row.runId }),

@@ -73,6 +73,8 @@ export function applySuggestion(
     at: number;
     /** Who applied it: the CLI (through its queued job) or the local API. @defaultValue 'cli' */
     origin?: 'api' | 'cli';
+    /** Who asked (src/access/principal.ts); the new request is the original's owner's. */
+    actor: string;
   },
 ): Promise<{ requestId: string; created: boolean }> {
   const origin = input.origin ?? 'cli';
@@ -90,6 +92,8 @@ export function applySuggestion(
       name: request.name,
       spec,
       origin,
+      owner: request.owner,
+      actor: input.actor,
       at: input.at,
       source: origin,
       webhookUrl: request.webhookUrl,
@@ -104,17 +108,23 @@ export function applySuggestion(
   });
 }
 
+/** A re-submission with a summary's suggested change: of which request, under which new id, asked by whom. */
+export interface ResubmitInput {
+  requestId: string;
+  /** The new request's id (the local API's Idempotency-Key). @defaultValue a new UUID */
+  newRequestId?: string;
+  origin: 'api' | 'cli';
+  /** Who asks (src/access/principal.ts); the new request is the original's owner's. */
+  actor: string;
+}
+
 /**
  * Applies a request's suggestion and queues the new request's submission: the local API's
  * `resubmit` and the CLI's apply-suggestion job. Applying twice returns the first request's id.
  */
 export async function resubmitWithSuggestion(
   deps: AcceptDeps,
-  input: {
-    requestId: string;
-    /** The new request's id (the local API's Idempotency-Key). @defaultValue a new UUID */
-    newRequestId?: string;
-    origin: 'api' | 'cli';
+  input: ResubmitInput & {
     /** Who queues it: the local API, or the summarize worker running the CLI's job. */
     queuedBy: TransitionSource;
   },
@@ -124,6 +134,7 @@ export async function resubmitWithSuggestion(
     newRequestId: input.newRequestId ?? randomUUID(),
     at: (deps.clock ?? systemClock).now(),
     origin: input.origin,
+    actor: input.actor,
   });
   // Also when an earlier call recorded the request but did not get to queue it (its state alone:
   // the row's spec is not needed).

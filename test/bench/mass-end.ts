@@ -154,7 +154,17 @@ function seedHistory(store: History, jobIds: number[], c: Case): Promise<void> {
     for (const [i, jobId] of jobIds.entries()) {
       const id = `bench-${i}`;
       const at = i === 0 ? now - c.earliestAgoSec * 1000 : now - 30_000;
-      await createRequest(tx, { id, profile: 'bench', name: 'bench', spec: {}, origin: 'api', at, source: 'api' });
+      await createRequest(tx, {
+        id,
+        profile: 'bench',
+        name: 'bench',
+        spec: {},
+        owner: 'default',
+        actor: 'test',
+        origin: 'api',
+        at,
+        source: 'api',
+      });
       await transition(tx, id, { to: 'submitted', source: 'submit', at, patch: { jobId, submittedAt: at } });
     }
   });

@@ -186,6 +186,8 @@ function requestRow(over: Partial<JobRequestRow> = {}): JobRequestRow {
     name: 'align',
     spec: {},
     origin: 'api',
+    owner: 'default',
+    actor: 'test',
     state: 'failed',
     jobId: 1234,
     jobConfirmedAt: null,

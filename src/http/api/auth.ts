@@ -1,8 +1,8 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
+import { hasScope } from '../../access/principal.js';
 import type { History } from '../../db/history.js';
 import type { ApiScope } from '../../db/schema.js';
 import { findToken, type TokenInfo, touchToken } from '../../db/tokens.js';
-import { hasScope } from '../scopes.js';
 import { ForbiddenApiError, UnauthorizedApiError } from './api-errors.js';
 import { isLocalCredential, type LocalCredential } from './local-credential.js';
 

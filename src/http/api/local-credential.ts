@@ -1,5 +1,6 @@
 import { randomBytes, timingSafeEqual } from 'node:crypto';
 import type { FastifyRequest } from 'fastify';
+import { cliActor, DEFAULT_OWNER, type Principal, tokenActor } from '../../access/principal.js';
 import type { ApiScope } from '../../db/schema.js';
 import { hashToken, type TokenInfo } from '../../db/tokens.js';
 import { escapeControls } from '../../lib/control-characters.js';
@@ -17,8 +18,12 @@ import { escapeControls } from '../../lib/control-characters.js';
 /** The id a request's token carries when it is the CLI's (never a row of the token table). */
 export const LOCAL_CLI_TOKEN_ID = 'cli-local';
 
-/** What the CLI does through the API: read what it made, submit, cancel. Not admin. */
-const CLI_SCOPES: readonly ApiScope[] = ['read', 'submit', 'cancel'];
+/**
+ * What the CLI does through the API: read, submit, cancel, on every owner's requests. Whoever
+ * can read the credential's file can read the whole history beside it, so the CLI is the host's
+ * operator: an admin, whose requests belong to `default` unless it names another owner.
+ */
+const CLI_SCOPES: readonly ApiScope[] = ['admin'];
 
 export interface LocalCredential {
   /** Hex SHA-256 of the token, as the token table stores its own. */
@@ -37,6 +42,10 @@ export function makeLocalCredential(at = Date.now()): { token: string; credentia
         id: LOCAL_CLI_TOKEN_ID,
         name: 'cli (local)',
         scopes: [...CLI_SCOPES],
+        owner: DEFAULT_OWNER,
+        profiles: null,
+        maxInFlight: null,
+        maxPerDay: null,
         createdAt: at,
         lastUsedAt: null,
         revokedAt: null,
@@ -59,6 +68,8 @@ export const CLI_WHO_HEADER = 'x-schedflow-who';
 export interface Caller {
   origin: 'api' | 'cli';
   who: string;
+  /** For whom it acts and what it may see (src/access/principal.ts). */
+  principal: Principal;
 }
 
 /**
@@ -67,11 +78,22 @@ export interface Caller {
  */
 export function callerOf(request: FastifyRequest): Caller {
   const token = request.apiToken;
-  if (token?.id === LOCAL_CLI_TOKEN_ID) {
+  if (!token) throw new Error('callerOf: a route without a scope has no caller');
+  if (token.id === LOCAL_CLI_TOKEN_ID) {
     const said = request.headers[CLI_WHO_HEADER];
     // One line of printable text, kept short: it is shown in the history and the UI.
     const who = typeof said === 'string' ? escapeControls(said).slice(0, 200).trim() : '';
-    return { origin: 'cli', who: who || 'CLI' };
+    // `CLI (alice, pid 4242)`: the Unix user is the actor.
+    const user = /^CLI \(([^,()]+),/.exec(who)?.[1]?.trim() ?? 'unknown';
+    return {
+      origin: 'cli',
+      who: who || 'CLI',
+      principal: { owner: token.owner, actor: cliActor(user), scopes: token.scopes },
+    };
   }
-  return { origin: 'api', who: `API token "${token?.name ?? '?'}"` };
+  return {
+    origin: 'api',
+    who: `API token "${token.name}"`,
+    principal: { owner: token.owner, actor: tokenActor(token.name), scopes: token.scopes },
+  };
 }

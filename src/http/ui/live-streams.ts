@@ -1,10 +1,10 @@
 import { randomUUID } from 'node:crypto';
 import type { ServerResponse } from 'node:http';
+import { hasScope } from '../../access/principal.js';
 import type { History } from '../../db/history.js';
 import { liveTokenScopes } from '../../db/tokens.js';
 import type { Logger } from '../../logger.js';
 import type { StreamCheck, UiSessions } from '../../redis/ui-sessions.js';
-import { hasScope } from '../scopes.js';
 import type { LiveChanges } from './live-changes.js';
 import type { UiSession } from './sessions.js';
 

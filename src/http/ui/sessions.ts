@@ -1,4 +1,5 @@
 import { timingSafeEqual } from 'node:crypto';
+import type { Principal } from '../../access/principal.js';
 import type { ApiScope } from '../../db/schema.js';
 
 /** Who logged in: a local API token (by id, never the token) or the configured password. */
@@ -8,7 +9,14 @@ export interface UiLogin {
   tokenId: string | null;
   /** The scopes at login; a token's are read again on every request (see ui-plugin.ts). */
   scopes: ApiScope[];
+  /** Whose requests and runs it acts on (a token's owner; `default` for the password). */
+  owner: string;
+  /** As the history and the audit log record it: `ui:token:<name>`, `ui:password`. */
+  actor: string;
 }
+
+/** The logged-in user as a principal (src/access/principal.ts). */
+export const principalOfLogin = (s: UiLogin): Principal => ({ owner: s.owner, actor: s.actor, scopes: s.scopes });
 
 declare module 'fastify' {
   interface Session {

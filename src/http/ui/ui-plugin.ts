@@ -3,11 +3,11 @@ import fastifyCookie from '@fastify/cookie';
 import csrfProtection from '@fastify/csrf-protection';
 import fastifySession from '@fastify/session';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { DEFAULT_OWNER, hasScope, uiActor } from '../../access/principal.js';
 import { findToken, liveTokenScopes } from '../../db/tokens.js';
 import { type LoginCounter, storedId, UiSessions } from '../../redis/ui-sessions.js';
 import { ApiError, RateLimitedApiError } from '../api/api-errors.js';
 import type { ApiDeps } from '../deps.js';
-import { hasScope } from '../scopes.js';
 import { APP_CSS, APP_JS } from './assets.js';
 import { field, queryField, sendPage, sessionOf, type UiContext, type UiSettings } from './context.js';
 import { type Html, html } from './html.js';
@@ -265,11 +265,17 @@ export async function uiPlugin(app: FastifyInstance, opts: { deps: ApiDeps; sett
         return loginPage(ctx, request, reply, lacksReadText(`token ${found.token.name}`), 403);
       }
       if (found.kind === 'valid') {
-        login = { who: `token ${found.token.name}`, tokenId: found.token.id, scopes: found.token.scopes };
+        login = {
+          who: `token ${found.token.name}`,
+          tokenId: found.token.id,
+          scopes: found.token.scopes,
+          owner: found.token.owner,
+          actor: uiActor(`token:${found.token.name}`),
+        };
       }
     } else if (password && ctx.settings.password) {
       if (sameText(password, ctx.settings.password.reveal())) {
-        login = { who: 'password', tokenId: null, scopes: ['admin'] };
+        login = { who: 'password', tokenId: null, scopes: ['admin'], owner: DEFAULT_OWNER, actor: uiActor('password') };
       }
     }
     if (!login) {

@@ -367,7 +367,7 @@ describe('routes', () => {
         pipelines: td.daemon.pipelines,
         submit: (input) => td.daemon.submit(input),
         retryTasks: (retry) => td.daemon.retryArrayTasks(retry),
-        resubmit: (id, newId) => td.daemon.resubmitWithSuggestion(id, newId),
+        resubmit: (input) => td.daemon.resubmitWithSuggestion(input),
         pingRedis: async () => {},
         settings: { rateLimitPerMin: 1000, bodyLimitBytes: 1024 * 1024, pollCeilingMs: 60_000 },
       });
@@ -546,7 +546,7 @@ describe('failures', () => {
       pipelines: broken,
       submit: (input) => td.daemon.submit(input),
       retryTasks: (retry) => td.daemon.retryArrayTasks(retry),
-      resubmit: (id, newId) => td.daemon.resubmitWithSuggestion(id, newId),
+      resubmit: (input) => td.daemon.resubmitWithSuggestion(input),
       pingRedis: async () => {},
       settings: { rateLimitPerMin: 100, bodyLimitBytes: 1024 * 1024, pollCeilingMs: 60_000 },
     });

@@ -33,6 +33,8 @@ describe('an array job from the shell', () => {
         array: '0-3',
         current_working_directory: sim.workDir,
       }),
+      owner: 'default',
+      actor: 'test',
       origin: 'api',
     });
     const row = await td.waitForState(id, 'failed', 30_000);

@@ -28,7 +28,7 @@ describe('schedflow jobs prints names and output with their control characters e
       standard_output: 'evil-%j.out',
       script: `#!/bin/sh\nprintf 'before${CLEAR.replace('\x1b', '\\033')}after\\tcol\\n${TITLE.replace('\x1b', '\\033').replace('\x07', '\\007')}\\n'\n`,
     } as JobSpec;
-    const id = await td.daemon.submit({ spec, origin: 'api' });
+    const id = await td.daemon.submit({ spec, owner: 'default', actor: 'test', origin: 'api' });
     await td.waitForState(id, 'completed');
     const at = ['--data-dir', td.dataDir];
 

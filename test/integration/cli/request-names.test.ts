@@ -28,14 +28,23 @@ describe('naming a job request on the command line', () => {
     const twinA = await td.daemon.submit({
       requestId: `5eed0000-0000-4000-8000-${'0'.repeat(11)}a`,
       spec: spec('twin-a'),
+      owner: 'default',
+      actor: 'test',
       origin: 'api',
     });
     const twinB = await td.daemon.submit({
       requestId: `5eed0000-1111-4000-8000-${'0'.repeat(11)}b`,
       spec: spec('twin-b'),
+      owner: 'default',
+      actor: 'test',
       origin: 'api',
     });
-    const array = await td.daemon.submit({ spec: spec('tasks', { array: '0-2' }), origin: 'api' });
+    const array = await td.daemon.submit({
+      spec: spec('tasks', { array: '0-2' }),
+      owner: 'default',
+      actor: 'test',
+      origin: 'api',
+    });
     const a = await td.waitForState(twinA, 'completed');
     await td.waitForState(twinB, 'completed');
     const arrayRow = await td.waitForState(array, 'completed', 30_000);

@@ -29,7 +29,14 @@ describe('a slurmctld crash that loses its newest jobs and reuses their ids', ()
     // In flight when the controller dies: submitted, their ids recorded, not yet ended.
     const lost: string[] = [];
     for (const name of ['crash-a', 'crash-b', 'crash-c']) {
-      lost.push(await td.daemon.submit({ spec: spec(name, '#!/bin/sh\nsleep 30\n'), origin: 'api' }));
+      lost.push(
+        await td.daemon.submit({
+          spec: spec(name, '#!/bin/sh\nsleep 30\n'),
+          owner: 'default',
+          actor: 'test',
+          origin: 'api',
+        }),
+      );
     }
     const lostJobIds = await waitFor(
       async () => {
@@ -52,8 +59,18 @@ describe('a slurmctld crash that loses its newest jobs and reuses their ids', ()
     // id within a minute cannot be told from the lost one without comments in accounting (the
     // README's limit); whether the controller's record is asked first depended on timing.
     const after = [
-      await td.daemon.submit({ spec: spec('crash-a', '#!/bin/sh\ntrue\n'), origin: 'api' }),
-      await td.daemon.submit({ spec: spec('crash-new', '#!/bin/sh\ntrue\n'), origin: 'api' }),
+      await td.daemon.submit({
+        spec: spec('crash-a', '#!/bin/sh\ntrue\n'),
+        owner: 'default',
+        actor: 'test',
+        origin: 'api',
+      }),
+      await td.daemon.submit({
+        spec: spec('crash-new', '#!/bin/sh\ntrue\n'),
+        owner: 'default',
+        actor: 'test',
+        origin: 'api',
+      }),
     ];
     await waitFor(
       async () => {

@@ -33,7 +33,12 @@ describe('a daemon on a moved clock', () => {
     const startedAt = clock.now();
     sim = await startSim();
     td = await startTestDaemon(sim.url, redis.url, {}, {}, {}, {}, clock);
-    const id = await td.daemon.submit({ spec: spec(sim, { script: '#!/bin/sh\nexit 0\n' }), origin: 'api' });
+    const id = await td.daemon.submit({
+      spec: spec(sim, { script: '#!/bin/sh\nexit 0\n' }),
+      owner: 'default',
+      actor: 'test',
+      origin: 'api',
+    });
     await td.waitForState(id, 'submitted');
     const upToSubmitted = await transitionsOf(td.daemon.history.store, id);
     expect(upToSubmitted.map((t) => [t.toState, t.at])).toEqual([

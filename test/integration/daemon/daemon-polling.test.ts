@@ -41,7 +41,12 @@ describe('polling', () => {
         Array.from({ length: 30 }, () =>
           // Running through the whole window however long starting them all takes (they are killed
           // with the simulator): an end in it would rightly cost an accounting request.
-          daemon.submit({ spec: spec(sim as TestSim, { script: '#!/bin/sh\nsleep 300\n' }), origin: 'api' }),
+          daemon.submit({
+            spec: spec(sim as TestSim, { script: '#!/bin/sh\nsleep 300\n' }),
+            owner: 'default',
+            actor: 'test',
+            origin: 'api',
+          }),
         ),
       );
       await waitFor(
@@ -84,7 +89,12 @@ describe('polling', () => {
     sim = await startSim();
     td = await startTestDaemon(sim.url, redis.url);
     // Short enough to end during the outage: tracking must find its end once the scheduler is back.
-    const id = await td.daemon.submit({ spec: spec(sim, { script: '#!/bin/sh\nsleep 3\n' }), origin: 'api' });
+    const id = await td.daemon.submit({
+      spec: spec(sim, { script: '#!/bin/sh\nsleep 3\n' }),
+      owner: 'default',
+      actor: 'test',
+      origin: 'api',
+    });
     const running = await td.waitForState(id, 'running');
     // A poll has seen the job (so the proxy holds an answer to fall back on) before the outage begins.
     const store = td.daemon.history.store;
@@ -119,7 +129,12 @@ describe('polling', () => {
   it('with accounting down, a job that left the controller is not concluded; it resolves when accounting returns', async () => {
     sim = await startSim({ minJobAgeSec: 0 });
     td = await startTestDaemon(sim.url, redis.url);
-    const id = await td.daemon.submit({ spec: spec(sim, { script: '#!/bin/sh\nsleep 2\n' }), origin: 'api' });
+    const id = await td.daemon.submit({
+      spec: spec(sim, { script: '#!/bin/sh\nsleep 2\n' }),
+      owner: 'default',
+      actor: 'test',
+      origin: 'api',
+    });
     const running = await td.waitForState(id, 'running');
     await setUpstream(sim, { slurmdbd: 'down' });
     // Polls over two cache lifetimes after the job left the controller: each found it gone from
@@ -154,7 +169,12 @@ describe('polling', () => {
     try {
       // A short grace: its length is not what is tested, that it is waited out is.
       td = await startTestDaemon(proxy.url, redis.url, { lostGraceMs: 1500 });
-      const id = await td.daemon.submit({ spec: spec(sim, { script: '#!/bin/sh\nsleep 1\n' }), origin: 'api' });
+      const id = await td.daemon.submit({
+        spec: spec(sim, { script: '#!/bin/sh\nsleep 1\n' }),
+        owner: 'default',
+        actor: 'test',
+        origin: 'api',
+      });
       await td.waitForState(id, 'running');
       // An accounting that has no record of the job (lagging, or purged).
       proxy.rewrite = (req, body) =>

@@ -32,11 +32,21 @@ describe('restarts', () => {
   it('a simulator restart: a job that was running is NODE_FAIL, a pending one still completes', async () => {
     sim = await startSim({ cpus: 1 });
     td = await startTestDaemon(sim.url, redis.url);
-    const running = await td.daemon.submit({ spec: spec(sim, { script: '#!/bin/sh\nsleep 60\n' }), origin: 'api' });
+    const running = await td.daemon.submit({
+      spec: spec(sim, { script: '#!/bin/sh\nsleep 60\n' }),
+      owner: 'default',
+      actor: 'test',
+      origin: 'api',
+    });
     // Submitted once the first holds the only CPU: two submit workers may take two requests in
     // either order, and a second that ran first was never pending (seen under load).
     await td.waitForState(running, 'running');
-    const pending = await td.daemon.submit({ spec: spec(sim, { name: 'second' }), origin: 'api' });
+    const pending = await td.daemon.submit({
+      spec: spec(sim, { name: 'second' }),
+      owner: 'default',
+      actor: 'test',
+      origin: 'api',
+    });
     await td.waitForState(pending, 'pending');
     await sim.restart();
     await td.waitForState(running, 'node_fail');
@@ -46,10 +56,20 @@ describe('restarts', () => {
   it('Redis killed and restarted: queued work is kept and new work flows', async () => {
     sim = await startSim();
     td = await startTestDaemon(sim.url, redis.url);
-    const first = await td.daemon.submit({ spec: spec(sim, { script: '#!/bin/sh\nsleep 3\n' }), origin: 'api' });
+    const first = await td.daemon.submit({
+      spec: spec(sim, { script: '#!/bin/sh\nsleep 3\n' }),
+      owner: 'default',
+      actor: 'test',
+      origin: 'api',
+    });
     await td.waitForState(first, 'running');
     await redis.restart();
-    const second = await td.daemon.submit({ spec: spec(sim, { name: 'after-redis' }), origin: 'api' });
+    const second = await td.daemon.submit({
+      spec: spec(sim, { name: 'after-redis' }),
+      owner: 'default',
+      actor: 'test',
+      origin: 'api',
+    });
     await td.waitForState(first, 'completed', 30_000);
     await td.waitForState(second, 'completed', 30_000);
   }, 60_000);
@@ -57,7 +77,12 @@ describe('restarts', () => {
   it('a daemon restart tracks every unfinished request again and submits what was only accepted', async () => {
     sim = await startSim();
     td = await startTestDaemon(sim.url, redis.url);
-    const longJob = await td.daemon.submit({ spec: spec(sim, { script: '#!/bin/sh\nsleep 5\n' }), origin: 'api' });
+    const longJob = await td.daemon.submit({
+      spec: spec(sim, { script: '#!/bin/sh\nsleep 5\n' }),
+      owner: 'default',
+      actor: 'test',
+      origin: 'api',
+    });
     await td.waitForState(longJob, 'running');
     await td.restart();
     await td.waitForState(longJob, 'completed');
@@ -78,6 +103,8 @@ describe('a submit BullMQ gives up on', () => {
       profile: 'test',
       name: 'x',
       spec: spec(sim),
+      owner: 'default',
+      actor: 'test',
       origin: 'api',
       at: Date.now(),
       source: 'api',
@@ -99,6 +126,8 @@ describe('a submit BullMQ gives up on', () => {
       profile: 'test',
       name: 'x',
       spec: { ...spec(sim), time_limt: 5 },
+      owner: 'default',
+      actor: 'test',
       origin: 'api',
       at: Date.now(),
       source: 'api',
@@ -123,6 +152,8 @@ describe('a submit BullMQ gives up on', () => {
         profile: 'test',
         name: 'x',
         spec: spec(sim as TestSim),
+        owner: 'default',
+        actor: 'test',
         origin: 'api',
         at: Date.now(),
         source: 'api',

@@ -32,7 +32,12 @@ describe('a request reaches its end state, recorded with every transition', () =
   it('COMPLETED, through accepted → queued → submitting → submitted → running → completed', async () => {
     sim = await startSim();
     td = await startTestDaemon(sim.url, redis.url);
-    const id = await td.daemon.submit({ spec: spec(sim, { script: '#!/bin/sh\nsleep 3\n' }), origin: 'api' });
+    const id = await td.daemon.submit({
+      spec: spec(sim, { script: '#!/bin/sh\nsleep 3\n' }),
+      owner: 'default',
+      actor: 'test',
+      origin: 'api',
+    });
     const row = await td.waitForState(id, 'completed');
     expect(row).toMatchObject({ exitCode: 0, adopted: false });
     expect(row.jobId).toEqual(expect.any(Number));
@@ -45,14 +50,24 @@ describe('a request reaches its end state, recorded with every transition', () =
   it('a failing script is FAILED with its exit code', async () => {
     sim = await startSim();
     td = await startTestDaemon(sim.url, redis.url);
-    const id = await td.daemon.submit({ spec: spec(sim, { script: '#!/bin/sh\nexit 7\n' }), origin: 'api' });
+    const id = await td.daemon.submit({
+      spec: spec(sim, { script: '#!/bin/sh\nexit 7\n' }),
+      owner: 'default',
+      actor: 'test',
+      origin: 'api',
+    });
     expect(await td.waitForState(id, 'failed')).toMatchObject({ exitCode: 7, reason: 'NonZeroExitCode' });
   });
 
   it('a job cancelled on the cluster is CANCELLED', async () => {
     sim = await startSim();
     td = await startTestDaemon(sim.url, redis.url);
-    const id = await td.daemon.submit({ spec: spec(sim, { script: '#!/bin/sh\nsleep 60\n' }), origin: 'api' });
+    const id = await td.daemon.submit({
+      spec: spec(sim, { script: '#!/bin/sh\nsleep 60\n' }),
+      owner: 'default',
+      actor: 'test',
+      origin: 'api',
+    });
     const running = await td.waitForState(id, 'running');
     const res = await http(`${sim.url}/sched/v0.0.44/job/${running.jobId}`, {
       method: 'DELETE',
@@ -65,7 +80,12 @@ describe('a request reaches its end state, recorded with every transition', () =
   it('a state change seen in the light listing is recorded with the full record: reason, start time', async () => {
     sim = await startSim({ cpus: 1 });
     td = await startTestDaemon(sim.url, redis.url);
-    const blocker = await td.daemon.submit({ spec: spec(sim, { script: '#!/bin/sh\nsleep 6\n' }), origin: 'api' });
+    const blocker = await td.daemon.submit({
+      spec: spec(sim, { script: '#!/bin/sh\nsleep 6\n' }),
+      owner: 'default',
+      actor: 'test',
+      origin: 'api',
+    });
     // jobs/state carries neither; they come from the full record fetched for the change (or, when
     // the proxy's cached accounting answer is from before the change, at the next cycle).
     const store = td.daemon.history.store;
@@ -77,7 +97,12 @@ describe('a request reaches its end state, recorded with every transition', () =
       },
       { what: 'the running job with its start time' },
     );
-    const waiting = await td.daemon.submit({ spec: spec(sim, { script: '#!/bin/sh\ntrue\n' }), origin: 'api' });
+    const waiting = await td.daemon.submit({
+      spec: spec(sim, { script: '#!/bin/sh\ntrue\n' }),
+      owner: 'default',
+      actor: 'test',
+      origin: 'api',
+    });
     await waitFor(
       async () => {
         const r = await row(waiting);
@@ -111,7 +136,12 @@ describe('a request reaches its end state, recorded with every transition', () =
       },
     });
     expect(blocker.status).toBe(200);
-    const id = await td.daemon.submit({ spec: spec(sim, { script: '#!/bin/sh\nsleep 1\nexit 4\n' }), origin: 'api' });
+    const id = await td.daemon.submit({
+      spec: spec(sim, { script: '#!/bin/sh\nsleep 1\nexit 4\n' }),
+      owner: 'default',
+      actor: 'test',
+      origin: 'api',
+    });
     await td.waitForState(id, 'pending');
     const ended = await td.waitForState(id, 'failed', 15_000);
     expect(ended).toMatchObject({ exitCode: 4 });
@@ -123,6 +153,8 @@ describe('a request reaches its end state, recorded with every transition', () =
     td = await startTestDaemon(sim.url, redis.url);
     const id = await td.daemon.submit({
       spec: spec(sim, { script: '#!/bin/sh\nsleep 30\n', time_limit: 1 }),
+      owner: 'default',
+      actor: 'test',
       origin: 'api',
     });
     await td.waitForState(id, 'timeout');
@@ -133,7 +165,13 @@ describe('a request reaches its end state, recorded with every transition', () =
     // A profile that does not say which account its token is bound to: nothing refuses the
     // job at the door (src/requests/door.ts), so the scheduler's own refusal is what is tested.
     td = await startTestDaemon(sim.url, redis.url, {}, {}, {}, { unbound: {} });
-    const id = await td.daemon.submit({ profile: 'unbound', spec: spec(sim, { account: 'other' }), origin: 'api' });
+    const id = await td.daemon.submit({
+      profile: 'unbound',
+      spec: spec(sim, { account: 'other' }),
+      owner: 'default',
+      actor: 'test',
+      origin: 'api',
+    });
     const row = await td.waitForState(id, 'submit_failed');
     expect(row.errorCode).toBe('SCHEDFLOW_ERR_SCHED_FORBIDDEN');
     expect(row.errorMessage).toMatch(/account restriction/);
@@ -154,7 +192,12 @@ describe('reconcile', () => {
   it('imports accounting records: own jobs get accounting fields, others are external', async () => {
     sim = await startSim();
     td = await startTestDaemon(sim.url, redis.url);
-    const own = await td.daemon.submit({ spec: spec(sim, { name: 'own' }), origin: 'api' });
+    const own = await td.daemon.submit({
+      spec: spec(sim, { name: 'own' }),
+      owner: 'default',
+      actor: 'test',
+      origin: 'api',
+    });
     const external = await http(`${sim.url}/sched/v0.0.44/job/submit`, {
       method: 'POST',
       headers: bearer(ALICE_TOKEN),

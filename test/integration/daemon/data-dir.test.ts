@@ -78,7 +78,7 @@ describe('the data dir', () => {
       script: '#!/bin/sh\necho secret-ish\n',
       current_working_directory: workDir,
     });
-    const id = await daemon.submit({ spec, origin: 'cli' });
+    const id = await daemon.submit({ spec, owner: 'default', actor: 'test', origin: 'cli' });
     const store = daemon.history.store;
     await waitFor(async () => ((await getRequest(store, id))?.state === 'completed' ? true : undefined), {
       what: 'the job to complete',

@@ -33,6 +33,8 @@ describe('a submission retried through an outage', () => {
         script: '#!/bin/sh\ntrue\n',
         current_working_directory: sim.workDir,
       }),
+      owner: 'default',
+      actor: 'test',
       origin: 'api',
     });
     await waitFor(async () => ((await getProfileSync(store, 'test'))?.lastPollOk === false ? true : undefined), {

@@ -40,6 +40,8 @@ describe('a 429 storm', () => {
             script: '#!/bin/sh\ntrue\n',
             current_working_directory: sim.workDir,
           }),
+          owner: 'default',
+          actor: 'test',
           origin: 'api',
         }),
       ),

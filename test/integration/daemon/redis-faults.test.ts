@@ -55,19 +55,29 @@ async function setUpstream(s: TestSim, state: Record<string, 'up' | 'down'>) {
 describe('Redis restarted without its data under a running daemon', () => {
   it('polling resumes, requests not yet submitted are queued again from the history, new work flows; no daemon restart', async () => {
     const { redis, sim, td } = await setUp();
-    const running = await td.daemon.submit({ spec: spec(sim, { script: '#!/bin/sh\nsleep 6\n' }), origin: 'api' });
+    const running = await td.daemon.submit({
+      spec: spec(sim, { script: '#!/bin/sh\nsleep 6\n' }),
+      owner: 'default',
+      actor: 'test',
+      origin: 'api',
+    });
     await td.waitForState(running, 'running');
     // Submissions that cannot go through yet: their BullMQ jobs wait in Redis, backing off.
     await setUpstream(sim, { slurmctld: 'down' });
     const waiting = [
-      await td.daemon.submit({ spec: spec(sim, { name: 'held-1' }), origin: 'api' }),
-      await td.daemon.submit({ spec: spec(sim, { name: 'held-2' }), origin: 'api' }),
+      await td.daemon.submit({ spec: spec(sim, { name: 'held-1' }), owner: 'default', actor: 'test', origin: 'api' }),
+      await td.daemon.submit({ spec: spec(sim, { name: 'held-2' }), owner: 'default', actor: 'test', origin: 'api' }),
     ];
     for (const id of waiting) await td.waitForState(id, 'submitting');
 
     await redis.restartEmpty();
     await setUpstream(sim, { slurmctld: 'up' });
-    const after = await td.daemon.submit({ spec: spec(sim, { name: 'after' }), origin: 'api' });
+    const after = await td.daemon.submit({
+      spec: spec(sim, { name: 'after' }),
+      owner: 'default',
+      actor: 'test',
+      origin: 'api',
+    });
 
     for (const id of [running, ...waiting, after]) await td.waitForState(id, 'completed', 30_000);
     // Each made exactly one scheduler job, however often it was queued.
@@ -84,7 +94,7 @@ describe('a request is recorded as queued before its job exists', () => {
     const { redis, sim, td } = await setUp();
     redis.pause();
     const started = Date.now();
-    const id = await td.daemon.submit({ spec: spec(sim), origin: 'api' });
+    const id = await td.daemon.submit({ spec: spec(sim), owner: 'default', actor: 'test', origin: 'api' });
     expect(Date.now() - started).toBeLessThan(1000);
     // No job can exist yet (Redis answers nothing), and the history already says queued.
     expect((await getRequest(td.daemon.history.store, id))?.state).toBe('queued');
@@ -97,7 +107,7 @@ describe('a request is recorded as queued before its job exists', () => {
     const { sim, td } = await setUp();
     const ids = await Promise.all(
       Array.from({ length: 20 }, (_, i) =>
-        td.daemon.submit({ spec: spec(sim, { name: `burst-${i}` }), origin: 'api' }),
+        td.daemon.submit({ spec: spec(sim, { name: `burst-${i}` }), owner: 'default', actor: 'test', origin: 'api' }),
       ),
     );
     for (const id of ids) await td.waitForState(id, 'completed');
@@ -160,7 +170,12 @@ describe('cancel, pause and resume while Redis is frozen', () => {
       expect(Date.now() - started).toBeLessThan(2000);
       return result;
     };
-    const id = await td.daemon.submit({ spec: spec(sim, { name: 'cancel-me' }), origin: 'api' });
+    const id = await td.daemon.submit({
+      spec: spec(sim, { name: 'cancel-me' }),
+      owner: 'default',
+      actor: 'test',
+      origin: 'api',
+    });
     const cancelled = await timed(() => api.call('DELETE', `/api/v1/jobs/${id}`, { token: admin }));
     expect(cancelled.status, cancelled.text).toBe(200);
     expect((await getRequest(td.daemon.history.store, id))?.state).toBe('cancelled');
@@ -181,7 +196,12 @@ describe('cancel, pause and resume while Redis is frozen', () => {
       what: 'the resumed schedule back in Redis',
       timeoutMs: 20_000,
     });
-    const later = await td.daemon.submit({ spec: spec(sim, { name: 'after' }), origin: 'api' });
+    const later = await td.daemon.submit({
+      spec: spec(sim, { name: 'after' }),
+      owner: 'default',
+      actor: 'test',
+      origin: 'api',
+    });
     await td.waitForState(later, 'completed');
     expect(await td.states(id)).toEqual(['accepted', 'queued', 'cancelled']);
     expect((await getRequest(td.daemon.history.store, id))?.jobId).toBeNull();

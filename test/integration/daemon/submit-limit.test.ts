@@ -25,7 +25,7 @@ describe('a submit limit', () => {
         script: '#!/bin/sh\nsleep 1\n',
         current_working_directory: sim.workDir,
       });
-      ids.push(await td.daemon.submit({ spec, origin: 'api' }));
+      ids.push(await td.daemon.submit({ spec, owner: 'default', actor: 'test', origin: 'api' }));
     }
     const held = await td.waitForState(ids[3] as string, 'waiting');
     expect(held.jobId).toBeNull();
@@ -57,7 +57,7 @@ describe('a submit limit', () => {
       script: '#!/bin/sh\ntrue\n',
       current_working_directory: sim.workDir,
     });
-    const id = await td.daemon.submit({ spec, origin: 'api' });
+    const id = await td.daemon.submit({ spec, owner: 'default', actor: 'test', origin: 'api' });
     const row = await td.waitForState(id, 'submit_failed');
     expect(row.errorMessage).toMatch(/error 2050.*no active job whose end would make room.*change the job/);
     expect(await td.states(id)).not.toContain('waiting');
@@ -68,9 +68,19 @@ describe('a submit limit', () => {
     const td = await env.daemon(sim.url, { submitLimitRecheckMs: 300 });
     const spec = (name: string, script: string) =>
       jobSpecSchema.parse({ name, script, current_working_directory: sim.workDir });
-    const blocker = await td.daemon.submit({ spec: spec('blocker', '#!/bin/sh\nsleep 30\n'), origin: 'api' });
+    const blocker = await td.daemon.submit({
+      spec: spec('blocker', '#!/bin/sh\nsleep 30\n'),
+      owner: 'default',
+      actor: 'test',
+      origin: 'api',
+    });
     await td.waitForState(blocker, 'running');
-    const waiting = await td.daemon.submit({ spec: spec('withdrawn', '#!/bin/sh\ntrue\n'), origin: 'api' });
+    const waiting = await td.daemon.submit({
+      spec: spec('withdrawn', '#!/bin/sh\ntrue\n'),
+      owner: 'default',
+      actor: 'test',
+      origin: 'api',
+    });
     await td.waitForState(waiting, 'waiting');
     const res = await http(`${td.daemon.apiUrl}/api/v1/jobs/${waiting}`, {
       method: 'DELETE',

@@ -31,6 +31,8 @@ describe('health while the scheduler is down behind its proxy', () => {
         script: '#!/bin/sh\nsleep 60\n',
         current_working_directory: sim.workDir,
       }),
+      owner: 'default',
+      actor: 'test',
       origin: 'api',
     });
     const running = await td.waitForState(id, 'running');

@@ -28,6 +28,8 @@ it('copies the log into the database from its own thread; commits checkpoint aga
       profile: 'default',
       name: 'n',
       spec: {},
+      owner: 'default',
+      actor: 'test',
       origin: 'api' as const,
       at: Date.now(),
       source: 'api' as const,

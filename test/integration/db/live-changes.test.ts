@@ -8,7 +8,16 @@ import { waitFor } from '../../helpers/http.js';
 /** The UI's live feed of request changes, read from the history on SQLite and on PostgreSQL. */
 
 const histories = testHistories();
-const base = { profile: 'p', name: 'n', spec: {}, origin: 'api' as const, at: 1, source: 'api' as const };
+const base = {
+  profile: 'p',
+  name: 'n',
+  spec: {},
+  owner: 'default',
+  actor: 'test',
+  origin: 'api' as const,
+  at: 1,
+  source: 'api' as const,
+};
 
 describe.each(DIALECTS)('live changes on %s', (dialect) => {
   it('reports each new transition once, after the ones that were there when the page opened', async () => {

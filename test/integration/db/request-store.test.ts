@@ -24,7 +24,15 @@ afterEach(() => {
 });
 const histories = testHistories();
 const spec = jobSpecSchema.parse({ name: 'n', script: '#!/bin/sh\ntrue\n' });
-const base = { profile: 'default', name: 'n', spec, origin: 'api' as const, source: 'api' as const };
+const base = {
+  profile: 'default',
+  name: 'n',
+  spec,
+  owner: 'default',
+  actor: 'test',
+  origin: 'api' as const,
+  source: 'api' as const,
+};
 
 it('stores a missing needs or deadlines as SQL NULL, and present ones as JSON that reads back', async () => {
   const dir = mkdtempSync(join(tmpdir(), 'schedflow-store-'));

@@ -20,7 +20,16 @@ it('commits the writes of one turn together; one that throws is undone alone and
   const file = join(dir, 'history.sqlite');
   const history = openDatabase(file);
   const at = Date.now();
-  const base = { profile: 'default', name: 'n', spec: {}, origin: 'api' as const, at, source: 'api' as const };
+  const base = {
+    profile: 'default',
+    name: 'n',
+    spec: {},
+    owner: 'default',
+    actor: 'test',
+    origin: 'api' as const,
+    at,
+    source: 'api' as const,
+  };
   for (const id of ['a', 'b', 'c']) await createRequest(history.store, { ...base, id });
   // Another connection, as the CLI or a test harness reads the file: it sees only what is committed.
   const reader = new Database(file, { readonly: true });

@@ -9,7 +9,7 @@ const histories = testHistories();
 
 async function seed(h: History) {
   const { jobRequests, pipelineRuns } = h.t;
-  const base = { profile: 'test', spec: {}, origin: 'api' as const };
+  const base = { profile: 'test', spec: {}, owner: 'default', actor: 'test', origin: 'api' as const };
   await h.run(
     h.db.insert(jobRequests).values([
       { ...base, id: 'done', name: 'done', state: 'completed', createdAt: 1, updatedAt: 20 },

@@ -28,7 +28,7 @@ export function spec(overrides: Record<string, unknown> = {}) {
 
 /** Submits a job that ends at once, with a webhook, and waits for its delivery to settle. */
 export async function runJob(d: TestDaemon, webhookUrl: string, state: WebhookDeliveryRow['state'] = 'delivered') {
-  const requestId = await d.daemon.submit({ spec: spec(), origin: 'api', webhookUrl });
+  const requestId = await d.daemon.submit({ spec: spec(), owner: 'default', actor: 'test', origin: 'api', webhookUrl });
   await d.waitForState(requestId, 'completed');
   const delivery = await waitForDelivery(d, requestId, state);
   return { requestId, delivery };

@@ -74,6 +74,8 @@ describe('what webhooks leave in the log', () => {
           script: '#!/bin/sh\ntrue\n',
           current_working_directory: sim.workDir,
         }),
+        owner: 'default',
+        actor: 'test',
         origin: 'api',
         webhookUrl: url,
       });

@@ -116,7 +116,13 @@ describe('inward webhook targets, by default', () => {
     // daemon.submit is past the API's door, as a request recorded by an older version is.
     const port = new URL(receiver.url).port;
     for (const url of [`http://localhost:${port}/hook`, `http://[::ffff:127.0.0.1]:${port}/hook`]) {
-      const requestId = await td.daemon.submit({ spec: spec(), origin: 'api', webhookUrl: url });
+      const requestId = await td.daemon.submit({
+        spec: spec(),
+        owner: 'default',
+        actor: 'test',
+        origin: 'api',
+        webhookUrl: url,
+      });
       await td.waitForState(requestId, 'completed');
       const delivery = await waitForDelivery(td, requestId, 'failed');
       // Failed at the first attempt, not retried: trying again would not change where it points.

@@ -26,7 +26,13 @@ describe('restarts', () => {
     receiver = await startWebhookReceiver();
     receiver.answer({ status: 200, delayMs: 10_000 });
     td = await startTestDaemon(sim.url, redis.url, { ...FAST, notifyTimeoutMs: 8000, shutdownGraceMs: 300 });
-    const requestId = await td.daemon.submit({ spec: spec(), origin: 'api', webhookUrl: `${receiver.url}/slow` });
+    const requestId = await td.daemon.submit({
+      spec: spec(),
+      owner: 'default',
+      actor: 'test',
+      origin: 'api',
+      webhookUrl: `${receiver.url}/slow`,
+    });
     await td.waitForState(requestId, 'completed');
     await receiver.waitForCalls(1);
     await td.restart();
@@ -45,7 +51,13 @@ describe('restarts', () => {
     const d = await startTestDaemon(sim.url, redis.url, FAST);
     td = d;
     const url = receiver.url;
-    const requestId = await d.daemon.submit({ spec: spec(), origin: 'api', webhookUrl: `${url}/first` });
+    const requestId = await d.daemon.submit({
+      spec: spec(),
+      owner: 'default',
+      actor: 'test',
+      origin: 'api',
+      webhookUrl: `${url}/first`,
+    });
     await d.waitForState(requestId, 'completed');
     const first = await waitFor(
       async () => {

@@ -99,7 +99,7 @@ describe('job.finished', () => {
 
   it('a request without a webhook records no delivery', async () => {
     td = await startTestDaemon(sim.url, redis.url, FAST);
-    const id = await td.daemon.submit({ spec: spec(), origin: 'api' });
+    const id = await td.daemon.submit({ spec: spec(), owner: 'default', actor: 'test', origin: 'api' });
     await td.waitForState(id, 'completed');
     expect(await deliveriesOfRequest(td.daemon.history.store, id)).toEqual([]);
   });

@@ -78,7 +78,7 @@ describe('cancelling a pipeline run', () => {
     );
     const api = apiClient(td);
     const token = await api.token(['read', 'cancel']);
-    const run = await td.daemon.pipelines.trigger('cancel-me', { trigger: 'api' });
+    const run = await td.daemon.pipelines.trigger('cancel-me', { actor: 'test', trigger: 'api' });
     await reached;
     await waitForSteps(
       td,
@@ -148,7 +148,7 @@ describe('cancelling a pipeline run', () => {
         detail: expect.stringMatching(/^cancelled by API token/),
       },
     ]);
-    const ok = await td.daemon.pipelines.trigger('ok', { trigger: 'api' });
+    const ok = await td.daemon.pipelines.trigger('ok', { actor: 'test', trigger: 'api' });
     await waitForRun(td, ok.id, 'succeeded');
     const okDetail = await api.call('GET', `/api/v1/runs/${ok.id}`, { token });
     expect(
@@ -174,9 +174,11 @@ describe('cancelling a pipeline run', () => {
     const td = await env.daemon(sim.url, { pipelineTickMs: 200 }, { 'slow.yaml': yaml });
     // A process takes seconds to start on a busy machine: the default 20 s is not always enough.
     const cli = (...args: string[]) => runCli([...args, '--data-dir', td.dataDir], { timeoutMs: 60_000 });
-    const run = await td.daemon.pipelines.trigger('slow', { trigger: 'api' });
+    const run = await td.daemon.pipelines.trigger('slow', { actor: 'test', trigger: 'api' });
     const id = await td.daemon.submit({
       spec: { name: 'cli-cancel', script: '#!/bin/sh\nsleep 60\n', current_working_directory: sim.workDir },
+      owner: 'default',
+      actor: 'test',
       origin: 'api',
     });
     await waitForSteps(td, run.id, (s) => s.only?.state === 'running');

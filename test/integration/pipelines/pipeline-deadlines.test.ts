@@ -32,11 +32,15 @@ describe('deadlines', () => {
         script: '#!/bin/sh\nsleep 20\n',
         current_working_directory: sim.workDir,
       }),
+      owner: 'default',
+      actor: 'test',
       origin: 'api',
     });
     await td.waitForState(blocker, 'running');
     const id = await td.daemon.submit({
       spec: jobSpecSchema.parse({ name: 'late', script: '#!/bin/sh\ntrue\n', current_working_directory: sim.workDir }),
+      owner: 'default',
+      actor: 'test',
       origin: 'api',
       deadlines: { maxPendingSec: 1, startBy: Date.now() + 1500 },
     });
@@ -75,6 +79,8 @@ describe('deadlines', () => {
         script: '#!/bin/sh\nsleep 20\n',
         current_working_directory: sim.workDir,
       }),
+      owner: 'default',
+      actor: 'test',
       origin: 'api',
     });
     await td.waitForState(blocker, 'running');
@@ -117,7 +123,7 @@ describe('webhooks of pipelines', () => {
       '    deadlines: { max_pending: 1 }',
     ].join('\n');
     const td = await env.daemon(sim.url, { pipelineTickMs: 300 }, { 'hooked.yaml': yaml });
-    const run = await td.daemon.pipelines.trigger('hooked', { trigger: 'api' });
+    const run = await td.daemon.pipelines.trigger('hooked', { actor: 'test', trigger: 'api' });
     const calls = await receiver.waitForCalls(2, 20_000);
     const bodies = calls.map((c) => JSON.parse(c.body) as { event: string; [k: string]: unknown });
     expect(bodies.map((b) => b.event)).toEqual(['deadline.missed', 'run.finished']);

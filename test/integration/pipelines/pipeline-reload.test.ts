@@ -19,7 +19,7 @@ describe('reloading pipeline files', () => {
     const daemon = td.daemon;
     const path = join(td.configDir, 'pipelines', 'p.yaml');
     const scriptOfRun = async () => {
-      const run = await daemon.pipelines.trigger('p', { trigger: 'api' });
+      const run = await daemon.pipelines.trigger('p', { actor: 'test', trigger: 'api' });
       const [first] = await stepRequests(daemon.history.store, run.id);
       if (!first) throw new Error(`run ${run.id} has no step requests`);
       return (first.spec as { script: string }).script;

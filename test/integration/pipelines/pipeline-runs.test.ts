@@ -56,7 +56,7 @@ describe('a three-step pipeline', () => {
       step('report', 'cat sample.txt >> order.txt', '    needs: [align]\n'),
     ].join('\n');
     const td = await daemonWith(sim, { 'three.yaml': yaml });
-    const run = await td.daemon.pipelines.trigger('three', { trigger: 'api', params: { sample: 'B7' } });
+    const run = await td.daemon.pipelines.trigger('three', { actor: 'test', trigger: 'api', params: { sample: 'B7' } });
     expect(run.state).toBe('running');
 
     const ended = await waitForRun(td, run.id, ['succeeded', 'failed']);
@@ -89,7 +89,7 @@ describe('a three-step pipeline', () => {
       step('cleanup', 'true', '    needs: [{ step: align, type: afterany }]\n'),
     ].join('\n');
     const td = await daemonWith(sim, { 'failing.yaml': yaml });
-    const run = await td.daemon.pipelines.trigger('failing', { trigger: 'api' });
+    const run = await td.daemon.pipelines.trigger('failing', { actor: 'test', trigger: 'api' });
     const ended = await waitForRun(td, run.id, ['succeeded', 'failed']);
     const s = await steps(td, run.id);
     expect(s.fetch?.[0]).toMatchObject({ state: 'failed', exitCode: 3 });
@@ -119,7 +119,7 @@ describe('a three-step pipeline', () => {
       step('align', 'true', '    needs: [fetch]\n'),
     ].join('\n');
     const td = await daemonWith(sim, { 'retrying.yaml': yaml });
-    const run = await td.daemon.pipelines.trigger('retrying', { trigger: 'api' });
+    const run = await td.daemon.pipelines.trigger('retrying', { actor: 'test', trigger: 'api' });
     await waitFor(async () => ((await steps(td, run.id)).fetch?.[0]?.state === 'running' ? true : undefined), {
       what: 'fetch to run',
     });
@@ -154,7 +154,7 @@ describe('triggering', () => {
     ].join('\n');
     const td = await daemonWith(sim, { 'q.yaml': yaml });
     const hostile = `"; touch pwned; echo "it's $(touch pwned2)`;
-    const run = await td.daemon.pipelines.trigger('q', { trigger: 'api', params: { sample: hostile } });
+    const run = await td.daemon.pipelines.trigger('q', { actor: 'test', trigger: 'api', params: { sample: hostile } });
     expect(await waitForRun(td, run.id, ['succeeded', 'failed'])).toMatchObject({ state: 'succeeded' });
     expect(readFileSync(join(sim.workDir, 'sample.txt'), 'utf8')).toBe(hostile);
     expect(existsSync(join(sim.workDir, 'pwned'))).toBe(false);
@@ -165,13 +165,13 @@ describe('triggering', () => {
     const sim = await env.sim();
     const yaml = ['params:', '  sample: null', 'steps:', step('only', 'true')].join('\n');
     const td = await daemonWith(sim, { 'p.yaml': yaml });
-    await expect(td.daemon.pipelines.trigger('p', { trigger: 'api' })).rejects.toThrow(
+    await expect(td.daemon.pipelines.trigger('p', { actor: 'test', trigger: 'api' })).rejects.toThrow(
       'parameter "sample" is required (it has no default)',
     );
     await expect(
-      td.daemon.pipelines.trigger('p', { trigger: 'api', params: { sample: 'x', other: 'y' } }),
+      td.daemon.pipelines.trigger('p', { actor: 'test', trigger: 'api', params: { sample: 'x', other: 'y' } }),
     ).rejects.toThrow('unknown parameter "other"; this pipeline takes sample');
-    await expect(td.daemon.pipelines.trigger('nope', { trigger: 'api' })).rejects.toThrow(
+    await expect(td.daemon.pipelines.trigger('nope', { actor: 'test', trigger: 'api' })).rejects.toThrow(
       'no pipeline "nope" (pipelines: p)',
     );
     writeFileSync(join(sim.workDir, 'x'), '');

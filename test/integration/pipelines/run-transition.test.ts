@@ -15,6 +15,8 @@ function newRun(h: History, id: string, state: RunState) {
     {
       id,
       pipeline: 'nightly',
+      owner: 'default',
+      actor: 'token:ci',
       trigger: 'api',
       triggeredBy: 'API token "ci"',
       scheduledFor: null,

@@ -52,7 +52,7 @@ const sources = async (id: string) =>
 it('records accepted and queued, then adds the submit job under the request id', async () => {
   const id = await acceptSubmission(
     { ...deps, profiles: new Map([['default', {}]]), defaultProfile: 'default' },
-    { origin: 'api', spec, summarize: true },
+    { owner: 'default', actor: 'test', origin: 'api', spec, summarize: true },
   );
   expect(await getRequest(history.store, id)).toMatchObject({ state: 'queued', profile: 'default', summarize: true });
   expect(await sources(id)).toEqual([
@@ -66,7 +66,7 @@ it('refuses a profile the daemon does not have, recording nothing', async () => 
   await expect(
     acceptSubmission(
       { ...deps, profiles: new Map([['default', {}]]), defaultProfile: 'default' },
-      { origin: 'api', spec, profile: 'other', requestId: 'refused' },
+      { owner: 'default', actor: 'test', origin: 'api', spec, profile: 'other', requestId: 'refused' },
     ),
   ).rejects.toThrow('no scheduler profile "other"');
   expect(await getRequest(history.store, 'refused')).toBeUndefined();
@@ -78,6 +78,8 @@ it('the same id again records nothing more and keeps the one job', async () => {
     profile: 'default',
     name: 'n',
     spec,
+    owner: 'default',
+    actor: 'test',
     origin: 'api' as const,
     at: Date.now(),
     source: 'api' as const,
@@ -96,6 +98,8 @@ it('requests accepted together share a commit and an add, each answered once rec
     profile: 'default',
     name: 'n',
     spec: { ...spec, ...extra },
+    owner: 'default',
+    actor: 'test',
     origin: 'api' as const,
     at,
     source: 'api' as const,
@@ -137,6 +141,8 @@ it('with Redis known unreachable: answers at once, the request kept queued for t
       profile: 'default',
       name: 'n',
       spec,
+      owner: 'default',
+      actor: 'test',
       origin: 'api' as const,
       at: Date.now(),
       source: 'api' as const,
@@ -156,6 +162,8 @@ it('queued by another than who accepted it (the CLI, queued by the submit worker
   await recordRequest(history.store, {
     ...base,
     id: 'cli',
+    owner: 'default',
+    actor: 'test',
     origin: 'cli',
     source: 'cli',
     queued: { source: 'submit', at },
@@ -164,10 +172,25 @@ it('queued by another than who accepted it (the CLI, queued by the submit worker
     [null, 'accepted', 'cli'],
     ['accepted', 'queued', 'submit'],
   ]);
-  await recordRequest(history.store, { ...base, id: 'step', origin: 'pipeline', source: 'pipeline', queued: null });
+  await recordRequest(history.store, {
+    ...base,
+    id: 'step',
+    owner: 'default',
+    actor: 'test',
+    origin: 'pipeline',
+    source: 'pipeline',
+    queued: null,
+  });
   expect((await getRequest(history.store, 'step'))?.state).toBe('accepted');
   // Recorded again (a retried job): an `accepted` left behind is queued, nothing else changes.
-  await recordRequest(history.store, { ...base, id: 'step', origin: 'pipeline', source: 'pipeline' });
+  await recordRequest(history.store, {
+    ...base,
+    id: 'step',
+    owner: 'default',
+    actor: 'test',
+    origin: 'pipeline',
+    source: 'pipeline',
+  });
   expect(await sources('step')).toEqual([
     [null, 'accepted', 'pipeline'],
     ['accepted', 'queued', 'pipeline'],

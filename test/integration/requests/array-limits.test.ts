@@ -112,9 +112,9 @@ describe('an array past the cluster MaxArraySize', () => {
 
     const broken = await td.daemon.pipelines.get('over');
     expect(broken?.error).toContain("steps.shards.array: index 11 is past the profile's maxArraySize 11");
-    await expect(td.daemon.pipelines.trigger('over', { trigger: 'api', params: {} })).rejects.toThrow();
+    await expect(td.daemon.pipelines.trigger('over', { actor: 'test', trigger: 'api', params: {} })).rejects.toThrow();
     expect(await listRuns(store, {})).toEqual([]);
-    const fits = await td.daemon.pipelines.trigger('fits', { trigger: 'api', params: {} });
+    const fits = await td.daemon.pipelines.trigger('fits', { actor: 'test', trigger: 'api', params: {} });
     expect(fits.state).not.toBe('skipped');
 
     const within = await api.call('POST', '/api/v1/jobs', { token, body: { spec: { ...spec, array: '0-10%2' } } });
@@ -141,6 +141,8 @@ describe("an array's task rows", () => {
       profile: 'test',
       name: spec.name,
       spec,
+      owner: 'default',
+      actor: 'test',
       origin: 'cli',
       at: Date.now(),
       source: 'cli',
@@ -157,6 +159,8 @@ describe("an array's task rows", () => {
     // A real one: its tasks get rows once the poller has seen them, and it ends from them.
     const done = await td.daemon.submit({
       spec: jobSpecSchema.parse({ name: 'small', script: '#!/bin/sh\ntrue\n', array: '0-5:2,7' }),
+      owner: 'default',
+      actor: 'test',
       origin: 'api',
     });
     await td.waitForState(done, 'completed', 15_000);
@@ -180,7 +184,17 @@ describe('retry-tasks with a hostile index expression', () => {
     const spec = jobSpecSchema.parse({ name: 'pair', script: '#!/bin/sh\ntrue\n', array: '0-2:2%1' });
     const id = randomUUID();
     const at = Date.now();
-    await recordRequest(store, { id, profile: 'test', name: spec.name, spec, origin: 'api', at, source: 'api' });
+    await recordRequest(store, {
+      id,
+      profile: 'test',
+      name: spec.name,
+      spec,
+      owner: 'default',
+      actor: 'test',
+      origin: 'api',
+      at,
+      source: 'api',
+    });
     await insertArrayTasks(store, id, [0, 2]);
     await updateArrayTask(store, id, 0, { state: 'completed', exitCode: 0 });
     await updateArrayTask(store, id, 2, { state: 'failed', exitCode: 1 });

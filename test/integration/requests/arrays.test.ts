@@ -127,7 +127,17 @@ describe('retrying the tasks of an array the door now refuses', () => {
       account: 'other',
     });
     const at = Date.now();
-    await recordRequest(store, { id, profile: 'test', name: spec.name, spec, origin: 'api', at, source: 'api' });
+    await recordRequest(store, {
+      id,
+      profile: 'test',
+      name: spec.name,
+      spec,
+      owner: 'default',
+      actor: 'test',
+      origin: 'api',
+      at,
+      source: 'api',
+    });
     // Its tasks' rows, as the poller makes them once the scheduler reports the tasks.
     await insertArrayTasks(store, id, [0, 1]);
     await updateArrayTask(store, id, 1, { state: 'failed', exitCode: 1 });
@@ -159,6 +169,8 @@ describe('array jobs from the shell', () => {
     const script = '#!/bin/sh\n[ "$SLURM_ARRAY_TASK_ID" = 1 ] && exit 4\ntrue\n';
     const id = await td.daemon.submit({
       spec: jobSpecSchema.parse({ name: 'arr-cli', script, array: '0-2', current_working_directory: sim.workDir }),
+      owner: 'default',
+      actor: 'test',
       origin: 'api',
     });
     const failed = await td.waitForState(id, 'failed', 10_000);
@@ -208,7 +220,7 @@ describe('an array step of a pipeline', () => {
       '      echo merge >> order.txt',
     ].join('\n');
     const td = await env.daemon(sim.url, { pipelineTickMs: 300 }, { 'shards.yaml': yaml });
-    const run = await td.daemon.pipelines.trigger('shards', { trigger: 'api', params: {} });
+    const run = await td.daemon.pipelines.trigger('shards', { actor: 'test', trigger: 'api', params: {} });
     const ended = await waitFor(
       async () => {
         const row = await getRun(td.daemon.history.store, run.id);
@@ -234,7 +246,17 @@ describe('polling an array', () => {
     const spec = jobSpecSchema.parse({ name: 'many', script: '#!/bin/sh\ntrue\n', array: '0-199%64' });
     const at = Date.now();
     const { store } = history;
-    await recordRequest(store, { id: 'arr', profile: 'test', name: 'many', spec, origin: 'api', at, source: 'api' });
+    await recordRequest(store, {
+      id: 'arr',
+      profile: 'test',
+      name: 'many',
+      spec,
+      owner: 'default',
+      actor: 'test',
+      origin: 'api',
+      at,
+      source: 'api',
+    });
     const submitted = await client.submit(spec, 'arr');
     await transition(store, 'arr', {
       to: 'submitted',
@@ -293,7 +315,17 @@ describe("an array whose tasks' ends reach accounting after the controller", () 
     const spec = jobSpecSchema.parse({ name: 'quick', script, array: '0-3' });
     const at = Date.now();
     const { store } = history;
-    await recordRequest(store, { id: 'quick', profile: 'test', name: 'quick', spec, origin: 'api', at, source: 'api' });
+    await recordRequest(store, {
+      id: 'quick',
+      profile: 'test',
+      name: 'quick',
+      spec,
+      owner: 'default',
+      actor: 'test',
+      origin: 'api',
+      at,
+      source: 'api',
+    });
     const submitted = await client.submit(spec, 'quick');
     await transition(store, 'quick', {
       to: 'submitted',
@@ -340,6 +372,8 @@ describe('an array on a cluster without accounting', () => {
     const script = '#!/bin/sh\nsleep 1\n[ "$SLURM_ARRAY_TASK_ID" = 1 ] && exit 4\ntrue\n';
     const id = await td.daemon.submit({
       spec: jobSpecSchema.parse({ name: 'arr-noacct', script, array: '0-3%2', current_working_directory: sim.workDir }),
+      owner: 'default',
+      actor: 'test',
       origin: 'api',
     });
     const ended = await td.waitForState(id, 'failed', 30_000);
@@ -370,6 +404,8 @@ describe('an array whose tasks go missing', () => {
     const script = '#!/bin/sh\n[ "$SLURM_ARRAY_TASK_ID" = 1 ] && sleep 6\ntrue\n';
     const id = await td.daemon.submit({
       spec: jobSpecSchema.parse({ name: 'arr-gone', script, array: '0-1', current_working_directory: sim.workDir }),
+      owner: 'default',
+      actor: 'test',
       origin: 'api',
     });
     // Task 0 ended unseen: missing, then lost after the grace, while task 1 still runs.
@@ -404,7 +440,17 @@ describe("an array's job id given to another array (slurmctld back from a crash 
     const deps = { store, client, logger, settings: { lostGraceMs: 60_000, arrayEndPatienceMs: 0 } };
     const spec = jobSpecSchema.parse({ name: 'ours', script: '#!/bin/sh\nsleep 60\n', array: '0-1' });
     const at = Date.now();
-    await recordRequest(store, { id: 'ours', profile: 'test', name: 'ours', spec, origin: 'api', at, source: 'api' });
+    await recordRequest(store, {
+      id: 'ours',
+      profile: 'test',
+      name: 'ours',
+      spec,
+      owner: 'default',
+      actor: 'test',
+      origin: 'api',
+      at,
+      source: 'api',
+    });
     const submitted = await client.submit(spec, 'ours');
     await transition(store, 'ours', {
       to: 'submitted',

@@ -36,7 +36,17 @@ async function endedWithoutExitCode(policy: AttemptPolicy, attempt = 1): Promise
   const { store } = history;
   const at = Date.now();
   await recordRequest(store, {
-    ...{ id: 'r', profile: 'lab', name: 'job', spec: { name: 'job' }, origin: 'api', at, source: 'api' },
+    ...{
+      id: 'r',
+      profile: 'lab',
+      name: 'job',
+      spec: { name: 'job' },
+      owner: 'default',
+      actor: 'test',
+      origin: 'api',
+      at,
+      source: 'api',
+    },
     attempt,
     retryPolicy: policy,
   });

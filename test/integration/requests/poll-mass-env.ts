@@ -91,6 +91,8 @@ export function massPollEnv() {
         profile: 'test',
         name: job.name,
         spec: {},
+        owner: 'default',
+        actor: 'test',
         origin: 'api',
         at,
         source: 'api',

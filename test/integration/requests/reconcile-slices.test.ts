@@ -81,6 +81,8 @@ it('the first import of a long window goes in slices of four hours, written in b
       profile: 'test',
       name: 'seeded',
       spec: {},
+      owner: 'default',
+      actor: 'test',
       origin: 'api',
       at: createdAt,
       source: 'api',

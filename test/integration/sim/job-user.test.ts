@@ -184,7 +184,7 @@ describe.runIf(asRoot)('the embedded simulator of a daemon started as root', () 
     daemon = await startDaemon(config, createLogger({ level: process.env.LOG_LEVEL ?? 'silent' }));
     expect(daemon.simJobUser).toBe('schedflow-job');
     const spec = jobSpecSchema.parse({ name: 'embedded-whoami', script: '#!/bin/sh\nid -u\ntouch mine\n' });
-    const id = await daemon.submit({ spec, origin: 'cli' });
+    const id = await daemon.submit({ spec, owner: 'default', actor: 'test', origin: 'cli' });
     const store = daemon.history.store;
     const done = await waitFor(
       async () => {

@@ -37,10 +37,14 @@ describe('the summary of an array job', () => {
     const sim = await env.sim(llmSimConfig());
     const td = await env.daemon(sim.url, settings(sim));
     const failing = await td.daemon.submit({
+      owner: 'default',
+      actor: 'test',
       origin: 'api',
       spec: spec(sim, { name: 'shards', array: '0-3', script: SCRIPT }),
     });
     const fine = await td.daemon.submit({
+      owner: 'default',
+      actor: 'test',
       origin: 'api',
       spec: spec(sim, { name: 'fine', array: '5-6', script: '#!/bin/sh\necho "done $SLURM_ARRAY_TASK_ID"\n' }),
     });

@@ -26,6 +26,8 @@ describe('when the LLM cannot help', () => {
     const td = await env.daemon(sim.url, settings(sim));
     llmOf(sim).setFault({ mode: 'down' });
     const id = await td.daemon.submit({
+      owner: 'default',
+      actor: 'test',
       origin: 'api',
       spec: spec(sim, { name: 'offline', script: '#!/bin/sh\necho working\nsleep 1\n' }),
     });
@@ -49,7 +51,12 @@ describe('when the LLM cannot help', () => {
   it('a model the endpoint does not serve: the start check names the models it has, and summaries are the template', async () => {
     const sim = await env.sim(llmSimConfig());
     const td = await env.daemon(sim.url, settings(sim, {}, { model: 'llama-9000' }));
-    const id = await td.daemon.submit({ origin: 'api', spec: spec(sim, { script: '#!/bin/sh\ntrue\n' }) });
+    const id = await td.daemon.submit({
+      owner: 'default',
+      actor: 'test',
+      origin: 'api',
+      spec: spec(sim, { script: '#!/bin/sh\ntrue\n' }),
+    });
     await td.waitForState(id, 'completed');
     const summary = await waitForSummary(td, id);
     expect(summary).toMatchObject({ state: 'ready', kind: 'template' });
@@ -76,11 +83,15 @@ describe('limits', () => {
     const sim = await env.sim(llmSimConfig());
     const td = await env.daemon(sim.url, settings(sim, { dailyRequestLimit: 1 }));
     const first = await td.daemon.submit({
+      owner: 'default',
+      actor: 'test',
       origin: 'api',
       spec: spec(sim, { name: 'one', script: '#!/bin/sh\ntrue\n' }),
     });
     expect(await waitForSummary(td, first)).toMatchObject({ kind: 'llm' });
     const second = await td.daemon.submit({
+      owner: 'default',
+      actor: 'test',
       origin: 'api',
       spec: spec(sim, { name: 'two', script: '#!/bin/sh\ntrue\n' }),
     });
@@ -100,7 +111,12 @@ describe('limits', () => {
   it('the daily token budget holds: a prompt that could go over it is not sent', async () => {
     const sim = await env.sim(llmSimConfig());
     const td = await env.daemon(sim.url, settings(sim, { dailyTokenLimit: 500 }));
-    const id = await td.daemon.submit({ origin: 'api', spec: spec(sim, { script: '#!/bin/sh\ntrue\n' }) });
+    const id = await td.daemon.submit({
+      owner: 'default',
+      actor: 'test',
+      origin: 'api',
+      spec: spec(sim, { script: '#!/bin/sh\ntrue\n' }),
+    });
     const s = await waitForSummary(td, id);
     expect(s).toMatchObject({ kind: 'template' });
     expect(s.note).toMatch(/500 tokens\) is spent \(0 requests, 0 tokens used; this prompt may need up to \d+\)/);
@@ -113,7 +129,12 @@ describe('limits', () => {
     llmOf(sim).setFault({ mode: 'slow', delayMs: 1500 });
     const ids = await Promise.all(
       [1, 2, 3, 4].map((n) =>
-        td.daemon.submit({ origin: 'api', spec: spec(sim, { name: `batch-${n}`, script: '#!/bin/sh\nsleep 1\n' }) }),
+        td.daemon.submit({
+          owner: 'default',
+          actor: 'test',
+          origin: 'api',
+          spec: spec(sim, { name: `batch-${n}`, script: '#!/bin/sh\nsleep 1\n' }),
+        }),
       ),
     );
     const summaries = await Promise.all(ids.map((id) => waitForSummary(td, id, 30_000)));
@@ -167,11 +188,15 @@ describe('who gets a summary', () => {
     const sim = await env.sim(llmSimConfig());
     const td = await env.daemon(sim.url, settings(sim, { enabled: false }));
     const asked = await td.daemon.submit({
+      owner: 'default',
+      actor: 'test',
       origin: 'api',
       summarize: true,
       spec: spec(sim, { name: 'asked', script: '#!/bin/sh\ntrue\n' }),
     });
     const quiet = await td.daemon.submit({
+      owner: 'default',
+      actor: 'test',
       origin: 'api',
       spec: spec(sim, { name: 'quiet', script: '#!/bin/sh\ntrue\n' }),
     });
@@ -215,6 +240,7 @@ describe('who gets a summary', () => {
         { what: `the summary of run ${runId}`, timeoutMs: 30_000, intervalMs: 100 },
       );
     const first = await td.daemon.pipelines.trigger('nightly', {
+      actor: 'test',
       trigger: 'api',
       triggeredBy: 'API token "ci"',
       params: {},
@@ -250,7 +276,7 @@ describe('who gets a summary', () => {
     expect(refused.status).toBe(409);
     expect(errorOf(refused).message).toMatch(/step "(fetch|report)" of a pipeline run/);
 
-    const second = await td.daemon.pipelines.trigger('nightly', { trigger: 'api', params: {} });
+    const second = await td.daemon.pipelines.trigger('nightly', { actor: 'test', trigger: 'api', params: {} });
     const s2 = await runSummary(second.id);
     expect(s2.findings?.trend).toMatchObject({ runs: [{ runId: second.id }, { runId: first.id }] });
     expect(s2.findings?.trend?.comparison).toMatch(

@@ -20,6 +20,8 @@ describe('a finished job gets a summary', () => {
     const receiver = await startWebhookReceiver();
     env.defer(() => receiver.stop());
     const id = await td.daemon.submit({
+      owner: 'default',
+      actor: 'test',
       origin: 'api',
       webhookUrl: `${receiver.url}/hooks`,
       spec: spec(sim, {
@@ -69,6 +71,8 @@ describe('a finished job gets a summary', () => {
     const sim = await env.sim(llmSimConfig());
     const td = await env.daemon(sim.url, settings(sim));
     const id = await td.daemon.submit({
+      owner: 'default',
+      actor: 'test',
       origin: 'api',
       spec: spec(sim, {
         name: 'hungry',
@@ -89,6 +93,8 @@ describe('a finished job gets a summary', () => {
     const sim = await env.sim(llmSimConfig());
     const td = await env.daemon(sim.url, settings(sim));
     const id = await td.daemon.submit({
+      owner: 'default',
+      actor: 'test',
       origin: 'api',
       spec: spec(sim, {
         name: 'assemble',
@@ -138,7 +144,9 @@ describe('a finished job gets a summary', () => {
       ],
     );
     // Applying again makes no second request.
-    await expect(td.daemon.resubmitWithSuggestion(id)).resolves.toBe(newId);
+    await expect(td.daemon.resubmitWithSuggestion({ requestId: id, origin: 'api', actor: 'test' })).resolves.toBe(
+      newId,
+    );
     expect(await listRequests(td.daemon.history.store)).toHaveLength(2);
   }, 60_000);
 });

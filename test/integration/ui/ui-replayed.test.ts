@@ -21,6 +21,8 @@ describe('admin web UI', () => {
     const gate = join(sim.workDir, 'ui-blocker.go');
     const blocker = await td.daemon.submit({
       spec: { ...shell('ui-blocker', `while [ ! -e ${gate} ]; do sleep 0.2; done`), cpus_per_task: 2 } as JobSpec,
+      owner: 'default',
+      actor: 'test',
       origin: 'api',
     });
     await td.waitForState(blocker, 'running');

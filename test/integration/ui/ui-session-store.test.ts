@@ -49,7 +49,13 @@ const destroy = (store: UiSessions, id: string) =>
   new Promise<void>((resolve, reject) => store.destroy(id, (error) => (error ? reject(error) : resolve())));
 
 const ofToken = (tokenId: string) => ({
-  login: { who: `token ${tokenId}`, tokenId, scopes: ['read' as const] },
+  login: {
+    who: `token ${tokenId}`,
+    tokenId,
+    scopes: ['read' as const],
+    owner: 'default',
+    actor: `ui:token:${tokenId}`,
+  },
   _csrf: 'csrf secret',
 });
 

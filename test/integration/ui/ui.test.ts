@@ -74,6 +74,8 @@ describe('admin web UI', () => {
     const gate = join(sim.workDir, 'ui-watch.go');
     const id = await td.daemon.submit({
       spec: shell('ui-watch', `while [ ! -e ${gate} ]; do sleep 0.2; done; echo watched`),
+      owner: 'default',
+      actor: 'test',
       origin: 'api',
     });
     await page.goto(`${base}/jobs/${id}`);
@@ -112,7 +114,12 @@ describe('admin web UI', () => {
 
   it('cancels a running job from its page; a POST without the CSRF token is refused', async () => {
     const page = await logIn(adminToken);
-    const id = await td.daemon.submit({ spec: shell('ui-cancel', 'sleep 120'), origin: 'api' });
+    const id = await td.daemon.submit({
+      spec: shell('ui-cancel', 'sleep 120'),
+      owner: 'default',
+      actor: 'test',
+      origin: 'api',
+    });
     await td.waitForState(id, 'running');
     await page.goto(`${base}/jobs/${id}`);
     // How fresh the state is: the profile's last poll, a moment ago.
@@ -139,7 +146,12 @@ describe('admin web UI', () => {
 
   it('retries a failed request as a new request with the same spec', async () => {
     const page = await logIn(adminToken);
-    const id = await td.daemon.submit({ spec: shell('ui-fails', 'echo oops >&2; exit 3'), origin: 'api' });
+    const id = await td.daemon.submit({
+      spec: shell('ui-fails', 'echo oops >&2; exit 3'),
+      owner: 'default',
+      actor: 'test',
+      origin: 'api',
+    });
     await td.waitForState(id, 'failed');
     await page.goto(`${base}/jobs/${id}`);
     await page.getByRole('button', { name: 'Retry (new request, same spec)' }).click();
@@ -159,7 +171,17 @@ describe('admin web UI', () => {
     const id = randomUUID();
     const spec = { ...shell('ui-other-account', 'true'), account: 'other' } as JobSpec;
     const at = Date.now();
-    await recordRequest(h, { id, profile: 'test', name: spec.name, spec, origin: 'api', at, source: 'api' });
+    await recordRequest(h, {
+      id,
+      profile: 'test',
+      name: spec.name,
+      spec,
+      owner: 'default',
+      actor: 'test',
+      origin: 'api',
+      at,
+      source: 'api',
+    });
     await transition(h, id, { to: 'failed', source: 'poll', at, reason: 'InvalidAccount' });
     const before = (await listRequests(h, {})).length;
     const page = await logIn(adminToken);
@@ -212,7 +234,7 @@ describe('admin web UI', () => {
   });
 
   it('cancels a run from its page; a forged POST and a read-only session are refused', async () => {
-    const run = await td.daemon.pipelines.trigger('slow', { trigger: 'api' });
+    const run = await td.daemon.pipelines.trigger('slow', { actor: 'test', trigger: 'api' });
     await waitFor(async () => ((await getRun(td.daemon.history.store, run.id))?.startedAt ? true : undefined), {
       what: 'the run to start',
       timeoutMs: 10_000,
@@ -291,7 +313,12 @@ describe('admin web UI', () => {
   });
 
   it('opens the queue dashboard, the profiles with their queues, and the history with charts', async () => {
-    const done = await td.daemon.submit({ spec: shell('ui-history', 'true'), origin: 'api' });
+    const done = await td.daemon.submit({
+      spec: shell('ui-history', 'true'),
+      owner: 'default',
+      actor: 'test',
+      origin: 'api',
+    });
     const page = await logIn(adminToken);
     const elsewhere: string[] = [];
     // A request the policy blocks gets no response.
@@ -362,7 +389,7 @@ describe('admin web UI', () => {
     const page = await logIn(adminToken);
     const markup = '<img src=x onerror="window.pwned=1"><b>bold</b>';
     const pipelines = td.daemon.pipelines;
-    const run = await pipelines.trigger('greet', { trigger: 'api', params: { greeting: markup } });
+    const run = await pipelines.trigger('greet', { actor: 'test', trigger: 'api', params: { greeting: markup } });
     await page.goto(`${base}/runs/${run.id}`);
     await expect(page.getByText(`greeting=${markup}`).isVisible()).resolves.toBe(true);
     await expect(page.locator('main b').count()).resolves.toBe(0);
@@ -383,7 +410,12 @@ describe('admin web UI', () => {
     await page.reload();
     await expect(page.getByText('all three steps completed').isVisible()).resolves.toBe(true);
 
-    const id = await td.daemon.submit({ spec: shell('ui-summary', 'true'), origin: 'api' });
+    const id = await td.daemon.submit({
+      spec: shell('ui-summary', 'true'),
+      owner: 'default',
+      actor: 'test',
+      origin: 'api',
+    });
     await td.waitForState(id, 'completed');
     const now = Date.now();
     await h.run(
@@ -407,7 +439,12 @@ describe('admin web UI', () => {
 
   it('gives a read-only token no action buttons, and refuses its actions', async () => {
     const page = await logIn(readToken);
-    const id = await td.daemon.submit({ spec: shell('ui-readonly', 'sleep 60'), origin: 'api' });
+    const id = await td.daemon.submit({
+      spec: shell('ui-readonly', 'sleep 60'),
+      owner: 'default',
+      actor: 'test',
+      origin: 'api',
+    });
     await page.goto(`${base}/jobs/${id}`);
     await expect(page.getByText('read-only').isVisible()).resolves.toBe(true);
     await expect(page.locator('main button').count()).resolves.toBe(0);
@@ -443,7 +480,7 @@ describe('admin web UI', () => {
       ),
       array: '0-3',
     } as JobSpec;
-    const id = await td.daemon.submit({ spec, origin: 'api' });
+    const id = await td.daemon.submit({ spec, owner: 'default', actor: 'test', origin: 'api' });
     const row = await td.waitForState(id, 'failed');
     // The tasks' accounting records, which the task pages below show, come with a reconcile
     // after the controller's answer that ended the array.

@@ -95,10 +95,13 @@ export const jobRoutes: FastifyPluginAsyncZod<{ deps: ApiDeps }> = async (app, {
         if (issues.length) {
           throw new ValidationApiError(issues.map((reason) => ({ in: 'body', path: 'retry', reason })));
         }
+        const caller = callerOf(request);
         const id = await deps.submit({
           profile: body.profile,
           spec: body.spec,
-          origin: callerOf(request).origin,
+          origin: caller.origin,
+          owner: caller.principal.owner,
+          actor: caller.principal.actor,
           requestId: stableId ?? undefined,
           webhookUrl: body.webhook_url ?? null,
           deadlines: deadlinesOf(body.deadlines),
@@ -233,7 +236,13 @@ export const jobRoutes: FastifyPluginAsyncZod<{ deps: ApiDeps }> = async (app, {
         if (!(await getRequest(store, id))) throw new NotFoundApiError(`no job request ${id}`);
         const before = (await summaryOfRequest(store, id))?.appliedRequestId ?? null;
         // Its refusals carry their own codes: 409 NO_SUGGESTION, 409 SUMMARY_PENDING, 404 NOT_FOUND.
-        const newId = await deps.resubmit(id, stableId ?? undefined, callerOf(request).origin);
+        const caller = callerOf(request);
+        const newId = await deps.resubmit({
+          requestId: id,
+          newRequestId: stableId ?? undefined,
+          origin: caller.origin,
+          actor: caller.principal.actor,
+        });
         return {
           status: before === newId ? 200 : 201,
           body: {
@@ -283,12 +292,13 @@ export const jobRoutes: FastifyPluginAsyncZod<{ deps: ApiDeps }> = async (app, {
             throw new ValidationApiError([{ in: 'body', path: 'indexes', reason: error.message }]);
           }
         }
-        const { origin } = callerOf(request);
+        const { origin, principal } = callerOf(request);
         const retried = await deps.retryTasks({
           requestId: id,
           indexes,
           origin,
           source: origin,
+          actor: principal.actor,
           newRequestId: stableId ?? undefined,
         });
         return {

@@ -98,6 +98,7 @@ export const pipelineRoutes: FastifyPluginAsyncZod<{ deps: ApiDeps }> = async (a
             params: request.body.params,
             trigger: caller.origin,
             triggeredBy: caller.who,
+            actor: caller.principal.actor,
             webhookUrl: request.body.webhook_url ?? null,
           });
           return {

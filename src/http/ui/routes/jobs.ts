@@ -109,7 +109,7 @@ ${rows.length > 200 ? html`<p class="muted">The newest 200 are shown; narrow the
     if (!isAdmin(session)) return reply.code(403).type('text/plain').send('the admin scope is needed to retry');
     const id = request.params.id;
     try {
-      const retried = await ctx.deps.retryTasks({ requestId: id, origin: 'api', source: 'api' });
+      const retried = await ctx.deps.retryTasks({ requestId: id, origin: 'api', source: 'api', actor: session.actor });
       ctx.deps.logger.info(
         { requestId: retried.id, retryOf: id, by: session.who },
         'array tasks retried from the web UI',
@@ -133,6 +133,8 @@ ${rows.length > 200 ? html`<p class="muted">The newest 200 are shown; narrow the
         profile: row.profile,
         spec: row.spec as JobSpec,
         origin: 'api',
+        owner: row.owner,
+        actor: session.actor,
         webhookUrl: row.webhookUrl,
         deadlines: row.deadlines,
       });

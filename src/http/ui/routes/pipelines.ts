@@ -109,7 +109,12 @@ ${isAdmin(session) ? triggerForm(session, p) : ''}
       if (value !== undefined && value !== '') params[name] = value;
     }
     try {
-      const run = await pipelines.trigger(p.name, { trigger: 'ui', triggeredBy: `web UI (${session.who})`, params });
+      const run = await pipelines.trigger(p.name, {
+        trigger: 'ui',
+        triggeredBy: `web UI (${session.who})`,
+        actor: session.actor,
+        params,
+      });
       ctx.deps.logger.info({ pipeline: p.name, runId: run.id, by: session.who }, 'pipeline triggered from the web UI');
       return reply.redirect(`${runHref(run.id)}?done=triggered`, 303);
     } catch (error) {
