@@ -34,6 +34,8 @@ const LAYERS: readonly { name: string; holds: (file: string) => boolean }[] = [
   },
   { name: 'sched', holds: (f) => f.startsWith('src/sched/') },
   { name: 'db', holds: (f) => f.startsWith('src/db/') },
+  // Who may see and change what (owners, actors, scopes): every way in asks it.
+  { name: 'access', holds: (f) => f.startsWith('src/access/') },
   // How requests, runs and pipelines are shown: the API, the UI and webhook bodies (notify) use them.
   { name: 'views', holds: (f) => f.startsWith('src/views/') },
   { name: 'redis', holds: (f) => f.startsWith('src/redis/') },
