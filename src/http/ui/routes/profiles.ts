@@ -88,7 +88,10 @@ export async function profilePages(app: FastifyInstance, { ctx }: { ctx: UiConte
         const q = queues[name];
         // Redis down (or closing under a page that refreshes itself) must not hold the page.
         const [counts, paused] = await withTimeout(
-          Promise.all([q.getJobCounts('waiting', 'prioritized', 'active', 'delayed', 'failed', 'completed'), q.isPaused()]),
+          Promise.all([
+            q.getJobCounts('waiting', 'prioritized', 'active', 'delayed', 'failed', 'completed'),
+            q.isPaused(),
+          ]),
           QUEUE_READ_TIMEOUT_MS,
           'queue counts',
         ).catch(() => [null, null] as const);
