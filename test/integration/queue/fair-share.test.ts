@@ -69,7 +69,12 @@ describe('the submit queue with fair share (a real Redis, a worker taking jobs o
       ],
       { a: 2 },
     );
-    expect(served.slice(0, 9).map((id) => id[0]).join('')).toBe('aabaabaab');
+    expect(
+      served
+        .slice(0, 9)
+        .map((id) => id[0])
+        .join(''),
+    ).toBe('aabaabaab');
   });
 });
 
@@ -91,53 +96,49 @@ describe('a daemon behind a rate-limited profile', () => {
     sim = await env.sim({ cpus: 1 });
   });
 
-  it(
-    "submits owner B's one request before owner A's backlog drains, A's in order, one job each, across a Redis lost",
-    async () => {
-      td = await startTestDaemon(
-        sim.url,
-        env.redis.url,
-        { submitConcurrency: 1, apiRateLimitPerMin: 100_000 },
-        // The profile's budget plays the proxy's bucket: 10 requests a second, polls included.
-        { rateLimit: { capacity: 1, refillPerSecond: 10 } },
-      );
-      env.defer(() => td.stop());
-      const api = apiClient(td);
-      const tokenA = await api.token(['submit', 'read'], 'lab-a');
-      const tokenB = await api.token(['submit', 'read'], 'lab-b');
-      const post = async (token: string, name: string) => {
-        const r = await api.call('POST', '/api/v1/jobs', { token, body: { spec: shellSpec(name, 'true') } });
-        expect(r.status, JSON.stringify(r.json)).toBe(201);
-        return (r.json as { id: string }).id;
-      };
-      // In order, one after the other: A's order is the order of these calls.
-      const aIds: string[] = [];
-      for (let i = 0; i < A_BACKLOG; i++) aIds.push(await post(tokenA, `a-${i}`));
-      const aBefore = (await bySubmission(td, aIds)).length;
-      expect(aBefore, 'A had a backlog when B asked').toBeLessThan(A_BACKLOG / 2);
-      const bId = await post(tokenB, 'b-0');
-      await td.waitForState(bId, 'submitted', 30_000);
-      const order = await bySubmission(td, [...aIds, bId]);
-      const bRank = order.findIndex((row) => row.id === bId);
-      // Served after the job being submitted and the one at the head of its round, not after A's backlog.
-      expect(bRank).toBeLessThanOrEqual(aBefore + 3);
-      expect(order.length, "A's backlog had not drained").toBeLessThan(A_BACKLOG);
+  it("submits owner B's one request before owner A's backlog drains, A's in order, one job each, across a Redis lost", async () => {
+    td = await startTestDaemon(
+      sim.url,
+      env.redis.url,
+      { submitConcurrency: 1, apiRateLimitPerMin: 100_000 },
+      // The profile's budget plays the proxy's bucket: 10 requests a second, polls included.
+      { rateLimit: { capacity: 1, refillPerSecond: 10 } },
+    );
+    env.defer(() => td.stop());
+    const api = apiClient(td);
+    const tokenA = await api.token(['submit', 'read'], 'lab-a');
+    const tokenB = await api.token(['submit', 'read'], 'lab-b');
+    const post = async (token: string, name: string) => {
+      const r = await api.call('POST', '/api/v1/jobs', { token, body: { spec: shellSpec(name, 'true') } });
+      expect(r.status, JSON.stringify(r.json)).toBe(201);
+      return (r.json as { id: string }).id;
+    };
+    // In order, one after the other: A's order is the order of these calls.
+    const aIds: string[] = [];
+    for (let i = 0; i < A_BACKLOG; i++) aIds.push(await post(tokenA, `a-${i}`));
+    const aBefore = (await bySubmission(td, aIds)).length;
+    expect(aBefore, 'A had a backlog when B asked').toBeLessThan(A_BACKLOG / 2);
+    const bId = await post(tokenB, 'b-0');
+    await td.waitForState(bId, 'submitted', 30_000);
+    const order = await bySubmission(td, [...aIds, bId]);
+    const bRank = order.findIndex((row) => row.id === bId);
+    // Served after the job being submitted and the one at the head of its round, not after A's backlog.
+    expect(bRank).toBeLessThanOrEqual(aBefore + 3);
+    expect(order.length, "A's backlog had not drained").toBeLessThan(A_BACKLOG);
 
-      // Redis lost everything (jobs and fair-share tags): the rest is queued again from the history.
-      await env.redis.restartEmpty();
-      await waitFor(async () => (await bySubmission(td, aIds)).length === A_BACKLOG || undefined, {
-        what: "A's backlog submitted",
-        timeoutMs: 60_000,
-        intervalMs: 250,
-      });
-      const aOrder = (await bySubmission(td, aIds)).map((row) => row.id);
-      expect(aOrder).toEqual(aIds);
-      // One job each: as many jobs in the simulator as requests, each request's its own.
-      const jobs = sim.server.cluster.listJobs();
-      expect(jobs).toHaveLength(A_BACKLOG + 1);
-      const all = await bySubmission(td, [...aIds, bId]);
-      expect(new Set(all.map((row) => row.jobId)).size).toBe(A_BACKLOG + 1);
-    },
-    120_000,
-  );
+    // Redis lost everything (jobs and fair-share tags): the rest is queued again from the history.
+    await env.redis.restartEmpty();
+    await waitFor(async () => (await bySubmission(td, aIds)).length === A_BACKLOG || undefined, {
+      what: "A's backlog submitted",
+      timeoutMs: 60_000,
+      intervalMs: 250,
+    });
+    const aOrder = (await bySubmission(td, aIds)).map((row) => row.id);
+    expect(aOrder).toEqual(aIds);
+    // One job each: as many jobs in the simulator as requests, each request's its own.
+    const jobs = sim.server.cluster.listJobs();
+    expect(jobs).toHaveLength(A_BACKLOG + 1);
+    const all = await bySubmission(td, [...aIds, bId]);
+    expect(new Set(all.map((row) => row.jobId)).size).toBe(A_BACKLOG + 1);
+  }, 120_000);
 });
