@@ -23,6 +23,10 @@ import { ALICE_TOKEN, startSim } from '../helpers/sim.js';
 const BACKLOG = Number(process.env.BENCH_FAIR_BACKLOG ?? 10_000);
 /** The proxy's bucket: requests a second (every request: submissions and the poller's reads). */
 const RATE = Number(process.env.BENCH_FAIR_RATE ?? 5);
+/** Submissions the worker takes at once (the daemon's `submitConcurrency`; 16 by default). */
+const SUBMIT_CONCURRENCY = process.env.BENCH_FAIR_SUBMIT_CONCURRENCY
+  ? Number(process.env.BENCH_FAIR_SUBMIT_CONCURRENCY)
+  : undefined;
 const CLIENTS = 32;
 
 const root = mkdtempSync(join(tmpdir(), 'schedflow-bench-fair-'));
@@ -50,6 +54,7 @@ const config = loadDaemonConfig(
     queuePrefix: 'bench-fair',
     listen: '127.0.0.1:0',
     apiRateLimitPerMin: 1_000_000,
+    submitConcurrency: SUBMIT_CONCURRENCY,
   },
 );
 const daemon = await startDaemon(config, createLogger({ level: process.env.BENCH_DAEMON_LOG_LEVEL ?? 'warn' }));
@@ -110,7 +115,7 @@ try {
   const aSubmittedMeanwhile = (await submittedOf('lab-a')) - aSubmittedBefore;
   const fifoSec = aheadOfB / RATE;
   const lines = [
-    `owner lab-a: ${BACKLOG} requests accepted in ${acceptSec.toFixed(1)} s; ${aheadOfB} still queued when lab-b asked`,
+    `submitConcurrency ${config.submitConcurrency}; owner lab-a: ${BACKLOG} requests accepted in ${acceptSec.toFixed(1)} s; ${aheadOfB} still queued when lab-b asked`,
     `owner lab-b: one request, submitted after ${waitSec.toFixed(2)} s (lab-a got ${aSubmittedMeanwhile} submitted meanwhile)`,
     `first come, first served would make it wait ${aheadOfB} / ${RATE}/s = ${fifoSec.toFixed(0)} s (for a backlog of ${BACKLOG}: ${(BACKLOG / RATE).toFixed(0)} s)`,
     `fair share: ${waitSec.toFixed(2)} s, ${(fifoSec / waitSec).toFixed(0)}x shorter (${((100 * waitSec) / fifoSec).toFixed(2)} % of the FIFO wait)`,
