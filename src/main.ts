@@ -28,6 +28,7 @@ import { CancelsInFlight } from './pipelines/cancels-in-flight.js';
 import { PipelineRegistry } from './pipelines/pipeline-registry.js';
 import type { RunEngineDeps } from './pipelines/run-engine.js';
 import type { QueueName } from './queue/catalog.js';
+import { SubmitFairShare } from './queue/fair-share.js';
 import { createQueues } from './queue/queue-definition.js';
 import type { SchedulerSpec } from './queue/queue-keeper.js';
 import { QueueKeeper } from './queue/queue-keeper.js';
@@ -122,6 +123,8 @@ interface QueueSide {
   queueSettings: QueueSettings;
   redisWatch: RedisWatch;
   heap: HeapCollector;
+  /** The order owners' submit jobs are served in (src/queue/fair-share.ts). */
+  submitFairShare: SubmitFairShare;
 }
 
 /** How requests are accepted and runs advanced, and the submit producer's link to the keeper. */
@@ -349,7 +352,8 @@ function startQueues(
   lifecycle.add('queues', async () => {
     await Promise.all(Object.values(queues).map((q) => q.close()));
   });
-  return { connection, queues, queueSettings, redisWatch, heap };
+  const submitFairShare = new SubmitFairShare(queues.submit, config.fairShareWeights);
+  return { connection, queues, queueSettings, redisWatch, heap, submitFairShare };
 }
 
 /** The door of job requests (src/requests/accept.ts) and the run engine of pipelines. */
@@ -365,6 +369,7 @@ function wireRequests(
   const keeper: RequestSide['keeper'] = {};
   const submitQueue: SubmitQueueDeps = {
     queue: queues.submit,
+    fairShare: queueSide.submitFairShare,
     logger: logger.child({ component: 'queue' }),
     redisReachable: () => redisWatch.reachable,
     sweepLater: () => keeper.current?.sweepLater(),
@@ -454,7 +459,7 @@ async function keepQueues(
   const { clients } = scheduler;
   const { queues, redisWatch } = queueSide;
   // Nothing is busy yet, and nothing recent: the defaults of a sweep, on the daemon's clock.
-  await requeueUnsubmitted(history.store, queues.submit, logger, new Set(), 0, clock);
+  await requeueUnsubmitted(history.store, queues.submit, logger, new Set(), 0, clock, queueSide.submitFairShare);
   // A backoff must not outlast a restart, nor a profile's recovery: the delayed submissions are
   // taken up now (those of a profile that cannot work say why and wait again), and those of a
   // profile when it connects later.
@@ -481,6 +486,7 @@ async function keepQueues(
         requestSide.submitsInFlight,
         config.lockDurationMs,
         clock,
+        queueSide.submitFairShare,
       ),
     redisReachable: () => redisWatch.reachable,
     redisChanges: () => redisWatch.changes,

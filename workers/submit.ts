@@ -12,9 +12,10 @@ import { type ErrorCode, SubmissionRefusedError } from '../src/errors.js';
 import { type Clock, systemClock } from '../src/lib/clock.js';
 import type { Logger } from '../src/logger.js';
 import { stepDependencies } from '../src/pipelines/run-engine.js';
+import type { SubmitFairShare } from '../src/queue/fair-share.js';
 import { HistoryRelay } from '../src/queue/history-relay.js';
 import type { JobContext, QueueDefinition, QueueProcessor } from '../src/queue/queue-definition.js';
-import { queueSubmitJob, SUBMIT_JOB_OPTIONS, submitPayloadSchema } from '../src/queue/submit-queue.js';
+import { queueSubmitJobs, SUBMIT_JOB_OPTIONS, submitPayloadSchema } from '../src/queue/submit-queue.js';
 import { isTerminalRequest } from '../src/requests/request-state.js';
 import { submitRequest, WaitingForDependencyError, WaitingForSubmitLimitError } from '../src/requests/submitter.js';
 import { transition } from '../src/requests/transition.js';
@@ -162,11 +163,15 @@ export async function requeueUnsubmitted(
   recentMs = 0,
   /** The daemon's clock: what "recent" is measured against. @defaultValue systemClock */
   clock: Clock = systemClock,
+  /** Owners served in turn (src/queue/fair-share.ts); unset: first come, first served. */
+  fairShare?: SubmitFairShare,
 ): Promise<{ requeued: number; deferred: number }> {
   const now = clock.now();
   const relay = new HistoryRelay<JobRequestRow>({
     queue,
-    pending: () => unsubmittedRequests(h),
+    // Oldest first: after Redis lost its jobs, each owner's requests get their rounds again in
+    // the order they were accepted, and owners are interleaved as they were.
+    pending: async () => (await unsubmittedRequests(h)).sort((a, b) => a.createdAt - b.createdAt),
     idOf: (row) => row.id,
     hold(row) {
       if (busy.has(row.id)) return 'skip';
@@ -185,7 +190,7 @@ export async function requeueUnsubmitted(
         await transition(h, row.id, { to: 'queued', source: 'submit', at: clock.now(), from: 'accepted' });
       }
     },
-    add: (requestId) => queueSubmitJob(queue, requestId),
+    add: (requestId, row) => queueSubmitJobs(queue, fairShare, [{ requestId, owner: row.owner }]),
   });
   const { queued: requeued, deferred } = await relay.run(now);
   if (requeued > 0) logger.info({ requeued }, 'queued unsubmitted requests again');

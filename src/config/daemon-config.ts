@@ -8,6 +8,7 @@ import { Secret } from '../lib/secret.js';
 import { LOG_FORMATS } from '../logger.js';
 import { parseWebhookAllowList, WEBHOOK_ALLOW_HOSTS_ENV } from '../notify/webhook-target.js';
 import { DEFAULT_QUEUE_PREFIX } from '../queue/catalog.js';
+import { FAIR_SHARE_WEIGHTS_ENV, fairShareWeightsFromEnv, fairShareWeightsSchema } from '../queue/fair-share.js';
 import { summarySettingsFromEnv, summarySettingsSchema } from '../summaries/summary-settings.js';
 
 export const DAEMON_ROLES = ['worker', 'scheduler', 'web'] as const;
@@ -207,6 +208,11 @@ export const daemonConfigSchema = z.object({
     .describe(
       'How the log on stdout is written: `pretty`, a line to read (time, level, component, message, fields; an error by its message, its stack only at the error level, for a bug, or with `--log-level debug`), or `json`, an object a line (for a journal or a log shipper). Unset: `pretty` on a terminal, `json` otherwise. Secrets are redacted in both.',
     ),
+  fairShareWeights: fairShareWeightsSchema
+    .default({})
+    .describe(
+      'Weights of owners in the fair share of submissions (docs/fair-share.md), `owner=weight` comma-separated (`lab-a=2,lab-b=0.5`): an owner of weight 2 is served twice a round. Unlisted owners: 1.',
+    ),
   // Built by summarySettingsFromEnv (src/summaries/summary-settings.ts) from variables of its own.
   summaries: summarySettingsSchema
     .prefault({})
@@ -257,6 +263,7 @@ export function loadDaemonConfig(env: NodeJS.ProcessEnv, flags: DaemonConfigInpu
     }),
     ...(env.SCHEDFLOW_SIM_JOB_USER?.trim() && { simJobUser: env.SCHEDFLOW_SIM_JOB_USER.trim() }),
     summaries: summarySettingsFromEnv(env),
+    fairShareWeights: fairShareWeightsFromEnv(env),
   };
   const defined = Object.fromEntries(Object.entries(flags).filter(([, v]) => v !== undefined));
   // A variable a flag overrides is not read: the flag wins, even over a typo in the environment.
@@ -317,6 +324,7 @@ function settingName(path: PropertyKey[]): string {
   const envName = Object.entries(DAEMON_ENV_NUMBERS).find(([, k]) => k === key)?.[0];
   if (key === 'webhookAllowHosts') return WEBHOOK_ALLOW_HOSTS_ENV;
   if (key === 'logFormat') return 'SCHEDFLOW_LOG_FORMAT';
+  if (key === 'fairShareWeights') return FAIR_SHARE_WEIGHTS_ENV;
   return envName ?? path.join('.');
 }
 

@@ -22,8 +22,8 @@ export interface RelaySpec<Row> {
   failed(row: Row, job: Job): Promise<boolean>;
   /** Before a new job is added for a row without a live one. */
   beforeAdd?(row: Row): Promise<void>;
-  /** Adds the row's job (the queue's producer). */
-  add(id: string): Promise<unknown>;
+  /** Adds the row's job (the queue's producer); rows are added in the order `pending` gave them. */
+  add(id: string, row: Row): Promise<unknown>;
   /**
    * How often a row already seen with a live job is looked up in the queue again; unset: every
    * run. A row waiting out a long backoff then costs no Redis call in between.
@@ -72,7 +72,7 @@ export class HistoryRelay<Row> {
         await spec.beforeAdd?.(row);
         // A finished job would block the id: make way for a new one.
         await job?.remove();
-        await spec.add(id);
+        await spec.add(id, row);
         queued++;
       }
       // Otherwise waiting, delayed (a backoff), active, prioritized, waiting-children: on its way.

@@ -2,6 +2,7 @@ import type { JobsOptions, Queue } from 'bullmq';
 import { z } from 'zod';
 import { type Clock, systemClock } from '../lib/clock.js';
 import type { Logger } from '../logger.js';
+import type { SubmitFairShare } from './fair-share.js';
 
 /**
  * The submit queue's producer: the one place a submit job is made. Its payload and retry policy
@@ -22,12 +23,31 @@ export const SUBMIT_JOB_OPTIONS: JobsOptions = {
   removeOnFail: { age: 7 * 24 * 3600 },
 };
 
+/** A request to queue, and whose it is (the fair share between owners orders by it). */
+export interface SubmitJobOf {
+  requestId: string;
+  owner: string;
+}
+
 /**
- * Adds the submit job of a request now, waiting for Redis as long as it takes (the relay's
- * re-add, src/queue/history-relay.ts). The job id is the request id: adding twice is a no-op.
+ * Adds the submit jobs of requests now, in this order, waiting for Redis as long as it takes
+ * (the relay's re-add, src/queue/history-relay.ts). The job id is the request id: adding twice
+ * is a no-op. With `fairShare`, each job's priority is its owner's next round
+ * (src/queue/fair-share.ts), so owners are served in turn; without, first come, first served.
  */
-export function queueSubmitJob(queue: Queue, requestId: string): Promise<unknown> {
-  return queue.add('submit', { requestId }, { jobId: requestId });
+export async function queueSubmitJobs(
+  queue: Queue,
+  fairShare: SubmitFairShare | undefined,
+  jobs: readonly SubmitJobOf[],
+): Promise<unknown> {
+  const priorities = fairShare ? await fairShare.priorities(jobs.map((job) => job.owner)) : [];
+  const bulk = jobs.map(({ requestId }, i) => ({
+    name: 'submit',
+    data: { requestId },
+    opts: { jobId: requestId, ...(priorities[i] !== undefined && { priority: priorities[i] }) },
+  }));
+  const [only] = bulk;
+  return bulk.length === 1 && only ? queue.add(only.name, only.data, only.opts) : queue.addBulk(bulk);
 }
 
 /**
@@ -41,6 +61,8 @@ const HOLD_AFTER_LATE_MS = 5000;
 
 export interface SubmitQueueDeps {
   queue: Queue;
+  /** Serves owners in turn (src/queue/fair-share.ts); unset: first come, first served. */
+  fairShare?: SubmitFairShare;
   logger: Logger;
   /** False while Redis is known to be unreachable: nothing is sent, the keeper queues it later. */
   redisReachable(): boolean;
@@ -63,16 +85,16 @@ export type EnqueueOutcome = 'queued' | 'deferred';
  * adding twice is a no-op, so the keeper's sweep can redo this after a crash between the two
  * steps, or after Redis lost its data. Never waits on Redis longer than ENQUEUE_WAIT_MS.
  */
-export function addSubmitJob(deps: SubmitQueueDeps, requestId: string): Promise<EnqueueOutcome> {
-  return addWithin(deps, [requestId], () => queueSubmitJob(deps.queue, requestId));
+export function addSubmitJob(deps: SubmitQueueDeps, job: SubmitJobOf): Promise<EnqueueOutcome> {
+  return addSubmitJobs(deps, [job]);
 }
 
-/** {@link addSubmitJob} for several requests, in one round trip to Redis (addBulk). */
-export function addSubmitJobs(deps: SubmitQueueDeps, requestIds: readonly string[]): Promise<EnqueueOutcome> {
-  return addWithin(deps, requestIds, () =>
-    deps.queue.addBulk(
-      requestIds.map((requestId) => ({ name: 'submit', data: { requestId }, opts: { jobId: requestId } })),
-    ),
+/** {@link addSubmitJob} for several requests, in one round trip to Redis for their jobs (addBulk). */
+export function addSubmitJobs(deps: SubmitQueueDeps, jobs: readonly SubmitJobOf[]): Promise<EnqueueOutcome> {
+  return addWithin(
+    deps,
+    jobs.map((job) => job.requestId),
+    () => queueSubmitJobs(deps.queue, deps.fairShare, jobs),
   );
 }
 

@@ -1,5 +1,7 @@
 import { randomUUID } from 'node:crypto';
+import { DEFAULT_OWNER } from '../access/principal.js';
 import type { History } from '../db/history.js';
+import { requestStateAndOwnerOf } from '../db/request-owner.js';
 import { insertRequest, type NewRequest, requestStateOf } from '../db/requests.js';
 import type { AttemptPolicy, Deadlines, RetryCause, TransitionSource } from '../db/schema.js';
 import { commitEach, type Outcome } from '../db/shared-commit.js';
@@ -85,7 +87,8 @@ export async function enqueueAccepted(
   requestId: string,
   source: TransitionSource,
 ): Promise<EnqueueOutcome> {
-  if ((await requestStateOf(deps.store, requestId)) === 'accepted') {
+  const request = await requestStateAndOwnerOf(deps.store, requestId);
+  if (request?.state === 'accepted') {
     // Only from `accepted`: a request moved on meanwhile (by another process) is left as it is.
     await transition(deps.store, requestId, {
       to: 'queued',
@@ -94,7 +97,7 @@ export async function enqueueAccepted(
       from: 'accepted',
     });
   }
-  return addSubmitJob(deps.submitQueue, requestId);
+  return addSubmitJob(deps.submitQueue, { requestId, owner: request?.owner ?? DEFAULT_OWNER });
 }
 
 /**
@@ -145,12 +148,9 @@ async function acceptBatch(deps: AcceptDeps, waiting: Waiting[]): Promise<void> 
   });
   // Also for the same id again: the job id is the request id, so a job already there is kept,
   // and one that ran finds its request submitted and stops.
-  const ids = recorded.map((one) => one.input.id);
+  const jobs = recorded.map(({ input }) => ({ requestId: input.id, owner: input.owner }));
   try {
-    const outcome =
-      ids.length === 1
-        ? await addSubmitJob(deps.submitQueue, ids[0] as string)
-        : await addSubmitJobs(deps.submitQueue, ids);
+    const outcome = await addSubmitJobs(deps.submitQueue, jobs);
     for (const one of recorded) one.resolve(outcome);
   } catch (error) {
     for (const one of recorded) one.reject(error);

@@ -88,7 +88,10 @@ export async function profilePages(app: FastifyInstance, { ctx }: { ctx: UiConte
         const q = queues[name];
         // Redis down (or closing under a page that refreshes itself) must not hold the page.
         const [counts, paused] = await withTimeout(
-          Promise.all([q.getJobCounts('waiting', 'active', 'delayed', 'failed', 'completed'), q.isPaused()]),
+          Promise.all([
+            q.getJobCounts('waiting', 'prioritized', 'active', 'delayed', 'failed', 'completed'),
+            q.isPaused(),
+          ]),
           QUEUE_READ_TIMEOUT_MS,
           'queue counts',
         ).catch(() => [null, null] as const);
@@ -108,7 +111,8 @@ export async function profilePages(app: FastifyInstance, { ctx }: { ctx: UiConte
               ? html`<strong>paused</strong>`
               : 'running'
         }</td><td data-label="Waiting">${
-          q.counts.waiting ?? 0
+          // Submit jobs wait with a priority (the fair share between owners, src/queue/fair-share.ts).
+          (q.counts.waiting ?? 0) + (q.counts.prioritized ?? 0)
         }</td><td data-label="Active">${q.counts.active ?? 0}</td><td data-label="Delayed">${q.counts.delayed ?? 0}</td><td data-label="Failed">${
           q.counts.failed ?? 0
         }</td><td data-label="Completed">${q.counts.completed ?? 0}</td>${

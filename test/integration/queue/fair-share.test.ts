@@ -1,0 +1,144 @@
+import { Queue, Worker } from 'bullmq';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { getRequest } from '../../../src/db/requests.js';
+import { SubmitFairShare } from '../../../src/queue/fair-share.js';
+import { queueSubmitJobs } from '../../../src/queue/submit-queue.js';
+import { apiClient, shellSpec } from '../../helpers/api.js';
+import { daemonTestEnv, startTestDaemon, type TestDaemon } from '../../helpers/daemon.js';
+import { waitFor } from '../../helpers/http.js';
+
+/**
+ * Fair share between owners on the submit side (docs/fair-share.md): an owner's backlog does
+ * not hold another owner's request behind it, each owner's requests go in their order, and
+ * every request gets one job, also after Redis lost everything.
+ */
+
+const env = daemonTestEnv();
+
+describe('the submit queue with fair share (a real Redis, a worker taking jobs one at a time)', () => {
+  const queues: Queue[] = [];
+  afterAll(async () => {
+    await Promise.all(queues.map((q) => q.close()));
+  });
+
+  /** Adds the jobs as the door does, then takes them one at a time: the owners in the order served. */
+  async function servedOrder(
+    batches: { owner: string; count: number }[],
+    weights: Record<string, number> = {},
+  ): Promise<string[]> {
+    const name = `fair-${Math.random().toString(36).slice(2, 8)}`;
+    const connection = { url: env.redis.url };
+    const queue = new Queue(name, { connection, prefix: 'fair-test' });
+    queues.push(queue);
+    const fair = new SubmitFairShare(queue, weights);
+    let n = 0;
+    for (const { owner, count } of batches) {
+      const jobs = Array.from({ length: count }, () => ({ requestId: `${owner}-${n++}`, owner }));
+      await queueSubmitJobs(queue, fair, jobs);
+    }
+    const served: string[] = [];
+    const total = batches.reduce((s, b) => s + b.count, 0);
+    const worker = new Worker(
+      name,
+      async (job) => {
+        served.push(String(job.id));
+      },
+      { connection, prefix: 'fair-test', concurrency: 1 },
+    );
+    await waitFor(async () => served.length === total || undefined, { what: 'every job served' });
+    await worker.close();
+    return served;
+  }
+
+  it('serves a later owner right after the round being served, and each owner in its order', async () => {
+    const served = await servedOrder([
+      { owner: 'a', count: 20 },
+      { owner: 'b', count: 3 },
+    ]);
+    // FIFO would serve b's first request 21st; round robin serves it 2nd (after a's first, same round).
+    expect(served.slice(0, 6)).toEqual(['a-0', 'b-20', 'a-1', 'b-21', 'a-2', 'b-22']);
+    const of = (owner: string) => served.filter((id) => id.startsWith(`${owner}-`));
+    expect(of('a')).toEqual(Array.from({ length: 20 }, (_, i) => `a-${i}`));
+  });
+
+  it('gives an owner of weight 2 two submissions a round', async () => {
+    const served = await servedOrder(
+      [
+        { owner: 'a', count: 6 },
+        { owner: 'b', count: 6 },
+      ],
+      { a: 2 },
+    );
+    expect(
+      served
+        .slice(0, 9)
+        .map((id) => id[0])
+        .join(''),
+    ).toBe('aabaabaab');
+  });
+});
+
+describe('a daemon behind a rate-limited profile', () => {
+  const A_BACKLOG = 200;
+
+  /** Submission order: the requests by their Slurm job id (the simulator gives them in order). */
+  async function bySubmission(td: TestDaemon, ids: readonly string[]) {
+    const rows = await Promise.all(ids.map((id) => getRequest(td.daemon.history.store, id)));
+    return rows
+      .filter((row) => row?.jobId != null)
+      .map((row) => ({ id: row?.id as string, jobId: row?.jobId as number }))
+      .sort((x, y) => x.jobId - y.jobId);
+  }
+
+  let td: TestDaemon;
+  let sim: Awaited<ReturnType<typeof env.sim>>;
+  beforeAll(async () => {
+    sim = await env.sim({ cpus: 1 });
+  });
+
+  it("submits owner B's one request before owner A's backlog drains, A's in order, one job each, across a Redis lost", async () => {
+    td = await startTestDaemon(
+      sim.url,
+      env.redis.url,
+      { submitConcurrency: 1, apiRateLimitPerMin: 100_000 },
+      // The profile's budget plays the proxy's bucket: 10 requests a second, polls included.
+      { rateLimit: { capacity: 1, refillPerSecond: 10 } },
+    );
+    env.defer(() => td.stop());
+    const api = apiClient(td);
+    const tokenA = await api.token(['submit', 'read'], 'lab-a');
+    const tokenB = await api.token(['submit', 'read'], 'lab-b');
+    const post = async (token: string, name: string) => {
+      const r = await api.call('POST', '/api/v1/jobs', { token, body: { spec: shellSpec(name, 'true') } });
+      expect(r.status, JSON.stringify(r.json)).toBe(201);
+      return (r.json as { id: string }).id;
+    };
+    // In order, one after the other: A's order is the order of these calls.
+    const aIds: string[] = [];
+    for (let i = 0; i < A_BACKLOG; i++) aIds.push(await post(tokenA, `a-${i}`));
+    const aBefore = (await bySubmission(td, aIds)).length;
+    expect(aBefore, 'A had a backlog when B asked').toBeLessThan(A_BACKLOG / 2);
+    const bId = await post(tokenB, 'b-0');
+    await td.waitForState(bId, 'submitted', 30_000);
+    const order = await bySubmission(td, [...aIds, bId]);
+    const bRank = order.findIndex((row) => row.id === bId);
+    // Served after the job being submitted and the one at the head of its round, not after A's backlog.
+    expect(bRank).toBeLessThanOrEqual(aBefore + 3);
+    expect(order.length, "A's backlog had not drained").toBeLessThan(A_BACKLOG);
+
+    // Redis lost everything (jobs and fair-share tags): the rest is queued again from the history.
+    await env.redis.restartEmpty();
+    await waitFor(async () => (await bySubmission(td, aIds)).length === A_BACKLOG || undefined, {
+      what: "A's backlog submitted",
+      timeoutMs: 60_000,
+      intervalMs: 250,
+    });
+    const aOrder = (await bySubmission(td, aIds)).map((row) => row.id);
+    expect(aOrder).toEqual(aIds);
+    // One job each: as many jobs in the simulator as requests, each request's its own.
+    const jobs = sim.server.cluster.listJobs();
+    expect(jobs).toHaveLength(A_BACKLOG + 1);
+    const all = await bySubmission(td, [...aIds, bId]);
+    expect(new Set(all.map((row) => row.jobId)).size).toBe(A_BACKLOG + 1);
+  }, 120_000);
+});
