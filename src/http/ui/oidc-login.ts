@@ -192,7 +192,8 @@ export class OidcLogin {
           {
             timeout: PROVIDER_TIMEOUT_SEC,
             // Plain http only to a provider on this host (docs/sso.md): elsewhere codes and tokens would cross the network in clear.
-            ...(issuer.protocol === 'http:' && isLoopback(issuer.hostname) && { execute: [client.allowInsecureRequests] }),
+            ...(issuer.protocol === 'http:' &&
+              isLoopback(issuer.hostname) && { execute: [client.allowInsecureRequests] }),
           },
         )
         .then((config) => {
@@ -207,7 +208,11 @@ export class OidcLogin {
             { issuer: this.settings.issuer, reason: (error as Error).message },
             'OIDC discovery failed: single sign-on is unavailable until the provider answers',
           );
-          throw new OidcRefusal(502, `${this.settings.name} cannot be reached now; try again later.`, 'discovery failed');
+          throw new OidcRefusal(
+            502,
+            `${this.settings.name} cannot be reached now; try again later.`,
+            'discovery failed',
+          );
         });
     }
     return this.#configuration;
@@ -218,18 +223,37 @@ export class OidcLogin {
     if (error instanceof OidcRefusal) return error;
     if (error instanceof client.AuthorizationResponseError) {
       // The provider sent the browser back with an error (access_denied: the user said no).
-      return new OidcRefusal(401, `${this.settings.name} refused the login (${error.error}).`, `provider: ${error.error}`);
+      return new OidcRefusal(
+        401,
+        `${this.settings.name} refused the login (${error.error}).`,
+        `provider: ${error.error}`,
+      );
     }
     if (error instanceof client.ResponseBodyError) {
       // invalid_grant: a code already used, edited, or for another client.
-      return new OidcRefusal(401, 'The identity provider did not accept this login; log in again.', `token endpoint: ${error.error}`);
+      return new OidcRefusal(
+        401,
+        'The identity provider did not accept this login; log in again.',
+        `token endpoint: ${error.error}`,
+      );
     }
     if (error instanceof client.ClientError) {
       // A state, nonce, issuer, audience or signature that does not match: an edited or replayed callback.
-      return new OidcRefusal(400, 'This login answer is not valid; log in again.', `${error.code ?? 'check'}: ${error.message}`);
+      return new OidcRefusal(
+        400,
+        'This login answer is not valid; log in again.',
+        `${error.code ?? 'check'}: ${error.message}`,
+      );
     }
-    this.log.error({ reason: (error as Error).message }, 'OIDC login failed: the identity provider could not be reached');
-    return new OidcRefusal(502, `${this.settings.name} cannot be reached now; try again later.`, 'provider unreachable');
+    this.log.error(
+      { reason: (error as Error).message },
+      'OIDC login failed: the identity provider could not be reached',
+    );
+    return new OidcRefusal(
+      502,
+      `${this.settings.name} cannot be reached now; try again later.`,
+      'provider unreachable',
+    );
   }
 }
 
