@@ -107,7 +107,8 @@ export async function oidcRoutes(app: FastifyInstance, opts: OidcRouteOptions): 
     }
     const now = Date.now();
     const login: UiLogin = {
-      who: user.username,
+      // Never just `password` (that login's bucket of sessions is keyed by its `who`, src/redis/ui-sessions.ts).
+      who: `${user.username} (${oidc.name})`,
       via: 'oidc',
       tokenId: null,
       scopes: user.grant.scopes,

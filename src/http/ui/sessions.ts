@@ -10,7 +10,7 @@ export type LoginVia = 'token' | 'password' | 'oidc';
  * user of the identity provider (single sign-on, src/http/ui/oidc-login.ts).
  */
 export interface UiLogin {
-  /** `token <name>`, `password`, or the provider's user name. */
+  /** `token <name>`, `password`, or `<user> (<provider>)` for single sign-on. */
   who: string;
   /** Absent on sessions made before single sign-on existed (token or password logins). */
   via?: LoginVia;

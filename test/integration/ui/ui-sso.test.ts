@@ -119,7 +119,7 @@ describe('web UI single sign-on (OpenID Connect)', () => {
     await expect(page.getByLabel('Local API token').isVisible()).resolves.toBe(true);
     await ssoLogIn(page, 'bob');
     await page.waitForURL(`${base}/jobs`, { timeout: 10_000 });
-    await expect(page.getByText('bob · read-only · owner lab-a').isVisible()).resolves.toBe(true);
+    await expect(page.getByText('bob (Test IdP) · read-only · owner lab-a').isVisible()).resolves.toBe(true);
     const cookie = (await page.context().cookies()).find((c) => c.name === 'schedflow_ui');
     expect(cookie).toMatchObject({ httpOnly: true, sameSite: 'Strict' });
     // The begun login's cookie is gone once used.
@@ -149,14 +149,14 @@ describe('web UI single sign-on (OpenID Connect)', () => {
     const page = await browser.page();
     await ssoLogIn(page, 'alice');
     await page.waitForURL(`${base}/jobs`, { timeout: 10_000 });
-    await expect(page.getByText('alice · admin · owner default').isVisible()).resolves.toBe(true);
+    await expect(page.getByText('alice (Test IdP) · admin · owner default').isVisible()).resolves.toBe(true);
     // An admin sees the admin queue board (a session of the read scope alone would not).
     expect((await page.goto(`${base}/queues-admin/`))?.status()).toBe(200);
 
     const other = await browser.page();
     await ssoLogIn(other, 'dave');
     await other.waitForURL(`${base}/jobs`, { timeout: 10_000 });
-    await expect(other.getByText('dave · read-only · owner default').isVisible()).resolves.toBe(true);
+    await expect(other.getByText('dave (Test IdP) · read-only · owner default').isVisible()).resolves.toBe(true);
   });
 
   it('refuses a user in no mapped group with a page saying so, and an audit row', async () => {
@@ -246,7 +246,7 @@ describe('web UI single sign-on (OpenID Connect)', () => {
     const page = await browser.page();
     await ssoLogIn(page, 'bob', shortBase);
     await page.waitForURL(`${shortBase}/jobs`, { timeout: 10_000 });
-    await expect(page.getByText('bob · read-only · owner lab-a').isVisible()).resolves.toBe(true);
+    await expect(page.getByText('bob (Test IdP) · read-only · owner lab-a').isVisible()).resolves.toBe(true);
     await new Promise((resolve) => setTimeout(resolve, 2200));
     await page.goto(`${shortBase}/jobs`);
     expect(new URL(page.url()).pathname).toBe('/ui/login');
