@@ -14,6 +14,7 @@ import { type OpenedHistory, openHistory } from './db/open-history.js';
 import { ConfigError } from './errors.js';
 import { makeLocalCredential } from './http/api/local-credential.js';
 import { startApiServer } from './http/server.js';
+import { loadOidcClientSecret } from './http/ui/oidc-client-secret.js';
 import { loadUiPassword } from './http/ui/ui-password.js';
 import { type Clock, systemClock } from './lib/clock.js';
 import { HeapCollector } from './lib/heap-collector.js';
@@ -590,6 +591,9 @@ async function startApi(
     },
     ui: {
       password: loadUiPassword(config.dataDir, config.uiPassword),
+      ...(config.oidc && {
+        oidc: { ...config.oidc, clientSecret: loadOidcClientSecret(config.oidc.clientSecretFile) },
+      }),
       protectedDirs: [config.dataDir, config.configDir],
       sessions: { redis, prefix },
     },

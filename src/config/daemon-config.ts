@@ -10,6 +10,7 @@ import { parseWebhookAllowList, WEBHOOK_ALLOW_HOSTS_ENV } from '../notify/webhoo
 import { DEFAULT_QUEUE_PREFIX } from '../queue/catalog.js';
 import { FAIR_SHARE_WEIGHTS_ENV, fairShareWeightsFromEnv, fairShareWeightsSchema } from '../queue/fair-share.js';
 import { summarySettingsFromEnv, summarySettingsSchema } from '../summaries/summary-settings.js';
+import { OIDC_FILE_ENV, oidcSettingsSchema, readOidcFile } from './oidc-settings.js';
 
 export const DAEMON_ROLES = ['worker', 'scheduler', 'web'] as const;
 export type DaemonRole = (typeof DAEMON_ROLES)[number];
@@ -202,6 +203,11 @@ export const daemonConfigSchema = z.object({
     .describe(
       'Password of the admin web UI (admin rights); unset: `<data-dir>/ui-password` when that file exists, else tokens only.',
     ),
+  oidc: oidcSettingsSchema
+    .optional()
+    .describe(
+      'Single sign-on for the web UI with OpenID Connect (issuer, client, claim mapped to owners and scopes): read from `<config>/oidc.yaml` when that file exists, or from the file `SCHEDFLOW_OIDC_CONFIG` names; unset: token and password logins only. See docs/sso.md.',
+    ),
   logFormat: z
     .enum(LOG_FORMATS)
     .optional()
@@ -266,6 +272,10 @@ export function loadDaemonConfig(env: NodeJS.ProcessEnv, flags: DaemonConfigInpu
     fairShareWeights: fairShareWeightsFromEnv(env),
   };
   const defined = Object.fromEntries(Object.entries(flags).filter(([, v]) => v !== undefined));
+  if (!('oidc' in defined)) {
+    const oidc = readOidcFile(env, String(defined.configDir ?? fromEnv.configDir ?? './config'));
+    if (oidc !== undefined) fromEnv.oidc = oidc;
+  }
   // A variable a flag overrides is not read: the flag wins, even over a typo in the environment.
   const numbers = Object.entries(DAEMON_ENV_NUMBERS).filter(([, key]) => !(key in defined));
   Object.assign(fromEnv, readEnvWholeNumbers(env, Object.fromEntries(numbers)));
@@ -277,6 +287,11 @@ export function loadDaemonConfig(env: NodeJS.ProcessEnv, flags: DaemonConfigInpu
     throw new ConfigError('processes with separate roles (worker, scheduler, web) share one Redis: set REDIS_URL');
   }
   if (parsed.data.databaseUrl) checkDatabaseUrl(parsed.data.databaseUrl, parsed.data);
+  if (parsed.data.oidc && !parsed.data.oidc.redirectUrl && unspecifiedHost(parsed.data.listen)) {
+    throw new ConfigError(
+      `oidc.redirectUrl: the daemon listens on every address (${parsed.data.listen}); say the URL the identity provider sends browsers back to`,
+    );
+  }
   const configDir = resolve(parsed.data.configDir);
   return {
     ...parsed.data,
@@ -325,10 +340,17 @@ function settingName(path: PropertyKey[]): string {
   if (key === 'webhookAllowHosts') return WEBHOOK_ALLOW_HOSTS_ENV;
   if (key === 'logFormat') return 'SCHEDFLOW_LOG_FORMAT';
   if (key === 'fairShareWeights') return FAIR_SHARE_WEIGHTS_ENV;
+  if (key === 'oidc') return `oidc (${OIDC_FILE_ENV} or <config>/oidc.yaml) ${path.slice(1).join('.')}`.trim();
   return envName ?? path.join('.');
 }
 
 /** Worker and scheduler in one process: the only start that may use a private Redis and the embedded simulator. */
 export function isAllInOne(roles: readonly DaemonRole[]): boolean {
   return roles.includes('worker') && roles.includes('scheduler');
+}
+
+/** A listen address on every interface: no URL a browser could be sent back to can be made of it. */
+function unspecifiedHost(listen: string): boolean {
+  const host = readListenAddress(listen)?.host;
+  return host === '0.0.0.0' || host === '::' || host === '';
 }

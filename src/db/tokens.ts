@@ -204,3 +204,19 @@ export async function liveTokenScopes(h: History, ids: readonly string[]): Promi
   );
   return new Map(rows.map((r) => [r.id, r.scopes]));
 }
+
+/**
+ * What a live token grants now (its owner and scopes), or null when it is revoked or gone: what
+ * a UI session logged in with it is checked against on every request, so an update of the token
+ * (its owner, its scopes) applies to its sessions at once.
+ */
+export async function liveTokenGrant(h: History, id: string): Promise<{ owner: string; scopes: ApiScope[] } | null> {
+  const t = h.t.apiTokens;
+  const rows = await h.all(
+    h.db
+      .select({ owner: t.owner, scopes: t.scopes })
+      .from(t)
+      .where(and(eq(t.id, id), isNull(t.revokedAt))),
+  );
+  return rows[0] ?? null;
+}

@@ -35,7 +35,7 @@ export function page(input: PageInput): string {
       )} <a href="${UI_PREFIX}/${isAdmin(session) ? 'queues-admin' : 'queues'}/"${
         input.nav === 'queues' ? html` aria-current="page"` : ''
       }>Queues</a></nav>
-<div class="who"><span>${session.who}${isAdmin(session) ? ' · admin' : ' · read-only'}</span>
+<div class="who"><span>${session.who}${isAdmin(session) ? ' · admin' : ' · read-only'} · owner ${session.owner}</span>
 <form method="post" action="${UI_PREFIX}/logout"><input type="hidden" name="_csrf" value="${session.csrfToken}"><button type="submit">Log out</button></form></div>`
     : '';
   const live = input.live

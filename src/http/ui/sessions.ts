@@ -2,10 +2,23 @@ import { timingSafeEqual } from 'node:crypto';
 import type { Principal } from '../../access/principal.js';
 import type { ApiScope } from '../../db/schema.js';
 
-/** Who logged in: a local API token (by id, never the token) or the configured password. */
+/** How a session was logged in: as the audit log's `ui.login` rows say it. */
+export type LoginVia = 'token' | 'password' | 'oidc';
+
+/**
+ * Who logged in: a local API token (by id, never the token), the configured password, or a
+ * user of the identity provider (single sign-on, src/http/ui/oidc-login.ts).
+ */
 export interface UiLogin {
-  /** `token <name>` or `password`. */
+  /** `token <name>`, `password`, or `<user> (<provider>)` for single sign-on. */
   who: string;
+  /** Absent on sessions made before single sign-on existed (token or password logins). */
+  via?: LoginVia;
+  /**
+   * When the session ends, in ms since the epoch, used or not (single sign-on:
+   * `sessionMaxAgeSec` after login); absent: the store's own bounds alone.
+   */
+  expiresAt?: number;
   tokenId: string | null;
   /** The scopes at login; a token's are read again on every request (see ui-plugin.ts). */
   scopes: ApiScope[];
@@ -22,6 +35,11 @@ declare module 'fastify' {
   interface Session {
     /** Set by a successful login; a session without it is nobody's. */
     login?: UiLogin;
+    /**
+     * A single-sign-on session's ID token: sent back to the provider as `id_token_hint` when
+     * logging out there. Never shown; the UI calls no API with it.
+     */
+    oidcIdToken?: string;
   }
 }
 

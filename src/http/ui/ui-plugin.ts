@@ -4,7 +4,7 @@ import csrfProtection from '@fastify/csrf-protection';
 import fastifySession from '@fastify/session';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { DEFAULT_OWNER, hasScope, uiActor } from '../../access/principal.js';
-import { findToken, liveTokenScopes } from '../../db/tokens.js';
+import { findToken, liveTokenGrant } from '../../db/tokens.js';
 import { type LoginCounter, storedId, UiSessions } from '../../redis/ui-sessions.js';
 import { ApiError, RateLimitedApiError } from '../api/api-errors.js';
 import type { ApiDeps } from '../deps.js';
@@ -14,6 +14,9 @@ import { type Html, html } from './html.js';
 import { page, UI_PREFIX } from './layout.js';
 import { LiveChanges } from './live-changes.js';
 import { LiveStreams } from './live-streams.js';
+import { auditLogin, UNKNOWN_UI_ACTOR } from './login-audit.js';
+import { OIDC_CALLBACK_PATH, OIDC_START_PATH, OidcLogin } from './oidc-login.js';
+import { goOn, oidcRoutes } from './oidc-routes.js';
 import { QUEUE_BOARD_ADMIN_PATH, QUEUE_BOARD_PATH, registerQueueBoards } from './queue-board.js';
 import { historyPages } from './routes/history.js';
 import { jobPages } from './routes/jobs.js';
@@ -37,7 +40,13 @@ const CSP = [
 ].join('; ');
 
 /** Paths under /ui that need no session. */
-const PUBLIC = new Set([`${UI_PREFIX}/login`, `${UI_PREFIX}/assets/app.css`, `${UI_PREFIX}/assets/app.js`]);
+const PUBLIC = new Set([
+  `${UI_PREFIX}/login`,
+  `${UI_PREFIX}/assets/app.css`,
+  `${UI_PREFIX}/assets/app.js`,
+  OIDC_START_PATH,
+  OIDC_CALLBACK_PATH,
+]);
 
 /**
  * The UI's cookies: for its pages only, never read by scripts, never sent
@@ -59,7 +68,8 @@ function safeNext(next: string | undefined): string {
 
 /**
  * The admin web UI under /ui: server-rendered pages, a session cookie after
- * logging in with a local API token or the UI password, CSRF tokens on every
+ * logging in with a local API token, the UI password or single sign-on
+ * (OpenID Connect, src/http/ui/oidc-routes.ts), CSRF tokens on every
  * form, live updates over Server-Sent Events, and the BullMQ dashboard.
  * Registered inside the local API's Fastify app (same address, same process).
  */
@@ -76,6 +86,16 @@ export async function uiPlugin(app: FastifyInstance, opts: { deps: ApiDeps; sett
     opts.settings.liveStreams,
   );
   const loginBounds = opts.settings.loginFailures ?? LOGIN_FAILURES;
+  // Signs the session cookie and a begun single-sign-on login's cookie alike.
+  const signer = await ctx.sessions.cookieSigner();
+  const oidc = opts.settings.oidc
+    ? new OidcLogin(
+        opts.settings.oidc,
+        () => opts.settings.oidc?.redirectUrl ?? `${listenUrl(app)}${OIDC_CALLBACK_PATH}`,
+        signer,
+        log,
+      )
+    : null;
 
   // Pages are not API operations: kept out of the OpenAPI document.
   app.addHook('onRoute', (route) => {
@@ -93,7 +113,7 @@ export async function uiPlugin(app: FastifyInstance, opts: { deps: ApiDeps; sett
   await app.register(fastifySession, {
     // Sessions live in Redis, for every web process of the deployment: so does the secret that
     // signs their cookies.
-    secret: await ctx.sessions.cookieSigner(),
+    secret: signer,
     cookieName: SESSION_COOKIE,
     // No Max-Age: the cookie lasts as long as the browser's session; the store ends it sooner.
     cookie: { path: UI_PREFIX, httpOnly: true, sameSite: 'strict', secure: false },
@@ -118,7 +138,9 @@ export async function uiPlugin(app: FastifyInstance, opts: { deps: ApiDeps; sett
     if (request.session?.cookie) request.session.cookie.secure = request.protocol === 'https';
     // A revoked token's session is gone from the store; this request leaves it unchanged,
     // so the plugin does not save it back.
-    const login = await currentLogin(ctx, request.session?.login);
+    const login = await currentLogin(ctx, request.session?.login, Date.now());
+    // A session past its end is removed now, not left to the store's bounds.
+    if (!login && request.session?.login) await request.session.destroy();
     // A session without the read scope is ended below: it gets no CSRF secret (which would
     // change the session, and so save it again).
     request.uiSession = login && {
@@ -233,13 +255,14 @@ export async function uiPlugin(app: FastifyInstance, opts: { deps: ApiDeps; sett
 
   app.get(`${UI_PREFIX}/login`, async (request, reply) => {
     if (request.uiSession) return reply.redirect(safeNext(queryField(request, 'next')), 303);
-    return loginPage(ctx, request, reply, null);
+    return loginPage(ctx, oidc, request, reply, null);
   });
+  if (oidc) await app.register(oidcRoutes, { ctx, oidc, log, loginBounds, safeNext });
   app.post(`${UI_PREFIX}/login`, async (request, reply) => {
     const expected = request.cookies[LOGIN_COOKIE];
     const presented = field(request.body, '_login');
     if (!expected || !presented || !sameText(expected, presented)) {
-      return loginPage(ctx, request, reply, 'The login form expired; try again.', 403);
+      return loginPage(ctx, oidc, request, reply, 'The login form expired; try again.', 403);
     }
     const token = field(request.body, 'token')?.trim() ?? '';
     const password = field(request.body, 'password') ?? '';
@@ -252,21 +275,35 @@ export async function uiPlugin(app: FastifyInstance, opts: { deps: ApiDeps; sett
       const retryAfterSec = Math.max(1, Math.ceil(ms / 1000));
       log.warn({ with: token ? 'token' : 'password', retryAfterSec }, 'UI login refused: too many failed logins');
       reply.header('retry-after', String(retryAfterSec));
-      return loginPage(ctx, request, reply, tooManyFailures(retryAfterSec, !token), 429);
+      return loginPage(ctx, oidc, request, reply, tooManyFailures(retryAfterSec, !token), 429);
     };
     // The password is not even compared past its bound. A token is looked up still: a valid one
     // logs in, so that a guesser at the same address (behind the same proxy) locks nobody out.
     if (waitMs > 0 && !token) return refuse(waitMs);
     let login: UiLogin | null = null;
+    const via = token ? 'token' : 'password';
+    const audit = (outcome: 'ok' | 'refused', actor: string, owner: string | null, reason?: string) =>
+      auditLogin(ctx.deps.store, {
+        action: 'ui.login',
+        outcome,
+        via,
+        actor,
+        owner,
+        httpRequestId: request.id,
+        at: Date.now(),
+        ...(reason && { reason }),
+      });
     if (token) {
       const found = await findToken(ctx.deps.store, token);
       if (found.kind === 'valid' && !hasScope(found.token.scopes, 'read')) {
         log.warn({ who: `token ${found.token.name}` }, 'UI login refused: the token lacks the read scope');
-        return loginPage(ctx, request, reply, lacksReadText(`token ${found.token.name}`), 403);
+        await audit('refused', uiActor(`token:${found.token.name}`), found.token.owner, 'token lacks read');
+        return loginPage(ctx, oidc, request, reply, lacksReadText(`token ${found.token.name}`), 403);
       }
       if (found.kind === 'valid') {
         login = {
           who: `token ${found.token.name}`,
+          via: 'token',
           tokenId: found.token.id,
           scopes: found.token.scopes,
           owner: found.token.owner,
@@ -275,16 +312,25 @@ export async function uiPlugin(app: FastifyInstance, opts: { deps: ApiDeps; sett
       }
     } else if (password && ctx.settings.password) {
       if (sameText(password, ctx.settings.password.reveal())) {
-        login = { who: 'password', tokenId: null, scopes: ['admin'], owner: DEFAULT_OWNER, actor: uiActor('password') };
+        login = {
+          who: 'password',
+          via: 'password',
+          tokenId: null,
+          scopes: ['admin'],
+          owner: DEFAULT_OWNER,
+          actor: uiActor('password'),
+        };
       }
     }
     if (!login) {
       if (waitMs > 0) return refuse(waitMs);
       await ctx.sessions.loginFailed(counters, loginBounds.windowMs);
       log.warn({ with: token ? 'token' : 'password' }, 'UI login refused');
-      return loginPage(ctx, request, reply, 'That token or password is not valid.', 401);
+      await audit('refused', UNKNOWN_UI_ACTOR, null, `wrong ${via}`);
+      return loginPage(ctx, oidc, request, reply, 'That token or password is not valid.', 401);
     }
     log.info({ who: login.who }, 'UI login');
+    await audit('ok', login.actor, login.owner);
     // A new session id at login: one planted in the browser before it (session fixation) is worth nothing.
     await request.session.regenerate();
     request.session.cookie.secure = request.protocol === 'https';
@@ -294,8 +340,30 @@ export async function uiPlugin(app: FastifyInstance, opts: { deps: ApiDeps; sett
     return reply.redirect(safeNext(field(request.body, 'next')), 303);
   });
   app.post(`${UI_PREFIX}/logout`, async (request, reply) => {
-    if (request.uiSession) await request.session.destroy();
+    const session = request.uiSession;
+    const idToken = request.session.oidcIdToken;
+    if (session) {
+      await request.session.destroy();
+      await auditLogin(ctx.deps.store, {
+        action: 'ui.logout',
+        outcome: 'ok',
+        via: session.via,
+        actor: session.actor,
+        owner: session.owner,
+        httpRequestId: request.id,
+        at: Date.now(),
+      });
+      log.info({ who: session.who }, 'UI logout');
+    }
     reply.clearCookie(SESSION_COOKIE, cookieOptions(request));
+    // A single-sign-on session is ended at the provider too (RP-initiated logout), when it has
+    // an end_session_endpoint: by a page that moves on, since this form's answer may only
+    // redirect within this site (the CSP's form-action).
+    if (session?.via === 'oidc' && oidc) {
+      const loginUrl = `${opts.settings.oidc?.redirectUrl ? new URL(opts.settings.oidc.redirectUrl).origin : listenUrl(app)}${UI_PREFIX}/login`;
+      const end = await oidc.endSessionUrl(idToken, loginUrl);
+      if (end) return sendPage(reply, goOn(end, `Logged out; logging out of ${oidc.name}`));
+    }
     return reply.redirect(`${UI_PREFIX}/login`, 303);
   });
 
@@ -322,18 +390,31 @@ export async function uiPlugin(app: FastifyInstance, opts: { deps: ApiDeps; sett
   await registerQueueBoards(app, ctx);
 }
 
-/** The login of a request's session as it stands now, or null (none, or its token was revoked). */
-async function currentLogin(ctx: UiContext, login: UiLogin | undefined): Promise<UiLogin | null> {
+/**
+ * The login of a request's session as it stands now, or null: none, past its end (a
+ * single-sign-on session's `expiresAt`), or its token was revoked.
+ */
+async function currentLogin(ctx: UiContext, login: UiLogin | undefined, now: number): Promise<UiLogin | null> {
   if (!login) return null;
+  // The request goes on as nobody's; the store's own bounds remove the session soon after.
+  if (login.expiresAt !== undefined && now >= login.expiresAt) return null;
   if (login.tokenId === null) return login;
   // A token revoked since the login ends its sessions at their next request.
-  const scopes = (await liveTokenScopes(ctx.deps.store, [login.tokenId])).get(login.tokenId);
-  if (!scopes) {
+  const grant = await liveTokenGrant(ctx.deps.store, login.tokenId);
+  if (!grant) {
     await ctx.sessions.destroyOfToken(login.tokenId);
     return null;
   }
-  // The token's scopes as they are now, not as they were at login.
-  return { ...login, scopes };
+  // The token's owner and scopes as they are now (`tokens update`), not as they were at login.
+  return { ...login, owner: grant.owner, scopes: grant.scopes };
+}
+
+/** The address the API listens on, as a URL (the default redirect URL is made of it). */
+function listenUrl(app: FastifyInstance): string {
+  const address = app.server.address();
+  if (!address || typeof address === 'string') throw new Error('the local API does not listen on a TCP address');
+  const host = address.family === 'IPv6' ? `[${address.address}]` : address.address;
+  return `http://${host}:${address.port}`;
 }
 
 /** A UTC clock time `sec` seconds from now, to say when to come back. */
@@ -374,6 +455,7 @@ function sameOrigin(request: FastifyRequest): boolean {
 
 function loginPage(
   ctx: UiContext,
+  oidc: OidcLogin | null,
   request: FastifyRequest,
   reply: FastifyReply,
   error: string | null,
@@ -392,6 +474,11 @@ ${
     : ''
 }
 <button type="submit">Log in</button></form>
+${
+  oidc
+    ? html`<p class="sso"><a class="button" href="${OIDC_START_PATH}?next=${encodeURIComponent(safeNext(next))}">Log in with ${oidc.name}</a></p>`
+    : ''
+}
 <p class="muted">Make a token with <code>schedflow tokens create --name &lt;you&gt; --scopes admin</code> (or <code>read</code> for a read-only view). The page keeps a session, never the token.</p></div>`;
   return sendPage(
     reply,

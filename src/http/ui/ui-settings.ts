@@ -1,3 +1,4 @@
+import type { OidcSettings } from '../../config/oidc-settings.js';
 import type { Secret } from '../../lib/secret.js';
 import type { RedisTarget } from '../../redis/redis-server.js';
 import type { LiveStreamOptions } from './live-streams.js';
@@ -14,6 +15,11 @@ export interface UiSettings {
   sessions: { redis: RedisTarget; prefix: string };
   /** Bounds of the live feed's streams (src/http/ui/live-streams.ts). */
   liveStreams?: LiveStreamOptions;
+  /**
+   * Single sign-on with an OpenID Connect provider (docs/sso.md), with the client secret read
+   * from its file (null: a public client); absent: token and password logins only.
+   */
+  oidc?: OidcSettings & { clientSecret: Secret | null };
   /** Bounds of failed logins (src/http/ui/ui-plugin.ts). */
   loginFailures?: LoginFailureBounds;
 }
