@@ -15,6 +15,7 @@ import { page, UI_PREFIX } from './layout.js';
 import { LiveChanges } from './live-changes.js';
 import { LiveStreams } from './live-streams.js';
 import { QUEUE_BOARD_ADMIN_PATH, QUEUE_BOARD_PATH, registerQueueBoards } from './queue-board.js';
+import { auditPages } from './routes/audit.js';
 import { historyPages } from './routes/history.js';
 import { jobPages } from './routes/jobs.js';
 import { pipelinePages } from './routes/pipelines.js';
@@ -319,6 +320,7 @@ export async function uiPlugin(app: FastifyInstance, opts: { deps: ApiDeps; sett
   await app.register(pipelinePages, { ctx });
   await app.register(historyPages, { ctx });
   await app.register(profilePages, { ctx });
+  await app.register(auditPages, { ctx });
   await registerQueueBoards(app, ctx);
 }
 
