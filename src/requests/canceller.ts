@@ -56,14 +56,7 @@ export type CancelOutcome =
  */
 export async function cancelRequest(deps: CancelDeps, requestId: string, by: CancelBy): Promise<CancelOutcome> {
   const audit = auditOf(deps, requestId, by);
-  let outcome: CancelOutcome;
-  try {
-    outcome = await cancelRequestOnce(deps, requestId, by, audit);
-  } catch (error) {
-    // Failed on the way (the scheduler refused or did not answer): nothing changed here.
-    await audit.alone(null, 'failed', toError(error).message);
-    throw error;
-  }
+  const outcome = await cancelRequestOnce(deps, requestId, by, audit);
   switch (outcome.kind) {
     case 'not_found':
       await audit.alone(null, 'refused', 'no such request');
@@ -157,6 +150,9 @@ async function cancelRequestOnce(
       if (error instanceof CancelFailedError && error.slurmCode === SLURM_ALREADY_DONE) {
         return { kind: 'ended', row, upstream: error.detail.message ?? error.message };
       }
+      // Failed on the way (the scheduler refused or did not answer): nothing changed here. A
+      // failure of the history itself rolls the cancel back with its row, and writes none.
+      await audit.alone(row.owner, 'failed', toError(error).message);
       throw error;
     }
     logger.info({ requestId, job_id: row.jobId, by: by.who }, 'cancel sent to the scheduler');

@@ -5,6 +5,7 @@ import { jobSpecSchema } from '../../../src/sched/job-spec.js';
 import { apiClient, shellSpec } from '../../helpers/api.js';
 import { runCli } from '../../helpers/cli-process.js';
 import { daemonTestEnv, type TestDaemon } from '../../helpers/daemon.js';
+import { TEST_HISTORY } from '../../helpers/histories.js';
 import type { HttpResult } from '../../helpers/http.js';
 
 /**
@@ -44,6 +45,7 @@ describe('the audit log', () => {
   it('one row per action with actor, owner, target and request id; refusals alone; read by admin and auditor only', async () => {
     const sim = await env.sim({ cpus: 4 });
     const td = await env.daemon(sim.url, {}, { 'nightly.yaml': PIPELINE(sim.workDir) });
+    expect(td.daemon.history.store.dialect).toBe(TEST_HISTORY);
     const api = apiClient(td);
     const ops = await api.token(['admin'], 'ops');
 
@@ -186,7 +188,9 @@ describe('the audit log', () => {
       cli('--action', 'run.trigger', '--owner', 'default', '--json'),
     ]);
     expect(table.code, table.stderr).toBe(0);
-    expect(table.stdout.split('\n')[0]).toMatch(/^AT \(UTC\)\s+ACTOR\s+OWNER\s+ACTION\s+TARGET\s+OUTCOME\s+HTTP REQUEST/);
+    expect(table.stdout.split('\n')[0]).toMatch(
+      /^AT \(UTC\)\s+ACTOR\s+OWNER\s+ACTION\s+TARGET\s+OUTCOME\s+HTTP REQUEST/,
+    );
     expect(table.stdout).toContain(`request:${jobId}`);
     expect(table.stdout).toContain('schedule.pause');
     expect(json.code, json.stderr).toBe(0);
