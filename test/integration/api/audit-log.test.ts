@@ -3,6 +3,7 @@ import { listAudit } from '../../../src/db/audit.js';
 import type { AuditRow } from '../../../src/db/schema.js';
 import { jobSpecSchema } from '../../../src/sched/job-spec.js';
 import { apiClient, shellSpec } from '../../helpers/api.js';
+import { launchBrowser } from '../../helpers/browser.js';
 import { runCli } from '../../helpers/cli-process.js';
 import { daemonTestEnv, type TestDaemon } from '../../helpers/daemon.js';
 import { TEST_HISTORY } from '../../helpers/histories.js';
@@ -207,7 +208,8 @@ describe('the audit log', () => {
     const td = await env.daemon(sim.url);
     const api = apiClient(td);
     const base = `${td.daemon.apiUrl}/ui`;
-    const auditorCookie = await uiLogin(base, await api.token(['read', 'audit'], 'eve'));
+    const auditorToken = await api.token(['read', 'audit'], 'eve');
+    const auditorCookie = await uiLogin(base, auditorToken);
     const readerCookie = await uiLogin(base, await api.token(['read'], 'rita'));
     const adminCookie = await uiLogin(base, await api.token(['admin'], 'ada'));
 
@@ -239,9 +241,9 @@ describe('the audit log', () => {
       httpRequestId: cancel.headers.get('x-request-id'),
     });
 
-    const page = await fetch(`${base}/audit?action=request.cancel`, { headers: { cookie: auditorCookie } });
-    expect(page.status).toBe(200);
-    const text = await page.text();
+    const shown = await fetch(`${base}/audit?action=request.cancel`, { headers: { cookie: auditorCookie } });
+    expect(shown.status).toBe(200);
+    const text = await shown.text();
     expect(text).toContain('<h1>Audit log</h1>');
     expect(text).toContain(`request:${jobId}`);
     expect(text).toContain('ui:token:ada');
@@ -250,6 +252,25 @@ describe('the audit log', () => {
     expect(refused.status).toBe(403);
     const readerJobs = await (await fetch(`${base}/jobs`, { headers: { cookie: readerCookie } })).text();
     expect(readerJobs).not.toContain(`href="/ui/audit"`);
+
+    // In Chromium: the auditor follows the nav link, filters by action, and reads the row.
+    const browser = await launchBrowser();
+    env.defer(() => browser.close());
+    const page = await browser.page();
+    await page.goto(`${base}/jobs`);
+    await page.getByLabel('Local API token').fill(auditorToken);
+    await page.getByRole('button', { name: 'Log in' }).click();
+    await page.waitForURL(`${base}/jobs`);
+    await page.getByRole('navigation', { name: 'main' }).getByRole('link', { name: 'Audit', exact: true }).click();
+    await page.waitForURL(`${base}/audit`);
+    await page.getByLabel('Action').fill('request.cancel');
+    await page.getByRole('button', { name: 'Filter' }).click();
+    await page.waitForURL(/action=request.cancel/);
+    const cells = page.locator('tbody tr').first().locator('td');
+    await expect(cells.nth(1).textContent()).resolves.toBe('ui:token:ada');
+    await expect(cells.nth(4).textContent()).resolves.toBe(`request:${jobId}`);
+    await expect(cells.nth(6).textContent()).resolves.toBe(cancel.headers.get('x-request-id'));
+    await browser.screenshot(page, 'audit');
   }, 120_000);
 });
 
