@@ -16,6 +16,7 @@ const COMMANDS: readonly [names: readonly string[], load: () => Promise<Register
   [['jobs'], async () => (await import('./cli/jobs-command.js')).registerJobsCommand],
   [['runs'], async () => (await import('./cli/runs-command.js')).registerRunsCommand],
   [['tokens'], async () => (await import('./cli/tokens-command.js')).registerTokensCommand],
+  [['audit'], async () => (await import('./cli/audit-command.js')).registerAuditCommand],
   [['db'], async () => (await import('./cli/db-command.js')).registerDbCommand],
   [
     ['schema', 'validate', 'pipelines'],

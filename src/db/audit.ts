@@ -20,6 +20,22 @@ export interface AuditEntry {
   detail?: string | null;
 }
 
+/**
+ * Who asks for an action the audit log records, and through which HTTP call: handed by a route
+ * (the caller's principal's actor, Fastify's `request.id`, which the server answers as
+ * `x-request-id`) down to the service that writes the action, which writes its row in the same
+ * transaction. Absent: the daemon's own doing (a run's cancel cancelling its steps), not written.
+ */
+export interface AuditContext {
+  actor: string;
+  httpRequestId: string | null;
+}
+
+/** An action's row for `ctx`: the action's own fields, the context's actor and request id. */
+export function auditEntryOf(ctx: AuditContext, row: Omit<AuditEntry, 'actor' | 'httpRequestId'>): AuditEntry {
+  return { ...row, actor: ctx.actor, httpRequestId: ctx.httpRequestId };
+}
+
 export async function appendAudit(h: History, entry: AuditEntry): Promise<void> {
   await h.run(
     h.db.insert(h.t.auditLog).values({
@@ -39,6 +55,8 @@ export interface AuditQuery {
   /** Rows at or after this time. */
   since?: number;
   owner?: string;
+  /** Exactly this action (`request.cancel`). */
+  action?: string;
   /** Rows older than this id (the cursor of the page before). */
   beforeId?: number;
   limit: number;
@@ -50,6 +68,7 @@ export function listAudit(h: History, q: AuditQuery): Promise<AuditRow[]> {
   const where: SQL[] = [];
   if (q.since !== undefined) where.push(gte(t.at, q.since));
   if (q.owner !== undefined) where.push(eq(t.owner, q.owner));
+  if (q.action !== undefined) where.push(eq(t.action, q.action));
   if (q.beforeId !== undefined) where.push(lt(t.id, q.beforeId));
   return h.all(
     h.db

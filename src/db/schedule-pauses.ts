@@ -18,11 +18,12 @@ export async function schedulePauses(h: History): Promise<Map<string, SchedulePa
 
 /**
  * Pauses a pipeline's schedule. Pausing one already paused keeps the first
- * pause: the page goes on saying who stopped it and since when.
+ * pause: the page goes on saying who stopped it and since when. The rows changed: 0 when it
+ * was paused already.
  */
-export async function pauseSchedule(h: History, pipeline: string, pause: SchedulePause): Promise<void> {
+export function pauseSchedule(h: History, pipeline: string, pause: SchedulePause): Promise<number> {
   const t = h.t.pipelineSchedules;
-  await h.run(
+  return h.run(
     h.db
       .insert(t)
       .values({ pipeline, pausedAt: pause.at, pausedBy: pause.by, updatedAt: pause.at })
@@ -37,11 +38,12 @@ export async function pauseSchedule(h: History, pipeline: string, pause: Schedul
 /**
  * Lifts a pause; a schedule that is not paused is left as it is. The catch-up
  * mark moves to `at`: ticks that fell while the schedule was paused are not
- * owed, so resuming never fires a burst of catch-up runs for them.
+ * owed, so resuming never fires a burst of catch-up runs for them. The rows changed: 0 when
+ * it was not paused.
  */
-export async function resumeSchedule(h: History, pipeline: string, at: number): Promise<void> {
+export function resumeSchedule(h: History, pipeline: string, at: number): Promise<number> {
   const t = h.t.pipelineSchedules;
-  await h.run(
+  return h.run(
     h.db
       .update(t)
       .set({ pausedAt: null, pausedBy: null, lastScheduledFor: at, updatedAt: at })

@@ -2,6 +2,7 @@ import { type FSWatcher, watch } from 'node:fs';
 import { basename, extname } from 'node:path';
 import type { Queue } from 'bullmq';
 import { scheduleActor } from '../access/principal.js';
+import { type AuditContext, appendAudit, auditEntryOf } from '../db/audit.js';
 import type { History } from '../db/history.js';
 import { pauseSchedule, resumeSchedule, type SchedulePause, schedulePauses } from '../db/schedule-pauses.js';
 import { advanceLastTick, lastTickOf } from '../db/schedule-ticks.js';
@@ -16,7 +17,7 @@ import { missedFireTimes, nextFireTimes } from './cron-times.js';
 import { type LoadContext, type LoadedPipeline, pipelineFiles } from './pipeline-loader.js';
 import type { PipelineService, PipelineSummary, TriggerInput } from './pipeline-service.js';
 import { loadPipelineSetAsync, PipelineCache } from './pipeline-set.js';
-import { cancelRun, createRun, type RunCancelOutcome, type RunEngineDeps } from './run-engine.js';
+import { cancelRun, createRun, type RunCancelBy, type RunCancelOutcome, type RunEngineDeps } from './run-engine.js';
 
 export class PipelineNotFoundError extends SchedflowError {
   readonly code = 'SCHEDFLOW_ERR_PIPELINE_NOT_FOUND';
@@ -217,18 +218,41 @@ export class PipelineRegistry implements PipelineService {
 
   /** A run now, whatever is active (a person asked for it): overlap applies to scheduled ticks only. */
   async trigger(name: string, input: TriggerInput): Promise<PipelineRunRow> {
-    const pipeline = this.#loadedOrThrow(name);
-    return createRun(this.#deps.engine, pipeline, {
-      trigger: input.trigger,
-      triggeredBy: input.triggeredBy ?? null,
-      actor: input.actor,
-      params: input.params ?? {},
-      webhookUrl: input.webhookUrl ?? null,
-    });
+    const audit: AuditContext = { actor: input.actor, httpRequestId: input.httpRequestId ?? null };
+    try {
+      const pipeline = this.#loadedOrThrow(name);
+      return await createRun(this.#deps.engine, pipeline, {
+        trigger: input.trigger,
+        triggeredBy: input.triggeredBy ?? null,
+        actor: input.actor,
+        params: input.params ?? {},
+        webhookUrl: input.webhookUrl ?? null,
+        audit,
+      });
+    } catch (error) {
+      // Refused (no such pipeline, a bad parameter, the door): no run was made, the row is alone.
+      if (error instanceof SchedflowError) await this.#refused(audit, name, 'run.trigger', error);
+      throw error;
+    }
+  }
+
+  /** The audit row of a refused action on pipeline `name`, written alone: nothing changed. */
+  async #refused(audit: AuditContext, name: string, action: string, error: Error): Promise<void> {
+    await appendAudit(
+      this.#deps.store,
+      auditEntryOf(audit, {
+        at: this.#now(),
+        owner: this.#loaded.get(name)?.def.owner ?? null,
+        action,
+        target: `pipeline:${name}`,
+        outcome: 'refused',
+        detail: error.message,
+      }),
+    );
   }
 
   /** Cancels a run of any pipeline, even one whose file is gone: the run carries its own definition. */
-  cancelRun(runId: string, by: { source: 'api' | 'cli'; who: string }): Promise<RunCancelOutcome> {
+  cancelRun(runId: string, by: RunCancelBy): Promise<RunCancelOutcome> {
     return cancelRun(this.#deps.engine, runId, by);
   }
 
@@ -248,9 +272,13 @@ export class PipelineRegistry implements PipelineService {
    * removing one also drops its next delayed tick, and `fire` checks the
    * history for a tick a worker already holds.
    */
-  async pause(name: string, by: string): Promise<PipelineSummary> {
-    const pipeline = this.#scheduledOrThrow(name);
-    await pauseSchedule(this.#deps.store, name, { by, at: this.#now() });
+  async pause(name: string, by: string, audit?: AuditContext): Promise<PipelineSummary> {
+    const pipeline = await this.#scheduledFor(name, 'schedule.pause', audit);
+    const at = this.#now();
+    await this.#deps.store.transaction(async (tx) => {
+      const paused = (await pauseSchedule(tx, name, { by, at })) > 0;
+      await this.#changed(tx, audit, pipeline, 'schedule.pause', paused ? null : 'already paused', at);
+    });
     await this.#inRedis(name, 'pause', () => this.#deps.queue.removeJobScheduler(schedulerId(name)));
     this.#deps.logger.info({ pipeline: name, by }, 'pipeline schedule paused');
     return this.#summary(pipeline, (await schedulePauses(this.#deps.store)).get(name));
@@ -272,15 +300,55 @@ export class PipelineRegistry implements PipelineService {
   }
 
   /** Lifts a pause and puts the job scheduler back, unless the file switches the schedule off (the file wins). */
-  async resume(name: string, by: string): Promise<PipelineSummary> {
-    const pipeline = this.#scheduledOrThrow(name);
-    await resumeSchedule(this.#deps.store, name, this.#now());
+  async resume(name: string, by: string, audit?: AuditContext): Promise<PipelineSummary> {
+    const pipeline = await this.#scheduledFor(name, 'schedule.resume', audit);
+    const at = this.#now();
+    await this.#deps.store.transaction(async (tx) => {
+      const resumed = (await resumeSchedule(tx, name, at)) > 0;
+      await this.#changed(tx, audit, pipeline, 'schedule.resume', resumed ? null : 'not paused', at);
+    });
     if (pipeline.def.schedule?.enabled) await this.#inRedis(name, 'resume', () => this.#upsertScheduler(pipeline));
     this.#deps.logger.info(
       { pipeline: name, by, fileEnabled: pipeline.def.schedule?.enabled },
       'pipeline schedule resumed',
     );
     return this.#summary(pipeline, undefined);
+  }
+
+  /**
+   * The audit row of a pause or resume, in its transaction: `ok`, or `refused` with why when
+   * there was nothing to change (`unchanged`).
+   */
+  async #changed(
+    tx: History,
+    audit: AuditContext | undefined,
+    pipeline: LoadedPipeline,
+    action: string,
+    unchanged: string | null,
+    at: number,
+  ): Promise<void> {
+    if (!audit) return;
+    await appendAudit(
+      tx,
+      auditEntryOf(audit, {
+        at,
+        owner: pipeline.def.owner,
+        action,
+        target: `pipeline:${pipeline.name}`,
+        outcome: unchanged === null ? 'ok' : 'refused',
+        detail: unchanged,
+      }),
+    );
+  }
+
+  /** The scheduled pipeline, or the refusal (then written to the audit log, alone). */
+  async #scheduledFor(name: string, action: string, audit: AuditContext | undefined): Promise<LoadedPipeline> {
+    try {
+      return this.#scheduledOrThrow(name);
+    } catch (error) {
+      if (audit && error instanceof SchedflowError) await this.#refused(audit, name, action, error);
+      throw error;
+    }
   }
 
   #scheduledOrThrow(name: string): LoadedPipeline {

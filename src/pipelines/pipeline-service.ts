@@ -1,3 +1,4 @@
+import type { AuditContext } from '../db/audit.js';
 import type { PipelineRunRow, RunTrigger } from '../db/schema.js';
 
 // What the API and the UI see of a pipeline is a view (src/views/), below both this service and
@@ -5,7 +6,7 @@ import type { PipelineRunRow, RunTrigger } from '../db/schema.js';
 export type { PipelineSummary } from '../views/pipeline-summary.js';
 
 import type { PipelineSummary } from '../views/pipeline-summary.js';
-import type { RunCancelOutcome } from './run-engine.js';
+import type { RunCancelBy, RunCancelOutcome } from './run-engine.js';
 
 export interface TriggerInput {
   params?: Record<string, string>;
@@ -15,6 +16,8 @@ export interface TriggerInput {
   /** Who asked (src/access/principal.ts); the run is the pipeline's owner's. */
   actor: string;
   webhookUrl?: string | null;
+  /** The HTTP call that asked, for the audit log (src/db/audit.ts). */
+  httpRequestId?: string | null;
 }
 
 /** The pipelines of a running daemon: listing, triggering runs, and pausing schedules. */
@@ -30,15 +33,16 @@ export interface PipelineService {
   /**
    * Pauses the pipeline's schedule for every daemon sharing the history, until
    * resumed: its cron ticks make no runs; triggering by hand still works. `by`
-   * names who asked. Throws PipelineNotFoundError for an unknown name and
-   * PipelineNotScheduledError for a pipeline without a schedule.
+   * names who asked; `audit`, who for the audit log (its row is written with the pause). Throws
+   * PipelineNotFoundError for an unknown name and PipelineNotScheduledError for a pipeline
+   * without a schedule.
    */
-  pause(name: string, by: string): Promise<PipelineSummary>;
+  pause(name: string, by: string, audit?: AuditContext): Promise<PipelineSummary>;
   /** Lifts a pause (same errors). A file with `schedule.enabled: false` keeps the schedule off. */
-  resume(name: string, by: string): Promise<PipelineSummary>;
+  resume(name: string, by: string, audit?: AuditContext): Promise<PipelineSummary>;
   /**
    * Cancels a run: steps not yet submitted are withdrawn, submitted ones cancelled upstream,
    * and the run ends `cancelled` once they have ended (src/pipelines/run-engine.ts, cancelRun).
    */
-  cancelRun(runId: string, by: { source: 'api' | 'cli'; who: string }): Promise<RunCancelOutcome>;
+  cancelRun(runId: string, by: RunCancelBy): Promise<RunCancelOutcome>;
 }

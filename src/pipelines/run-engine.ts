@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import { type AuditContext, appendAudit, auditEntryOf } from '../db/audit.js';
 import type { History } from '../db/history.js';
 import {
   activeRuns,
@@ -13,7 +14,14 @@ import {
   runOfTick,
   stepRequests,
 } from '../db/runs.js';
-import type { JobRequestRow, PipelineRunRow, RunState, RunTransitionSource, RunTrigger } from '../db/schema.js';
+import type {
+  AuditOutcome,
+  JobRequestRow,
+  PipelineRunRow,
+  RunState,
+  RunTransitionSource,
+  RunTrigger,
+} from '../db/schema.js';
 import { addDelivery } from '../db/webhooks.js';
 import { assertNever } from '../lib/assert-never.js';
 import { type Clock, systemClock } from '../lib/clock.js';
@@ -78,6 +86,11 @@ export interface NewRun {
    * start or leave this one queued behind a run that has already ended. Overrides `start`.
    */
   overlap?: 'skip' | 'queue' | 'allow';
+  /**
+   * Who asked, for the audit log: its `run.trigger` row is written in the transaction that makes
+   * the run. None for the schedule's ticks (the daemon's own doing: docs/audit.md).
+   */
+  audit?: AuditContext;
 }
 
 /** Makes a run. A scheduled tick that already has a run gets that run back, so a tick never fires twice. */
@@ -150,6 +163,19 @@ export async function createRun(deps: RunEngineDeps, pipeline: LoadedPipeline, i
       return { row: existing, created: false };
     }
     if (state === 'running') await addSteps(tx, row, plan.steps, now);
+    if (input.audit) {
+      await appendAudit(
+        tx,
+        auditEntryOf(input.audit, {
+          at: now,
+          owner: row.owner,
+          action: 'run.trigger',
+          target: `run:${id}`,
+          outcome: 'ok',
+          detail: `pipeline ${pipeline.name}: ${state}${skipReason ? ` (${skipReason})` : ''}`,
+        }),
+      );
+    }
     return { row, created: true };
   });
   const { state } = run.row;
@@ -488,6 +514,13 @@ function cancelDetail(by: string | null, notCompleted: readonly JobRequestRow[])
   return `cancelled by ${by ?? 'someone'}${steps ? ` (${steps})` : ''}`;
 }
 
+/** Who cancels a run: in words for the run's record, and for the audit log (absent: not written). */
+export interface RunCancelBy {
+  source: 'api' | 'cli';
+  who: string;
+  audit?: AuditContext;
+}
+
 export type RunCancelOutcome =
   | { kind: 'not_found' }
   /** Ended before the cancel in another state (`run.state`): nothing to cancel. */
@@ -505,21 +538,35 @@ export type RunCancelOutcome =
  * run ends `cancelled` (webhook once) when its last step has ended; asking again reports where
  * it stands. A run queued behind another ends at once.
  */
-export async function cancelRun(
-  deps: RunEngineDeps,
-  runId: string,
-  by: { source: 'api' | 'cli'; who: string },
-): Promise<RunCancelOutcome> {
+export async function cancelRun(deps: RunEngineDeps, runId: string, by: RunCancelBy): Promise<RunCancelOutcome> {
   const { store, logger } = deps;
+  const now = (deps.clock ?? systemClock).now();
+  const audit = (owner: string | null, outcome: AuditOutcome, detail: string | null) =>
+    by.audit
+      ? auditEntryOf(by.audit, { at: now, owner, action: 'run.cancel', target: `run:${runId}`, outcome, detail })
+      : null;
+  // A refusal changes nothing: its row is written alone.
+  const refused = async (owner: string | null, detail: string) => {
+    const entry = audit(owner, 'refused', detail);
+    if (entry) await appendAudit(store, entry);
+  };
   const run = await getRun(store, runId);
-  if (!run) return { kind: 'not_found' };
+  if (!run) {
+    await refused(null, 'no such run');
+    return { kind: 'not_found' };
+  }
   if (isTerminalRun(run.state)) {
+    await refused(run.owner, run.state === 'cancelled' ? 'already cancelled' : `already ended: ${run.state}`);
     return run.state === 'cancelled' ? { kind: 'cancelled', run, already: true, steps: [] } : { kind: 'ended', run };
   }
-  const now = (deps.clock ?? systemClock).now();
   // The first to ask is the one recorded; asking again goes on with the same cancel. Not on a
-  // run that has ended since it was read: that one is reported as it ended (below).
-  await recordRunCancelRequested(store, runId, by.who, now);
+  // run that has ended since it was read: that one is reported as it ended (below). The audit
+  // row is written in the same transaction.
+  await store.transaction(async (tx) => {
+    const first = (await recordRunCancelRequested(tx, runId, by.who, now)) > 0;
+    const entry = audit(run.owner, 'ok', first ? 'cancel asked' : 'asked again: the cancel asked before goes on');
+    if (entry) await appendAudit(tx, entry);
+  });
   if (run.state === 'queued') {
     // No step made yet: it ends here, unless it has just been started (then as a running one).
     const ended = await store.transaction((tx) =>
@@ -538,7 +585,8 @@ export async function cancelRun(
     }
   }
   const marked = (await getRun(store, runId)) ?? run;
-  const steps = await cancelStepsOnce(deps, marked, by);
+  // The steps' cancels are the run's: recorded by its row alone, not one row per step.
+  const steps = await cancelStepsOnce(deps, marked, { source: by.source, who: by.who });
   const ended = await finishCancelIfDone(store, runId, by.source, deps.clock);
   logger.info(
     { runId, pipeline: run.pipeline, by: by.who, steps: steps.length, ended: ended !== null },

@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { DEFAULT_OWNER } from '../access/principal.js';
+import { type AuditEntry, appendAudit } from '../db/audit.js';
 import type { History } from '../db/history.js';
 import { requestStateAndOwnerOf } from '../db/request-owner.js';
 import { insertRequest, type NewRequest, requestStateOf } from '../db/requests.js';
@@ -35,6 +36,8 @@ export interface RequestToRecord extends NewRequest {
    * {@link enqueueAccepted} to queue. @defaultValue the acceptance's source and time
    */
   queued?: { source: TransitionSource; at: number } | null;
+  /** The audit row of the action that makes it (a retry of tasks): written in the commit that makes the row, only then. */
+  audit?: AuditEntry | null;
 }
 
 /**
@@ -62,6 +65,7 @@ export function recordRequest(h: History, input: RequestToRecord): Promise<boole
       if (!(await insertRequest(tx, { ...input, arrayTaskCount: taskCount }, queued ?? undefined))) {
         return false;
       }
+      if (input.audit) await appendAudit(tx, input.audit);
     } else if (queued && existing === 'accepted') {
       await transition(tx, input.id, { to: 'queued', source: queued.source, at: queued.at });
     }

@@ -1,9 +1,10 @@
 import { randomUUID } from 'node:crypto';
 import { tasksOf } from '../db/array-tasks.js';
+import { appendAudit } from '../db/audit.js';
 import type { History } from '../db/history.js';
 import { getRequest } from '../db/requests.js';
 import type { TransitionSource } from '../db/schema.js';
-import { NoTasksToRetryError, RequestNotFoundError } from '../errors.js';
+import { NoTasksToRetryError, RequestNotFoundError, SchedflowError } from '../errors.js';
 import { systemClock } from '../lib/clock.js';
 import {
   type ArrayExpression,
@@ -30,6 +31,8 @@ export interface ArrayRetry {
   actor: string;
   /** @defaultValue a new UUID */
   newRequestId?: string;
+  /** The HTTP call that asked, for the audit log (src/db/audit.ts). */
+  httpRequestId?: string | null;
 }
 
 /**
@@ -43,9 +46,28 @@ export async function retryArrayTasks(
   deps: AcceptDeps & { refusal?(profile: string, spec: Pick<JobSpec, 'account' | 'array'>): Error | null },
   retry: ArrayRetry,
 ): Promise<{ id: string; indexes: number[]; array: string }> {
-  const { original, spec, indexes, array } = await planArrayRetry(deps.store, retry.requestId, retry.indexes);
-  const refused = deps.refusal?.(original.profile, spec);
-  if (refused) throw refused;
+  const at = (deps.clock ?? systemClock).now();
+  const audit = {
+    at,
+    actor: retry.actor,
+    action: 'request.retry-tasks',
+    target: `request:${retry.requestId}`,
+    httpRequestId: retry.httpRequestId ?? null,
+  };
+  let planned: Awaited<ReturnType<typeof planArrayRetry>>;
+  try {
+    planned = await planArrayRetry(deps.store, retry.requestId, retry.indexes);
+    const refused = deps.refusal?.(planned.original.profile, planned.spec);
+    if (refused) throw refused;
+  } catch (error) {
+    // Refused (no such request, nothing to retry, the door): nothing was made, the row is alone.
+    if (error instanceof SchedflowError) {
+      const owner = (await getRequest(deps.store, retry.requestId))?.owner ?? null;
+      await appendAudit(deps.store, { ...audit, owner, outcome: 'refused', detail: error.message });
+    }
+    throw error;
+  }
+  const { original, spec, indexes, array } = planned;
   const id = retry.newRequestId ?? randomUUID();
   await accept(deps, {
     id,
@@ -55,12 +77,14 @@ export async function retryArrayTasks(
     origin: retry.origin,
     owner: original.owner,
     actor: retry.actor,
-    at: (deps.clock ?? systemClock).now(),
+    at,
     source: retry.source,
     webhookUrl: original.webhookUrl,
     deadlines: null,
     summarize: original.summarize,
     arrayRetryOf: original.id,
+    // In the commit that records the new request: a retry that rolls back leaves no row.
+    audit: { ...audit, owner: original.owner, outcome: 'ok', detail: `tasks ${array} as request ${id}` },
   });
   return { id, indexes, array };
 }

@@ -1,4 +1,5 @@
 import type { Queue } from 'bullmq';
+import { type AuditContext, appendAudit, auditEntryOf } from '../db/audit.js';
 import type { History } from '../db/history.js';
 import { getRequest } from '../db/requests.js';
 import type { JobRequestRow } from '../db/schema.js';
@@ -53,10 +54,73 @@ export type CancelOutcome =
  * Scheduler errors (unreachable, refused) are thrown as they come, so the
  * caller can report the upstream's status and message.
  */
-export async function cancelRequest(
+export async function cancelRequest(deps: CancelDeps, requestId: string, by: CancelBy): Promise<CancelOutcome> {
+  const audit = auditOf(deps, requestId, by);
+  const outcome = await cancelRequestOnce(deps, requestId, by, audit);
+  switch (outcome.kind) {
+    case 'not_found':
+      await audit.alone(null, 'refused', 'no such request');
+      break;
+    case 'ended':
+      await audit.alone(
+        outcome.row.owner,
+        'refused',
+        outcome.upstream ? `already ended upstream: ${outcome.upstream}` : `already ended: ${outcome.row.state}`,
+      );
+      break;
+    case 'submitting':
+      await audit.alone(outcome.row.owner, 'refused', 'being submitted right now: ask again');
+      break;
+    case 'requested':
+      // The scheduler took the cancel; the history changes when the poller records CANCELLED.
+      await audit.alone(outcome.row.owner, 'ok', `cancel of job ${outcome.row.jobId} sent to the scheduler`);
+      break;
+    case 'cancelled':
+      // Written in the transaction that cancelled it (below).
+      break;
+  }
+  return outcome;
+}
+
+/** Who cancels: in words for the transition's source and detail, and for the audit log (absent: the daemon itself). */
+export interface CancelBy {
+  source: 'api' | 'cli' | 'pipeline';
+  who: string;
+  audit?: AuditContext;
+}
+
+/** The cancel's audit row: `within` a transaction that changes the history, or `alone` when nothing changed. */
+interface CancelAudit {
+  within(tx: History, owner: string): Promise<void>;
+  alone(owner: string | null, outcome: 'ok' | 'refused' | 'failed', detail: string): Promise<void>;
+}
+
+function auditOf(deps: CancelDeps, requestId: string, by: CancelBy): CancelAudit {
+  const at = () => (deps.clock ?? systemClock).now();
+  const target = `request:${requestId}`;
+  const action = 'request.cancel';
+  const ctx = by.audit;
+  return {
+    async within(tx, owner) {
+      if (ctx) await appendAudit(tx, auditEntryOf(ctx, { at: at(), owner, action, target, outcome: 'ok' }));
+    },
+    async alone(owner, outcome, detail) {
+      if (!ctx) return;
+      try {
+        await appendAudit(deps.store, auditEntryOf(ctx, { at: at(), owner, action, target, outcome, detail }));
+      } catch (error) {
+        // The cancel's answer stands; the history not taking a row is logged where it is seen.
+        deps.logger.error({ requestId, err: toError(error) }, 'audit row of a cancel not written');
+      }
+    },
+  };
+}
+
+async function cancelRequestOnce(
   deps: CancelDeps,
   requestId: string,
-  by: { source: 'api' | 'cli' | 'pipeline'; who: string },
+  by: CancelBy,
+  audit: CancelAudit,
 ): Promise<CancelOutcome> {
   const { store, logger } = deps;
   const row = await getRequest(store, requestId);
@@ -66,7 +130,11 @@ export async function cancelRequest(
     // (unless the attempt is being made right now: withdrawDueAttempt decides in a transaction).
     if (
       row.retryDueAt !== null &&
-      (await withdrawDueAttempt(store, row.id, by.who, (deps.clock ?? systemClock).now()))
+      (await store.transaction(async (tx) => {
+        const withdrawn = await withdrawDueAttempt(tx, row.id, by.who, (deps.clock ?? systemClock).now());
+        if (withdrawn) await audit.within(tx, row.owner);
+        return withdrawn;
+      }))
     ) {
       return { kind: 'cancelled', row: (await getRequest(store, row.id)) ?? row };
     }
@@ -82,6 +150,9 @@ export async function cancelRequest(
       if (error instanceof CancelFailedError && error.slurmCode === SLURM_ALREADY_DONE) {
         return { kind: 'ended', row, upstream: error.detail.message ?? error.message };
       }
+      // Failed on the way (the scheduler refused or did not answer): nothing changed here. A
+      // failure of the history itself rolls the cancel back with its row, and writes none.
+      await audit.alone(row.owner, 'failed', toError(error).message);
       throw error;
     }
     logger.info({ requestId, job_id: row.jobId, by: by.who }, 'cancel sent to the scheduler');
@@ -128,12 +199,17 @@ export async function cancelRequest(
   // from the state read here: a worker that moved it to `submitting` since may be posting.
   // The transition reads the state and writes it in one transaction, as the worker's move to
   // `submitting` does: of the two, one wins and the other is refused.
-  const moved = await transition(store, requestId, {
-    to: 'cancelled',
-    source: by.source,
-    at: (deps.clock ?? systemClock).now(),
-    detail: `cancelled before submission by ${by.who}`,
-    from: row.state,
+  // Its audit row in the same transaction: a cancel that rolls back leaves none.
+  const moved = await store.transaction(async (tx) => {
+    const done = await transition(tx, requestId, {
+      to: 'cancelled',
+      source: by.source,
+      at: (deps.clock ?? systemClock).now(),
+      detail: `cancelled before submission by ${by.who}`,
+      from: row.state,
+    });
+    if (done) await audit.within(tx, row.owner);
+    return done;
   });
   const after = (await getRequest(store, requestId)) ?? row;
   if (!moved) {

@@ -1,9 +1,10 @@
 import { randomUUID } from 'node:crypto';
+import { appendAudit } from '../db/audit.js';
 import type { History } from '../db/history.js';
 import { getRequest, requestStateOf } from '../db/requests.js';
 import type { JobRequestRow, SummaryRow, TransitionSource } from '../db/schema.js';
 import { lockSummariesOfRequest, markSuggestionApplied, summaryOfRequest } from '../db/summaries.js';
-import { NoSuggestionError, RequestNotFoundError, SummaryPendingError } from '../errors.js';
+import { NoSuggestionError, RequestNotFoundError, SchedflowError, SummaryPendingError } from '../errors.js';
 import { systemClock } from '../lib/clock.js';
 import { type AcceptDeps, enqueueAccepted, recordRequest } from '../requests/accept.js';
 import { jobSpecSchema } from '../sched/job-spec.js';
@@ -75,37 +76,76 @@ export function applySuggestion(
     origin?: 'api' | 'cli';
     /** Who asked (src/access/principal.ts); the new request is the original's owner's. */
     actor: string;
+    /** The HTTP call that asked, for the audit log (src/db/audit.ts). */
+    httpRequestId?: string | null;
   },
 ): Promise<{ requestId: string; created: boolean }> {
   const origin = input.origin ?? 'cli';
-  return h.transaction(async (tx) => {
-    // The summary's row locked first (on PostgreSQL): of two applying it at once (the local API
-    // and the CLI's job, on two hosts), the second waits for the first to commit and then reads
-    // its mark, instead of also finding none and recording a second request.
-    await lockSummariesOfRequest(tx, input.requestId);
-    const { request, summary } = await suggestionToApply(tx, input.requestId);
-    if (summary.appliedRequestId) return { requestId: summary.appliedRequestId, created: false };
-    const spec = changedSpec(request, summary);
-    await recordRequest(tx, {
-      id: input.newRequestId,
-      profile: request.profile,
-      name: request.name,
-      spec,
-      origin,
-      owner: request.owner,
-      actor: input.actor,
-      at: input.at,
-      source: origin,
-      webhookUrl: request.webhookUrl,
-      summarize: request.summarize,
-      resubmitOf: request.id,
-      // Left `accepted`: resubmitWithSuggestion queues it after this commit, and a call again
-      // after a crash in between finds it so and queues it then.
-      queued: null,
+  const audit = {
+    at: input.at,
+    actor: input.actor,
+    action: 'request.resubmit',
+    target: `request:${input.requestId}`,
+    httpRequestId: input.httpRequestId ?? null,
+  };
+  return h
+    .transaction(async (tx) => {
+      // The summary's row locked first (on PostgreSQL): of two applying it at once (the local API
+      // and the CLI's job, on two hosts), the second waits for the first to commit and then reads
+      // its mark, instead of also finding none and recording a second request.
+      await lockSummariesOfRequest(tx, input.requestId);
+      const { request, summary } = await suggestionToApply(tx, input.requestId);
+      if (summary.appliedRequestId) {
+        await appendAudit(tx, {
+          ...audit,
+          owner: request.owner,
+          outcome: 'ok',
+          detail: `applied before, as request ${summary.appliedRequestId}: nothing new made`,
+        });
+        return { requestId: summary.appliedRequestId, created: false };
+      }
+      const spec = changedSpec(request, summary);
+      await recordRequest(tx, {
+        id: input.newRequestId,
+        profile: request.profile,
+        name: request.name,
+        spec,
+        origin,
+        owner: request.owner,
+        actor: input.actor,
+        at: input.at,
+        source: origin,
+        webhookUrl: request.webhookUrl,
+        summarize: request.summarize,
+        resubmitOf: request.id,
+        // Left `accepted`: resubmitWithSuggestion queues it after this commit, and a call again
+        // after a crash in between finds it so and queues it then.
+        queued: null,
+      });
+      await markSuggestionApplied(tx, summary.id, input.newRequestId, input.at);
+      // In the commit that makes the new request: a re-submission that rolls back leaves no row.
+      await appendAudit(tx, {
+        ...audit,
+        owner: request.owner,
+        outcome: 'ok',
+        detail: `as request ${input.newRequestId}: ${describeChanges(summary)}`,
+      });
+      return { requestId: input.newRequestId, created: true };
+    })
+    .catch(async (error: unknown) => {
+      // Refused (no such request, nothing to apply, a summary being written): nothing was made.
+      if (error instanceof SchedflowError) {
+        const owner = (await getRequest(h, input.requestId))?.owner ?? null;
+        await appendAudit(h, { ...audit, owner, outcome: 'refused', detail: error.message });
+      }
+      throw error;
     });
-    await markSuggestionApplied(tx, summary.id, input.newRequestId, input.at);
-    return { requestId: input.newRequestId, created: true };
-  });
+}
+
+/** The suggestion's changes, in a few words for the audit row (`mem=8G, time=2h`). */
+function describeChanges(summary: SummaryRow): string {
+  const said = Object.entries(summary.suggestion?.changes ?? {}).map(([key, value]) => `${key}=${String(value)}`);
+  return said.length > 0 ? said.join(', ') : 'the suggested change';
 }
 
 /** A re-submission with a summary's suggested change: of which request, under which new id, asked by whom. */
@@ -116,6 +156,8 @@ export interface ResubmitInput {
   origin: 'api' | 'cli';
   /** Who asks (src/access/principal.ts); the new request is the original's owner's. */
   actor: string;
+  /** The HTTP call that asked, for the audit log (src/db/audit.ts). */
+  httpRequestId?: string | null;
 }
 
 /**
@@ -135,6 +177,7 @@ export async function resubmitWithSuggestion(
     at: (deps.clock ?? systemClock).now(),
     origin: input.origin,
     actor: input.actor,
+    httpRequestId: input.httpRequestId ?? null,
   });
   // Also when an earlier call recorded the request but did not get to queue it (its state alone:
   // the row's spec is not needed).

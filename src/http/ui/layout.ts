@@ -1,5 +1,6 @@
+import { seesEveryOwner } from '../../access/principal.js';
 import { type Html, html } from './html.js';
-import { isAdmin, type UiSession } from './sessions.js';
+import { isAdmin, principalOfLogin, type UiSession } from './sessions.js';
 
 export const UI_PREFIX = '/ui';
 
@@ -11,7 +12,7 @@ const NAV = [
   ['profiles', 'Profiles'],
 ] as const;
 
-export type NavKey = (typeof NAV)[number][0] | 'queues' | 'login';
+export type NavKey = (typeof NAV)[number][0] | 'queues' | 'audit' | 'login';
 
 export interface PageInput {
   title: string;
@@ -34,7 +35,11 @@ export function page(input: PageInput): string {
           html` <a href="${UI_PREFIX}/${key}"${input.nav === key ? html` aria-current="page"` : ''}>${label}</a>`,
       )} <a href="${UI_PREFIX}/${isAdmin(session) ? 'queues-admin' : 'queues'}/"${
         input.nav === 'queues' ? html` aria-current="page"` : ''
-      }>Queues</a></nav>
+      }>Queues</a>${
+        seesEveryOwner(principalOfLogin(session))
+          ? html` <a href="${UI_PREFIX}/audit"${input.nav === 'audit' ? html` aria-current="page"` : ''}>Audit</a>`
+          : ''
+      }</nav>
 <div class="who"><span>${session.who}${isAdmin(session) ? ' · admin' : ' · read-only'} · owner ${session.owner}</span>
 <form method="post" action="${UI_PREFIX}/logout"><input type="hidden" name="_csrf" value="${session.csrfToken}"><button type="submit">Log out</button></form></div>`
     : '';

@@ -18,6 +18,7 @@ import { auditLogin, UNKNOWN_UI_ACTOR } from './login-audit.js';
 import { OIDC_CALLBACK_PATH, OIDC_START_PATH, OidcLogin } from './oidc-login.js';
 import { goOn, oidcRoutes } from './oidc-routes.js';
 import { QUEUE_BOARD_ADMIN_PATH, QUEUE_BOARD_PATH, registerQueueBoards } from './queue-board.js';
+import { auditPages } from './routes/audit.js';
 import { historyPages } from './routes/history.js';
 import { jobPages } from './routes/jobs.js';
 import { pipelinePages } from './routes/pipelines.js';
@@ -387,6 +388,7 @@ export async function uiPlugin(app: FastifyInstance, opts: { deps: ApiDeps; sett
   await app.register(pipelinePages, { ctx });
   await app.register(historyPages, { ctx });
   await app.register(profilePages, { ctx });
+  await app.register(auditPages, { ctx });
   await registerQueueBoards(app, ctx);
 }
 

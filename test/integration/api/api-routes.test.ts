@@ -64,6 +64,7 @@ const ROUTES: { method: string; path: string; scope: string; body?: unknown }[] 
   { method: 'POST', path: '/api/v1/pipelines/greet/runs', scope: 'submit', body: {} },
   { method: 'POST', path: '/api/v1/pipelines/nope/pause', scope: 'admin' },
   { method: 'POST', path: '/api/v1/pipelines/nope/resume', scope: 'admin' },
+  { method: 'GET', path: '/api/v1/audit', scope: 'audit' },
 ];
 
 describe('authentication and scopes', () => {
@@ -96,6 +97,7 @@ describe('authentication and scopes', () => {
       read: await api.token(['read']),
       submit: await api.token(['submit']),
       cancel: await api.token(['cancel']),
+      audit: await api.token(['audit']),
       admin: await api.token(['admin']),
     };
     for (const route of ROUTES) {
@@ -430,6 +432,7 @@ describe('documents', () => {
     );
     expect(operations.sort()).toEqual(
       [
+        'GET /api/v1/audit',
         'GET /api/v1/history',
         'GET /api/v1/jobs',
         'POST /api/v1/jobs',

@@ -26,6 +26,7 @@ import {
   summaryView,
   transitionView,
 } from '../../../views/views.js';
+import { apiAuditContext } from '../../audit-context.js';
 import type { ApiDeps } from '../../deps.js';
 import { viewerOf } from '../../scopes.js';
 import { ConflictApiError, NotFoundApiError, ValidationApiError, WebhookTargetApiError } from '../api-errors.js';
@@ -242,6 +243,7 @@ export const jobRoutes: FastifyPluginAsyncZod<{ deps: ApiDeps }> = async (app, {
           newRequestId: stableId ?? undefined,
           origin: caller.origin,
           actor: caller.principal.actor,
+          httpRequestId: request.id,
         });
         return {
           status: before === newId ? 200 : 201,
@@ -299,6 +301,7 @@ export const jobRoutes: FastifyPluginAsyncZod<{ deps: ApiDeps }> = async (app, {
           origin,
           source: origin,
           actor: principal.actor,
+          httpRequestId: request.id,
           newRequestId: stableId ?? undefined,
         });
         return {
@@ -343,7 +346,7 @@ export const jobRoutes: FastifyPluginAsyncZod<{ deps: ApiDeps }> = async (app, {
       const outcome = await cancelRequest(
         { store, submitQueue: deps.queues.submit, clients: deps.clients, logger: deps.logger },
         id,
-        { source: origin, who },
+        { source: origin, who, audit: apiAuditContext(request) },
       );
       switch (outcome.kind) {
         case 'not_found':

@@ -4,6 +4,7 @@ import { ConfigError } from '../../../errors.js';
 import { WebhookTargets } from '../../../notify/webhook-target.js';
 import type { PipelineService } from '../../../pipelines/pipeline-service.js';
 import { pipelineView, runLink, runView } from '../../../views/views.js';
+import { apiAuditContext } from '../../audit-context.js';
 import type { ApiDeps } from '../../deps.js';
 import { viewerOf } from '../../scopes.js';
 import {
@@ -99,6 +100,7 @@ export const pipelineRoutes: FastifyPluginAsyncZod<{ deps: ApiDeps }> = async (a
             trigger: caller.origin,
             triggeredBy: caller.who,
             actor: caller.principal.actor,
+            httpRequestId: request.id,
             webhookUrl: request.body.webhook_url ?? null,
           });
           return {
@@ -144,7 +146,9 @@ export const pipelineRoutes: FastifyPluginAsyncZod<{ deps: ApiDeps }> = async (a
           );
         }
         const by = `token ${request.apiToken?.name ?? 'unknown'}`;
-        const summary = action === 'pause' ? await pipelines.pause(name, by) : await pipelines.resume(name, by);
+        const audit = apiAuditContext(request);
+        const summary =
+          action === 'pause' ? await pipelines.pause(name, by, audit) : await pipelines.resume(name, by, audit);
         return pipelineView(summary);
       },
     );

@@ -4,6 +4,7 @@ import { summaryOfRun } from '../../../db/summaries.js';
 import { assertNever } from '../../../lib/assert-never.js';
 import type { StepCancel } from '../../../pipelines/cancels-in-flight.js';
 import { jobView, runDefinitionView, runLink, runTransitionView, runView, summaryView } from '../../../views/views.js';
+import { apiAuditContext } from '../../audit-context.js';
 import type { ApiDeps } from '../../deps.js';
 import { viewerOf } from '../../scopes.js';
 import { ConflictApiError, NotFoundApiError, UnavailableApiError } from '../api-errors.js';
@@ -100,7 +101,7 @@ export const runRoutes: FastifyPluginAsyncZod<{ deps: ApiDeps }> = async (app, {
       if (!deps.pipelines) throw new UnavailableApiError('pipelines not loaded', 5);
       const id = request.params.id;
       const { origin, who } = callerOf(request);
-      const outcome = await deps.pipelines.cancelRun(id, { source: origin, who });
+      const outcome = await deps.pipelines.cancelRun(id, { source: origin, who, audit: apiAuditContext(request) });
       switch (outcome.kind) {
         case 'not_found':
           throw new NotFoundApiError(`no pipeline run ${id}`);

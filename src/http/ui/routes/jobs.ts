@@ -18,6 +18,7 @@ import type { JobSpec } from '../../../sched/job-spec.js';
 import { type OutputTail, outputTails } from '../../../summaries/output-tail.js';
 import { outputRedactor } from '../../../summaries/redact.js';
 import { deliveryView, freshnessView, jobView } from '../../../views/views.js';
+import { uiAuditContext } from '../../audit-context.js';
 import { queryField, sendPage, sessionOf, type UiContext } from '../context.js';
 import { duration, type Html, html, stateBadge, time } from '../html.js';
 import { actionButton, page, UI_PREFIX } from '../layout.js';
@@ -94,7 +95,7 @@ ${rows.length > 200 ? html`<p class="muted">The newest 200 are shown; narrow the
       const outcome = await cancelRequest(
         { store, submitQueue: ctx.deps.queues.submit, clients: ctx.deps.clients, logger: ctx.deps.logger },
         id,
-        { source: 'api', who: `web UI (${session.who})` },
+        { source: 'api', who: `web UI (${session.who})`, audit: uiAuditContext(request, session) },
       );
       done = `cancel-${outcome.kind}`;
     } catch (error) {
@@ -109,7 +110,13 @@ ${rows.length > 200 ? html`<p class="muted">The newest 200 are shown; narrow the
     if (!isAdmin(session)) return reply.code(403).type('text/plain').send('the admin scope is needed to retry');
     const id = request.params.id;
     try {
-      const retried = await ctx.deps.retryTasks({ requestId: id, origin: 'api', source: 'api', actor: session.actor });
+      const retried = await ctx.deps.retryTasks({
+        requestId: id,
+        origin: 'api',
+        source: 'api',
+        actor: session.actor,
+        httpRequestId: request.id,
+      });
       ctx.deps.logger.info(
         { requestId: retried.id, retryOf: id, by: session.who },
         'array tasks retried from the web UI',

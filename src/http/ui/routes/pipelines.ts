@@ -9,6 +9,7 @@ import type { PipelineSummary } from '../../../pipelines/pipeline-service.js';
 import type { RunPlan } from '../../../pipelines/run-plan.js';
 import { runStartedBy } from '../../../views/run-start.js';
 import { runView } from '../../../views/views.js';
+import { uiAuditContext } from '../../audit-context.js';
 import { field, queryField, sendPage, sessionOf, type UiContext } from '../context.js';
 import { type DagNode, dagSvg } from '../dag.js';
 import { duration, type Html, html, stateBadge, time } from '../html.js';
@@ -113,6 +114,7 @@ ${isAdmin(session) ? triggerForm(session, p) : ''}
         trigger: 'ui',
         triggeredBy: `web UI (${session.who})`,
         actor: session.actor,
+        httpRequestId: request.id,
         params,
       });
       ctx.deps.logger.info({ pipeline: p.name, runId: run.id, by: session.who }, 'pipeline triggered from the web UI');
@@ -148,7 +150,9 @@ ${isAdmin(session) ? triggerForm(session, p) : ''}
       if (!p.schedule) return reply.code(409).type('text/plain').send('this pipeline has no schedule to pause');
       // The registry logs who did it; `session.who` is what the page shows afterwards.
       const after =
-        action === 'pause' ? await pipelines.pause(p.name, session.who) : await pipelines.resume(p.name, session.who);
+        action === 'pause'
+          ? await pipelines.pause(p.name, session.who, uiAuditContext(request, session))
+          : await pipelines.resume(p.name, session.who, uiAuditContext(request, session));
       const done =
         action === 'pause' ? 'schedule-paused' : after.schedule?.enabled ? 'schedule-resumed' : 'schedule-resumed-off';
       return reply.redirect(`${pipelineHref(p.name)}?done=${done}`, 303);
@@ -182,7 +186,11 @@ ${selectField('state', 'State', ['', ...RUN_STATES], state)}
     const id = request.params.id;
     let done: string;
     try {
-      const outcome = await pipelines.cancelRun(id, { source: 'api', who: `web UI (${session.who})` });
+      const outcome = await pipelines.cancelRun(id, {
+        source: 'api',
+        who: `web UI (${session.who})`,
+        audit: uiAuditContext(request, session),
+      });
       done = `run-${outcome.kind}`;
     } catch (error) {
       ctx.deps.logger.warn({ runId: id, err: error }, 'UI run cancel failed');

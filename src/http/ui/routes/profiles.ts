@@ -1,7 +1,10 @@
 import type { FastifyInstance } from 'fastify';
 import { getProfileSync } from '../../../db/accounting.js';
+import { appendAudit } from '../../../db/audit.js';
+import { toError } from '../../../errors.js';
 import { withTimeout } from '../../../lib/with-timeout.js';
 import { QUEUE_NAMES, type QueueName } from '../../../queue/catalog.js';
+import { uiAuditContext } from '../../audit-context.js';
 import { sendPage, sessionOf, type UiContext } from '../context.js';
 import { html, time } from '../html.js';
 import { actionButton, page, UI_PREFIX } from '../layout.js';
@@ -149,8 +152,22 @@ export async function profilePages(app: FastifyInstance, { ctx }: { ctx: UiConte
       }
       const queue = queues[name as QueueName];
       // Global pause: every worker of every schedflow process on this Redis stops taking jobs.
-      if (action === 'pause') await queue.pause();
-      else await queue.resume();
+      // Redis holds it, not the history: its audit row is written alone, after it (or its failure).
+      const audit = {
+        ...uiAuditContext(request, session),
+        at: Date.now(),
+        owner: null,
+        action: `queue.${action}`,
+        target: `queue:${name}`,
+      };
+      try {
+        if (action === 'pause') await queue.pause();
+        else await queue.resume();
+      } catch (error) {
+        await appendAudit(ctx.deps.store, { ...audit, outcome: 'failed', detail: toError(error).message });
+        throw error;
+      }
+      await appendAudit(ctx.deps.store, { ...audit, outcome: 'ok' });
       ctx.deps.logger.info(
         { queue: name, action, by: session.who },
         'queue %s from the web UI',
