@@ -1,5 +1,6 @@
+import { seesEveryOwner } from '../../access/principal.js';
 import { type Html, html } from './html.js';
-import { isAdmin, type UiSession } from './sessions.js';
+import { isAdmin, principalOfLogin, type UiSession } from './sessions.js';
 
 export const UI_PREFIX = '/ui';
 
@@ -32,9 +33,14 @@ export function page(input: PageInput): string {
     ? html`<nav aria-label="main">${NAV.map(
         ([key, label]) =>
           html` <a href="${UI_PREFIX}/${key}"${input.nav === key ? html` aria-current="page"` : ''}>${label}</a>`,
-      )} <a href="${UI_PREFIX}/${isAdmin(session) ? 'queues-admin' : 'queues'}/"${
-        input.nav === 'queues' ? html` aria-current="page"` : ''
-      }>Queues</a></nav>
+      )}${
+        // The queue board holds every owner's jobs: only admins and auditors have it.
+        seesEveryOwner(principalOfLogin(session))
+          ? html` <a href="${UI_PREFIX}/${isAdmin(session) ? 'queues-admin' : 'queues'}/"${
+              input.nav === 'queues' ? html` aria-current="page"` : ''
+            }>Queues</a>`
+          : ''
+      }</nav>
 <div class="who"><span>${session.who}${isAdmin(session) ? ' · admin' : ' · read-only'}</span>
 <form method="post" action="${UI_PREFIX}/logout"><input type="hidden" name="_csrf" value="${session.csrfToken}"><button type="submit">Log out</button></form></div>`
     : '';

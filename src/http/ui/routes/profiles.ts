@@ -1,11 +1,12 @@
 import type { FastifyInstance } from 'fastify';
+import { seesEveryOwner } from '../../../access/principal.js';
 import { getProfileSync } from '../../../db/accounting.js';
 import { withTimeout } from '../../../lib/with-timeout.js';
 import { QUEUE_NAMES, type QueueName } from '../../../queue/catalog.js';
 import { sendPage, sessionOf, type UiContext } from '../context.js';
 import { html, time } from '../html.js';
 import { actionButton, page, UI_PREFIX } from '../layout.js';
-import { isAdmin } from '../sessions.js';
+import { isAdmin, principalOfLogin } from '../sessions.js';
 import { flashOf } from './common.js';
 
 const QUEUE_READ_TIMEOUT_MS = 1000;
@@ -127,7 +128,7 @@ export async function profilePages(app: FastifyInstance, { ctx }: { ctx: UiConte
             : ''
         }</tr>`,
     )}</tbody></table></div>
-<p><a href="${UI_PREFIX}/${admin ? 'queues-admin' : 'queues'}/">The queue dashboard</a> shows their jobs.</p>`;
+${seesEveryOwner(principalOfLogin(session)) ? html`<p><a href="${UI_PREFIX}/${admin ? 'queues-admin' : 'queues'}/">The queue dashboard</a> shows their jobs.</p>` : ''}`;
     return sendPage(
       reply,
       page({ title: 'Profiles', nav: 'profiles', session, body, flash: flashOf(request), refreshEverySec: 5 }),
