@@ -1,6 +1,6 @@
 import type { RunAccess } from '../db/runs.js';
 import type { ApiScope } from '../db/schema.js';
-import { hasScope, type Principal, seesEveryOwner } from './principal.js';
+import { DEFAULT_OWNER, hasScope, type Principal, seesEveryOwner } from './principal.js';
 
 /**
  * What a principal may see and change, as the queries of src/db filter it. One filter per
@@ -13,6 +13,12 @@ import { hasScope, type Principal, seesEveryOwner } from './principal.js';
 export function readOwner(p: Principal): string | undefined {
   return seesEveryOwner(p) ? undefined : p.owner;
 }
+
+/**
+ * Whether a reader filtered to its owner still sees the accounting records of jobs schedflow
+ * did not submit: they are no owner's, and `default` saw them before owners existed.
+ */
+export const seesExternalJobs = (owner: string | undefined): boolean => owner === undefined || owner === DEFAULT_OWNER;
 
 /** The owner a change (cancel, resubmit, retry) is filtered to: undefined for admins only. */
 export function changeOwner(p: Principal): string | undefined {

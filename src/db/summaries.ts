@@ -236,7 +236,10 @@ export async function partitionsUsed(
   const where = [
     eq(accountingJobs.profile, profile),
     isNotNull(accountingJobs.partition),
-    inArray(accountingJobs.requestId, h.db.select({ id: jobRequests.id }).from(jobRequests).where(eq(jobRequests.owner, owner))),
+    inArray(
+      accountingJobs.requestId,
+      h.db.select({ id: jobRequests.id }).from(jobRequests).where(eq(jobRequests.owner, owner)),
+    ),
   ];
   if (account) where.push(eq(accountingJobs.account, account));
   // Numbers on either database: PostgreSQL answers count(*) and the max of a bigint as strings.

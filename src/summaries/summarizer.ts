@@ -323,7 +323,9 @@ export class Summarizer {
     const accounting = await this.accounting(request, fetch);
     const facts = await this.factsOf(request, accounting);
     const known =
-      request.state === 'submit_failed' ? await partitionsUsed(store, request.profile, facts.account, request.owner) : undefined;
+      request.state === 'submit_failed'
+        ? await partitionsUsed(store, request.profile, facts.account, request.owner)
+        : undefined;
     const { triage, suggestion } = jobTriage(facts, known);
     // A step's change belongs in its pipeline file: it is kept with the findings, not as an action.
     const findings: JobFindings = { efficiency: jobEfficiency(facts), triage, suggestion };

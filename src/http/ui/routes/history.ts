@@ -1,5 +1,5 @@
 import type { FastifyInstance } from 'fastify';
-import { readOwner } from '../../../access/visibility.js';
+import { readOwner, seesExternalJobs } from '../../../access/visibility.js';
 import { accountingHistory, accountingValues } from '../../../db/accounting.js';
 import { charts } from '../charts-section.js';
 import { queryField, sendPage, sessionOf, type UiContext } from '../context.js';
@@ -40,6 +40,7 @@ export async function historyPages(app: FastifyInstance, { ctx }: { ctx: UiConte
         // The records of the user's owner's requests only, unless an admin or an auditor: the
         // charts are drawn from these rows, so they never show another owner's jobs either.
         owner: readOwner(principalOfLogin(session)),
+        ownerSeesExternal: seesExternalJobs(readOwner(principalOfLogin(session))),
         limit: CHART_ROWS,
       }),
       accountingValues(h, 'state'),
