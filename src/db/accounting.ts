@@ -231,6 +231,13 @@ export interface AccountingHistoryFilter {
   untilSec?: number;
   /** true: only jobs schedflow did not submit; false: only its own. */
   external?: boolean;
+  /**
+   * Only the records of this owner's requests, and external jobs' when `ownerSeesExternal`
+   * (they are no owner's: the `default` owner, which saw them before owners existed, keeps them);
+   * absent: every record.
+   */
+  owner?: string;
+  ownerSeesExternal?: boolean;
   /** The sort key of the last row of the page before: submit time (0 when unknown), job id, profile. */
   after?: readonly [number, number, string];
   limit: number;
@@ -259,6 +266,11 @@ export function accountingHistory(h: History, filter: AccountingHistoryFilter): 
   if (filter.account) where.push(eq(accountingJobs.account, filter.account));
   if (filter.sinceSec !== undefined) where.push(gte(accountingJobs.submitTime, filter.sinceSec));
   if (filter.untilSec !== undefined) where.push(lt(accountingJobs.submitTime, filter.untilSec));
+  // An owner sees the records of its own requests only: external jobs are no owner's.
+  if (filter.owner !== undefined) {
+    const own = eq(jobRequests.owner, filter.owner);
+    where.push(filter.ownerSeesExternal ? (or(own, isNull(accountingJobs.requestId)) as SQL) : own);
+  }
   if (filter.external === true) where.push(isNull(accountingJobs.requestId));
   if (filter.external === false) where.push(isNotNull(accountingJobs.requestId));
   if (filter.pipeline) {

@@ -333,9 +333,22 @@ export async function submitGiveUpFactsOf(h: History, id: string): Promise<Submi
 export async function getRequest(
   h: History,
   id: string,
-  options: { lock?: boolean } = {},
+  options: { lock?: boolean; owner?: string } = {},
 ): Promise<JobRequestRow | undefined> {
   const t = h.t.jobRequests;
+  if (options.owner !== undefined) {
+    // Another owner's id reads as an unknown one: the same single query, no row (src/access/visibility.ts).
+    const rows = await h.prepared(
+      'requests.byIdOfOwner',
+      () =>
+        h.db
+          .select()
+          .from(t)
+          .where(and(eq(t.id, placeholder('id')), eq(t.owner, placeholder('owner')))),
+      { id, owner: options.owner },
+    );
+    return rows[0];
+  }
   const select = () =>
     h.db
       .select()
@@ -632,6 +645,8 @@ export interface JobsFilter {
   runId?: string;
   createdSince?: number;
   createdUntil?: number;
+  /** Only this owner's (src/access/visibility.ts, readOwner); absent: every owner's. */
+  owner?: string;
   /** The sort key of the last row of the page before: created_at, id. */
   after?: readonly [number, string];
   limit: number;
@@ -667,6 +682,10 @@ export function jobsPage(h: History, filter: JobsFilter): Promise<JobListRow[]> 
       ),
     );
     shape.push(`states${states.length}`);
+  }
+  if (filter.owner !== undefined) {
+    where.push(eq(jobRequests.owner, bind('owner', filter.owner)));
+    shape.push('owner');
   }
   if (filter.profile) {
     where.push(eq(jobRequests.profile, bind('profile', filter.profile)));

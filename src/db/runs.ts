@@ -1,4 +1,4 @@
-import { and, asc, desc, eq, gte, inArray, isNull, lt, type SQL, sql } from 'drizzle-orm';
+import { and, asc, desc, eq, gte, inArray, isNull, lt, or, type SQL, sql } from 'drizzle-orm';
 import type { History } from './history.js';
 import type { JobRequestRow, PipelineRunRow, RunState, RunTransitionRow } from './schema.js';
 
@@ -22,6 +22,15 @@ export async function listRuns(h: History, filter: RunFilter = {}): Promise<Pipe
   return rows.slice(0, limit);
 }
 
+/**
+ * Which runs a reader may see (src/access/visibility.ts, runAccess): its owner's, and those of
+ * the pipelines that let its owner in (their `allow:`).
+ */
+export interface RunAccess {
+  readonly owner: string;
+  readonly pipelines: readonly string[];
+}
+
 export interface RunsFilter {
   pipeline?: string;
   states?: RunState[];
@@ -29,7 +38,16 @@ export interface RunsFilter {
   before?: number;
   /** The sort key of the last row of the page before: created_at, id. */
   after?: readonly [number, string];
+  /** Only the runs these may read (src/access/visibility.ts, runAccess); absent: every run. */
+  access?: RunAccess;
   limit: number;
+}
+
+/** Runs of `access.owner`, or of a pipeline that lets that owner in. */
+function runAccessWhere(h: History, access: RunAccess): SQL {
+  const { pipelineRuns } = h.t;
+  const own = eq(pipelineRuns.owner, access.owner);
+  return access.pipelines.length ? (or(own, inArray(pipelineRuns.pipeline, [...access.pipelines])) as SQL) : own;
 }
 
 /**
@@ -43,6 +61,7 @@ export function runsPage(h: History, filter: RunsFilter): Promise<PipelineRunRow
   if (filter.pipeline) where.push(eq(pipelineRuns.pipeline, filter.pipeline));
   if (filter.states?.length) where.push(inArray(pipelineRuns.state, filter.states));
   if (filter.before) where.push(lt(pipelineRuns.createdAt, filter.before));
+  if (filter.access) where.push(runAccessWhere(h, filter.access));
   if (filter.after) {
     where.push(sql`(${pipelineRuns.createdAt}, ${pipelineRuns.id}) < (${filter.after[0]}, ${filter.after[1]})`);
   }
@@ -56,8 +75,18 @@ export function runsPage(h: History, filter: RunsFilter): Promise<PipelineRunRow
   );
 }
 
-export async function getRun(h: History, id: string): Promise<PipelineRunRow | undefined> {
+export async function getRun(h: History, id: string, access?: RunAccess): Promise<PipelineRunRow | undefined> {
   const t = h.t.pipelineRuns;
+  if (access) {
+    // Another owner's run reads as an unknown one: one query, filtered (src/access/visibility.ts).
+    const rows = await h.all(
+      h.db
+        .select()
+        .from(t)
+        .where(and(eq(t.id, id), runAccessWhere(h, access))),
+    );
+    return rows[0];
+  }
   // Prepared: each submission of a step reads its run (stepDependencies), as does each page of one.
   const rows = await h.prepared(
     'runs.getRun',

@@ -222,14 +222,25 @@ export async function markSuggestionApplied(
   );
 }
 
-/** Accounting records of a profile's jobs, for the partitions an account has used. */
+/**
+ * Accounting records of a profile's jobs, for the partitions an account has used: only the
+ * records of `owner`'s requests, so that a summary never tells one owner of another's jobs.
+ */
 export async function partitionsUsed(
   h: History,
   profile: string,
   account: string | null,
+  owner: string,
 ): Promise<{ name: string; maxTimeLimitMin: number | null; jobs: number }[]> {
-  const { accountingJobs } = h.t;
-  const where = [eq(accountingJobs.profile, profile), isNotNull(accountingJobs.partition)];
+  const { accountingJobs, jobRequests } = h.t;
+  const where = [
+    eq(accountingJobs.profile, profile),
+    isNotNull(accountingJobs.partition),
+    inArray(
+      accountingJobs.requestId,
+      h.db.select({ id: jobRequests.id }).from(jobRequests).where(eq(jobRequests.owner, owner)),
+    ),
+  ];
   if (account) where.push(eq(accountingJobs.account, account));
   // Numbers on either database: PostgreSQL answers count(*) and the max of a bigint as strings.
   const rows = await h.all(
@@ -246,14 +257,23 @@ export async function partitionsUsed(
   return rows.filter((p) => p.name !== '');
 }
 
-/** The latest runs of a pipeline that ended, newest first. */
-export function endedRunsOf(h: History, pipeline: string, limit: number): Promise<PipelineRunRow[]> {
+/**
+ * The latest runs of a pipeline that ended, newest first: `owner`'s only, so that a trend never
+ * mixes the runs another owner made under the same pipeline name (a file that changed owner).
+ */
+export function endedRunsOf(h: History, pipeline: string, owner: string, limit: number): Promise<PipelineRunRow[]> {
   const { pipelineRuns } = h.t;
   return h.all(
     h.db
       .select()
       .from(pipelineRuns)
-      .where(and(eq(pipelineRuns.pipeline, pipeline), inArray(pipelineRuns.state, ['succeeded', 'failed'])))
+      .where(
+        and(
+          eq(pipelineRuns.pipeline, pipeline),
+          eq(pipelineRuns.owner, owner),
+          inArray(pipelineRuns.state, ['succeeded', 'failed']),
+        ),
+      )
       .orderBy(desc(pipelineRuns.createdAt))
       .limit(limit),
   );

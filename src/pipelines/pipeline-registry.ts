@@ -196,6 +196,8 @@ export class PipelineRegistry implements PipelineService {
       name: p.name,
       file: p.file,
       description: p.def.description ?? null,
+      owner: p.def.owner,
+      allow: [...p.def.allow],
       steps: p.order.map((step) => ({ name: step, needs: (p.needs[step] ?? []).map((n) => n.step) })),
       schedule: schedule
         ? {
@@ -510,6 +512,10 @@ function brokenSummary(file: string, error: string): PipelineSummary {
     name: basename(file, extname(file)),
     file,
     description: null,
+    // A file that never loaded names no owner the daemon could read: no owner's name (OWNER_NAME
+    // never matches ''), so only admins and auditors see it and its error.
+    owner: '',
+    allow: [],
     steps: [],
     schedule: null,
     params: {},

@@ -323,7 +323,9 @@ export class Summarizer {
     const accounting = await this.accounting(request, fetch);
     const facts = await this.factsOf(request, accounting);
     const known =
-      request.state === 'submit_failed' ? await partitionsUsed(store, request.profile, facts.account) : undefined;
+      request.state === 'submit_failed'
+        ? await partitionsUsed(store, request.profile, facts.account, request.owner)
+        : undefined;
     const { triage, suggestion } = jobTriage(facts, known);
     // A step's change belongs in its pipeline file: it is kept with the findings, not as an action.
     const findings: JobFindings = { efficiency: jobEfficiency(facts), triage, suggestion };
@@ -400,7 +402,7 @@ export class Summarizer {
   private async trendOf(run: PipelineRunRow, steps: RunFindings['steps']): Promise<RunFindings['trend']> {
     const { store, settings } = this.deps;
     if (settings.trendRuns <= 0) return null;
-    const earlier = (await endedRunsOf(store, run.pipeline, settings.trendRuns + 1))
+    const earlier = (await endedRunsOf(store, run.pipeline, run.owner, settings.trendRuns + 1))
       .filter((r) => r.id !== run.id && r.createdAt <= run.createdAt)
       .slice(0, settings.trendRuns);
     if (earlier.length === 0) return null;

@@ -3,6 +3,10 @@ export interface PipelineSummary {
   name: string;
   file: string;
   description: string | null;
+  /** Whose it is: its runs belong to this owner (src/access/principal.ts). */
+  owner: string;
+  /** Other owners who may read, trigger and pause it, and read its runs. */
+  allow: string[];
   steps: { name: string; needs: string[] }[];
   schedule: {
     cron: string;

@@ -23,7 +23,9 @@ export function apiClient(td: TestDaemon): ApiClient {
   return {
     url,
     token: async (scopes, name) =>
-      (await createToken(td.daemon.history.store, { name: name ?? `test-${++tokenCount}`, scopes })).token,
+      // Owner `default`, as every token made before owners existed: these tests see what they saw.
+      (await createToken(td.daemon.history.store, { name: name ?? `test-${++tokenCount}`, scopes, owner: 'default' }))
+        .token,
     call: (method, path, init = {}) =>
       http(`${url}${path}`, {
         method,

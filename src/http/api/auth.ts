@@ -1,5 +1,5 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
-import { hasScope } from '../../access/principal.js';
+import { grants } from '../../access/visibility.js';
 import type { History } from '../../db/history.js';
 import type { ApiScope } from '../../db/schema.js';
 import { findToken, type TokenInfo, touchToken } from '../../db/tokens.js';
@@ -22,7 +22,7 @@ const BEARER = /^Bearer[ ]+([A-Za-z0-9._~+/=-]+)[ ]*$/;
 /**
  * Bearer token authentication and scopes, as the first hook of every request:
  * 401 for a missing, malformed, unknown or revoked token; 403 naming the scope
- * a valid token lacks. `admin` holds every scope. `local`: the CLI's credential of this start
+ * a valid token lacks. `admin` holds every scope; `audit` lets read routes through (src/access/visibility.ts). `local`: the CLI's credential of this start
  * (src/http/api/local-credential.ts), taken beside the tokens of the history.
  */
 export function registerAuth(app: FastifyInstance, store: History, local?: LocalCredential): void {
@@ -31,7 +31,7 @@ export function registerAuth(app: FastifyInstance, store: History, local?: Local
     const scope = request.routeOptions.config.scope;
     if (!scope) return;
     const token = await authenticate(store, request, local);
-    if (!hasScope(token.scopes, scope)) {
+    if (!grants(token.scopes, scope)) {
       throw new ForbiddenApiError(
         `this token (${token.name}) lacks the "${scope}" scope this route needs; it has: ${token.scopes.join(', ')}`,
       );

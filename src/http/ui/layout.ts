@@ -33,11 +33,12 @@ export function page(input: PageInput): string {
     ? html`<nav aria-label="main">${NAV.map(
         ([key, label]) =>
           html` <a href="${UI_PREFIX}/${key}"${input.nav === key ? html` aria-current="page"` : ''}>${label}</a>`,
-      )} <a href="${UI_PREFIX}/${isAdmin(session) ? 'queues-admin' : 'queues'}/"${
-        input.nav === 'queues' ? html` aria-current="page"` : ''
-      }>Queues</a>${
+      )}${
+        // The queue board holds every owner's jobs: only admins and auditors have it.
         seesEveryOwner(principalOfLogin(session))
-          ? html` <a href="${UI_PREFIX}/audit"${input.nav === 'audit' ? html` aria-current="page"` : ''}>Audit</a>`
+          ? html` <a href="${UI_PREFIX}/${isAdmin(session) ? 'queues-admin' : 'queues'}/"${
+              input.nav === 'queues' ? html` aria-current="page"` : ''
+            }>Queues</a> <a href="${UI_PREFIX}/audit"${input.nav === 'audit' ? html` aria-current="page"` : ''}>Audit</a>`
           : ''
       }</nav>
 <div class="who"><span>${session.who}${isAdmin(session) ? ' · admin' : ' · read-only'} · owner ${session.owner}</span>

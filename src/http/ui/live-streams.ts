@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { ServerResponse } from 'node:http';
-import { hasScope } from '../../access/principal.js';
+import { grants } from '../../access/visibility.js';
 import type { History } from '../../db/history.js';
 import { liveTokenScopes } from '../../db/tokens.js';
 import type { Logger } from '../../logger.js';
@@ -170,7 +170,7 @@ export class LiveStreams {
       const ended = new Set<string>();
       for (const tokenId of tokenIds) {
         const now = scopes.get(tokenId);
-        if (now && hasScope(now, 'read')) continue;
+        if (now && grants(now, 'read')) continue;
         ended.add(tokenId);
         // Its sessions end with it, as its next page request would find (ui-plugin.ts).
         await this.deps.sessions.destroyOfToken(tokenId);

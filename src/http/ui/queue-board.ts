@@ -3,10 +3,11 @@ import { BullMQAdapter } from '@bull-board/api/bullMQAdapter';
 import { FastifyAdapter } from '@bull-board/fastify';
 import type { Job } from 'bullmq';
 import type { FastifyInstance } from 'fastify';
+import { seesEveryOwner } from '../../access/principal.js';
 import { DELIVER_JOB } from '../../notify/delivery-dispatcher.js';
 import type { UiContext } from './context.js';
 import { UI_PREFIX } from './layout.js';
-import { isAdmin } from './sessions.js';
+import { isAdmin, principalOfLogin } from './sessions.js';
 
 export const QUEUE_BOARD_PATH = `${UI_PREFIX}/queues`;
 export const QUEUE_BOARD_ADMIN_PATH = `${UI_PREFIX}/queues-admin`;
@@ -42,9 +43,9 @@ function hideReceiver(job: Job): void {
 /**
  * The BullMQ dashboard (bull-board), behind the UI's login. bull-board's
  * read-only mode is a setting of each queue adapter, not of a request, so
- * there are two boards on the same queues: `/ui/queues`, read-only, for every
- * session, and `/ui/queues-admin`, with retry, clean, pause and the rest, for
- * sessions with the admin scope (the UI's guard refuses others, and the
+ * there are two boards on the same queues: `/ui/queues`, read-only, for admins
+ * and auditors (its jobs are every owner's), and `/ui/queues-admin`, with retry, clean, pause
+ * and the rest, for sessions with the admin scope (the UI's guard refuses others, and the
  * board's own writes unless they come from a page of this origin).
  */
 export async function registerQueueBoards(app: FastifyInstance, ctx: UiContext): Promise<void> {
@@ -70,14 +71,19 @@ export async function registerQueueBoards(app: FastifyInstance, ctx: UiContext):
       },
     });
     await app.register(async (board) => {
-      if (!readOnlyMode) {
-        board.addHook('onRequest', async (request, reply) => {
-          const session = request.uiSession;
+      board.addHook('onRequest', async (request, reply) => {
+        const session = request.uiSession;
+        if (!readOnlyMode) {
           if (!session || !isAdmin(session)) {
             return reply.code(403).type('text/plain').send('the queue dashboard with actions is for admins');
           }
-        });
-      }
+          return;
+        }
+        // Its jobs are every owner's: only who reads every owner's sees them (admins, auditors).
+        if (!session || !seesEveryOwner(principalOfLogin(session))) {
+          return reply.code(403).type('text/plain').send('the queue dashboard is for admins and auditors');
+        }
+      });
       await board.register(serverAdapter.registerPlugin(), { prefix: path });
     });
   }

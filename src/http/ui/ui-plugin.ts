@@ -3,7 +3,8 @@ import fastifyCookie from '@fastify/cookie';
 import csrfProtection from '@fastify/csrf-protection';
 import fastifySession from '@fastify/session';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { DEFAULT_OWNER, hasScope, uiActor } from '../../access/principal.js';
+import { DEFAULT_OWNER, uiActor } from '../../access/principal.js';
+import { grants } from '../../access/visibility.js';
 import { findToken, liveTokenGrant } from '../../db/tokens.js';
 import { type LoginCounter, storedId, UiSessions } from '../../redis/ui-sessions.js';
 import { ApiError, RateLimitedApiError } from '../api/api-errors.js';
@@ -147,7 +148,7 @@ export async function uiPlugin(app: FastifyInstance, opts: { deps: ApiDeps; sett
     request.uiSession = login && {
       ...login,
       sessionKey: storedId(request.session.sessionId),
-      csrfToken: hasScope(login.scopes, 'read') ? reply.generateCsrf() : '',
+      csrfToken: grants(login.scopes, 'read') ? reply.generateCsrf() : '',
     };
     if (PUBLIC.has(path)) return;
     const session = request.uiSession;
@@ -160,7 +161,7 @@ export async function uiPlugin(app: FastifyInstance, opts: { deps: ApiDeps; sett
     }
     // Every page shows what the API answers only to `read` (jobs, output, history, the
     // queues' failed reasons): a session whose token lost the scope since its login ends.
-    if (!hasScope(session.scopes, 'read')) {
+    if (!grants(session.scopes, 'read')) {
       log.warn({ path, who: session.who }, 'UI request refused: the token lacks the read scope');
       if (session.tokenId !== null) await ctx.sessions.destroyOfToken(session.tokenId);
       reply.clearCookie(SESSION_COOKIE, cookieOptions(request));
@@ -296,7 +297,7 @@ export async function uiPlugin(app: FastifyInstance, opts: { deps: ApiDeps; sett
       });
     if (token) {
       const found = await findToken(ctx.deps.store, token);
-      if (found.kind === 'valid' && !hasScope(found.token.scopes, 'read')) {
+      if (found.kind === 'valid' && !grants(found.token.scopes, 'read')) {
         log.warn({ who: `token ${found.token.name}` }, 'UI login refused: the token lacks the read scope');
         await audit('refused', uiActor(`token:${found.token.name}`), found.token.owner, 'token lacks read');
         return loginPage(ctx, oidc, request, reply, lacksReadText(`token ${found.token.name}`), 403);

@@ -62,8 +62,8 @@ const ROUTES: { method: string; path: string; scope: string; body?: unknown }[] 
   { method: 'GET', path: '/api/v1/runs/some-id', scope: 'read' },
   { method: 'GET', path: '/api/v1/pipelines', scope: 'read' },
   { method: 'POST', path: '/api/v1/pipelines/greet/runs', scope: 'submit', body: {} },
-  { method: 'POST', path: '/api/v1/pipelines/nope/pause', scope: 'admin' },
-  { method: 'POST', path: '/api/v1/pipelines/nope/resume', scope: 'admin' },
+  { method: 'POST', path: '/api/v1/pipelines/nope/pause', scope: 'submit' },
+  { method: 'POST', path: '/api/v1/pipelines/nope/resume', scope: 'submit' },
   { method: 'GET', path: '/api/v1/audit', scope: 'audit' },
 ];
 

@@ -1,7 +1,9 @@
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
+import { readOwner, seesExternalJobs } from '../../../access/visibility.js';
 import { accountingHistory } from '../../../db/accounting.js';
 import { historyView } from '../../../views/views.js';
 import type { ApiDeps } from '../../deps.js';
+import { principalOf } from '../access.js';
 import { decodeCursor, encodeCursor } from '../cursor.js';
 import { answer, errors, pageOf } from '../shared-schemas.js';
 import { historyItemSchema, historyQuery } from './history.schema.js';
@@ -17,7 +19,7 @@ export const historyRoutes: FastifyPluginAsyncZod<{ deps: ApiDeps }> = async (ap
         tags: ['history'],
         summary: 'Accounting history',
         description:
-          "Slurm's accounting records of each profile's account (imported every minute), jobs schedflow did not submit included, with schedflow's own request beside its jobs. Newest submission first, a page at a time. Scope: read.",
+          "Slurm's accounting records of each profile's account (imported every minute), jobs schedflow did not submit included, with schedflow's own request beside its jobs. Newest submission first, a page at a time. Scope: read (or audit). Without admin or audit, only the records of the caller’s owner’s requests (and, for the `default` owner, external jobs).",
         security: bearer,
         querystring: historyQuery,
         response: {
@@ -38,6 +40,8 @@ export const historyRoutes: FastifyPluginAsyncZod<{ deps: ApiDeps }> = async (ap
         sinceSec: toSec(q.since),
         untilSec: toSec(q.until),
         external: q.external === undefined ? undefined : q.external === 'true',
+        owner: readOwner(principalOf(request)),
+        ownerSeesExternal: seesExternalJobs(readOwner(principalOf(request))),
         after: q.cursor === undefined ? undefined : decodeCursor(q.cursor, ['number', 'number', 'string'] as const),
         // One more than the page: whether there is a next one.
         limit: q.limit + 1,

@@ -1,9 +1,11 @@
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
+import { readOwner } from '../../../access/visibility.js';
 import { getRequest } from '../../../db/requests.js';
 import type { ErrorCode } from '../../../errors.js';
 import { jobOutputOf, OUTPUT_TAIL_MAX_BYTES } from '../../../requests/job-output.js';
 import { outputRedactor } from '../../../summaries/redact.js';
 import type { ApiDeps } from '../../deps.js';
+import { principalOf } from '../access.js';
 import { ApiError, NotFoundApiError } from '../api-errors.js';
 import { answer, errors, idParams } from '../shared-schemas.js';
 import { jobOutputQuery, jobOutputSchema } from './job-output.schema.js';
@@ -41,7 +43,7 @@ export const jobOutputRoutes: FastifyPluginAsyncZod<{ deps: ApiDeps }> = async (
           'Not written yet (not submitted, not started): 409 `SCHEDFLOW_ERR_OUTPUT_NOT_YET` with Retry-After.',
           "Not on this host (the file may exist only on the job's node) or never written: 404 `SCHEDFLOW_ERR_OUTPUT_NOT_FOUND`.",
           "No permission, a path inside schedflow's own folders or through a symbolic link, not a regular file (a FIFO, a device), or a file of another user than the job's: 403 `SCHEDFLOW_ERR_OUTPUT_UNREADABLE`.",
-          'Each of those says in `error.output` the path tried, the host and the reason. Scope: read.',
+          'Each of those says in `error.output` the path tried, the host and the reason. Scope: read (or audit). Without admin or audit, only the caller’s owner’s requests: another owner’s id answers 404 exactly as an unknown id.',
         ].join(' '),
         security: bearer,
         params: idParams,
@@ -50,7 +52,8 @@ export const jobOutputRoutes: FastifyPluginAsyncZod<{ deps: ApiDeps }> = async (
       },
     },
     async (request) => {
-      const row = await getRequest(store, request.params.id);
+      // Another owner's id answers as an unknown one (src/access/visibility.ts).
+      const row = await getRequest(store, request.params.id, { owner: readOwner(principalOf(request)) });
       if (!row) throw new NotFoundApiError(`no job request ${request.params.id}`);
       const output = await jobOutputOf(
         store,

@@ -145,6 +145,17 @@ export const jobSchema = named(
     profile: z.string(),
     state: z.enum(REQUEST_STATES),
     origin: z.enum(['api', 'cli', 'pipeline']),
+    owner: z
+      .string()
+      .describe(
+        "whose request it is: its token's owner, its pipeline's for a step; `default` for what was recorded before owners existed. Only this owner (and admins, auditors) sees it",
+      ),
+    actor: z
+      .string()
+      .nullable()
+      .describe(
+        'who made it: `token:<name>`, `ui:<user>`, `cli:<unix user>`, `schedule:<pipeline>`, `schedflow` (the daemon: a retry, a step); null for what was recorded before actors were',
+      ),
     job_id: z.number().int().nullable().describe("Slurm's job id, once the scheduler accepted the job"),
     adopted: z.boolean().describe('found by its marker after an interrupted submit'),
     raw_state: z.string().nullable(),

@@ -1,6 +1,7 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import type { z } from 'zod';
+import { changeOwner, readOwner } from '../../../access/visibility.js';
 import { getProfileSync } from '../../../db/accounting.js';
 import { tasksOf } from '../../../db/array-tasks.js';
 import type { History } from '../../../db/history.js';
@@ -29,6 +30,7 @@ import {
 import { apiAuditContext } from '../../audit-context.js';
 import type { ApiDeps } from '../../deps.js';
 import { viewerOf } from '../../scopes.js';
+import { principalOf } from '../access.js';
 import { ConflictApiError, NotFoundApiError, ValidationApiError, WebhookTargetApiError } from '../api-errors.js';
 import { decodeCursor, encodeCursor } from '../cursor.js';
 import { type Answer, idempotently } from '../idempotency.js';
@@ -126,7 +128,8 @@ export const jobRoutes: FastifyPluginAsyncZod<{ deps: ApiDeps }> = async (app, {
       schema: {
         tags: ['jobs'],
         summary: 'List job requests',
-        description: 'Newest first, a page at a time: pass `next` as `cursor` for the next page. Scope: read.',
+        description:
+          'Newest first, a page at a time: pass `next` as `cursor` for the next page. Scope: read (or audit). Without admin or audit, only the caller’s owner’s requests are listed.',
         security: bearer,
         querystring: listJobsQuery,
         response: { 200: answer('a page of job requests', pageOf(jobSchema)), ...errors(400, 401, 403, 429) },
@@ -141,6 +144,7 @@ export const jobRoutes: FastifyPluginAsyncZod<{ deps: ApiDeps }> = async (app, {
         runId: q.run_id,
         createdSince: q.created_since === undefined ? undefined : Date.parse(q.created_since),
         createdUntil: q.created_until === undefined ? undefined : Date.parse(q.created_until),
+        owner: readOwner(principalOf(request)),
         after: q.cursor === undefined ? undefined : decodeCursor(q.cursor, ['number', 'string'] as const),
         limit: q.limit,
       });
@@ -161,14 +165,15 @@ export const jobRoutes: FastifyPluginAsyncZod<{ deps: ApiDeps }> = async (app, {
         tags: ['jobs'],
         summary: 'Show a job request',
         description:
-          "Its state, every transition, the duplicate submissions answered with it (Idempotency-Key replays), how fresh the state is (the profile's last poll and the job's last sighting), and its summary once it has ended (a pipeline step: its run's). Scope: read.",
+          "Its state, every transition, the duplicate submissions answered with it (Idempotency-Key replays), how fresh the state is (the profile's last poll and the job's last sighting), and its summary once it has ended (a pipeline step: its run's). Scope: read (or audit). Without admin or audit, only the caller’s owner’s requests: another owner’s id answers 404 exactly as an unknown id.",
         security: bearer,
         params: idParams,
         response: { 200: answer('the job request', jobDetailSchema), ...errors(400, 401, 403, 404, 429) },
       },
     },
     async (request) => {
-      const row = await getRequest(store, request.params.id);
+      // Another owner's id answers as an unknown one (src/access/visibility.ts).
+      const row = await getRequest(store, request.params.id, { owner: readOwner(principalOf(request)) });
       if (!row) throw new NotFoundApiError(`no job request ${request.params.id}`);
       // Asked together, not one after another: on PostgreSQL they run side by side, and on
       // SQLite close together (no write in between, mostly), as the synchronous reads did.
@@ -219,7 +224,7 @@ export const jobRoutes: FastifyPluginAsyncZod<{ deps: ApiDeps }> = async (app, {
         description: [
           'Queues a new request with the spec changed as the summary proposes (more memory, a longer limit, another partition), linked to this one (201).',
           'Applying again answers the request made the first time (200).',
-          'Nothing to apply (no summary, no suggestion, or a pipeline step, whose change belongs in the pipeline file): 409 `SCHEDFLOW_ERR_NO_SUGGESTION`; a summary still being written: 409 `SCHEDFLOW_ERR_SUMMARY_PENDING`. Scope: submit.',
+          'Nothing to apply (no summary, no suggestion, or a pipeline step, whose change belongs in the pipeline file): 409 `SCHEDFLOW_ERR_NO_SUGGESTION`; a summary still being written: 409 `SCHEDFLOW_ERR_SUMMARY_PENDING`. Scope: submit. Without admin, only the caller’s owner’s requests: another owner’s id answers 404 exactly as an unknown id.',
         ].join(' '),
         security: bearer,
         headers: idempotencyHeaders,
@@ -234,7 +239,9 @@ export const jobRoutes: FastifyPluginAsyncZod<{ deps: ApiDeps }> = async (app, {
     async (request, reply) =>
       idempotentlyFor(request, reply, async (stableId) => {
         const id = request.params.id;
-        if (!(await getRequest(store, id))) throw new NotFoundApiError(`no job request ${id}`);
+        if (!(await getRequest(store, id, { owner: changeOwner(principalOf(request)) }))) {
+          throw new NotFoundApiError(`no job request ${id}`);
+        }
         const before = (await summaryOfRequest(store, id))?.appliedRequestId ?? null;
         // Its refusals carry their own codes: 409 NO_SUGGESTION, 409 SUMMARY_PENDING, 404 NOT_FOUND.
         const caller = callerOf(request);
@@ -269,7 +276,7 @@ export const jobRoutes: FastifyPluginAsyncZod<{ deps: ApiDeps }> = async (app, {
         description: [
           'Queues a new request for the given task indexes of an array job (by default every task that ended other than completed), the same spec with `array:` naming only those, linked to this one (`array.retry_of`) (201).',
           "Not an array job, no failed task, or an index that is not one of its tasks: 409 `SCHEDFLOW_ERR_NO_TASKS_TO_RETRY`, naming the array's indexes; `indexes` is read without listing them, and listed only within the array's size.",
-          "A spec the profile's door refuses now (another account than its token's or its user's, a missing scope): 422, nothing recorded. Scope: submit.",
+          "A spec the profile's door refuses now (another account than its token's or its user's, a missing scope): 422, nothing recorded. Scope: submit. Without admin, only the caller’s owner’s requests: another owner’s id answers 404 exactly as an unknown id.",
         ].join(' '),
         security: bearer,
         headers: idempotencyHeaders,
@@ -295,6 +302,10 @@ export const jobRoutes: FastifyPluginAsyncZod<{ deps: ApiDeps }> = async (app, {
           }
         }
         const { origin, principal } = callerOf(request);
+        // Another owner's request answers as an unknown one, before anything of it is read.
+        if (!(await getRequest(store, id, { owner: changeOwner(principal) }))) {
+          throw new NotFoundApiError(`no job request ${id}`);
+        }
         const retried = await deps.retryTasks({
           requestId: id,
           indexes,
@@ -329,7 +340,7 @@ export const jobRoutes: FastifyPluginAsyncZod<{ deps: ApiDeps }> = async (app, {
           'Not submitted yet: its submission is withdrawn and it is cancelled here (200).',
           'Submitted, pending or running: the scheduler is asked to cancel it (202); the next poll records CANCELLED.',
           'Being submitted right now: 409 with Retry-After. Already ended: 409 naming its state.',
-          "Scheduler errors: 502 (refused) or 503 (unreachable), with the scheduler's status and message. Scope: cancel.",
+          "Scheduler errors: 502 (refused) or 503 (unreachable), with the scheduler's status and message. Scope: cancel. Without admin, only the caller’s owner’s requests: another owner’s id answers 404 exactly as an unknown id.",
         ].join(' '),
         security: bearer,
         params: idParams,
@@ -342,7 +353,11 @@ export const jobRoutes: FastifyPluginAsyncZod<{ deps: ApiDeps }> = async (app, {
     },
     async (request, reply) => {
       const id = request.params.id;
-      const { origin, who } = callerOf(request);
+      const { origin, who, principal } = callerOf(request);
+      // Another owner's request answers as an unknown one (src/access/visibility.ts).
+      if (!(await getRequest(store, id, { owner: changeOwner(principal) }))) {
+        throw new NotFoundApiError(`no job request ${id}`);
+      }
       const outcome = await cancelRequest(
         { store, submitQueue: deps.queues.submit, clients: deps.clients, logger: deps.logger },
         id,

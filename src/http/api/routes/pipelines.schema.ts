@@ -9,6 +9,14 @@ export const pipelineSchema = named(
     name: z.string(),
     file: z.string(),
     description: z.string().nullable(),
+    owner: z
+      .string()
+      .describe(
+        "whose pipeline it is (its file's `owner:`, `default` when it names none; empty for a file that never loaded): its runs are this owner's",
+      ),
+    allow: z
+      .array(z.string())
+      .describe("other owners who may read, trigger and pause it and read its runs (its file's `allow:`)"),
     steps: z.array(z.object({ name: z.string(), needs: z.array(z.string()) })),
     schedule: z
       .object({

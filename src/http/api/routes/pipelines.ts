@@ -1,5 +1,7 @@
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
+import type { Principal } from '../../../access/principal.js';
+import { mayUsePipeline } from '../../../access/visibility.js';
 import { ConfigError } from '../../../errors.js';
 import { WebhookTargets } from '../../../notify/webhook-target.js';
 import type { PipelineService } from '../../../pipelines/pipeline-service.js';
@@ -7,6 +9,7 @@ import { pipelineView, runLink, runView } from '../../../views/views.js';
 import { apiAuditContext } from '../../audit-context.js';
 import type { ApiDeps } from '../../deps.js';
 import { viewerOf } from '../../scopes.js';
+import { principalOf } from '../access.js';
 import {
   ConflictApiError,
   NotFoundApiError,
@@ -26,12 +29,12 @@ const SCHEDULE_ACTIONS = {
   pause: {
     summary: "Pause a pipeline's schedule",
     description:
-      'Its cron ticks make no runs until it is resumed, in every daemon sharing the history and after a restart; starting a run by hand still works. Pausing a paused schedule keeps the first pause (who and when). 409 for a pipeline without a schedule. Scope: admin.',
+      'Its cron ticks make no runs until it is resumed, in every daemon sharing the history and after a restart; starting a run by hand still works. Pausing a paused schedule keeps the first pause (who and when). 409 for a pipeline without a schedule. Scope: submit, on a pipeline of the caller’s owner or one whose `allow:` names it (any other answers 404, as an unknown pipeline); admin: any.',
   },
   resume: {
     summary: "Resume a pipeline's paused schedule",
     description:
-      'Its ticks make runs again from the next one; those that fell while paused are not caught up. A file with `schedule.enabled: false` keeps the schedule off (the file wins). 409 for a pipeline without a schedule. Scope: admin.',
+      'Its ticks make runs again from the next one; those that fell while paused are not caught up. A file with `schedule.enabled: false` keeps the schedule off (the file wins). 409 for a pipeline without a schedule. Scope: submit, on a pipeline of the caller’s owner or one whose `allow:` names it (any other answers 404, as an unknown pipeline); admin: any.',
   },
 } as const;
 
@@ -42,6 +45,9 @@ export const pipelineRoutes: FastifyPluginAsyncZod<{ deps: ApiDeps }> = async (a
     return deps.pipelines;
   };
   const webhookTargets = deps.webhookTargets ?? new WebhookTargets();
+  /** The pipelines the principal may read: another owner's reads as one that does not exist. */
+  const visible = async (principal: Principal) =>
+    (await service().list()).filter((p) => mayUsePipeline(principal, p, 'read'));
 
   app.get(
     '/api/v1/pipelines',
@@ -51,7 +57,7 @@ export const pipelineRoutes: FastifyPluginAsyncZod<{ deps: ApiDeps }> = async (a
         tags: ['pipelines'],
         summary: 'List pipelines',
         description:
-          'Every pipeline file of the pipelines folder, with its steps, parameters, schedule and next five fire times; a file whose last edit is invalid shows its problem in `error` (the version loaded before keeps running). Scope: read.',
+          'Every pipeline file of the pipelines folder, with its steps, parameters, schedule and next five fire times; a file whose last edit is invalid shows its problem in `error` (the version loaded before keeps running). Scope: read (or audit). Without admin or audit, only the pipelines of the caller’s owner and those whose `allow:` names it.',
         security: bearer,
         response: {
           200: answer('the pipelines', z.object({ items: z.array(pipelineSchema) })),
@@ -59,7 +65,7 @@ export const pipelineRoutes: FastifyPluginAsyncZod<{ deps: ApiDeps }> = async (a
         },
       },
     },
-    async () => ({ items: (await service().list()).map(pipelineView) }),
+    async (request) => ({ items: (await visible(principalOf(request))).map(pipelineView) }),
   );
 
   app.post(
@@ -70,7 +76,7 @@ export const pipelineRoutes: FastifyPluginAsyncZod<{ deps: ApiDeps }> = async (a
         tags: ['pipelines'],
         summary: 'Start a pipeline run',
         description:
-          'Starts a run now with the given parameters (a run asked for by hand is not subject to the schedule’s overlap policy). A step the profile’s door refuses (its account, a missing scope, an array past `maxArraySize`): 422, no run made. Scope: submit.',
+          'Starts a run now with the given parameters (a run asked for by hand is not subject to the schedule’s overlap policy). A step the profile’s door refuses (its account, a missing scope, an array past `maxArraySize`): 422, no run made. Scope: submit, on a pipeline of the caller’s owner or one whose `allow:` names it (any other answers 404, as an unknown pipeline); admin: any. The run is the pipeline’s owner’s.',
         security: bearer,
         headers: idempotencyHeaders,
         params: pipelineNameParams,
@@ -85,9 +91,12 @@ export const pipelineRoutes: FastifyPluginAsyncZod<{ deps: ApiDeps }> = async (a
       idempotently(deps.store, request, reply, async () => {
         const pipelines = service();
         const name = request.params.name;
-        if (!(await pipelines.get(name))) {
+        const principal = principalOf(request);
+        // Those it may change; another owner's pipeline is unknown, and not among the names listed.
+        const usable = (await pipelines.list()).filter((p) => mayUsePipeline(principal, p, 'change'));
+        if (!usable.some((p) => p.name === name)) {
           // The names it has, as the CLI said them when it asked the daemon by its queue.
-          const known = (await pipelines.list()).map((p) => p.name).join(', ') || 'none';
+          const known = usable.map((p) => p.name).join(', ') || 'none';
           throw new NotFoundApiError(`no pipeline "${name}" (pipelines: ${known})`);
         }
         const url = request.body.webhook_url;
@@ -122,7 +131,7 @@ export const pipelineRoutes: FastifyPluginAsyncZod<{ deps: ApiDeps }> = async (a
     app.post(
       `/api/v1/pipelines/:name/${action}`,
       {
-        config: { scope: 'admin' },
+        config: { scope: 'submit' },
         schema: {
           tags: ['pipelines'],
           ...SCHEDULE_ACTIONS[action],
@@ -137,7 +146,11 @@ export const pipelineRoutes: FastifyPluginAsyncZod<{ deps: ApiDeps }> = async (a
       async (request) => {
         const pipelines = service();
         const name = request.params.name;
-        const pipeline = await pipelines.get(name);
+        const principal = principalOf(request);
+        // Another owner's pipeline (not its own, not allowing it) answers as an unknown one.
+        const pipeline = (await pipelines.list()).find(
+          (p) => p.name === name && mayUsePipeline(principal, p, 'change'),
+        );
         if (!pipeline) throw new NotFoundApiError(`no pipeline "${name}"`);
         if (!pipeline.schedule) {
           throw new ConflictApiError(

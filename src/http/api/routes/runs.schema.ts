@@ -23,6 +23,17 @@ export const runSchema = named(
       .describe(
         'how the run was started: `schedule` (a cron tick), `catchup` (a missed tick made up after a stop), `api`, `ui` (the web UI) or `cli` (`schedflow runs trigger`)',
       ),
+    owner: z
+      .string()
+      .describe(
+        "whose run it is: its pipeline's `owner:` (`default` when it names none, and for runs recorded before owners existed). Its owner, the owners its pipeline's `allow:` names, admins and auditors see it",
+      ),
+    actor: z
+      .string()
+      .nullable()
+      .describe(
+        'who started it: `token:<name>`, `ui:<user>`, `cli:<unix user>`, `schedule:<pipeline>`; null for runs recorded before actors were',
+      ),
     triggered_by: z
       .string()
       .nullable()

@@ -7,6 +7,7 @@ import { jobView, runDefinitionView, runLink, runTransitionView, runView, summar
 import { apiAuditContext } from '../../audit-context.js';
 import type { ApiDeps } from '../../deps.js';
 import { viewerOf } from '../../scopes.js';
+import { principalOf, runAccessOf } from '../access.js';
 import { ConflictApiError, NotFoundApiError, UnavailableApiError } from '../api-errors.js';
 import { decodeCursor, encodeCursor } from '../cursor.js';
 import { callerOf } from '../local-credential.js';
@@ -23,7 +24,8 @@ export const runRoutes: FastifyPluginAsyncZod<{ deps: ApiDeps }> = async (app, {
       schema: {
         tags: ['pipelines'],
         summary: 'List pipeline runs',
-        description: 'Newest first, a page at a time. Scope: read.',
+        description:
+          'Newest first, a page at a time. Scope: read (or audit). Without admin or audit, only the runs of the caller’s owner and of the pipelines whose `allow:` names it.',
         security: bearer,
         querystring: runsQuery,
         response: { 200: answer('a page of runs', pageOf(runSchema)), ...errors(400, 401, 403, 429) },
@@ -34,6 +36,7 @@ export const runRoutes: FastifyPluginAsyncZod<{ deps: ApiDeps }> = async (app, {
       const rows = await runsPage(deps.store, {
         pipeline: q.pipeline,
         states: q.state,
+        access: await runAccessOf(deps, principalOf(request), 'read'),
         after: q.cursor === undefined ? undefined : decodeCursor(q.cursor, ['number', 'string'] as const),
         limit: q.limit,
       });
@@ -54,14 +57,15 @@ export const runRoutes: FastifyPluginAsyncZod<{ deps: ApiDeps }> = async (app, {
         tags: ['pipelines'],
         summary: 'Show a pipeline run',
         description:
-          'The run, the job request of each of its steps (every attempt), its state changes, and its summary once it has ended. Scope: read.',
+          'The run, the job request of each of its steps (every attempt), its state changes, and its summary once it has ended. Scope: read (or audit). Without admin or audit, only the runs of the caller’s owner and of the pipelines whose `allow:` names it: another run answers 404 as an unknown id.',
         security: bearer,
         params: idParams,
         response: { 200: answer('the run', runDetailSchema), ...errors(400, 401, 403, 404, 429) },
       },
     },
     async (request) => {
-      const run = await getRun(deps.store, request.params.id);
+      // Another owner's run answers as an unknown one (src/access/visibility.ts).
+      const run = await getRun(deps.store, request.params.id, await runAccessOf(deps, principalOf(request), 'read'));
       if (!run) throw new NotFoundApiError(`no pipeline run ${request.params.id}`);
       const summary = await summaryOfRun(deps.store, run.id);
       const steps = await stepRequests(deps.store, run.id);
@@ -86,7 +90,7 @@ export const runRoutes: FastifyPluginAsyncZod<{ deps: ApiDeps }> = async (app, {
         description: [
           'Every step not yet ended is withdrawn (not submitted yet, including steps waiting on their dependencies: they are never submitted) or cancelled upstream (submitted); no step is retried after.',
           'Every step ended at once: the run is `cancelled` (200), and its webhook fires once. Otherwise 202: the run ends `cancelled` when the next polls record its jobs CANCELLED; a step being submitted right now is cancelled as soon as it is (`outcome: submitting`).',
-          'Asking again answers where the cancel stands (200 once it is cancelled, with `cancel` saying when and by whom). A run that ended otherwise: 409 `SCHEDFLOW_ERR_RUN_ENDED` with its `state`. Scope: cancel.',
+          'Asking again answers where the cancel stands (200 once it is cancelled, with `cancel` saying when and by whom). A run that ended otherwise: 409 `SCHEDFLOW_ERR_RUN_ENDED` with its `state`. Scope: cancel. Without admin, only the runs of the caller’s owner and of the pipelines whose `allow:` names it: another run answers 404 as an unknown id.',
         ].join(' '),
         security: bearer,
         params: idParams,
@@ -100,7 +104,11 @@ export const runRoutes: FastifyPluginAsyncZod<{ deps: ApiDeps }> = async (app, {
     async (request, reply) => {
       if (!deps.pipelines) throw new UnavailableApiError('pipelines not loaded', 5);
       const id = request.params.id;
-      const { origin, who } = callerOf(request);
+      const { origin, who, principal } = callerOf(request);
+      // A run the caller may not cancel answers as an unknown one (src/access/visibility.ts).
+      if (!(await getRun(deps.store, id, await runAccessOf(deps, principal, 'change')))) {
+        throw new NotFoundApiError(`no pipeline run ${id}`);
+      }
       const outcome = await deps.pipelines.cancelRun(id, { source: origin, who, audit: apiAuditContext(request) });
       switch (outcome.kind) {
         case 'not_found':

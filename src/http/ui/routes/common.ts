@@ -1,7 +1,11 @@
 import type { FastifyRequest } from 'fastify';
+import { mayUsePipeline } from '../../../access/visibility.js';
+import type { PipelineSummary } from '../../../pipelines/pipeline-service.js';
+import { runAccessOf } from '../../api/access.js';
 import type { UiContext } from '../context.js';
 import { queryField } from '../context.js';
 import { type Html, html } from '../html.js';
+import { principalOfLogin, type UiSession } from '../sessions.js';
 
 /** Messages after an action, by code: the query string never carries text onto the page. */
 const FLASH: Record<string, { text: string; error?: boolean }> = {
@@ -57,8 +61,23 @@ export function textField(name: string, label: string, value: string | undefined
   return html`<label>${label}<input type="${type}" name="${name}" value="${value ?? ''}"></label>`;
 }
 
-export async function pipelineOptions(ctx: UiContext): Promise<string[]> {
-  return (await ctx.deps.pipelines?.list())?.map((p) => p.name) ?? [];
+/** The pipelines the user may read (or change): another owner's are not named at all. */
+export async function visiblePipelines(
+  ctx: UiContext,
+  session: UiSession,
+  use: 'read' | 'change',
+): Promise<PipelineSummary[]> {
+  const principal = principalOfLogin(session);
+  return ((await ctx.deps.pipelines?.list()) ?? []).filter((p) => mayUsePipeline(principal, p, use));
+}
+
+/** The runs the user may read or cancel, as src/db/runs.ts filters them (the API's rule). */
+export function runAccessOfSession(ctx: UiContext, session: UiSession, use: 'read' | 'change') {
+  return runAccessOf(ctx.deps, principalOfLogin(session), use);
+}
+
+export async function pipelineOptions(ctx: UiContext, session: UiSession): Promise<string[]> {
+  return (await visiblePipelines(ctx, session, 'read')).map((p) => p.name);
 }
 
 /** `from`/`to` days (YYYY-MM-DD, UTC) as a half-open range of milliseconds; `to` is included. */

@@ -1,9 +1,11 @@
 import type { FastifyInstance } from 'fastify';
+import { readOwner, seesExternalJobs } from '../../../access/visibility.js';
 import { accountingHistory, accountingValues } from '../../../db/accounting.js';
 import { charts } from '../charts-section.js';
 import { queryField, sendPage, sessionOf, type UiContext } from '../context.js';
 import { duration, html, time } from '../html.js';
 import { page, UI_PREFIX } from '../layout.js';
+import { principalOfLogin } from '../sessions.js';
 import { dayRange, pipelineOptions, selectField, textField } from './common.js';
 import { jobHref } from './jobs.js';
 
@@ -35,6 +37,10 @@ export async function historyPages(app: FastifyInstance, { ctx }: { ctx: UiConte
         external: external === 'only' ? true : external === 'none' ? false : undefined,
         sinceSec: range.sinceMs === undefined ? undefined : Math.floor(range.sinceMs / 1000),
         untilSec: range.untilMs === undefined ? undefined : Math.floor(range.untilMs / 1000),
+        // The records of the user's owner's requests only, unless an admin or an auditor: the
+        // charts are drawn from these rows, so they never show another owner's jobs either.
+        owner: readOwner(principalOfLogin(session)),
+        ownerSeesExternal: seesExternalJobs(readOwner(principalOfLogin(session))),
         limit: CHART_ROWS,
       }),
       accountingValues(h, 'state'),
@@ -43,7 +49,7 @@ export async function historyPages(app: FastifyInstance, { ctx }: { ctx: UiConte
     const body = html`<h1>History</h1>
 <form class="filters" method="get" action="${UI_PREFIX}/history" aria-label="filter the history">
 ${selectField('state', 'Slurm state', ['', ...states], state)}
-${selectField('pipeline', 'Pipeline', ['', ...(await pipelineOptions(ctx))], pipeline)}
+${selectField('pipeline', 'Pipeline', ['', ...(await pipelineOptions(ctx, session))], pipeline)}
 ${selectField('account', 'Account', ['', ...accounts], account)}
 <label>External jobs<select name="external">${[
       ['', 'with schedflow’s'],

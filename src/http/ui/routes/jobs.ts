@@ -1,4 +1,5 @@
-import type { FastifyInstance } from 'fastify';
+import type { FastifyInstance, FastifyReply } from 'fastify';
+import { changeOwner, readOwner } from '../../../access/visibility.js';
 import { getAccountingJob, getProfileSync } from '../../../db/accounting.js';
 import { tasksOf } from '../../../db/array-tasks.js';
 import { missesOfRequest } from '../../../db/deadline-misses.js';
@@ -22,7 +23,8 @@ import { uiAuditContext } from '../../audit-context.js';
 import { queryField, sendPage, sessionOf, type UiContext } from '../context.js';
 import { duration, type Html, html, stateBadge, time } from '../html.js';
 import { actionButton, page, UI_PREFIX } from '../layout.js';
-import { isAdmin } from '../sessions.js';
+import { isAdmin, principalOfLogin, type UiSession } from '../sessions.js';
+import { lacksScope, mayUiAct, mayUiChange } from '../ui-access.js';
 import { dayRange, flashOf, pipelineOptions, selectField, textField } from './common.js';
 
 export const jobHref = (id: string): string => `${UI_PREFIX}/jobs/${encodeURIComponent(id)}`;
@@ -42,13 +44,15 @@ export async function jobPages(app: FastifyInstance, { ctx }: { ctx: UiContext }
       pipeline,
       createdSince: range.sinceMs,
       createdUntil: range.untilMs,
+      // Only the user's owner's, unless an admin or an auditor (src/access/visibility.ts).
+      owner: readOwner(principalOfLogin(session)),
       limit: 200,
     });
     const body = html`<h1>Jobs</h1>
 <form class="filters" method="get" action="${UI_PREFIX}/jobs" aria-label="filter jobs">
 ${selectField('state', 'State', ['', ...REQUEST_STATES], state)}
 ${selectField('profile', 'Profile', ['', ...ctx.deps.profiles.keys()], profile)}
-${selectField('pipeline', 'Pipeline', ['', ...(await pipelineOptions(ctx))], pipeline)}
+${selectField('pipeline', 'Pipeline', ['', ...(await pipelineOptions(ctx, session))], pipeline)}
 ${textField('from', 'From (day)', queryField(request, 'from'), 'date')}
 ${textField('to', 'To (day)', queryField(request, 'to'), 'date')}
 <button type="submit">Filter</button></form>
@@ -59,18 +63,13 @@ ${rows.length > 200 ? html`<p class="muted">The newest 200 are shown; narrow the
 
   app.get<{ Params: { id: string } }>(`${UI_PREFIX}/jobs/:id`, async (request, reply) => {
     const session = sessionOf(request);
-    const row = await getRequest(store, request.params.id);
-    if (!row) {
-      return sendPage(
-        reply,
-        page({ title: 'Not found', nav: 'jobs', session, body: html`<h1>No such job request</h1>` }),
-        404,
-      );
-    }
+    // Another owner's request is as unknown as one that does not exist.
+    const row = await getRequest(store, request.params.id, { owner: readOwner(principalOfLogin(session)) });
+    if (!row) return notFound(reply, session);
     // An array job's task whose output (and accounting) the page shows: `?task=N`.
     const task = queryField(request, 'task');
     const taskId = task !== undefined && /^\d{1,9}$/.test(task) ? Number(task) : null;
-    const body = await jobDetail(ctx, row, isAdmin(session) ? session : null, taskId);
+    const body = await jobDetail(ctx, row, session, taskId);
     return sendPage(
       reply,
       page({
@@ -88,8 +87,12 @@ ${rows.length > 200 ? html`<p class="muted">The newest 200 are shown; narrow the
 
   app.post<{ Params: { id: string } }>(`${UI_PREFIX}/jobs/:id/cancel`, async (request, reply) => {
     const session = sessionOf(request);
-    if (!isAdmin(session)) return reply.code(403).type('text/plain').send('the admin scope is needed to cancel');
+    if (!mayUiAct(session, 'cancel')) return reply.code(403).type('text/plain').send(lacksScope('cancel', 'cancel'));
     const id = request.params.id;
+    // Another owner's request reads as one that does not exist.
+    if (!(await getRequest(store, id, { owner: changeOwner(principalOfLogin(session)) }))) {
+      return reply.redirect(`${jobHref(id)}?done=cancel-not_found`, 303);
+    }
     let done: string;
     try {
       const outcome = await cancelRequest(
@@ -107,8 +110,12 @@ ${rows.length > 200 ? html`<p class="muted">The newest 200 are shown; narrow the
 
   app.post<{ Params: { id: string } }>(`${UI_PREFIX}/jobs/:id/retry-tasks`, async (request, reply) => {
     const session = sessionOf(request);
-    if (!isAdmin(session)) return reply.code(403).type('text/plain').send('the admin scope is needed to retry');
+    if (!mayUiAct(session, 'submit')) return reply.code(403).type('text/plain').send(lacksScope('submit', 'retry'));
     const id = request.params.id;
+    // Another owner's request reads as one that does not exist.
+    if (!(await getRequest(store, id, { owner: changeOwner(principalOfLogin(session)) }))) {
+      return notFound(reply, session);
+    }
     try {
       const retried = await ctx.deps.retryTasks({
         requestId: id,
@@ -131,8 +138,9 @@ ${rows.length > 200 ? html`<p class="muted">The newest 200 are shown; narrow the
 
   app.post<{ Params: { id: string } }>(`${UI_PREFIX}/jobs/:id/retry`, async (request, reply) => {
     const session = sessionOf(request);
-    if (!isAdmin(session)) return reply.code(403).type('text/plain').send('the admin scope is needed to retry');
-    const row = await getRequest(store, request.params.id);
+    if (!mayUiAct(session, 'submit')) return reply.code(403).type('text/plain').send(lacksScope('submit', 'retry'));
+    // Another owner's request reads as one that does not exist.
+    const row = await getRequest(store, request.params.id, { owner: changeOwner(principalOfLogin(session)) });
     if (!row || !mayResubmit(row.state)) return reply.redirect(`${jobHref(request.params.id)}?done=retry-not`, 303);
     let newId: string;
     try {
@@ -155,6 +163,14 @@ ${rows.length > 200 ? html`<p class="muted">The newest 200 are shown; narrow the
   });
 }
 
+function notFound(reply: FastifyReply, session: UiSession): FastifyReply {
+  return sendPage(
+    reply,
+    page({ title: 'Not found', nav: 'jobs', session, body: html`<h1>No such job request</h1>` }),
+    404,
+  );
+}
+
 export function jobTable(rows: Omit<JobRequestRow, 'spec'>[]): Html {
   if (rows.length === 0) return html`<p class="muted">No job requests match.</p>`;
   return html`<div class="table-wrap"><table class="responsive"><thead><tr><th>Name</th><th>State</th><th>Job id</th><th>Profile</th><th>Step</th><th>Created</th><th>Run time</th></tr></thead><tbody>
@@ -171,12 +187,7 @@ ${rows.map(
 )}</tbody></table></div>`;
 }
 
-async function jobDetail(
-  ctx: UiContext,
-  row: JobRequestRow,
-  admin: import('../sessions.js').UiSession | null,
-  taskId: number | null,
-): Promise<Html> {
+async function jobDetail(ctx: UiContext, row: JobRequestRow, session: UiSession, taskId: number | null): Promise<Html> {
   const h = ctx.deps.store;
   // Asked together, not one after another: on PostgreSQL they run side by side, and on SQLite
   // close together (no write in between, mostly), as the synchronous reads did.
@@ -216,20 +227,22 @@ async function jobDetail(
           }</span>`;
 
   const actions: Html[] = [];
-  if (admin && !isTerminalRequest(row.state)) {
+  const canCancel = mayUiChange(session, 'cancel', row.owner);
+  const canRetry = mayUiChange(session, 'submit', row.owner);
+  if (canCancel && !isTerminalRequest(row.state)) {
     actions.push(
-      actionButton(admin, `${jobHref(row.id)}/cancel`, 'Cancel job', {
+      actionButton(session, `${jobHref(row.id)}/cancel`, 'Cancel job', {
         danger: true,
         confirm: `Cancel ${row.name}${row.jobId !== null ? ` (job ${row.jobId})` : ''}?`,
       }),
     );
   }
-  if (admin && mayResubmit(row.state)) {
-    actions.push(actionButton(admin, `${jobHref(row.id)}/retry`, 'Retry (new request, same spec)'));
+  if (canRetry && mayResubmit(row.state)) {
+    actions.push(actionButton(session, `${jobHref(row.id)}/retry`, 'Retry (new request, same spec)'));
   }
   const failedTasks = tasks.filter((task) => isTerminalRequest(task.state) && task.state !== 'completed');
-  if (admin && failedTasks.length > 0) {
-    actions.push(actionButton(admin, `${jobHref(row.id)}/retry-tasks`, 'Retry failed tasks (new request)'));
+  if (canRetry && failedTasks.length > 0) {
+    actions.push(actionButton(session, `${jobHref(row.id)}/retry-tasks`, 'Retry failed tasks (new request)'));
   }
 
   // One story in time order; entries of the same time keep the order they are listed in here.
@@ -285,13 +298,14 @@ async function jobDetail(
   )}</ol>`;
 
   // The request as the API and the webhooks describe it (src/views/).
-  const viewer = { admin: admin !== null };
+  const viewer = { admin: isAdmin(session) };
   const v = jobView(row, viewer);
   const facts = html`<dl class="facts">
 <dt>State</dt><dd>${stateBadge(v.state, { liveId: v.id })}${v.reason ? html` <span class="muted">${v.reason}</span>` : ''}</dd>
 <dt>Freshness</dt><dd>${freshness}</dd>
 <dt>Scheduler job id</dt><dd>${v.job_id ?? 'not submitted yet'}</dd>
 <dt>Profile</dt><dd>${v.profile}</dd>
+<dt>Owner</dt><dd>${v.owner}${v.actor ? html` <span class="muted">(made by ${v.actor})</span>` : ''}</dd>
 <dt>Origin</dt><dd>${v.origin}${
     v.run_id
       ? html` — run <a href="${UI_PREFIX}/runs/${encodeURIComponent(v.run_id)}">${v.run_id.slice(0, 8)}</a>, step ${v.step}, attempt ${v.attempt}`

@@ -1,5 +1,6 @@
 import cronstrue from 'cronstrue';
 import type { FastifyInstance } from 'fastify';
+import { mayUsePipeline } from '../../../access/visibility.js';
 import { missesOfRun } from '../../../db/deadline-misses.js';
 import { getRun, runsPage, runTransitionsOf, stepRequests } from '../../../db/runs.js';
 import { type PipelineRunRow, RUN_STATES, type RunState } from '../../../db/schema.js';
@@ -14,8 +15,9 @@ import { field, queryField, sendPage, sessionOf, type UiContext } from '../conte
 import { type DagNode, dagSvg } from '../dag.js';
 import { duration, type Html, html, stateBadge, time } from '../html.js';
 import { actionButton, page, UI_PREFIX } from '../layout.js';
-import { isAdmin, type UiSession } from '../sessions.js';
-import { flashOf, pipelineOptions, selectField } from './common.js';
+import { isAdmin, principalOfLogin, type UiSession } from '../sessions.js';
+import { lacksScope, mayUiAct } from '../ui-access.js';
+import { flashOf, pipelineOptions, runAccessOfSession, selectField, visiblePipelines } from './common.js';
 import { jobHref, jobTable } from './jobs.js';
 
 export const runHref = (id: string): string => `${UI_PREFIX}/runs/${encodeURIComponent(id)}`;
@@ -26,12 +28,13 @@ export async function pipelinePages(app: FastifyInstance, { ctx }: { ctx: UiCont
 
   app.get(`${UI_PREFIX}/pipelines`, async (request, reply) => {
     const session = sessionOf(request);
-    const pipelines = (await ctx.deps.pipelines?.list()) ?? [];
+    const pipelines = await visiblePipelines(ctx, session, 'read');
+    const access = await runAccessOfSession(ctx, session, 'read');
     const lastRuns = await Promise.all(
-      pipelines.map(async (p) => (await runsPage(h, { pipeline: p.name, limit: 5 })).slice(0, 5)),
+      pipelines.map(async (p) => (await runsPage(h, { pipeline: p.name, access, limit: 5 })).slice(0, 5)),
     );
     const body = html`<h1>Pipelines</h1>
-<p class="muted">On a pipeline's page an admin can trigger it now, and pause or resume its schedule. A file with <code>schedule.enabled: false</code> keeps its schedule off whatever is done here: the file wins for off.</p>
+<p class="muted">On a pipeline's page its owner (and the owners its <code>allow:</code> names), with the submit scope, or an admin can trigger it now, and pause or resume its schedule. A file with <code>schedule.enabled: false</code> keeps its schedule off whatever is done here: the file wins for off.</p>
 ${
   pipelines.length === 0
     ? html`<p class="muted">No pipeline files are loaded.</p>`
@@ -57,7 +60,8 @@ ${
 
   app.get<{ Params: { name: string } }>(`${UI_PREFIX}/pipelines/:name`, async (request, reply) => {
     const session = sessionOf(request);
-    const p = await ctx.deps.pipelines?.get(request.params.name);
+    // Another owner's pipeline is as unknown as one that does not exist.
+    const p = (await visiblePipelines(ctx, session, 'read')).find((q) => q.name === request.params.name);
     if (!p) {
       return sendPage(
         reply,
@@ -65,10 +69,13 @@ ${
         404,
       );
     }
-    const runs = (await runsPage(h, { pipeline: p.name, limit: 20 })).slice(0, 20);
+    const access = await runAccessOfSession(ctx, session, 'read');
+    const runs = (await runsPage(h, { pipeline: p.name, access, limit: 20 })).slice(0, 20);
+    const mayChange = mayUiAct(session, 'submit') && mayUsePipeline(principalOfLogin(session), p, 'change');
     const body = html`<h1>Pipeline ${p.name}</h1>
 ${p.description ? html`<p>${p.description}</p>` : ''}
 <div class="panel"><dl class="facts">
+<dt>Owner</dt><dd>${p.owner}${p.allow.length ? html` <span class="muted">(also: ${p.allow.join(', ')})</span>` : ''}</dd>
 <dt>File</dt><dd><code>${p.file}</code>${p.error ? html`<br><span class="stale">${p.error}</span>` : ''}</dd>
 <dt>Schedule</dt><dd>${scheduleText(p)}</dd>
 ${
@@ -79,7 +86,7 @@ ${
     : ''
 }
 <dt>Steps</dt><dd>${p.steps.map((s) => s.name).join(', ')}</dd></dl>
-${p.schedule ? scheduleControls(session, p.name, p.schedule) : ''}</div>
+${p.schedule ? scheduleControls(session, p.name, p.schedule, mayChange) : ''}</div>
 ${dagSvg(
   p.steps.map((s) => ({
     name: s.name,
@@ -90,7 +97,7 @@ ${dagSvg(
   })),
   'steps of the pipeline and their dependencies',
 )}
-${isAdmin(session) ? triggerForm(session, p) : ''}
+${mayChange ? triggerForm(session, p) : ''}
 <h2>Runs</h2>${runTable(runs)}`;
     return sendPage(
       reply,
@@ -100,9 +107,10 @@ ${isAdmin(session) ? triggerForm(session, p) : ''}
 
   app.post<{ Params: { name: string } }>(`${UI_PREFIX}/pipelines/:name/trigger`, async (request, reply) => {
     const session = sessionOf(request);
-    if (!isAdmin(session)) return reply.code(403).type('text/plain').send('the admin scope is needed to trigger');
+    if (!mayUiAct(session, 'submit')) return reply.code(403).type('text/plain').send(lacksScope('submit', 'trigger'));
     const pipelines = ctx.deps.pipelines;
-    const p = await pipelines?.get(request.params.name);
+    // Another owner's pipeline is as unknown as one that does not exist.
+    const p = (await visiblePipelines(ctx, session, 'change')).find((q) => q.name === request.params.name);
     if (!pipelines || !p) return reply.code(404).type('text/plain').send('no such pipeline');
     const params: Record<string, string> = {};
     for (const name of Object.keys(p.params)) {
@@ -141,11 +149,12 @@ ${isAdmin(session) ? triggerForm(session, p) : ''}
   for (const action of ['pause', 'resume'] as const) {
     app.post<{ Params: { name: string } }>(`${UI_PREFIX}/pipelines/:name/${action}`, async (request, reply) => {
       const session = sessionOf(request);
-      if (!isAdmin(session)) {
-        return reply.code(403).type('text/plain').send('the admin scope is needed to pause or resume a schedule');
+      if (!mayUiAct(session, 'submit')) {
+        return reply.code(403).type('text/plain').send(lacksScope('submit', 'pause or resume a schedule'));
       }
       const pipelines = ctx.deps.pipelines;
-      const p = await pipelines?.get(request.params.name);
+      // Another owner's pipeline is as unknown as one that does not exist.
+      const p = (await visiblePipelines(ctx, session, 'change')).find((q) => q.name === request.params.name);
       if (!pipelines || !p) return reply.code(404).type('text/plain').send('no such pipeline');
       if (!p.schedule) return reply.code(409).type('text/plain').send('this pipeline has no schedule to pause');
       // The registry logs who did it; `session.who` is what the page shows afterwards.
@@ -167,12 +176,13 @@ ${isAdmin(session) ? triggerForm(session, p) : ''}
       await runsPage(h, {
         pipeline,
         states: state && (RUN_STATES as readonly string[]).includes(state) ? [state as RunState] : undefined,
+        access: await runAccessOfSession(ctx, session, 'read'),
         limit: 100,
       })
     ).slice(0, 100);
     const body = html`<h1>Runs</h1>
 <form class="filters" method="get" action="${UI_PREFIX}/runs" aria-label="filter runs">
-${selectField('pipeline', 'Pipeline', ['', ...(await pipelineOptions(ctx))], pipeline)}
+${selectField('pipeline', 'Pipeline', ['', ...(await pipelineOptions(ctx, session))], pipeline)}
 ${selectField('state', 'State', ['', ...RUN_STATES], state)}
 <button type="submit">Filter</button></form>${runTable(runs)}`;
     return sendPage(reply, page({ title: 'Runs', nav: 'runs', session, body, live: 'all' }));
@@ -180,10 +190,14 @@ ${selectField('state', 'State', ['', ...RUN_STATES], state)}
 
   app.post<{ Params: { id: string } }>(`${UI_PREFIX}/runs/:id/cancel`, async (request, reply) => {
     const session = sessionOf(request);
-    if (!isAdmin(session)) return reply.code(403).type('text/plain').send('the admin scope is needed to cancel');
+    if (!mayUiAct(session, 'cancel')) return reply.code(403).type('text/plain').send(lacksScope('cancel', 'cancel'));
     const pipelines = ctx.deps.pipelines;
     if (!pipelines) return reply.code(503).type('text/plain').send('pipelines not loaded yet; try again shortly');
     const id = request.params.id;
+    // A run the user may not cancel reads as one that does not exist.
+    if (!(await getRun(h, id, await runAccessOfSession(ctx, session, 'change')))) {
+      return reply.redirect(`${runHref(id)}?done=run-not_found`, 303);
+    }
     let done: string;
     try {
       const outcome = await pipelines.cancelRun(id, {
@@ -201,7 +215,8 @@ ${selectField('state', 'State', ['', ...RUN_STATES], state)}
 
   app.get<{ Params: { id: string } }>(`${UI_PREFIX}/runs/:id`, async (request, reply) => {
     const session = sessionOf(request);
-    const run = await getRun(h, request.params.id);
+    // Another owner's run is as unknown as one that does not exist.
+    const run = await getRun(h, request.params.id, await runAccessOfSession(ctx, session, 'read'));
     if (!run) {
       return sendPage(reply, page({ title: 'Not found', nav: 'runs', session, body: html`<h1>No such run</h1>` }), 404);
     }
@@ -235,6 +250,7 @@ ${selectField('state', 'State', ['', ...RUN_STATES], state)}
     const body = html`<h1 data-watch="${run.id}">Run of <a href="${pipelineHref(run.pipeline)}">${run.pipeline}</a></h1>
 <div class="panel"><dl class="facts">
 <dt>State</dt><dd>${stateBadge(v.state, { liveId: v.id })}${v.detail ? html` <span class="muted">${v.detail}</span>` : ''}</dd>
+<dt>Owner</dt><dd>${v.owner}</dd>
 <dt>Started by</dt><dd>${runStartedBy(run)}${v.scheduled_for ? html` for ${time(v.scheduled_for)}` : ''}</dd>
 <dt>Parameters</dt><dd>${Object.entries(v.params).map(([k, value]) => html`<code>${k}=${value}</code> `)}</dd>
 <dt>Created</dt><dd>${time(v.created_at)}</dd>
@@ -242,7 +258,9 @@ ${selectField('state', 'State', ['', ...RUN_STATES], state)}
 <dt>Ended</dt><dd>${time(v.ended_at)}</dd>
 ${v.cancel ? html`<dt>Cancel</dt><dd>asked ${time(v.cancel.requested_at)}${v.cancel.by ? ` by ${v.cancel.by}` : ''}</dd>` : ''}
 <dt>Run id</dt><dd><code>${v.id}</code></dd></dl>${
-      isAdmin(session) && (run.state === 'running' || run.state === 'queued')
+      mayUiAct(session, 'cancel') &&
+      (await getRun(h, run.id, await runAccessOfSession(ctx, session, 'change'))) &&
+      (run.state === 'running' || run.state === 'queued')
         ? html`<p>${actionButton(session, `${runHref(run.id)}/cancel`, 'Cancel run', {
             danger: true,
             confirm: `Cancel this run of ${run.pipeline}? Steps not ended are cancelled, and none is retried.`,
@@ -308,9 +326,9 @@ function scheduleState(schedule: Schedule): Html {
   return html`<strong>paused</strong> by ${schedule.paused.by} at ${time(Date.parse(schedule.paused.at))}${off ? html`; also ${off}` : ''}`;
 }
 
-function scheduleControls(session: UiSession, name: string, schedule: Schedule): Html {
+function scheduleControls(session: UiSession, name: string, schedule: Schedule, mayChange: boolean): Html {
   const note = html`<p class="muted">A paused schedule makes no runs from its ticks, in every daemon on this history and after a restart, until it is resumed; triggering by hand still works. A file with <code>schedule.enabled: false</code> keeps the schedule off even when resumed here: the file wins for off.</p>`;
-  if (!isAdmin(session)) return note;
+  if (!mayChange) return note;
   const button = schedule.paused
     ? actionButton(session, `${pipelineHref(name)}/resume`, 'Resume schedule', {
         ariaLabel: `Resume schedule of ${name}`,

@@ -1,4 +1,5 @@
 import type { FastifyInstance } from 'fastify';
+import { seesEveryOwner } from '../../../access/principal.js';
 import { getProfileSync } from '../../../db/accounting.js';
 import { appendAudit } from '../../../db/audit.js';
 import { toError } from '../../../errors.js';
@@ -8,7 +9,7 @@ import { uiAuditContext } from '../../audit-context.js';
 import { sendPage, sessionOf, type UiContext } from '../context.js';
 import { html, time } from '../html.js';
 import { actionButton, page, UI_PREFIX } from '../layout.js';
-import { isAdmin } from '../sessions.js';
+import { isAdmin, principalOfLogin } from '../sessions.js';
 import { flashOf } from './common.js';
 
 const QUEUE_READ_TIMEOUT_MS = 1000;
@@ -134,7 +135,7 @@ export async function profilePages(app: FastifyInstance, { ctx }: { ctx: UiConte
             : ''
         }</tr>`,
     )}</tbody></table></div>
-<p><a href="${UI_PREFIX}/${admin ? 'queues-admin' : 'queues'}/">The queue dashboard</a> shows their jobs.</p>`;
+${seesEveryOwner(principalOfLogin(session)) ? html`<p><a href="${UI_PREFIX}/${admin ? 'queues-admin' : 'queues'}/">The queue dashboard</a> shows their jobs.</p>` : ''}`;
     return sendPage(
       reply,
       page({ title: 'Profiles', nav: 'profiles', session, body, flash: flashOf(request), refreshEverySec: 5 }),
