@@ -1,5 +1,6 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { hasScope, uiActor } from '../../access/principal.js';
+import { uiActor } from '../../access/principal.js';
+import { grants } from '../../access/visibility.js';
 import type { Logger } from '../../logger.js';
 import type { LoginCounter } from '../../redis/ui-sessions.js';
 import { queryField, sendPage, type UiContext } from './context.js';
@@ -97,7 +98,7 @@ export async function oidcRoutes(app: FastifyInstance, opts: OidcRouteOptions): 
         actor,
       );
     }
-    if (!hasScope(user.grant.scopes, 'read')) {
+    if (!grants(user.grant.scopes, 'read')) {
       return refuse(
         403,
         `${user.username} is mapped to scopes without "read", which the web UI needs. Ask its administrators.`,
