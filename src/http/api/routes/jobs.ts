@@ -110,6 +110,8 @@ export const jobRoutes: FastifyPluginAsyncZod<{ deps: ApiDeps }> = async (app, {
           deadlines: deadlinesOf(body.deadlines),
           summarize: body.summarize ?? null,
           retryPolicy,
+          httpRequestId: request.id,
+          allowedProfiles: request.apiToken?.profiles ?? null,
         });
         // Its state alone: the row would parse the spec just accepted again.
         const state = await requestStateOf(store, id);

@@ -1,6 +1,7 @@
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import type { Principal } from '../../../access/principal.js';
+import { refuseUnboundProfile } from '../../../access/quota.js';
 import { mayUsePipeline } from '../../../access/visibility.js';
 import { ConfigError } from '../../../errors.js';
 import { WebhookTargets } from '../../../notify/webhook-target.js';
@@ -94,10 +95,25 @@ export const pipelineRoutes: FastifyPluginAsyncZod<{ deps: ApiDeps }> = async (a
         const principal = principalOf(request);
         // Those it may change; another owner's pipeline is unknown, and not among the names listed.
         const usable = (await pipelines.list()).filter((p) => mayUsePipeline(principal, p, 'change'));
-        if (!usable.some((p) => p.name === name)) {
+        const pipeline = usable.find((p) => p.name === name);
+        if (!pipeline) {
           // The names it has, as the CLI said them when it asked the daemon by its queue.
           const known = usable.map((p) => p.name).join(', ') || 'none';
           throw new NotFoundApiError(`no pipeline "${name}" (pipelines: ${known})`);
+        }
+        // A token bound to other profiles than the one its steps go to (src/access/quota.ts): 403, no run.
+        const token = request.apiToken;
+        if (token && pipeline.profile !== null) {
+          await refuseUnboundProfile(deps.store, {
+            token,
+            profile: pipeline.profile,
+            actor: callerOf(request).principal.actor,
+            owner: token.owner,
+            action: 'run.trigger',
+            target: `pipeline:${name}`,
+            httpRequestId: request.id,
+            at: Date.now(),
+          });
         }
         const url = request.body.webhook_url;
         const inward = url === undefined ? null : webhookTargets.refusal(new URL(url));
