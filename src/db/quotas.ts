@@ -45,7 +45,8 @@ export async function lockTokenQuotas(h: History, names: readonly string[]): Pro
 const QUOTA_LOCK_CLASS = 0x736671;
 
 /**
- * Requests of `owner` made by one of `actors` that have not ended. `lost` is not terminal (its
+ * Requests of `owner` made by one of `actors` that have not ended, a pipeline run's steps
+ * aside (they are the run's, src/access/quota.ts). `lost` is not terminal (its
  * end is not known), so it counts. Read through the (owner, state) index: a token's requests
  * are its owner's.
  */
@@ -56,13 +57,18 @@ export async function inFlightCount(h: History, q: { owner: string; actors: read
       .select({ n: count() })
       .from(t)
       .where(
-        and(eq(t.owner, q.owner), notInArray(t.state, [...TERMINAL_REQUEST_STATES]), inArray(t.actor, [...q.actors])),
+        and(
+          eq(t.owner, q.owner),
+          notInArray(t.state, [...TERMINAL_REQUEST_STATES]),
+          inArray(t.actor, [...q.actors]),
+          isNull(t.runId),
+        ),
       ),
   );
   return row?.n ?? 0;
 }
 
-/** Requests of `owner` made by one of `actors` accepted at or after `since`, and when the oldest of them was. */
+/** Requests of `owner` made by one of `actors` (steps aside) accepted at or after `since`, and when the oldest of them was. */
 export async function acceptedSince(
   h: History,
   q: { owner: string; actors: readonly string[]; since: number },
@@ -72,7 +78,7 @@ export async function acceptedSince(
     h.db
       .select({ n: count(), oldest: min(t.createdAt) })
       .from(t)
-      .where(and(eq(t.owner, q.owner), gte(t.createdAt, q.since), inArray(t.actor, [...q.actors]))),
+      .where(and(eq(t.owner, q.owner), gte(t.createdAt, q.since), inArray(t.actor, [...q.actors]), isNull(t.runId))),
   );
   return {
     count: row?.n ?? 0,
