@@ -148,7 +148,7 @@ export function registerTokensCommand(program: Command): void {
         });
         print(`${token}\n`);
         printError(
-          `schedflow: token "${info.name}" of owner "${info.owner}" (${info.scopes.join(', ')}) created; it is not shown again: keep it now\n`,
+          `schedflow: token "${info.name}" (${info.scopes.join(', ')}) created, owner "${info.owner}"; it is not shown again: keep it now\n`,
         );
       } finally {
         await history.close();
