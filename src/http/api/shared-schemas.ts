@@ -52,7 +52,13 @@ export const errorBodySchema = named(
         .array(z.string())
         .optional()
         .describe('the profiles the token is bound to, when it named another (403 SCHEDFLOW_ERR_PROFILE_NOT_ALLOWED)'),
-      limit: z.number().int().optional().describe("the token's quota that was reached (429 SCHEDFLOW_ERR_QUOTA_…)"),
+      limit: z
+        .number()
+        .int()
+        .optional()
+        .describe(
+          "the token's quota that was reached (429, SCHEDFLOW_ERR_QUOTA_IN_FLIGHT or SCHEDFLOW_ERR_QUOTA_PER_DAY)",
+        ),
       output: z
         .object({
           stream: z.enum(['stdout', 'stderr']),
