@@ -115,6 +115,33 @@ describe('bindings', () => {
   });
 });
 
+describe('retry-tasks', () => {
+  it("counts against the token's binding and quotas, as a submission does: the original's profile", async () => {
+    const api = apiClient(td);
+    const token = await tokenFor('retrier', { maxInFlight: 5 });
+    const spec = { name: 'arr', script: '#!/bin/sh\n[ "$SLURM_ARRAY_TASK_ID" = 1 ] && exit 4\ntrue\n', array: '0-2' };
+    const made = await api.call('POST', '/api/v1/jobs', { token, body: { spec } });
+    expect(made.status).toBe(201);
+    const id = (made.json as { id: string }).id;
+    await td.waitForState(id, 'failed', 15_000);
+
+    await updateToken(store, 'retrier', { profiles: ['zeta'] });
+    const unbound = await api.call('POST', `/api/v1/jobs/${id}/retry-tasks`, { token, body: {} });
+    expect(unbound.status).toBe(403);
+    expect(errorOf(unbound)).toMatchObject({ code: 'SCHEDFLOW_ERR_PROFILE_NOT_ALLOWED', allowed_profiles: ['zeta'] });
+
+    await updateToken(store, 'retrier', { profiles: null, maxInFlight: 0 });
+    const full = await api.call('POST', `/api/v1/jobs/${id}/retry-tasks`, { token, body: {} });
+    expect(full.status).toBe(429);
+    expect(errorOf(full).code).toBe('SCHEDFLOW_ERR_QUOTA_IN_FLIGHT');
+    expect(full.headers.get('retry-after')).toBe(String(IN_FLIGHT_RETRY_AFTER_SEC));
+    expect(await requestsOf('token:retrier')).toEqual([id]);
+
+    await updateToken(store, 'retrier', { maxInFlight: 1 });
+    expect((await api.call('POST', `/api/v1/jobs/${id}/retry-tasks`, { token, body: {} })).status).toBe(201);
+  });
+});
+
 describe('quotas', () => {
   it('429 SCHEDFLOW_ERR_QUOTA_IN_FLIGHT past --max-in-flight, with Retry-After; an ended request frees room', async () => {
     const api = apiClient(td);
