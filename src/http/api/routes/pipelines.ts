@@ -77,7 +77,7 @@ export const pipelineRoutes: FastifyPluginAsyncZod<{ deps: ApiDeps }> = async (a
         tags: ['pipelines'],
         summary: 'Start a pipeline run',
         description:
-          'Starts a run now with the given parameters (a run asked for by hand is not subject to the schedule’s overlap policy). A step the profile’s door refuses (its account, a missing scope, an array past `maxArraySize`): 422, no run made. Scope: submit, on a pipeline of the caller’s owner or one whose `allow:` names it (any other answers 404, as an unknown pipeline); admin: any. The run is the pipeline’s owner’s.',
+          'Starts a run now with the given parameters (a run asked for by hand is not subject to the schedule’s overlap policy). A step the profile’s door refuses (its account, a missing scope, an array past `maxArraySize`): 422, no run made. A token bound to other profiles than the pipeline’s: 403 `SCHEDFLOW_ERR_PROFILE_NOT_ALLOWED`, no run made. Scope: submit, on a pipeline of the caller’s owner or one whose `allow:` names it (any other answers 404, as an unknown pipeline); admin: any. The run is the pipeline’s owner’s.',
         security: bearer,
         headers: idempotencyHeaders,
         params: pipelineNameParams,
