@@ -174,9 +174,22 @@ describe.each(DIALECTS)('token quotas on %s', (dialect) => {
 
   it('writes request.accept with the request, and neither when its transaction rolls back', async () => {
     const h = await histories.make(dialect);
-    const kept = requestOf('lims-a', 1000, { audit: { httpRequestId: 'req-1' } });
+    // As acceptSubmission asks for it: the row of the request it records.
+    const accepted = (r: RequestToRecord, httpRequestId: string): RequestToRecord => ({
+      ...r,
+      audit: {
+        at: r.at,
+        actor: r.actor as string,
+        owner: r.owner,
+        action: 'request.accept',
+        target: `request:${r.id}`,
+        outcome: 'ok',
+        httpRequestId,
+      },
+    });
+    const kept = accepted(requestOf('lims-a', 1000), 'req-1');
     await recordRequest(h, kept);
-    const undone = requestOf('lims-a', 1001, { audit: { httpRequestId: 'req-2' } });
+    const undone = accepted(requestOf('lims-a', 1001), 'req-2');
     await expect(
       h.transaction(async (tx) => {
         await recordRequest(tx, undone);
