@@ -20,7 +20,8 @@ let sim: TestSim;
 let td: TestDaemon;
 let store: History;
 
-const PIPELINE = ['steps:', '  only:', '    script: |', '      #!/bin/sh', '      true'].join('\n');
+// The bound token's owner's pipeline: another owner's would be unknown to it (404), not refused.
+const PIPELINE = ['owner: lab-bound', 'steps:', '  only:', '    script: |', '      #!/bin/sh', '      true'].join('\n');
 
 beforeAll(async () => {
   redis = await startTestRedis();

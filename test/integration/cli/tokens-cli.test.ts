@@ -113,7 +113,8 @@ describe('schedflow tokens', () => {
     } finally {
       db.close();
     }
-  });
+    // Seven CLI processes one after another: slower than the default limit on a busy machine.
+  }, 90_000);
 
   it('refuses an unknown profile (listing the known ones), a bad owner or quota, and an update of nothing', async () => {
     const { configDir, cli } = setUp();
@@ -147,5 +148,5 @@ describe('schedflow tokens', () => {
     const missing = await cli('update', 'nobody', '--max-per-day', '3');
     expect(missing.code).toBe(2);
     expect(missing.stderr).toContain('no live token named "nobody"');
-  });
+  }, 90_000);
 });
