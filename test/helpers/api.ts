@@ -6,8 +6,12 @@ import { bearer, type HttpResult, http } from './http.js';
 /** The local API of an in-process test daemon, called over its real socket. */
 export interface ApiClient {
   url: string;
-  /** A new token with these scopes (named uniquely unless a name is given). */
-  token(scopes: ApiScope[], name?: string): Promise<string>;
+  /**
+   * A new token with these scopes (named uniquely unless a name is given), of owner `default`
+   * (as every token made before owners existed: tests of other things see what they saw) unless
+   * another is given.
+   */
+  token(scopes: ApiScope[], name?: string, owner?: string): Promise<string>;
   call(
     method: string,
     path: string,
@@ -22,10 +26,8 @@ export function apiClient(td: TestDaemon): ApiClient {
   if (!url) throw new Error('the test daemon runs no local API (roles without web?)');
   return {
     url,
-    token: async (scopes, name) =>
-      // Owner `default`, as every token made before owners existed: these tests see what they saw.
-      (await createToken(td.daemon.history.store, { name: name ?? `test-${++tokenCount}`, scopes, owner: 'default' }))
-        .token,
+    token: async (scopes, name, owner = 'default') =>
+      (await createToken(td.daemon.history.store, { name: name ?? `test-${++tokenCount}`, scopes, owner })).token,
     call: (method, path, init = {}) =>
       http(`${url}${path}`, {
         method,

@@ -59,7 +59,11 @@ describe('rate limit', () => {
       createLogger({ level: 'silent' }),
     );
     env.defer(() => web.stop());
-    const { token } = await createToken(td.daemon.history.store, { name: 'two-webs', scopes: ['read'] });
+    const { token } = await createToken(td.daemon.history.store, {
+      owner: 'default',
+      name: 'two-webs',
+      scopes: ['read'],
+    });
     const get = async (base: string | null) =>
       (await fetch(`${base}/api/v1/jobs`, { headers: { authorization: `Bearer ${token}` } })).status;
     const statuses = [];

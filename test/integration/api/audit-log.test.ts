@@ -48,7 +48,7 @@ describe('the audit log', () => {
     const td = await env.daemon(sim.url, {}, { 'nightly.yaml': PIPELINE(sim.workDir) });
     expect(td.daemon.history.store.dialect).toBe(TEST_HISTORY);
     const api = apiClient(td);
-    const ops = await api.token(['admin'], 'ops');
+    const ops = await api.token(['admin'], 'ops', 'ops');
 
     // Cancel of a running job: the scheduler is asked (202), one ok row.
     const created = await api.call('POST', '/api/v1/jobs', {
@@ -157,7 +157,11 @@ describe('the audit log', () => {
     const items = (all.json as { items: { id: number; action: string; http_request_id: string | null }[] }).items;
     expect(items.length).toBeGreaterThanOrEqual(9);
     expect(items.map((i) => i.id)).toEqual([...items.map((i) => i.id)].sort((a, b) => b - a));
-    expect(items[0]).toMatchObject({ action: 'schedule.resume', http_request_id: resumed.headers.get('x-request-id') });
+    // Newest first: the tokens just made (token.create), then the resume.
+    expect(items.filter((i) => i.action !== 'token.create')[0]).toMatchObject({
+      action: 'schedule.resume',
+      http_request_id: resumed.headers.get('x-request-id'),
+    });
     // Filtered by action and owner; pages of two walk the whole list once.
     const cancels = await api.call('GET', '/api/v1/audit?action=request.cancel&owner=ops', { token: ops });
     expect((cancels.json as { items: { outcome: string }[] }).items.map((i) => i.outcome)).toEqual(['refused', 'ok']);

@@ -19,7 +19,7 @@ describe.skipIf(unavailable !== null)('two hosts sharing Redis and a PostgreSQL 
     const web = start(a, 'a', 'web,scheduler', ['--listen', `${a.address}:8080`]);
     const worker = start(b, 'b', 'worker');
     await Promise.all([web.ready(), worker.ready()]);
-    const { token } = await createToken(history(), { name: 'lims', scopes: ['submit', 'read'] });
+    const { token } = await createToken(history(), { owner: 'default', name: 'lims', scopes: ['submit', 'read'] });
     const submit = async (name: string, body: string) => {
       const created = await http(`http://${a.address}:8080/api/v1/jobs`, {
         method: 'POST',

@@ -78,8 +78,10 @@ export function useUiDaemon(): void {
     );
     if (!td.daemon.apiUrl) throw new Error('the test daemon has no local API');
     base = `${td.daemon.apiUrl}/ui`;
-    adminToken = (await createToken(td.daemon.history.store, { name: 'ui-admin', scopes: ['admin'] })).token;
-    readToken = (await createToken(td.daemon.history.store, { name: 'ui-reader', scopes: ['read'] })).token;
+    adminToken = (await createToken(td.daemon.history.store, { owner: 'default', name: 'ui-admin', scopes: ['admin'] }))
+      .token;
+    readToken = (await createToken(td.daemon.history.store, { owner: 'default', name: 'ui-reader', scopes: ['read'] }))
+      .token;
     browser = await launchBrowser();
   }, 60_000);
 

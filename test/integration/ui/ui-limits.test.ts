@@ -40,7 +40,7 @@ afterAll(async () => {
 });
 
 const tokenNamed = async (name: string, scopes: ('admin' | 'read')[] = ['admin']) =>
-  (await createToken(td.daemon.history.store, { name, scopes })).token;
+  (await createToken(td.daemon.history.store, { owner: 'default', name, scopes })).token;
 
 /** Posts the login form (its double-submit nonce is any value sent as both cookie and field). */
 async function logIn(

@@ -27,7 +27,9 @@ describe('admin web UI', () => {
     });
     await td.waitForState(blocker, 'running');
     // A lab service POSTs the same job twice under one Idempotency-Key: the second gets the first's request.
-    const lab = (await createToken(td.daemon.history.store, { name: 'ui-lab-service', scopes: ['submit'] })).token;
+    const lab = (
+      await createToken(td.daemon.history.store, { owner: 'default', name: 'ui-lab-service', scopes: ['submit'] })
+    ).token;
     const post = () =>
       http(`${td.daemon.apiUrl}/api/v1/jobs`, {
         method: 'POST',
