@@ -84,7 +84,7 @@ export async function uiPlugin(app: FastifyInstance, opts: { deps: ApiDeps; sett
   };
   const log = opts.deps.logger.child({ component: 'ui' });
   const streams = new LiveStreams(
-    { sessions: ctx.sessions, store: opts.deps.store, live: ctx.live, logger: log },
+    { sessions: ctx.sessions, store: opts.deps.store, live: ctx.live, logger: log, api: opts.deps },
     opts.settings.liveStreams,
   );
   const loginBounds = opts.settings.loginFailures ?? LOGIN_FAILURES;
