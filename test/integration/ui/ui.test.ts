@@ -291,7 +291,8 @@ describe('admin web UI', () => {
 
     // Read-only: the state but no button, and a POST with the session's own CSRF token is refused.
     const reader = await logIn(
-      (await createToken(td.daemon.history.store, { name: 'ui-pause-reader', scopes: ['read'] })).token,
+      (await createToken(td.daemon.history.store, { name: 'ui-pause-reader', scopes: ['read'], owner: 'default' }))
+        .token,
     );
     await reader.goto(`${base}/pipelines/nightly`);
     await expect(reader.getByText(/^paused by token ui-admin at /).isVisible()).resolves.toBe(true);
@@ -459,12 +460,17 @@ describe('admin web UI', () => {
       .context()
       .request.post(`${base}/jobs/${id}/cancel`, { form: { _csrf: csrf ?? '' }, maxRedirects: 0 });
     expect(refused.status()).toBe(403);
-    // The dashboard with actions is for admins; the read-only one is open.
+    // The dashboard with actions is for admins; the read-only one (every owner's jobs) for
+    // admins and auditors (docs/owners.md).
     const admin = await page.goto(`${base}/queues-admin/`);
     expect(admin?.status()).toBe(403);
-    await page.goto(`${base}/queues/`);
-    await page.getByText('submit', { exact: true }).first().waitFor({ timeout: 15_000 });
-    await browser.screenshot(page, 'queues-readonly');
+    expect((await page.goto(`${base}/queues/`))?.status()).toBe(403);
+    const auditor = await logIn(
+      (await createToken(td.daemon.history.store, { name: 'ui-board-auditor', scopes: ['audit'] })).token,
+    );
+    await auditor.goto(`${base}/queues/`);
+    await auditor.getByText('submit', { exact: true }).first().waitFor({ timeout: 15_000 });
+    await browser.screenshot(auditor, 'queues-readonly');
     // Revoking the token ends its session.
     expect(await revokeToken(td.daemon.history.store, 'ui-reader')).toBe(true);
     await page.goto(`${base}/jobs`);
