@@ -193,6 +193,11 @@ export const ERROR_CODES = {
     retryable: false,
     what: 'The pipeline has no schedule to pause or resume; it runs only when triggered.',
   },
+  SCHEDFLOW_ERR_PROFILE_NOT_ALLOWED: {
+    status: 403,
+    retryable: false,
+    what: 'The token is bound to other scheduler profiles (`schedflow tokens create|update --profiles`): name one the message lists (`allowed_profiles`), or ask the operator to allow this one. Nothing was recorded.',
+  },
   SCHEDFLOW_ERR_BODY_TOO_LARGE: {
     status: 413,
     retryable: false,
@@ -212,6 +217,16 @@ export const ERROR_CODES = {
     status: 429,
     retryable: true,
     what: 'The requests per minute of the token (of the web UI session) are spent; retry after Retry-After.',
+  },
+  SCHEDFLOW_ERR_QUOTA_IN_FLIGHT: {
+    status: 429,
+    retryable: true,
+    what: 'The token has as many requests not yet ended as its `--max-in-flight` allows (lost ones count): nothing was recorded; retry after Retry-After, once some have ended, or ask the operator to raise it (`schedflow tokens update <name> --max-in-flight N`).',
+  },
+  SCHEDFLOW_ERR_QUOTA_PER_DAY: {
+    status: 429,
+    retryable: true,
+    what: 'The token has had as many requests accepted in the last 24 hours as its `--max-per-day` allows: nothing was recorded; retry after Retry-After, when the oldest of them leaves the window, or ask the operator to raise it.',
   },
   SCHEDFLOW_ERR_HEADERS_TOO_LARGE: {
     status: 431,
@@ -574,4 +589,25 @@ export function toError(value: unknown): Error {
 /** A retry of an array's tasks that has nothing to retry (src/requests/array-retry.ts). */
 export class NoTasksToRetryError extends SchedflowError {
   readonly code = 'SCHEDFLOW_ERR_NO_TASKS_TO_RETRY' as const;
+}
+
+/**
+ * A request a token may not make (src/access/quota.ts): to a profile it is not bound to (403),
+ * or past one of its quotas (429, with when to try again). Refused before anything is recorded
+ * for it, or in the transaction that would have recorded it, which then records nothing.
+ */
+export class AdmissionRefusedError extends SchedflowError {
+  constructor(
+    readonly code:
+      | 'SCHEDFLOW_ERR_PROFILE_NOT_ALLOWED'
+      | 'SCHEDFLOW_ERR_QUOTA_IN_FLIGHT'
+      | 'SCHEDFLOW_ERR_QUOTA_PER_DAY',
+    message: string,
+    /** Members of the API's error body: `allowed_profiles`, or the quota's `limit`. */
+    readonly extra: Record<string, unknown>,
+    /** Seconds until trying again may help (the API's Retry-After); null for a binding. */
+    readonly retryAfterSec: number | null = null,
+  ) {
+    super(message);
+  }
 }

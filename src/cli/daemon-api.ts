@@ -127,11 +127,16 @@ function reachable(url: string): string {
   return u.origin;
 }
 
-/** Who asks, for the history and the daemon's log: `CLI (alice, pid 4242)`. */
-export function cliWho(): string {
+/** The Unix user running the CLI, as the history and the audit log name it (`cli:<user>`). */
+export function cliUser(): string {
   const user = process.env.USER ?? process.env.LOGNAME ?? 'unknown user';
   // A header carries printable ASCII; the daemon escapes what it shows anyway.
-  return `CLI (${user.replace(/[^\x20-\x7e]/g, '?')}, pid ${process.pid})`;
+  return user.replace(/[^\x20-\x7e]/g, '?');
+}
+
+/** Who asks, for the history and the daemon's log: `CLI (alice, pid 4242)`. */
+export function cliWho(): string {
+  return `CLI (${cliUser()}, pid ${process.pid})`;
 }
 
 /** A path segment: an id or a name as the user gave it. */

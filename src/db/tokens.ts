@@ -1,6 +1,7 @@
 import { createHash, randomBytes, randomUUID, timingSafeEqual } from 'node:crypto';
 import { and, eq, inArray, isNull, lt, or } from 'drizzle-orm';
 import { ConfigError } from '../errors.js';
+import { appendAudit } from './audit.js';
 import { connectionOf } from './database.js';
 import type { History } from './history.js';
 import type { ApiScope, ApiTokenRow } from './schema.js';
@@ -27,6 +28,44 @@ export interface CreatedToken {
 }
 
 /**
+ * Who changed the token table, for the audit row written in the change's transaction
+ * (`token.create`, `token.update`, `token.revoke`). @defaultValue the daemon (`schedflow`)
+ */
+export interface TokenAudit {
+  actor: string;
+  httpRequestId?: string | null;
+}
+
+const DAEMON = 'schedflow';
+
+type TokenLimits = Pick<ApiTokenRow, 'owner' | 'scopes' | 'profiles' | 'maxInFlight' | 'maxPerDay'>;
+
+/** What a token allows, as the audit row's detail says it (never the token itself). */
+function limitsOf(t: TokenLimits): [string, string][] {
+  return [
+    ['owner', t.owner],
+    ['scopes', t.scopes.join(',')],
+    ['profiles', t.profiles === null ? 'any' : t.profiles.join(',')],
+    ['max_in_flight', String(t.maxInFlight ?? 'none')],
+    ['max_per_day', String(t.maxPerDay ?? 'none')],
+  ];
+}
+
+const limitsText = (t: TokenLimits): string =>
+  limitsOf(t)
+    .map(([key, value]) => `${key}=${value}`)
+    .join(' ');
+
+/** `max_in_flight: none -> 5; owner: lab-a -> lab-b`: what an update changed. */
+function limitsChange(before: TokenLimits, after: TokenLimits): string {
+  const was = new Map(limitsOf(before));
+  const changed = limitsOf(after)
+    .filter(([key, value]) => was.get(key) !== value)
+    .map(([key, value]) => `${key}: ${was.get(key)} -> ${value}`);
+  return changed.length ? changed.join('; ') : 'nothing changed';
+}
+
+/**
  * Makes a token. A name in use by a live token is refused; the name of a
  * revoked one is taken over (the revoked row is deleted), so names can be reused.
  */
@@ -37,10 +76,12 @@ export async function createToken(
     scopes: ApiScope[];
     /** @defaultValue the token's name */
     owner?: string;
+    /** The profiles its requests may name; null or absent: any. */
     profiles?: string[] | null;
     maxInFlight?: number | null;
     maxPerDay?: number | null;
     at?: number;
+    audit?: TokenAudit;
   },
 ): Promise<CreatedToken> {
   const token = `${TOKEN_PREFIX}${randomBytes(32).toString('base64url')}`;
@@ -65,6 +106,16 @@ export async function createToken(
       createdAt: at,
     };
     await tx.run(tx.db.insert(t).values(values));
+    await appendAudit(tx, {
+      at,
+      actor: input.audit?.actor ?? DAEMON,
+      owner: values.owner,
+      action: 'token.create',
+      target: `token:${input.name}`,
+      outcome: 'ok',
+      httpRequestId: input.audit?.httpRequestId ?? null,
+      detail: limitsText(values),
+    });
     return { ...values, lastUsedAt: null, revokedAt: null };
   });
   forgetTokenRows(h);
@@ -76,16 +127,111 @@ export async function listTokens(h: History): Promise<TokenInfo[]> {
 }
 
 /** Revokes a live token by name; false when there is no live token of that name. */
-export async function revokeToken(h: History, name: string, at = Date.now()): Promise<boolean> {
+export async function revokeToken(h: History, name: string, at = Date.now(), audit?: TokenAudit): Promise<boolean> {
   const t = h.t.apiTokens;
-  const changed = await h.run(
-    h.db
-      .update(t)
-      .set({ revokedAt: at })
-      .where(and(eq(t.name, name), isNull(t.revokedAt))),
-  );
+  const changed = await h.transaction(async (tx) => {
+    const live = await tx.one(
+      tx.forUpdate(
+        tx.db
+          .select({ owner: t.owner })
+          .from(t)
+          .where(and(eq(t.name, name), isNull(t.revokedAt)))
+          .limit(1),
+      ),
+    );
+    if (!live) return false;
+    await tx.run(
+      tx.db
+        .update(t)
+        .set({ revokedAt: at })
+        .where(and(eq(t.name, name), isNull(t.revokedAt))),
+    );
+    await appendAudit(tx, {
+      at,
+      actor: audit?.actor ?? DAEMON,
+      owner: live.owner,
+      action: 'token.revoke',
+      target: `token:${name}`,
+      outcome: 'ok',
+      httpRequestId: audit?.httpRequestId ?? null,
+    });
+    return true;
+  });
   forgetTokenRows(h);
-  return changed > 0;
+  return changed;
+}
+
+/** What `tokens update` changes; an absent member is left as it is. */
+export interface TokenChange {
+  owner?: string;
+  scopes?: ApiScope[];
+  /** null: any profile. */
+  profiles?: string[] | null;
+  /** null: no limit. */
+  maxInFlight?: number | null;
+  maxPerDay?: number | null;
+}
+
+/**
+ * Changes a live token's owner, scopes, bindings or quotas, keeping the token itself: its next
+ * request is let in (or refused) by what it allows now. Null when there is no live token of
+ * that name. The audit row's detail says what changed, from what to what.
+ */
+export async function updateToken(
+  h: History,
+  name: string,
+  change: TokenChange,
+  options: { at?: number; audit?: TokenAudit } = {},
+): Promise<TokenInfo | null> {
+  const t = h.t.apiTokens;
+  const at = options.at ?? Date.now();
+  const updated = await h.transaction(async (tx) => {
+    const row = await tx.one(
+      tx.forUpdate(
+        tx.db
+          .select()
+          .from(t)
+          .where(and(eq(t.name, name), isNull(t.revokedAt)))
+          .limit(1),
+      ),
+    );
+    if (!row) return null;
+    const next: ApiTokenRow = {
+      ...row,
+      ...(change.owner !== undefined && { owner: change.owner }),
+      ...(change.scopes !== undefined && { scopes: [...new Set(change.scopes)] }),
+      ...(change.profiles !== undefined && {
+        profiles: change.profiles === null ? null : [...new Set(change.profiles)],
+      }),
+      ...(change.maxInFlight !== undefined && { maxInFlight: change.maxInFlight }),
+      ...(change.maxPerDay !== undefined && { maxPerDay: change.maxPerDay }),
+    };
+    await tx.run(
+      tx.db
+        .update(t)
+        .set({
+          owner: next.owner,
+          scopes: next.scopes,
+          profiles: next.profiles,
+          maxInFlight: next.maxInFlight,
+          maxPerDay: next.maxPerDay,
+        })
+        .where(eq(t.id, row.id)),
+    );
+    await appendAudit(tx, {
+      at,
+      actor: options.audit?.actor ?? DAEMON,
+      owner: next.owner,
+      action: 'token.update',
+      target: `token:${name}`,
+      outcome: 'ok',
+      httpRequestId: options.audit?.httpRequestId ?? null,
+      detail: limitsChange(row, next),
+    });
+    return next;
+  });
+  forgetTokenRows(h);
+  return updated && withoutHash(updated);
 }
 
 export type TokenLookup =

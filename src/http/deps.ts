@@ -40,6 +40,10 @@ export interface ApiDeps {
     summarize?: boolean | null;
     /** Its retry policy, checked against the spec. */
     retryPolicy?: AttemptPolicy | null;
+    /** The HTTP request's id, for the audit log. */
+    httpRequestId?: string | null;
+    /** The profiles the asking token is bound to (null: any): src/access/quota.ts. */
+    allowedProfiles?: readonly string[] | null;
   }): Promise<string>;
   /**
    * Applies a request's suggested change (the daemon's `resubmitWithSuggestion`): the new

@@ -198,6 +198,7 @@ export class PipelineRegistry implements PipelineService {
       description: p.def.description ?? null,
       owner: p.def.owner,
       allow: [...p.def.allow],
+      profile: p.profile,
       steps: p.order.map((step) => ({ name: step, needs: (p.needs[step] ?? []).map((n) => n.step) })),
       schedule: schedule
         ? {
@@ -516,6 +517,7 @@ function brokenSummary(file: string, error: string): PipelineSummary {
     // never matches ''), so only admins and auditors see it and its error.
     owner: '',
     allow: [],
+    profile: null,
     steps: [],
     schedule: null,
     params: {},

@@ -1,11 +1,14 @@
 import { randomUUID } from 'node:crypto';
 import { DEFAULT_OWNER } from '../access/principal.js';
+import { checkTokenAdmission, profileRefusal, tokenNameOfActor } from '../access/quota.js';
 import { type AuditEntry, appendAudit } from '../db/audit.js';
 import type { History } from '../db/history.js';
+import { lockTokenQuotas } from '../db/quotas.js';
 import { requestStateAndOwnerOf } from '../db/request-owner.js';
 import { insertRequest, type NewRequest, requestStateOf } from '../db/requests.js';
 import type { AttemptPolicy, Deadlines, RetryCause, TransitionSource } from '../db/schema.js';
 import { commitEach, type Outcome } from '../db/shared-commit.js';
+import { AdmissionRefusedError } from '../errors.js';
 import { type Clock, systemClock } from '../lib/clock.js';
 import { addSubmitJob, addSubmitJobs, type EnqueueOutcome, type SubmitQueueDeps } from '../queue/submit-queue.js';
 import { parseArrayExpression, taskCountOf } from '../sched/job-array.js';
@@ -36,7 +39,10 @@ export interface RequestToRecord extends NewRequest {
    * {@link enqueueAccepted} to queue. @defaultValue the acceptance's source and time
    */
   queued?: { source: TransitionSource; at: number } | null;
-  /** The audit row of the action that makes it (a retry of tasks): written in the commit that makes the row, only then. */
+  /**
+   * The audit row of the action that makes it (a submission's `request.accept`, a retry of
+   * tasks): written in the commit that makes the row, only then.
+   */
   audit?: AuditEntry | null;
 }
 
@@ -59,6 +65,14 @@ export function recordRequest(h: History, input: RequestToRecord): Promise<boole
       // size at the door (src/requests/door.ts), so counting it is bounded.
       const expression = (input.spec as { array?: unknown } | null)?.array;
       const taskCount = typeof expression === 'string' ? taskCountOf(parseArrayExpression(expression)) : null;
+      // A token's binding and quotas (src/access/quota.ts), counted in this transaction under the
+      // token's lock, so requests recorded at the same time never pass a quota together; a
+      // refusal throws, and nothing of the request is written. A run's steps are the run's.
+      const tokenName = quotaTokenOf(input);
+      if (tokenName !== null) {
+        await lockTokenQuotas(tx, [tokenName]);
+        await checkTokenAdmission(tx, { tokenName, profile: input.profile, at: input.at });
+      }
       // Written `queued` at once (with both transitions): the move has nothing to check on a new row.
       // Another host may record the same id meanwhile (the web role and the worker that takes
       // its job): the first insert makes the request, the other changes nothing.
@@ -71,6 +85,11 @@ export function recordRequest(h: History, input: RequestToRecord): Promise<boole
     }
     return existing === undefined;
   });
+}
+
+/** The token whose quotas a new request counts against: its actor's, unless it is a run's step. */
+function quotaTokenOf(input: RequestToRecord): string | null {
+  return input.actor === null || input.runId !== undefined ? null : tokenNameOfActor(input.actor);
 }
 
 export interface AcceptDeps {
@@ -136,10 +155,18 @@ const batches = new WeakMap<SubmitQueueDeps, { store: History; waiting: Waiting[
 async function acceptBatch(deps: AcceptDeps, waiting: Waiting[]): Promise<void> {
   let outcomes: Outcome<boolean>[];
   try {
-    outcomes = await commitEach(
-      deps.store,
-      waiting.map((one) => (tx: History) => recordRequest(tx, one.input)),
-    );
+    outcomes = await deps.store.transaction(async (tx) => {
+      // Every token's quota lock first, in name order (src/db/quotas.ts): taken one by one as
+      // the requests come, two commits holding one token each could wait for each other.
+      await lockTokenQuotas(
+        tx,
+        waiting.flatMap((one) => quotaTokenOf(one.input) ?? []),
+      );
+      return commitEach(
+        tx,
+        waiting.map((one) => (tx: History) => recordRequest(tx, one.input)),
+      );
+    });
   } catch (error) {
     // The commit itself failed: none of them is recorded.
     for (const one of waiting) one.reject(error);
@@ -179,6 +206,13 @@ export interface JobSubmission {
   summarize?: boolean | null;
   /** Its retry policy, already checked against the spec (policyIssues). */
   retryPolicy?: AttemptPolicy | null;
+  /** The id of the HTTP request that asked, for the audit log. */
+  httpRequestId?: string | null;
+  /**
+   * The profiles the asking token is bound to (null: any), refused before anything else is
+   * checked; its quotas are counted when the request is recorded (src/access/quota.ts).
+   */
+  allowedProfiles?: readonly string[] | null;
 }
 
 /** Accepts a submission for one of `profiles`; returns the request id. */
@@ -193,6 +227,15 @@ export async function acceptSubmission(
 ): Promise<string> {
   const profile = input.profile ?? deps.defaultProfile;
   if (!deps.profiles.has(profile)) throw new Error(`no scheduler profile "${profile}"`);
+  const at = (deps.clock ?? systemClock).now();
+  const tokenName = tokenNameOfActor(input.actor);
+  // The token's binding first (the default profile counts when none is named): the door's other
+  // refusals are about a profile it may not use anyway.
+  const binding = tokenName === null ? null : profileRefusal(tokenName, input.allowedProfiles ?? null, profile);
+  if (binding) {
+    await auditRefusal(deps.store, input, at, binding);
+    throw binding;
+  }
   const refused = deps.refusal?.(profile, input.spec);
   if (refused) throw refused;
   const id = input.requestId ?? randomUUID();
@@ -205,12 +248,41 @@ export async function acceptSubmission(
     origin: input.origin,
     owner: input.owner,
     actor: input.actor,
-    at: (deps.clock ?? systemClock).now(),
+    at,
     source,
     webhookUrl: input.webhookUrl ?? null,
     deadlines: input.deadlines ?? null,
     summarize: input.summarize,
     retryPolicy: input.retryPolicy ?? null,
+    audit: {
+      at,
+      actor: input.actor,
+      owner: input.owner,
+      action: 'request.accept',
+      target: `request:${id}`,
+      outcome: 'ok',
+      httpRequestId: input.httpRequestId ?? null,
+      detail: `profile ${profile}`,
+    },
+  }).catch(async (error: unknown) => {
+    // A binding or quota refused in the recording transaction: nothing of the request was
+    // written; the refusal is, alone.
+    if (error instanceof AdmissionRefusedError) await auditRefusal(deps.store, input, at, error);
+    throw error;
   });
   return id;
+}
+
+/** The `refused` audit row of a submission a token's binding or quota turned away, in a transaction of its own. */
+function auditRefusal(h: History, input: JobSubmission, at: number, error: AdmissionRefusedError): Promise<void> {
+  return appendAudit(h, {
+    at,
+    actor: input.actor,
+    owner: input.owner,
+    action: 'request.accept',
+    target: null,
+    outcome: 'refused',
+    httpRequestId: input.httpRequestId ?? null,
+    detail: `${error.code}: ${error.message}`,
+  });
 }

@@ -7,6 +7,8 @@ export interface PipelineSummary {
   owner: string;
   /** Other owners who may read, trigger and pause it, and read its runs. */
   allow: string[];
+  /** The scheduler profile its steps go to (a token bound to others may not trigger it); null when its file does not load. */
+  profile: string | null;
   steps: { name: string; needs: string[] }[];
   schedule: {
     cron: string;

@@ -1,5 +1,5 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { type ErrorCode, errorSpec, SchedflowError } from '../../errors.js';
+import { AdmissionRefusedError, type ErrorCode, errorSpec, SchedflowError } from '../../errors.js';
 import { SchedApiError } from '../../sched/sched-errors.js';
 import { ApiError, type FieldProblem, UpstreamApiError, ValidationApiError } from './api-errors.js';
 import { fastifyErrorMapping } from './fastify-errors.js';
@@ -114,6 +114,15 @@ function translate(error: unknown): KnownAnswer | null {
         code: error.code,
       }),
     );
+  }
+  if (error instanceof AdmissionRefusedError) {
+    return {
+      status: errorSpec(error.code).status ?? 403,
+      code: error.code,
+      message: error.message,
+      extra: error.extra,
+      headers: error.retryAfterSec === null ? {} : { 'retry-after': String(error.retryAfterSec) },
+    };
   }
   if (error instanceof SchedflowError) {
     const status = errorSpec(error.code).status;

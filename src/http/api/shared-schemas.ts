@@ -48,6 +48,17 @@ export const errorBodySchema = named(
         .describe("the scheduler's answer, when it refused or could not be reached"),
       state: z.string().optional().describe('the state of the resource, when it conflicts'),
       checks: z.record(z.string(), z.string()).optional().describe('readiness checks that failed'),
+      allowed_profiles: z
+        .array(z.string())
+        .optional()
+        .describe('the profiles the token is bound to, when it named another (403 SCHEDFLOW_ERR_PROFILE_NOT_ALLOWED)'),
+      limit: z
+        .number()
+        .int()
+        .optional()
+        .describe(
+          "the token's quota that was reached (429, SCHEDFLOW_ERR_QUOTA_IN_FLIGHT or SCHEDFLOW_ERR_QUOTA_PER_DAY)",
+        ),
       output: z
         .object({
           stream: z.enum(['stdout', 'stderr']),

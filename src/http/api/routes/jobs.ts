@@ -69,7 +69,7 @@ export const jobRoutes: FastifyPluginAsyncZod<{ deps: ApiDeps }> = async (app, {
         tags: ['jobs'],
         summary: 'Submit a job',
         description:
-          "Records a job request and queues its submission to the scheduler (exactly one scheduler job per request). A spec the profile's door refuses (another account than its token's or its user's, a missing scope, an array past its `maxArraySize`), or a profile that cannot work as written (its credential refused, the wrong flavor or version: `SCHEDFLOW_ERR_PROFILE_UNUSABLE`): 422, nothing recorded; a profile whose scheduler has not answered since the daemon started: 503 `SCHEDFLOW_ERR_PROFILE_NOT_CONNECTED`, nothing recorded. Scope: submit.",
+          "Records a job request and queues its submission to the scheduler (exactly one scheduler job per request). A spec the profile's door refuses (another account than its token's or its user's, a missing scope, an array past its `maxArraySize`), or a profile that cannot work as written (its credential refused, the wrong flavor or version: `SCHEDFLOW_ERR_PROFILE_UNUSABLE`): 422, nothing recorded; a profile whose scheduler has not answered since the daemon started: 503 `SCHEDFLOW_ERR_PROFILE_NOT_CONNECTED`, nothing recorded. A profile the token is not bound to (the default counts when none is named): 403 `SCHEDFLOW_ERR_PROFILE_NOT_ALLOWED`; past one of the token's quotas: 429 `SCHEDFLOW_ERR_QUOTA_IN_FLIGHT` or `SCHEDFLOW_ERR_QUOTA_PER_DAY` with `Retry-After`; nothing recorded (docs/quotas.md). Scope: submit.",
         security: bearer,
         headers: idempotencyHeaders,
         body: submitJobBody,
@@ -110,6 +110,8 @@ export const jobRoutes: FastifyPluginAsyncZod<{ deps: ApiDeps }> = async (app, {
           deadlines: deadlinesOf(body.deadlines),
           summarize: body.summarize ?? null,
           retryPolicy,
+          httpRequestId: request.id,
+          allowedProfiles: request.apiToken?.profiles ?? null,
         });
         // Its state alone: the row would parse the spec just accepted again.
         const state = await requestStateOf(store, id);

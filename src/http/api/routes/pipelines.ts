@@ -1,6 +1,7 @@
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import type { Principal } from '../../../access/principal.js';
+import { refuseUnboundProfile } from '../../../access/quota.js';
 import { mayUsePipeline } from '../../../access/visibility.js';
 import { ConfigError } from '../../../errors.js';
 import { WebhookTargets } from '../../../notify/webhook-target.js';
@@ -76,7 +77,7 @@ export const pipelineRoutes: FastifyPluginAsyncZod<{ deps: ApiDeps }> = async (a
         tags: ['pipelines'],
         summary: 'Start a pipeline run',
         description:
-          'Starts a run now with the given parameters (a run asked for by hand is not subject to the schedule’s overlap policy). A step the profile’s door refuses (its account, a missing scope, an array past `maxArraySize`): 422, no run made. Scope: submit, on a pipeline of the caller’s owner or one whose `allow:` names it (any other answers 404, as an unknown pipeline); admin: any. The run is the pipeline’s owner’s.',
+          'Starts a run now with the given parameters (a run asked for by hand is not subject to the schedule’s overlap policy). A step the profile’s door refuses (its account, a missing scope, an array past `maxArraySize`): 422, no run made. A token bound to other profiles than the pipeline’s: 403 `SCHEDFLOW_ERR_PROFILE_NOT_ALLOWED`, no run made. Scope: submit, on a pipeline of the caller’s owner or one whose `allow:` names it (any other answers 404, as an unknown pipeline); admin: any. The run is the pipeline’s owner’s.',
         security: bearer,
         headers: idempotencyHeaders,
         params: pipelineNameParams,
@@ -94,10 +95,25 @@ export const pipelineRoutes: FastifyPluginAsyncZod<{ deps: ApiDeps }> = async (a
         const principal = principalOf(request);
         // Those it may change; another owner's pipeline is unknown, and not among the names listed.
         const usable = (await pipelines.list()).filter((p) => mayUsePipeline(principal, p, 'change'));
-        if (!usable.some((p) => p.name === name)) {
+        const pipeline = usable.find((p) => p.name === name);
+        if (!pipeline) {
           // The names it has, as the CLI said them when it asked the daemon by its queue.
           const known = usable.map((p) => p.name).join(', ') || 'none';
           throw new NotFoundApiError(`no pipeline "${name}" (pipelines: ${known})`);
+        }
+        // A token bound to other profiles than the one its steps go to (src/access/quota.ts): 403, no run.
+        const token = request.apiToken;
+        if (token && pipeline.profile !== null) {
+          await refuseUnboundProfile(deps.store, {
+            token,
+            profile: pipeline.profile,
+            actor: callerOf(request).principal.actor,
+            owner: token.owner,
+            action: 'run.trigger',
+            target: `pipeline:${name}`,
+            httpRequestId: request.id,
+            at: Date.now(),
+          });
         }
         const url = request.body.webhook_url;
         const inward = url === undefined ? null : webhookTargets.refusal(new URL(url));
