@@ -1,14 +1,13 @@
 import { randomUUID } from 'node:crypto';
 import type { ServerResponse } from 'node:http';
 import type { Principal } from '../../access/principal.js';
-import { grants, readsOwned, runAccess } from '../../access/visibility.js';
+import { grants, type OwnedPipeline, readsOwned, runAccess } from '../../access/visibility.js';
 import type { History } from '../../db/history.js';
 import type { RunAccess } from '../../db/runs.js';
 import type { ApiScope } from '../../db/schema.js';
 import { liveTokenGrant } from '../../db/tokens.js';
 import type { Logger } from '../../logger.js';
 import type { StreamCheck, UiSessions } from '../../redis/ui-sessions.js';
-import type { ApiDeps } from '../deps.js';
 import type { LiveChanges, OwnedChange } from './live-changes.js';
 import { principalOfLogin, type UiSession } from './sessions.js';
 
@@ -65,8 +64,8 @@ export class LiveStreams {
       store: History;
       live: LiveChanges;
       logger: Logger;
-      /** The pipelines, whose `allow:` lets other owners read their runs: read again at each check. */
-      api: Pick<ApiDeps, 'pipelines'>;
+      /** The pipelines as loaded now, whose `allow:` lets other owners read their runs: asked at each check. */
+      pipelines: () => Promise<readonly OwnedPipeline[]>;
     },
     options: LiveStreamOptions = {},
   ) {
@@ -89,7 +88,7 @@ export class LiveStreams {
     let check: StreamCheck;
     let access: RunAccess | undefined;
     try {
-      access = runAccess(principal, await this.#pipelines(), 'read');
+      access = runAccess(principal, await this.deps.pipelines(), 'read');
       check = await this.deps.sessions.checkStream(session.sessionKey, id, {
         open: true,
         most: this.#maxPerSession,
@@ -153,10 +152,6 @@ export class LiveStreams {
     if (visible.length > 0) stream.res.write(`event: change\ndata: ${JSON.stringify(visible)}\n\n`);
   }
 
-  async #pipelines() {
-    return (await this.deps.api.pipelines?.list()) ?? [];
-  }
-
   /** Ends every stream (the server is closing): the pages reconnect to another process or later. */
   close(): void {
     for (const stream of [...this.#streams.values()]) stream.res.end();
@@ -194,7 +189,7 @@ export class LiveStreams {
       const tokenIds = [...new Set(streams.flatMap((s) => (s.tokenId === null ? [] : [s.tokenId])))];
       const [grantList, pipelines, sessions] = await Promise.all([
         Promise.all(tokenIds.map((tokenId) => liveTokenGrant(this.deps.store, tokenId))),
-        this.#pipelines(),
+        this.deps.pipelines(),
         Promise.all(
           streams.map((s) =>
             this.deps.sessions.checkStream(s.sessionKey, s.id, {
