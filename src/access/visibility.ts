@@ -58,6 +58,15 @@ export function runAccess(
 }
 
 /**
+ * Whether a reader with `access` (runAccess for reading; undefined: every run) reads a request or
+ * run of `owner` whose run is of `pipeline` (null: a request not of a run). The rule the queries
+ * of src/db apply (getRun, getReadableRequest), for what no query filters: the UI's live feed.
+ */
+export function readsOwned(access: RunAccess | undefined, owner: string, pipeline: string | null): boolean {
+  return access === undefined || owner === access.owner || (pipeline !== null && access.pipelines.includes(pipeline));
+}
+
+/**
  * Whether `scopes` let a route needing `needed` through: the scope itself or `admin`, and, for a
  * route that only reads, `audit` (the auditor reads everything and changes nothing).
  */

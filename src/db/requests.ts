@@ -18,6 +18,7 @@ import {
 import { nextTurn } from '../lib/turns.js';
 import { driverValue } from './column-values.js';
 import type { History } from './history.js';
+import type { RunAccess } from './runs.js';
 import {
   type AttemptPolicy,
   type Deadlines,
@@ -357,6 +358,32 @@ export async function getRequest(
   const rows = options.lock
     ? await h.prepared('requests.byIdLocked', () => h.forUpdate(select()), { id })
     : await h.prepared('requests.byId', select, { id });
+  return rows[0];
+}
+
+/**
+ * A request's row as a reader sees it (src/access/visibility.ts, runAccess): with `access`, only
+ * its owner's requests and the steps of the runs of the pipelines that let it in (whose runs it
+ * reads), in one query, so that any other id reads as an unknown one; without, any request.
+ */
+export async function getReadableRequest(
+  h: History,
+  id: string,
+  access: RunAccess | undefined,
+): Promise<JobRequestRow | undefined> {
+  if (!access) return getRequest(h, id);
+  if (access.pipelines.length === 0) return getRequest(h, id, { owner: access.owner });
+  const { jobRequests: t, pipelineRuns: r } = h.t;
+  const allowedRuns = h.db
+    .select({ id: r.id })
+    .from(r)
+    .where(inArray(r.pipeline, [...access.pipelines]));
+  const rows = await h.all(
+    h.db
+      .select()
+      .from(t)
+      .where(and(eq(t.id, id), or(eq(t.owner, access.owner), inArray(t.runId, allowedRuns)))),
+  );
   return rows[0];
 }
 
@@ -784,17 +811,26 @@ export function transitionsAfter(
   );
 }
 
-/** The run of each of these requests (null for one not of a run). */
-export async function runIdsOf(h: History, requestIds: readonly string[]): Promise<Map<string, string | null>> {
-  const t = h.t.jobRequests;
+/** Whose a request is, as the UI's live feed filters its changes: its owner, and its run's pipeline. */
+export interface RequestOwnership {
+  owner: string;
+  runId: string | null;
+  /** The pipeline of its run; null for a request not of a run. */
+  pipeline: string | null;
+}
+
+/** The owner, run and run's pipeline of each of these requests: one query for a tick's changes. */
+export async function ownershipOf(h: History, requestIds: readonly string[]): Promise<Map<string, RequestOwnership>> {
+  const { jobRequests: t, pipelineRuns: r } = h.t;
   if (requestIds.length === 0) return new Map();
   const rows = await h.all(
     h.db
-      .select({ id: t.id, runId: t.runId })
+      .select({ id: t.id, owner: t.owner, runId: t.runId, pipeline: r.pipeline })
       .from(t)
+      .leftJoin(r, eq(r.id, t.runId))
       .where(inArray(t.id, [...requestIds])),
   );
-  return new Map(rows.map((r) => [r.id, r.runId]));
+  return new Map(rows.map((row) => [row.id, { owner: row.owner, runId: row.runId, pipeline: row.pipeline }]));
 }
 
 /** Requests whose next attempt (a retry policy's) is due by `now`, soonest first. */

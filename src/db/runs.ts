@@ -297,13 +297,16 @@ export function runTransitionsOf(h: History, runId: string): Promise<RunTransiti
 }
 
 /** The state of each run changed at or after `since` (ms): the UI's live feed. */
-export function runStatesSince(h: History, since: number): Promise<{ id: string; state: RunState }[]> {
+export function runStatesSince(
+  h: History,
+  since: number,
+): Promise<{ id: string; state: RunState; owner: string; pipeline: string }[]> {
   const t = h.t.pipelineRuns;
   return h.prepared(
     'liveChanges.runs',
     () =>
       h.db
-        .select({ id: t.id, state: t.state })
+        .select({ id: t.id, state: t.state, owner: t.owner, pipeline: t.pipeline })
         .from(t)
         .where(gte(t.updatedAt, sql.placeholder('since'))),
     { since },

@@ -1,5 +1,5 @@
 import type { History } from '../../db/history.js';
-import { lastTransitionId, runIdsOf, transitionIdsIn, transitionsAfter } from '../../db/requests.js';
+import { lastTransitionId, ownershipOf, transitionIdsIn, transitionsAfter } from '../../db/requests.js';
 import { runStatesSince } from '../../db/runs.js';
 import type { Logger } from '../../logger.js';
 
@@ -19,7 +19,18 @@ export interface LiveChange {
   run?: string | null;
 }
 
-type Listener = (changes: LiveChange[]) => void;
+/**
+ * A change with whose it is: each stream passes on only those its session may read
+ * (src/http/ui/live-streams.ts), and none of this goes to the page.
+ */
+export interface OwnedChange {
+  change: LiveChange;
+  owner: string;
+  /** The pipeline of the run (of a run's change, or of a step's); null for a request not of a run. */
+  pipeline: string | null;
+}
+
+type Listener = (changes: readonly OwnedChange[]) => void;
 
 /** The poller of one stretch with listeners: what it has read up to. */
 interface Feed {
@@ -99,7 +110,7 @@ export class LiveChanges {
     }
   }
 
-  async #read(feed: Feed): Promise<LiveChange[]> {
+  async #read(feed: Feed): Promise<OwnedChange[]> {
     const h = this.store;
     if (feed.lastTransitionId === null) {
       feed.lastTransitionId = await lastTransitionId(h);
@@ -114,7 +125,7 @@ export class LiveChanges {
     const overlap = h.dialect === 'postgres' ? TRANSITION_OVERLAP : 0;
     const read = await transitionsAfter(h, feed.lastTransitionId - overlap);
     const transitions = overlap ? read.filter((t) => !feed.sent.has(t.id)) : read;
-    const changes: LiveChange[] = [];
+    const changes: OwnedChange[] = [];
     if (overlap) {
       for (const t of transitions) feed.sent.add(t.id);
       const floor = Math.max(feed.lastTransitionId, read.at(-1)?.id ?? 0) - overlap;
@@ -122,16 +133,29 @@ export class LiveChanges {
     }
     if (transitions.length > 0) {
       feed.lastTransitionId = Math.max(feed.lastTransitionId, read.at(-1)?.id ?? feed.lastTransitionId);
-      const runOf = await runIdsOf(h, [...new Set(transitions.map((t) => t.requestId))]);
+      const whose = await ownershipOf(h, [...new Set(transitions.map((t) => t.requestId))]);
       for (const t of transitions) {
-        changes.push({ kind: 'job', id: t.requestId, state: t.state, run: runOf.get(t.requestId) ?? null });
+        const of = whose.get(t.requestId);
+        // A request gone since (deleted by retention): nobody's to show.
+        if (!of) continue;
+        changes.push({
+          change: { kind: 'job', id: t.requestId, state: t.state, run: of.runId },
+          owner: of.owner,
+          pipeline: of.pipeline,
+        });
       }
     }
     // The runs table is small (and runs change seldom): a scan since the last tick,
     // overlapping by a second so a row written during the tick is not missed.
     const runs = await runStatesSince(h, feed.runsSince - 1000);
     feed.runsSince = now;
-    for (const r of runs) changes.push({ kind: 'run', id: r.id, state: r.state, run: r.id });
+    for (const r of runs) {
+      changes.push({
+        change: { kind: 'run', id: r.id, state: r.state, run: r.id },
+        owner: r.owner,
+        pipeline: r.pipeline,
+      });
+    }
     return changes;
   }
 }

@@ -1,12 +1,15 @@
 import { randomUUID } from 'node:crypto';
 import type { ServerResponse } from 'node:http';
-import { grants } from '../../access/visibility.js';
+import type { Principal } from '../../access/principal.js';
+import { grants, type OwnedPipeline, readsOwned, runAccess } from '../../access/visibility.js';
 import type { History } from '../../db/history.js';
-import { liveTokenScopes } from '../../db/tokens.js';
+import type { RunAccess } from '../../db/runs.js';
+import type { ApiScope } from '../../db/schema.js';
+import { liveTokenGrant } from '../../db/tokens.js';
 import type { Logger } from '../../logger.js';
 import type { StreamCheck, UiSessions } from '../../redis/ui-sessions.js';
-import type { LiveChanges } from './live-changes.js';
-import type { UiSession } from './sessions.js';
+import type { LiveChanges, OwnedChange } from './live-changes.js';
+import { principalOfLogin, type UiSession } from './sessions.js';
 
 export interface LiveStreamOptions {
   /** Live-feed streams one session may hold open at once, across the deployment. @defaultValue 6 */
@@ -22,6 +25,10 @@ interface Stream {
   /** Its session's stored id (never the cookie's id). */
   sessionKey: string;
   tokenId: string | null;
+  /** For whom it streams: its login's owner and scopes, as its token's are at the last check. */
+  principal: Principal;
+  /** The runs (and so the steps) it may read, as for its pages (runAccess); undefined: every owner's. */
+  access: RunAccess | undefined;
   unsubscribe: () => void;
   keepAlive: NodeJS.Timeout;
 }
@@ -32,12 +39,17 @@ const KEEP_ALIVE_MS = 25_000;
 /**
  * The UI's open live-feed streams (Server-Sent Events of LiveChanges). A stream lives no longer
  * than its session and its token: every `checkEveryMs` each one's session is looked up in Redis
- * (logged out, ended, idle or past its age ends it) and the tokens of all of them are read from
- * the history in one query (revoked, or without `read` now, ends it and the token's sessions).
+ * (logged out, ended, idle or past its age ends it) and each of their tokens is read from the
+ * history (revoked, or without `read` now, ends it and the token's sessions; its owner and scopes
+ * now are what the stream filters by from then on).
  * A token revoked by `schedflow tokens revoke` writes nothing a web process hears of, so it is
  * looked for, not waited for. A session holds at most `maxPerSession` streams at once (counted in
  * Redis, for every web process): one more is refused with 429 and Retry-After, which an
  * EventSource takes as final rather than retrying, and the streams already open go on.
+ *
+ * Each stream is sent only the changes its session may read, by the rule its pages' queries
+ * apply (src/access/visibility.ts): its owner's requests and runs, and the runs (and their steps)
+ * of the pipelines whose `allow:` names its owner; admins and auditors every owner's.
  */
 export class LiveStreams {
   readonly #streams = new Map<string, Stream>();
@@ -47,7 +59,14 @@ export class LiveStreams {
   #checking = false;
 
   constructor(
-    private readonly deps: { sessions: UiSessions; store: History; live: LiveChanges; logger: Logger },
+    private readonly deps: {
+      sessions: UiSessions;
+      store: History;
+      live: LiveChanges;
+      logger: Logger;
+      /** The pipelines as loaded now, whose `allow:` lets other owners read their runs: asked at each check. */
+      pipelines: () => Promise<readonly OwnedPipeline[]>;
+    },
     options: LiveStreamOptions = {},
   ) {
     this.#maxPerSession = options.maxPerSession ?? 6;
@@ -65,8 +84,11 @@ export class LiveStreams {
    */
   async open(session: UiSession, res: ServerResponse): Promise<void> {
     const id = randomUUID();
+    const principal = principalOfLogin(session);
     let check: StreamCheck;
+    let access: RunAccess | undefined;
     try {
+      access = runAccess(principal, await this.deps.pipelines(), 'read');
       check = await this.deps.sessions.checkStream(session.sessionKey, id, {
         open: true,
         most: this.#maxPerSession,
@@ -74,7 +96,7 @@ export class LiveStreams {
       });
     } catch (error) {
       // Redis away: the stream cannot be counted, so it is not opened; the page's EventSource
-      // tries again after Retry-After.
+      // tries again after Retry-After. (Or the pipelines could not be listed: the same.)
       this.deps.logger.warn({ err: error }, 'UI live updates: a stream could not be counted');
       res.writeHead(503, { 'content-type': 'text/plain; charset=utf-8', 'retry-after': '5' });
       res.end('the live feed is unavailable for a moment (Redis did not answer)\n');
@@ -107,9 +129,9 @@ export class LiveStreams {
       res,
       sessionKey: session.sessionKey,
       tokenId: session.tokenId,
-      unsubscribe: this.deps.live.subscribe((changes) => {
-        res.write(`event: change\ndata: ${JSON.stringify(changes)}\n\n`);
-      }),
+      principal,
+      access,
+      unsubscribe: this.deps.live.subscribe((changes) => this.#send(stream, changes)),
       keepAlive: setInterval(() => res.write(': keep-alive\n\n'), KEEP_ALIVE_MS),
     };
     this.#streams.set(id, stream);
@@ -118,6 +140,16 @@ export class LiveStreams {
       this.#timer = setInterval(() => void this.#check(), this.#checkEveryMs);
       this.#timer.unref();
     }
+  }
+
+  /**
+   * Writes the changes the stream's session may read, by the rule of its pages' queries (the
+   * owner's, and the runs and steps of pipelines that allow it; admins and auditors all): another
+   * owner's request or run is never named to it, not even by id.
+   */
+  #send(stream: Stream, changes: readonly OwnedChange[]): void {
+    const visible = changes.filter((c) => readsOwned(stream.access, c.owner, c.pipeline)).map((c) => c.change);
+    if (visible.length > 0) stream.res.write(`event: change\ndata: ${JSON.stringify(visible)}\n\n`);
   }
 
   /** Ends every stream (the server is closing): the pages reconnect to another process or later. */
@@ -155,8 +187,9 @@ export class LiveStreams {
     try {
       const streams = [...this.#streams.values()];
       const tokenIds = [...new Set(streams.flatMap((s) => (s.tokenId === null ? [] : [s.tokenId])))];
-      const [scopes, sessions] = await Promise.all([
-        liveTokenScopes(this.deps.store, tokenIds),
+      const [grantList, pipelines, sessions] = await Promise.all([
+        Promise.all(tokenIds.map((tokenId) => liveTokenGrant(this.deps.store, tokenId))),
+        this.deps.pipelines(),
         Promise.all(
           streams.map((s) =>
             this.deps.sessions.checkStream(s.sessionKey, s.id, {
@@ -167,10 +200,15 @@ export class LiveStreams {
           ),
         ),
       ]);
+      const granted = new Map<string, { owner: string; scopes: ApiScope[] }>();
+      tokenIds.forEach((tokenId, i) => {
+        const grant = grantList[i];
+        if (grant) granted.set(tokenId, grant);
+      });
       const ended = new Set<string>();
       for (const tokenId of tokenIds) {
-        const now = scopes.get(tokenId);
-        if (now && grants(now, 'read')) continue;
+        const now = granted.get(tokenId);
+        if (now && grants(now.scopes, 'read')) continue;
         ended.add(tokenId);
         // Its sessions end with it, as its next page request would find (ui-plugin.ts).
         await this.deps.sessions.destroyOfToken(tokenId);
@@ -178,6 +216,13 @@ export class LiveStreams {
       streams.forEach((stream, i) => {
         if (stream.tokenId !== null && ended.has(stream.tokenId)) this.#end(stream, 'token revoked or without read');
         else if (sessions[i] === 'session-gone') this.#end(stream, 'session ended');
+        else {
+          // The token's owner and scopes as they are now (`tokens update`), and the pipelines'
+          // `allow:` as loaded now, as the session's next page would see them.
+          const now = stream.tokenId === null ? undefined : granted.get(stream.tokenId);
+          if (now) stream.principal = { ...stream.principal, owner: now.owner, scopes: now.scopes };
+          stream.access = runAccess(stream.principal, pipelines, 'read');
+        }
       });
     } catch (error) {
       // Redis or the history away: the streams go on until a check can tell.

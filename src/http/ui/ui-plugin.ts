@@ -84,7 +84,14 @@ export async function uiPlugin(app: FastifyInstance, opts: { deps: ApiDeps; sett
   };
   const log = opts.deps.logger.child({ component: 'ui' });
   const streams = new LiveStreams(
-    { sessions: ctx.sessions, store: opts.deps.store, live: ctx.live, logger: log },
+    {
+      sessions: ctx.sessions,
+      store: opts.deps.store,
+      live: ctx.live,
+      logger: log,
+      // Absent until the pipelines are loaded: none lets anyone in then.
+      pipelines: async () => (await opts.deps.pipelines?.list()) ?? [],
+    },
     opts.settings.liveStreams,
   );
   const loginBounds = opts.settings.loginFailures ?? LOGIN_FAILURES;

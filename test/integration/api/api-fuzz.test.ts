@@ -14,6 +14,7 @@ import {
   parseArrayExpression,
 } from '../../../src/sched/job-array.js';
 import { startTestDaemon, type TestDaemon } from '../../helpers/daemon.js';
+import { waitFor } from '../../helpers/http.js';
 import { startTestRedis, type TestRedis } from '../../helpers/redis.js';
 import { startSim, type TestSim } from '../../helpers/sim.js';
 
@@ -24,7 +25,10 @@ import { startSim, type TestSim } from '../../helpers/sim.js';
  * sends them over the daemon's real socket (the daemon does not expose its Fastify app;
  * a real socket also puts Node's HTTP parser in front, as users get it). Properties:
  * no 500, no hang, every error in the documented shape, and afterwards no job request
- * or run in the history that the API did not accept.
+ * or run in the history that the API did not accept. And isolation (docs/owners.md): the
+ * tokens are owner `fuzz`'s (the admin's aside), the ids drawn are also another owner's
+ * (a request, a run, its step, its pipeline), which answer a non-admin exactly as unknown
+ * ones do, and no answer to a non-admin names anything of that owner's.
  *
  * Seed: fixed by default (CI), `FUZZ_SEED=random` or `FUZZ_SEED=<n>` on demand; the seed
  * is printed, so `FUZZ_SEED=<printed>` replays a failure. `FUZZ_RUNS` changes the count.
@@ -53,10 +57,11 @@ function runsFrom(text: string | undefined): number {
   return runs;
 }
 
-// A pipeline with a schedule that does not fire during the test (pause and resume answer 200)
-// and a defaulted parameter; and one without a schedule (pause and resume: 409) whose
-// parameter is required (only manual pipelines may have one).
+// A pipeline with a schedule that does not fire during the test (pause and resume answer 200
+// to `submit`: it is the tokens' owner's) and a defaulted parameter; and one without a schedule
+// (pause and resume: 409) whose parameter is required (only manual pipelines may have one).
 const SCHEDULED = [
+  'owner: fuzz',
   'schedule:',
   '  cron: "0 0 1 1 *"',
   'params:',
@@ -68,6 +73,7 @@ const SCHEDULED = [
   '      echo hello ${params.who}',
 ].join('\n');
 const MANUAL = [
+  'owner: fuzz',
   'params:',
   '  who: null',
   'steps:',
@@ -76,6 +82,16 @@ const MANUAL = [
   '      #!/bin/sh',
   '      echo ${params.who}',
 ].join('\n');
+
+/** Another owner's pipeline: its name, its run and the run's step are drawn as ids too. */
+const THEIRS = ['owner: elsewhere', 'steps:', '  only:', '    script: |', '      #!/bin/sh', '      echo theirs'].join(
+  '\n',
+);
+const OTHER_OWNER = 'elsewhere';
+
+/** Ids that name nothing, of each kind: what another owner's must answer as. */
+const UNKNOWN_IDS = { job: '00000000-0000-4000-8000-00000000f022', run: '00000000-0000-4000-8000-00000000f023' };
+const UNKNOWN_PIPELINE = 'nope-fuzz';
 
 /** One route of the OpenAPI document. */
 interface DocRoute {
@@ -145,8 +161,11 @@ type TokenKind =
   | 'malformed'
   | 'lowercase';
 
-/** A path parameter: one of the ids the daemon has made (resolved when sent), or text as it goes on the wire. */
-type PathValue = { known: number } | { raw: string };
+/**
+ * A path parameter: one of the ids the daemon has made (resolved when sent), one of another
+ * owner's, or text as it goes on the wire.
+ */
+type PathValue = { known: number } | { other: number } | { raw: string };
 
 interface FuzzRequest {
   /** An index into the routes, or a method and path off the document. */
@@ -220,6 +239,7 @@ const ODD_PATH_VALUES = [
 
 const pathValue: fc.Arbitrary<PathValue> = fc.oneof(
   { weight: 6, arbitrary: fc.nat().map((known) => ({ known })) },
+  { weight: 2, arbitrary: fc.nat().map((other) => ({ other })) },
   { weight: 2, arbitrary: fc.string({ unit: 'grapheme', maxLength: 40 }).map((s) => ({ raw: encodeLoose(s) })) },
   { weight: 1, arbitrary: fc.string({ unit: 'binary', maxLength: 20 }).map((s) => ({ raw: encodeLoose(s) })) },
   { weight: 2, arbitrary: fc.constantFrom(...ODD_PATH_VALUES).map((raw) => ({ raw })) },
@@ -759,6 +779,10 @@ let sim: TestSim;
 let td: TestDaemon;
 let routes: DocRoute[];
 const tokens = new Map<TokenKind, string>();
+/** Another owner's ids (a request and a run's step; the run): set in beforeAll. */
+const others = { jobs: [] as string[], runs: [] as string[] };
+/** The tokens of owner `fuzz` that are not admins: another owner's ids are unknown to them. */
+const FUZZ_OWNER_TOKENS: ReadonlySet<TokenKind> = new Set(['read', 'submit', 'cancel', 'all', 'lowercase']);
 const dispatcher = new Agent({ keepAliveTimeout: 10_000, connections: 8 });
 
 beforeAll(async () => {
@@ -780,11 +804,14 @@ beforeAll(async () => {
     // cancelling: with dozens of submissions a second, a cancel waits its turn for seconds.
     // The simulator takes 1,000 a second; so may the client here.
     { rateLimit: { capacity: 200, refillPerSecond: 200 } },
-    { 'greet.yaml': SCHEDULED, 'manual.yaml': MANUAL },
+    { 'greet.yaml': SCHEDULED, 'manual.yaml': MANUAL, 'theirs.yaml': THEIRS },
   );
   const store = td.daemon.history.store;
   const make = async (kind: TokenKind, scopes: ApiScope[]) =>
-    tokens.set(kind, (await createToken(store, { name: `fuzz-${kind}`, scopes })).token);
+    tokens.set(
+      kind,
+      (await createToken(store, { name: `fuzz-${kind}`, scopes, owner: kind === 'admin' ? 'default' : 'fuzz' })).token,
+    );
   await make('read', ['read']);
   await make('submit', ['submit']);
   await make('cancel', ['cancel']);
@@ -794,6 +821,35 @@ beforeAll(async () => {
   await revokeToken(store, 'fuzz-revoked');
   const document = await send({ method: 'GET', path: '/api/v1/openapi.json', headers: {} });
   routes = routesOf(JSON.parse(document.text));
+  // Another owner's request, run and step, made by its own token.
+  const theirs = (await createToken(store, { name: 'fuzz-elsewhere', scopes: ['read', 'submit'], owner: OTHER_OWNER }))
+    .token;
+  const made = async (path: string, body: unknown) => {
+    const r = await send({
+      method: 'POST',
+      path,
+      headers: { authorization: `Bearer ${theirs}`, 'content-type': 'application/json' },
+      body: JSON.stringify(body),
+    });
+    const id = idOf(r.text);
+    if (r.status !== 201 || !id) throw new Error(`${path}: ${r.status} ${r.text}`);
+    return id;
+  };
+  const job = await made('/api/v1/jobs', { spec: { name: 'theirs', script: '#!/bin/sh\ntrue\n', time_limit: 1 } });
+  const run = await made('/api/v1/pipelines/theirs/runs', {});
+  const step = await waitFor(
+    async () => {
+      const r = await send({
+        method: 'GET',
+        path: `/api/v1/runs/${run}`,
+        headers: { authorization: `Bearer ${theirs}` },
+      });
+      return (JSON.parse(r.text) as { steps?: { id: string }[] }).steps?.[0]?.id;
+    },
+    { what: "the step of another owner's run" },
+  );
+  others.jobs.push(job, step);
+  others.runs.push(run);
 }, 60_000);
 
 afterAll(async () => {
@@ -875,15 +931,28 @@ describe('the local API under generated requests', () => {
 
     const resolve = (value: PathValue, template: string, param: string): string => {
       if ('raw' in value) return value.raw;
+      if ('other' in value) {
+        const pool = param === 'name' ? ['theirs'] : template.startsWith('/api/v1/runs') ? others.runs : others.jobs;
+        return encodeURIComponent(pool[value.other % pool.length] ?? 'x');
+      }
       const pool = param === 'name' ? ['greet', 'manual'] : template.startsWith('/api/v1/runs') ? runIds : jobIds;
       return encodeURIComponent(pool.length ? (pool[value.known % pool.length] ?? 'x') : 'none-yet');
     };
+    /** What an unknown id of the same kind is, in place of another owner's. */
+    const unknownFor = (template: string, param: string): string =>
+      param === 'name' ? UNKNOWN_PIPELINE : template.startsWith('/api/v1/runs') ? UNKNOWN_IDS.run : UNKNOWN_IDS.job;
+    const otherNames = () => [OTHER_OWNER, 'theirs', ...others.jobs, ...others.runs];
+    let isolationPairs = 0;
 
     await fc.assert(
       fc.asyncProperty(requestArbitrary(routes), async (fuzz) => {
         const route = 'index' in fuzz.route ? routes[fuzz.route.index] : undefined;
         let method: string;
         let path: string;
+        /** Another owner's ids the path names, and the path with unknown ids in their place. */
+        let otherInPath: string[] = [];
+        let unknownPath = '';
+        const replacements = new Map<string, string>();
         if ('index' in fuzz.route) {
           if (!route) throw new Error('no route');
           method = fuzz.route.method ?? route.method;
@@ -891,11 +960,23 @@ describe('the local API under generated requests', () => {
           path = route.template.replace(/\{([^}]+)\}/g, (_m, param: string) =>
             resolve(fuzz.params[i++] ?? { known: 0 }, route.template, param),
           );
+          let j = 0;
+          otherInPath = [];
+          unknownPath = route.template.replace(/\{([^}]+)\}/g, (_m, param: string) => {
+            const value = fuzz.params[j++] ?? { known: 0 };
+            if (!('other' in value)) return resolve(value, route.template, param);
+            const other = resolve(value, route.template, param);
+            otherInPath.push(other);
+            const unknown = unknownFor(route.template, param);
+            replacements.set(other, unknown);
+            return unknown;
+          });
         } else {
           method = fuzz.route.method;
           path = fuzz.route.path;
         }
         path += fuzz.query;
+        unknownPath += fuzz.query;
         const auth = authorization(fuzz.token);
         const headers = { ...fuzz.headers, ...(auth !== undefined && { authorization: auth }) };
         // Any method may carry a body (GET and DELETE too); HEAD's would confuse the framing.
@@ -948,6 +1029,10 @@ describe('the local API under generated requests', () => {
             expect(truth, `an inward webhook target taken: ${what}`).not.toBe('inward');
           }
           if (refusedTarget) expect(truth, `a webhook target refused: ${what}`).toBe('inward');
+          // Nothing of another owner's is named to a non-admin, but the ids it asked about.
+          if (FUZZ_OWNER_TOKENS.has(fuzz.token) && otherInPath.length === 0) {
+            for (const name of otherNames()) expect(answer.text, `${name} leaked: ${what}`).not.toContain(name);
+          }
           if (route && method === route.method && answer.status < 300) {
             const made = idOf(answer.text);
             if (route.template === '/api/v1/jobs' && method === 'POST' && made) {
@@ -961,6 +1046,28 @@ describe('the local API under generated requests', () => {
               runIds.push(made);
             }
           }
+        }
+        // Another owner's id answers a non-admin exactly as an unknown id of its kind: the same
+        // request both ways (each with an Idempotency-Key of its own, when it had one), compared
+        // with the ids taken out.
+        if (FUZZ_OWNER_TOKENS.has(fuzz.token) && otherInPath.length > 0 && method !== 'HEAD') {
+          const fresh = (n: number): Record<string, string> =>
+            fuzz.headers['idempotency-key'] === undefined
+              ? {}
+              : { 'idempotency-key': `fuzz-iso-${isolationPairs}-${n}` };
+          const [asOther, asUnknown] = [
+            await send({ ...request, headers: { ...headers, ...fresh(1) } }),
+            await send({ ...request, path: unknownPath, headers: { ...headers, ...fresh(2) } }),
+          ];
+          isolationPairs++;
+          const shown = (text: string, ids: Iterable<string>) => {
+            let out = text.replace(/"request_id":"[^"]*"/g, '"request_id":"<r>"');
+            for (const id of ids) out = out.replaceAll(decodeURIComponent(id), '<id>').replaceAll(id, '<id>');
+            return out;
+          };
+          const what = `${method} ${path.slice(0, 200)} (another owner's) → ${asOther.status} ${asOther.text.slice(0, 300)}`;
+          expect(asOther.status, what).toBe(asUnknown.status);
+          expect(shown(asOther.text, replacements.keys()), what).toBe(shown(asUnknown.text, replacements.values()));
         }
       }),
       {
@@ -978,12 +1085,17 @@ describe('the local API under generated requests', () => {
       `api fuzz: ${sent} requests in ${wallSec.toFixed(1)} s (slowest ${Math.round(slowestMs)} ms: ${slowest}), seed ${SEED}; ${byStatus.join(', ')}`,
     );
     console.log(`api fuzz: ${acceptedJobs.size} job requests and ${acceptedRuns.size} runs accepted`);
+    console.log(`api fuzz: ${isolationPairs} requests naming another owner's ids compared with unknown ones`);
+    expect(isolationPairs).toBeGreaterThan(20);
     expect(sent).toBeGreaterThanOrEqual(RUNS);
 
     // Nothing the API refused is in the history: every job request is one an answer named
     // (or a step of a run an answer named), and so is every run.
     const h = td.daemon.history.store;
     const requests = await listRequests(h, { limit: 1_000_000 });
+    // Another owner's request, run and step were made before.
+    for (const id of others.jobs) acceptedJobs.add(id);
+    for (const id of others.runs) acceptedRuns.add(id);
     const stray = requests.filter(
       (row) => !acceptedJobs.has(row.id) && !(row.runId !== null && acceptedRuns.has(row.runId)),
     );

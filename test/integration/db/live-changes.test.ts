@@ -1,7 +1,7 @@
 import { pino } from 'pino';
 import { describe, expect, it } from 'vitest';
 import { createRequest, insertTransition } from '../../../src/db/requests.js';
-import { type LiveChange, LiveChanges } from '../../../src/http/ui/live-changes.js';
+import { LiveChanges, type OwnedChange } from '../../../src/http/ui/live-changes.js';
 import { DIALECTS, testHistories } from '../../helpers/histories.js';
 import { waitFor } from '../../helpers/http.js';
 
@@ -24,7 +24,7 @@ describe.each(DIALECTS)('live changes on %s', (dialect) => {
     const h = await histories.make(dialect);
     await createRequest(h, { ...base, id: 'old' });
     const feed = new LiveChanges(h, pino({ level: 'silent' }), 50);
-    const seen: LiveChange[] = [];
+    const seen: OwnedChange[] = [];
     const stop = feed.subscribe((changes) => seen.push(...changes));
     try {
       // The first read is where the transitions stand: nothing of before is news.
@@ -32,7 +32,9 @@ describe.each(DIALECTS)('live changes on %s', (dialect) => {
       await createRequest(h, { ...base, id: 'new' });
       await waitFor(async () => (seen.length > 0 ? true : undefined), { what: 'the new request', timeoutMs: 5000 });
       await new Promise((resolve) => setTimeout(resolve, 200));
-      expect(seen).toEqual([{ kind: 'job', id: 'new', state: 'accepted', run: null }]);
+      expect(seen).toEqual([
+        { change: { kind: 'job', id: 'new', state: 'accepted', run: null }, owner: 'default', pipeline: null },
+      ]);
     } finally {
       stop();
     }
@@ -45,7 +47,7 @@ describe.each(DIALECTS)('live changes on %s', (dialect) => {
     await createRequest(h, { ...base, id: 'a' });
     await createRequest(h, { ...base, id: 'b' });
     const feed = new LiveChanges(h, pino({ level: 'silent' }), 50);
-    const seen: LiveChange[] = [];
+    const seen: OwnedChange[] = [];
     const stop = feed.subscribe((changes) => seen.push(...changes));
     try {
       await new Promise((resolve) => setTimeout(resolve, 150));
@@ -65,12 +67,12 @@ describe.each(DIALECTS)('live changes on %s', (dialect) => {
       });
       await insertedA;
       await insertTransition(other, { requestId: 'b', fromState: 'accepted', toState: 'queued', at: 3, source: 'api' });
-      await waitFor(async () => (seen.some((c) => c.id === 'b') ? true : undefined), { what: "b's change" });
+      await waitFor(async () => (seen.some((c) => c.change.id === 'b') ? true : undefined), { what: "b's change" });
       commit();
       await slow;
-      await waitFor(async () => (seen.some((c) => c.id === 'a') ? true : undefined), { what: "a's change" });
+      await waitFor(async () => (seen.some((c) => c.change.id === 'a') ? true : undefined), { what: "a's change" });
       await new Promise((resolve) => setTimeout(resolve, 200));
-      expect(seen.map((c) => `${c.id}:${c.state}`)).toEqual(['b:queued', 'a:queued']);
+      expect(seen.map((c) => `${c.change.id}:${c.change.state}`)).toEqual(['b:queued', 'a:queued']);
     } finally {
       stop();
     }

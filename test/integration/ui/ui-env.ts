@@ -78,9 +78,9 @@ export function useUiDaemon(): void {
     );
     if (!td.daemon.apiUrl) throw new Error('the test daemon has no local API');
     base = `${td.daemon.apiUrl}/ui`;
-    adminToken = (await createToken(td.daemon.history.store, { owner: 'default', name: 'ui-admin', scopes: ['admin'] }))
-      .token;
-    readToken = (await createToken(td.daemon.history.store, { owner: 'default', name: 'ui-reader', scopes: ['read'] }))
+    adminToken = (await createToken(td.daemon.history.store, { name: 'ui-admin', scopes: ['admin'] })).token;
+    // Of the owner `default` (as tokens made before owners are): it reads what the tests submit.
+    readToken = (await createToken(td.daemon.history.store, { name: 'ui-reader', scopes: ['read'], owner: 'default' }))
       .token;
     browser = await launchBrowser();
   }, 60_000);

@@ -291,7 +291,7 @@ describe('admin web UI', () => {
 
     // Read-only: the state but no button, and a POST with the session's own CSRF token is refused.
     const reader = await logIn(
-      (await createToken(td.daemon.history.store, { owner: 'default', name: 'ui-pause-reader', scopes: ['read'] }))
+      (await createToken(td.daemon.history.store, { name: 'ui-pause-reader', scopes: ['read'], owner: 'default' }))
         .token,
     );
     await reader.goto(`${base}/pipelines/nightly`);
@@ -460,12 +460,13 @@ describe('admin web UI', () => {
       .context()
       .request.post(`${base}/jobs/${id}/cancel`, { form: { _csrf: csrf ?? '' }, maxRedirects: 0 });
     expect(refused.status()).toBe(403);
-    // The dashboard with actions is for admins; the read-only one for auditors (every owner's jobs are on it).
+    // The dashboard with actions is for admins; the read-only one (every owner's jobs) for
+    // admins and auditors (docs/owners.md).
     const admin = await page.goto(`${base}/queues-admin/`);
     expect(admin?.status()).toBe(403);
     expect((await page.goto(`${base}/queues/`))?.status()).toBe(403);
     const auditor = await logIn(
-      (await createToken(td.daemon.history.store, { name: 'ui-auditor', scopes: ['audit'] })).token,
+      (await createToken(td.daemon.history.store, { name: 'ui-board-auditor', scopes: ['audit'] })).token,
     );
     await auditor.goto(`${base}/queues/`);
     await auditor.getByText('submit', { exact: true }).first().waitFor({ timeout: 15_000 });

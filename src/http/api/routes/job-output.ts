@@ -1,11 +1,10 @@
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
-import { readOwner } from '../../../access/visibility.js';
-import { getRequest } from '../../../db/requests.js';
+import { getReadableRequest } from '../../../db/requests.js';
 import type { ErrorCode } from '../../../errors.js';
 import { jobOutputOf, OUTPUT_TAIL_MAX_BYTES } from '../../../requests/job-output.js';
 import { outputRedactor } from '../../../summaries/redact.js';
 import type { ApiDeps } from '../../deps.js';
-import { principalOf } from '../access.js';
+import { principalOf, runAccessOf } from '../access.js';
 import { ApiError, NotFoundApiError } from '../api-errors.js';
 import { answer, errors, idParams } from '../shared-schemas.js';
 import { jobOutputQuery, jobOutputSchema } from './job-output.schema.js';
@@ -43,7 +42,7 @@ export const jobOutputRoutes: FastifyPluginAsyncZod<{ deps: ApiDeps }> = async (
           'Not written yet (not submitted, not started): 409 `SCHEDFLOW_ERR_OUTPUT_NOT_YET` with Retry-After.',
           "Not on this host (the file may exist only on the job's node) or never written: 404 `SCHEDFLOW_ERR_OUTPUT_NOT_FOUND`.",
           "No permission, a path inside schedflow's own folders or through a symbolic link, not a regular file (a FIFO, a device), or a file of another user than the job's: 403 `SCHEDFLOW_ERR_OUTPUT_UNREADABLE`.",
-          'Each of those says in `error.output` the path tried, the host and the reason. Scope: read (or audit). Without admin or audit, only the caller’s owner’s requests: another owner’s id answers 404 exactly as an unknown id.',
+          'Each of those says in `error.output` the path tried, the host and the reason. Scope: read (or audit). Without admin or audit, only the caller’s owner’s requests and the steps of the runs it may read (of pipelines whose `allow:` names its owner): another owner’s id answers 404 exactly as an unknown id.',
         ].join(' '),
         security: bearer,
         params: idParams,
@@ -52,8 +51,10 @@ export const jobOutputRoutes: FastifyPluginAsyncZod<{ deps: ApiDeps }> = async (
       },
     },
     async (request) => {
-      // Another owner's id answers as an unknown one (src/access/visibility.ts).
-      const row = await getRequest(store, request.params.id, { owner: readOwner(principalOf(request)) });
+      // Another owner's id answers as an unknown one; a step of a run the caller reads (through
+      // a pipeline's `allow:`) is read as the run is (src/access/visibility.ts).
+      const access = await runAccessOf(deps, principalOf(request), 'read');
+      const row = await getReadableRequest(store, request.params.id, access);
       if (!row) throw new NotFoundApiError(`no job request ${request.params.id}`);
       const output = await jobOutputOf(
         store,

@@ -6,7 +6,7 @@ import { getProfileSync } from '../../../db/accounting.js';
 import { tasksOf } from '../../../db/array-tasks.js';
 import type { History } from '../../../db/history.js';
 import { replaysOf } from '../../../db/idempotency.js';
-import { getRequest, jobsPage, requestStateOf, transitionsOf } from '../../../db/requests.js';
+import { getReadableRequest, getRequest, jobsPage, requestStateOf, transitionsOf } from '../../../db/requests.js';
 import type { Deadlines, JobRequestRow } from '../../../db/schema.js';
 import { summaryOfRequest } from '../../../db/summaries.js';
 import { WebhookTargets } from '../../../notify/webhook-target.js';
@@ -30,7 +30,7 @@ import {
 import { apiAuditContext } from '../../audit-context.js';
 import type { ApiDeps } from '../../deps.js';
 import { viewerOf } from '../../scopes.js';
-import { principalOf } from '../access.js';
+import { principalOf, runAccessOf } from '../access.js';
 import { ConflictApiError, NotFoundApiError, ValidationApiError, WebhookTargetApiError } from '../api-errors.js';
 import { decodeCursor, encodeCursor } from '../cursor.js';
 import { type Answer, idempotently } from '../idempotency.js';
@@ -167,15 +167,17 @@ export const jobRoutes: FastifyPluginAsyncZod<{ deps: ApiDeps }> = async (app, {
         tags: ['jobs'],
         summary: 'Show a job request',
         description:
-          "Its state, every transition, the duplicate submissions answered with it (Idempotency-Key replays), how fresh the state is (the profile's last poll and the job's last sighting), and its summary once it has ended (a pipeline step: its run's). Scope: read (or audit). Without admin or audit, only the caller’s owner’s requests: another owner’s id answers 404 exactly as an unknown id.",
+          "Its state, every transition, the duplicate submissions answered with it (Idempotency-Key replays), how fresh the state is (the profile's last poll and the job's last sighting), and its summary once it has ended (a pipeline step: its run's). Scope: read (or audit). Without admin or audit, only the caller’s owner’s requests and the steps of the runs it may read (of pipelines whose `allow:` names its owner): another owner’s id answers 404 exactly as an unknown id.",
         security: bearer,
         params: idParams,
         response: { 200: answer('the job request', jobDetailSchema), ...errors(400, 401, 403, 404, 429) },
       },
     },
     async (request) => {
-      // Another owner's id answers as an unknown one (src/access/visibility.ts).
-      const row = await getRequest(store, request.params.id, { owner: readOwner(principalOf(request)) });
+      // Another owner's id answers as an unknown one; a step of a run the caller reads (through
+      // a pipeline's `allow:`) is read as the run is (src/access/visibility.ts).
+      const access = await runAccessOf(deps, principalOf(request), 'read');
+      const row = await getReadableRequest(store, request.params.id, access);
       if (!row) throw new NotFoundApiError(`no job request ${request.params.id}`);
       // Asked together, not one after another: on PostgreSQL they run side by side, and on
       // SQLite close together (no write in between, mostly), as the synchronous reads did.

@@ -4,7 +4,7 @@ import { getAccountingJob, getProfileSync } from '../../../db/accounting.js';
 import { tasksOf } from '../../../db/array-tasks.js';
 import { missesOfRequest } from '../../../db/deadline-misses.js';
 import { replaysOf } from '../../../db/idempotency.js';
-import { getRequest, jobsPage, transitionsOf } from '../../../db/requests.js';
+import { getReadableRequest, getRequest, jobsPage, transitionsOf } from '../../../db/requests.js';
 import { type ArrayTaskRow, type JobRequestRow, REQUEST_STATES, type RequestState } from '../../../db/schema.js';
 import { summaryOfRequest } from '../../../db/summaries.js';
 import { deliveriesOfRequest } from '../../../db/webhooks.js';
@@ -25,7 +25,7 @@ import { duration, type Html, html, stateBadge, time } from '../html.js';
 import { actionButton, page, UI_PREFIX } from '../layout.js';
 import { isAdmin, principalOfLogin, type UiSession } from '../sessions.js';
 import { lacksScope, mayUiAct, mayUiChange } from '../ui-access.js';
-import { dayRange, flashOf, pipelineOptions, selectField, textField } from './common.js';
+import { dayRange, flashOf, pipelineOptions, runAccessOfSession, selectField, textField } from './common.js';
 
 export const jobHref = (id: string): string => `${UI_PREFIX}/jobs/${encodeURIComponent(id)}`;
 
@@ -63,8 +63,9 @@ ${rows.length > 200 ? html`<p class="muted">The newest 200 are shown; narrow the
 
   app.get<{ Params: { id: string } }>(`${UI_PREFIX}/jobs/:id`, async (request, reply) => {
     const session = sessionOf(request);
-    // Another owner's request is as unknown as one that does not exist.
-    const row = await getRequest(store, request.params.id, { owner: readOwner(principalOfLogin(session)) });
+    // Another owner's request is as unknown as one that does not exist; a step of a run the user
+    // reads (through a pipeline's `allow:`) is read as the run is.
+    const row = await getReadableRequest(store, request.params.id, await runAccessOfSession(ctx, session, 'read'));
     if (!row) return notFound(reply, session);
     // An array job's task whose output (and accounting) the page shows: `?task=N`.
     const task = queryField(request, 'task');
