@@ -336,22 +336,6 @@ function withoutHash(row: ApiTokenRow): TokenInfo {
 }
 
 /**
- * The scopes of those of `ids` that are live tokens now (not revoked, not deleted): what the
- * UI's open live feeds are checked against, one read for all of them.
- */
-export async function liveTokenScopes(h: History, ids: readonly string[]): Promise<Map<string, ApiScope[]>> {
-  if (ids.length === 0) return new Map();
-  const t = h.t.apiTokens;
-  const rows = await h.all(
-    h.db
-      .select({ id: t.id, scopes: t.scopes })
-      .from(t)
-      .where(and(inArray(t.id, [...ids]), isNull(t.revokedAt))),
-  );
-  return new Map(rows.map((r) => [r.id, r.scopes]));
-}
-
-/**
  * What a live token grants now (its owner and scopes), or null when it is revoked or gone: what
  * a UI session logged in with it is checked against on every request, so an update of the token
  * (its owner, its scopes) applies to its sessions at once.
