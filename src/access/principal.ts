@@ -4,7 +4,7 @@ import type { ApiScope } from '../db/schema.js';
  * Who acts on the shared daemon, and for whom: every request, run and audit row carries an
  * owner (whose it is) and an actor (who made it). A lab service's token, a person logged in to
  * the web UI, the CLI on the daemon's host and a pipeline's schedule are principals alike, so
- * one rule (src/access/visibility.ts) decides what each may see and change.
+ * one rule (src/access/visibility.ts, filtering the queries) decides what each may see and change.
  */
 export interface Principal {
   /** The owner whose requests and runs it makes, and (without `admin` or `audit`) the only one it sees. */
@@ -38,20 +38,7 @@ export function seesEveryOwner(p: Principal): boolean {
   return hasScope(p.scopes, 'admin') || p.scopes.includes('audit');
 }
 
-/** Whether it may read what `owner` owns. */
-export function mayRead(p: Principal, owner: string): boolean {
-  return seesEveryOwner(p) || p.owner === owner;
-}
-
 /** Whether it may change (cancel, resubmit, retry, …) what `owner` owns: its own, or anyone's for an admin. */
 export function mayChange(p: Principal, owner: string): boolean {
   return hasScope(p.scopes, 'admin') || p.owner === owner;
-}
-
-/**
- * The owners a list is filtered to for it: null reads every owner's. A list shows what the
- * principal may read, so an auditor's is the admin's.
- */
-export function readableOwners(p: Principal): readonly string[] | null {
-  return seesEveryOwner(p) ? null : [p.owner];
 }
