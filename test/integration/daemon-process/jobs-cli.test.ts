@@ -264,7 +264,7 @@ describe('schedflow jobs submit while the daemon is stopped', () => {
     expect(submit.stderr).toMatch(/is not running, so nothing was queued: start it \(npm start, or schedflow start/);
     expect(submit.stdout).toBe('');
     noTrace(submit.stderr);
-  });
+  }, 90_000);
 
   it('with its external Redis gone too: refused at once (exit 2), naming the daemon that is not running, no traces', async () => {
     const t = await dproc.setUp();
@@ -280,5 +280,5 @@ describe('schedflow jobs submit while the daemon is stopped', () => {
     expect(submit.code, submit.stderr).toBe(2);
     expect(submit.stderr).toMatch(/is not running, so nothing was queued: start it/);
     noTrace(submit.stderr);
-  });
+  }, 90_000);
 });
