@@ -536,8 +536,9 @@ export class SchedClient {
    * update sets values, so sending it again is harmless: it is retried like a read.
    */
   async updateJob(jobId: number | string, update: JobUpdate, options: { signal?: AbortSignal } = {}): Promise<void> {
-    const id = jobIdOfUpdate(jobId);
     const body = jobUpdateBody(this.version, update);
+    const what = describeJobUpdate(update);
+    const id = await this.updateTarget(jobIdOfUpdate(jobId), what, options.signal);
     const req: TransportRequest = {
       method: 'POST',
       path: `${this.ctl}/job/${id}`,
@@ -545,7 +546,6 @@ export class SchedClient {
       retry: true,
       signal: options.signal,
     };
-    const what = describeJobUpdate(update);
     let res: Awaited<ReturnType<SchedTransport['send']>>;
     try {
       res = await this.transport.send(req);
@@ -587,6 +587,37 @@ export class SchedClient {
       throw updateRefused(id, what, failed.error_code as number, words, detail);
     }
     this.logger.info({ profile: this.profile.name, jobId: id, update: what }, 'job updated');
+  }
+
+  /**
+   * The id an update is posted to. slurmrestd refuses an array task's `123_4` in the path (422,
+   * 9000, every version of 25.11.7), so a task is updated by its own record's job id, which it
+   * has once it started (the array's id itself for its last one). A task still waiting in the
+   * array's record has none: Slurm updates it only with all the array's waiting tasks, by the
+   * array's id, and the refusal says so in Slurm's words.
+   */
+  private async updateTarget(id: string, what: string, signal?: AbortSignal): Promise<string> {
+    const task = /^(\d+)_(\d+)$/.exec(id);
+    if (!task) return id;
+    const [, arrayId, taskId] = task;
+    const req = this.read(`${this.ctl}/job/${arrayId}`, { signal });
+    const res = await this.transport.send(req);
+    const records = arrayMember(res.body, 'jobs', this.transport.describe(req)).map((j) =>
+      this.decodeOne(j, (r) => this.codec.decodeControllerJob(r), req),
+    );
+    const detail = { status: res.status, message: null, slurmErrors: [], request: this.transport.describe(req) };
+    const own = records.find((r) => r.array_job_id === Number(arrayId) && r.array_task_id === Number(taskId));
+    if (own) return String(own.job_id);
+    if (!records.some((r) => r.array_job_id === Number(arrayId))) {
+      throw new JobNotFoundError(`the controller does not know array job ${arrayId}`, detail);
+    }
+    throw updateRefused(
+      id,
+      what,
+      9000,
+      `Submit job update against Array Job's JobID instead of array task id: task ${taskId} has no record of its own (it has not started: it waits in array ${arrayId}'s record, updated with the array's waiting tasks by the id ${arrayId})`,
+      detail,
+    );
   }
 
   close(): Promise<void> {

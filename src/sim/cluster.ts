@@ -72,6 +72,8 @@ export interface SubmitRequest {
   standardOutput?: string | undefined;
   standardError?: string | undefined;
   array?: string | undefined;
+  /** `hold: true` in the job_desc_msg: submitted held by its user (priority 0, JobHeldUser). */
+  hold?: boolean | undefined;
 }
 
 export interface Submitter {
@@ -331,7 +333,8 @@ export class Cluster {
       standardOutput: request.standardOutput ?? '',
       standardError: request.standardError ?? '',
       state: 'PENDING',
-      reason: dependency ? 'Dependency' : 'None',
+      reason: request.hold ? 'JobHeldUser' : dependency ? 'Dependency' : 'None',
+      ...(request.hold && { held: true }),
       submitTime: now,
       // A job held by a dependency becomes eligible only when it is released.
       eligibleTime: dependency ? 0 : now,
@@ -439,7 +442,7 @@ export class Cluster {
 
   /**
    * `scontrol update job` (`POST /job/{id}`), with slurmctld's checks as 25.11.7 makes them for
-   * `actor`: only the job's user or an operator; a partition only while pending (2073), one
+   * `actor`: only the job's user or an operator (2010 to anyone else); a partition only while pending (2073), one
    * that exists (2000) and the account may use (2045), whose MaxTime the job's limit fits
    * (2051); a user may not raise a running job's limit, nor a pending one's past the
    * partition's MaxTime, nor set a negative nice (2002); a QOS the cluster has (2066). Checked
@@ -449,10 +452,9 @@ export class Cluster {
     const fail = (name: ConstructorParameters<typeof SlurmError>[0]) =>
       new SlurmError(name, 'Job update requested failed', 'slurm_update_job2()');
     const job = this.jobs.get(jobId);
-    if (!job || !this.isInController(job)) {
-      throw new SlurmError('ESLURM_INVALID_JOB_ID', `Invalid JobID=${jobId} rejected`, 'op_handler_job');
-    }
-    if (!actor.operator && job.user !== actor.user) throw fail('ESLURM_ACCESS_DENIED');
+    if (!job || !this.isInController(job)) throw fail('ESLURM_INVALID_JOB_ID');
+    // Another user's job: slurmctld says 2010 (Invalid user id), not 2002 (real 25.11.7).
+    if (!actor.operator && job.user !== actor.user) throw fail('ESLURM_USER_ID_MISSING');
     if (isTerminal(job)) throw fail('ESLURM_ALREADY_DONE');
     const pending = job.state === 'PENDING';
     let partition = this.partition(job.partition);

@@ -10,6 +10,7 @@ export const SLURM_ERRNO = {
   ESLURM_ACCESS_DENIED: { number: 2002, text: 'Access/permission denied' },
   ESLURM_TOO_MANY_REQUESTED_CPUS: { number: 2005, text: 'More processors requested than permitted' },
   ESLURM_JOB_SCRIPT_MISSING: { number: 2009, text: 'Job script not specified' },
+  ESLURM_USER_ID_MISSING: { number: 2010, text: 'Invalid user id' },
   ESLURM_REQUESTED_NODE_CONFIG_UNAVAILABLE: {
     number: 2014,
     text: 'Requested node configuration is not available',
@@ -17,6 +18,7 @@ export const SLURM_ERRNO = {
   ESLURM_INVALID_JOB_ID: { number: 2017, text: 'Invalid job id specified' },
   ESLURM_INVALID_NODE_NAME: { number: 2018, text: 'Invalid node name specified' },
   ESLURM_WRITING_TO_FILE: { number: 2019, text: 'I/O error writing script/environment to file' },
+  ESLURM_JOB_HELD: { number: 2028, text: 'Job is in held state, pending scheduler release' },
   ESLURM_ALREADY_DONE: { number: 2021, text: 'Job/step already completing or completed' },
   ESLURM_NOT_SUPPORTED: { number: 2036, text: 'Requested operation not supported on this system' },
   ESLURM_DEPENDENCY: { number: 2038, text: 'Job dependency problem' },

@@ -41,6 +41,8 @@ const jobDescSchema = z
     standard_output: z.string().optional(),
     standard_error: z.string().optional(),
     array: z.string().optional(),
+    // Read only when a boolean: anything else is left unread, as the members not simulated are.
+    hold: z.unknown().optional(),
   })
   // Other job_desc_msg members are accepted and not simulated, as a cluster ignores what it does not use.
   .loose();
@@ -235,6 +237,7 @@ export function decodeSubmitBody(body: unknown): DecodeResult {
       standardOutput: job.standard_output,
       standardError: job.standard_error,
       array: job.array,
+      hold: job.hold === true,
     },
   };
 }

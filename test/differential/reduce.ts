@@ -3,8 +3,8 @@ import { type Shape, shapeOf } from './shape.js';
 type Json = Record<string, unknown>;
 
 /** The jobs the sequence submitted, by the part they play; `step` requests name them so. */
-export type Role = 'ok' | 'failed' | 'cancelled' | 'noexec' | 'nomem' | 'limited';
-const ROLES: readonly Role[] = ['ok', 'failed', 'cancelled', 'noexec', 'nomem', 'limited'];
+export type Role = 'ok' | 'failed' | 'cancelled' | 'noexec' | 'nomem' | 'limited' | 'held';
+const ROLES: readonly Role[] = ['ok', 'failed', 'cancelled', 'noexec', 'nomem', 'limited', 'held'];
 
 /** An HTTP answer as received. */
 export interface RawAnswer {

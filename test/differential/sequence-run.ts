@@ -24,7 +24,7 @@ export interface SequenceOptions {
 
 export interface Call {
   method?: 'GET' | 'POST' | 'DELETE';
-  /** Path and query with placeholders: `{v}`, `{run}`, `{ok}`, `{failed}`, `{cancelled}`, `{noexec}`, `{nomem}`, `{limited}`, `{unknown}`, `{start}`, `{end}`, `{future}`. */
+  /** Path and query with placeholders: `{v}`, `{run}`, `{ok}`, `{failed}`, `{cancelled}`, `{noexec}`, `{nomem}`, `{limited}`, `{held}`, `{unknown}`, `{start}`, `{end}`, `{future}`. */
   path: string;
   /** A JSON body; a string is sent as it is (to send what is not JSON). */
   body?: unknown;
@@ -124,8 +124,9 @@ export class SequenceRun {
     script: string,
     as: DiffUser = 'alice',
     interpreter = '#!/bin/bash\n',
+    extra: Json = {},
   ): Promise<number> {
-    const body = this.jobBody(role, script, { script: `${interpreter}${script}\n` });
+    const body = this.jobBody(role, script, { script: `${interpreter}${script}\n`, ...extra });
     const answer = await this.send({ method: 'POST', path: '/slurm/{v}/job/submit', as, body });
     const jobId = (JSON.parse(answer.text) as { job_id?: unknown }).job_id;
     if (answer.status !== 200 || typeof jobId !== 'number') {

@@ -207,6 +207,70 @@ export async function runSequence(
   await run.step('accounting job: unknown id', { path: '/slurmdb/{v}/job/{unknown}' });
   await run.step('accounting job: not a job id', { path: '/slurmdb/{v}/job/not-a-number' });
 
+  // Job updates (POST /job/{id}): hold, change and release a job, and what Slurm refuses. The
+  // job is submitted held, so it waits whatever else the cluster runs.
+  await run.submit('submit held', 'held', 'sleep 300', 'alice', '#!/bin/bash\n', { hold: true });
+  await run.step('one job: submitted held', { path: '/slurm/{v}/job/{held}' });
+  await run.step('update: time limit, name, comment and nice of a pending job', {
+    method: 'POST',
+    path: '/slurm/{v}/job/{held}',
+    body: { time_limit: { set: true, number: 5 }, name: run.jobName('held'), comment: 'updated', nice: 10 },
+  });
+  await run.step('one job: held and updated', { path: '/slurm/{v}/job/{held}' });
+  await run.step("update refused: another user's job", {
+    method: 'POST',
+    path: '/slurm/{v}/job/{held}',
+    as: 'bob',
+    body: { hold: false },
+  });
+  await run.step('update refused: unknown QOS', {
+    method: 'POST',
+    path: '/slurm/{v}/job/{held}',
+    body: { qos: 'no-such-qos' },
+  });
+  await run.step('update refused: unknown partition', {
+    method: 'POST',
+    path: '/slurm/{v}/job/{held}',
+    body: { partition: 'no-such-partition' },
+  });
+  await run.step('update refused: an unknown job', {
+    method: 'POST',
+    path: '/slurm/{v}/job/{unknown}',
+    body: { hold: true },
+  });
+  await run.step('update refused: an array task id', {
+    method: 'POST',
+    path: '/slurm/{v}/job/{held}_1',
+    body: { hold: false },
+  });
+  await run.step('update refused: not a job id', {
+    method: 'POST',
+    path: '/slurm/{v}/job/not-a-number',
+    body: { hold: false },
+  });
+  await run.step('update refused: body is not JSON', {
+    method: 'POST',
+    path: '/slurm/{v}/job/{held}',
+    body: 'not json',
+  });
+  await run.step('release', { method: 'POST', path: '/slurm/{v}/job/{held}', body: { hold: false } });
+  await run.waitForControllerStates(['held'], (s) => s === 'RUNNING');
+  await run.step('one job: released and running', { path: '/slurm/{v}/job/{held}' });
+  await run.step('update refused: partition of a running job', {
+    method: 'POST',
+    path: '/slurm/{v}/job/{held}',
+    body: { partition: 'lab-owner' },
+  });
+  await run.step("update refused: a user raising a running job's time limit", {
+    method: 'POST',
+    path: '/slurm/{v}/job/{held}',
+    body: { time_limit: { set: true, number: 10 } },
+  });
+  await run.step('hold a running job', { method: 'POST', path: '/slurm/{v}/job/{held}', body: { hold: true } });
+  await run.step('one job: running and held', { path: '/slurm/{v}/job/{held}' });
+  await run.send({ method: 'DELETE', path: '/slurm/{v}/job/{held}' });
+  await run.waitForControllerStates(['held'], (s) => TERMINAL.has(s));
+
   // MaxSubmitJobs=1 on alice: one job pending or running is all she may have.
   await target.setSubmitLimit('alice', 1);
   try {

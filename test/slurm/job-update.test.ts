@@ -126,3 +126,55 @@ describe('limits on real Slurm', () => {
     await client.cancel(jobId);
   }, 60_000);
 });
+
+describe('arrays on real Slurm', () => {
+  it("refuses a task id in the path (422, 9000); the array's id updates its waiting tasks; the client updates a started task by its own id", async () => {
+    const { url, aliceJwt } = realSlurm();
+    const client = await connect('v0.0.44');
+    const arrayId = await submitHeld(client, 'array', { array: '1-2', script: script('sleep 30') });
+    const all = async () => {
+      const res = await fetch(`${url}/slurm/v0.0.44/job/${arrayId}`, {
+        headers: { 'X-SLURM-USER-NAME': 'alice', 'X-SLURM-USER-TOKEN': aliceJwt },
+      });
+      return ((await res.json()) as { jobs: Record<string, unknown>[] }).jobs;
+    };
+    const task = (records: Record<string, unknown>[], index: number) =>
+      records.find((r) => (r.array_task_id as { set: boolean; number: number }).number === index);
+
+    // slurmrestd refuses `123_4` itself, every version, whoever asks.
+    for (const version of SUPPORTED_VERSIONS) {
+      const res = await fetch(`${url}/slurm/${version}/job/${arrayId}_1`, {
+        method: 'POST',
+        headers: { 'X-SLURM-USER-NAME': 'alice', 'X-SLURM-USER-TOKEN': aliceJwt, 'content-type': 'application/json' },
+        body: JSON.stringify({ hold: false }),
+      });
+      expect(res.status).toBe(422);
+      expect(await res.json()).toMatchObject({
+        results: null,
+        errors: [
+          {
+            error_number: 9000,
+            description: "Rejecting request. Submit job update against Array Job's JobID instead of array task id.",
+            source: '_job_post_update',
+          },
+        ],
+      });
+    }
+    // Task 1 still waits in the array's record: it has no id of its own to update.
+    await expect(client.updateJob(`${arrayId}_1`, { timeLimitMin: 3 })).rejects.toMatchObject({
+      slurmCode: 9000,
+      message: expect.stringMatching(/task 1 has no record of its own/),
+    });
+
+    await client.updateJob(arrayId, { hold: false });
+    await waitFor(async () => (task(await all(), 1) ? true : undefined), { timeoutMs: 60_000 });
+    await client.updateJob(`${arrayId}_1`, { timeLimitMin: 3 });
+    expect(task(await all(), 1)).toMatchObject({ time_limit: { number: 3 } });
+    // The array's id changes its own record (the waiting task, or the last to start), not task 1's.
+    await client.updateJob(arrayId, { timeLimitMin: 4 });
+    const records = await all();
+    expect(records.find((r) => r.job_id === arrayId)).toMatchObject({ time_limit: { number: 4 } });
+    expect(task(records, 1)).toMatchObject({ time_limit: { number: 3 } });
+    await client.cancel(arrayId);
+  }, 90_000);
+});

@@ -16,7 +16,7 @@ import { type NodeView, renderNode, renderPartition } from '../render/cluster-in
 import { renderJobInfo, renderJobState } from '../render/job-info.js';
 import { noVal } from '../render/templates.js';
 import type { SimJob } from '../sim-job.js';
-import { SlurmError } from '../slurm-errno.js';
+import { SLURM_ERRNO, SlurmError } from '../slurm-errno.js';
 import {
   CONTROLLER_REFUSED_STATUS,
   controllerUnreachable,
@@ -246,11 +246,14 @@ export function registerControllerRoutes(app: FastifyInstance, ctx: ProxyContext
     }
     try {
       const job = cluster.submit(decoded.request, submitter);
+      // A job submitted held comes back with slurmctld's return code ESLURM_JOB_HELD, which
+      // slurmrestd reports as two warnings beside the job id (real 25.11.7).
+      const held = job.held ? heldWarnings() : [];
       return sendSlurm(reply, 200, {
         job_id: job.jobId,
         step_id: 'batch',
         job_submit_user_msg: '',
-        ...call.envelope('slurmctld', [], decoded.warnings),
+        ...call.envelope('slurmctld', [], [...decoded.warnings, ...held]),
       });
     } catch (error) {
       if (!(error instanceof SlurmError)) throw error;
@@ -440,4 +443,14 @@ function recordsFor(cluster: ProxyContext['cluster'], jobId: number): SimJob[] {
   if (job.arrayJobId !== jobId) return [job];
   const tasks = cluster.arrayRecords(jobId).filter((record) => record !== job);
   return [job, ...tasks.reverse()];
+}
+
+/** slurmrestd's warnings for a submission slurmctld accepted with a non-zero code: a held job's. */
+function heldWarnings(): { description: string; source: string }[] {
+  const words = SLURM_ERRNO.ESLURM_JOB_HELD.text;
+  const source = 'slurm_submit_batch_job()';
+  return [
+    { description: `Job submission resulted in non-zero return code: ${words}`, source },
+    { description: words, source },
+  ];
 }

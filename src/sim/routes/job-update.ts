@@ -1,10 +1,13 @@
 import type { FastifyInstance } from 'fastify';
 import type { JobChange } from '../cluster.js';
-import type { Flavor } from '../flavor.js';
+import { type Flavor, SLURMRESTD_TEXT, sendSlurmrestdText } from '../flavor.js';
 import { admit, type ProxyContext, proxyError, sendSlurm, slurmErrorEntry, upstreamDown } from '../proxy-context.js';
 import { SlurmError } from '../slurm-errno.js';
 import { CONTROLLER_REFUSED_STATUS, credentialRefusedEntry, parseJobId, queryRejected } from '../slurmrestd-answers.js';
 import { UNPARSABLE_BODY } from '../submit-request.js';
+
+/** `123_4`: one task of an array, as slurmrestd's path parser reads it. */
+const ARRAY_TASK_ID = /^\d+_\d+$/;
 
 type JobParams = { version: string; job_id: string };
 type Json = Record<string, unknown>;
@@ -46,17 +49,21 @@ export function registerJobUpdateRoute(app: FastifyInstance, ctx: ProxyContext, 
     const call = await admit(ctx, req, reply, 'sched:jobs:manage', flavor);
     if (!call) return reply;
     if (!ctx.upstream.slurmctld && flavor.kind === 'proxy') return upstreamDown(reply, 'slurmctld');
-    const jobId = parseJobId(req.params.job_id);
-    if (jobId === undefined) {
+    // slurmrestd reads the body before the path's id: a body that is not JSON is its own 400 text.
+    if (req.body === UNPARSABLE_BODY) return sendSlurmrestdText(reply, 400, SLURMRESTD_TEXT.unparsableBody);
+    // One array task's id is refused whoever asks and whether or not the job exists (real 25.11.7,
+    // every version): an update goes to the array's id (its pending tasks) or a task's own job id.
+    if (ARRAY_TASK_ID.test(req.params.job_id)) {
       const rejected = queryRejected(
         call,
         'slurmctld',
-        'op_handler_job',
-        'Rejecting request. Failure parsing parameters',
+        '_job_post_update',
+        "Rejecting request. Submit job update against Array Job's JobID instead of array task id.",
       );
-      return sendSlurm(reply, rejected.status, rejected.body);
+      return sendSlurm(reply, rejected.status, { results: null, ...rejected.body });
     }
-    if (req.body === UNPARSABLE_BODY) {
+    const jobId = parseJobId(req.params.job_id);
+    if (jobId === undefined) {
       const rejected = queryRejected(
         call,
         'slurmctld',
@@ -94,9 +101,9 @@ export function registerJobUpdateRoute(app: FastifyInstance, ctx: ProxyContext, 
       return sendSlurm(reply, 200, { results: null, ...call.envelope('slurmctld') });
     } catch (error) {
       if (!(error instanceof SlurmError)) throw error;
-      // An unknown job is refused before slurmctld is asked to change anything: 404, no results.
+      // An unknown job: slurmctld's 2017, which slurmrestd answers 404 (results null all the same).
       if (error.errnoName === 'ESLURM_INVALID_JOB_ID') {
-        return sendSlurm(reply, 404, call.envelope('slurmctld', [slurmErrorEntry(error)]));
+        return sendSlurm(reply, 404, { results: null, ...call.envelope('slurmctld', [slurmErrorEntry(error)]) });
       }
       return sendSlurm(reply, 500, { results: null, ...call.envelope('slurmctld', [slurmErrorEntry(error)]) });
     }

@@ -141,3 +141,86 @@ describe('refusals', () => {
     await expect(client.updateJob(12, { timeLimitMin: 1.5 })).rejects.toThrow(/whole number of minutes/);
   });
 });
+
+/** A raw POST to the simulator's plain slurmrestd path, as alice. */
+async function post(path: string, body: unknown): Promise<{ status: number; json: Record<string, unknown> }> {
+  const res = await fetch(`${sim.url}/slurm/v0.0.44/${path}`, {
+    method: 'POST',
+    headers: { 'X-SLURM-USER-NAME': 'alice', 'X-SLURM-USER-TOKEN': ALICE_TOKEN, 'content-type': 'application/json' },
+    body: JSON.stringify(body),
+  });
+  return { status: res.status, json: (await res.json()) as Record<string, unknown> };
+}
+
+async function records(arrayId: number): Promise<Record<string, unknown>[]> {
+  const res = await fetch(`${sim.url}/slurm/v0.0.44/job/${arrayId}`, {
+    headers: { 'X-SLURM-USER-NAME': 'alice', 'X-SLURM-USER-TOKEN': ALICE_TOKEN },
+  });
+  return ((await res.json()) as { jobs: Record<string, unknown>[] }).jobs;
+}
+
+describe('arrays, as real Slurm 25.11.7 updates them', () => {
+  it("the array's id updates its waiting tasks only; a started task by its own id; a task id in the path is refused", async () => {
+    // Submitted held: tasks 1 and 2 start on release (two CPUs), task 3 waits in the array's record.
+    const submitted = await post('job/submit', {
+      job: {
+        name: 'array-update',
+        script: '#!/bin/sh\nsleep 60\n',
+        current_working_directory: sim.workDir,
+        environment: ['PATH=/usr/bin:/bin'],
+        array: '1-3',
+        hold: true,
+        time_limit: { set: true, number: 10 },
+      },
+    });
+    const arrayId = submitted.json.job_id as number;
+    expect((await records(arrayId))[0]).toMatchObject({ hold: true, state_reason: 'JobHeldUser' });
+    const client = await connect('v0.0.44', 'slurmrestd');
+    await client.updateJob(arrayId, { hold: false });
+    await waitFor(async () => ((await records(arrayId)).length === 3 ? true : undefined));
+
+    // slurmrestd refuses `123_4` itself, whoever asks, known job or not.
+    for (const id of [`${arrayId}_1`, '67000000_1']) {
+      const refused = await post(`job/${id}`, { hold: true });
+      expect(refused.status).toBe(422);
+      expect(refused.json.results).toBeNull();
+      expect(refused.json.errors).toEqual([
+        expect.objectContaining({
+          error_number: 9000,
+          description: "Rejecting request. Submit job update against Array Job's JobID instead of array task id.",
+          source: '_job_post_update',
+        }),
+      ]);
+    }
+
+    // The array's id: its record, the waiting task 3; started tasks keep their own values.
+    await client.updateJob(arrayId, { timeLimitMin: 4, hold: true });
+    const limits = (await records(arrayId)).map((r) => ({
+      task: (r.array_task_id as { set: boolean; number: number }).set
+        ? (r.array_task_id as { number: number }).number
+        : (r.array_task_string as string),
+      limit: (r.time_limit as { number: number }).number,
+      hold: r.hold,
+    }));
+    expect(limits).toEqual(
+      expect.arrayContaining([
+        { task: '3', limit: 4, hold: true },
+        { task: 1, limit: 10, hold: false },
+        { task: 2, limit: 10, hold: false },
+      ]),
+    );
+
+    // The client posts a started task's update to the task's own record.
+    await client.updateJob(`${arrayId}_1`, { timeLimitMin: 3 });
+    const task1 = (await records(arrayId)).find((r) => (r.array_task_id as { number: number }).number === 1);
+    expect(task1).toMatchObject({ time_limit: { number: 3 } });
+    expect(task1?.job_id).not.toBe(arrayId);
+    // A task still in the array's record has no id of its own to update.
+    await expect(client.updateJob(`${arrayId}_3`, { timeLimitMin: 2 })).rejects.toMatchObject({
+      slurmCode: 9000,
+      message: expect.stringMatching(/task 3 has no record of its own .* by the id \d+/),
+    });
+    await expect(client.updateJob('67000000_1', { timeLimitMin: 2 })).rejects.toBeInstanceOf(JobNotFoundError);
+    await client.cancel(arrayId);
+  });
+});

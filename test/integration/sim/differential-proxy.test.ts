@@ -17,7 +17,8 @@ import { startSim, type TestSim } from '../../helpers/sim.js';
  * Steps the site proxy answers itself, by its own contract, before any Slurm body is made:
  * its JSON 401 for a missing or unknown token (slurmrestd: 401 text, or passes the token on),
  * its 404/400 for paths and versions it lacks, its account binding (403) for bob acting on
- * account lab, and its JSON 500 (or a cached answer) while slurmctld or slurmdbd is gone.
+ * account lab, its cached answer to a read repeated within the cache lifetime, and its JSON 500
+ * (or a cached answer) while slurmctld or slurmdbd is gone.
  * Every other step must give the recorded Slurm answer under /sched too.
  */
 const PROXY_OWN_ANSWERS = new Set([
@@ -37,6 +38,12 @@ const PROXY_OWN_ANSWERS = new Set([
   'bad token: accounting job',
   'submit refused: account the user has no association with (bob as lab)',
   "cancel another user's job",
+  "update refused: another user's job",
+  // A read of the same job within the proxy's cache lifetime (2 to 60 s by its contract) is
+  // answered from its cache: the job as it was before the update, release or hold between.
+  'one job: held and updated',
+  'one job: released and running',
+  'one job: running and held',
   'slurmctld down: ping',
   'slurmctld down: job listing',
   'slurmctld down: jobs/state',
@@ -70,6 +77,7 @@ describe('the proxy paths carry the same Slurm answers', () => {
       const unauthenticated = records.find((r) => r.step === 'no credentials: job listing');
       expect(unauthenticated).toMatchObject({ status: 401, contentType: expect.stringMatching(/^application\/json/) });
       expect(records.find((r) => r.step === "cancel another user's job")?.status).toBe(403);
+      expect(records.find((r) => r.step === "update refused: another user's job")?.status).toBe(403);
     });
   }
 });
