@@ -240,6 +240,7 @@ function fromController(job: ControllerRecord, paths: OutputPaths): SchedJob {
     submit_time: nonZero(job.submit_time),
     start_time: start,
     end_time: end,
+    expected_start: phase === 'waiting' ? nonZero(job.start_time) : null,
     // Not start-to-now for a running job: decoding stays independent of the clock, and accounting has it.
     elapsed_sec: start !== null && end !== null ? end - start : null,
     time_limit: timeLimitOf(job.time_limit),
