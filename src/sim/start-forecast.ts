@@ -41,11 +41,8 @@ export class StartForecast {
     for (const at of times) {
       // Free at `at` and at every later step: a later reservation must not be overrun.
       let free = this.freeCpus;
-      let lowest = Number.POSITIVE_INFINITY;
-      for (const step of steps) {
-        if (step.atSec <= at) free += step.cpus;
-      }
-      lowest = free;
+      for (const step of steps) if (step.atSec <= at) free += step.cpus;
+      let lowest = free;
       for (const step of steps) {
         if (step.atSec <= at) continue;
         free += step.cpus;

@@ -365,6 +365,8 @@ function fromAccounting(job: AccountingRecord, paths: OutputPaths): SchedJob {
     submit_time: nonZero(time.submission),
     start_time: start,
     end_time: nonZero(time.end),
+    // slurmdbd keeps no forecast of a pending job's start: only the controller has it.
+    expected_start: null,
     elapsed_sec: start === null ? null : (time.elapsed ?? null),
     time_limit: timeLimitOf(time.limit),
     partition: job.partition ?? '',
