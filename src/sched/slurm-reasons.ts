@@ -76,7 +76,11 @@ const PENDING: Record<string, Entry> = {
     meaning: 'the reservation it was submitted to was deleted',
     action: 'cancel it and submit it again without the reservation',
   },
-  NodeDown: { meaning: 'a node it needs is down', action: 'wait for the node to come back' },
+  // Both a wait and an end: a node it needs, or one it ran on.
+  NodeDown: {
+    meaning: 'a node it needs, or one it was running on, went down or stopped responding',
+    action: 'wait for the node to come back',
+  },
   BadConstraints: {
     meaning: 'its constraints (features, memory, CPUs) cannot be met by any node',
     action: 'cancel it and submit it again with a request the nodes can meet',
