@@ -6,6 +6,7 @@ import { apiClient } from '../../helpers/api.js';
 import { launchBrowser, type TestBrowser } from '../../helpers/browser.js';
 import { runCli } from '../../helpers/cli-process.js';
 import { startTestDaemon, type TestDaemon } from '../../helpers/daemon.js';
+import { type RecordedRequest, startFlakyProxy } from '../../helpers/flaky-proxy.js';
 import { waitFor } from '../../helpers/http.js';
 import { startTestRedis, type TestRedis } from '../../helpers/redis.js';
 import { startSim, type TestSim } from '../../helpers/sim.js';
@@ -123,5 +124,54 @@ describe('a job waiting for Resources', () => {
     expect((after.json as { pending: unknown }).pending).toBeNull();
     await page.goto(`${base}/jobs/${waiting}`);
     expect(await page.getByTestId('pending-reason').count()).toBe(0);
+  }, 120_000);
+});
+
+describe('what it costs', () => {
+  it('five pending jobs are read in one controller listing a cycle, never one request each', async () => {
+    const own = await startSim({ cpus: 1 });
+    const proxy = await startFlakyProxy(own.url);
+    const daemon = await startTestDaemon(proxy.url, redis.url, { pendingDetailsEveryMs: 1000 });
+    try {
+      const submit = (name: string, script: string) =>
+        daemon.daemon.submit({
+          spec: spec(own, { name, script, time_limit: 5 }),
+          owner: 'default',
+          actor: 'test',
+          origin: 'api',
+        });
+      await daemon.waitForState(await submit('blocker', '#!/bin/sh\nsleep 300\n'), 'running');
+      const waiting = await Promise.all(
+        Array.from({ length: 5 }, (_, i) => submit(`waiter-${i}`, '#!/bin/sh\ntrue\n')),
+      );
+      const store = daemon.daemon.history.store;
+      await waitFor(
+        async () => {
+          const rows = await Promise.all(waiting.map((id) => getRequest(store, id)));
+          return rows.every((row) => row?.state === 'pending' && row.expectedStartAt !== null) ? rows : undefined;
+        },
+        { what: 'five pending jobs with their forecasts', timeoutMs: 30_000 },
+      );
+      // Three poll cycles (2 s apart: the cache lifetime), each finding all five due (1 s).
+      const before = proxy.requests.length;
+      const isState = (r: RecordedRequest) => r.method === 'GET' && r.url.includes('/jobs/state');
+      const cycles = await waitFor(
+        async () => {
+          const seen = proxy.requests.slice(before).filter(isState);
+          return seen.length >= 3 ? seen.slice(0, 3) : undefined;
+        },
+        { what: 'three poll cycles', timeoutMs: 30_000 },
+      );
+      const [first, , third] = cycles as [RecordedRequest, RecordedRequest, RecordedRequest];
+      const during = proxy.requests.slice(before).filter((r) => r.atMs >= first.atMs && r.atMs <= third.atMs);
+      expect(during.filter((r) => /\/job\/\d+/.test(r.url))).toEqual([]);
+      const listings = during.filter((r) => r.method === 'GET' && /\/sched\/v[\d.]+\/jobs(\?|$)/.test(r.url));
+      expect(listings.length).toBeGreaterThanOrEqual(1);
+      expect(listings.length).toBeLessThanOrEqual(2);
+    } finally {
+      await daemon.stop();
+      await proxy.close();
+      await own.stop();
+    }
   }, 120_000);
 });
