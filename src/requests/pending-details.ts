@@ -14,7 +14,7 @@ import type { PollDeps } from './poll-deps.js';
  * forecast cleared by its transition (src/requests/transition.ts).
  *
  * Cheaply: a pending job's record is read at most every `pendingDetailsEveryMs` (30 s), and a
- * job just submitted, that slurmctld has not looked at yet (no reason), at the next cycle. Up to
+ * job just submitted, that slurmctld has not looked at yet (no reason), 5 s later. Up to
  * {@link ONE_BY_ONE_MAX} due jobs are read one by one (`GET …/job/{id}`, small answers); beyond,
  * one controller listing serves them all. Never while submissions wait for the profile's request
  * budget or its proxy rate-limits it: a forecast can wait, a submission should not.
@@ -23,6 +23,11 @@ import type { PollDeps } from './poll-deps.js';
 /** Due jobs read one `GET …/job/{id}` each; more than this, and one listing is cheaper. */
 const ONE_BY_ONE_MAX = 3;
 const DEFAULT_EVERY_MS = 30_000;
+/**
+ * A job read before slurmctld gave it a reason (`None` right after its submission, on a real
+ * Slurm 25.11.7 for a few seconds, until its scheduler's next pass) is read again this soon.
+ */
+const NO_REASON_AGAIN_MS = 5000;
 
 /** When each pending request's record was last read, per profile connection (in memory: a restart reads them again). */
 const lastRead = new WeakMap<SchedClient, Map<string, number>>();
@@ -61,7 +66,8 @@ export async function refreshPendingDetails(
   const due = pending.filter((row) => {
     const at = read.get(row.id);
     // A job slurmctld has not evaluated yet has no reason: its first one comes within seconds.
-    return at === undefined || now - at >= everyMs || row.reason === null;
+    const dueAfterMs = row.reason === null ? Math.min(everyMs, NO_REASON_AGAIN_MS) : everyMs;
+    return at === undefined || now - at >= dueAfterMs;
   });
   if (due.length === 0) return none;
   if (client.submissionsWaiting() || client.isRateLimited()) return none;
