@@ -40,7 +40,15 @@ describe('a job waiting on real Slurm', () => {
       const filler = await d.submit(realSpec('pending-why-fill', 'sleep 110', { cpus_per_task: 2, time_limit: 2 }));
       ids.push(filler);
       // Other tests may hold a CPU for a while: the filler starts once both are free.
-      const fill = await d.waitForState(filler, 'running', 90_000);
+      await d.waitForState(filler, 'running', 90_000);
+      // Its start comes with its full record, a cycle after the light listing showed it running.
+      const fill = await waitFor(
+        async () => {
+          const job = await d.job(filler);
+          return job.started_at ? job : undefined;
+        },
+        { what: "the filler's start", timeoutMs: 30_000 },
+      );
       const waiter = await d.submit(realSpec('pending-why-wait', 'sleep 1', { time_limit: 1 }));
       ids.push(waiter);
       const pending = await waitFor(
