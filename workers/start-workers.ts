@@ -94,6 +94,7 @@ export function startWorkers(deps: StartWorkersDeps): void {
       pollFloorMs: config.pollFloorMs,
       pollCeilingMs: config.pollCeilingMs,
       lostGraceMs: config.lostGraceMs,
+      pendingDetailsEveryMs: config.pendingDetailsEveryMs,
       submitLimitRecheckMs: config.submitLimitRecheckMs,
     },
     webhooks,

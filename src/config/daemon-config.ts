@@ -105,6 +105,14 @@ export const daemonConfigSchema = z.object({
     .positive()
     .default(300_000)
     .describe('How long a job may be missing from both the controller and accounting before it is `lost`.'),
+  pendingDetailsEveryMs: z
+    .number()
+    .int()
+    .min(0)
+    .default(30_000)
+    .describe(
+      "How often a pending job's full controller record is read for Slurm's reason and expected start (one request per job up to 3 pending jobs, one controller listing beyond; never while submissions wait for the request budget); 0: never.",
+    ),
   reconcileEveryMs: z
     .number()
     .int()
@@ -235,6 +243,7 @@ export const DAEMON_ENV_NUMBERS = {
   SCHEDFLOW_POLL_FLOOR_MS: 'pollFloorMs',
   SCHEDFLOW_POLL_CEILING_MS: 'pollCeilingMs',
   SCHEDFLOW_LOST_GRACE_MS: 'lostGraceMs',
+  SCHEDFLOW_PENDING_DETAILS_EVERY_MS: 'pendingDetailsEveryMs',
   SCHEDFLOW_RECONCILE_EVERY_MS: 'reconcileEveryMs',
   SCHEDFLOW_PROFILE_RECHECK_MS: 'profileRecheckMs',
   SCHEDFLOW_SUBMIT_CONCURRENCY: 'submitConcurrency',

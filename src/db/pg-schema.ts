@@ -176,6 +176,9 @@ export const jobRequests = schedflow.table(
     adopted: boolean('adopted').notNull().default(false).$type<Of<typeof sqlite.jobRequests, 'adopted'>>(),
     rawState: text('raw_state').$type<Of<typeof sqlite.jobRequests, 'rawState'>>(),
     reason: text('reason').$type<Of<typeof sqlite.jobRequests, 'reason'>>(),
+    expectedStartAt: bigint('expected_start_at', { mode: 'number' }).$type<
+      Of<typeof sqlite.jobRequests, 'expectedStartAt'>
+    >(),
     exitCode: bigint('exit_code', { mode: 'number' }).$type<Of<typeof sqlite.jobRequests, 'exitCode'>>(),
     signal: bigint('signal', { mode: 'number' }).$type<Of<typeof sqlite.jobRequests, 'signal'>>(),
     errorCode: text('error_code').$type<Of<typeof sqlite.jobRequests, 'errorCode'>>(),

@@ -469,6 +469,7 @@ function trackedColumns(t: History['t']['jobRequests']) {
     jobConfirmedAt: t.jobConfirmedAt,
     rawState: t.rawState,
     reason: t.reason,
+    expectedStartAt: t.expectedStartAt,
     exitCode: t.exitCode,
     signal: t.signal,
     startedAt: t.startedAt,

@@ -90,7 +90,14 @@ export const jobRequests = sqliteTable(
     adopted: integer('adopted', { mode: 'boolean' }).notNull().default(false),
     /** Upstream's view, as last seen. */
     rawState: text('raw_state'),
+    /** Slurm's reason, as last seen: why a pending job waits, or why an ended job ended. */
     reason: text('reason'),
+    /**
+     * The scheduler's forecast of a pending job's start (ms), as last read from the controller's
+     * full record (src/requests/pending-details.ts); null without one, and once the job left
+     * pending (the start reached is startedAt).
+     */
+    expectedStartAt: integer('expected_start_at'),
     exitCode: integer('exit_code'),
     signal: integer('signal'),
     /** Errors of a failed submit, or why a job is lost: what to do is in the message. */

@@ -15,6 +15,11 @@ export interface PollSettings {
    * the controller's full record gives it. @defaultValue 30000
    */
   arrayEndPatienceMs?: number;
+  /**
+   * How often a pending job's full controller record is read for Slurm's reason and expected
+   * start (src/requests/pending-details.ts); 0: never. @defaultValue 30000
+   */
+  pendingDetailsEveryMs?: number;
 }
 
 export interface PollDeps {

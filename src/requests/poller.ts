@@ -12,6 +12,7 @@ import {
   arraysNeedingController,
   markMissingTasks,
 } from './array-poll.js';
+import { refreshPendingDetails } from './pending-details.js';
 import {
   applyAccounting,
   applyArraySummaries,
@@ -41,7 +42,8 @@ export interface PollReport {
    * or left the controller (one when up to 500 did; more in a mass end, within the request
    * budget), one controller listing when accounting could not describe an ended job (or an array
    * task's end: at once when accounting did not answer, after ARRAY_END_PATIENCE_MS when it
-   * answered without it), and one when a record may be another job's.
+   * answered without it), one when a record may be another job's, and the pending jobs' full
+   * records when due (pending-details.ts: one each up to 3 jobs, one listing beyond).
    */
   requests: number;
   changed: number;
@@ -75,7 +77,10 @@ export async function pollProfile(deps: PollDeps, profile: string): Promise<Poll
   changed += accounting.changed;
   const controller = await resolveThroughController(deps, profile, plan, light, accounting);
   changed += controller.changed;
-  const requests = light.requests + accounting.requests + controller.requests;
+  // Last: why the jobs still pending wait, and when they are expected to start.
+  const pending = await refreshPendingDetails(deps, tracked, light);
+  changed += pending.changed;
+  const requests = light.requests + accounting.requests + controller.requests + pending.requests;
   await updateProfileSync(store, profile, {
     lastPollAt: (deps.clock ?? systemClock).now(),
     ...pollOutcome(light.overall),

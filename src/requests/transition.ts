@@ -59,7 +59,14 @@ export function transition(h: History, requestId: string, input: TransitionInput
       tx,
       requestId,
       moves
-        ? { ...patch, state: input.to, rawState: input.rawState ?? row.rawState, reason: input.reason ?? null }
+        ? {
+            ...patch,
+            state: input.to,
+            rawState: input.rawState ?? row.rawState,
+            reason: input.reason ?? null,
+            // A forecast is of a pending job's start: gone once it started (or ended, or went back to waiting).
+            expectedStartAt: null,
+          }
         : patch,
     );
     if (!moves) return false;

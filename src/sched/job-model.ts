@@ -70,6 +70,14 @@ export interface SchedJob {
   start_time: number | null;
   end_time: number | null;
   /**
+   * The controller's forecast of a pending job's start (Unix seconds): slurmctld sends it as
+   * `start_time` while the job waits, once its scheduler (main or backfill) has placed the job in
+   * time: the end of the jobs it waits for (`Resources`), its `--begin` time (`BeginTime`). Null
+   * while it has none (just submitted, held, behind a dependency) and for a job that is not
+   * pending; never from accounting, which keeps no forecast. Absent from a record made without it.
+   */
+  expected_start?: number | null;
+  /**
    * Seconds the job ran; accounting reports it (running jobs too), for the controller it is
    * end - start of an ended job, and null while it runs (it would depend on the reader's clock).
    */

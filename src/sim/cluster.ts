@@ -17,6 +17,7 @@ import { type JobUser, SubmitterUsers } from './job-user.js';
 import type { PartitionSettings } from './sim-config.js';
 import { cpusOf, isArrayMeta, isTerminal, type SimJob } from './sim-job.js';
 import { SlurmError } from './slurm-errno.js';
+import { StartForecast } from './start-forecast.js';
 
 export interface ClusterOptions {
   clusterName: string;
@@ -583,6 +584,9 @@ export class Cluster {
     try {
       this.resolveDependencies();
       let free = this.options.cpus - this.cpusInUse();
+      // As slurmctld: the first job that does not fit waits for `Resources`, the ones behind it
+      // that do not fit either for `Priority` (a job ahead of them is waiting).
+      let blockedAhead = false;
       for (const job of this.listJobs()) {
         // Held by a dependency, met later or never, or by its user: not the scheduler's to start.
         if (
@@ -599,11 +603,16 @@ export class Cluster {
         } else if (need <= free) {
           free -= need;
           this.launch(job);
-        } else if (job.reason !== 'Resources') {
-          job.reason = 'Resources';
-          this.changed(job);
+        } else {
+          const reason = blockedAhead ? 'Priority' : 'Resources';
+          blockedAhead = true;
+          if (job.reason !== reason) {
+            job.reason = reason;
+            this.changed(job);
+          }
         }
       }
+      this.forecastStarts();
     } finally {
       this.scheduling = false;
     }
@@ -657,6 +666,36 @@ export class Cluster {
     return left;
   }
 
+  /**
+   * The forecast start of every job still waiting for CPUs (`Resources`, `Priority`, an array's
+   * tasks), in the scheduler's order, as slurmctld sends it in `start_time` (start-forecast.ts).
+   * Jobs held or behind a dependency get none.
+   */
+  private forecastStarts(): void {
+    const now = nowSec();
+    const running = [...this.jobs.values()]
+      .filter((job) => this.processes.has(job.jobId) || job.state === 'RUNNING')
+      .map((job) => ({
+        cpus: cpusOf(job),
+        // As the job's end_time shows it: start + time limit; a job ending (completing) ends now.
+        endSec:
+          job.state !== 'RUNNING' ? now : job.timeLimitMin === null ? null : job.startTime + job.timeLimitMin * 60,
+      }));
+    const forecast = new StartForecast(now, this.options.cpus - this.cpusInUse(), running);
+    for (const job of this.listJobs()) {
+      if (job.state !== 'PENDING') continue;
+      const waitsForCpus =
+        !job.held && (job.reason === 'Resources' || job.reason === 'Priority' || job.reason === 'JobArrayTaskLimit');
+      const expected = waitsForCpus
+        ? forecast.place(cpusOf(job), job.timeLimitMin === null ? null : job.timeLimitMin * 60)
+        : 0;
+      if ((job.expectedStart ?? 0) !== expected) {
+        job.expectedStart = expected;
+        this.changed(job);
+      }
+    }
+  }
+
   private resolveDependencies(): void {
     for (let changed = true; changed; ) {
       changed = false;
@@ -687,6 +726,7 @@ export class Cluster {
     job.state = 'RUNNING';
     job.reason = 'None';
     job.startTime = now;
+    job.expectedStart = 0;
     job.nodes = this.options.nodeName;
     this.changed(job);
     const simulated = this.options.simulatedRuntimeSec;

@@ -51,6 +51,11 @@ export interface SimJob {
   submitTime: number;
   eligibleTime: number;
   startTime: number;
+  /**
+   * A pending job's forecast start (Unix seconds, src/sim/start-forecast.ts), sent as its
+   * `start_time` while it waits; 0 or absent when there is none.
+   */
+  expectedStart?: number;
   endTime: number;
   /** Return code of the batch script; null when it never exited normally. */
   exitCode: number | null;

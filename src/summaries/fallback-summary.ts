@@ -1,3 +1,4 @@
+import { explainReason } from '../sched/slurm-reasons.js';
 import { runStartedBy } from '../views/run-start.js';
 import { describeEfficiency, formatSeconds } from './efficiency.js';
 import type { JobFacts, RunFacts } from './facts.js';
@@ -9,7 +10,6 @@ import {
   type JobFindings,
   type RunFindings,
 } from './prompt.js';
-import { explainReason } from './slurm-reasons.js';
 
 /**
  * The summary without an LLM: a fixed template filled with the same facts

@@ -1,11 +1,12 @@
 import { randomBytes } from 'node:crypto';
 import type { Efficiency, RunTrend, SpecSuggestion, Triage } from '../db/summary-data.js';
 import type { ChatMessage } from '../llm/llm-client.js';
+import { explainReason } from '../sched/slurm-reasons.js';
 import { runStartedBy } from '../views/run-start.js';
 import { describeEfficiency, formatSeconds } from './efficiency.js';
 import type { JobFacts, RunFacts } from './facts.js';
 import type { Redactor } from './redact.js';
-import { explainReason, signalName } from './slurm-reasons.js';
+import { signalName } from './signals.js';
 
 /**
  * The prompt: fixed instructions, then the facts as `Label: value` lines

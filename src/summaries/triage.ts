@@ -1,8 +1,9 @@
 import type { RequestState } from '../db/schema.js';
 import type { SpecSuggestion, Triage } from '../db/summary-data.js';
 import { assertNever } from '../lib/assert-never.js';
+import { explainReason } from '../sched/slurm-reasons.js';
 import { formatSeconds } from './efficiency.js';
-import { explainReason, signalName } from './slurm-reasons.js';
+import { signalName } from './signals.js';
 
 /**
  * Failure triage: from an ended job's facts, what most likely went wrong (a
@@ -137,7 +138,7 @@ function triage(
   input: TriageInput,
   evidence: string[],
 ): Triage {
-  return { classification, cause, reason: explainReason(input.reason), evidence: evidence.filter(Boolean) };
+  return { classification, cause, reason: endReason(input.reason), evidence: evidence.filter(Boolean) };
 }
 
 export function triageJob(input: TriageInput): TriageResult {
@@ -302,4 +303,10 @@ function triageRefused(input: TriageInput): TriageResult {
         ? otherPartition(input, null)
         : null;
   return { triage: triage('refused', cause, input, evidence), suggestion: partition };
+}
+
+/** The end's reason as a summary keeps it: code and meaning (what to do is the triage's). */
+function endReason(code: string | null): { code: string; meaning: string } | null {
+  const explained = explainReason(code);
+  return explained && { code: explained.code, meaning: explained.meaning };
 }

@@ -13,6 +13,7 @@ import {
 } from '../db/schema.js';
 import type { JobOutcome, RunOutcome, StepOutcome } from '../db/webhook-payloads.js';
 import { maskedSpec } from '../lib/secret-env.js';
+import { pendingView } from './pending-view.js';
 import type { PipelineSummary } from './pipeline-summary.js';
 import { shownWebhookUrl } from './webhook-url-shown.js';
 
@@ -62,6 +63,7 @@ export function jobView(row: Omit<JobRequestRow, 'spec'>, viewer: Viewer) {
     adopted: row.adopted,
     raw_state: row.rawState,
     reason: row.reason,
+    pending: pendingView(row),
     exit_code: row.exitCode,
     signal: row.signal,
     error: row.errorMessage === null ? null : { code: row.errorCode, message: row.errorMessage },

@@ -407,6 +407,17 @@ describe.each(SUPPORTED_VERSIONS)('what the simulator sends, %s', (version) => {
     });
   });
 
+  it("sends a pending job's forecast as its start_time, and that + its limit as its end_time, as Slurm 25.11.7", () => {
+    const base = { state: 'PENDING', startTime: 0, nodes: '' } as const;
+    const waiting = renderJobInfo(simJob({ ...base, reason: 'Resources', expectedStart: 1_800_000_600 }), ctx);
+    expect(waiting.start_time).toEqual(set(1_800_000_600));
+    expect(waiting.end_time).toEqual(set(1_800_000_600 + 600));
+    expect(codec.decodeControllerJob(waiting)).toMatchObject({ start_time: null, expected_start: 1_800_000_600 });
+    // Held: no forecast, start_time 0 (pending_held_v0.0.44.json).
+    const held = renderJobInfo(simJob({ ...base, reason: 'JobHeldUser', held: true }), ctx);
+    expect(codec.decodeControllerJob(held)).toMatchObject({ reason: 'JobHeldUser', expected_start: null });
+  });
+
   it('decodes a failed job', () => {
     const job = simJob({ state: 'FAILED', reason: 'NonZeroExitCode', endTime: 1_800_000_040, exitCode: 3 });
     const expected = { state: 'FAILED', exit_code: 3, signal: null, elapsed_sec: 30 };

@@ -194,6 +194,7 @@ function requestRow(over: Partial<JobRequestRow> = {}): JobRequestRow {
     adopted: false,
     rawState: 'FAILED',
     reason: 'NonZeroExitCode',
+    expectedStartAt: null,
     exitCode: 137,
     signal: null,
     errorCode: null,

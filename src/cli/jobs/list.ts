@@ -6,7 +6,7 @@ import { openCliHistory } from '../cli-history.js';
 import { formatDuration, table } from '../format.js';
 import { parseInteger } from '../options.js';
 import { print } from '../terminal.js';
-import { flagsOf, shownRow, time } from './jobs-flags.js';
+import { flagsOf, pendingCell, shownRow, time } from './jobs-flags.js';
 
 /** `schedflow jobs list`: recent requests from the history, newest first. */
 export function registerList(jobs: Command): void {
@@ -30,7 +30,7 @@ export function registerList(jobs: Command): void {
         print(
           flags.json
             ? `${JSON.stringify(rows.map(shownRow), null, 2)}\n`
-            : `${table(['REQUEST', 'NAME', 'PROFILE', 'STATE', 'JOBID', 'CREATED', 'ELAPSED', 'EXIT'], rows.map(requestRow))}\n`,
+            : `${table(['REQUEST', 'NAME', 'PROFILE', 'STATE', 'PENDING', 'JOBID', 'CREATED', 'ELAPSED', 'EXIT'], rows.map(requestRow))}\n`,
         );
       } finally {
         await history.close();
@@ -45,6 +45,7 @@ function requestRow(r: JobRequestRow): string[] {
     r.name,
     r.profile,
     r.state,
+    pendingCell(r),
     r.jobId === null ? '-' : String(r.jobId),
     time(r.createdAt),
     elapsed,

@@ -13,7 +13,7 @@ import { openCliHistory } from '../cli-history.js';
 import { formatDuration, table } from '../format.js';
 import { findRequest, type NamedRequest } from '../request-reference.js';
 import { print } from '../terminal.js';
-import { flagsOf, REQUEST_ARGUMENT, shownRow, time } from './jobs-flags.js';
+import { flagsOf, pendingLines, REQUEST_ARGUMENT, shownRow, time } from './jobs-flags.js';
 
 /** `schedflow jobs show <request>`: one request, its transitions, attempts, tasks, accounting and summary. */
 export function registerShow(jobs: Command): void {
@@ -55,6 +55,7 @@ export function registerShow(jobs: Command): void {
           `request   ${row.id}`,
           `name      ${row.name} (profile ${row.profile}, from ${row.origin})`,
           `state     ${row.state}${row.reason ? ` (${row.reason})` : ''}`,
+          ...pendingLines(row),
           `job id    ${row.jobId ?? '-'}${row.adopted ? ' (adopted after an interrupted submit)' : ''}`,
           ...(task ? [taskLine(task)] : []),
           `exit      ${row.exitCode ?? '-'}${row.signal ? ` signal ${row.signal}` : ''}${isArray && row.exitCode !== null ? " (the highest of its tasks')" : ''}`,

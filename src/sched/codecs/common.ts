@@ -240,6 +240,7 @@ function fromController(job: ControllerRecord, paths: OutputPaths): SchedJob {
     submit_time: nonZero(job.submit_time),
     start_time: start,
     end_time: end,
+    expected_start: phase === 'waiting' ? nonZero(job.start_time) : null,
     // Not start-to-now for a running job: decoding stays independent of the clock, and accounting has it.
     elapsed_sec: start !== null && end !== null ? end - start : null,
     time_limit: timeLimitOf(job.time_limit),
@@ -364,6 +365,8 @@ function fromAccounting(job: AccountingRecord, paths: OutputPaths): SchedJob {
     submit_time: nonZero(time.submission),
     start_time: start,
     end_time: nonZero(time.end),
+    // slurmdbd keeps no forecast of a pending job's start: only the controller has it.
+    expected_start: null,
     elapsed_sec: start === null ? null : (time.elapsed ?? null),
     time_limit: timeLimitOf(time.limit),
     partition: job.partition ?? '',

@@ -62,8 +62,16 @@ export function renderJobInfo(job: SimJob, ctx: RenderContext): Json {
   const paths = outputPaths(job, ctx.nodeName);
   const timeLimit = job.timeLimitMin === null ? noVal(null, true) : noVal(job.timeLimitMin);
   // A running job's end_time is when its limit will expire, as slurmctld reports it.
+  // A pending job's start_time is the scheduler's forecast (0 without one), and its end_time
+  // that forecast + its time limit, as on Slurm 25.11.7.
+  const forecast = job.state === 'PENDING' ? (job.expectedStart ?? 0) : 0;
+  const startTime = job.state === 'PENDING' ? forecast : job.startTime;
   const expectedEnd =
-    job.endTime > 0 ? job.endTime : started && job.timeLimitMin !== null ? job.startTime + job.timeLimitMin * 60 : 0;
+    job.endTime > 0
+      ? job.endTime
+      : (started || forecast > 0) && job.timeLimitMin !== null
+        ? startTime + job.timeLimitMin * 60
+        : 0;
 
   Object.assign(t, {
     account: job.account,
@@ -107,7 +115,7 @@ export function renderJobInfo(job: SimJob, ctx: RenderContext): Json {
     hold: job.held === true,
     nice: job.nice ?? 0,
     qos: job.qos ?? 'normal',
-    start_time: noVal(job.startTime),
+    start_time: noVal(startTime),
     state_reason: job.reason,
     standard_error: job.standardError,
     submit_time: noVal(job.submitTime),

@@ -137,6 +137,26 @@ const retryOutput = z.object({
   limit: z.number().int().nullable().describe("the policy's further attempts after the first"),
 });
 
+const pendingOutput = named(
+  'Pending',
+  z.object({
+    reason: z
+      .string()
+      .nullable()
+      .describe(
+        "Slurm's reason code as it sends it (`Resources`, `ReqNodeNotAvail, Reserved for maintenance`); null before the scheduler gave one",
+      ),
+    meaning: z.string().nullable().describe('the reason in plain words'),
+    action: z.string().nullable().describe('what the user can do about it; null where there is nothing to say'),
+    expected_start: time
+      .nullable()
+      .describe(
+        "the scheduler's forecast of its start (Slurm's `start_time` of a pending job); null while it gives none (held, behind a dependency, just submitted)",
+      ),
+  }),
+  'Why a pending job waits',
+);
+
 export const jobSchema = named(
   'Job',
   z.object({
@@ -159,7 +179,10 @@ export const jobSchema = named(
     job_id: z.number().int().nullable().describe("Slurm's job id, once the scheduler accepted the job"),
     adopted: z.boolean().describe('found by its marker after an interrupted submit'),
     raw_state: z.string().nullable(),
-    reason: z.string().nullable(),
+    reason: z.string().nullable().describe("Slurm's reason, as last seen: why it waits, or why it ended"),
+    pending: pendingOutput
+      .nullable()
+      .describe('why it waits, while it is pending (null otherwise): read from the controller every 30 s'),
     exit_code: z.number().int().nullable(),
     signal: z.number().int().nullable(),
     error: z.object({ code: z.string().nullable(), message: z.string() }).nullable(),

@@ -18,11 +18,13 @@ import { isTerminalRequest, mayResubmit } from '../../../requests/request-state.
 import type { JobSpec } from '../../../sched/job-spec.js';
 import { type OutputTail, outputTails } from '../../../summaries/output-tail.js';
 import { outputRedactor } from '../../../summaries/redact.js';
+import { pendingView } from '../../../views/pending-view.js';
 import { deliveryView, freshnessView, jobView } from '../../../views/views.js';
 import { uiAuditContext } from '../../audit-context.js';
 import { queryField, sendPage, sessionOf, type UiContext } from '../context.js';
 import { duration, type Html, html, stateBadge, time } from '../html.js';
 import { actionButton, page, UI_PREFIX } from '../layout.js';
+import { pendingCell, pendingFacts } from '../pending-facts.js';
 import { isAdmin, principalOfLogin, type UiSession } from '../sessions.js';
 import { lacksScope, mayUiAct, mayUiChange } from '../ui-access.js';
 import { dayRange, flashOf, pipelineOptions, runAccessOfSession, selectField, textField } from './common.js';
@@ -174,13 +176,13 @@ function notFound(reply: FastifyReply, session: UiSession): FastifyReply {
 
 export function jobTable(rows: Omit<JobRequestRow, 'spec'>[]): Html {
   if (rows.length === 0) return html`<p class="muted">No job requests match.</p>`;
-  return html`<div class="table-wrap"><table class="responsive"><thead><tr><th>Name</th><th>State</th><th>Job id</th><th>Profile</th><th>Step</th><th>Created</th><th>Run time</th></tr></thead><tbody>
+  return html`<div class="table-wrap"><table class="responsive"><thead><tr><th>Name</th><th>State</th><th>Pending</th><th>Job id</th><th>Profile</th><th>Step</th><th>Created</th><th>Run time</th></tr></thead><tbody>
 ${rows.map(
   (r) =>
     html`<tr><td data-label="Name"><a href="${jobHref(r.id)}">${r.name}</a></td><td data-label="State">${stateBadge(
       r.state,
       { liveId: r.id },
-    )}</td><td data-label="Job id">${r.jobId ?? '—'}</td><td data-label="Profile">${r.profile}</td><td data-label="Step">${
+    )}</td><td data-label="Pending">${pendingCell(pendingView(r))}</td><td data-label="Job id">${r.jobId ?? '—'}</td><td data-label="Profile">${r.profile}</td><td data-label="Step">${
       r.step ?? '—'
     }</td><td data-label="Created">${time(r.createdAt)}</td><td data-label="Run time">${
       r.startedAt ? duration((r.endedAt ?? Date.now()) - r.startedAt) : '—'
@@ -303,6 +305,7 @@ async function jobDetail(ctx: UiContext, row: JobRequestRow, session: UiSession,
   const v = jobView(row, viewer);
   const facts = html`<dl class="facts">
 <dt>State</dt><dd>${stateBadge(v.state, { liveId: v.id })}${v.reason ? html` <span class="muted">${v.reason}</span>` : ''}</dd>
+${pendingFacts(v.pending)}
 <dt>Freshness</dt><dd>${freshness}</dd>
 <dt>Scheduler job id</dt><dd>${v.job_id ?? 'not submitted yet'}</dd>
 <dt>Profile</dt><dd>${v.profile}</dd>

@@ -1,0 +1,119 @@
+import { type TrackedRequest, updateRequest } from '../db/requests.js';
+import { SchedflowError } from '../errors.js';
+import { systemClock } from '../lib/clock.js';
+import type { SchedClient } from '../sched/client.js';
+import type { SchedJob } from '../sched/job-model.js';
+import { JobNotFoundError } from '../sched/sched-errors.js';
+import type { LightStates } from './poll-ask.js';
+import type { PollDeps } from './poll-deps.js';
+
+/**
+ * Why a pending job waits, while it waits: Slurm's reason and the scheduler's forecast of its
+ * start, read from the controller's full record (the light `jobs/state` listing has neither, and
+ * accounting keeps no forecast) and kept on the request. A job that leaves pending has its
+ * forecast cleared by its transition (src/requests/transition.ts).
+ *
+ * Cheaply: a pending job's record is read at most every `pendingDetailsEveryMs` (30 s), and a
+ * job just submitted, that slurmctld has not looked at yet (no reason), 5 s later. Up to
+ * {@link ONE_BY_ONE_MAX} due jobs are read one by one (`GET …/job/{id}`, small answers); beyond,
+ * one controller listing serves them all. Never while submissions wait for the profile's request
+ * budget or its proxy rate-limits it: a forecast can wait, a submission should not.
+ */
+
+/** Due jobs read one `GET …/job/{id}` each; more than this, and one listing is cheaper. */
+const ONE_BY_ONE_MAX = 3;
+const DEFAULT_EVERY_MS = 30_000;
+/**
+ * A job read before slurmctld gave it a reason (`None` right after its submission, on a real
+ * Slurm 25.11.7 for a few seconds, until its scheduler's next pass) is read again this soon.
+ */
+const NO_REASON_AGAIN_MS = 5000;
+
+/** When each pending request's record was last read, per profile connection (in memory: a restart reads them again). */
+const lastRead = new WeakMap<SchedClient, Map<string, number>>();
+
+function lastReadOf(client: SchedClient): Map<string, number> {
+  let read = lastRead.get(client);
+  if (!read) {
+    read = new Map();
+    lastRead.set(client, read);
+  }
+  return read;
+}
+
+/**
+ * Reads the due pending jobs' records and writes their reason and expected start where they
+ * changed. `tracked` as read at the start of the cycle, `light` its light states: only jobs the
+ * controller showed pending this cycle are read, and only requests still `pending` are written.
+ */
+export async function refreshPendingDetails(
+  deps: PollDeps,
+  tracked: readonly TrackedRequest[],
+  light: LightStates,
+): Promise<{ requests: number; changed: number }> {
+  const { client } = deps;
+  const everyMs = deps.settings.pendingDetailsEveryMs ?? DEFAULT_EVERY_MS;
+  const none = { requests: 0, changed: 0 };
+  if (everyMs <= 0) return none;
+  const now = (deps.clock ?? systemClock).now();
+  const read = lastReadOf(client);
+  // Single jobs pending in the controller (an array's tasks share its record: not read here).
+  const pending = tracked.filter(
+    (row) => row.arrayTaskCount === null && light.byId.get(row.jobId as number)?.state === 'PENDING',
+  );
+  const still = new Set(pending.map((row) => row.id));
+  for (const id of read.keys()) if (!still.has(id)) read.delete(id);
+  const due = pending.filter((row) => {
+    const at = read.get(row.id);
+    // A job slurmctld has not evaluated yet has no reason: its first one comes within seconds.
+    const dueAfterMs = row.reason === null ? Math.min(everyMs, NO_REASON_AGAIN_MS) : everyMs;
+    return at === undefined || now - at >= dueAfterMs;
+  });
+  if (due.length === 0) return none;
+  if (client.submissionsWaiting() || client.isRateLimited()) return none;
+
+  const records = new Map<number, SchedJob>();
+  let requests = 0;
+  if (due.length <= ONE_BY_ONE_MAX) {
+    for (const row of due) {
+      requests++;
+      try {
+        const record = await client.getJob(row.jobId as number, { forPolling: true, signal: deps.signal });
+        records.set(record.data.job_id, record.data);
+      } catch (error) {
+        // Gone meanwhile: the next cycle's light states say so. Another failure ends this round;
+        // the forecast is only ever a moment late.
+        if (error instanceof JobNotFoundError) continue;
+        if (!(error instanceof SchedflowError)) throw error;
+        deps.logger.debug({ code: error.code, err: error }, 'pending details unavailable');
+        break;
+      }
+    }
+  } else {
+    requests++;
+    try {
+      const listing = await client.listJobs({
+        forPolling: true,
+        signal: deps.signal,
+        jobIds: new Set(due.map((row) => row.jobId as number)),
+      });
+      for (const job of listing.data.jobs) records.set(job.job_id, job);
+    } catch (error) {
+      if (!(error instanceof SchedflowError)) throw error;
+      deps.logger.debug({ code: error.code, err: error }, 'pending details unavailable');
+    }
+  }
+
+  let changed = 0;
+  for (const row of due) {
+    const job = records.get(row.jobId as number);
+    if (!job) continue;
+    read.set(row.id, now);
+    if (job.state !== 'PENDING' || job.array_job_id !== null) continue;
+    const expectedStartAt = job.expected_start != null ? job.expected_start * 1000 : null;
+    if (row.reason === job.reason && row.expectedStartAt === expectedStartAt) continue;
+    // Only while the request is still pending: a start written meanwhile wins.
+    changed += await updateRequest(deps.store, row.id, { reason: job.reason, expectedStartAt }, 'pending');
+  }
+  return { requests, changed };
+}

@@ -1,0 +1,127 @@
+import { readFileSync } from 'node:fs';
+import { describe, expect, it } from 'vitest';
+import { codecFor } from '../../src/sched/codecs/codec.js';
+import { explainReason, isKnownReason } from '../../src/sched/slurm-reasons.js';
+import { StartForecast } from '../../src/sim/start-forecast.js';
+import { pendingView } from '../../src/views/pending-view.js';
+
+function record(name: string): unknown {
+  const url = new URL(`../fixtures/real-slurm-25.11/${name}`, import.meta.url);
+  return (JSON.parse(readFileSync(url, 'utf8')) as { jobs: unknown[] }).jobs[0];
+}
+
+describe("a pending job's forecast, decoded from real Slurm 25.11.7 bodies", () => {
+  const codec = codecFor('v0.0.44');
+
+  it('a job waiting for Resources has the end of the job it waits for as its expected start, not as a start reached', () => {
+    const job = codec.decodeControllerJob(record('pending_resources_v0.0.44.json'));
+    expect(job).toMatchObject({ state: 'PENDING', reason: 'Resources', start_time: null, end_time: null });
+    // start_time 1795935963 = the running job's start 1795935843 + its 2-minute limit.
+    expect(job.expected_start).toBe(1795935963);
+  });
+
+  it('a held job has no forecast (start_time 0)', () => {
+    const job = codec.decodeControllerJob(record('pending_held_v0.0.44.json'));
+    expect(job).toMatchObject({ state: 'PENDING', reason: 'JobHeldUser', start_time: null, expected_start: null });
+  });
+
+  it('a job waiting for its --begin time is expected then', () => {
+    const job = codec.decodeControllerJob(record('pending_begintime_v0.0.44.json'));
+    expect(job).toMatchObject({ reason: 'BeginTime', start_time: null, expected_start: 1795939426 });
+  });
+
+  it('a running job has a start reached and no forecast', () => {
+    const url = new URL('../fixtures/real-slurm-25.11/sched_jobs_v0.0.44.json', import.meta.url);
+    const jobs = (JSON.parse(readFileSync(url, 'utf8')) as { jobs: unknown[] }).jobs;
+    for (const raw of jobs) expect(codec.decodeControllerJob(raw).expected_start).toBeNull();
+  });
+});
+
+describe('the reason table', () => {
+  // Every reason the real cluster gives in the tier's tests, and the common ones of squeue(1)'s
+  // JOB REASON CODES.
+  const WAITS = [
+    'Priority',
+    'Resources',
+    'Dependency',
+    'DependencyNeverSatisfied',
+    'JobHeldUser',
+    'JobHeldAdmin',
+    'BeginTime',
+    'PartitionDown',
+    'PartitionInactive',
+    'PartitionNodeLimit',
+    'PartitionTimeLimit',
+    'PartitionConfig',
+    'ReqNodeNotAvail',
+    'Reservation',
+    'NodeDown',
+    'BadConstraints',
+    'InvalidAccount',
+    'InvalidQOS',
+    'AccountNotAllowed',
+    'AccountingPolicy',
+    'AssocGrpCpuLimit',
+    'AssocGrpMemLimit',
+    'AssocGrpJobsLimit',
+    'AssocMaxJobsLimit',
+    'QOSMaxJobsPerUserLimit',
+    'QOSMaxWallDurationPerJobLimit',
+    'QOSGrpCpuLimit',
+    'JobArrayTaskLimit',
+    'Licenses',
+  ];
+
+  it('explains every reason a job waits for, with what the user can do', () => {
+    for (const code of WAITS) {
+      const explained = explainReason(code);
+      expect(isKnownReason(code), code).toBe(true);
+      expect(explained?.meaning, code).toMatch(/\w/);
+      expect(explained?.action, code).toMatch(/\w/);
+    }
+  });
+
+  it("keeps Slurm's details after a comma, and reads either spelling of a code", () => {
+    const node = explainReason('ReqNodeNotAvail, Reserved for maintenance');
+    expect(node?.code).toBe('ReqNodeNotAvail, Reserved for maintenance');
+    expect(node?.meaning).toContain('reserved');
+    expect(explainReason('AssocGrpCPULimit')?.meaning).toBe(explainReason('AssocGrpCpuLimit')?.meaning);
+    // A member of a family the table does not list still reads as that family's limit.
+    expect(explainReason('AssocGrpGRES')?.meaning).toContain('aggregate limit');
+  });
+
+  it("shows an unknown reason as Slurm's word; None is no reason", () => {
+    expect(isKnownReason('SomethingNew')).toBe(false);
+    expect(explainReason('SomethingNew')).toMatchObject({ code: 'SomethingNew', action: null });
+    expect(explainReason('None')).toBeNull();
+    expect(explainReason(null)).toBeNull();
+  });
+
+  it('the same table explains ends for summaries', () => {
+    expect(explainReason('TimeLimit')?.meaning).toContain('time limit ran out');
+  });
+
+  it('is shown for pending requests only', () => {
+    const pending = pendingView({ state: 'pending', reason: 'Resources', expectedStartAt: 1795935963000 });
+    expect(pending).toMatchObject({ reason: 'Resources', expected_start: '2026-11-29T07:06:03.000Z' });
+    expect(pending?.action).toMatch(/\w/);
+    expect(pendingView({ state: 'running', reason: null, expectedStartAt: null })).toBeNull();
+  });
+});
+
+describe("the simulator's start forecast", () => {
+  it('places a waiting job at the end of the jobs it waits for, and the next behind it', () => {
+    // 2 CPUs: a 2-CPU job runs until 1000.
+    const forecast = new StartForecast(100, 0, [{ cpus: 2, endSec: 1000 }]);
+    expect(forecast.place(1, 60)).toBe(1000);
+    // The second 1-CPU job fits beside the first.
+    expect(forecast.place(1, 600)).toBe(1000);
+    // A 2-CPU job waits for both: the first ends at 1060, the second at 1600.
+    expect(forecast.place(2, 60)).toBe(1600);
+  });
+
+  it('gives none behind a job without a time limit', () => {
+    const forecast = new StartForecast(100, 0, [{ cpus: 2, endSec: null }]);
+    expect(forecast.place(1, 60)).toBe(0);
+  });
+});
