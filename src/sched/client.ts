@@ -2,6 +2,8 @@ import { z } from 'zod';
 import { type Clock, systemClock } from '../lib/clock.js';
 import type { Logger } from '../logger.js';
 import type { ItemsOf } from './answer-items.js';
+import type { NodeRecord, PartitionRecord, ReservationRecord } from './cluster-model.js';
+import { ClusterDecodeError, type ClusterDecoder, clusterDecoderFor } from './cluster-reads.js';
 import { codecFor, type JobCodec } from './codecs/codec.js';
 import { nonZero, noValNumber, noValSchema } from './codecs/common.js';
 import { type Credentials, credentialsFor } from './credentials.js';
@@ -130,6 +132,7 @@ function arrayMember(body: unknown, member: string, request: string): unknown[] 
  */
 export class SchedClient {
   readonly codec: JobCodec;
+  private readonly cluster: ClusterDecoder;
   private accountingMissing: { error: AccountingNotServedError; until: number } | null = null;
   /** Finds the job an interrupted submission made, by its marker (marker-lookup.ts). */
   private readonly markers: MarkerLookup;
@@ -144,6 +147,7 @@ export class SchedClient {
     private readonly clock: Clock,
   ) {
     this.codec = codecFor(version);
+    this.cluster = clusterDecoderFor(version);
     const [ctl, db] = profile.flavor === 'proxy' ? ['/sched', '/scheddb'] : ['/slurm', '/slurmdb'];
     this.ctl = `${ctl}/${version}`;
     this.db = `${db}/${version}`;
@@ -342,6 +346,21 @@ export class SchedClient {
       data: { maxTimeMin: noValNumber(max?.time), maxMemoryPerNodeMb: nonZero(max?.partition_memory_per_node) },
       freshness: res.freshness,
     };
+  }
+
+  /** Every partition the controller has (`GET {ctl}/partitions`), decoded by cluster-reads.ts. */
+  listPartitions(options: ReadOptions = {}): Promise<Read<PartitionRecord[]>> {
+    return this.listRecords('partitions', this.cluster.partition, options);
+  }
+
+  /** Every node the controller has (`GET {ctl}/nodes`). */
+  listNodes(options: ReadOptions = {}): Promise<Read<NodeRecord[]>> {
+    return this.listRecords('nodes', this.cluster.node, options);
+  }
+
+  /** Every reservation the controller has (`GET {ctl}/reservations`). */
+  listReservations(options: ReadOptions = {}): Promise<Read<ReservationRecord[]>> {
+    return this.listRecords('reservations', this.cluster.reservation, options);
   }
 
   /** Accounting records (slurmdbd), filtered; every filter is optional. */
@@ -630,9 +649,31 @@ export class SchedClient {
       path,
       query,
       priority: options.forPolling ? 'poll' : 'normal',
-      staleIfErrorSec: options.forPolling ? POLL_STALE_IF_ERROR_SEC : undefined,
+      staleIfErrorSec: options.forPolling ? POLL_STALE_IF_ERROR_SEC : options.staleIfErrorSec,
+      retry: options.retry,
       signal: options.signal,
     };
+  }
+
+  /** A small list answer of the controller (`{member: [...]}`), each record decoded, any unreadable one an error. */
+  private async listRecords<T>(
+    member: 'partitions' | 'nodes' | 'reservations',
+    decode: (raw: unknown) => T,
+    options: ReadOptions,
+  ): Promise<Read<T[]>> {
+    const req = this.read(`${this.ctl}/${member}`, options);
+    const res = await this.transport.send(req);
+    const records = arrayMember(res.body, member, this.transport.describe(req));
+    try {
+      return { data: records.map(decode), freshness: res.freshness };
+    } catch (error) {
+      if (!(error instanceof ClusterDecodeError)) throw error;
+      throw new UnexpectedResponseError(
+        `${this.transport.describe(req)} answered a record schedflow cannot read (${error.message}); is the pinned version (${this.version}) the one the scheduler serves?`,
+        { status: res.status, message: error.message, slurmErrors: [], request: this.transport.describe(req) },
+        { cause: error },
+      );
+    }
   }
 
   private decodeOne<T>(raw: unknown, decode: (raw: unknown) => T, req: TransportRequest): T {

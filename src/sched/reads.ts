@@ -10,6 +10,10 @@ export interface Read<T> {
 export interface ReadOptions {
   /** A read made for polling: served first, and accepts stale data during an outage. */
   forPolling?: boolean;
+  /** Seconds of staleness accepted from the proxy's cache while the upstream is down (forPolling: the poll's). */
+  staleIfErrorSec?: number;
+  /** Retry a failed read with backoff (the profile's `retries`). @defaultValue true */
+  retry?: boolean;
   signal?: AbortSignal;
 }
 

@@ -286,6 +286,23 @@ export async function runSequence(
     await target.setSubmitLimit('alice', null);
   }
 
+  // ---- The cluster's view (issue 34): partitions, nodes and reservations. (Their answers while
+  // slurmctld is gone are not recorded: on the shared test cluster another test's `cluster.sh up`
+  // can bring slurmctld back under the step, and the recording then holds a live answer.)
+  await run.step('cluster: partitions', { path: '/slurm/{v}/partitions' });
+  await run.step('cluster: nodes', { path: '/slurm/{v}/nodes' });
+  await run.step('cluster: no reservations', { path: '/slurm/{v}/reservations' });
+  await target.setReservation('sf-diff-maint', 'maintenance');
+  try {
+    await run.step('cluster: a maintenance reservation', { path: '/slurm/{v}/reservations' });
+  } finally {
+    await target.setReservation('sf-diff-maint', null);
+  }
+  await run.step('bad token: partitions', { path: '/slurm/{v}/partitions', as: 'bad-token' });
+  await run.step('bad token: nodes', { path: '/slurm/{v}/nodes', as: 'bad-token' });
+  await run.step('bad token: reservations', { path: '/slurm/{v}/reservations', as: 'bad-token' });
+  // ---- end of the cluster's view
+
   // Outages: what each endpoint answers while slurmctld, then slurmdbd, is gone.
   await target.setDaemon('slurmctld', 'down');
   try {
