@@ -227,6 +227,7 @@ function requestRow(over: Partial<JobRequestRow> = {}): JobRequestRow {
     retryDueAt: null,
     nextAttemptId: null,
     retryNote: null,
+    pendingMove: null,
     ...over,
   };
 }
