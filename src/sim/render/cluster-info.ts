@@ -55,7 +55,7 @@ export function renderPartition(p: PartitionSettings, node: NodeView): Json {
     node_sets: '',
     priority: { job_factor: 1, tier: 1 },
     timeouts: { resume: noVal(null), suspend: noVal(null) },
-    partition: { state: ['UP'] },
+    partition: { state: [p.state ?? 'UP'] },
     suspend_time: noVal(null),
   };
 }
