@@ -85,7 +85,7 @@ async function moveOne(
   const jobId = row.jobId as number;
   const scheduler = deps.scheduler(row.profile);
   const job = await freshRecord(scheduler, jobId);
-  if (!job || job.state !== 'PENDING') {
+  if (job?.state !== 'PENDING') {
     // Started or ended meanwhile: the poller records it, and a started job is never moved.
     deps.logger.info({ requestId: row.id, jobId, state: job?.state ?? 'gone' }, 'not moved: no longer pending');
     return null;
@@ -171,7 +171,7 @@ async function resubmit(
       return null;
     }
     const held = await freshRecord(scheduler, jobId);
-    if (!held || held.state !== 'PENDING') return null;
+    if (held?.state !== 'PENDING') return null;
     // Marked before the cancel: its end is the move's, and a mover that stops after the cancel
     // finds the move to finish (movableRequests).
     await patchRequest(deps.store, row.id, {

@@ -158,11 +158,9 @@ const jobSpecObject = z
 // Also beside other mistakes, so that one answer names them all.
 const passThroughWhen = { when: ({ value }: { value: unknown }) => typeof value === 'object' && value !== null };
 
-export const jobSpecSchema = jobSpecObject
-  .superRefine(checkPassThrough, passThroughWhen)
-  .superRefine((spec, ctx) => {
-    for (const issue of onPendingIssues(spec)) ctx.addIssue({ code: 'custom', ...issue });
-  });
+export const jobSpecSchema = jobSpecObject.superRefine(checkPassThrough, passThroughWhen).superRefine((spec, ctx) => {
+  for (const issue of onPendingIssues(spec)) ctx.addIssue({ code: 'custom', ...issue });
+});
 
 /** Members to set on top of another spec (the API's `spec` beside an `sbatch` script): any of a spec's, none required. */
 export const jobSpecOverridesSchema = jobSpecObject.partial().superRefine(checkPassThrough, passThroughWhen);
