@@ -859,7 +859,16 @@ export function dueAttempts(h: History, now: number, limit: number): Promise<Job
 /** What the mover reads of a request whose spec says `on_pending` (src/requests/pending-mover.ts). */
 export type MovableRequest = Pick<
   JobRequestRow,
-  'id' | 'profile' | 'state' | 'jobId' | 'createdAt' | 'submittedAt' | 'startedAt' | 'nextAttemptId' | 'pendingMove'
+  | 'id'
+  | 'profile'
+  | 'state'
+  | 'jobId'
+  | 'reason'
+  | 'createdAt'
+  | 'submittedAt'
+  | 'startedAt'
+  | 'nextAttemptId'
+  | 'pendingMove'
 >;
 
 /**
@@ -877,6 +886,7 @@ export async function movableRequests(h: History, limit: number): Promise<Movabl
         profile: t.profile,
         state: t.state,
         jobId: t.jobId,
+        reason: t.reason,
         createdAt: t.createdAt,
         submittedAt: t.submittedAt,
         startedAt: t.startedAt,

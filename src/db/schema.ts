@@ -285,6 +285,8 @@ export interface PendingMove {
    * half-way finishes it.
    */
   movingTo?: string | null;
+  /** That move's reason, for its transition (the request's `reason` is Slurm's, JobHeldUser by then). */
+  movingReason?: string | null;
   /** Why no move is made any more, when one could not be (the job could not be held, say). */
   note?: string | null;
 }

@@ -59,7 +59,7 @@ export function moveDecision(request: WaitingRequest, nowMs: number): MoveDecisi
 
 /** The move done: the next partition ahead, and the wait counted from now. */
 export function afterMove(move: PendingMove, to: string, atMs: number): PendingMove {
-  return { ...move, next: move.next + 1, partition: to, since: atMs, movingTo: null };
+  return { ...move, next: move.next + 1, partition: to, since: atMs, movingTo: null, movingReason: null };
 }
 
 /** How a move was made. */

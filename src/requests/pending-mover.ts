@@ -7,7 +7,7 @@ import type { JobSpec } from '../sched/job-spec.js';
 import { JobNotFoundError, JobUpdateRefusedError } from '../sched/sched-errors.js';
 import { type AcceptDeps, accept, recordRequest } from './accept.js';
 import { attemptRequest } from './attempts.js';
-import { afterMove, type MoveHow, moveDecision, moveReason } from './pending-move.js';
+import { afterMove, type MoveHow, moveDecision, moveReason, pendingMoveOf } from './pending-move.js';
 import { transition } from './transition.js';
 
 /**
@@ -139,8 +139,14 @@ async function freshRecord(scheduler: MoverScheduler, jobId: number) {
 
 /**
  * Cancels the job to submit it again in `to`, as a new attempt of the request. `first` is the
- * move's reason when it starts here; null when a mover that stopped half-way takes it up again
- * (the job was held and marked, perhaps cancelled).
+ * move's reason when it starts here; null when an earlier tick held and marked the job.
+ *
+ * The job is held first: a held job cannot start. Slurm holds a running job too (its hold flag
+ * is set, and it runs on), so the hold alone says nothing of whether it had started; a record
+ * that shows the hold (PENDING, reason JobHeldUser) was made after it, and a job pending then
+ * never runs: only such a job is cancelled. A record without it is an older answer (the proxy
+ * caches reads for a few seconds): the next tick reads again. No time is compared, so no clock
+ * of ours or of the proxy's is trusted.
  */
 async function resubmit(
   deps: PendingMoverDeps,
@@ -151,49 +157,56 @@ async function resubmit(
   const jobId = row.jobId as number;
   const scheduler = deps.scheduler(row.profile);
   const clock = deps.clock ?? systemClock;
+  const move = row.pendingMove as PendingMove;
   if (first) {
-    // Held first: a held job cannot start, so what is cancelled below is a job that never ran.
-    // Slurm refuses to hold a job that has started ("Job is no longer pending execution").
     try {
       await scheduler.updateJob(jobId, { hold: true });
     } catch (error) {
       if (!(error instanceof JobUpdateRefusedError)) throw error;
-      const job = await freshRecord(scheduler, jobId);
-      if (job?.state === 'PENDING') {
-        // Neither moved nor held: no move can be made safely, and asking each tick changes nothing.
-        const note = `not moved: Slurm refused to update the job's partition (${first.refused}) and to hold it (${error.message})`;
-        await patchRequest(deps.store, row.id, {
-          pendingMove: { ...(row.pendingMove as PendingMove), note },
-          updatedAt: clock.now(),
-        });
-        deps.logger.warn({ requestId: row.id, jobId }, note);
-      }
+      // Neither moved nor held: no move can be made safely, and asking each tick changes nothing.
+      const note = `not moved: Slurm refused to update the job's partition (${first.refused}) and to hold it (${error.message})`;
+      await patchRequest(deps.store, row.id, { pendingMove: { ...move, note }, updatedAt: clock.now() });
+      deps.logger.warn({ requestId: row.id, jobId }, note);
       return null;
     }
-    const held = await freshRecord(scheduler, jobId);
-    if (held?.state !== 'PENDING') return null;
-    // Marked before the cancel: its end is the move's, and a mover that stops after the cancel
-    // finds the move to finish (movableRequests).
+    // Marked once held: its cancel is then the move's, and a mover that stops half-way (or reads
+    // an older record below) finds the move to finish (movableRequests).
     await patchRequest(deps.store, row.id, {
-      pendingMove: { ...(row.pendingMove as PendingMove), movingTo: to },
-      reason: first.reason,
+      pendingMove: { ...move, movingTo: to, movingReason: first.reason },
       updatedAt: clock.now(),
     });
   }
-  try {
-    await scheduler.cancel(jobId);
-  } catch (error) {
-    if (!(error instanceof JobNotFoundError)) throw error;
-    // Gone from the controller already (cancelled before a crash): nothing left to cancel.
+  const job = await freshRecord(scheduler, jobId);
+  if (job && job.state !== 'CANCELLED') {
+    if (job.state !== 'PENDING') {
+      // It started before the hold: it is never moved. Its hold is let go (a requeue would keep it).
+      await scheduler.updateJob(jobId, { hold: false }).catch(() => undefined);
+      await patchRequest(deps.store, row.id, {
+        pendingMove: { ...move, movingTo: null, movingReason: null, note: 'not moved: it started before it could be' },
+        updatedAt: clock.now(),
+      });
+      deps.logger.info({ requestId: row.id, jobId, state: job.state }, 'not moved: the job started first');
+      return null;
+    }
+    if (job.reason !== 'JobHeldUser') {
+      deps.logger.debug({ requestId: row.id, jobId }, 'the record read predates the hold: the next tick reads again');
+      return null;
+    }
+    try {
+      await scheduler.cancel(jobId);
+    } catch (error) {
+      if (!(error instanceof JobNotFoundError)) throw error;
+    }
   }
   const at = clock.now();
+  const reason = first?.reason ?? move.movingReason ?? `moved to ${to}`;
   const ended = await transition(deps.store, row.id, {
     to: 'cancelled',
     source: 'move',
     at,
     rawState: 'CANCELLED',
-    reason: first?.reason ?? `moved to ${to}`,
-    detail: `job ${jobId} cancelled to be submitted again in partition ${to}`,
+    reason,
+    detail: `job ${jobId} cancelled (held first, it never started) to be submitted again in partition ${to}`,
     patch: { endedAt: at },
   });
   if (!ended) {
@@ -201,7 +214,7 @@ async function resubmit(
     const now = await getRequest(deps.store, row.id);
     if (now?.state !== 'cancelled') return null;
   }
-  return finishResubmission(deps, { ...row, state: 'cancelled' }, at, first?.reason);
+  return finishResubmission(deps, { ...row, state: 'cancelled' }, at, reason);
 }
 
 /** Makes the move's next attempt, in the partition it was moving to, once its job is cancelled. */
@@ -215,7 +228,16 @@ async function finishResubmission(
   const move = full?.pendingMove;
   const to = move?.movingTo;
   if (!full || !move || !to || full.nextAttemptId !== null) return null;
-  const spec = { ...(full.spec as JobSpec), partition: to };
+  // The new attempt's spec is where it goes, with what is left of its list (none: no
+  // on_pending), as a spec written so would be: it is checked again when it is submitted, and
+  // its own partition may not be one of the list. It waits from its own submission.
+  const { on_pending: onPending, ...rest } = full.spec as JobSpec;
+  const left = onPending?.partitions.slice(onPending.partitions.indexOf(to) + 1) ?? [];
+  const spec: JobSpec = {
+    ...rest,
+    partition: to,
+    ...(onPending && left.length > 0 && { on_pending: { after: onPending.after, partitions: left } }),
+  };
   const input = {
     ...attemptRequest(
       full,
@@ -225,15 +247,13 @@ async function finishResubmission(
         after: full.state,
         exitCode: null,
         escalated: [],
-        reason: reason ?? full.reason ?? `moved to ${to}`,
+        reason: reason ?? move.movingReason ?? `moved to ${to}`,
       },
       at,
     ),
     source: 'move' as const,
-    pendingMove: afterMove(move, to, at),
+    pendingMove: pendingMoveOf(spec),
   };
-  // The next attempt waits from its own submission: `since` null.
-  input.pendingMove.since = null;
   const recorded = await deps.store.transaction(async (tx) => {
     const now = (await getRequest(tx, row.id, { lock: true })) as JobRequestRow;
     if (now.nextAttemptId !== null) return false;

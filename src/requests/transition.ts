@@ -56,7 +56,7 @@ export function transition(h: History, requestId: string, input: TransitionInput
     const moves = canTransition(row.state, input.to);
     // A job moved by its on_pending (src/requests/pending-mover.ts) is cancelled to be submitted
     // again elsewhere: that end is the move's, and the request goes on in its next attempt.
-    const movesOn = Boolean(row.pendingMove?.movingTo);
+    const movesOn = Boolean(row.pendingMove?.movingTo) && input.to === 'cancelled';
     // A job that starts or ends is never moved: its pending_move goes, so the mover's partial
     // index holds only the requests it may act on.
     const settled = row.pendingMove && !movesOn && (input.to === 'running' || isTerminalRequest(input.to));

@@ -1,8 +1,15 @@
 import { describe, expect, it } from 'vitest';
 import { getRequest, transitionsOf } from '../../../src/db/requests.js';
-import { ManualClock } from '../../../src/lib/clock.js';
+import { deliveriesOfRequest } from '../../../src/db/webhooks.js';
+import { ManualClock, systemClock } from '../../../src/lib/clock.js';
+import { createLogger } from '../../../src/logger.js';
+import { attemptsOf } from '../../../src/requests/attempts.js';
+import { type MoverScheduler, movePendingJobs } from '../../../src/requests/pending-mover.js';
+import type { SchedClient } from '../../../src/sched/client.js';
+import { JobUpdateRefusedError } from '../../../src/sched/sched-errors.js';
 import { apiClient, errorOf, shellSpec } from '../../helpers/api.js';
 import { daemonTestEnv, startTestDaemon, type TestDaemon } from '../../helpers/daemon.js';
+import { waitFor } from '../../helpers/http.js';
 
 /**
  * `on_pending` end to end, against the simulator: a job that waits in a DOWN partition (it takes
@@ -132,5 +139,100 @@ describe('on_pending', () => {
       'spec.on_pending.after': '"0s" is not a positive duration',
       'spec.on_pending.partitions.2': 'partition "debug" is named twice',
     });
+  });
+
+  it('where Slurm refuses the update, holds the job, cancels it and submits it again there: one live job, the move an attempt', async () => {
+    const sim = await env.sim({ partitions: PARTITIONS });
+    // The daemon's own mover would move the job by update (the simulator takes it): its tick is an
+    // hour apart here, and the mover under test asks the simulator through a client that refuses
+    // a change of partition as a site's scheduler may (Slurm's 2002), and passes the rest on.
+    const td = await startTestDaemon(sim.url, env.redis.url, { pipelineTickMs: 3_600_000, pollFloorMs: 300 });
+    env.defer(() => td.stop());
+    const api = apiClient(td);
+    const token = await api.token(['submit', 'read']);
+    const store = td.daemon.history.store;
+    const created = await api.call('POST', '/api/v1/jobs', {
+      token,
+      body: {
+        spec: {
+          ...shellSpec('resubmitted', 'echo ran in $SLURM_JOB_PARTITION', sim.workDir),
+          partition: 'wait',
+          on_pending: { after: '1s', partitions: ['debug'] },
+        },
+        webhook_url: 'http://127.0.0.1:9/never',
+      },
+    });
+    expect(created.status).toBe(201);
+    const { id } = created.json as { id: string };
+    const first = await waitFor(
+      async () => {
+        const row = await getRequest(store, id);
+        return row?.reason === 'PartitionDown' ? row : undefined;
+      },
+      { what: 'PartitionDown', timeoutMs: 20_000, intervalMs: 100 },
+    );
+    const refusing = (client: SchedClient): MoverScheduler => ({
+      getJob: (jobId, options) => client.getJob(jobId, options),
+      cancel: (jobId, options) => client.cancel(jobId, options),
+      updateJob: async (jobId, update, options) => {
+        if (update.partition === undefined) return client.updateJob(jobId, update, options);
+        throw new JobUpdateRefusedError(
+          `Slurm refused the update of job ${jobId}: Access/permission denied (error 2002)`,
+          { status: 500, message: 'Access/permission denied', slurmErrors: [], request: `POST job/${jobId}` },
+          2002,
+          'Access/permission denied',
+        );
+      },
+    });
+    const mover = {
+      store,
+      submitQueue: {
+        queue: td.daemon.queues.submit,
+        logger: createLogger({ level: 'silent' }),
+        redisReachable: () => true,
+        sweepLater: () => undefined,
+      },
+      clock: systemClock,
+      logger: createLogger({ level: process.env.LOG_LEVEL ?? 'silent' }),
+      scheduler: (profile: string) => refusing(td.daemon.clients.get(profile)),
+    };
+    // Ticks: the first holds the job and may find only an older record (the proxy caches reads);
+    // a later one cancels it and makes the next attempt.
+    const next = await waitFor(async () => (await movePendingJobs(mover)).resubmitted[0], {
+      what: 'the move by resubmission',
+      timeoutMs: 20_000,
+      intervalMs: 500,
+    });
+    const old = await getRequest(store, id);
+    expect(old).toMatchObject({ state: 'cancelled', nextAttemptId: next, pendingMove: null });
+    const end = (await transitionsOf(store, id)).at(-1);
+    expect(end).toMatchObject({ fromState: 'pending', toState: 'cancelled', source: 'move' });
+    expect(end?.reason).toMatch(
+      /^waited \d+s in wait \(PartitionDown\); moved to debug \(Slurm refused the update: cancelled and submitted again there\)$/,
+    );
+    // Its job never ran: cancelled while held (read until the proxy's cached record has expired).
+    const oldJob = await waitFor(
+      async () => {
+        const job = (await td.daemon.clients.get('test').getJob(first.jobId as number)).data;
+        return job.state === 'CANCELLED' ? job : undefined;
+      },
+      { what: 'the first job cancelled', timeoutMs: 10_000, intervalMs: 500 },
+    );
+    expect(oldJob.start_time).toBeNull();
+
+    const done = await td.waitForState(next, 'completed');
+    expect(done).toMatchObject({ attempt: 2, firstAttemptId: id, pendingMove: null });
+    // Submitted where it moved to, with nothing left of its list.
+    expect(done.spec).toMatchObject({ partition: 'debug' });
+    expect(done.spec).not.toHaveProperty('on_pending');
+    expect(done.jobId).not.toBe(first.jobId);
+    expect((await attemptsOf(store, id)).map((a) => [a.attempt, a.state])).toEqual([
+      [1, 'cancelled'],
+      [2, 'completed'],
+    ]);
+    // The move's cancel is not the request's end: job.finished goes out once, for the last attempt.
+    expect(await deliveriesOfRequest(store, id)).toEqual([]);
+    const attemptTransitions = (await transitionsOf(store, next)).map((t) => `${t.toState} (${t.source})`);
+    expect(attemptTransitions.slice(0, 2)).toEqual(['accepted (move)', 'queued (move)']);
   });
 });
