@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { getRequest, transitionsOf } from '../../../src/db/requests.js';
+import { getRequest, patchRequest, transitionsOf } from '../../../src/db/requests.js';
 import { deliveriesOfRequest } from '../../../src/db/webhooks.js';
 import { ManualClock, systemClock } from '../../../src/lib/clock.js';
 import { createLogger } from '../../../src/logger.js';
@@ -234,5 +234,57 @@ describe('on_pending', () => {
     expect(await deliveriesOfRequest(store, id)).toEqual([]);
     const attemptTransitions = (await transitionsOf(store, next)).map((t) => `${t.toState} (${t.source})`);
     expect(attemptTransitions.slice(0, 2)).toEqual(['accepted (move)', 'queued (move)']);
+  });
+
+  it('a move racing a start never cancels the running job: held and found running, it is released and left', async () => {
+    const clock = new ManualClock(Date.now() - 3_600_000);
+    const sim = await env.sim({ partitions: PARTITIONS });
+    // On a clock that stands still the daemon does not poll: its history still says `submitted`
+    // while the simulator runs the job, as when a start and a move cross.
+    const td = await daemonOnClock(sim.url, clock);
+    const store = td.daemon.history.store;
+    const id = await td.daemon.submit({
+      spec: {
+        ...(shellSpec('raced', 'sleep 3', sim.workDir) as { name: string; script: string }),
+        partition: 'debug',
+        on_pending: { after: 1, partitions: ['wait'] },
+      },
+      owner: 'default',
+      actor: 'test',
+      origin: 'api',
+    });
+    const submitted = await td.waitForState(id, 'submitted');
+    const client = td.daemon.clients.get('test');
+    await waitFor(
+      async () => ((await client.getJob(submitted.jobId as number)).data.state === 'RUNNING' ? true : undefined),
+      { what: 'the job to run', timeoutMs: 10_000, intervalMs: 300 },
+    );
+    expect((await getRequest(store, id))?.state).toBe('submitted');
+    // The move half-way (its update refused, the job held and marked), as a mover that raced the start left it.
+    await client.updateJob(submitted.jobId as number, { hold: true });
+    const move = (await getRequest(store, id))?.pendingMove;
+    await patchRequest(store, id, { pendingMove: { ...(move as NonNullable<typeof move>), movingTo: 'wait' } });
+    const mover = {
+      store,
+      submitQueue: {
+        queue: td.daemon.queues.submit,
+        logger: createLogger({ level: 'silent' }),
+        redisReachable: () => true,
+        sweepLater: () => undefined,
+      },
+      clock: systemClock,
+      logger: createLogger({ level: process.env.LOG_LEVEL ?? 'silent' }),
+      scheduler: (profile: string) => td.daemon.clients.get(profile),
+    };
+    expect(await movePendingJobs(mover)).toEqual({ moved: [], resubmitted: [] });
+    expect(await getRequest(store, id)).toMatchObject({
+      state: 'submitted',
+      nextAttemptId: null,
+      pendingMove: { movingTo: null, note: 'not moved: it started before it could be' },
+    });
+    // Nothing more is tried, and the job runs to its end.
+    expect(await movePendingJobs(mover)).toEqual({ moved: [], resubmitted: [] });
+    await stepUntil(clock, async () => (await getRequest(store, id))?.state === 'completed', 'the job to end');
+    expect((await transitionsOf(store, id)).map((t) => t.source)).not.toContain('move');
   });
 });
