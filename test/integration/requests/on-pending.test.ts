@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { getRequest, patchRequest, transitionsOf } from '../../../src/db/requests.js';
+import { getRun, stepRequests } from '../../../src/db/runs.js';
 import { deliveriesOfRequest } from '../../../src/db/webhooks.js';
 import { ManualClock, systemClock } from '../../../src/lib/clock.js';
 import { createLogger } from '../../../src/logger.js';
@@ -286,5 +287,38 @@ describe('on_pending', () => {
     expect(await movePendingJobs(mover)).toEqual({ moved: [], resubmitted: [] });
     await stepUntil(clock, async () => (await getRequest(store, id))?.state === 'completed', 'the job to end');
     expect((await transitionsOf(store, id)).map((t) => t.source)).not.toContain('move');
+  });
+
+  it('moves a pipeline step that waits too long, and its run goes on', async () => {
+    const sim = await env.sim({ partitions: PARTITIONS });
+    const pipeline = [
+      'defaults:',
+      `  current_working_directory: ${sim.workDir}`,
+      'steps:',
+      '  first:',
+      '    partition: wait',
+      '    on_pending: { after: 1s, partitions: [debug] }',
+      '    script: "#!/bin/sh\\ntrue\\n"',
+      '  second:',
+      '    needs: [first]',
+      '    script: "#!/bin/sh\\ntrue\\n"',
+    ].join('\n');
+    const td = await env.daemon(sim.url, { pipelineTickMs: 300, pollFloorMs: 300 }, { 'waits.yaml': pipeline });
+    const run = await td.daemon.pipelines.trigger('waits', { actor: 'test', trigger: 'api' });
+    const store = td.daemon.history.store;
+    const ended = await waitFor(
+      async () => {
+        const row = await getRun(store, run.id);
+        return row && ['succeeded', 'failed', 'cancelled'].includes(row.state) ? row : undefined;
+      },
+      { what: 'the run to end', timeoutMs: 30_000, intervalMs: 200 },
+    );
+    expect(ended.state).toBe('succeeded');
+    const steps = await stepRequests(store, run.id);
+    const first = steps.find((r) => r.step === 'first');
+    const moves = (await transitionsOf(store, first?.id as string)).filter((t) => t.source === 'move');
+    expect(moves.map((t) => t.reason)).toEqual([
+      expect.stringMatching(/^waited \d+s in wait \(PartitionDown\); moved to debug$/),
+    ]);
   });
 });
