@@ -7,6 +7,7 @@ import { advanceActiveRuns, type RunEngineDeps } from '../src/pipelines/run-engi
 import type { QueueDefinition, QueueProcessor } from '../src/queue/queue-definition.js';
 import { makeDueAttempts } from '../src/requests/attempts.js';
 import { checkDeadlines } from '../src/requests/deadlines.js';
+import { movePendingJobs, type PendingMoverDeps } from '../src/requests/pending-mover.js';
 import type { QueueSettings, WorkerServices } from './services.js';
 
 const firePayload = z.object({
@@ -22,14 +23,16 @@ interface PipelineWorkerDeps {
   logger: Logger;
   /** The scheduler's reason for a pending job, for deadline reports. */
   jobReason?(profile: string, jobId: number): Promise<string | null>;
+  /** Moves jobs that wait too long (`on_pending`: src/requests/pending-mover.ts). */
+  mover: PendingMoverDeps;
 }
 
 /**
  * The `pipeline` queue: `fire` (a cron tick of a pipeline's schedule, or a catch-up of one) makes
- * a run; `tick` (every couple of seconds) makes the retries that are due, advances active runs,
- * catches up missed ticks and checks deadlines. A job that fails is retried briefly; the next
- * tick redoes periodic work anyway. One job at a time: runs advance, ticks fire and queued runs
- * start in order.
+ * a run; `tick` (every couple of seconds) makes the retries that are due, moves jobs that waited
+ * too long (`on_pending`), advances active runs, catches up missed ticks and checks deadlines. A
+ * job that fails is retried briefly; the next tick redoes periodic work anyway. One job at a time:
+ * runs advance, ticks fire and queued runs start in order.
  */
 export const pipelineQueue: QueueDefinition<QueueSettings, WorkerServices, 'pipeline'> = {
   name: 'pipeline',
@@ -51,6 +54,11 @@ export const pipelineQueue: QueueDefinition<QueueSettings, WorkerServices, 'pipe
       engine: services.engine,
       logger: services.rootLogger.child({ component: 'pipelines' }),
       jobReason: services.jobReason,
+      mover: {
+        ...services.engine,
+        logger: services.rootLogger.child({ component: 'mover' }),
+        scheduler: (profile) => services.clients.get(profile),
+      },
     }),
 };
 
@@ -66,6 +74,8 @@ function pipelineProcessor(deps: PipelineWorkerDeps): QueueProcessor {
     if (job.name === 'tick') {
       // Retries first: a step whose next attempt is made now is seen by this pass of its run.
       const attempts = await makeDueAttempts(deps.engine);
+      // Then moves: a move by resubmission makes an attempt, which this pass of its run sees.
+      const moves = await movePendingJobs(deps.mover);
       const ended = await advanceActiveRuns(deps.engine);
       for (const run of ended) {
         deps.logger.info(
@@ -79,7 +89,13 @@ function pipelineProcessor(deps: PipelineWorkerDeps): QueueProcessor {
         reasonOf: deps.jobReason,
         moreMisses: runDeadlineMisses,
       });
-      return { retried: attempts.made.length, ended: ended.length, caughtUp, misses: misses.length };
+      return {
+        retried: attempts.made.length,
+        moved: moves.moved.length + moves.resubmitted.length,
+        ended: ended.length,
+        caughtUp,
+        misses: misses.length,
+      };
     }
     throw new Error(`unknown pipeline job "${job.name}"`);
   };

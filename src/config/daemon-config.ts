@@ -55,7 +55,9 @@ export const daemonConfigSchema = z.object({
     .int()
     .positive()
     .default(2000)
-    .describe('How often active pipeline runs are advanced, missed ticks caught up and deadlines checked.'),
+    .describe(
+      'How often active pipeline runs are advanced, missed ticks caught up, deadlines checked and jobs that wait too long moved (`on_pending`).',
+    ),
   redisUrl: z
     .url({ protocol: /^rediss?$/ })
     .optional()

@@ -223,6 +223,7 @@ export const jobRequests = schedflow.table(
     retryDueAt: bigint('retry_due_at', { mode: 'number' }).$type<Of<typeof sqlite.jobRequests, 'retryDueAt'>>(),
     nextAttemptId: text('next_attempt_id').$type<Of<typeof sqlite.jobRequests, 'nextAttemptId'>>(),
     retryNote: text('retry_note').$type<Of<typeof sqlite.jobRequests, 'retryNote'>>(),
+    pendingMove: jsonb('pending_move').$type<Of<typeof sqlite.jobRequests, 'pendingMove'>>(),
   },
   (t) => [
     index('job_requests_state').on(t.profile, t.state),
@@ -232,6 +233,7 @@ export const jobRequests = schedflow.table(
     index('job_requests_summary_todo').on(t.state).where(sql`"summary_checked_at" is null`),
     index('job_requests_deadlines').on(t.state).where(sql`"deadlines" is not null`),
     index('job_requests_retry_due').on(t.retryDueAt).where(sql`"retry_due_at" is not null`),
+    index('job_requests_pending_move').on(t.state).where(sql`"pending_move" is not null`),
     index('job_requests_attempts').on(t.firstAttemptId),
     index('job_requests_owner').on(t.owner, t.createdAt),
     index('job_requests_owner_state').on(t.owner, t.state),

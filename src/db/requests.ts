@@ -24,6 +24,7 @@ import {
   type Deadlines,
   type JobRequestRow,
   type JobTransitionRow,
+  type PendingMove,
   REQUEST_STATES,
   type RequestState,
   type RetryCause,
@@ -63,6 +64,8 @@ export interface NewRequest {
   retryPolicy?: AttemptPolicy | null;
   firstAttemptId?: string | null;
   retryCause?: RetryCause | null;
+  /** Its spec's `on_pending` as the mover follows it (src/requests/pending-mover.ts). */
+  pendingMove?: PendingMove | null;
 }
 
 /** Creates a request in `accepted`; a second call with the same id returns the first row. */
@@ -109,6 +112,7 @@ const INSERTED = [
   'retryPolicy',
   'firstAttemptId',
   'retryCause',
+  'pendingMove',
 ] as const satisfies readonly (keyof JobRequestRow)[];
 
 /**
@@ -148,6 +152,7 @@ export async function insertRequest(
     retryPolicy: req.retryPolicy,
     firstAttemptId: req.firstAttemptId,
     retryCause: req.retryCause,
+    pendingMove: req.pendingMove,
   };
   const t = h.t.jobRequests;
   const inserted = await h.preparedRun(
@@ -281,7 +286,10 @@ export async function requestProfileOf(h: History, id: string): Promise<string |
 }
 
 /** What a state change reads of a request: not its spec (up to a megabyte of JSON) to parse. */
-export type TransitionFacts = Pick<JobRequestRow, 'state' | 'rawState' | 'webhookUrl' | 'runId' | 'retryPolicy'>;
+export type TransitionFacts = Pick<
+  JobRequestRow,
+  'state' | 'rawState' | 'webhookUrl' | 'runId' | 'retryPolicy' | 'pendingMove'
+>;
 
 /**
  * The facts of a state change, locking the row on PostgreSQL until the transaction `h` is
@@ -301,6 +309,8 @@ export async function transitionFactsOf(h: History, id: string): Promise<Transit
             runId: t.runId,
             // A few hundred bytes at most: whether an end makes another attempt.
             retryPolicy: t.retryPolicy,
+            // As small: whether an end is a move's cancel (src/requests/pending-mover.ts).
+            pendingMove: t.pendingMove,
           })
           .from(t)
           .where(eq(t.id, placeholder('id'))),
@@ -844,6 +854,59 @@ export function dueAttempts(h: History, now: number, limit: number): Promise<Job
       .where(and(isNotNull(t.retryDueAt), lte(t.retryDueAt, now)))
       .orderBy(asc(t.retryDueAt))
       .limit(limit),
+  );
+}
+
+/** What the mover reads of a request whose spec says `on_pending` (src/requests/pending-mover.ts). */
+export type MovableRequest = Pick<
+  JobRequestRow,
+  | 'id'
+  | 'profile'
+  | 'state'
+  | 'jobId'
+  | 'reason'
+  | 'createdAt'
+  | 'submittedAt'
+  | 'startedAt'
+  | 'nextAttemptId'
+  | 'pendingMove'
+>;
+
+/**
+ * Requests whose `on_pending` may still move them: waiting in the scheduler (`submitted`,
+ * `pending`) with a move left, or half-way through a move by cancel and resubmission (its
+ * cancel recorded, its next attempt not yet made). Through the partial index on `pending_move`:
+ * no spec is read.
+ */
+export async function movableRequests(h: History, limit: number): Promise<MovableRequest[]> {
+  const t = h.t.jobRequests;
+  const rows = await h.all(
+    h.db
+      .select({
+        id: t.id,
+        profile: t.profile,
+        state: t.state,
+        jobId: t.jobId,
+        reason: t.reason,
+        createdAt: t.createdAt,
+        submittedAt: t.submittedAt,
+        startedAt: t.startedAt,
+        nextAttemptId: t.nextAttemptId,
+        pendingMove: t.pendingMove,
+      })
+      .from(t)
+      .where(and(isNotNull(t.pendingMove), inArray(t.state, ['submitted', 'pending', 'cancelled'])))
+      .orderBy(asc(t.createdAt))
+      .limit(limit),
+  );
+  // Few rows: a request that starts or ends lets its pending_move go (src/requests/transition.ts),
+  // but for a move's own cancel, until the move's next attempt is made.
+  return rows.filter(
+    (row) =>
+      row.pendingMove !== null &&
+      (row.state === 'cancelled'
+        ? Boolean(row.pendingMove.movingTo) && row.nextAttemptId === null
+        : row.pendingMove.next < row.pendingMove.partitions.length && !row.pendingMove.note),
   );
 }
 

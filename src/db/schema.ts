@@ -47,7 +47,10 @@ export const TERMINAL_REQUEST_STATES = [
   'submit_failed',
 ] as const satisfies readonly RequestState[];
 
-/** Who recorded a transition: `submit` and `summarize` are those queues' workers; `retry` made a policy's attempt. */
+/**
+ * Who recorded a transition: `submit` and `summarize` are those queues' workers; `retry` made a
+ * policy's attempt; `move` moved a job that waited too long to another partition (`on_pending`).
+ */
 export const TRANSITION_SOURCES = [
   'api',
   'cli',
@@ -57,6 +60,7 @@ export const TRANSITION_SOURCES = [
   'pipeline',
   'summarize',
   'retry',
+  'move',
 ] as const;
 export type TransitionSource = (typeof TRANSITION_SOURCES)[number];
 
@@ -159,6 +163,8 @@ export const jobRequests = sqliteTable(
     nextAttemptId: text('next_attempt_id'),
     /** Why no attempt follows this one though its policy named its end (limit reached, a bound). */
     retryNote: text('retry_note'),
+    /** Its spec's `on_pending` at work (src/requests/pending-mover.ts); null without one. */
+    pendingMove: text('pending_move', { mode: 'json' }).$type<PendingMove>(),
   },
   (t) => [
     index('job_requests_state').on(t.profile, t.state),
@@ -171,6 +177,8 @@ export const jobRequests = sqliteTable(
     index('job_requests_deadlines').on(t.state).where(sql`"deadlines" is not null`),
     // Partial: the retry check reads only ended attempts waiting for their next one.
     index('job_requests_retry_due').on(t.retryDueAt).where(sql`"retry_due_at" is not null`),
+    // Partial: the mover reads only requests whose spec says on_pending, on every tick.
+    index('job_requests_pending_move').on(t.state).where(sql`"pending_move" is not null`),
     index('job_requests_attempts').on(t.firstAttemptId),
     // An owner's lists, and the count of its requests in flight (a token's quota).
     index('job_requests_owner').on(t.owner, t.createdAt),
@@ -262,6 +270,32 @@ export interface RetryCause {
   escalated: EscalatedField[];
   /** The same, in words. */
   reason: string;
+}
+
+/**
+ * A request's `on_pending` (src/sched/on-pending.ts) as the mover follows it: where the job goes
+ * next and since when it waits where it is. A move by cancel and resubmission makes a new attempt,
+ * which carries it on from the next partition.
+ */
+export interface PendingMove {
+  afterSec: number;
+  partitions: string[];
+  /** Index in `partitions` of the next move; its length once none is left. */
+  next: number;
+  /** The partition it waits in: the spec's (null: the profile's or Slurm's default) or the last it was moved to. */
+  partition: string | null;
+  /** When it began waiting there (its last move); null: since its submission (`submitted_at`). */
+  since: number | null;
+  /**
+   * Set before the job is cancelled to be submitted again in this partition (Slurm refused the
+   * update): the cancel is then the move's, not the request's end, and a mover that stopped
+   * half-way finishes it.
+   */
+  movingTo?: string | null;
+  /** That move's reason, for its transition (the request's `reason` is Slurm's, JobHeldUser by then). */
+  movingReason?: string | null;
+  /** Why no move is made any more, when one could not be (the job could not be held, say). */
+  note?: string | null;
 }
 
 export interface Deadlines {

@@ -33,3 +33,22 @@ export const durationSchema = z
     }
   })
   .meta({ description: 'seconds, or 90s, 30m, 2h, 1d, 1h30m' });
+
+/** Seconds as a person writes a duration, the way parseDuration reads it: `30m`, `1h30m`, `5s`. */
+export function formatDuration(totalSec: number): string {
+  let rest = Math.max(0, Math.round(totalSec));
+  if (rest === 0) return '0s';
+  const parts: string[] = [];
+  for (const [unit, sec] of [
+    ['d', 86_400],
+    ['h', 3600],
+    ['m', 60],
+    ['s', 1],
+  ] as const) {
+    if (rest >= sec) {
+      parts.push(`${Math.floor(rest / sec)}${unit}`);
+      rest %= sec;
+    }
+  }
+  return parts.join('');
+}

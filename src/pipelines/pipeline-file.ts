@@ -5,6 +5,7 @@ import { DEPENDENCY_TYPES, type StepNeed } from '../db/schema.js';
 import { durationSchema } from '../lib/duration.js';
 import { attemptPolicySchema } from '../requests/attempt-policy.js';
 import { jobSpecSchema } from '../sched/job-spec.js';
+import { onPendingIssues } from '../sched/on-pending.js';
 
 /**
  * The pipeline file format (`config/pipelines/<name>.yaml`): one pipeline a
@@ -69,6 +70,8 @@ const stepSchema = z
     /** The retry policy of job requests (src/requests/attempt-policy.ts); `{ on, limit }` is one. */
     retry: attemptPolicySchema.optional(),
     deadlines: deadlinesSchema.optional(),
+    /** Move the step's job on when it waits too long: `{ after: 30m, partitions: [b, c] }` (src/sched/on-pending.ts). */
+    on_pending: spec.on_pending,
     /** Other `job_desc_msg` members, passed through unchanged. */
     slurm: z
       .record(z.string(), z.unknown())
@@ -82,6 +85,8 @@ const stepSchema = z
     if ((step.script === undefined) === (step.script_file === undefined)) {
       ctx.addIssue({ code: 'custom', message: 'give exactly one of script and script_file', path: ['script'] });
     }
+    // A step without a partition of its own is checked against the defaults' below.
+    for (const issue of onPendingIssues(step)) ctx.addIssue({ code: 'custom', ...issue });
   });
 
 const scheduleSchema = z
@@ -179,7 +184,18 @@ export const pipelineFileSchema = z
       .record(nameSchema, stepSchema)
       .refine((steps) => Object.keys(steps).length > 0, { message: 'a pipeline needs at least one step' }),
   })
-  .strict();
+  .strict()
+  .superRefine((file, ctx) => {
+    // A step without a partition of its own goes to the defaults': not a place to move it to either.
+    const partition = file.defaults.partition;
+    if (partition === undefined) return;
+    for (const [name, step] of Object.entries(file.steps)) {
+      if (step.partition !== undefined) continue;
+      for (const issue of onPendingIssues({ partition, on_pending: step.on_pending })) {
+        ctx.addIssue({ code: 'custom', path: ['steps', name, ...issue.path], message: issue.message });
+      }
+    }
+  });
 
 export type PipelineFile = z.output<typeof pipelineFileSchema>;
 

@@ -74,6 +74,7 @@ export function planRun(pipeline: LoadedPipeline, input: PlanInput): RunPlan {
       comment: s.comment,
       standard_output: s.standard_output,
       standard_error: s.standard_error,
+      on_pending: s.on_pending,
     };
     const spec = parseSpec(step, rendered(step, raw, context));
     return {

@@ -13,6 +13,7 @@ import { type Clock, systemClock } from '../lib/clock.js';
 import { addSubmitJob, addSubmitJobs, type EnqueueOutcome, type SubmitQueueDeps } from '../queue/submit-queue.js';
 import { parseArrayExpression, taskCountOf } from '../sched/job-array.js';
 import type { JobSpec } from '../sched/job-spec.js';
+import { pendingMoveOf } from './pending-move.js';
 import { transition } from './transition.js';
 
 /**
@@ -76,7 +77,10 @@ export function recordRequest(h: History, input: RequestToRecord): Promise<boole
       // Written `queued` at once (with both transitions): the move has nothing to check on a new row.
       // Another host may record the same id meanwhile (the web role and the worker that takes
       // its job): the first insert makes the request, the other changes nothing.
-      if (!(await insertRequest(tx, { ...input, arrayTaskCount: taskCount }, queued ?? undefined))) {
+      // A move's new attempt carries the move on (src/requests/pending-mover.ts); any other request
+      // starts from its spec's on_pending, with its first move ahead of it.
+      const pendingMove = input.pendingMove ?? pendingMoveOf(input.spec as JobSpec);
+      if (!(await insertRequest(tx, { ...input, arrayTaskCount: taskCount, pendingMove }, queued ?? undefined))) {
         return false;
       }
       if (input.audit) await appendAudit(tx, input.audit);

@@ -54,7 +54,13 @@ export function transition(h: History, requestId: string, input: TransitionInput
     // is its patch (another job's times, a stale raw state).
     if (input.from !== undefined && input.from !== row.state) return false;
     const moves = canTransition(row.state, input.to);
-    const patch = { ...input.patch, updatedAt: input.at };
+    // A job moved by its on_pending (src/requests/pending-mover.ts) is cancelled to be submitted
+    // again elsewhere: that end is the move's, and the request goes on in its next attempt.
+    const movesOn = Boolean(row.pendingMove?.movingTo) && input.to === 'cancelled';
+    // A job that starts or ends is never moved: its pending_move goes, so the mover's partial
+    // index holds only the requests it may act on.
+    const settled = row.pendingMove && !movesOn && (input.to === 'running' || isTerminalRequest(input.to));
+    const patch = { ...input.patch, ...(settled && { pendingMove: null }), updatedAt: input.at };
     await updateRequest(
       tx,
       requestId,
@@ -81,7 +87,7 @@ export function transition(h: History, requestId: string, input: TransitionInput
       stale: input.stale ?? false,
       detail: input.detail ?? null,
     });
-    if (!isTerminalRequest(input.to)) return true;
+    if (!isTerminalRequest(input.to) || movesOn) return true;
     // An end its retry policy names is not the request's end: the next attempt is due after the
     // backoff (a time in the row, so a restart keeps it), and the webhook waits for the last one.
     if (row.retryPolicy && (await scheduleRetry(tx, requestId, input.at))) return true;

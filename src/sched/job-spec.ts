@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { closestName } from '../lib/closest-name.js';
 import { ArraySyntaxError, parseArrayExpression } from './job-array.js';
+import { onPendingIssues, onPendingSchema } from './on-pending.js';
 import { jobDescFields, validateAgainstSpec } from './spec-validator.js';
 import { LATEST_VERSION, SUPPORTED_VERSIONS } from './versions.js';
 
@@ -147,6 +148,8 @@ const jobSpecObject = z
     comment: z.string().optional(),
     standard_output: z.string().optional(),
     standard_error: z.string().optional(),
+    /** schedflow's, not Slurm's: move the job on when it waits too long (src/sched/on-pending.ts). */
+    on_pending: onPendingSchema.optional(),
   })
   // Other job_desc_msg members pass through, checked here as far as no profile is needed: the
   // member must exist in some data parser, and its value must be one the newest would take.
@@ -155,7 +158,9 @@ const jobSpecObject = z
 // Also beside other mistakes, so that one answer names them all.
 const passThroughWhen = { when: ({ value }: { value: unknown }) => typeof value === 'object' && value !== null };
 
-export const jobSpecSchema = jobSpecObject.superRefine(checkPassThrough, passThroughWhen);
+export const jobSpecSchema = jobSpecObject.superRefine(checkPassThrough, passThroughWhen).superRefine((spec, ctx) => {
+  for (const issue of onPendingIssues(spec)) ctx.addIssue({ code: 'custom', ...issue });
+});
 
 /** Members to set on top of another spec (the API's `spec` beside an `sbatch` script): any of a spec's, none required. */
 export const jobSpecOverridesSchema = jobSpecObject.partial().superRefine(checkPassThrough, passThroughWhen);

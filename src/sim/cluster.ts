@@ -606,6 +606,14 @@ export class Cluster {
         ) {
           continue;
         }
+        // A DOWN partition starts nothing: its jobs wait, as slurmctld's do, with its reason.
+        if (this.partition(job.partition)?.state === 'DOWN') {
+          if (job.reason !== 'PartitionDown') {
+            job.reason = 'PartitionDown';
+            this.changed(job);
+          }
+          continue;
+        }
         const need = cpusOf(job);
         if (isArrayMeta(job)) {
           free = this.startArrayTasks(job, free);

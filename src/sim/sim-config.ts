@@ -18,6 +18,11 @@ export const partitionSchema = z.object({
   maxTimeMin: z.number().int().positive().nullable().optional(),
   /** Minutes given to jobs that ask for none; absent means the maximum. */
   defaultTimeMin: z.number().int().positive().nullable().optional(),
+  /**
+   * slurm.conf `State=`: a DOWN partition takes jobs and starts none (they wait, reason
+   * PartitionDown), as slurmctld does. @defaultValue UP
+   */
+  state: z.enum(['UP', 'DOWN']).optional(),
 });
 export type PartitionSettings = z.infer<typeof partitionSchema>;
 

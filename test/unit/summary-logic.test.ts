@@ -228,6 +228,7 @@ function requestRow(over: Partial<JobRequestRow> = {}): JobRequestRow {
     retryDueAt: null,
     nextAttemptId: null,
     retryNote: null,
+    pendingMove: null,
     ...over,
   };
 }

@@ -436,7 +436,8 @@ function peakMemoryMb(job: AccountingRecord): number | null {
 
 /** Builds `job_submit_req` from a spec; every member must exist in the version's `job_desc_msg`. */
 export function encodeSubmitFor(version: ApiVersion, spec: JobSpec): { job: Record<string, unknown> } {
-  const { environment, time_limit, memory_per_node, ...rest } = spec;
+  // on_pending is schedflow's own (the mover reads it from the history), no job_desc_msg member.
+  const { environment, time_limit, memory_per_node, on_pending: _onPending, ...rest } = spec;
   const job: Record<string, unknown> = {};
   for (const [key, value] of Object.entries(rest)) {
     if (value !== undefined) job[key] = value;

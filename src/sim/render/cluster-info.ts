@@ -71,7 +71,7 @@ export function renderPartition(p: PartitionSettings, node: NodeView): Json {
     priority: { job_factor: 1, tier: 1 },
     timeouts: { resume: noVal(null), suspend: noVal(null) },
     ...(since(node.version, 'v0.0.43') && { topology: '' }),
-    partition: { state: ['UP'] },
+    partition: { state: [p.state ?? 'UP'] },
     suspend_time: noVal(null),
   };
 }

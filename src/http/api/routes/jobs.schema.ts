@@ -219,7 +219,7 @@ export const transitionSchema = z.object({
   from: z.enum(REQUEST_STATES).nullable(),
   to: z.enum(REQUEST_STATES),
   at: time,
-  source: z.string().describe('api, cli, submit, poll, accounting, pipeline, summarize, retry'),
+  source: z.string().describe('api, cli, submit, poll, accounting, pipeline, summarize, retry, move'),
   raw_state: z.string().nullable(),
   reason: z.string().nullable(),
   stale: z.boolean().describe('learned from a stale (cached during an outage) answer'),

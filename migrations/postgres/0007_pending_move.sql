@@ -1,0 +1,2 @@
+ALTER TABLE "schedflow"."job_requests" ADD COLUMN "pending_move" jsonb;--> statement-breakpoint
+CREATE INDEX "job_requests_pending_move" ON "schedflow"."job_requests" USING btree ("state") WHERE "pending_move" is not null;
