@@ -16,6 +16,7 @@ import { startQueueWorker } from '../src/queue/queue-definition.js';
 import type { RedisWatch } from '../src/redis/redis-watch.js';
 import type { AcceptDeps } from '../src/requests/accept.js';
 import type { ClientRegistry } from '../src/sched/client-registry.js';
+import type { ClusterView } from '../src/sched/cluster-view.js';
 import { createSummaryServices } from '../src/summaries/summaries-service.js';
 import type { SummarySettings } from '../src/summaries/summary-settings.js';
 import { QUEUES } from './queues.js';
@@ -48,6 +49,8 @@ export interface StartWorkersDeps {
   heap: HeapCollector;
   /** The daemon's clock. @defaultValue systemClock */
   clock?: Clock;
+  /** The cluster's shared view: the sampling tick reads it (absent: no samples). */
+  clusterView?: Pick<ClusterView, 'view'>;
 }
 
 /**
@@ -95,7 +98,9 @@ export function startWorkers(deps: StartWorkersDeps): void {
       pollCeilingMs: config.pollCeilingMs,
       lostGraceMs: config.lostGraceMs,
       submitLimitRecheckMs: config.submitLimitRecheckMs,
+      clusterSampleKeepMs: config.clusterSampleKeepMs,
     },
+    clusterView: deps.clusterView,
     webhooks,
     summaries,
     pipelines: deps.pipelines,

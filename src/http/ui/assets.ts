@@ -56,6 +56,11 @@ svg text { font:12px system-ui, sans-serif; }
 .legend span { margin-right:.75rem; font-size:.8rem; }
 .legend i { display:inline-block; width:.7rem; height:.7rem; margin-right:.25rem; border-radius:2px; }
 .login { max-width:26rem; margin:3rem auto; }
+.node-state { display:inline-block; padding:0 .45rem; border-radius:999px; font-size:.8rem; font-weight:600; color:#fff; white-space:nowrap; }
+table.cluster td .num { white-space:nowrap; margin-right:.35rem; }
+svg.cpu-bar { vertical-align:middle; border-radius:2px; background:var(--line); }
+p.range a { margin-right:.5rem; font-size:.85rem; }
+p.range a[aria-current] { font-weight:700; color:var(--fg); text-decoration:none; }
 @media (max-width: 640px) {
   main { padding:.6rem; }
   header.top .who { margin-left:0; width:100%; }
