@@ -60,6 +60,9 @@ svg text { font:12px system-ui, sans-serif; }
 table.cluster td .num { white-space:nowrap; margin-right:.35rem; }
 svg.cpu-bar { vertical-align:middle; border-radius:2px; background:var(--line); }
 p.range a { margin-right:.5rem; font-size:.85rem; }
+.legend svg.swatch { margin-right:.25rem; vertical-align:middle; }
+h3 { font-size:.95rem; margin:1rem 0 .25rem; }
+p.cpu-summary { margin:.25rem 0; }
 p.range a[aria-current] { font-weight:700; color:var(--fg); text-decoration:none; }
 @media (max-width: 640px) {
   main { padding:.6rem; }
@@ -70,6 +73,8 @@ p.range a[aria-current] { font-weight:700; color:var(--fg); text-decoration:none
   table.responsive td::before { content:attr(data-label); color:var(--muted); min-width:7rem; }
   dl.facts { grid-template-columns:1fr; }
   dl.facts dt { margin-top:.4rem; }
+  /* The charts' text is in their viewBox's units: scaled down to a phone it would be unreadable. */
+  .charts svg text { font-size:20px; }
 }
 `;
 

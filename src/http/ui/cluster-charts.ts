@@ -38,12 +38,16 @@ const NODE_STATE_COLOURS: Record<string, string> = {
 export const nodeStateColour = (state: string): string => NODE_STATE_COLOURS[state] ?? '#868e96';
 
 const hhmm = (ms: number) => new Date(ms).toISOString().slice(11, 16);
+const hhmmss = (ms: number) => new Date(ms).toISOString().slice(11, 19);
 
-/** A step of the x axis that gives four to eight labels over `spanMs`. */
+/** A step of the x axis that gives at most seven labels over `spanMs`. */
 function tickStepMs(spanMs: number): number {
-  const steps = [10, 15, 30, 60, 120, 180, 240, 360].map((m) => m * 60_000);
-  return steps.find((s) => spanMs / s <= 8) ?? 12 * 3_600_000;
+  const steps = [5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 10_800, 14_400, 21_600].map((s) => s * 1000);
+  return steps.find((s) => spanMs / s <= 7) ?? 43_200_000;
 }
+
+/** Line styles beside the colours: partitions that share nodes often have the same line. */
+const DASHES = ['', '7 4', '2 3', '10 3 2 3'];
 
 /**
  * Allocated CPUs of each partition from `fromMs` to `toMs` (UTC on the axis), one step line per
@@ -67,13 +71,18 @@ export function allocationChart(
   const plotW = W - left - right;
   const plotH = H - top - bottom;
   const max = Math.max(1, ...samples.map((s) => s.cpusTotal));
-  const x = (ms: number) => left + ((ms - fromMs) / Math.max(1, toMs - fromMs)) * plotW;
+  // Sampling that began within the range (a new deployment, a longer range than kept) is drawn
+  // over the time it covers, not squeezed against the right edge.
+  const first = Math.min(...samples.map((s) => s.at));
+  const start = first > fromMs ? Math.max(fromMs, first - Math.max(5000, (toMs - first) * 0.05)) : fromMs;
+  const x = (ms: number) => left + ((ms - start) / Math.max(1, toMs - start)) * plotW;
   const y = (cpus: number) => top + plotH - (cpus / max) * plotH;
   const names = [...partitions, ...new Set(samples.map((s) => s.partition).filter((p) => !partitions.includes(p)))];
   const yTicks = [...new Set([0, Math.round(max / 2), max])];
-  const step = tickStepMs(toMs - fromMs);
+  const step = tickStepMs(toMs - start);
+  const label = step < 60_000 ? hhmmss : hhmm;
   const xTicks: number[] = [];
-  for (let t = Math.ceil(fromMs / step) * step; t <= toMs; t += step) xTicks.push(t);
+  for (let t = Math.ceil(start / step) * step; t <= toMs; t += step) xTicks.push(t);
   const series = names.map((name, i) => {
     const points = samples.filter((s) => s.partition === name);
     if (points.length === 0) return html``;
@@ -85,7 +94,8 @@ export function allocationChart(
       const py = y(p.cpusAllocated).toFixed(1);
       d += k === 0 ? `M${px},${py}` : `H${px}V${py}`;
     }
-    return html`<path d="${d}" fill="none" stroke="${colour}" stroke-width="2"/>${points.map(
+    const dash = DASHES[i % DASHES.length];
+    return html`<path d="${d}" fill="none" stroke="${colour}" stroke-width="2"${dash ? html` stroke-dasharray="${dash}"` : ''}/>${points.map(
       (p) =>
         html`<circle cx="${x(p.at).toFixed(1)}" cy="${y(p.cpusAllocated).toFixed(1)}" r="2.5" fill="${colour}"><title>${name} at ${hhmm(
           p.at,
@@ -102,11 +112,14 @@ export function allocationChart(
     (t) =>
       html`<line x1="${x(t).toFixed(1)}" y1="${top + plotH}" x2="${x(t).toFixed(1)}" y2="${top + plotH + 4}" stroke="#5d6873"/><text x="${x(
         t,
-      ).toFixed(1)}" y="${H - 6}" text-anchor="middle">${hhmm(t)}</text>`,
+      ).toFixed(1)}" y="${H - 6}" text-anchor="middle">${label(t)}</text>`,
   )}${series}</svg>
 <p class="legend">${names.map((name, i) => {
     const last = latest.get(name);
-    return html`<span><i style="background:${partitionColour(i)}"></i>${name}${
+    const dash = DASHES[i % DASHES.length];
+    return html`<span><svg class="swatch" viewBox="0 0 22 8" width="22" height="8" aria-hidden="true"><line x1="0" y1="4" x2="22" y2="4" stroke="${partitionColour(
+      i,
+    )}" stroke-width="3"${dash ? html` stroke-dasharray="${dash}"` : ''}/></svg>${name}${
       last ? html` <span class="muted">${last.cpusAllocated}/${last.cpusTotal}</span>` : ''
     }</span>`;
   })}</p>`;
@@ -130,7 +143,9 @@ export function nodeStatesChart(nodes: readonly Pick<Node, 'state' | 'stateFlags
     const part = html`<rect x="${x.toFixed(1)}" y="0" width="${w.toFixed(1)}" height="36" fill="${nodeStateColour(
       state,
     )}" data-state="${state}" data-count="${n}"><title>${state}: ${n} of ${nodes.length} nodes</title></rect>${
-      w >= 28 ? html`<text x="${(x + w / 2).toFixed(1)}" y="23" text-anchor="middle" fill="#fff" font-weight="600">${n}</text>` : ''
+      w >= 28
+        ? html`<text x="${(x + w / 2).toFixed(1)}" y="23" text-anchor="middle" fill="#fff" font-weight="600">${n}</text>`
+        : ''
     }`;
     x += w;
     return part;
@@ -162,4 +177,29 @@ export function cpuLegend(): Html {
   return html`<p class="legend">${(['allocated', 'idle', 'other'] as const).map(
     (k) => html`<span><i style="background:${CPU_COLOURS[k]}"></i>${k}</span>`,
   )}</p>`;
+}
+
+/** The CPUs of every node (allocated, idle on nodes that take work, other), for under the node states. */
+export function nodeCpuSummary(nodes: readonly Pick<Node, 'cpus' | 'allocatedCpus' | 'available'>[]): Html {
+  const cpus: CpuCounts = { total: 0, allocated: 0, idle: 0, other: 0 };
+  for (const n of nodes) {
+    cpus.total += n.cpus;
+    cpus.allocated += n.allocatedCpus;
+    if (n.available) cpus.idle += n.cpus - n.allocatedCpus;
+    else cpus.other += n.cpus - n.allocatedCpus;
+  }
+  return html`<h3>CPUs of all nodes</h3><p class="cpu-summary" data-node-cpus="${cpus.allocated}/${cpus.idle}/${cpus.other}/${cpus.total}"><strong>${cpus.allocated}</strong> allocated · <strong>${cpus.idle}</strong> idle · <strong>${cpus.other}</strong> other · of ${cpus.total}</p>${wideCpuBar(cpus)}${cpuLegend()}`;
+}
+
+function wideCpuBar(cpus: CpuCounts): Html {
+  if (cpus.total <= 0) return html``;
+  const W = 560;
+  let x = 0;
+  const parts = (['allocated', 'idle', 'other'] as const).map((kind) => {
+    const w = (cpus[kind] / cpus.total) * W;
+    const part = html`<rect x="${x.toFixed(1)}" y="0" width="${w.toFixed(1)}" height="18" fill="${CPU_COLOURS[kind]}"><title>${cpus[kind]} ${kind}</title></rect>`;
+    x += w;
+    return part;
+  });
+  return html`<svg role="img" aria-label="CPUs of all nodes: ${cpus.allocated} allocated, ${cpus.idle} idle, ${cpus.other} other" viewBox="0 0 ${W} 18" width="100%">${parts}</svg>`;
 }

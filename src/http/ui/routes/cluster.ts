@@ -5,7 +5,15 @@ import { SchedflowError } from '../../../errors.js';
 import type { Node, Partition, ReservationRecord } from '../../../sched/cluster-model.js';
 import type { ClusterAnswer, ClusterViewData, ClusterViewName } from '../../../sched/cluster-view.js';
 import { queueJobBody } from '../../../views/cluster-view.js';
-import { allocationChart, cpuBar, cpuLegend, nodeStateColour, nodeStateLabel, nodeStatesChart } from '../cluster-charts.js';
+import {
+  allocationChart,
+  cpuBar,
+  cpuLegend,
+  nodeCpuSummary,
+  nodeStateColour,
+  nodeStateLabel,
+  nodeStatesChart,
+} from '../cluster-charts.js';
 import { queryField, sendPage, sessionOf, type UiContext } from '../context.js';
 import { type Html, html, time } from '../html.js';
 import { page, UI_PREFIX } from '../layout.js';
@@ -103,7 +111,7 @@ ${stale ? html`<p class="flash error" role="status">The scheduler cannot be read
     )}</p>
 ${allocationChart(samples, partitionNames, fromMs, now)}</section>
 <section class="panel" aria-labelledby="node-states"><h2 id="node-states">Nodes by state</h2>${
-      'ok' in nodes ? nodeStatesChart(nodes.ok.data) : unavailable(nodes.error)
+      'ok' in nodes ? html`${nodeStatesChart(nodes.ok.data)}${nodeCpuSummary(nodes.ok.data)}` : unavailable(nodes.error)
     }</section></div>
 <h2 id="partitions">Partitions</h2>
 ${'ok' in partitions ? partitionTable(partitions.ok.data) : unavailable(partitions.error)}
@@ -133,7 +141,8 @@ function minutesText(min: number): string {
   return `${min} min`;
 }
 
-const mb = (n: number | null) => (n === null ? '—' : n >= 1024 ? `${(n / 1024).toFixed(n % 1024 ? 1 : 0)} GB` : `${n} MB`);
+const mb = (n: number | null) =>
+  n === null ? '—' : n >= 1024 ? `${(n / 1024).toFixed(n % 1024 ? 1 : 0)} GB` : `${n} MB`;
 
 const list = (items: readonly string[], none = 'all') =>
   items.length ? items.join(', ') : html`<span class="muted">${none}</span>`;
@@ -141,21 +150,22 @@ const list = (items: readonly string[], none = 'all') =>
 function partitionTable(rows: readonly Partition[]): Html {
   if (rows.length === 0) return html`<p class="muted">The scheduler lists no partitions.</p>`;
   return html`<div class="table-wrap"><table class="responsive cluster" aria-labelledby="partitions"><thead><tr><th>Partition</th><th>State</th><th>Nodes</th><th>CPUs (allocated / idle / other / total)</th><th>Memory allocated</th><th>Jobs running</th><th>Jobs pending</th><th>Limits</th><th>Who may use it</th></tr></thead><tbody>${rows.map(
-    (p) => html`<tr data-partition="${p.name}"><td data-label="Partition"><strong>${p.name}</strong></td><td data-label="State">${stateText(
-      p.state,
-    )}</td><td data-label="Nodes">${p.nodeCount} <span class="muted">${p.nodeList}</span></td><td data-label="CPUs" data-cpus="${p.cpus.allocated}/${p.cpus.idle}/${p.cpus.other}/${p.cpus.total}"><span class="num">${p.cpus.allocated} / ${p.cpus.idle} / ${p.cpus.other} / ${p.cpus.total}</span> ${cpuBar(
-      p.cpus,
-    )}</td><td data-label="Memory">${mb(p.memoryMb.allocated)} of ${mb(p.memoryMb.total)}</td><td data-label="Running" data-running="${p.jobs.running}">${p.jobs.running}</td><td data-label="Pending" data-pending="${p.jobs.pending}">${p.jobs.pending}</td><td data-label="Limits">max time ${limitText(
-      p.limits.maxTime,
-    )}${p.limits.defaultTime !== null ? html`, default ${limitText(p.limits.defaultTime)}` : ''}${
-      p.limits.maxNodes !== null ? html`, max ${p.limits.maxNodes} nodes` : ''
-    }${p.limits.maxMemoryPerNodeMb !== null ? html`, ${mb(p.limits.maxMemoryPerNodeMb)}/node` : ''}${
-      p.limits.maxMemoryPerCpuMb !== null ? html`, ${mb(p.limits.maxMemoryPerCpuMb)}/CPU` : ''
-    }</td><td data-label="Who may use it">accounts ${list(p.access.allowedAccounts)}${
-      p.access.deniedAccounts.length ? html`, not ${p.access.deniedAccounts.join(', ')}` : ''
-    }${p.access.allowedGroups.length ? html`; groups ${p.access.allowedGroups.join(', ')}` : ''}${
-      p.access.allowedQos.length ? html`; QOS ${p.access.allowedQos.join(', ')}` : ''
-    }${p.access.deniedQos.length ? html`; not QOS ${p.access.deniedQos.join(', ')}` : ''}</td></tr>`,
+    (p) =>
+      html`<tr data-partition="${p.name}"><td data-label="Partition"><strong>${p.name}</strong></td><td data-label="State">${stateText(
+        p.state,
+      )}</td><td data-label="Nodes">${p.nodeCount} <span class="muted">${p.nodeList}</span></td><td data-label="CPUs" data-cpus="${p.cpus.allocated}/${p.cpus.idle}/${p.cpus.other}/${p.cpus.total}"><span class="num">${p.cpus.allocated} / ${p.cpus.idle} / ${p.cpus.other} / ${p.cpus.total}</span> ${cpuBar(
+        p.cpus,
+      )}</td><td data-label="Memory">${mb(p.memoryMb.allocated)} of ${mb(p.memoryMb.total)}</td><td data-label="Running" data-running="${p.jobs.running}">${p.jobs.running}</td><td data-label="Pending" data-pending="${p.jobs.pending}">${p.jobs.pending}</td><td data-label="Limits">max time ${limitText(
+        p.limits.maxTime,
+      )}${p.limits.defaultTime !== null ? html`, default ${limitText(p.limits.defaultTime)}` : ''}${
+        p.limits.maxNodes !== null ? html`, max ${p.limits.maxNodes} nodes` : ''
+      }${p.limits.maxMemoryPerNodeMb !== null ? html`, ${mb(p.limits.maxMemoryPerNodeMb)}/node` : ''}${
+        p.limits.maxMemoryPerCpuMb !== null ? html`, ${mb(p.limits.maxMemoryPerCpuMb)}/CPU` : ''
+      }</td><td data-label="Who may use it">accounts ${list(p.access.allowedAccounts)}${
+        p.access.deniedAccounts.length ? html`, not ${p.access.deniedAccounts.join(', ')}` : ''
+      }${p.access.allowedGroups.length ? html`; groups ${p.access.allowedGroups.join(', ')}` : ''}${
+        p.access.allowedQos.length ? html`; QOS ${p.access.allowedQos.join(', ')}` : ''
+      }${p.access.deniedQos.length ? html`; not QOS ${p.access.deniedQos.join(', ')}` : ''}</td></tr>`,
   )}</tbody></table></div>${cpuLegend()}`;
 }
 
@@ -168,21 +178,24 @@ function stateText(state: string): Html {
 function nodeTable(rows: readonly Node[]): Html {
   if (rows.length === 0) return html`<p class="muted">The scheduler lists no nodes.</p>`;
   return html`<div class="table-wrap"><table class="responsive cluster" aria-labelledby="nodes"><thead><tr><th>Node</th><th>State</th><th>Reason</th><th>CPUs allocated</th><th>Memory allocated</th><th>Features</th><th>GRES</th><th>Partitions</th><th>Jobs on it</th></tr></thead><tbody>${rows.map(
-    (n) => html`<tr data-node="${n.name}"><td data-label="Node"><strong>${n.name}</strong></td><td data-label="State">${nodeStateBadge(
-      n,
-    )}${
-      n.stateFlags.length > 1 ? html` <span class="muted">${n.stateFlags.join(', ')}</span>` : ''
-    }</td><td data-label="Reason">${
-      n.reason
-        ? html`${n.reason}${n.reasonSetBy ? html` <span class="muted">(${n.reasonSetBy}${n.reasonSince ? html`, ${time(n.reasonSince * 1000)}` : ''})</span>` : ''}`
-        : html`<span class="muted">—</span>`
-    }</td><td data-label="CPUs" data-cpus="${n.allocatedCpus}/${n.cpus}">${n.allocatedCpus} of ${n.cpus}</td><td data-label="Memory">${mb(
-      n.allocatedMemoryMb,
-    )} of ${mb(n.memoryMb)}</td><td data-label="Features">${list(n.activeFeatures.length ? n.activeFeatures : n.features, '—')}</td><td data-label="GRES">${
-      n.gres ? html`${n.gres}${n.gresUsed ? html` <span class="muted">(used ${n.gresUsed})</span>` : ''}` : html`<span class="muted">—</span>`
-    }</td><td data-label="Partitions">${n.partitions.join(', ')}</td><td data-label="Jobs" data-jobs="${n.jobIds.join(',')}">${
-      n.jobIds.length ? n.jobIds.join(', ') : html`<span class="muted">none</span>`
-    }</td></tr>`,
+    (n) =>
+      html`<tr data-node="${n.name}"><td data-label="Node"><strong>${n.name}</strong></td><td data-label="State">${nodeStateBadge(
+        n,
+      )}${
+        n.stateFlags.length > 1 ? html` <span class="muted">${n.stateFlags.join(', ')}</span>` : ''
+      }</td><td data-label="Reason">${
+        n.reason
+          ? html`${n.reason}${n.reasonSetBy ? html` <span class="muted">(${n.reasonSetBy}${n.reasonSince ? html`, ${time(n.reasonSince * 1000)}` : ''})</span>` : ''}`
+          : html`<span class="muted">—</span>`
+      }</td><td data-label="CPUs" data-cpus="${n.allocatedCpus}/${n.cpus}">${n.allocatedCpus} of ${n.cpus}</td><td data-label="Memory">${mb(
+        n.allocatedMemoryMb,
+      )} of ${mb(n.memoryMb)}</td><td data-label="Features">${list(n.activeFeatures.length ? n.activeFeatures : n.features, '—')}</td><td data-label="GRES">${
+        n.gres
+          ? html`${n.gres}${n.gresUsed ? html` <span class="muted">(used ${n.gresUsed})</span>` : ''}`
+          : html`<span class="muted">—</span>`
+      }</td><td data-label="Partitions">${n.partitions.join(', ')}</td><td data-label="Jobs" data-jobs="${n.jobIds.join(',')}">${
+        n.jobIds.length ? n.jobIds.join(', ') : html`<span class="muted">none</span>`
+      }</td></tr>`,
   )}</tbody></table></div>`;
 }
 
@@ -194,17 +207,20 @@ function nodeStateBadge(n: Node): Html {
 function reservationTable(rows: readonly ReservationRecord[]): Html {
   if (rows.length === 0) return html`<p class="muted">No reservations.</p>`;
   return html`<div class="table-wrap"><table class="responsive cluster" aria-labelledby="reservations"><thead><tr><th>Reservation</th><th>Start</th><th>End</th><th>Nodes</th><th>Cores</th><th>Flags</th><th>For</th><th>Partition</th></tr></thead><tbody>${rows.map(
-    (r) => html`<tr data-reservation="${r.name}"><td data-label="Reservation"><strong>${r.name}</strong></td><td data-label="Start">${time(
-      r.startTime === null ? null : r.startTime * 1000,
-    )}</td><td data-label="End">${time(r.endTime === null ? null : r.endTime * 1000)}</td><td data-label="Nodes">${r.nodeCount} <span class="muted">${
-      r.nodeList
-    }</span></td><td data-label="Cores">${r.coreCount}</td><td data-label="Flags">${list(r.flags, '—')}</td><td data-label="For">${[
-      r.users.length ? `users ${r.users.join(', ')}` : '',
-      r.accounts.length ? `accounts ${r.accounts.join(', ')}` : '',
-      r.groups.length ? `groups ${r.groups.join(', ')}` : '',
-    ]
-      .filter(Boolean)
-      .join('; ') || '—'}</td><td data-label="Partition">${r.partition ?? html`<span class="muted">any</span>`}</td></tr>`,
+    (r) =>
+      html`<tr data-reservation="${r.name}"><td data-label="Reservation"><strong>${r.name}</strong></td><td data-label="Start">${time(
+        r.startTime === null ? null : r.startTime * 1000,
+      )}</td><td data-label="End">${time(r.endTime === null ? null : r.endTime * 1000)}</td><td data-label="Nodes">${r.nodeCount} <span class="muted">${
+        r.nodeList
+      }</span></td><td data-label="Cores">${r.coreCount}</td><td data-label="Flags">${list(r.flags, '—')}</td><td data-label="For">${
+        [
+          r.users.length ? `users ${r.users.join(', ')}` : '',
+          r.accounts.length ? `accounts ${r.accounts.join(', ')}` : '',
+          r.groups.length ? `groups ${r.groups.join(', ')}` : '',
+        ]
+          .filter(Boolean)
+          .join('; ') || '—'
+      }</td><td data-label="Partition">${r.partition ?? html`<span class="muted">any</span>`}</td></tr>`,
   )}</tbody></table></div>`;
 }
 
@@ -218,18 +234,21 @@ function queueTable(jobs: ClusterViewData['queue']['jobs'], everyOwner: boolean)
       ? ''
       : html`<p class="muted">The queue holds every user's jobs: their names, users and accounts are shown to admins and auditors only.</p>`
   }<div class="table-wrap"><table class="responsive cluster" aria-labelledby="queue"><thead><tr><th>Job id</th><th>Name</th><th>User</th><th>Account</th><th>Partition</th><th>State</th><th>Reason</th><th>Submitted</th><th>Started</th><th>Time limit</th><th>CPUs</th><th>Nodes</th></tr></thead><tbody>${rows.map(
-    (j) => html`<tr data-job="${j.job_id}"><td data-label="Job id">${
-      j.array_job_id !== null && j.array_task_id !== null ? `${j.array_job_id}_${j.array_task_id}` : j.job_id
-    }</td><td data-label="Name">${j.name ?? hidden}</td><td data-label="User">${j.user ?? hidden}</td><td data-label="Account">${
-      j.account ?? hidden
-    }</td><td data-label="Partition">${j.partition}</td><td data-label="State"><span class="state state-${j.state.toLowerCase()}">${
-      j.state
-    }</span></td><td data-label="Reason">${j.reason ?? html`<span class="muted">—</span>`}</td><td data-label="Submitted">${time(
-      j.submit_time,
-    )}</td><td data-label="Started">${time(j.start_time)}</td><td data-label="Time limit">${
-      j.time_limit === null ? '—' : j.time_limit === 'infinite' ? 'unlimited' : minutesText(j.time_limit)
-    }</td><td data-label="CPUs">${j.cpus ?? '—'}</td><td data-label="Nodes">${j.nodes ?? html`<span class="muted">—</span>`}</td></tr>`,
+    (j) =>
+      html`<tr data-job="${j.job_id}"><td data-label="Job id">${
+        j.array_job_id !== null && j.array_task_id !== null ? `${j.array_job_id}_${j.array_task_id}` : j.job_id
+      }</td><td data-label="Name">${j.name ?? hidden}</td><td data-label="User">${j.user ?? hidden}</td><td data-label="Account">${
+        j.account ?? hidden
+      }</td><td data-label="Partition">${j.partition}</td><td data-label="State"><span class="state state-${j.state.toLowerCase()}">${
+        j.state
+      }</span></td><td data-label="Reason">${j.reason ?? html`<span class="muted">—</span>`}</td><td data-label="Submitted">${time(
+        j.submit_time,
+      )}</td><td data-label="Started">${time(j.start_time)}</td><td data-label="Time limit">${
+        j.time_limit === null ? '—' : j.time_limit === 'infinite' ? 'unlimited' : minutesText(j.time_limit)
+      }</td><td data-label="CPUs">${j.cpus ?? '—'}</td><td data-label="Nodes">${j.nodes ?? html`<span class="muted">—</span>`}</td></tr>`,
   )}</tbody></table></div>${
-    jobs.length > QUEUE_ROWS ? html`<p class="muted">The first ${QUEUE_ROWS} of ${jobs.length} jobs are listed.</p>` : ''
+    jobs.length > QUEUE_ROWS
+      ? html`<p class="muted">The first ${QUEUE_ROWS} of ${jobs.length} jobs are listed.</p>`
+      : ''
   }`;
 }
