@@ -249,6 +249,11 @@ export const ERROR_CODES = {
     retryable: true,
     what: 'A part of the daemon the route needs is not ready (pipelines not loaded); retry shortly.',
   },
+  SCHEDFLOW_ERR_CLUSTER_VIEW_UNAVAILABLE: {
+    status: 503,
+    retryable: true,
+    what: 'The cluster view (partitions, nodes, reservations, queue) could not be read from the scheduler and no earlier answer is kept: the message says what the scheduler answered (a missing `sched:read` scope, an outage); retry once it is fixed.',
+  },
   SCHEDFLOW_ERR_PROFILE_NOT_CONNECTED: {
     status: 503,
     retryable: true,

@@ -587,6 +587,7 @@ async function startApi(
       rateLimitPerMin: config.apiRateLimitPerMin,
       bodyLimitBytes: 1024 * 1024,
       pollCeilingMs: config.pollCeilingMs,
+      clusterViewTtlMs: config.clusterViewTtlMs,
       protectedDirs: [config.dataDir, config.configDir],
     },
     ui: {

@@ -4,9 +4,11 @@ import { type Command, Option } from 'commander';
 import { ConfigError, SchedflowError } from '../errors.js';
 import { createLogger } from '../logger.js';
 import { SchedClient } from '../sched/client.js';
+import { joinNodes, joinPartitions, queueOf } from '../sched/cluster-reads.js';
 import { loadProfiles, type Profile, parseProfile } from '../sched/profile.js';
 import { credentialSource, problemOf } from '../sched/profile-check.js';
 import { JobNotFoundError } from '../sched/sched-errors.js';
+import { nodesTable, partitionsTable, queueTable, reservationsTable } from './cluster-tables.js';
 import { EXIT } from './exit-codes.js';
 import { freshnessNote, jobDetail, jobsTable } from './format.js';
 import { readJobFile } from './job-file.js';
@@ -208,6 +210,82 @@ export function registerSchedCommand(program: Command): void {
           flags,
           { jobs, freshness },
           () => `${jobsTable(jobs)}\n(${count(jobs.length, 'job')}, ${freshnessNote(freshness)})`,
+        );
+      });
+    });
+
+  // The cluster's view, read straight from the scheduler (the daemon's API serves it cached:
+  // GET /api/v1/cluster/{profile}/…). Each joins the listings it needs, as sinfo does.
+  sched
+    .command('partitions')
+    .description(
+      'partitions: state, nodes, CPUs allocated/idle/other/total, memory, running and pending jobs, MaxTime, who may use them',
+    )
+    .action(async (_opts, cmd: Command) => {
+      const flags = flagsOf(cmd);
+      await withClient(flags, async (client) => {
+        const [partitions, nodes, jobs] = await Promise.all([
+          client.listPartitions(),
+          client.listNodes(),
+          client.listJobs(),
+        ]);
+        const data = joinPartitions(partitions.data, nodes.data, jobs.data.jobs);
+        print(
+          flags,
+          { partitions: data, freshness: partitions.freshness },
+          () =>
+            `${partitionsTable(data)}\n(${count(data.length, 'partition')}, ${freshnessNote(partitions.freshness)})`,
+        );
+      });
+    });
+
+  sched
+    .command('nodes')
+    .description('nodes: state and reason, CPUs and memory allocated, partitions, features, GRES, the jobs on them')
+    .action(async (_opts, cmd: Command) => {
+      const flags = flagsOf(cmd);
+      await withClient(flags, async (client) => {
+        const [nodes, jobs] = await Promise.all([client.listNodes(), client.listJobs()]);
+        const data = joinNodes(nodes.data, jobs.data.jobs);
+        print(
+          flags,
+          { nodes: data, freshness: nodes.freshness },
+          () => `${nodesTable(data)}\n(${count(data.length, 'node')}, ${freshnessNote(nodes.freshness)})`,
+        );
+      });
+    });
+
+  sched
+    .command('reservations')
+    .description('reservations of the controller: when, which nodes, for whom')
+    .action(async (_opts, cmd: Command) => {
+      const flags = flagsOf(cmd);
+      await withClient(flags, async (client) => {
+        const { data, freshness } = await client.listReservations();
+        print(flags, { reservations: data, freshness }, () =>
+          data.length === 0
+            ? `no reservations (${freshnessNote(freshness)})`
+            : `${reservationsTable(data)}\n(${count(data.length, 'reservation')}, ${freshnessNote(freshness)})`,
+        );
+      });
+    });
+
+  sched
+    .command('queue')
+    .description("the controller's queue, as squeue: every user's pending, running and suspended jobs, running first")
+    .option('--partition-only <name>', 'only jobs of this partition')
+    .action(async (opts: { partitionOnly?: string }, cmd: Command) => {
+      const flags = flagsOf(cmd);
+      await withClient(flags, async (client) => {
+        const { data, freshness } = await client.listJobs();
+        const queue = queueOf(data.jobs, data.lastUpdate);
+        const jobs = opts.partitionOnly
+          ? queue.jobs.filter((j) => j.partition.split(',').includes(opts.partitionOnly as string))
+          : queue.jobs;
+        print(flags, { jobs, lastUpdate: queue.lastUpdate, freshness }, () =>
+          jobs.length === 0
+            ? `the queue is empty (${freshnessNote(freshness)})`
+            : `${queueTable(jobs)}\n(${count(jobs.length, 'job')}, ${freshnessNote(freshness)})`,
         );
       });
     });

@@ -111,6 +111,14 @@ export const daemonConfigSchema = z.object({
     .positive()
     .default(60_000)
     .describe("How often each profile's accounting records are imported."),
+  clusterViewTtlMs: z
+    .number()
+    .int()
+    .positive()
+    .default(30_000)
+    .describe(
+      "How long one read of a profile's partitions, nodes, reservations or queue serves every viewer of the cluster view (API and UI, every web process): the upstream is read at most once per view per profile per this.",
+    ),
   profileRecheckMs: z
     .number()
     .int()

@@ -21,6 +21,7 @@ import { registerJsonBody } from './api/json-body.js';
 import { ApiMetrics } from './api/metrics.js';
 import { registerReadTurns } from './api/read-turns.js';
 import { auditRoutes } from './api/routes/audit.js';
+import { clusterRoutes } from './api/routes/cluster.js';
 import { healthRoutes } from './api/routes/health.js';
 import { historyRoutes } from './api/routes/history.js';
 import { jobOutputRoutes } from './api/routes/job-output.js';
@@ -132,6 +133,7 @@ export async function buildApp(deps: ApiDeps): Promise<FastifyInstance> {
         { name: 'pipelines', description: 'pipelines and their runs' },
         { name: 'history', description: "Slurm's accounting records" },
         { name: 'audit', description: 'the audit log: who did what' },
+        { name: 'cluster', description: "the cluster's partitions, nodes, reservations and queue" },
         { name: 'operations', description: 'health, readiness and metrics' },
       ],
     },
@@ -180,6 +182,7 @@ export async function buildApp(deps: ApiDeps): Promise<FastifyInstance> {
   await app.register(historyRoutes, { deps });
   await app.register(runRoutes, { deps });
   await app.register(auditRoutes, { deps });
+  await app.register(clusterRoutes, { deps });
   await app.register(pipelineRoutes, { deps });
   if (deps.ui) await app.register(uiPlugin, { deps, settings: deps.ui });
   // A browser pointed at the daemon's address lands on a page, not on a JSON 404.

@@ -8,6 +8,7 @@ import type { PipelineService } from '../pipelines/pipeline-service.js';
 import type { QueueName } from '../queue/catalog.js';
 import type { ArrayRetry } from '../requests/array-retry.js';
 import type { ClientRegistry } from '../sched/client-registry.js';
+import type { ClusterView } from '../sched/cluster-view.js';
 import type { JobSpec } from '../sched/job-spec.js';
 import type { Profile } from '../sched/profile.js';
 import type { ResubmitInput } from '../summaries/resubmit.js';
@@ -21,6 +22,8 @@ export interface ApiDeps {
   logger: Logger;
   profiles: ReadonlyMap<string, Profile>;
   clients: ClientRegistry;
+  /** The cluster's partitions, nodes, reservations and queue, cached for every viewer; absent: 503 on its routes. */
+  clusterView?: ClusterView;
   queues: Record<QueueName, Queue>;
   /** Absent until the pipelines are loaded: pipeline routes answer 503 then. */
   pipelines?: PipelineService;
@@ -74,6 +77,8 @@ export interface ApiSettings {
   rateLimitPerMin: number;
   /** Largest request body. @defaultValue 1 MiB */
   bodyLimitBytes: number;
+  /** How long one answer of the cluster view serves every viewer. @defaultValue 30 s */
+  clusterViewTtlMs?: number;
   /** The poller's longest interval: a profile not polled for twice this is stale. */
   pollCeilingMs: number;
   /** Job output files inside these folders (schedflow's data and configuration) are never read. @defaultValue [] */

@@ -1,7 +1,9 @@
 import { Redis } from 'ioredis';
 import { parseListenAddress } from '../lib/listen-address.js';
 import { withTimeout } from '../lib/with-timeout.js';
+import { RedisClusterCache } from '../redis/cluster-cache.js';
 import { type RedisTarget, redisOptions } from '../redis/redis-server.js';
+import { ClusterView } from '../sched/cluster-view.js';
 import { buildApp } from './app.js';
 import type { ApiDeps } from './deps.js';
 
@@ -18,6 +20,12 @@ export interface ApiServer {
  * request uncounted.
  */
 const RATE_COUNT_MS = 250;
+
+/** Longest wait for the cluster view's cache to answer: Redis answers in under a millisecond. */
+const CLUSTER_CACHE_MS = 2000;
+
+/** The cluster view's lifetime when the settings name none (the daemon's default, `clusterViewTtlMs`). */
+const DEFAULT_CLUSTER_VIEW_TTL_MS = 30_000;
 
 /** Longest wait at start for the rate limit's connection to Redis to be made or refused. */
 const COUNTS_CONNECT_MS = 1000;
@@ -49,10 +57,22 @@ export async function startApiServer(
   const counts = failingFast('rate limit', RATE_COUNT_MS);
   // Requests that came before the connection was made went uncounted (it queues nothing).
   await firstOutcome(counts, COUNTS_CONNECT_MS);
+  // The cluster view's answers, shared with the deployment's other web processes.
+  const clusterCache = failingFast('cluster view', CLUSTER_CACHE_MS);
+  const clusterView =
+    options.clusterView ??
+    new ClusterView({
+      cache: new RedisClusterCache(clusterCache),
+      prefix: options.queuePrefix,
+      clientFor: (profile) => options.clients.get(profile),
+      ttlMs: options.settings.clusterViewTtlMs ?? DEFAULT_CLUSTER_VIEW_TTL_MS,
+      logger: options.logger.child({ component: 'cluster-view' }),
+    });
   let app: Awaited<ReturnType<typeof buildApp>>;
   try {
     app = await buildApp({
       ...options,
+      clusterView,
       rateLimitCounts: { redis: counts, prefix: options.queuePrefix },
       pingRedis: async () => {
         const answer = await withTimeout(probe.ping(), 1000, 'PING answer');
@@ -62,11 +82,13 @@ export async function startApiServer(
   } catch (error) {
     probe.disconnect();
     counts.disconnect();
+    clusterCache.disconnect();
     throw error;
   }
   app.addHook('onClose', async () => {
     probe.disconnect();
     counts.disconnect();
+    clusterCache.disconnect();
   });
   try {
     await app.listen({ host, port });

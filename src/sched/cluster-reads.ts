@@ -1,8 +1,8 @@
 import { z } from 'zod';
-import type { Node, NodeRecord, Partition, PartitionRecord, ReservationRecord } from './cluster-model.js';
+import type { Node, NodeRecord, Partition, PartitionRecord, Queue, ReservationRecord } from './cluster-model.js';
 import { nonZero, noValNumber, noValSchema, timeLimitOf } from './codecs/common.js';
 import { expandHostlist } from './hostlist.js';
-import type { SchedJob } from './job-model.js';
+import { isTerminalState, type SchedJob } from './job-model.js';
 import type { ApiVersion } from './versions.js';
 
 /**
@@ -266,4 +266,12 @@ export function joinPartitions(
     }
     return { ...p, cpus, memoryMb, jobs: { running, pending } };
   });
+}
+
+/** The controller's queue as squeue shows it: jobs not yet ended, running before pending, by id. */
+export function queueOf(jobs: readonly SchedJob[], lastUpdate: number | null): Queue {
+  const rank = (job: SchedJob) => (occupies(job) ? 0 : job.state === 'PENDING' ? 1 : 2);
+  const live = jobs.filter((job) => !isTerminalState(job.state));
+  live.sort((a, b) => rank(a) - rank(b) || a.job_id - b.job_id || (a.array_task_id ?? 0) - (b.array_task_id ?? 0));
+  return { jobs: live, lastUpdate };
 }

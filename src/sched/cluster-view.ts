@@ -1,0 +1,265 @@
+import { randomUUID } from 'node:crypto';
+import { SchedflowError } from '../errors.js';
+import { type Clock, systemClock } from '../lib/clock.js';
+import { sleep } from '../lib/sleep.js';
+import type { Logger } from '../logger.js';
+import type { SchedClient } from './client.js';
+import type { Node, NodeRecord, Partition, PartitionRecord, Queue, ReservationRecord } from './cluster-model.js';
+import { joinNodes, joinPartitions, queueOf } from './cluster-reads.js';
+import type { SchedJob } from './job-model.js';
+
+/**
+ * The cluster's view, one read of each upstream listing per profile per lifetime whoever asks:
+ * every viewer of every web process of the deployment gets the last answer kept in the shared
+ * cache (Redis), and when it has expired, one of them (single-flight across processes, by a
+ * lock in the cache) asks the upstream again while the others wait for its answer. A failed
+ * read serves the last answer marked stale (stale-if-error), and is not retried by every viewer:
+ * the failure is kept for a lifetime too. Reads go through the profile's client, so its request
+ * budget and the proxy's own cache apply.
+ */
+
+export const CLUSTER_VIEWS = ['partitions', 'nodes', 'reservations', 'queue'] as const;
+export type ClusterViewName = (typeof CLUSTER_VIEWS)[number];
+
+/** The upstream listings the views are made of: `GET {ctl}/partitions`, `/nodes`, `/reservations`, `/jobs`. */
+type Source = 'partitions' | 'nodes' | 'reservations' | 'jobs';
+
+interface SourceData {
+  partitions: PartitionRecord[];
+  nodes: NodeRecord[];
+  reservations: ReservationRecord[];
+  jobs: { jobs: SchedJob[]; lastUpdate: number | null };
+}
+
+export interface ClusterViewData {
+  partitions: Partition[];
+  nodes: Node[];
+  reservations: ReservationRecord[];
+  queue: Queue;
+}
+
+/** Which listings each view is made of. */
+const SOURCES: Record<ClusterViewName, readonly Source[]> = {
+  partitions: ['partitions', 'nodes', 'jobs'],
+  nodes: ['nodes', 'jobs'],
+  reservations: ['reservations'],
+  queue: ['jobs'],
+};
+
+/** A view's answer, with how old it is. */
+export interface ClusterAnswer<T> {
+  profile: string;
+  view: ClusterViewName;
+  data: T;
+  /** When the oldest listing it is made of was fetched from the upstream. */
+  fetchedAt: Date;
+  ageSec: number;
+  /** True when a listing is past its lifetime because the upstream could not be read. */
+  stale: boolean;
+  /** Why, when stale: the failure of the last read. */
+  staleReason: string | null;
+}
+
+/** The shared store of the last answers (src/redis/cluster-cache.ts); keys are the view's own. */
+export interface ClusterCache {
+  get(key: string): Promise<string | null>;
+  /** Keeps `value` for `keepMs` (long past its lifetime: it is the stale-if-error copy). */
+  set(key: string, value: string, keepMs: number): Promise<void>;
+  /** Takes the lock `key` for `ms` unless another holder has it. */
+  tryLock(key: string, token: string, ms: number): Promise<boolean>;
+  /** Frees the lock if `token` still holds it. */
+  unlock(key: string, token: string): Promise<void>;
+}
+
+/** What one listing's entry in the cache says. */
+interface Entry {
+  /** When the data was fetched (ms); absent when no read has succeeded yet. */
+  fetchedAtMs?: number;
+  data?: unknown;
+  /** The last failed read, when it is newer than the data. */
+  failedAtMs?: number;
+  error?: { code: string; message: string };
+}
+
+/** The upstream could not be read, and there is no earlier answer to serve in its place. */
+export class ClusterViewUnavailableError extends SchedflowError {
+  readonly code = 'SCHEDFLOW_ERR_CLUSTER_VIEW_UNAVAILABLE' as const;
+  constructor(
+    message: string,
+    /** The code of the error the read failed with (`SCHEDFLOW_ERR_SCHED_FORBIDDEN`…). */
+    readonly upstreamCode: string,
+  ) {
+    super(message);
+  }
+}
+
+export interface ClusterViewOptions {
+  cache: ClusterCache;
+  /** The key prefix (the daemon's queue prefix), shared by the deployment's processes. */
+  prefix: string;
+  /** The profile's connected client; throws when it is not connected. */
+  clientFor: (profile: string) => SchedClient;
+  /** How long an answer serves every viewer. @defaultValue 30 s */
+  ttlMs: number;
+  logger: Logger;
+  clock?: Clock;
+  /** How long the stale-if-error copy is kept. @defaultValue 1 day */
+  keepMs?: number;
+  /** How long a read may hold the lock; waiters give up after it. @defaultValue 30 s */
+  lockMs?: number;
+}
+
+/** How often a viewer waiting for another's read looks at the cache. */
+const WAIT_POLL_MS = 50;
+
+/** Seconds of staleness the proxy's cache may serve a cluster listing with during an outage. */
+const STALE_IF_ERROR_SEC = 300;
+
+export class ClusterView {
+  private readonly inFlight = new Map<string, Promise<Entry>>();
+  private readonly clock: Clock;
+  private readonly keepMs: number;
+  private readonly lockMs: number;
+
+  constructor(private readonly options: ClusterViewOptions) {
+    this.clock = options.clock ?? systemClock;
+    this.keepMs = options.keepMs ?? 86_400_000;
+    this.lockMs = options.lockMs ?? 30_000;
+  }
+
+  get ttlMs(): number {
+    return this.options.ttlMs;
+  }
+
+  async view<V extends ClusterViewName>(profile: string, view: V): Promise<ClusterAnswer<ClusterViewData[V]>> {
+    const sources = SOURCES[view];
+    const entries = await Promise.all(sources.map((source) => this.entry(profile, source)));
+    const data = {} as Partial<SourceData>;
+    let fetchedAtMs = Number.POSITIVE_INFINITY;
+    let staleReason: string | null = null;
+    for (const [i, source] of sources.entries()) {
+      const entry = entries[i] as Entry;
+      if (entry.fetchedAtMs === undefined) {
+        const error = entry.error ?? { code: 'UPSTREAM_UNAVAILABLE', message: 'no answer yet' };
+        throw new ClusterViewUnavailableError(
+          `the ${view} of profile "${profile}" cannot be read (and no earlier answer is kept): ${error.message}`,
+          error.code,
+        );
+      }
+      (data as Record<Source, unknown>)[source] = entry.data;
+      fetchedAtMs = Math.min(fetchedAtMs, entry.fetchedAtMs);
+      if (entry.error && (entry.failedAtMs ?? 0) > entry.fetchedAtMs) staleReason ??= entry.error.message;
+    }
+    const now = this.clock.now();
+    return {
+      profile,
+      view,
+      data: compose(view, data as SourceData) as ClusterViewData[V],
+      fetchedAt: new Date(fetchedAtMs),
+      ageSec: Math.max(0, Math.round((now - fetchedAtMs) / 1000)),
+      stale: staleReason !== null,
+      staleReason,
+    };
+  }
+
+  private key(profile: string, source: Source): string {
+    return `${this.options.prefix}:cluster:${profile}:${source}`;
+  }
+
+  /** The listing's entry, read again upstream once it has expired; one read at a time per process. */
+  private entry(profile: string, source: Source): Promise<Entry> {
+    const key = this.key(profile, source);
+    const running = this.inFlight.get(key);
+    if (running) return running;
+    const started = this.resolve(profile, source, key).finally(() => this.inFlight.delete(key));
+    this.inFlight.set(key, started);
+    return started;
+  }
+
+  private fresh(entry: Entry | null): boolean {
+    if (!entry) return false;
+    const last = Math.max(entry.fetchedAtMs ?? 0, entry.failedAtMs ?? 0);
+    return this.clock.now() - last < this.options.ttlMs;
+  }
+
+  private async load(key: string): Promise<Entry | null> {
+    const text = await this.options.cache.get(key);
+    return text === null ? null : (JSON.parse(text) as Entry);
+  }
+
+  private async resolve(profile: string, source: Source, key: string): Promise<Entry> {
+    const cached = await this.load(key);
+    if (this.fresh(cached)) return cached as Entry;
+    const token = randomUUID();
+    const deadline = this.clock.now() + this.lockMs;
+    for (;;) {
+      if (await this.options.cache.tryLock(`${key}:lock`, token, this.lockMs)) {
+        try {
+          // Another process may have read it between our look and our lock.
+          const again = await this.load(key);
+          if (this.fresh(again)) return again as Entry;
+          return await this.fetch(profile, source, key, again);
+        } finally {
+          await this.options.cache.unlock(`${key}:lock`, token);
+        }
+      }
+      // Another viewer is reading it: its answer (or its failure) is ours.
+      await sleep(WAIT_POLL_MS);
+      const seen = await this.load(key);
+      if (this.fresh(seen)) return seen as Entry;
+      if (this.clock.now() > deadline)
+        return (
+          seen ?? {
+            error: {
+              code: 'SCHEDFLOW_ERR_CLUSTER_VIEW_UNAVAILABLE',
+              message: 'another reader is still waiting for the scheduler',
+            },
+          }
+        );
+    }
+  }
+
+  private async fetch(profile: string, source: Source, key: string, previous: Entry | null): Promise<Entry> {
+    let entry: Entry;
+    try {
+      const data = await readSource(this.options.clientFor(profile), source);
+      entry = { fetchedAtMs: this.clock.now(), data };
+    } catch (error) {
+      const code = error instanceof SchedflowError ? error.code : 'SCHEDFLOW_ERR_INTERNAL';
+      const message = error instanceof Error ? error.message : String(error);
+      this.options.logger.warn({ profile, source, code, err: message }, 'cluster view: read failed');
+      entry = { ...(previous ?? {}), failedAtMs: this.clock.now(), error: { code, message } };
+    }
+    await this.options.cache.set(key, JSON.stringify(entry), this.keepMs);
+    return entry;
+  }
+}
+
+async function readSource(client: SchedClient, source: Source): Promise<unknown> {
+  const options = { staleIfErrorSec: STALE_IF_ERROR_SEC };
+  switch (source) {
+    case 'partitions':
+      return (await client.listPartitions(options)).data;
+    case 'nodes':
+      return (await client.listNodes(options)).data;
+    case 'reservations':
+      return (await client.listReservations(options)).data;
+    case 'jobs': {
+      const { data } = await client.listJobs(options);
+      return { jobs: data.jobs, lastUpdate: data.lastUpdate };
+    }
+  }
+}
+
+function compose(view: ClusterViewName, data: SourceData): ClusterViewData[ClusterViewName] {
+  switch (view) {
+    case 'partitions':
+      return joinPartitions(data.partitions, data.nodes, data.jobs.jobs);
+    case 'nodes':
+      return joinNodes(data.nodes, data.jobs.jobs);
+    case 'reservations':
+      return data.reservations;
+    case 'queue':
+      return queueOf(data.jobs.jobs, data.jobs.lastUpdate);
+  }
+}
