@@ -122,7 +122,7 @@ export function allocationChart(
     )}" stroke-width="3"${dash ? html` stroke-dasharray="${dash}"` : ''}/></svg>${name}${
       last ? html` <span class="muted">${last.cpusAllocated}/${last.cpusTotal}</span>` : ''
     }</span>`;
-  })}</p>`;
+  })}${start > fromMs ? html`<span class="muted">sampled since ${hhmm(first)} UTC</span>` : ''}</p>`;
 }
 
 /** The nodes by state: one bar split by state, each part labelled with its count, and a legend. */

@@ -62,5 +62,5 @@ describe('partition samples for the allocation chart', () => {
     const rows = await clusterSamplesSince(store, 'test', 0);
     const keys = rows.map((s) => `${s.partition}@${s.at}`);
     expect(new Set(keys).size).toBe(keys.length);
-  });
+  }, 60_000);
 });

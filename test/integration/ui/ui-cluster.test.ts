@@ -175,5 +175,5 @@ describe('the Cluster page', () => {
     const missing = await page.goto(`${base}/ui/cluster/nope`);
     expect(missing?.status()).toBe(404);
     await expect(page.getByRole('link', { name: 'test' }).isVisible()).resolves.toBe(true);
-  });
+  }, 120_000);
 });
