@@ -554,6 +554,7 @@ export class SchedClient {
       query,
       priority: options.forPolling ? 'poll' : 'normal',
       staleIfErrorSec: options.forPolling ? POLL_STALE_IF_ERROR_SEC : options.staleIfErrorSec,
+      retry: options.retry,
       signal: options.signal,
     };
   }

@@ -6,6 +6,7 @@ import type { Logger } from '../logger.js';
 import type { SchedClient } from './client.js';
 import type { Node, NodeRecord, Partition, PartitionRecord, Queue, ReservationRecord } from './cluster-model.js';
 import { joinNodes, joinPartitions, queueOf } from './cluster-reads.js';
+import type { Freshness } from './freshness.js';
 import type { SchedJob } from './job-model.js';
 
 /**
@@ -51,7 +52,7 @@ export interface ClusterAnswer<T> {
   profile: string;
   view: ClusterViewName;
   data: T;
-  /** When the oldest listing it is made of was fetched from the upstream. */
+  /** When the oldest listing it is made of was produced upstream (read, or put in the proxy's cache). */
   fetchedAt: Date;
   ageSec: number;
   /** True when a listing is past its lifetime because the upstream could not be read. */
@@ -76,6 +77,10 @@ interface Entry {
   /** When the data was fetched (ms); absent when no read has succeeded yet. */
   fetchedAtMs?: number;
   data?: unknown;
+  /** When the upstream produced the data: the proxy's cache may have held it a while. */
+  producedAtMs?: number;
+  /** Set when the proxy answered from its cache past the lifetime (slurmctld unreachable behind it). */
+  upstreamStale?: string;
   /** The last failed read, when it is newer than the data. */
   failedAtMs?: number;
   error?: { code: string; message: string };
@@ -147,8 +152,9 @@ export class ClusterView {
         );
       }
       (data as Record<Source, unknown>)[source] = entry.data;
-      fetchedAtMs = Math.min(fetchedAtMs, entry.fetchedAtMs);
+      fetchedAtMs = Math.min(fetchedAtMs, entry.producedAtMs ?? entry.fetchedAtMs);
       if (entry.error && (entry.failedAtMs ?? 0) > entry.fetchedAtMs) staleReason ??= entry.error.message;
+      if (entry.upstreamStale) staleReason ??= entry.upstreamStale;
     }
     const now = this.clock.now();
     return {
@@ -222,8 +228,12 @@ export class ClusterView {
   private async fetch(profile: string, source: Source, key: string, previous: Entry | null): Promise<Entry> {
     let entry: Entry;
     try {
-      const data = await readSource(this.options.clientFor(profile), source);
-      entry = { fetchedAtMs: this.clock.now(), data };
+      const { data, freshness } = await readSource(this.options.clientFor(profile), source);
+      // The lifetime runs from the read; the view is as old as the answer (the proxy's may be older).
+      entry = { fetchedAtMs: this.clock.now(), producedAtMs: freshness.producedAt.getTime(), data };
+      if (freshness.stale) {
+        entry.upstreamStale = `the scheduler's proxy served its cached answer of ${freshness.ageSec} s ago (the scheduler is unreachable behind it)`;
+      }
     } catch (error) {
       const code = error instanceof SchedflowError ? error.code : 'SCHEDFLOW_ERR_INTERNAL';
       const message = error instanceof Error ? error.message : String(error);
@@ -235,18 +245,22 @@ export class ClusterView {
   }
 }
 
-async function readSource(client: SchedClient, source: Source): Promise<unknown> {
-  const options = { staleIfErrorSec: STALE_IF_ERROR_SEC };
+/**
+ * One read of a listing. Not retried: viewers wait for it, and a failure serves the last answer
+ * until the next lifetime's read. The proxy may answer from its cache while slurmctld is away.
+ */
+async function readSource(client: SchedClient, source: Source): Promise<{ data: unknown; freshness: Freshness }> {
+  const options = { staleIfErrorSec: STALE_IF_ERROR_SEC, retry: false };
   switch (source) {
     case 'partitions':
-      return (await client.listPartitions(options)).data;
+      return client.listPartitions(options);
     case 'nodes':
-      return (await client.listNodes(options)).data;
+      return client.listNodes(options);
     case 'reservations':
-      return (await client.listReservations(options)).data;
+      return client.listReservations(options);
     case 'jobs': {
-      const { data } = await client.listJobs(options);
-      return { jobs: data.jobs, lastUpdate: data.lastUpdate };
+      const { data, freshness } = await client.listJobs(options);
+      return { data: { jobs: data.jobs, lastUpdate: data.lastUpdate }, freshness };
     }
   }
 }

@@ -12,6 +12,8 @@ export interface ReadOptions {
   forPolling?: boolean;
   /** Seconds of staleness accepted from the proxy's cache while the upstream is down (forPolling: the poll's). */
   staleIfErrorSec?: number;
+  /** Retry a failed read with backoff (the profile's `retries`). @defaultValue true */
+  retry?: boolean;
   signal?: AbortSignal;
 }
 

@@ -229,6 +229,15 @@ export class Cluster {
     return used;
   }
 
+  /** MB the running jobs hold: each its memory per node, or DefMemPerCPU (256 MB, the captured cluster's) a CPU. */
+  memoryInUse(): number {
+    let used = 0;
+    for (const job of this.jobs.values()) {
+      if (this.processes.has(job.jobId) || job.state === 'RUNNING') used += job.memoryPerNodeMb ?? 256 * cpusOf(job);
+    }
+    return used;
+  }
+
   partition(name: string): PartitionSettings | undefined {
     return this.options.partitions.find((p) => p.name === name);
   }

@@ -8,6 +8,7 @@ import { type Flavor, hasRawComma, hasSlurmrestdCredential, SLURMRESTD_TEXT, sen
 import type { RenderContext } from './render/job-info.js';
 import type { Plugin } from './render/meta.js';
 import { envelope } from './render/meta.js';
+import type { SimReservations } from './reservations.js';
 import { cacheHeaders, isFresh, type ResponseCache, staleIfErrorSec, usableWhenStale } from './response-cache.js';
 import type { CachedEndpoint, Scope, SimConfig } from './sim-config.js';
 import type { SlurmError } from './slurm-errno.js';
@@ -28,6 +29,8 @@ export interface ProxyContext {
   authenticator: Authenticator;
   associations: Associations;
   upstream: UpstreamStatus;
+  /** Reservations made through the admin routes (`scontrol create reservation`'s stand-in). */
+  reservations: SimReservations;
   /** Uid of a bearer token's user: the configured one, or a stable made-up one. */
   uidOf(user: string): number;
 }

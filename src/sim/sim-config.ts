@@ -51,6 +51,7 @@ export const cacheTtlSchema = z.object({
   meta: ttl.default(60),
   partitions: ttl.default(60),
   nodes: ttl.default(30),
+  reservations: ttl.default(30),
   dbJobs: ttl.default(30),
   dbJob: ttl.default(30),
 });

@@ -23,9 +23,11 @@ import { parseLenientJson } from './lenient-json.js';
 import { LlmSimulator, loadLlmKeysFile } from './llm/llm-sim.js';
 import { isLoopback } from './loopback.js';
 import { latestServed, type ProxyContext, proxyError, type UpstreamStatus } from './proxy-context.js';
+import { SimReservations } from './reservations.js';
 import { cacheHeaders, ResponseCache } from './response-cache.js';
 import { registerAccountingRoutes } from './routes/accounting.js';
 import { registerControllerRoutes } from './routes/controller.js';
+import { registerReservationAdmin, registerReservationRoutes } from './routes/reservations.js';
 import { loadTokensFile, type SimConfig, type TokenEntry } from './sim-config.js';
 import { UNPARSABLE_BODY, UNSUPPORTED_BODY } from './submit-request.js';
 
@@ -110,6 +112,7 @@ export class SimServer {
       authenticator: new Authenticator(tokens, { munge: config.munge }),
       associations: this.associations,
       upstream: this.upstream,
+      reservations: new SimReservations(),
       uidOf: (user) =>
         config.users[user]?.uid ?? 10_000 + (createHash('sha256').update(user).digest().readUInt16BE(0) % 50_000),
     };
@@ -137,7 +140,7 @@ export class SimServer {
       this.registerRateLimit();
       this.registerMeta();
     }
-    this.registerAdmin();
+    this.registerAdmin(ctx);
     const llmKeys = options.llmKeys ?? (config.llm?.keysFile ? loadLlmKeysFile(config.llm.keysFile) : null);
     this.llm =
       config.llm && llmKeys ? new LlmSimulator(llmKeys, config.llm, logger.child({ component: 'sim-llm' })) : null;
@@ -166,6 +169,7 @@ export class SimServer {
       for (const flavor of flavors) {
         registerControllerRoutes(scheduler, ctx, flavor);
         registerAccountingRoutes(scheduler, ctx, flavor);
+        registerReservationRoutes(scheduler, ctx, flavor);
       }
     });
     this.app.setNotFoundHandler((req, reply) => {
@@ -243,7 +247,7 @@ export class SimServer {
    * its LLM endpoint received. Loopback is not enough: every user of the host, and every job
    * the simulator runs, is a loopback caller.
    */
-  private registerAdmin(): void {
+  private registerAdmin(ctx: ProxyContext): void {
     this.app.addHook('onRequest', async (req, reply) => {
       // The route the router chose, not the raw URL: the router decodes the path, so
       // /%5Fsim/upstream reaches /_sim/upstream while its raw text does not start with /_sim.
@@ -264,6 +268,7 @@ export class SimServer {
       }
     });
     this.app.get(`${ADMIN_PREFIX}/upstream`, async () => this.upstream);
+    registerReservationAdmin(this.app, ADMIN_PREFIX, ctx);
     // The stand-in for `sacctmgr modify user <name> set MaxSubmitJobs=<n>` (null or -1: no limit).
     this.app.put<{ Params: { name: string }; Body: unknown }>(`${ADMIN_PREFIX}/users/:name`, async (req, reply) => {
       const limit = (req.body as { maxSubmitJobs?: unknown } | null)?.maxSubmitJobs;

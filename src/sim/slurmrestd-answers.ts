@@ -32,7 +32,15 @@ export function accountingRefused(call: CallContext): Produced {
 }
 
 /** An endpoint of slurmctld's, as far as its answer without slurmctld goes. */
-export type ControllerEndpoint = 'jobs' | 'jobsState' | 'job' | 'submit' | 'cancel' | 'partitions' | 'nodes';
+export type ControllerEndpoint =
+  | 'jobs'
+  | 'jobsState'
+  | 'job'
+  | 'submit'
+  | 'cancel'
+  | 'partitions'
+  | 'nodes'
+  | 'reservations';
 
 /**
  * What slurmrestd answers when slurmctld cannot be reached (25.11.7, slurmctld killed): each
@@ -65,6 +73,8 @@ export function controllerUnreachable(call: CallContext, endpoint: ControllerEnd
       return { status: 502, body: envelope(connect('Unable to query partitions', 'op_handler_partitions')) };
     case 'nodes':
       return { status: 502, body: envelope(connect('Failure to query nodes', '_dump_nodes')) };
+    case 'reservations':
+      return { status: 502, body: envelope(connect('Unable to query reservations', 'op_handler_reservations')) };
   }
 }
 

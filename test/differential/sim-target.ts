@@ -48,6 +48,18 @@ export function simTarget(sim: TestSim, flavor: 'slurmrestd' | 'proxy' = 'slurmr
         throw new Error(`the simulator refused the submit limit: ${res.status} ${await res.text()}`);
       }
     },
+    async setReservation(name, state) {
+      // The simulator's stand-in for `scontrol create|delete reservation`.
+      const res = await fetch(`${sim.url}/_sim/reservations/${name}`, {
+        method: state === null ? 'DELETE' : 'PUT',
+        headers: { 'content-type': 'application/json', ...sim.admin },
+        ...(state !== null && {
+          body: JSON.stringify({ startInSec: 3600, durationMin: 30, users: ['alice'], flags: ['MAINT'] }),
+        }),
+      });
+      if (res.status !== 200)
+        throw new Error(`the simulator refused the reservation: ${res.status} ${await res.text()}`);
+    },
     async setDaemon(daemon, state) {
       // The simulator's stand-in for a daemon that is gone: its admin switch.
       const res = await fetch(`${sim.url}/_sim/upstream`, {

@@ -29,6 +29,11 @@ export interface DiffTarget {
   setSubmitLimit(user: DiffUser, limit: number | null): Promise<void>;
   /** Stops or restarts one of the cluster's daemons (an outage, as the API sees it). */
   setDaemon(daemon: SlurmDaemon, state: 'up' | 'down'): Promise<void>;
+  /**
+   * Creates a maintenance reservation of the one node for alice, starting in an hour for 30
+   * minutes (`scontrol create reservation … Flags=MAINT`), or deletes it (null).
+   */
+  setReservation(name: string, state: 'maintenance' | null): Promise<void>;
 }
 
 export type SlurmDaemon = 'slurmctld' | 'slurmdbd';
@@ -99,6 +104,22 @@ export function realTarget(cluster: RealCluster): DiffTarget {
     credentials: { alice: headerPair('alice', cluster.aliceJwt), bob: headerPair('bob', cluster.bobJwt) },
     badCredentials: headerPair('alice', 'not-a-jwt'),
     workDir: REAL_WORK_DIR,
+    async setReservation(name, state) {
+      if (state === null) {
+        await slurm('scontrol', ['delete', `ReservationName=${name}`]);
+        return;
+      }
+      await slurm('scontrol', [
+        'create',
+        'reservation',
+        `ReservationName=${name}`,
+        'StartTime=now+1hour',
+        'Duration=30',
+        'Nodes=localhost',
+        'Users=alice',
+        'Flags=MAINT',
+      ]);
+    },
     async setSubmitLimit(user, limit) {
       const value = limit ?? -1;
       await slurm('sacctmgr', [

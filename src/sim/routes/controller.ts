@@ -36,16 +36,21 @@ type Query = Record<string, string | string[] | undefined>;
 
 const bootTime = Math.floor(Date.now() / 1000);
 
-function nodeView(ctx: ProxyContext): NodeView {
+function nodeView(ctx: ProxyContext, version: string): NodeView {
   const { config, cluster } = ctx;
+  const allocatedCpus = cluster.cpusInUse();
   return {
     clusterName: config.clusterName,
     nodeName: config.nodeName,
     cpus: config.cpus,
-    allocatedCpus: cluster.cpusInUse(),
+    allocatedCpus,
     memoryMb: config.memoryMb,
+    allocatedMemoryMb: cluster.memoryInUse(),
     partitions: config.partitions.map((p) => p.name),
     bootTime,
+    // Busy now, or not since it started: close enough for a field nothing reads.
+    lastBusy: allocatedCpus > 0 ? Math.floor(Date.now() / 1000) : bootTime,
+    version,
   };
 }
 
@@ -354,7 +359,7 @@ export function registerControllerRoutes(app: FastifyInstance, ctx: ProxyContext
       return {
         status: 200,
         body: {
-          partitions: ctx.config.partitions.map((p) => renderPartition(p, nodeView(ctx))),
+          partitions: ctx.config.partitions.map((p) => renderPartition(p, nodeView(ctx, req.params.version))),
           last_update: noVal(bootTime),
           ...call.envelope('slurmctld'),
         },
@@ -378,7 +383,7 @@ export function registerControllerRoutes(app: FastifyInstance, ctx: ProxyContext
       return {
         status: 200,
         body: {
-          partitions: [renderPartition(p, nodeView(ctx))],
+          partitions: [renderPartition(p, nodeView(ctx, req.params.version))],
           last_update: noVal(bootTime),
           ...call.envelope('slurmctld'),
         },
@@ -397,7 +402,11 @@ export function registerControllerRoutes(app: FastifyInstance, ctx: ProxyContext
       }
       return {
         status: 200,
-        body: { nodes: [renderNode(nodeView(ctx))], last_update: noVal(bootTime), ...call.envelope('slurmctld') },
+        body: {
+          nodes: [renderNode(nodeView(ctx, req.params.version))],
+          last_update: noVal(bootTime),
+          ...call.envelope('slurmctld'),
+        },
       };
     });
   });
@@ -414,7 +423,11 @@ export function registerControllerRoutes(app: FastifyInstance, ctx: ProxyContext
       // 25.11.7 answers a node name it does not know with every node, HTTP 200, no error.
       return {
         status: 200,
-        body: { nodes: [renderNode(nodeView(ctx))], last_update: noVal(bootTime), ...call.envelope('slurmctld') },
+        body: {
+          nodes: [renderNode(nodeView(ctx, req.params.version))],
+          last_update: noVal(bootTime),
+          ...call.envelope('slurmctld'),
+        },
       };
     });
   });
