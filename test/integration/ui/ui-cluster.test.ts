@@ -91,6 +91,13 @@ async function pageMatching(page: Page, path: string, view: 'partitions' | 'node
 describe('the Cluster page', () => {
   it('shows the partitions, nodes and queue as the API does, with the allocation over time and the nodes by state', async () => {
     const store = td.daemon.history.store;
+    // A maintenance window in an hour (the simulator's stand-in for `scontrol create reservation`).
+    const reserved = await fetch(`${sim.url}/_sim/reservations/maint`, {
+      method: 'PUT',
+      headers: { 'content-type': 'application/json', ...sim.admin },
+      body: JSON.stringify({ startInSec: 3600, durationMin: 30, users: ['alice'], flags: ['MAINT'] }),
+    });
+    expect(reserved.ok).toBe(true);
     const ids = [];
     for (const name of ['cluster-a', 'cluster-b']) {
       ids.push(
@@ -135,6 +142,15 @@ describe('the Cluster page', () => {
       await expect(row.locator('[data-jobs]').getAttribute('data-jobs')).resolves.toBe(n.job_ids.join(','));
     }
 
+    const { reservations } = await api<{ reservations: { name: string; users: string[]; flags: string[] }[] }>(
+      'reservations',
+      adminToken,
+    );
+    expect(reservations.map((r) => r.name)).toEqual(['maint']);
+    const maint = page.locator('tr[data-reservation="maint"]');
+    await expect(maint.locator('td[data-label="For"]').textContent()).resolves.toBe('users alice');
+    await expect(maint.locator('td[data-label="Flags"]').textContent()).resolves.toContain('MAINT');
+
     // The allocation chart: the samples drawn, one line per partition that has them.
     const chart = page.locator('svg[aria-label="allocated CPUs by partition over time"]');
     expect(Number(await chart.getAttribute('data-samples'))).toBeGreaterThanOrEqual(3);
@@ -170,6 +186,8 @@ describe('the Cluster page', () => {
     const phone = await logIn(adminToken, 390);
     await phone.goto(`${base}/ui/cluster/test?hours=1`);
     await phone.screenshot({ path: '/tmp/cluster-ui-phone.png', fullPage: true });
+    // The first screen alone, at the phone's own size: the charts must be readable there.
+    await phone.screenshot({ path: '/tmp/cluster-ui-phone-charts.png' });
 
     // An unknown profile: a page saying which there are, not an error.
     const missing = await page.goto(`${base}/ui/cluster/nope`);
