@@ -65,6 +65,8 @@ const ROUTES: { method: string; path: string; scope: string; body?: unknown }[] 
   { method: 'POST', path: '/api/v1/pipelines/nope/pause', scope: 'submit' },
   { method: 'POST', path: '/api/v1/pipelines/nope/resume', scope: 'submit' },
   { method: 'GET', path: '/api/v1/audit', scope: 'audit' },
+  // A profile the daemon does not have: 404 once the scope lets the call through.
+  { method: 'GET', path: '/api/v1/cluster/nope/nodes', scope: 'read' },
 ];
 
 describe('authentication and scopes', () => {
@@ -433,6 +435,7 @@ describe('documents', () => {
     expect(operations.sort()).toEqual(
       [
         'GET /api/v1/audit',
+        'GET /api/v1/cluster/{profile}/{view}',
         'GET /api/v1/history',
         'GET /api/v1/jobs',
         'POST /api/v1/jobs',
