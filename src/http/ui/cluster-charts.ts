@@ -40,10 +40,10 @@ export const nodeStateColour = (state: string): string => NODE_STATE_COLOURS[sta
 const hhmm = (ms: number) => new Date(ms).toISOString().slice(11, 16);
 const hhmmss = (ms: number) => new Date(ms).toISOString().slice(11, 19);
 
-/** A step of the x axis that gives at most seven labels over `spanMs`. */
+/** A step of the x axis that gives at most five labels over `spanMs` (they must fit a phone too). */
 function tickStepMs(spanMs: number): number {
   const steps = [5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 10_800, 14_400, 21_600].map((s) => s * 1000);
-  return steps.find((s) => spanMs / s <= 7) ?? 43_200_000;
+  return steps.find((s) => spanMs / s <= 5) ?? 43_200_000;
 }
 
 /** Line styles beside the colours: partitions that share nodes often have the same line. */
@@ -66,7 +66,7 @@ export function allocationChart(
   const H = 200;
   const left = 34;
   const right = 8;
-  const top = 10;
+  const top = 16;
   const bottom = 24;
   const plotW = W - left - right;
   const plotH = H - top - bottom;
@@ -112,7 +112,10 @@ export function allocationChart(
     (t) =>
       html`<line x1="${x(t).toFixed(1)}" y1="${top + plotH}" x2="${x(t).toFixed(1)}" y2="${top + plotH + 4}" stroke="#5d6873"/><text x="${x(
         t,
-      ).toFixed(1)}" y="${H - 6}" text-anchor="middle">${label(t)}</text>`,
+      ).toFixed(1)}" y="${H - 6}" text-anchor="${
+        // A label at the right edge ends there rather than past it (phones draw the text large).
+        x(t) > W - 60 ? 'end' : 'middle'
+      }">${label(t)}</text>`,
   )}${series}</svg>
 <p class="legend">${names.map((name, i) => {
     const last = latest.get(name);

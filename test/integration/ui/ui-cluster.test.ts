@@ -26,7 +26,7 @@ let readToken: string;
 beforeAll(async () => {
   redis = await startTestRedis();
   sim = await startSim();
-  td = await startTestDaemon(sim.url, redis.url, { clusterSampleEveryMs: 1000, clusterViewTtlMs: 2000 });
+  td = await startTestDaemon(sim.url, redis.url, { clusterSampleEveryMs: 1000, clusterViewTtlMs: 4000 });
   if (!td.daemon.apiUrl) throw new Error('the test daemon has no local API');
   base = td.daemon.apiUrl;
   const store = td.daemon.history.store;
@@ -73,18 +73,18 @@ interface QueueBody {
   jobs: { job_id: number; name: string | null; user: string | null }[];
 }
 
-/** Opens the page until its answer is the one the API gives (the view is read again every 2 s). */
-async function pageMatching(page: Page, path: string, view: 'partitions' | 'nodes', token: string) {
+/** Opens the page until its partitions and nodes are the answers the API gives (the view is read again every few seconds). */
+async function pageMatching(page: Page, path: string, token: string) {
   for (let i = 0; ; i++) {
     await page.goto(`${base}${path}`);
-    const shown = await page.locator('[data-fetched-at]').getAttribute('data-fetched-at');
+    const shown = (view: string) =>
+      page.locator(`[data-view="${view}"]`).getAttribute('data-view-fetched-at', { timeout: 5000 });
+    const [shownPartitions, shownNodes] = [await shown('partitions'), await shown('nodes')];
     const partitions = await api<PartitionsBody>('partitions', token);
     const nodes = await api<NodesBody>('nodes', token);
-    const body = view === 'partitions' ? partitions : nodes;
-    // The page shows the oldest of its answers' times; the API's answer within the same lifetime matches it.
-    if (shown !== null && partitions.fetched_at === nodes.fetched_at && (shown === body.fetched_at || i >= 5)) {
-      return { partitions, nodes, shown };
-    }
+    if (shownPartitions === partitions.fetched_at && shownNodes === nodes.fetched_at) return { partitions, nodes };
+    if (i >= 20)
+      throw new Error(`the page never showed the API's answer (${shownPartitions} vs ${partitions.fetched_at})`);
   }
 }
 
@@ -117,13 +117,13 @@ describe('the Cluster page', () => {
         const rows = await clusterSamplesSince(store, 'test', since);
         return new Set(rows.filter((r) => r.cpusAllocated > 0).map((r) => r.at)).size >= 3 || undefined;
       },
-      { what: 'three samples with the running jobs', timeoutMs: 30_000 },
+      { what: 'three samples with the running jobs', timeoutMs: 90_000 },
     );
 
     const page = await logIn(adminToken);
     await page.getByRole('link', { name: 'Cluster', exact: true }).click();
     await page.waitForURL(`${base}/ui/cluster/test`);
-    const { partitions, nodes } = await pageMatching(page, '/ui/cluster/test', 'partitions', adminToken);
+    const { partitions, nodes } = await pageMatching(page, '/ui/cluster/test', adminToken);
 
     // Every partition of the API's answer, with its CPUs and jobs.
     expect(partitions.partitions.length).toBeGreaterThan(0);
@@ -193,5 +193,5 @@ describe('the Cluster page', () => {
     const missing = await page.goto(`${base}/ui/cluster/nope`);
     expect(missing?.status()).toBe(404);
     await expect(page.getByRole('link', { name: 'test' }).isVisible()).resolves.toBe(true);
-  }, 120_000);
+  }, 240_000);
 });

@@ -114,9 +114,13 @@ ${allocationChart(samples, partitionNames, fromMs, now)}</section>
       'ok' in nodes ? html`${nodeStatesChart(nodes.ok.data)}${nodeCpuSummary(nodes.ok.data)}` : unavailable(nodes.error)
     }</section></div>
 <h2 id="partitions">Partitions</h2>
-${'ok' in partitions ? partitionTable(partitions.ok.data) : unavailable(partitions.error)}
+<div data-view="partitions" data-view-fetched-at="${'ok' in partitions ? partitions.ok.fetchedAt.toISOString() : ''}">${
+      'ok' in partitions ? partitionTable(partitions.ok.data) : unavailable(partitions.error)
+    }</div>
 <h2 id="nodes">Nodes</h2>
-${'ok' in nodes ? nodeTable(nodes.ok.data) : unavailable(nodes.error)}
+<div data-view="nodes" data-view-fetched-at="${'ok' in nodes ? nodes.ok.fetchedAt.toISOString() : ''}">${
+      'ok' in nodes ? nodeTable(nodes.ok.data) : unavailable(nodes.error)
+    }</div>
 <h2 id="reservations">Reservations</h2>
 ${'ok' in reservations ? reservationTable(reservations.ok.data) : unavailable(reservations.error)}
 <h2 id="queue">Queue</h2>
