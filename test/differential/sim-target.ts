@@ -52,7 +52,7 @@ export function simTarget(sim: TestSim, flavor: 'slurmrestd' | 'proxy' = 'slurmr
       // The simulator's stand-in for `scontrol create|delete reservation`.
       const res = await fetch(`${sim.url}/_sim/reservations/${name}`, {
         method: state === null ? 'DELETE' : 'PUT',
-        headers: { 'content-type': 'application/json', ...sim.admin },
+        headers: state === null ? sim.admin : { 'content-type': 'application/json', ...sim.admin },
         ...(state !== null && {
           body: JSON.stringify({ startInSec: 3600, durationMin: 30, users: ['alice'], flags: ['MAINT'] }),
         }),

@@ -45,6 +45,12 @@ const PROXY_OWN_ANSWERS = new Set([
   'slurmctld down: cancel',
   'slurmdbd down: accounting',
   'slurmdbd down: accounting job',
+  // The cluster's view (issue 34): the proxy's 401 for a bad token, and its cached answer (the
+  // reservations' lifetime, 30 s) of the empty list read just before the reservation was made.
+  'bad token: partitions',
+  'bad token: nodes',
+  'bad token: reservations',
+  'cluster: a maintenance reservation',
 ]);
 
 let sim: TestSim;
