@@ -2,6 +2,7 @@ import type { DaemonConfig } from '../src/config/daemon-config.js';
 import type { QueueName } from '../src/queue/catalog.js';
 import type { QueueDefinition } from '../src/queue/queue-definition.js';
 import type { SummarySettings } from '../src/summaries/summary-settings.js';
+import { clusterQueue } from './cluster-samples.js';
 import { notifyQueue } from './notify.js';
 import { pipelineQueue } from './pipeline.js';
 import { pollQueue } from './poll.js';
@@ -22,6 +23,7 @@ export const QUEUES: { [N in QueueName]: QueueDefinition<QueueSettings, WorkerSe
   pipeline: pipelineQueue,
   notify: notifyQueue,
   summarize: summarizeQueue,
+  cluster: clusterQueue,
 };
 
 /** The settings the definitions read, from the daemon's. */

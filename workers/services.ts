@@ -10,6 +10,7 @@ import type { RunEngineDeps } from '../src/pipelines/run-engine.js';
 import type { QueueName } from '../src/queue/catalog.js';
 import type { AcceptDeps } from '../src/requests/accept.js';
 import type { ClientRegistry } from '../src/sched/client-registry.js';
+import type { ClusterView } from '../src/sched/cluster-view.js';
 import type { Summarizer } from '../src/summaries/summarizer.js';
 import type { SummarySettings } from '../src/summaries/summary-settings.js';
 import type { SummaryTakeUp } from '../src/summaries/summary-take-up.js';
@@ -26,6 +27,7 @@ export interface QueueSettings {
     | 'pollFloorMs'
     | 'reconcileEveryMs'
     | 'pipelineTickMs'
+    | 'clusterSampleEveryMs'
   >;
   summaries: Pick<SummarySettings, 'attempts' | 'backoffMs' | 'concurrency' | 'dispatchEveryMs'>;
   /** One poll at a time per profile. */
@@ -55,6 +57,8 @@ export interface WorkerServices {
   heap?: Pick<HeapCollector, 'afterBurst'>;
   /** Told when a profile's scheduler answers again after failed or stale polls. */
   onUpstreamBack?(profile: string): Promise<void>;
+  /** The cluster's shared view (Redis-cached answers): the sampling tick reads its partitions. */
+  clusterView?: Pick<ClusterView, 'view'>;
   settings: {
     pollFloorMs: number;
     pollCeilingMs: number;
@@ -63,6 +67,8 @@ export interface WorkerServices {
     pendingDetailsEveryMs?: number;
     /** How often the first request held by a submit limit asks Slurm again. */
     submitLimitRecheckMs: number;
+    /** How long partition samples are kept in the history. */
+    clusterSampleKeepMs: number;
   };
   webhooks: WebhookSender;
   summaries: { summarizer: Summarizer; takeUp: SummaryTakeUp; logger: Logger };

@@ -1,5 +1,6 @@
 import { setMaxListeners } from 'node:events';
 import type { ConnectionOptions, Queue } from 'bullmq';
+import { Redis, type RedisOptions } from 'ioredis';
 import type { DaemonConfig } from '../src/config/daemon-config.js';
 import type { OpenedHistory } from '../src/db/open-history.js';
 import { type Clock, systemClock } from '../src/lib/clock.js';
@@ -13,9 +14,11 @@ import type { PipelineRegistry } from '../src/pipelines/pipeline-registry.js';
 import type { RunEngineDeps } from '../src/pipelines/run-engine.js';
 import type { QueueName } from '../src/queue/catalog.js';
 import { startQueueWorker } from '../src/queue/queue-definition.js';
+import { RedisClusterCache } from '../src/redis/cluster-cache.js';
 import type { RedisWatch } from '../src/redis/redis-watch.js';
 import type { AcceptDeps } from '../src/requests/accept.js';
 import type { ClientRegistry } from '../src/sched/client-registry.js';
+import { ClusterView } from '../src/sched/cluster-view.js';
 import { createSummaryServices } from '../src/summaries/summaries-service.js';
 import type { SummarySettings } from '../src/summaries/summary-settings.js';
 import { QUEUES } from './queues.js';
@@ -48,6 +51,8 @@ export interface StartWorkersDeps {
   heap: HeapCollector;
   /** The daemon's clock. @defaultValue systemClock */
   clock?: Clock;
+  /** The cluster's shared view the sampling tick reads. @defaultValue one on the queues' Redis */
+  clusterView?: Pick<ClusterView, 'view'>;
 }
 
 /**
@@ -76,6 +81,22 @@ export function startWorkers(deps: StartWorkersDeps): void {
     targets: deps.webhookTargets,
     timeoutMs: config.notifyTimeoutMs,
   });
+  // The sampling tick reads the same cached answers as the API and UI (same Redis, same prefix):
+  // a sample costs the scheduler a read only when no viewer has had one within the view's lifetime.
+  const clusterRedis = deps.clusterView
+    ? null
+    : new Redis({ ...(deps.connection as RedisOptions), maxRetriesPerRequest: 1, lazyConnect: true });
+  const clusterView =
+    deps.clusterView ??
+    new ClusterView({
+      cache: new RedisClusterCache(clusterRedis as Redis),
+      prefix: config.queuePrefix,
+      clientFor: (profile) => clients.get(profile),
+      ttlMs: config.clusterViewTtlMs,
+      logger: logger.child({ component: 'cluster-view' }),
+      clock: deps.clock,
+    });
+  clusterRedis?.on('error', (error) => deps.redisWatch.failed(error, 'cluster view'));
   const services: WorkerServices = {
     store: history.store,
     clients,
@@ -96,7 +117,9 @@ export function startWorkers(deps: StartWorkersDeps): void {
       lostGraceMs: config.lostGraceMs,
       pendingDetailsEveryMs: config.pendingDetailsEveryMs,
       submitLimitRecheckMs: config.submitLimitRecheckMs,
+      clusterSampleKeepMs: config.clusterSampleKeepMs,
     },
+    clusterView,
     webhooks,
     summaries,
     pipelines: deps.pipelines,
@@ -124,6 +147,7 @@ export function startWorkers(deps: StartWorkersDeps): void {
         clearTimeout(timer);
         await webhooks.close();
         await summaries.close();
+        clusterRedis?.disconnect();
       }
     },
     { timeoutMs: config.shutdownGraceMs + 5000 },

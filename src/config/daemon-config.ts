@@ -160,6 +160,20 @@ export const daemonConfigSchema = z.object({
     .positive()
     .default(30_000)
     .describe("A worker's claim on a job: the submit of a worker that died is taken up again after about twice this."),
+  clusterSampleEveryMs: z
+    .number()
+    .int()
+    .positive()
+    .default(300_000)
+    .describe(
+      "How often each profile's partitions (allocated, idle and other CPUs) are sampled from the cluster view's shared answer into the history, for the Cluster page's allocation chart. The sample reads the cached answer: it costs the scheduler nothing beyond the view's own reads.",
+    ),
+  clusterSampleKeepMs: z
+    .number()
+    .int()
+    .positive()
+    .default(86_400_000)
+    .describe('How long the partition samples are kept (and how far back the allocation chart reaches).'),
   shutdownGraceMs: z
     .number()
     .int()

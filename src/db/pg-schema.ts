@@ -120,6 +120,32 @@ export const auditLog = schedflow.table(
   (t) => [index('audit_log_at').on(t.at), index('audit_log_owner').on(t.owner, t.at)],
 );
 
+export const clusterSamples = schedflow.table(
+  'cluster_samples',
+  {
+    profile: text('profile').notNull().$type<Of<typeof sqlite.clusterSamples, 'profile'>>(),
+    partition: text('partition').notNull().$type<Of<typeof sqlite.clusterSamples, 'partition'>>(),
+    at: bigint('at', { mode: 'number' }).notNull().$type<Of<typeof sqlite.clusterSamples, 'at'>>(),
+    cpusTotal: bigint('cpus_total', { mode: 'number' })
+      .notNull()
+      .$type<Of<typeof sqlite.clusterSamples, 'cpusTotal'>>(),
+    cpusAllocated: bigint('cpus_allocated', { mode: 'number' })
+      .notNull()
+      .$type<Of<typeof sqlite.clusterSamples, 'cpusAllocated'>>(),
+    cpusIdle: bigint('cpus_idle', { mode: 'number' }).notNull().$type<Of<typeof sqlite.clusterSamples, 'cpusIdle'>>(),
+    cpusOther: bigint('cpus_other', { mode: 'number' })
+      .notNull()
+      .$type<Of<typeof sqlite.clusterSamples, 'cpusOther'>>(),
+    jobsRunning: bigint('jobs_running', { mode: 'number' })
+      .notNull()
+      .$type<Of<typeof sqlite.clusterSamples, 'jobsRunning'>>(),
+    jobsPending: bigint('jobs_pending', { mode: 'number' })
+      .notNull()
+      .$type<Of<typeof sqlite.clusterSamples, 'jobsPending'>>(),
+  },
+  (t) => [primaryKey({ columns: [t.profile, t.partition, t.at] }), index('cluster_samples_at').on(t.at)],
+);
+
 export const deadlineMisses = schedflow.table(
   'deadline_misses',
   {

@@ -657,6 +657,29 @@ export const profileSync = sqliteTable('profile_sync', {
  * Facts about the history itself, one row each: `history_id`, a random id made at its first
  * open, by which processes sharing one Redis tell whether they share this history.
  */
+/**
+ * What each partition's CPUs were doing, sampled every few minutes from the cluster view's
+ * shared answer (workers/cluster-samples.ts): the Cluster page's allocation over the last hours.
+ * Pruned past a window (`clusterSampleKeepMs`). One row per profile, partition and sample time;
+ * a second process sampling the same instant writes nothing new.
+ */
+export const clusterSamples = sqliteTable(
+  'cluster_samples',
+  {
+    profile: text('profile').notNull(),
+    partition: text('partition').notNull(),
+    /** When the view's answer was fetched from the scheduler (ms), not when it was sampled. */
+    at: integer('at').notNull(),
+    cpusTotal: integer('cpus_total').notNull(),
+    cpusAllocated: integer('cpus_allocated').notNull(),
+    cpusIdle: integer('cpus_idle').notNull(),
+    cpusOther: integer('cpus_other').notNull(),
+    jobsRunning: integer('jobs_running').notNull(),
+    jobsPending: integer('jobs_pending').notNull(),
+  },
+  (t) => [primaryKey({ columns: [t.profile, t.partition, t.at] }), index('cluster_samples_at').on(t.at)],
+);
+
 export const historyMeta = sqliteTable('history_meta', {
   key: text('key').primaryKey(),
   value: text('value').notNull(),
@@ -674,6 +697,7 @@ export type WebhookDeliveryRow = typeof webhookDeliveries.$inferSelect;
 export type JobTransitionRow = typeof jobTransitions.$inferSelect;
 export type AccountingJobRow = typeof accountingJobs.$inferSelect;
 export type SummaryRow = typeof summaries.$inferSelect;
+export type ClusterSampleRow = typeof clusterSamples.$inferSelect;
 
 /** How an audited action ended: done, refused (scope, ownership, quota, the door), or failed on the way. */
 export const AUDIT_OUTCOMES = ['ok', 'refused', 'failed'] as const;

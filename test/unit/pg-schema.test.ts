@@ -51,6 +51,7 @@ describe('src/db/pg-schema.ts', () => {
     expectTypeOf<typeof pgSchema.webhookDeliveries.$inferSelect>().toEqualTypeOf<sqliteSchema.WebhookDeliveryRow>();
     expectTypeOf<typeof pgSchema.accountingJobs.$inferSelect>().toEqualTypeOf<sqliteSchema.AccountingJobRow>();
     expectTypeOf<typeof pgSchema.summaries.$inferSelect>().toEqualTypeOf<sqliteSchema.SummaryRow>();
+    expectTypeOf<typeof pgSchema.clusterSamples.$inferSelect>().toEqualTypeOf<sqliteSchema.ClusterSampleRow>();
     expectTypeOf<typeof pgSchema.idempotencyKeys.$inferSelect>().toEqualTypeOf<
       typeof sqliteSchema.idempotencyKeys.$inferSelect
     >();

@@ -56,6 +56,14 @@ svg text { font:12px system-ui, sans-serif; }
 .legend span { margin-right:.75rem; font-size:.8rem; }
 .legend i { display:inline-block; width:.7rem; height:.7rem; margin-right:.25rem; border-radius:2px; }
 .login { max-width:26rem; margin:3rem auto; }
+.node-state { display:inline-block; padding:0 .45rem; border-radius:999px; font-size:.8rem; font-weight:600; color:#fff; white-space:nowrap; }
+table.cluster td .num { white-space:nowrap; margin-right:.35rem; }
+svg.cpu-bar { vertical-align:middle; border-radius:2px; background:var(--line); }
+p.range a { margin-right:.5rem; font-size:.85rem; }
+.legend svg.swatch { margin-right:.25rem; vertical-align:middle; }
+h3 { font-size:.95rem; margin:1rem 0 .25rem; }
+p.cpu-summary { margin:.25rem 0; }
+p.range a[aria-current] { font-weight:700; color:var(--fg); text-decoration:none; }
 @media (max-width: 640px) {
   main { padding:.6rem; }
   header.top .who { margin-left:0; width:100%; }
@@ -65,6 +73,8 @@ svg text { font:12px system-ui, sans-serif; }
   table.responsive td::before { content:attr(data-label); color:var(--muted); min-width:7rem; }
   dl.facts { grid-template-columns:1fr; }
   dl.facts dt { margin-top:.4rem; }
+  /* The charts' text is in their viewBox's units: scaled down to a phone it would be unreadable. */
+  .charts svg text { font-size:20px; }
 }
 `;
 

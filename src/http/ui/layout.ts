@@ -9,6 +9,7 @@ const NAV = [
   ['pipelines', 'Pipelines'],
   ['runs', 'Runs'],
   ['history', 'History'],
+  ['cluster', 'Cluster'],
   ['profiles', 'Profiles'],
 ] as const;
 

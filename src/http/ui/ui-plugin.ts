@@ -20,6 +20,7 @@ import { OIDC_CALLBACK_PATH, OIDC_START_PATH, OidcLogin } from './oidc-login.js'
 import { goOn, oidcRoutes } from './oidc-routes.js';
 import { QUEUE_BOARD_ADMIN_PATH, QUEUE_BOARD_PATH, registerQueueBoards } from './queue-board.js';
 import { auditPages } from './routes/audit.js';
+import { clusterPages } from './routes/cluster.js';
 import { historyPages } from './routes/history.js';
 import { jobPages } from './routes/jobs.js';
 import { pipelinePages } from './routes/pipelines.js';
@@ -396,6 +397,7 @@ export async function uiPlugin(app: FastifyInstance, opts: { deps: ApiDeps; sett
   await app.register(pipelinePages, { ctx });
   await app.register(historyPages, { ctx });
   await app.register(profilePages, { ctx });
+  await app.register(clusterPages, { ctx });
   await app.register(auditPages, { ctx });
   await registerQueueBoards(app, ctx);
 }

@@ -117,6 +117,7 @@ type UiTarget =
   | 'board'
   | 'board-admin'
   | 'feed'
+  | 'cluster'
   | 'public'
   | 'session';
 
@@ -137,6 +138,8 @@ const UI_TARGETS: Record<string, UiTarget> = {
   'GET /ui/history': 'list',
   'GET /ui/profiles': 'list',
   'GET /ui/audit': 'audit',
+  'GET /ui/cluster': 'cluster',
+  'GET /ui/cluster/:profile': 'cluster',
   'GET /ui/jobs/:id': 'job',
   'POST /ui/jobs/:id/cancel': 'job',
   'POST /ui/jobs/:id/retry': 'job',
@@ -616,6 +619,24 @@ describe.each(DIALECTS)('owner isolation on %s', (dialect: Dialect) => {
             expect(r.text, label).not.toContain(ids.otherStep);
             expect(r.text, label).not.toContain('/ui/pipelines/pb');
             expect(r.text, label).not.toContain('>pb<');
+          } else if (target === 'cluster') {
+            // The cluster's page is every reader's; the queue on it names no job, user or account
+            // but to admins and auditors (the API's rule), and never a request of schedflow's.
+            const r = await page(uiPath(route.path, 'test'), who);
+            cases++;
+            if (!route.path.includes(':')) {
+              expect([r.status, r.location], label).toEqual([303, '/ui/cluster/test']);
+              continue;
+            }
+            expect(r.status, label).toBe(200);
+            expect(r.text, label).not.toContain(ids.otherJob);
+            if (!everyOwner) expect(r.text, label).not.toMatch(/data-label="(Name|User|Account)">(iso|alice|lab)</);
+            // While the jobs run (they sleep a minute), the queue lists them: named to admins and auditors only.
+            if (r.text.includes('<tr data-job=')) {
+              if (everyOwner) expect(r.text, label).toMatch(/data-label="Name">iso</);
+              else expect(r.text, label).toMatch(/data-label="Name"><span class="muted">hidden</);
+            }
+            expect((await page(uiPath(route.path, 'nope'), who)).status, `${label} unknown`).toBe(404);
           } else if (target === 'audit') {
             // Every owner's actions: admins and auditors only.
             const r = await page(uiPath(route.path, ''), who);
