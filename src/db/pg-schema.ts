@@ -220,6 +220,11 @@ export const jobRequests = schedflow.table(
     retryDueAt: bigint('retry_due_at', { mode: 'number' }).$type<Of<typeof sqlite.jobRequests, 'retryDueAt'>>(),
     nextAttemptId: text('next_attempt_id').$type<Of<typeof sqlite.jobRequests, 'nextAttemptId'>>(),
     retryNote: text('retry_note').$type<Of<typeof sqlite.jobRequests, 'retryNote'>>(),
+    heldAt: bigint('held_at', { mode: 'number' }).$type<Of<typeof sqlite.jobRequests, 'heldAt'>>(),
+    heldBy: text('held_by').$type<Of<typeof sqlite.jobRequests, 'heldBy'>>(),
+    specChangedAt: bigint('spec_changed_at', { mode: 'number' }).$type<
+      Of<typeof sqlite.jobRequests, 'specChangedAt'>
+    >(),
   },
   (t) => [
     index('job_requests_state').on(t.profile, t.state),

@@ -281,7 +281,10 @@ export async function requestProfileOf(h: History, id: string): Promise<string |
 }
 
 /** What a state change reads of a request: not its spec (up to a megabyte of JSON) to parse. */
-export type TransitionFacts = Pick<JobRequestRow, 'state' | 'rawState' | 'webhookUrl' | 'runId' | 'retryPolicy'>;
+export type TransitionFacts = Pick<
+  JobRequestRow,
+  'state' | 'rawState' | 'webhookUrl' | 'runId' | 'retryPolicy' | 'heldAt' | 'specChangedAt'
+>;
 
 /**
  * The facts of a state change, locking the row on PostgreSQL until the transaction `h` is
@@ -301,6 +304,9 @@ export async function transitionFactsOf(h: History, id: string): Promise<Transit
             runId: t.runId,
             // A few hundred bytes at most: whether an end makes another attempt.
             retryPolicy: t.retryPolicy,
+            // Whether it may move to `submitting` (src/requests/job-control.ts).
+            heldAt: t.heldAt,
+            specChangedAt: t.specChangedAt,
           })
           .from(t)
           .where(eq(t.id, placeholder('id'))),

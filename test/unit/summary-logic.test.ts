@@ -227,6 +227,9 @@ function requestRow(over: Partial<JobRequestRow> = {}): JobRequestRow {
     retryDueAt: null,
     nextAttemptId: null,
     retryNote: null,
+    heldAt: null,
+    heldBy: null,
+    specChangedAt: null,
     ...over,
   };
 }
