@@ -35,6 +35,11 @@ export const ERROR_CODES = {
     retryable: false,
     what: 'Fix the job spec member the message names (unknown, out of range or of the wrong type).',
   },
+  SCHEDFLOW_ERR_INVALID_JOB_UPDATE: {
+    status: 400,
+    retryable: false,
+    what: 'Fix the job id or the field the message names (a time limit in whole minutes, a non-empty name, at least one change).',
+  },
   SCHEDFLOW_ERR_REDIS_UNAVAILABLE: {
     status: 503,
     retryable: true,
@@ -331,6 +336,11 @@ export const ERROR_CODES = {
     retryable: false,
     what: 'Over an association’s or QOS’s submit limit: the request waits and is submitted once other jobs end.',
   },
+  SCHEDFLOW_ERR_SCHED_UPDATE_REFUSED: {
+    status: 502,
+    retryable: false,
+    what: 'Slurm refused the job update (its error number and words are in the message): a running job keeps its partition, a user may not raise a running job’s time limit nor go above the partition’s MaxTime.',
+  },
   SCHEDFLOW_ERR_SCHED_CANCEL_FAILED: {
     status: 502,
     retryable: false,
@@ -512,6 +522,11 @@ export class ConfigError extends SchedflowError {
  */
 export class InvalidJobSpecError extends SchedflowError {
   readonly code = 'SCHEDFLOW_ERR_INVALID_SPEC';
+}
+
+/** A job update schedflow will not send: a malformed job id, an unknown field, a value Slurm cannot take, or no change at all. */
+export class InvalidJobUpdateError extends SchedflowError {
+  readonly code = 'SCHEDFLOW_ERR_INVALID_JOB_UPDATE';
 }
 
 /** The daemon's Redis did not answer: nothing was queued; the same call may work once it is back. */

@@ -9,11 +9,13 @@ import { type SubmitOptions, type SubmitResult, submitExactlyOnce } from './exac
 import type { Freshness } from './freshness.js';
 import { JobDecodeError, type JobStateEntry, type SchedJob } from './job-model.js';
 import type { JobSpec } from './job-spec.js';
+import { describeJobUpdate, type JobUpdate, jobIdOfUpdate, jobUpdateBody } from './job-update.js';
 import { type MarkerHint, MarkerLookup } from './marker-lookup.js';
 import type { Profile } from './profile.js';
 import { credentialsRefused, notScheduler, unsupportedVersion, wrongFlavor } from './profile-check.js';
 import type { AccountingQuery, JobListing, Read, ReadOptions } from './reads.js';
 import type { Budget } from './request-budget.js';
+import { slurmErrorsOf } from './response-errors.js';
 import {
   AccountingNotServedError,
   AuthenticationError,
@@ -21,10 +23,12 @@ import {
   CancelFailedError,
   ForbiddenError,
   JobNotFoundError,
+  JobUpdateRefusedError,
   NetworkError,
   RequestTimeoutError,
   type SchedApiError,
   SlurmRefusedError,
+  SubmitLimitError,
   UnexpectedResponseError,
   UpstreamUnavailableError,
 } from './sched-errors.js';
@@ -524,6 +528,67 @@ export class SchedClient {
     }
   }
 
+  /**
+   * Updates a job, or one array task (`123_4`): `POST {ctl}/job/{id}` with the version's
+   * `job_desc_msg` (job-update.ts); `hold` holds or releases it. What Slurm refuses — a 500
+   * with errors[], or an error in a 200's errors[] or results[] — is JobUpdateRefusedError
+   * with Slurm's number and words; a job the controller does not know, JobNotFoundError. The
+   * update sets values, so sending it again is harmless: it is retried like a read.
+   */
+  async updateJob(jobId: number | string, update: JobUpdate, options: { signal?: AbortSignal } = {}): Promise<void> {
+    const id = jobIdOfUpdate(jobId);
+    const body = jobUpdateBody(this.version, update);
+    const req: TransportRequest = {
+      method: 'POST',
+      path: `${this.ctl}/job/${id}`,
+      body,
+      retry: true,
+      signal: options.signal,
+    };
+    const what = describeJobUpdate(update);
+    let res: Awaited<ReturnType<SchedTransport['send']>>;
+    try {
+      res = await this.transport.send(req);
+    } catch (error) {
+      if (error instanceof SlurmRefusedError || error instanceof SubmitLimitError) {
+        const first = error.detail.slurmErrors.find((e) => e.error_number) ?? error.detail.slurmErrors[0];
+        throw updateRefused(id, what, first?.error_number ?? null, first?.error ?? null, error.detail, error);
+      }
+      if (error instanceof JobNotFoundError) {
+        throw new JobNotFoundError(
+          `the controller does not know job ${id} (Slurm error 2017, Invalid job id specified)`,
+          error.detail,
+          {
+            cause: error,
+          },
+        );
+      }
+      throw error;
+    }
+    // slurmrestd 25.11 answers `results: null` with an empty errors[]; an array's update may
+    // list its tasks in results[], each with its own error_code.
+    const detail = {
+      status: res.status,
+      message: null,
+      slurmErrors: slurmErrorsOf(res.body),
+      request: this.transport.describe(req),
+    };
+    const inBody = detail.slurmErrors.find((e) => e.error_number);
+    if (inBody) throw updateRefused(id, what, inBody.error_number, inBody.error, detail);
+    const results = (res.body as { results?: unknown } | undefined)?.results;
+    const failed = Array.isArray(results)
+      ? (results as { error_code?: unknown; error?: unknown; why?: unknown }[]).find(
+          (r) => typeof r?.error_code === 'number' && r.error_code !== 0,
+        )
+      : undefined;
+    if (failed) {
+      const words =
+        typeof failed.error === 'string' ? failed.error : typeof failed.why === 'string' ? failed.why : null;
+      throw updateRefused(id, what, failed.error_code as number, words, detail);
+    }
+    this.logger.info({ profile: this.profile.name, jobId: id, update: what }, 'job updated');
+  }
+
   close(): Promise<void> {
     return this.transport.close();
   }
@@ -556,6 +621,21 @@ export class SchedClient {
   private itemsOf<T>(req: TransportRequest, decode: (raw: unknown) => T | undefined): ItemsOf<T> {
     return { member: 'jobs', decode: (raw) => this.decodeOne(raw, decode, req) };
   }
+}
+
+/** Slurm's refusal of an update, said as Slurm says it: `Slurm refused to update job 12 (partition b): Job is no longer pending execution (Slurm error 2073)`. */
+function updateRefused(
+  id: string,
+  what: string,
+  code: number | null,
+  words: string | null,
+  detail: ConstructorParameters<typeof JobUpdateRefusedError>[1],
+  cause?: unknown,
+): JobUpdateRefusedError {
+  const said = `${words ?? 'refused'}${code !== null ? ` (Slurm error ${code})` : ''}`;
+  return new JobUpdateRefusedError(`Slurm refused to update job ${id} (${what}): ${said}`, detail, code, words, {
+    cause,
+  });
 }
 
 function emptyFreshness(): Freshness {

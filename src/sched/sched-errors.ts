@@ -95,6 +95,27 @@ export class CancelFailedError extends SchedApiError {
   }
 }
 
+/**
+ * Slurm refused a job update (`POST {ctl}/job/{id}`: a 500 with `errors[]`, e.g. 2073 "Job is
+ * no longer pending execution" for a running job's partition, 2002 "Access/permission denied"
+ * for a time limit a user may not set), or schedflow refused it at the door with the words
+ * Slurm would have used. Sending it again changes nothing.
+ */
+export class JobUpdateRefusedError extends SchedApiError {
+  readonly code = 'SCHEDFLOW_ERR_SCHED_UPDATE_REFUSED';
+  constructor(
+    message: string,
+    detail: SchedUpstreamDetail,
+    /** Slurm's error number (2073, 2002, 2051, …); null when it gave none. */
+    readonly slurmCode: number | null,
+    /** Slurm's words for it ("Job is no longer pending execution"). */
+    readonly slurmWords: string | null,
+    options?: { cause?: unknown },
+  ) {
+    super(message, detail, options);
+  }
+}
+
 /** No answer: connection refused or reset, DNS failure. */
 export class NetworkError extends SchedApiError {
   readonly code = 'SCHEDFLOW_ERR_SCHED_NETWORK';
