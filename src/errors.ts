@@ -622,7 +622,10 @@ export function toError(value: unknown): Error {
  */
 export class JobControlRefusedError extends SchedflowError {
   constructor(
-    readonly code: 'SCHEDFLOW_ERR_JOB_CONTROL_REFUSED' | 'SCHEDFLOW_ERR_JOB_UPDATE_INVALID' | 'SCHEDFLOW_ERR_TASKS_NOT_IN_ARRAY',
+    readonly code:
+      | 'SCHEDFLOW_ERR_JOB_CONTROL_REFUSED'
+      | 'SCHEDFLOW_ERR_JOB_UPDATE_INVALID'
+      | 'SCHEDFLOW_ERR_TASKS_NOT_IN_ARRAY',
     message: string,
   ) {
     super(message);

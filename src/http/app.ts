@@ -23,6 +23,7 @@ import { registerReadTurns } from './api/read-turns.js';
 import { auditRoutes } from './api/routes/audit.js';
 import { healthRoutes } from './api/routes/health.js';
 import { historyRoutes } from './api/routes/history.js';
+import { jobControlRoutes } from './api/routes/job-control.js';
 import { jobOutputRoutes } from './api/routes/job-output.js';
 import { jobRoutes } from './api/routes/jobs.js';
 import { pipelineRoutes } from './api/routes/pipelines.js';
@@ -176,6 +177,7 @@ export async function buildApp(deps: ApiDeps): Promise<FastifyInstance> {
 
   await app.register(healthRoutes, { deps, metrics });
   await app.register(jobRoutes, { deps });
+  await app.register(jobControlRoutes, { deps });
   await app.register(jobOutputRoutes, { deps });
   await app.register(historyRoutes, { deps });
   await app.register(runRoutes, { deps });

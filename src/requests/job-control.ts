@@ -72,10 +72,7 @@ export interface JobChange {
   comment?: string;
 }
 
-export type ControlAction =
-  | { kind: 'hold' }
-  | { kind: 'release' }
-  | { kind: 'update'; change: JobChange };
+export type ControlAction = { kind: 'hold' } | { kind: 'release' } | { kind: 'update'; change: JobChange };
 
 export type ControlOutcome =
   /** Done: in the history alone (`where: 'history'`, not submitted yet) or accepted by the scheduler. */
@@ -403,9 +400,13 @@ function jobUpdateOf(action: ControlAction): JobUpdate {
 }
 
 /** Slurm's refusal, in its words, with the status its cause gives: the job's state 409, the value 422. */
-function refusalOf(error: JobUpdateRefusedError, target: string | number, action: ControlAction): JobControlRefusedError {
+function refusalOf(
+  error: JobUpdateRefusedError,
+  target: string | number,
+  action: ControlAction,
+): JobControlRefusedError {
   const number = error.slurmCode;
-  const words = error.detail.message ?? error.message;
+  const words = error.slurmWords ?? error.detail.message ?? error.message;
   const stateRefusal =
     (number !== null && STATE_REFUSALS.has(number)) ||
     /no longer pending|not pending|already completing|completed/i.test(words);

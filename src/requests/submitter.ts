@@ -379,7 +379,8 @@ async function notMovedError(store: History, requestId: string, row: JobRequestR
   const now = await getRequest(store, requestId);
   if (now && !isTerminalRequest(now.state) && now.jobId === null) {
     if (now.heldAt !== null) return new WaitingForReleaseError(`held by ${now.heldBy ?? 'someone'} before submission`);
-    if (now.specChangedAt !== row.specChangedAt) return new WaitingForReleaseError('its spec changed before submission');
+    if (now.specChangedAt !== row.specChangedAt)
+      return new WaitingForReleaseError('its spec changed before submission');
   }
   return new NotSubmittedError();
 }
