@@ -21,6 +21,7 @@ import { goOn, oidcRoutes } from './oidc-routes.js';
 import { QUEUE_BOARD_ADMIN_PATH, QUEUE_BOARD_PATH, registerQueueBoards } from './queue-board.js';
 import { auditPages } from './routes/audit.js';
 import { historyPages } from './routes/history.js';
+import { jobControlPages } from './routes/job-control.js';
 import { jobPages } from './routes/jobs.js';
 import { pipelinePages } from './routes/pipelines.js';
 import { profilePages } from './routes/profiles.js';
@@ -393,6 +394,7 @@ export async function uiPlugin(app: FastifyInstance, opts: { deps: ApiDeps; sett
   });
 
   await app.register(jobPages, { ctx });
+  await app.register(jobControlPages, { ctx });
   await app.register(pipelinePages, { ctx });
   await app.register(historyPages, { ctx });
   await app.register(profilePages, { ctx });
