@@ -21,6 +21,7 @@ export const EXIT = {
  */
 const USAGE_CODES: ReadonlySet<ErrorCode> = new Set<ErrorCode>([
   'SCHEDFLOW_ERR_CONFIG',
+  'SCHEDFLOW_ERR_INVALID_JOB_UPDATE',
   // The daemon's API named a value the command passed on (a profile, a run parameter): fix the command.
   'SCHEDFLOW_ERR_VALIDATION',
   'SCHEDFLOW_ERR_NOT_FOUND',

@@ -4,6 +4,8 @@ import { type Command, Option } from 'commander';
 import { ConfigError, SchedflowError } from '../errors.js';
 import { createLogger } from '../logger.js';
 import { SchedClient } from '../sched/client.js';
+import { describeJobUpdate, type JobUpdate, jobIdOfUpdate, parseJobUpdate } from '../sched/job-update.js';
+import { checkJobUpdateAtDoor } from '../sched/job-update-door.js';
 import { loadProfiles, type Profile, parseProfile } from '../sched/profile.js';
 import { credentialSource, problemOf } from '../sched/profile-check.js';
 import { JobNotFoundError } from '../sched/sched-errors.js';
@@ -295,6 +297,61 @@ export function registerSchedCommand(program: Command): void {
         print(flags, { job_id: jobId, cancelled: true }, () => `cancelled job ${jobId}`);
       });
     });
+
+  /** Sends an update (after the door's checks) and says what was done. */
+  const updateJob = async (cmd: Command, jobIdText: string, update: JobUpdate, done: string) => {
+    const flags = flagsOf(cmd);
+    const jobId = jobIdOfUpdate(jobIdText);
+    const checked = parseJobUpdate(update);
+    await withClient(flags, async (client) => {
+      await checkJobUpdateAtDoor(client, jobId, checked);
+      await client.updateJob(jobId, checked);
+      print(flags, { job_id: jobId, ...checked }, () => `${done} job ${jobId}`);
+    });
+  };
+
+  sched
+    .command('hold')
+    .description('hold a pending job (as its user: priority 0, reason JobHeldUser) until released')
+    .argument('<job_id>', 'Slurm job id, or an array task as 123_4')
+    .action((jobId: string, _opts, cmd: Command) => updateJob(cmd, jobId, { hold: true }, 'held'));
+
+  sched
+    .command('release')
+    .description('release a held job')
+    .argument('<job_id>', 'Slurm job id, or an array task as 123_4')
+    .action((jobId: string, _opts, cmd: Command) => updateJob(cmd, jobId, { hold: false }, 'released'));
+
+  sched
+    .command('update')
+    .description(
+      "change a job: a pending job's partition, time limit, QOS, nice, name or comment (a running one keeps its partition, and a user may only lower its time limit)",
+    )
+    .argument('<job_id>', 'Slurm job id, or an array task as 123_4')
+    .option('--time-limit <minutes>', 'new time limit in minutes', parseInteger)
+    .option('--qos <qos>', 'new QOS')
+    .option('--nice <n>', 'new nice value (negative only for operators)', parseInteger)
+    .option('--name <name>', 'new job name')
+    .option('--comment <text>', 'new comment')
+    .action(
+      (
+        jobId: string,
+        opts: { timeLimit?: number; qos?: string; nice?: number; name?: string; comment?: string },
+        cmd: Command,
+      ) => {
+        // --partition is the sched command's own flag (read wherever it is given): here, the new partition.
+        const partition = flagsOf(cmd).partition;
+        const update: JobUpdate = {
+          timeLimitMin: opts.timeLimit,
+          partition,
+          qos: opts.qos,
+          nice: opts.nice,
+          name: opts.name,
+          comment: opts.comment,
+        };
+        return updateJob(cmd, jobId, update, `updated (${describeJobUpdate(parseJobUpdate(update))})`);
+      },
+    );
 
   sched
     .command('history')

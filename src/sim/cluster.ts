@@ -85,6 +85,17 @@ export interface Submitter {
   maxSubmitJobs?: number | undefined;
 }
 
+/** What `POST /job/{id}` may change, decoded from its `job_desc_msg`. */
+export interface JobChange {
+  timeLimitMin?: number | undefined;
+  partition?: string | undefined;
+  qos?: string | undefined;
+  nice?: number | undefined;
+  name?: string | undefined;
+  comment?: string | undefined;
+  hold?: boolean | undefined;
+}
+
 export type CancelResult = { ok: true } | { ok: false; error: SlurmError };
 
 const nowSec = (): number => Math.floor(Date.now() / 1000);
@@ -103,6 +114,8 @@ export class Cluster {
   private readonly timers = new Set<NodeJS.Timeout>();
   /** Jobs whose end the simulator caused, so an exit is classified correctly. */
   private readonly endCause = new Map<number, 'cancel' | 'timeout' | 'oom'>();
+  /** The latest arming of each running job's time limit (armTimeLimit). */
+  private readonly limitTimers = new Map<number, symbol>();
   private readonly store: JobStore;
   /** Whom each submitter's scripts run as (a simulator started as root). */
   private readonly submitterUsers: SubmitterUsers;
@@ -424,6 +437,68 @@ export class Cluster {
     return { ok: true };
   }
 
+  /**
+   * `scontrol update job` (`POST /job/{id}`), with slurmctld's checks as 25.11.7 makes them for
+   * `actor`: only the job's user or an operator; a partition only while pending (2073), one
+   * that exists (2000) and the account may use (2045), whose MaxTime the job's limit fits
+   * (2051); a user may not raise a running job's limit, nor a pending one's past the
+   * partition's MaxTime, nor set a negative nice (2002); a QOS the cluster has (2066). Checked
+   * in full before anything changes. `hold` holds (priority 0, JobHeldUser) or releases.
+   */
+  update(jobId: number, change: JobChange, actor: { user: string; operator: boolean }): SimJob {
+    const fail = (name: ConstructorParameters<typeof SlurmError>[0]) =>
+      new SlurmError(name, 'Job update requested failed', 'slurm_update_job2()');
+    const job = this.jobs.get(jobId);
+    if (!job || !this.isInController(job)) {
+      throw new SlurmError('ESLURM_INVALID_JOB_ID', `Invalid JobID=${jobId} rejected`, 'op_handler_job');
+    }
+    if (!actor.operator && job.user !== actor.user) throw fail('ESLURM_ACCESS_DENIED');
+    if (isTerminal(job)) throw fail('ESLURM_ALREADY_DONE');
+    const pending = job.state === 'PENDING';
+    let partition = this.partition(job.partition);
+    if (change.partition !== undefined && change.partition !== job.partition) {
+      if (!pending) throw fail('ESLURM_JOB_NOT_PENDING');
+      partition = this.partition(change.partition);
+      if (!partition) throw fail('ESLURM_INVALID_PARTITION_NAME');
+      if (partition.allowAccounts && !partition.allowAccounts.includes(job.account))
+        throw fail('ESLURM_INVALID_ACCOUNT');
+    }
+    const maxTime = partition?.maxTimeMin ?? null;
+    if (change.timeLimitMin !== undefined && change.timeLimitMin !== job.timeLimitMin) {
+      const raising = job.timeLimitMin !== null && change.timeLimitMin > job.timeLimitMin;
+      if (!actor.operator && ((!pending && raising) || (maxTime !== null && change.timeLimitMin > maxTime))) {
+        throw fail('ESLURM_ACCESS_DENIED');
+      }
+    } else if (change.partition !== undefined && maxTime !== null && (job.timeLimitMin ?? Infinity) > maxTime) {
+      // Moved with its limit as it is, the job would exceed the new partition's MaxTime.
+      throw fail('ESLURM_INVALID_TIME_LIMIT');
+    }
+    if (change.nice !== undefined && change.nice < 0 && !actor.operator) throw fail('ESLURM_ACCESS_DENIED');
+    if (change.qos !== undefined && change.qos !== 'normal') throw fail('ESLURM_INVALID_QOS');
+
+    if (change.partition !== undefined) job.partition = change.partition;
+    if (change.timeLimitMin !== undefined) job.timeLimitMin = change.timeLimitMin;
+    if (change.name !== undefined) job.name = change.name;
+    if (change.comment !== undefined) job.comment = change.comment;
+    if (change.nice !== undefined) job.nice = change.nice;
+    if (change.qos !== undefined) job.qos = change.qos;
+    if (change.hold === true) {
+      job.held = true;
+      job.reason = 'JobHeldUser';
+    } else if (change.hold === false && job.held) {
+      delete job.held;
+      // A dependency not yet met holds it still (schedule() resolves it if it is).
+      job.reason = pending && job.dependency !== '' && job.eligibleTime === 0 ? 'Dependency' : 'None';
+    }
+    job.lastUpdate = nowSec();
+    this.changed(job);
+    const proc = this.processes.get(jobId);
+    if (proc && change.timeLimitMin !== undefined) this.armTimeLimit(job, proc);
+    this.options.logger.info({ job_id: jobId, change }, 'job updated');
+    this.schedule();
+    return job;
+  }
+
   /** Sends a signal to a running job's processes without cancelling it (scancel --signal). */
   signal(jobId: number, sig: NodeJS.Signals, user?: string): CancelResult {
     const job = this.jobs.get(jobId);
@@ -439,6 +514,24 @@ export class Cluster {
     }
     proc.signal(sig);
     return { ok: true };
+  }
+
+  /**
+   * Ends the running job when its limit, counted from its start, elapses; armed again when an
+   * update changes the limit, and only the last arming counts.
+   */
+  private armTimeLimit(job: SimJob, proc: RunningProcess): void {
+    const token = Symbol('time limit');
+    this.limitTimers.set(job.jobId, token);
+    if (job.timeLimitMin === null) return;
+    const elapsedMs = (Date.now() - job.startTime * 1000) * this.options.timeScale;
+    const limitMs = Math.max(0, (job.timeLimitMin * 60_000 - elapsedMs) / this.options.timeScale);
+    this.later(limitMs, () => {
+      if (this.limitTimers.get(job.jobId) !== token) return;
+      if (this.processes.get(job.jobId) !== proc || this.endCause.has(job.jobId)) return;
+      this.endCause.set(job.jobId, 'timeout');
+      this.terminate(job.jobId);
+    });
   }
 
   /** SIGTERM the job's process group, then SIGKILL after KillWait, as slurmd does. */
@@ -489,8 +582,13 @@ export class Cluster {
       this.resolveDependencies();
       let free = this.options.cpus - this.cpusInUse();
       for (const job of this.listJobs()) {
-        // Held by a dependency, met later or never: not the scheduler's to start.
-        if (job.state !== 'PENDING' || job.reason === 'Dependency' || job.reason === 'DependencyNeverSatisfied') {
+        // Held by a dependency, met later or never, or by its user: not the scheduler's to start.
+        if (
+          job.state !== 'PENDING' ||
+          job.held ||
+          job.reason === 'Dependency' ||
+          job.reason === 'DependencyNeverSatisfied'
+        ) {
           continue;
         }
         const need = cpusOf(job);
@@ -638,14 +736,7 @@ export class Cluster {
     job.pid = proc.pid;
     if (proc.startTicks !== null) job.pidStartTicks = proc.startTicks;
     this.changed(job);
-    if (job.timeLimitMin !== null) {
-      const limitMs = (job.timeLimitMin * 60_000) / this.options.timeScale;
-      this.later(limitMs, () => {
-        if (this.processes.get(job.jobId) !== proc || this.endCause.has(job.jobId)) return;
-        this.endCause.set(job.jobId, 'timeout');
-        this.terminate(job.jobId);
-      });
-    }
+    this.armTimeLimit(job, proc);
     if (job.memoryPerNodeMb !== null) this.enforceMemory(job, proc, job.memoryPerNodeMb);
     void proc.done.then((exit) => {
       // A job a simulated crash took away: its id may be another job's by now.

@@ -36,6 +36,11 @@ export const simUserSchema = z.object({
    * more is refused with 2050 until one ends. Absent: no limit. PUT /_sim/users/<name> changes it.
    */
   maxSubmitJobs: z.number().int().nonnegative().optional(),
+  /**
+   * sacctmgr AdminLevel: an Operator or Administrator may raise a time limit past the
+   * partition's MaxTime or a running job's, and set a negative nice. @defaultValue None
+   */
+  adminLevel: z.enum(['None', 'Operator', 'Administrator']).optional(),
 });
 export type SimUser = z.infer<typeof simUserSchema>;
 

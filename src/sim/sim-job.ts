@@ -85,6 +85,12 @@ export interface SimJob {
   arrayTaskId?: number;
   arrayPending?: number[];
   arrayThrottle?: number;
+  /** Held by its user (`scontrol hold`, an update with `hold: true`): priority 0, JobHeldUser. */
+  held?: boolean;
+  /** The job's nice value (`scontrol update nice=`); 0 when never set. */
+  nice?: number;
+  /** QOS; 'normal' when never set (the only QOS the simulated slurmdbd has). */
+  qos?: string;
   /** Node the job ran on; '' before it starts. */
   nodes: string;
   /** Unix seconds of the last change to this record (drives `update_time`). */

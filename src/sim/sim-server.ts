@@ -26,6 +26,7 @@ import { latestServed, type ProxyContext, proxyError, type UpstreamStatus } from
 import { cacheHeaders, ResponseCache } from './response-cache.js';
 import { registerAccountingRoutes } from './routes/accounting.js';
 import { registerControllerRoutes } from './routes/controller.js';
+import { registerJobUpdateRoute } from './routes/job-update.js';
 import { loadTokensFile, type SimConfig, type TokenEntry } from './sim-config.js';
 import { UNPARSABLE_BODY, UNSUPPORTED_BODY } from './submit-request.js';
 
@@ -165,6 +166,7 @@ export class SimServer {
       const flavors = serves === 'both' ? [PROXY, SLURMRESTD] : serves === 'proxy' ? [PROXY] : [SLURMRESTD];
       for (const flavor of flavors) {
         registerControllerRoutes(scheduler, ctx, flavor);
+        registerJobUpdateRoute(scheduler, ctx, flavor);
         registerAccountingRoutes(scheduler, ctx, flavor);
       }
     });

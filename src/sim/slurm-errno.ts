@@ -24,6 +24,8 @@ export const SLURM_ERRNO = {
     number: 2045,
     text: 'Invalid account or account/partition combination specified',
   },
+  ESLURM_INVALID_QOS: { number: 2066, text: 'Invalid qos specification' },
+  ESLURM_JOB_NOT_PENDING: { number: 2073, text: 'Job is no longer pending execution' },
   ESLURM_INVALID_ARRAY: { number: 2081, text: 'Invalid job array specification' },
   ESLURM_ACCOUNTING_POLICY: {
     number: 2050,

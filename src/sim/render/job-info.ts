@@ -102,7 +102,11 @@ export function renderJobInfo(job: SimJob, ctx: RenderContext): Json {
     nodes: job.nodes,
     node_count: noVal(1),
     partition: job.partition,
-    priority: noVal(job.state === 'PENDING' ? 1 : 0),
+    // A held job's priority is 0, running or not (real 25.11.7: `hold: true`, JobHeldUser).
+    priority: noVal(job.held ? 0 : job.state === 'PENDING' ? 1 : 0),
+    hold: job.held === true,
+    nice: job.nice ?? 0,
+    qos: job.qos ?? 'normal',
     start_time: noVal(job.startTime),
     state_reason: job.reason,
     standard_error: job.standardError,
