@@ -206,7 +206,7 @@ export const ERROR_CODES = {
   SCHEDFLOW_ERR_TASKS_NOT_IN_ARRAY: {
     status: 409,
     retryable: false,
-    what: 'Tasks were named (`indexes`, `--indexes`) of a request that is not an array job, not submitted yet (hold it whole), or outside its indexes.',
+    what: "Tasks were named (`indexes`, `--indexes`) of a request that is not an array job, not submitted yet, outside its indexes, or still in the array's pending record without a job id of their own (slurmrestd updates those only through the array's id): act on the array whole.",
   },
   SCHEDFLOW_ERR_PIPELINE_NOT_SCHEDULED: {
     status: 409,

@@ -1,5 +1,6 @@
 import { type AuditContext, appendAudit, auditEntryOf } from '../db/audit.js';
 import type { History } from '../db/history.js';
+import { tasksOf } from '../db/array-tasks.js';
 import { getRequest, insertTransition, transitionFactsOf, updateRequest } from '../db/requests.js';
 import type { JobRequestRow, RequestState } from '../db/schema.js';
 import { JobControlRefusedError, toError } from '../errors.js';
@@ -230,10 +231,13 @@ async function controlOnce(
     }
   }
 
-  // Submitted: the scheduler decides. The whole array by its id; tasks one by one (`123_4`).
+  // Submitted: the scheduler decides. The whole array by its id; tasks one by one, by their own
+  // job ids: slurmrestd 25.11 refuses a task's `123_4` in the path (422, "Submit job update
+  // against Array Job's JobID instead of array task id"), so a task still in the array's pending
+  // record (no id of its own yet) cannot be changed alone through it.
   const jobId = row.jobId;
   const update = jobUpdateOf(action);
-  const targets = tasks === undefined ? [jobId] : indexesOf(tasks).map((index) => `${jobId}_${index}`);
+  const targets: (number | string)[] = tasks === undefined ? [jobId] : await taskJobIds(store, row, tasks);
   const client = deps.clients.get(row.profile);
   for (const target of targets) {
     try {
@@ -455,4 +459,24 @@ function parseOwn(expression: string): ArrayExpression | null {
   } catch {
     return null;
   }
+}
+
+/** The own job ids of the tasks named, or the refusal naming those that have none yet. */
+async function taskJobIds(store: History, row: JobRequestRow, tasks: ArrayExpression): Promise<number[]> {
+  const known = new Map((await tasksOf(store, row.id)).map((task) => [task.taskId, task.jobId]));
+  const ids: number[] = [];
+  const without: number[] = [];
+  for (const index of indexesOf(tasks)) {
+    const own = known.get(index);
+    // The array's own id is one task's only once the others have left its record (the last to start).
+    if (own == null || own === row.jobId) without.push(index);
+    else ids.push(own);
+  }
+  if (without.length > 0) {
+    throw new JobControlRefusedError(
+      'SCHEDFLOW_ERR_TASKS_NOT_IN_ARRAY',
+      `task ${formatIndexes(without)} of job ${row.jobId} has no job id of its own yet (it waits in the array's pending record), and slurmrestd takes an update of the array's job id only ("Submit job update against Array Job's JobID instead of array task id"): act on the array whole`,
+    );
+  }
+  return ids;
 }
