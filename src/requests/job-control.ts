@@ -1,6 +1,6 @@
+import { tasksOf } from '../db/array-tasks.js';
 import { type AuditContext, appendAudit, auditEntryOf } from '../db/audit.js';
 import type { History } from '../db/history.js';
-import { tasksOf } from '../db/array-tasks.js';
 import { getRequest, insertTransition, transitionFactsOf, updateRequest } from '../db/requests.js';
 import type { JobRequestRow, RequestState } from '../db/schema.js';
 import { JobControlRefusedError, toError } from '../errors.js';
