@@ -146,12 +146,12 @@ export const ERROR_CODES = {
   SCHEDFLOW_ERR_JOB_ENDED: {
     status: 409,
     retryable: false,
-    what: 'The job has already ended: nothing to cancel (`state` says how it ended).',
+    what: 'The job has already ended: nothing to cancel, hold, release or update (`state` says how it ended).',
   },
   SCHEDFLOW_ERR_JOB_SUBMITTING: {
     status: 409,
     retryable: true,
-    what: 'The request is being submitted right now; cancel again after Retry-After.',
+    what: 'The request is being submitted right now; cancel (hold, release, update) again after Retry-After.',
   },
   SCHEDFLOW_ERR_RUN_ENDED: {
     status: 409,
@@ -192,6 +192,21 @@ export const ERROR_CODES = {
     status: 409,
     retryable: false,
     what: 'Nothing to retry: the request is not an array job, no task of it failed, or an index named is not one of its tasks.',
+  },
+  SCHEDFLOW_ERR_JOB_CONTROL_REFUSED: {
+    status: 409,
+    retryable: false,
+    what: "Slurm refused a hold, release or update because of the job's state (it is running, or ending): the message is Slurm's, with its error number; nothing changed.",
+  },
+  SCHEDFLOW_ERR_JOB_UPDATE_INVALID: {
+    status: 422,
+    retryable: false,
+    what: "The change cannot be made to this job: Slurm refused its value (a time limit above the partition's MaxTime, a partition or QOS the job may not use), or the spec it would make before submission is not valid; the message says which, in Slurm's words where Slurm said it.",
+  },
+  SCHEDFLOW_ERR_TASKS_NOT_IN_ARRAY: {
+    status: 409,
+    retryable: false,
+    what: "Tasks were named (`indexes`, `--indexes`) of a request that is not an array job, not submitted yet, outside its indexes, or still in the array's pending record without a job id of their own (slurmrestd updates those only through the array's id): act on the array whole.",
   },
   SCHEDFLOW_ERR_PIPELINE_NOT_SCHEDULED: {
     status: 409,
@@ -604,6 +619,22 @@ export class OutputTaskError extends SchedflowError {
 export function toError(value: unknown): Error {
   if (value instanceof Error) return value;
   return new Error(typeof value === 'string' ? value : JSON.stringify(value), { cause: value });
+}
+
+/**
+ * A hold, release or update a request cannot take (src/requests/job-control.ts): refused by
+ * Slurm for the job's state (409) or its value (422), in Slurm's words, or tasks it has not.
+ */
+export class JobControlRefusedError extends SchedflowError {
+  constructor(
+    readonly code:
+      | 'SCHEDFLOW_ERR_JOB_CONTROL_REFUSED'
+      | 'SCHEDFLOW_ERR_JOB_UPDATE_INVALID'
+      | 'SCHEDFLOW_ERR_TASKS_NOT_IN_ARRAY',
+    message: string,
+  ) {
+    super(message);
+  }
 }
 
 /** A retry of an array's tasks that has nothing to retry (src/requests/array-retry.ts). */

@@ -17,7 +17,12 @@ import { HistoryRelay } from '../src/queue/history-relay.js';
 import type { JobContext, QueueDefinition, QueueProcessor } from '../src/queue/queue-definition.js';
 import { queueSubmitJobs, SUBMIT_JOB_OPTIONS, submitPayloadSchema } from '../src/queue/submit-queue.js';
 import { isTerminalRequest } from '../src/requests/request-state.js';
-import { submitRequest, WaitingForDependencyError, WaitingForSubmitLimitError } from '../src/requests/submitter.js';
+import {
+  submitRequest,
+  WaitingForDependencyError,
+  WaitingForReleaseError,
+  WaitingForSubmitLimitError,
+} from '../src/requests/submitter.js';
 import { transition } from '../src/requests/transition.js';
 import type { QueueSettings, WorkerServices } from './services.js';
 
@@ -26,6 +31,11 @@ const PROFILE_UNUSABLE: ErrorCode = 'SCHEDFLOW_ERR_PROFILE_UNUSABLE';
 
 /** Steps are submitted right behind the steps they need: a wait for a job id is short. */
 const DEPENDENCY_RECHECK_MS = 250;
+/**
+ * A request held before submission is looked at again this often: a hold may last hours, and one
+ * read of its row every 2 s costs little; a release is acted on within it.
+ */
+const HOLD_RECHECK_MS = 2000;
 
 /**
  * The `submit` queue: submits a recorded request once (the marker makes a second attempt find
@@ -98,6 +108,11 @@ function submitProcessor(services: WorkerServices): QueueProcessor {
       // A step whose needed steps are not submitted yet: look again shortly, without spending an attempt.
       if (error instanceof WaitingForDependencyError) {
         return await ctx.putOff(DEPENDENCY_RECHECK_MS);
+      }
+      // Held before submission (kept back until released), or its spec changed while read: as a
+      // step waiting for another, looked at again shortly, without spending an attempt.
+      if (error instanceof WaitingForReleaseError) {
+        return await ctx.putOff(HOLD_RECHECK_MS);
       }
       // Held by a submit limit: only the first in line asks Slurm again, once per recheck period;
       // the others only look whether they are first yet.

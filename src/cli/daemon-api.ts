@@ -5,7 +5,8 @@ import { pidAlive } from '../lib/pid-lock.js';
 
 /**
  * The CLI's way to the running daemon for what changes something (`jobs submit`, `cancel`,
- * `retry-tasks`, `resubmit`, `runs trigger`, `cancel`): the daemon's local API, the routes a
+ * `hold`, `release`, `update`, `retry-tasks`, `resubmit`, `runs trigger`, `cancel`, `hold`,
+ * `release`): the daemon's local API, the routes a
  * lab service's token uses, with the credential the daemon published for this start in its
  * data dir (src/daemon-info.ts `local-api.json`, src/http/api/local-credential.ts). So every
  * job request is accepted by the one door (src/requests/accept.ts), the CLI's as the API's.
@@ -35,7 +36,7 @@ export interface DaemonAnswer<T> {
 }
 
 export interface DaemonCall {
-  method: 'GET' | 'POST' | 'DELETE';
+  method: 'GET' | 'POST' | 'PATCH' | 'DELETE';
   /** `/api/v1/jobs`, with its ids encoded. */
   path: string;
   body?: unknown;

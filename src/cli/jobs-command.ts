@@ -1,6 +1,7 @@
 import type { Command } from 'commander';
 import { withDaemonDataDir } from './data-dir.js';
 import { registerCancel } from './jobs/cancel.js';
+import { registerControl } from './jobs/control.js';
 import { registerHistory } from './jobs/history.js';
 import { registerList } from './jobs/list.js';
 import { registerOutput } from './jobs/output.js';
@@ -11,7 +12,7 @@ import { registerSubmit } from './jobs/submit.js';
 
 /**
  * `schedflow jobs`: one file per subcommand under src/cli/jobs/. Those that change something
- * (submit, cancel, retry-tasks, resubmit) ask the daemon's local API (src/cli/daemon-api.ts),
+ * (submit, cancel, hold, release, update, retry-tasks, resubmit) ask the daemon's local API (src/cli/daemon-api.ts),
  * so a request from the CLI goes through the same door as the API's; the others read the
  * history. What only some subcommands need is imported in them, not here: a `jobs list` should
  * not spend its first second loading what `submit` needs.
@@ -29,6 +30,7 @@ export function registerJobsCommand(program: Command): void {
     registerHistory,
     registerShow,
     registerCancel,
+    registerControl,
     registerOutput,
     registerRetryTasks,
     registerResubmit,

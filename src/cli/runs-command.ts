@@ -277,6 +277,89 @@ export function registerRunsCommand(program: Command): void {
       ];
       print(`${lines.join('\n')}\n`);
     });
+
+  registerRunControl(runs, flagsOf);
+}
+
+/** A step's line in the answer of a run's hold or release. */
+interface StepControlAnswer {
+  step: string;
+  request_id: string;
+  outcome: string;
+  detail: string | null;
+}
+
+/** The API's answers to `POST /api/v1/runs/:id/hold|release` and `/api/v1/pipelines/:name/hold|release`. */
+interface RunControlAnswer {
+  id: string;
+  state: string;
+  message: string;
+  steps: StepControlAnswer[];
+}
+interface PipelineControlAnswer {
+  pipeline: string;
+  message: string;
+  runs: RunControlAnswer[];
+}
+
+/**
+ * `schedflow runs hold|release <run>` (or `--pipeline <name>`: its active runs): every step not
+ * running and not ended, through the daemon's API (src/pipelines/run-hold.ts behind it).
+ */
+function registerRunControl(runs: Command, flagsOf: (cmd: Command) => RunsFlags): void {
+  for (const kind of ['hold', 'release'] as const) {
+    runs
+      .command(kind)
+      .description(
+        kind === 'hold'
+          ? 'hold a run (or a pipeline’s active runs): its pending steps in Slurm, its steps not submitted kept back'
+          : 'release the steps of a run (or of a pipeline’s active runs) that schedflow held',
+      )
+      .argument('[run]', 'run id')
+      .option('--pipeline <name>', 'every active run of this pipeline instead of one run')
+      .action(async (id: string | undefined, opts: { pipeline?: string }, cmd: Command) => {
+        const flags = flagsOf(cmd);
+        if ((id === undefined) === (opts.pipeline === undefined)) {
+          throw new ConfigError(`runs ${kind}: give a run id or --pipeline <name>, not both`);
+        }
+        const path =
+          id !== undefined
+            ? `/api/v1/runs/${segment(id)}/${kind}`
+            : `/api/v1/pipelines/${segment(opts.pipeline ?? '')}/${kind}`;
+        let body: RunControlAnswer | PipelineControlAnswer;
+        try {
+          body = (
+            await callDaemon<RunControlAnswer | PipelineControlAnswer>(flags.dataDir, {
+              method: 'POST',
+              path,
+              nothing: 'nothing was changed',
+            })
+          ).body;
+        } catch (error) {
+          if (!(error instanceof DaemonApiError)) throw error;
+          if (error.code === 'SCHEDFLOW_ERR_NOT_FOUND') {
+            throw new ConfigError(
+              id !== undefined ? `no pipeline run ${id} in the history` : `no pipeline "${opts.pipeline}"`,
+            );
+          }
+          if (flags.json) print(`${JSON.stringify({ id, error: { code: error.code, message: error.message } })}\n`);
+          else printError(`schedflow: ${error.message}\n`);
+          process.exitCode = error.retryable ? EXIT.unavailable : EXIT.refused;
+          return;
+        }
+        if (flags.json) {
+          print(`${JSON.stringify(body)}\n`);
+          return;
+        }
+        const runsOf = 'runs' in body ? body.runs : [body];
+        const lines = 'runs' in body ? [`pipeline ${body.pipeline}: ${body.message}`] : [];
+        for (const run of runsOf) {
+          lines.push(`run ${run.id}: ${run.message}`);
+          for (const s of run.steps) lines.push(`  ${s.step}: ${s.outcome}${s.detail ? ` (${s.detail})` : ''}`);
+        }
+        print(`${lines.join('\n')}\n`);
+      });
+  }
 }
 
 /** The API's answer to `POST /api/v1/runs/:id/cancel` (200: cancelled; 202: steps are ending). */

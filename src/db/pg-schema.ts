@@ -250,6 +250,11 @@ export const jobRequests = schedflow.table(
     nextAttemptId: text('next_attempt_id').$type<Of<typeof sqlite.jobRequests, 'nextAttemptId'>>(),
     retryNote: text('retry_note').$type<Of<typeof sqlite.jobRequests, 'retryNote'>>(),
     pendingMove: jsonb('pending_move').$type<Of<typeof sqlite.jobRequests, 'pendingMove'>>(),
+    heldAt: bigint('held_at', { mode: 'number' }).$type<Of<typeof sqlite.jobRequests, 'heldAt'>>(),
+    heldBy: text('held_by').$type<Of<typeof sqlite.jobRequests, 'heldBy'>>(),
+    specChangedAt: bigint('spec_changed_at', { mode: 'number' }).$type<
+      Of<typeof sqlite.jobRequests, 'specChangedAt'>
+    >(),
   },
   (t) => [
     index('job_requests_state').on(t.profile, t.state),

@@ -288,7 +288,7 @@ export async function requestProfileOf(h: History, id: string): Promise<string |
 /** What a state change reads of a request: not its spec (up to a megabyte of JSON) to parse. */
 export type TransitionFacts = Pick<
   JobRequestRow,
-  'state' | 'rawState' | 'webhookUrl' | 'runId' | 'retryPolicy' | 'pendingMove'
+  'state' | 'rawState' | 'webhookUrl' | 'runId' | 'retryPolicy' | 'pendingMove' | 'heldAt' | 'specChangedAt'
 >;
 
 /**
@@ -311,6 +311,9 @@ export async function transitionFactsOf(h: History, id: string): Promise<Transit
             retryPolicy: t.retryPolicy,
             // As small: whether an end is a move's cancel (src/requests/pending-mover.ts).
             pendingMove: t.pendingMove,
+            // Whether it may move to `submitting` (src/requests/job-control.ts).
+            heldAt: t.heldAt,
+            specChangedAt: t.specChangedAt,
           })
           .from(t)
           .where(eq(t.id, placeholder('id'))),

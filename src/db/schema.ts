@@ -165,6 +165,18 @@ export const jobRequests = sqliteTable(
     retryNote: text('retry_note'),
     /** Its spec's `on_pending` at work (src/requests/pending-mover.ts); null without one. */
     pendingMove: text('pending_move', { mode: 'json' }).$type<PendingMove>(),
+    /**
+     * Held (src/requests/job-control.ts): since when and by whom (an actor). A submitted job is
+     * held in Slurm (priority 0); one not submitted yet is kept back, not submitted, until released.
+     * Null when not held.
+     */
+    heldAt: integer('held_at'),
+    heldBy: text('held_by'),
+    /**
+     * When its spec was last changed before submission (a hold or an update, not its owner's
+     * file): the submitter's move to `submitting` is refused when it read an older spec.
+     */
+    specChangedAt: integer('spec_changed_at'),
   },
   (t) => [
     index('job_requests_state').on(t.profile, t.state),
@@ -426,10 +438,11 @@ export const deadlineMisses = sqliteTable(
 );
 
 /**
- * What a token may do. `read`, `submit` and `cancel` act on its owner's requests and runs only;
+ * What a token may do. `read`, `submit`, `cancel` and `control` (hold, release, update) act on its
+ * owner's requests and runs only;
  * `audit` reads every owner's and changes nothing; `admin` holds every scope, on every owner's.
  */
-export const API_SCOPES = ['submit', 'read', 'cancel', 'audit', 'admin'] as const;
+export const API_SCOPES = ['submit', 'read', 'cancel', 'control', 'audit', 'admin'] as const;
 export type ApiScope = (typeof API_SCOPES)[number];
 
 /** Local API tokens: only a SHA-256 of the token is kept; the token is shown once. */

@@ -24,6 +24,7 @@ import { auditRoutes } from './api/routes/audit.js';
 import { clusterRoutes } from './api/routes/cluster.js';
 import { healthRoutes } from './api/routes/health.js';
 import { historyRoutes } from './api/routes/history.js';
+import { jobControlRoutes } from './api/routes/job-control.js';
 import { jobOutputRoutes } from './api/routes/job-output.js';
 import { jobRoutes } from './api/routes/jobs.js';
 import { pipelineRoutes } from './api/routes/pipelines.js';
@@ -178,6 +179,7 @@ export async function buildApp(deps: ApiDeps): Promise<FastifyInstance> {
 
   await app.register(healthRoutes, { deps, metrics });
   await app.register(jobRoutes, { deps });
+  await app.register(jobControlRoutes, { deps });
   await app.register(jobOutputRoutes, { deps });
   await app.register(historyRoutes, { deps });
   await app.register(runRoutes, { deps });

@@ -1,5 +1,12 @@
 import type { History } from '../db/history.js';
-import { getRequest, hasActiveJob, patchRequest, requestByJobId, submitLimitQueueAhead } from '../db/requests.js';
+import {
+  getRequest,
+  hasActiveJob,
+  patchRequest,
+  requestByJobId,
+  submitLimitQueueAhead,
+  transitionFactsOf,
+} from '../db/requests.js';
 import type { JobRequestRow } from '../db/schema.js';
 import { inSharedCommit } from '../db/shared-commit.js';
 import { InvalidJobSpecError, SchedflowError, SubmissionRefusedError } from '../errors.js';
@@ -41,6 +48,14 @@ export class WaitingForDependencyError extends Error {
 }
 
 /**
+ * A request held before submission (src/requests/job-control.ts), or whose spec changed while
+ * this attempt read it: kept back, looked at again shortly; not a failure, no attempt spent.
+ */
+export class WaitingForReleaseError extends Error {
+  override name = 'WaitingForReleaseError';
+}
+
+/**
  * A request held back by a submit limit (Slurm error 2050), or queued behind requests that
  * are: not a failure. `head` is the first in line, which alone asks Slurm again.
  */
@@ -75,6 +90,10 @@ export async function submitRequest(
   const row = current ?? (await getRequest(store, requestId));
   if (!row) throw new SubmissionRefusedError('SCHEDFLOW_ERR_NOT_FOUND', `no job request ${requestId} in the history`);
   if (row.jobId !== null || isTerminalRequest(row.state)) return 'skipped';
+  // Held before submission: kept back until released (not one whose attempt may have made a job).
+  if (row.heldAt !== null && row.state !== 'submitting') {
+    throw new WaitingForReleaseError(`held by ${row.heldBy ?? 'someone'}: submitted once released`);
+  }
 
   let dependency: string | null = null;
   if (row.runId !== null && row.needs?.length) {
@@ -151,9 +170,22 @@ export async function submitRequest(
           source: 'submit',
           at: attemptStartedMs,
           patch: { submitAttemptAt: attemptStartedMs },
+          specAsRead: row.specChangedAt,
         }),
       );
-      if (!moved) throw new NotSubmittedError();
+      if (!moved) throw await notMovedError(store, requestId, row);
+      return;
+    }
+    if (attemptStartedMs !== null && row.state === 'waiting') {
+      // Tried again from `waiting`, without a move: held or changed since it was read, nothing is
+      // sent. Read and written in one transaction, as a hold's check of submitAttemptAt is.
+      const sending = await store.transaction(async (tx) => {
+        const facts = await transitionFactsOf(tx, requestId);
+        if (!facts || facts.heldAt !== null || facts.specChangedAt !== row.specChangedAt) return false;
+        await patchRequest(tx, requestId, { submitAttemptAt: attemptStartedMs });
+        return true;
+      });
+      if (!sending) throw await notMovedError(store, requestId, row);
       return;
     }
     await patchRequest(store, requestId, { submitAttemptAt: attemptStartedMs });
@@ -230,6 +262,7 @@ export async function submitRequest(
     return 'submitted';
   } catch (error) {
     if (error instanceof NotSubmittedError) return 'skipped';
+    if (error instanceof WaitingForReleaseError) throw error;
     if (error instanceof SubmitLimitError && !(await neverFreesUp(store, row.profile, client, deps.signal))) {
       // Nothing was made: Slurm turned the job away before creating it. One already `waiting`
       // (tried again from there) only takes the patch: a transition that does not move writes
@@ -336,4 +369,18 @@ function storedSpec(stored: unknown, dependency: string | null): JobSpec {
   const parsed = jobSpecSchema.safeParse(stored);
   if (!parsed.success) throw new InvalidJobSpecError(`invalid job spec: ${issuesText(parsed.error)}`);
   return { ...parsed.data, ...(dependency !== null && { dependency }) };
+}
+
+/**
+ * Why a submission read as `row` may not go out: held or its spec changed since (kept back, to
+ * be looked at again with what the history holds now), or ended (nothing to send).
+ */
+async function notMovedError(store: History, requestId: string, row: JobRequestRow): Promise<Error> {
+  const now = await getRequest(store, requestId);
+  if (now && !isTerminalRequest(now.state) && now.jobId === null) {
+    if (now.heldAt !== null) return new WaitingForReleaseError(`held by ${now.heldBy ?? 'someone'} before submission`);
+    if (now.specChangedAt !== row.specChangedAt)
+      return new WaitingForReleaseError('its spec changed before submission');
+  }
+  return new NotSubmittedError();
 }

@@ -37,6 +37,12 @@ export interface TransitionInput {
    * host may have moved it since. Nothing is written when it has.
    */
   from?: RequestState;
+  /**
+   * The spec's change time as the caller read it, for a move to `submitting`: refused when the
+   * spec has changed since (an update before submission, src/requests/job-control.ts), so what
+   * is posted is never an older spec than the history's.
+   */
+  specAsRead?: number | null;
 }
 
 /**
@@ -53,6 +59,12 @@ export function transition(h: History, requestId: string, input: TransitionInput
     // Moved by another writer since the caller read it: what the caller saw is gone, and so
     // is its patch (another job's times, a stale raw state).
     if (input.from !== undefined && input.from !== row.state) return false;
+    // A request held before submission is kept back (src/requests/job-control.ts): nothing is
+    // sent until it is released, and a submission that read it before the hold sends nothing.
+    if (input.to === 'submitting' && row.state !== 'submitting') {
+      if (row.heldAt !== null) return false;
+      if (input.specAsRead !== undefined && input.specAsRead !== row.specChangedAt) return false;
+    }
     const moves = canTransition(row.state, input.to);
     // A job moved by its on_pending (src/requests/pending-mover.ts) is cancelled to be submitted
     // again elsewhere: that end is the move's, and the request goes on in its next attempt.

@@ -77,6 +77,7 @@ export function jobView(row: Omit<JobRequestRow, 'spec'>, viewer: Viewer) {
     attempt: row.attempt,
     first_attempt_id: row.firstAttemptId,
     retry: retryView(row),
+    held: row.heldAt === null ? null : { by: row.heldBy ?? 'unknown', at: iso(row.heldAt) },
     webhook_url: webhookUrlFor(row.webhookUrl, viewer),
     deadlines: d
       ? {

@@ -229,6 +229,9 @@ function requestRow(over: Partial<JobRequestRow> = {}): JobRequestRow {
     nextAttemptId: null,
     retryNote: null,
     pendingMove: null,
+    heldAt: null,
+    heldBy: null,
+    specChangedAt: null,
     ...over,
   };
 }

@@ -44,7 +44,7 @@ function requestRow(r: JobRequestRow): string[] {
     r.id,
     r.name,
     r.profile,
-    r.state,
+    r.heldAt === null ? r.state : `${r.state} (held)`,
     pendingCell(r),
     r.jobId === null ? '-' : String(r.jobId),
     time(r.createdAt),

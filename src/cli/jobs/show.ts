@@ -56,6 +56,11 @@ export function registerShow(jobs: Command): void {
           `name      ${row.name} (profile ${row.profile}, from ${row.origin})`,
           `state     ${row.state}${row.reason ? ` (${row.reason})` : ''}`,
           ...pendingLines(row),
+          ...(row.heldAt !== null
+            ? [
+                `held      by ${row.heldBy ?? 'unknown'} since ${time(row.heldAt)}${row.jobId === null ? ' (kept back: submitted once released)' : ''}; release: schedflow jobs release ${row.id}`,
+              ]
+            : []),
           `job id    ${row.jobId ?? '-'}${row.adopted ? ' (adopted after an interrupted submit)' : ''}`,
           ...(task ? [taskLine(task)] : []),
           `exit      ${row.exitCode ?? '-'}${row.signal ? ` signal ${row.signal}` : ''}${isArray && row.exitCode !== null ? " (the highest of its tasks')" : ''}`,

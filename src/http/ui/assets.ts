@@ -35,6 +35,8 @@ dl.facts dd { margin:0; word-break:break-word; }
 .state-running, .state-submitted, .state-submitting { background:var(--run); }
 .state-pending, .state-queued, .state-accepted { background:var(--wait); }
 .state-cancelled, .state-preempted, .state-skipped { background:var(--warn); }
+.held { display:inline-block; padding:0 .45rem; border-radius:999px; font-size:.8rem; font-weight:600; border:1px solid var(--warn); color:var(--warn); white-space:nowrap; }
+form.inline label { font-size:.85rem; color:var(--muted); margin-right:.35rem; }
 .stale { color:var(--bad); font-weight:600; }
 button, .button { font:inherit; padding:.35rem .8rem; border-radius:4px; border:1px solid var(--accent); background:var(--accent); color:#fff; cursor:pointer; text-decoration:none; display:inline-block; }
 button.danger { background:var(--bad); border-color:var(--bad); }

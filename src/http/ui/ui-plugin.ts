@@ -22,6 +22,7 @@ import { QUEUE_BOARD_ADMIN_PATH, QUEUE_BOARD_PATH, registerQueueBoards } from '.
 import { auditPages } from './routes/audit.js';
 import { clusterPages } from './routes/cluster.js';
 import { historyPages } from './routes/history.js';
+import { jobControlPages } from './routes/job-control.js';
 import { jobPages } from './routes/jobs.js';
 import { pipelinePages } from './routes/pipelines.js';
 import { profilePages } from './routes/profiles.js';
@@ -394,6 +395,7 @@ export async function uiPlugin(app: FastifyInstance, opts: { deps: ApiDeps; sett
   });
 
   await app.register(jobPages, { ctx });
+  await app.register(jobControlPages, { ctx });
   await app.register(pipelinePages, { ctx });
   await app.register(historyPages, { ctx });
   await app.register(profilePages, { ctx });

@@ -46,13 +46,14 @@ const PIPELINES = {
   'pc.yaml': pipelineFile('lab-b', ['lab-a']),
 };
 
-type Who = 'read' | 'submit' | 'cancel' | 'admin' | 'auditor';
+type Who = 'read' | 'submit' | 'cancel' | 'control' | 'admin' | 'auditor';
 /** Non-admins first: an admin's changes (on lab-b's things) come last. */
-const WHO: readonly Who[] = ['read', 'submit', 'cancel', 'auditor', 'admin'];
+const WHO: readonly Who[] = ['read', 'submit', 'cancel', 'control', 'auditor', 'admin'];
 const SCOPES: Record<Who, ApiScope[]> = {
   read: ['read'],
   submit: ['submit'],
   cancel: ['cancel'],
+  control: ['control'],
   admin: ['admin'],
   auditor: ['audit'],
 };
@@ -66,6 +67,9 @@ const TARGETS: Record<string, Target> = {
   'GET /api/v1/jobs': 'jobs',
   'GET /api/v1/jobs/{id}': 'job',
   'DELETE /api/v1/jobs/{id}': 'job',
+  'PATCH /api/v1/jobs/{id}': 'job',
+  'POST /api/v1/jobs/{id}/hold': 'job',
+  'POST /api/v1/jobs/{id}/release': 'job',
   'POST /api/v1/jobs/{id}/resubmit': 'job',
   'POST /api/v1/jobs/{id}/retry-tasks': 'job',
   'GET /api/v1/jobs/{id}/output': 'job',
@@ -74,10 +78,14 @@ const TARGETS: Record<string, Target> = {
   'GET /api/v1/runs': 'runs',
   'GET /api/v1/runs/{id}': 'run',
   'POST /api/v1/runs/{id}/cancel': 'run',
+  'POST /api/v1/runs/{id}/hold': 'run',
+  'POST /api/v1/runs/{id}/release': 'run',
   'GET /api/v1/pipelines': 'pipelines',
   'POST /api/v1/pipelines/{name}/runs': 'pipeline',
   'POST /api/v1/pipelines/{name}/pause': 'pipeline',
   'POST /api/v1/pipelines/{name}/resume': 'pipeline',
+  'POST /api/v1/pipelines/{name}/hold': 'pipeline',
+  'POST /api/v1/pipelines/{name}/release': 'pipeline',
   'GET /healthz': 'public',
   'GET /readyz': 'public',
   'GET /metrics': 'public',
@@ -144,8 +152,13 @@ const UI_TARGETS: Record<string, UiTarget> = {
   'POST /ui/jobs/:id/cancel': 'job',
   'POST /ui/jobs/:id/retry': 'job',
   'POST /ui/jobs/:id/retry-tasks': 'job',
+  'POST /ui/jobs/:id/hold': 'job',
+  'POST /ui/jobs/:id/release': 'job',
+  'POST /ui/jobs/:id/update': 'job',
   'GET /ui/runs/:id': 'run',
   'POST /ui/runs/:id/cancel': 'run',
+  'POST /ui/runs/:id/hold': 'run',
+  'POST /ui/runs/:id/release': 'run',
   'GET /ui/pipelines/:name': 'pipeline',
   'POST /ui/pipelines/:name/trigger': 'pipeline',
   'POST /ui/pipelines/:name/pause': 'pipeline',
@@ -338,7 +351,13 @@ describe.each(DIALECTS)('owner isolation on %s', (dialect: Dialect) => {
         if (target !== 'job' && target !== 'run' && target !== 'pipeline') continue;
         const { own, other, unknown } = idsOf(target);
         const at = (id: string) => route.path.replace(/\{(id|name)\}/, encodeURIComponent(id));
-        const body = route.method === 'GET' || route.method === 'DELETE' ? undefined : {};
+        // A PATCH needs a change to name (an empty one is the caller's mistake, 400 before any id is read).
+        const body =
+          route.method === 'GET' || route.method === 'DELETE'
+            ? undefined
+            : route.method === 'PATCH'
+              ? { comment: 'isolation' }
+              : {};
         const label = `${who} ${route.method} ${route.path}`;
         const otherAnswer = await call(route.method, at(other), tokens[who], body);
         const unknownAnswer = await call(route.method, at(unknown), tokens[who], body);
@@ -409,7 +428,7 @@ describe.each(DIALECTS)('owner isolation on %s', (dialect: Dialect) => {
       // Every owner's actions: admins and auditors only (docs/audit.md).
       const audit = await call('GET', '/api/v1/audit', tokens[who]);
       expect(audit.status, `${who} audit`).toBe(who === 'admin' || who === 'auditor' ? 200 : 403);
-      if (who === 'submit' || who === 'cancel') {
+      if (who === 'submit' || who === 'cancel' || who === 'control') {
         // Without read (or audit) the lists are refused outright.
         expect(jobs.items, who).toBeUndefined();
         continue;

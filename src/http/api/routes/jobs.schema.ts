@@ -2,7 +2,7 @@ import { z } from 'zod';
 import { REQUEST_STATES } from '../../../db/schema.js';
 import { attemptPolicySchema } from '../../../requests/attempt-policy.js';
 import { MAX_ARRAY_EXPRESSION_CHARS } from '../../../sched/job-array.js';
-import { jobSpecOverridesSchema, jobSpecSchema } from '../../../sched/job-spec.js';
+import { jobSpecOverridesSchema, jobSpecSchema, parseTimeLimit } from '../../../sched/job-spec.js';
 import { describeProblem, SbatchScriptError, sbatchSpec } from '../../../sched/sbatch-script.js';
 import { unwrapSubmitBody } from '../../../sched/slurmrestd-body.js';
 import { cursorQuery, limitQuery, listOf, named, time, timeInput, webhookUrlOutput } from '../shared-schemas.js';
@@ -196,6 +196,15 @@ export const jobSchema = named(
     attempt: z.number().int().describe('1, or which retry of its request this is'),
     first_attempt_id: z.string().nullable().describe("a retry's first attempt: the request as submitted"),
     retry: retryOutput.nullable().describe('its retry policy at work; null without a policy'),
+    held: z
+      .object({
+        by: z.string().describe('who held it: `token:<name>`, `ui:<user>`, `cli:<unix user>`'),
+        at: time,
+      })
+      .nullable()
+      .describe(
+        'held through schedflow (hold): by whom and since when; a submitted job is held in Slurm, one not submitted yet is kept back until released. Null when not held',
+      ),
     webhook_url: webhookUrlOutput,
     deadlines: deadlinesOutput.nullable(),
     links: z.object({ self: z.string(), run: z.string().optional() }),
@@ -367,3 +376,77 @@ export const cancelAnswerSchema = z.object({
   message: z.string(),
   links: z.object({ self: z.string() }),
 });
+
+/** Some of an array job's tasks, in Slurm's syntax: read at the route (a syntax error is the field's). */
+const arrayIndexesInput = z
+  .string()
+  .min(1)
+  .max(MAX_ARRAY_EXPRESSION_CHARS)
+  .describe("task indexes of an array job in Slurm's syntax (`1,3-5`); absent: the whole job");
+
+/** `PATCH /api/v1/jobs/:id`: the fields a job may have changed, one at least. */
+export const updateJobBody = named(
+  'UpdateJob',
+  z
+    .strictObject({
+      time_limit: z
+        .union([z.number().int().min(1), z.string().min(1)])
+        .optional()
+        .describe('minutes, or a Slurm time (`90`, `1:30:00`, `2-00:00:00`)'),
+      partition: z.string().min(1).max(200).optional(),
+      qos: z.string().min(1).max(200).optional(),
+      nice: z.number().int().min(-2_147_483_645).max(2_147_483_645).optional(),
+      name: z
+        .string()
+        .min(1)
+        .max(200)
+        .refine((s) => !/[\n\r]/.test(s), 'the job name must be one line')
+        .optional(),
+      comment: z.string().max(1000).optional(),
+      indexes: arrayIndexesInput.optional(),
+    })
+    .superRefine((body, ctx) => {
+      const { indexes: _indexes, ...fields } = body;
+      if (Object.values(fields).every((value) => value === undefined)) {
+        ctx.addIssue({
+          code: 'custom',
+          path: [],
+          message: 'name at least one of time_limit, partition, qos, nice, name, comment',
+        });
+      }
+      if (body.time_limit !== undefined) {
+        try {
+          parseTimeLimit(body.time_limit);
+        } catch (error) {
+          ctx.addIssue({ code: 'custom', path: ['time_limit'], message: (error as Error).message });
+        }
+      }
+    }),
+);
+
+/** `POST /api/v1/jobs/:id/hold` and `/release`: the whole job, or some of an array's tasks. */
+export const controlJobBody = named(
+  'ControlJob',
+  z
+    .strictObject({ indexes: arrayIndexesInput.optional() })
+    .optional()
+    .describe('empty for the whole job (an array: every task not running); `indexes` for some of its tasks'),
+);
+
+/** The answer of a hold, release or update of a request. */
+export const controlAnswerSchema = named(
+  'JobControlAnswer',
+  z.object({
+    id: z.string(),
+    state: z.enum(REQUEST_STATES),
+    changed: z.boolean().describe('false when there was nothing to do (already held, not held)'),
+    where: z
+      .enum(['history', 'scheduler'])
+      .nullable()
+      .describe('`history`: not submitted yet, changed before it goes out; `scheduler`: Slurm accepted it'),
+    held: z.object({ by: z.string(), at: time }).nullable(),
+    message: z.string(),
+    links: z.object({ self: z.string() }),
+  }),
+  'What a hold, release or update did',
+);

@@ -107,3 +107,37 @@ export const runCancelAnswerSchema = named(
   }),
   'What a cancel of a run did',
 );
+
+/** What a hold or release did to one step of a run. */
+const stepControlSchema = z.object({
+  step: z.string(),
+  request_id: z.string(),
+  outcome: z
+    .enum(['held', 'released', 'unchanged', 'running', 'submitting', 'refused', 'error'])
+    .describe(
+      '`running`: left as it is; `submitting`: being submitted right now, ask again; `refused`: Slurm refused (its words in `detail`); `error`: the scheduler did not answer',
+    ),
+  detail: z.string().nullable(),
+});
+
+export const runControlAnswerSchema = named(
+  'RunControl',
+  z.object({
+    id: z.string(),
+    state: z.enum(RUN_STATES),
+    message: z.string(),
+    steps: z.array(stepControlSchema).describe('what this call did to each step not ended'),
+    links: z.object({ self: z.string() }),
+  }),
+  'What a hold or release of a run did',
+);
+
+export const pipelineControlAnswerSchema = named(
+  'PipelineControl',
+  z.object({
+    pipeline: z.string(),
+    message: z.string(),
+    runs: z.array(runControlAnswerSchema),
+  }),
+  "What a hold or release of a pipeline's active runs did",
+);

@@ -28,6 +28,7 @@ import { pendingCell, pendingFacts } from '../pending-facts.js';
 import { isAdmin, principalOfLogin, type UiSession } from '../sessions.js';
 import { lacksScope, mayUiAct, mayUiChange } from '../ui-access.js';
 import { dayRange, flashOf, pipelineOptions, runAccessOfSession, selectField, textField } from './common.js';
+import { jobControls } from './job-control.js';
 
 export const jobHref = (id: string): string => `${UI_PREFIX}/jobs/${encodeURIComponent(id)}`;
 
@@ -182,7 +183,7 @@ ${rows.map(
     html`<tr><td data-label="Name"><a href="${jobHref(r.id)}">${r.name}</a></td><td data-label="State">${stateBadge(
       r.state,
       { liveId: r.id },
-    )}</td><td data-label="Pending">${pendingCell(pendingView(r))}</td><td data-label="Job id">${r.jobId ?? '—'}</td><td data-label="Profile">${r.profile}</td><td data-label="Step">${
+    )}${r.heldAt !== null ? html` <span class="held" title="held by ${r.heldBy ?? 'unknown'}">held</span>` : ''}</td><td data-label="Pending">${pendingCell(pendingView(r))}</td><td data-label="Job id">${r.jobId ?? '—'}</td><td data-label="Profile">${r.profile}</td><td data-label="Step">${
       r.step ?? '—'
     }</td><td data-label="Created">${time(r.createdAt)}</td><td data-label="Run time">${
       r.startedAt ? duration((r.endedAt ?? Date.now()) - r.startedAt) : '—'
@@ -240,6 +241,7 @@ async function jobDetail(ctx: UiContext, row: JobRequestRow, session: UiSession,
       }),
     );
   }
+  actions.push(...jobControls(session, row));
   if (canRetry && mayResubmit(row.state)) {
     actions.push(actionButton(session, `${jobHref(row.id)}/retry`, 'Retry (new request, same spec)'));
   }
@@ -307,7 +309,13 @@ async function jobDetail(ctx: UiContext, row: JobRequestRow, session: UiSession,
 <dt>State</dt><dd>${stateBadge(v.state, { liveId: v.id })}${v.reason ? html` <span class="muted">${v.reason}</span>` : ''}</dd>
 ${pendingFacts(v.pending)}
 <dt>Freshness</dt><dd>${freshness}</dd>
-<dt>Scheduler job id</dt><dd>${v.job_id ?? 'not submitted yet'}</dd>
+${
+  v.held
+    ? html`<dt>Held</dt><dd><strong>held</strong> by ${v.held.by} since ${time(v.held.at)}${
+        v.job_id === null ? html` <span class="muted">(kept back: submitted once released)</span>` : ''
+      }</dd>`
+    : ''
+}<dt>Scheduler job id</dt><dd>${v.job_id ?? 'not submitted yet'}</dd>
 <dt>Profile</dt><dd>${v.profile}</dd>
 <dt>Owner</dt><dd>${v.owner}${v.actor ? html` <span class="muted">(made by ${v.actor})</span>` : ''}</dd>
 <dt>Origin</dt><dd>${v.origin}${

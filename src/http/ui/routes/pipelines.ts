@@ -18,6 +18,7 @@ import { actionButton, page, UI_PREFIX } from '../layout.js';
 import { isAdmin, principalOfLogin, type UiSession } from '../sessions.js';
 import { lacksScope, mayUiAct } from '../ui-access.js';
 import { flashOf, pipelineOptions, runAccessOfSession, selectField, visiblePipelines } from './common.js';
+import { runControls } from './job-control.js';
 import { jobHref, jobTable } from './jobs.js';
 
 export const runHref = (id: string): string => `${UI_PREFIX}/runs/${encodeURIComponent(id)}`;
@@ -247,6 +248,7 @@ ${selectField('state', 'State', ['', ...RUN_STATES], state)}
     });
     // The run as the API and the webhooks describe it (src/views/).
     const v = runView(run, { admin: isAdmin(session) });
+    const mayChangeRun = (await getRun(h, run.id, await runAccessOfSession(ctx, session, 'change'))) !== undefined;
     const body = html`<h1 data-watch="${run.id}">Run of <a href="${pipelineHref(run.pipeline)}">${run.pipeline}</a></h1>
 <div class="panel"><dl class="facts">
 <dt>State</dt><dd>${stateBadge(v.state, { liveId: v.id })}${v.detail ? html` <span class="muted">${v.detail}</span>` : ''}</dd>
@@ -258,15 +260,16 @@ ${selectField('state', 'State', ['', ...RUN_STATES], state)}
 <dt>Ended</dt><dd>${time(v.ended_at)}</dd>
 ${v.cancel ? html`<dt>Cancel</dt><dd>asked ${time(v.cancel.requested_at)}${v.cancel.by ? ` by ${v.cancel.by}` : ''}</dd>` : ''}
 <dt>Run id</dt><dd><code>${v.id}</code></dd></dl>${
-      mayUiAct(session, 'cancel') &&
-      (await getRun(h, run.id, await runAccessOfSession(ctx, session, 'change'))) &&
-      (run.state === 'running' || run.state === 'queued')
+      mayUiAct(session, 'cancel') && mayChangeRun && (run.state === 'running' || run.state === 'queued')
         ? html`<p>${actionButton(session, `${runHref(run.id)}/cancel`, 'Cancel run', {
             danger: true,
             confirm: `Cancel this run of ${run.pipeline}? Steps not ended are cancelled, and none is retried.`,
           })}</p>`
         : ''
-    }</div>
+    }${(() => {
+      const controls = runControls(session, run, mayChangeRun);
+      return controls.length ? html`<p>${controls}</p>` : '';
+    })()}</div>
 <h2>Steps</h2>${dagSvg(nodes)}
 ${jobTable([...steps].reverse())}
 ${
