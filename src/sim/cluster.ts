@@ -119,6 +119,11 @@ export class Cluster {
   private readonly endCause = new Map<number, 'cancel' | 'timeout' | 'oom'>();
   /** The latest arming of each running job's time limit (armTimeLimit). */
   private readonly limitTimers = new Map<number, symbol>();
+  /**
+   * When each running job was launched, in ms: its record's start is whole seconds, which at a
+   * time scale of 60 is up to a simulated minute early, enough to end a one-minute job at once.
+   */
+  private readonly launchedAtMs = new Map<number, number>();
   private readonly store: JobStore;
   /** Whom each submitter's scripts run as (a simulator started as root). */
   private readonly submitterUsers: SubmitterUsers;
@@ -536,7 +541,8 @@ export class Cluster {
     const token = Symbol('time limit');
     this.limitTimers.set(job.jobId, token);
     if (job.timeLimitMin === null) return;
-    const elapsedMs = (Date.now() - job.startTime * 1000) * this.options.timeScale;
+    const launchedAt = this.launchedAtMs.get(job.jobId) ?? job.startTime * 1000;
+    const elapsedMs = (Date.now() - launchedAt) * this.options.timeScale;
     const limitMs = Math.max(0, (job.timeLimitMin * 60_000 - elapsedMs) / this.options.timeScale);
     this.later(limitMs, () => {
       if (this.limitTimers.get(job.jobId) !== token) return;
@@ -743,6 +749,7 @@ export class Cluster {
     job.state = 'RUNNING';
     job.reason = 'None';
     job.startTime = now;
+    this.launchedAtMs.set(job.jobId, Date.now());
     job.expectedStart = 0;
     job.nodes = this.options.nodeName;
     this.changed(job);
@@ -842,6 +849,8 @@ export class Cluster {
   private finish(job: SimJob, exit: { exitCode: number | null; signal: NodeJS.Signals | null }): void {
     const cause = this.endCause.get(job.jobId);
     this.endCause.delete(job.jobId);
+    this.limitTimers.delete(job.jobId);
+    this.launchedAtMs.delete(job.jobId);
     const now = nowSec();
     delete job.completing;
     job.exitCode = exit.signal ? null : exit.exitCode;
