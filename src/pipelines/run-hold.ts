@@ -79,7 +79,7 @@ async function controlSteps(
     // A release touches what schedflow held only: a step held by hand in Slurm is someone's choice.
     if (kind === 'release' && row.heldAt === null) continue;
     try {
-      const outcome = await controlRequest(deps, row.id, { kind }, by);
+      const outcome = await controlOnceSubmitted(deps, row.id, kind, by);
       switch (outcome.kind) {
         case 'done':
           steps.push({
@@ -110,6 +110,24 @@ async function controlSteps(
     }
   }
   return steps;
+}
+
+/**
+ * How long a run's hold waits for a step being submitted right now: its submission ends in well
+ * under a second, and a run held whole should not leave that one step to be asked again.
+ */
+const SUBMITTING_WAIT_MS = 10_000;
+const SUBMITTING_LOOK_EVERY_MS = 250;
+
+/** The step's hold or release; one being submitted is asked again once its submission has ended. */
+async function controlOnceSubmitted(deps: ControlDeps, requestId: string, kind: RunControlKind, by: ControlBy) {
+  const clock = deps.clock ?? systemClock;
+  const giveUpAt = clock.now() + SUBMITTING_WAIT_MS;
+  for (;;) {
+    const outcome = await controlRequest(deps, requestId, { kind }, by);
+    if (outcome.kind !== 'submitting' || clock.now() >= giveUpAt) return outcome;
+    await clock.sleep(SUBMITTING_LOOK_EVERY_MS);
+  }
 }
 
 async function auditRun(

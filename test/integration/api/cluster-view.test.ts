@@ -73,6 +73,15 @@ describe('the cluster view', () => {
       body: JSON.stringify({ startInSec: 3600, durationMin: 30, users: ['alice'], flags: ['MAINT'] }),
     });
 
+    // The partition samples' tick (workers/cluster-samples.ts) reads the view as the workers
+    // start: once its answer is in, it is let go, so that the viewers below find none.
+    const prefix = a.daemon.config.queuePrefix;
+    const keys = LISTINGS.filter((l) => l !== 'reservations').map((l) => `${prefix}:cluster:test:${l}`);
+    await waitFor(async () => ((await otherRedis.exists(...keys)) === keys.length ? true : undefined), {
+      what: "the samples tick's read of the partitions",
+      timeoutMs: 30_000,
+    });
+    await otherRedis.del(...keys);
     const before = await listingCounts(sim);
     // 40 viewers of each view through the API, 10 through the other process.
     const viewAll = async () => {
