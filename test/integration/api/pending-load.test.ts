@@ -2,6 +2,7 @@ import { Redis } from 'ioredis';
 import { describe, expect, it } from 'vitest';
 import { redisOptions } from '../../../src/redis/redis-server.js';
 import { apiClient } from '../../helpers/api.js';
+import { launchBrowser } from '../../helpers/browser.js';
 import { runCli } from '../../helpers/cli-process.js';
 import { daemonTestEnv } from '../../helpers/daemon.js';
 import { waitFor } from '../../helpers/http.js';
@@ -125,6 +126,22 @@ describe("a pending job's partition load", () => {
         ?.name,
     ).toBe('debug');
     // The job pages and the CLI read nothing more upstream.
+    expect(await partitionReads(sim)).toEqual(filled);
+
+    // The UI's job page says it, as a person reads it.
+    const browser = await launchBrowser();
+    env.defer(() => browser.close());
+    const page = await browser.page();
+    const base = `${td.daemon.apiUrl}/ui`;
+    await page.goto(`${base}/jobs`);
+    await page.getByLabel('Local API token').fill(admin);
+    await page.getByRole('button', { name: 'Log in' }).click();
+    await page.waitForURL(`${base}/jobs`);
+    await page.goto(`${base}/jobs/${waiter}`);
+    expect(await page.getByTestId('pending-partition').textContent()).toMatch(
+      /^debug: 2\/2 CPUs allocated, 1 job running, 1 job pending \(as of .*\d{2}:\d{2}.*\)$/,
+    );
+    await browser.screenshot(page, 'pending-load-job');
     expect(await partitionReads(sim)).toEqual(filled);
 
     // The list omits it; once the job runs, nothing says it waits.
