@@ -1,6 +1,9 @@
 import { Redis } from 'ioredis';
 import { describe, expect, it } from 'vitest';
+import { createLogger } from '../../../src/logger.js';
+import { RedisClusterCache } from '../../../src/redis/cluster-cache.js';
 import { redisOptions } from '../../../src/redis/redis-server.js';
+import { ClusterView } from '../../../src/sched/cluster-view.js';
 import { apiClient } from '../../helpers/api.js';
 import { launchBrowser } from '../../helpers/browser.js';
 import { runCli } from '../../helpers/cli-process.js';
@@ -127,6 +130,26 @@ describe("a pending job's partition load", () => {
     ).toBe('debug');
     // The job pages and the CLI read nothing more upstream.
     expect(await partitionReads(sim)).toEqual(filled);
+
+    // The last answer only, never a read (a client that throws is never asked), and none once
+    // it is older than 10 lifetimes.
+    const lastOnly = (skewMs: number) =>
+      new ClusterView({
+        cache: new RedisClusterCache(redis),
+        prefix: td.daemon.config.queuePrefix,
+        clientFor: () => {
+          throw new Error('lastAnswer must not read the scheduler');
+        },
+        ttlMs: 30_000,
+        logger: createLogger({ level: 'silent' }),
+        clock: { now: () => Date.now() + skewMs, sleep: (ms) => new Promise((r) => setTimeout(r, ms)) },
+      });
+    expect((await lastOnly(0).lastAnswer('test', 'partitions'))?.data.map((p) => p.name)).toEqual([
+      'debug',
+      'lab-owner',
+    ]);
+    expect(await lastOnly(11 * 30_000).lastAnswer('test', 'partitions')).toBeNull();
+    expect(await lastOnly(0).lastAnswer('other-profile', 'partitions')).toBeNull();
 
     // The UI's job page says it, as a person reads it.
     const browser = await launchBrowser();
