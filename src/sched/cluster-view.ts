@@ -168,6 +168,41 @@ export class ClusterView {
     };
   }
 
+  /**
+   * The last answer of `view` kept in the shared cache, as it is: no upstream read, no lock, no
+   * wait (what a job's page shows beside it must never cost a read per job or per viewer). Null
+   * when no read has succeeded yet, or when its oldest listing was fetched longer than `maxAgeMs`
+   * ago (10 lifetimes by default: past that it describes another cluster than the one the job
+   * waits in).
+   */
+  async lastAnswer<V extends ClusterViewName>(
+    profile: string,
+    view: V,
+    maxAgeMs = 10 * this.options.ttlMs,
+  ): Promise<ClusterAnswer<ClusterViewData[V]> | null> {
+    const sources = SOURCES[view];
+    const entries = await Promise.all(sources.map((source) => this.load(this.key(profile, source))));
+    const now = this.clock.now();
+    const data = {} as Partial<SourceData>;
+    let fetchedAtMs = Number.POSITIVE_INFINITY;
+    for (const [i, source] of sources.entries()) {
+      const entry = entries[i];
+      if (!entry || entry.fetchedAtMs === undefined || now - entry.fetchedAtMs > maxAgeMs) return null;
+      (data as Record<Source, unknown>)[source] = entry.data;
+      fetchedAtMs = Math.min(fetchedAtMs, entry.producedAtMs ?? entry.fetchedAtMs);
+    }
+    const stale = now - fetchedAtMs >= this.options.ttlMs;
+    return {
+      profile,
+      view,
+      data: compose(view, data as SourceData) as ClusterViewData[V],
+      fetchedAt: new Date(fetchedAtMs),
+      ageSec: Math.max(0, Math.round((now - fetchedAtMs) / 1000)),
+      stale,
+      staleReason: stale ? 'past its lifetime: nobody has viewed the cluster since' : null,
+    };
+  }
+
   private key(profile: string, source: Source): string {
     return `${this.options.prefix}:cluster:${profile}:${source}`;
   }

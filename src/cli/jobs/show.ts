@@ -14,6 +14,7 @@ import { formatDuration, table } from '../format.js';
 import { findRequest, type NamedRequest } from '../request-reference.js';
 import { print } from '../terminal.js';
 import { flagsOf, pendingLines, REQUEST_ARGUMENT, shownRow, time } from './jobs-flags.js';
+import { pendingLoadLine, pendingLoadSeen } from './pending-load.js';
 
 /** `schedflow jobs show <request>`: one request, its transitions, attempts, tasks, accounting and summary. */
 export function registerShow(jobs: Command): void {
@@ -37,6 +38,7 @@ export function registerShow(jobs: Command): void {
         const recordJobId = isArray ? (task?.row?.jobId ?? null) : row.jobId;
         const accounting = recordJobId === null ? undefined : await getAccountingJob(h, row.profile, recordJobId);
         const summary = await summaryForRequest(h, row);
+        const load = await pendingLoadSeen(flags.dataDir, row);
         if (flags.json) {
           const attempts = (await attemptsOf(h, row.id)).map((a) => ({
             id: a.id,
@@ -47,7 +49,7 @@ export function registerShow(jobs: Command): void {
             reason: a.retryCause?.reason ?? null,
           }));
           print(
-            `${JSON.stringify({ request: shownRow(row), ...(task && { task: task.row ?? { taskId: task.taskId } }), transitions, attempts, accounting: accounting ?? null, summary }, null, 2)}\n`,
+            `${JSON.stringify({ request: withLoad(shownRow(row), load), ...(task && { task: task.row ?? { taskId: task.taskId } }), transitions, attempts, accounting: accounting ?? null, summary }, null, 2)}\n`,
           );
           return;
         }
@@ -56,6 +58,7 @@ export function registerShow(jobs: Command): void {
           `name      ${row.name} (profile ${row.profile}, from ${row.origin})`,
           `state     ${row.state}${row.reason ? ` (${row.reason})` : ''}`,
           ...pendingLines(row),
+          ...pendingLoadLine(load),
           ...(row.heldAt !== null
             ? [
                 `held      by ${row.heldBy ?? 'unknown'} since ${time(row.heldAt)}${row.jobId === null ? ' (kept back: submitted once released)' : ''}; release: schedflow jobs release ${row.id}`,
@@ -102,6 +105,14 @@ export function registerShow(jobs: Command): void {
         await history.close();
       }
     });
+}
+
+/** The JSON's `pending` with its partition load (null when not known), as the API's detail has it. */
+function withLoad<R extends { pending: object | null }>(
+  shown: R,
+  load: Awaited<ReturnType<typeof pendingLoadSeen>>,
+): R {
+  return shown.pending === null ? shown : { ...shown, pending: { ...shown.pending, partition: load?.load ?? null } };
 }
 
 /** `task      4: completed, job 125, exit 0` for `jobs show 123_4`. */

@@ -1,12 +1,19 @@
+import { type PartitionLoad, partitionLoadWords } from '../../views/partition-load.js';
 import type { PendingView } from '../../views/pending-view.js';
 import { type Html, html, time } from './html.js';
 
 /**
  * Why a pending job waits, on the UI's job page: Slurm's reason in plain words, what the user can
- * do, and the scheduler's expected start (src/views/pending-view.ts). Nothing for a request that
- * is not pending.
+ * do, the scheduler's expected start (src/views/pending-view.ts), and its partition's load as the
+ * cluster view last read it (src/views/partition-load.ts; never read for this page). Nothing for a
+ * request that is not pending.
  */
-export function pendingFacts(pending: PendingView | null): Html {
+export function pendingFacts(
+  pending: PendingView | null,
+  load: PartitionLoad | null = null,
+  /** The profile's Cluster page, whose viewing reads the view again. */
+  clusterLink: string | null = null,
+): Html {
   if (!pending) return html``;
   const why =
     pending.reason === null
@@ -19,6 +26,13 @@ export function pendingFacts(pending: PendingView | null): Html {
     pending.expected_start === null
       ? html`<span class="muted">no forecast from the scheduler</span>`
       : html`${time(pending.expected_start)} <span class="muted">(the scheduler's forecast)</span>`
+  }</dd>
+<dt>Partition</dt><dd data-testid="pending-partition">${
+    load === null
+      ? html`<span class="muted">its load is not known: the cluster view has no recent answer${
+          clusterLink ? html` (open the <a href="${clusterLink}">Cluster</a> page to read it)` : ''
+        }</span>`
+      : html`${partitionLoadWords(load)} <span class="muted">(as of ${time(load.as_of)})</span>`
   }</dd>`;
 }
 

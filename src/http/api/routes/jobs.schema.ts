@@ -137,24 +137,50 @@ const retryOutput = z.object({
   limit: z.number().int().nullable().describe("the policy's further attempts after the first"),
 });
 
-const pendingOutput = named(
-  'Pending',
+const pendingFields = {
+  reason: z
+    .string()
+    .nullable()
+    .describe(
+      "Slurm's reason code as it sends it (`Resources`, `ReqNodeNotAvail, Reserved for maintenance`); null before the scheduler gave one",
+    ),
+  meaning: z.string().nullable().describe('the reason in plain words'),
+  action: z.string().nullable().describe('what the user can do about it; null where there is nothing to say'),
+  expected_start: time
+    .nullable()
+    .describe(
+      "the scheduler's forecast of its start (Slurm's `start_time` of a pending job); null while it gives none (held, behind a dependency, just submitted)",
+    ),
+};
+
+const pendingOutput = named('Pending', z.object(pendingFields), 'Why a pending job waits');
+
+const partitionLoadOutput = named(
+  'PartitionLoad',
   z.object({
-    reason: z
-      .string()
+    name: z.string().describe('the partition the job waits in'),
+    state: z.string().describe('its state (`UP`, `DOWN`, `DRAIN`, `INACTIVE`)'),
+    cpus_allocated: z.number().int(),
+    cpus_idle: z.number().int().describe('on nodes that could take work now'),
+    cpus_total: z.number().int(),
+    jobs_running: z.number().int(),
+    jobs_pending: z.number().int(),
+    as_of: time.describe('when the cluster view it is read from was produced upstream'),
+  }),
+  "The load of the partition a pending job waits in, from the cluster view's last answer",
+);
+
+const pendingDetailOutput = named(
+  'PendingDetail',
+  z.object({
+    ...pendingFields,
+    partition: partitionLoadOutput
       .nullable()
       .describe(
-        "Slurm's reason code as it sends it (`Resources`, `ReqNodeNotAvail, Reserved for maintenance`); null before the scheduler gave one",
-      ),
-    meaning: z.string().nullable().describe('the reason in plain words'),
-    action: z.string().nullable().describe('what the user can do about it; null where there is nothing to say'),
-    expected_start: time
-      .nullable()
-      .describe(
-        "the scheduler's forecast of its start (Slurm's `start_time` of a pending job); null while it gives none (held, behind a dependency, just submitted)",
+        "its partition's load as the cluster view (GET /api/v1/cluster/{profile}/partitions) last read it; null when the view keeps no answer of the last 10 lifetimes (nobody viewed the cluster lately). Never read from the scheduler for this page",
       ),
   }),
-  'Why a pending job waits',
+  'Why a pending job waits, with its partition’s load',
 );
 
 export const jobSchema = named(
@@ -322,6 +348,9 @@ export const arraySchema = z
 export const jobDetailSchema = named(
   'JobDetail',
   jobSchema.extend({
+    pending: pendingDetailOutput
+      .nullable()
+      .describe('why it waits, while it is pending (null otherwise): read from the controller every 30 s'),
     array: arraySchema.nullable(),
     spec: z
       .record(z.string(), z.unknown())

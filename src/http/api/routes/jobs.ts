@@ -29,6 +29,7 @@ import {
 } from '../../../views/views.js';
 import { apiAuditContext } from '../../audit-context.js';
 import type { ApiDeps } from '../../deps.js';
+import { pendingPartitionLoad } from '../../pending-load.js';
 import { viewerOf } from '../../scopes.js';
 import { principalOf, runAccessOf } from '../access.js';
 import { ConflictApiError, NotFoundApiError, ValidationApiError, WebhookTargetApiError } from '../api-errors.js';
@@ -181,16 +182,20 @@ export const jobRoutes: FastifyPluginAsyncZod<{ deps: ApiDeps }> = async (app, {
       if (!row) throw new NotFoundApiError(`no job request ${request.params.id}`);
       // Asked together, not one after another: on PostgreSQL they run side by side, and on
       // SQLite close together (no write in between, mostly), as the synchronous reads did.
-      const [array, transitions, attempts, replays, sync, summary] = await Promise.all([
+      const [array, transitions, attempts, replays, sync, summary, load] = await Promise.all([
         arrayView(store, row),
         transitionsOf(store, row.id),
         attemptsOf(store, row.id),
         replaysOf(store, row.id),
         getProfileSync(store, row.profile),
         summaryForRequest(store, row),
+        // The cluster view's last kept answer only: no scheduler read per job page.
+        pendingPartitionLoad(deps.clusterView, row),
       ]);
+      const shown = jobView(row, viewerOf(request.apiToken));
       return {
-        ...jobView(row, viewerOf(request.apiToken)),
+        ...shown,
+        pending: shown.pending && { ...shown.pending, partition: load },
         array,
         spec: specView(row.spec),
         output:

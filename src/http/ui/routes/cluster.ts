@@ -24,7 +24,7 @@ const RANGES_H = [6, 1, 24] as const;
 /** Jobs of the controller's queue listed on the page (running first, as the view orders them). */
 const QUEUE_ROWS = 200;
 
-const clusterHref = (profile: string) => `${UI_PREFIX}/cluster/${encodeURIComponent(profile)}`;
+export const clusterHref = (profile: string) => `${UI_PREFIX}/cluster/${encodeURIComponent(profile)}`;
 
 /** One view's answer, or why there is none (the scheduler unread and nothing kept). */
 type Outcome<V extends ClusterViewName> = { ok: ClusterAnswer<ClusterViewData[V]> } | { error: string };

@@ -21,12 +21,14 @@ import { outputRedactor } from '../../../summaries/redact.js';
 import { pendingView } from '../../../views/pending-view.js';
 import { deliveryView, freshnessView, jobView } from '../../../views/views.js';
 import { uiAuditContext } from '../../audit-context.js';
+import { pendingPartitionLoad } from '../../pending-load.js';
 import { queryField, sendPage, sessionOf, type UiContext } from '../context.js';
 import { duration, type Html, html, stateBadge, time } from '../html.js';
 import { actionButton, page, UI_PREFIX } from '../layout.js';
 import { pendingCell, pendingFacts } from '../pending-facts.js';
 import { isAdmin, principalOfLogin, type UiSession } from '../sessions.js';
 import { lacksScope, mayUiAct, mayUiChange } from '../ui-access.js';
+import { clusterHref } from './cluster.js';
 import { dayRange, flashOf, pipelineOptions, runAccessOfSession, selectField, textField } from './common.js';
 import { jobControls } from './job-control.js';
 
@@ -195,18 +197,21 @@ async function jobDetail(ctx: UiContext, row: JobRequestRow, session: UiSession,
   const h = ctx.deps.store;
   // Asked together, not one after another: on PostgreSQL they run side by side, and on SQLite
   // close together (no write in between, mostly), as the synchronous reads did.
-  const [transitions, sync, accounting, summary, misses, deliveries, replays, tasks, attempts] = await Promise.all([
-    transitionsOf(h, row.id),
-    getProfileSync(h, row.profile),
-    row.jobId !== null ? getAccountingJob(h, row.profile, row.jobId) : undefined,
-    summaryOfRequest(h, row.id),
-    missesOfRequest(h, row.id),
-    // Newest first in their table.
-    deliveriesOfRequest(h, row.id).then((oldestFirst) => oldestFirst.reverse()),
-    replaysOf(h, row.id),
-    row.arrayTaskCount === null ? [] : tasksOf(h, row.id),
-    row.retryPolicy === null && row.retryCause === null ? [] : attemptsOf(h, row.id),
-  ]);
+  const [transitions, sync, accounting, summary, misses, deliveries, replays, tasks, attempts, load] =
+    await Promise.all([
+      transitionsOf(h, row.id),
+      getProfileSync(h, row.profile),
+      row.jobId !== null ? getAccountingJob(h, row.profile, row.jobId) : undefined,
+      summaryOfRequest(h, row.id),
+      missesOfRequest(h, row.id),
+      // Newest first in their table.
+      deliveriesOfRequest(h, row.id).then((oldestFirst) => oldestFirst.reverse()),
+      replaysOf(h, row.id),
+      row.arrayTaskCount === null ? [] : tasksOf(h, row.id),
+      row.retryPolicy === null && row.retryCause === null ? [] : attemptsOf(h, row.id),
+      // The cluster view's last kept answer only: no scheduler read per job page.
+      pendingPartitionLoad(ctx.deps.clusterView, row),
+    ]);
   const isArray = row.arrayTaskCount !== null;
   // An array's accounting records are its tasks': the one under the array's job id is one task's
   // (the last to start), never the array's outcome. The page shows the chosen task's record.
@@ -307,7 +312,7 @@ async function jobDetail(ctx: UiContext, row: JobRequestRow, session: UiSession,
   const v = jobView(row, viewer);
   const facts = html`<dl class="facts">
 <dt>State</dt><dd>${stateBadge(v.state, { liveId: v.id })}${v.reason ? html` <span class="muted">${v.reason}</span>` : ''}</dd>
-${pendingFacts(v.pending)}
+${pendingFacts(v.pending, load, clusterHref(row.profile))}
 <dt>Freshness</dt><dd>${freshness}</dd>
 ${
   v.held
