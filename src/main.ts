@@ -588,6 +588,7 @@ async function startApi(
       bodyLimitBytes: 1024 * 1024,
       pollCeilingMs: config.pollCeilingMs,
       clusterViewTtlMs: config.clusterViewTtlMs,
+      clusterSampleEveryMs: config.clusterSampleEveryMs,
       protectedDirs: [config.dataDir, config.configDir],
     },
     ui: {

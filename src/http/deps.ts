@@ -79,6 +79,8 @@ export interface ApiSettings {
   bodyLimitBytes: number;
   /** How long one answer of the cluster view serves every viewer. @defaultValue 30 s */
   clusterViewTtlMs?: number;
+  /** How often the workers sample the partitions (and so refresh the view when nobody looks). @defaultValue 5 min */
+  clusterSampleEveryMs?: number;
   /** The poller's longest interval: a profile not polled for twice this is stale. */
   pollCeilingMs: number;
   /** Job output files inside these folders (schedflow's data and configuration) are never read. @defaultValue [] */

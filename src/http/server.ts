@@ -66,6 +66,11 @@ export async function startApiServer(
       prefix: options.queuePrefix,
       clientFor: (profile) => options.clients.get(profile),
       ttlMs: options.settings.clusterViewTtlMs ?? DEFAULT_CLUSTER_VIEW_TTL_MS,
+      // With nobody on the Cluster page, the samples' tick is what keeps the answer new: a kept
+      // answer serves a job page for two of its periods, so that it does not blank before the next.
+      ...(options.settings.clusterSampleEveryMs !== undefined && {
+        lastAnswerMaxAgeMs: 2 * options.settings.clusterSampleEveryMs,
+      }),
       logger: options.logger.child({ component: 'cluster-view' }),
     });
   let app: Awaited<ReturnType<typeof buildApp>>;

@@ -108,6 +108,11 @@ export interface ClusterViewOptions {
   ttlMs: number;
   logger: Logger;
   clock?: Clock;
+  /**
+   * How old a kept answer may be for `lastAnswer` (a job page's partition load), at least.
+   * @defaultValue 10 lifetimes
+   */
+  lastAnswerMaxAgeMs?: number;
   /** How long the stale-if-error copy is kept. @defaultValue 1 day */
   keepMs?: number;
   /** How long a read may hold the lock; waiters give up after it. @defaultValue 30 s */
@@ -172,13 +177,13 @@ export class ClusterView {
    * The last answer of `view` kept in the shared cache, as it is: no upstream read, no lock, no
    * wait (what a job's page shows beside it must never cost a read per job or per viewer). Null
    * when no read has succeeded yet, or when its oldest listing was fetched longer than `maxAgeMs`
-   * ago (10 lifetimes by default: past that it describes another cluster than the one the job
+   * ago (10 lifetimes, or `lastAnswerMaxAgeMs` when longer, by default: past that it describes another cluster than the one the job
    * waits in).
    */
   async lastAnswer<V extends ClusterViewName>(
     profile: string,
     view: V,
-    maxAgeMs = 10 * this.options.ttlMs,
+    maxAgeMs = Math.max(10 * this.options.ttlMs, this.options.lastAnswerMaxAgeMs ?? 0),
   ): Promise<ClusterAnswer<ClusterViewData[V]> | null> {
     const sources = SOURCES[view];
     const entries = await Promise.all(sources.map((source) => this.load(this.key(profile, source))));
