@@ -19,7 +19,7 @@ import { escapeControls } from '../../lib/control-characters.js';
 export const LOCAL_CLI_TOKEN_ID = 'cli-local';
 
 /**
- * What the CLI does through the API: read, submit, cancel, on every owner's requests. Whoever
+ * What the CLI does through the API: read, submit, cancel, hold and update, on every owner's requests. Whoever
  * can read the credential's file can read the whole history beside it, so the CLI is the host's
  * operator: an admin, whose requests belong to `default` unless it names another owner.
  */
