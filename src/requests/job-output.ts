@@ -221,6 +221,9 @@ export async function jobOutputOf(
   return readJobOutput(row, accounting, stream, options, task);
 }
 
+/** Ends that only a job that ran can have (a cancel, a node failure or a failed launch may come before any start). */
+const RAN_STATES: ReadonlySet<string> = new Set(['completed', 'timeout', 'out_of_memory']);
+
 /** Whether an index is one of the array's, by its expression (never listing its indexes). */
 function isTaskOf(row: JobRequestRow, taskId: number): boolean {
   try {
@@ -249,7 +252,10 @@ export async function readJobOutput(
     reason: Extract<JobOutput, { kind: 'unavailable' }>['reason'],
     message: string,
   ): JobOutput => ({ kind: 'unavailable', code, reason, message, stream, path, host });
-  const started = subject.startedAt !== null || (accounting?.startTime ?? null) !== null;
+  // An end only a run can have counts as a start: an end recorded from the light state listing
+  // (the job began and ended between two polls, accounting not in yet) has no start time.
+  const started =
+    subject.startedAt !== null || (accounting?.startTime ?? null) !== null || RAN_STATES.has(subject.state);
   const ended = isTerminalRequest(subject.state);
 
   if (row.jobId === null) {

@@ -139,9 +139,14 @@ export class SequenceRun {
     return jobId;
   }
 
-  /** Finds a job of this run that no submit answer named (a refused one) by its name, and follows it. */
+  /**
+   * Finds a job of this run that no submit answer named (a refused one) by its name, and follows
+   * it. Asked with `update_time=0` (every job, as the plain listing): through the proxy, the plain
+   * listing's URL would be answered from this read's copy for the cache's lifetime, and the
+   * sequence's own `job listing` step, seconds later on a quick run, got the jobs as they were here.
+   */
   async adopt(role: Role): Promise<void> {
-    const answer = await this.send({ path: '/slurm/{v}/jobs' });
+    const answer = await this.send({ path: '/slurm/{v}/jobs?update_time=0' });
     const jobs = (JSON.parse(answer.text) as { jobs?: { job_id?: number; name?: string }[] }).jobs ?? [];
     const found = jobs.find((j) => j.name === this.jobName(role));
     if (found?.job_id === undefined) return;
