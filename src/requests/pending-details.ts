@@ -92,7 +92,10 @@ export async function refreshPendingDetails(
   } else {
     requests++;
     try {
+      // `update_time=0`: not the plain listing's URL, whose copy in a proxy's cache the poll's
+      // conclusion of an end must not be served (see src/sched/cluster-view.ts, readSource).
       const listing = await client.listJobs({
+        updateTime: 0,
         forPolling: true,
         signal: deps.signal,
         jobIds: new Set(due.map((row) => row.jobId as number)),

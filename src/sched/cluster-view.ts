@@ -299,7 +299,11 @@ async function readSource(client: SchedClient, source: Source): Promise<{ data: 
     case 'reservations':
       return client.listReservations(options);
     case 'jobs': {
-      const { data, freshness } = await client.listJobs(options);
+      // `update_time=0` (every job, as the plain listing) is a URL of the view's own: a proxy keeps
+      // answers by URL, and the plain listing is the one the poll reads to learn how a job ended.
+      // Read by the view first, it was served to the poll from the view's older copy (the job not
+      // yet ended), and the end was recorded without its exit code and times.
+      const { data, freshness } = await client.listJobs({ ...options, updateTime: 0 });
       return { data: { jobs: data.jobs, lastUpdate: data.lastUpdate }, freshness };
     }
   }

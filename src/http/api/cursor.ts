@@ -20,7 +20,12 @@ export function decodeCursor<T extends readonly ('string' | 'number')[]>(
   } catch {
     key = undefined;
   }
-  const valid = Array.isArray(key) && key.length === types.length && key.every((value, i) => typeof value === types[i]);
+  // Every number of our keys is an integer (times in ms, ids): JSON reads 1e999 as Infinity, and
+  // PostgreSQL refused it, or 1.5, for a bigint with a 500.
+  const valid =
+    Array.isArray(key) &&
+    key.length === types.length &&
+    key.every((value, i) => typeof value === types[i] && (typeof value !== 'number' || Number.isSafeInteger(value)));
   if (!valid) {
     throw new ValidationApiError([
       { in: 'query', path: 'cursor', reason: 'not a cursor of this list: pass the `next` of the page before' },

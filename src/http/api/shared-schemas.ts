@@ -106,7 +106,17 @@ export function errors(...statuses: number[]): Record<number, ReturnType<typeof 
 
 // ---- common inputs and paging
 
-export const idParams = z.strictObject({ id: z.string().min(1).max(200) });
+/**
+ * A name or id in a path: no NUL, which no id or name of ours holds and PostgreSQL refuses in
+ * text (`%00` answered 500 on it; SQLite only found nothing).
+ */
+export const pathName = z
+  .string()
+  .min(1)
+  .max(200)
+  .refine((s) => !s.includes('\u0000'), 'must not contain a NUL character');
+
+export const idParams = z.strictObject({ id: pathName });
 
 export const limitQuery = z.coerce
   .number()

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { named, time } from '../shared-schemas.js';
+import { named, pathName, time } from '../shared-schemas.js';
 
 /** Schemas of the pipeline routes (pipelines.ts). */
 
@@ -38,7 +38,7 @@ export const pipelineSchema = named(
   }),
 );
 
-export const pipelineNameParams = z.strictObject({ name: z.string().min(1).max(200) });
+export const pipelineNameParams = z.strictObject({ name: pathName });
 
 export const triggerRunBody = named(
   'TriggerRun',
