@@ -116,17 +116,14 @@ export async function controlRequest(
   const auditAlone = async (owner: string | null, outcome: 'refused' | 'failed', detail: string) => {
     if (!by.audit) return;
     try {
-      await appendAudit(
-        deps.store,
-        auditEntryOf(by.audit, {
-          at: clock.now(),
-          owner,
-          action: ACTION_NAMES[action.kind],
-          target: `request:${requestId}`,
-          outcome,
-          detail,
-        }),
-      );
+      await auditControl(deps.store, by.audit, {
+        at: clock.now(),
+        owner,
+        kind: action.kind,
+        requestId,
+        outcome,
+        detail,
+      });
     } catch (error) {
       deps.logger.error({ requestId, err: toError(error) }, 'audit row of a job control not written');
     }
@@ -200,17 +197,14 @@ async function controlOnce(
         detail: plan.detail,
       });
       if (by.audit) {
-        await appendAudit(
-          tx,
-          auditEntryOf(by.audit, {
-            at,
-            owner: now.owner,
-            action: ACTION_NAMES[action.kind],
-            target: `request:${requestId}`,
-            outcome: 'ok',
-            detail: plan.detail,
-          }),
-        );
+        await auditControl(tx, by.audit, {
+          at,
+          owner: now.owner,
+          kind: action.kind,
+          requestId,
+          outcome: 'ok',
+          detail: plan.detail,
+        });
       }
       return { kind: 'done' as const, detail: plan.detail };
     });
@@ -272,17 +266,7 @@ async function controlOnce(
       detail,
     });
     if (by.audit) {
-      await appendAudit(
-        tx,
-        auditEntryOf(by.audit, {
-          at,
-          owner: now.owner,
-          action: ACTION_NAMES[action.kind],
-          target: `request:${requestId}`,
-          outcome: 'ok',
-          detail,
-        }),
-      );
+      await auditControl(tx, by.audit, { at, owner: now.owner, kind: action.kind, requestId, outcome: 'ok', detail });
     }
   });
   deps.logger.info({ requestId, job_id: jobId, by: by.actor, action: action.kind }, 'job changed in the scheduler');
@@ -479,4 +463,30 @@ async function taskJobIds(store: History, row: JobRequestRow, tasks: ArrayExpres
     );
   }
   return ids;
+}
+
+/** The audit row of one request's hold, release or update (written in the change's own transaction when it is `ok`). */
+function auditControl(
+  h: History,
+  audit: AuditContext,
+  row: {
+    at: number;
+    owner: string | null;
+    kind: ControlAction['kind'];
+    requestId: string;
+    outcome: 'ok' | 'refused' | 'failed';
+    detail: string;
+  },
+): Promise<void> {
+  return appendAudit(
+    h,
+    auditEntryOf(audit, {
+      at: row.at,
+      owner: row.owner,
+      action: ACTION_NAMES[row.kind],
+      target: `request:${row.requestId}`,
+      outcome: row.outcome,
+      detail: row.detail,
+    }),
+  );
 }
