@@ -73,8 +73,11 @@ export default defineConfig({
     poolOptions: { forks: { isolate: false } },
     // Longest files first, on a fresh clone too (see the file).
     sequence: { sequencer: LongestFirst },
-    testTimeout: 30_000,
-    hookTimeout: 30_000,
+    // A bound for a hang, not a speed target: on a loaded CI run six files, tsc and biome share 2
+    // cores, and a test that starts `schedflow` processes a few times went past 30 s where alone
+    // it takes 3 s.
+    testTimeout: 60_000,
+    hookTimeout: 60_000,
     reporters: ['default'],
     projects: [
       {

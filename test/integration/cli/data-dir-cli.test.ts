@@ -118,5 +118,5 @@ describe('the data dir of a command with no --data-dir', () => {
     });
     expect(early.code, early.stderr).toBe(0);
     expect(existsSync(join(empty, 'history.sqlite'))).toBe(true);
-  });
+  }, 90_000);
 });

@@ -70,7 +70,7 @@ describe('a job waiting for Resources', () => {
         const job = res.json as { state: string; pending: PendingShown | null };
         return job.state === 'pending' && job.pending?.expected_start ? job.pending : undefined;
       },
-      { what: 'the pending job with its reason and expected start', timeoutMs: 30_000 },
+      { what: 'the pending job with its reason and expected start', timeoutMs: 60_000 },
     );
     expect(shown.reason).toBe('Resources');
     expect(shown.meaning).toContain('free CPUs');
@@ -150,7 +150,7 @@ describe('what it costs', () => {
           const rows = await Promise.all(waiting.map((id) => getRequest(store, id)));
           return rows.every((row) => row?.state === 'pending' && row.expectedStartAt !== null) ? rows : undefined;
         },
-        { what: 'five pending jobs with their forecasts', timeoutMs: 30_000 },
+        { what: 'five pending jobs with their forecasts', timeoutMs: 60_000 },
       );
       // Three poll cycles (2 s apart: the cache lifetime), each finding all five due (1 s).
       const before = proxy.requests.length;
@@ -160,7 +160,7 @@ describe('what it costs', () => {
           const seen = proxy.requests.slice(before).filter(isState);
           return seen.length >= 3 ? seen.slice(0, 3) : undefined;
         },
-        { what: 'three poll cycles', timeoutMs: 30_000 },
+        { what: 'three poll cycles', timeoutMs: 60_000 },
       );
       const [first, , third] = cycles as [RecordedRequest, RecordedRequest, RecordedRequest];
       const during = proxy.requests.slice(before).filter((r) => r.atMs >= first.atMs && r.atMs <= third.atMs);
