@@ -31,10 +31,14 @@ export async function http(
 
 export const bearer = (token: string): Record<string, string> => ({ authorization: `Bearer ${token}` });
 
-/** Polls `check` until it returns a value or the deadline passes. */
+/**
+ * Polls `check` until it returns a value or the deadline passes. The default deadline bounds a
+ * hang: on a loaded CI run (six files, tsc and biome on 2 cores) a wait that takes 2 s alone has
+ * taken past 15.
+ */
 export async function waitFor<T>(
   check: () => Promise<T | undefined>,
-  { timeoutMs = 15_000, intervalMs = 200, what = 'condition' } = {},
+  { timeoutMs = 30_000, intervalMs = 200, what = 'condition' } = {},
 ): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
