@@ -84,7 +84,8 @@ call POST /api/v1/jobs -H 'Content-Type: application/json' -H "Idempotency-Key: 
   --data-binary "$body" || refused
 id=$(jq -r .id "$tmp/body")
 self=$(jq -r .links.self "$tmp/body")
-echo "submitted $id: $(jq -r .state "$tmp/body")" >&2
+replayed=$(grep -qi '^idempotent-replayed: *true' "$tmp/headers" && echo ' (replayed)' || true)
+echo "submitted $id: $(jq -r .state "$tmp/body")$replayed" >&2
 
 # Poll, 1 s apart at first, backing off to 30 s, until it ends.
 delay=1 last=
