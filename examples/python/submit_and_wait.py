@@ -64,8 +64,11 @@ def retry_after(response, attempt):
     if value:
         try:
             return max(0.0, float(value))
-        except ValueError:  # an HTTP date
-            return max(0.0, parsedate_to_datetime(value).timestamp() - time.time())
+        except ValueError:  # an HTTP date, as RFC 9110 also allows
+            try:
+                return max(0.0, parsedate_to_datetime(value).timestamp() - time.time())
+            except (TypeError, ValueError):
+                pass
     return min(30.0, 2 ** attempt) * random.uniform(0.5, 1.0)
 
 
