@@ -2,15 +2,16 @@
 # Installs and starts what the test suite needs beyond npm packages, on Debian:
 # munge (the MUNGE authentication tests) with munged running, redis-server
 # (the daemon's tests start their own servers from it), postgresql (likewise, for the history
-# on PostgreSQL), chromium (the web UI's tests), iproute2 (the two-host tests) and systemd
-# (systemd-analyze, for the packaged unit's test).
+# on PostgreSQL), chromium (the web UI's tests), iproute2 (the two-host tests), systemd
+# (systemd-analyze, for the packaged unit's test), jq and python3-requests (the HTTP API's
+# examples in examples/, run by their test).
 # Safe to run again: it only does what is missing.
 set -euo pipefail
 
 SUDO=""
 if [ "$(id -u)" -ne 0 ]; then
   if command -v sudo >/dev/null 2>&1; then SUDO="sudo"; else
-    echo "test-setup: not root and no sudo; install munge, redis-server, postgresql, chromium, iproute2 and systemd yourself (apt-get install munge redis-server postgresql chromium iproute2 systemd) and start munged" >&2
+    echo "test-setup: not root and no sudo; install munge, redis-server, postgresql, chromium, iproute2, systemd, jq and python3-requests yourself (apt-get install munge redis-server postgresql chromium iproute2 systemd jq python3-requests) and start munged" >&2
     exit 1
   fi
 fi
@@ -31,10 +32,20 @@ command -v ip >/dev/null 2>&1 || missing+=(iproute2)
 # Debian's `systemd` package has it and the units it names. Nothing is started: on a machine
 # without systemd as init the package is only files.
 command -v systemd-analyze >/dev/null 2>&1 || missing+=(systemd)
+# The examples of docs/http-api.md (test/integration/api/api-examples.test.ts): the shell one
+# with curl and jq, the Python one with `requests` (Debian's python3-requests brings python3).
+command -v jq >/dev/null 2>&1 || missing+=(jq)
+python3 -c 'import requests' >/dev/null 2>&1 || missing+=(python3-requests)
 if [ ${#missing[@]} -gt 0 ]; then
   echo "test-setup: installing ${missing[*]} (Debian packages)"
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+# python3-requests is Debian's python3's: another python3 first on the PATH (pyenv, a venv)
+# needs its own.
+if ! python3 -c 'import requests' >/dev/null 2>&1; then
+  echo "test-setup: $(command -v python3 || echo python3) cannot import requests; install it for that python3 (python3 -m pip install requests) or put /usr/bin first on the PATH" >&2
+  exit 1
 fi
 
 # munged must answer on the default socket. Started directly as the munge user: the init

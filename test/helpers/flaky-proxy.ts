@@ -20,6 +20,11 @@ export interface FlakyProxy {
   /** Forward the next matching request, then hold the answer until `release()` (a crash window). */
   holdAnswerOnce(match: (req: RecordedRequest) => boolean): Promise<void>;
   release(): void;
+  /** Answer the next matching request with this, without asking the upstream (a 429 or 503 of a proxy). */
+  answerOnce(
+    match: (req: RecordedRequest) => boolean,
+    answer: { status: number; headers?: Record<string, string>; body: string },
+  ): void;
   /** Accept requests and never answer (for timeouts). */
   hang: boolean;
   /** Answers 404 without asking the upstream, as plain slurmrestd does for paths it lacks (`/meta/...`). */
@@ -39,6 +44,10 @@ export interface FlakyProxy {
 /** `address`: where it listens (a test network's gateway, for hosts to reach it). */
 export async function startFlakyProxy(target: string, address = '127.0.0.1'): Promise<FlakyProxy> {
   const drops: ((req: RecordedRequest) => boolean)[] = [];
+  const answers: {
+    match: (req: RecordedRequest) => boolean;
+    answer: { status: number; headers?: Record<string, string>; body: string };
+  }[] = [];
   const holds: { match: (req: RecordedRequest) => boolean; reached: () => void }[] = [];
   let released: () => void = () => {};
   const releasedPromise = new Promise<void>((resolve) => {
@@ -58,6 +67,9 @@ export async function startFlakyProxy(target: string, address = '127.0.0.1'): Pr
       return new Promise((reached) => holds.push({ match, reached }));
     },
     release: () => released(),
+    answerOnce(match, answer) {
+      answers.push({ match, answer });
+    },
     close: async () => {},
   };
   const server: Server = createServer((req, res) => {
@@ -75,6 +87,13 @@ export async function startFlakyProxy(target: string, address = '127.0.0.1'): Pr
       if (proxy.hang) return;
       if (proxy.notFound?.(recorded)) {
         res.writeHead(404, { 'content-type': 'text/plain' }).end('Not Found');
+        return;
+      }
+      const answerIndex = answers.findIndex((a) => a.match(recorded));
+      if (answerIndex >= 0) {
+        const [{ answer }] = answers.splice(answerIndex, 1) as [(typeof answers)[number]];
+        recorded.status = answer.status;
+        res.writeHead(answer.status, answer.headers).end(answer.body);
         return;
       }
       const headers: Record<string, string> = {};

@@ -144,6 +144,9 @@ describe('npm pack', () => {
       'config/examples/profile.yaml',
       'config/examples/hello.yaml',
       'docs/operations.md',
+      // The HTTP API's examples docs/http-api.md shows.
+      'examples/python/submit_and_wait.py',
+      'examples/shell/submit-and-wait.sh',
     ]) {
       expect(files).toContain(needed);
     }
