@@ -35,16 +35,17 @@ command -v systemd-analyze >/dev/null 2>&1 || missing+=(systemd)
 # The examples of docs/http-api.md (test/integration/api/api-examples.test.ts): the shell one
 # with curl and jq, the Python one with `requests` (Debian's python3-requests brings python3).
 command -v jq >/dev/null 2>&1 || missing+=(jq)
-python3 -c 'import requests' >/dev/null 2>&1 || missing+=(python3-requests)
+has_requests() { python3 -c 'import requests' >/dev/null 2>&1 || /usr/bin/python3 -c 'import requests' >/dev/null 2>&1; }
+has_requests || missing+=(python3-requests)
 if [ ${#missing[@]} -gt 0 ]; then
   echo "test-setup: installing ${missing[*]} (Debian packages)"
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
-# python3-requests is Debian's python3's: another python3 first on the PATH (pyenv, a venv)
-# needs its own.
-if ! python3 -c 'import requests' >/dev/null 2>&1; then
-  echo "test-setup: $(command -v python3 || echo python3) cannot import requests; install it for that python3 (python3 -m pip install requests) or put /usr/bin first on the PATH" >&2
+# python3-requests is Debian's python3's; the examples' test runs that one when another python3
+# first on the PATH (pyenv, a venv) has no `requests`.
+if ! has_requests; then
+  echo "test-setup: neither python3 nor /usr/bin/python3 can import requests; install python3-requests" >&2
   exit 1
 fi
 

@@ -23,8 +23,16 @@ interface Example {
   args: string[];
 }
 
+/**
+ * The first python3 that has `requests`: the PATH's, else Debian's (test/setup.sh installs
+ * python3-requests for it, which a pyenv or venv python3 first on the PATH does not see).
+ */
+const PYTHON =
+  ['python3', '/usr/bin/python3'].find((python) => spawnSync(python, ['-c', 'import requests']).status === 0) ??
+  'python3';
+
 const EXAMPLES: Example[] = [
-  { name: 'python', command: 'python3', args: [join(REPO, 'examples/python/submit_and_wait.py')] },
+  { name: 'python', command: PYTHON, args: [join(REPO, 'examples/python/submit_and_wait.py')] },
   // Run by its path, as the docs show it: its #! line and its mode are part of the example.
   { name: 'shell', command: join(REPO, 'examples/shell/submit-and-wait.sh'), args: [] },
 ];
@@ -68,7 +76,7 @@ function requireTool(command: string, args: string[], missing: string): void {
 
 beforeAll(() => {
   requireTool(
-    'python3',
+    PYTHON,
     ['-c', 'import requests'],
     'the Python example needs python3 with requests: run `bash test/setup.sh` (Debian: apt-get install python3-requests) or `pip install requests`',
   );
