@@ -217,7 +217,8 @@ type OpenApiDocument = ReturnType<typeof jsonSchemaTransformObject>;
 /**
  * The type provider puts an input and an output variant of every named schema
  * into the components; keeps those the paths use (directly or through other
- * components), so the document lists what the API really takes and gives.
+ * components), so the document lists what the API really takes and gives, in
+ * the order of their names.
  */
 function withoutUnusedSchemas(document: OpenApiDocument): OpenApiDocument {
   const openapi = document as { paths?: unknown; components?: { schemas?: Record<string, unknown> } };
@@ -241,7 +242,13 @@ function withoutUnusedSchemas(document: OpenApiDocument): OpenApiDocument {
     }
   };
   visit(openapi.paths);
-  const kept = Object.fromEntries(Object.entries(schemas).filter(([name]) => used.has(name)));
+  // By name: the registry's order is the order the schema modules were first imported in, which
+  // differs between the daemon, the CLI and a script, and the document is the same for all.
+  const kept = Object.fromEntries(
+    Object.entries(schemas)
+      .filter(([name]) => used.has(name))
+      .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)),
+  );
   return { ...document, components: { ...openapi.components, schemas: kept } } as OpenApiDocument;
 }
 
