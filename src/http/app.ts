@@ -29,6 +29,7 @@ import { jobOutputRoutes } from './api/routes/job-output.js';
 import { jobRoutes } from './api/routes/jobs.js';
 import { pipelineRoutes } from './api/routes/pipelines.js';
 import { runRoutes } from './api/routes/runs.js';
+import { BODY_EXAMPLES_KEY } from './api/shared-schemas.js';
 import type { ApiDeps } from './deps.js';
 import { UI_PREFIX } from './ui/layout.js';
 import { uiPlugin } from './ui/ui-plugin.js';
@@ -122,8 +123,15 @@ export async function buildApp(deps: ApiDeps): Promise<FastifyInstance> {
         title: 'schedflow local API',
         version: packageVersion(),
         description:
-          'Submit, follow and cancel Slurm jobs and pipeline runs through the schedflow daemon. Authenticate with `Authorization: Bearer <token>`; tokens are made with `schedflow tokens create --name <name> --scopes read,submit,cancel`.',
+          "Submit, follow and cancel Slurm jobs and pipeline runs through the schedflow daemon. Authenticate with `Authorization: Bearer <token>`; tokens are made with `schedflow tokens create --name <name> --scopes read,submit,cancel`. Each operation's `operationId` never changes within /api/v1 (docs/http-api.md).",
+        license: { name: 'MIT', identifier: 'MIT' },
       },
+      // Relative: the daemon that served the document, at whatever address the client reached it
+      // (OpenAPI 3.1 resolves a relative server URL against the document's own URL). The listen
+      // address would be wrong behind a proxy or a port forward, and would make the committed
+      // docs/openapi.json depend on the machine. Paths are absolute (`/api/v1/...`, `/healthz`),
+      // as the API's own links are, so the server is the root of the daemon's address.
+      servers: [{ url: '/', description: 'the daemon that serves this document' }],
       components: {
         securitySchemes: {
           bearer: { type: 'http', scheme: 'bearer', description: 'a token from `schedflow tokens create`' },
@@ -139,7 +147,7 @@ export async function buildApp(deps: ApiDeps): Promise<FastifyInstance> {
       ],
     },
     transform: jsonSchemaTransform,
-    transformObject: (document) => withoutUnusedSchemas(jsonSchemaTransformObject(document)),
+    transformObject: (document) => withBodyExamples(withoutUnusedSchemas(jsonSchemaTransformObject(document))),
   });
   // Registered before the rate limit, so the docs page and its assets are not counted.
   await app.register(swaggerUi, {
@@ -209,7 +217,8 @@ type OpenApiDocument = ReturnType<typeof jsonSchemaTransformObject>;
 /**
  * The type provider puts an input and an output variant of every named schema
  * into the components; keeps those the paths use (directly or through other
- * components), so the document lists what the API really takes and gives.
+ * components), so the document lists what the API really takes and gives, in
+ * the order of their names.
  */
 function withoutUnusedSchemas(document: OpenApiDocument): OpenApiDocument {
   const openapi = document as { paths?: unknown; components?: { schemas?: Record<string, unknown> } };
@@ -233,6 +242,38 @@ function withoutUnusedSchemas(document: OpenApiDocument): OpenApiDocument {
     }
   };
   visit(openapi.paths);
-  const kept = Object.fromEntries(Object.entries(schemas).filter(([name]) => used.has(name)));
+  // By name: the registry's order is the order the schema modules were first imported in, which
+  // differs between the daemon, the CLI and a script, and the document is the same for all.
+  const kept = Object.fromEntries(
+    Object.entries(schemas)
+      .filter(([name]) => used.has(name))
+      .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)),
+  );
   return { ...document, components: { ...openapi.components, schemas: kept } } as OpenApiDocument;
+}
+
+/**
+ * A request body that is a named component (`$ref`) gets that component's examples
+ * (BODY_EXAMPLES_KEY, src/http/api/shared-schemas.ts) on its media type, as @fastify/swagger
+ * does itself for a body written in place; the components keep none (documentation tools and
+ * client generators read a body's examples from its media type).
+ */
+function withBodyExamples(document: OpenApiDocument): OpenApiDocument {
+  type Media = { schema?: { $ref?: string }; examples?: unknown };
+  const openapi = document as {
+    paths?: Record<string, Record<string, { requestBody?: { content?: Record<string, Media> } }>>;
+    components?: { schemas?: Record<string, Record<string, unknown>> };
+  };
+  const schemas = openapi.components?.schemas ?? {};
+  for (const operations of Object.values(openapi.paths ?? {})) {
+    for (const operation of Object.values(operations)) {
+      for (const media of Object.values(operation.requestBody?.content ?? {})) {
+        const name = /^#\/components\/schemas\/(.+)$/.exec(media.schema?.$ref ?? '')?.[1];
+        const examples = name === undefined ? undefined : schemas[name]?.[BODY_EXAMPLES_KEY];
+        if (examples !== undefined && media.examples === undefined) media.examples = examples;
+      }
+    }
+  }
+  for (const schema of Object.values(schemas)) delete schema[BODY_EXAMPLES_KEY];
+  return document;
 }

@@ -147,6 +147,8 @@ describe('npm pack', () => {
       // The HTTP API's examples docs/http-api.md shows.
       'examples/python/submit_and_wait.py',
       'examples/shell/submit-and-wait.sh',
+      // The OpenAPI document, for client generators (docs/http-api.md).
+      'docs/openapi.json',
     ]) {
       expect(files).toContain(needed);
     }

@@ -8,12 +8,28 @@ import { z } from 'zod';
  * document. JSON members use Slurm's snake_case, like the job spec they carry.
  */
 
+/** Named examples of a request body, as OpenAPI writes them: what each shows, and the body. */
+export type BodyExamples<T extends z.ZodType> = Record<string, { summary: string; value: z.input<T> }>;
+
+/**
+ * Where a schema's request examples are kept: not JSON Schema's `examples`, which zod leaves out
+ * of the input form of a schema that transforms (SubmitJob, TriggerRun). @fastify/swagger moves a
+ * body's `x-examples` onto its media type, and src/http/app.ts does it for a body that is a named
+ * component, so the examples are on the request body and in no component.
+ */
+export const BODY_EXAMPLES_KEY = 'x-examples';
+
 /**
  * Schemas given an `id` (in zod's global registry, where `.describe()` keeps
- * descriptions too) become named components of the document.
+ * descriptions too) become named components of the document. `examples`: of a
+ * request body (test/docs/openapi-document.test.ts checks the schema takes each).
  */
-export function named<T extends z.ZodType>(id: string, schema: T, description?: string): T {
-  z.globalRegistry.add(schema, { id, ...(description && { description }) });
+export function named<T extends z.ZodType>(id: string, schema: T, description?: string, examples?: BodyExamples<T>): T {
+  z.globalRegistry.add(schema, {
+    id,
+    ...(description && { description }),
+    ...(examples && { [BODY_EXAMPLES_KEY]: examples }),
+  });
   return schema;
 }
 
@@ -84,7 +100,7 @@ const ERROR_DESCRIPTIONS: Record<number, string> = {
   413: 'body larger than 1 MiB',
   415: 'a body of a media type the API does not read: send Content-Type: application/json',
   422: "the profile cannot take this job: another account than its token's (`SCHEDFLOW_ERR_ACCOUNT_MISMATCH`), an account its Slurm user has no association with (`SCHEDFLOW_ERR_ACCOUNT_NOT_ASSOCIATED`), or its token lacks a scope (`SCHEDFLOW_ERR_PROFILE_SCOPE_MISSING`)",
-  429: "the token's rate limit is reached: see Retry-After",
+  429: "the token's rate limit (on a submission, one of its quotas) is reached: see Retry-After",
   500: 'a bug; the answer carries a request id to find it in the log',
   502: 'the scheduler refused (its status and message are in `upstream`)',
   503: 'not available now (scheduler unreachable, pipelines not loaded); try again later',
@@ -99,9 +115,14 @@ export function answer<T extends z.ZodType>(description: string, schema: T) {
   return { description, content: { 'application/json': { schema } } };
 }
 
-/** Error answers of a route, documented with the shared Error body. */
+/**
+ * Error answers of a route, documented with the shared Error body: the statuses given, and 500,
+ * which any route answers for a bug (the error handler's, with a request id).
+ */
 export function errors(...statuses: number[]): Record<number, ReturnType<typeof answer<typeof errorBodySchema>>> {
-  return Object.fromEntries(statuses.map((s) => [s, answer(ERROR_DESCRIPTIONS[s] ?? 'error', errorBodySchema)]));
+  return Object.fromEntries(
+    [...statuses, 500].map((s) => [s, answer(ERROR_DESCRIPTIONS[s] ?? 'error', errorBodySchema)]),
+  );
 }
 
 // ---- common inputs and paging

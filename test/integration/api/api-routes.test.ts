@@ -9,6 +9,7 @@ import { revokeToken } from '../../../src/db/tokens.js';
 import { buildApp } from '../../../src/http/app.js';
 import { REDACT_PATHS } from '../../../src/logger.js';
 import type { PipelineService } from '../../../src/pipelines/pipeline-service.js';
+import { OPENAPI_FILE } from '../../docs/openapi-document.js';
 import { type ApiClient, apiClient, errorOf, shellSpec } from '../../helpers/api.js';
 import { startTestDaemon, type TestDaemon } from '../../helpers/daemon.js';
 import { TEST_HISTORY } from '../../helpers/histories.js';
@@ -412,7 +413,10 @@ describe('documents', () => {
     const r = await api.call('GET', '/api/v1/openapi.json');
     const doc = r.json as {
       openapi: string;
-      paths: Record<string, Record<string, { security?: unknown[]; responses: Record<string, unknown> }>>;
+      paths: Record<
+        string,
+        Record<string, { operationId?: string; security?: unknown[]; responses: Record<string, unknown> }>
+      >;
       components: { schemas: Record<string, unknown> };
     };
     expect(doc.openapi).toBe('3.1.0');
@@ -464,7 +468,9 @@ describe('documents', () => {
       ].sort(),
     );
     expect(doc.paths['/api/v1/jobs']?.post?.security).toEqual([{ bearer: [] }]);
-    expect(doc.paths['/healthz']?.get?.security).toBeUndefined();
+    // Public operations say so, rather than leaving it unsaid.
+    expect(doc.paths['/healthz']?.get?.security).toEqual([]);
+    expect(doc.paths['/api/v1/jobs']?.post?.operationId).toBe('submitJob');
     expect(Object.keys(doc.paths['/api/v1/jobs/{id}']?.delete?.responses ?? {})).toEqual(
       expect.arrayContaining(['200', '202', '401', '403', '404', '409', '502', '503']),
     );
@@ -511,6 +517,15 @@ describe('documents', () => {
     for (const detail of ['JobDetail', 'RunDetail']) {
       const props = (doc.components.schemas[detail] as { properties: Record<string, unknown> }).properties;
       expect(JSON.stringify(props.summary), detail).toContain('#/components/schemas/Summary');
+    }
+  });
+
+  it('the daemon serves docs/openapi.json, the committed document (`npm run docs:openapi`), at both its addresses', async () => {
+    const committed = JSON.parse(readFileSync(OPENAPI_FILE, 'utf8')) as unknown;
+    for (const path of ['/api/v1/openapi.json', '/api/v1/docs/json']) {
+      const served = await api.call('GET', path);
+      expect(served.status, path).toBe(200);
+      expect(served.json, `${path} differs from docs/openapi.json: run \`npm run docs:openapi\``).toEqual(committed);
     }
   });
 

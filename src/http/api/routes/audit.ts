@@ -16,6 +16,7 @@ export const auditRoutes: FastifyPluginAsyncZod<{ deps: ApiDeps }> = async (app,
       config: { scope: 'audit' },
       schema: {
         tags: ['audit'],
+        operationId: 'listAudit',
         summary: 'List the audit log',
         description: [
           'Every state-changing action (accept, cancel, resubmit, retry-tasks, run trigger and cancel, schedule pause and resume, token changes, UI login and logout) as one row: newest first, a page at a time (pass `next` as `cursor`).',

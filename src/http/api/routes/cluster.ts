@@ -18,6 +18,7 @@ export const clusterRoutes: FastifyPluginAsyncZod<{ deps: ApiDeps }> = async (ap
       config: { scope: 'read' },
       schema: {
         tags: ['cluster'],
+        operationId: 'getClusterView',
         summary: 'Read the cluster: partitions, nodes, reservations or the queue',
         description: [
           '`partitions`: state, nodes, CPUs allocated/idle/other/total (as `sinfo` counts them), memory, running and pending jobs, limits, who may use them. `nodes`: state and reason, CPUs and memory allocated, features, GRES, partitions, the running jobs on each. `reservations`. `queue`: the controller’s pending, running and suspended jobs, running first.',

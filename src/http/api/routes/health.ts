@@ -4,8 +4,9 @@ import { historyAnswers } from '../../../db/history-meta.js';
 import { withTimeout } from '../../../lib/with-timeout.js';
 import type { ApiDeps } from '../../deps.js';
 import type { ApiMetrics } from '../metrics.js';
-import { answer } from '../shared-schemas.js';
+import { answer, errors } from '../shared-schemas.js';
 import { healthSchema, readySchema } from './health.schema.js';
+import { noToken } from './security.js';
 
 /** Readiness checks give up after this: a probe must answer even when a dependency hangs. */
 const CHECK_TIMEOUT_MS = 1000;
@@ -23,9 +24,11 @@ export const healthRoutes: FastifyPluginAsyncZod<{ deps: ApiDeps; metrics: ApiMe
       config: open,
       schema: {
         tags: ['operations'],
+        security: noToken,
+        operationId: 'getHealth',
         summary: 'Liveness',
         description: 'Always 200 while the process serves. No token.',
-        response: { 200: answer('alive', healthSchema) },
+        response: { 200: answer('alive', healthSchema), ...errors() },
       },
     },
     async () => ({ status: 'ok' as const }),
@@ -37,10 +40,12 @@ export const healthRoutes: FastifyPluginAsyncZod<{ deps: ApiDeps; metrics: ApiMe
       config: open,
       schema: {
         tags: ['operations'],
+        security: noToken,
+        operationId: 'getReadiness',
         summary: 'Readiness',
         description:
           "Redis answers PING, the history database answers, and every scheduler profile has connected: 200; otherwise 503 naming the checks that failed, a profile's (`scheduler:<profile>`) in one sentence with its fix: unreachable (the address tried), its credential refused (401/403), the wrong `flavor`, an API version not served, or no scheduler API at its url. `detail` says what is degraded without making the daemon unready, such as a profile serving stale answers since a given time, and a profile whose token lacks a scope, or whose scopes are not known yet (`scopes:<profile>`: a token without `sched:jobs:manage` or `scheddb:read` has its submissions refused). No token.",
-        response: { 200: answer('ready', readySchema), 503: answer('not ready', readySchema) },
+        response: { 200: answer('ready', readySchema), 503: answer('not ready', readySchema), ...errors() },
       },
     },
     async (_request, reply) => {
@@ -98,10 +103,15 @@ export const healthRoutes: FastifyPluginAsyncZod<{ deps: ApiDeps; metrics: ApiMe
       config: open,
       schema: {
         tags: ['operations'],
+        security: noToken,
+        operationId: 'getMetrics',
         summary: 'Prometheus metrics',
         description:
           'Requests by state, BullMQ jobs per queue and state, seconds since each profile’s last successful poll, upstream requests by profile, endpoint and status, stale answers, the age of the freshest fresh answer, API requests by route and status with their durations. No token.',
-        response: { 200: { description: 'Prometheus text format', content: { 'text/plain': { schema: z.string() } } } },
+        response: {
+          200: { description: 'Prometheus text format', content: { 'text/plain': { schema: z.string() } } },
+          ...errors(),
+        },
       },
     },
     async (_request, reply) => {

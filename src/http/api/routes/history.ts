@@ -17,6 +17,7 @@ export const historyRoutes: FastifyPluginAsyncZod<{ deps: ApiDeps }> = async (ap
       config: { scope: 'read' },
       schema: {
         tags: ['history'],
+        operationId: 'listHistory',
         summary: 'Accounting history',
         description:
           "Slurm's accounting records of each profile's account (imported every minute), jobs schedflow did not submit included, with schedflow's own request beside its jobs. Newest submission first, a page at a time. Scope: read (or audit). Without admin or audit, only the records of the caller’s owner’s requests (and, for the `default` owner, external jobs).",

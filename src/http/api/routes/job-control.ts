@@ -22,6 +22,7 @@ const OWN_ONLY =
 
 const JOB_ACTIONS = {
   hold: {
+    operationId: 'holdJob',
     summary: 'Hold a job',
     description: [
       'Submitted and pending: held in Slurm (a user hold, priority 0) until released.',
@@ -33,6 +34,7 @@ const JOB_ACTIONS = {
     ].join(' '),
   },
   release: {
+    operationId: 'releaseJob',
     summary: 'Release a held job',
     description: [
       'Submitted: released in Slurm. Not submitted yet: submitted within a few seconds.',
@@ -119,6 +121,7 @@ export const jobControlRoutes: FastifyPluginAsyncZod<{ deps: ApiDeps }> = async 
       config: { scope: 'control' },
       schema: {
         tags: ['jobs'],
+        operationId: 'updateJob',
         summary: 'Update a job',
         description: [
           'Changes its time limit, partition, QOS, nice, name or comment.',
@@ -149,6 +152,7 @@ export const jobControlRoutes: FastifyPluginAsyncZod<{ deps: ApiDeps }> = async 
         config: { scope: 'control' },
         schema: {
           tags: ['pipelines'],
+          operationId: kind === 'hold' ? 'holdRun' : 'releaseRun',
           summary: kind === 'hold' ? 'Hold a pipeline run' : 'Release a held pipeline run',
           description: [
             kind === 'hold'
@@ -198,6 +202,7 @@ export const jobControlRoutes: FastifyPluginAsyncZod<{ deps: ApiDeps }> = async 
         config: { scope: 'control' },
         schema: {
           tags: ['pipelines'],
+          operationId: kind === 'hold' ? 'holdPipeline' : 'releasePipeline',
           summary: kind === 'hold' ? "Hold a pipeline's active runs" : "Release a pipeline's held runs",
           description:
             'Every queued or running run of the pipeline, held or released as `POST /api/v1/runs/{id}/' +

@@ -35,6 +35,7 @@ export const jobOutputRoutes: FastifyPluginAsyncZod<{ deps: ApiDeps }> = async (
       config: { scope: 'read' },
       schema: {
         tags: ['jobs'],
+        operationId: 'getJobOutput',
         summary: "Read the end of a job's output",
         description: [
           "The last `tail` lines of the job's stdout or stderr file, read on the daemon's host from the path the scheduler reported (at most 1 MiB from the end, however large the file).",

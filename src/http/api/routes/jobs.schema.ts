@@ -5,7 +5,17 @@ import { MAX_ARRAY_EXPRESSION_CHARS } from '../../../sched/job-array.js';
 import { jobSpecOverridesSchema, jobSpecSchema, parseTimeLimit } from '../../../sched/job-spec.js';
 import { describeProblem, SbatchScriptError, sbatchSpec } from '../../../sched/sbatch-script.js';
 import { unwrapSubmitBody } from '../../../sched/slurmrestd-body.js';
-import { cursorQuery, limitQuery, listOf, named, time, timeInput, webhookUrlOutput } from '../shared-schemas.js';
+import {
+  BODY_EXAMPLES_KEY,
+  type BodyExamples,
+  cursorQuery,
+  limitQuery,
+  listOf,
+  named,
+  time,
+  timeInput,
+  webhookUrlOutput,
+} from '../shared-schemas.js';
 import { suggestionSchema, summarySchema } from './summaries.schema.js';
 
 /** Schemas of the job request routes (jobs.ts). */
@@ -65,6 +75,36 @@ export const submitJobBody = named(
       const job = jobOf(spec, sbatch, ctx);
       return job === undefined ? z.NEVER : { ...rest, spec: job };
     }),
+  undefined,
+  {
+    spec: {
+      summary: 'a job spec, with a webhook and a retry policy',
+      value: {
+        spec: {
+          name: 'align-sample-42',
+          script: '#!/bin/bash\nalign --threads 4 sample-42.fastq > sample-42.bam\n',
+          partition: 'batch',
+          cpus_per_task: 4,
+          memory_per_node: '8G',
+          time_limit: '2:00:00',
+          environment: { SAMPLE: '42' },
+        },
+        webhook_url: 'https://lims.example.org/hooks/schedflow',
+        retry: {
+          on: ['NODE_FAIL', 'OUT_OF_MEMORY'],
+          limit: 2,
+          escalate: { memory_per_node: { factor: 2, max: '32G' } },
+        },
+      },
+    },
+    sbatch: {
+      summary: 'an sbatch script, with a time limit set on top of its #SBATCH lines',
+      value: {
+        sbatch: '#!/bin/bash\n#SBATCH --job-name=hello\n#SBATCH --time=10\necho hello\n',
+        spec: { time_limit: '0:30:00' },
+      },
+    },
+  },
 );
 
 /** The job a submit body asks for: its `spec`, or its `sbatch` script with the `spec` on top. */
@@ -379,20 +419,22 @@ export const resubmittedJobSchema = createdJobSchema.extend({
   changes: suggestionSchema.shape.changes,
 });
 
-export const retryTasksBody = z
-  .object({
-    indexes: z
-      .string()
-      .min(1)
-      // An expression no longer than the spec's own `array:` may be (src/sched/job-array.ts).
-      .max(MAX_ARRAY_EXPRESSION_CHARS)
-      .optional()
-      .describe(
-        "the task indexes to run again, in Slurm's syntax (`3,7-9`); default: every task that did not complete",
-      ),
-  })
-  .strict()
-  .optional();
+const retryTasksObject = z.strictObject({
+  indexes: z
+    .string()
+    .min(1)
+    // An expression no longer than the spec's own `array:` may be (src/sched/job-array.ts).
+    .max(MAX_ARRAY_EXPRESSION_CHARS)
+    .optional()
+    .describe("the task indexes to run again, in Slurm's syntax (`3,7-9`); default: every task that did not complete"),
+});
+
+export const retryTasksBody = retryTasksObject.optional().meta({
+  [BODY_EXAMPLES_KEY]: {
+    some: { summary: 'these tasks', value: { indexes: '3,7-9' } },
+    failed: { summary: 'every task that did not complete', value: {} },
+  } satisfies BodyExamples<typeof retryTasksObject>,
+});
 
 export const retriedTasksSchema = createdJobSchema.extend({
   array: z.string().describe("the new request's `array:`"),
@@ -451,6 +493,14 @@ export const updateJobBody = named(
         }
       }
     }),
+  undefined,
+  {
+    time_limit: { summary: 'a longer time limit', value: { time_limit: '4:00:00' } },
+    partition: {
+      summary: 'another partition for two tasks of an array job',
+      value: { partition: 'long', comment: 'moved: waited too long in batch', indexes: '3,5' },
+    },
+  },
 );
 
 /** `POST /api/v1/jobs/:id/hold` and `/release`: the whole job, or some of an array's tasks. */
@@ -460,6 +510,11 @@ export const controlJobBody = named(
     .strictObject({ indexes: arrayIndexesInput.optional() })
     .optional()
     .describe('empty for the whole job (an array: every task not running); `indexes` for some of its tasks'),
+  undefined,
+  {
+    whole: { summary: 'the whole job', value: {} },
+    tasks: { summary: 'some tasks of an array job', value: { indexes: '1,3-5' } },
+  },
 );
 
 /** The answer of a hold, release or update of a request. */

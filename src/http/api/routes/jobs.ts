@@ -68,6 +68,7 @@ export const jobRoutes: FastifyPluginAsyncZod<{ deps: ApiDeps }> = async (app, {
       config: { scope: 'submit' },
       schema: {
         tags: ['jobs'],
+        operationId: 'submitJob',
         summary: 'Submit a job',
         description:
           "Records a job request and queues its submission to the scheduler (exactly one scheduler job per request). A spec the profile's door refuses (another account than its token's or its user's, a missing scope, an array past its `maxArraySize`), or a profile that cannot work as written (its credential refused, the wrong flavor or version: `SCHEDFLOW_ERR_PROFILE_UNUSABLE`): 422, nothing recorded; a profile whose scheduler has not answered since the daemon started: 503 `SCHEDFLOW_ERR_PROFILE_NOT_CONNECTED`, nothing recorded. A profile the token is not bound to (the default counts when none is named): 403 `SCHEDFLOW_ERR_PROFILE_NOT_ALLOWED`; past one of the token's quotas: 429 `SCHEDFLOW_ERR_QUOTA_IN_FLIGHT` or `SCHEDFLOW_ERR_QUOTA_PER_DAY` with `Retry-After`; nothing recorded (docs/quotas.md). Scope: submit.",
@@ -130,6 +131,7 @@ export const jobRoutes: FastifyPluginAsyncZod<{ deps: ApiDeps }> = async (app, {
       config: { scope: 'read' },
       schema: {
         tags: ['jobs'],
+        operationId: 'listJobs',
         summary: 'List job requests',
         description:
           'Newest first, a page at a time: pass `next` as `cursor` for the next page. Scope: read (or audit). Without admin or audit, only the caller’s owner’s requests are listed.',
@@ -166,6 +168,7 @@ export const jobRoutes: FastifyPluginAsyncZod<{ deps: ApiDeps }> = async (app, {
       config: { scope: 'read' },
       schema: {
         tags: ['jobs'],
+        operationId: 'getJob',
         summary: 'Show a job request',
         description:
           "Its state, every transition, the duplicate submissions answered with it (Idempotency-Key replays), how fresh the state is (the profile's last poll and the job's last sighting), and its summary once it has ended (a pipeline step: its run's). Scope: read (or audit). Without admin or audit, only the caller’s owner’s requests and the steps of the runs it may read (of pipelines whose `allow:` names its owner): another owner’s id answers 404 exactly as an unknown id.",
@@ -229,6 +232,7 @@ export const jobRoutes: FastifyPluginAsyncZod<{ deps: ApiDeps }> = async (app, {
       config: { scope: 'submit' },
       schema: {
         tags: ['jobs'],
+        operationId: 'resubmitJob',
         summary: "Apply a summary's suggested change",
         description: [
           'Queues a new request with the spec changed as the summary proposes (more memory, a longer limit, another partition), linked to this one (201).',
@@ -281,6 +285,7 @@ export const jobRoutes: FastifyPluginAsyncZod<{ deps: ApiDeps }> = async (app, {
       config: { scope: 'submit' },
       schema: {
         tags: ['jobs'],
+        operationId: 'retryJobTasks',
         summary: "Run some of an array job's tasks again",
         description: [
           'Queues a new request for the given task indexes of an array job (by default every task that ended other than completed), the same spec with `array:` naming only those, linked to this one (`array.retry_of`) (201).',
@@ -344,6 +349,7 @@ export const jobRoutes: FastifyPluginAsyncZod<{ deps: ApiDeps }> = async (app, {
       config: { scope: 'cancel' },
       schema: {
         tags: ['jobs'],
+        operationId: 'cancelJob',
         summary: 'Cancel a job',
         description: [
           'Not submitted yet: its submission is withdrawn and it is cancelled here (200).',

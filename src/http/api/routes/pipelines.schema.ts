@@ -54,4 +54,12 @@ export const triggerRunBody = named(
         "POSTed, signed, when the run ends; never to the daemon's own host or network unless the operator allows the host (as for jobs)",
       ),
   }),
+  undefined,
+  {
+    params: {
+      summary: 'parameter values, and a webhook when the run ends',
+      value: { params: { sample: 'S-0042', threads: 8 }, webhook_url: 'https://lims.example.org/hooks/schedflow' },
+    },
+    defaults: { summary: "the pipeline's own parameter values", value: {} },
+  },
 );

@@ -28,11 +28,13 @@ import { bearer } from './security.js';
 /** What pausing and resuming a schedule say in the OpenAPI document. */
 const SCHEDULE_ACTIONS = {
   pause: {
+    operationId: 'pausePipelineSchedule',
     summary: "Pause a pipeline's schedule",
     description:
       'Its cron ticks make no runs until it is resumed, in every daemon sharing the history and after a restart; starting a run by hand still works. Pausing a paused schedule keeps the first pause (who and when). 409 for a pipeline without a schedule. Scope: submit, on a pipeline of the caller’s owner or one whose `allow:` names it (any other answers 404, as an unknown pipeline); admin: any.',
   },
   resume: {
+    operationId: 'resumePipelineSchedule',
     summary: "Resume a pipeline's paused schedule",
     description:
       'Its ticks make runs again from the next one; those that fell while paused are not caught up. A file with `schedule.enabled: false` keeps the schedule off (the file wins). 409 for a pipeline without a schedule. Scope: submit, on a pipeline of the caller’s owner or one whose `allow:` names it (any other answers 404, as an unknown pipeline); admin: any.',
@@ -56,6 +58,7 @@ export const pipelineRoutes: FastifyPluginAsyncZod<{ deps: ApiDeps }> = async (a
       config: { scope: 'read' },
       schema: {
         tags: ['pipelines'],
+        operationId: 'listPipelines',
         summary: 'List pipelines',
         description:
           'Every pipeline file of the pipelines folder, with its steps, parameters, schedule and next five fire times; a file whose last edit is invalid shows its problem in `error` (the version loaded before keeps running). Scope: read (or audit). Without admin or audit, only the pipelines of the caller’s owner and those whose `allow:` names it.',
@@ -75,6 +78,7 @@ export const pipelineRoutes: FastifyPluginAsyncZod<{ deps: ApiDeps }> = async (a
       config: { scope: 'submit' },
       schema: {
         tags: ['pipelines'],
+        operationId: 'triggerPipelineRun',
         summary: 'Start a pipeline run',
         description:
           'Starts a run now with the given parameters (a run asked for by hand is not subject to the schedule’s overlap policy). A step the profile’s door refuses (its account, a missing scope, an array past `maxArraySize`): 422, no run made. A token bound to other profiles than the pipeline’s: 403 `SCHEDFLOW_ERR_PROFILE_NOT_ALLOWED`, no run made. Scope: submit, on a pipeline of the caller’s owner or one whose `allow:` names it (any other answers 404, as an unknown pipeline); admin: any. The run is the pipeline’s owner’s.',

@@ -23,6 +23,7 @@ export const runRoutes: FastifyPluginAsyncZod<{ deps: ApiDeps }> = async (app, {
       config: { scope: 'read' },
       schema: {
         tags: ['pipelines'],
+        operationId: 'listRuns',
         summary: 'List pipeline runs',
         description:
           'Newest first, a page at a time. Scope: read (or audit). Without admin or audit, only the runs of the caller’s owner and of the pipelines whose `allow:` names it.',
@@ -55,6 +56,7 @@ export const runRoutes: FastifyPluginAsyncZod<{ deps: ApiDeps }> = async (app, {
       config: { scope: 'read' },
       schema: {
         tags: ['pipelines'],
+        operationId: 'getRun',
         summary: 'Show a pipeline run',
         description:
           'The run, the job request of each of its steps (every attempt), its state changes, and its summary once it has ended. Scope: read (or audit). Without admin or audit, only the runs of the caller’s owner and of the pipelines whose `allow:` names it: another run answers 404 as an unknown id.',
@@ -86,6 +88,7 @@ export const runRoutes: FastifyPluginAsyncZod<{ deps: ApiDeps }> = async (app, {
       config: { scope: 'cancel' },
       schema: {
         tags: ['pipelines'],
+        operationId: 'cancelRun',
         summary: 'Cancel a pipeline run',
         description: [
           'Every step not yet ended is withdrawn (not submitted yet, including steps waiting on their dependencies: they are never submitted) or cancelled upstream (submitted); no step is retried after.',
