@@ -6,11 +6,13 @@ import {
   SchedflowApiError,
   SchedflowClient,
   type SchedflowClientOptions,
+  SchedflowNetworkError,
   SchedflowTimeoutError,
   type SubmitJobBody,
 } from '../../../src/client/index.js';
 import { apiClient, shellSpec } from '../../helpers/api.js';
 import { daemonTestEnv, startTestDaemon, type TestDaemon } from '../../helpers/daemon.js';
+import { startFlakyProxy } from '../../helpers/flaky-proxy.js';
 import { startTestRedis, type TestRedis } from '../../helpers/redis.js';
 import { startSim, type TestSim } from '../../helpers/sim.js';
 
@@ -100,6 +102,32 @@ describe('the client against a daemon', () => {
     const named = [];
     for await (const job of sf.listJobs()) if (job.name === 'once') named.push(job.id);
     expect(named).toEqual([first.id]);
+  });
+
+  it('sends a submission whose answer was lost again with its key: the daemon answers with the job it made', async () => {
+    const proxy = await startFlakyProxy(td.daemon.apiUrl ?? '');
+    try {
+      const retries: RetryEvent[] = [];
+      const sf = client({ baseUrl: proxy.url, retry: { baseDelayMs: 50, onRetry: (r) => retries.push(r) } });
+      proxy.dropAnswerOnce((req) => req.method === 'POST' && req.url === '/api/v1/jobs');
+      const job = await sf.submitJob({ spec: spec('lost-answer', 'true') });
+      expect(job.replayed).toBe(true);
+      expect(retries).toMatchObject([{ call: 'POST /api/v1/jobs', attempt: 1, status: null }]);
+      const sent = proxy.requests.filter((r) => r.method === 'POST');
+      expect(sent.map((r) => r.headers['idempotency-key'])).toEqual([job.idempotencyKey, job.idempotencyKey]);
+      const named = [];
+      for await (const j of sf.listJobs()) if (j.name === 'lost-answer') named.push(j.id);
+      expect(named).toEqual([job.id]);
+
+      // Without a key, a lost answer is not sent again: it may have made the job.
+      proxy.dropAnswerOnce((req) => req.method === 'POST' && req.url === '/api/v1/jobs');
+      const lost = await sf.submitJob({ spec: spec('no-key', 'true') }, { idempotencyKey: null }).catch((e) => e);
+      expect(lost).toBeInstanceOf(SchedflowNetworkError);
+      expect(lost).toMatchObject({ code: 'SCHEDFLOW_CLIENT_NETWORK', attempts: 1 });
+      expect(proxy.requests.filter((r) => r.method === 'POST')).toHaveLength(3);
+    } finally {
+      await proxy.close();
+    }
   });
 
   it('lists every job across pages, reading the next page only as it is needed', async () => {
