@@ -1,5 +1,15 @@
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
-import { chmodSync, chownSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import {
+  chmodSync,
+  chownSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  rmSync,
+  symlinkSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -135,6 +145,11 @@ describe('npm pack', () => {
       'package.json',
       'dist/src/cli.js',
       'dist/workers/submit.js',
+      // The client (`schedflow/client`) with its declarations, and the document its types are made from.
+      'dist/src/client/index.js',
+      'dist/src/client/index.d.ts',
+      'dist/src/client/api-types.d.ts',
+      'docs/openapi.json',
       // JSON the code imports: the simulator's answer templates, Slurm's OpenAPI documents.
       'dist/src/sim/templates/v0.0.44.json',
       'dist/src/sched/openapi/slurmrestd-openapi-v0044.json',
@@ -153,7 +168,15 @@ describe('npm pack', () => {
       expect(files).toContain(needed);
     }
     expect(files.filter((f) => f.startsWith('migrations/sqlite/') && f.endsWith('.sql')).length).toBeGreaterThan(10);
-    expect(files.filter((f) => /^(src|test|workers)\//.test(f) || f.endsWith('.map') || f.endsWith('.ts'))).toEqual([]);
+    // Declarations only of the client, the one part other programs import.
+    expect(
+      files.filter(
+        (f) =>
+          /^(src|test|workers)\//.test(f) ||
+          f.endsWith('.map') ||
+          (f.endsWith('.ts') && !(f.startsWith('dist/src/client/') && f.endsWith('.d.ts'))),
+      ),
+    ).toEqual([]);
   });
 });
 
@@ -172,6 +195,23 @@ describe('npm install -g of the tarball', () => {
       timeoutMs: 30_000,
     });
     expect(version).toEqual({ status: 0, stdout: `${pkg.version}\n`, stderr: '' });
+  });
+
+  it('gives `schedflow/client` to a program that imports it', async () => {
+    // A program beside the installed package, as a service that depends on it resolves it.
+    const consumer = join(root, 'consumer');
+    mkdirSync(join(consumer, 'node_modules'), { recursive: true });
+    symlinkSync(installed, join(consumer, 'node_modules', pkg.name));
+    const imported = await run(
+      process.execPath,
+      [
+        '--input-type=module',
+        '-e',
+        "const m = await import('schedflow/client'); console.log(typeof m.SchedflowClient, m.TERMINAL_RUN_STATES.join());",
+      ],
+      { cwd: consumer, env: serviceEnv({}), timeoutMs: 30_000 },
+    );
+    expect(imported).toEqual({ status: 0, stdout: 'function succeeded,failed,cancelled,skipped\n', stderr: '' });
   });
 
   it('runs `start --config --data-dir` as an unprivileged user from /, and a job through it', async () => {

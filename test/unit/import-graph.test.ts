@@ -1,3 +1,5 @@
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import madge from 'madge';
 import { beforeAll, describe, expect, it } from 'vitest';
@@ -25,8 +27,14 @@ import { beforeAll, describe, expect, it } from 'vitest';
  * 15. http: the local API and the admin UI (src/http/{api,ui})
  * 16. workers: one processor per queue and their start-up
  * 17. top: the composition root (src/main.ts) and the CLI
+ *
+ * Beside the layers, src/client/ (the typed client `schedflow/client`, for other programs) stands
+ * alone: it imports nothing outside itself, so a program can use it without the daemon's
+ * dependencies, and nothing of the daemon imports it.
  */
 const LAYERS: readonly { name: string; holds: (file: string) => boolean }[] = [
+  // Its own: the checks below keep it apart from every layer (see above).
+  { name: 'client', holds: (f) => f.startsWith('src/client/') },
   {
     name: 'foundation',
     holds: (f) =>
@@ -90,6 +98,26 @@ describe('import graph of src/ and workers/', () => {
       }
     }
     expect(upward).toEqual([]);
+  });
+
+  it('keeps src/client/ apart: it imports only its own files and packages none, and nothing else imports it', () => {
+    const crossing: string[] = [];
+    for (const [file, imports] of Object.entries(graph.obj())) {
+      const inClient = file.startsWith('src/client/');
+      for (const imported of imports) {
+        if (inClient !== imported.startsWith('src/client/')) crossing.push(`${file} → ${imported}`);
+      }
+    }
+    expect(crossing).toEqual([]);
+    // Packages too (madge lists only the repository's files): the client runs on fetch alone.
+    const packages = Object.keys(graph.obj())
+      .filter((file) => file.startsWith('src/client/'))
+      .flatMap((file) =>
+        [...readFileSync(join(root, file), 'utf8').matchAll(/^(?:import|export)[^'"]*from\s+'([^'.][^']*)'/gm)].map(
+          (m) => `${file} → ${m[1]}`,
+        ),
+      );
+    expect(packages).toEqual([]);
   });
 
   it('resolves every relative import', () => {
