@@ -60,6 +60,17 @@ export function splitUrl(url: string): { origin: string; pathname: string; searc
   return { origin: match[1], pathname: match[2] ?? '/', search: match[3] ?? '' };
 }
 
+/**
+ * The path as the router matches it: an escaped ASCII character is that character (`%6Aobs` is
+ * `jobs`), but for those that would change the path's shape (`/`, `?`, `#`, `%`).
+ */
+function routed(path: string): string {
+  return path.replace(/%([0-7][0-9a-f])/gi, (escaped, hex: string) => {
+    const char = String.fromCharCode(Number.parseInt(hex, 16));
+    return '/?#%'.includes(char) ? escaped : char;
+  });
+}
+
 /** Whether an answer to this URL is the local API's, to be checked against the document. */
 export function isApiPath(path: string): boolean {
   if (isUnlisted(path)) return false;
@@ -216,7 +227,7 @@ const HINT =
  * it a fabricated document and answers.
  */
 export function problemsOf(document: OpenApiDocument, exchange: ApiExchange): string[] {
-  const path = splitUrl(exchange.url)?.pathname ?? '';
+  const path = routed(splitUrl(exchange.url)?.pathname ?? '');
   const method = exchange.method.toUpperCase();
   const { templates } = compiledOf(document);
   const template = templates.find((t) => t.pattern.test(path))?.template;
@@ -283,7 +294,7 @@ export function problemsOf(document: OpenApiDocument, exchange: ApiExchange): st
 export async function checkApiAnswer(exchange: ApiExchange): Promise<void> {
   const url = splitUrl(exchange.url);
   // A request target that is no path (the fuzz test's absolute-form or `*`): no operation's.
-  if (!url || !isApiPath(url.pathname)) return;
+  if (!url || !isApiPath(routed(url.pathname))) return;
   const document = await documentOf(url.origin);
   const problems = problemsOf(document, exchange);
   if (problems.length === 0) return;

@@ -1039,15 +1039,23 @@ describe('the local API under generated requests', () => {
           if (FUZZ_OWNER_TOKENS.has(fuzz.token) && otherInPath.length === 0) {
             for (const name of otherNames()) expect(answer.text, `${name} leaked: ${what}`).not.toContain(name);
           }
-          if (route && method === route.method && answer.status < 300) {
+          // An off-document path the router reads as a route's (`/api/v1/%6Aobs` is /api/v1/jobs)
+          // accepts as that route does: what it made is accepted too (a random seed found one).
+          const template =
+            route && method === route.method
+              ? route.template
+              : route === undefined && path.startsWith('/api/v1/%6Aobs')
+                ? '/api/v1/jobs'
+                : undefined;
+          if (template !== undefined && answer.status < 300) {
             const made = idOf(answer.text);
-            if (route.template === '/api/v1/jobs' && method === 'POST' && made) {
+            if (template === '/api/v1/jobs' && method === 'POST' && made) {
               acceptedJobs.add(made);
               jobIds.push(made);
-            } else if (route.template.endsWith('/resubmit') && made) {
+            } else if (template.endsWith('/resubmit') && made) {
               acceptedJobs.add(made);
               jobIds.push(made);
-            } else if (route.template.endsWith('/runs') && method === 'POST' && made) {
+            } else if (template.endsWith('/runs') && method === 'POST' && made) {
               acceptedRuns.add(made);
               runIds.push(made);
             }
