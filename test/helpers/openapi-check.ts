@@ -140,7 +140,7 @@ async function fetchDocument(origin: string): Promise<OpenApiDocument> {
 
 interface CompiledDocument {
   ajv: Ajv2020;
-  /** Longest literal prefix first: `/api/v1/jobs/{id}/output` before `/api/v1/jobs/{id}`. */
+  /** Fewest parameters first: a literal path wins over a template that would match it too. */
   templates: { template: string; pattern: RegExp }[];
   validators: Map<string, ValidateFunction>;
 }
@@ -223,8 +223,8 @@ const HINT =
   'Fix the route (its answer is what users get) or its schema and declared statuses (src/http/api/routes/*.schema.ts and the `response:` of the route) so that they agree.';
 
 /**
- * The problems of an answer against a document, none when it agrees. Pure: the unit test gives
- * it a fabricated document and answers.
+ * The problems of an answer against a document, none when it agrees. Pure: its test
+ * (test/integration/api/openapi-check.test.ts) gives it a made-up document and answers.
  */
 export function problemsOf(document: OpenApiDocument, exchange: ApiExchange): string[] {
   const path = routed(splitUrl(exchange.url)?.pathname ?? '');
@@ -235,7 +235,6 @@ export function problemsOf(document: OpenApiDocument, exchange: ApiExchange): st
   const operation = template ? document.paths[template]?.[method === 'HEAD' ? 'get' : method.toLowerCase()] : undefined;
   const mediaType = mediaTypeOf(exchange.contentType);
   const hasBody = method !== 'HEAD' && exchange.text.length > 0;
-  const problems: string[] = [];
 
   let response: { content?: Record<string, { schema?: unknown }> } | undefined;
   let key: string;
@@ -244,8 +243,7 @@ export function problemsOf(document: OpenApiDocument, exchange: ApiExchange): st
     if (exchange.status < 400) {
       return [`${method} ${path} answered ${exchange.status} but the document lists no such operation`];
     }
-    const error = document.components?.schemas?.Error;
-    if (!error) return [];
+    if (!document.components?.schemas?.Error) return [];
     response = { content: { 'application/json': { schema: { $ref: '#/components/schemas/Error' } } } };
     key = 'no-operation';
   } else {
@@ -266,7 +264,7 @@ export function problemsOf(document: OpenApiDocument, exchange: ApiExchange): st
     }
   }
 
-  if (!hasBody) return problems;
+  if (!hasBody) return [];
   const content = response.content ?? {};
   const declaredTypes = Object.keys(content);
   if (declaredTypes.length === 0) {
@@ -277,7 +275,7 @@ export function problemsOf(document: OpenApiDocument, exchange: ApiExchange): st
   if (!media) {
     return [`Content-Type ${mediaType || '(none)'} is not one the document declares (${declaredTypes.join(', ')})`];
   }
-  if (!isJson(mediaType) || media.schema === undefined) return problems;
+  if (!isJson(mediaType) || media.schema === undefined) return [];
   let body: unknown;
   try {
     body = JSON.parse(exchange.text);
@@ -285,9 +283,7 @@ export function problemsOf(document: OpenApiDocument, exchange: ApiExchange): st
     return [`the body is not JSON though its Content-Type is ${mediaType}`];
   }
   const validate = validatorFor(document, `${key} ${mediaType}`, media.schema);
-  if (!validate(body))
-    problems.push(`the body does not match the declared schema:\n${describeErrors(validate.errors)}`);
-  return problems;
+  return validate(body) ? [] : [`the body does not match the declared schema:\n${describeErrors(validate.errors)}`];
 }
 
 /** Throws OpenApiDriftError when the answer disagrees with the document its daemon serves. */
