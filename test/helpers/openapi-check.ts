@@ -305,17 +305,21 @@ export async function checkApiAnswer(exchange: ApiExchange): Promise<void> {
   );
 }
 
-/** fetch, with the answer checked when it is the local API's (for tests that need the Response). */
-export async function checkedFetch(url: string, init: RequestInit = {}): Promise<Response> {
-  const response = await fetch(url, init);
-  if (!isApiPath(new URL(url).pathname)) return response;
+/**
+ * fetch, with the answer checked when it is the local API's: for tests that need the Response,
+ * and for the typed client's tests (its `fetch` option).
+ */
+export const checkedFetch: typeof fetch = async (input, init) => {
+  const response = await fetch(input, init);
+  const url = new URL(input instanceof Request ? input.url : input);
+  if (!isApiPath(url.pathname)) return response;
   const text = await response.clone().text();
   await checkApiAnswer({
-    method: init.method ?? 'GET',
-    url: new URL(url).href,
+    method: init?.method ?? (input instanceof Request ? input.method : 'GET'),
+    url: url.href,
     status: response.status,
     contentType: response.headers.get('content-type'),
     text,
   });
   return response;
-}
+};
