@@ -1,6 +1,10 @@
 import { request } from 'node:http';
+import { checkApiAnswer } from './openapi-check.js';
 
-/** Small fetch wrapper for tests: JSON or text body, status and headers. */
+/**
+ * Small fetch wrapper for tests: JSON or text body, status and headers. An answer of a daemon's
+ * local API is checked against its OpenAPI document (see openapi-check.ts).
+ */
 export interface HttpResult {
   status: number;
   headers: Headers;
@@ -18,8 +22,17 @@ export async function http(
     body = typeof init.body === 'string' ? init.body : JSON.stringify(init.body);
     headers['content-type'] ??= 'application/json';
   }
-  const response = await fetch(url, { method: init.method ?? 'GET', headers, body });
+  const method = init.method ?? 'GET';
+  const response = await fetch(url, { method, headers, body });
   const text = await response.text();
+  // As fetch sent it: dot segments resolved.
+  await checkApiAnswer({
+    method,
+    url: new URL(url).href,
+    status: response.status,
+    contentType: response.headers.get('content-type'),
+    text,
+  });
   let json: unknown;
   try {
     json = JSON.parse(text);

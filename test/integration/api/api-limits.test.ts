@@ -7,6 +7,7 @@ import { startDaemon } from '../../../src/main.js';
 import { apiClient, errorOf } from '../../helpers/api.js';
 import { daemonTestEnv, startTestDaemon } from '../../helpers/daemon.js';
 import { waitFor } from '../../helpers/http.js';
+import { checkedFetch } from '../../helpers/openapi-check.js';
 
 /** The per-token rate limit, and readiness when Redis or a scheduler is missing. */
 
@@ -65,7 +66,7 @@ describe('rate limit', () => {
       scopes: ['read'],
     });
     const get = async (base: string | null) =>
-      (await fetch(`${base}/api/v1/jobs`, { headers: { authorization: `Bearer ${token}` } })).status;
+      (await checkedFetch(`${base}/api/v1/jobs`, { headers: { authorization: `Bearer ${token}` } })).status;
     const statuses = [];
     for (let i = 0; i < 6; i++) statuses.push(await get(i % 2 ? web.apiUrl : td.daemon.apiUrl));
     expect(statuses).toEqual([200, 200, 200, 200, 429, 429]);

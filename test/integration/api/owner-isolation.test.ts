@@ -10,6 +10,7 @@ import { shellSpec } from '../../helpers/api.js';
 import { startTestDaemon, type TestDaemon } from '../../helpers/daemon.js';
 import { DIALECTS, type Dialect, testPostgres } from '../../helpers/histories.js';
 import { waitFor } from '../../helpers/http.js';
+import { checkedFetch } from '../../helpers/openapi-check.js';
 import { startTestRedis, type TestRedis } from '../../helpers/redis.js';
 import { startSim, type TestSim } from '../../helpers/sim.js';
 
@@ -250,7 +251,7 @@ describe.each(DIALECTS)('owner isolation on %s', (dialect: Dialect) => {
   };
 
   const call = async (method: string, path: string, token: string | null, body?: unknown): Promise<Answer> => {
-    const res = await fetch(`${url}${path}`, {
+    const res = await checkedFetch(`${url}${path}`, {
       method,
       redirect: 'manual',
       headers: {

@@ -13,6 +13,7 @@ import {
 import { apiClient, shellSpec } from '../../helpers/api.js';
 import { daemonTestEnv, startTestDaemon, type TestDaemon } from '../../helpers/daemon.js';
 import { startFlakyProxy } from '../../helpers/flaky-proxy.js';
+import { checkedFetch } from '../../helpers/openapi-check.js';
 import { startTestRedis, type TestRedis } from '../../helpers/redis.js';
 import { startSim, type TestSim } from '../../helpers/sim.js';
 
@@ -45,7 +46,7 @@ function countingFetch() {
   const calls: string[] = [];
   const counted: typeof fetch = async (input, init) => {
     calls.push(`${init?.method ?? 'GET'} ${new URL(String(input)).pathname}`);
-    return fetch(input, init);
+    return checkedFetch(input, init);
   };
   return { fetch: counted, calls };
 }
@@ -57,7 +58,7 @@ describe('the client against a daemon', () => {
   let token: string;
   let spec: (name: string, body: string) => SubmitJobBody['spec'];
   const client = (options: Partial<SchedflowClientOptions> = {}) =>
-    new SchedflowClient({ baseUrl: td.daemon.apiUrl ?? '', token, ...options });
+    new SchedflowClient({ baseUrl: td.daemon.apiUrl ?? '', token, fetch: checkedFetch, ...options });
 
   beforeAll(async () => {
     redis = await startTestRedis();

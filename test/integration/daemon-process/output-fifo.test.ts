@@ -2,6 +2,7 @@ import { chmodSync, closeSync, constants, mkdirSync, openSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { cleanEnv, runCli, spawnDaemon } from '../../helpers/cli-process.js';
+import { checkedFetch } from '../../helpers/openapi-check.js';
 import { startTestRedis } from '../../helpers/redis.js';
 import { daemonProcessEnv, SHUTDOWN_GRACE_MS } from './daemon-process-env.js';
 
@@ -21,7 +22,7 @@ const ANSWER_MS = 5_000;
 async function get(url: string, token?: string): Promise<{ status: number; json: unknown }> {
   let response: Response;
   try {
-    response = await fetch(url, {
+    response = await checkedFetch(url, {
       headers: token ? { authorization: `Bearer ${token}` } : {},
       signal: AbortSignal.timeout(ANSWER_MS),
     });
@@ -68,7 +69,7 @@ describe('a job that replaces its output with a FIFO, on the embedded default', 
     const apiUrl = /local API: (http:\/\/[^/\s]+)/.exec(daemon.stdout)?.[1];
     expect(apiUrl).toBeDefined();
 
-    const submitted = await fetch(`${apiUrl}/api/v1/jobs`, {
+    const submitted = await checkedFetch(`${apiUrl}/api/v1/jobs`, {
       method: 'POST',
       headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
       body: JSON.stringify({

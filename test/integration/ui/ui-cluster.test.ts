@@ -6,6 +6,7 @@ import type { JobSpec } from '../../../src/sched/job-spec.js';
 import { launchBrowser, type TestBrowser } from '../../helpers/browser.js';
 import { startTestDaemon, type TestDaemon } from '../../helpers/daemon.js';
 import { waitFor } from '../../helpers/http.js';
+import { checkedFetch } from '../../helpers/openapi-check.js';
 import { startTestRedis, type TestRedis } from '../../helpers/redis.js';
 import { startSim, type TestSim } from '../../helpers/sim.js';
 
@@ -52,7 +53,9 @@ async function logIn(token: string, width?: number): Promise<Page> {
 }
 
 async function api<T>(path: string, token: string): Promise<T> {
-  const res = await fetch(`${base}/api/v1/cluster/test/${path}`, { headers: { authorization: `Bearer ${token}` } });
+  const res = await checkedFetch(`${base}/api/v1/cluster/test/${path}`, {
+    headers: { authorization: `Bearer ${token}` },
+  });
   expect(res.status).toBe(200);
   return (await res.json()) as T;
 }

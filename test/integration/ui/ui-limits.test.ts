@@ -4,6 +4,7 @@ import { Secret } from '../../../src/lib/secret.js';
 import { launchBrowser } from '../../helpers/browser.js';
 import { startTestDaemon, type TestDaemon } from '../../helpers/daemon.js';
 import { bearer } from '../../helpers/http.js';
+import { checkedFetch } from '../../helpers/openapi-check.js';
 import { startTestRedis, type TestRedis } from '../../helpers/redis.js';
 import { startSim, type TestSim } from '../../helpers/sim.js';
 
@@ -150,7 +151,7 @@ describe('the UI under a flood from its own address', () => {
     expect(admin.session).not.toBeNull();
     expect((await page('/jobs', admin.session ?? '')).status).toBe(200);
     expect((await page('/jobs', already)).status).toBe(200);
-    const apiAnswer = await fetch(`${api}/api/v1/jobs`, { headers: bearer(apiToken) });
+    const apiAnswer = await checkedFetch(`${api}/api/v1/jobs`, { headers: bearer(apiToken) });
     await apiAnswer.body?.cancel();
     expect(apiAnswer.status).toBe(200);
   });
@@ -272,7 +273,7 @@ describe('the API docs', () => {
       '/healthz',
       '/api/v1/jobs',
     ]) {
-      const res = await fetch(`${api}${path}`);
+      const res = await checkedFetch(`${api}${path}`);
       await res.body?.cancel();
       expect(res.status, path).toBeLessThan(500);
       expect(res.headers.get('x-frame-options'), path).toBe('DENY');
