@@ -127,8 +127,17 @@ describe('the cluster view', () => {
     await viewAll();
     if (Date.now() - readAt < ttlMs) expect(await listingCounts(sim)).toEqual(after);
 
-    // Past it: one more read per listing, however many ask.
-    await new Promise((r) => setTimeout(r, Math.max(0, readAt + ttlMs - Date.now()) + 200));
+    // Past it: one more read per listing, however many ask. The lifetime runs from when each
+    // answer was kept (its entry's fetchedAtMs), which comes after Slurm produced it (the answer's
+    // fetched_at): under load, seconds after.
+    const keptAt = await Promise.all(
+      LISTINGS.map(async (l) => {
+        const text = await otherRedis.get(`${prefix}:cluster:test:${l}`);
+        return text === null ? 0 : ((JSON.parse(text) as { fetchedAtMs?: number }).fetchedAtMs ?? 0);
+      }),
+    );
+    const expiresAt = Math.max(readAt, ...keptAt) + ttlMs;
+    await new Promise((r) => setTimeout(r, Math.max(0, expiresAt - Date.now()) + 200));
     const expiredFrom = await listingCounts(sim);
     await viewAll();
     const later = await listingCounts(sim);
