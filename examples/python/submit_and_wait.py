@@ -17,6 +17,7 @@ the request or could not be reached.
 """
 
 import json
+import math
 import os
 import random
 import sys
@@ -36,6 +37,7 @@ TERMINAL = {
 }
 ATTEMPTS = 8  # tries of one call before giving up on 429/503/connection errors
 TIMEOUT = (5, 30)  # seconds: to connect, to read an answer
+MAX_WAIT = 300  # seconds: a longer Retry-After (a daily quota spent) is reported, not slept through
 
 HELLO = {
     "spec": {
@@ -63,12 +65,14 @@ def retry_after(response, attempt):
     value = response.headers.get("Retry-After") if response is not None else None
     if value:
         try:
-            return max(0.0, float(value))
+            wait = float(value)
         except ValueError:  # an HTTP date, as RFC 9110 also allows
             try:
-                return max(0.0, parsedate_to_datetime(value).timestamp() - time.time())
+                wait = parsedate_to_datetime(value).timestamp() - time.time()
             except (TypeError, ValueError):
-                pass
+                wait = math.nan
+        if not math.isnan(wait):
+            return max(0.0, wait)
     return min(30.0, 2 ** attempt) * random.uniform(0.5, 1.0)
 
 
@@ -100,13 +104,13 @@ def call(session, method, path, **kwargs):
             continue
         if response.ok:
             return response
-        if not retryable(response) or attempt == ATTEMPTS:
+        wait = retry_after(response, attempt)
+        if not retryable(response) or attempt == ATTEMPTS or wait > MAX_WAIT:
             try:
                 body = response.json()
             except ValueError:
                 body = response.text
             raise ApiError(response.status_code, body)
-        wait = retry_after(response, attempt)
         print(f"{method} {path}: {response.status_code} {error_code(response)}; again in {wait:.1f} s", file=sys.stderr)
         time.sleep(wait)
     raise AssertionError("unreachable")

@@ -26,14 +26,15 @@ attempts=8 # tries of one call before giving up on 429/503/connection errors
 # The request states nothing changes any more (`lost` is not one: accounting may still find it).
 terminal=' completed failed timeout cancelled node_fail out_of_memory preempted boot_fail deadline submit_failed '
 
-if [ $# -gt 0 ]; then
-  body=$(jq -c . "$1")
-else
-  body=$(jq -nc '{spec: {name: "hello", script: "#!/bin/sh\necho hello from job $SLURM_JOB_ID\n", time_limit: 10}}')
-fi
-
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
+# The body goes to curl in a file too: a job's environment may hold secrets, and one argument
+# is at most 128 KiB where the API takes 1 MiB.
+if [ $# -gt 0 ]; then
+  jq -c . "$1" >"$tmp/request.json"
+else
+  jq -nc '{spec: {name: "hello", script: "#!/bin/sh\necho hello from job $SLURM_JOB_ID\n", time_limit: 10}}' >"$tmp/request.json"
+fi
 # The token goes to curl in a file of ours, never on its command line (where `ps` shows it).
 printf 'Authorization: Bearer %s\n' "$SCHEDFLOW_TOKEN" >"$tmp/auth"
 chmod 600 "$tmp/auth"
@@ -55,6 +56,8 @@ call() {
       [ "$attempt" -ge "$attempts" ] && return 1
       pause=$(tr -d '\r' <"$tmp/headers" | awk -F': *' 'tolower($1) == "retry-after" { print $2 }' | tail -n 1)
       [[ "$pause" =~ ^[0-9]+$ ]] || pause=$((attempt < 5 ? 2 ** attempt : 30))
+      # A longer wait (a daily quota spent) is reported, not slept through.
+      [ "$pause" -gt 300 ] && return 1
       echo "$method $path: $status $code; again in $pause s" >&2
     else
       status=000 # no answer: refused, reset or timed out
@@ -81,7 +84,7 @@ refused() {
 # One key for every try of this submission: a repeat is answered with the first request.
 key=$(cat /proc/sys/kernel/random/uuid 2>/dev/null || uuidgen)
 call POST /api/v1/jobs -H 'Content-Type: application/json' -H "Idempotency-Key: $key" \
-  --data-binary "$body" || refused
+  --data-binary "@$tmp/request.json" || refused
 id=$(jq -r .id "$tmp/body")
 self=$(jq -r .links.self "$tmp/body")
 replayed=$(grep -qi '^idempotent-replayed: *true' "$tmp/headers" && echo ' (replayed)' || true)
