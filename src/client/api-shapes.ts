@@ -28,13 +28,13 @@ export type UpdateJobBody = BodyOf<Operation<'/api/v1/jobs/{id}', 'patch'>>;
 export type JobControlAnswer = AnswerOf<Operation<'/api/v1/jobs/{id}/hold', 'post'>, 200>;
 export type ControlJobBody = NonNullable<BodyOf<Operation<'/api/v1/jobs/{id}/hold', 'post'>>>;
 export type ResubmittedJob = AnswerOf<Operation<'/api/v1/jobs/{id}/resubmit', 'post'>, 201>;
-export type RetryTasksBody = NonNullable<BodyOf<Operation<'/api/v1/jobs/{id}/retry-tasks', 'post'>>>;
+export type RetryJobTasksBody = NonNullable<BodyOf<Operation<'/api/v1/jobs/{id}/retry-tasks', 'post'>>>;
 export type RetriedTasks = AnswerOf<Operation<'/api/v1/jobs/{id}/retry-tasks', 'post'>, 201>;
 export type JobOutput = AnswerOf<Operation<'/api/v1/jobs/{id}/output', 'get'>, 200>;
 export type JobOutputQuery = QueryOf<Operation<'/api/v1/jobs/{id}/output', 'get'>>;
 
 export type Pipeline = AnswerOf<Operation<'/api/v1/pipelines', 'get'>, 200>['items'][number];
-export type TriggerRunBody = BodyOf<Operation<'/api/v1/pipelines/{name}/runs', 'post'>>;
+export type TriggerPipelineRunBody = BodyOf<Operation<'/api/v1/pipelines/{name}/runs', 'post'>>;
 export type Run = AnswerOf<Operation<'/api/v1/runs', 'get'>, 200>['items'][number];
 export type RunState = Run['state'];
 export type ListRunsQuery = QueryOf<Operation<'/api/v1/runs', 'get'>>;

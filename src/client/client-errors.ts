@@ -9,13 +9,13 @@ import type { ErrorDetail, FieldProblem } from './api-shapes.js';
  */
 export abstract class SchedflowClientError extends Error {
   abstract readonly code: string;
-  override get name(): string {
-    return this.constructor.name;
-  }
+  // Each class names itself in a literal, not by `constructor.name`, which a minifier renames.
+  override readonly name: string = 'SchedflowClientError';
 }
 
 /** An error answer of the API, as its body `{ error: { code, message, … } }` says. */
 export class SchedflowApiError extends SchedflowClientError {
+  override readonly name = 'SchedflowApiError';
   /** The daemon's code, e.g. `SCHEDFLOW_ERR_VALIDATION`. */
   readonly code: string;
   readonly status: number;
@@ -29,6 +29,11 @@ export class SchedflowApiError extends SchedflowClientError {
   readonly detail: ErrorDetail;
   /** Which call it answered: `POST /api/v1/jobs`. */
   readonly call: string;
+  /**
+   * The `Idempotency-Key` the call was sent with (null when none): to try the same submission
+   * again later without making a second, resend with `{ idempotencyKey: error.idempotencyKey }`.
+   */
+  readonly idempotencyKey: string | null;
 
   constructor(input: {
     status: number;
@@ -36,6 +41,7 @@ export class SchedflowApiError extends SchedflowClientError {
     requestId: string | null;
     retryAfterMs: number | null;
     call: string;
+    idempotencyKey: string | null;
   }) {
     super(`${input.detail.message} (${input.detail.code}, HTTP ${input.status}, ${input.call})`);
     this.code = input.detail.code;
@@ -45,6 +51,7 @@ export class SchedflowApiError extends SchedflowClientError {
     this.retryAfterMs = input.retryAfterMs;
     this.detail = input.detail;
     this.call = input.call;
+    this.idempotencyKey = input.idempotencyKey;
   }
 }
 
@@ -53,6 +60,7 @@ export class SchedflowApiError extends SchedflowClientError {
  * page in front of the daemon), or a success that is not JSON.
  */
 export class SchedflowUnexpectedAnswerError extends SchedflowClientError {
+  override readonly name = 'SchedflowUnexpectedAnswerError';
   readonly code = 'SCHEDFLOW_CLIENT_UNEXPECTED_ANSWER';
   constructor(
     readonly status: number,
@@ -66,10 +74,17 @@ export class SchedflowUnexpectedAnswerError extends SchedflowClientError {
 
 /** No answer: the connection failed or an attempt ran past `requestTimeoutMs`, and no retry was left (or allowed). */
 export class SchedflowNetworkError extends SchedflowClientError {
+  override readonly name = 'SchedflowNetworkError';
   readonly code = 'SCHEDFLOW_CLIENT_NETWORK';
   constructor(
     readonly call: string,
     readonly attempts: number,
+    /**
+     * The `Idempotency-Key` the call was sent with (null when none): the daemon may have made
+     * what it asked for; resend with `{ idempotencyKey: error.idempotencyKey }` to be answered
+     * with that rather than make a second.
+     */
+    readonly idempotencyKey: string | null,
     options: { cause: unknown },
   ) {
     super(`${call}: no answer after ${attempts} attempt(s): ${messageOf(options.cause)}`, options);
@@ -78,6 +93,7 @@ export class SchedflowNetworkError extends SchedflowClientError {
 
 /** A wait (`waitForJob`, `waitForRun`) that reached its `timeoutMs` before the job or run ended. */
 export class SchedflowTimeoutError<T = unknown> extends SchedflowClientError {
+  override readonly name = 'SchedflowTimeoutError';
   readonly code = 'SCHEDFLOW_CLIENT_TIMEOUT';
   constructor(
     readonly what: string,

@@ -14,13 +14,13 @@ import type {
   Pipeline,
   ResubmittedJob,
   RetriedTasks,
-  RetryTasksBody,
+  RetryJobTasksBody,
   Run,
   RunControlAnswer,
   RunDetail,
   RunState,
   SubmitJobBody,
-  TriggerRunBody,
+  TriggerPipelineRunBody,
   UpdateJobBody,
 } from './api-shapes.js';
 import { everyItem, type Page } from './paging.js';
@@ -79,10 +79,11 @@ export type RunFilters = Omit<ListRunsQuery, 'cursor' | 'state'> & { state?: rea
 export class SchedflowClient {
   readonly #transport: Transport;
 
+  /** Throws a `TypeError` for a `baseUrl` or `token` that no request could be made with. */
   constructor(options: SchedflowClientOptions) {
     this.#transport = new Transport({
-      baseUrl: options.baseUrl,
-      token: options.token,
+      baseUrl: checkedBaseUrl(options.baseUrl),
+      token: checkedToken(options.token),
       fetch: options.fetch ?? globalThis.fetch.bind(globalThis),
       retry: { ...DEFAULT_RETRY, ...options.retry },
       requestTimeoutMs: options.requestTimeoutMs ?? 30_000,
@@ -121,7 +122,12 @@ export class SchedflowClient {
     );
   }
 
-  /** `DELETE /api/v1/jobs/{id}`: 200 when withdrawn before submission, 202 when the scheduler was asked. */
+  /**
+   * `DELETE /api/v1/jobs/{id}`: 200 when withdrawn before submission, 202 when the scheduler was
+   * asked. When an attempt got no answer and its retry is answered 409 `SCHEDFLOW_ERR_JOB_ENDED`
+   * with `state: 'cancelled'`, the first attempt may have been the one that cancelled it: the
+   * error is thrown as the daemon answered (docs/http-api.md#typescript-client).
+   */
   async cancelJob(id: string, options: CallOptions = {}): Promise<CancelledJob> {
     return this.#body<CancelledJob>({ method: 'DELETE', path: `/api/v1/jobs/${segment(id)}`, ...options });
   }
@@ -158,7 +164,11 @@ export class SchedflowClient {
   }
 
   /** `POST /api/v1/jobs/{id}/retry-tasks`: some of an array job's tasks again (default: those that did not complete). */
-  async retryTasks(id: string, body: RetryTasksBody = {}, options: MakeOptions = {}): Promise<RetriedTasks & Made> {
+  async retryJobTasks(
+    id: string,
+    body: RetryJobTasksBody = {},
+    options: MakeOptions = {},
+  ): Promise<RetriedTasks & Made> {
     return this.#make<RetriedTasks>(`/api/v1/jobs/${segment(id)}/retry-tasks`, body, options);
   }
 
@@ -170,7 +180,11 @@ export class SchedflowClient {
   }
 
   /** `POST /api/v1/pipelines/{name}/runs`: starts a run now (201). */
-  async triggerRun(pipeline: string, body: TriggerRunBody = {}, options: MakeOptions = {}): Promise<Run & Made> {
+  async triggerPipelineRun(
+    pipeline: string,
+    body: TriggerPipelineRunBody = {},
+    options: MakeOptions = {},
+  ): Promise<Run & Made> {
     return this.#make<Run>(`/api/v1/pipelines/${segment(pipeline)}/runs`, body, options);
   }
 
@@ -249,4 +263,35 @@ export class SchedflowClient {
     });
     return { ...answer.body, idempotencyKey, replayed: answer.headers.get('idempotent-replayed') === 'true' };
   }
+}
+
+/**
+ * The daemon's address as an http(s) URL. Checked here, once: `127.0.0.1:8080` (no scheme) would
+ * otherwise fail at each call as a network error, and credentials in it would be sent to no end
+ * (the token is the API's credential) and shown in errors. The value is never echoed.
+ */
+function checkedBaseUrl(baseUrl: unknown): string {
+  const refused = new TypeError(
+    'SchedflowClient: baseUrl must be an http:// or https:// URL without a user or password, such as http://127.0.0.1:8080',
+  );
+  if (typeof baseUrl !== 'string' || !URL.canParse(baseUrl)) throw refused;
+  const url = new URL(baseUrl);
+  if ((url.protocol !== 'http:' && url.protocol !== 'https:') || url.username !== '' || url.password !== '') {
+    throw refused;
+  }
+  return baseUrl;
+}
+
+/**
+ * An API token as a header can carry it: printable ASCII, no space or line break. A line break
+ * makes `fetch` throw an error quoting the whole header, token included; the message here never
+ * says what the value was.
+ */
+function checkedToken(token: unknown): string {
+  if (typeof token !== 'string' || !/^[\x21-\x7e]+$/.test(token)) {
+    throw new TypeError(
+      'SchedflowClient: token must be an API token (`schedflow tokens create`): printable ASCII without spaces or line breaks, and not empty',
+    );
+  }
+  return token;
 }

@@ -5,7 +5,7 @@ import {
   SchedflowNetworkError,
   SchedflowUnexpectedAnswerError,
 } from './client-errors.js';
-import { isRetryableStatus, parseRetryAfter, type RetryPolicy, retryDelayMs } from './retry.js';
+import { isRetryableAnswer, parseRetryAfter, type RetryPolicy, retryDelayMs } from './retry.js';
 import { sleep } from './sleep.js';
 
 export type QueryValue = string | number | boolean | readonly string[] | undefined;
@@ -38,8 +38,16 @@ export interface TransportOptions {
   requestTimeoutMs: number;
 }
 
-/** A path segment (an id, a pipeline's name), percent-encoded. */
-export const segment = (value: string): string => encodeURIComponent(value);
+/**
+ * A path segment (an id, a pipeline's name), percent-encoded. `''`, `.` and `..` (or `%2E`) are
+ * refused: the URL would resolve them, and `getJob('..')` would read another route.
+ */
+export function segment(value: string): string {
+  if (/^(?:\.|%2e){0,2}$/i.test(value)) {
+    throw new TypeError(`an id or a name in a path cannot be empty, "." or "..": got ${JSON.stringify(value)}`);
+  }
+  return encodeURIComponent(value);
+}
 
 /** One call of the API: its attempts, retries and waits, and its answer read as JSON or as a typed error. */
 export class Transport {
@@ -72,9 +80,14 @@ export class Transport {
         response = await this.#attempt(url, { method: init.method, headers, body }, init.signal);
       } catch (error) {
         if (init.signal?.aborted) throw init.signal.reason;
+        // A request `fetch` refused to make (a header or URL it cannot send) is a mistake here,
+        // not a lost answer: the same request would be refused again.
+        if (!isNoAnswer(error)) throw this.#scrubbed(error);
         const delay = retryDelayMs(retry, attempt, null);
         if (!mayRepeat || attempt >= retry.maxAttempts || delay === null) {
-          throw new SchedflowNetworkError(call, attempt, { cause: error });
+          throw this.#scrubbed(
+            new SchedflowNetworkError(call, attempt, init.idempotencyKey ?? null, { cause: this.#scrubbed(error) }),
+          );
         }
         unanswered = true;
         retry.onRetry?.({ call, attempt, delayMs: delay, status: null, retryAfterMs: null });
@@ -85,11 +98,14 @@ export class Transport {
         return { status: response.status, headers: response.headers, body: parseSuccess<T>(response, call) };
       }
       const retryAfterMs = parseRetryAfter(response.headers.get('retry-after'));
-      const failure = errorOf(response, call, retryAfterMs);
+      // The body is the daemon's text, kept in the error (`detail`, `excerpt`): never the token.
+      const text = response.text.replaceAll(this.#options.token, '***');
+      const failure = this.#scrubbed(errorOf({ ...response, text }, call, retryAfterMs, init.idempotencyKey ?? null));
+      const code = failure instanceof SchedflowApiError ? failure.code : null;
       // The key is held by this call's own unanswered attempt, still being answered: its answer
-      // comes back once it is done. Any other 409 is the request's own conflict.
-      const ownKeyInUse = unanswered && failure.code === 'SCHEDFLOW_ERR_IDEMPOTENCY_KEY_IN_USE';
-      if ((isRetryableStatus(response.status) || ownKeyInUse) && attempt < retry.maxAttempts) {
+      // comes back once it is done. Any other 409 but "being submitted" is the request's own conflict.
+      const ownKeyInUse = unanswered && code === 'SCHEDFLOW_ERR_IDEMPOTENCY_KEY_IN_USE';
+      if ((isRetryableAnswer(response.status, code) || ownKeyInUse) && attempt < retry.maxAttempts) {
         const delay = retryDelayMs(retry, attempt, retryAfterMs);
         if (delay !== null) {
           retry.onRetry?.({ call, attempt, delayMs: delay, status: response.status, retryAfterMs });
@@ -101,6 +117,31 @@ export class Transport {
     }
   }
 
+  /**
+   * The error with the token taken out of its message and its causes' (`***`): `fetch` may quote
+   * the header it could not send, and the daemon's text is not ours to trust. A cause that names
+   * it is replaced by an Error of the same name and the scrubbed message.
+   */
+  #scrubbed<E>(error: E): E {
+    const token = this.#options.token;
+    if (!(error instanceof Error) || !mentions(error, token)) return error;
+    try {
+      if (error.message.includes(token)) error.message = error.message.replaceAll(token, '***');
+      if (error.cause !== undefined && mentions(error.cause, token)) {
+        const cause = new Error(textOf(error.cause).replaceAll(token, '***'));
+        cause.name = error.cause instanceof Error ? error.cause.name : 'Error';
+        Object.defineProperty(error, 'cause', { value: cause, writable: true, configurable: true });
+      }
+      if (error.stack?.includes(token)) error.stack = error.stack.replaceAll(token, '***');
+      if (!mentions(error, token)) return error;
+    } catch {
+      // A message that cannot be written (a DOMException's): replaced below.
+    }
+    const plain = new Error(textOf(error).replaceAll(token, '***'));
+    plain.name = error.name;
+    return plain as E;
+  }
+
   /** One request and its whole body, within `requestTimeoutMs` and the caller's signal. */
   async #attempt(url: string, init: RequestInit, signal: AbortSignal | undefined) {
     const timeout = AbortSignal.timeout(this.#options.requestTimeoutMs);
@@ -110,6 +151,35 @@ export class Transport {
     });
     return { status: response.status, headers: response.headers, text: await response.text() };
   }
+}
+
+/**
+ * Whether a failed `fetch` may have reached the daemon, or not reached it for a reason that may
+ * pass: anything but a `TypeError` (an attempt's timeout, a dispatcher's error), or a `TypeError`
+ * that says the network failed (undici's `fetch failed` with its cause, a browser's `Failed to
+ * fetch`). Any other `TypeError` is a request `fetch` would not make.
+ */
+function isNoAnswer(error: unknown): boolean {
+  if (!(error instanceof TypeError)) return true;
+  return (
+    error.cause !== undefined || /fetch failed|failed to fetch|networkerror|load failed|network/i.test(error.message)
+  );
+}
+
+/** Whether the token is anywhere in the error's text: its message, stack, or its causes'. */
+function mentions(error: unknown, token: string, depth = 0): boolean {
+  if (depth > 5 || error === undefined || error === null) return false;
+  if (!(error instanceof Error)) return String(error).includes(token);
+  return (
+    error.message.includes(token) || (error.stack ?? '').includes(token) || mentions(error.cause, token, depth + 1)
+  );
+}
+
+/** An error's message and its causes', as one line. */
+function textOf(error: unknown, depth = 0): string {
+  if (!(error instanceof Error)) return String(error);
+  const cause = depth < 5 && error.cause !== undefined ? `: ${textOf(error.cause, depth + 1)}` : '';
+  return `${error.message}${cause}`;
 }
 
 function queryString(query: Record<string, QueryValue> | undefined): string {
@@ -136,6 +206,7 @@ function errorOf(
   response: { status: number; headers: Headers; text: string },
   call: string,
   retryAfterMs: number | null,
+  idempotencyKey: string | null,
 ): SchedflowClientError {
   const detail = errorDetailOf(response.text);
   if (!detail) return new SchedflowUnexpectedAnswerError(response.status, call, response.text.slice(0, 200));
@@ -145,6 +216,7 @@ function errorOf(
     requestId: response.headers.get('x-request-id'),
     retryAfterMs,
     call,
+    idempotencyKey,
   });
 }
 

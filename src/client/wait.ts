@@ -1,4 +1,5 @@
-import { SchedflowTimeoutError } from './client-errors.js';
+import { SchedflowApiError, SchedflowNetworkError, SchedflowTimeoutError } from './client-errors.js';
+import { isRetryableStatus } from './retry.js';
 import { sleep } from './sleep.js';
 
 export interface WaitOptions<T> {
@@ -17,7 +18,9 @@ export interface WaitOptions<T> {
 /**
  * Reads until `ended` says so. The API has no stream of a job's changes, so this polls, its
  * interval growing while nothing changes (a long job costs few reads) and back to the first
- * once something did (a state change is often followed by another).
+ * once something did (a state change is often followed by another). A read that fails for a
+ * while (no answer, 429, 503, its own retries spent) does not end the wait: the job goes on
+ * meanwhile, so it reads again until `timeoutMs` or the signal; any other error is thrown.
  */
 export async function pollUntil<T extends { state: string }>(
   what: string,
@@ -34,7 +37,16 @@ export async function pollUntil<T extends { state: string }>(
   let interval = first;
   try {
     for (;;) {
-      const value = await read(signal);
+      let value: T;
+      try {
+        value = await read(signal);
+      } catch (error) {
+        if (!passes(error)) throw error;
+        const asked = error instanceof SchedflowApiError ? (error.retryAfterMs ?? 0) : 0;
+        interval = Math.min(longest, interval * 1.5);
+        await sleep(Math.max(interval, asked), signal);
+        continue;
+      }
       if (value.state !== last?.state) {
         options.onUpdate?.(value);
         interval = first;
@@ -53,4 +65,11 @@ export async function pollUntil<T extends { state: string }>(
     }
     throw error;
   }
+}
+
+/** A read's failure that says "not now": the daemon unreachable, or busy (429, 503). */
+function passes(error: unknown): boolean {
+  return (
+    error instanceof SchedflowNetworkError || (error instanceof SchedflowApiError && isRetryableStatus(error.status))
+  );
 }

@@ -216,7 +216,7 @@ describe('the client against a daemon', () => {
 
   it('triggers a pipeline run and follows it until it ends', async () => {
     const sf = client();
-    const run = await sf.triggerRun('greet', { params: { greeting: 'hello' } });
+    const run = await sf.triggerPipelineRun('greet', { params: { greeting: 'hello' } });
     expect(run).toMatchObject({ pipeline: 'greet', trigger: 'api', replayed: false });
     const states: string[] = [];
     const ended = await sf.waitForRun(run.id, {
@@ -234,7 +234,7 @@ describe('the client against a daemon', () => {
     const runs = [];
     for await (const r of sf.listRuns({ pipeline: 'greet', limit: 1 })) runs.push(r.id);
     expect(runs).toEqual([run.id]);
-    const unknown = await sf.triggerRun('nope').catch((e: unknown) => e);
+    const unknown = await sf.triggerPipelineRun('nope').catch((e: unknown) => e);
     expect(unknown).toMatchObject({ code: 'SCHEDFLOW_ERR_NOT_FOUND', status: 404 });
   });
 });
