@@ -161,16 +161,7 @@ export class ClusterView {
       if (entry.error && (entry.failedAtMs ?? 0) > entry.fetchedAtMs) staleReason ??= entry.error.message;
       if (entry.upstreamStale) staleReason ??= entry.upstreamStale;
     }
-    const now = this.clock.now();
-    return {
-      profile,
-      view,
-      data: compose(view, data as SourceData) as ClusterViewData[V],
-      fetchedAt: new Date(fetchedAtMs),
-      ageSec: Math.max(0, Math.round((now - fetchedAtMs) / 1000)),
-      stale: staleReason !== null,
-      staleReason,
-    };
+    return this.answerOf(profile, view, data as SourceData, fetchedAtMs, staleReason);
   }
 
   /**
@@ -197,14 +188,26 @@ export class ClusterView {
       fetchedAtMs = Math.min(fetchedAtMs, entry.producedAtMs ?? entry.fetchedAtMs);
     }
     const stale = now - fetchedAtMs >= this.options.ttlMs;
+    const staleReason = stale ? 'past its lifetime: nobody has viewed the cluster since' : null;
+    return this.answerOf(profile, view, data as SourceData, fetchedAtMs, staleReason);
+  }
+
+  /** The view composed of its listings, aged from the oldest of them. */
+  private answerOf<V extends ClusterViewName>(
+    profile: string,
+    view: V,
+    data: SourceData,
+    fetchedAtMs: number,
+    staleReason: string | null,
+  ): ClusterAnswer<ClusterViewData[V]> {
     return {
       profile,
       view,
-      data: compose(view, data as SourceData) as ClusterViewData[V],
+      data: compose(view, data) as ClusterViewData[V],
       fetchedAt: new Date(fetchedAtMs),
-      ageSec: Math.max(0, Math.round((now - fetchedAtMs) / 1000)),
-      stale,
-      staleReason: stale ? 'past its lifetime: nobody has viewed the cluster since' : null,
+      ageSec: Math.max(0, Math.round((this.clock.now() - fetchedAtMs) / 1000)),
+      stale: staleReason !== null,
+      staleReason,
     };
   }
 

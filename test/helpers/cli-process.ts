@@ -118,9 +118,12 @@ function start(args: string[], options: ProcessOptions): ChildProcess {
 
 /** Runs `schedflow <args>` to its end; killed (SIGKILL) at the timeout, which shows in stderr. */
 export function runCli(args: string[], options: ProcessOptions & { timeoutMs?: number } = {}): Promise<CliResult> {
-  const timeoutMs = options.timeoutMs ?? 20_000;
+  return untilEnd(start(args, options), options.timeoutMs ?? 20_000);
+}
+
+/** A started child's output and end; killed (SIGKILL) at the timeout, which shows in stderr. */
+export function untilEnd(child: ChildProcess, timeoutMs: number): Promise<CliResult> {
   return new Promise((resolve, reject) => {
-    const child = start(args, options);
     let stdout = '';
     let stderr = '';
     child.stdout?.setEncoding('utf8').on('data', (chunk: string) => {

@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { apiClient } from '../../helpers/api.js';
-import { REPO } from '../../helpers/cli-process.js';
+import { type CliResult, REPO, untilEnd } from '../../helpers/cli-process.js';
 import { daemonTestEnv } from '../../helpers/daemon.js';
 import { type RecordedRequest, startFlakyProxy } from '../../helpers/flaky-proxy.js';
 
@@ -37,33 +37,12 @@ const EXAMPLES: Example[] = [
   { name: 'shell', command: join(REPO, 'examples/shell/submit-and-wait.sh'), args: [] },
 ];
 
-interface Run {
-  code: number | null;
-  stdout: string;
-  stderr: string;
-}
-
-function runExample(example: Example, url: string, token: string, extraArgs: string[] = []): Promise<Run> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(example.command, [...example.args, ...extraArgs], {
-      env: { ...process.env, SCHEDFLOW_URL: url, SCHEDFLOW_TOKEN: token },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.setEncoding('utf8').on('data', (chunk: string) => {
-      stdout += chunk;
-    });
-    child.stderr.setEncoding('utf8').on('data', (chunk: string) => {
-      stderr += chunk;
-    });
-    const timer = setTimeout(() => child.kill('SIGKILL'), 45_000);
-    child.on('error', reject);
-    child.on('close', (code) => {
-      clearTimeout(timer);
-      resolve({ code, stdout, stderr });
-    });
+function runExample(example: Example, url: string, token: string, extraArgs: string[] = []): Promise<CliResult> {
+  const child = spawn(example.command, [...example.args, ...extraArgs], {
+    env: { ...process.env, SCHEDFLOW_URL: url, SCHEDFLOW_TOKEN: token },
+    stdio: ['ignore', 'pipe', 'pipe'],
   });
+  return untilEnd(child, 45_000);
 }
 
 /** What the examples need, said plainly where it is missing: they are never skipped. */
