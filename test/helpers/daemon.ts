@@ -13,6 +13,7 @@ import { type Daemon, startDaemon } from '../../src/main.js';
 import type { SimConfigInput } from '../../src/sim/sim-config.js';
 import { newTestDatabase, TEST_HISTORY } from './histories.js';
 import { waitFor } from './http.js';
+import { prepareApiCheck } from './openapi-check.js';
 import { startTestRedis, type TestRedis } from './redis.js';
 import { ALICE_TOKEN, startSim, type TestSim } from './sim.js';
 
@@ -124,6 +125,7 @@ export async function startTestDaemon(
       rmSync(root, { recursive: true, force: true });
     },
   };
+  if (handle.daemon.apiUrl) await prepareApiCheck(new URL(handle.daemon.apiUrl).origin);
   return handle;
 }
 
