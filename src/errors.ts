@@ -50,6 +50,11 @@ export const ERROR_CODES = {
     retryable: true,
     what: 'The PostgreSQL history (DATABASE_URL) could not be reached or refused the login at start: check the server, the URL and the role, then start again.',
   },
+  SCHEDFLOW_ERR_HISTORY_NEWER: {
+    status: null,
+    retryable: false,
+    what: 'The history was migrated by a newer schedflow: run that release on it, or restore the backup taken before the upgrade and start this one (docs/operations.md, Upgrades and rollbacks).',
+  },
   SCHEDFLOW_ERR_REDIS_START: {
     status: null,
     retryable: false,
@@ -542,6 +547,14 @@ export class RedisUnavailableError extends SchedflowError {
 /** The PostgreSQL history did not answer, or refused, at start (its message says which, never the URL's password). */
 export class HistoryUnavailableError extends SchedflowError {
   readonly code = 'SCHEDFLOW_ERR_HISTORY_UNAVAILABLE';
+}
+
+/**
+ * The history holds migrations this release does not know: a newer release migrated it. Started
+ * anyway, this release would read and write tables whose meaning it does not know.
+ */
+export class HistoryNewerError extends SchedflowError {
+  readonly code = 'SCHEDFLOW_ERR_HISTORY_NEWER';
 }
 
 /** The private redis-server exited or did not answer in time after it was started. */

@@ -1,5 +1,6 @@
 import type Database from 'better-sqlite3';
 import { readMigrationFiles } from 'drizzle-orm/migrator';
+import { refuseNewerHistory } from './newer-history.js';
 
 /** Drizzle's bookkeeping table: kept, so a history migrated by drizzle's own migrator reads the same. */
 const MIGRATIONS_TABLE = '__drizzle_migrations';
@@ -13,12 +14,23 @@ type Migration = ReturnType<typeof readMigrationFiles>[number];
  * saw a new history and the second failed on "table already exists" (CI, history-claim.test).
  * With one pending, BEGIN IMMEDIATE makes the second wait (busy_timeout) and read again, then
  * find them applied. With none pending (every start but the first after an upgrade) no lock is
- * taken: `schedflow tokens` opens the history beside a busy daemon.
+ * taken: `schedflow tokens` opens the history beside a busy daemon. A history a newer release
+ * migrated is refused (src/db/newer-history.ts), before anything is written.
  */
 export function applyMigrations(sqlite: Database.Database, migrationsFolder: string): void {
   const migrations = readMigrationFiles({ migrationsFolder });
   sqlite.exec(
     `CREATE TABLE IF NOT EXISTS "${MIGRATIONS_TABLE}" (id SERIAL PRIMARY KEY, hash text NOT NULL, created_at numeric)`,
+  );
+  const applied = sqlite.prepare(`SELECT hash, created_at FROM "${MIGRATIONS_TABLE}"`).all() as {
+    hash: string;
+    created_at: number | string;
+  }[];
+  refuseNewerHistory(
+    applied.map((row) => ({ hash: row.hash, createdAt: Number(row.created_at) })),
+    migrations,
+    migrationsFolder,
+    sqlite.name,
   );
   if (pending(sqlite, migrations).length === 0) return;
   const apply = sqlite.transaction(() => {

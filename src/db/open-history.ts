@@ -1,6 +1,6 @@
 import { join } from 'node:path';
 import pg from 'pg';
-import { ConfigError, HistoryUnavailableError } from '../errors.js';
+import { ConfigError, HistoryNewerError, HistoryUnavailableError } from '../errors.js';
 import { packageRoot } from '../lib/package-info.js';
 import type { Secret } from '../lib/secret.js';
 import type { Logger } from '../logger.js';
@@ -59,13 +59,15 @@ export async function openHistory(
   const migrations = join(packageRoot(), 'migrations', 'postgres');
   let behind = 0;
   try {
-    if (options.migrate === false) behind = await pendingPgMigrations(pool, migrations);
+    if (options.migrate === false) behind = await pendingPgMigrations(pool, migrations, where);
     else {
-      const { applied } = await applyPgMigrations(pool, migrations);
+      const { applied } = await applyPgMigrations(pool, migrations, where);
       if (applied > 0) logger.info({ applied, history: where }, 'PostgreSQL history migrated');
     }
   } catch (error) {
     await pool.end().catch(() => {});
+    // Reached and read: not unavailable, and starting again will not help.
+    if (error instanceof HistoryNewerError) throw error;
     throw new HistoryUnavailableError(`cannot open the history at ${where}: ${(error as Error).message}`, {
       cause: error,
     });

@@ -1,5 +1,6 @@
 import { readMigrationFiles } from 'drizzle-orm/migrator';
 import type { Pool, PoolClient } from 'pg';
+import { refuseNewerHistory } from './newer-history.js';
 
 /**
  * Drizzle's bookkeeping table, in schedflow's own schema rather than drizzle's default
@@ -25,12 +26,19 @@ type Migration = ReturnType<typeof readMigrationFiles>[number];
  * two hosts starting together on a new database both created the bookkeeping schema, and one
  * failed (a duplicate key in pg_namespace). With nothing pending (every start but the first
  * after an upgrade) it takes no lock and changes nothing, so a role without CREATE rights on a
- * migrated database starts.
+ * migrated database starts. A history a newer release migrated is refused first
+ * (src/db/newer-history.ts): HistoryNewerError.
  */
-export async function applyPgMigrations(pool: Pool, migrationsFolder: string): Promise<{ applied: number }> {
+export async function applyPgMigrations(
+  pool: Pool,
+  migrationsFolder: string,
+  /** The database, for the message refusing a history a newer release migrated. */
+  where = 'the PostgreSQL database',
+): Promise<{ applied: number }> {
   const migrations = readMigrationFiles({ migrationsFolder });
   const client = await pool.connect();
   try {
+    await refuseNewer(client, migrations, migrationsFolder, where);
     if ((await pending(client, migrations)).length === 0) return { applied: 0 };
     await client.query('BEGIN');
     try {
@@ -61,13 +69,39 @@ export async function applyPgMigrations(pool: Pool, migrationsFolder: string): P
 }
 
 /** How many committed migrations the database has not applied: 0 when it is at this version's schema. */
-export async function pendingPgMigrations(pool: Pool, migrationsFolder: string): Promise<number> {
+export async function pendingPgMigrations(
+  pool: Pool,
+  migrationsFolder: string,
+  where = 'the PostgreSQL database',
+): Promise<number> {
   const client = await pool.connect();
   try {
-    return (await pending(client, readMigrationFiles({ migrationsFolder }))).length;
+    const migrations = readMigrationFiles({ migrationsFolder });
+    await refuseNewer(client, migrations, migrationsFolder, where);
+    return (await pending(client, migrations)).length;
   } finally {
     client.release();
   }
+}
+
+/** Throws HistoryNewerError when the database has a migration not among `migrations`. */
+async function refuseNewer(
+  client: PoolClient,
+  migrations: readonly Migration[],
+  migrationsFolder: string,
+  where: string,
+): Promise<void> {
+  const exists = await client.query<{ table: string | null }>('SELECT to_regclass($1) AS "table"', [MIGRATIONS_TABLE]);
+  if (exists.rows[0]?.table == null) return;
+  const applied = await client.query<{ hash: string; created_at: string }>(
+    `SELECT hash, created_at FROM ${MIGRATIONS_TABLE}`,
+  );
+  refuseNewerHistory(
+    applied.rows.map((row) => ({ hash: row.hash, createdAt: Number(row.created_at) })),
+    migrations,
+    migrationsFolder,
+    where,
+  );
 }
 
 /** The migrations after the last one applied, compared as drizzle compares them. */

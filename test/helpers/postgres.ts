@@ -32,7 +32,7 @@ export async function createDatabaseAt(
 }
 
 /** Debian's PostgreSQL (test/setup.sh installs package `postgresql`): the newest version there. */
-function postgresBin(): string {
+export function postgresBin(): string {
   const root = '/usr/lib/postgresql';
   const versions = existsSync(root)
     ? readdirSync(root)
