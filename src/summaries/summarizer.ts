@@ -1,6 +1,7 @@
 import { upsertAccountingJob } from '../db/accounting.js';
 import type { History } from '../db/history.js';
 import { reserveLlmBudget, settleLlmBudget, utcDay } from '../db/llm-budget.js';
+import { type JobUsage, keptUsageOfRun, latestUsages, usageOf } from '../db/job-usage.js';
 import { getRequest } from '../db/requests.js';
 import { getRun, stepRequests } from '../db/runs.js';
 import type { AccountingJobRow, JobRequestRow, PipelineRunRow, SummaryRow } from '../db/schema.js';
@@ -33,6 +34,9 @@ import { type JobFindings, jobPrompt, type RunFindings, runPrompt, tokenBound } 
 import { Redactor } from './redact.js';
 import { checkPatterns, type SummarySettings } from './summary-settings.js';
 import { runTrend, type TrendRun } from './trend.js';
+
+/** What a trend reads of a step: the same of its facts (this run) and of its usage (earlier runs). */
+type TrendFacts = Pick<JobUsage, 'step' | 'state' | 'elapsedSec' | 'timeLimitMin' | 'cpus' | 'cpuTimeSec' | 'spec'>;
 
 /**
  * Writing one summary: the facts of the request or run, the findings
@@ -406,7 +410,7 @@ export class Summarizer {
       .filter((r) => r.id !== run.id && r.createdAt <= run.createdAt)
       .slice(0, settings.trendRuns);
     if (earlier.length === 0) return null;
-    const toTrend = (r: PipelineRunRow, facts: readonly JobFacts[]): TrendRun => ({
+    const toTrend = (r: PipelineRunRow, facts: readonly TrendFacts[]): TrendRun => ({
       runId: r.id,
       state: r.state,
       createdAt: r.createdAt,
@@ -422,15 +426,18 @@ export class Summarizer {
         spec: f.spec,
       })),
     });
-    // A few runs of a few steps (trendRuns, 5 by default), read one after another.
+    // A few runs of a few steps (trendRuns, 5 by default), read one after another. A step's
+    // usage kept by retention (job_usage) stands for its detail, pruned or about to be: the
+    // trend is the same before and after a prune.
     const history: TrendRun[] = [];
     for (const r of earlier) {
-      const facts: JobFacts[] = [];
-      for (const req of latestAttempts(await stepRequests(store, r.id)).values()) {
-        const accounting = await accountingOf(store, req.profile, req.jobId);
-        facts.push(jobFacts(req, accounting, { scriptHeadLines: 0, outputTailBytes: 0 }));
+      const kept = await keptUsageOfRun(store, r.id);
+      const usages = new Map(kept);
+      for (const req of await stepRequests(store, r.id)) {
+        if (usages.has(req.id)) continue;
+        usages.set(req.id, usageOf(req, await accountingOf(store, req.profile, req.jobId)));
       }
-      history.push(toTrend(r, facts));
+      history.push(toTrend(r, [...latestUsages(usages.values()).values()]));
     }
     return runTrend(
       toTrend(
