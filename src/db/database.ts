@@ -124,7 +124,8 @@ export function vacuumDatabase(file: string): { beforeBytes: number; afterBytes:
   try {
     sqlite.pragma('busy_timeout = 5000');
     const size = () =>
-      (sqlite.pragma('page_count', { simple: true }) as number) * (sqlite.pragma('page_size', { simple: true }) as number);
+      (sqlite.pragma('page_count', { simple: true }) as number) *
+      (sqlite.pragma('page_size', { simple: true }) as number);
     const beforeBytes = size();
     sqlite.pragma('auto_vacuum = INCREMENTAL');
     sqlite.exec('VACUUM');

@@ -1,8 +1,8 @@
 import { statSync } from 'node:fs';
 import { getTableName, sql, type Table } from 'drizzle-orm';
 import { nextTurn } from '../lib/turns.js';
-import { connectionOf } from './history.js';
 import type { History } from './history.js';
+import { connectionOf } from './history.js';
 
 /**
  * The history's size: rows and bytes per table, the write-ahead log, free pages; and, on
@@ -55,7 +55,9 @@ export async function historySpace(h: History, file?: string): Promise<HistorySp
       sql`select c.relname as name, pg_total_relation_size(c.oid) as bytes from pg_class c join pg_namespace n on n.oid = c.relnamespace where n.nspname = current_schema() and c.relkind = 'r'`,
     );
     const bytesOf = new Map(sizes.map((s) => [s.name, num(s.bytes)]));
-    const total = num((await h.rows<{ bytes: unknown }>(sql`select pg_database_size(current_database()) as bytes`))[0]?.bytes);
+    const total = num(
+      (await h.rows<{ bytes: unknown }>(sql`select pg_database_size(current_database()) as bytes`))[0]?.bytes,
+    );
     return {
       dialect: 'postgres',
       tables: names.map((table) => ({ table, rows: rows.get(table) ?? 0, bytes: bytesOf.get(table) ?? null })),

@@ -118,7 +118,12 @@ export async function countPrunable(h: History, settings: RetentionSettings, now
       .from(t.jobRequests)
       .where(prunableRequests(h, now - settings.requestsMs));
     counts.job_requests = await countOf(
-      h.all(h.db.select({ n: count() }).from(t.jobRequests).where(prunableRequests(h, now - settings.requestsMs))),
+      h.all(
+        h.db
+          .select({ n: count() })
+          .from(t.jobRequests)
+          .where(prunableRequests(h, now - settings.requestsMs)),
+      ),
     );
     counts.job_transitions = await countOf(
       h.all(h.db.select({ n: count() }).from(t.jobTransitions).where(inArray(t.jobTransitions.requestId, ids))),
@@ -150,7 +155,9 @@ export async function countPrunable(h: History, settings: RetentionSettings, now
         h.db
           .select({ n: count() })
           .from(d)
-          .where(and(prunableDeliveries(h, now - settings.deliveriesMs), notGoingWithRequest(h, d.requestId, settings, now))),
+          .where(
+            and(prunableDeliveries(h, now - settings.deliveriesMs), notGoingWithRequest(h, d.requestId, settings, now)),
+          ),
       ),
     );
   }
@@ -161,7 +168,9 @@ export async function countPrunable(h: History, settings: RetentionSettings, now
         h.db
           .select({ n: count() })
           .from(s)
-          .where(and(prunableSummaries(h, now - settings.summariesMs), notGoingWithRequest(h, s.requestId, settings, now))),
+          .where(
+            and(prunableSummaries(h, now - settings.summariesMs), notGoingWithRequest(h, s.requestId, settings, now)),
+          ),
       ),
     );
   }
@@ -172,13 +181,20 @@ export async function countPrunable(h: History, settings: RetentionSettings, now
         h.db
           .select({ n: count() })
           .from(a)
-          .where(and(prunableAccounting(h, now - settings.accountingMs), notGoingWithRequest(h, a.requestId, settings, now))),
+          .where(
+            and(prunableAccounting(h, now - settings.accountingMs), notGoingWithRequest(h, a.requestId, settings, now)),
+          ),
       ),
     );
   }
   if (settings.auditMs > 0) {
     counts.audit_log = await countOf(
-      h.all(h.db.select({ n: count() }).from(t.auditLog).where(prunableAudit(h, now - settings.auditMs))),
+      h.all(
+        h.db
+          .select({ n: count() })
+          .from(t.auditLog)
+          .where(prunableAudit(h, now - settings.auditMs)),
+      ),
     );
   }
   return counts;
@@ -190,7 +206,10 @@ function notGoingWithRequest(h: History, requestId: AnyColumn, settings: Retenti
   const r = h.t.jobRequests;
   return or(
     sql`${requestId} is null`,
-    sql`${requestId} not in (${h.db.select({ id: r.id }).from(r).where(prunableRequests(h, now - settings.requestsMs))})`,
+    sql`${requestId} not in (${h.db
+      .select({ id: r.id })
+      .from(r)
+      .where(prunableRequests(h, now - settings.requestsMs))})`,
   ) as SQL;
 }
 
@@ -222,16 +241,28 @@ export async function pruneHistory(
         if (rows.length === 0) return 0;
         const ids = rows.map((r) => r.id);
         await keepJobUsage(tx, rows, now);
-        add('job_transitions', await tx.run(tx.db.delete(t.jobTransitions).where(inArray(t.jobTransitions.requestId, ids))));
+        add(
+          'job_transitions',
+          await tx.run(tx.db.delete(t.jobTransitions).where(inArray(t.jobTransitions.requestId, ids))),
+        );
         add('array_tasks', await tx.run(tx.db.delete(t.arrayTasks).where(inArray(t.arrayTasks.requestId, ids))));
-        add('request_replays', await tx.run(tx.db.delete(t.requestReplays).where(inArray(t.requestReplays.requestId, ids))));
-        add('deadline_misses', await tx.run(tx.db.delete(t.deadlineMisses).where(inArray(t.deadlineMisses.requestId, ids))));
+        add(
+          'request_replays',
+          await tx.run(tx.db.delete(t.requestReplays).where(inArray(t.requestReplays.requestId, ids))),
+        );
+        add(
+          'deadline_misses',
+          await tx.run(tx.db.delete(t.deadlineMisses).where(inArray(t.deadlineMisses.requestId, ids))),
+        );
         add(
           'webhook_deliveries',
           await tx.run(tx.db.delete(t.webhookDeliveries).where(inArray(t.webhookDeliveries.requestId, ids))),
         );
         add('summaries', await tx.run(tx.db.delete(t.summaries).where(inArray(t.summaries.requestId, ids))));
-        add('accounting_jobs', await tx.run(tx.db.delete(t.accountingJobs).where(inArray(t.accountingJobs.requestId, ids))));
+        add(
+          'accounting_jobs',
+          await tx.run(tx.db.delete(t.accountingJobs).where(inArray(t.accountingJobs.requestId, ids))),
+        );
         const n = await tx.run(tx.db.delete(t.jobRequests).where(inArray(t.jobRequests.id, ids)));
         add('job_requests', n);
         return rows.length;
@@ -242,47 +273,71 @@ export async function pruneHistory(
   if (settings.deliveriesMs > 0) {
     const d = t.webhookDeliveries;
     const where = prunableDeliveries(h, now - settings.deliveriesMs);
-    add('webhook_deliveries', await deleteInSlices(h, signal, async (tx) => {
-      const ids = (await tx.all(tx.db.select({ id: d.id }).from(d).where(where).limit(PRUNE_SLICE_ROWS))).map((r) => r.id);
-      return ids.length ? tx.run(tx.db.delete(d).where(inArray(d.id, ids))) : 0;
-    }));
+    add(
+      'webhook_deliveries',
+      await deleteInSlices(h, signal, async (tx) => {
+        const ids = (await tx.all(tx.db.select({ id: d.id }).from(d).where(where).limit(PRUNE_SLICE_ROWS))).map(
+          (r) => r.id,
+        );
+        return ids.length ? tx.run(tx.db.delete(d).where(inArray(d.id, ids))) : 0;
+      }),
+    );
   }
   if (settings.summariesMs > 0) {
     const s = t.summaries;
     const where = prunableSummaries(h, now - settings.summariesMs);
-    add('summaries', await deleteInSlices(h, signal, async (tx) => {
-      const ids = (await tx.all(tx.db.select({ id: s.id }).from(s).where(where).limit(PRUNE_SLICE_ROWS))).map((r) => r.id);
-      return ids.length ? tx.run(tx.db.delete(s).where(inArray(s.id, ids))) : 0;
-    }));
+    add(
+      'summaries',
+      await deleteInSlices(h, signal, async (tx) => {
+        const ids = (await tx.all(tx.db.select({ id: s.id }).from(s).where(where).limit(PRUNE_SLICE_ROWS))).map(
+          (r) => r.id,
+        );
+        return ids.length ? tx.run(tx.db.delete(s).where(inArray(s.id, ids))) : 0;
+      }),
+    );
   }
   if (settings.accountingMs > 0) {
     const a = t.accountingJobs;
     const where = prunableAccounting(h, now - settings.accountingMs);
-    add('accounting_jobs', await deleteInSlices(h, signal, async (tx) => {
-      const records = await tx.all(
-        tx.db.select({ profile: a.profile, jobId: a.jobId, requestId: a.requestId }).from(a).where(where).limit(PRUNE_SLICE_ROWS),
-      );
-      if (records.length === 0) return 0;
-      // A step's usage is kept while its accounting record is still there to read.
-      const requestIds = records.map((r) => r.requestId).filter((id): id is string => id !== null);
-      if (requestIds.length) {
-        const requests = await tx.all(tx.db.select().from(t.jobRequests).where(inArray(t.jobRequests.id, requestIds)));
-        await keepJobUsage(tx, requests, now);
-      }
-      let n = 0;
-      for (const [profile, jobIds] of byProfile(records)) {
-        n += await tx.run(tx.db.delete(a).where(and(sql`${a.profile} = ${profile}`, inArray(a.jobId, jobIds))));
-      }
-      return n;
-    }));
+    add(
+      'accounting_jobs',
+      await deleteInSlices(h, signal, async (tx) => {
+        const records = await tx.all(
+          tx.db
+            .select({ profile: a.profile, jobId: a.jobId, requestId: a.requestId })
+            .from(a)
+            .where(where)
+            .limit(PRUNE_SLICE_ROWS),
+        );
+        if (records.length === 0) return 0;
+        // A step's usage is kept while its accounting record is still there to read.
+        const requestIds = records.map((r) => r.requestId).filter((id): id is string => id !== null);
+        if (requestIds.length) {
+          const requests = await tx.all(
+            tx.db.select().from(t.jobRequests).where(inArray(t.jobRequests.id, requestIds)),
+          );
+          await keepJobUsage(tx, requests, now);
+        }
+        let n = 0;
+        for (const [profile, jobIds] of byProfile(records)) {
+          n += await tx.run(tx.db.delete(a).where(and(sql`${a.profile} = ${profile}`, inArray(a.jobId, jobIds))));
+        }
+        return n;
+      }),
+    );
   }
   if (settings.auditMs > 0) {
     const l = t.auditLog;
     const where = prunableAudit(h, now - settings.auditMs);
-    add('audit_log', await deleteInSlices(h, signal, async (tx) => {
-      const ids = (await tx.all(tx.db.select({ id: l.id }).from(l).where(where).limit(PRUNE_SLICE_ROWS))).map((r) => r.id);
-      return ids.length ? tx.run(tx.db.delete(l).where(inArray(l.id, ids))) : 0;
-    }));
+    add(
+      'audit_log',
+      await deleteInSlices(h, signal, async (tx) => {
+        const ids = (await tx.all(tx.db.select({ id: l.id }).from(l).where(where).limit(PRUNE_SLICE_ROWS))).map(
+          (r) => r.id,
+        );
+        return ids.length ? tx.run(tx.db.delete(l).where(inArray(l.id, ids))) : 0;
+      }),
+    );
   }
   return counts;
 }
@@ -306,5 +361,59 @@ async function deleteInSlices(
     const n = await h.transaction(slice);
     total += n;
     if (n < PRUNE_SLICE_ROWS) return total;
+  }
+}
+
+const PRUNE_RECORD = 'prune_totals';
+
+/** What the prunes removed so far (every process's, since the history was made), and the last one. */
+export interface PruneRecord {
+  lastAt: number;
+  last: PruneCounts;
+  totals: PruneCounts;
+  pagesReturned: number;
+}
+
+/** Adds a prune's counts to the history's record of them (read by the metrics at a scrape). */
+export async function recordPrune(h: History, at: number, counts: PruneCounts, pagesReturned: number): Promise<void> {
+  const t = h.t.historyMeta;
+  await h.transaction(async (tx) => {
+    const earlier = await readPruneRecord(tx, true);
+    const totals = noCounts();
+    for (const table of PRUNED_TABLES) totals[table] = (earlier?.totals[table] ?? 0) + counts[table];
+    const record: PruneRecord = {
+      lastAt: at,
+      last: counts,
+      totals,
+      pagesReturned: (earlier?.pagesReturned ?? 0) + pagesReturned,
+    };
+    const value = JSON.stringify(record);
+    await tx.run(
+      tx.db.insert(t).values({ key: PRUNE_RECORD, value }).onConflictDoUpdate({ target: t.key, set: { value } }),
+    );
+  });
+}
+
+export async function readPruneRecord(h: History, lock = false): Promise<PruneRecord | null> {
+  const t = h.t.historyMeta;
+  const query = h.db.select().from(t).where(sql`${t.key} = ${PRUNE_RECORD}`);
+  const row = await h.one(lock ? h.forUpdate(query) : query);
+  if (!row) return null;
+  try {
+    const parsed = JSON.parse(row.value) as Partial<PruneRecord>;
+    const counts = (c: unknown): PruneCounts => {
+      const out = noCounts();
+      for (const table of PRUNED_TABLES)
+        out[table] = Number((c as Record<string, unknown> | undefined)?.[table] ?? 0) || 0;
+      return out;
+    };
+    return {
+      lastAt: Number(parsed.lastAt) || 0,
+      last: counts(parsed.last),
+      totals: counts(parsed.totals),
+      pagesReturned: Number(parsed.pagesReturned) || 0,
+    };
+  } catch {
+    return null;
   }
 }

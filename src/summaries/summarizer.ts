@@ -1,7 +1,7 @@
 import { upsertAccountingJob } from '../db/accounting.js';
 import type { History } from '../db/history.js';
-import { reserveLlmBudget, settleLlmBudget, utcDay } from '../db/llm-budget.js';
 import { type JobUsage, keptUsageOfRun, latestUsages, usageOf } from '../db/job-usage.js';
+import { reserveLlmBudget, settleLlmBudget, utcDay } from '../db/llm-budget.js';
 import { getRequest } from '../db/requests.js';
 import { getRun, stepRequests } from '../db/runs.js';
 import type { AccountingJobRow, JobRequestRow, PipelineRunRow, SummaryRow } from '../db/schema.js';
