@@ -1,6 +1,8 @@
 import { asc, eq, inArray } from 'drizzle-orm';
 import type { History } from './history.js';
+import { stepRequests } from './runs.js';
 import type { AccountingJobRow, JobRequestRow, JobUsageRow } from './schema.js';
+import { accountingOf } from './summaries.js';
 
 /**
  * What an efficiency trend reads of one step request (src/summaries/trend.ts): its state, how
@@ -149,4 +151,18 @@ export function latestUsages(usages: Iterable<JobUsage>): Map<string, JobUsage> 
     if (!seen || u.attempt > seen.attempt) latest.set(u.step, u);
   }
   return latest;
+}
+
+/**
+ * The usage of a run's steps, each step's latest attempt: kept usage (job_usage) where retention
+ * kept one, from the request and its accounting record otherwise. What a pipeline's trend reads
+ * of an earlier run, the same before and after a prune.
+ */
+export async function usageOfRunSteps(h: History, runId: string): Promise<JobUsage[]> {
+  const usages = new Map(await keptUsageOfRun(h, runId));
+  for (const req of await stepRequests(h, runId)) {
+    if (usages.has(req.id)) continue;
+    usages.set(req.id, usageOf(req, await accountingOf(h, req.profile, req.jobId)));
+  }
+  return [...latestUsages(usages.values()).values()];
 }

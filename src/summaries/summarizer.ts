@@ -1,6 +1,6 @@
 import { upsertAccountingJob } from '../db/accounting.js';
 import type { History } from '../db/history.js';
-import { type JobUsage, keptUsageOfRun, latestUsages, usageOf } from '../db/job-usage.js';
+import { type JobUsage, usageOfRunSteps } from '../db/job-usage.js';
 import { reserveLlmBudget, settleLlmBudget, utcDay } from '../db/llm-budget.js';
 import { getRequest } from '../db/requests.js';
 import { getRun, stepRequests } from '../db/runs.js';
@@ -430,15 +430,7 @@ export class Summarizer {
     // usage kept by retention (job_usage) stands for its detail, pruned or about to be: the
     // trend is the same before and after a prune.
     const history: TrendRun[] = [];
-    for (const r of earlier) {
-      const kept = await keptUsageOfRun(store, r.id);
-      const usages = new Map(kept);
-      for (const req of await stepRequests(store, r.id)) {
-        if (usages.has(req.id)) continue;
-        usages.set(req.id, usageOf(req, await accountingOf(store, req.profile, req.jobId)));
-      }
-      history.push(toTrend(r, [...latestUsages(usages.values()).values()]));
-    }
+    for (const r of earlier) history.push(toTrend(r, await usageOfRunSteps(store, r.id)));
     return runTrend(
       toTrend(
         run,
