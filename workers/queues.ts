@@ -6,6 +6,7 @@ import { clusterQueue } from './cluster-samples.js';
 import { notifyQueue } from './notify.js';
 import { pipelineQueue } from './pipeline.js';
 import { pollQueue } from './poll.js';
+import { pruneQueue } from './prune.js';
 import { reconcileQueue } from './reconcile.js';
 import type { QueueSettings, WorkerServices } from './services.js';
 import { submitQueue } from './submit.js';
@@ -24,6 +25,7 @@ export const QUEUES: { [N in QueueName]: QueueDefinition<QueueSettings, WorkerSe
   notify: notifyQueue,
   summarize: summarizeQueue,
   cluster: clusterQueue,
+  prune: pruneQueue,
 };
 
 /** The settings the definitions read, from the daemon's. */

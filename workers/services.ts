@@ -1,6 +1,7 @@
 import type { Queue } from 'bullmq';
 import type { DaemonConfig } from '../src/config/daemon-config.js';
 import type { History } from '../src/db/history.js';
+import type { RetentionSettings } from '../src/db/retention.js';
 import type { Clock } from '../src/lib/clock.js';
 import type { HeapCollector } from '../src/lib/heap-collector.js';
 import type { Logger } from '../src/logger.js';
@@ -28,6 +29,7 @@ export interface QueueSettings {
     | 'reconcileEveryMs'
     | 'pipelineTickMs'
     | 'clusterSampleEveryMs'
+    | 'pruneEveryMs'
   >;
   summaries: Pick<SummarySettings, 'attempts' | 'backoffMs' | 'concurrency' | 'dispatchEveryMs'>;
   /** One poll at a time per profile. */
@@ -69,6 +71,8 @@ export interface WorkerServices {
     submitLimitRecheckMs: number;
     /** How long partition samples are kept in the history. */
     clusterSampleKeepMs: number;
+    /** How long the history keeps its detail (src/db/retention.ts); absent: nothing is pruned. */
+    retention?: RetentionSettings;
   };
   webhooks: WebhookSender;
   summaries: { summarizer: Summarizer; takeUp: SummaryTakeUp; logger: Logger };

@@ -118,6 +118,13 @@ export function startWorkers(deps: StartWorkersDeps): void {
       pendingDetailsEveryMs: config.pendingDetailsEveryMs,
       submitLimitRecheckMs: config.submitLimitRecheckMs,
       clusterSampleKeepMs: config.clusterSampleKeepMs,
+      retention: {
+        requestsMs: config.retainRequestsMs,
+        summariesMs: config.retainSummariesMs,
+        deliveriesMs: config.retainDeliveriesMs,
+        accountingMs: config.retainAccountingMs,
+        auditMs: config.retainAuditMs,
+      },
     },
     clusterView,
     webhooks,

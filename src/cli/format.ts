@@ -87,3 +87,15 @@ export function jobDetail(job: SchedJob): string {
 export function freshnessNote(f: Freshness): string {
   return `as of ${f.ageSec} s ago${f.stale ? ', stale (the scheduler is unreachable; cached data)' : ''}`;
 }
+
+/** A size for a person: `812 B`, `4.2 KiB`, `1.3 GiB`. */
+export function formatBytes(bytes: number): string {
+  const units = ['B', 'KiB', 'MiB', 'GiB', 'TiB'];
+  let value = bytes;
+  let unit = 0;
+  while (value >= 1024 && unit < units.length - 1) {
+    value /= 1024;
+    unit++;
+  }
+  return unit === 0 ? `${value} B` : `${value.toFixed(1)} ${units[unit]}`;
+}

@@ -11,6 +11,7 @@ import { DEFAULT_QUEUE_PREFIX } from '../queue/catalog.js';
 import { FAIR_SHARE_WEIGHTS_ENV, fairShareWeightsFromEnv, fairShareWeightsSchema } from '../queue/fair-share.js';
 import { summarySettingsFromEnv, summarySettingsSchema } from '../summaries/summary-settings.js';
 import { OIDC_FILE_ENV, oidcSettingsSchema, readOidcFile } from './oidc-settings.js';
+import { retentionSchema } from './retention-settings.js';
 
 export const DAEMON_ROLES = ['worker', 'scheduler', 'web'] as const;
 export type DaemonRole = (typeof DAEMON_ROLES)[number];
@@ -174,6 +175,31 @@ export const daemonConfigSchema = z.object({
     .positive()
     .default(86_400_000)
     .describe('How long the partition samples are kept (and how far back the allocation chart reaches).'),
+  retainRequestsMs: retentionSchema(
+    '90d',
+    'How long an ended request is kept with its transitions, attempts, array tasks, deliveries and summary (a duration: `90d`, `12h`; `off` keeps them for ever). A request not ended, of a pipeline run not ended, or of an attempt chain with an attempt to come is never removed. See docs/operations.md.',
+  ),
+  retainSummariesMs: retentionSchema(
+    '180d',
+    "How long a post-job summary is kept: a pipeline run's for this long; a request's for this long at most, and never past its request.",
+  ),
+  retainDeliveriesMs: retentionSchema(
+    '30d',
+    'How long a webhook delivery is kept once delivered or given up (pending ones are kept).',
+  ),
+  retainAccountingMs: retentionSchema(
+    '30d',
+    "How long imported accounting records are kept after their job ended (a request not ended keeps its own). A pipeline step's figures the efficiency trends read are kept apart (`job_usage`) and stay.",
+  ),
+  retainAuditMs: retentionSchema('400d', 'How long audit rows are kept.'),
+  pruneEveryMs: z
+    .number()
+    .int()
+    .positive()
+    .default(600_000)
+    .describe(
+      'How often the history is pruned of what is older than its retention, in small slices (one process at a time, with the queues shared in Redis), and SQLite gives the freed pages back.',
+    ),
   shutdownGraceMs: z
     .number()
     .int()
@@ -280,6 +306,7 @@ export const DAEMON_ENV_NUMBERS = {
   SCHEDFLOW_NOTIFY_BACKOFF_MS: 'notifyBackoffMs',
   SCHEDFLOW_NOTIFY_TIMEOUT_MS: 'notifyTimeoutMs',
   SCHEDFLOW_API_RATE_LIMIT: 'apiRateLimitPerMin',
+  SCHEDFLOW_PRUNE_EVERY_MS: 'pruneEveryMs',
 } as const satisfies Record<string, keyof DaemonConfig>;
 
 /** Builds the daemon's configuration from the environment and command-line flags. */
@@ -301,6 +328,11 @@ export function loadDaemonConfig(env: NodeJS.ProcessEnv, flags: DaemonConfigInpu
         .filter(Boolean),
     }),
     ...(env.SCHEDFLOW_SIM_JOB_USER?.trim() && { simJobUser: env.SCHEDFLOW_SIM_JOB_USER.trim() }),
+    ...(env.SCHEDFLOW_RETAIN_REQUESTS?.trim() && { retainRequestsMs: env.SCHEDFLOW_RETAIN_REQUESTS.trim() }),
+    ...(env.SCHEDFLOW_RETAIN_SUMMARIES?.trim() && { retainSummariesMs: env.SCHEDFLOW_RETAIN_SUMMARIES.trim() }),
+    ...(env.SCHEDFLOW_RETAIN_DELIVERIES?.trim() && { retainDeliveriesMs: env.SCHEDFLOW_RETAIN_DELIVERIES.trim() }),
+    ...(env.SCHEDFLOW_RETAIN_ACCOUNTING?.trim() && { retainAccountingMs: env.SCHEDFLOW_RETAIN_ACCOUNTING.trim() }),
+    ...(env.SCHEDFLOW_RETAIN_AUDIT?.trim() && { retainAuditMs: env.SCHEDFLOW_RETAIN_AUDIT.trim() }),
     summaries: summarySettingsFromEnv(env),
     fairShareWeights: fairShareWeightsFromEnv(env),
   };
@@ -366,6 +398,15 @@ function checkDatabaseUrl(
   }
 }
 
+/** The variables of the retention settings. */
+const RETENTION_ENV: Record<string, string> = {
+  retainRequestsMs: 'SCHEDFLOW_RETAIN_REQUESTS',
+  retainSummariesMs: 'SCHEDFLOW_RETAIN_SUMMARIES',
+  retainDeliveriesMs: 'SCHEDFLOW_RETAIN_DELIVERIES',
+  retainAccountingMs: 'SCHEDFLOW_RETAIN_ACCOUNTING',
+  retainAuditMs: 'SCHEDFLOW_RETAIN_AUDIT',
+};
+
 /** The name a user set: the environment variable for tuning settings and the webhook allow-list, else the setting's key. */
 function settingName(path: PropertyKey[]): string {
   const key = String(path[0]);
@@ -373,6 +414,8 @@ function settingName(path: PropertyKey[]): string {
   if (key === 'webhookAllowHosts') return WEBHOOK_ALLOW_HOSTS_ENV;
   if (key === 'logFormat') return 'SCHEDFLOW_LOG_FORMAT';
   if (key === 'fairShareWeights') return FAIR_SHARE_WEIGHTS_ENV;
+  const retention = RETENTION_ENV[key];
+  if (retention) return retention;
   if (key === 'oidc') return `oidc (${OIDC_FILE_ENV} or <config>/oidc.yaml) ${path.slice(1).join('.')}`.trim();
   return envName ?? path.join('.');
 }

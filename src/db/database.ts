@@ -33,6 +33,7 @@ export function openDatabase(file: string, options: { readonly?: boolean } = {})
   const sqlite = new Database(file, { readonly: options.readonly ?? false, fileMustExist: options.readonly ?? false });
   sqlite.pragma('busy_timeout = 5000');
   if (!options.readonly) {
+    incrementalVacuum(sqlite);
     sqlite.pragma('journal_mode = WAL');
     sqlite.pragma('synchronous = NORMAL');
     sqlite.pragma('foreign_keys = ON');
@@ -89,4 +90,48 @@ function cheapTransactions(sqlite: Database.Database, db: Db): Db['transaction']
 function ownerOnlyDatabase(file: string): void {
   closeSync(openSync(file, 'a', 0o600));
   for (const path of [file, `${file}-wal`, `${file}-shm`]) if (existsSync(path)) chmodSync(path, 0o600);
+}
+
+/**
+ * Files up to this size are switched to incremental auto_vacuum at open, by the one VACUUM the
+ * switch needs (a second or so); a larger one stays as it is until `schedflow db vacuum`.
+ */
+export const VACUUM_AT_OPEN_MAX_BYTES = 64 * 1024 * 1024;
+
+/**
+ * Incremental auto_vacuum, so the pruner can give the pages of removed rows back to the file
+ * system (src/db/history-space.ts). The mode is set before the first table of a new file; an
+ * existing file needs a VACUUM to switch, done here while it is small and no other process
+ * holds it (else it stays as it is, and is switched by `schedflow db vacuum`).
+ */
+function incrementalVacuum(sqlite: Database.Database): void {
+  if (sqlite.pragma('auto_vacuum', { simple: true }) === 2) return;
+  const pages = sqlite.pragma('page_count', { simple: true }) as number;
+  sqlite.pragma('auto_vacuum = INCREMENTAL');
+  if (pages === 0) return;
+  const bytes = pages * (sqlite.pragma('page_size', { simple: true }) as number);
+  if (bytes > VACUUM_AT_OPEN_MAX_BYTES) return;
+  try {
+    sqlite.exec('VACUUM');
+  } catch {
+    // Another process has the file open (a reader, another role): switched at a later start.
+  }
+}
+
+/** Rewrites the whole file in incremental auto_vacuum mode, its free pages given back (`schedflow db vacuum`). */
+export function vacuumDatabase(file: string): { beforeBytes: number; afterBytes: number } {
+  const sqlite = new Database(file, { fileMustExist: true });
+  try {
+    sqlite.pragma('busy_timeout = 5000');
+    const size = () =>
+      (sqlite.pragma('page_count', { simple: true }) as number) *
+      (sqlite.pragma('page_size', { simple: true }) as number);
+    const beforeBytes = size();
+    sqlite.pragma('auto_vacuum = INCREMENTAL');
+    sqlite.exec('VACUUM');
+    sqlite.pragma('wal_checkpoint(TRUNCATE)');
+    return { beforeBytes, afterBytes: size() };
+  } finally {
+    sqlite.close();
+  }
 }

@@ -294,6 +294,32 @@ export const jobTransitions = schedflow.table(
   (t) => [index('job_transitions_request').on(t.requestId, t.at)],
 );
 
+export const jobUsage = schedflow.table(
+  'job_usage',
+  {
+    requestId: text('request_id').primaryKey().$type<Of<typeof sqlite.jobUsage, 'requestId'>>(),
+    profile: text('profile').notNull().$type<Of<typeof sqlite.jobUsage, 'profile'>>(),
+    jobId: bigint('job_id', { mode: 'number' }).$type<Of<typeof sqlite.jobUsage, 'jobId'>>(),
+    runId: text('run_id').$type<Of<typeof sqlite.jobUsage, 'runId'>>(),
+    step: text('step').$type<Of<typeof sqlite.jobUsage, 'step'>>(),
+    attempt: bigint('attempt', { mode: 'number' }).notNull().$type<Of<typeof sqlite.jobUsage, 'attempt'>>(),
+    state: text('state').notNull().$type<Of<typeof sqlite.jobUsage, 'state'>>(),
+    elapsedSec: bigint('elapsed_sec', { mode: 'number' }).$type<Of<typeof sqlite.jobUsage, 'elapsedSec'>>(),
+    timeLimitMin: bigint('time_limit_min', { mode: 'number' }).$type<Of<typeof sqlite.jobUsage, 'timeLimitMin'>>(),
+    timeLimitInfinite: boolean('time_limit_infinite')
+      .notNull()
+      .default(false)
+      .$type<Of<typeof sqlite.jobUsage, 'timeLimitInfinite'>>(),
+    cpus: bigint('cpus', { mode: 'number' }).$type<Of<typeof sqlite.jobUsage, 'cpus'>>(),
+    cpuTimeSec: doublePrecision('cpu_time_sec').$type<Of<typeof sqlite.jobUsage, 'cpuTimeSec'>>(),
+    peakMemoryMb: bigint('peak_memory_mb', { mode: 'number' }).$type<Of<typeof sqlite.jobUsage, 'peakMemoryMb'>>(),
+    spec: jsonb('spec').notNull().$type<Of<typeof sqlite.jobUsage, 'spec'>>(),
+    endedAt: bigint('ended_at', { mode: 'number' }).$type<Of<typeof sqlite.jobUsage, 'endedAt'>>(),
+    keptAt: bigint('kept_at', { mode: 'number' }).notNull().$type<Of<typeof sqlite.jobUsage, 'keptAt'>>(),
+  },
+  (t) => [index('job_usage_run').on(t.runId, t.step)],
+);
+
 export const llmUsage = schedflow.table('llm_usage', {
   day: text('day').primaryKey().$type<Of<typeof sqlite.llmUsage, 'day'>>(),
   requests: bigint('requests', { mode: 'number' }).notNull().default(0).$type<Of<typeof sqlite.llmUsage, 'requests'>>(),

@@ -645,6 +645,38 @@ export const accountingJobs = sqliteTable(
   ],
 );
 
+/**
+ * What the efficiency trends of a pipeline (src/summaries/trend.ts) read of one ended step
+ * request, kept after retention prunes the request and its accounting record
+ * (src/db/retention.ts): one compact row per request, written from the detail just before the
+ * detail goes, by the same function the trends use on the detail (src/db/job-usage.ts), so a
+ * prune never changes what a trend says. Never pruned: a row per step a run, small.
+ */
+export const jobUsage = sqliteTable(
+  'job_usage',
+  {
+    requestId: text('request_id').primaryKey(),
+    profile: text('profile').notNull(),
+    jobId: integer('job_id'),
+    runId: text('run_id'),
+    step: text('step'),
+    attempt: integer('attempt').notNull(),
+    state: text('state', { enum: REQUEST_STATES }).notNull(),
+    elapsedSec: integer('elapsed_sec'),
+    /** Minutes, or null when neither the spec nor accounting said (or the spec said `infinite`). */
+    timeLimitMin: integer('time_limit_min'),
+    timeLimitInfinite: integer('time_limit_infinite', { mode: 'boolean' }).notNull().default(false),
+    cpus: integer('cpus'),
+    cpuTimeSec: real('cpu_time_sec'),
+    peakMemoryMb: integer('peak_memory_mb'),
+    /** The spec's `cpus_per_task` and `time_limit`, the members a resize proposal changes. */
+    spec: text('spec', { mode: 'json' }).$type<Record<string, unknown>>().notNull(),
+    endedAt: integer('ended_at'),
+    keptAt: integer('kept_at').notNull(),
+  },
+  (t) => [index('job_usage_run').on(t.runId, t.step)],
+);
+
 /** Per-profile progress of the reconciler and the poller. */
 export const profileSync = sqliteTable('profile_sync', {
   profile: text('profile').primaryKey(),
@@ -711,6 +743,7 @@ export type JobTransitionRow = typeof jobTransitions.$inferSelect;
 export type AccountingJobRow = typeof accountingJobs.$inferSelect;
 export type SummaryRow = typeof summaries.$inferSelect;
 export type ClusterSampleRow = typeof clusterSamples.$inferSelect;
+export type JobUsageRow = typeof jobUsage.$inferSelect;
 
 /** How an audited action ended: done, refused (scope, ownership, quota, the door), or failed on the way. */
 export const AUDIT_OUTCOMES = ['ok', 'refused', 'failed'] as const;

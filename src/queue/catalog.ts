@@ -4,7 +4,16 @@
  * (src/queue/queue-definition.ts); workers/queues.ts holds one definition per name here, so a
  * name without a definition, or the reverse, does not build.
  */
-export const QUEUE_NAMES = ['submit', 'poll', 'reconcile', 'pipeline', 'notify', 'summarize', 'cluster'] as const;
+export const QUEUE_NAMES = [
+  'submit',
+  'poll',
+  'reconcile',
+  'pipeline',
+  'notify',
+  'summarize',
+  'cluster',
+  'prune',
+] as const;
 export type QueueName = (typeof QUEUE_NAMES)[number];
 
 /** Prefix of every Redis key schedflow's queues use (tests give each run its own). */

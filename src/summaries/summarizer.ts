@@ -1,5 +1,6 @@
 import { upsertAccountingJob } from '../db/accounting.js';
 import type { History } from '../db/history.js';
+import { type JobUsage, usageOfRunSteps } from '../db/job-usage.js';
 import { reserveLlmBudget, settleLlmBudget, utcDay } from '../db/llm-budget.js';
 import { getRequest } from '../db/requests.js';
 import { getRun, stepRequests } from '../db/runs.js';
@@ -33,6 +34,9 @@ import { type JobFindings, jobPrompt, type RunFindings, runPrompt, tokenBound } 
 import { Redactor } from './redact.js';
 import { checkPatterns, type SummarySettings } from './summary-settings.js';
 import { runTrend, type TrendRun } from './trend.js';
+
+/** What a trend reads of a step: the same of its facts (this run) and of its usage (earlier runs). */
+type TrendFacts = Pick<JobUsage, 'step' | 'state' | 'elapsedSec' | 'timeLimitMin' | 'cpus' | 'cpuTimeSec' | 'spec'>;
 
 /**
  * Writing one summary: the facts of the request or run, the findings
@@ -406,7 +410,7 @@ export class Summarizer {
       .filter((r) => r.id !== run.id && r.createdAt <= run.createdAt)
       .slice(0, settings.trendRuns);
     if (earlier.length === 0) return null;
-    const toTrend = (r: PipelineRunRow, facts: readonly JobFacts[]): TrendRun => ({
+    const toTrend = (r: PipelineRunRow, facts: readonly TrendFacts[]): TrendRun => ({
       runId: r.id,
       state: r.state,
       createdAt: r.createdAt,
@@ -422,16 +426,11 @@ export class Summarizer {
         spec: f.spec,
       })),
     });
-    // A few runs of a few steps (trendRuns, 5 by default), read one after another.
+    // A few runs of a few steps (trendRuns, 5 by default), read one after another. A step's
+    // usage kept by retention (job_usage) stands for its detail, pruned or about to be: the
+    // trend is the same before and after a prune.
     const history: TrendRun[] = [];
-    for (const r of earlier) {
-      const facts: JobFacts[] = [];
-      for (const req of latestAttempts(await stepRequests(store, r.id)).values()) {
-        const accounting = await accountingOf(store, req.profile, req.jobId);
-        facts.push(jobFacts(req, accounting, { scriptHeadLines: 0, outputTailBytes: 0 }));
-      }
-      history.push(toTrend(r, facts));
-    }
+    for (const r of earlier) history.push(toTrend(r, await usageOfRunSteps(store, r.id)));
     return runTrend(
       toTrend(
         run,

@@ -132,7 +132,10 @@ export function settingsRows(): Row[] {
   }
   const envOf = settingsOfEnv();
   const rows: Row[] = [];
-  for (const [key, schema] of Object.entries(daemonConfigSchema.shape) as [SettingKey, { description?: string }][]) {
+  for (const [key, schema] of Object.entries(daemonConfigSchema.shape) as [
+    SettingKey,
+    { description?: string; meta?: () => { defaultText?: unknown } | undefined },
+  ][]) {
     if (!schema.description) throw new Error(`daemonConfigSchema.${key} has no .describe(): say what it means`);
     const flag = flagOf.get(key);
     const env = envOf.get(key);
@@ -140,7 +143,11 @@ export function settingsRows(): Row[] {
       setting: code(key),
       flag: flag ? code(flag.flags) : '—',
       env: env ? env.split(', ').map(code).join(', ') : '—',
-      defaultValue: renderDefault(defaults[key]),
+      // A setting read as a unit the user does not write (a retention's milliseconds) shows its default as written.
+      defaultValue:
+        typeof schema.meta?.()?.defaultText === 'string'
+          ? code(schema.meta?.()?.defaultText as string)
+          : renderDefault(defaults[key]),
       meaning: schema.description,
     });
   }

@@ -3,6 +3,7 @@ import { Counter, Gauge, Histogram, Registry } from 'prom-client';
 import { getProfileSync, type ProfileSyncRow } from '../../db/accounting.js';
 import type { History } from '../../db/history.js';
 import { requestCountsByState } from '../../db/requests.js';
+import { PRUNED_TABLES, readPruneRecord } from '../../db/retention.js';
 import { REQUEST_STATES } from '../../db/schema.js';
 import { withTimeout } from '../../lib/with-timeout.js';
 import type { Logger } from '../../logger.js';
@@ -94,6 +95,25 @@ export class ApiMetrics {
       async collect() {
         const counts = new Map((await requestCountsByState(deps.store)).map((r) => [r.state, r.count]));
         for (const state of REQUEST_STATES) this.set({ state }, counts.get(state) ?? 0);
+      },
+    });
+    // Every process's prunes of the shared history, as recorded in it (src/db/retention.ts).
+    new Gauge({
+      name: 'schedflow_history_pruned_rows_total',
+      help: 'Rows removed from the history by retention since it was made, by table',
+      labelNames: ['table'],
+      registers,
+      async collect() {
+        const record = await readPruneRecord(deps.store);
+        for (const table of PRUNED_TABLES) this.set({ table }, record?.totals[table] ?? 0);
+      },
+    });
+    new Gauge({
+      name: 'schedflow_history_last_prune_timestamp_seconds',
+      help: 'When the history was last pruned (0: never)',
+      registers,
+      async collect() {
+        this.set(((await readPruneRecord(deps.store))?.lastAt ?? 0) / 1000);
       },
     });
     new Gauge({

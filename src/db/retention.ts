@@ -1,0 +1,419 @@
+import { type AnyColumn, and, count, inArray, isNotNull, lt, notInArray, or, type SQL, sql } from 'drizzle-orm';
+import { nextTurn } from '../lib/turns.js';
+import type { History } from './history.js';
+import { keepJobUsage } from './job-usage.js';
+import { TERMINAL_REQUEST_STATES, TERMINAL_RUN_STATES } from './schema.js';
+
+/**
+ * Retention: how long the history keeps its detail, and the pruner that removes what is older,
+ * in slices (a bounded batch per transaction, a turn of the event loop between two): no long
+ * write lock on SQLite, no long transaction on PostgreSQL.
+ *
+ * What is never removed: a request that has not ended (`lost` included: accounting may still
+ * resolve it), one whose pipeline run is still live, one of an attempt chain with a live
+ * attempt or a retry due, one whose summary or webhook delivery is still to be made. A pruned
+ * request's children go in its slice's transaction, before it: transitions, array tasks,
+ * replays, deadline misses, deliveries, its summary, its accounting record (at the latest with
+ * it). A pipeline step's usage (job_usage) is kept first, so the efficiency trends stay.
+ */
+
+/** Ages past which rows go (ms); 0 keeps them for ever. */
+export interface RetentionSettings {
+  requestsMs: number;
+  summariesMs: number;
+  deliveriesMs: number;
+  accountingMs: number;
+  auditMs: number;
+}
+
+/** Tables the pruner removes rows from, in the order it reports them. */
+export const PRUNED_TABLES = [
+  'job_requests',
+  'job_transitions',
+  'array_tasks',
+  'request_replays',
+  'deadline_misses',
+  'webhook_deliveries',
+  'summaries',
+  'accounting_jobs',
+  'audit_log',
+] as const;
+export type PrunedTable = (typeof PRUNED_TABLES)[number];
+export type PruneCounts = Record<PrunedTable, number>;
+
+/** Rows (requests, records, deliveries…) chosen per slice: a few milliseconds of deletes. */
+export const PRUNE_SLICE_ROWS = 200;
+
+export function noCounts(): PruneCounts {
+  return Object.fromEntries(PRUNED_TABLES.map((t) => [t, 0])) as PruneCounts;
+}
+
+/** Requests retention may remove at `cutoff` (ms): ended before it, nothing live needing them. */
+function prunableRequests(h: History, cutoff: number): SQL {
+  const { jobRequests: r, pipelineRuns, summaries, webhookDeliveries } = h.t;
+  const chain = sql`coalesce(${r.firstAttemptId}, ${r.id})`;
+  return and(
+    // created_at is indexed, and a request ends after it was made.
+    lt(r.createdAt, cutoff),
+    inArray(r.state, [...TERMINAL_REQUEST_STATES]),
+    lt(sql`coalesce(${r.endedAt}, ${r.updatedAt})`, cutoff),
+    sql`${r.retryDueAt} is null`,
+    isNotNull(r.summaryCheckedAt),
+    sql`not exists (select 1 from ${pipelineRuns} where ${pipelineRuns.id} = ${r.runId} and ${notInArray(pipelineRuns.state, [...TERMINAL_RUN_STATES])})`,
+    // Another attempt of its chain live, or due: the chain is kept whole.
+    sql`not exists (select 1 from ${r} o where (o.id = ${chain} or o.first_attempt_id = ${chain}) and (o.state not in (${sql.join(
+      TERMINAL_REQUEST_STATES.map((s) => sql`${s}`),
+      sql`, `,
+    )}) or o.retry_due_at is not null))`,
+    sql`not exists (select 1 from ${summaries} where ${summaries.requestId} = ${r.id} and ${summaries.state} = 'pending')`,
+    sql`not exists (select 1 from ${webhookDeliveries} where ${webhookDeliveries.requestId} = ${r.id} and ${webhookDeliveries.state} = 'pending')`,
+  ) as SQL;
+}
+
+function prunableDeliveries(h: History, cutoff: number): SQL {
+  const d = h.t.webhookDeliveries;
+  return and(
+    inArray(d.state, ['delivered', 'failed']),
+    lt(d.createdAt, cutoff),
+    lt(sql`coalesce(${d.deliveredAt}, ${d.updatedAt})`, cutoff),
+  ) as SQL;
+}
+
+function prunableSummaries(h: History, cutoff: number): SQL {
+  const s = h.t.summaries;
+  return and(
+    inArray(s.state, ['ready', 'failed']),
+    lt(s.createdAt, cutoff),
+    lt(sql`coalesce(${s.completedAt}, ${s.updatedAt})`, cutoff),
+  ) as SQL;
+}
+
+/** Accounting records of jobs that ended before `cutoff`, unless their request is still live. */
+function prunableAccounting(h: History, cutoff: number): SQL {
+  const { accountingJobs: a, jobRequests: r } = h.t;
+  return and(
+    isNotNull(a.endTime),
+    lt(a.endTime, Math.floor(cutoff / 1000)),
+    or(
+      sql`${a.requestId} is null`,
+      sql`not exists (select 1 from ${r} where ${r.id} = ${a.requestId} and ${notInArray(r.state, [...TERMINAL_REQUEST_STATES])})`,
+    ),
+  ) as SQL;
+}
+
+function prunableAudit(h: History, cutoff: number): SQL {
+  return lt(h.t.auditLog.at, cutoff);
+}
+
+const num = (n: unknown): number => Number(n ?? 0);
+
+/** What a prune at `now` would remove, per table (counts, no write): `schedflow db stats`. */
+export async function countPrunable(h: History, settings: RetentionSettings, now: number): Promise<PruneCounts> {
+  const counts = noCounts();
+  const t = h.t;
+  const countOf = async (query: Promise<{ n: number }[]>) => num((await query)[0]?.n);
+  if (settings.requestsMs > 0) {
+    const ids = h.db
+      .select({ id: t.jobRequests.id })
+      .from(t.jobRequests)
+      .where(prunableRequests(h, now - settings.requestsMs));
+    counts.job_requests = await countOf(
+      h.all(
+        h.db
+          .select({ n: count() })
+          .from(t.jobRequests)
+          .where(prunableRequests(h, now - settings.requestsMs)),
+      ),
+    );
+    counts.job_transitions = await countOf(
+      h.all(h.db.select({ n: count() }).from(t.jobTransitions).where(inArray(t.jobTransitions.requestId, ids))),
+    );
+    counts.array_tasks = await countOf(
+      h.all(h.db.select({ n: count() }).from(t.arrayTasks).where(inArray(t.arrayTasks.requestId, ids))),
+    );
+    counts.request_replays = await countOf(
+      h.all(h.db.select({ n: count() }).from(t.requestReplays).where(inArray(t.requestReplays.requestId, ids))),
+    );
+    counts.deadline_misses = await countOf(
+      h.all(h.db.select({ n: count() }).from(t.deadlineMisses).where(inArray(t.deadlineMisses.requestId, ids))),
+    );
+    counts.webhook_deliveries = await countOf(
+      h.all(h.db.select({ n: count() }).from(t.webhookDeliveries).where(inArray(t.webhookDeliveries.requestId, ids))),
+    );
+    counts.summaries = await countOf(
+      h.all(h.db.select({ n: count() }).from(t.summaries).where(inArray(t.summaries.requestId, ids))),
+    );
+    counts.accounting_jobs = await countOf(
+      h.all(h.db.select({ n: count() }).from(t.accountingJobs).where(inArray(t.accountingJobs.requestId, ids))),
+    );
+  }
+  // Rows of tables with retentions of their own, beside those going with their requests.
+  if (settings.deliveriesMs > 0) {
+    const d = t.webhookDeliveries;
+    counts.webhook_deliveries += await countOf(
+      h.all(
+        h.db
+          .select({ n: count() })
+          .from(d)
+          .where(
+            and(prunableDeliveries(h, now - settings.deliveriesMs), notGoingWithRequest(h, d.requestId, settings, now)),
+          ),
+      ),
+    );
+  }
+  if (settings.summariesMs > 0) {
+    const s = t.summaries;
+    counts.summaries += await countOf(
+      h.all(
+        h.db
+          .select({ n: count() })
+          .from(s)
+          .where(
+            and(prunableSummaries(h, now - settings.summariesMs), notGoingWithRequest(h, s.requestId, settings, now)),
+          ),
+      ),
+    );
+  }
+  if (settings.accountingMs > 0) {
+    const a = t.accountingJobs;
+    counts.accounting_jobs += await countOf(
+      h.all(
+        h.db
+          .select({ n: count() })
+          .from(a)
+          .where(
+            and(prunableAccounting(h, now - settings.accountingMs), notGoingWithRequest(h, a.requestId, settings, now)),
+          ),
+      ),
+    );
+  }
+  if (settings.auditMs > 0) {
+    counts.audit_log = await countOf(
+      h.all(
+        h.db
+          .select({ n: count() })
+          .from(t.auditLog)
+          .where(prunableAudit(h, now - settings.auditMs)),
+      ),
+    );
+  }
+  return counts;
+}
+
+/** A row whose request is not among those the same prune removes (it is counted there already). */
+function notGoingWithRequest(h: History, requestId: AnyColumn, settings: RetentionSettings, now: number): SQL {
+  if (settings.requestsMs <= 0) return sql`1 = 1`;
+  const r = h.t.jobRequests;
+  return or(
+    sql`${requestId} is null`,
+    sql`${requestId} not in (${h.db
+      .select({ id: r.id })
+      .from(r)
+      .where(prunableRequests(h, now - settings.requestsMs))})`,
+  ) as SQL;
+}
+
+/**
+ * Removes what is older than its retention at `now`, slice by slice; returns the rows removed
+ * per table. `signal` (the daemon's shutdown) stops it between two slices: the next prune
+ * carries on.
+ */
+export async function pruneHistory(
+  h: History,
+  settings: RetentionSettings,
+  now: number,
+  signal?: AbortSignal,
+): Promise<PruneCounts> {
+  const counts = noCounts();
+  const add = (table: PrunedTable, n: number) => {
+    counts[table] += n;
+  };
+  const t = h.t;
+  if (settings.requestsMs > 0) {
+    const cutoff = now - settings.requestsMs;
+    for (;;) {
+      if (signal?.aborted) return counts;
+      await nextTurn();
+      const removed = await h.transaction(async (tx) => {
+        const rows = await tx.all(
+          tx.db.select().from(t.jobRequests).where(prunableRequests(tx, cutoff)).limit(PRUNE_SLICE_ROWS),
+        );
+        if (rows.length === 0) return 0;
+        const ids = rows.map((r) => r.id);
+        await keepJobUsage(tx, rows, now);
+        add(
+          'job_transitions',
+          await tx.run(tx.db.delete(t.jobTransitions).where(inArray(t.jobTransitions.requestId, ids))),
+        );
+        add('array_tasks', await tx.run(tx.db.delete(t.arrayTasks).where(inArray(t.arrayTasks.requestId, ids))));
+        add(
+          'request_replays',
+          await tx.run(tx.db.delete(t.requestReplays).where(inArray(t.requestReplays.requestId, ids))),
+        );
+        add(
+          'deadline_misses',
+          await tx.run(tx.db.delete(t.deadlineMisses).where(inArray(t.deadlineMisses.requestId, ids))),
+        );
+        add(
+          'webhook_deliveries',
+          await tx.run(tx.db.delete(t.webhookDeliveries).where(inArray(t.webhookDeliveries.requestId, ids))),
+        );
+        add('summaries', await tx.run(tx.db.delete(t.summaries).where(inArray(t.summaries.requestId, ids))));
+        add(
+          'accounting_jobs',
+          await tx.run(tx.db.delete(t.accountingJobs).where(inArray(t.accountingJobs.requestId, ids))),
+        );
+        const n = await tx.run(tx.db.delete(t.jobRequests).where(inArray(t.jobRequests.id, ids)));
+        add('job_requests', n);
+        return rows.length;
+      });
+      if (removed < PRUNE_SLICE_ROWS) break;
+    }
+  }
+  if (settings.deliveriesMs > 0) {
+    const d = t.webhookDeliveries;
+    const where = prunableDeliveries(h, now - settings.deliveriesMs);
+    add(
+      'webhook_deliveries',
+      await deleteInSlices(h, signal, async (tx) => {
+        const ids = (await tx.all(tx.db.select({ id: d.id }).from(d).where(where).limit(PRUNE_SLICE_ROWS))).map(
+          (r) => r.id,
+        );
+        return ids.length ? tx.run(tx.db.delete(d).where(inArray(d.id, ids))) : 0;
+      }),
+    );
+  }
+  if (settings.summariesMs > 0) {
+    const s = t.summaries;
+    const where = prunableSummaries(h, now - settings.summariesMs);
+    add(
+      'summaries',
+      await deleteInSlices(h, signal, async (tx) => {
+        const ids = (await tx.all(tx.db.select({ id: s.id }).from(s).where(where).limit(PRUNE_SLICE_ROWS))).map(
+          (r) => r.id,
+        );
+        return ids.length ? tx.run(tx.db.delete(s).where(inArray(s.id, ids))) : 0;
+      }),
+    );
+  }
+  if (settings.accountingMs > 0) {
+    const a = t.accountingJobs;
+    const where = prunableAccounting(h, now - settings.accountingMs);
+    add(
+      'accounting_jobs',
+      await deleteInSlices(h, signal, async (tx) => {
+        const records = await tx.all(
+          tx.db
+            .select({ profile: a.profile, jobId: a.jobId, requestId: a.requestId })
+            .from(a)
+            .where(where)
+            .limit(PRUNE_SLICE_ROWS),
+        );
+        if (records.length === 0) return 0;
+        // A step's usage is kept while its accounting record is still there to read.
+        const requestIds = records.map((r) => r.requestId).filter((id): id is string => id !== null);
+        if (requestIds.length) {
+          const requests = await tx.all(
+            tx.db.select().from(t.jobRequests).where(inArray(t.jobRequests.id, requestIds)),
+          );
+          await keepJobUsage(tx, requests, now);
+        }
+        let n = 0;
+        for (const [profile, jobIds] of byProfile(records)) {
+          n += await tx.run(tx.db.delete(a).where(and(sql`${a.profile} = ${profile}`, inArray(a.jobId, jobIds))));
+        }
+        return n;
+      }),
+    );
+  }
+  if (settings.auditMs > 0) {
+    const l = t.auditLog;
+    const where = prunableAudit(h, now - settings.auditMs);
+    add(
+      'audit_log',
+      await deleteInSlices(h, signal, async (tx) => {
+        const ids = (await tx.all(tx.db.select({ id: l.id }).from(l).where(where).limit(PRUNE_SLICE_ROWS))).map(
+          (r) => r.id,
+        );
+        return ids.length ? tx.run(tx.db.delete(l).where(inArray(l.id, ids))) : 0;
+      }),
+    );
+  }
+  return counts;
+}
+
+function byProfile(records: readonly { profile: string; jobId: number }[]): Map<string, number[]> {
+  const out = new Map<string, number[]>();
+  for (const r of records) out.set(r.profile, [...(out.get(r.profile) ?? []), r.jobId]);
+  return out;
+}
+
+/** Runs `slice` (which deletes at most PRUNE_SLICE_ROWS rows) in transactions until one deletes fewer. */
+async function deleteInSlices(
+  h: History,
+  signal: AbortSignal | undefined,
+  slice: (tx: History) => Promise<number>,
+): Promise<number> {
+  let total = 0;
+  for (;;) {
+    if (signal?.aborted) return total;
+    await nextTurn();
+    const n = await h.transaction(slice);
+    total += n;
+    if (n < PRUNE_SLICE_ROWS) return total;
+  }
+}
+
+const PRUNE_RECORD = 'prune_totals';
+
+/** What the prunes removed so far (every process's, since the history was made), and the last one. */
+export interface PruneRecord {
+  lastAt: number;
+  last: PruneCounts;
+  totals: PruneCounts;
+  pagesReturned: number;
+}
+
+/** Adds a prune's counts to the history's record of them (read by the metrics at a scrape). */
+export async function recordPrune(h: History, at: number, counts: PruneCounts, pagesReturned: number): Promise<void> {
+  const t = h.t.historyMeta;
+  await h.transaction(async (tx) => {
+    const earlier = await readPruneRecord(tx, true);
+    const totals = noCounts();
+    for (const table of PRUNED_TABLES) totals[table] = (earlier?.totals[table] ?? 0) + counts[table];
+    const record: PruneRecord = {
+      lastAt: at,
+      last: counts,
+      totals,
+      pagesReturned: (earlier?.pagesReturned ?? 0) + pagesReturned,
+    };
+    const value = JSON.stringify(record);
+    await tx.run(
+      tx.db.insert(t).values({ key: PRUNE_RECORD, value }).onConflictDoUpdate({ target: t.key, set: { value } }),
+    );
+  });
+}
+
+export async function readPruneRecord(h: History, lock = false): Promise<PruneRecord | null> {
+  const t = h.t.historyMeta;
+  const query = h.db.select().from(t).where(sql`${t.key} = ${PRUNE_RECORD}`);
+  const row = await h.one(lock ? h.forUpdate(query) : query);
+  if (!row) return null;
+  try {
+    const parsed = JSON.parse(row.value) as Partial<PruneRecord>;
+    const counts = (c: unknown): PruneCounts => {
+      const out = noCounts();
+      for (const table of PRUNED_TABLES)
+        out[table] = Number((c as Record<string, unknown> | undefined)?.[table] ?? 0) || 0;
+      return out;
+    };
+    return {
+      lastAt: Number(parsed.lastAt) || 0,
+      last: counts(parsed.last),
+      totals: counts(parsed.totals),
+      pagesReturned: Number(parsed.pagesReturned) || 0,
+    };
+  } catch {
+    return null;
+  }
+}
