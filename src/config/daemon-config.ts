@@ -111,7 +111,6 @@ export const daemonConfigSchema = z.object({
     .number()
     .int()
     .min(0)
-    .max(10)
     .default(1)
     .describe(
       'How many times a request whose job the controller lost before it started (slurmctld back from a crash without it; no start in any record) is submitted again, as a new attempt; 0: never (it ends `node_fail`, JobLostByController). A job lost after it started is never submitted again by this: its retry policy decides.',

@@ -128,10 +128,7 @@ export function startedRecordsOf(
       .select()
       .from(t)
       .where(
-        and(
-          isNotNull(t.startTime),
-          or(eq(t.requestId, requestId), and(eq(t.profile, profile), eq(t.jobId, jobId))),
-        ),
+        and(isNotNull(t.startTime), or(eq(t.requestId, requestId), and(eq(t.profile, profile), eq(t.jobId, jobId)))),
       ),
   );
 }

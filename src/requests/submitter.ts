@@ -19,8 +19,8 @@ import { type JobSpec, jobSpecSchema } from '../sched/job-spec.js';
 import { outputPathsOf } from '../sched/output-paths.js';
 import { SubmitLimitError } from '../sched/sched-errors.js';
 import { jobIdentity } from './job-identity.js';
-import { isTerminalRequest } from './request-state.js';
 import { DEFAULT_LOST_RESUBMITS } from './lost-resubmit.js';
+import { isTerminalRequest } from './request-state.js';
 import { claimJobId, transition } from './transition.js';
 
 export interface SubmitDeps {
