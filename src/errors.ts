@@ -379,7 +379,12 @@ export const ERROR_CODES = {
   SCHEDFLOW_ERR_JOB_LOST_BY_CONTROLLER: {
     status: null,
     retryable: false,
-    what: 'The controller lost the job (restarted without its state); submit it again if it should run.',
+    what: 'The controller lost the job (restarted without its state) after it started, or after the resubmits SCHEDFLOW_LOST_RESUBMITS allows; submit it again if it should run.',
+  },
+  SCHEDFLOW_ERR_JOB_LOST_BEFORE_START: {
+    status: null,
+    retryable: true,
+    what: 'The controller lost the job before it started (restarted without its state): schedflow submitted it again as a new attempt (SCHEDFLOW_LOST_RESUBMITS).',
   },
 
   // The LLM endpoint (recorded on a summary).

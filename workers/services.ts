@@ -65,6 +65,8 @@ export interface WorkerServices {
     pollFloorMs: number;
     pollCeilingMs: number;
     lostGraceMs: number;
+    /** SCHEDFLOW_LOST_RESUBMITS (src/requests/lost-resubmit.ts). */
+    lostResubmits: number;
     /** How often a pending job's reason and expected start are read (src/requests/pending-details.ts); 0: never. */
     pendingDetailsEveryMs?: number;
     /** How often the first request held by a submit limit asks Slurm again. */

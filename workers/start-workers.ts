@@ -115,6 +115,7 @@ export function startWorkers(deps: StartWorkersDeps): void {
       pollFloorMs: config.pollFloorMs,
       pollCeilingMs: config.pollCeilingMs,
       lostGraceMs: config.lostGraceMs,
+      lostResubmits: config.lostResubmits,
       pendingDetailsEveryMs: config.pendingDetailsEveryMs,
       submitLimitRecheckMs: config.submitLimitRecheckMs,
       clusterSampleKeepMs: config.clusterSampleKeepMs,

@@ -91,6 +91,7 @@ function submitProcessor(services: WorkerServices): QueueProcessor {
           signal: services.shutdown,
           stepDependency: stepDependencies,
           clock: services.clock,
+          lostResubmits: services.settings.lostResubmits,
         },
         payload.requestId,
         row,

@@ -108,6 +108,14 @@ export const daemonConfigSchema = z.object({
     .positive()
     .default(300_000)
     .describe('How long a job may be missing from both the controller and accounting before it is `lost`.'),
+  lostResubmits: z
+    .number()
+    .int()
+    .min(0)
+    .default(1)
+    .describe(
+      'How many times a request whose job the controller lost before it started (slurmctld back from a crash without it; no start in any record) is submitted again, as a new attempt; 0: never (it ends `node_fail`, JobLostByController). A job lost after it started is never submitted again by this: its retry policy decides.',
+    ),
   pendingDetailsEveryMs: z
     .number()
     .int()
@@ -293,6 +301,7 @@ export const DAEMON_ENV_NUMBERS = {
   SCHEDFLOW_POLL_FLOOR_MS: 'pollFloorMs',
   SCHEDFLOW_POLL_CEILING_MS: 'pollCeilingMs',
   SCHEDFLOW_LOST_GRACE_MS: 'lostGraceMs',
+  SCHEDFLOW_LOST_RESUBMITS: 'lostResubmits',
   SCHEDFLOW_PENDING_DETAILS_EVERY_MS: 'pendingDetailsEveryMs',
   SCHEDFLOW_RECONCILE_EVERY_MS: 'reconcileEveryMs',
   SCHEDFLOW_PROFILE_RECHECK_MS: 'profileRecheckMs',

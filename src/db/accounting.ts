@@ -112,6 +112,27 @@ export function getAccountingJob(h: History, profile: string, jobId: number): Pr
   );
 }
 
+/**
+ * Accounting records with a start time that may be a request's job: those linked to it, and the
+ * one now stored under its job id (which may be another job's: the caller tells, by jobIdentity).
+ */
+export function startedRecordsOf(
+  h: History,
+  profile: string,
+  requestId: string,
+  jobId: number,
+): Promise<AccountingJobRow[]> {
+  const t = h.t.accountingJobs;
+  return h.all(
+    h.db
+      .select()
+      .from(t)
+      .where(
+        and(isNotNull(t.startTime), or(eq(t.requestId, requestId), and(eq(t.profile, profile), eq(t.jobId, jobId)))),
+      ),
+  );
+}
+
 export type ProfileSyncRow = typeof profileSync.$inferSelect;
 
 export async function getProfileSync(h: History, profile: string): Promise<ProfileSyncRow | undefined> {

@@ -929,6 +929,35 @@ export function laterAttempts(h: History, firstAttemptId: string): Promise<JobRe
   return h.all(h.db.select().from(t).where(eq(t.firstAttemptId, firstAttemptId)).orderBy(asc(t.attempt)));
 }
 
+/**
+ * How many attempts of the request whose first attempt is `firstAttemptId` (that one included)
+ * ended with `errorCode`: the resubmits already made after a job lost before it started
+ * (src/requests/lost-resubmit.ts) are counted so.
+ */
+export async function attemptsEndedWith(h: History, firstAttemptId: string, errorCode: string): Promise<number> {
+  const t = h.t.jobRequests;
+  const row = await h.one(
+    h.db
+      .select({ n: count() })
+      .from(t)
+      .where(and(or(eq(t.id, firstAttemptId), eq(t.firstAttemptId, firstAttemptId)), eq(t.errorCode, errorCode))),
+  );
+  return row?.n ?? 0;
+}
+
+/** Whether the request's transition log has it `running` at some time (a start seen, maybe without its time). */
+export async function everRunning(h: History, id: string): Promise<boolean> {
+  const t = h.t.jobTransitions;
+  const row = await h.one(
+    h.db
+      .select({ id: t.requestId })
+      .from(t)
+      .where(and(eq(t.requestId, id), eq(t.toState, 'running')))
+      .limit(1),
+  );
+  return row !== undefined;
+}
+
 /** A request's state and since when its job is missing, locked until the transaction ends. */
 export function missingFactsLocked(
   h: History,

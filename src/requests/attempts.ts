@@ -9,6 +9,7 @@ import type { JobSpec } from '../sched/job-spec.js';
 import { type AcceptDeps, accept, type RequestToRecord, recordRequest } from './accept.js';
 import { planArrayRetry } from './array-retry.js';
 import { nextSpec, type PartitionLimits, retryReason } from './attempt-policy.js';
+import { LOST_BEFORE_START_CODE } from './lost-resubmit.js';
 import { addFinishedDelivery } from './transition.js';
 
 /**
@@ -54,6 +55,7 @@ export async function makeDueAttempts(
 
 /** The next attempt of an ended one (its id), or null when a bound stops it. */
 async function makeAttempt(deps: AttemptDeps, row: JobRequestRow, now: number): Promise<string | null> {
+  if (row.errorCode === LOST_BEFORE_START_CODE) return recordAttempt(deps, row, lostAttempt(row, now), now);
   const policy = row.retryPolicy as AttemptPolicy;
   const spec = row.spec as JobSpec;
   const partition = spec.partition ?? null;
@@ -83,6 +85,35 @@ async function makeAttempt(deps: AttemptDeps, row: JobRequestRow, now: number): 
     now,
   );
   if (row.arrayTaskCount !== null) input = await failedTasksOnly(deps.store, row, input);
+  return recordAttempt(deps, row, input, now);
+}
+
+/**
+ * The attempt after one whose job the controller lost before it started (src/requests/lost-resubmit.ts):
+ * the same spec, nothing grown, the ended attempt's message (which names the lost job) as its cause.
+ */
+function lostAttempt(row: JobRequestRow, now: number): RequestToRecord {
+  return attemptRequest(
+    row,
+    row.spec as JobSpec,
+    {
+      previousId: row.id,
+      after: row.state,
+      exitCode: row.exitCode,
+      escalated: [],
+      reason: row.errorMessage ?? 'the controller lost the job before it started: submitted again',
+    },
+    now,
+  );
+}
+
+/** Records `input` as the attempt after `row`, while it is still due, and submits it. */
+async function recordAttempt(
+  deps: AttemptDeps,
+  row: JobRequestRow,
+  input: RequestToRecord,
+  now: number,
+): Promise<string | null> {
   // Still due, read and cleared in one transaction: another host's tick, or a cancel withdrawing
   // the attempt, decides on the same row, and only one of them makes (or withdraws) it.
   const recorded = await deps.store.transaction(async (tx) => {

@@ -49,10 +49,6 @@ export function jobIdentity(
 export const LOST_BY_CONTROLLER_REASON = 'JobLostByController';
 export const LOST_BY_CONTROLLER_CODE = 'SCHEDFLOW_ERR_JOB_LOST_BY_CONTROLLER';
 
-export function lostByControllerMessage(jobId: number, why: string): string {
-  return `the controller lost this request's job ${jobId} (restarted without its state?): ${why}; it is not resubmitted (it may have started before the loss): submit it again if it should run`;
-}
-
 /**
  * The request's own record among accounting's records under its job id:
  * - `ours`: one carrying its marker, else the newest that may be its job;

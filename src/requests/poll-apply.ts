@@ -1,5 +1,11 @@
 import type { History } from '../db/history.js';
-import { missingFactsLocked, submissionsInFlight, type TrackedRequest, updateRequest } from '../db/requests.js';
+import {
+  getRequest,
+  missingFactsLocked,
+  submissionsInFlight,
+  type TrackedRequest,
+  updateRequest,
+} from '../db/requests.js';
 import type { TransitionSource } from '../db/schema.js';
 import { inJobIdOrder, writeInSlices } from '../db/write-in-slices.js';
 import { type Clock, systemClock } from '../lib/clock.js';
@@ -9,6 +15,7 @@ import type { JobListing, Read } from '../sched/reads.js';
 import { type ArrayPlan, summarizeArrays } from './array-poll.js';
 import type { ArraySummary } from './array-state.js';
 import { describeOtherJob, jobIdentity, ownRecord } from './job-identity.js';
+import { DEFAULT_LOST_RESUBMITS, lostResubmitPlan } from './lost-resubmit.js';
 import type { AccountingAnswer, AccountingChunk, LightStates } from './poll-ask.js';
 import type { PollDeps } from './poll-deps.js';
 import { isTerminalRequest, requestStateFor } from './request-state.js';
@@ -211,7 +218,12 @@ export async function applyController(
       if (record && jobIdentity(record, row) === 'other') {
         if (!listing || listing.freshness.stale) return false;
         const why = describeOtherJob(record, "the controller's");
-        return endLostByController(tx, row.id, { at: (deps.clock ?? systemClock).now(), source: 'poll', why });
+        return endLostByController(tx, row.id, {
+          at: (deps.clock ?? systemClock).now(),
+          source: 'poll',
+          why,
+          resubmits: lostResubmitsOf(deps),
+        });
       }
       if (record && listing) return applyJob(tx, row, record, 'poll', listing.freshness, deps.clock);
       // Without the full record an end would be recorded without its exit code and times, for
@@ -261,7 +273,7 @@ export async function applySuspects(
       }
       logger.warn({ requestId: row.id, job_id: row.jobId }, 'the controller lost this job: its id is another job now');
       const why = describeOtherJob(inController, "the controller's");
-      return endLostByController(tx, row.id, { at: now, source: 'poll', why });
+      return endLostByController(tx, row.id, { at: now, source: 'poll', why, resubmits: lostResubmitsOf(deps) });
     },
   );
 }
@@ -299,6 +311,21 @@ export async function markMissing(
   const current = await missingFactsLocked(tx, row.id);
   if (current?.state !== row.state || current.missingSince !== row.missingSince) return false;
   const seconds = Math.round((now - row.missingSince) / 1000);
+  if (accountingState === undefined) {
+    // The controller and accounting agree the job is gone: one that never started is
+    // submitted again (within the budget, see lost-resubmit.ts), not left `lost`.
+    const full = await getRequest(tx, row.id);
+    const plan = full && (await lostResubmitPlan(tx, full, lostResubmitsOf(deps)));
+    if (plan?.kind === 'resubmit') {
+      logger.warn({ profile, requestId: row.id, job_id: row.jobId }, 'job lost before it started: submitted again');
+      return endLostByController(tx, row.id, {
+        at: now,
+        source: 'poll',
+        why: `job ${row.jobId} has been missing from the controller and from accounting for ${seconds} s`,
+        resubmits: lostResubmitsOf(deps),
+      });
+    }
+  }
   const where =
     accountingState === undefined
       ? 'from the controller and from accounting'
@@ -390,4 +417,9 @@ export function applyLightStates(deps: PollDeps, rows: TrackedRequest[], light: 
       return job !== undefined && applyJob(tx, row, job, 'poll', light.freshnessOf(row), deps.clock);
     },
   );
+}
+
+/** SCHEDFLOW_LOST_RESUBMITS as the poll was given it. */
+function lostResubmitsOf(deps: PollDeps): number {
+  return deps.settings.lostResubmits ?? DEFAULT_LOST_RESUBMITS;
 }

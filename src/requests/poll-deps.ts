@@ -8,6 +8,11 @@ import type { SchedClient } from '../sched/client.js';
 export interface PollSettings {
   /** How long a job may be missing from both controller and accounting before it is `lost`. @defaultValue 300000 */
   lostGraceMs: number;
+  /**
+   * How many times a request whose job the controller lost before it started is submitted again
+   * (src/requests/lost-resubmit.ts); 0: never. @defaultValue 1
+   */
+  lostResubmits?: number;
   /** How often a profile with nothing to track is checked (the poll interval's ceiling). @defaultValue 60000 */
   pollCeilingMs?: number;
   /**

@@ -19,6 +19,7 @@ import { type JobSpec, jobSpecSchema } from '../sched/job-spec.js';
 import { outputPathsOf } from '../sched/output-paths.js';
 import { SubmitLimitError } from '../sched/sched-errors.js';
 import { jobIdentity } from './job-identity.js';
+import { DEFAULT_LOST_RESUBMITS } from './lost-resubmit.js';
 import { isTerminalRequest } from './request-state.js';
 import { claimJobId, transition } from './transition.js';
 
@@ -34,6 +35,12 @@ export interface SubmitDeps {
   stepDependency(h: History, row: JobRequestRow): Promise<DependencyResolution>;
   /** When transitions and submissions happen. @defaultValue systemClock */
   clock?: Clock;
+  /**
+   * How many times a request whose job the controller lost before it started is submitted again
+   * (src/requests/lost-resubmit.ts): a submission whose answer is a lost job's id ends that job's
+   * request. @defaultValue 1
+   */
+  lostResubmits?: number;
 }
 
 /** How a step's needs stand: submit (with this Slurm dependency), wait for a job id, or never. */
@@ -210,6 +217,7 @@ export async function submitRequest(
             requestId,
             at: clock.now(),
             source: 'submit',
+            lostResubmits: deps.lostResubmits ?? DEFAULT_LOST_RESUBMITS,
           });
           await transition(tx, requestId, {
             to: 'submitted',
@@ -242,6 +250,7 @@ export async function submitRequest(
         requestId,
         at: clock.now(),
         source: 'submit',
+        lostResubmits: deps.lostResubmits ?? DEFAULT_LOST_RESUBMITS,
       });
       await transition(tx, requestId, {
         to: 'submitted',

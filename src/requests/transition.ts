@@ -13,7 +13,8 @@ import { addDelivery } from '../db/webhooks.js';
 import { assertNever } from '../lib/assert-never.js';
 import { jobFinishedBody } from '../notify/events.js';
 import { backoffMs, exhaustedReason, retryMatch } from './attempt-policy.js';
-import { LOST_BY_CONTROLLER_CODE, LOST_BY_CONTROLLER_REASON, lostByControllerMessage } from './job-identity.js';
+import { LOST_BY_CONTROLLER_CODE, LOST_BY_CONTROLLER_REASON } from './job-identity.js';
+import { LOST_BEFORE_START_CODE, lostMessage, lostResubmitPlan } from './lost-resubmit.js';
 import { canTransition, isTerminalRequest } from './request-state.js';
 
 /**
@@ -43,6 +44,12 @@ export interface TransitionInput {
    * is posted is never an older spec than the history's.
    */
   specAsRead?: number | null;
+  /**
+   * The request goes on in a new attempt, due at this time (a job the controller lost before it
+   * started, src/requests/lost-resubmit.ts): neither its retry policy nor its webhook decides on
+   * this end, which is not the request's last.
+   */
+  resubmitAt?: number;
 }
 
 /**
@@ -100,6 +107,11 @@ export function transition(h: History, requestId: string, input: TransitionInput
       detail: input.detail ?? null,
     });
     if (!isTerminalRequest(input.to) || movesOn) return true;
+    if (input.resubmitAt !== undefined) {
+      // Made by the attempts' tick (src/requests/attempts.ts), as a policy's retry is.
+      await patchRequest(tx, requestId, { retryDueAt: input.resubmitAt });
+      return true;
+    }
     // An end its retry policy names is not the request's end: the next attempt is due after the
     // backoff (a time in the row, so a restart keeps it), and the webhook waits for the last one.
     if (row.retryPolicy && (await scheduleRetry(tx, requestId, input.at))) return true;
@@ -191,14 +203,22 @@ export async function addFinishedDelivery(tx: History, row: JobRequestRow, at: n
 
 /**
  * Ends a request whose job the controller lost (slurmctld back from a crash without it, its id
- * given to another job): `node_fail` with reason JobLostByController and the job id in its
- * message, and its claim on the id released (job_id null) for the job that has the id now. A
- * request already ended only lets the id go. True when the request moved.
+ * given to another job, or gone from the controller and from accounting): `node_fail` with
+ * reason JobLostByController and the job id in its message, and its claim on the id released
+ * (job_id null) for the job that has the id now. A job that never started is submitted again as
+ * a new attempt, within `resubmits` per request (src/requests/lost-resubmit.ts); the message
+ * says which. A request already ended only lets the id go. True when the request moved.
  */
 export function endLostByController(
   h: History,
   requestId: string,
-  input: { at: number; source: TransitionSource; why: string },
+  input: {
+    at: number;
+    source: TransitionSource;
+    why: string;
+    /** SCHEDFLOW_LOST_RESUBMITS: how many times a request is submitted again after such a loss. */
+    resubmits: number;
+  },
 ): Promise<boolean> {
   return h.transaction(async (tx) => {
     const row = await getRequest(tx, requestId, { lock: true });
@@ -207,18 +227,22 @@ export function endLostByController(
       await patchRequest(tx, requestId, { jobId: null, updatedAt: input.at });
       return false;
     }
-    const message = lostByControllerMessage(row.jobId, input.why);
+    const plan = await lostResubmitPlan(tx, row, input.resubmits);
+    const message = lostMessage(row.jobId, input.why, plan);
+    const again = plan.kind === 'resubmit';
     return transition(tx, requestId, {
       to: 'node_fail',
       source: input.source,
       at: input.at,
       reason: LOST_BY_CONTROLLER_REASON,
       detail: message,
+      from: row.state,
+      ...(again && { resubmitAt: input.at }),
       patch: {
         jobId: null,
         endedAt: input.at,
         missingSince: null,
-        errorCode: LOST_BY_CONTROLLER_CODE,
+        errorCode: again ? LOST_BEFORE_START_CODE : LOST_BY_CONTROLLER_CODE,
         errorMessage: message,
       },
     });
@@ -232,7 +256,15 @@ export function endLostByController(
  */
 export async function claimJobId(
   h: History,
-  input: { profile: string; jobId: number; requestId: string; at: number; source: TransitionSource },
+  input: {
+    profile: string;
+    jobId: number;
+    requestId: string;
+    at: number;
+    source: TransitionSource;
+    /** SCHEDFLOW_LOST_RESUBMITS (see endLostByController). */
+    lostResubmits: number;
+  },
 ): Promise<void> {
   const holder = await requestByJobId(h, input.profile, input.jobId);
   if (!holder || holder.id === input.requestId) return;
@@ -240,5 +272,6 @@ export async function claimJobId(
     at: input.at,
     source: input.source,
     why: `slurmctld has since given job id ${input.jobId} to request ${input.requestId}'s job`,
+    resubmits: input.lostResubmits,
   });
 }

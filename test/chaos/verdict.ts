@@ -39,6 +39,8 @@ interface Row {
   state: string;
   job_id: number | null;
   reason: string | null;
+  next_attempt_id: string | null;
+  retry_due_at: number | null;
 }
 
 export interface TrialVerdict {
@@ -61,10 +63,15 @@ function readRows(daemon: DaemonUnderTest, ids: string[]): Map<string, Row> {
   const db = new Database(file, { readonly: true, fileMustExist: true });
   try {
     db.pragma('busy_timeout = 2000');
-    const stmt = db.prepare('SELECT id, state, job_id, reason FROM job_requests WHERE id = ?');
+    const stmt = db.prepare(
+      'SELECT id, state, job_id, reason, next_attempt_id, retry_due_at FROM job_requests WHERE id = ?',
+    );
     for (const id of ids) {
-      const row = stmt.get(id) as Row | undefined;
-      if (row) rows.set(id, row);
+      // A request's last attempt is what became of it (a job the controller lost before it
+      // started is submitted again as a new attempt); one whose next attempt is due is not done.
+      let row = stmt.get(id) as Row | undefined;
+      while (row?.next_attempt_id) row = (stmt.get(row.next_attempt_id) as Row | undefined) ?? row;
+      if (row) rows.set(id, row.retry_due_at === null ? row : { ...row, state: 'retry due' });
     }
   } finally {
     db.close();

@@ -12,7 +12,8 @@ import { ALICE_TOKEN } from '../../helpers/sim.js';
  * (found by `npm run chaos -- --slurm --scenario slurm-ctld-stop`), and the simulator's
  * `POST /_sim/slurmctld/crash` does the same. A job id is then not proof of identity: no request
  * may take its state from another's job, the new owner of an id must be recordable, and nothing
- * is submitted twice. The requests whose jobs were lost end `node_fail` (JobLostByController).
+ * is submitted twice. The requests whose jobs were lost end `node_fail` (JobLostByController);
+ * a job lost before it started is submitted again as a new attempt (SCHEDFLOW_LOST_RESUBMITS).
  */
 
 const env = daemonTestEnv();
@@ -38,12 +39,13 @@ describe('a slurmctld crash that loses its newest jobs and reuses their ids', ()
         }),
       );
     }
+    // Seen running: a job lost after it started is not submitted again (it may have done part of its work).
     const lostJobIds = await waitFor(
       async () => {
-        const ids = await Promise.all(lost.map(async (id) => (await getRequest(store, id))?.jobId ?? null));
-        return ids.every((id) => id !== null) ? (ids as number[]) : undefined;
+        const rows = await Promise.all(lost.map((id) => getRequest(store, id)));
+        return rows.every((row) => row?.state === 'running') ? rows.map((row) => row?.jobId as number) : undefined;
       },
-      { what: 'the three jobs to be submitted', timeoutMs: 20_000, intervalMs: 50 },
+      { what: 'the three jobs to be seen running', timeoutMs: 20_000, intervalMs: 50 },
     );
 
     const crash = await http(`${sim.url}/_sim/slurmctld/crash`, {
@@ -113,8 +115,13 @@ describe('a slurmctld crash that loses its newest jobs and reuses their ids', ()
       expect(await td.states(id)).not.toContain('completed');
       expect(row?.state).toBe('node_fail');
       expect(row?.reason).toBe('JobLostByController');
-      expect(row?.errorMessage).toMatch(/the controller lost this request's job \d+ \(restarted without its state\?\)/);
+      expect(row?.errorMessage).toMatch(
+        /the controller lost this request's job \d+ \(restarted without its state\?\): .*; it had started, so it is not submitted again/,
+      );
+      expect(row?.errorCode).toBe('SCHEDFLOW_ERR_JOB_LOST_BY_CONTROLLER');
       expect(row?.jobId).toBeNull();
+      expect(row?.nextAttemptId).toBeNull();
+      expect(row?.retryDueAt).toBeNull();
     }
     expect(rows).toHaveLength(5);
 
@@ -126,4 +133,135 @@ describe('a slurmctld crash that loses its newest jobs and reuses their ids', ()
     }
     for (const id of after) expect(jobs.filter((job) => job.comment.startsWith(`schedflow:${id}`))).toHaveLength(1);
   }, 90_000);
+});
+
+describe('a slurmctld crash that loses jobs before they started', () => {
+  /** A job that holds the one CPU, and `names` queued behind it, seen pending with their ids. */
+  async function behindBlocker(td: Awaited<ReturnType<typeof env.daemon>>, workDir: string, names: string[]) {
+    const submit = (name: string, script: string) =>
+      td.daemon.submit({
+        spec: jobSpecSchema.parse({ name, script, current_working_directory: workDir }),
+        owner: 'default',
+        actor: 'test',
+        origin: 'api',
+      });
+    const blocker = await submit('blocker', '#!/bin/sh\nsleep 60\n');
+    const blockerRow = await td.waitForState(blocker, 'running');
+    const waiting: string[] = [];
+    for (const name of names) waiting.push(await submit(name, '#!/bin/sh\necho ran\n'));
+    for (const id of waiting) await td.waitForState(id, 'pending');
+    return { blockerJobId: blockerRow.jobId as number, waiting };
+  }
+
+  async function crash(sim: Awaited<ReturnType<typeof env.sim>>, loseNewest: number): Promise<number[]> {
+    const answer = await http(`${sim.url}/_sim/slurmctld/crash`, {
+      headers: sim.admin,
+      method: 'POST',
+      body: { loseNewest },
+    });
+    expect(answer.status, answer.text).toBe(200);
+    return (answer.json as { lost: number[] }).lost;
+  }
+
+  /** A job submitted outside schedflow: the crashed controller gives it the lowest lost id. */
+  async function outsideJob(sim: Awaited<ReturnType<typeof env.sim>>): Promise<number> {
+    const answer = await http(`${sim.url}/sched/v0.0.44/job/submit`, {
+      method: 'POST',
+      headers: alice,
+      body: {
+        job: {
+          name: 'outside-job',
+          script: '#!/bin/sh\ntrue\n',
+          current_working_directory: sim.workDir,
+          environment: ['PATH=/usr/bin:/bin'],
+        },
+      },
+    });
+    expect(answer.status, answer.text).toBe(200);
+    return (answer.json as { job_id: number }).job_id;
+  }
+
+  it('submits each again once as a new attempt, which runs; a second loss ends it node_fail, saying the resubmit is spent', async () => {
+    const sim = await env.sim({ cpus: 1 });
+    const td = await env.daemon(sim.url);
+    const store = td.daemon.history.store;
+    const { blockerJobId, waiting } = await behindBlocker(td, sim.workDir, ['lost-a', 'lost-b']);
+    const lostIds = await crash(sim, 2);
+    expect(lostIds).toHaveLength(2);
+
+    // Nothing takes their ids: the poller finds them gone from the controller and from
+    // accounting (past the grace), never started, and each request goes on in a new attempt.
+    const next = await waitFor(
+      async () => {
+        const rows = await Promise.all(waiting.map((id) => getRequest(store, id)));
+        if (!rows.every((row) => row?.nextAttemptId)) return undefined;
+        const attempts = await Promise.all(rows.map((row) => getRequest(store, row?.nextAttemptId as string)));
+        return attempts.every((row) => row?.state === 'pending') ? attempts : undefined;
+      },
+      { what: 'the lost requests to be submitted again', timeoutMs: 30_000, intervalMs: 100 },
+    );
+    for (const [i, id] of waiting.entries()) {
+      const row = await getRequest(store, id);
+      expect(row?.state).toBe('node_fail');
+      expect(row?.reason).toBe('JobLostByController');
+      expect(row?.errorCode).toBe('SCHEDFLOW_ERR_JOB_LOST_BEFORE_START');
+      expect(row?.errorMessage).toMatch(
+        /^the controller lost job \d+ before it started \(restarted without its state\?\): .*it never ran, so it is submitted again as a new attempt \(resubmit 1 of 1, SCHEDFLOW_LOST_RESUBMITS\)$/,
+      );
+      expect(lostIds).toContain(Number(/job (\d+)/.exec(row?.errorMessage ?? '')?.[1]));
+      const attempt = next[i];
+      expect(attempt?.attempt).toBe(2);
+      expect(attempt?.firstAttemptId).toBe(id);
+      expect(attempt?.retryCause?.reason).toBe(row?.errorMessage);
+    }
+
+    // The second attempt of lost-b is lost too, before it started: the resubmit is spent.
+    // This time another job is given its id: the controller's record says the loss at once.
+    const [lostAgain] = await crash(sim, 1);
+    const b2 = next[1]?.id as string;
+    expect(lostAgain).toBe(next[1]?.jobId);
+    expect(await outsideJob(sim)).toBe(lostAgain);
+    // Another job under a pending request's id is seen as its state changes (the identity is
+    // checked before a start is recorded): the blocker out of the way, the jobs start.
+    sim.server.cluster.cancel(blockerJobId);
+    const ended = await td.waitForState(b2, 'node_fail', 30_000);
+    expect(ended.errorCode).toBe('SCHEDFLOW_ERR_JOB_LOST_BY_CONTROLLER');
+    expect(ended.errorMessage).toMatch(
+      /it never started, but this request was already submitted again once after such a loss \(SCHEDFLOW_LOST_RESUBMITS=1\): not again/,
+    );
+    expect(ended.nextAttemptId).toBeNull();
+    expect(ended.retryDueAt).toBeNull();
+
+    // lost-a's second attempt runs to its end.
+    const a2 = await td.waitForState(next[0]?.id as string, 'completed', 30_000);
+    expect(a2.exitCode).toBe(0);
+
+    // One scheduler job per attempt, never two live for one request.
+    const jobs = sim.server.cluster.listJobs();
+    for (const row of [...waiting, a2.id, b2]) {
+      expect(jobs.filter((job) => job.comment.startsWith(`schedflow:${row}`)).length).toBeLessThanOrEqual(1);
+    }
+    expect(jobs.filter((job) => job.name === 'lost-a')).toHaveLength(1);
+  }, 90_000);
+
+  it('with SCHEDFLOW_LOST_RESUBMITS=0, ends them as before: node_fail (saying resubmits are off) or lost', async () => {
+    const sim = await env.sim({ cpus: 1 });
+    const td = await env.daemon(sim.url, { lostResubmits: 0 });
+    const { blockerJobId, waiting } = await behindBlocker(td, sim.workDir, ['lost-off', 'missing-off']);
+    const lostIds = await crash(sim, 2);
+    // The first's id is another job's now; the second's is no job's: missing, then lost, as before.
+    expect(await outsideJob(sim)).toBe(lostIds[0]);
+    sim.server.cluster.cancel(blockerJobId);
+    const missing = await td.waitForState(waiting[1] as string, 'lost', 30_000);
+    expect(missing.nextAttemptId).toBeNull();
+    expect(missing.retryDueAt).toBeNull();
+    const row = await td.waitForState(waiting[0] as string, 'node_fail', 30_000);
+    expect(row.reason).toBe('JobLostByController');
+    expect(row.errorCode).toBe('SCHEDFLOW_ERR_JOB_LOST_BY_CONTROLLER');
+    expect(row.errorMessage).toMatch(
+      /it never started, and resubmits after a loss are off \(SCHEDFLOW_LOST_RESUBMITS=0\)/,
+    );
+    expect(row.nextAttemptId).toBeNull();
+    expect(row.retryDueAt).toBeNull();
+  }, 60_000);
 });

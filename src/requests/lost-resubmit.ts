@@ -1,0 +1,83 @@
+import { startedRecordsOf } from '../db/accounting.js';
+import type { History } from '../db/history.js';
+import { attemptsEndedWith, everRunning } from '../db/requests.js';
+import type { JobRequestRow } from '../db/schema.js';
+import type { ErrorCode } from '../errors.js';
+import { assertNever } from '../lib/assert-never.js';
+import { jobIdentity } from './job-identity.js';
+
+/**
+ * Whether a request whose job the controller lost (slurmctld back from a crash without the jobs
+ * it had accepted but not yet saved) is submitted again. The user asked for one run of the job:
+ * a job that never started has not run, and is submitted again as a new attempt, at most
+ * `SCHEDFLOW_LOST_RESUBMITS` times per request (default 1). A job that had started may have done
+ * part of its work: it ends `node_fail` as before, and its retry policy, if it names NODE_FAIL,
+ * decides. The loss itself is established by the callers (the controller's record under the id
+ * is another job's, or the job is missing from the controller and from accounting past the
+ * grace), so the old job cannot come back beside the new attempt: the controller keeps every
+ * job it has under its own id, and gave that id to another job or has none under it.
+ */
+
+/** The error code on an attempt whose job was lost before it started and which was submitted again. */
+export const LOST_BEFORE_START_CODE = 'SCHEDFLOW_ERR_JOB_LOST_BEFORE_START' satisfies ErrorCode;
+
+/** How many times a request is submitted again after a loss, unless configured. @defaultValue 1 */
+export const DEFAULT_LOST_RESUBMITS = 1;
+
+export type LostResubmitPlan =
+  /** Submitted again: this is resubmit `n` of the `budget`. */
+  | { kind: 'resubmit'; n: number; budget: number }
+  /** A start was seen (by the poller, or in an accounting record): not submitted again. */
+  | { kind: 'started' }
+  /** Never started, but the budget is spent (`made` resubmits already). */
+  | { kind: 'spent'; budget: number }
+  /** `SCHEDFLOW_LOST_RESUBMITS=0`. */
+  | { kind: 'off' }
+  /** An array: its tasks are followed one by one, and it is never submitted again whole. */
+  | { kind: 'array' };
+
+/**
+ * Decides on `row` (read locked in the caller's transaction, its job id still recorded). A start
+ * counts when any record has one: the request's start time, a `running` in its transition log
+ * (the light state listing moves it without a time), or an accounting record that may be its job.
+ */
+export async function lostResubmitPlan(tx: History, row: JobRequestRow, budget: number): Promise<LostResubmitPlan> {
+  if (row.arrayTaskCount !== null) return { kind: 'array' };
+  if (await startSeen(tx, row)) return { kind: 'started' };
+  if (budget <= 0) return { kind: 'off' };
+  const made = await attemptsEndedWith(tx, row.firstAttemptId ?? row.id, LOST_BEFORE_START_CODE);
+  return made >= budget ? { kind: 'spent', budget } : { kind: 'resubmit', n: made + 1, budget };
+}
+
+async function startSeen(tx: History, row: JobRequestRow): Promise<boolean> {
+  if (row.startedAt !== null || row.state === 'running') return true;
+  if (await everRunning(tx, row.id)) return true;
+  if (row.jobId === null) return false;
+  const records = await startedRecordsOf(tx, row.profile, row.id, row.jobId);
+  return records.some(
+    (record) =>
+      record.requestId === row.id ||
+      jobIdentity(
+        { source: 'accounting', comment: record.comment, name: record.name, submit_time: record.submitTime },
+        { id: row.id, name: row.name, createdAt: row.createdAt },
+      ) !== 'other',
+  );
+}
+
+/** What the request's end says, in the user's words: the loss, then what schedflow does about it. */
+export function lostMessage(jobId: number, why: string, plan: LostResubmitPlan): string {
+  switch (plan.kind) {
+    case 'resubmit':
+      return `the controller lost job ${jobId} before it started (restarted without its state?): ${why}; it never ran, so it is submitted again as a new attempt (resubmit ${plan.n} of ${plan.budget}, SCHEDFLOW_LOST_RESUBMITS)`;
+    case 'started':
+      return `the controller lost this request's job ${jobId} (restarted without its state?): ${why}; it had started, so it is not submitted again (it may have done part of its work): a retry policy naming NODE_FAIL decides, else submit it again if it should run`;
+    case 'spent':
+      return `the controller lost this request's job ${jobId} (restarted without its state?): ${why}; it never started, but this request was already submitted again ${plan.budget === 1 ? 'once' : `${plan.budget} times`} after such a loss (SCHEDFLOW_LOST_RESUBMITS=${plan.budget}): not again; submit it again if it should run`;
+    case 'off':
+      return `the controller lost this request's job ${jobId} (restarted without its state?): ${why}; it never started, and resubmits after a loss are off (SCHEDFLOW_LOST_RESUBMITS=0): submit it again if it should run`;
+    case 'array':
+      return `the controller lost this request's job ${jobId} (restarted without its state?): ${why}; an array is not submitted again after a loss: submit it again if it should run`;
+    default:
+      return assertNever(plan);
+  }
+}
