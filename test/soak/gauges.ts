@@ -110,6 +110,21 @@ export class Gauges {
     return sample;
   }
 
+  /** Redis's keys by kind (ids and numbers made `*`), the most first: where growth of DBSIZE comes from. */
+  async redisKeyKinds(top = 10): Promise<[string, number][]> {
+    const kinds = new Map<string, number>();
+    let cursor = '0';
+    do {
+      const [next, keys] = await this.#redis.scan(cursor, 'COUNT', 1000);
+      cursor = next;
+      for (const key of keys) {
+        const kind = key.replace(/[0-9a-f]{8}-[0-9a-f-]{27}/g, '<uuid>').replace(/\d+/g, '*');
+        kinds.set(kind, (kinds.get(kind) ?? 0) + 1);
+      }
+    } while (cursor !== '0');
+    return [...kinds].sort((a, b) => b[1] - a[1]).slice(0, top);
+  }
+
   close(): void {
     this.#redis.disconnect();
   }

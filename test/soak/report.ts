@@ -19,14 +19,14 @@ const MIB = 1024 * 1024;
 const FIGURE_INFO: Record<Figure, { label: string; show: (v: number) => string; rule: FlatRule }> = {
   rssBytes: { label: 'RSS MiB', show: (v) => (v / MIB).toFixed(0), rule: { relative: 0.1, absolute: 16 * MIB } },
   heapUsedBytes: { label: 'heap MiB', show: (v) => (v / MIB).toFixed(0), rule: { relative: 0.15, absolute: 8 * MIB } },
-  fds: { label: 'fds', show: String, rule: { relative: 0, absolute: 8 } },
+  fds: { label: 'fds', show: (v) => v.toFixed(0), rule: { relative: 0, absolute: 8 } },
   loopBlockMs: { label: 'loop max ms', show: (v) => v.toFixed(0), rule: { relative: 0.5, absolute: 50 } },
-  redisKeys: { label: 'redis keys', show: String, rule: { relative: 0.1, absolute: 100 } },
+  redisKeys: { label: 'redis keys', show: (v) => v.toFixed(0), rule: { relative: 0.1, absolute: 100 } },
   redisUsedBytes: { label: 'redis MiB', show: (v) => (v / MIB).toFixed(1), rule: { relative: 0.1, absolute: 2 * MIB } },
-  historyRows: { label: 'history rows', show: String, rule: { relative: 0.1, absolute: 200 } },
+  historyRows: { label: 'history rows', show: (v) => v.toFixed(0), rule: { relative: 0.1, absolute: 200 } },
   historyBytes: { label: 'history MiB', show: (v) => (v / MIB).toFixed(1), rule: { relative: 0.1, absolute: MIB } },
   walBytes: { label: 'WAL MiB', show: (v) => (v / MIB).toFixed(1), rule: { relative: 0.25, absolute: 4 * MIB } },
-  pgConnections: { label: 'pg conns', show: String, rule: { relative: 0, absolute: 2 } },
+  pgConnections: { label: 'pg conns', show: (v) => v.toFixed(0), rule: { relative: 0, absolute: 2 } },
 };
 
 /** The event loop's figure is the worst block of the interval; the others, the last reading. */

@@ -43,7 +43,7 @@ const log = (line: string) => process.stderr.write(`soak: ${new Date().toISOStri
 cleanupOnExit();
 const base = trackDir(mkdtempSync(join(tmpdir(), 'schedflow-soak-')));
 log(
-  `seed ${options.seed} (replay: npm run soak -- --minutes ${options.minutes} --seed ${options.seed}); ` +
+  `seed ${options.seed} (replay: npm run soak -- --minutes ${options.minutes} --fault-every ${options.faultEvery} --rate ${options.rate}${options.postgres ? ' --postgres' : ''} --seed ${options.seed}); ` +
     `${options.minutes} min, a row every ${options.every} min, a fault every ${options.faultEvery} min, ` +
     `${options.rate} submissions/min, history on ${options.postgres ? 'PostgreSQL' : 'SQLite'}; dirs in ${base}`,
 );
@@ -141,12 +141,23 @@ const c = traffic.counts;
 process.stdout.write(`\n${renderIntervals(rows, figures)}\n\n${renderVerdicts(verdicts)}\n\n`);
 process.stdout.write(
   `traffic: sent ${JSON.stringify(c.sent)}, accepted ${JSON.stringify(c.accepted)}, unanswered ${c.unanswered}, ` +
-    `refused ${c.refused}; cancels answered ${c.cancelsAnswered}, refused ${c.cancelsRefused}; ` +
+    `refused ${c.refused}; cancels answered ${c.cancelsAnswered}, too late ${c.cancelsTooLate}, refused ${c.cancelsRefused}; ` +
     `webhook calls received ${webhookCalls}; requests in the history ${final?.seen ?? 0} (pipeline steps and retries included)\n`,
 );
 process.stdout.write(
   `faults: ${faults.map((f) => `${f.name} at ${((f.at - startedAt) / 60_000).toFixed(1)} min (${(f.durationMs / 1000).toFixed(0)} s)${f.error ? ` went wrong: ${f.error}` : ''}`).join('; ') || 'none'}\n`,
 );
+// Where the figures stand at the end, by part: what grows, if something does.
+const lastStats = await readStats().catch(() => undefined);
+if (lastStats) {
+  const tables = Object.entries(lastStats.byTable)
+    .filter(([, t]) => t.rows > 0)
+    .sort((a, b) => b[1].rows - a[1].rows)
+    .map(([name, t]) => `${name} ${t.rows} (${(t.bytes / 1024).toFixed(0)} KiB)`);
+  process.stdout.write(`history rows by table (${lastStats.source}): ${tables.join(', ')}\n`);
+}
+const keyKinds = await gauges.redisKeyKinds().catch(() => []);
+process.stdout.write(`redis keys by kind: ${keyKinds.map(([k, n]) => `${k} ${n}`).join(', ')}\n`);
 for (const [error, n] of traffic.errors) process.stdout.write(`client error ×${n}: ${error}\n`);
 for (const note of final?.notes.slice(0, 20) ?? []) process.stdout.write(`  ${note}\n`);
 

@@ -15,6 +15,8 @@ export interface TrafficCounts {
   /** An answer that refused (4xx/5xx after the client's retries). */
   refused: number;
   cancelsAnswered: number;
+  /** The request had ended before the cancel reached it (or a retried cancel found its own work done). */
+  cancelsTooLate: number;
   cancelsRefused: number;
 }
 
@@ -37,6 +39,7 @@ export class Traffic {
     unanswered: 0,
     refused: 0,
     cancelsAnswered: 0,
+    cancelsTooLate: 0,
     cancelsRefused: 0,
   };
   readonly errors = new Map<string, number>();
@@ -141,7 +144,11 @@ export class Traffic {
         this.counts.cancelsAnswered++;
         return;
       } catch (error) {
-        if (error instanceof SchedflowApiError && error.status === 409 && error.code !== 'SCHEDFLOW_ERR_JOB_ENDED') {
+        if (error instanceof SchedflowApiError && error.code === 'SCHEDFLOW_ERR_JOB_ENDED') {
+          this.counts.cancelsTooLate++;
+          return;
+        }
+        if (error instanceof SchedflowApiError && error.status === 409) {
           await sleep(1000);
           continue;
         }
