@@ -7,9 +7,20 @@ import pg from 'pg';
 import { z } from 'zod';
 import { CLI } from '../chaos/upstream.js';
 
+/**
+ * Tables whose rows live a fixed time the daemon sets, not a retention setting, longer than a
+ * soak runs: an Idempotency-Key is kept 24 h (IDEMPOTENCY_TTL_MS, src/db/idempotency.ts), and
+ * the soak's client sends one with every submission, so in an hour the table only grows. Its
+ * rows are left out of the judged `rows` and shown apart (`lifetimeRows`).
+ */
+export const LIFETIME_TABLES: Record<string, string> = { idempotency_keys: 'kept 24 h' };
+
 /** The history's size: rows and bytes per table, in all. */
 export interface HistoryStats {
+  /** Rows of every table but LIFETIME_TABLES'. */
   rows: number;
+  /** Rows of LIFETIME_TABLES. */
+  lifetimeRows: number;
   bytes: number;
   byTable: Record<string, { rows: number; bytes: number }>;
   /** Where the figures came from: `schedflow db stats --json`, or the soak's own SQL. */
@@ -60,16 +71,25 @@ export async function statsFromCli(dataDir: string, env: NodeJS.ProcessEnv): Pro
     if (!parsed.success) return undefined;
     const byTable: HistoryStats['byTable'] = {};
     for (const t of parsed.data.tables) byTable[t.table ?? t.name ?? '?'] = { rows: t.rows, bytes: t.bytes };
-    const all = Object.values(byTable);
     return {
-      rows: all.reduce((n, t) => n + t.rows, 0),
-      bytes: all.reduce((n, t) => n + t.bytes, 0),
+      ...rowsOf(byTable),
+      bytes: Object.values(byTable).reduce((n, t) => n + t.bytes, 0),
       byTable,
       source: 'db stats',
     };
   } catch {
     return undefined;
   }
+}
+
+function rowsOf(byTable: HistoryStats['byTable']): { rows: number; lifetimeRows: number } {
+  let rows = 0;
+  let lifetimeRows = 0;
+  for (const [name, t] of Object.entries(byTable)) {
+    if (name in LIFETIME_TABLES) lifetimeRows += t.rows;
+    else rows += t.rows;
+  }
+  return { rows, lifetimeRows };
 }
 
 const REQUESTS_SQL = 'SELECT id, state, job_id FROM job_requests';
@@ -124,7 +144,7 @@ export function sqliteHistory(dataDir: string): HistoryReader {
         const pageSize = db.pragma('page_size', { simple: true }) as number;
         const pageCount = db.pragma('page_count', { simple: true }) as number;
         return {
-          rows: Object.values(byTable).reduce((n, t) => n + t.rows, 0),
+          ...rowsOf(byTable),
           // The file's pages, free ones included: what the disk holds (vacuum gives free ones back).
           bytes: pageSize * pageCount,
           byTable,
@@ -166,7 +186,7 @@ export function postgresHistory(url: string): HistoryReader {
       const size = (await pool.query<{ bytes: string }>('SELECT pg_database_size(current_database()) AS bytes'))
         .rows[0];
       return {
-        rows: Object.values(byTable).reduce((n, t) => n + t.rows, 0),
+        ...rowsOf(byTable),
         bytes: Number(size?.bytes ?? 0),
         byTable,
         source: 'sql' as const,

@@ -12,7 +12,7 @@ import { cleanupAll, cleanupOnExit, sleep, trackDir } from '../chaos/processes.j
 import { Random } from '../chaos/random.js';
 import { type FaultRecord, runFaults } from './faults.js';
 import { type Figure, Gauges, type Sample } from './gauges.js';
-import { type HistoryStats, postgresHistory, sqliteHistory, statsFromCli } from './history-stats.js';
+import { type HistoryStats, LIFETIME_TABLES, postgresHistory, sqliteHistory, statsFromCli } from './history-stats.js';
 import { Ledger } from './ledger.js';
 import { parseSoakOptions, USAGE } from './options.js';
 import { FIGURES, type IntervalRow, judgeFigures, renderIntervals, renderVerdicts } from './report.js';
@@ -155,6 +155,11 @@ if (lastStats) {
     .sort((a, b) => b[1].rows - a[1].rows)
     .map(([name, t]) => `${name} ${t.rows} (${(t.bytes / 1024).toFixed(0)} KiB)`);
   process.stdout.write(`history rows by table (${lastStats.source}): ${tables.join(', ')}\n`);
+  process.stdout.write(
+    `not in the judged history rows: ${Object.entries(LIFETIME_TABLES)
+      .map(([name, why]) => `${name} ${lastStats.byTable[name]?.rows ?? 0} (${why})`)
+      .join(', ')}\n`,
+  );
 }
 const keyKinds = await gauges.redisKeyKinds().catch(() => []);
 process.stdout.write(`redis keys by kind: ${keyKinds.map(([k, n]) => `${k} ${n}`).join(', ')}\n`);
