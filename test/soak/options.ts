@@ -17,7 +17,8 @@ export const USAGE = `npm run soak -- [--minutes N] [--every M] [--postgres] [--
   --minutes N      how long the traffic runs (default 60); a drain of up to 3 minutes follows
   --every M        minutes between report rows (default 10)
   --postgres       the history on PostgreSQL (a private server, as the test suite starts one) instead of SQLite
-  --seed S         seed of the fault moments and traffic gaps (default: random; printed, to replay a run)
+  --seed S         seed of the faults' order and the traffic's gaps (default: random; printed; the
+                   order replays, the timings vary with the machine)
   --keep           keep the temp dirs (daemon log, history, simulator state)
   --fault-every F  minutes between faults (default: N/6, at least 1, at most 3)
   --rate R         steady API submissions per minute (default 30)`;
