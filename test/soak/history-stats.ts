@@ -93,6 +93,8 @@ function rowsOf(byTable: HistoryStats['byTable']): { rows: number; lifetimeRows:
 }
 
 const REQUESTS_SQL = 'SELECT id, state, job_id FROM job_requests';
+/** The history's tables on PostgreSQL live in their own schema (src/db/pg-schema.ts). */
+const PG_SCHEMA = 'schedflow';
 
 /** The SQLite history, opened read-only for each reading (no read transaction held between them, so checkpoints are never pinned). */
 export function sqliteHistory(dataDir: string): HistoryReader {
@@ -166,7 +168,11 @@ export function postgresHistory(url: string): HistoryReader {
   pool.on('error', () => {});
   return {
     requests: async () =>
-      (await pool.query<{ id: string; state: string; job_id: string | null }>(REQUESTS_SQL)).rows.map((r) => ({
+      (
+        await pool.query<{ id: string; state: string; job_id: string | null }>(
+          REQUESTS_SQL.replace('job_requests', `${PG_SCHEMA}.job_requests`),
+        )
+      ).rows.map((r) => ({
         id: r.id,
         state: r.state,
         jobId: r.job_id === null ? null : Number(r.job_id),
@@ -175,12 +181,16 @@ export function postgresHistory(url: string): HistoryReader {
       const tables = (
         await pool.query<{ name: string; bytes: string }>(
           `SELECT c.relname AS name, pg_total_relation_size(c.oid) AS bytes FROM pg_class c
-           JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = 'public' AND c.relkind = 'r'`,
+           JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = $1 AND c.relkind = 'r'`,
+          [PG_SCHEMA],
         )
       ).rows;
+      // None would read as an empty history, flat for ever: a reading that failed, not a figure.
+      if (tables.length === 0) throw new Error(`no tables in schema ${PG_SCHEMA}`);
       const byTable: HistoryStats['byTable'] = {};
       for (const t of tables) {
-        const rows = (await pool.query<{ n: string }>(`SELECT COUNT(*) AS n FROM "${t.name}"`)).rows[0]?.n ?? '0';
+        const rows =
+          (await pool.query<{ n: string }>(`SELECT COUNT(*) AS n FROM ${PG_SCHEMA}."${t.name}"`)).rows[0]?.n ?? '0';
         byTable[t.name] = { rows: Number(rows), bytes: Number(t.bytes) };
       }
       const size = (await pool.query<{ bytes: string }>('SELECT pg_database_size(current_database()) AS bytes'))
