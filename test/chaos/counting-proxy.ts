@@ -14,6 +14,11 @@ export interface CountingProxy {
   url: string;
   counts(): UpstreamCounts;
   reset(): void;
+  /**
+   * For `durationMs`, every request is answered 429 with `Retry-After: retryAfterSec` by the proxy
+   * itself, never forwarded (a site proxy's rate limit tripped by others: a 429 storm).
+   */
+  storm(durationMs: number, retryAfterSec?: number): void;
   close(): Promise<void>;
 }
 
@@ -43,6 +48,8 @@ export async function startCountingProxy(target: string, latencyMs = 0): Promise
   const urlLog = process.env.CHAOS_URL_LOG;
   const agent = new Agent({ keepAlive: true, maxSockets: 64 });
   let counts: UpstreamCounts = { total: 0, byEndpoint: {}, byStatus: {} };
+  let stormUntil = 0;
+  let stormRetryAfterSec = 1;
   const bump = (record: Record<string, number>, key: string) => {
     record[key] = (record[key] ?? 0) + 1;
   };
@@ -51,6 +58,18 @@ export async function startCountingProxy(target: string, latencyMs = 0): Promise
     const url = req.url ?? '/';
     counts.total++;
     bump(counts.byEndpoint, endpointOf(method, url));
+    if (Date.now() < stormUntil) {
+      bump(counts.byStatus, '429');
+      req.resume();
+      // The body the scheduler proxy's own rate limit answers with (src/sim/proxy-context.ts).
+      res.writeHead(429, {
+        'content-type': 'application/json',
+        'cache-control': 'no-store',
+        'retry-after': String(stormRetryAfterSec),
+      });
+      res.end(JSON.stringify({ error: 'Too Many Requests', message: 'rate limit exceeded (storm)', status: 429 }));
+      return;
+    }
     const headers = { ...req.headers, host: upstream.host };
     req.pause();
     setTimeout(() => forward(), latencyMs);
@@ -82,6 +101,10 @@ export async function startCountingProxy(target: string, latencyMs = 0): Promise
     counts: () => structuredClone(counts),
     reset: () => {
       counts = { total: 0, byEndpoint: {}, byStatus: {} };
+    },
+    storm: (durationMs, retryAfterSec = 1) => {
+      stormUntil = Date.now() + durationMs;
+      stormRetryAfterSec = retryAfterSec;
     },
     close: () =>
       new Promise((resolve) => {

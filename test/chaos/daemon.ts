@@ -24,6 +24,8 @@ export interface DaemonOptions {
   userTimings?: boolean;
   /** More of the daemon's settings (SCHEDFLOW_*), as a deployment's environment would set them. */
   settings?: Record<string, string>;
+  /** Scopes of the harness's API token. @defaultValue 'submit,read' */
+  tokenScopes?: string;
 }
 
 export interface ShutdownReport {
@@ -77,10 +79,14 @@ export class DaemonUnderTest {
       version: 'v0.0.44',
     };
     writeFileSync(join(this.configDir, 'profiles', 'chaos.yaml'), JSON.stringify(profile));
+    // In the daemon's environment: with DATABASE_URL among its settings, the token goes where it reads them.
     this.apiToken = execFileSync(
       process.execPath,
-      [CLI, 'tokens', 'create', '--name', 'chaos', '--scopes', 'submit,read', '--data-dir', this.dataDir],
-      { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] },
+      [
+        ...[CLI, 'tokens', 'create', '--name', 'chaos'],
+        ...['--scopes', this.options.tokenScopes ?? 'submit,read', '--data-dir', this.dataDir],
+      ],
+      { encoding: 'utf8', env: this.env, stdio: ['ignore', 'pipe', 'ignore'] },
     ).trim();
     this.apiUrl = `http://127.0.0.1:${await freePort()}`;
   }

@@ -96,6 +96,11 @@ export function renderTable(figures: ScenarioFigures[]): string {
       notes(f),
     ];
   });
+  return markdownTable(header, rows);
+}
+
+/** A Markdown table, each column as wide as its widest cell (the soak's report uses it too). */
+export function markdownTable(header: string[], rows: string[][]): string {
   const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? '').length)));
   const line = (cells: string[]) => `| ${cells.map((c, i) => c.padEnd(widths[i] ?? 0)).join(' | ')} |`;
   const rule = `|${widths.map((w) => '-'.repeat(w + 2)).join('|')}|`;

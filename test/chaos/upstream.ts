@@ -16,6 +16,8 @@ export interface SimJob {
   comment: string;
   state: string;
   exitCode: number | null;
+  /** An array task's array (its first job id); absent for a single job. */
+  arrayJobId?: number;
 }
 
 /** Where the scheduler's own record of jobs is read: the simulator's job table, or sacct. */

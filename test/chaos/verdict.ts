@@ -7,7 +7,8 @@ import { pollUntil } from './processes.js';
 import type { JobTable } from './upstream.js';
 import type { Submission } from './workload.js';
 
-const TERMINAL = new Set([
+/** The request states that end a request (the history's own words). */
+export const TERMINAL = new Set([
   'completed',
   'failed',
   'timeout',
