@@ -20,9 +20,14 @@ export interface Submission {
  */
 const RUN_TAG = Date.now().toString(36);
 
-/** A short job whose script succeeds: anything but `completed` for it is the fault's doing. */
+/**
+ * A short job whose script succeeds: anything but `completed` for it is the fault's doing. Its
+ * limit is a minute, as a user would give a job of a second: a slurmctld killed while such jobs
+ * end can come back with them RUNNING from an older state save, holding the node until their
+ * limit (docs/operations.md, the real-cluster chaos run), and the next trial's jobs wait that out.
+ */
 export function jobSpec(name: string) {
-  return { name, script: '#!/bin/sh\nsleep 1\necho ok\n', time_limit: 5 };
+  return { name, script: '#!/bin/sh\nsleep 1\necho ok\n', time_limit: 1 };
 }
 
 /** POST /api/v1/jobs once; an answer that does not come within 5 s counts as none (a client gives up). */
