@@ -1,3 +1,4 @@
+import { usageOf } from '../db/job-usage.js';
 import type { AccountingJobRow, JobRequestRow, PipelineRunRow, RequestState } from '../db/schema.js';
 import type { Efficiency } from '../db/summary-data.js';
 import type { ArrayExcerpt } from './array-excerpt.js';
@@ -114,15 +115,8 @@ export function jobFacts(
   const acct = accounting;
   const isArray = row.arrayTaskCount !== null;
   const ran = row.startedAt !== null || (acct?.startTime ?? null) !== null;
-  const elapsedSec =
-    acct?.elapsedSec ??
-    (row.startedAt !== null && row.endedAt !== null
-      ? Math.max(0, Math.round((row.endedAt - row.startedAt) / 1000))
-      : null);
-  const specLimit = spec.time_limit === 'infinite' ? 'infinite' : positiveNumber(spec.time_limit);
-  const tasks = positiveNumber(spec.tasks);
-  const cpusPerTask = positiveNumber(spec.cpus_per_task);
-  const specCpus = tasks !== null || cpusPerTask !== null ? (tasks ?? 1) * (cpusPerTask ?? 1) : null;
+  // The figures a trend reads too (and retention keeps): one function makes them for both.
+  const usage = usageOf(row, acct);
   const node = acct?.nodes?.split(',')[0] ?? null;
   const excerpt = isArray ? options.array : undefined;
   const outputs = isArray
@@ -171,13 +165,13 @@ export function jobFacts(
     startedAt: row.startedAt,
     endedAt: row.endedAt,
     ran,
-    elapsedSec: ran ? elapsedSec : null,
-    timeLimitMin: specLimit ?? acct?.timeLimitMin ?? null,
+    elapsedSec: usage.elapsedSec,
+    timeLimitMin: usage.timeLimitMin,
     partition: acct?.partition || (typeof spec.partition === 'string' ? spec.partition : null),
     account: acct?.account || (typeof spec.account === 'string' ? spec.account : null),
     user: acct?.user || null,
     nodes: acct?.nodes ?? null,
-    cpus: acct?.cpus ?? specCpus,
+    cpus: usage.cpus,
     requestedMemoryMb: positiveNumber(spec.memory_per_node) ?? acct?.memoryPerNodeMb ?? null,
     cpuTimeSec: acct?.cpuTimeSec ?? null,
     peakMemoryMb: acct?.peakMemoryMb ?? null,
