@@ -275,6 +275,22 @@ describe.each(DIALECTS)('retention on %s', (dialect) => {
     if (dialect === 'postgres') expect(space.tables.every((t) => (t.bytes ?? 0) > 0)).toBe(true);
   });
 
+  it.runIf(dialect === 'postgres')(
+    "reads the sizes of schedflow's schema whatever the connection's search_path",
+    async () => {
+      const h = await histories.make(dialect);
+      await h.run(
+        h.db.insert(h.t.auditLog).values({ at: OLD, actor: 'token:lims', action: 'request.accept', outcome: 'ok' }),
+      );
+      // A role not named schedflow finds its own name, then public, on its search_path: no
+      // schedflow there. The history's queries name the schema themselves.
+      const other = await histories.again(h, '-c search_path=public');
+      const space = await historySpace(other);
+      expect(space.tables.find((t) => t.table === 'audit_log')?.rows).toBe(1);
+      expect(space.tables.every((t) => (t.bytes ?? 0) > 0)).toBe(true);
+    },
+  );
+
   it.runIf(dialect === 'sqlite')('gives the freed pages of the SQLite file back', async () => {
     const h = await histories.make(dialect);
     const space = await historySpace(h);
