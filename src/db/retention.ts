@@ -1,4 +1,4 @@
-import { type AnyColumn, and, count, inArray, isNotNull, lt, notInArray, or, type SQL, sql } from 'drizzle-orm';
+import { type AnyColumn, and, asc, count, inArray, isNotNull, lt, notInArray, or, type SQL, sql } from 'drizzle-orm';
 import { nextTurn } from '../lib/turns.js';
 import type { History } from './history.js';
 import { keepJobUsage } from './job-usage.js';
@@ -236,7 +236,12 @@ export async function pruneHistory(
       await nextTurn();
       const removed = await h.transaction(async (tx) => {
         const rows = await tx.all(
-          tx.db.select().from(t.jobRequests).where(prunableRequests(tx, cutoff)).limit(PRUNE_SLICE_ROWS),
+          tx.db
+            .select()
+            .from(t.jobRequests)
+            .where(prunableRequests(tx, cutoff))
+            .orderBy(asc(t.jobRequests.createdAt), asc(t.jobRequests.id))
+            .limit(PRUNE_SLICE_ROWS),
         );
         if (rows.length === 0) return 0;
         const ids = rows.map((r) => r.id);
@@ -276,9 +281,16 @@ export async function pruneHistory(
     add(
       'webhook_deliveries',
       await deleteInSlices(h, signal, async (tx) => {
-        const ids = (await tx.all(tx.db.select({ id: d.id }).from(d).where(where).limit(PRUNE_SLICE_ROWS))).map(
-          (r) => r.id,
-        );
+        const ids = (
+          await tx.all(
+            tx.db
+              .select({ id: d.id })
+              .from(d)
+              .where(where)
+              .orderBy(asc(d.createdAt), asc(d.id))
+              .limit(PRUNE_SLICE_ROWS),
+          )
+        ).map((r) => r.id);
         return ids.length ? tx.run(tx.db.delete(d).where(inArray(d.id, ids))) : 0;
       }),
     );
@@ -289,9 +301,16 @@ export async function pruneHistory(
     add(
       'summaries',
       await deleteInSlices(h, signal, async (tx) => {
-        const ids = (await tx.all(tx.db.select({ id: s.id }).from(s).where(where).limit(PRUNE_SLICE_ROWS))).map(
-          (r) => r.id,
-        );
+        const ids = (
+          await tx.all(
+            tx.db
+              .select({ id: s.id })
+              .from(s)
+              .where(where)
+              .orderBy(asc(s.createdAt), asc(s.id))
+              .limit(PRUNE_SLICE_ROWS),
+          )
+        ).map((r) => r.id);
         return ids.length ? tx.run(tx.db.delete(s).where(inArray(s.id, ids))) : 0;
       }),
     );
@@ -307,6 +326,7 @@ export async function pruneHistory(
             .select({ profile: a.profile, jobId: a.jobId, requestId: a.requestId })
             .from(a)
             .where(where)
+            .orderBy(asc(a.endTime), asc(a.profile), asc(a.jobId))
             .limit(PRUNE_SLICE_ROWS),
         );
         if (records.length === 0) return 0;
@@ -320,7 +340,11 @@ export async function pruneHistory(
         }
         let n = 0;
         for (const [profile, jobIds] of byProfile(records)) {
-          n += await tx.run(tx.db.delete(a).where(and(sql`${a.profile} = ${profile}`, inArray(a.jobId, jobIds))));
+          // The condition again: on PostgreSQL a reconcile may have written a record under the
+          // same (reused) job id since the select; that one is not past its retention.
+          n += await tx.run(
+            tx.db.delete(a).where(and(sql`${a.profile} = ${profile}`, inArray(a.jobId, jobIds), where)),
+          );
         }
         return n;
       }),
@@ -332,9 +356,11 @@ export async function pruneHistory(
     add(
       'audit_log',
       await deleteInSlices(h, signal, async (tx) => {
-        const ids = (await tx.all(tx.db.select({ id: l.id }).from(l).where(where).limit(PRUNE_SLICE_ROWS))).map(
-          (r) => r.id,
-        );
+        const ids = (
+          await tx.all(
+            tx.db.select({ id: l.id }).from(l).where(where).orderBy(asc(l.at), asc(l.id)).limit(PRUNE_SLICE_ROWS),
+          )
+        ).map((r) => r.id);
         return ids.length ? tx.run(tx.db.delete(l).where(inArray(l.id, ids))) : 0;
       }),
     );
@@ -348,7 +374,7 @@ function byProfile(records: readonly { profile: string; jobId: number }[]): Map<
   return out;
 }
 
-/** Runs `slice` (which deletes at most PRUNE_SLICE_ROWS rows) in transactions until one deletes fewer. */
+/** Runs `slice` (which deletes, oldest first, at most PRUNE_SLICE_ROWS rows) in transactions until one deletes fewer. */
 async function deleteInSlices(
   h: History,
   signal: AbortSignal | undefined,
