@@ -1,4 +1,9 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import Database from 'better-sqlite3';
 import { describe, expect, it } from 'vitest';
+import { connectionOf, openDatabase } from '../../../src/db/database.js';
 import type { History } from '../../../src/db/history.js';
 import { historySpace, returnFreePages } from '../../../src/db/history-space.js';
 import { usageOfRunSteps } from '../../../src/db/job-usage.js';
@@ -387,6 +392,31 @@ describe.each(DIALECTS)('retention on %s', (dialect) => {
       const space = await historySpace(other);
       expect(space.tables.find((t) => t.table === 'audit_log')?.rows).toBe(1);
       expect(space.tables.every((t) => (t.bytes ?? 0) > 0)).toBe(true);
+    },
+  );
+
+  it.runIf(dialect === 'sqlite')(
+    'switches an older file to incremental auto_vacuum at open, unless another process of the data dir runs',
+    () => {
+      const dir = mkdtempSync(join(tmpdir(), 'schedflow-vacuum-'));
+      try {
+        const file = join(dir, 'history.sqlite');
+        const older = new Database(file);
+        older.exec('create table t (x)');
+        older.close();
+        const mode = (opened: { db: unknown; close(): void }) => {
+          const value = connectionOf(opened.db as Parameters<typeof connectionOf>[0]).pragma('auto_vacuum', {
+            simple: true,
+          });
+          opened.close();
+          return value;
+        };
+        // No VACUUM under another role: the file stays as it is.
+        expect(mode(openDatabase(file, { vacuumAtOpen: false }))).toBe(0);
+        expect(mode(openDatabase(file))).toBe(2);
+      } finally {
+        rmSync(dir, { recursive: true, force: true });
+      }
     },
   );
 
