@@ -423,7 +423,9 @@ export async function pruneHistory(
               .select({ id: p.id })
               .from(p)
               .where(where)
-              .orderBy(asc(p.createdAt), asc(p.id))
+              // Oldest first per pipeline, the order of an index (pipeline_runs_created): a slice
+              // reads runs until it has its share, not every old run each time.
+              .orderBy(asc(p.pipeline), asc(p.createdAt), asc(p.id))
               .limit(PRUNE_SLICE_ROWS),
           )
         ).map((r) => r.id);
@@ -497,7 +499,9 @@ export async function pruneHistory(
             .select({ profile: a.profile, jobId: a.jobId, requestId: a.requestId })
             .from(a)
             .where(where)
-            .orderBy(asc(a.endTime), asc(a.profile), asc(a.jobId))
+            // The primary key's order, oldest first as job ids grow: no index on end_time, and an
+            // order the database had to sort would make every slice read every record past it.
+            .orderBy(asc(a.profile), asc(a.jobId))
             .limit(PRUNE_SLICE_ROWS),
         );
         if (records.length === 0) return 0;
