@@ -423,9 +423,9 @@ export async function pruneHistory(
               .select({ id: p.id })
               .from(p)
               .where(where)
-              // Oldest first per pipeline, the order of an index (pipeline_runs_created): a slice
-              // reads runs until it has its share, not every old run each time.
-              .orderBy(asc(p.pipeline), asc(p.createdAt), asc(p.id))
+              // No ORDER BY: no index gives one here (SQLite picks pipeline_runs_state), and a
+              // sort would weigh every old run's conditions each slice (a year of runs at the
+              // first prune). In table order, about oldest first, a slice stops at its share.
               .limit(PRUNE_SLICE_ROWS),
           )
         ).map((r) => r.id);
