@@ -1,8 +1,9 @@
 import { createHash } from 'node:crypto';
 import { mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { homedir } from 'node:os';
-import { isAbsolute, join } from 'node:path';
+import { isAbsolute, join, resolve } from 'node:path';
 import { z } from 'zod';
+import { DAEMON_INFO_FILE } from './daemon-info.js';
 import { pidAlive } from './lib/pid-lock.js';
 
 /**
@@ -108,6 +109,31 @@ export function runningDaemons(dirs: readonly string[]): DaemonRegistration[] {
     }
   }
   return [...byDataDir.values()];
+}
+
+/**
+ * A live process other than this one working on `dataDir` (another role of the same
+ * deployment, or a daemon there before), from the registrations in `dirs` and the data dir's
+ * daemon.json: its pid, or null. A role still starting has not registered yet: not seen.
+ */
+export function otherProcessOf(dataDir: string, dirs: readonly string[]): number | null {
+  const target = resolve(dataDir);
+  const pids: number[] = [];
+  for (const dir of dirs) {
+    for (const name of safeReaddir(dir).filter((n) => FILE.test(n))) {
+      const registration = readRegistration(join(dir, name));
+      if (registration && resolve(registration.dataDir) === target) pids.push(registration.pid);
+    }
+  }
+  try {
+    const info = z
+      .object({ pid: z.number().int().positive() })
+      .safeParse(JSON.parse(readFileSync(join(target, DAEMON_INFO_FILE), 'utf8')));
+    if (info.success) pids.push(info.data.pid);
+  } catch {
+    // No daemon.json (a new data dir), or unreadable: the registrations alone.
+  }
+  return pids.find((pid) => pid !== process.pid && pidAlive(pid)) ?? null;
 }
 
 /** The owner of a registry folder only others cannot write into; undefined otherwise (or missing). */

@@ -53,7 +53,7 @@ export const ERROR_CODES = {
   SCHEDFLOW_ERR_HISTORY_NEWER: {
     status: null,
     retryable: false,
-    what: 'The history was migrated by a newer schedflow: run that release on it, or restore the backup taken before the upgrade and start this one (docs/operations.md, Upgrades and rollbacks).',
+    what: 'The history was migrated by a newer schedflow: run that release on it, or restore the backup taken before the upgrade and start this one (docs/operations.md, "Rolling back").',
   },
   SCHEDFLOW_ERR_REDIS_START: {
     status: null,

@@ -7,7 +7,7 @@ import { startWorkers } from '../workers/start-workers.js';
 import { promoteDelayedSubmits, requeueUnsubmitted } from '../workers/submit.js';
 import { type DaemonConfig, isAllInOne } from './config/daemon-config.js';
 import { writeDaemonInfo, writeLocalApi } from './daemon-info.js';
-import { registerDaemon } from './daemon-registry.js';
+import { otherProcessOf, registerDaemon, registryDirsToRead } from './daemon-registry.js';
 import { startCheckpointer } from './db/checkpointer.js';
 import { historyId } from './db/history-meta.js';
 import { type OpenedHistory, openHistory } from './db/open-history.js';
@@ -247,7 +247,12 @@ async function openClaimedHistory(
   lifecycle: Lifecycle,
 ): Promise<OpenedHistory> {
   const history = await openHistory(
-    { dataDir: config.dataDir, databaseUrl: config.databaseUrl },
+    {
+      dataDir: config.dataDir,
+      databaseUrl: config.databaseUrl,
+      // Another role of this data dir running: no VACUUM holding the write lock under it.
+      vacuumAtOpen: otherProcessOf(config.dataDir, registryDirsToRead(process.env)) === null,
+    },
     logger.child({ component: 'history' }),
   );
   lifecycle.add('history', () => history.close());

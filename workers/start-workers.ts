@@ -124,6 +124,9 @@ export function startWorkers(deps: StartWorkersDeps): void {
         summariesMs: config.retainSummariesMs,
         deliveriesMs: config.retainDeliveriesMs,
         accountingMs: config.retainAccountingMs,
+        runsMs: config.retainRunsMs,
+        // The runs a pipeline's efficiency trend reads stay.
+        keepRunsPerPipeline: config.summaries.trendRuns,
         auditMs: config.retainAuditMs,
       },
     },

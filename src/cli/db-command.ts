@@ -50,6 +50,9 @@ export function registerDbCommand(program: Command): void {
         summariesMs: config.retainSummariesMs,
         deliveriesMs: config.retainDeliveriesMs,
         accountingMs: config.retainAccountingMs,
+        runsMs: config.retainRunsMs,
+        // The runs a pipeline's efficiency trend reads stay.
+        keepRunsPerPipeline: config.summaries.trendRuns,
         auditMs: config.retainAuditMs,
       };
       const nextPrune = await countPrunable(history.store, retention, Date.now());

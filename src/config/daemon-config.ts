@@ -189,7 +189,7 @@ export const daemonConfigSchema = z.object({
   ),
   retainSummariesMs: retentionSchema(
     '180d',
-    "How long a post-job summary is kept: a pipeline run's for this long; a request's for this long at most, and never past its request.",
+    'How long a post-job summary is kept: for this long at most, and never past its request or pipeline run.',
   ),
   retainDeliveriesMs: retentionSchema(
     '30d',
@@ -198,6 +198,10 @@ export const daemonConfigSchema = z.object({
   retainAccountingMs: retentionSchema(
     '30d',
     "How long imported accounting records are kept after their job ended (a request not ended keeps its own). A pipeline step's figures the efficiency trends read are kept apart (`job_usage`) and stay.",
+  ),
+  retainRunsMs: retentionSchema(
+    '90d',
+    "How long an ended pipeline run is kept with its transitions, deadline misses, deliveries, summary and its steps' kept figures (`job_usage`), once its step requests are gone. A run not ended is never removed, and the last runs of each pipeline its efficiency trend reads (`SCHEDFLOW_SUMMARY_TREND_RUNS`) stay.",
   ),
   retainAuditMs: retentionSchema('400d', 'How long audit rows are kept.'),
   pruneEveryMs: z
@@ -341,6 +345,7 @@ export function loadDaemonConfig(env: NodeJS.ProcessEnv, flags: DaemonConfigInpu
     ...(env.SCHEDFLOW_RETAIN_SUMMARIES?.trim() && { retainSummariesMs: env.SCHEDFLOW_RETAIN_SUMMARIES.trim() }),
     ...(env.SCHEDFLOW_RETAIN_DELIVERIES?.trim() && { retainDeliveriesMs: env.SCHEDFLOW_RETAIN_DELIVERIES.trim() }),
     ...(env.SCHEDFLOW_RETAIN_ACCOUNTING?.trim() && { retainAccountingMs: env.SCHEDFLOW_RETAIN_ACCOUNTING.trim() }),
+    ...(env.SCHEDFLOW_RETAIN_RUNS?.trim() && { retainRunsMs: env.SCHEDFLOW_RETAIN_RUNS.trim() }),
     ...(env.SCHEDFLOW_RETAIN_AUDIT?.trim() && { retainAuditMs: env.SCHEDFLOW_RETAIN_AUDIT.trim() }),
     summaries: summarySettingsFromEnv(env),
     fairShareWeights: fairShareWeightsFromEnv(env),
@@ -413,6 +418,7 @@ const RETENTION_ENV: Record<string, string> = {
   retainSummariesMs: 'SCHEDFLOW_RETAIN_SUMMARIES',
   retainDeliveriesMs: 'SCHEDFLOW_RETAIN_DELIVERIES',
   retainAccountingMs: 'SCHEDFLOW_RETAIN_ACCOUNTING',
+  retainRunsMs: 'SCHEDFLOW_RETAIN_RUNS',
   retainAuditMs: 'SCHEDFLOW_RETAIN_AUDIT',
 };
 

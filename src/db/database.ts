@@ -25,7 +25,18 @@ export interface HistoryDatabase {
  * Opens the history database and applies the committed migrations. WAL lets
  * readers (the CLI, the web UI) read while a writer writes; writers take turns.
  */
-export function openDatabase(file: string, options: { readonly?: boolean } = {}): HistoryDatabase {
+export function openDatabase(
+  file: string,
+  options: {
+    readonly?: boolean;
+    /**
+     * Whether an existing file may be switched to incremental auto_vacuum here (one VACUUM);
+     * false when another process of the data dir runs (the VACUUM would hold the write lock
+     * for the whole rewrite, stalling it). Default true.
+     */
+    vacuumAtOpen?: boolean;
+  } = {},
+): HistoryDatabase {
   if (!options.readonly) {
     mkdirSync(dirname(file), { recursive: true });
     ownerOnlyDatabase(file);
@@ -33,7 +44,7 @@ export function openDatabase(file: string, options: { readonly?: boolean } = {})
   const sqlite = new Database(file, { readonly: options.readonly ?? false, fileMustExist: options.readonly ?? false });
   sqlite.pragma('busy_timeout = 5000');
   if (!options.readonly) {
-    incrementalVacuum(sqlite);
+    incrementalVacuum(sqlite, options.vacuumAtOpen ?? true);
     sqlite.pragma('journal_mode = WAL');
     sqlite.pragma('synchronous = NORMAL');
     sqlite.pragma('foreign_keys = ON');
@@ -101,20 +112,27 @@ export const VACUUM_AT_OPEN_MAX_BYTES = 64 * 1024 * 1024;
 /**
  * Incremental auto_vacuum, so the pruner can give the pages of removed rows back to the file
  * system (src/db/history-space.ts). The mode is set before the first table of a new file; an
- * existing file needs a VACUUM to switch, done here while it is small and no other process
- * holds it (else it stays as it is, and is switched by `schedflow db vacuum`).
+ * existing file needs a VACUUM to switch, done here while it is small and `vacuum` says no
+ * other process of the data dir runs: in WAL mode a VACUUM waits for the write lock (up to
+ * busy_timeout) and then holds it for the whole rewrite. Else the file stays as it is, and is
+ * switched at a start alone or by `schedflow db vacuum`.
  */
-function incrementalVacuum(sqlite: Database.Database): void {
+function incrementalVacuum(sqlite: Database.Database, vacuum: boolean): void {
   if (sqlite.pragma('auto_vacuum', { simple: true }) === 2) return;
   const pages = sqlite.pragma('page_count', { simple: true }) as number;
-  sqlite.pragma('auto_vacuum = INCREMENTAL');
-  if (pages === 0) return;
+  if (pages === 0) {
+    // A new file: the mode applies from its first table, no VACUUM needed.
+    sqlite.pragma('auto_vacuum = INCREMENTAL');
+    return;
+  }
+  if (!vacuum) return;
   const bytes = pages * (sqlite.pragma('page_size', { simple: true }) as number);
   if (bytes > VACUUM_AT_OPEN_MAX_BYTES) return;
+  sqlite.pragma('auto_vacuum = INCREMENTAL');
   try {
     sqlite.exec('VACUUM');
   } catch {
-    // Another process has the file open (a reader, another role): switched at a later start.
+    // Busy all along (a process not registered yet, a command writing): switched at a later start.
   }
 }
 

@@ -3,6 +3,7 @@ import { getTableName, sql, type Table } from 'drizzle-orm';
 import { nextTurn } from '../lib/turns.js';
 import type { History } from './history.js';
 import { connectionOf } from './history.js';
+import { schedflow } from './pg-schema.js';
 
 /**
  * The history's size: rows and bytes per table, the write-ahead log, free pages; and, on
@@ -38,21 +39,21 @@ const AUTO_VACUUM_MODES = ['none', 'full', 'incremental'] as const;
 
 const num = (n: unknown): number => Number(n ?? 0);
 
-/** The history's tables (their names in the database), from the schema. */
-function tableNames(h: History): string[] {
-  return Object.values(h.t).map((table) => getTableName(table as Table));
-}
-
 /** Reads the space the history takes (read-only: works beside a running daemon). */
 export async function historySpace(h: History, file?: string): Promise<HistorySpace> {
-  const names = tableNames(h).sort();
+  // The schema's table objects, not bare names: on PostgreSQL they name schedflow's schema
+  // themselves, whatever the connection's search_path (which follows the role's name).
+  const tables = (Object.values(h.t) as Table[])
+    .map((table) => ({ name: getTableName(table), table }))
+    .sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+  const names = tables.map((t) => t.name);
   const rows = new Map<string, number>();
-  for (const name of names) {
-    rows.set(name, num((await h.rows<{ n: unknown }>(sql`select count(*) as n from ${sql.identifier(name)}`))[0]?.n));
+  for (const { name, table } of tables) {
+    rows.set(name, num((await h.rows<{ n: unknown }>(sql`select count(*) as n from ${table}`))[0]?.n));
   }
   if (h.dialect === 'postgres') {
     const sizes = await h.rows<{ name: string; bytes: unknown }>(
-      sql`select c.relname as name, pg_total_relation_size(c.oid) as bytes from pg_class c join pg_namespace n on n.oid = c.relnamespace where n.nspname = current_schema() and c.relkind = 'r'`,
+      sql`select c.relname as name, pg_total_relation_size(c.oid) as bytes from pg_class c join pg_namespace n on n.oid = c.relnamespace where n.nspname = ${schedflow.schemaName} and c.relkind = 'r'`,
     );
     const bytesOf = new Map(sizes.map((s) => [s.name, num(s.bytes)]));
     const total = num(

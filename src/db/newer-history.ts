@@ -29,7 +29,7 @@ export function refuseNewerHistory(
     .map((migration) => `made ${new Date(migration.createdAt).toISOString()}, hash ${migration.hash.slice(0, 12)}`)
     .join('; ');
   throw new HistoryNewerError(
-    `the history at ${where} was migrated by a newer schedflow: it has ${unknown.length} migration(s) this release does not know (${names}); this release's last is ${lastKnownTag(migrationsFolder)}. Run the newer release on it, or restore the backup taken before the upgrade to go back to this one (docs/operations.md, "Upgrades and rollbacks")`,
+    `the history at ${where} was migrated by a newer schedflow: it has ${unknown.length} migration(s) this release does not know (${names}); this release's last is ${lastKnownTag(migrationsFolder)}. Run the newer release on it, or restore the backup taken before the upgrade to go back to this one (docs/operations.md, "Rolling back")`,
   );
 }
 

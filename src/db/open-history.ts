@@ -37,11 +37,17 @@ const SESSION_OPTIONS = '-c lock_timeout=30000 -c idle_in_transaction_session_ti
  * schema is refused rather than migrated under them.
  */
 export async function openHistory(
-  options: { dataDir: string; databaseUrl?: Secret; migrate?: boolean },
+  options: {
+    dataDir: string;
+    databaseUrl?: Secret;
+    migrate?: boolean;
+    /** SQLite: whether the file may be switched to incremental auto_vacuum at open (src/db/database.ts). */
+    vacuumAtOpen?: boolean;
+  },
   logger: Logger,
 ): Promise<OpenedHistory> {
   if (!options.databaseUrl) {
-    const sqlite = openDatabase(join(options.dataDir, 'history.sqlite'));
+    const sqlite = openDatabase(join(options.dataDir, 'history.sqlite'), { vacuumAtOpen: options.vacuumAtOpen });
     return { store: sqlite.store, where: sqlite.file, sqlite, close: async () => sqlite.close() };
   }
   const url = options.databaseUrl.reveal();

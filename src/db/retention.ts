@@ -1,4 +1,17 @@
-import { type AnyColumn, and, count, inArray, isNotNull, lt, notInArray, or, type SQL, sql } from 'drizzle-orm';
+import {
+  type AnyColumn,
+  and,
+  asc,
+  count,
+  inArray,
+  isNotNull,
+  lt,
+  notInArray,
+  or,
+  type SQL,
+  type SQLWrapper,
+  sql,
+} from 'drizzle-orm';
 import { nextTurn } from '../lib/turns.js';
 import type { History } from './history.js';
 import { keepJobUsage } from './job-usage.js';
@@ -15,6 +28,10 @@ import { TERMINAL_REQUEST_STATES, TERMINAL_RUN_STATES } from './schema.js';
  * request's children go in its slice's transaction, before it: transitions, array tasks,
  * replays, deadline misses, deliveries, its summary, its accounting record (at the latest with
  * it). A pipeline step's usage (job_usage) is kept first, so the efficiency trends stay.
+ *
+ * An ended pipeline run goes once its step requests are gone (never before them), with its
+ * transitions, its own deadline misses, deliveries and summary, and its steps' kept usage; the
+ * last runs of each pipeline its efficiency trend reads stay, with their usage.
  */
 
 /** Ages past which rows go (ms); 0 keeps them for ever. */
@@ -23,6 +40,13 @@ export interface RetentionSettings {
   summariesMs: number;
   deliveriesMs: number;
   accountingMs: number;
+  /** Ended pipeline runs, once their step requests are gone. */
+  runsMs: number;
+  /**
+   * The last ended runs kept per pipeline (and owner) whatever their age: those the efficiency
+   * trend of the next run reads (SCHEDFLOW_SUMMARY_TREND_RUNS).
+   */
+  keepRunsPerPipeline: number;
   auditMs: number;
 }
 
@@ -36,6 +60,9 @@ export const PRUNED_TABLES = [
   'webhook_deliveries',
   'summaries',
   'accounting_jobs',
+  'pipeline_runs',
+  'run_transitions',
+  'job_usage',
   'audit_log',
 ] as const;
 export type PrunedTable = (typeof PRUNED_TABLES)[number];
@@ -67,6 +94,32 @@ function prunableRequests(h: History, cutoff: number): SQL {
     )}) or o.retry_due_at is not null))`,
     sql`not exists (select 1 from ${summaries} where ${summaries.requestId} = ${r.id} and ${summaries.state} = 'pending')`,
     sql`not exists (select 1 from ${webhookDeliveries} where ${webhookDeliveries.requestId} = ${r.id} and ${webhookDeliveries.state} = 'pending')`,
+  ) as SQL;
+}
+
+/**
+ * Runs retention may remove at `cutoff`: ended before it, taken up by the summaries, none of
+ * its summary or deliveries pending, no step request left (`requestsGoing`: but those, removed
+ * by the same prune before it), and not among the last `keep` ended runs of its pipeline and
+ * owner, as the trend reads them (src/db/summaries.ts endedRunsOf).
+ */
+function prunableRuns(h: History, cutoff: number, keep: number, requestsGoing: SQLWrapper | null): SQL {
+  const { pipelineRuns: p, jobRequests: r, summaries, webhookDeliveries } = h.t;
+  const trendStates = ['succeeded', 'failed'] as const;
+  return and(
+    lt(p.createdAt, cutoff),
+    inArray(p.state, [...TERMINAL_RUN_STATES]),
+    lt(sql`coalesce(${p.endedAt}, ${p.updatedAt})`, cutoff),
+    isNotNull(p.summaryCheckedAt),
+    sql`not exists (select 1 from ${r} where ${r.runId} = ${p.id}${requestsGoing ? sql` and ${r.id} not in (${requestsGoing})` : sql``})`,
+    sql`not exists (select 1 from ${summaries} where ${summaries.runId} = ${p.id} and ${summaries.state} = 'pending')`,
+    sql`not exists (select 1 from ${webhookDeliveries} where ${webhookDeliveries.runId} = ${p.id} and ${webhookDeliveries.state} = 'pending')`,
+    keep > 0
+      ? sql`${p.id} not in (select k.id from ${p} k where k.pipeline = ${p.pipeline} and k.owner = ${p.owner} and k.state in (${sql.join(
+          trendStates.map((s) => sql`${s}`),
+          sql`, `,
+        )}) order by k.created_at desc, k.id desc limit ${keep})`
+      : undefined,
   ) as SQL;
 }
 
@@ -147,7 +200,58 @@ export async function countPrunable(h: History, settings: RetentionSettings, now
       h.all(h.db.select({ n: count() }).from(t.accountingJobs).where(inArray(t.accountingJobs.requestId, ids))),
     );
   }
-  // Rows of tables with retentions of their own, beside those going with their requests.
+  if (settings.runsMs > 0) {
+    const going = requestsGoing(h, settings, now);
+    const runIds = h.db
+      .select({ id: t.pipelineRuns.id })
+      .from(t.pipelineRuns)
+      .where(prunableRuns(h, now - settings.runsMs, settings.keepRunsPerPipeline, going));
+    counts.pipeline_runs = await countOf(
+      h.all(
+        h.db
+          .select({ n: count() })
+          .from(t.pipelineRuns)
+          .where(prunableRuns(h, now - settings.runsMs, settings.keepRunsPerPipeline, going)),
+      ),
+    );
+    counts.run_transitions = await countOf(
+      h.all(h.db.select({ n: count() }).from(t.runTransitions).where(inArray(t.runTransitions.runId, runIds))),
+    );
+    // A run's own rows; those of its step requests are counted with them.
+    const ofRun = async (table: typeof t.deadlineMisses | typeof t.webhookDeliveries | typeof t.summaries) =>
+      countOf(
+        h.all(
+          h.db
+            .select({ n: count() })
+            .from(table)
+            .where(and(inArray(table.runId, runIds), notGoingWithRequest(h, table.requestId, settings, now))),
+        ),
+      );
+    counts.deadline_misses += await ofRun(t.deadlineMisses);
+    counts.webhook_deliveries += await ofRun(t.webhookDeliveries);
+    counts.summaries += await ofRun(t.summaries);
+    // The usage kept so far, and that of its step requests the same prune keeps before it.
+    const u = t.jobUsage;
+    counts.job_usage = await countOf(
+      h.all(
+        h.db
+          .select({ n: count() })
+          .from(u)
+          .where(and(inArray(u.runId, runIds), going ? sql`${u.requestId} not in (${going})` : undefined)),
+      ),
+    );
+    if (going) {
+      counts.job_usage += await countOf(
+        h.all(
+          h.db
+            .select({ n: count() })
+            .from(t.jobRequests)
+            .where(and(inArray(t.jobRequests.runId, runIds), sql`${t.jobRequests.id} in (${going})`)),
+        ),
+      );
+    }
+  }
+  // Rows of tables with retentions of their own, beside those going with their requests or runs.
   if (settings.deliveriesMs > 0) {
     const d = t.webhookDeliveries;
     counts.webhook_deliveries += await countOf(
@@ -156,7 +260,11 @@ export async function countPrunable(h: History, settings: RetentionSettings, now
           .select({ n: count() })
           .from(d)
           .where(
-            and(prunableDeliveries(h, now - settings.deliveriesMs), notGoingWithRequest(h, d.requestId, settings, now)),
+            and(
+              prunableDeliveries(h, now - settings.deliveriesMs),
+              notGoingWithRequest(h, d.requestId, settings, now),
+              notGoingWithRun(h, d.runId, settings, now),
+            ),
           ),
       ),
     );
@@ -169,7 +277,11 @@ export async function countPrunable(h: History, settings: RetentionSettings, now
           .select({ n: count() })
           .from(s)
           .where(
-            and(prunableSummaries(h, now - settings.summariesMs), notGoingWithRequest(h, s.requestId, settings, now)),
+            and(
+              prunableSummaries(h, now - settings.summariesMs),
+              notGoingWithRequest(h, s.requestId, settings, now),
+              notGoingWithRun(h, s.runId, settings, now),
+            ),
           ),
       ),
     );
@@ -213,6 +325,29 @@ function notGoingWithRequest(h: History, requestId: AnyColumn, settings: Retenti
   ) as SQL;
 }
 
+/** The requests the same prune removes (a subquery of their ids); null when none go. */
+function requestsGoing(h: History, settings: RetentionSettings, now: number): SQLWrapper | null {
+  if (settings.requestsMs <= 0) return null;
+  const r = h.t.jobRequests;
+  return h.db
+    .select({ id: r.id })
+    .from(r)
+    .where(prunableRequests(h, now - settings.requestsMs));
+}
+
+/** A row whose run is not among those the same prune removes (it is counted there already). */
+function notGoingWithRun(h: History, runId: AnyColumn, settings: RetentionSettings, now: number): SQL {
+  if (settings.runsMs <= 0) return sql`1 = 1`;
+  const p = h.t.pipelineRuns;
+  return or(
+    sql`${runId} is null`,
+    sql`${runId} not in (${h.db
+      .select({ id: p.id })
+      .from(p)
+      .where(prunableRuns(h, now - settings.runsMs, settings.keepRunsPerPipeline, requestsGoing(h, settings, now)))})`,
+  ) as SQL;
+}
+
 /**
  * Removes what is older than its retention at `now`, slice by slice; returns the rows removed
  * per table. `signal` (the daemon's shutdown) stops it between two slices: the next prune
@@ -236,7 +371,12 @@ export async function pruneHistory(
       await nextTurn();
       const removed = await h.transaction(async (tx) => {
         const rows = await tx.all(
-          tx.db.select().from(t.jobRequests).where(prunableRequests(tx, cutoff)).limit(PRUNE_SLICE_ROWS),
+          tx.db
+            .select()
+            .from(t.jobRequests)
+            .where(prunableRequests(tx, cutoff))
+            .orderBy(asc(t.jobRequests.createdAt), asc(t.jobRequests.id))
+            .limit(PRUNE_SLICE_ROWS),
         );
         if (rows.length === 0) return 0;
         const ids = rows.map((r) => r.id);
@@ -270,15 +410,60 @@ export async function pruneHistory(
       if (removed < PRUNE_SLICE_ROWS) break;
     }
   }
+  if (settings.runsMs > 0) {
+    const p = t.pipelineRuns;
+    // After the requests: a run whose last step requests went just now goes in the same prune.
+    const where = prunableRuns(h, now - settings.runsMs, settings.keepRunsPerPipeline, null);
+    add(
+      'pipeline_runs',
+      await deleteInSlices(h, signal, async (tx) => {
+        const ids = (
+          await tx.all(
+            tx.db
+              .select({ id: p.id })
+              .from(p)
+              .where(where)
+              // No ORDER BY: no index gives one here (SQLite picks pipeline_runs_state), and a
+              // sort would weigh every old run's conditions each slice (a year of runs at the
+              // first prune). In table order, about oldest first, a slice stops at its share.
+              .limit(PRUNE_SLICE_ROWS),
+          )
+        ).map((r) => r.id);
+        if (ids.length === 0) return 0;
+        add(
+          'run_transitions',
+          await tx.run(tx.db.delete(t.runTransitions).where(inArray(t.runTransitions.runId, ids))),
+        );
+        add(
+          'deadline_misses',
+          await tx.run(tx.db.delete(t.deadlineMisses).where(inArray(t.deadlineMisses.runId, ids))),
+        );
+        add(
+          'webhook_deliveries',
+          await tx.run(tx.db.delete(t.webhookDeliveries).where(inArray(t.webhookDeliveries.runId, ids))),
+        );
+        add('summaries', await tx.run(tx.db.delete(t.summaries).where(inArray(t.summaries.runId, ids))));
+        add('job_usage', await tx.run(tx.db.delete(t.jobUsage).where(inArray(t.jobUsage.runId, ids))));
+        return tx.run(tx.db.delete(p).where(inArray(p.id, ids)));
+      }),
+    );
+  }
   if (settings.deliveriesMs > 0) {
     const d = t.webhookDeliveries;
     const where = prunableDeliveries(h, now - settings.deliveriesMs);
     add(
       'webhook_deliveries',
       await deleteInSlices(h, signal, async (tx) => {
-        const ids = (await tx.all(tx.db.select({ id: d.id }).from(d).where(where).limit(PRUNE_SLICE_ROWS))).map(
-          (r) => r.id,
-        );
+        const ids = (
+          await tx.all(
+            tx.db
+              .select({ id: d.id })
+              .from(d)
+              .where(where)
+              .orderBy(asc(d.createdAt), asc(d.id))
+              .limit(PRUNE_SLICE_ROWS),
+          )
+        ).map((r) => r.id);
         return ids.length ? tx.run(tx.db.delete(d).where(inArray(d.id, ids))) : 0;
       }),
     );
@@ -289,9 +474,16 @@ export async function pruneHistory(
     add(
       'summaries',
       await deleteInSlices(h, signal, async (tx) => {
-        const ids = (await tx.all(tx.db.select({ id: s.id }).from(s).where(where).limit(PRUNE_SLICE_ROWS))).map(
-          (r) => r.id,
-        );
+        const ids = (
+          await tx.all(
+            tx.db
+              .select({ id: s.id })
+              .from(s)
+              .where(where)
+              .orderBy(asc(s.createdAt), asc(s.id))
+              .limit(PRUNE_SLICE_ROWS),
+          )
+        ).map((r) => r.id);
         return ids.length ? tx.run(tx.db.delete(s).where(inArray(s.id, ids))) : 0;
       }),
     );
@@ -307,6 +499,9 @@ export async function pruneHistory(
             .select({ profile: a.profile, jobId: a.jobId, requestId: a.requestId })
             .from(a)
             .where(where)
+            // The primary key's order, oldest first as job ids grow: no index on end_time, and an
+            // order the database had to sort would make every slice read every record past it.
+            .orderBy(asc(a.profile), asc(a.jobId))
             .limit(PRUNE_SLICE_ROWS),
         );
         if (records.length === 0) return 0;
@@ -320,7 +515,11 @@ export async function pruneHistory(
         }
         let n = 0;
         for (const [profile, jobIds] of byProfile(records)) {
-          n += await tx.run(tx.db.delete(a).where(and(sql`${a.profile} = ${profile}`, inArray(a.jobId, jobIds))));
+          // The condition again: on PostgreSQL a reconcile may have written a record under the
+          // same (reused) job id since the select; that one is not past its retention.
+          n += await tx.run(
+            tx.db.delete(a).where(and(sql`${a.profile} = ${profile}`, inArray(a.jobId, jobIds), where)),
+          );
         }
         return n;
       }),
@@ -332,9 +531,11 @@ export async function pruneHistory(
     add(
       'audit_log',
       await deleteInSlices(h, signal, async (tx) => {
-        const ids = (await tx.all(tx.db.select({ id: l.id }).from(l).where(where).limit(PRUNE_SLICE_ROWS))).map(
-          (r) => r.id,
-        );
+        const ids = (
+          await tx.all(
+            tx.db.select({ id: l.id }).from(l).where(where).orderBy(asc(l.at), asc(l.id)).limit(PRUNE_SLICE_ROWS),
+          )
+        ).map((r) => r.id);
         return ids.length ? tx.run(tx.db.delete(l).where(inArray(l.id, ids))) : 0;
       }),
     );
@@ -348,7 +549,7 @@ function byProfile(records: readonly { profile: string; jobId: number }[]): Map<
   return out;
 }
 
-/** Runs `slice` (which deletes at most PRUNE_SLICE_ROWS rows) in transactions until one deletes fewer. */
+/** Runs `slice` (which deletes, oldest first, at most PRUNE_SLICE_ROWS rows) in transactions until one deletes fewer. */
 async function deleteInSlices(
   h: History,
   signal: AbortSignal | undefined,

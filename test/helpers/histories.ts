@@ -22,8 +22,12 @@ export type Dialect = (typeof DIALECTS)[number];
 export interface TestHistories {
   /** A new, empty, migrated history. */
   make(dialect: Dialect): Promise<History>;
-  /** The same history through a connection of its own, as another process (or host) has it. */
-  again(history: History): Promise<History>;
+  /**
+   * The same history through a connection of its own, as another process (or host) has it;
+   * `pgOptions`: the PostgreSQL session's settings (`-c search_path=public`, as for a role not
+   * named schedflow).
+   */
+  again(history: History, pgOptions?: string): Promise<History>;
 }
 
 /**
@@ -83,7 +87,7 @@ export async function newTestDatabase(prefix: string): Promise<string> {
 export function testHistories(): TestHistories {
   const server = testPostgres();
   const cleanups: (() => Promise<void> | void)[] = [];
-  const reopen = new Map<History, () => Promise<History>>();
+  const reopen = new Map<History, (pgOptions?: string) => Promise<History>>();
   afterEach(async () => {
     for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
     reopen.clear();
@@ -95,13 +99,13 @@ export function testHistories(): TestHistories {
     reopen.set(history, async () => sqlite(file));
     return history;
   };
-  const postgres = async (url: string, migrate: boolean) => {
-    const pool = new pg.Pool({ connectionString: url, max: 4 });
+  const postgres = async (url: string, migrate: boolean, options?: string) => {
+    const pool = new pg.Pool({ connectionString: url, max: 4, ...(options && { options }) });
     pool.on('error', () => {});
     cleanups.push(() => pool.end());
     if (migrate) await applyPgMigrations(pool, join(REPO, 'migrations', 'postgres'));
     const history = postgresHistory(pool);
-    reopen.set(history, () => postgres(url, false));
+    reopen.set(history, (options) => postgres(url, false, options));
     return history;
   };
   return {
@@ -113,10 +117,10 @@ export function testHistories(): TestHistories {
       }
       return postgres(await server.createDatabase('history'), true);
     },
-    again(history) {
+    again(history, pgOptions) {
       const open = reopen.get(history);
       if (!open) throw new Error("not a history of this file's tests");
-      return open();
+      return open(pgOptions);
     },
   };
 }

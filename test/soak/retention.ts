@@ -12,6 +12,7 @@ export function retentionSettings(runMinutes: number): Record<string, string> {
     SCHEDFLOW_RETAIN_SUMMARIES: m(1.5),
     SCHEDFLOW_RETAIN_DELIVERIES: m(0.5),
     SCHEDFLOW_RETAIN_ACCOUNTING: m(0.5),
+    SCHEDFLOW_RETAIN_RUNS: m(1),
     SCHEDFLOW_RETAIN_AUDIT: m(2),
     // The pruner's default is 10 min; a run of minutes needs it every minute.
     SCHEDFLOW_PRUNE_EVERY_MS: '60000',

@@ -1,4 +1,4 @@
-import { spawnSync } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { chmodSync, chownSync, existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -6,6 +6,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { chooseDataDir } from '../../src/cli/data-dir.js';
 import {
   type DaemonRegistration,
+  otherProcessOf,
   registerDaemon,
   registryDirOf,
   registryDirsToRead,
@@ -66,6 +67,36 @@ describe('the registry of running daemons', () => {
     rmSync(other);
     registration.remove();
     expect(readdirSync(dir)).toEqual([]);
+  });
+
+  it('finds another live process of a data dir, registered or in its daemon.json, not this one nor a dead one', async () => {
+    const root = tempRoot();
+    const dir = join(root, 'schedflow');
+    const dataDir = join(root, 'data');
+    mkdirSync(dir, { mode: 0o700 });
+    mkdirSync(dataDir);
+    const registration = (pid: number, data: string) =>
+      writeFileSync(
+        join(dir, `daemon-${pid}-${String(pid).padStart(12, '0').slice(-12)}.json`),
+        JSON.stringify({ pid, dataDir: data, startedAt: 'now' }),
+      );
+    registration(process.pid, dataDir);
+    registration(deadPid(), dataDir);
+    expect(otherProcessOf(dataDir, [dir])).toBeNull();
+
+    const other = spawn(process.execPath, ['-e', 'setTimeout(() => {}, 60_000)'], { stdio: 'ignore' });
+    try {
+      const pid = other.pid as number;
+      registration(pid, '/srv/elsewhere');
+      expect(otherProcessOf(dataDir, [dir])).toBeNull();
+      writeFileSync(join(dataDir, 'daemon.json'), JSON.stringify({ pid }));
+      expect(otherProcessOf(dataDir, [dir])).toBe(pid);
+      rmSync(join(dataDir, 'daemon.json'));
+      registration(pid, dataDir);
+      expect(otherProcessOf(`${dataDir}/`, [dir])).toBe(pid);
+    } finally {
+      other.kill();
+    }
   });
 
   it('trusts only folders others cannot write into, and files of the folder’s owner', () => {

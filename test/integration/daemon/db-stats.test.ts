@@ -50,7 +50,10 @@ describe('schedflow db stats', () => {
     expect(parsed.tables.map((t) => t.table)).toEqual(
       expect.arrayContaining(['job_requests', 'audit_log', 'job_usage']),
     );
-    expect(Object.keys(parsed.next_prune)).toEqual(expect.arrayContaining(['job_requests', 'audit_log']));
+    expect(Object.keys(parsed.next_prune)).toEqual(
+      expect.arrayContaining(['job_requests', 'audit_log', 'pipeline_runs', 'run_transitions', 'job_usage']),
+    );
+    expect(parsed.retention).toMatchObject({ runsMs: 90 * 86_400_000, keepRunsPerPipeline: 5 });
 
     await store.run(
       store.db

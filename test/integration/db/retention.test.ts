@@ -1,4 +1,9 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import Database from 'better-sqlite3';
 import { describe, expect, it } from 'vitest';
+import { connectionOf, openDatabase } from '../../../src/db/database.js';
 import type { History } from '../../../src/db/history.js';
 import { historySpace, returnFreePages } from '../../../src/db/history-space.js';
 import { usageOfRunSteps } from '../../../src/db/job-usage.js';
@@ -30,6 +35,9 @@ const RETENTION: RetentionSettings = {
   summariesMs: 180 * DAY,
   deliveriesMs: 30 * DAY,
   accountingMs: 30 * DAY,
+  runsMs: 90 * DAY,
+  // nightly's last two ended runs (succeeded or failed) stay, as its trend reads them.
+  keepRunsPerPipeline: 2,
   auditMs: 100 * DAY,
 };
 
@@ -54,7 +62,16 @@ function request(id: string, state: RequestState, at: number, extra: Partial<Job
 async function fill(h: History): Promise<void> {
   const t = h.t;
   const runs = [
+    // Old, ended, but nightly's last two ended runs: kept for its trend, with their usage.
+    { id: 'run-kept', state: 'succeeded' as const, createdAt: OLD + DAY },
     { id: 'run-old', state: 'succeeded' as const, createdAt: OLD },
+    // Old and ended: gone, with their transitions, misses, deliveries, summary and usage.
+    { id: 'run-gone', state: 'failed' as const, createdAt: OLD - 10 * DAY },
+    { id: 'run-skipped', state: 'skipped' as const, createdAt: OLD - 5 * DAY },
+    // Its one step request goes in the same prune (its usage kept, then removed with the run).
+    { id: 'run-gone-step', state: 'cancelled' as const, createdAt: OLD - 2 * DAY },
+    // Kept: a step request still there (lost: accounting may resolve it).
+    { id: 'run-lost-step', state: 'cancelled' as const, createdAt: OLD - 20 * DAY },
     { id: 'run-live', state: 'running' as const, createdAt: OLD },
   ];
   await h.run(
@@ -68,8 +85,49 @@ async function fill(h: History): Promise<void> {
         updatedAt: r.createdAt,
         startedAt: r.createdAt,
         endedAt: r.state === 'running' ? null : r.createdAt + 120_000,
+        summaryCheckedAt: r.state === 'running' ? null : r.createdAt + 120_001,
       })),
     ),
+  );
+  await h.run(
+    h.db.insert(t.runTransitions).values(
+      runs.flatMap((r) => [
+        { runId: r.id, fromState: null, toState: 'queued' as const, at: r.createdAt, source: 'schedule' as const },
+        {
+          runId: r.id,
+          fromState: 'queued' as const,
+          toState: r.state,
+          at: r.createdAt + 1,
+          source: 'pipeline' as const,
+        },
+      ]),
+    ),
+  );
+  const usage = (requestId: string, runId: string, step: string) => ({
+    requestId,
+    profile: 'p',
+    jobId: null,
+    runId,
+    step,
+    attempt: 1,
+    state: 'completed' as const,
+    elapsedSec: 60,
+    timeLimitMin: 60,
+    cpus: 2,
+    cpuTimeSec: 100,
+    spec: {},
+    endedAt: OLD,
+    keptAt: OLD + DAY,
+  });
+  // Usage kept by earlier prunes, whose requests are gone.
+  await h.run(
+    h.db
+      .insert(t.jobUsage)
+      .values([
+        usage('pruned-g1', 'run-gone', 'align'),
+        usage('pruned-g2', 'run-gone', 'call'),
+        usage('pruned-k1', 'run-kept', 'align'),
+      ]),
   );
   let jobId = 1000;
   const rows = [
@@ -78,6 +136,8 @@ async function fill(h: History): Promise<void> {
     request('step-a1', 'failed', OLD, { runId: 'run-old', step: 'align', attempt: 1, nextAttemptId: 'step-a2' }),
     request('step-a2', 'completed', OLD, { runId: 'run-old', step: 'align', attempt: 2, firstAttemptId: 'step-a1' }),
     request('step-b', 'completed', OLD, { runId: 'run-old', step: 'call' }),
+    request('step-c', 'completed', OLD, { runId: 'run-gone-step', step: 'align' }),
+    request('lost-step', 'lost', OLD, { runId: 'run-lost-step', step: 'align' }),
     // Old but kept: a live request, a live run's ended step, a chain with a live attempt.
     request('live', 'running', OLD),
     request('lost', 'lost', OLD),
@@ -116,15 +176,23 @@ async function fill(h: History): Promise<void> {
       .values([{ requestId: 'old-1', tokenName: 'lims', key: 'k', count: 2, firstAt: OLD, lastAt: OLD }]),
   );
   await h.run(
-    h.db
-      .insert(t.deadlineMisses)
-      .values([{ subject: 'request:old-2', requestId: 'old-2', kind: 'max_pending', at: OLD, detail: 'late' }]),
+    h.db.insert(t.deadlineMisses).values([
+      { subject: 'request:old-2', requestId: 'old-2', kind: 'max_pending', at: OLD, detail: 'late' },
+      { subject: 'run:run-gone', runId: 'run-gone', kind: 'finish_by', at: OLD, detail: 'late' },
+    ]),
   );
-  const delivery = (id: string, requestId: string | null, state: 'pending' | 'delivered', at: number) => ({
+  const delivery = (
+    id: string,
+    requestId: string | null,
+    state: 'pending' | 'delivered',
+    at: number,
+    runId: string | null = null,
+  ) => ({
     id,
     event: 'job.finished' as const,
     url: 'https://hooks.example/x',
     requestId,
+    runId,
     payload: {},
     state,
     createdAt: at,
@@ -132,14 +200,14 @@ async function fill(h: History): Promise<void> {
     updatedAt: at,
   });
   await h.run(
-    h.db
-      .insert(t.webhookDeliveries)
-      .values([
-        delivery('d-old', 'old-3', 'delivered', OLD),
-        delivery('d-new-request', 'new', 'delivered', NOW - 60 * DAY),
-        delivery('d-pending', 'undelivered', 'pending', OLD),
-        delivery('d-recent', 'new', 'delivered', NOW - DAY),
-      ]),
+    h.db.insert(t.webhookDeliveries).values([
+      delivery('d-old', 'old-3', 'delivered', OLD),
+      delivery('d-new-request', 'new', 'delivered', NOW - 60 * DAY),
+      delivery('d-pending', 'undelivered', 'pending', OLD),
+      delivery('d-recent', 'new', 'delivered', NOW - DAY),
+      // Within the deliveries' retention, but its run goes.
+      delivery('d-run-gone', null, 'delivered', NOW - 20 * DAY, 'run-gone'),
+    ]),
   );
   const summary = (id: string, requestId: string | null, runId: string | null, at: number) => ({
     id,
@@ -152,13 +220,13 @@ async function fill(h: History): Promise<void> {
     completedAt: at,
   });
   await h.run(
-    h.db
-      .insert(t.summaries)
-      .values([
-        summary('s-old-request', 'old-4', null, OLD),
-        summary('s-run-old', null, 'run-old', OLD),
-        summary('s-run-live', null, 'run-live', NOW - 100 * DAY),
-      ]),
+    h.db.insert(t.summaries).values([
+      summary('s-old-request', 'old-4', null, OLD),
+      summary('s-run-old', null, 'run-old', OLD),
+      summary('s-run-live', null, 'run-live', NOW - 100 * DAY),
+      // Within the summaries' retention, but its run goes.
+      summary('s-run-gone', null, 'run-gone', NOW - 100 * DAY),
+    ]),
   );
   // Accounting: the steps' records (what the trends read), a live request's, an external job's.
   const record = (id: number, requestId: string | null, endSec: number | null) => ({
@@ -188,6 +256,7 @@ async function fill(h: History): Promise<void> {
       .values([
         record(jobOf('step-a2'), 'step-a2', oldSec),
         record(jobOf('step-b'), 'step-b', oldSec),
+        record(jobOf('step-c'), 'step-c', oldSec),
         record(jobOf('live'), 'live', null),
         record(jobOf('new'), 'new', Math.floor((NOW - 50 * DAY) / 1000)),
         record(99_999, null, oldSec),
@@ -212,6 +281,8 @@ describe.each(DIALECTS)('retention on %s', (dialect) => {
     const h = await histories.make(dialect);
     await fill(h);
     const trendBefore = await usageOfRunSteps(h, 'run-old');
+    const keptTrendBefore = await usageOfRunSteps(h, 'run-kept');
+    expect(keptTrendBefore).toHaveLength(1);
     expect(trendBefore.map((u) => [u.step, u.requestId, u.elapsedSec, u.cpuTimeSec])).toEqual([
       ['align', 'step-a2', 3000, 1500],
       ['call', 'step-b', 3000, 1500],
@@ -221,25 +292,44 @@ describe.each(DIALECTS)('retention on %s', (dialect) => {
     const removed = await pruneHistory(h, RETENTION, NOW);
     expect(removed).toEqual(expected);
     expect(removed).toMatchObject({
-      job_requests: PRUNE_SLICE_ROWS + 5 + 3,
-      job_transitions: (PRUNE_SLICE_ROWS + 5 + 3) * 2,
+      job_requests: PRUNE_SLICE_ROWS + 5 + 4,
+      job_transitions: (PRUNE_SLICE_ROWS + 5 + 4) * 2,
       array_tasks: 1,
       request_replays: 1,
-      deadline_misses: 1,
-      // old-3's with its request, d-new-request past the deliveries' 30 days.
-      webhook_deliveries: 2,
-      // old-4's with its request, run-old's past 180 days.
-      summaries: 2,
+      // old-2's with its request, run-gone's with its run.
+      deadline_misses: 2,
+      // old-3's with its request, d-new-request past the deliveries' 30 days, d-run-gone with its run.
+      webhook_deliveries: 3,
+      // old-4's with its request, run-old's past 180 days, s-run-gone with its run.
+      summaries: 3,
       // The steps' with their requests; the external old one and `new`'s (50 days) past 30 days.
-      accounting_jobs: 4,
+      accounting_jobs: 5,
+      // run-gone, run-skipped, and run-gone-step once its step request went.
+      pipeline_runs: 3,
+      run_transitions: 3 * 2,
+      // run-gone's two kept earlier, step-c's kept by this prune before its run went.
+      job_usage: 3,
       audit_log: 1,
     });
 
     expect(await ids(h, 'jobRequests')).toEqual(
-      ['chain-1', 'chain-2', 'live', 'live-run-step', 'lost', 'new', 'undelivered'].sort(),
+      ['chain-1', 'chain-2', 'live', 'live-run-step', 'lost', 'lost-step', 'new', 'undelivered'].sort(),
     );
     expect(await ids(h, 'webhookDeliveries')).toEqual(['d-pending', 'd-recent']);
     expect(await ids(h, 'summaries')).toEqual(['s-run-live']);
+    const runIds = (await h.all(h.db.select({ id: h.t.pipelineRuns.id }).from(h.t.pipelineRuns)))
+      .map((r) => r.id)
+      .sort();
+    expect(runIds).toEqual(['run-kept', 'run-live', 'run-lost-step', 'run-old']);
+    // No row of a run that is gone.
+    const runChildren = [
+      ...(await h.all(h.db.select({ id: h.t.runTransitions.runId }).from(h.t.runTransitions))),
+      ...(await h.all(h.db.select({ id: h.t.deadlineMisses.runId }).from(h.t.deadlineMisses))),
+      ...(await h.all(h.db.select({ id: h.t.summaries.runId }).from(h.t.summaries))),
+      ...(await h.all(h.db.select({ id: h.t.jobUsage.runId }).from(h.t.jobUsage))),
+    ];
+    expect(runChildren.filter((c) => c.id !== null && !runIds.includes(c.id))).toEqual([]);
+    expect(await usageOfRunSteps(h, 'run-kept')).toEqual(keptTrendBefore);
     const records = await h.all(h.db.select().from(h.t.accountingJobs));
     expect(records.map((r) => r.requestId).sort()).toEqual(['live', null].sort());
     expect((await h.all(h.db.select().from(h.t.auditLog))).map((r) => r.at)).toEqual([NOW - DAY]);
@@ -262,18 +352,73 @@ describe.each(DIALECTS)('retention on %s', (dialect) => {
     await recordPrune(h, NOW, removed, 0);
     await recordPrune(h, NOW + 1, await pruneHistory(h, RETENTION, NOW + 1), 0);
     const record = await readPruneRecord(h);
-    expect(record?.totals.job_requests).toBe(PRUNE_SLICE_ROWS + 8);
+    expect(record?.totals.job_requests).toBe(PRUNE_SLICE_ROWS + 9);
+    expect(record?.totals.pipeline_runs).toBe(3);
+
+    // Kept for the trend alone: without it, nightly's last two ended runs would go (their
+    // requests are gone now), not the live one, nor the one with a request left.
+    expect((await countPrunable(h, { ...RETENTION, keepRunsPerPipeline: 0 }, NOW)).pipeline_runs).toBe(2);
     expect(record?.last.job_requests).toBe(0);
 
     // Retention off: nothing is removed.
-    const off = { requestsMs: 0, summariesMs: 0, deliveriesMs: 0, accountingMs: 0, auditMs: 0 };
+    const off = {
+      requestsMs: 0,
+      summariesMs: 0,
+      deliveriesMs: 0,
+      accountingMs: 0,
+      runsMs: 0,
+      keepRunsPerPipeline: 0,
+      auditMs: 0,
+    };
     expect(Object.values(await pruneHistory(h, off, NOW * 10)).every((n) => n === 0)).toBe(true);
 
     const space = await historySpace(h);
-    expect(space.tables.find((t) => t.table === 'job_requests')?.rows).toBe(7);
-    expect(space.tables.find((t) => t.table === 'job_usage')?.rows).toBe(3);
+    expect(space.tables.find((t) => t.table === 'job_requests')?.rows).toBe(8);
+    // run-old's three steps (this prune), run-kept's one.
+    expect(space.tables.find((t) => t.table === 'job_usage')?.rows).toBe(4);
     if (dialect === 'postgres') expect(space.tables.every((t) => (t.bytes ?? 0) > 0)).toBe(true);
   });
+
+  it.runIf(dialect === 'postgres')(
+    "reads the sizes of schedflow's schema whatever the connection's search_path",
+    async () => {
+      const h = await histories.make(dialect);
+      await h.run(
+        h.db.insert(h.t.auditLog).values({ at: OLD, actor: 'token:lims', action: 'request.accept', outcome: 'ok' }),
+      );
+      // A role not named schedflow finds its own name, then public, on its search_path: no
+      // schedflow there. The history's queries name the schema themselves.
+      const other = await histories.again(h, '-c search_path=public');
+      const space = await historySpace(other);
+      expect(space.tables.find((t) => t.table === 'audit_log')?.rows).toBe(1);
+      expect(space.tables.every((t) => (t.bytes ?? 0) > 0)).toBe(true);
+    },
+  );
+
+  it.runIf(dialect === 'sqlite')(
+    'switches an older file to incremental auto_vacuum at open, unless another process of the data dir runs',
+    () => {
+      const dir = mkdtempSync(join(tmpdir(), 'schedflow-vacuum-'));
+      try {
+        const file = join(dir, 'history.sqlite');
+        const older = new Database(file);
+        older.exec('create table t (x)');
+        older.close();
+        const mode = (opened: { db: unknown; close(): void }) => {
+          const value = connectionOf(opened.db as Parameters<typeof connectionOf>[0]).pragma('auto_vacuum', {
+            simple: true,
+          });
+          opened.close();
+          return value;
+        };
+        // No VACUUM under another role: the file stays as it is.
+        expect(mode(openDatabase(file, { vacuumAtOpen: false }))).toBe(0);
+        expect(mode(openDatabase(file))).toBe(2);
+      } finally {
+        rmSync(dir, { recursive: true, force: true });
+      }
+    },
+  );
 
   it.runIf(dialect === 'sqlite')('gives the freed pages of the SQLite file back', async () => {
     const h = await histories.make(dialect);
