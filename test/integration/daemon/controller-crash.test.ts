@@ -3,6 +3,7 @@ import { getRequest } from '../../../src/db/requests.js';
 import { isTerminalRequest } from '../../../src/requests/request-state.js';
 import { jobSpecSchema } from '../../../src/sched/job-spec.js';
 import { daemonTestEnv } from '../../helpers/daemon.js';
+import { startFlakyProxy } from '../../helpers/flaky-proxy.js';
 import { bearer, http, waitFor } from '../../helpers/http.js';
 import { ALICE_TOKEN } from '../../helpers/sim.js';
 
@@ -263,5 +264,29 @@ describe('a slurmctld crash that loses jobs before they started', () => {
     );
     expect(row.nextAttemptId).toBeNull();
     expect(row.retryDueAt).toBeNull();
+  }, 60_000);
+
+  it('on a cluster without accounting, leaves it lost, never submitted again: a job gone unseen may have run', async () => {
+    // No slurmdbd: every /slurmdb (here /scheddb) path answers 404. Nothing can say the job never
+    // ran (a daemon down past MinJobAge misses a short job's whole life the same way).
+    const sim = await env.sim({ cpus: 1 });
+    const proxy = await startFlakyProxy(sim.url);
+    env.defer(() => proxy.close());
+    proxy.notFound = (req) => req.url.startsWith('/scheddb/');
+    const td = await env.daemon(proxy.url);
+    const { blockerJobId, waiting } = await behindBlocker(td, sim.workDir, ['noacct-lost']);
+    expect(await crash(sim, 1)).toHaveLength(1);
+    const row = await td.waitForState(waiting[0] as string, 'lost', 30_000);
+    expect(row.errorMessage ?? '').not.toMatch(/submitted again/);
+    expect(row.nextAttemptId).toBeNull();
+    expect(row.retryDueAt).toBeNull();
+    // Still not submitted again a while later, and no second job of it ever reached the controller.
+    sim.server.cluster.cancel(blockerJobId);
+    await new Promise((resolve) => setTimeout(resolve, 3000));
+    const later = await getRequest(td.daemon.history.store, waiting[0] as string);
+    expect(later?.state).toBe('lost');
+    expect(later?.nextAttemptId).toBeNull();
+    const jobs = sim.server.cluster.listJobs();
+    expect(jobs.filter((job) => job.name === 'noacct-lost')).toHaveLength(0);
   }, 60_000);
 });
