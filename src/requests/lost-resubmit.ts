@@ -26,6 +26,21 @@ import type { AccountingEvidence } from './lost-evidence.js';
 /** The error code on an attempt whose job was lost before it started and which was submitted again. */
 export const LOST_BEFORE_START_CODE = 'SCHEDFLOW_ERR_JOB_LOST_BEFORE_START' satisfies ErrorCode;
 
+/**
+ * Whether this attempt was ended by the controller's loss of its job before it started and
+ * submitted again: a resubmit, not its retry policy's doing (the CLI and UI say so).
+ */
+export function resubmittedAfterLoss(row: Pick<JobRequestRow, 'errorCode'>): boolean {
+  return row.errorCode === LOST_BEFORE_START_CODE;
+}
+
+/** Whether a request has attempts to show: a retry policy, a retry or resubmit made or due. */
+export function hasAttempts(
+  row: Pick<JobRequestRow, 'retryPolicy' | 'retryCause' | 'retryDueAt' | 'nextAttemptId'>,
+): boolean {
+  return row.retryPolicy !== null || row.retryCause !== null || row.retryDueAt !== null || row.nextAttemptId !== null;
+}
+
 /** How many times a request is submitted again after a loss, unless configured. @defaultValue 1 */
 export const DEFAULT_LOST_RESUBMITS = 1;
 

@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { getRequest } from '../../../src/db/requests.js';
 import { isTerminalRequest } from '../../../src/requests/request-state.js';
 import { jobSpecSchema } from '../../../src/sched/job-spec.js';
+import { runCli } from '../../helpers/cli-process.js';
 import { daemonTestEnv } from '../../helpers/daemon.js';
 import { startFlakyProxy } from '../../helpers/flaky-proxy.js';
 import { bearer, http, waitFor } from '../../helpers/http.js';
@@ -215,6 +216,20 @@ describe('a slurmctld crash that loses jobs before they started', () => {
       expect(attempt?.firstAttemptId).toBe(id);
       expect(attempt?.retryCause?.reason).toBe(row?.errorMessage);
     }
+    // `jobs show` says a resubmit after the loss, not the retry policy's doing.
+    const [first, second] = await Promise.all([
+      runCli(['jobs', 'show', waiting[0] as string, '--data-dir', td.dataDir]),
+      runCli(['jobs', 'show', next[0]?.id as string, '--data-dir', td.dataDir]),
+    ]);
+    expect(first.code, first.stderr).toBe(0);
+    expect(first.stdout).toMatch(
+      /^next {6}attempt 2: \S+ \(resubmitted: the controller lost the job before it started\)$/m,
+    );
+    expect(first.stdout).not.toMatch(/backoff/);
+    expect(second.code, second.stderr).toBe(0);
+    expect(second.stdout).toMatch(
+      new RegExp(`^resubmit of ${waiting[0]}: the controller lost job \\d+ before it started`, 'm'),
+    );
 
     // The second attempt of lost-b is lost too, before it started: the resubmit is spent.
     // This time another job is given its id: the controller's record says the loss at once.
