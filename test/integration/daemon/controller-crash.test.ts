@@ -2,11 +2,13 @@ import { describe, expect, it } from 'vitest';
 import { getRequest } from '../../../src/db/requests.js';
 import { isTerminalRequest } from '../../../src/requests/request-state.js';
 import { jobSpecSchema } from '../../../src/sched/job-spec.js';
+import { apiClient } from '../../helpers/api.js';
 import { runCli } from '../../helpers/cli-process.js';
 import { daemonTestEnv } from '../../helpers/daemon.js';
 import { startFlakyProxy } from '../../helpers/flaky-proxy.js';
 import { bearer, http, waitFor } from '../../helpers/http.js';
 import { ALICE_TOKEN } from '../../helpers/sim.js';
+import { uiPage } from '../../helpers/ui-page.js';
 
 /**
  * slurmctld killed with SIGKILL (a crash) comes back from its last state save without the jobs
@@ -230,6 +232,17 @@ describe('a slurmctld crash that loses jobs before they started', () => {
     expect(second.stdout).toMatch(
       new RegExp(`^resubmit of ${waiting[0]}: the controller lost job \\d+ before it started`, 'm'),
     );
+    // So does the web UI's job page: its timeline and attempts.
+    const api = apiClient(td);
+    const token = await api.token(['read']);
+    const [firstPage, secondPage] = await Promise.all([
+      uiPage(td, token, `/ui/jobs/${waiting[0]}`),
+      uiPage(td, token, `/ui/jobs/${next[0]?.id}`),
+    ]);
+    expect(firstPage).toContain('resubmit after the controller lost the job before it started: <a');
+    expect(firstPage).not.toContain('retry policy:');
+    expect(firstPage).toContain('<table aria-label="attempts">');
+    expect(secondPage).toContain('resubmit: attempt 2, after');
 
     // The second attempt of lost-b is lost too, before it started: the resubmit is spent.
     // This time another job is given its id: the controller's record says the loss at once.
