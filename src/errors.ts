@@ -379,7 +379,7 @@ export const ERROR_CODES = {
   SCHEDFLOW_ERR_JOB_LOST_BY_CONTROLLER: {
     status: null,
     retryable: false,
-    what: 'The controller lost the job (restarted without its state) after it started, or after the resubmits SCHEDFLOW_LOST_RESUBMITS allows; submit it again if it should run.',
+    what: 'The controller lost the job (restarted without its state) after it started, after the resubmits SCHEDFLOW_LOST_RESUBMITS allows, or when accounting could not be asked whether it ran; submit it again if it should run.',
   },
   SCHEDFLOW_ERR_JOB_LOST_BEFORE_START: {
     status: null,

@@ -114,7 +114,7 @@ export const daemonConfigSchema = z.object({
     .min(0)
     .default(1)
     .describe(
-      'How many times a request whose job the controller lost before it started (slurmctld back from a crash without it; no start in any record) is submitted again, as a new attempt; 0: never (it ends `node_fail`, JobLostByController). A job lost after it started is never submitted again by this: its retry policy decides.',
+      'How many times a request whose job the controller lost before it started (slurmctld back from a crash without it; no start in any record, and accounting, asked for the job id, agrees: never on a cluster without accounting) is submitted again, as a new attempt; 0: never (it ends `node_fail`, JobLostByController). A job lost after it started is never submitted again by this: its retry policy decides.',
     ),
   pendingDetailsEveryMs: z
     .number()

@@ -15,6 +15,7 @@ import type { JobListing, Read } from '../sched/reads.js';
 import { type ArrayPlan, summarizeArrays } from './array-poll.js';
 import type { ArraySummary } from './array-state.js';
 import { describeOtherJob, jobIdentity, ownRecord } from './job-identity.js';
+import { type AccountingEvidence, UNKNOWN_ACCOUNTING } from './lost-evidence.js';
 import { DEFAULT_LOST_RESUBMITS, lostResubmitPlan } from './lost-resubmit.js';
 import type { AccountingAnswer, AccountingChunk, LightStates } from './poll-ask.js';
 import type { PollDeps } from './poll-deps.js';
@@ -142,10 +143,17 @@ export async function applyAccounting(
       // lost this one and gave its id again?), or its record may be another's: the controller's
       // record, which keeps the marker, decides. Gone from the controller too: missing, as a
       // job of which nothing is known (a name alone never ends a request).
+      const records = found.get(row.jobId as number) ?? [];
       if (own.kind === 'reused' || own.kind === 'suspect') {
         if (freshness.stale) return false;
-        if (!inController) return markMissing(tx, deps, profile, row, now);
-        suspects.push({ row });
+        // Reused: accounting's records under the id are all other jobs', its answer the ground
+        // for a resubmit. A suspect's record may be its job's: nothing is proven (stays `lost`).
+        if (!inController) {
+          return markMissing(tx, deps, profile, row, now, {
+            accounting: own.kind === 'reused' ? { kind: 'answered', records } : UNKNOWN_ACCOUNTING,
+          });
+        }
+        suspects.push({ row, accounting: { kind: 'answered', records } });
         return false;
       }
       const record = own.kind === 'ours' ? own.record : undefined;
@@ -169,13 +177,19 @@ export async function applyAccounting(
         // Active in accounting, absent from a controller answer produced after the submission:
         // accounting lags behind an end, or slurmctld lost the job in a crash and slurmdbd keeps
         // it pending forever (a runaway job). Not taken as running: missing, then lost.
-        return !freshness.stale && markMissing(tx, deps, profile, row, now, record.state);
+        return (
+          !freshness.stale &&
+          markMissing(tx, deps, profile, row, now, { accounting: UNKNOWN_ACCOUNTING, accountingState: record.state })
+        );
       }
       if (record) return applyJob(tx, row, record, 'accounting', freshness, deps.clock);
       // Accounting has no record yet of a job that has not ended: the controller's state.
       if (inController) return applyJob(tx, row, inController, 'poll', controllerFreshness, deps.clock);
-      // (An answer kept from before an outage cannot say a job is missing.)
-      return !freshness.stale && markMissing(tx, deps, profile, row, now);
+      // (An answer kept from before an outage cannot say a job is missing.) A fresh answer with no
+      // record of the job is accounting's word that it is gone.
+      return (
+        !freshness.stale && markMissing(tx, deps, profile, row, now, { accounting: { kind: 'answered', records } })
+      );
     },
   );
   return {
@@ -218,11 +232,13 @@ export async function applyController(
       if (record && jobIdentity(record, row) === 'other') {
         if (!listing || listing.freshness.stale) return false;
         const why = describeOtherJob(record, "the controller's");
+        // No fresh accounting answer for the id here (it lagged, or is unavailable): not resubmitted.
         return endLostByController(tx, row.id, {
           at: (deps.clock ?? systemClock).now(),
           source: 'poll',
           why,
           resubmits: lostResubmitsOf(deps),
+          accounting: UNKNOWN_ACCOUNTING,
         });
       }
       if (record && listing) return applyJob(tx, row, record, 'poll', listing.freshness, deps.clock);
@@ -262,10 +278,10 @@ export async function applySuspects(
   return writeInSlices(
     store,
     inJobIdOrder(suspects, ({ row }) => row.jobId),
-    async (tx, { row }) => {
+    async (tx, { row, accounting }) => {
       const inController = full.get(row.jobId as number);
       // Left the controller between the two reads: nothing certain is known of it.
-      if (!inController) return markMissing(tx, deps, profile, row, now);
+      if (!inController) return markMissing(tx, deps, profile, row, now, { accounting: UNKNOWN_ACCOUNTING });
       if (jobIdentity(inController, row) === 'ours') {
         // As applyJob's writes, only in the state it was read in (see there).
         await updateRequest(tx, row.id, { jobConfirmedAt: now }, row.state);
@@ -273,20 +289,30 @@ export async function applySuspects(
       }
       logger.warn({ requestId: row.id, job_id: row.jobId }, 'the controller lost this job: its id is another job now');
       const why = describeOtherJob(inController, "the controller's");
-      return endLostByController(tx, row.id, { at: now, source: 'poll', why, resubmits: lostResubmitsOf(deps) });
+      return endLostByController(tx, row.id, {
+        at: now,
+        source: 'poll',
+        why,
+        resubmits: lostResubmitsOf(deps),
+        accounting,
+      });
     },
   );
 }
 
 export interface Suspect {
   row: TrackedRequest;
+  /** Accounting's answer for its job id, in the cycle that found it suspect. */
+  accounting: AccountingEvidence;
 }
 
 /**
  * A job the controller no longer has, of which accounting knows nothing certain (no record, a
  * record still active, or records that may be other jobs'): its absence is noted, and after
- * the grace period it is `lost` (never taken to have finished). True when the request moved.
- * `tx` is the transaction of the slice being written.
+ * the grace period it is `lost` (never taken to have finished), unless accounting answered
+ * afresh without a record of it and it never started: then it is submitted again
+ * (lost-resubmit.ts). True when the request moved. `tx` is the transaction of the slice being
+ * written.
  */
 export async function markMissing(
   tx: History,
@@ -294,9 +320,18 @@ export async function markMissing(
   profile: string,
   row: TrackedRequest,
   now: number,
-  /** Accounting's state when it still has the job as active, absent from the controller. */
-  accountingState?: string,
+  seen: {
+    /**
+     * `answered` only when accounting's fresh answer for the id has no record that is this job
+     * (none, or other jobs' only); `unknown` when accounting is not served (a cluster without
+     * slurmdbd: a job may have run and ended unseen), failed, or has a record that may be it.
+     */
+    accounting: AccountingEvidence;
+    /** Accounting's state when it still has the job as active, absent from the controller. */
+    accountingState?: string;
+  },
 ): Promise<boolean> {
+  const { accounting, accountingState } = seen;
   const { settings, logger } = deps;
   if (row.missingSince === null) {
     // As applyJob's writes, only in the state it was read in (see there).
@@ -311,11 +346,11 @@ export async function markMissing(
   const current = await missingFactsLocked(tx, row.id);
   if (current?.state !== row.state || current.missingSince !== row.missingSince) return false;
   const seconds = Math.round((now - row.missingSince) / 1000);
-  if (accountingState === undefined) {
+  if (accounting.kind === 'answered') {
     // The controller and accounting agree the job is gone: one that never started is
     // submitted again (within the budget, see lost-resubmit.ts), not left `lost`.
     const full = await getRequest(tx, row.id);
-    const plan = full && (await lostResubmitPlan(tx, full, lostResubmitsOf(deps)));
+    const plan = full && (await lostResubmitPlan(tx, full, lostResubmitsOf(deps), accounting));
     if (plan?.kind === 'resubmit') {
       logger.warn({ profile, requestId: row.id, job_id: row.jobId }, 'job lost before it started: submitted again');
       return endLostByController(tx, row.id, {
@@ -323,13 +358,16 @@ export async function markMissing(
         source: 'poll',
         why: `job ${row.jobId} has been missing from the controller and from accounting for ${seconds} s`,
         resubmits: lostResubmitsOf(deps),
+        accounting,
       });
     }
   }
   const where =
-    accountingState === undefined
-      ? 'from the controller and from accounting'
-      : `from the controller (accounting still says ${accountingState}: slurmctld lost it in a crash?)`;
+    accountingState !== undefined
+      ? `from the controller (accounting still says ${accountingState}: slurmctld lost it in a crash?)`
+      : accounting.kind === 'answered'
+        ? 'from the controller and from accounting'
+        : 'from the controller (accounting has no certain record of it, or is not served)';
   logger.warn({ profile, requestId: row.id, job_id: row.jobId, accountingState }, `job missing ${where}`);
   return transition(tx, row.id, {
     to: 'lost',

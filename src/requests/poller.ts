@@ -12,6 +12,7 @@ import {
   arraysNeedingController,
   markMissingTasks,
 } from './array-poll.js';
+import { UNKNOWN_ACCOUNTING } from './lost-evidence.js';
 import { refreshPendingDetails } from './pending-details.js';
 import {
   applyAccounting,
@@ -175,7 +176,9 @@ async function resolveThroughAccounting(
       changed += await writeInSlices(
         store,
         inJobIdOrder(gone, (row) => row.jobId),
-        (tx, row) => markMissing(tx, deps, profile, row, now),
+        // No accounting to say the job never ran (it may have run and ended unseen): `lost`,
+        // never submitted again.
+        (tx, row) => markMissing(tx, deps, profile, row, now, { accounting: UNKNOWN_ACCOUNTING }),
       );
     }
     outcome = 'unavailable';

@@ -19,6 +19,7 @@ import { type JobSpec, jobSpecSchema } from '../sched/job-spec.js';
 import { outputPathsOf } from '../sched/output-paths.js';
 import { SubmitLimitError } from '../sched/sched-errors.js';
 import { jobIdentity } from './job-identity.js';
+import { askLostJobRecords, UNKNOWN_ACCOUNTING } from './lost-evidence.js';
 import { DEFAULT_LOST_RESUBMITS } from './lost-resubmit.js';
 import { isTerminalRequest } from './request-state.js';
 import { claimJobId, transition } from './transition.js';
@@ -158,6 +159,21 @@ export async function submitRequest(
     const holder = await requestByJobId(store, row.profile, jobId);
     return holder !== undefined && holder.id !== requestId && jobIdentity(job, holder) !== 'other';
   };
+  // Accounting's records under an id another request still holds (its job lost by the
+  // controller, which gave the id again), asked before the commit, not inside it: whether that
+  // request may be submitted again rests on them (lost-evidence.ts). Rare: one read otherwise.
+  const lostEvidence = async (jobId: number) => {
+    const holder = await requestByJobId(store, row.profile, jobId);
+    if (!holder || holder.id === requestId || isTerminalRequest(holder.state)) return UNKNOWN_ACCOUNTING;
+    // Never at the cost of the submission's answer, which must be committed next.
+    return askLostJobRecords(client, clock, { jobId, createdAt: holder.createdAt }, deps.signal).catch((err) => {
+      logger.warn(
+        { requestId, job_id: jobId, err },
+        'accounting not asked about a lost job: it is not submitted again',
+      );
+      return UNKNOWN_ACCOUNTING;
+    });
+  };
   // The earlier attempt's time stays until its lookup has settled it: a crash during the lookup
   // must leave the next try the same question.
   // Moved to `submitting` with its first POST (onOutcome), or on a refusal before one.
@@ -209,6 +225,7 @@ export async function submitRequest(
       });
       if (found) {
         logger.info({ requestId, job_id: found.job_id }, 'adopted the job an interrupted submit created');
+        const accounting = await lostEvidence(found.job_id);
         // The claim on the id and the job id recorded in one commit, as for a POST's answer.
         await inSharedCommit(store, async (tx) => {
           await claimJobId(tx, {
@@ -218,6 +235,7 @@ export async function submitRequest(
             at: clock.now(),
             source: 'submit',
             lostResubmits: deps.lostResubmits ?? DEFAULT_LOST_RESUBMITS,
+            accounting,
           });
           await transition(tx, requestId, {
             to: 'submitted',
@@ -240,6 +258,7 @@ export async function submitRequest(
     }
 
     const result = await client.submit(spec, requestId, { signal: deps.signal, isKnownJob, onOutcome });
+    const accounting = await lostEvidence(result.job_id);
     // In a commit shared with the answers of other submissions in flight (a crash before it
     // commits leaves the request `submitting` with its attempt's time: the retry adopts by marker).
     await inSharedCommit(store, async (tx) => {
@@ -251,6 +270,7 @@ export async function submitRequest(
         at: clock.now(),
         source: 'submit',
         lostResubmits: deps.lostResubmits ?? DEFAULT_LOST_RESUBMITS,
+        accounting,
       });
       await transition(tx, requestId, {
         to: 'submitted',

@@ -14,6 +14,7 @@ import { assertNever } from '../lib/assert-never.js';
 import { jobFinishedBody } from '../notify/events.js';
 import { backoffMs, exhaustedReason, retryMatch } from './attempt-policy.js';
 import { LOST_BY_CONTROLLER_CODE, LOST_BY_CONTROLLER_REASON } from './job-identity.js';
+import type { AccountingEvidence } from './lost-evidence.js';
 import { LOST_BEFORE_START_CODE, lostMessage, lostResubmitPlan } from './lost-resubmit.js';
 import { canTransition, isTerminalRequest } from './request-state.js';
 
@@ -206,8 +207,8 @@ export async function addFinishedDelivery(tx: History, row: JobRequestRow, at: n
  * given to another job, or gone from the controller and from accounting): `node_fail` with
  * reason JobLostByController and the job id in its message, and its claim on the id released
  * (job_id null) for the job that has the id now. A job that never started is submitted again as
- * a new attempt, within `resubmits` per request (src/requests/lost-resubmit.ts); the message
- * says which. A request already ended only lets the id go. True when the request moved.
+ * a new attempt, within `resubmits` per request, and only when accounting, asked directly,
+ * answered (src/requests/lost-resubmit.ts); the message says which. A request already ended only lets the id go. True when the request moved.
  */
 export function endLostByController(
   h: History,
@@ -218,6 +219,8 @@ export function endLostByController(
     why: string;
     /** SCHEDFLOW_LOST_RESUBMITS: how many times a request is submitted again after such a loss. */
     resubmits: number;
+    /** Accounting's direct answer for the job id (lost-evidence.ts); `unknown` never resubmits. */
+    accounting: AccountingEvidence;
   },
 ): Promise<boolean> {
   return h.transaction(async (tx) => {
@@ -227,7 +230,7 @@ export function endLostByController(
       await patchRequest(tx, requestId, { jobId: null, updatedAt: input.at });
       return false;
     }
-    const plan = await lostResubmitPlan(tx, row, input.resubmits);
+    const plan = await lostResubmitPlan(tx, row, input.resubmits, input.accounting);
     const message = lostMessage(row.jobId, input.why, plan);
     const again = plan.kind === 'resubmit';
     return transition(tx, requestId, {
@@ -264,6 +267,8 @@ export async function claimJobId(
     source: TransitionSource;
     /** SCHEDFLOW_LOST_RESUBMITS (see endLostByController). */
     lostResubmits: number;
+    /** Accounting's direct answer for `jobId`, asked before the commit when another request held it (lost-evidence.ts). */
+    accounting: AccountingEvidence;
   },
 ): Promise<void> {
   const holder = await requestByJobId(h, input.profile, input.jobId);
@@ -273,5 +278,6 @@ export async function claimJobId(
     source: input.source,
     why: `slurmctld has since given job id ${input.jobId} to request ${input.requestId}'s job`,
     resubmits: input.lostResubmits,
+    accounting: input.accounting,
   });
 }

@@ -6,6 +6,7 @@ import { transitionsOf } from '../../db/requests.js';
 import type { JobRequestRow } from '../../db/schema.js';
 import { describeArrayOutcome, formatCounts, summarizeArray, tasksToList } from '../../requests/array-state.js';
 import { taskOutputPaths } from '../../requests/job-output.js';
+import { hasAttempts, resubmittedAfterLoss } from '../../requests/lost-resubmit.js';
 import { isTerminalRequest } from '../../requests/request-state.js';
 import type { JobSpec } from '../../sched/job-spec.js';
 import { summaryForRequest, summaryLines } from '../../summaries/show.js';
@@ -163,20 +164,35 @@ async function arrayLines(h: History, row: JobRequestRow): Promise<string[]> {
 
 /**
  * A request's retries for `jobs show`: why this attempt was made, what follows it, and every
- * attempt of its request (each its own Slurm job). Nothing for a request without a policy.
+ * attempt of its request (each its own Slurm job). A resubmit after the controller lost a job
+ * before it started is said as such, not as the retry policy's. Nothing for a request without
+ * a policy, a retry or a resubmit.
  */
 async function attemptLines(
   h: History,
   row: JobRequestRow,
   attemptsOf: (h: History, id: string) => Promise<JobRequestRow[]>,
 ): Promise<string[]> {
-  if (row.retryPolicy === null && row.retryCause === null) return [];
+  if (!hasAttempts(row)) return [];
   const lines: string[] = [];
-  if (row.retryCause) lines.push(`retry of  ${row.retryCause.previousId}: ${row.retryCause.reason}`);
-  if (row.retryDueAt !== null) lines.push(`next      attempt ${row.attempt + 1} at ${time(row.retryDueAt)} (backoff)`);
-  if (row.nextAttemptId !== null) lines.push(`next      attempt ${row.attempt + 1}: ${row.nextAttemptId}`);
-  if (row.retryNote !== null) lines.push(`no retry  ${row.retryNote}`);
   const attempts = await attemptsOf(h, row.id);
+  const cause = row.retryCause;
+  if (cause) {
+    const previous = attempts.find((a) => a.id === cause.previousId);
+    const word = previous && resubmittedAfterLoss(previous) ? 'resubmit of' : 'retry of  ';
+    lines.push(`${word} ${cause.previousId}: ${cause.reason}`);
+  }
+  const lost = resubmittedAfterLoss(row);
+  if (row.retryDueAt !== null) {
+    const why = lost ? 'resubmit: the controller lost the job before it started' : 'backoff';
+    lines.push(`next      attempt ${row.attempt + 1} at ${time(row.retryDueAt)} (${why})`);
+  }
+  if (row.nextAttemptId !== null) {
+    lines.push(
+      `next      attempt ${row.attempt + 1}: ${row.nextAttemptId}${lost ? ' (resubmitted: the controller lost the job before it started)' : ''}`,
+    );
+  }
+  if (row.retryNote !== null) lines.push(`no retry  ${row.retryNote}`);
   lines.push(
     '',
     table(

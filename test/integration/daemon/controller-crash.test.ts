@@ -2,9 +2,13 @@ import { describe, expect, it } from 'vitest';
 import { getRequest } from '../../../src/db/requests.js';
 import { isTerminalRequest } from '../../../src/requests/request-state.js';
 import { jobSpecSchema } from '../../../src/sched/job-spec.js';
+import { apiClient } from '../../helpers/api.js';
+import { runCli } from '../../helpers/cli-process.js';
 import { daemonTestEnv } from '../../helpers/daemon.js';
+import { startFlakyProxy } from '../../helpers/flaky-proxy.js';
 import { bearer, http, waitFor } from '../../helpers/http.js';
 import { ALICE_TOKEN } from '../../helpers/sim.js';
+import { uiPage } from '../../helpers/ui-page.js';
 
 /**
  * slurmctld killed with SIGKILL (a crash) comes back from its last state save without the jobs
@@ -214,6 +218,31 @@ describe('a slurmctld crash that loses jobs before they started', () => {
       expect(attempt?.firstAttemptId).toBe(id);
       expect(attempt?.retryCause?.reason).toBe(row?.errorMessage);
     }
+    // `jobs show` says a resubmit after the loss, not the retry policy's doing.
+    const [first, second] = await Promise.all([
+      runCli(['jobs', 'show', waiting[0] as string, '--data-dir', td.dataDir]),
+      runCli(['jobs', 'show', next[0]?.id as string, '--data-dir', td.dataDir]),
+    ]);
+    expect(first.code, first.stderr).toBe(0);
+    expect(first.stdout).toMatch(
+      /^next {6}attempt 2: \S+ \(resubmitted: the controller lost the job before it started\)$/m,
+    );
+    expect(first.stdout).not.toMatch(/backoff/);
+    expect(second.code, second.stderr).toBe(0);
+    expect(second.stdout).toMatch(
+      new RegExp(`^resubmit of ${waiting[0]}: the controller lost job \\d+ before it started`, 'm'),
+    );
+    // So does the web UI's job page: its timeline and attempts.
+    const api = apiClient(td);
+    const token = await api.token(['read']);
+    const [firstPage, secondPage] = await Promise.all([
+      uiPage(td, token, `/ui/jobs/${waiting[0]}`),
+      uiPage(td, token, `/ui/jobs/${next[0]?.id}`),
+    ]);
+    expect(firstPage).toContain('resubmit after the controller lost the job before it started: <a');
+    expect(firstPage).not.toContain('retry policy:');
+    expect(firstPage).toContain('<table aria-label="attempts">');
+    expect(secondPage).toContain('resubmit: attempt 2, after');
 
     // The second attempt of lost-b is lost too, before it started: the resubmit is spent.
     // This time another job is given its id: the controller's record says the loss at once.
@@ -263,5 +292,29 @@ describe('a slurmctld crash that loses jobs before they started', () => {
     );
     expect(row.nextAttemptId).toBeNull();
     expect(row.retryDueAt).toBeNull();
+  }, 60_000);
+
+  it('on a cluster without accounting, leaves it lost, never submitted again: a job gone unseen may have run', async () => {
+    // No slurmdbd: every /slurmdb (here /scheddb) path answers 404. Nothing can say the job never
+    // ran (a daemon down past MinJobAge misses a short job's whole life the same way).
+    const sim = await env.sim({ cpus: 1 });
+    const proxy = await startFlakyProxy(sim.url);
+    env.defer(() => proxy.close());
+    proxy.notFound = (req) => req.url.startsWith('/scheddb/');
+    const td = await env.daemon(proxy.url);
+    const { blockerJobId, waiting } = await behindBlocker(td, sim.workDir, ['noacct-lost']);
+    expect(await crash(sim, 1)).toHaveLength(1);
+    const row = await td.waitForState(waiting[0] as string, 'lost', 30_000);
+    expect(row.errorMessage ?? '').not.toMatch(/submitted again/);
+    expect(row.nextAttemptId).toBeNull();
+    expect(row.retryDueAt).toBeNull();
+    // Still not submitted again a while later, and no second job of it ever reached the controller.
+    sim.server.cluster.cancel(blockerJobId);
+    await new Promise((resolve) => setTimeout(resolve, 3000));
+    const later = await getRequest(td.daemon.history.store, waiting[0] as string);
+    expect(later?.state).toBe('lost');
+    expect(later?.nextAttemptId).toBeNull();
+    const jobs = sim.server.cluster.listJobs();
+    expect(jobs.filter((job) => job.name === 'noacct-lost')).toHaveLength(0);
   }, 60_000);
 });

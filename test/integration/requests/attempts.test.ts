@@ -11,6 +11,7 @@ import { apiClient, errorOf, shellSpec } from '../../helpers/api.js';
 import { runCli } from '../../helpers/cli-process.js';
 import { daemonTestEnv, type TestDaemon } from '../../helpers/daemon.js';
 import { waitFor } from '../../helpers/http.js';
+import { uiPage } from '../../helpers/ui-page.js';
 
 /**
  * Retry policies of job requests on the simulator, through the local API: each attempt its own
@@ -49,29 +50,6 @@ async function settled(td: TestDaemon, firstId: string, timeoutMs = 20_000): Pro
     },
     { what: `request ${firstId} to settle`, timeoutMs, intervalMs: 100 },
   );
-}
-
-/** A page of the web UI, logged in with a token through the login form (its cookie and field). */
-async function uiPage(td: TestDaemon, token: string, path: string): Promise<string> {
-  const base = td.daemon.apiUrl as string;
-  const cookieOf = (res: Response) =>
-    res.headers
-      .getSetCookie()
-      .map((c) => c.split(';')[0])
-      .join('; ');
-  const form = await fetch(`${base}/ui/login`);
-  const loginCookie = cookieOf(form);
-  const field = /name="_login" value="([^"]+)"/.exec(await form.text())?.[1] ?? '';
-  const login = await fetch(`${base}/ui/login`, {
-    method: 'POST',
-    redirect: 'manual',
-    headers: { cookie: loginCookie, 'content-type': 'application/x-www-form-urlencoded' },
-    body: new URLSearchParams({ _login: field, token, next: path }).toString(),
-  });
-  expect(login.status).toBe(303);
-  const page = await fetch(`${base}${path}`, { headers: { cookie: cookieOf(login) } });
-  expect(page.status).toBe(200);
-  return page.text();
 }
 
 describe('retry policies of job requests', () => {

@@ -14,6 +14,7 @@ import { describeArrayOutcome, formatCounts, summarizeArray, tasksToList } from 
 import { attemptsOf } from '../../../requests/attempts.js';
 import { cancelRequest } from '../../../requests/canceller.js';
 import { taskOutputPaths } from '../../../requests/job-output.js';
+import { hasAttempts, resubmittedAfterLoss } from '../../../requests/lost-resubmit.js';
 import { isTerminalRequest, mayResubmit } from '../../../requests/request-state.js';
 import type { JobSpec } from '../../../sched/job-spec.js';
 import { type OutputTail, outputTails } from '../../../summaries/output-tail.js';
@@ -208,7 +209,7 @@ async function jobDetail(ctx: UiContext, row: JobRequestRow, session: UiSession,
       deliveriesOfRequest(h, row.id).then((oldestFirst) => oldestFirst.reverse()),
       replaysOf(h, row.id),
       row.arrayTaskCount === null ? [] : tasksOf(h, row.id),
-      row.retryPolicy === null && row.retryCause === null ? [] : attemptsOf(h, row.id),
+      hasAttempts(row) ? attemptsOf(h, row.id) : [],
       // The cluster view's last kept answer only: no scheduler read per job page.
       pendingPartitionLoad(ctx.deps.clusterView, row),
     ]);
@@ -282,7 +283,7 @@ async function jobDetail(ctx: UiContext, row: JobRequestRow, session: UiSession,
       }), answered with this request${r.count === 1 ? ' (once)' : html` (${r.count} times, the last at ${time(r.lastAt)})`}`,
     })),
     ...misses.map((m) => ({ at: m.at, item: html`deadline missed (${m.kind}): ${m.detail}` })),
-    ...retryEvents(row),
+    ...retryEvents(row, attempts),
     ...(accounting && !isArray
       ? [
           {
@@ -409,24 +410,33 @@ ${
 }`;
 }
 
-/** What the retry policy did around this attempt, for its timeline: why it was made, what follows it. */
-function retryEvents(row: JobRequestRow): { at: number; item: Html }[] {
+/**
+ * What the retry policy did around this attempt, for its timeline: why it was made, what follows
+ * it. A resubmit after the controller lost the job before it started is said as such: no policy
+ * made it.
+ */
+function retryEvents(row: JobRequestRow, attempts: readonly JobRequestRow[]): { at: number; item: Html }[] {
   const events: { at: number; item: Html }[] = [];
   const cause = row.retryCause;
   if (cause) {
+    const previous = attempts.find((a) => a.id === cause.previousId);
+    const word = previous && resubmittedAfterLoss(previous) ? 'resubmit' : 'retry';
     events.push({
       at: row.createdAt,
-      item: html`retry: attempt ${row.attempt}, after <a href="${jobHref(cause.previousId)}">attempt ${row.attempt - 1}</a> — ${cause.reason}`,
+      item: html`${word}: attempt ${row.attempt}, after <a href="${jobHref(cause.previousId)}">attempt ${row.attempt - 1}</a> — ${cause.reason}`,
     });
   }
   const endedAt = row.endedAt ?? row.updatedAt;
+  const by = resubmittedAfterLoss(row)
+    ? 'resubmit after the controller lost the job before it started'
+    : 'retry policy';
   if (row.retryDueAt !== null) {
-    events.push({ at: endedAt, item: html`retry policy: attempt ${row.attempt + 1} due at ${time(row.retryDueAt)}` });
+    events.push({ at: endedAt, item: html`${by}: attempt ${row.attempt + 1} due at ${time(row.retryDueAt)}` });
   }
   if (row.nextAttemptId !== null) {
     events.push({
       at: endedAt,
-      item: html`retry policy: <a href="${jobHref(row.nextAttemptId)}">attempt ${row.attempt + 1}</a> made`,
+      item: html`${by}: <a href="${jobHref(row.nextAttemptId)}">attempt ${row.attempt + 1}</a> made`,
     });
   }
   if (row.retryNote !== null) events.push({ at: endedAt, item: html`retry policy: no retry — ${row.retryNote}` });
@@ -435,7 +445,7 @@ function retryEvents(row: JobRequestRow): { at: number; item: Html }[] {
 
 /** Every attempt of this request (each its own Slurm job), when it has a retry policy. */
 function attemptsPanel(row: JobRequestRow, attempts: readonly JobRequestRow[]): Html {
-  if (row.retryPolicy === null && row.retryCause === null) return html``;
+  if (!hasAttempts(row)) return html``;
   return html`<h2>Attempts</h2><div class="table-wrap"><table aria-label="attempts"><thead><tr><th>Attempt</th><th>State</th><th>Slurm job</th><th>Exit</th><th>Why</th></tr></thead><tbody>${attempts.map(
     (a) =>
       html`<tr><td data-label="Attempt">${a.id === row.id ? html`<strong>${a.attempt}</strong>` : html`<a href="${jobHref(a.id)}">${a.attempt}</a>`}</td><td data-label="State">${stateBadge(
