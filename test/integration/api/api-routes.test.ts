@@ -564,6 +564,9 @@ describe('failures', () => {
       cancelRun: async () => {
         throw new Error('unreachable');
       },
+      resumeRun: async () => {
+        throw new Error('unreachable');
+      },
     };
     const app = await buildApp({
       store: td.daemon.history.store,
