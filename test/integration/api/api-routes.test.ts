@@ -465,6 +465,7 @@ describe('documents', () => {
         'POST /api/v1/runs/{id}/cancel',
         'POST /api/v1/runs/{id}/hold',
         'POST /api/v1/runs/{id}/release',
+        'POST /api/v1/runs/{id}/resume',
       ].sort(),
     );
     expect(doc.paths['/api/v1/jobs']?.post?.security).toEqual([{ bearer: [] }]);

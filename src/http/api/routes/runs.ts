@@ -193,7 +193,7 @@ export const runRoutes: FastifyPluginAsyncZod<{ deps: ApiDeps }> = async (app, {
         const outcome = await deps.pipelines.resumeRun(id, {
           source: origin,
           who,
-          params: request.body?.params,
+          params: request.body.params,
           audit: apiAuditContext(request),
         });
         if (outcome.kind === 'not_found') throw new NotFoundApiError(`no pipeline run ${id}`);
