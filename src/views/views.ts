@@ -449,6 +449,7 @@ const RUN_OUTCOME_KEYS = [
   'pipeline',
   'trigger',
   'state',
+  'attempt',
   'detail',
   'scheduled_for',
   'created_at',
@@ -465,6 +466,7 @@ export function runOutcome(run: PipelineRunRow, steps: readonly JobRequestRow[])
       return {
         step: s.step,
         attempt: s.attempt,
+        run_attempt: s.run_attempt,
         request_id: s.id,
         state: s.state,
         job_id: s.job_id,

@@ -8,6 +8,7 @@ import { apiClient, errorOf } from '../../helpers/api.js';
 import { runCli } from '../../helpers/cli-process.js';
 import { daemonTestEnv, type TestDaemon } from '../../helpers/daemon.js';
 import { waitFor } from '../../helpers/http.js';
+import { startWebhookReceiver } from '../../helpers/webhook-receiver.js';
 
 /**
  * Resuming a pipeline run on the simulator (issue 36): a 5-step run that fails at its fourth
@@ -28,8 +29,9 @@ const waitForRun = (d: TestDaemon, runId: string, state: string, attempt = 1): P
     { what: `run ${runId} to be ${state} (attempt ${attempt})`, timeoutMs: 30_000, intervalMs: 50 },
   );
 
-const chain = (workDir: string, failing: string, marker: string) =>
+const chain = (workDir: string, failing: string, marker: string, webhook: string) =>
   [
+    `webhook: ${webhook}`,
     'defaults:',
     `  current_working_directory: ${workDir}`,
     'steps:',
@@ -44,11 +46,13 @@ const chain = (workDir: string, failing: string, marker: string) =>
 describe('resuming a pipeline run', () => {
   it('runs only the steps that did not complete (one job each, no dependency on kept jobs), ends succeeded; refusals say why', async () => {
     const sim = await env.sim();
+    const receiver = await startWebhookReceiver();
+    env.defer(() => receiver.stop());
     const td = await env.daemon(
       sim.url,
-      { pipelineTickMs: 200 },
+      { pipelineTickMs: 200, notifyEveryMs: 200 },
       {
-        'five.yaml': chain(sim.workDir, 's4', 'resume-ok'),
+        'five.yaml': chain(sim.workDir, 's4', 'resume-ok', `${receiver.url}/runs`),
         'flaky.yaml': [
           'params:',
           '  label: one',
@@ -99,6 +103,16 @@ describe('resuming a pipeline run', () => {
 
     const run = await waitForRun(td, runId, 'succeeded', 2);
     expect(run.detail).toBeNull();
+    // Its webhook at each end: failed in attempt 1, succeeded in attempt 2 with its new steps.
+    const calls = (await receiver.waitForCalls(2)).map(
+      (c) => JSON.parse(c.body) as { run: { state: string; attempt: number; steps: { run_attempt: number }[] } },
+    );
+    calls.sort((a, b) => a.run.attempt - b.run.attempt);
+    expect(calls.map((c) => [c.run.state, c.run.attempt])).toEqual([
+      ['failed', 1],
+      ['succeeded', 2],
+    ]);
+    expect(calls[1]?.run.steps.filter((s) => s.run_attempt === 2)).toHaveLength(2);
     // In Slurm: one job for each step run again, none for the kept ones; s4's has no dependency
     // (the kept s3 is met, not sent), s5's is on the new s4 alone.
     const newJobs = sim.server.cluster.listJobs().filter((j) => !before.has(j.jobId));
@@ -145,7 +159,12 @@ describe('resuming a pipeline run', () => {
     expect(errorOf(apiAgain)).toMatchObject({ code: 'SCHEDFLOW_ERR_RUN_NOT_RESUMABLE', state: 'succeeded' });
     const history = td.daemon.history.store;
     const { auditLog } = history.t;
-    const audit = await history.all(history.db.select().from(auditLog).where(eq(auditLog.target, `run:${runId}`)));
+    const audit = await history.all(
+      history.db
+        .select()
+        .from(auditLog)
+        .where(eq(auditLog.target, `run:${runId}`)),
+    );
     expect(audit.filter((a) => a.action === 'run.resume').map((a) => a.outcome)).toEqual([
       'refused',
       'ok',
