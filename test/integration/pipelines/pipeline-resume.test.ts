@@ -2,6 +2,7 @@ import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { eq } from 'drizzle-orm';
 import { describe, expect, it } from 'vitest';
+import { SchedflowApiError, SchedflowClient } from '../../../src/client/index.js';
 import { getRun, stepRequests } from '../../../src/db/runs.js';
 import type { PipelineRunRow } from '../../../src/db/schema.js';
 import { apiClient, errorOf } from '../../helpers/api.js';
@@ -181,12 +182,22 @@ describe('resuming a pipeline run', () => {
     expect(bad.status).toBe(400);
     expect(errorOf(bad).message).toMatch(/unknown parameter "nope"/);
     writeFileSync(join(sim.workDir, 'flaky-ok'), '');
-    const both = await Promise.all(
-      [0, 1].map(() =>
-        api.call('POST', `/api/v1/runs/${flaky.id}/resume`, { token, body: { params: { label: 'two' } } }),
+    // One through the typed client, one over plain HTTP.
+    const sf = new SchedflowClient({ baseUrl: td.daemon.apiUrl ?? '', token });
+    const [byClient, byHttp] = await Promise.all([
+      sf.resumeRun(flaky.id, { params: { label: 'two' } }).then(
+        (answer) => answer,
+        (error: unknown) => error,
       ),
-    );
-    expect(both.map((r) => r.status).sort()).toEqual([201, 409]);
+      api.call('POST', `/api/v1/runs/${flaky.id}/resume`, { token, body: { params: { label: 'two' } } }),
+    ]);
+    if (byHttp.status === 201) {
+      expect(byClient).toBeInstanceOf(SchedflowApiError);
+      expect(byClient).toMatchObject({ code: 'SCHEDFLOW_ERR_RUN_NOT_RESUMABLE', status: 409 });
+    } else {
+      expect(byHttp.status).toBe(409);
+      expect(byClient).toMatchObject({ state: 'running', attempt: 2, kept: [], steps: [{ step: 'only' }] });
+    }
     const ended = await waitForRun(td, flaky.id, 'succeeded', 2);
     expect(ended.params).toEqual({ label: 'two' });
     expect((await stepRequests(history, flaky.id)).map((s) => [s.attempt, s.runAttempt, s.state])).toEqual([
