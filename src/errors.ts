@@ -163,6 +163,11 @@ export const ERROR_CODES = {
     retryable: false,
     what: 'The run has already ended (`state` says how): nothing to cancel.',
   },
+  SCHEDFLOW_ERR_RUN_NOT_RESUMABLE: {
+    status: 409,
+    retryable: false,
+    what: 'The run cannot be resumed (`state` says why): it is still queued or running (resumed already, or by another host just now), it succeeded, it was skipped (nothing ran: trigger the pipeline), or its steps have been pruned from the history.',
+  },
   SCHEDFLOW_ERR_NO_SUGGESTION: {
     status: 409,
     retryable: false,
@@ -650,6 +655,20 @@ export class JobControlRefusedError extends SchedflowError {
       | 'SCHEDFLOW_ERR_JOB_UPDATE_INVALID'
       | 'SCHEDFLOW_ERR_TASKS_NOT_IN_ARRAY',
     message: string,
+  ) {
+    super(message);
+  }
+}
+
+/**
+ * A resume of a pipeline run that cannot be (src/pipelines/run-resume.ts): still active,
+ * succeeded, skipped, or its steps pruned. `state` is the run's state when it was refused.
+ */
+export class RunNotResumableError extends SchedflowError {
+  readonly code = 'SCHEDFLOW_ERR_RUN_NOT_RESUMABLE' as const;
+  constructor(
+    message: string,
+    readonly state: string,
   ) {
     super(message);
   }

@@ -52,13 +52,15 @@ function stepLine(row: JobRequestRow): string {
  * Follows a run through the history, printing each change of its steps and of itself, until it
  * ends. The history is read, never written: the daemon does the work.
  */
-async function followRun(h: History, runId: string, json: boolean): Promise<PipelineRunRow> {
+async function followRun(h: History, runId: string, json: boolean, fromAttempt = 1): Promise<PipelineRunRow> {
   const seen = new Map<string, string>();
   let runState: string | undefined;
   for (;;) {
     const run = await getRun(h, runId);
     if (!run) throw new ConfigError(`pipeline run ${runId} is gone from the history`);
     for (const row of await stepRequests(h, runId)) {
+      // Following a resume: the steps of its attempt, not those of the attempts before.
+      if (row.runAttempt < fromAttempt) continue;
       const key = `${row.state}/${row.jobId ?? ''}`;
       if (seen.get(row.id) === key) continue;
       seen.set(row.id, key);
@@ -72,17 +74,18 @@ async function followRun(h: History, runId: string, json: boolean): Promise<Pipe
       runState = run.state;
       if (!json && !isTerminalRun(run.state)) print(`${new Date().toLocaleTimeString()}  run ${run.state}\n`);
     }
-    if (isTerminalRun(run.state)) return run;
+    // A run read before the resume committed can still show its old end.
+    if (isTerminalRun(run.state) && run.attempt >= fromAttempt) return run;
     await sleep(500);
   }
 }
 
-/** `schedflow runs`: pipeline runs of the running daemon: started, listed, shown and cancelled. */
+/** `schedflow runs`: pipeline runs of the running daemon: started, listed, shown, cancelled and resumed. */
 export function registerRunsCommand(program: Command): void {
   const runs = withDaemonDataDir(
     program
       .command('runs')
-      .description('pipeline runs of the running daemon: trigger, list, show, cancel')
+      .description('pipeline runs of the running daemon: trigger, list, show, cancel, resume')
       .option('--json', 'print JSON'),
   );
   const flagsOf = (cmd: Command) => cmd.optsWithGlobals() as RunsFlags;
@@ -191,6 +194,7 @@ export function registerRunsCommand(program: Command): void {
                 steps: steps.map((s) => ({
                   step: s.step,
                   attempt: s.attempt,
+                  run_attempt: s.runAttempt,
                   request_id: s.id,
                   state: s.state,
                   job_id: s.jobId,
@@ -210,6 +214,9 @@ export function registerRunsCommand(program: Command): void {
           `pipeline  ${run.pipeline}`,
           `started   by ${runStartedBy(run)}${run.scheduledFor !== null ? `, for the tick of ${time(run.scheduledFor)}` : ''}`,
           `state     ${run.state}${run.detail ? ` (${run.detail})` : ''}`,
+          ...(run.attempt > 1
+            ? [`attempt   ${run.attempt} (resumed ${run.attempt - 1} time${run.attempt > 2 ? 's' : ''})`]
+            : []),
           `params    ${params.length ? params.join(' ') : '-'}`,
           `created   ${time(run.createdAt)}`,
           `began     ${time(run.startedAt)}`,
@@ -221,16 +228,20 @@ export function registerRunsCommand(program: Command): void {
           steps.length === 0
             ? '(no step requests)'
             : table(
-                ['STEP', 'ATTEMPT', 'REQUEST', 'JOBID', 'STATE', 'EXIT', 'REASON'],
-                steps.map((s) => [
-                  s.step ?? '-',
-                  String(s.attempt),
-                  s.id,
-                  s.jobId === null ? '-' : String(s.jobId),
-                  s.state,
-                  s.exitCode === null ? '-' : String(s.exitCode),
-                  s.reason ?? '-',
-                ]),
+                ['RUN ATTEMPT', 'STEP', 'ATTEMPT', 'REQUEST', 'JOBID', 'STATE', 'EXIT', 'REASON'],
+                // Which attempt of the run made each step request: a resume's steps under its number.
+                [...steps]
+                  .sort((a, b) => a.runAttempt - b.runAttempt)
+                  .map((s) => [
+                    String(s.runAttempt),
+                    s.step ?? '-',
+                    String(s.attempt),
+                    s.id,
+                    s.jobId === null ? '-' : String(s.jobId),
+                    s.state,
+                    s.exitCode === null ? '-' : String(s.exitCode),
+                    s.reason ?? '-',
+                  ]),
               ),
           '',
           ...(await runSummaryLines(h, run)),
@@ -278,7 +289,66 @@ export function registerRunsCommand(program: Command): void {
       print(`${lines.join('\n')}\n`);
     });
 
+  runs
+    .command('resume')
+    .description('resume a failed or cancelled run: a new attempt where only the steps that did not complete run again')
+    .argument('<run>', 'run id')
+    .option(
+      '--param <name=value>',
+      "a parameter to change for the steps run again (repeatable); default: the run's own",
+      collectParam,
+      {},
+    )
+    .option('--wait', 'print each step change; exit 0 only when the run succeeded')
+    .action(async (id: string, opts: { param: Record<string, string>; wait?: boolean }, cmd: Command) => {
+      const flags = flagsOf(cmd);
+      let body: RunResumeAnswer;
+      try {
+        body = (
+          await callDaemon<RunResumeAnswer>(flags.dataDir, {
+            method: 'POST',
+            path: `/api/v1/runs/${segment(id)}/resume`,
+            body: Object.keys(opts.param).length ? { params: opts.param } : {},
+            nothing: 'nothing was resumed',
+          })
+        ).body;
+      } catch (error) {
+        if (!(error instanceof DaemonApiError)) throw error;
+        if (error.code === 'SCHEDFLOW_ERR_NOT_FOUND') throw new ConfigError(`no pipeline run ${id} in the history`);
+        if (flags.json) print(`${JSON.stringify({ id, error: { code: error.code, message: error.message } })}\n`);
+        else printError(`schedflow: ${error.message}\n`);
+        process.exitCode = error.retryable ? EXIT.unavailable : EXIT.refused;
+        return;
+      }
+      if (flags.json) print(`${JSON.stringify(body)}\n`);
+      else print(`run ${id} ${body.message}\n`);
+      if (!opts.wait) return;
+      const history = await openCliHistory(flags.dataDir, { write: false });
+      const stopWatching = onInterrupt(
+        () =>
+          `schedflow: stopped waiting; run ${id} goes on in the daemon. To cancel it: schedflow runs cancel ${id} --data-dir ${resolve(flags.dataDir)}`,
+      );
+      try {
+        const ended = await followRun(history.store, id, flags.json ?? false, body.attempt);
+        if (!flags.json) print(`run ${ended.id} ${ended.state}${ended.detail ? `: ${ended.detail}` : ''}\n`);
+        process.exitCode = ended.state === 'succeeded' ? EXIT.ok : EXIT.refused;
+      } finally {
+        stopWatching();
+        await history.close();
+      }
+    });
+
   registerRunControl(runs, flagsOf);
+}
+
+/** The API's answer to `POST /api/v1/runs/:id/resume`. */
+interface RunResumeAnswer {
+  id: string;
+  state: string;
+  attempt: number;
+  message: string;
+  kept: string[];
+  steps: { step: string; request_id: string }[];
 }
 
 /** A step's line in the answer of a run's hold or release. */

@@ -41,6 +41,8 @@ export type ListRunsQuery = QueryOf<Operation<'/api/v1/runs', 'get'>>;
 export type RunDetail = AnswerOf<Operation<'/api/v1/runs/{id}', 'get'>, 200>;
 export type CancelledRun = AnswerOf<Operation<'/api/v1/runs/{id}/cancel', 'post'>, 200 | 202>;
 export type RunControlAnswer = AnswerOf<Operation<'/api/v1/runs/{id}/hold', 'post'>, 200>;
+export type ResumeRunBody = BodyOf<Operation<'/api/v1/runs/{id}/resume', 'post'>>;
+export type ResumedRun = AnswerOf<Operation<'/api/v1/runs/{id}/resume', 'post'>, 201>;
 
 /** The body of every error answer: `{ error: { code, message, fields?, request_id?, … } }`. */
 export type ErrorBody = AnswerOf<Operation<'/api/v1/jobs', 'post'>, 400>;

@@ -376,6 +376,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/runs/{id}/resume": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Resume a failed or cancelled pipeline run
+         * @description A new attempt of the same run (its `attempt` one more, its state `running` again): the steps that completed keep their jobs and results; every other step (failed, cancelled, timed out, lost, never run because a step it needs failed) is submitted again as a new request of the run, its dependencies on kept steps met and only those among the steps run again sent to Slurm. Parameters are the run’s own unless `params` changes some (the steps run again are then rendered from the pipeline file as loaded now). The run’s and its steps’ `start_by`/`finish_by` move with the resume; its webhook is sent again when it ends. A run still queued or running, one that succeeded or was skipped, or one whose steps retention has pruned: 409 `SCHEDFLOW_ERR_RUN_NOT_RESUMABLE` with its `state`; of two resumes at once, one wins. A bad parameter: 400. Scope: submit (as for triggering a run). Without admin, only the runs of the caller’s owner and of the pipelines whose `allow:` names it: another run answers 404 as an unknown id.
+         */
+        post: operations["resumeRun"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/audit": {
         parameters: {
             query?: never;
@@ -780,6 +800,8 @@ export interface components {
             step: string | null;
             /** @description 1, or which retry of its request this is */
             attempt: number;
+            /** @description a pipeline step: which attempt of its run made it (1, or the resume that did); null for other requests */
+            run_attempt: number | null;
             /** @description a retry's first attempt: the request as submitted */
             first_attempt_id: string | null;
             /** @description its retry policy at work; null without a policy */
@@ -891,6 +913,8 @@ export interface components {
             step: string | null;
             /** @description 1, or which retry of its request this is */
             attempt: number;
+            /** @description a pipeline step: which attempt of its run made it (1, or the resume that did); null for other requests */
+            run_attempt: number | null;
             /** @description a retry's first attempt: the request as submitted */
             first_attempt_id: string | null;
             /** @description its retry policy at work; null without a policy */
@@ -1167,6 +1191,12 @@ export interface components {
             message: string;
             runs: components["schemas"]["RunControl"][];
         };
+        ResumeRunInput: {
+            /** @description parameters to change for the steps run again (the steps are rendered again from the pipeline file as loaded now); absent: the run's own */
+            params?: {
+                [key: string]: string | number | boolean;
+            };
+        };
         /** @description A run of a pipeline */
         Run: {
             id: string;
@@ -1188,6 +1218,8 @@ export interface components {
             };
             /** @enum {string} */
             state: "queued" | "running" | "succeeded" | "failed" | "cancelled" | "skipped";
+            /** @description 1, and one more each time the run was resumed (`POST /api/v1/runs/{id}/resume`) */
+            attempt: number;
             detail: string | null;
             /** @description the webhook URL; without its user info and query string unless the token has the admin scope */
             webhook_url: string | null;
@@ -1272,6 +1304,8 @@ export interface components {
             };
             /** @enum {string} */
             state: "queued" | "running" | "succeeded" | "failed" | "cancelled" | "skipped";
+            /** @description 1, and one more each time the run was resumed (`POST /api/v1/runs/{id}/resume`) */
+            attempt: number;
             detail: string | null;
             /** @description the webhook URL; without its user info and query string unless the token has the admin scope */
             webhook_url: string | null;
@@ -1306,12 +1340,31 @@ export interface components {
                 /** @description ISO 8601 time, UTC */
                 at: string;
                 /**
-                 * @description how it was started (its trigger) when made; `pipeline` for the engine (started, ended); `api` or `cli` for a cancel
+                 * @description how it was started (its trigger) when made; `pipeline` for the engine (started, ended); `api`, `cli` or `ui` for a cancel or a resume
                  * @enum {string}
                  */
                 source: "schedule" | "catchup" | "api" | "cli" | "ui" | "pipeline";
                 detail: string | null;
             }[];
+        };
+        /** @description What a resume of a run did */
+        RunResume: {
+            id: string;
+            /** @enum {string} */
+            state: "queued" | "running" | "succeeded" | "failed" | "cancelled" | "skipped";
+            /** @description the attempt this resume began */
+            attempt: number;
+            message: string;
+            /** @description steps that had completed: their jobs and results are kept, not run again */
+            kept: string[];
+            /** @description steps made again in this attempt, each a new request of the run */
+            steps: {
+                step: string;
+                request_id: string;
+            }[];
+            links: {
+                self: string;
+            };
         };
         SubmitJobInput: {
             /** @description the job, in slurmrestd's job_desc_msg names (name, script, partition, time_limit, …); any other job_desc_msg member passes through. slurmrestd's submit body ({"job": {…}}) is taken as the job it wraps. Required unless `sbatch` is given; beside `sbatch`, its members take precedence over the script's #SBATCH lines */
@@ -3667,6 +3720,122 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["RunCancel"];
+                };
+            };
+            /** @description invalid request (body, query, path or header): `fields` names each field and the reason */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description no token, or an unknown or revoked one */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description the token lacks the scope this route needs */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description no such resource */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description conflicts with the state of the resource or with an earlier use of the Idempotency-Key */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description body larger than 1 MiB */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description a body of a media type the API does not read: send Content-Type: application/json */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description the token's rate limit (on a submission, one of its quotas) is reached: see Retry-After */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description a bug; the answer carries a request id to find it in the log */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description not available now (scheduler unreachable, pipelines not loaded); try again later */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    resumeRun: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ResumeRunInput"];
+            };
+        };
+        responses: {
+            /** @description the run is resumed: a new attempt */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RunResume"];
                 };
             };
             /** @description invalid request (body, query, path or header): `fields` names each field and the reason */

@@ -13,6 +13,8 @@ import type {
   ListRunsQuery,
   Pipeline,
   ResubmittedJob,
+  ResumedRun,
+  ResumeRunBody,
   RetriedTasks,
   RetryJobTasksBody,
   Run,
@@ -223,6 +225,22 @@ export class SchedflowClient {
   /** `POST /api/v1/runs/{id}/release`: the steps schedflow held. */
   async releaseRun(id: string, options: CallOptions = {}): Promise<RunControlAnswer> {
     return this.#control<RunControlAnswer>(`/api/v1/runs/${segment(id)}/release`, undefined, options);
+  }
+
+  /**
+   * `POST /api/v1/runs/{id}/resume`: a new attempt of a failed or cancelled run, its steps that
+   * did not complete run again. Not sent again by itself after no answer: the resume may have
+   * been made, and asking again is then refused (409, the run is running), not repeated.
+   */
+  async resumeRun(id: string, body: ResumeRunBody = {}, options: CallOptions = {}): Promise<ResumedRun> {
+    const answer = await this.#transport.call<ResumedRun>({
+      method: 'POST',
+      path: `/api/v1/runs/${segment(id)}/resume`,
+      body,
+      idempotent: false,
+      signal: options.signal,
+    });
+    return answer.body;
   }
 
   // ---- the calls underneath

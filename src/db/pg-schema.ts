@@ -229,6 +229,10 @@ export const jobRequests = schedflow.table(
       .notNull()
       .default(1)
       .$type<Of<typeof sqlite.jobRequests, 'attempt'>>(),
+    runAttempt: bigint('run_attempt', { mode: 'number' })
+      .notNull()
+      .default(1)
+      .$type<Of<typeof sqlite.jobRequests, 'runAttempt'>>(),
     needs: jsonb('needs').$type<Of<typeof sqlite.jobRequests, 'needs'>>(),
     webhookUrl: text('webhook_url').$type<Of<typeof sqlite.jobRequests, 'webhookUrl'>>(),
     deadlines: jsonb('deadlines').$type<Of<typeof sqlite.jobRequests, 'deadlines'>>(),
@@ -353,6 +357,10 @@ export const pipelineRuns = schedflow.table(
       Of<typeof sqlite.pipelineRuns, 'cancelRequestedAt'>
     >(),
     cancelledBy: text('cancelled_by').$type<Of<typeof sqlite.pipelineRuns, 'cancelledBy'>>(),
+    attempt: bigint('attempt', { mode: 'number' })
+      .notNull()
+      .default(1)
+      .$type<Of<typeof sqlite.pipelineRuns, 'attempt'>>(),
   },
   (t) => [
     uniqueIndex('pipeline_runs_tick').on(t.pipeline, t.scheduledFor),

@@ -53,6 +53,8 @@ export interface NewRequest {
   runId?: string;
   step?: string;
   attempt?: number;
+  /** Which attempt of its run made it (a resumed run's steps: src/pipelines/run-resume.ts). @defaultValue 1 */
+  runAttempt?: number;
   needs?: StepNeed[];
   webhookUrl?: string | null;
   deadlines?: Deadlines | null;
@@ -102,6 +104,7 @@ const INSERTED = [
   'runId',
   'step',
   'attempt',
+  'runAttempt',
   'needs',
   'webhookUrl',
   'deadlines',
@@ -142,6 +145,7 @@ export async function insertRequest(
     runId: req.runId,
     step: req.step,
     attempt: req.attempt ?? 1,
+    runAttempt: req.runAttempt ?? 1,
     needs: req.needs,
     webhookUrl: req.webhookUrl,
     deadlines: req.deadlines,

@@ -15,7 +15,7 @@ import {
 import { nextTurn } from '../lib/turns.js';
 import type { History } from './history.js';
 import { keepJobUsage } from './job-usage.js';
-import { TERMINAL_REQUEST_STATES, TERMINAL_RUN_STATES } from './schema.js';
+import { type JobRequestRow, TERMINAL_REQUEST_STATES, TERMINAL_RUN_STATES } from './schema.js';
 
 /**
  * Retention: how long the history keeps its detail, and the pruner that removes what is older,
@@ -159,6 +159,31 @@ function prunableAudit(h: History, cutoff: number): SQL {
 }
 
 const num = (n: unknown): number => Number(n ?? 0);
+
+/**
+ * The rows whose run (if any) is still ended, the runs locked until the prune's transaction ends.
+ * A resume (src/pipelines/run-resume.ts) locks the run too and moves it back to `running`: on
+ * PostgreSQL it could commit between the select above and the deletes, and the prune would take
+ * the kept steps of a run being resumed. Locked here, one waits for the other: the prune sees the
+ * run running and keeps its steps, or the resume sees them gone and is refused.
+ */
+async function stillEndedRuns(tx: History, rows: readonly JobRequestRow[]): Promise<JobRequestRow[]> {
+  const runIds = [...new Set(rows.map((r) => r.runId).filter((id): id is string => id !== null))];
+  if (runIds.length === 0) return [...rows];
+  const p = tx.t.pipelineRuns;
+  const live = new Set(
+    (
+      await tx.all(
+        tx.forUpdate(
+          tx.db.select({ id: p.id, state: p.state }).from(p).where(inArray(p.id, runIds)).orderBy(asc(p.id)),
+        ),
+      )
+    )
+      .filter((r) => !(TERMINAL_RUN_STATES as readonly string[]).includes(r.state))
+      .map((r) => r.id),
+  );
+  return rows.filter((r) => r.runId === null || !live.has(r.runId));
+}
 
 /** What a prune at `now` would remove, per table (counts, no write): `schedflow db stats`. */
 export async function countPrunable(h: History, settings: RetentionSettings, now: number): Promise<PruneCounts> {
@@ -370,7 +395,7 @@ export async function pruneHistory(
       if (signal?.aborted) return counts;
       await nextTurn();
       const removed = await h.transaction(async (tx) => {
-        const rows = await tx.all(
+        const found = await tx.all(
           tx.db
             .select()
             .from(t.jobRequests)
@@ -378,8 +403,10 @@ export async function pruneHistory(
             .orderBy(asc(t.jobRequests.createdAt), asc(t.jobRequests.id))
             .limit(PRUNE_SLICE_ROWS),
         );
-        if (rows.length === 0) return 0;
+        if (found.length === 0) return 0;
+        const rows = await stillEndedRuns(tx, found);
         const ids = rows.map((r) => r.id);
+        if (ids.length === 0) return found.length;
         await keepJobUsage(tx, rows, now);
         add(
           'job_transitions',

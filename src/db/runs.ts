@@ -116,8 +116,11 @@ export function stepRequests(h: History, runId: string): Promise<JobRequestRow[]
   );
 }
 
-/** A run as made: every column but those set later (its start, cancel, summary check). */
-export type NewRunRow = Omit<PipelineRunRow, 'startedAt' | 'summaryCheckedAt' | 'cancelRequestedAt' | 'cancelledBy'>;
+/** A run as made: every column but those set later (its start, cancel, summary check, attempt: 1 until resumed). */
+export type NewRunRow = Omit<
+  PipelineRunRow,
+  'startedAt' | 'summaryCheckedAt' | 'cancelRequestedAt' | 'cancelledBy' | 'attempt'
+>;
 
 /**
  * Records a run; undefined when its tick (pipeline, scheduled_for) has a run already: one made by

@@ -124,6 +124,11 @@ export const jobRequests = sqliteTable(
     runId: text('run_id'),
     step: text('step'),
     attempt: integer('attempt').notNull().default(1),
+    /**
+     * Which attempt of its run made this step request (1 unless the run was resumed: a resume is
+     * a new attempt of the run, src/pipelines/run-resume.ts); its step retries keep it.
+     */
+    runAttempt: integer('run_attempt').notNull().default(1),
     /** Steps of the same run this one waits for, as Slurm dependencies: `[{ step, type }]`. */
     needs: text('needs', { mode: 'json' }).$type<StepNeed[]>(),
     /** POSTed (signed) when the request reaches a terminal state. */
@@ -367,6 +372,8 @@ export const pipelineRuns = sqliteTable(
      */
     cancelRequestedAt: integer('cancel_requested_at'),
     cancelledBy: text('cancelled_by'),
+    /** How many times the run has been started: 1, and one more for each resume (src/pipelines/run-resume.ts). */
+    attempt: integer('attempt').notNull().default(1),
   },
   (t) => [
     uniqueIndex('pipeline_runs_tick').on(t.pipeline, t.scheduledFor),

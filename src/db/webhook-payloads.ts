@@ -52,6 +52,8 @@ export interface RunOutcome {
   pipeline: string;
   trigger: PipelineRunRow['trigger'];
   state: PipelineRunRow['state'];
+  /** 1, and one more for each resume: a resumed run's webhook is sent again at each end. */
+  attempt: number;
   /** Why a run failed or was skipped, in words. */
   detail: string | null;
   scheduled_for: string | null;
@@ -65,6 +67,8 @@ export interface RunOutcome {
 export interface StepOutcome {
   step: string | null;
   attempt: number;
+  /** Which attempt of the run made it (a resume's steps: the resume's). */
+  run_attempt: number | null;
   request_id: string;
   state: JobRequestRow['state'];
   job_id: number | null;

@@ -18,6 +18,8 @@ import { type LoadContext, type LoadedPipeline, pipelineFiles } from './pipeline
 import type { PipelineService, PipelineSummary, TriggerInput } from './pipeline-service.js';
 import { loadPipelineSetAsync, PipelineCache } from './pipeline-set.js';
 import { cancelRun, createRun, type RunCancelBy, type RunCancelOutcome, type RunEngineDeps } from './run-engine.js';
+import { planRun } from './run-plan.js';
+import { type RunResumeBy, type RunResumeOutcome, resumeRun } from './run-resume.js';
 
 export class PipelineNotFoundError extends SchedflowError {
   readonly code = 'SCHEDFLOW_ERR_PIPELINE_NOT_FOUND';
@@ -257,6 +259,22 @@ export class PipelineRegistry implements PipelineService {
   /** Cancels a run of any pipeline, even one whose file is gone: the run carries its own definition. */
   cancelRun(runId: string, by: RunCancelBy): Promise<RunCancelOutcome> {
     return cancelRun(this.#deps.engine, runId, by);
+  }
+
+  /**
+   * Resumes a run; changed parameters re-render its steps from the pipeline as loaded now (a
+   * resume without them needs no file: the run carries its own definition).
+   */
+  resumeRun(runId: string, by: RunResumeBy): Promise<RunResumeOutcome> {
+    return resumeRun(this.#deps.engine, runId, by, (run, params) =>
+      planRun(this.#loadedOrThrow(run.pipeline), {
+        runId: run.id,
+        trigger: run.trigger,
+        createdAt: run.createdAt,
+        scheduledFor: run.scheduledFor,
+        params,
+      }),
+    );
   }
 
   #loadedOrThrow(name: string): LoadedPipeline {

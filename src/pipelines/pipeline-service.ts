@@ -7,6 +7,7 @@ export type { PipelineSummary } from '../views/pipeline-summary.js';
 
 import type { PipelineSummary } from '../views/pipeline-summary.js';
 import type { RunCancelBy, RunCancelOutcome } from './run-engine.js';
+import type { RunResumeBy, RunResumeOutcome } from './run-resume.js';
 
 export interface TriggerInput {
   params?: Record<string, string>;
@@ -45,4 +46,10 @@ export interface PipelineService {
    * and the run ends `cancelled` once they have ended (src/pipelines/run-engine.ts, cancelRun).
    */
   cancelRun(runId: string, by: RunCancelBy): Promise<RunCancelOutcome>;
+  /**
+   * Resumes a failed or cancelled run: a new attempt in which its steps that did not complete
+   * run again (src/pipelines/run-resume.ts). Throws RunNotResumableError (still active, succeeded,
+   * skipped, pruned) and ConfigError (a bad parameter override).
+   */
+  resumeRun(runId: string, by: RunResumeBy): Promise<RunResumeOutcome>;
 }

@@ -188,7 +188,12 @@ export async function createRun(deps: RunEngineDeps, pipeline: LoadedPipeline, i
   return run.row;
 }
 
-async function addSteps(
+/**
+ * Records step requests of the run (`accepted`), in the caller's transaction; `attempt` is the
+ * steps' own attempt number, and they belong to the run's current attempt (a resume's steps:
+ * src/pipelines/run-resume.ts). Queued by {@link queueSteps} once that commits.
+ */
+export async function addSteps(
   h: History,
   run: PipelineRunRow,
   steps: readonly StepPlan[],
@@ -214,6 +219,7 @@ async function addSteps(
       runId: run.id,
       step: plan.step,
       attempt,
+      runAttempt: run.attempt,
       needs: plan.needs,
       deadlines: plan.deadlines,
       retryPolicy: plan.retry,
@@ -224,7 +230,7 @@ async function addSteps(
 }
 
 /** Queues the submission of every step request of a run not queued yet. */
-async function queueSteps(deps: RunEngineDeps, runId: string): Promise<void> {
+export async function queueSteps(deps: RunEngineDeps, runId: string): Promise<void> {
   for (const row of await stepRequests(deps.store, runId)) {
     if (row.state !== 'accepted') continue;
     await enqueueAccepted(deps, row.id, 'pipeline');

@@ -16,13 +16,16 @@ export const isTerminalRun = (state: RunState): boolean => TERMINAL.has(state);
 /** The states a run is made in: started, queued behind an active run (overlap: queue), or only recorded. */
 const INITIAL: ReadonlySet<RunState> = new Set(['queued', 'running', 'skipped']);
 
-/** Where a run may go from each state: forward only, and nowhere once it is over. */
+/**
+ * Where a run may go from each state: forward only, except that a failed or cancelled run may be
+ * resumed (a new attempt of it, src/pipelines/run-resume.ts); a succeeded or skipped one is over.
+ */
 const MOVES: Record<RunState, readonly RunState[]> = {
   queued: ['running', 'cancelled'],
   running: ['succeeded', 'failed', 'cancelled'],
   succeeded: [],
-  failed: [],
-  cancelled: [],
+  failed: ['running'],
+  cancelled: ['running'],
   skipped: [],
 };
 

@@ -190,6 +190,8 @@ export function attemptRequest(
     ...(row.step !== null && { step: row.step }),
     ...(row.needs !== null && { needs: row.needs }),
     attempt: row.attempt + 1,
+    // A step's retry belongs to the same attempt of its run as the attempt it follows.
+    runAttempt: row.runAttempt,
     webhookUrl: row.webhookUrl,
     deadlines: row.deadlines,
     summarize: row.summarize,

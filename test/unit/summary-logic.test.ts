@@ -212,6 +212,7 @@ function requestRow(over: Partial<JobRequestRow> = {}): JobRequestRow {
     runId: null,
     step: null,
     attempt: 1,
+    runAttempt: 1,
     needs: null,
     webhookUrl: null,
     deadlines: null,

@@ -465,6 +465,7 @@ describe('documents', () => {
         'POST /api/v1/runs/{id}/cancel',
         'POST /api/v1/runs/{id}/hold',
         'POST /api/v1/runs/{id}/release',
+        'POST /api/v1/runs/{id}/resume',
       ].sort(),
     );
     expect(doc.paths['/api/v1/jobs']?.post?.security).toEqual([{ bearer: [] }]);
@@ -562,6 +563,9 @@ describe('failures', () => {
         throw new Error('unreachable');
       },
       cancelRun: async () => {
+        throw new Error('unreachable');
+      },
+      resumeRun: async () => {
         throw new Error('unreachable');
       },
     };

@@ -11,6 +11,7 @@ import {
   updateJobBody,
 } from '../../../src/http/api/routes/jobs.schema.js';
 import { triggerRunBody } from '../../../src/http/api/routes/pipelines.schema.js';
+import { runResumeBody } from '../../../src/http/api/routes/runs.schema.js';
 import { OPENAPI_FILE, openApiDocumentText } from '../../docs/openapi-document.js';
 
 /**
@@ -58,6 +59,7 @@ const BODIES: Record<string, z.ZodType> = {
   releaseJob: controlJobBody,
   retryJobTasks: retryTasksBody,
   triggerPipelineRun: triggerRunBody,
+  resumeRun: runResumeBody,
 };
 
 describe('docs/openapi.json', () => {

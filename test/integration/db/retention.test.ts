@@ -15,6 +15,7 @@ import {
   readPruneRecord,
   recordPrune,
 } from '../../../src/db/retention.js';
+import { lockedRun, updateRunFrom } from '../../../src/db/runs.js';
 import type { JobRequestRow, RequestState } from '../../../src/db/schema.js';
 import { DIALECTS, testHistories } from '../../helpers/histories.js';
 
@@ -443,4 +444,48 @@ describe.each(DIALECTS)('retention on %s', (dialect) => {
     expect(after.freePages).toBe(0);
     expect(after.totalBytes).toBeLessThan(before.totalBytes / 4);
   });
+  // PostgreSQL alone: SQLite's transactions are one writer at a time and never await anything but
+  // the history, so a prune cannot start inside a resume's.
+  it.skipIf(dialect === 'sqlite')(
+    'a run resumed while a prune is under way keeps its steps (the prune waits for the run, then sees it active)',
+    async () => {
+      const h = await histories.make(dialect);
+      const other = await histories.again(h);
+      const t = h.t;
+      await h.run(
+        h.db.insert(t.pipelineRuns).values({
+          id: 'run-failed',
+          pipeline: 'nightly',
+          trigger: 'api',
+          params: {},
+          definition: {},
+          state: 'failed',
+          createdAt: OLD,
+          updatedAt: OLD,
+          startedAt: OLD,
+          endedAt: OLD + 120_000,
+        }),
+      );
+      await h.run(
+        h.db
+          .insert(t.jobRequests)
+          .values([
+            request('kept-a', 'completed', OLD, { runId: 'run-failed', step: 'a', jobId: 1 }),
+            request('failed-b', 'failed', OLD, { runId: 'run-failed', step: 'b', jobId: 2 }),
+          ]),
+      );
+      // The resume's transaction (src/pipelines/run-resume.ts): the run locked and moved back to
+      // running; the prune, on another connection, starts while it is open.
+      let pruning: Promise<unknown> | undefined;
+      await h.transaction(async (tx) => {
+        await lockedRun(tx, 'run-failed');
+        await updateRunFrom(tx, 'run-failed', 'failed', { state: 'running', attempt: 2, updatedAt: NOW });
+        pruning = pruneHistory(other, RETENTION, NOW);
+        // Real time: the prune must reach its reads while this transaction holds the run.
+        await new Promise((r) => setTimeout(r, 300));
+      });
+      await pruning;
+      expect(await ids(h, 'jobRequests')).toEqual(['failed-b', 'kept-a']);
+    },
+  );
 });

@@ -265,6 +265,18 @@ describe('admin web UI', () => {
     expect(changes[0]).toMatch(/ — made → running \(api\)$/);
     expect(changes.at(-1)).toMatch(/ — running → cancelled \((api|pipeline): cancelled by web UI \(token ui-admin\)/);
     await browser.screenshot(page, 'run-cancelled');
+
+    // Cancelled: resumable from its page (not by a reader), as a new attempt listed under the graph.
+    await reader.goto(`${base}/runs/${run.id}`);
+    await expect(reader.getByRole('button', { name: 'Resume run' }).count()).resolves.toBe(0);
+    page.once('dialog', (dialog) => void dialog.accept());
+    await page.getByRole('button', { name: 'Resume run' }).click();
+    await page.getByText(/^Resumed: a new attempt runs the steps that did not complete/).waitFor();
+    expect(await getRun(td.daemon.history.store, run.id)).toMatchObject({ state: 'running', attempt: 2 });
+    await expect(page.locator('ul.run-attempts li[data-attempt="2"]').textContent()).resolves.toMatch(/^Attempt 2: /);
+    await expect(page.getByRole('button', { name: 'Resume run' }).count()).resolves.toBe(0);
+    const ended = await td.daemon.pipelines.cancelRun(run.id, { source: 'api', who: 'test' });
+    expect(ended.kind).not.toBe('not_found');
   });
 
   it('pauses and resumes a scheduled pipeline from its page; a read-only session gets no button and is refused', async () => {

@@ -260,6 +260,13 @@ export const jobSchema = named(
     run_id: z.string().nullable(),
     step: z.string().nullable(),
     attempt: z.number().int().describe('1, or which retry of its request this is'),
+    run_attempt: z
+      .number()
+      .int()
+      .nullable()
+      .describe(
+        'a pipeline step: which attempt of its run made it (1, or the resume that did); null for other requests',
+      ),
     first_attempt_id: z.string().nullable().describe("a retry's first attempt: the request as submitted"),
     retry: retryOutput.nullable().describe('its retry policy at work; null without a policy'),
     held: z

@@ -43,6 +43,10 @@ export const runSchema = named(
     scheduled_for: time.nullable(),
     params: z.record(z.string(), z.string()),
     state: z.enum(RUN_STATES),
+    attempt: z
+      .number()
+      .int()
+      .describe('1, and one more each time the run was resumed (`POST /api/v1/runs/{id}/resume`)'),
     detail: z.string().nullable(),
     webhook_url: webhookUrlOutput,
     created_at: time,
@@ -65,7 +69,7 @@ export const runTransitionSchema = z.object({
   source: z
     .enum(RUN_TRANSITION_SOURCES)
     .describe(
-      'how it was started (its trigger) when made; `pipeline` for the engine (started, ended); `api` or `cli` for a cancel',
+      'how it was started (its trigger) when made; `pipeline` for the engine (started, ended); `api`, `cli` or `ui` for a cancel or a resume',
     ),
   detail: z.string().nullable(),
 });
@@ -140,4 +144,37 @@ export const pipelineControlAnswerSchema = named(
     runs: z.array(runControlAnswerSchema),
   }),
   "What a hold or release of a pipeline's active runs did",
+);
+
+export const runResumeBody = named(
+  'ResumeRun',
+  z.strictObject({
+    params: z
+      .record(z.string(), z.union([z.string(), z.number(), z.boolean()]).transform(String))
+      .optional()
+      .describe(
+        "parameters to change for the steps run again (the steps are rendered again from the pipeline file as loaded now); absent: the run's own",
+      ),
+  }),
+  undefined,
+  {
+    same: { summary: "the run's own parameters", value: {} },
+    params: { summary: 'one parameter changed', value: { params: { threads: 16 } } },
+  },
+);
+
+export const runResumeAnswerSchema = named(
+  'RunResume',
+  z.object({
+    id: z.string(),
+    state: z.enum(RUN_STATES),
+    attempt: z.number().int().describe('the attempt this resume began'),
+    message: z.string(),
+    kept: z.array(z.string()).describe('steps that had completed: their jobs and results are kept, not run again'),
+    steps: z
+      .array(z.object({ step: z.string(), request_id: z.string() }))
+      .describe('steps made again in this attempt, each a new request of the run'),
+    links: z.object({ self: z.string() }),
+  }),
+  'What a resume of a run did',
 );

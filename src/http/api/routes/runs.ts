@@ -1,6 +1,7 @@
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { getRun, runsPage, runTransitionsOf, stepRequests } from '../../../db/runs.js';
 import { summaryOfRun } from '../../../db/summaries.js';
+import { ConfigError, RunNotResumableError } from '../../../errors.js';
 import { assertNever } from '../../../lib/assert-never.js';
 import type { StepCancel } from '../../../pipelines/cancels-in-flight.js';
 import { jobView, runDefinitionView, runLink, runTransitionView, runView, summaryView } from '../../../views/views.js';
@@ -8,11 +9,18 @@ import { apiAuditContext } from '../../audit-context.js';
 import type { ApiDeps } from '../../deps.js';
 import { viewerOf } from '../../scopes.js';
 import { principalOf, runAccessOf } from '../access.js';
-import { ConflictApiError, NotFoundApiError, UnavailableApiError } from '../api-errors.js';
+import { ConflictApiError, NotFoundApiError, UnavailableApiError, ValidationApiError } from '../api-errors.js';
 import { decodeCursor, encodeCursor } from '../cursor.js';
 import { callerOf } from '../local-credential.js';
 import { answer, errors, idParams, pageOf } from '../shared-schemas.js';
-import { runCancelAnswerSchema, runDetailSchema, runSchema, runsQuery } from './runs.schema.js';
+import {
+  runCancelAnswerSchema,
+  runDetailSchema,
+  runResumeAnswerSchema,
+  runResumeBody,
+  runSchema,
+  runsQuery,
+} from './runs.schema.js';
 import { bearer } from './security.js';
 
 /** `/api/v1/runs`: pipeline runs and their steps. */
@@ -147,6 +155,66 @@ export const runRoutes: FastifyPluginAsyncZod<{ deps: ApiDeps }> = async (app, {
         }
         default:
           return assertNever(outcome);
+      }
+    },
+  );
+
+  app.post(
+    '/api/v1/runs/:id/resume',
+    {
+      config: { scope: 'submit' },
+      schema: {
+        tags: ['pipelines'],
+        operationId: 'resumeRun',
+        summary: 'Resume a failed or cancelled pipeline run',
+        description: [
+          'A new attempt of the same run (its `attempt` one more, its state `running` again): the steps that completed keep their jobs and results; every other step (failed, cancelled, timed out, lost, never run because a step it needs failed) is submitted again as a new request of the run, its dependencies on kept steps met and only those among the steps run again sent to Slurm.',
+          'Parameters are the run’s own unless `params` changes some (the steps run again are then rendered from the pipeline file as loaded now). The run’s and its steps’ `start_by`/`finish_by` move with the resume; its webhook is sent again when it ends.',
+          'A run still queued or running, one that succeeded or was skipped, or one whose steps retention has pruned: 409 `SCHEDFLOW_ERR_RUN_NOT_RESUMABLE` with its `state`; of two resumes at once, one wins. A bad parameter: 400. Scope: submit (as for triggering a run). Without admin, only the runs of the caller’s owner and of the pipelines whose `allow:` names it: another run answers 404 as an unknown id.',
+        ].join(' '),
+        security: bearer,
+        params: idParams,
+        body: runResumeBody,
+        response: {
+          201: answer('the run is resumed: a new attempt', runResumeAnswerSchema),
+          ...errors(400, 401, 403, 404, 409, 413, 415, 429, 503),
+        },
+      },
+    },
+    async (request, reply) => {
+      if (!deps.pipelines) throw new UnavailableApiError('pipelines not loaded', 5);
+      const id = request.params.id;
+      const { origin, who, principal } = callerOf(request);
+      // A run the caller may not change answers as an unknown one (src/access/visibility.ts).
+      if (!(await getRun(deps.store, id, await runAccessOf(deps, principal, 'change')))) {
+        throw new NotFoundApiError(`no pipeline run ${id}`);
+      }
+      try {
+        const outcome = await deps.pipelines.resumeRun(id, {
+          source: origin,
+          who,
+          params: request.body.params,
+          audit: apiAuditContext(request),
+        });
+        if (outcome.kind === 'not_found') throw new NotFoundApiError(`no pipeline run ${id}`);
+        const { run, kept, again } = outcome;
+        return reply.code(201).send({
+          id,
+          state: run.state,
+          attempt: run.attempt,
+          message: `resumed: attempt ${run.attempt} runs ${again.map((s) => s.step).join(', ')} again${kept.length ? `; kept ${kept.join(', ')}` : ''}`,
+          kept,
+          steps: again.map((s) => ({ step: s.step, request_id: s.requestId })),
+          links: { self: runLink(id) },
+        });
+      } catch (error) {
+        if (error instanceof RunNotResumableError) {
+          throw new ConflictApiError(error.code, error.message, { extra: { state: error.state } });
+        }
+        if (error instanceof ConfigError) {
+          throw new ValidationApiError([{ in: 'body', path: 'params', reason: error.message }]);
+        }
+        throw error;
       }
     },
   );

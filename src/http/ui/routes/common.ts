@@ -22,6 +22,12 @@ const FLASH: Record<string, { text: string; error?: boolean }> = {
   'run-ended': { text: 'The run had already ended.', error: true },
   'run-not_found': { text: 'No such run.', error: true },
   'run-cancel-error': { text: 'The cancel did not go through; the daemon log says why.', error: true },
+  'run-resumed': { text: 'Resumed: a new attempt runs the steps that did not complete; completed steps are kept.' },
+  'run-resume-refused': {
+    text: 'Not resumed: only a run that failed or was cancelled can be (it may have been resumed just now), and only while the history holds its steps.',
+    error: true,
+  },
+  'run-resume-error': { text: 'The resume did not go through; the daemon log says why.', error: true },
   // Hold, release and update (routes/job-control.ts); Slurm's refusals are shown on a page of their own.
   'hold-done': { text: 'Held: it does not start until released.' },
   'release-done': { text: 'Released.' },

@@ -3,9 +3,9 @@ import type { FastifyInstance } from 'fastify';
 import { mayUsePipeline } from '../../../access/visibility.js';
 import { missesOfRun } from '../../../db/deadline-misses.js';
 import { getRun, runsPage, runTransitionsOf, stepRequests } from '../../../db/runs.js';
-import { type PipelineRunRow, RUN_STATES, type RunState } from '../../../db/schema.js';
+import { type JobRequestRow, type PipelineRunRow, RUN_STATES, type RunState } from '../../../db/schema.js';
 import { summaryOfRun } from '../../../db/summaries.js';
-import { ConfigError, SubmissionRefusedError } from '../../../errors.js';
+import { ConfigError, RunNotResumableError, SubmissionRefusedError } from '../../../errors.js';
 import type { PipelineSummary } from '../../../pipelines/pipeline-service.js';
 import type { RunPlan } from '../../../pipelines/run-plan.js';
 import { runStartedBy } from '../../../views/run-start.js';
@@ -214,6 +214,37 @@ ${selectField('state', 'State', ['', ...RUN_STATES], state)}
     return reply.redirect(`${runHref(id)}?done=${done}`, 303);
   });
 
+  // Resuming: a new attempt of a failed or cancelled run (src/pipelines/run-resume.ts). Scope as
+  // for triggering a run; a second click finds the run running and is refused, changing nothing.
+  app.post<{ Params: { id: string } }>(`${UI_PREFIX}/runs/:id/resume`, async (request, reply) => {
+    const session = sessionOf(request);
+    if (!mayUiAct(session, 'submit')) return reply.code(403).type('text/plain').send(lacksScope('submit', 'resume'));
+    const pipelines = ctx.deps.pipelines;
+    if (!pipelines) return reply.code(503).type('text/plain').send('pipelines not loaded yet; try again shortly');
+    const id = request.params.id;
+    // A run the user may not change reads as one that does not exist.
+    if (!(await getRun(h, id, await runAccessOfSession(ctx, session, 'change')))) {
+      return reply.redirect(`${runHref(id)}?done=run-not_found`, 303);
+    }
+    let done: string;
+    try {
+      const outcome = await pipelines.resumeRun(id, {
+        source: 'ui',
+        who: `web UI (${session.who})`,
+        audit: uiAuditContext(request, session),
+      });
+      done = outcome.kind === 'resumed' ? 'run-resumed' : 'run-not_found';
+    } catch (error) {
+      if (error instanceof RunNotResumableError || error instanceof ConfigError) {
+        done = 'run-resume-refused';
+      } else {
+        ctx.deps.logger.warn({ runId: id, err: error }, 'UI run resume failed');
+        done = 'run-resume-error';
+      }
+    }
+    return reply.redirect(`${runHref(id)}?done=${done}`, 303);
+  });
+
   app.get<{ Params: { id: string } }>(`${UI_PREFIX}/runs/:id`, async (request, reply) => {
     const session = sessionOf(request);
     // Another owner's run is as unknown as one that does not exist.
@@ -258,6 +289,7 @@ ${selectField('state', 'State', ['', ...RUN_STATES], state)}
 <dt>Created</dt><dd>${time(v.created_at)}</dd>
 <dt>Started</dt><dd>${time(v.started_at)}</dd>
 <dt>Ended</dt><dd>${time(v.ended_at)}</dd>
+${v.attempt > 1 ? html`<dt>Attempt</dt><dd>${v.attempt} <span class="muted">(resumed ${v.attempt - 1} time${v.attempt > 2 ? 's' : ''})</span></dd>` : ''}
 ${v.cancel ? html`<dt>Cancel</dt><dd>asked ${time(v.cancel.requested_at)}${v.cancel.by ? ` by ${v.cancel.by}` : ''}</dd>` : ''}
 <dt>Run id</dt><dd><code>${v.id}</code></dd></dl>${
       mayUiAct(session, 'cancel') && mayChangeRun && (run.state === 'running' || run.state === 'queued')
@@ -266,11 +298,18 @@ ${v.cancel ? html`<dt>Cancel</dt><dd>asked ${time(v.cancel.requested_at)}${v.can
             confirm: `Cancel this run of ${run.pipeline}? Steps not ended are cancelled, and none is retried.`,
           })}</p>`
         : ''
+    }${
+      mayUiAct(session, 'submit') && mayChangeRun && (run.state === 'failed' || run.state === 'cancelled')
+        ? html`<p>${actionButton(session, `${runHref(run.id)}/resume`, 'Resume run', {
+            confirm: `Resume this run of ${run.pipeline}? Steps that completed are kept; the others run again.`,
+          })}</p>`
+        : ''
     }${(() => {
       const controls = runControls(session, run, mayChangeRun);
       return controls.length ? html`<p>${controls}</p>` : '';
     })()}</div>
 <h2>Steps</h2>${dagSvg(nodes)}
+${run.attempt > 1 ? attemptList(run, steps) : ''}
 ${jobTable([...steps].reverse())}
 ${
   transitions.length
@@ -297,6 +336,22 @@ ${
       page({ title: `Run ${run.pipeline}`, nav: 'runs', session, body, live: 'watched', flash: flashOf(request) }),
     );
   });
+}
+
+/** Which steps ran in which attempt of a resumed run, with their jobs. */
+function attemptList(run: PipelineRunRow, steps: readonly JobRequestRow[]): Html {
+  const attempts = Array.from({ length: run.attempt }, (_, i) => i + 1);
+  return html`<h2>Attempts</h2><ul class="run-attempts">${attempts.map((n) => {
+    const made = steps.filter((s) => s.runAttempt === n);
+    return html`<li data-attempt="${String(n)}">Attempt ${String(n)}: ${
+      made.length
+        ? made.map(
+            (s, i) =>
+              html`${i ? ', ' : ''}<a href="${jobHref(s.id)}">${s.step ?? '?'}</a> (${s.state}${s.jobId === null ? '' : `, job ${s.jobId}`})`,
+          )
+        : html`<span class="muted">no step</span>`
+    }</li>`;
+  })}</ul>`;
 }
 
 /**

@@ -1,0 +1,2 @@
+ALTER TABLE "schedflow"."job_requests" ADD COLUMN "run_attempt" bigint DEFAULT 1 NOT NULL;--> statement-breakpoint
+ALTER TABLE "schedflow"."pipeline_runs" ADD COLUMN "attempt" bigint DEFAULT 1 NOT NULL;
