@@ -188,6 +188,16 @@ export const ERROR_CODES = {
     retryable: false,
     what: 'The daemon does not read the output file for you: its permissions, a path inside schedflow’s own folders or through a symbolic link, not a regular file, or not the job’s user’s; `reason` says which.',
   },
+  SCHEDFLOW_ERR_STEP_OUTPUTS_UNREADABLE: {
+    status: null,
+    retryable: false,
+    what: 'A pipeline step uses another step’s outputs, and the daemon could not read that step’s outputs file (its working directory not visible on the daemon’s host, or a file it does not trust): the step is failed, not submitted. Put the steps’ working directory on a file system the daemon’s host mounts too; the request’s message says which file and why.',
+  },
+  SCHEDFLOW_ERR_STEP_OUTPUT_MISSING: {
+    status: null,
+    retryable: false,
+    what: 'A pipeline step uses an output another step did not write (`name=value` in `$SCHEDFLOW_OUTPUTS`), or one that does not fit where it is used (an `array:` that is not a count or index list): the step is failed, not submitted. The message names the output and what the step wrote.',
+  },
   SCHEDFLOW_ERR_OUTPUT_TASK: {
     status: 400,
     retryable: false,
