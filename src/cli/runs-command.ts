@@ -8,7 +8,7 @@ import { sleep } from '../lib/sleep.js';
 import { isTerminalRun } from '../pipelines/run-transition.js';
 import { runSummaryLines } from '../summaries/show.js';
 import { runStartedBy } from '../views/run-start.js';
-import { runDefinitionView, runView } from '../views/views.js';
+import { runDefinitionView, runOutputsView, runView } from '../views/views.js';
 import { openCliHistory } from './cli-history.js';
 import { callDaemon, type DaemonAnswer, DaemonApiError, segment } from './daemon-api.js';
 import { withDaemonDataDir } from './data-dir.js';
@@ -188,6 +188,7 @@ export function registerRunsCommand(program: Command): void {
               {
                 ...runView(run, LOCAL_ADMIN),
                 definition: runDefinitionView(run.definition, LOCAL_ADMIN),
+                outputs: runOutputsView(steps),
                 steps: steps.map((s) => ({
                   step: s.step,
                   attempt: s.attempt,
@@ -232,6 +233,7 @@ export function registerRunsCommand(program: Command): void {
                   s.reason ?? '-',
                 ]),
               ),
+          ...outputLines(runOutputsView(steps)),
           '',
           ...(await runSummaryLines(h, run)),
         ];
@@ -279,6 +281,14 @@ export function registerRunsCommand(program: Command): void {
     });
 
   registerRunControl(runs, flagsOf);
+}
+
+/** The steps' outputs under the steps' table: `split.chunks = 3`, one a line. */
+function outputLines(outputs: Record<string, Record<string, string>>): string[] {
+  const lines = Object.entries(outputs).flatMap(([step, values]) =>
+    Object.entries(values).map(([name, value]) => `  ${step}.${name} = ${value}`),
+  );
+  return lines.length ? ['', 'outputs', ...lines] : [];
 }
 
 /** A step's line in the answer of a run's hold or release. */

@@ -96,9 +96,11 @@ export function readStepOutputs(
       return parsed.ok ? { path, values: parsed.values, error: null } : failed(`${path}: ${parsed.error}`);
     }
     case 'missing':
-      // No file in a folder the daemon sees: the step wrote none. No folder: the daemon does not
-      // see the step's working directory at all.
-      return isVisibleDir(dirname(path)) ? { path, values: {}, error: null } : failed(notVisible(path));
+      // No file in a working directory the daemon sees: the step wrote none. No working
+      // directory: the daemon does not see it at all.
+      return isVisibleDir((row.spec as JobSpec).current_working_directory ?? dirname(path))
+        ? { path, values: {}, error: null }
+        : failed(notVisible(path));
     case 'forbidden':
       return failed(`${path} cannot be read by the daemon (${tail.code}): ${notVisibleFix}`);
     case 'protected':
