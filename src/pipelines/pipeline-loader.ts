@@ -288,13 +288,15 @@ function checkOutputRefs(
 
 /** The steps a step waits for, directly or through others. */
 function ancestorsOf(step: string, needs: Record<string, StepNeed[]>): Set<string> {
+  // Own keys only: a need may name a step that does not exist (said by checkNeeds), `toString` say.
+  const needsOf = (name: string) => (Object.hasOwn(needs, name) ? (needs[name] ?? []) : []).map((n) => n.step);
   const seen = new Set<string>();
-  const todo = (needs[step] ?? []).map((n) => n.step);
+  const todo = needsOf(step);
   while (todo.length > 0) {
     const next = todo.pop() as string;
     if (seen.has(next)) continue;
     seen.add(next);
-    todo.push(...(needs[next] ?? []).map((n) => n.step));
+    todo.push(...needsOf(next));
   }
   return seen;
 }
