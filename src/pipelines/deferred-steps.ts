@@ -22,7 +22,7 @@ import { readStepOutputs } from './step-outputs.js';
  * - `cancelled` without a job when a step it uses did not complete (its outputs are unknown, as
  *   Slurm's kill_invalid_depend would for `afterok`);
  * - `submit_failed` without a job when a value it uses is unknown: the file was not visible or
- *   not trusted, the output was not written, or it does not fit (SCHEDFLOW_ERR_STEP_OUTPUT_*);
+ *   not trusted, the output was not written, or it does not fit (SCHEDFLOW_ERR_STEP_OUTPUTS_UNREADABLE, SCHEDFLOW_ERR_STEP_OUTPUT_MISSING);
  * - `completed` without a job, reason `Skipped`, when its `array:` is sized 0 by an output:
  *   nothing to run is not a failure, and the steps behind it go on as after a completed one.
  */
