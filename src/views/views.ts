@@ -111,9 +111,14 @@ export function runDefinitionView(definition: unknown, viewer: Viewer): unknown 
   if (!Array.isArray(steps)) return shown;
   return {
     ...shown,
-    steps: steps.map((step: unknown) =>
-      step !== null && typeof step === 'object' && 'spec' in step ? { ...step, spec: specView(step.spec) } : step,
-    ),
+    steps: steps.map((step: unknown) => {
+      if (step === null || typeof step !== 'object' || !('spec' in step)) return step;
+      const shownStep: Record<string, unknown> = { ...step, spec: specView(step.spec) };
+      // A step made when the outputs it uses are known keeps its spec's template: masked alike.
+      const deferred = (step as { deferred?: { template?: unknown } }).deferred;
+      if (deferred?.template) shownStep.deferred = { ...deferred, template: specView(deferred.template) };
+      return shownStep;
+    }),
   };
 }
 

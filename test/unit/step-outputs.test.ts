@@ -12,6 +12,7 @@ import {
 import { loadPipelineFile } from '../../src/pipelines/pipeline-loader.js';
 import { MAX_OUTPUTS_FILE_BYTES, parseOutputs, readStepOutputs } from '../../src/pipelines/step-outputs.js';
 import { parseProfile } from '../../src/sched/profile.js';
+import { runDefinitionView } from '../../src/views/views.js';
 
 /** Step outputs (issue 36): the file's lines, `${steps.<step>.outputs.<name>}`, and what a pipeline file may say. */
 
@@ -124,5 +125,18 @@ describe('a pipeline file using step outputs', () => {
     const text =
       'steps:\n  split:\n    script: "#!/bin/sh\\ntrue\\n"\n  use:\n    needs: [split]\n    script: "#!/bin/sh\\necho ${steps.split.outputs.n}\\n"\n';
     expect(problems(text)).toEqual([expect.stringMatching(/step "split" has no absolute current_working_directory/)]);
+  });
+});
+
+describe('a run definition with a step waiting for outputs', () => {
+  it('shows the step’s template with its secret-looking environment values masked, as its spec', () => {
+    const env = ['API_TOKEN=s3cret-value', 'PLAIN=ok'];
+    const shown = runDefinitionView(
+      { steps: [{ step: 'use', spec: { environment: env }, deferred: { template: { environment: env }, uses: [] } }] },
+      { admin: true },
+    );
+    const text = JSON.stringify(shown);
+    expect(text).not.toContain('s3cret-value');
+    expect(text).toContain('PLAIN=ok');
   });
 });
