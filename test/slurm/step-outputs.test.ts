@@ -63,7 +63,12 @@ describe('step outputs on real Slurm', () => {
         const body = (await d.api('GET', `/api/v1/runs/${runId}`)).json as {
           state: string;
           outputs: Record<string, Record<string, string>>;
-          steps: { step: string; state: string; job_id: number | null; spec: { array?: string } }[];
+          steps: {
+            step: string;
+            state: string;
+            job_id: number | null;
+            id: string;
+          }[];
         };
         return ['succeeded', 'failed', 'cancelled'].includes(body.state) ? body : undefined;
       },
@@ -72,8 +77,9 @@ describe('step outputs on real Slurm', () => {
     expect(run.state).toBe('succeeded');
     expect(run.outputs).toEqual({ split: { chunks: '2', word: tag } });
     const fan = run.steps.find((s) => s.step === 'fan');
-    expect(fan).toMatchObject({ state: 'completed', spec: { array: '0-1' } });
-    expect(fan?.job_id).not.toBeNull();
+    expect(fan?.state).toBe('completed');
+    // One array job of two tasks, sized by split's output.
+    expect((await d.job(fan?.id as string)).array).toMatchObject({ expression: '0-1', task_count: 2 });
     for (const i of [0, 1]) expect(() => readFileSync(join(jobWorkDir(), `${tag}-chunk-${i}`))).not.toThrow();
     expect(readFileSync(join(jobWorkDir(), `${tag}-word`), 'utf8')).toBe(`${tag}\n`);
   }, 150_000);
