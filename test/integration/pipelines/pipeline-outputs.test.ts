@@ -3,6 +3,8 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { getRun, stepRequests } from '../../../src/db/runs.js';
 import type { JobRequestRow, PipelineRunRow } from '../../../src/db/schema.js';
+import { apiClient } from '../../helpers/api.js';
+import { runCli } from '../../helpers/cli-process.js';
 import { daemonTestEnv, type TestDaemon } from '../../helpers/daemon.js';
 import { waitFor } from '../../helpers/http.js';
 import { startWebhookReceiver } from '../../helpers/webhook-receiver.js';
@@ -90,6 +92,16 @@ describe('step outputs', () => {
     const body = JSON.parse(call?.body ?? '{}') as { run: { outputs: unknown; state: string } };
     expect(body.run.state).toBe('succeeded');
     expect(body.run.outputs).toEqual({ split: { chunks: '3', none: '0', label: "it's a b" } });
+
+    // The API's run detail and `schedflow runs show` carry them too.
+    const api = apiClient(td);
+    const shownByApi = await api.call('GET', `/api/v1/runs/${run.id}`, { token: await api.token(['read']) });
+    expect((shownByApi.json as { outputs: unknown }).outputs).toEqual({
+      split: { chunks: '3', none: '0', label: "it's a b" },
+    });
+    const shown = await runCli(['runs', 'show', run.id, '--data-dir', td.dataDir], { timeoutMs: 60_000 });
+    expect(shown.code, shown.stderr).toBe(0);
+    expect(shown.stdout).toContain("outputs\n  split.chunks = 3\n  split.none = 0\n  split.label = it's a b\n");
   }, 60_000);
 
   it('an output not written, or no outputs file at all, fails the step that needed it with what it wrote', async () => {
