@@ -49,11 +49,15 @@ describe('step outputs', () => {
       '      echo "chunks=3" >> "$SCHEDFLOW_OUTPUTS"',
       '      echo "none=0" >> "$SCHEDFLOW_OUTPUTS"',
       `      echo "label=it's a b" >> "$SCHEDFLOW_OUTPUTS"`,
+      // Its own file, named in the pipeline.
+      '  declared:',
+      '    outputs: { file: declared-values.txt }',
+      '    script: "#!/bin/sh\\necho word=hi >> \\"$SCHEDFLOW_OUTPUTS\\"\\n"',
       '  use:',
-      '    needs: [split]',
+      '    needs: [split, declared]',
       '    script: |',
       '      #!/bin/sh',
-      '      echo ${steps.split.outputs.label:q} > label.txt',
+      '      echo ${steps.split.outputs.label:q} ${steps.declared.outputs.word} > label.txt',
       '  chunk:',
       '    needs: [split]',
       '    array: ${steps.split.outputs.chunks}',
@@ -74,12 +78,16 @@ describe('step outputs', () => {
     const run = await td.daemon.pipelines.trigger('outs', { actor: 'test', trigger: 'api' });
     // Made with the run: the steps that use no outputs and wait on none that do.
     const made = await stepsOf(td, run.id);
-    expect(Object.keys(made).sort()).toEqual(['independent', 'split']);
+    expect(Object.keys(made).sort()).toEqual(['declared', 'independent', 'split']);
 
     const ended = await waitForRun(td, run.id);
     expect(ended.state).toBe('succeeded');
     const s = await stepsOf(td, run.id);
-    expect(readFileSync(join(sim.workDir, 'label.txt'), 'utf8')).toBe("it's a b\n");
+    expect(readFileSync(join(sim.workDir, 'label.txt'), 'utf8')).toBe("it's a b hi\n");
+    expect(readFileSync(join(sim.workDir, 'declared-values.txt'), 'utf8')).toBe('word=hi\n');
+    // Made once the step whose outputs it uses had ended; the steps behind it waited with it.
+    expect(s.use?.createdAt).toBeGreaterThanOrEqual(s.split?.endedAt as number);
+    expect(s.after_nothing?.createdAt).toBeGreaterThanOrEqual(s.nothing?.createdAt as number);
     expect(s.chunk?.spec).toMatchObject({ array: '0-2' });
     for (const i of [0, 1, 2]) expect(() => readFileSync(join(sim.workDir, `chunk-${i}`))).not.toThrow();
     // Sized 0: skipped, no job; the step behind it goes on as after a completed one.
@@ -91,17 +99,20 @@ describe('step outputs', () => {
     const [call] = await receiver.waitForCalls(1, 20_000);
     const body = JSON.parse(call?.body ?? '{}') as { run: { outputs: unknown; state: string } };
     expect(body.run.state).toBe('succeeded');
-    expect(body.run.outputs).toEqual({ split: { chunks: '3', none: '0', label: "it's a b" } });
+    expect(body.run.outputs).toEqual({
+      declared: { word: 'hi' },
+      split: { chunks: '3', none: '0', label: "it's a b" },
+    });
 
     // The API's run detail and `schedflow runs show` carry them too.
     const api = apiClient(td);
     const shownByApi = await api.call('GET', `/api/v1/runs/${run.id}`, { token: await api.token(['read']) });
-    expect((shownByApi.json as { outputs: unknown }).outputs).toEqual({
-      split: { chunks: '3', none: '0', label: "it's a b" },
-    });
+    expect((shownByApi.json as { outputs: unknown }).outputs).toEqual(body.run.outputs);
     const shown = await runCli(['runs', 'show', run.id, '--data-dir', td.dataDir], { timeoutMs: 60_000 });
     expect(shown.code, shown.stderr).toBe(0);
-    expect(shown.stdout).toContain("outputs\n  split.chunks = 3\n  split.none = 0\n  split.label = it's a b\n");
+    expect(shown.stdout).toContain(
+      "outputs\n  declared.word = hi\n  split.chunks = 3\n  split.none = 0\n  split.label = it's a b\n",
+    );
   }, 60_000);
 
   it('an output not written, or no outputs file at all, fails the step that needed it with what it wrote', async () => {
