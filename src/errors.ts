@@ -191,12 +191,12 @@ export const ERROR_CODES = {
   SCHEDFLOW_ERR_STEP_OUTPUTS_UNREADABLE: {
     status: null,
     retryable: false,
-    what: 'A pipeline step uses another step’s outputs, and the daemon could not read that step’s outputs file (its working directory not visible on the daemon’s host, or a file it does not trust): the step is failed, not submitted. Put the steps’ working directory on a file system the daemon’s host mounts too; the request’s message says which file and why.',
+    what: 'A pipeline step uses another step’s outputs, whose file the daemon could not read (not visible on its host, or not trusted): the step is not submitted. Put the working directory on a file system the daemon’s host mounts too.',
   },
   SCHEDFLOW_ERR_STEP_OUTPUT_MISSING: {
     status: null,
     retryable: false,
-    what: 'A pipeline step uses an output another step did not write (`name=value` in `$SCHEDFLOW_OUTPUTS`), or one that does not fit where it is used (an `array:` that is not a count or index list): the step is failed, not submitted. The message names the output and what the step wrote.',
+    what: 'A pipeline step uses an output another step did not write to `$SCHEDFLOW_OUTPUTS`, or one that does not fit (an `array:` that is no count or index list): the step is not submitted. The message says what was written.',
   },
   SCHEDFLOW_ERR_OUTPUT_TASK: {
     status: 400,
