@@ -62,12 +62,15 @@ export function deferredOutcome(
   const { template } = deferred;
   if (template === null) return { kind: 'submit', spec: plan.spec };
 
+  // A step that ends unsubmitted keeps its spec as written (the values it needed unknown), or as
+  // rendered when it is skipped: not the stand-in its plan was checked with.
   const ended = (
     state: 'cancelled' | 'submit_failed' | 'completed',
     reason: string,
     detail: string,
     errorCode: ErrorCode | null,
-  ): DeferredOutcome => ({ kind: 'end', spec: plan.spec, state, reason, detail, errorCode });
+    spec: Record<string, unknown> = template,
+  ): DeferredOutcome => ({ kind: 'end', spec: spec as JobSpec, state, reason, detail, errorCode });
 
   for (const [step, row] of producers) {
     if (row.state !== 'completed') {
@@ -96,7 +99,8 @@ export function deferredOutcome(
     );
   }
   if (array.kind === 'none') {
-    return ended('completed', 'Skipped', `skipped: ${array.why}: no tasks to run`, null);
+    const { array: _none, ...rest } = rendered;
+    return ended('completed', 'Skipped', `skipped: ${array.why}: no tasks to run`, null, rest);
   }
   const parsed = jobSpecSchema.safeParse({ ...rendered, ...(array.kind === 'tasks' && { array: array.expression }) });
   if (!parsed.success) {
@@ -132,9 +136,11 @@ function outputValue(ref: OutputRef, producers: ReadonlyMap<string, JobRequestRo
   if (value !== undefined) return value;
   const names = Object.keys(outputs.values);
   const where =
-    outputs.path === null
-      ? 'it was given no outputs file (it has no absolute current_working_directory)'
-      : `it wrote ${names.length ? names.join(', ') : 'none'} to ${outputs.path}`;
+    outputs.path !== null
+      ? `it wrote ${names.length ? names.join(', ') : 'none'} to ${outputs.path}`
+      : producers.get(ref.step)?.jobId === null
+        ? 'it ran no job: it was skipped'
+        : 'it was given no outputs file (it has no absolute current_working_directory)';
   throw new OutputError(
     `${written}: step "${ref.step}" wrote no output "${ref.name}" (${where})`,
     'SCHEDFLOW_ERR_STEP_OUTPUT_MISSING',

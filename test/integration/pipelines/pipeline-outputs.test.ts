@@ -93,6 +93,7 @@ describe('step outputs', () => {
     // Sized 0: skipped, no job; the step behind it goes on as after a completed one.
     expect(s.nothing).toMatchObject({ state: 'completed', jobId: null, reason: 'Skipped' });
     expect(() => readFileSync(join(sim.workDir, 'nothing-ran'))).toThrow();
+    expect(s.nothing?.spec).not.toHaveProperty('array');
     expect(s.after_nothing?.state).toBe('completed');
     expect(s.split?.outputs).toMatchObject({ values: { chunks: '3', none: '0', label: "it's a b" }, error: null });
 
@@ -148,6 +149,8 @@ describe('step outputs', () => {
       errorCode: 'SCHEDFLOW_ERR_STEP_OUTPUT_MISSING',
     });
     expect(s.wants_b?.errorMessage).toContain('step "writes_one" wrote no output "b" (it wrote a to ');
+    // Its spec as written: the value it needed is not known.
+    expect((s.wants_b?.spec as { script: string }).script).toContain('${steps.writes_one.outputs.b}');
     expect(s.behind_b?.state).toBe('cancelled');
     expect(s.silent?.state).toBe('completed');
     expect(s.wants_silent).toMatchObject({ state: 'submit_failed', errorCode: 'SCHEDFLOW_ERR_STEP_OUTPUT_MISSING' });
