@@ -193,6 +193,16 @@ export const ERROR_CODES = {
     retryable: false,
     what: 'The daemon does not read the output file for you: its permissions, a path inside schedflow’s own folders or through a symbolic link, not a regular file, or not the job’s user’s; `reason` says which.',
   },
+  SCHEDFLOW_ERR_STEP_OUTPUTS_UNREADABLE: {
+    status: null,
+    retryable: false,
+    what: 'A pipeline step uses another step’s outputs, whose file the daemon could not read (not visible on its host, or not trusted): the step is not submitted. Put the working directory on a file system the daemon’s host mounts too.',
+  },
+  SCHEDFLOW_ERR_STEP_OUTPUT_MISSING: {
+    status: null,
+    retryable: false,
+    what: 'A pipeline step uses an output another step did not write to `$SCHEDFLOW_OUTPUTS`, or one that does not fit (an `array:` that is no count or index list): the step is not submitted. The message says what was written.',
+  },
   SCHEDFLOW_ERR_OUTPUT_TASK: {
     status: 400,
     retryable: false,

@@ -146,7 +146,7 @@ async function compose(config: DaemonConfig, logger: Logger, lifecycle: Lifecycl
   const history = await openClaimedHistory(config, redis, logger, lifecycle);
   const scheduler = await startSchedulerSide(config, redis, logger, lifecycle, clock);
   const queueSide = startQueues(config, redis, scheduler, logger, lifecycle);
-  const requestSide = wireRequests(history, scheduler, queueSide, logger, clock);
+  const requestSide = wireRequests(history, scheduler, queueSide, logger, clock, [config.dataDir, config.configDir]);
   // One policy for the API's door, pipeline files and the sender's connections (the list was
   // checked when the config was loaded).
   const webhookTargets = new WebhookTargets(parseWebhookAllowList(config.webhookAllowHosts));
@@ -369,6 +369,8 @@ function wireRequests(
   queueSide: QueueSide,
   logger: Logger,
   clock: Clock,
+  /** Folders a step's outputs file is never read from. */
+  protectedDirs: readonly string[],
 ): RequestSide {
   const { profiles, clients } = scheduler;
   const { queues, redisWatch } = queueSide;
@@ -401,6 +403,7 @@ function wireRequests(
     refusal: doorPolicy,
     partitionLimits: (profile, partition) => partitionLimits.limitsOf(profile, partition),
     inFlight: new CancelsInFlight(),
+    protectedDirs,
   };
   return { requests, engine, submitsInFlight, keeper, doorPolicy };
 }

@@ -8,7 +8,7 @@ import { sleep } from '../lib/sleep.js';
 import { isTerminalRun } from '../pipelines/run-transition.js';
 import { runSummaryLines } from '../summaries/show.js';
 import { runStartedBy } from '../views/run-start.js';
-import { runDefinitionView, runView } from '../views/views.js';
+import { runDefinitionView, runOutputsView, runView } from '../views/views.js';
 import { openCliHistory } from './cli-history.js';
 import { callDaemon, type DaemonAnswer, DaemonApiError, segment } from './daemon-api.js';
 import { withDaemonDataDir } from './data-dir.js';
@@ -191,6 +191,7 @@ export function registerRunsCommand(program: Command): void {
               {
                 ...runView(run, LOCAL_ADMIN),
                 definition: runDefinitionView(run.definition, LOCAL_ADMIN),
+                outputs: runOutputsView(steps),
                 steps: steps.map((s) => ({
                   step: s.step,
                   attempt: s.attempt,
@@ -243,6 +244,7 @@ export function registerRunsCommand(program: Command): void {
                     s.reason ?? '-',
                   ]),
               ),
+          ...outputLines(runOutputsView(steps)),
           '',
           ...(await runSummaryLines(h, run)),
         ];
@@ -349,6 +351,14 @@ interface RunResumeAnswer {
   message: string;
   kept: string[];
   steps: { step: string; request_id: string }[];
+}
+
+/** The steps' outputs under the steps' table: `split.chunks = 3`, one a line. */
+function outputLines(outputs: Record<string, Record<string, string>>): string[] {
+  const lines = Object.entries(outputs).flatMap(([step, values]) =>
+    Object.entries(values).map(([name, value]) => `  ${step}.${name} = ${value}`),
+  );
+  return lines.length ? ['', 'outputs', ...lines] : [];
 }
 
 /** A step's line in the answer of a run's hold or release. */

@@ -1327,6 +1327,12 @@ export interface components {
             };
             /** @description the steps as resolved when the run was made; each step spec's secret-looking environment values masked, as in a job's spec */
             definition: unknown;
+            /** @description the steps' outputs (name=value lines each wrote to $SCHEDFLOW_OUTPUTS), step → name → value, of each step's newest attempt; steps without any are left out */
+            outputs: {
+                [key: string]: {
+                    [key: string]: string;
+                };
+            };
             /** @description every request of the run, all attempts, in step then attempt order */
             steps: components["schemas"]["Job"][];
             /** @description one across its steps; null until it has ended, or when off */

@@ -234,6 +234,7 @@ export const jobRequests = schedflow.table(
       .default(1)
       .$type<Of<typeof sqlite.jobRequests, 'runAttempt'>>(),
     needs: jsonb('needs').$type<Of<typeof sqlite.jobRequests, 'needs'>>(),
+    outputs: jsonb('outputs').$type<Of<typeof sqlite.jobRequests, 'outputs'>>(),
     webhookUrl: text('webhook_url').$type<Of<typeof sqlite.jobRequests, 'webhookUrl'>>(),
     deadlines: jsonb('deadlines').$type<Of<typeof sqlite.jobRequests, 'deadlines'>>(),
     summarize: boolean('summarize').$type<Of<typeof sqlite.jobRequests, 'summarize'>>(),

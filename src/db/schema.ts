@@ -131,6 +131,11 @@ export const jobRequests = sqliteTable(
     runAttempt: integer('run_attempt').notNull().default(1),
     /** Steps of the same run this one waits for, as Slurm dependencies: `[{ step, type }]`. */
     needs: text('needs', { mode: 'json' }).$type<StepNeed[]>(),
+    /**
+     * A pipeline step's outputs (`name=value` lines it wrote to $SCHEDFLOW_OUTPUTS), read by the
+     * run engine once the step completed (src/pipelines/step-outputs.ts); null until then.
+     */
+    outputs: text('outputs', { mode: 'json' }).$type<StepOutputs>(),
     /** POSTed (signed) when the request reaches a terminal state. */
     webhookUrl: text('webhook_url'),
     /** Absolute limits: `{ maxPendingSec, startBy, finishBy }` (ms for the times). */
@@ -244,6 +249,17 @@ export type DependencyType = (typeof DEPENDENCY_TYPES)[number];
 export interface StepNeed {
   step: string;
   type: DependencyType;
+}
+
+/**
+ * What the daemon read of a step's outputs file: the values, or why there are none (`error`: the
+ * file could not be read, or was not valid). `path` is the file read (null: the step has no
+ * working directory, so no file was given to it).
+ */
+export interface StepOutputs {
+  path: string | null;
+  values: Record<string, string>;
+  error: string | null;
 }
 
 /** How a resource grows at each retry: times `factor`, never above `max` (MB for memory, minutes for time). */

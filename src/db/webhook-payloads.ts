@@ -60,6 +60,8 @@ export interface RunOutcome {
   created_at: string;
   started_at: string | null;
   ended_at: string | null;
+  /** The steps' outputs (`name=value` lines they wrote to $SCHEDFLOW_OUTPUTS): step → name → value. */
+  outputs: Record<string, Record<string, string>>;
   /** The step requests, every attempt, in step then attempt order. */
   steps: StepOutcome[];
 }

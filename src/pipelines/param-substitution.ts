@@ -87,3 +87,79 @@ export function* stringsIn(value: unknown, path: PropertyKey[] = []): Generator<
     for (const [k, v] of Object.entries(value)) yield* stringsIn(v, [...path, k]);
   }
 }
+
+/**
+ * `${steps.<step>.outputs.<name>}` (`:q` too): a value another step of the run writes as it runs
+ * (src/pipelines/step-outputs.ts). Not known when the run is made: a step using one is rendered
+ * when its producing step has ended (src/pipelines/deferred-steps.ts). Step names may hold `.`,
+ * so the step is everything up to the last `.outputs.`.
+ */
+const STEP_OUTPUT =
+  /\$\{\s*steps\.([A-Za-z0-9][A-Za-z0-9_.-]*)\.outputs\.([A-Za-z_][A-Za-z0-9_]*)(?::([A-Za-z]*))?\s*\}/g;
+/** Anything that starts like a step output, to tell a misspelt one from text that is not ours. */
+const STEP_OUTPUT_LIKE = /\$\{\s*steps\.[^}]*\}?/g;
+
+export interface OutputRef {
+  step: string;
+  name: string;
+}
+
+/** The step outputs a text uses, each once. */
+export function outputRefs(text: string): OutputRef[] {
+  const seen = new Map<string, OutputRef>();
+  for (const [, step, name] of text.matchAll(STEP_OUTPUT)) {
+    seen.set(`${step}\u0000${name}`, { step: step as string, name: name as string });
+  }
+  return [...seen.values()];
+}
+
+/** The step outputs used anywhere in a JSON-like value, each once. */
+export function outputRefsDeep(value: unknown): OutputRef[] {
+  const seen = new Map<string, OutputRef>();
+  for (const [text] of stringsIn(value)) {
+    for (const ref of outputRefs(text)) seen.set(`${ref.step}\u0000${ref.name}`, ref);
+  }
+  return [...seen.values()];
+}
+
+/**
+ * What in a text starts like a step output but is not one (`${steps.a.output.b}`, a modifier
+ * that is not `q`): refused at load, rather than left for the shell to choke on.
+ */
+export function malformedOutputRefs(text: string): string[] {
+  const bad: string[] = [];
+  for (const [written] of text.matchAll(STEP_OUTPUT_LIKE)) {
+    const match = [...written.matchAll(STEP_OUTPUT)][0];
+    if (!match || match[0] !== written || !isModifier(match[3])) bad.push(written);
+  }
+  return bad;
+}
+
+/**
+ * Replaces every step output in a text with its value (`:q`: shell-quoted). `outputOf` says the
+ * value, or throws what is wrong (a step that wrote no such output).
+ */
+export function renderOutputs(text: string, outputOf: (ref: OutputRef) => string): string {
+  return text.replace(STEP_OUTPUT, (_match, step: string, name: string, modifier: string | undefined) => {
+    if (!isModifier(modifier))
+      throw new TemplateError(`unknown modifier :${modifier} on steps.${step}.outputs.${name}`);
+    const value = outputOf({ step, name });
+    return modifier === 'q' ? shellQuote(value) : value;
+  });
+}
+
+/** Renders the step outputs in every string inside a JSON-like value. */
+export function renderOutputsDeep<T>(value: T, outputOf: (ref: OutputRef) => string): T {
+  if (typeof value === 'string') return renderOutputs(value, outputOf) as T;
+  if (Array.isArray(value)) return value.map((v) => renderOutputsDeep(v, outputOf)) as T;
+  if (value !== null && typeof value === 'object') {
+    return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, renderOutputsDeep(v, outputOf)])) as T;
+  }
+  return value;
+}
+
+/** Whether a text is one step output and nothing else (`array: ${steps.split.outputs.chunks}`). */
+export function isOneOutputRef(text: string): boolean {
+  const match = [...text.matchAll(STEP_OUTPUT)][0];
+  return match !== undefined && match[0] === text.trim();
+}

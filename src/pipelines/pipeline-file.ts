@@ -58,7 +58,35 @@ const stepSchema = z
     cpus_per_task: spec.cpus_per_task,
     memory_per_node: spec.memory_per_node,
     time_limit: spec.time_limit,
-    array: spec.array,
+    /**
+     * Slurm's array expression; or `${steps.<step>.outputs.<name>}`, sized when that step has
+     * ended: a count N (tasks 0..N-1, 0: the step is skipped) or an index list (`1,3,5-7`).
+     */
+    array: z
+      .string()
+      .refine((value) => value.includes('${') || spec.array.safeParse(value).success, {
+        message: 'not an array expression (such as 0-99%10 or 1,3,5-7)',
+      })
+      .optional()
+      .describe(
+        "Slurm's array expression (0-99%10), or ${steps.<step>.outputs.<name>}: a count N (tasks 0..N-1; 0 skips the step) or an index list known when that step has ended",
+      ),
+    /** Where the step writes its outputs, relative to its working directory; default: a file schedflow names. */
+    outputs: z
+      .object({
+        file: z
+          .string()
+          .min(1)
+          .refine((file) => !file.startsWith('/') && !file.split('/').includes('..'), {
+            message: 'a path relative to the working directory, without ..',
+          })
+          .describe('the file the step writes name=value lines to, relative to its working directory'),
+      })
+      .strict()
+      .optional()
+      .describe(
+        'where the step writes its outputs ($SCHEDFLOW_OUTPUTS); default: a file schedflow names in its working directory',
+      ),
     comment: spec.comment,
     standard_output: spec.standard_output,
     standard_error: spec.standard_error,

@@ -6,7 +6,7 @@ import { locate, parseSource, readYamlSource, SourceError, type YamlSource } fro
 import { ArraySyntaxError, DEFAULT_MAX_ARRAY_SIZE, parseArrayExpression } from '../sched/job-array.js';
 import type { Profile } from '../sched/profile.js';
 import { scopesApply } from '../sched/scope-check.js';
-import { stringsIn, unknownPlaceholders } from './param-substitution.js';
+import { malformedOutputRefs, outputRefs, stringsIn, unknownPlaceholders } from './param-substitution.js';
 import { type LoadedPipeline, type PipelineFile, pipelineFileSchema } from './pipeline-file.js';
 import { MAX_PIPELINE_FILE_BYTES, MAX_PIPELINE_STEPS } from './pipeline-limits.js';
 import { planRun } from './run-plan.js';
@@ -66,6 +66,7 @@ export function loadPipelineFile(file: string, context: LoadContext): LoadedPipe
   }
   const order = problems.length === 0 ? topologicalOrder(def, needs, at) : [];
   checkPlaceholders(source, def, path, at);
+  checkOutputRefs(source, def, path, needs, at);
   if (problems.length > 0) throw new SourceError(problems);
 
   const loaded: LoadedPipeline = {
@@ -231,6 +232,73 @@ function checkPlaceholders(source: YamlSource, def: PipelineFile, path: string, 
       at(['steps', step, 'script_file'], `${scriptPath}: unknown template name \${${name}} (${describeNames(params)})`);
     }
   }
+}
+
+/**
+ * `${steps.<step>.outputs.<name>}`: written as one, naming a step that runs before this one (one
+ * it needs, directly or through others: only then has it ended when this one is made), and not
+ * in `defaults` (a value of one step is not every step's).
+ */
+function checkOutputRefs(
+  source: YamlSource,
+  def: PipelineFile,
+  path: string,
+  needs: Record<string, StepNeed[]>,
+  at: At,
+): void {
+  const raw = source.data as Record<string, unknown>;
+  for (const [text, where] of stringsIn(raw.defaults, ['defaults'])) {
+    if (outputRefs(text).length > 0) {
+      at(where, `${where.join('.')}: step outputs are used in a step, not in defaults`);
+    }
+  }
+  const steps = (raw.steps ?? {}) as Record<string, unknown>;
+  for (const step of Object.keys(def.steps)) {
+    const upstream = ancestorsOf(step, needs);
+    const texts = [...stringsIn(steps[step], ['steps', step])];
+    const scriptFile = def.steps[step]?.script_file;
+    if (scriptFile) {
+      try {
+        texts.push([readScriptFile(path, scriptFile), ['steps', step, 'script_file']]);
+      } catch {
+        // Said by checkPlaceholders.
+      }
+    }
+    for (const [text, where] of texts) {
+      for (const bad of malformedOutputRefs(text)) {
+        at(
+          where,
+          `${where.join('.')}: ${bad} is not a step output: write \${steps.<step>.outputs.<name>} (:q to shell-quote it)`,
+        );
+      }
+      for (const ref of outputRefs(text)) {
+        const written = `\${steps.${ref.step}.outputs.${ref.name}}`;
+        if (!Object.hasOwn(def.steps, ref.step)) {
+          at(where, `${where.join('.')}: ${written}: no step "${ref.step}" (steps: ${listed(Object.keys(def.steps))})`);
+        } else if (!upstream.has(ref.step)) {
+          at(
+            where,
+            `${where.join('.')}: ${written}: step "${ref.step}" is not upstream of "${step}": add it to needs (directly or through a step it needs), so that it has ended when "${step}" is made`,
+          );
+        }
+      }
+    }
+  }
+}
+
+/** The steps a step waits for, directly or through others. */
+function ancestorsOf(step: string, needs: Record<string, StepNeed[]>): Set<string> {
+  // Own keys only: a need may name a step that does not exist (said by checkNeeds), `toString` say.
+  const needsOf = (name: string) => (Object.hasOwn(needs, name) ? (needs[name] ?? []) : []).map((n) => n.step);
+  const seen = new Set<string>();
+  const todo = needsOf(step);
+  while (todo.length > 0) {
+    const next = todo.pop() as string;
+    if (seen.has(next)) continue;
+    seen.add(next);
+    todo.push(...needsOf(next));
+  }
+  return seen;
 }
 
 function describeNames(params: ReadonlySet<string>): string {

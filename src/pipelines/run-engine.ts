@@ -31,8 +31,10 @@ import type { AttemptDeps } from '../requests/attempts.js';
 import type { CancelOutcome } from '../requests/canceller.js';
 import { isTerminalRequest } from '../requests/request-state.js';
 import type { DependencyResolution } from '../requests/submitter.js';
+import { transition } from '../requests/transition.js';
 import type { JobSpec } from '../sched/job-spec.js';
 import type { CancelsInFlight, StepCancel } from './cancels-in-flight.js';
+import { collectOutputs, type DeferredOutcome, deferredOutcome } from './deferred-steps.js';
 import type { LoadedPipeline } from './pipeline-loader.js';
 import { planRun, type RunPlan, type StepPlan } from './run-plan.js';
 import { isTerminalRun, recordRun, transitionRun } from './run-transition.js';
@@ -64,6 +66,8 @@ export interface RunEngineDeps extends AttemptDeps {
   refusal?(profile: string, specs: readonly JobSpec[]): Error | null;
   /** The cancels this engine has sent and not yet seen end: one per engine, made with it. */
   inFlight: CancelsInFlight;
+  /** Folders a step's outputs file is never read from (schedflow's data and configuration). @defaultValue [] */
+  protectedDirs?: readonly string[];
 }
 
 export interface NewRun {
@@ -162,7 +166,7 @@ export async function createRun(deps: RunEngineDeps, pipeline: LoadedPipeline, i
       if (!existing) throw new Error(`pipeline run ${id} of ${pipeline.name} was not recorded`);
       return { row: existing, created: false };
     }
-    if (state === 'running') await addSteps(tx, row, plan.steps, now);
+    if (state === 'running') await addSteps(tx, row, upFront(plan.steps), now);
     if (input.audit) {
       await appendAudit(
         tx,
@@ -186,6 +190,34 @@ export async function createRun(deps: RunEngineDeps, pipeline: LoadedPipeline, i
     deps.logger.info({ pipeline: pipeline.name, runId: run.row.id, scheduledFor }, 'tick already has its run');
   }
   return run.row;
+}
+
+/** The steps made with the run: all but those waiting for other steps' outputs (src/pipelines/deferred-steps.ts). */
+function upFront(steps: readonly StepPlan[]): StepPlan[] {
+  return steps.filter((s) => !s.deferred);
+}
+
+/** Makes a deferred step's request: to be submitted, or ended at once (skipped, or a value it uses unknown). */
+async function addDeferred(
+  tx: History,
+  run: PipelineRunRow,
+  plan: StepPlan,
+  outcome: Exclude<DeferredOutcome, { kind: 'wait' }>,
+  at: number,
+): Promise<void> {
+  const [id] = await addSteps(tx, run, [{ ...plan, spec: outcome.spec }], at);
+  if (id === undefined || outcome.kind === 'submit') return;
+  await transition(tx, id, {
+    to: outcome.state,
+    source: 'pipeline',
+    at,
+    reason: outcome.reason,
+    detail: outcome.detail,
+    patch: {
+      endedAt: at,
+      ...(outcome.errorCode !== null && { errorCode: outcome.errorCode, errorMessage: outcome.detail }),
+    },
+  });
 }
 
 /**
@@ -282,10 +314,11 @@ async function advanceRun(deps: RunEngineDeps, listed: PipelineRunRow): Promise<
   const plans = plansOf(listed);
   const now = (deps.clock ?? systemClock).now();
   let pass: Pass;
-  const look =
-    listed.cancelRequestedAt === null
-      ? await decide(deps.inFlight, listed, plan, plans, await stepRequests(store, listed.id))
-      : null;
+  let rows = listed.cancelRequestedAt === null ? await stepRequests(store, listed.id) : [];
+  // Outputs of steps that completed, read before anything is decided: the steps that use them
+  // are made on this pass, and the run's webhook, if it ends now, carries them.
+  if (await collectOutputs(store, rows, deps.protectedDirs ?? [])) rows = await stepRequests(store, listed.id);
+  const look = listed.cancelRequestedAt === null ? await decide(deps.inFlight, listed, plan, plans, rows) : null;
   if (look && !look.write) {
     pass = { kind: 'checked', run: listed, blocked: look.blocked, ended: null };
   } else {
@@ -309,6 +342,14 @@ async function advanceRun(deps: RunEngineDeps, listed: PipelineRunRow): Promise<
           } else {
             logger.info({ runId: run.id, step: stepPlan.step }, 'step made again behind a retried dependency');
           }
+          return stepRequests(tx, run.id);
+        },
+        async (stepPlan, outcome) => {
+          await addDeferred(tx, run, stepPlan, outcome, now);
+          logger.info(
+            { runId: run.id, step: stepPlan.step, made: outcome.kind === 'submit' ? 'submitted' : outcome.state },
+            'step made with the outputs it uses',
+          );
           return stepRequests(tx, run.id);
         },
       );
@@ -362,6 +403,8 @@ async function decide(
   plans: ReadonlyMap<string, StepPlan>,
   rows: readonly JobRequestRow[],
   add?: (stepPlan: StepPlan, row: JobRequestRow, why: 'retry' | 'behind_retry') => Promise<JobRequestRow[]>,
+  /** With `add`: makes a deferred step whose outputs are known. */
+  addDeferred?: (stepPlan: StepPlan, outcome: Exclude<DeferredOutcome, { kind: 'wait' }>) => Promise<JobRequestRow[]>,
 ): Promise<{ write: boolean; added: boolean; blocked: Blocked[]; latest: Map<string, JobRequestRow> }> {
   let latest = latestAttempts(rows);
   let added = false;
@@ -397,6 +440,15 @@ async function decide(
       // cancel it; once it is cancelled, a pass makes it again.
       blocked.push({ step: stepPlan.step, row });
     }
+  }
+  // Deferred steps, in step order: one made here (even ended at once) lets those behind it be made.
+  for (const stepPlan of plan.steps) {
+    if (!stepPlan.deferred || latest.has(stepPlan.step)) continue;
+    const outcome = deferredOutcome(stepPlan, latest, plans);
+    if (outcome.kind === 'wait') continue;
+    if (!addDeferred) return { write: true, added, blocked, latest };
+    latest = latestAttempts(await addDeferred(stepPlan, outcome));
+    added = true;
   }
   const { startedAt, done } = progressOf(run, plan, latest);
   return { write: added || startedAt !== null || done, added, blocked, latest };
@@ -729,7 +781,7 @@ export async function startNextQueued(deps: RunEngineDeps, pipeline: string): Pr
     // Still queued (not cancelled since): its steps are made once.
     const started = await transitionRun(tx, queued.id, { from: 'queued', to: 'running', at: now, source: 'pipeline' });
     if (!started) return null;
-    await addSteps(tx, queued, (queued.definition as RunPlan).steps, now);
+    await addSteps(tx, queued, upFront((queued.definition as RunPlan).steps), now);
     return queued;
   });
   if (next) {

@@ -2,8 +2,16 @@ import type { z } from 'zod';
 import type { AttemptPolicy, Deadlines, RunTrigger, StepNeed } from '../db/schema.js';
 import { ConfigError } from '../errors.js';
 import { policyIssues } from '../requests/attempt-policy.js';
+import { OUTPUTS_ENV, outputsFileOf } from '../requests/outputs-file.js';
 import { type JobSpec, jobSpecSchema } from '../sched/job-spec.js';
-import { renderDeep, type TemplateContext, TemplateError } from './param-substitution.js';
+import {
+  type OutputRef,
+  outputRefsDeep,
+  renderDeep,
+  renderOutputsDeep,
+  type TemplateContext,
+  TemplateError,
+} from './param-substitution.js';
 import type { LoadedPipeline, StepDeadlines } from './pipeline-file.js';
 import { readScriptFile } from './script-file.js';
 
@@ -16,6 +24,13 @@ export interface StepPlan {
   retry: AttemptPolicy | null;
   deadlines: Deadlines | null;
   summarize: boolean | null;
+  /**
+   * A step made only once the steps whose outputs it uses have ended (src/pipelines/deferred-steps.ts):
+   * `template` is its spec with every `${steps.<step>.outputs.<name>}` still in it (`spec` is a
+   * stand-in, checked with sample values); null for a step deferred only because a step it needs
+   * is (its spec is final). Absent: made with the run.
+   */
+  deferred?: { template: Record<string, unknown> | null; uses: OutputRef[] };
 }
 
 /** What a run is, fixed when it is made: a reload of the file later does not change it. */
@@ -53,6 +68,7 @@ export function planRun(pipeline: LoadedPipeline, input: PlanInput): RunPlan {
     pipeline: { name: pipeline.name },
     params,
   };
+  const deferredSteps = new Set<string>();
   const steps = pipeline.order.map((step): StepPlan => {
     const s = def.steps[step];
     if (!s) throw new Error(`no step ${step}`);
@@ -76,11 +92,24 @@ export function planRun(pipeline: LoadedPipeline, input: PlanInput): RunPlan {
       standard_error: s.standard_error,
       on_pending: s.on_pending,
     };
-    const spec = parseSpec(step, rendered(step, raw, context));
+    const needs = pipeline.needs[step] ?? [];
+    const template = withOutputsFile(step, rendered(step, raw, context), s.outputs?.file);
+    const uses = outputRefsDeep(template);
+    // A step behind a deferred one is deferred too: it has nothing to depend on until that one is made.
+    const deferred =
+      uses.length > 0
+        ? { template, uses }
+        : needs.some((n) => deferredSteps.has(n.step))
+          ? { template: null, uses: [] }
+          : undefined;
+    if (deferred) deferredSteps.add(step);
+    // A deferred step's spec is checked now with a stand-in for each output (1: a count of one task).
+    const spec = parseSpec(step, uses.length > 0 ? renderOutputsDeep(template, () => '1') : template);
     return {
       step,
       spec,
-      needs: pipeline.needs[step] ?? [],
+      needs,
+      ...(deferred && { deferred }),
       retry: retryOf(step, s.retry, spec),
       // The run's max_pending bounds each step's wait (a step's own wins); start_by and
       // finish_by are about the run as a whole and stay with it.
@@ -88,6 +117,18 @@ export function planRun(pipeline: LoadedPipeline, input: PlanInput): RunPlan {
       summarize: s.summarize ?? def.summarize ?? null,
     };
   });
+  // A step whose outputs are used must be given a file the daemon can find: in its working directory.
+  const byName = new Map(steps.map((s) => [s.step, s]));
+  for (const s of steps) {
+    for (const ref of s.deferred?.uses ?? []) {
+      const producer = byName.get(ref.step);
+      if (producer && outputsFileOf(input.runId, producer.spec) === null) {
+        throw new ConfigError(
+          `steps.${s.step}: uses \${steps.${ref.step}.outputs.${ref.name}}, and step "${ref.step}" has no absolute current_working_directory (its own or the defaults'): its outputs file ($SCHEDFLOW_OUTPUTS) is put there`,
+        );
+      }
+    }
+  }
   return {
     profile: pipeline.profile,
     steps,
@@ -123,6 +164,24 @@ function mergeEnvironment(base: string[] | undefined, own: string[] | undefined)
   const merged = new Map<string, string>();
   for (const entry of [...(base ?? []), ...(own ?? [])]) merged.set(entry.slice(0, entry.indexOf('=')), entry);
   return [...merged.values()];
+}
+
+/** A declared outputs file, in the job's environment as `$SCHEDFLOW_OUTPUTS` (src/requests/outputs-file.ts). */
+function withOutputsFile(
+  step: string,
+  raw: Record<string, unknown> & { environment?: string[] | undefined; current_working_directory?: string | undefined },
+  file: string | undefined,
+): Record<string, unknown> {
+  if (file === undefined) return raw;
+  const cwd = raw.current_working_directory;
+  if (!cwd?.startsWith('/')) {
+    throw new ConfigError(
+      `steps.${step}.outputs.file: relative to the working directory, and the step has none that is absolute (current_working_directory)`,
+    );
+  }
+  const path = `${cwd.replace(/\/+$/, '')}/${file}`;
+  const environment = (raw.environment ?? []).filter((e) => !e.startsWith(`${OUTPUTS_ENV}=`));
+  return { ...raw, environment: [...environment, `${OUTPUTS_ENV}=${path}`] };
 }
 
 function readScript(step: string, pipelineFile: string, scriptFile: string): string {

@@ -21,6 +21,7 @@ import { SubmitLimitError } from '../sched/sched-errors.js';
 import { jobIdentity } from './job-identity.js';
 import { askLostJobRecords, UNKNOWN_ACCOUNTING } from './lost-evidence.js';
 import { DEFAULT_LOST_RESUBMITS } from './lost-resubmit.js';
+import { withOutputsFile } from './outputs-file.js';
 import { isTerminalRequest } from './request-state.js';
 import { claimJobId, transition } from './transition.js';
 
@@ -214,7 +215,9 @@ export async function submitRequest(
     await patchRequest(store, requestId, { submitAttemptAt: attemptStartedMs });
   };
   try {
-    const spec = storedSpec(row.spec, dependency);
+    const stored = storedSpec(row.spec, dependency);
+    // A pipeline step's job is told where to write its outputs (src/requests/outputs-file.ts).
+    const spec = row.runId === null ? stored : withOutputsFile(requestId, stored);
     if (earlierAttempt !== null) {
       const found = await client.findByMarker(requestId, {
         submittedAfter: Math.floor(earlierAttempt / 1000) - 60,

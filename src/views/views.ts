@@ -112,9 +112,14 @@ export function runDefinitionView(definition: unknown, viewer: Viewer): unknown 
   if (!Array.isArray(steps)) return shown;
   return {
     ...shown,
-    steps: steps.map((step: unknown) =>
-      step !== null && typeof step === 'object' && 'spec' in step ? { ...step, spec: specView(step.spec) } : step,
-    ),
+    steps: steps.map((step: unknown) => {
+      if (step === null || typeof step !== 'object' || !('spec' in step)) return step;
+      const shownStep: Record<string, unknown> = { ...step, spec: specView(step.spec) };
+      // A step made when the outputs it uses are known keeps its spec's template: masked alike.
+      const deferred = (step as { deferred?: { template?: unknown } }).deferred;
+      if (deferred?.template) shownStep.deferred = { ...deferred, template: specView(deferred.template) };
+      return shownStep;
+    }),
   };
 }
 
@@ -457,10 +462,31 @@ const RUN_OUTCOME_KEYS = [
   'ended_at',
 ] as const;
 
+/**
+ * A run's step outputs (issue 36), step → name → value, from each step's newest attempt that has
+ * any: what later steps were given. A step whose outputs could not be read is left out (the
+ * request that needed one says why).
+ */
+export function runOutputsView(steps: readonly JobRequestRow[]): Record<string, Record<string, string>> {
+  const newest = new Map<string, JobRequestRow>();
+  for (const row of steps) {
+    if (row.step === null || row.outputs === null) continue;
+    const seen = newest.get(row.step);
+    if (!seen || row.attempt > seen.attempt) newest.set(row.step, row);
+  }
+  const out: Record<string, Record<string, string>> = {};
+  for (const [step, row] of [...newest].sort(([a], [b]) => a.localeCompare(b))) {
+    const values = row.outputs?.values ?? {};
+    if (Object.keys(values).length > 0) out[step] = values;
+  }
+  return out;
+}
+
 /** A pipeline run's outcome, as sent with `run.finished`: its view, with every step request. */
 export function runOutcome(run: PipelineRunRow, steps: readonly JobRequestRow[]): RunOutcome {
   return {
     ...pick(runView(run, RECEIVER), RUN_OUTCOME_KEYS),
+    outputs: runOutputsView(steps),
     steps: steps.map((row): StepOutcome => {
       const s = jobView(row, RECEIVER);
       return {

@@ -233,6 +233,7 @@ function requestRow(over: Partial<JobRequestRow> = {}): JobRequestRow {
     heldAt: null,
     heldBy: null,
     specChangedAt: null,
+    outputs: null,
     ...over,
   };
 }

@@ -82,6 +82,11 @@ export const runDetailSchema = named(
       .describe(
         "the steps as resolved when the run was made; each step spec's secret-looking environment values masked, as in a job's spec",
       ),
+    outputs: z
+      .record(z.string(), z.record(z.string(), z.string()))
+      .describe(
+        "the steps' outputs (name=value lines each wrote to $SCHEDFLOW_OUTPUTS), step → name → value, of each step's newest attempt; steps without any are left out",
+      ),
     steps: z.array(jobSchema).describe('every request of the run, all attempts, in step then attempt order'),
     summary: summarySchema.nullable().describe('one across its steps; null until it has ended, or when off'),
     transitions: z

@@ -4,7 +4,15 @@ import { summaryOfRun } from '../../../db/summaries.js';
 import { ConfigError, RunNotResumableError } from '../../../errors.js';
 import { assertNever } from '../../../lib/assert-never.js';
 import type { StepCancel } from '../../../pipelines/cancels-in-flight.js';
-import { jobView, runDefinitionView, runLink, runTransitionView, runView, summaryView } from '../../../views/views.js';
+import {
+  jobView,
+  runDefinitionView,
+  runLink,
+  runOutputsView,
+  runTransitionView,
+  runView,
+  summaryView,
+} from '../../../views/views.js';
 import { apiAuditContext } from '../../audit-context.js';
 import type { ApiDeps } from '../../deps.js';
 import { viewerOf } from '../../scopes.js';
@@ -83,6 +91,7 @@ export const runRoutes: FastifyPluginAsyncZod<{ deps: ApiDeps }> = async (app, {
       return {
         ...runView(run, viewerOf(request.apiToken)),
         definition: runDefinitionView(run.definition, viewerOf(request.apiToken)),
+        outputs: runOutputsView(steps),
         steps: steps.map((row) => jobView(row, viewerOf(request.apiToken))),
         summary: summaryView(summary ? { of: 'run', summary } : null),
         transitions: transitions.map(runTransitionView),

@@ -9,7 +9,7 @@ import { ConfigError, RunNotResumableError, SubmissionRefusedError } from '../..
 import type { PipelineSummary } from '../../../pipelines/pipeline-service.js';
 import type { RunPlan } from '../../../pipelines/run-plan.js';
 import { runStartedBy } from '../../../views/run-start.js';
-import { runView } from '../../../views/views.js';
+import { runOutputsView, runView } from '../../../views/views.js';
 import { uiAuditContext } from '../../audit-context.js';
 import { field, queryField, sendPage, sessionOf, type UiContext } from '../context.js';
 import { type DagNode, dagSvg } from '../dag.js';
@@ -272,7 +272,13 @@ ${selectField('state', 'State', ['', ...RUN_STATES], state)}
       return {
         name: s.step,
         needs: s.needs,
-        state: req?.state ?? (run.state === 'running' || run.state === 'queued' ? 'not started' : 'skipped'),
+        state:
+          req?.state ??
+          (run.state === 'running' || run.state === 'queued'
+            ? s.deferred
+              ? 'waiting for outputs'
+              : 'not started'
+            : 'skipped'),
         href: req ? jobHref(req.id) : null,
         liveId: req?.id ?? null,
       };
@@ -311,6 +317,17 @@ ${v.cancel ? html`<dt>Cancel</dt><dd>asked ${time(v.cancel.requested_at)}${v.can
 <h2>Steps</h2>${dagSvg(nodes)}
 ${run.attempt > 1 ? attemptList(run, steps) : ''}
 ${jobTable([...steps].reverse())}
+${(() => {
+  // What the steps handed on (issue 36): name=value lines each wrote to $SCHEDFLOW_OUTPUTS.
+  const outputs = Object.entries(runOutputsView(steps)).flatMap(([step, values]) =>
+    Object.entries(values).map(([name, value]) => ({ step, name, value })),
+  );
+  return outputs.length
+    ? html`<h2>Outputs</h2><table class="run-outputs"><thead><tr><th>Step</th><th>Name</th><th>Value</th></tr></thead><tbody>${outputs.map(
+        (o) => html`<tr><td>${o.step}</td><td><code>${o.name}</code></td><td><code>${o.value}</code></td></tr>`,
+      )}</tbody></table>`
+    : '';
+})()}
 ${
   transitions.length
     ? html`<h2>State changes</h2><ul class="run-transitions">${transitions.map(

@@ -1,0 +1,1 @@
+ALTER TABLE "schedflow"."job_requests" ADD COLUMN "outputs" jsonb;
