@@ -7,7 +7,13 @@ import { jobUidOf } from '../lib/host-users.js';
 import { isTerminalRequest } from '../requests/request-state.js';
 import { ArraySyntaxError, parseArrayExpression, taskCountOf } from '../sched/job-array.js';
 import { type JobSpec, jobSpecSchema } from '../sched/job-spec.js';
-import { isOneOutputRef, type OutputRef, renderOutputsDeep, TemplateError } from './param-substitution.js';
+import {
+  isOneOutputRef,
+  type OutputRef,
+  outputRefsDeep,
+  renderOutputsDeep,
+  TemplateError,
+} from './param-substitution.js';
 import type { StepPlan } from './run-plan.js';
 import { legacyRetryPending } from './step-dependencies.js';
 import { readStepOutputs } from './step-outputs.js';
@@ -63,13 +69,16 @@ export function deferredOutcome(
   if (template === null) return { kind: 'submit', spec: plan.spec };
 
   // A step that ends unsubmitted keeps its spec as written (the values it needed unknown), or as
-  // rendered when it is skipped: not the stand-in its plan was checked with.
+  // rendered when it is skipped: not the stand-in its plan was checked with. Less an `array:` that
+  // still holds an output: a request's array is Slurm's expression, counted when it is recorded.
+  const { array: writtenArray, ...rest } = template;
+  const asWritten = typeof writtenArray === 'string' && outputRefsDeep(writtenArray).length > 0 ? rest : template;
   const ended = (
     state: 'cancelled' | 'submit_failed' | 'completed',
     reason: string,
     detail: string,
     errorCode: ErrorCode | null,
-    spec: Record<string, unknown> = template,
+    spec: Record<string, unknown> = asWritten,
   ): DeferredOutcome => ({ kind: 'end', spec: spec as JobSpec, state, reason, detail, errorCode });
 
   for (const [step, row] of producers) {

@@ -205,7 +205,9 @@ async function addDeferred(
   outcome: Exclude<DeferredOutcome, { kind: 'wait' }>,
   at: number,
 ): Promise<void> {
-  const [id] = await addSteps(tx, run, [{ ...plan, spec: outcome.spec }], at);
+  // A step a resume left to be made here is its next attempt (an earlier run attempt's request).
+  const prior = latestAttempts(await stepRequests(tx, run.id)).get(plan.step);
+  const [id] = await addSteps(tx, run, [{ ...plan, spec: outcome.spec }], at, (prior?.attempt ?? 0) + 1);
   if (id === undefined || outcome.kind === 'submit') return;
   await transition(tx, id, {
     to: outcome.state,
@@ -406,7 +408,8 @@ async function decide(
   /** With `add`: makes a deferred step whose outputs are known. */
   addDeferred?: (stepPlan: StepPlan, outcome: Exclude<DeferredOutcome, { kind: 'wait' }>) => Promise<JobRequestRow[]>,
 ): Promise<{ write: boolean; added: boolean; blocked: Blocked[]; latest: Map<string, JobRequestRow> }> {
-  let latest = latestAttempts(rows);
+  const current = (all: readonly JobRequestRow[]) => currentAttempts(latestAttempts(all), run.attempt);
+  let latest = current(rows);
   let added = false;
   const blocked: Blocked[] = [];
   for (const stepPlan of plan.steps) {
@@ -416,7 +419,7 @@ async function decide(
     if (row.retryDueAt !== null) continue;
     if (legacyRetryPending(row, stepPlan)) {
       if (!add) return { write: true, added, blocked, latest };
-      latest = latestAttempts(await add(stepPlan, row, 'retry'));
+      latest = current(await add(stepPlan, row, 'retry'));
       added = true;
       continue;
     }
@@ -433,7 +436,7 @@ async function decide(
     if (isTerminalRequest(row.state)) {
       // A step it needs is being retried: this step gets another go behind the new attempt.
       if (!add) return { write: true, added, blocked, latest };
-      latest = latestAttempts(await add(stepPlan, row, 'behind_retry'));
+      latest = current(await add(stepPlan, row, 'behind_retry'));
       added = true;
     } else if (isBlocked) {
       // Still waiting on the failed attempt (Slurm without kill_invalid_depend holds it forever):
@@ -447,11 +450,24 @@ async function decide(
     const outcome = deferredOutcome(stepPlan, latest, plans);
     if (outcome.kind === 'wait') continue;
     if (!addDeferred) return { write: true, added, blocked, latest };
-    latest = latestAttempts(await addDeferred(stepPlan, outcome));
+    latest = current(await addDeferred(stepPlan, outcome));
     added = true;
   }
   const { startedAt, done } = progressOf(run, plan, latest);
   return { write: added || startedAt !== null || done, added, blocked, latest };
+}
+
+/**
+ * The latest step attempts that count in the run's current attempt: a step that did not complete
+ * in an earlier attempt of the run is one a resume left to be made again, and only a step waiting
+ * on other steps' outputs is left so (src/pipelines/run-resume.ts makes the others at once). It is
+ * not made yet: not ended, not a producer that failed, not a need met or broken.
+ */
+function currentAttempts(latest: Map<string, JobRequestRow>, runAttempt: number): Map<string, JobRequestRow> {
+  for (const [step, row] of latest) {
+    if (row.runAttempt < runAttempt && row.state !== 'completed') latest.delete(step);
+  }
+  return latest;
 }
 
 /**
