@@ -4,6 +4,7 @@ import { patchRequest } from '../db/requests.js';
 import type { JobRequestRow, RequestState } from '../db/schema.js';
 import type { ErrorCode } from '../errors.js';
 import { jobUidOf } from '../lib/host-users.js';
+import { CLOCK_SLACK_MS } from '../requests/job-output.js';
 import { isTerminalRequest } from '../requests/request-state.js';
 import { ArraySyntaxError, parseArrayExpression, taskCountOf } from '../sched/job-array.js';
 import { type JobSpec, jobSpecSchema } from '../sched/job-spec.js';
@@ -206,7 +207,12 @@ export async function collectOutputs(
     const outputs =
       row.jobId === null
         ? { path: null, values: {}, error: null }
-        : readStepOutputs(row, { protectedDirs, ownerUid: await jobUidOf(accounting?.user || null) });
+        : readStepOutputs(row, {
+            protectedDirs,
+            ownerUid: await jobUidOf(accounting?.user || null),
+            // As a job's output is told from an older file's (src/requests/job-output.ts).
+            notBeforeMs: (row.startedAt ?? row.createdAt) - CLOCK_SLACK_MS,
+          });
     await patchRequest(h, row.id, { outputs });
     read = true;
   }
