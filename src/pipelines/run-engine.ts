@@ -29,6 +29,7 @@ import { runFinishedBody } from '../notify/events.js';
 import { enqueueAccepted, recordRequest } from '../requests/accept.js';
 import type { AttemptDeps } from '../requests/attempts.js';
 import type { CancelOutcome } from '../requests/canceller.js';
+import { OUTPUTS_ENV } from '../requests/outputs-file.js';
 import { isTerminalRequest } from '../requests/request-state.js';
 import type { DependencyResolution } from '../requests/submitter.js';
 import { transition } from '../requests/transition.js';
@@ -319,7 +320,10 @@ async function advanceRun(deps: RunEngineDeps, listed: PipelineRunRow): Promise<
   let rows = listed.cancelRequestedAt === null ? await stepRequests(store, listed.id) : [];
   // Outputs of steps that completed, read before anything is decided: the steps that use them
   // are made on this pass, and the run's webhook, if it ends now, carries them.
-  if (await collectOutputs(store, rows, deps.protectedDirs ?? [])) rows = await stepRequests(store, listed.id);
+  const outputs = { protectedDirs: deps.protectedDirs ?? [], steps: stepsWithOutputs(plan), now };
+  if (outputs.steps.size > 0 && (await collectOutputs(store, rows, outputs))) {
+    rows = await stepRequests(store, listed.id);
+  }
   const look = listed.cancelRequestedAt === null ? await decide(deps.inFlight, listed, plan, plans, rows) : null;
   if (look && !look.write) {
     pass = { kind: 'checked', run: listed, blocked: look.blocked, ended: null };
@@ -378,6 +382,16 @@ async function advanceRun(deps: RunEngineDeps, listed: PipelineRunRow): Promise<
     return null;
   }
   return pass.ended;
+}
+
+/** The steps whose outputs are read: used by another step, or declared (`outputs: { file }`). */
+function stepsWithOutputs(plan: RunPlan): Set<string> {
+  const steps = new Set<string>();
+  for (const s of plan.steps) {
+    for (const ref of s.deferred?.uses ?? []) steps.add(ref.step);
+    if (s.spec.environment?.some((entry) => entry.startsWith(`${OUTPUTS_ENV}=`))) steps.add(s.step);
+  }
+  return steps;
 }
 
 interface Blocked {

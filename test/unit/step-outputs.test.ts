@@ -119,6 +119,22 @@ describe('a pipeline file using step outputs', () => {
     ).toEqual([]);
   });
 
+  it('may not set SCHEDFLOW_OUTPUTS itself, in a step or the defaults (a file of its own is outputs: { file })', () => {
+    const why =
+      "SCHEDFLOW_OUTPUTS is set by schedflow (a file in the step's working directory): name the step's own file with outputs: { file: NAME }";
+    expect(
+      problems(`${head}  own:\n    environment: [SCHEDFLOW_OUTPUTS=/etc/passwd]\n    script: "#!/bin/sh\\ntrue\\n"\n`),
+    ).toEqual([expect.stringContaining(`steps.own.environment: ${why}`)]);
+    expect(
+      problems(
+        'defaults:\n  environment: { SCHEDFLOW_OUTPUTS: /etc/shadow }\nsteps:\n  a:\n    script: "#!/bin/sh\\ntrue\\n"\n',
+      ),
+    ).toEqual([expect.stringContaining(`defaults.environment: ${why}`)]);
+    expect(
+      problems(`${head}  own:\n    environment: [SCHEDFLOW_OUTPUTS_X=1]\n    script: "#!/bin/sh\\ntrue\\n"\n`),
+    ).toEqual([]);
+  });
+
   it('is refused at load, with the line, for an unknown step, a step not upstream, or a misspelt reference', () => {
     const found = problems(
       `${head}  other:\n    script: "#!/bin/sh\\necho \${steps.split.outputs.n} \${steps.nope.outputs.n} \${steps.split.output.n}\\n"\n`,
