@@ -23,6 +23,7 @@ import type {
   RunTrigger,
 } from '../db/schema.js';
 import { addDelivery } from '../db/webhooks.js';
+import { SchedflowError } from '../errors.js';
 import { assertNever } from '../lib/assert-never.js';
 import { type Clock, systemClock } from '../lib/clock.js';
 import { runFinishedBody } from '../notify/events.js';
@@ -198,6 +199,29 @@ function upFront(steps: readonly StepPlan[]): StepPlan[] {
   return steps.filter((s) => !s.deferred);
 }
 
+/**
+ * A deferred step's spec is known only now (its array sized by an output, say): the door that
+ * refuses a run whose steps the profile cannot take (src/requests/door.ts) is asked for it here,
+ * and a refusal ends the step unsubmitted with it, as the run's refusal would have.
+ */
+function doorChecked(
+  deps: RunEngineDeps,
+  profile: string,
+  outcome: Exclude<DeferredOutcome, { kind: 'wait' }>,
+): Exclude<DeferredOutcome, { kind: 'wait' }> {
+  if (outcome.kind !== 'submit') return outcome;
+  const refused = deps.refusal?.(profile, [outcome.spec]) ?? null;
+  if (!refused) return outcome;
+  return {
+    kind: 'end',
+    spec: outcome.spec,
+    state: 'submit_failed',
+    reason: 'Refused',
+    detail: `not submitted: ${refused.message}`,
+    errorCode: refused instanceof SchedflowError ? refused.code : null,
+  };
+}
+
 /** Makes a deferred step's request: to be submitted, or ended at once (skipped, or a value it uses unknown). */
 async function addDeferred(
   tx: History,
@@ -350,7 +374,8 @@ async function advanceRun(deps: RunEngineDeps, listed: PipelineRunRow): Promise<
           }
           return stepRequests(tx, run.id);
         },
-        async (stepPlan, outcome) => {
+        async (stepPlan, decided) => {
+          const outcome = doorChecked(deps, plan.profile, decided);
           await addDeferred(tx, run, stepPlan, outcome, now);
           logger.info(
             { runId: run.id, step: stepPlan.step, made: outcome.kind === 'submit' ? 'submitted' : outcome.state },

@@ -1,7 +1,7 @@
 import { type AuditContext, appendAudit, auditEntryOf } from '../db/audit.js';
 import { getRun, lockedRun, lockPipelineRuns, stepRequests } from '../db/runs.js';
 import type { Deadlines, JobRequestRow, PipelineRunRow, RunState } from '../db/schema.js';
-import { ConfigError, RunNotResumableError, type SchedflowError } from '../errors.js';
+import { ConfigError, RunNotResumableError, SchedflowError } from '../errors.js';
 import { assertNever } from '../lib/assert-never.js';
 import { systemClock } from '../lib/clock.js';
 import { addSteps, queueSteps, type RunEngineDeps } from './run-engine.js';
@@ -113,6 +113,7 @@ export async function resumeRun(
     return { kind: 'not_found' };
   }
   const overrides = by.params ?? {};
+  let doorRefusal: Error | null = null;
   let result: {
     run: PipelineRunRow;
     kept: string[];
@@ -176,6 +177,17 @@ export async function resumeRun(
       // of the step (src/pipelines/run-engine.ts, a request of an earlier run attempt that did not
       // complete counting as not made).
       const made = definition.steps.filter((s) => !keptNames.has(s.step) && !s.deferred);
+      // The door, as for a run asked for by someone (src/pipelines/run-engine.ts createRun): the
+      // profile's token or the accounts may have changed since the run was made.
+      const refused =
+        deps.refusal?.(
+          definition.profile,
+          made.map((s) => s.spec),
+        ) ?? null;
+      if (refused) {
+        doorRefusal = refused;
+        throw refused;
+      }
       const later = definition.steps.filter((s) => !keptNames.has(s.step) && s.deferred).map((s) => s.step);
       // Each step made again as the next attempt of that step: the newest attempt is the step's.
       const ids: string[] = [];
@@ -205,6 +217,7 @@ export async function resumeRun(
     });
   } catch (error) {
     if (error instanceof RunNotResumableError || error instanceof ConfigError) return refuse(seen.owner, error);
+    if (error instanceof SchedflowError && error === doorRefusal) return refuse(seen.owner, error);
     throw error;
   }
   await queueSteps(deps, runId);

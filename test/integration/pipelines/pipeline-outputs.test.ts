@@ -192,4 +192,30 @@ describe('step outputs', () => {
     expect(s2.producer?.outputs).toMatchObject({ values: {}, error: null });
     expect(s2.consumer).toMatchObject({ state: 'submit_failed', errorCode: 'SCHEDFLOW_ERR_STEP_OUTPUT_MISSING' });
   }, 60_000);
+
+  it('a step sized by an output past what the profile takes is refused at the door, not submitted', async () => {
+    const sim = await env.sim();
+    const yaml = [
+      'defaults:',
+      `  current_working_directory: ${sim.workDir}`,
+      'steps:',
+      '  split:',
+      '    script: "#!/bin/sh\\necho chunks=5000 >> \\"$SCHEDFLOW_OUTPUTS\\"\\n"',
+      '  align:',
+      '    needs: [split]',
+      '    array: ${steps.split.outputs.chunks}',
+      '    script: "#!/bin/sh\\ntrue\\n"',
+    ].join('\n');
+    const td = await env.daemon(sim.url, { pipelineTickMs: 300 }, { 'big.yaml': yaml });
+    const run = await td.daemon.pipelines.trigger('big', { actor: 'test', trigger: 'api' });
+    expect((await waitForRun(td, run.id)).state).toBe('failed');
+    const s = await stepsOf(td, run.id);
+    expect(s.align).toMatchObject({
+      state: 'submit_failed',
+      jobId: null,
+      reason: 'Refused',
+      errorCode: 'SCHEDFLOW_ERR_ARRAY_TOO_LARGE',
+    });
+    expect(s.align?.errorMessage).toContain('the array names index 4999');
+  }, 60_000);
 });
