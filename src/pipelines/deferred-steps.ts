@@ -1,13 +1,20 @@
 import { getAccountingJob } from '../db/accounting.js';
 import type { History } from '../db/history.js';
 import { patchRequest } from '../db/requests.js';
-import type { JobRequestRow, RequestState } from '../db/schema.js';
+import type { JobRequestRow, RequestState, StepOutputs } from '../db/schema.js';
 import type { ErrorCode } from '../errors.js';
 import { jobUidOf } from '../lib/host-users.js';
+import { CLOCK_SLACK_MS } from '../requests/job-output.js';
 import { isTerminalRequest } from '../requests/request-state.js';
 import { ArraySyntaxError, parseArrayExpression, taskCountOf } from '../sched/job-array.js';
 import { type JobSpec, jobSpecSchema } from '../sched/job-spec.js';
-import { isOneOutputRef, type OutputRef, renderOutputsDeep, TemplateError } from './param-substitution.js';
+import {
+  isOneOutputRef,
+  type OutputRef,
+  outputRefsDeep,
+  renderOutputsDeep,
+  TemplateError,
+} from './param-substitution.js';
 import type { StepPlan } from './run-plan.js';
 import { legacyRetryPending } from './step-dependencies.js';
 import { readStepOutputs } from './step-outputs.js';
@@ -63,13 +70,16 @@ export function deferredOutcome(
   if (template === null) return { kind: 'submit', spec: plan.spec };
 
   // A step that ends unsubmitted keeps its spec as written (the values it needed unknown), or as
-  // rendered when it is skipped: not the stand-in its plan was checked with.
+  // rendered when it is skipped: not the stand-in its plan was checked with. Less an `array:` that
+  // still holds an output: a request's array is Slurm's expression, counted when it is recorded.
+  const { array: writtenArray, ...rest } = template;
+  const asWritten = typeof writtenArray === 'string' && outputRefsDeep(writtenArray).length > 0 ? rest : template;
   const ended = (
     state: 'cancelled' | 'submit_failed' | 'completed',
     reason: string,
     detail: string,
     errorCode: ErrorCode | null,
-    spec: Record<string, unknown> = template,
+    spec: Record<string, unknown> = asWritten,
   ): DeferredOutcome => ({ kind: 'end', spec: spec as JobSpec, state, reason, detail, errorCode });
 
   for (const [step, row] of producers) {
@@ -184,20 +194,49 @@ function checked(expression: string, written: string, value: string): ArraySize 
   }
 }
 
-/** Reads the outputs of the run's completed step requests not read yet. Returns whether any were. */
+/** How long a completed step's outputs wait for its job's user to be known (its accounting row). */
+export const OWNER_WAIT_MS = 60_000;
+
+export interface CollectOptions {
+  /** Folders never read from (schedflow's data and configuration). */
+  protectedDirs: readonly string[];
+  /** The steps whose outputs are read: those another step uses, or declared (`outputs:`). */
+  steps: ReadonlySet<string>;
+  now: number;
+}
+
+/**
+ * Reads the outputs of the run's completed step requests not read yet, of the steps in
+ * `options.steps` only: a step whose outputs nothing uses is not read (a file read for every step
+ * of every run would be I/O on a shared file system for nothing). Returns whether any were.
+ */
 export async function collectOutputs(
   h: History,
   rows: readonly JobRequestRow[],
-  protectedDirs: readonly string[],
+  options: CollectOptions,
 ): Promise<boolean> {
   let read = false;
   for (const row of rows) {
     if (row.state !== 'completed' || row.outputs !== null || row.runId === null) continue;
-    const accounting = row.jobId === null ? undefined : await getAccountingJob(h, row.profile, row.jobId);
-    const outputs =
-      row.jobId === null
-        ? { path: null, values: {}, error: null }
-        : readStepOutputs(row, { protectedDirs, ownerUid: await jobUidOf(accounting?.user || null) });
+    if (row.step === null || !options.steps.has(row.step)) continue;
+    let outputs: StepOutputs;
+    if (row.jobId === null) {
+      outputs = { path: null, values: {}, error: null };
+    } else {
+      const user = (await getAccountingJob(h, row.profile, row.jobId))?.user || null;
+      const ownerUid = await jobUidOf(user);
+      // The file must be the job's user's: until the scheduler has said who that is (its
+      // accounting row), the owner cannot be checked, so it is not read yet; a while after the
+      // step ended, it is read as a job of a user with no account here is (src/lib/file-tail.ts).
+      const endedAt = row.endedAt ?? row.updatedAt;
+      if (user === null && ownerUid === null && options.now - endedAt < OWNER_WAIT_MS) continue;
+      outputs = readStepOutputs(row, {
+        protectedDirs: options.protectedDirs,
+        ownerUid,
+        // As a job's output is told from an older file's (src/requests/job-output.ts).
+        notBeforeMs: (row.startedAt ?? row.createdAt) - CLOCK_SLACK_MS,
+      });
+    }
     await patchRequest(h, row.id, { outputs });
     read = true;
   }

@@ -113,6 +113,13 @@ export function outputRefs(text: string): OutputRef[] {
   return [...seen.values()];
 }
 
+/** How many step outputs a JSON-like value holds, each place one is written counted. */
+export function outputRefOccurrences(value: unknown): number {
+  let count = 0;
+  for (const [text] of stringsIn(value)) count += [...text.matchAll(STEP_OUTPUT)].length;
+  return count;
+}
+
 /** The step outputs used anywhere in a JSON-like value, each once. */
 export function outputRefsDeep(value: unknown): OutputRef[] {
   const seen = new Map<string, OutputRef>();

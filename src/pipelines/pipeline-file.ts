@@ -4,6 +4,7 @@ import { DEFAULT_OWNER, OWNER_NAME } from '../access/principal.js';
 import { DEPENDENCY_TYPES, type StepNeed } from '../db/schema.js';
 import { durationSchema } from '../lib/duration.js';
 import { attemptPolicySchema } from '../requests/attempt-policy.js';
+import { OUTPUTS_ENV } from '../requests/outputs-file.js';
 import { jobSpecSchema } from '../sched/job-spec.js';
 import { onPendingIssues } from '../sched/on-pending.js';
 
@@ -39,6 +40,16 @@ const needSchema = z.union([
 
 const spec = jobSpecSchema.shape;
 
+/**
+ * A step's (or the defaults') environment. `$SCHEDFLOW_OUTPUTS` is schedflow's to set: the daemon
+ * reads the file it names, and one set here could name any file on the daemon's host (its owner
+ * checked only once the job's user is known). A step names its own file with `outputs: { file }`.
+ */
+const stepEnvironment = spec.environment.refine(
+  (env) => !env?.some((entry) => entry.startsWith(`${OUTPUTS_ENV}=`)),
+  `${OUTPUTS_ENV} is set by schedflow (a file in the step's working directory): name the step's own file with outputs: { file: NAME }`,
+);
+
 const stepSchema = z
   .object({
     /** The Slurm job name; default `<pipeline>.<step>`. */
@@ -52,7 +63,7 @@ const stepSchema = z
       .describe('a script file, relative to the pipeline file; it must be inside the pipelines folder'),
     partition: spec.partition,
     account: spec.account,
-    environment: spec.environment,
+    environment: stepEnvironment,
     current_working_directory: spec.current_working_directory,
     tasks: spec.tasks,
     cpus_per_task: spec.cpus_per_task,
@@ -196,7 +207,7 @@ export const pipelineFileSchema = z
         partition: spec.partition,
         account: spec.account,
         time_limit: spec.time_limit,
-        environment: spec.environment,
+        environment: stepEnvironment,
         current_working_directory: spec.current_working_directory,
       })
       .strict()

@@ -23,12 +23,14 @@ import type {
   RunTrigger,
 } from '../db/schema.js';
 import { addDelivery } from '../db/webhooks.js';
+import { SchedflowError } from '../errors.js';
 import { assertNever } from '../lib/assert-never.js';
 import { type Clock, systemClock } from '../lib/clock.js';
 import { runFinishedBody } from '../notify/events.js';
 import { enqueueAccepted, recordRequest } from '../requests/accept.js';
 import type { AttemptDeps } from '../requests/attempts.js';
 import type { CancelOutcome } from '../requests/canceller.js';
+import { OUTPUTS_ENV } from '../requests/outputs-file.js';
 import { isTerminalRequest } from '../requests/request-state.js';
 import type { DependencyResolution } from '../requests/submitter.js';
 import { transition } from '../requests/transition.js';
@@ -197,6 +199,29 @@ function upFront(steps: readonly StepPlan[]): StepPlan[] {
   return steps.filter((s) => !s.deferred);
 }
 
+/**
+ * A deferred step's spec is known only now (its array sized by an output, say): the door that
+ * refuses a run whose steps the profile cannot take (src/requests/door.ts) is asked for it here,
+ * and a refusal ends the step unsubmitted with it, as the run's refusal would have.
+ */
+function doorChecked(
+  deps: RunEngineDeps,
+  profile: string,
+  outcome: Exclude<DeferredOutcome, { kind: 'wait' }>,
+): Exclude<DeferredOutcome, { kind: 'wait' }> {
+  if (outcome.kind !== 'submit') return outcome;
+  const refused = deps.refusal?.(profile, [outcome.spec]) ?? null;
+  if (!refused) return outcome;
+  return {
+    kind: 'end',
+    spec: outcome.spec,
+    state: 'submit_failed',
+    reason: 'Refused',
+    detail: `not submitted: ${refused.message}`,
+    errorCode: refused instanceof SchedflowError ? refused.code : null,
+  };
+}
+
 /** Makes a deferred step's request: to be submitted, or ended at once (skipped, or a value it uses unknown). */
 async function addDeferred(
   tx: History,
@@ -205,7 +230,9 @@ async function addDeferred(
   outcome: Exclude<DeferredOutcome, { kind: 'wait' }>,
   at: number,
 ): Promise<void> {
-  const [id] = await addSteps(tx, run, [{ ...plan, spec: outcome.spec }], at);
+  // A step a resume left to be made here is its next attempt (an earlier run attempt's request).
+  const prior = latestAttempts(await stepRequests(tx, run.id)).get(plan.step);
+  const [id] = await addSteps(tx, run, [{ ...plan, spec: outcome.spec }], at, (prior?.attempt ?? 0) + 1);
   if (id === undefined || outcome.kind === 'submit') return;
   await transition(tx, id, {
     to: outcome.state,
@@ -317,7 +344,10 @@ async function advanceRun(deps: RunEngineDeps, listed: PipelineRunRow): Promise<
   let rows = listed.cancelRequestedAt === null ? await stepRequests(store, listed.id) : [];
   // Outputs of steps that completed, read before anything is decided: the steps that use them
   // are made on this pass, and the run's webhook, if it ends now, carries them.
-  if (await collectOutputs(store, rows, deps.protectedDirs ?? [])) rows = await stepRequests(store, listed.id);
+  const outputs = { protectedDirs: deps.protectedDirs ?? [], steps: stepsWithOutputs(plan), now };
+  if (outputs.steps.size > 0 && (await collectOutputs(store, rows, outputs))) {
+    rows = await stepRequests(store, listed.id);
+  }
   const look = listed.cancelRequestedAt === null ? await decide(deps.inFlight, listed, plan, plans, rows) : null;
   if (look && !look.write) {
     pass = { kind: 'checked', run: listed, blocked: look.blocked, ended: null };
@@ -344,7 +374,8 @@ async function advanceRun(deps: RunEngineDeps, listed: PipelineRunRow): Promise<
           }
           return stepRequests(tx, run.id);
         },
-        async (stepPlan, outcome) => {
+        async (stepPlan, decided) => {
+          const outcome = doorChecked(deps, plan.profile, decided);
           await addDeferred(tx, run, stepPlan, outcome, now);
           logger.info(
             { runId: run.id, step: stepPlan.step, made: outcome.kind === 'submit' ? 'submitted' : outcome.state },
@@ -378,6 +409,16 @@ async function advanceRun(deps: RunEngineDeps, listed: PipelineRunRow): Promise<
   return pass.ended;
 }
 
+/** The steps whose outputs are read: used by another step, or declared (`outputs: { file }`). */
+function stepsWithOutputs(plan: RunPlan): Set<string> {
+  const steps = new Set<string>();
+  for (const s of plan.steps) {
+    for (const ref of s.deferred?.uses ?? []) steps.add(ref.step);
+    if (s.spec.environment?.some((entry) => entry.startsWith(`${OUTPUTS_ENV}=`))) steps.add(s.step);
+  }
+  return steps;
+}
+
 interface Blocked {
   step: string;
   row: JobRequestRow;
@@ -406,7 +447,8 @@ async function decide(
   /** With `add`: makes a deferred step whose outputs are known. */
   addDeferred?: (stepPlan: StepPlan, outcome: Exclude<DeferredOutcome, { kind: 'wait' }>) => Promise<JobRequestRow[]>,
 ): Promise<{ write: boolean; added: boolean; blocked: Blocked[]; latest: Map<string, JobRequestRow> }> {
-  let latest = latestAttempts(rows);
+  const current = (all: readonly JobRequestRow[]) => currentAttempts(latestAttempts(all), run.attempt);
+  let latest = current(rows);
   let added = false;
   const blocked: Blocked[] = [];
   for (const stepPlan of plan.steps) {
@@ -416,7 +458,7 @@ async function decide(
     if (row.retryDueAt !== null) continue;
     if (legacyRetryPending(row, stepPlan)) {
       if (!add) return { write: true, added, blocked, latest };
-      latest = latestAttempts(await add(stepPlan, row, 'retry'));
+      latest = current(await add(stepPlan, row, 'retry'));
       added = true;
       continue;
     }
@@ -433,7 +475,7 @@ async function decide(
     if (isTerminalRequest(row.state)) {
       // A step it needs is being retried: this step gets another go behind the new attempt.
       if (!add) return { write: true, added, blocked, latest };
-      latest = latestAttempts(await add(stepPlan, row, 'behind_retry'));
+      latest = current(await add(stepPlan, row, 'behind_retry'));
       added = true;
     } else if (isBlocked) {
       // Still waiting on the failed attempt (Slurm without kill_invalid_depend holds it forever):
@@ -447,11 +489,24 @@ async function decide(
     const outcome = deferredOutcome(stepPlan, latest, plans);
     if (outcome.kind === 'wait') continue;
     if (!addDeferred) return { write: true, added, blocked, latest };
-    latest = latestAttempts(await addDeferred(stepPlan, outcome));
+    latest = current(await addDeferred(stepPlan, outcome));
     added = true;
   }
   const { startedAt, done } = progressOf(run, plan, latest);
   return { write: added || startedAt !== null || done, added, blocked, latest };
+}
+
+/**
+ * The latest step attempts that count in the run's current attempt: a step that did not complete
+ * in an earlier attempt of the run is one a resume left to be made again, and only a step waiting
+ * on other steps' outputs is left so (src/pipelines/run-resume.ts makes the others at once). It is
+ * not made yet: not ended, not a producer that failed, not a need met or broken.
+ */
+function currentAttempts(latest: Map<string, JobRequestRow>, runAttempt: number): Map<string, JobRequestRow> {
+  for (const [step, row] of latest) {
+    if (row.runAttempt < runAttempt && row.state !== 'completed') latest.delete(step);
+  }
+  return latest;
 }
 
 /**

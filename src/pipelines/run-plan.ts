@@ -6,6 +6,7 @@ import { OUTPUTS_ENV, outputsFileOf } from '../requests/outputs-file.js';
 import { type JobSpec, jobSpecSchema } from '../sched/job-spec.js';
 import {
   type OutputRef,
+  outputRefOccurrences,
   outputRefsDeep,
   renderDeep,
   renderOutputsDeep,
@@ -94,7 +95,15 @@ export function planRun(pipeline: LoadedPipeline, input: PlanInput): RunPlan {
     };
     const needs = pipeline.needs[step] ?? [];
     const template = withOutputsFile(step, rendered(step, raw, context), s.outputs?.file);
-    const uses = outputRefsDeep(template);
+    // The outputs a step uses are those written in the file, found before parameters go in: a
+    // parameter's value is text, and one that spells `${steps.…}` must not make the step wait on a
+    // step it never named (one that may not exist: the run would wait forever).
+    const uses = outputRefsDeep(raw);
+    if (outputRefOccurrences(template) !== outputRefOccurrences(raw)) {
+      throw new ConfigError(
+        `steps.${step}: a parameter's value holds \${steps.<step>.outputs.<name>}: step outputs are used only where the pipeline file writes them, parameters are plain text`,
+      );
+    }
     // A step behind a deferred one is deferred too: it has nothing to depend on until that one is made.
     const deferred =
       uses.length > 0
@@ -117,12 +126,19 @@ export function planRun(pipeline: LoadedPipeline, input: PlanInput): RunPlan {
       summarize: s.summarize ?? def.summarize ?? null,
     };
   });
-  // A step whose outputs are used must be given a file the daemon can find: in its working directory.
+  // A step whose outputs are used must be a step upstream of the user (ended when it is made; the
+  // loader checks this too, for the file as written), given a file the daemon can find: in its
+  // working directory.
   const byName = new Map(steps.map((s) => [s.step, s]));
   for (const s of steps) {
     for (const ref of s.deferred?.uses ?? []) {
       const producer = byName.get(ref.step);
-      if (producer && outputsFileOf(input.runId, producer.spec) === null) {
+      if (!producer || !upstreamOf(s.step, pipeline.needs).has(ref.step)) {
+        throw new ConfigError(
+          `steps.${s.step}: uses \${steps.${ref.step}.outputs.${ref.name}}, and ${producer ? `step "${ref.step}" is not upstream of it (add it to needs)` : `there is no step "${ref.step}"`}`,
+        );
+      }
+      if (outputsFileOf(input.runId, producer.spec) === null) {
         throw new ConfigError(
           `steps.${s.step}: uses \${steps.${ref.step}.outputs.${ref.name}}, and step "${ref.step}" has no absolute current_working_directory (its own or the defaults'): its outputs file ($SCHEDFLOW_OUTPUTS) is put there`,
         );
@@ -136,6 +152,20 @@ export function planRun(pipeline: LoadedPipeline, input: PlanInput): RunPlan {
     webhookUrl: def.webhook ?? null,
     schedule: def.schedule ? { cron: def.schedule.cron, timezone } : null,
   };
+}
+
+/** The steps a step needs, directly or through the steps it needs. */
+function upstreamOf(step: string, needs: Readonly<Record<string, readonly StepNeed[]>>): Set<string> {
+  const seen = new Set<string>();
+  const next = [step];
+  for (let current = next.pop(); current !== undefined; current = next.pop()) {
+    for (const need of needs[current] ?? []) {
+      if (seen.has(need.step)) continue;
+      seen.add(need.step);
+      next.push(need.step);
+    }
+  }
+  return seen;
 }
 
 function resolveParams(

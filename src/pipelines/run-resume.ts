@@ -1,7 +1,7 @@
 import { type AuditContext, appendAudit, auditEntryOf } from '../db/audit.js';
 import { getRun, lockedRun, lockPipelineRuns, stepRequests } from '../db/runs.js';
 import type { Deadlines, JobRequestRow, PipelineRunRow, RunState } from '../db/schema.js';
-import { ConfigError, RunNotResumableError, type SchedflowError } from '../errors.js';
+import { ConfigError, RunNotResumableError, SchedflowError } from '../errors.js';
 import { assertNever } from '../lib/assert-never.js';
 import { systemClock } from '../lib/clock.js';
 import { addSteps, queueSteps, type RunEngineDeps } from './run-engine.js';
@@ -13,7 +13,9 @@ import { latestAttempts } from './step-dependencies.js';
  * Resuming a run that failed or was cancelled: a new attempt of the same run. Its steps that
  * completed keep their jobs and results; every other step (failed, cancelled, timed out, lost
  * with its node, never run because a step it needs failed) is made again as a new step request
- * of the run's new attempt. The kept steps are ended and `completed`, so the submitter decides
+ * of the run's new attempt (a step using other steps' outputs, and those behind it, once those
+ * outputs are known: src/pipelines/deferred-steps.ts; one never made before is made then too, not
+ * counted as pruned). The kept steps are ended and `completed`, so the submitter decides
  * a dependency on them as met (src/pipelines/step-dependencies.ts) and sends Slurm none: their
  * jobs may be gone from the controller. Only the steps made again depend on each other natively.
  *
@@ -50,7 +52,15 @@ export interface RunResumeBy {
 export type RunResumeOutcome =
   | { kind: 'not_found' }
   /** Resumed: the run as it is now (running, one attempt more), the steps kept and those made again. */
-  | { kind: 'resumed'; run: PipelineRunRow; kept: string[]; again: { step: string; requestId: string }[] };
+  | {
+      kind: 'resumed';
+      run: PipelineRunRow;
+      kept: string[];
+      /** The steps made again now, each a new request. */
+      again: { step: string; requestId: string }[];
+      /** The steps to run again that use other steps' outputs (and those behind them): made once those are known. */
+      later: string[];
+    };
 
 /**
  * Re-renders a run's steps with other parameters, from its pipeline as loaded now (the pipeline
@@ -103,7 +113,13 @@ export async function resumeRun(
     return { kind: 'not_found' };
   }
   const overrides = by.params ?? {};
-  let result: { run: PipelineRunRow; kept: string[]; again: { step: string; requestId: string }[] };
+  let doorRefusal: Error | null = null;
+  let result: {
+    run: PipelineRunRow;
+    kept: string[];
+    again: { step: string; requestId: string }[];
+    later: string[];
+  };
   try {
     result = await store.transaction(async (tx) => {
       // The pipeline's runs first, as a tick's overlap decision takes them, then the run itself.
@@ -114,7 +130,9 @@ export async function resumeRun(
       if (refusal) throw new RunNotResumableError(refusal, run.state);
       const plan = run.definition as RunPlan;
       const latest = latestAttempts(await stepRequests(tx, run.id));
-      const missing = plan.steps.filter((s) => !latest.has(s.step)).map((s) => s.step);
+      // A step waiting on other steps' outputs may never have been made (the run ended first):
+      // it is not missing, it is made by the run engine once those outputs are known.
+      const missing = plan.steps.filter((s) => !latest.has(s.step) && !s.deferred).map((s) => s.step);
       if (missing.length) {
         throw new RunNotResumableError(
           `pipeline run ${runId} cannot be resumed: the history no longer holds its step${missing.length > 1 ? 's' : ''} ${missing.join(', ')} (pruned by retention); trigger a new run`,
@@ -154,7 +172,23 @@ export async function resumeRun(
       });
       // Locked above and resumable: only a bug leaves it unmoved; said as the refusal it would be.
       if (!moved) throw new RunNotResumableError(`pipeline run ${runId} was resumed or changed meanwhile`, run.state);
-      const made = definition.steps.filter((s) => !keptNames.has(s.step));
+      // A step using other steps' outputs is not made here: its spec is a stand-in until they are
+      // known. The run engine makes it (and the steps behind it) once they are, as the next attempt
+      // of the step (src/pipelines/run-engine.ts, a request of an earlier run attempt that did not
+      // complete counting as not made).
+      const made = definition.steps.filter((s) => !keptNames.has(s.step) && !s.deferred);
+      // The door, as for a run asked for by someone (src/pipelines/run-engine.ts createRun): the
+      // profile's token or the accounts may have changed since the run was made.
+      const refused =
+        deps.refusal?.(
+          definition.profile,
+          made.map((s) => s.spec),
+        ) ?? null;
+      if (refused) {
+        doorRefusal = refused;
+        throw refused;
+      }
+      const later = definition.steps.filter((s) => !keptNames.has(s.step) && s.deferred).map((s) => s.step);
       // Each step made again as the next attempt of that step: the newest attempt is the step's.
       const ids: string[] = [];
       for (const s of made) {
@@ -178,10 +212,12 @@ export async function resumeRun(
         run: moved,
         kept: [...keptNames],
         again: made.map((s, i) => ({ step: s.step, requestId: ids[i] as string })),
+        later,
       };
     });
   } catch (error) {
     if (error instanceof RunNotResumableError || error instanceof ConfigError) return refuse(seen.owner, error);
+    if (error instanceof SchedflowError && error === doorRefusal) return refuse(seen.owner, error);
     throw error;
   }
   await queueSteps(deps, runId);

@@ -64,6 +64,12 @@ export interface ReadOutputsOptions {
   protectedDirs: readonly string[];
   /** The uid the file must belong to (the job's user on this host); null: unknown (src/lib/host-users.ts). */
   ownerUid: number | null;
+  /**
+   * A file last changed before this (Unix ms) was not written by this request's job: it is read as
+   * none written. A declared file (`outputs: { file }`) has one path for every run and retry, so
+   * without it a step that writes nothing would hand on the values an earlier run wrote.
+   */
+  notBeforeMs?: number | null;
 }
 
 /**
@@ -83,6 +89,7 @@ export function readStepOutputs(
     maxBytes: MAX_OUTPUTS_FILE_BYTES + 1,
     protectedDirs: options.protectedDirs,
     ownerUid: options.ownerUid,
+    notBeforeMs: options.notBeforeMs ?? null,
   });
   switch (tail.kind) {
     case 'ok': {
@@ -116,7 +123,8 @@ export function readStepOutputs(
     case 'hard-link':
       return failed(`${path} is a second name of a file of the daemon's user: not read`);
     case 'older':
-      return failed(`${path} is older than the step's job: not read`);
+      // Left by an earlier run or attempt (a declared file keeps its path): this job wrote none.
+      return { path, values: {}, error: null };
     case 'error':
       return failed(`${path} could not be read (${tail.code})`);
     default:

@@ -89,7 +89,7 @@ export type JobOutput =
     };
 
 /** Slack for clocks and whole-second start times when telling this job's file from an older one. */
-const CLOCK_SLACK_MS = 60_000;
+export const CLOCK_SLACK_MS = 60_000;
 
 /**
  * What one output file belongs to: a single job (the request itself), or one task of an array

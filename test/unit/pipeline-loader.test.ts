@@ -160,6 +160,37 @@ describe('pipeline files: problems say where and what', () => {
   });
 });
 
+describe('run plans: step outputs', () => {
+  it("a parameter's value cannot make a step use another step's outputs", () => {
+    const file = join(dir, 'inject.yaml');
+    writeFileSync(
+      file,
+      [
+        'params:',
+        '  sample: x',
+        'defaults:',
+        '  current_working_directory: /tmp',
+        'steps:',
+        '  a:',
+        '    script: "#!/bin/sh\\necho a=1 >> \\"$SCHEDFLOW_OUTPUTS\\"\\n"',
+        '  b:',
+        '    needs: [a]',
+        '    script: "#!/bin/sh\\necho ${params.sample} ${steps.a.outputs.a}\\n"',
+        '',
+      ].join('\n'),
+    );
+    const loaded = loadPipelineFile(file, { profiles, defaultProfile: 'lab' });
+    const plan = (sample: string) =>
+      planRun(loaded, { runId: 'r', trigger: 'api', createdAt: 0, scheduledFor: null, params: { sample } });
+    expect(plan('plain').steps[1]?.deferred?.uses).toEqual([{ step: 'a', name: 'a' }]);
+    for (const sample of ['${steps.nosuch.outputs.x}', '${steps.a.outputs.other}', '${ steps.a.outputs.a }']) {
+      expect(() => plan(sample)).toThrow(
+        "steps.b: a parameter's value holds ${steps.<step>.outputs.<name>}: step outputs are used only where the pipeline file writes them",
+      );
+    }
+  });
+});
+
 describe('run plans: deadlines', () => {
   it("the run's max_pending bounds every step's wait, a step's own wins; start_by stays with the run", () => {
     const file = join(dir, 'deadlines.yaml');

@@ -1,4 +1,4 @@
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, utimesSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -53,6 +53,15 @@ describe('an outputs file', () => {
       own,
     );
     expect(hidden.error).toMatch(/is not visible to the daemon on this host: .* shared file system/);
+    // A file older than the job (a declared file's earlier run): none written, not its values.
+    writeFileSync(join(cwd, '.schedflow-outputs-r6'), 'n=9\n');
+    utimesSync(join(cwd, '.schedflow-outputs-r6'), new Date(1_000_000), new Date(1_000_000));
+    expect(readStepOutputs({ id: 'r6', spec }, { ...own, notBeforeMs: 2_000_000 })).toEqual({
+      path: `${cwd}/.schedflow-outputs-r6`,
+      values: {},
+      error: null,
+    });
+    expect(readStepOutputs({ id: 'r6', spec }, { ...own, notBeforeMs: 500_000 }).values).toEqual({ n: '9' });
     // A step without a working directory is given no file.
     expect(readStepOutputs({ id: 'r5', spec: {} }, own)).toEqual({
       path: null,
@@ -107,6 +116,22 @@ describe('a pipeline file using step outputs', () => {
       problems(
         `${head}  use:\n    needs: [split]\n    array: \${steps.split.outputs.n}\n    script: "#!/bin/sh\\necho \${steps.split.outputs.x:q}\\n"\n`,
       ),
+    ).toEqual([]);
+  });
+
+  it('may not set SCHEDFLOW_OUTPUTS itself, in a step or the defaults (a file of its own is outputs: { file })', () => {
+    const why =
+      "SCHEDFLOW_OUTPUTS is set by schedflow (a file in the step's working directory): name the step's own file with outputs: { file: NAME }";
+    expect(
+      problems(`${head}  own:\n    environment: [SCHEDFLOW_OUTPUTS=/etc/passwd]\n    script: "#!/bin/sh\\ntrue\\n"\n`),
+    ).toEqual([expect.stringContaining(`steps.own.environment: ${why}`)]);
+    expect(
+      problems(
+        'defaults:\n  environment: { SCHEDFLOW_OUTPUTS: /etc/shadow }\nsteps:\n  a:\n    script: "#!/bin/sh\\ntrue\\n"\n',
+      ),
+    ).toEqual([expect.stringContaining(`defaults.environment: ${why}`)]);
+    expect(
+      problems(`${head}  own:\n    environment: [SCHEDFLOW_OUTPUTS_X=1]\n    script: "#!/bin/sh\\ntrue\\n"\n`),
     ).toEqual([]);
   });
 

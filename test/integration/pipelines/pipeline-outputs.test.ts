@@ -1,4 +1,4 @@
-import { readFileSync } from 'node:fs';
+import { readFileSync, rmSync, utimesSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { getRun, stepRequests } from '../../../src/db/runs.js';
@@ -158,5 +158,64 @@ describe('step outputs', () => {
       /step "silent" wrote no output "a" \(it wrote none to \/.*\.schedflow-outputs-/,
     );
     expect(ended.detail).toContain('wants_b: SUBMIT_FAILED');
+  }, 60_000);
+
+  it('a declared file an earlier run left is not read as this run’s; a step whose outputs nothing uses is not read', async () => {
+    const sim = await env.sim();
+    const yaml = [
+      'defaults:',
+      `  current_working_directory: ${sim.workDir}`,
+      'steps:',
+      '  producer:',
+      '    outputs: { file: stale.txt }',
+      '    script: "#!/bin/sh\\ntest -f write-now && echo n=1 > \\"$SCHEDFLOW_OUTPUTS\\"\\ntrue\\n"',
+      '  consumer:',
+      '    needs: [producer]',
+      '    script: "#!/bin/sh\\necho ${steps.producer.outputs.n}\\n"',
+      '  lonely:',
+      '    script: "#!/bin/sh\\necho x=1 >> \\"$SCHEDFLOW_OUTPUTS\\"\\n"',
+    ].join('\n');
+    const td = await env.daemon(sim.url, { pipelineTickMs: 300 }, { 'stale.yaml': yaml });
+    writeFileSync(join(sim.workDir, 'write-now'), '');
+    const first = await td.daemon.pipelines.trigger('stale', { actor: 'test', trigger: 'api' });
+    expect((await waitForRun(td, first.id)).state).toBe('succeeded');
+    const s1 = await stepsOf(td, first.id);
+    expect(s1.producer?.outputs).toMatchObject({ values: { n: '1' } });
+    expect(s1.lonely?.outputs).toBeNull();
+    // The next run writes nothing; the file is the earlier run's (five minutes old).
+    rmSync(join(sim.workDir, 'write-now'));
+    const old = new Date(Date.now() - 5 * 60_000);
+    utimesSync(join(sim.workDir, 'stale.txt'), old, old);
+    const second = await td.daemon.pipelines.trigger('stale', { actor: 'test', trigger: 'api' });
+    expect((await waitForRun(td, second.id)).state).toBe('failed');
+    const s2 = await stepsOf(td, second.id);
+    expect(s2.producer?.outputs).toMatchObject({ values: {}, error: null });
+    expect(s2.consumer).toMatchObject({ state: 'submit_failed', errorCode: 'SCHEDFLOW_ERR_STEP_OUTPUT_MISSING' });
+  }, 60_000);
+
+  it('a step sized by an output past what the profile takes is refused at the door, not submitted', async () => {
+    const sim = await env.sim();
+    const yaml = [
+      'defaults:',
+      `  current_working_directory: ${sim.workDir}`,
+      'steps:',
+      '  split:',
+      '    script: "#!/bin/sh\\necho chunks=5000 >> \\"$SCHEDFLOW_OUTPUTS\\"\\n"',
+      '  align:',
+      '    needs: [split]',
+      '    array: ${steps.split.outputs.chunks}',
+      '    script: "#!/bin/sh\\ntrue\\n"',
+    ].join('\n');
+    const td = await env.daemon(sim.url, { pipelineTickMs: 300 }, { 'big.yaml': yaml });
+    const run = await td.daemon.pipelines.trigger('big', { actor: 'test', trigger: 'api' });
+    expect((await waitForRun(td, run.id)).state).toBe('failed');
+    const s = await stepsOf(td, run.id);
+    expect(s.align).toMatchObject({
+      state: 'submit_failed',
+      jobId: null,
+      reason: 'Refused',
+      errorCode: 'SCHEDFLOW_ERR_ARRAY_TOO_LARGE',
+    });
+    expect(s.align?.errorMessage).toContain('the array names index 4999');
   }, 60_000);
 });

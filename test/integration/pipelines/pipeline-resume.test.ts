@@ -1,4 +1,4 @@
-import { writeFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { eq } from 'drizzle-orm';
 import { describe, expect, it } from 'vitest';
@@ -204,5 +204,100 @@ describe('resuming a pipeline run', () => {
       [1, 1, 'failed'],
       [2, 2, 'completed'],
     ]);
+  }, 120_000);
+
+  it('a step using outputs is made again with the real values (its producer run again or kept); a cancelled run whose such steps never ran resumes', async () => {
+    const sim = await env.sim();
+    const td = await env.daemon(
+      sim.url,
+      { pipelineTickMs: 200 },
+      {
+        'fan.yaml': [
+          'defaults:',
+          `  current_working_directory: ${sim.workDir}`,
+          'steps:',
+          '  split:',
+          '    script: "#!/bin/sh\\ntest -f split-ok || exit 3\\necho chunks=3 >> \\"$SCHEDFLOW_OUTPUTS\\"\\n"',
+          '  align:',
+          '    needs: [split]',
+          '    array: ${steps.split.outputs.chunks}',
+          '    script: "#!/bin/sh\\ntest -f align-ok || exit 4\\ntouch aligned-$SLURM_ARRAY_TASK_ID\\n"',
+          '  merge:',
+          '    needs: [align]',
+          '    script: "#!/bin/sh\\ntrue\\n"',
+        ].join('\n'),
+        'slow.yaml': [
+          'defaults:',
+          `  current_working_directory: ${sim.workDir}`,
+          'steps:',
+          '  split:',
+          '    script: "#!/bin/sh\\nwhile ! test -f slow-go; do sleep 0.1; done\\necho n=2 >> \\"$SCHEDFLOW_OUTPUTS\\"\\n"',
+          '  align:',
+          '    needs: [split]',
+          '    array: ${steps.split.outputs.n}',
+          '    script: "#!/bin/sh\\ntrue\\n"',
+        ].join('\n'),
+      },
+    );
+    const api = apiClient(td);
+    const token = await api.token(['read', 'submit', 'cancel']);
+    const store = td.daemon.history.store;
+    const resume = async (id: string) => {
+      const answer = await api.call('POST', `/api/v1/runs/${id}/resume`, { token, body: {} });
+      expect(answer.status, JSON.stringify(answer.json)).toBe(201);
+      return answer.json as { message: string; steps: { step: string }[] };
+    };
+    const rowsOf = async (id: string, step: string) =>
+      (await stepRequests(store, id))
+        .filter((r) => r.step === step)
+        .map((r) => ({
+          attempt: r.attempt,
+          runAttempt: r.runAttempt,
+          state: r.state,
+          array: (r.spec as { array?: string }).array,
+        }));
+
+    // split fails: align is cancelled unsubmitted (its outputs unknown; its array as written cannot
+    // be a request's), merge behind it.
+    const run = await td.daemon.pipelines.trigger('fan', { actor: 'test', trigger: 'api' });
+    await waitForRun(td, run.id, 'failed');
+    writeFileSync(join(sim.workDir, 'split-ok'), '');
+    const first = await resume(run.id);
+    // Only split is made now: align and merge wait for its outputs, not made with a stand-in.
+    expect(first.steps.map((s) => s.step)).toEqual(['split']);
+    expect(first.message).toContain('runs split again; align, merge once the outputs they wait on are known');
+    // align now fails (its marker is missing): the run fails in attempt 2, align with the real count.
+    await waitForRun(td, run.id, 'failed', 2);
+    expect(await rowsOf(run.id, 'align')).toEqual([
+      { attempt: 1, runAttempt: 1, state: 'cancelled', array: undefined },
+      { attempt: 2, runAttempt: 2, state: 'failed', array: '0-2' },
+    ]);
+    // split kept, align failed: align is made again from split's stored outputs.
+    writeFileSync(join(sim.workDir, 'align-ok'), '');
+    const second = await resume(run.id);
+    expect(second.steps).toEqual([]);
+    await waitForRun(td, run.id, 'succeeded', 3);
+    expect(await rowsOf(run.id, 'align')).toEqual([
+      { attempt: 1, runAttempt: 1, state: 'cancelled', array: undefined },
+      { attempt: 2, runAttempt: 2, state: 'failed', array: '0-2' },
+      { attempt: 3, runAttempt: 3, state: 'completed', array: '0-2' },
+    ]);
+    expect((await rowsOf(run.id, 'split')).map((r) => r.runAttempt)).toEqual([1, 2]);
+    for (const i of [0, 1, 2]) expect(() => readFileSync(join(sim.workDir, `aligned-${i}`))).not.toThrow();
+
+    // Cancelled while split runs: align was never made. Not "pruned": resumed, align made after split.
+    const slow = await td.daemon.pipelines.trigger('slow', { actor: 'test', trigger: 'api' });
+    await waitFor(async () => (await stepRequests(store, slow.id)).find((r) => r.state === 'running'), {
+      what: 'split to run',
+      timeoutMs: 20_000,
+    });
+    const cancel = await api.call('POST', `/api/v1/runs/${slow.id}/cancel`, { token });
+    expect(cancel.status).toBeLessThan(300);
+    await waitForRun(td, slow.id, 'cancelled');
+    expect(await rowsOf(slow.id, 'align')).toEqual([]);
+    writeFileSync(join(sim.workDir, 'slow-go'), '');
+    await resume(slow.id);
+    await waitForRun(td, slow.id, 'succeeded', 2);
+    expect(await rowsOf(slow.id, 'align')).toEqual([{ attempt: 1, runAttempt: 2, state: 'completed', array: '0-1' }]);
   }, 120_000);
 });

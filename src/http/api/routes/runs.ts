@@ -206,12 +206,14 @@ export const runRoutes: FastifyPluginAsyncZod<{ deps: ApiDeps }> = async (app, {
           audit: apiAuditContext(request),
         });
         if (outcome.kind === 'not_found') throw new NotFoundApiError(`no pipeline run ${id}`);
-        const { run, kept, again } = outcome;
+        const { run, kept, again, later } = outcome;
+        // Steps waiting on other steps' outputs are made later, by the run itself.
+        const waiting = later.length ? `; ${later.join(', ')} once the outputs they wait on are known` : '';
         return reply.code(201).send({
           id,
           state: run.state,
           attempt: run.attempt,
-          message: `resumed: attempt ${run.attempt} runs ${again.map((s) => s.step).join(', ')} again${kept.length ? `; kept ${kept.join(', ')}` : ''}`,
+          message: `resumed: attempt ${run.attempt} runs ${again.map((s) => s.step).join(', ')} again${waiting}${kept.length ? `; kept ${kept.join(', ')}` : ''}`,
           kept,
           steps: again.map((s) => ({ step: s.step, request_id: s.requestId })),
           links: { self: runLink(id) },
