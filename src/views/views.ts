@@ -476,8 +476,9 @@ export function runOutputsView(steps: readonly JobRequestRow[]): Record<string, 
   }
   const out: Record<string, Record<string, string>> = {};
   for (const [step, row] of [...newest].sort(([a], [b]) => a.localeCompare(b))) {
-    const values = row.outputs?.values ?? {};
-    if (Object.keys(values).length > 0) out[step] = values;
+    // By name: PostgreSQL's jsonb keeps an object's keys in an order of its own, not as written.
+    const values = Object.entries(row.outputs?.values ?? {}).sort(([a], [b]) => a.localeCompare(b));
+    if (values.length > 0) out[step] = Object.fromEntries(values);
   }
   return out;
 }

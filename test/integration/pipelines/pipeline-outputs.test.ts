@@ -112,7 +112,7 @@ describe('step outputs', () => {
     const shown = await runCli(['runs', 'show', run.id, '--data-dir', td.dataDir], { timeoutMs: 60_000 });
     expect(shown.code, shown.stderr).toBe(0);
     expect(shown.stdout).toContain(
-      "outputs\n  declared.word = hi\n  split.chunks = 3\n  split.none = 0\n  split.label = it's a b\n",
+      "outputs\n  declared.word = hi\n  split.chunks = 3\n  split.label = it's a b\n  split.none = 0\n",
     );
   }, 60_000);
 
