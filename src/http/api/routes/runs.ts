@@ -177,7 +177,7 @@ export const runRoutes: FastifyPluginAsyncZod<{ deps: ApiDeps }> = async (app, {
         operationId: 'resumeRun',
         summary: 'Resume a failed or cancelled pipeline run',
         description: [
-          'A new attempt of the same run (its `attempt` one more, its state `running` again): the steps that completed keep their jobs and results; every other step (failed, cancelled, timed out, lost, never run because a step it needs failed) is submitted again as a new request of the run, its dependencies on kept steps met and only those among the steps run again sent to Slurm.',
+          'A new attempt of the same run (its `attempt` one more, its state `running` again): the steps that completed keep their jobs and results; every other step (failed, cancelled, timed out, lost, never run because a step it needs failed) is submitted again as a new request of the run, its dependencies on kept steps met and only those among the steps run again sent to Slurm; a step using another step\'s outputs is made once the values it waits on are known, as in a first attempt.',
           'Parameters are the run’s own unless `params` changes some (the steps run again are then rendered from the pipeline file as loaded now). The run’s and its steps’ `start_by`/`finish_by` move with the resume; its webhook is sent again when it ends.',
           'A run still queued or running, one that succeeded or was skipped, or one whose steps retention has pruned: 409 `SCHEDFLOW_ERR_RUN_NOT_RESUMABLE` with its `state`; of two resumes at once, one wins. A bad parameter: 400. Scope: submit (as for triggering a run). Without admin, only the runs of the caller’s owner and of the pipelines whose `allow:` names it: another run answers 404 as an unknown id.',
         ].join(' '),
