@@ -1,7 +1,7 @@
 import { setMaxListeners } from 'node:events';
 import type { ConnectionOptions, Queue } from 'bullmq';
 import { Redis, type RedisOptions } from 'ioredis';
-import type { DaemonConfig } from '../src/config/daemon-config.js';
+import { type DaemonConfig, retentionOf } from '../src/config/daemon-config.js';
 import type { OpenedHistory } from '../src/db/open-history.js';
 import { type Clock, systemClock } from '../src/lib/clock.js';
 import type { HeapCollector } from '../src/lib/heap-collector.js';
@@ -119,16 +119,7 @@ export function startWorkers(deps: StartWorkersDeps): void {
       pendingDetailsEveryMs: config.pendingDetailsEveryMs,
       submitLimitRecheckMs: config.submitLimitRecheckMs,
       clusterSampleKeepMs: config.clusterSampleKeepMs,
-      retention: {
-        requestsMs: config.retainRequestsMs,
-        summariesMs: config.retainSummariesMs,
-        deliveriesMs: config.retainDeliveriesMs,
-        accountingMs: config.retainAccountingMs,
-        runsMs: config.retainRunsMs,
-        // The runs a pipeline's efficiency trend reads stay.
-        keepRunsPerPipeline: config.summaries.trendRuns,
-        auditMs: config.retainAuditMs,
-      },
+      retention: retentionOf(config),
     },
     clusterView,
     webhooks,

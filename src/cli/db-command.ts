@@ -2,7 +2,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import type { Command } from 'commander';
 import pg from 'pg';
-import { loadDaemonConfig } from '../config/daemon-config.js';
+import { loadDaemonConfig, retentionOf } from '../config/daemon-config.js';
 import { DAEMON_INFO_FILE, readDaemonInfo } from '../daemon-info.js';
 import { copyHistoryToPostgres } from '../db/copy-to-postgres.js';
 import { openDatabase, vacuumDatabase } from '../db/database.js';
@@ -45,16 +45,7 @@ export function registerDbCommand(program: Command): void {
     const history = await openCliHistory(flags.dataDir, { write: false });
     try {
       const space = await historySpace(history.store, history.sqlite?.file);
-      const retention = {
-        requestsMs: config.retainRequestsMs,
-        summariesMs: config.retainSummariesMs,
-        deliveriesMs: config.retainDeliveriesMs,
-        accountingMs: config.retainAccountingMs,
-        runsMs: config.retainRunsMs,
-        // The runs a pipeline's efficiency trend reads stay.
-        keepRunsPerPipeline: config.summaries.trendRuns,
-        auditMs: config.retainAuditMs,
-      };
+      const retention = retentionOf(config);
       const nextPrune = await countPrunable(history.store, retention, Date.now());
       const lastPrune = await readPruneRecord(history.store);
       if (flags.json) {

@@ -445,3 +445,17 @@ function unspecifiedHost(listen: string): boolean {
   const host = readListenAddress(listen)?.host;
   return host === '0.0.0.0' || host === '::' || host === '';
 }
+
+/** The history's retention as the pruner and `schedflow db stats` read it (src/db/retention.ts). */
+export function retentionOf(config: DaemonConfig) {
+  return {
+    requestsMs: config.retainRequestsMs,
+    summariesMs: config.retainSummariesMs,
+    deliveriesMs: config.retainDeliveriesMs,
+    accountingMs: config.retainAccountingMs,
+    runsMs: config.retainRunsMs,
+    // The runs a pipeline's efficiency trend reads stay.
+    keepRunsPerPipeline: config.summaries.trendRuns,
+    auditMs: config.retainAuditMs,
+  };
+}
