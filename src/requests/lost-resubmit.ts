@@ -51,7 +51,7 @@ export type LostResubmitPlan =
   | { kind: 'started' }
   /** No start seen, but accounting did not answer for the id: a start cannot be ruled out. */
   | { kind: 'unproven' }
-  /** Never started, but the budget is spent (`made` resubmits already). */
+  /** No start seen, but the budget is spent (`budget` resubmits made already). */
   | { kind: 'spent'; budget: number }
   /** `SCHEDFLOW_LOST_RESUBMITS=0`. */
   | { kind: 'off' }
@@ -73,9 +73,12 @@ export async function lostResubmitPlan(
   if (row.arrayTaskCount !== null) return { kind: 'array' };
   if (await startSeen(tx, row, accounting)) return { kind: 'started' };
   if (budget <= 0) return { kind: 'off' };
-  if (accounting.kind !== 'answered') return { kind: 'unproven' };
+  // A spent budget is the reason whatever accounting says: the same end, said the same way
+  // whichever read (the controller's or accounting's) noticed the loss first.
   const made = await attemptsEndedWith(tx, row.firstAttemptId ?? row.id, LOST_BEFORE_START_CODE);
-  return made >= budget ? { kind: 'spent', budget } : { kind: 'resubmit', n: made + 1, budget };
+  if (made >= budget) return { kind: 'spent', budget };
+  if (accounting.kind !== 'answered') return { kind: 'unproven' };
+  return { kind: 'resubmit', n: made + 1, budget };
 }
 
 async function startSeen(tx: History, row: JobRequestRow, accounting: AccountingEvidence): Promise<boolean> {
@@ -112,9 +115,9 @@ export function lostMessage(jobId: number, why: string, plan: LostResubmitPlan):
     case 'unproven':
       return `the controller lost this request's job ${jobId} (restarted without its state?): ${why}; no start of it was seen, but accounting could not be asked whether it ran (unreachable, or not served by this cluster), so it is not submitted again (it may have run): submit it again if it should run`;
     case 'spent':
-      return `the controller lost this request's job ${jobId} (restarted without its state?): ${why}; it never started, but this request was already submitted again ${plan.budget === 1 ? 'once' : `${plan.budget} times`} after such a loss (SCHEDFLOW_LOST_RESUBMITS=${plan.budget}): not again; submit it again if it should run`;
+      return `the controller lost this request's job ${jobId} (restarted without its state?): ${why}; no start of it was seen, but this request was already submitted again ${plan.budget === 1 ? 'once' : `${plan.budget} times`} after such a loss (SCHEDFLOW_LOST_RESUBMITS=${plan.budget}): not again; submit it again if it should run`;
     case 'off':
-      return `the controller lost this request's job ${jobId} (restarted without its state?): ${why}; it never started, and resubmits after a loss are off (SCHEDFLOW_LOST_RESUBMITS=0): submit it again if it should run`;
+      return `the controller lost this request's job ${jobId} (restarted without its state?): ${why}; no start of it was seen, and resubmits after a loss are off (SCHEDFLOW_LOST_RESUBMITS=0): submit it again if it should run`;
     case 'array':
       return `the controller lost this request's job ${jobId} (restarted without its state?): ${why}; an array is not submitted again after a loss: submit it again if it should run`;
     default:

@@ -256,7 +256,7 @@ describe('a slurmctld crash that loses jobs before they started', () => {
     const ended = await td.waitForState(b2, 'node_fail', 30_000);
     expect(ended.errorCode).toBe('SCHEDFLOW_ERR_JOB_LOST_BY_CONTROLLER');
     expect(ended.errorMessage).toMatch(
-      /it never started, but this request was already submitted again once after such a loss \(SCHEDFLOW_LOST_RESUBMITS=1\): not again/,
+      /no start of it was seen, but this request was already submitted again once after such a loss \(SCHEDFLOW_LOST_RESUBMITS=1\): not again/,
     );
     expect(ended.nextAttemptId).toBeNull();
     expect(ended.retryDueAt).toBeNull();
@@ -288,7 +288,7 @@ describe('a slurmctld crash that loses jobs before they started', () => {
     expect(row.reason).toBe('JobLostByController');
     expect(row.errorCode).toBe('SCHEDFLOW_ERR_JOB_LOST_BY_CONTROLLER');
     expect(row.errorMessage).toMatch(
-      /it never started, and resubmits after a loss are off \(SCHEDFLOW_LOST_RESUBMITS=0\)/,
+      /no start of it was seen, and resubmits after a loss are off \(SCHEDFLOW_LOST_RESUBMITS=0\)/,
     );
     expect(row.nextAttemptId).toBeNull();
     expect(row.retryDueAt).toBeNull();
