@@ -30,7 +30,8 @@ interface PipelineWorkerDeps {
 /**
  * The `pipeline` queue: `fire` (a cron tick of a pipeline's schedule, or a catch-up of one) makes
  * a run; `tick` (every couple of seconds) makes the retries that are due, moves jobs that waited
- * too long (`on_pending`), advances active runs, catches up missed ticks and checks deadlines. A
+ * too long (`on_pending`), advances active runs, starts the runs that ended runs start (`on:`),
+ * catches up missed ticks and checks deadlines. A
  * job that fails is retried briefly; the next tick redoes periodic work anyway. One job at a time:
  * runs advance, ticks fire and queued runs start in order.
  */
@@ -76,13 +77,15 @@ function pipelineProcessor(deps: PipelineWorkerDeps): QueueProcessor {
       const attempts = await makeDueAttempts(deps.engine);
       // Then moves: a move by resubmission makes an attempt, which this pass of its run sees.
       const moves = await movePendingJobs(deps.mover);
-      const ended = await advanceActiveRuns(deps.engine);
+      const ended = await advanceActiveRuns(deps.engine, (pipeline) => deps.registry.outputsUsedDownstream(pipeline));
       for (const run of ended) {
         deps.logger.info(
           { pipeline: run.pipeline, runId: run.id, state: run.state, detail: run.detail },
           'pipeline run ended',
         );
       }
+      // Then the runs those ends start (other pipelines' `on:`), and any end not followed yet.
+      const started = await deps.registry.followUpstream();
       const caughtUp = await deps.registry.catchUp();
       const misses = await checkDeadlines(deps.engine.store, deps.logger, {
         now: (deps.engine.clock ?? systemClock).now(),
@@ -93,6 +96,7 @@ function pipelineProcessor(deps: PipelineWorkerDeps): QueueProcessor {
         retried: attempts.made.length,
         moved: moves.moved.length + moves.resubmitted.length,
         ended: ended.length,
+        started: started.length,
         caughtUp,
         misses: misses.length,
       };

@@ -27,6 +27,8 @@ export const tokenActor = (name: string): string => `token:${name}`;
 export const uiActor = (user: string): string => `ui:${user}`;
 export const cliActor = (unixUser: string): string => `cli:${unixUser}`;
 export const scheduleActor = (pipeline: string): string => `schedule:${pipeline}`;
+/** A run started by the end of a run of `pipeline` (the downstream pipeline's `on:`). */
+export const upstreamActor = (pipeline: string): string => `upstream:${pipeline}`;
 
 /** Whether `scopes` grant `scope`: `admin` holds every scope. */
 export function hasScope(scopes: readonly ApiScope[], scope: ApiScope): boolean {

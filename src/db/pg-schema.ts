@@ -362,9 +362,18 @@ export const pipelineRuns = schedflow.table(
       .notNull()
       .default(1)
       .$type<Of<typeof sqlite.pipelineRuns, 'attempt'>>(),
+    upstreamRunId: text('upstream_run_id').$type<Of<typeof sqlite.pipelineRuns, 'upstreamRunId'>>(),
+    upstreamAttempt: bigint('upstream_attempt', { mode: 'number' }).$type<
+      Of<typeof sqlite.pipelineRuns, 'upstreamAttempt'>
+    >(),
+    downstreamCheckedAt: bigint('downstream_checked_at', { mode: 'number' }).$type<
+      Of<typeof sqlite.pipelineRuns, 'downstreamCheckedAt'>
+    >(),
   },
   (t) => [
     uniqueIndex('pipeline_runs_tick').on(t.pipeline, t.scheduledFor),
+    uniqueIndex('pipeline_runs_upstream').on(t.pipeline, t.upstreamRunId, t.upstreamAttempt),
+    index('pipeline_runs_downstream_todo').on(t.endedAt).where(sql`"downstream_checked_at" is null`),
     index('pipeline_runs_state').on(t.state),
     index('pipeline_runs_created').on(t.pipeline, t.createdAt),
     index('pipeline_runs_summary_todo').on(t.state).where(sql`"summary_checked_at" is null`),

@@ -119,22 +119,75 @@ export function stepRequests(h: History, runId: string): Promise<JobRequestRow[]
 /** A run as made: every column but those set later (its start, cancel, summary check, attempt: 1 until resumed). */
 export type NewRunRow = Omit<
   PipelineRunRow,
-  'startedAt' | 'summaryCheckedAt' | 'cancelRequestedAt' | 'cancelledBy' | 'attempt'
->;
+  | 'startedAt'
+  | 'summaryCheckedAt'
+  | 'cancelRequestedAt'
+  | 'cancelledBy'
+  | 'attempt'
+  | 'upstreamRunId'
+  | 'upstreamAttempt'
+  | 'downstreamCheckedAt'
+> &
+  Partial<Pick<PipelineRunRow, 'upstreamRunId' | 'upstreamAttempt' | 'downstreamCheckedAt'>>;
 
 /**
- * Records a run; undefined when its tick (pipeline, scheduled_for) has a run already: one made by
- * another host since the caller looked, whose insert committed first.
+ * Records a run; undefined when its tick (pipeline, scheduled_for), or the upstream end that
+ * starts it (pipeline, upstream run, its attempt), has a run already: one made by another host
+ * since the caller looked, whose insert committed first. (No target: either unique index.)
  */
 export function insertRun(h: History, run: NewRunRow): Promise<PipelineRunRow | undefined> {
   const t = h.t.pipelineRuns;
+  return h.one(h.db.insert(t).values(run).onConflictDoNothing().returning());
+}
+
+/** The run of `pipeline` that this end of an upstream run started, if it has one. */
+export function runOfUpstream(
+  h: History,
+  pipeline: string,
+  upstream: { runId: string; attempt: number },
+): Promise<PipelineRunRow | undefined> {
+  const t = h.t.pipelineRuns;
   return h.one(
     h.db
-      .insert(t)
-      .values(run)
-      .onConflictDoNothing({ target: [t.pipeline, t.scheduledFor] })
-      .returning(),
+      .select()
+      .from(t)
+      .where(
+        and(eq(t.pipeline, pipeline), eq(t.upstreamRunId, upstream.runId), eq(t.upstreamAttempt, upstream.attempt)),
+      ),
   );
+}
+
+/** Ended runs whose downstream runs (other pipelines' `on:`) are still to be made, oldest end first. */
+export function runsToFollow(h: History, limit: number): Promise<PipelineRunRow[]> {
+  const t = h.t.pipelineRuns;
+  return h.all(
+    h.db
+      .select()
+      .from(t)
+      .where(and(isNull(t.downstreamCheckedAt), inArray(t.state, ['succeeded', 'failed', 'cancelled'])))
+      .orderBy(asc(t.endedAt))
+      .limit(limit),
+  );
+}
+
+/**
+ * Marks this end of the run followed: only the attempt that ended (a resume since made the run
+ * run again, and its next end is followed in turn). False when it was not that end any more.
+ */
+export async function markRunFollowed(
+  h: History,
+  run: Pick<PipelineRunRow, 'id' | 'attempt' | 'state'>,
+  now: number,
+): Promise<boolean> {
+  const t = h.t.pipelineRuns;
+  const rows = await h.all(
+    h.db
+      .update(t)
+      .set({ downstreamCheckedAt: now })
+      .where(and(eq(t.id, run.id), eq(t.attempt, run.attempt), eq(t.state, run.state), isNull(t.downstreamCheckedAt)))
+      .returning({ id: t.id }),
+  );
+  return rows.length > 0;
 }
 
 /** The run of a pipeline's scheduled tick, if it has one. */

@@ -346,7 +346,7 @@ export const TERMINAL_RUN_STATES = [
   'skipped',
 ] as const satisfies readonly RunState[];
 
-export const RUN_TRIGGERS = ['schedule', 'catchup', 'api', 'cli', 'ui'] as const;
+export const RUN_TRIGGERS = ['schedule', 'catchup', 'api', 'cli', 'ui', 'upstream'] as const;
 export type RunTrigger = (typeof RUN_TRIGGERS)[number];
 
 /** One run of a pipeline: its steps are job requests with this run id. */
@@ -390,9 +390,23 @@ export const pipelineRuns = sqliteTable(
     cancelledBy: text('cancelled_by'),
     /** How many times the run has been started: 1, and one more for each resume (src/pipelines/run-resume.ts). */
     attempt: integer('attempt').notNull().default(1),
+    /**
+     * The run whose end started this one (`trigger: upstream`, the pipeline file's `on:`), and
+     * which attempt of it ended: one run per upstream end (the unique index), however many
+     * hosts follow the ends (src/pipelines/upstream-runs.ts).
+     */
+    upstreamRunId: text('upstream_run_id'),
+    upstreamAttempt: integer('upstream_attempt'),
+    /**
+     * When the runs this ended run starts (`on:` of other pipelines) were made, or none was
+     * wanted; null while that is to do. A resume clears it: the run will end again.
+     */
+    downstreamCheckedAt: integer('downstream_checked_at'),
   },
   (t) => [
     uniqueIndex('pipeline_runs_tick').on(t.pipeline, t.scheduledFor),
+    uniqueIndex('pipeline_runs_upstream').on(t.pipeline, t.upstreamRunId, t.upstreamAttempt),
+    index('pipeline_runs_downstream_todo').on(t.endedAt).where(sql`"downstream_checked_at" is null`),
     index('pipeline_runs_state').on(t.state),
     index('pipeline_runs_created').on(t.pipeline, t.createdAt),
     index('pipeline_runs_summary_todo').on(t.state).where(sql`"summary_checked_at" is null`),

@@ -25,21 +25,35 @@ export const RUN_VARIABLES = {
   step: ['name'],
 } as const;
 
+/**
+ * Names of the run whose end started this one (the pipeline file's `on:`): `${upstream.run_id}`
+ * and the others, with its outputs as `${upstream.outputs.<step>.<name>}`. Known when the run is
+ * made; a run started otherwise has none (src/pipelines/run-plan.ts refuses it).
+ */
+export const UPSTREAM_VARIABLES = ['run_id', 'pipeline', 'state'] as const;
+
 export type TemplateContext = Record<string, Record<string, string>>;
 
-/** The placeholders in a text that the names allowed do not cover, as `ns.name`. */
-export function unknownPlaceholders(text: string, params: ReadonlySet<string>): string[] {
+/** The upstream run's outputs by step and name, for `${upstream.outputs.<step>.<name>}`. */
+export type UpstreamOutputs = Readonly<Record<string, Readonly<Record<string, string>>>>;
+
+/**
+ * The placeholders in a text that the names allowed do not cover, as `ns.name`. `upstream`:
+ * whether `${upstream.…}` names are allowed (a pipeline with `on:`).
+ */
+export function unknownPlaceholders(text: string, params: ReadonlySet<string>, upstream = false): string[] {
   const unknown: string[] = [];
   for (const [, ns, name, modifier] of text.matchAll(PLACEHOLDER)) {
-    if (!isKnown(ns as string, name as string, params) || !isModifier(modifier)) {
+    if (!isKnown(ns as string, name as string, params, upstream) || !isModifier(modifier)) {
       unknown.push(`${ns}.${name}${modifier === undefined ? '' : `:${modifier}`}`);
     }
   }
   return unknown;
 }
 
-function isKnown(ns: string, name: string, params: ReadonlySet<string>): boolean {
+function isKnown(ns: string, name: string, params: ReadonlySet<string>, upstream: boolean): boolean {
   if (ns === 'params') return params.has(name);
+  if (ns === 'upstream') return upstream && (UPSTREAM_VARIABLES as readonly string[]).includes(name);
   const names: readonly string[] | undefined = RUN_VARIABLES[ns as keyof typeof RUN_VARIABLES];
   return names?.includes(name) ?? false;
 }
@@ -57,24 +71,94 @@ export class TemplateError extends Error {
   override name = 'TemplateError';
 }
 
+/**
+ * `${upstream.outputs.<step>.<name>}` (`:q` too): an output of the run whose end started this one.
+ * Step names may hold `.`, so the step is everything up to the last `.`.
+ */
+const UPSTREAM_OUTPUT =
+  /\$\{\s*upstream\.outputs\.([A-Za-z0-9][A-Za-z0-9_.-]*)\.([A-Za-z_][A-Za-z0-9_]*)(?::([A-Za-z]*))?\s*\}/g;
+/** Anything that starts like an upstream name, to tell a misspelt one from text that is not ours. */
+const UPSTREAM_LIKE = /\$\{\s*upstream\.[^}]*\}?/g;
+
+/** One pass over both kinds, so a value pasted in is never read again as a placeholder. */
+const ANY_PLACEHOLDER = new RegExp(`${UPSTREAM_OUTPUT.source}|${PLACEHOLDER.source}`, 'g');
+
+/** The upstream outputs a text uses, each once. */
+export function upstreamOutputRefs(text: string): OutputRef[] {
+  const seen = new Map<string, OutputRef>();
+  for (const [, step, name] of text.matchAll(UPSTREAM_OUTPUT)) {
+    seen.set(`${step}\u0000${name}`, { step: step as string, name: name as string });
+  }
+  return [...seen.values()];
+}
+
+/**
+ * What in a text starts like an upstream name but is neither an output (`${upstream.output.x}`,
+ * a modifier that is not `q`) nor a name of the run (`${upstream.state}`, checked with the others
+ * by unknownPlaceholders): refused at load, rather than left for the shell to choke on.
+ */
+export function malformedUpstreamRefs(text: string): string[] {
+  const bad: string[] = [];
+  for (const [written] of text.matchAll(UPSTREAM_LIKE)) {
+    const output = [...written.matchAll(UPSTREAM_OUTPUT)][0];
+    if (output && output[0] === written && isModifier(output[3])) continue;
+    const name = [...written.matchAll(PLACEHOLDER)][0];
+    if (name && name[0] === written) continue;
+    bad.push(written);
+  }
+  return bad;
+}
+
+/** Whether a text uses any `${upstream.…}` name. */
+export function usesUpstream(text: string): boolean {
+  if (upstreamOutputRefs(text).length > 0) return true;
+  return [...text.matchAll(PLACEHOLDER)].some(([, ns]) => ns === 'upstream');
+}
+
 /** Replaces every placeholder; one the context lacks is an error naming it. */
-export function render(text: string, context: TemplateContext): string {
-  return text.replace(PLACEHOLDER, (_match, ns: string, name: string, modifier: string | undefined) => {
-    const value = context[ns]?.[name];
-    if (value === undefined || !isModifier(modifier)) {
-      const written = `${ns}.${name}${modifier === undefined ? '' : `:${modifier}`}`;
-      throw new TemplateError(`unknown template name \${${written}}`);
-    }
-    return modifier === 'q' ? shellQuote(value) : value;
-  });
+export function render(text: string, context: TemplateContext, upstreamOutputs?: UpstreamOutputs): string {
+  return text.replace(
+    ANY_PLACEHOLDER,
+    (
+      _match,
+      upStep: string | undefined,
+      upName: string | undefined,
+      upModifier: string | undefined,
+      ns: string | undefined,
+      name: string | undefined,
+      modifier: string | undefined,
+    ) => {
+      if (upStep !== undefined && upName !== undefined) {
+        const value = upstreamOutputs?.[upStep]?.[upName];
+        const written = `upstream.outputs.${upStep}.${upName}`;
+        if (!upstreamOutputs) throw new TemplateError(`\${${written}}: this run was not started by an upstream run`);
+        if (value === undefined) {
+          throw new TemplateError(`\${${written}}: the upstream run's step "${upStep}" wrote no output "${upName}"`);
+        }
+        if (!isModifier(upModifier)) throw new TemplateError(`unknown modifier :${upModifier} on ${written}`);
+        return upModifier === 'q' ? shellQuote(value) : value;
+      }
+      // Own keys only: `${constructor.name}` is not a name of ours.
+      const names = ns !== undefined && Object.hasOwn(context, ns) ? context[ns] : undefined;
+      const value = names && name !== undefined && Object.hasOwn(names, name) ? names[name] : undefined;
+      if (value === undefined || !isModifier(modifier)) {
+        const written = `${ns}.${name}${modifier === undefined ? '' : `:${modifier}`}`;
+        if (ns === 'upstream' && !context.upstream) {
+          throw new TemplateError(`\${${written}}: this run was not started by an upstream run`);
+        }
+        throw new TemplateError(`unknown template name \${${written}}`);
+      }
+      return modifier === 'q' ? shellQuote(value) : value;
+    },
+  );
 }
 
 /** Renders every string inside a JSON-like value. */
-export function renderDeep<T>(value: T, context: TemplateContext): T {
-  if (typeof value === 'string') return render(value, context) as T;
-  if (Array.isArray(value)) return value.map((v) => renderDeep(v, context)) as T;
+export function renderDeep<T>(value: T, context: TemplateContext, upstreamOutputs?: UpstreamOutputs): T {
+  if (typeof value === 'string') return render(value, context, upstreamOutputs) as T;
+  if (Array.isArray(value)) return value.map((v) => renderDeep(v, context, upstreamOutputs)) as T;
   if (value !== null && typeof value === 'object') {
-    return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, renderDeep(v, context)])) as T;
+    return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, renderDeep(v, context, upstreamOutputs)])) as T;
   }
   return value;
 }

@@ -168,6 +168,25 @@ const scheduleSchema = z
   })
   .strict();
 
+/** Which ends of a run start the pipeline, each kind naming the pipelines whose runs it follows. */
+export const RUN_ENDS = ['succeeded', 'failed', 'finished'] as const;
+export type RunEnd = (typeof RUN_ENDS)[number];
+
+const upstreamList = z.array(nameSchema).min(1).optional();
+
+const onSchema = z
+  .object({
+    succeeded: upstreamList.describe('pipelines whose runs, when they succeed, start a run of this one'),
+    failed: upstreamList.describe('pipelines whose runs, when they fail, start a run of this one'),
+    finished: upstreamList.describe(
+      'pipelines whose runs, when they end in any way (succeeded, failed or cancelled), start a run of this one',
+    ),
+  })
+  .strict()
+  .refine((on) => RUN_ENDS.some((end) => on[end] !== undefined), {
+    message: 'name the upstream pipelines under succeeded, failed or finished',
+  });
+
 export const pipelineFileSchema = z
   .object({
     /** Default: the file name without extension. */
@@ -187,6 +206,15 @@ export const pipelineFileSchema = z
       .default([])
       .describe("other owners whose tokens may trigger, pause and read this pipeline (runs stay the owner's)"),
     schedule: scheduleSchema.optional(),
+    /**
+     * Runs of other pipelines whose end starts a run of this one, one per upstream end; their
+     * values are `${upstream.…}` in its steps (src/pipelines/upstream-runs.ts).
+     */
+    on: onSchema
+      .optional()
+      .describe(
+        'start a run of this pipeline when a run of another ends: { succeeded: [a], failed: [b], finished: [c] }; the upstream run is ${upstream.run_id}, ${upstream.pipeline}, ${upstream.state} and its outputs ${upstream.outputs.<step>.<name>}',
+      ),
     /**
      * Parameters, `${params.NAME}` in steps (the value as is) or `${params.NAME:q}` (one
      * single-quoted shell word, for scripts), with a default; null makes one required at trigger time.
@@ -250,6 +278,8 @@ export interface LoadedPipeline {
   needs: Record<string, StepNeed[]>;
   /** Of the file's text: a reload that changes nothing is not a change. */
   hash: string;
+  /** The `${upstream.outputs.<step>.<name>}` its steps use, each once (checked against the upstream pipelines with the folder). */
+  upstreamRefs: readonly { step: string; name: string }[];
 }
 export type PipelineStep = PipelineFile['steps'][string];
 export type StepDeadlines = z.output<typeof deadlinesSchema>;

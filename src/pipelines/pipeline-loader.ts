@@ -6,10 +6,20 @@ import { locate, parseSource, readYamlSource, SourceError, type YamlSource } fro
 import { ArraySyntaxError, DEFAULT_MAX_ARRAY_SIZE, parseArrayExpression } from '../sched/job-array.js';
 import type { Profile } from '../sched/profile.js';
 import { scopesApply } from '../sched/scope-check.js';
-import { malformedOutputRefs, outputRefs, stringsIn, unknownPlaceholders } from './param-substitution.js';
+import {
+  malformedOutputRefs,
+  malformedUpstreamRefs,
+  type OutputRef,
+  outputRefs,
+  stringsIn,
+  UPSTREAM_VARIABLES,
+  unknownPlaceholders,
+  upstreamOutputRefs,
+  usesUpstream,
+} from './param-substitution.js';
 import { type LoadedPipeline, type PipelineFile, pipelineFileSchema } from './pipeline-file.js';
 import { MAX_PIPELINE_FILE_BYTES, MAX_PIPELINE_STEPS } from './pipeline-limits.js';
-import { planRun } from './run-plan.js';
+import { planRun, type UpstreamRun } from './run-plan.js';
 import { readScriptFile } from './script-file.js';
 import { stepOrder } from './step-order.js';
 
@@ -57,16 +67,21 @@ export function loadPipelineFile(file: string, context: LoadContext): LoadedPipe
   checkAccounts(def, profile, context, at);
   checkArrays(def, profile, context, at);
   const needs = checkNeeds(def, at);
-  if (def.schedule?.enabled) {
-    for (const [param, value] of Object.entries(def.params)) {
-      if (value === null) {
-        at(['params', param], `params.${param}: scheduled runs are made without parameters: give it a default`);
-      }
+  for (const [param, value] of Object.entries(def.params)) {
+    if (value !== null) continue;
+    if (def.schedule?.enabled) {
+      at(['params', param], `params.${param}: scheduled runs are made without parameters: give it a default`);
+    } else if (def.on) {
+      at(
+        ['params', param],
+        `params.${param}: runs started by an upstream run (on:) are made without parameters: give it a default`,
+      );
     }
   }
   const order = problems.length === 0 ? topologicalOrder(def, needs, at) : [];
   checkPlaceholders(source, def, path, at);
   checkOutputRefs(source, def, path, needs, at);
+  const upstreamRefs = checkUpstreamRefs(source, def, path, at);
   if (problems.length > 0) throw new SourceError(problems);
 
   const loaded: LoadedPipeline = {
@@ -77,10 +92,18 @@ export function loadPipelineFile(file: string, context: LoadContext): LoadedPipe
     order,
     needs,
     hash: createHash('sha256').update(text).digest('hex'),
+    upstreamRefs,
   };
   // A dry run with sample values catches what only a rendered job spec shows (a script without #!).
   try {
-    planRun(loaded, { runId: 'check', trigger: 'cli', createdAt: 0, scheduledFor: null, params: sampleParams(def) });
+    planRun(loaded, {
+      runId: 'check',
+      trigger: def.on ? 'upstream' : 'cli',
+      createdAt: 0,
+      scheduledFor: null,
+      params: sampleParams(def),
+      ...(def.on && { upstream: sampleUpstream(upstreamRefs) }),
+    });
   } catch (error) {
     throw new SourceError([`${locate(source, ['steps'])}: ${(error as Error).message}`]);
   }
@@ -210,11 +233,12 @@ function listed(names: readonly string[], shown = 20): string {
 
 function checkPlaceholders(source: YamlSource, def: PipelineFile, path: string, at: At): void {
   const params = new Set(Object.keys(def.params));
+  const upstream = def.on !== undefined;
   const raw = source.data as Record<string, unknown>;
   for (const section of ['defaults', 'steps'] as const) {
     for (const [text, where] of stringsIn(raw[section], [section])) {
-      for (const name of unknownPlaceholders(text, params)) {
-        at(where, `${where.join('.')}: unknown template name \${${name}} (${describeNames(params)})`);
+      for (const name of unknownPlaceholders(text, params, upstream)) {
+        at(where, `${where.join('.')}: ${unknownName(name, upstream)} (${describeNames(params, upstream)})`);
       }
     }
   }
@@ -228,8 +252,11 @@ function checkPlaceholders(source: YamlSource, def: PipelineFile, path: string, 
       at(['steps', step, 'script_file'], `steps.${step}.script_file: ${(error as Error).message}`);
       continue;
     }
-    for (const name of unknownPlaceholders(text, params)) {
-      at(['steps', step, 'script_file'], `${scriptPath}: unknown template name \${${name}} (${describeNames(params)})`);
+    for (const name of unknownPlaceholders(text, params, upstream)) {
+      at(
+        ['steps', step, 'script_file'],
+        `${scriptPath}: ${unknownName(name, upstream)} (${describeNames(params, upstream)})`,
+      );
     }
   }
 }
@@ -301,9 +328,71 @@ function ancestorsOf(step: string, needs: Record<string, StepNeed[]>): Set<strin
   return seen;
 }
 
-function describeNames(params: ReadonlySet<string>): string {
+function unknownName(name: string, upstream: boolean): string {
+  if (!upstream && name.startsWith('upstream.')) {
+    return `\${${name}}: only a pipeline started by other pipelines' runs (on:) has an upstream run`;
+  }
+  return `unknown template name \${${name}}`;
+}
+
+function describeNames(params: ReadonlySet<string>, upstream: boolean): string {
   const declared = params.size ? [...params].map((p) => `params.${p}`).join(', ') : 'no params declared';
-  return `known: run.id, run.scheduled_time, run.date, run.trigger, pipeline.name, step.name, ${declared}; :q after a name shell-quotes it`;
+  const fromUpstream = upstream
+    ? `, ${UPSTREAM_VARIABLES.map((n) => `upstream.${n}`).join(', ')}, upstream.outputs.<step>.<name>`
+    : '';
+  return `known: run.id, run.scheduled_time, run.date, run.trigger, pipeline.name, step.name${fromUpstream}, ${declared}; :q after a name shell-quotes it`;
+}
+
+/**
+ * `${upstream.outputs.<step>.<name>}` and the other `${upstream.…}` names: written as one, in a
+ * pipeline that has `on:` and no schedule (a scheduled run has no upstream run to take them
+ * from). Which steps the upstream pipelines have is checked with the folder (pipeline-set.ts).
+ */
+function checkUpstreamRefs(source: YamlSource, def: PipelineFile, path: string, at: At): OutputRef[] {
+  const raw = source.data as Record<string, unknown>;
+  const texts = [...stringsIn(raw.defaults, ['defaults']), ...stringsIn(raw.steps, ['steps'])];
+  for (const [step, s] of Object.entries(def.steps)) {
+    if (!s.script_file) continue;
+    try {
+      texts.push([readScriptFile(path, s.script_file), ['steps', step, 'script_file']]);
+    } catch {
+      // Said by checkPlaceholders.
+    }
+  }
+  const refs = new Map<string, OutputRef>();
+  let used = false;
+  for (const [text, where] of texts) {
+    for (const bad of malformedUpstreamRefs(text)) {
+      at(
+        where,
+        `${where.join('.')}: ${bad} is not an upstream value: write \${upstream.outputs.<step>.<name>}, \${upstream.run_id}, \${upstream.pipeline} or \${upstream.state} (:q to shell-quote it)`,
+      );
+    }
+    for (const ref of upstreamOutputRefs(text)) {
+      refs.set(`${ref.step}\u0000${ref.name}`, ref);
+      if (!def.on) {
+        at(
+          where,
+          `${where.join('.')}: \${upstream.outputs.${ref.step}.${ref.name}}: only a pipeline started by other pipelines' runs (on:) has an upstream run`,
+        );
+      }
+    }
+    used ||= usesUpstream(text);
+  }
+  if (used && def.schedule) {
+    at(
+      ['schedule'],
+      'schedule: the steps use ${upstream.…}, which only a run started by an upstream run (on:) has: a scheduled run would have none; drop the schedule, or the upstream values',
+    );
+  }
+  return [...refs.values()];
+}
+
+/** Stand-ins for a dry run: `1` fits every field an output may go in (a count of one task). */
+function sampleUpstream(refs: readonly OutputRef[]): UpstreamRun {
+  const outputs: Record<string, Record<string, string>> = {};
+  for (const ref of refs) outputs[ref.step] = { ...outputs[ref.step], [ref.name]: '1' };
+  return { runId: 'check', pipeline: 'upstream', state: 'succeeded', outputs };
 }
 
 function sampleParams(def: PipelineFile): Record<string, string> {

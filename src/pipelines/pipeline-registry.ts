@@ -20,6 +20,7 @@ import { loadPipelineSetAsync, PipelineCache } from './pipeline-set.js';
 import { cancelRun, createRun, type RunCancelBy, type RunCancelOutcome, type RunEngineDeps } from './run-engine.js';
 import { planRun } from './run-plan.js';
 import { type RunResumeBy, type RunResumeOutcome, resumeRun } from './run-resume.js';
+import { followEndedRuns, outputsUsedDownstream, upstreamOf } from './upstream-runs.js';
 
 export class PipelineNotFoundError extends SchedflowError {
   readonly code = 'SCHEDFLOW_ERR_PIPELINE_NOT_FOUND';
@@ -266,15 +267,26 @@ export class PipelineRegistry implements PipelineService {
    * resume without them needs no file: the run carries its own definition).
    */
   resumeRun(runId: string, by: RunResumeBy): Promise<RunResumeOutcome> {
-    return resumeRun(this.#deps.engine, runId, by, (run, params) =>
+    return resumeRun(this.#deps.engine, runId, by, async (tx, run, params) =>
       planRun(this.#loadedOrThrow(run.pipeline), {
         runId: run.id,
         trigger: run.trigger,
         createdAt: run.createdAt,
         scheduledFor: run.scheduledFor,
         params,
+        ...(run.upstreamRunId !== null && { upstream: await upstreamOf(tx, run) }),
       }),
     );
+  }
+
+  /** The steps of `pipeline` whose outputs the loaded pipelines that follow it use (`${upstream.outputs.…}`). */
+  outputsUsedDownstream(pipeline: string): ReadonlySet<string> {
+    return outputsUsedDownstream(this.#loaded.values(), pipeline);
+  }
+
+  /** Makes the runs that ended runs start (other pipelines' `on:`): each pipeline tick. */
+  followUpstream(): Promise<PipelineRunRow[]> {
+    return followEndedRuns(this.#deps.engine, () => this.#loaded.values());
   }
 
   #loadedOrThrow(name: string): LoadedPipeline {

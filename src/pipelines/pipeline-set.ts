@@ -3,6 +3,7 @@ import { dirname, resolve } from 'node:path';
 import { SourceError } from '../lib/yaml-source.js';
 import { type LoadContext, type LoadedPipeline, loadPipelineFile } from './pipeline-loader.js';
 import { loadFilesInThread } from './pipeline-thread.js';
+import { upstreamProblems } from './upstream-links.js';
 
 /** One file of a set: loaded, or why not. */
 export type FileLoad =
@@ -159,14 +160,20 @@ function setFrom(
   for (const r of results) {
     if (r.pipeline) byName.set(r.pipeline.name, [...(byName.get(r.pipeline.name) ?? []), r.file]);
   }
+  const named = results.map((r): FileLoad => {
+    const users = r.pipeline ? (byName.get(r.pipeline.name) ?? []) : [];
+    if (!r.pipeline || users.length < 2) return r;
+    const others = users.filter((f) => f !== r.file).join(', ');
+    const message = `${r.file}: pipeline name "${r.pipeline.name}" is also used by ${others}: give each file its own name (name:) or file name`;
+    return { file: r.file, pipeline: null, error: new SourceError([message]) };
+  });
+  // Between the files that passed: `on:` names pipelines of this folder (upstream-links.ts).
+  const linked = upstreamProblems(named.flatMap((r) => (r.pipeline ? [r.pipeline] : [])));
   return {
     checked: [...loaded.keys()],
-    results: results.map((r): FileLoad => {
-      const users = r.pipeline ? (byName.get(r.pipeline.name) ?? []) : [];
-      if (!r.pipeline || users.length < 2) return r;
-      const others = users.filter((f) => f !== r.file).join(', ');
-      const message = `${r.file}: pipeline name "${r.pipeline.name}" is also used by ${others}: give each file its own name (name:) or file name`;
-      return { file: r.file, pipeline: null, error: new SourceError([message]) };
+    results: named.map((r): FileLoad => {
+      const problems = linked.get(r.file);
+      return problems ? { file: r.file, pipeline: null, error: new SourceError(problems) } : r;
     }),
   };
 }

@@ -12,6 +12,7 @@ import {
   recordRunStarted,
   runningRuns,
   runOfTick,
+  runOfUpstream,
   stepRequests,
 } from '../db/runs.js';
 import type {
@@ -23,7 +24,7 @@ import type {
   RunTrigger,
 } from '../db/schema.js';
 import { addDelivery } from '../db/webhooks.js';
-import { SchedflowError } from '../errors.js';
+import { ConfigError, SchedflowError } from '../errors.js';
 import { assertNever } from '../lib/assert-never.js';
 import { type Clock, systemClock } from '../lib/clock.js';
 import { runFinishedBody } from '../notify/events.js';
@@ -38,7 +39,7 @@ import type { JobSpec } from '../sched/job-spec.js';
 import type { CancelsInFlight, StepCancel } from './cancels-in-flight.js';
 import { collectOutputs, type DeferredOutcome, deferredOutcome } from './deferred-steps.js';
 import type { LoadedPipeline } from './pipeline-loader.js';
-import { planRun, type RunPlan, type StepPlan } from './run-plan.js';
+import { type PlanInput, planRun, type RunPlan, type StepPlan, type UpstreamRun } from './run-plan.js';
 import { isTerminalRun, recordRun, transitionRun } from './run-transition.js';
 import { latestAttempts, legacyRetryPending, resolveDependencies } from './step-dependencies.js';
 
@@ -97,6 +98,35 @@ export interface NewRun {
    * the run. None for the schedule's ticks (the daemon's own doing: docs/audit.md).
    */
   audit?: AuditContext;
+  /**
+   * The end of another run that starts this one (`trigger: upstream`): one run per end (its run
+   * and attempt), however many hosts follow it; its values are `${upstream.…}`.
+   */
+  upstream?: UpstreamRun & { attempt: number };
+}
+
+/**
+ * The plan of a run; for a run that an upstream end starts, a plan that cannot be made (an
+ * output its steps use was not written) is a run recorded `skipped` with the reason, as a
+ * scheduled one refused at the door is: nobody is there to be told otherwise.
+ */
+function planOrSkip(
+  pipeline: LoadedPipeline,
+  input: PlanInput,
+): { plan: RunPlan; skipReason?: undefined } | { plan: RunPlan; skipReason: string } {
+  try {
+    return { plan: planRun(pipeline, input) };
+  } catch (error) {
+    if (!(input.upstream && error instanceof ConfigError)) throw error;
+    const plan: RunPlan = {
+      profile: pipeline.profile,
+      steps: [],
+      deadlines: null,
+      webhookUrl: pipeline.def.webhook ?? null,
+      schedule: null,
+    };
+    return { plan, skipReason: `not started: ${error.message}` };
+  }
 }
 
 /** Makes a run. A scheduled tick that already has a run gets that run back, so a tick never fires twice. */
@@ -105,29 +135,32 @@ export async function createRun(deps: RunEngineDeps, pipeline: LoadedPipeline, i
   const id = randomUUID();
   const now = (deps.clock ?? systemClock).now();
   const scheduledFor = input.scheduledFor ?? null;
-  const plan = planRun(pipeline, {
+  const upstream = input.upstream;
+  const planned = planOrSkip(pipeline, {
     runId: id,
     trigger: input.trigger,
     createdAt: now,
     scheduledFor,
     params: input.params,
+    ...(upstream && { upstream }),
   });
-  const refused = input.skipReason
-    ? null
-    : (deps.refusal?.(
-        plan.profile,
-        plan.steps.map((s) => s.spec),
-      ) ?? null);
-  if (refused && input.trigger !== 'schedule' && input.trigger !== 'catchup') throw refused;
+  const { plan } = planned;
+  const unplanned = planned.skipReason;
+  const refused =
+    (input.skipReason ?? unplanned)
+      ? null
+      : (deps.refusal?.(
+          plan.profile,
+          plan.steps.map((s) => s.spec),
+        ) ?? null);
+  if (refused && !['schedule', 'catchup', 'upstream'].includes(input.trigger)) throw refused;
   const run = await store.transaction(async (tx) => {
     const overlap = input.overlap === 'allow' ? undefined : input.overlap;
     // One tick's overlap decision at a time per pipeline (hosts fire catch-up ticks at once).
     if (overlap) await lockPipelineRuns(tx, pipeline.name, now);
-    if (scheduledFor !== null) {
-      const existing = await runOfTick(tx, pipeline.name, scheduledFor);
-      if (existing) return { row: existing, created: false };
-    }
-    let skipReason = input.skipReason ?? refused?.message;
+    const existing = await madeAlready(tx, pipeline.name, scheduledFor, upstream);
+    if (existing) return { row: existing, created: false };
+    let skipReason = input.skipReason ?? unplanned ?? refused?.message;
     let start = input.start ?? 'now';
     if (overlap) {
       // Locked: a run ending now ends before this reads it, or after this run is committed
@@ -159,12 +192,16 @@ export async function createRun(deps: RunEngineDeps, pipeline: LoadedPipeline, i
         createdAt: now,
         endedAt: state === 'skipped' ? now : null,
         updatedAt: now,
+        upstreamRunId: upstream?.runId ?? null,
+        upstreamAttempt: upstream?.attempt ?? null,
+        // A skipped run never ran: it starts nothing.
+        downstreamCheckedAt: state === 'skipped' ? now : null,
       },
       input.trigger,
     );
     if (!row) {
-      // The tick made by another host since the read above (its insert committed first).
-      const existing = scheduledFor === null ? undefined : await runOfTick(tx, pipeline.name, scheduledFor);
+      // The tick (or upstream end) made by another host since the read above (its insert committed first).
+      const existing = await madeAlready(tx, pipeline.name, scheduledFor, upstream);
       if (!existing) throw new Error(`pipeline run ${id} of ${pipeline.name} was not recorded`);
       return { row: existing, created: false };
     }
@@ -192,6 +229,18 @@ export async function createRun(deps: RunEngineDeps, pipeline: LoadedPipeline, i
     deps.logger.info({ pipeline: pipeline.name, runId: run.row.id, scheduledFor }, 'tick already has its run');
   }
   return run.row;
+}
+
+/** The run made already for a scheduled tick, or for an upstream run's end: each has one. */
+async function madeAlready(
+  tx: History,
+  pipeline: string,
+  scheduledFor: number | null,
+  upstream: NewRun['upstream'],
+): Promise<PipelineRunRow | undefined> {
+  if (scheduledFor !== null) return runOfTick(tx, pipeline, scheduledFor);
+  if (upstream) return runOfUpstream(tx, pipeline, { runId: upstream.runId, attempt: upstream.attempt });
+  return undefined;
 }
 
 /** The steps made with the run: all but those waiting for other steps' outputs (src/pipelines/deferred-steps.ts). */
@@ -308,12 +357,19 @@ function plansOf(run: PipelineRunRow): Map<string, StepPlan> {
   return new Map((run.definition as RunPlan).steps.map((s) => [s.step, s]));
 }
 
-/** Advances every active run; runs queued behind an ended one start. Returns the runs that ended. */
-export async function advanceActiveRuns(deps: RunEngineDeps): Promise<PipelineRunRow[]> {
+/**
+ * Advances every active run; runs queued behind an ended one start. Returns the runs that ended.
+ * `usedDownstream`: the steps of a pipeline whose outputs the pipelines that follow it use
+ * (`${upstream.outputs.…}`), read as this run's own steps' uses are.
+ */
+export async function advanceActiveRuns(
+  deps: RunEngineDeps,
+  usedDownstream: (pipeline: string) => ReadonlySet<string> = () => new Set(),
+): Promise<PipelineRunRow[]> {
   const active = await runningRuns(deps.store);
   const ended: PipelineRunRow[] = [];
   for (const run of active) {
-    const after = await advanceRun(deps, run);
+    const after = await advanceRun(deps, run, usedDownstream(run.pipeline));
     if (after) {
       ended.push(after);
       await startNextQueued(deps, after.pipeline);
@@ -335,7 +391,11 @@ export async function advanceActiveRuns(deps: RunEngineDeps): Promise<PipelineRu
  * write, and a transaction for every active run at every tick would take the write lock (and,
  * on PostgreSQL, write each run's row) for nothing.
  */
-async function advanceRun(deps: RunEngineDeps, listed: PipelineRunRow): Promise<PipelineRunRow | null> {
+async function advanceRun(
+  deps: RunEngineDeps,
+  listed: PipelineRunRow,
+  usedDownstream: ReadonlySet<string>,
+): Promise<PipelineRunRow | null> {
   const { store, logger } = deps;
   const plan = listed.definition as RunPlan;
   const plans = plansOf(listed);
@@ -344,10 +404,18 @@ async function advanceRun(deps: RunEngineDeps, listed: PipelineRunRow): Promise<
   let rows = listed.cancelRequestedAt === null ? await stepRequests(store, listed.id) : [];
   // Outputs of steps that completed, read before anything is decided: the steps that use them
   // are made on this pass, and the run's webhook, if it ends now, carries them.
-  const outputs = { protectedDirs: deps.protectedDirs ?? [], steps: stepsWithOutputs(plan), now };
+  const outputs = {
+    protectedDirs: deps.protectedDirs ?? [],
+    steps: new Set([...stepsWithOutputs(plan), ...usedDownstream]),
+    now,
+  };
   if (outputs.steps.size > 0 && (await collectOutputs(store, rows, outputs))) {
     rows = await stepRequests(store, listed.id);
   }
+  // A run ends with its outputs read: its webhook and the runs that follow it carry them.
+  const outputsUnread = rows.some(
+    (r) => r.state === 'completed' && r.outputs === null && r.step !== null && outputs.steps.has(r.step),
+  );
   const look = listed.cancelRequestedAt === null ? await decide(deps.inFlight, listed, plan, plans, rows) : null;
   if (look && !look.write) {
     pass = { kind: 'checked', run: listed, blocked: look.blocked, ended: null };
@@ -390,7 +458,7 @@ async function advanceRun(deps: RunEngineDeps, listed: PipelineRunRow): Promise<
         kind: 'checked',
         run,
         blocked: decided.blocked,
-        ended: await finishIfDone(tx, run, plan, decided.latest, now),
+        ended: outputsUnread ? null : await finishIfDone(tx, run, plan, decided.latest, now),
       };
     });
   }
@@ -409,7 +477,7 @@ async function advanceRun(deps: RunEngineDeps, listed: PipelineRunRow): Promise<
   return pass.ended;
 }
 
-/** The steps whose outputs are read: used by another step, or declared (`outputs: { file }`). */
+/** The steps whose outputs are read for the run itself: used by another step, or declared (`outputs: { file }`). */
 function stepsWithOutputs(plan: RunPlan): Set<string> {
   const steps = new Set<string>();
   for (const s of plan.steps) {

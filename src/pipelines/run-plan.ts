@@ -12,6 +12,7 @@ import {
   renderOutputsDeep,
   type TemplateContext,
   TemplateError,
+  type UpstreamOutputs,
 } from './param-substitution.js';
 import type { LoadedPipeline, StepDeadlines } from './pipeline-file.js';
 import { readScriptFile } from './script-file.js';
@@ -51,6 +52,18 @@ export interface PlanInput {
   /** The cron time of a scheduled run. */
   scheduledFor: number | null;
   params: Record<string, string>;
+  /** The run whose end started this one (the pipeline file's `on:`): `${upstream.…}` in its steps. */
+  upstream?: UpstreamRun;
+}
+
+/** What a run started by another's end knows of that run. */
+export interface UpstreamRun {
+  runId: string;
+  pipeline: string;
+  /** How it ended: succeeded, failed or cancelled. */
+  state: string;
+  /** Its steps' outputs, by step and name (the newest attempt of each step that wrote any). */
+  outputs: UpstreamOutputs;
 }
 
 /** Resolves a pipeline into the jobs of one run. Bad parameters or a spec the templating broke: ConfigError. */
@@ -68,6 +81,9 @@ export function planRun(pipeline: LoadedPipeline, input: PlanInput): RunPlan {
     },
     pipeline: { name: pipeline.name },
     params,
+    ...(input.upstream && {
+      upstream: { run_id: input.upstream.runId, pipeline: input.upstream.pipeline, state: input.upstream.state },
+    }),
   };
   const deferredSteps = new Set<string>();
   const steps = pipeline.order.map((step): StepPlan => {
@@ -94,14 +110,14 @@ export function planRun(pipeline: LoadedPipeline, input: PlanInput): RunPlan {
       on_pending: s.on_pending,
     };
     const needs = pipeline.needs[step] ?? [];
-    const template = withOutputsFile(step, rendered(step, raw, context), s.outputs?.file);
+    const template = withOutputsFile(step, rendered(step, raw, context, input.upstream?.outputs), s.outputs?.file);
     // The outputs a step uses are those written in the file, found before parameters go in: a
-    // parameter's value is text, and one that spells `${steps.…}` must not make the step wait on a
-    // step it never named (one that may not exist: the run would wait forever).
+    // parameter's (or an upstream output's) value is text, and one that spells `${steps.…}` must not
+    // make the step wait on a step it never named (one that may not exist: the run would wait forever).
     const uses = outputRefsDeep(raw);
     if (outputRefOccurrences(template) !== outputRefOccurrences(raw)) {
       throw new ConfigError(
-        `steps.${step}: a parameter's value holds \${steps.<step>.outputs.<name>}: step outputs are used only where the pipeline file writes them, parameters are plain text`,
+        `steps.${step}: a parameter's or upstream output's value holds \${steps.<step>.outputs.<name>}: step outputs are used only where the pipeline file writes them, values are plain text`,
       );
     }
     // A step behind a deferred one is deferred too: it has nothing to depend on until that one is made.
@@ -223,9 +239,9 @@ function readScript(step: string, pipelineFile: string, scriptFile: string): str
   }
 }
 
-function rendered<T>(step: string, value: T, context: TemplateContext): T {
+function rendered<T>(step: string, value: T, context: TemplateContext, upstreamOutputs?: UpstreamOutputs): T {
   try {
-    return renderDeep(value, context);
+    return renderDeep(value, context, upstreamOutputs);
   } catch (error) {
     if (error instanceof TemplateError) throw new ConfigError(`steps.${step}: ${error.message}`);
     throw error;

@@ -1,4 +1,5 @@
 import { type AuditContext, appendAudit, auditEntryOf } from '../db/audit.js';
+import type { History } from '../db/history.js';
 import { getRun, lockedRun, lockPipelineRuns, stepRequests } from '../db/runs.js';
 import type { Deadlines, JobRequestRow, PipelineRunRow, RunState } from '../db/schema.js';
 import { ConfigError, RunNotResumableError, SchedflowError } from '../errors.js';
@@ -66,7 +67,7 @@ export type RunResumeOutcome =
  * Re-renders a run's steps with other parameters, from its pipeline as loaded now (the pipeline
  * registry's); throws ConfigError for an unknown pipeline or parameter.
  */
-export type Replan = (run: PipelineRunRow, params: Record<string, string>) => RunPlan;
+export type Replan = (tx: History, run: PipelineRunRow, params: Record<string, string>) => Promise<RunPlan>;
 
 /** Resumes the run `runId` (see the module's comment). Throws RunNotResumableError or ConfigError when it cannot. */
 export async function resumeRun(
@@ -142,7 +143,7 @@ export async function resumeRun(
       const kept = plan.steps.filter((s) => latest.get(s.step)?.state === 'completed');
       const again = plan.steps.filter((s) => latest.get(s.step)?.state !== 'completed');
       const params = { ...run.params, ...overrides };
-      const rendered = Object.keys(overrides).length ? rerendered(run, plan, params, replan) : plan;
+      const rendered = Object.keys(overrides).length ? await rerendered(tx, run, plan, params, replan) : plan;
       const shiftMs = now - (run.scheduledFor ?? run.createdAt);
       const keptNames = new Set(kept.map((s) => s.step));
       const steps = rendered.steps.map((s) => {
@@ -168,6 +169,8 @@ export async function resumeRun(
           cancelledBy: null,
           // Taken up again at its new end; a summary made of the first end stays the run's one.
           summaryCheckedAt: null,
+          // Its next end is followed too (other pipelines' on:), as an end of this attempt.
+          downstreamCheckedAt: null,
         },
       });
       // Locked above and resumable: only a bug leaves it unmoved; said as the refusal it would be.
@@ -248,9 +251,15 @@ function notResumable(run: PipelineRunRow): string | null {
 }
 
 /** The run's plan rendered again with `params`; its steps must be the run's. */
-function rerendered(run: PipelineRunRow, plan: RunPlan, params: Record<string, string>, replan?: Replan): RunPlan {
+async function rerendered(
+  tx: History,
+  run: PipelineRunRow,
+  plan: RunPlan,
+  params: Record<string, string>,
+  replan?: Replan,
+): Promise<RunPlan> {
   if (!replan) throw new ConfigError(`pipeline "${run.pipeline}" is not loaded: its parameters cannot be changed`);
-  const fresh = replan(run, params);
+  const fresh = await replan(tx, run, params);
   const names = (p: RunPlan) =>
     p.steps
       .map((s) => s.step)

@@ -19,6 +19,8 @@ export function runStartedBy(run: Pick<PipelineRunRow, 'trigger' | 'triggeredBy'
       return `the web UI${who}`;
     case 'cli':
       return `the CLI${who}`;
+    case 'upstream':
+      return `the end of an upstream run${who}`;
     default:
       return assertNever(run.trigger);
   }

@@ -343,6 +343,10 @@ export function runView(run: PipelineRunRow, viewer: Viewer) {
     owner: run.owner,
     actor: run.actor,
     scheduled_for: isoOrNull(run.scheduledFor),
+    upstream:
+      run.upstreamRunId === null
+        ? null
+        : { run_id: run.upstreamRunId, attempt: run.upstreamAttempt ?? 1, links: { self: runLink(run.upstreamRunId) } },
     params: run.params,
     state: run.state,
     attempt: run.attempt,

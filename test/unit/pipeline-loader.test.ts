@@ -185,7 +185,7 @@ describe('run plans: step outputs', () => {
     expect(plan('plain').steps[1]?.deferred?.uses).toEqual([{ step: 'a', name: 'a' }]);
     for (const sample of ['${steps.nosuch.outputs.x}', '${steps.a.outputs.other}', '${ steps.a.outputs.a }']) {
       expect(() => plan(sample)).toThrow(
-        "steps.b: a parameter's value holds ${steps.<step>.outputs.<name>}: step outputs are used only where the pipeline file writes them",
+        "steps.b: a parameter's or upstream output's value holds ${steps.<step>.outputs.<name>}: step outputs are used only where the pipeline file writes them",
       );
     }
   });

@@ -21,7 +21,7 @@ export const runSchema = named(
     trigger: z
       .enum(RUN_TRIGGERS)
       .describe(
-        'how the run was started: `schedule` (a cron tick), `catchup` (a missed tick made up after a stop), `api`, `ui` (the web UI) or `cli` (`schedflow runs trigger`)',
+        "how the run was started: `schedule` (a cron tick), `catchup` (a missed tick made up after a stop), `api`, `ui` (the web UI), `cli` (`schedflow runs trigger`) or `upstream` (the end of a run of a pipeline its file's `on:` names)",
       ),
     owner: z
       .string()
@@ -32,7 +32,7 @@ export const runSchema = named(
       .string()
       .nullable()
       .describe(
-        'who started it: `token:<name>`, `ui:<user>`, `cli:<unix user>`, `schedule:<pipeline>`; null for runs recorded before actors were',
+        'who started it: `token:<name>`, `ui:<user>`, `cli:<unix user>`, `schedule:<pipeline>`, `upstream:<pipeline>`; null for runs recorded before actors were',
       ),
     triggered_by: z
       .string()
@@ -41,6 +41,14 @@ export const runSchema = named(
         'who started it (`API token "ci"`, `web UI (admin)`, `CLI (alice, pid 4242)`); null for the schedule\'s runs and for runs made before schedflow recorded it',
       ),
     scheduled_for: time.nullable(),
+    upstream: z
+      .object({
+        run_id: z.string(),
+        attempt: z.number().int().describe("the upstream run's attempt whose end started this run"),
+        links: z.object({ self: z.string() }),
+      })
+      .nullable()
+      .describe('the run whose end started this one (`trigger: upstream`); null for other runs'),
     params: z.record(z.string(), z.string()),
     state: z.enum(RUN_STATES),
     attempt: z
