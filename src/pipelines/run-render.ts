@@ -1,5 +1,6 @@
 import type { StepNeed } from '../db/schema.js';
 import { ConfigError } from '../errors.js';
+import { withOutputsFile } from '../requests/outputs-file.js';
 import { codecFor, type JobCodec } from '../sched/codecs/codec.js';
 import type { JobSpec } from '../sched/job-spec.js';
 import type { Profile } from '../sched/profile.js';
@@ -15,8 +16,9 @@ import { readScriptFile } from './script-file.js';
  * What `schedflow validate --render` shows of a run (issue 36): for every step, when it is
  * submitted, which of its placeholders resolve when, and the submit body. A step made with the
  * run gets its exact body, as the client would send it: the profile's account and partition
- * filled in, the request marker, and the dependencies on the needed steps' jobs (whose ids
- * exist only at submit time, shown as `<step>`). A step that uses other steps' outputs is made
+ * filled in, the request marker, `$SCHEDFLOW_OUTPUTS` in its environment, and the dependencies
+ * on the needed steps' jobs (request and job ids exist only at submit time: `<request id>`,
+ * `<step>`). A step that uses other steps' outputs is made
  * only once they have ended (src/pipelines/deferred-steps.ts): its body shows those placeholders
  * as written, and the body checked against the API version's schema is the plan's stand-in,
  * each output `1`.
@@ -107,7 +109,8 @@ export function renderRun(
     const submitted = submissionOf(step, deferred);
     const toSend = (spec: JobSpec) =>
       encode(codec, pipeline, step.step, {
-        ...spec,
+        // As the submitter gives a run's step its outputs file (src/requests/submitter.ts).
+        ...withOutputsFile('<request id>', spec),
         account: spec.account ?? profile?.account,
         partition: spec.partition ?? profile?.partition,
         comment: spec.comment ? `schedflow:<request id> ${spec.comment}` : 'schedflow:<request id>',

@@ -211,6 +211,10 @@ describe('schedflow validate', () => {
     ]);
     expect(split?.body.job.script).toBe('#!/bin/sh\nsplit \'B2\'\necho chunks=3 >> "$SCHEDFLOW_OUTPUTS"\n');
     expect(split?.standIn).toBeNull();
+    // Where the step writes its outputs: told to its job when it is submitted.
+    expect(split?.body.job.environment).toContainEqual(
+      expect.stringMatching(/^SCHEDFLOW_OUTPUTS=\/shared\/lab\/\d{4}-\d\d-\d\d\/\.schedflow-outputs-<request id>$/),
+    );
 
     // Made once split has ended: no dependency left for Slurm, its array sized by the output.
     expect(align?.submitted).toEqual({
