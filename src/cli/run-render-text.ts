@@ -46,7 +46,7 @@ function whenText(s: StepSubmission): string {
       return `deferred: made once ${listed(s.after)} ${s.after.length === 1 ? 'has' : 'have'} ended${made} (it waits for ${outputs}), then submitted with ${dependency}`;
     }
     case 'behind-deferred':
-      return `deferred behind ${listed(s.behind)} (waiting for outputs): made once ${listed(s.behind)} ${s.behind.length === 1 ? 'has' : 'have'} been made, then submitted with ${dependency}`;
+      return `deferred behind ${listed(s.behind)}, ${s.behind.length === 1 ? 'a step that waits' : 'steps that wait'} for outputs: made once ${listed(s.behind)} ${s.behind.length === 1 ? 'has' : 'have'} been made, then submitted with ${dependency}`;
     default:
       return assertNever(s.at);
   }

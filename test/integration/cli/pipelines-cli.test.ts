@@ -282,7 +282,7 @@ describe('schedflow validate', () => {
       '  resolves when split ends: ${steps.split.outputs.sum:q} (script)',
       '  body (step outputs as written; checked against v0.0.42 with 1 for each):',
       'step notify',
-      '  when: deferred behind report (waiting for outputs): made once report has been made, then submitted with Slurm dependency afterok:<report>',
+      '  when: deferred behind report, a step that waits for outputs: made once report has been made, then submitted with Slurm dependency afterok:<report>',
       '  resolves at trigger: ${params.sample:q} = B2 (script)',
       '  resolves when the run is made: ${run.id} (name); ${run.date} (defaults.current_working_directory)',
       '  body:',
