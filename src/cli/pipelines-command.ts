@@ -7,16 +7,14 @@ import { nextFireTimes } from '../pipelines/cron-times.js';
 import { pipelineJsonSchema } from '../pipelines/pipeline-file.js';
 import { type LoadContext, type LoadedPipeline, pipelineFiles } from '../pipelines/pipeline-loader.js';
 import { type FileLoad, loadPipelineSet } from '../pipelines/pipeline-set.js';
-import { planRun } from '../pipelines/run-plan.js';
-import { codecFor } from '../sched/codecs/codec.js';
+import { renderRun } from '../pipelines/run-render.js';
 import { loadProfiles } from '../sched/profile.js';
 import { looksLikeSbatchScript } from '../sched/sbatch-script.js';
-import { validateAgainstSpec } from '../sched/spec-validator.js';
-import { isApiVersion, LATEST_VERSION } from '../sched/versions.js';
 import { EXIT } from './exit-codes.js';
 import { table } from './format.js';
 import { readJobFile } from './job-file.js';
 import { collectParam } from './options.js';
+import { runRenderText } from './run-render-text.js';
 import { print, printError } from './terminal.js';
 
 /** Profiles of a config folder, for the same checks the daemon makes (accounts, profile names). */
@@ -65,6 +63,14 @@ function validateFiles(files: string[], context: LoadContext): FileLoad[] {
   return files.flatMap((file) => results.get(file) ?? []);
 }
 
+interface ValidateFlags {
+  config: string;
+  render?: boolean;
+  /** With --render: the text form; JSON stays the default, as CI scripts parse it. */
+  text?: boolean;
+  param: Record<string, string>;
+}
+
 export function registerPipelinesCommands(program: Command): void {
   program
     .command('schema')
@@ -76,13 +82,17 @@ export function registerPipelinesCommands(program: Command): void {
   program
     .command('validate')
     .description(
-      'check pipeline files and sbatch job scripts as the daemon would (for CI); --render prints the submit bodies a run sends, or the spec a script became',
+      'check pipeline files and sbatch job scripts as the daemon would (for CI); --render prints, for each step of a run, when it is submitted, what resolves when, and its submit body (or the spec a script became)',
     )
     .argument('<files...>', 'pipeline files (YAML or JSON), folders of them, or sbatch job scripts')
     .option('--config <dir>', 'configuration folder with profiles/ (for account and profile checks)', './config')
-    .option('--render', 'print the exact submit bodies of a run, validated against the profile API version')
+    .option(
+      '--render',
+      "print a run's steps as JSON: when each is submitted, its placeholders by when they resolve, and its submit body, validated against the profile API version",
+    )
+    .option('--text', 'with --render: pipelines in a form to read rather than JSON')
     .option('--param <name=value>', 'a run parameter for --render (repeatable)', collectParam, {})
-    .action((paths: string[], flags: { config: string; render?: boolean; param: Record<string, string> }) => {
+    .action((paths: string[], flags: ValidateFlags) => {
       const context = loadContext(flags.config);
       if (context.profiles.size === 0) {
         printError(`note: no profiles in ${resolve(flags.config)}/profiles: profile and account checks skipped\n`);
@@ -111,7 +121,8 @@ export function registerPipelinesCommands(program: Command): void {
         try {
           if (error) throw error;
           if (flags.render) {
-            print(`${JSON.stringify(render(pipeline, context, flags.param), null, 2)}\n`);
+            const rendered = renderRun(pipeline, context.profiles.get(pipeline.profile), flags.param);
+            print(flags.text ? runRenderText(rendered) : `${JSON.stringify(rendered, null, 2)}\n`);
           } else {
             print(`ok  ${file}  ${describe(pipeline)}\n`);
           }
@@ -183,54 +194,4 @@ function describe(p: LoadedPipeline): string {
   const s = p.def.schedule;
   const when = s ? `cron "${s.cron}" (${s.timezone})${s.enabled ? '' : ', paused'}` : 'manual';
   return `pipeline ${p.name}: ${p.order.length} step${p.order.length === 1 ? '' : 's'} (${p.order.join(' → ')}), ${when}`;
-}
-
-/**
- * A run's submit bodies, as the client would send them: the profile's account
- * and partition filled in, the request marker and the dependencies on the
- * needed steps' jobs (whose ids exist only at submit time, shown as <step>).
- */
-function render(pipeline: LoadedPipeline, context: LoadContext, params: Record<string, string>) {
-  const profile = context.profiles.get(pipeline.profile);
-  const version = profile && isApiVersion(profile.version) ? profile.version : LATEST_VERSION;
-  const plan = planRun(pipeline, {
-    runId: '<run id>',
-    trigger: 'cli',
-    createdAt: Date.now(),
-    scheduledFor: null,
-    params,
-  });
-  const codec = codecFor(version);
-  const steps = plan.steps.map((step) => {
-    const dependency = step.needs.map((n) => `${n.type}:<${n.step}>`).join(',');
-    const body = encodeOrExplain(codec, pipeline, step.step, {
-      ...step.spec,
-      account: step.spec.account ?? profile?.account,
-      partition: step.spec.partition ?? profile?.partition,
-      comment: step.spec.comment ? `schedflow:<request id> ${step.spec.comment}` : 'schedflow:<request id>',
-      ...(dependency && { dependency }),
-    });
-    const check = validateAgainstSpec(version, 'job_submit_req', body);
-    if (!check.ok) {
-      throw new ConfigError(
-        `${pipeline.file}: step ${step.step}: the submit body is not valid for ${version}: ${check.errors.join('; ')}`,
-      );
-    }
-    return { step: step.step, needs: step.needs, body };
-  });
-  return { pipeline: pipeline.name, profile: pipeline.profile || null, version, steps };
-}
-
-function encodeOrExplain(
-  codec: ReturnType<typeof codecFor>,
-  pipeline: LoadedPipeline,
-  step: string,
-  spec: Parameters<ReturnType<typeof codecFor>['encodeSubmit']>[0],
-) {
-  try {
-    return codec.encodeSubmit(spec);
-  } catch (error) {
-    // A `slurm:` member the version does not know.
-    throw new ConfigError(`${pipeline.file}: step ${step}: ${(error as Error).message}`);
-  }
 }

@@ -155,6 +155,140 @@ describe('schedflow validate', () => {
     expect(unknown.code).toBe(2);
     expect(unknown.stderr).toContain('unknown parameter "x"; this pipeline takes sample');
   });
+
+  it('--render says when each step is submitted and what resolves when; a deferred step shows its outputs as written', async () => {
+    const dir = join(root, 'fanout');
+    mkdirSync(dir);
+    const file = join(dir, 'fanout.yaml');
+    writeFileSync(
+      file,
+      [
+        'params:',
+        '  sample: A1',
+        'defaults:',
+        '  current_working_directory: /shared/lab/${run.date}',
+        'steps:',
+        '  split:',
+        '    script: "#!/bin/sh\\nsplit ${params.sample:q}\\necho chunks=3 >> \\"$SCHEDFLOW_OUTPUTS\\"\\n"',
+        '  align:',
+        '    needs: [split]',
+        '    array: ${steps.split.outputs.chunks}',
+        '    script_file: align.sh',
+        '  report:',
+        '    needs: [align]',
+        '    script: "#!/bin/sh\\nreport --sum ${steps.split.outputs.sum:q}\\n"',
+        '  notify:',
+        '    needs: [report]',
+        '    name: notify-${run.id}',
+        '    script: "#!/bin/sh\\nmail ${params.sample:q}\\n"',
+      ].join('\n'),
+    );
+    writeFileSync(join(dir, 'align.sh'), '#!/bin/sh\nalign --tag ${step.name} $SLURM_ARRAY_TASK_ID\n');
+    const args = ['validate', file, '--config', config, '--render', '--param', 'sample=B2'];
+
+    const json = await runCli(args);
+    expect(json.code, json.stderr).toBe(0);
+    interface Step {
+      step: string;
+      body: { job: Record<string, unknown> };
+      submitted: Record<string, unknown>;
+      placeholders: { written: string; resolves: string; step: string | null; value: string | null; in: string[] }[];
+      arraySizedBy: unknown;
+      standIn: string | null;
+    }
+    const rendered = JSON.parse(json.stdout) as { params: Record<string, string>; steps: Step[] };
+    expect(rendered.params).toEqual({ sample: 'B2' });
+    const [split, align, report, notify] = rendered.steps;
+    expect(split?.submitted).toEqual({ at: 'with-run', after: [], waitsFor: [], behind: [], dependency: null });
+    expect(split?.placeholders).toEqual([
+      expect.objectContaining({ written: '${params.sample:q}', resolves: 'trigger', value: 'B2', in: ['script'] }),
+      expect.objectContaining({
+        written: '${run.date}',
+        resolves: 'run-made',
+        value: null,
+        in: ['defaults.current_working_directory'],
+      }),
+    ]);
+    expect(split?.body.job.script).toBe('#!/bin/sh\nsplit \'B2\'\necho chunks=3 >> "$SCHEDFLOW_OUTPUTS"\n');
+    expect(split?.standIn).toBeNull();
+    // Where the step writes its outputs: told to its job when it is submitted.
+    expect(split?.body.job.environment).toContainEqual(
+      expect.stringMatching(/^SCHEDFLOW_OUTPUTS=\/shared\/lab\/\d{4}-\d\d-\d\d\/\.schedflow-outputs-<request id>$/),
+    );
+
+    // Made once split has ended: no dependency left for Slurm, its array sized by the output.
+    expect(align?.submitted).toEqual({
+      at: 'after-outputs',
+      after: ['split'],
+      waitsFor: ['steps.split.outputs.chunks'],
+      behind: [],
+      dependency: null,
+    });
+    expect(align?.arraySizedBy).toEqual({ placeholder: '${steps.split.outputs.chunks}', step: 'split' });
+    expect(align?.placeholders.map((p) => [p.written, p.resolves, p.step, p.in])).toEqual([
+      ['${step.name}', 'run-made', null, ['script_file align.sh']],
+      ['${steps.split.outputs.chunks}', 'step-ended', 'split', ['array']],
+      ['${run.date}', 'run-made', null, ['defaults.current_working_directory']],
+    ]);
+    expect(align?.body.job).toMatchObject({
+      array: '${steps.split.outputs.chunks}',
+      script: '#!/bin/sh\nalign --tag align $SLURM_ARRAY_TASK_ID\n',
+    });
+    expect(align?.standIn).toBe('1');
+
+    // Uses split's output and needs align, deferred itself: made once both are done with.
+    expect(report?.submitted).toEqual({
+      at: 'after-outputs',
+      after: ['split'],
+      waitsFor: ['steps.split.outputs.sum'],
+      behind: ['align'],
+      dependency: 'afterok:<align>',
+    });
+    expect(report?.body.job).toMatchObject({
+      script: '#!/bin/sh\nreport --sum ${steps.split.outputs.sum:q}\n',
+      dependency: 'afterok:<align>',
+    });
+
+    // Behind a deferred step: its body is final, its dependency known once report is made.
+    expect(notify?.submitted).toEqual({
+      at: 'behind-deferred',
+      after: [],
+      waitsFor: [],
+      behind: ['report'],
+      dependency: 'afterok:<report>',
+    });
+    expect(notify?.body.job).toMatchObject({ name: 'notify-<run id>', script: "#!/bin/sh\nmail 'B2'\n" });
+    expect(notify?.standIn).toBeNull();
+
+    const text = await runCli([...args, '--text']);
+    expect(text.code, text.stderr).toBe(0);
+    const lines = text.stdout.split('\n');
+    expect(lines[0]).toBe('pipeline fanout, profile test, slurmrestd v0.0.42, params sample=B2');
+    expect(lines.filter((line) => /^(step| {2}when:| {2}array:| {2}resolves| {2}body)/.test(line))).toEqual([
+      'step split',
+      '  when: submitted with the run, no Slurm dependency',
+      '  resolves at trigger: ${params.sample:q} = B2 (script)',
+      '  resolves when the run is made: ${run.date} (defaults.current_working_directory)',
+      '  body:',
+      'step align',
+      '  when: deferred: made once split has ended (it waits for ${steps.split.outputs.chunks}), then submitted with no Slurm dependency',
+      '  array: sized when split ends, by ${steps.split.outputs.chunks}: a count N is tasks 0 to N-1 (0 skips the step, and the steps behind it go on), or an index list',
+      '  resolves when the run is made: ${step.name} (script_file align.sh); ${run.date} (defaults.current_working_directory)',
+      '  resolves when split ends: ${steps.split.outputs.chunks} (array)',
+      '  body (step outputs as written; checked against v0.0.42 with 1 for each):',
+      'step report',
+      '  when: deferred: made once split has ended and align has been made (it waits for ${steps.split.outputs.sum}), then submitted with Slurm dependency afterok:<align>',
+      '  resolves when the run is made: ${run.date} (defaults.current_working_directory)',
+      '  resolves when split ends: ${steps.split.outputs.sum:q} (script)',
+      '  body (step outputs as written; checked against v0.0.42 with 1 for each):',
+      'step notify',
+      '  when: deferred behind report, a step that waits for outputs: made once report has been made, then submitted with Slurm dependency afterok:<report>',
+      '  resolves at trigger: ${params.sample:q} = B2 (script)',
+      '  resolves when the run is made: ${run.id} (name); ${run.date} (defaults.current_working_directory)',
+      '  body:',
+    ]);
+    expect(text.stdout).toContain('"array": "${steps.split.outputs.chunks}"');
+  });
 });
 
 describe('schedflow pipelines', () => {
