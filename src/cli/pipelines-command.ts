@@ -8,6 +8,7 @@ import { pipelineJsonSchema } from '../pipelines/pipeline-file.js';
 import { type LoadContext, type LoadedPipeline, pipelineFiles } from '../pipelines/pipeline-loader.js';
 import { type FileLoad, loadPipelineSet } from '../pipelines/pipeline-set.js';
 import { renderRun } from '../pipelines/run-render.js';
+import { upstreamsOf } from '../pipelines/upstream-links.js';
 import { loadProfiles } from '../sched/profile.js';
 import { looksLikeSbatchScript } from '../sched/sbatch-script.js';
 import { EXIT } from './exit-codes.js';
@@ -154,6 +155,7 @@ export function registerPipelinesCommands(program: Command): void {
             name: `${basename(file)} (invalid)`,
             file,
             schedule: null,
+            on: [],
             next: [],
             steps: [],
             error: error.message,
@@ -161,7 +163,8 @@ export function registerPipelinesCommands(program: Command): void {
         }
         const s = p.def.schedule;
         const next = s?.enabled ? nextFireTimes(s.cron, s.timezone, Date.now(), 5) : [];
-        return { name: p.name, file, schedule: s ?? null, next, steps: p.order, error: null };
+        const on = upstreamsOf(p).map(([end, pipeline]) => ({ end, pipeline }));
+        return { name: p.name, file, schedule: s ?? null, on, next, steps: p.order, error: null };
       });
       if (flags.json) {
         const out = listed.map((l) => ({ ...l, next: l.next.map((t) => new Date(t).toISOString()) }));
@@ -174,7 +177,11 @@ export function registerPipelinesCommands(program: Command): void {
       }
       const rows = listed.map((l) => [
         l.name,
-        l.schedule ? `${l.schedule.cron} (${l.schedule.timezone})${l.schedule.enabled ? '' : ' paused'}` : 'manual',
+        l.schedule
+          ? `${l.schedule.cron} (${l.schedule.timezone})${l.schedule.enabled ? '' : ' paused'}`
+          : l.on.length
+            ? `after ${l.on.map((o) => `${o.pipeline} (${o.end === 'finished' ? 'any end' : o.end})`).join(', ')}`
+            : 'manual',
         l.steps.join(' → ') || '-',
         l.next.length ? new Date(l.next[0] as number).toLocaleString() : '-',
       ]);
@@ -192,6 +199,11 @@ export function registerPipelinesCommands(program: Command): void {
 
 function describe(p: LoadedPipeline): string {
   const s = p.def.schedule;
-  const when = s ? `cron "${s.cron}" (${s.timezone})${s.enabled ? '' : ', paused'}` : 'manual';
+  const follows = upstreamsOf(p).map(([end, upstream]) => `${upstream} (${end === 'finished' ? 'any end' : end})`);
+  const when =
+    [
+      ...(s ? [`cron "${s.cron}" (${s.timezone})${s.enabled ? '' : ', paused'}`] : []),
+      ...(follows.length ? [`started by runs of ${follows.join(', ')}`] : []),
+    ].join(', ') || 'manual';
   return `pipeline ${p.name}: ${p.order.length} step${p.order.length === 1 ? '' : 's'} (${p.order.join(' → ')}), ${when}`;
 }

@@ -13,7 +13,15 @@ export function runRenderText(render: RunRender): string {
     `slurmrestd ${render.version}`,
     params.length ? `params ${params.join(' ')}` : 'no params',
   ].join(', ');
-  return `${[head, ...render.steps.map((step) => stepText(step, render.version))].join('\n\n')}\n`;
+  const { schedule, on } = render.started;
+  const started = [
+    ...(schedule ? [`its schedule, ${schedule}`] : []),
+    ...on.map((o) => `the end of a run of ${o.pipeline} (${o.end === 'finished' ? 'any end' : o.end})`),
+  ];
+  // A run triggered by hand has no upstream run to take upstream values from (refused).
+  const byHand = render.steps.every((step) => step.placeholders.every((p) => p.resolves !== 'upstream-ended'));
+  const startedLine = `started by: ${[...started, ...(byHand ? ['a trigger (API, CLI, web UI)'] : [])].join('; ')}`;
+  return `${[`${head}\n${startedLine}`, ...render.steps.map((step) => stepText(step, render.version))].join('\n\n')}\n`;
 }
 
 function stepText(step: RenderedStep, version: string): string {
@@ -62,7 +70,14 @@ function resolvesText(placeholders: readonly RenderedPlaceholder[]): string[] {
     groups.set(label, [...(groups.get(label) ?? []), `${p.written}${value} (${p.in.join(', ')})`]);
   }
   // Trigger first, then the run, then the steps in the order first used: the order values come in.
-  const order = (label: string) => (label === 'at trigger' ? 0 : label === 'when the run is made' ? 1 : 2);
+  const order = (label: string) =>
+    label === 'at trigger'
+      ? 0
+      : label.startsWith('when an upstream run ends')
+        ? 1
+        : label === 'when the run is made'
+          ? 2
+          : 3;
   return [...groups]
     .sort(([a], [b]) => order(a) - order(b))
     .map(([label, items]) => `  resolves ${label}: ${items.join('; ')}`);
@@ -72,6 +87,8 @@ function groupLabel(p: RenderedPlaceholder): string {
   switch (p.resolves) {
     case 'trigger':
       return 'at trigger';
+    case 'upstream-ended':
+      return 'when an upstream run ends (the run is made then)';
     case 'run-made':
       return 'when the run is made';
     case 'step-ended':

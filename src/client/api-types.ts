@@ -1174,6 +1174,12 @@ export interface components {
                     at: string;
                 } | null;
             } | null;
+            /** @description the ends of other pipelines' runs that start a run of it (its file's `on:`; `finished`: any end); empty when none do */
+            on: {
+                /** @enum {string} */
+                end: "succeeded" | "failed" | "finished";
+                pipeline: string;
+            }[];
             /** @description parameters and their defaults (null: required) */
             params: {
                 [key: string]: string | null;
@@ -1202,17 +1208,26 @@ export interface components {
             id: string;
             pipeline: string;
             /**
-             * @description how the run was started: `schedule` (a cron tick), `catchup` (a missed tick made up after a stop), `api`, `ui` (the web UI) or `cli` (`schedflow runs trigger`)
+             * @description how the run was started: `schedule` (a cron tick), `catchup` (a missed tick made up after a stop), `api`, `ui` (the web UI), `cli` (`schedflow runs trigger`) or `upstream` (the end of a run of a pipeline its file's `on:` names)
              * @enum {string}
              */
-            trigger: "schedule" | "catchup" | "api" | "cli" | "ui";
+            trigger: "schedule" | "catchup" | "api" | "cli" | "ui" | "upstream";
             /** @description whose run it is: its pipeline's `owner:` (`default` when it names none, and for runs recorded before owners existed). Its owner, the owners its pipeline's `allow:` names, admins and auditors see it */
             owner: string;
-            /** @description who started it: `token:<name>`, `ui:<user>`, `cli:<unix user>`, `schedule:<pipeline>`; null for runs recorded before actors were */
+            /** @description who started it: `token:<name>`, `ui:<user>`, `cli:<unix user>`, `schedule:<pipeline>`, `upstream:<pipeline>`; null for runs recorded before actors were */
             actor: string | null;
             /** @description who started it (`API token "ci"`, `web UI (admin)`, `CLI (alice, pid 4242)`); null for the schedule's runs and for runs made before schedflow recorded it */
             triggered_by: string | null;
             scheduled_for: string | null;
+            /** @description the run whose end started this one (`trigger: upstream`); null for other runs */
+            upstream: {
+                run_id: string;
+                /** @description the upstream run's attempt whose end started this run */
+                attempt: number;
+                links: {
+                    self: string;
+                };
+            } | null;
             params: {
                 [key: string]: string;
             };
@@ -1288,17 +1303,26 @@ export interface components {
             id: string;
             pipeline: string;
             /**
-             * @description how the run was started: `schedule` (a cron tick), `catchup` (a missed tick made up after a stop), `api`, `ui` (the web UI) or `cli` (`schedflow runs trigger`)
+             * @description how the run was started: `schedule` (a cron tick), `catchup` (a missed tick made up after a stop), `api`, `ui` (the web UI), `cli` (`schedflow runs trigger`) or `upstream` (the end of a run of a pipeline its file's `on:` names)
              * @enum {string}
              */
-            trigger: "schedule" | "catchup" | "api" | "cli" | "ui";
+            trigger: "schedule" | "catchup" | "api" | "cli" | "ui" | "upstream";
             /** @description whose run it is: its pipeline's `owner:` (`default` when it names none, and for runs recorded before owners existed). Its owner, the owners its pipeline's `allow:` names, admins and auditors see it */
             owner: string;
-            /** @description who started it: `token:<name>`, `ui:<user>`, `cli:<unix user>`, `schedule:<pipeline>`; null for runs recorded before actors were */
+            /** @description who started it: `token:<name>`, `ui:<user>`, `cli:<unix user>`, `schedule:<pipeline>`, `upstream:<pipeline>`; null for runs recorded before actors were */
             actor: string | null;
             /** @description who started it (`API token "ci"`, `web UI (admin)`, `CLI (alice, pid 4242)`); null for the schedule's runs and for runs made before schedflow recorded it */
             triggered_by: string | null;
             scheduled_for: string | null;
+            /** @description the run whose end started this one (`trigger: upstream`); null for other runs */
+            upstream: {
+                run_id: string;
+                /** @description the upstream run's attempt whose end started this run */
+                attempt: number;
+                links: {
+                    self: string;
+                };
+            } | null;
             params: {
                 [key: string]: string;
             };
@@ -1349,7 +1373,7 @@ export interface components {
                  * @description how it was started (its trigger) when made; `pipeline` for the engine (started, ended); `api`, `cli` or `ui` for a cancel or a resume
                  * @enum {string}
                  */
-                source: "schedule" | "catchup" | "api" | "cli" | "ui" | "pipeline";
+                source: "schedule" | "catchup" | "api" | "cli" | "ui" | "upstream" | "pipeline";
                 detail: string | null;
             }[];
         };

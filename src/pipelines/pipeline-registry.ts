@@ -20,6 +20,7 @@ import { loadPipelineSetAsync, PipelineCache } from './pipeline-set.js';
 import { cancelRun, createRun, type RunCancelBy, type RunCancelOutcome, type RunEngineDeps } from './run-engine.js';
 import { planRun } from './run-plan.js';
 import { type RunResumeBy, type RunResumeOutcome, resumeRun } from './run-resume.js';
+import { upstreamsOf } from './upstream-links.js';
 import { followEndedRuns, outputsUsedDownstream, upstreamOf } from './upstream-runs.js';
 
 export class PipelineNotFoundError extends SchedflowError {
@@ -217,6 +218,7 @@ export class PipelineRegistry implements PipelineService {
             paused: pause ? { by: pause.by, at: new Date(pause.at).toISOString() } : null,
           }
         : null,
+      on: upstreamsOf(p).map(([end, pipeline]) => ({ end, pipeline })),
       params: Object.fromEntries(Object.entries(p.def.params).map(([k, v]) => [k, v === null ? null : String(v)])),
       error: this.#errors.get(p.file) ?? null,
     };
@@ -550,6 +552,7 @@ function brokenSummary(file: string, error: string): PipelineSummary {
     profile: null,
     steps: [],
     schedule: null,
+    on: [],
     params: {},
     error,
   };

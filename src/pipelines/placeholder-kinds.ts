@@ -1,4 +1,4 @@
-import { RUN_VARIABLES } from './param-substitution.js';
+import { RUN_VARIABLES, UPSTREAM_VARIABLES } from './param-substitution.js';
 
 /**
  * When each kind of placeholder a pipeline file may write gets its value (issue 36), for
@@ -6,13 +6,12 @@ import { RUN_VARIABLES } from './param-substitution.js';
  * src/pipelines/param-substitution.ts; this only sorts what a text holds.
  *
  * A table, first match wins: a new kind of placeholder is one entry. The values of the upstream
- * run whose end started this run (`on: { succeeded: [...] }`) are resolved when the run is made,
- * as `${run.id}` is; their entries are here ahead of the loader accepting them, so a pipeline
- * using them renders once it does.
+ * run whose end started this run (`on: { succeeded: [...] }`) are known when it ends, which is
+ * when this run is made.
  */
 
 /** When a placeholder's value is known; `step-ended`: when the step it names has ended. */
-export type ResolvesAt = 'trigger' | 'run-made' | 'step-ended';
+export type ResolvesAt = 'trigger' | 'upstream-ended' | 'run-made' | 'step-ended';
 
 export type PlaceholderKind = 'param' | 'run' | 'upstream' | 'upstream-output' | 'step-output';
 
@@ -33,8 +32,16 @@ const runNames = Object.entries(RUN_VARIABLES)
 
 export const PLACEHOLDER_KINDS: readonly KindEntry[] = [
   { kind: 'param', resolves: 'trigger', name: new RegExp(`^params\\.${IDENT}$`) },
-  { kind: 'upstream-output', resolves: 'run-made', name: new RegExp(`^upstream\\.outputs\\.${STEP}\\.${IDENT}$`) },
-  { kind: 'upstream', resolves: 'run-made', name: /^upstream\.(?:run_id|pipeline|state)$/ },
+  {
+    kind: 'upstream-output',
+    resolves: 'upstream-ended',
+    name: new RegExp(`^upstream\\.outputs\\.${STEP}\\.${IDENT}$`),
+  },
+  {
+    kind: 'upstream',
+    resolves: 'upstream-ended',
+    name: new RegExp(`^upstream\\.(?:${UPSTREAM_VARIABLES.join('|')})$`),
+  },
   { kind: 'run', resolves: 'run-made', name: new RegExp(`^(?:${runNames})$`) },
   {
     kind: 'step-output',

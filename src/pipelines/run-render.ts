@@ -7,10 +7,11 @@ import type { Profile } from '../sched/profile.js';
 import { validateAgainstSpec } from '../sched/spec-validator.js';
 import { type ApiVersion, isApiVersion, LATEST_VERSION } from '../sched/versions.js';
 import { isOneOutputRef, outputRefOccurrences, stringsIn } from './param-substitution.js';
-import type { LoadedPipeline } from './pipeline-file.js';
+import type { LoadedPipeline, RunEnd } from './pipeline-file.js';
 import { type Placeholder, placeholdersIn } from './placeholder-kinds.js';
-import { planRun, type StepPlan } from './run-plan.js';
+import { planRun, type StepPlan, type UpstreamRun } from './run-plan.js';
 import { readScriptFile } from './script-file.js';
+import { upstreamsOf } from './upstream-links.js';
 
 /**
  * What `schedflow validate --render` shows of a run (issue 36): for every step, when it is
@@ -74,6 +75,8 @@ export interface RunRender {
   version: ApiVersion;
   /** The parameters of this render: defaults, or as given. */
   params: Record<string, string>;
+  /** How its runs are started besides a trigger: its schedule, the ends of other pipelines' runs (`on:`). */
+  started: { schedule: string | null; on: { end: RunEnd; pipeline: string }[] };
   steps: RenderedStep[];
 }
 
@@ -92,12 +95,15 @@ export function renderRun(
   given: Record<string, string>,
 ): RunRender {
   const version = profile && isApiVersion(profile.version) ? profile.version : LATEST_VERSION;
+  // A pipeline that follows others is rendered as an upstream end starts it: its upstream
+  // values shown by name, as the run id is.
   const plan = planRun(pipeline, {
     runId: '<run id>',
-    trigger: 'cli',
+    trigger: pipeline.def.on ? 'upstream' : 'cli',
     createdAt: Date.now(),
     scheduledFor: null,
     params: given,
+    ...(pipeline.def.on && { upstream: upstreamStandIns(pipeline) }),
   });
   // planRun has refused unknown and missing ones: each has a value.
   const params = Object.fromEntries(
@@ -136,7 +142,27 @@ export function renderRun(
       standIn: template ? STAND_IN : null,
     };
   });
-  return { pipeline: pipeline.name, profile: pipeline.profile || null, version, params, steps };
+  const schedule = pipeline.def.schedule;
+  return {
+    pipeline: pipeline.name,
+    profile: pipeline.profile || null,
+    version,
+    params,
+    started: {
+      schedule: schedule ? `cron "${schedule.cron}" (${schedule.timezone})${schedule.enabled ? '' : ', paused'}` : null,
+      on: upstreamsOf(pipeline).map(([end, upstream]) => ({ end, pipeline: upstream })),
+    },
+    steps,
+  };
+}
+
+/** The upstream run's values by name (`<upstream.outputs.split.chunks>`): known only when an upstream run ends. */
+function upstreamStandIns(pipeline: LoadedPipeline): UpstreamRun {
+  const outputs: Record<string, Record<string, string>> = {};
+  for (const { step, name } of pipeline.upstreamRefs) {
+    outputs[step] = { ...outputs[step], [name]: `<upstream.outputs.${step}.${name}>` };
+  }
+  return { runId: '<upstream run id>', pipeline: '<upstream pipeline>', state: '<upstream state>', outputs };
 }
 
 function submissionOf(step: StepPlan, deferred: ReadonlySet<string>): StepSubmission {

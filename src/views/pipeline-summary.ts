@@ -21,6 +21,8 @@ export interface PipelineSummary {
     /** Set while an admin has paused the schedule: who, and since when (ISO 8601, UTC). */
     paused: { by: string; at: string } | null;
   } | null;
+  /** The ends of other pipelines' runs that start a run of it (its file's `on:`). */
+  on: { end: 'succeeded' | 'failed' | 'finished'; pipeline: string }[];
   /** Parameters a trigger may give, with their defaults (null: required). */
   params: Record<string, string | null>;
   /** The file's current problem when a reload failed: the version loaded before keeps running. */

@@ -371,6 +371,7 @@ export function pipelineView(p: PipelineSummary) {
     allow: p.allow,
     steps: p.steps,
     schedule: p.schedule,
+    on: p.on,
     params: p.params,
     error: p.error,
     links: { runs: `${API_PREFIX}/runs?pipeline=${name}`, trigger: `${API_PREFIX}/pipelines/${name}/runs` },

@@ -27,12 +27,12 @@ describe('placeholder kinds', () => {
     expect(placeholdersIn('${HOME} ${x%.*} ${a:-b} ${1} ${foo.bar} ${steps.a.output.n}')).toEqual([]);
   });
 
-  it('knows the values of an upstream run, resolved when the run is made (one table entry each)', () => {
-    expect(kindOf('upstream.run_id')).toMatchObject({ kind: 'upstream', resolves: 'run-made' });
-    expect(kindOf('upstream.state')).toMatchObject({ kind: 'upstream', resolves: 'run-made' });
+  it('knows the values of an upstream run, resolved when it ends (one table entry each)', () => {
+    expect(kindOf('upstream.run_id')).toMatchObject({ kind: 'upstream', resolves: 'upstream-ended' });
+    expect(kindOf('upstream.state')).toMatchObject({ kind: 'upstream', resolves: 'upstream-ended' });
     expect(kindOf('upstream.outputs.split.n')).toMatchObject({
       kind: 'upstream-output',
-      resolves: 'run-made',
+      resolves: 'upstream-ended',
       step: null,
     });
     expect(kindOf('upstream.other')).toBeNull();

@@ -32,6 +32,11 @@ export const pipelineSchema = named(
           .describe('set while an admin has paused the schedule: its ticks make no runs; triggering still works'),
       })
       .nullable(),
+    on: z
+      .array(z.object({ end: z.enum(['succeeded', 'failed', 'finished']), pipeline: z.string() }))
+      .describe(
+        "the ends of other pipelines' runs that start a run of it (its file's `on:`; `finished`: any end); empty when none do",
+      ),
     params: z.record(z.string(), z.string().nullable()).describe('parameters and their defaults (null: required)'),
     error: z.string().nullable().describe("the file's current problem; the version loaded before keeps running"),
     links: z.object({ runs: z.string(), trigger: z.string() }),

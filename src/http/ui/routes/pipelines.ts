@@ -80,6 +80,11 @@ ${p.description ? html`<p>${p.description}</p>` : ''}
 <dt>File</dt><dd><code>${p.file}</code>${p.error ? html`<br><span class="stale">${p.error}</span>` : ''}</dd>
 <dt>Schedule</dt><dd>${scheduleText(p)}</dd>
 ${
+  p.on.length
+    ? html`<dt>Started by runs of</dt><dd>${p.on.map((o) => html`<a href="${pipelineHref(o.pipeline)}">${o.pipeline}</a> <span class="muted">(${o.end === 'finished' ? 'any end' : o.end})</span><br>`)}</dd>`
+    : ''
+}
+${
   p.schedule
     ? html`<dt>Overlap / catch-up</dt><dd>${p.schedule.overlap} / ${p.schedule.catchup}</dd>
 <dt>State</dt><dd>${scheduleState(p.schedule)}</dd>
@@ -290,7 +295,9 @@ ${selectField('state', 'State', ['', ...RUN_STATES], state)}
 <div class="panel"><dl class="facts">
 <dt>State</dt><dd>${stateBadge(v.state, { liveId: v.id })}${v.detail ? html` <span class="muted">${v.detail}</span>` : ''}</dd>
 <dt>Owner</dt><dd>${v.owner}</dd>
-<dt>Started by</dt><dd>${runStartedBy(run)}${v.scheduled_for ? html` for ${time(v.scheduled_for)}` : ''}</dd>
+<dt>Started by</dt><dd>${runStartedBy(run)}${v.scheduled_for ? html` for ${time(v.scheduled_for)}` : ''}${
+      v.upstream ? html` <a href="${runHref(v.upstream.run_id)}">upstream run</a>` : ''
+    }</dd>
 <dt>Parameters</dt><dd>${Object.entries(v.params).map(([k, value]) => html`<code>${k}=${value}</code> `)}</dd>
 <dt>Created</dt><dd>${time(v.created_at)}</dd>
 <dt>Started</dt><dd>${time(v.started_at)}</dd>
@@ -385,7 +392,9 @@ function cronInWords(cron: string): string | null {
 }
 
 function scheduleText(p: PipelineSummary): Html {
-  if (!p.schedule) return html`<span class="muted">no schedule: runs when triggered</span>`;
+  if (!p.schedule) {
+    return html`<span class="muted">no schedule: runs when triggered${p.on.length ? ' or when the runs below end' : ''}</span>`;
+  }
   const words = cronInWords(p.schedule.cron);
   return html`${words ?? ''}${words ? html`<br>` : ''}<code>${p.schedule.cron}</code> <span class="muted">(${p.schedule.timezone})</span>${
     p.schedule.enabled ? '' : html` <strong>off</strong>`
