@@ -91,6 +91,10 @@ const stepSchema = z
           .refine((file) => !file.startsWith('/') && !file.split('/').includes('..'), {
             message: 'a path relative to the working directory, without ..',
           })
+          // Not rendered: one path for every run, retry and resume (docs/pipelines.md).
+          .refine((file) => !file.includes('${'), {
+            message: 'a fixed path: placeholders (${…}) are not filled in here',
+          })
           .describe('the file the step writes name=value lines to, relative to its working directory'),
       })
       .strict()
