@@ -85,9 +85,11 @@ export async function followEndedRuns(
   for (const run of await runsToFollow(store, FOLLOW_BATCH)) {
     const downstream = downstreamOf(pipelines(), run);
     let followed = true;
-    if (downstream.length > 0) {
+    const steps = downstream.length > 0 ? await stepRequests(store, run.id) : [];
+    // A run cancelled while queued behind another never ran: it starts nothing.
+    if (steps.length > 0) {
       // As the run's webhook carries them: each step's newest attempt that wrote any.
-      const outputs = runOutputsView(await stepRequests(store, run.id));
+      const outputs = runOutputsView(steps);
       for (const pipeline of downstream) {
         try {
           made.push(
