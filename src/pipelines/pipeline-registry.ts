@@ -4,6 +4,7 @@ import type { Queue } from 'bullmq';
 import { scheduleActor } from '../access/principal.js';
 import { type AuditContext, appendAudit, auditEntryOf } from '../db/audit.js';
 import type { History } from '../db/history.js';
+import { getRun } from '../db/runs.js';
 import { pauseSchedule, resumeSchedule, type SchedulePause, schedulePauses } from '../db/schedule-pauses.js';
 import { advanceLastTick, lastTickOf } from '../db/schedule-ticks.js';
 import type { PipelineRunRow } from '../db/schema.js';
@@ -21,7 +22,7 @@ import { cancelRun, createRun, type RunCancelBy, type RunCancelOutcome, type Run
 import { planRun } from './run-plan.js';
 import { type RunResumeBy, type RunResumeOutcome, resumeRun } from './run-resume.js';
 import { upstreamsOf } from './upstream-links.js';
-import { followEndedRuns, outputsUsedDownstream, upstreamOf } from './upstream-runs.js';
+import { followEndedRuns, followRun, outputsUsedDownstream, upstreamOf } from './upstream-runs.js';
 
 export class PipelineNotFoundError extends SchedflowError {
   readonly code = 'SCHEDFLOW_ERR_PIPELINE_NOT_FOUND';
@@ -268,7 +269,13 @@ export class PipelineRegistry implements PipelineService {
    * Resumes a run; changed parameters re-render its steps from the pipeline as loaded now (a
    * resume without them needs no file: the run carries its own definition).
    */
-  resumeRun(runId: string, by: RunResumeBy): Promise<RunResumeOutcome> {
+  async resumeRun(runId: string, by: RunResumeBy): Promise<RunResumeOutcome> {
+    // An end not followed yet (ended by a cancel, or while no scheduler ran) is followed now:
+    // the resume starts a new end, and this one's followers get their runs first.
+    const ended = await getRun(this.#deps.store, runId);
+    if (ended && ended.downstreamCheckedAt === null && ['failed', 'cancelled'].includes(ended.state)) {
+      await followRun(this.#deps.engine, () => this.#loaded.values(), ended);
+    }
     return resumeRun(this.#deps.engine, runId, by, async (tx, run, params) =>
       planRun(this.#loadedOrThrow(run.pipeline), {
         runId: run.id,

@@ -412,10 +412,6 @@ async function advanceRun(
   if (outputs.steps.size > 0 && (await collectOutputs(store, rows, outputs))) {
     rows = await stepRequests(store, listed.id);
   }
-  // A run ends with its outputs read: its webhook and the runs that follow it carry them.
-  const outputsUnread = rows.some(
-    (r) => r.state === 'completed' && r.outputs === null && r.step !== null && outputs.steps.has(r.step),
-  );
   const look = listed.cancelRequestedAt === null ? await decide(deps.inFlight, listed, plan, plans, rows) : null;
   if (look && !look.write) {
     pass = { kind: 'checked', run: listed, blocked: look.blocked, ended: null };
@@ -458,7 +454,11 @@ async function advanceRun(
         kind: 'checked',
         run,
         blocked: decided.blocked,
-        ended: outputsUnread ? null : await finishIfDone(tx, run, plan, decided.latest, now),
+        // A run ends with its outputs read (from the rows read here, under the lock: a step that
+        // completed since the look is seen): its webhook and the runs that follow it carry them.
+        ended: outputsUnread(decided.latest, outputs.steps)
+          ? null
+          : await finishIfDone(tx, run, plan, decided.latest, now),
       };
     });
   }
@@ -475,6 +475,14 @@ async function advanceRun(
     return null;
   }
   return pass.ended;
+}
+
+/** Whether a completed step whose outputs are wanted has not had them read yet (collectOutputs). */
+function outputsUnread(latest: ReadonlyMap<string, JobRequestRow>, wanted: ReadonlySet<string>): boolean {
+  for (const row of latest.values()) {
+    if (row.state === 'completed' && row.outputs === null && row.step !== null && wanted.has(row.step)) return true;
+  }
+  return false;
 }
 
 /** The steps whose outputs are read for the run itself: used by another step, or declared (`outputs: { file }`). */

@@ -111,6 +111,15 @@ export function planRun(pipeline: LoadedPipeline, input: PlanInput): RunPlan {
     };
     const needs = pipeline.needs[step] ?? [];
     const template = withOutputsFile(step, rendered(step, raw, context, input.upstream?.outputs), s.outputs?.file);
+    // schedflow names the outputs file: a value pasted in whole as an environment entry must not.
+    if (
+      !s.outputs?.file &&
+      (template.environment as string[] | undefined)?.some((e) => e.startsWith(`${OUTPUTS_ENV}=`))
+    ) {
+      throw new ConfigError(
+        `steps.${step}.environment: a parameter's or upstream output's value sets ${OUTPUTS_ENV}, which schedflow sets (name the step's own file with outputs: { file })`,
+      );
+    }
     // The outputs a step uses are those written in the file, found before parameters go in: a
     // parameter's (or an upstream output's) value is text, and one that spells `${steps.…}` must not
     // make the step wait on a step it never named (one that may not exist: the run would wait forever).

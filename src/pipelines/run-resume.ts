@@ -129,6 +129,14 @@ export async function resumeRun(
       if (!run) throw new RunNotResumableError(`pipeline run ${runId} is gone from the history`, seen.state);
       const refusal = notResumable(run);
       if (refusal) throw new RunNotResumableError(refusal, run.state);
+      // A resume starts a new end; this one's followers (other pipelines' `on:`) must have their
+      // runs first, or they never would (the caller follows it just before: pipeline-registry.ts).
+      if (run.downstreamCheckedAt === null) {
+        throw new RunNotResumableError(
+          `pipeline run ${runId} has just ended and the runs its end starts (other pipelines' on:) are still being made: try again in a few seconds`,
+          run.state,
+        );
+      }
       const plan = run.definition as RunPlan;
       const latest = latestAttempts(await stepRequests(tx, run.id));
       // A step waiting on other steps' outputs may never have been made (the run ended first):

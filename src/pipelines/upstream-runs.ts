@@ -62,12 +62,59 @@ export async function upstreamOf(h: History, run: PipelineRunRow): Promise<Upstr
       `run ${run.id} was started by run ${run.upstreamRunId}, which the history no longer holds (pruned by retention): resume it without new parameters`,
     );
   }
+  if (upstream.attempt !== run.upstreamAttempt) {
+    throw new ConfigError(
+      `run ${run.id} was started by the end of attempt ${run.upstreamAttempt} of run ${upstream.id}, which has been resumed since (attempt ${upstream.attempt}): its values are not those this run was made with; resume it without new parameters`,
+    );
+  }
   return {
     runId: upstream.id,
     pipeline: upstream.pipeline,
     state: upstream.state,
     outputs: runOutputsView(await stepRequests(h, upstream.id)),
   };
+}
+
+/** How far back a chain of runs that started runs is walked for a loop. */
+const MAX_CHAIN = 64;
+
+/**
+ * The pipelines of the runs whose ends led to this one (its own first), through each run's
+ * upstream run: a follower found here would close a loop.
+ */
+async function chainOf(h: History, run: PipelineRunRow): Promise<Set<string>> {
+  const names = new Set([run.pipeline]);
+  let next = run.upstreamRunId;
+  for (let depth = 0; next !== null && depth < MAX_CHAIN; depth++) {
+    const upstream = await getRun(h, next);
+    if (!upstream) break;
+    names.add(upstream.pipeline);
+    next = upstream.upstreamRunId;
+  }
+  return names;
+}
+
+/**
+ * Why `follower` may not start on `run`'s end though its `on:` names it, or null. Checked again
+ * here, not only when files load: a file that stops passing its checks keeps its older version
+ * running, and hosts may hold different folders. The run's outputs reach the follower's steps:
+ * its owner must be the run's, or one the upstream pipeline (as loaded now) allows. A follower
+ * already in the run's chain would start runs for ever.
+ */
+function refusal(
+  follower: LoadedPipeline,
+  run: PipelineRunRow,
+  upstream: LoadedPipeline | undefined,
+  chain: ReadonlySet<string>,
+): string | null {
+  const owner = follower.def.owner;
+  if (run.owner !== owner && !upstream?.def.allow.includes(owner)) {
+    return `run ${run.id} is owner "${run.owner}"'s, and pipeline "${run.pipeline}" does not allow "${owner}"`;
+  }
+  if (chain.has(follower.name)) {
+    return `run ${run.id} was itself started by a run of "${follower.name}" (a loop: ${[...chain].reverse().join(' → ')} → ${follower.name})`;
+  }
+  return null;
 }
 
 /**
@@ -80,38 +127,60 @@ export async function followEndedRuns(
   engine: RunEngineDeps,
   pipelines: () => Iterable<LoadedPipeline>,
 ): Promise<PipelineRunRow[]> {
+  const made: PipelineRunRow[] = [];
+  for (const run of await runsToFollow(engine.store, FOLLOW_BATCH))
+    made.push(...(await followRun(engine, pipelines, run)));
+  return made;
+}
+
+/** Follows one ended run's end (followEndedRuns), if it is still that end and not followed yet. */
+export async function followRun(
+  engine: RunEngineDeps,
+  pipelines: () => Iterable<LoadedPipeline>,
+  run: PipelineRunRow,
+): Promise<PipelineRunRow[]> {
   const { store, logger } = engine;
   const made: PipelineRunRow[] = [];
-  for (const run of await runsToFollow(store, FOLLOW_BATCH)) {
-    const downstream = downstreamOf(pipelines(), run);
-    let followed = true;
-    const steps = downstream.length > 0 ? await stepRequests(store, run.id) : [];
-    // A run cancelled while queued behind another never ran: it starts nothing.
-    if (steps.length > 0) {
-      // As the run's webhook carries them: each step's newest attempt that wrote any.
-      const outputs = runOutputsView(steps);
-      for (const pipeline of downstream) {
-        try {
-          made.push(
-            await createRun(engine, pipeline, {
-              trigger: 'upstream',
-              triggeredBy: `run ${run.id} of ${run.pipeline}, ${run.state}`,
-              actor: upstreamActor(run.pipeline),
-              params: {},
-              upstream: { runId: run.id, attempt: run.attempt, pipeline: run.pipeline, state: run.state, outputs },
-            }),
-          );
-        } catch (error) {
-          if (!(error instanceof SchedflowError)) throw error;
-          followed = false;
-          logger.error(
-            { err: error, pipeline: pipeline.name, upstreamRunId: run.id },
-            'a run that an upstream run starts could not be made: tried again at the next tick',
-          );
-        }
+  const loaded = [...pipelines()];
+  const downstream = downstreamOf(loaded, run);
+  let followed = true;
+  const steps = downstream.length > 0 ? await stepRequests(store, run.id) : [];
+  // Resumed (or followed) since it was listed: its outputs may be another attempt's; the
+  // next pass sees it as it is.
+  const now = downstream.length > 0 ? await getRun(store, run.id) : run;
+  if (now?.attempt !== run.attempt || now.state !== run.state || now.downstreamCheckedAt !== null) return [];
+  // A run cancelled while queued behind another never ran: it starts nothing.
+  if (steps.length > 0) {
+    // As the run's webhook carries them: each step's newest attempt that wrote any.
+    const outputs = runOutputsView(steps);
+    const upstream = loaded.find((p) => p.name === run.pipeline);
+    const chain = await chainOf(store, run);
+    for (const pipeline of downstream) {
+      const refused = refusal(pipeline, run, upstream, chain);
+      if (refused) {
+        logger.warn({ pipeline: pipeline.name, upstreamRunId: run.id }, `not started: ${refused}`);
+        continue;
+      }
+      try {
+        made.push(
+          await createRun(engine, pipeline, {
+            trigger: 'upstream',
+            triggeredBy: `run ${run.id} of ${run.pipeline}, ${run.state}`,
+            actor: upstreamActor(run.pipeline),
+            params: {},
+            upstream: { runId: run.id, attempt: run.attempt, pipeline: run.pipeline, state: run.state, outputs },
+          }),
+        );
+      } catch (error) {
+        if (!(error instanceof SchedflowError)) throw error;
+        followed = false;
+        logger.error(
+          { err: error, pipeline: pipeline.name, upstreamRunId: run.id },
+          'a run that an upstream run starts could not be made: tried again at the next tick',
+        );
       }
     }
-    if (followed) await markRunFollowed(store, run, (engine.clock ?? systemClock).now());
   }
+  if (followed) await markRunFollowed(store, run, (engine.clock ?? systemClock).now());
   return made;
 }

@@ -259,4 +259,66 @@ describe('runs that start runs (on:)', () => {
       expect(started, pipeline).toEqual([...ids].sort());
     }
   }, 120_000);
+
+  it('checks the owner again when an end is followed: a kept older file cannot read what is no longer allowed', async () => {
+    const sim = await env.sim();
+    const step = (touch: string) => [
+      'defaults:',
+      `  current_working_directory: ${sim.workDir}`,
+      'steps:',
+      '  s:',
+      `    script: "#!/bin/sh\\ntouch ${touch}\\n"`,
+    ];
+    const td = await env.daemon(
+      sim.url,
+      { pipelineTickMs: 300 },
+      {
+        'a.yaml': ['owner: alice', 'allow: [bob]', ...step('a-ran')].join('\n'),
+        'b.yaml': ['owner: bob', 'on:', '  succeeded: [a]', ...step('b-ran')].join('\n'),
+      },
+    );
+    const d = td.daemon;
+    // Alice takes bob off a's allow: b's file, unchanged, now fails its check and stays loaded.
+    writeFileSync(join(td.configDir, 'pipelines', 'a.yaml'), ['owner: alice', ...step('a-ran')].join('\n'));
+    await d.pipelines.load();
+    expect((await d.pipelines.get('b'))?.error).toMatch(/does not allow "bob"/);
+    const a = await d.pipelines.trigger('a', { actor: 'test', trigger: 'api' });
+    await followed(d, await waitForRun(d, a.id));
+    expect(await runsOf(d, 'b')).toHaveLength(0);
+  }, 90_000);
+
+  it('never starts a run of a pipeline already in the chain that led to the end (a loop a kept file let through)', async () => {
+    const sim = await env.sim();
+    const step = [
+      'defaults:',
+      `  current_working_directory: ${sim.workDir}`,
+      'steps:',
+      '  s:',
+      '    script: "#!/bin/sh\\ntrue\\n"',
+    ];
+    const td = await env.daemon(
+      sim.url,
+      { pipelineTickMs: 300 },
+      {
+        'a.yaml': ['on:', '  succeeded: [b]', ...step].join('\n'),
+        'b.yaml': step.join('\n'),
+      },
+    );
+    const d = td.daemon;
+    const dir = join(td.configDir, 'pipelines');
+    // a's new file fails (an unknown upstream) and its older one, following b, stays loaded; b's
+    // new file follows a, and is checked against a's new file: no loop seen, and it loads.
+    writeFileSync(join(dir, 'a.yaml'), ['on:', '  succeeded: [nosuch]', ...step].join('\n'));
+    writeFileSync(join(dir, 'b.yaml'), ['on:', '  succeeded: [a]', ...step].join('\n'));
+    await d.pipelines.load();
+    expect((await d.pipelines.get('a'))?.error).toMatch(/no pipeline "nosuch"/);
+    expect((await d.pipelines.get('b'))?.on).toEqual([{ end: 'succeeded', pipeline: 'a' }]);
+    // b → a (the kept file) → b would go on for ever: the end of a's run is not followed by b.
+    const b = await d.pipelines.trigger('b', { actor: 'test', trigger: 'api' });
+    await waitForRun(d, b.id);
+    const [a] = await startedBy(d, 'a', b);
+    await followed(d, await waitForRun(d, a?.id as string));
+    expect((await runsOf(d, 'a')).length).toBe(1);
+    expect((await runsOf(d, 'b')).map((r) => r.id)).toEqual([b.id]);
+  }, 90_000);
 });
