@@ -48,14 +48,11 @@ describe('Redis going away and coming back under a running daemon', () => {
     expect(lines.filter((l) => l.msg?.startsWith('Redis unreachable'))).toHaveLength(1);
     expect(lines.filter((l) => l.msg === 'worker error' || l.msg === 'Redis error')).toEqual([]);
     expect(daemon.stderr).toBe('');
-    const submit = await t.cli([
-      'jobs',
-      'submit',
-      t.jobFile('after-redis', '#!/bin/sh\ntrue\n'),
-      '--wait',
-      '--data-dir',
-      t.dataDir,
-    ]);
+    // A CLI start and a job's whole life: on a loaded 2-core machine more than runCli's 20 s.
+    const submit = await t.cli(
+      ['jobs', 'submit', t.jobFile('after-redis', '#!/bin/sh\ntrue\n'), '--wait', '--data-dir', t.dataDir],
+      45_000,
+    );
     expect(submit.code, submit.stderr).toBe(0);
   }, 60_000);
 });

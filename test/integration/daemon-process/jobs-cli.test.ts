@@ -247,6 +247,9 @@ describe('the embedded default (no profile)', () => {
   }, 90_000);
 });
 
+/** Refused "at once": within what a CLI start takes on a busy 2-core machine, not after waiting for the daemon. */
+const AT_ONCE_MS = 20_000;
+
 describe('schedflow jobs submit while the daemon is stopped', () => {
   const noTrace = (stderr: string) => expect(stderr).not.toMatch(/^\s+at |ENOENT|\[ioredis\]/m);
 
@@ -262,7 +265,7 @@ describe('schedflow jobs submit while the daemon is stopped', () => {
       env,
       cwd: t.root,
     });
-    expect(Date.now() - startedAt).toBeLessThan(10_000);
+    expect(Date.now() - startedAt).toBeLessThan(AT_ONCE_MS);
     expect(submit.code, submit.stderr).toBe(2);
     expect(submit.stderr).toMatch(/is not running, so nothing was queued: start it \(npm start, or schedflow start/);
     expect(submit.stdout).toBe('');
@@ -278,7 +281,7 @@ describe('schedflow jobs submit while the daemon is stopped', () => {
     dproc.redis = undefined; // stopped here; the cleanup would wait on it again
     const startedAt = Date.now();
     const submit = await t.cli(['jobs', 'submit', t.jobFile('late', '#!/bin/sh\ntrue\n'), '--data-dir', t.dataDir]);
-    expect(Date.now() - startedAt).toBeLessThan(10_000);
+    expect(Date.now() - startedAt).toBeLessThan(AT_ONCE_MS);
     // The CLI asks the daemon's API, not its Redis: with no daemon there is nothing to wait in.
     expect(submit.code, submit.stderr).toBe(2);
     expect(submit.stderr).toMatch(/is not running, so nothing was queued: start it/);
