@@ -69,13 +69,17 @@ afterAll(async () => {
   for (const id of submitted) await slurmCommand('scancel', [id]).catch(() => undefined);
 });
 
-/** `scontrol show job -o`, as a map; each job id's own number written as <id> so two records compare. */
+/**
+ * `scontrol show job -o`, as a map; each job id's own number written as <id> so two records
+ * compare. As a whole number only: on a new cluster job 20 is also the start of 2030-01-01.
+ */
 async function record(jobId: string): Promise<Record<string, string>> {
   const line = (await slurmCommand('scontrol', ['show', 'job', '-o', jobId])).trim().split('\n')[0] ?? '';
+  const id = new RegExp(`(?<!\\d)${jobId}(?!\\d)`, 'g');
   return Object.fromEntries(
     line.split(/ (?=[A-Za-z:/]+=)/).map((pair) => {
       const at = pair.indexOf('=');
-      return [pair.slice(0, at), pair.slice(at + 1).replaceAll(jobId, '<id>')];
+      return [pair.slice(0, at), pair.slice(at + 1).replace(id, '<id>')];
     }),
   );
 }
