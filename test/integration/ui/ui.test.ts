@@ -140,6 +140,8 @@ describe('admin web UI', () => {
     await page.getByText('Cancel sent to the scheduler').waitFor();
     await liveState(page, id, 'cancelled', 20_000);
     await td.waitForState(id, 'cancelled');
+    // The page follows the end as it comes (the live state first, the buttons with the next render).
+    await page.getByRole('button', { name: 'Cancel job' }).waitFor({ state: 'detached', timeout: 20_000 });
     await expect(page.getByRole('button', { name: 'Cancel job' }).count()).resolves.toBe(0);
     await browser.screenshot(page, 'job-cancelled');
   });
