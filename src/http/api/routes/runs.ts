@@ -122,14 +122,8 @@ export const runRoutes: FastifyPluginAsyncZod<{ deps: ApiDeps }> = async (app, {
       },
     },
     async (request, reply) => {
-      if (!deps.pipelines) throw new UnavailableApiError('pipelines not loaded', 5);
-      const id = request.params.id;
-      const { origin, who, principal } = callerOf(request);
-      // A run the caller may not cancel answers as an unknown one (src/access/visibility.ts).
-      if (!(await getRun(deps.store, id, await runAccessOf(deps, principal, 'change')))) {
-        throw new NotFoundApiError(`no pipeline run ${id}`);
-      }
-      const outcome = await deps.pipelines.cancelRun(id, { source: origin, who, audit: apiAuditContext(request) });
+      const { pipelines, id, origin, who } = await changeableRun(deps, request);
+      const outcome = await pipelines.cancelRun(id, { source: origin, who, audit: apiAuditContext(request) });
       switch (outcome.kind) {
         case 'not_found':
           throw new NotFoundApiError(`no pipeline run ${id}`);
@@ -191,15 +185,9 @@ export const runRoutes: FastifyPluginAsyncZod<{ deps: ApiDeps }> = async (app, {
       },
     },
     async (request, reply) => {
-      if (!deps.pipelines) throw new UnavailableApiError('pipelines not loaded', 5);
-      const id = request.params.id;
-      const { origin, who, principal } = callerOf(request);
-      // A run the caller may not change answers as an unknown one (src/access/visibility.ts).
-      if (!(await getRun(deps.store, id, await runAccessOf(deps, principal, 'change')))) {
-        throw new NotFoundApiError(`no pipeline run ${id}`);
-      }
+      const { pipelines, id, origin, who } = await changeableRun(deps, request);
       try {
-        const outcome = await deps.pipelines.resumeRun(id, {
+        const outcome = await pipelines.resumeRun(id, {
           source: origin,
           who,
           params: request.body.params,
@@ -232,6 +220,21 @@ export const runRoutes: FastifyPluginAsyncZod<{ deps: ApiDeps }> = async (app, {
 };
 
 /** `2 withdrawn (b, c), 1 cancel sent (a)`. */
+/**
+ * The run a route changes (cancel, resume), and who asks: a run the caller may not change
+ * answers as an unknown one (src/access/visibility.ts).
+ */
+async function changeableRun(deps: ApiDeps, request: Parameters<typeof callerOf>[0] & { params: { id: string } }) {
+  const { pipelines } = deps;
+  if (!pipelines) throw new UnavailableApiError('pipelines not loaded', 5);
+  const id = request.params.id;
+  const { origin, who, principal } = callerOf(request);
+  if (!(await getRun(deps.store, id, await runAccessOf(deps, principal, 'change')))) {
+    throw new NotFoundApiError(`no pipeline run ${id}`);
+  }
+  return { pipelines, id, origin, who };
+}
+
 function describeSteps(steps: readonly StepCancel[]): string {
   if (steps.length === 0) return 'no step left to cancel';
   const groups = new Map<string, string[]>();
