@@ -8,14 +8,14 @@
  * the daemon process's own, read from /proc; the harness reads the history file itself, so
  * its checks cost the daemon nothing.
  */
-import { spawn } from 'node:child_process';
-import { mkdirSync, mkdtempSync, readFileSync } from 'node:fs';
-import { setPriority, tmpdir } from 'node:os';
+import { mkdirSync, mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { DaemonUnderTest } from '../chaos/daemon.js';
 import { cleanupAll, cleanupOnExit, sleep, trackDir } from '../chaos/processes.js';
 import { SimUpstream } from '../chaos/upstream.js';
+import { healthWhile, percentile, scrape, startHealthProbe, usage } from './daemon-probe.js';
 
 const JOBS = Number(process.env.BENCH_SUBMIT_JOBS ?? 10_000);
 const READS = Number(process.env.BENCH_API_READS ?? 2_000);
@@ -28,18 +28,6 @@ const SETTLE_SEC = Number(process.env.BENCH_SETTLE_SEC ?? 180);
  * measured on their own.
  */
 const RUNTIME_SEC = Number(process.env.BENCH_JOB_RUNTIME_SEC ?? 60);
-const TICKS_PER_SEC = 100; // USER_HZ on Linux
-
-/** The daemon's CPU seconds so far (user + system) and its resident memory, from /proc. */
-function usage(pid: number): { cpuSec: number; rssMb: number } {
-  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-  // Fields after the command name (which may hold spaces) start after the last ')'.
-  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-  const ticks = Number(fields[11]) + Number(fields[12]);
-  const rssKb = Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1] ?? 0);
-  return { cpuSec: ticks / TICKS_PER_SEC, rssMb: rssKb / 1024 };
-}
-
 /** The daemon settings a run asks for: each BENCH_SCHEDFLOW_X as SCHEDFLOW_X. */
 function daemonSettings(): Record<string, string> {
   const settings: Record<string, string> = {};
@@ -47,10 +35,6 @@ function daemonSettings(): Record<string, string> {
     if (name.startsWith('BENCH_SCHEDFLOW_') && value !== undefined) settings[name.slice('BENCH_'.length)] = value;
   }
   return settings;
-}
-
-function percentile(sorted: number[], p: number): number {
-  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] ?? 0;
 }
 
 interface Phase {
@@ -95,74 +79,6 @@ async function load(count: number, call: (i: number) => Promise<boolean>): Promi
     p50: percentile(latencies, 50),
     p99: percentile(latencies, 99),
     errors,
-  };
-}
-
-/**
- * A health probe in a process of its own, as a load balancer or systemd would probe: asked
- * from this process, the answer's time would include this process's own delays while its 32
- * clients load the daemon. It asks every 50 ms and, told `report`, sends the slowest answer
- * since the last report.
- */
-const PROBE = `
-let worst = 0;
-process.on('message', (m) => { if (m === 'report') { process.send(worst); worst = 0; } else process.exit(0); });
-process.on('disconnect', () => process.exit(0));
-(async () => {
-  // The first fetch loads Node's HTTP client and connects: the probe's own start, not the daemon.
-  await fetch(process.argv[1] + '/healthz');
-  process.send('ready');
-  for (;;) {
-    const t = performance.now();
-    await fetch(process.argv[1] + '/healthz').catch(() => undefined);
-    worst = Math.max(worst, performance.now() - t);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-})();
-`;
-
-async function startHealthProbe(apiUrl: string): Promise<{ report(): Promise<number>; stop(): void }> {
-  const child = spawn(process.execPath, ['-e', PROBE, apiUrl], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
-  const ready = new Promise((resolve) => child.once('message', resolve));
-  // Ahead of the harness's clients, the simulator and Redis for the CPU (where allowed): on 2
-  // cores they keep both busy, and a probe waiting for a core is not the daemon answering late.
-  try {
-    setPriority(child.pid as number, -10);
-  } catch {
-    // not permitted: measured at the default priority
-  }
-  await ready;
-  return {
-    report: () =>
-      new Promise((resolve) => {
-        child.once('message', (worst) => resolve(Number(worst)));
-        child.send('report');
-      }),
-    stop: () => {
-      if (child.connected) child.send('stop');
-    },
-  };
-}
-
-/** The slowest /healthz answer, from the probe, while `work` runs. */
-async function healthWhile<T>(
-  probe: Awaited<ReturnType<typeof startHealthProbe>>,
-  work: Promise<T>,
-): Promise<{ result: T; worstMs: number }> {
-  await probe.report();
-  const result = await work;
-  return { result, worstMs: await probe.report() };
-}
-
-/** The daemon's longest event-loop block since the last scrape, and its memory (its /metrics), in MB. */
-async function scrape(apiUrl: string): Promise<{ blockMs: number; heapMb: number; memory: string }> {
-  const text = await (await fetch(`${apiUrl}/metrics`)).text();
-  const value = (name: string) => Number(new RegExp(`^${name} (\\S+)$`, 'm').exec(text)?.[1] ?? Number.NaN);
-  const mb = (kind: string) => value(`schedflow_process_memory_bytes\\{kind="${kind}"\\}`) / 1048576;
-  return {
-    blockMs: value('schedflow_event_loop_block_max_seconds') * 1000,
-    heapMb: mb('heap_used'),
-    memory: ['rss', 'heap_total', 'heap_used', 'external'].map((k) => `${k} ${mb(k).toFixed(0)}`).join(', '),
   };
 }
 

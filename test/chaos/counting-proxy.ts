@@ -1,6 +1,7 @@
 import { appendFileSync } from 'node:fs';
 import { Agent, createServer, request } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { TokenBucket } from '../../src/lib/token-bucket.js';
 
 /** What the upstream was asked, by kind of request, and how it answered. */
 export interface UpstreamCounts {
@@ -26,23 +27,31 @@ export interface CountingProxy {
 export function endpointOf(method: string, url: string): string {
   const path = url.split('?')[0] ?? '';
   if (method === 'POST' && /\/job\/submit$/.test(path)) return 'submit';
-  if (/^\/sched\/[^/]+\/jobs\/state$/.test(path)) return 'jobs/state';
-  if (/^\/sched\/[^/]+\/jobs$/.test(path)) return 'controller listing';
+  if (/^\/(sched|slurm)\/[^/]+\/jobs\/state$/.test(path)) return 'jobs/state';
+  if (/^\/(sched|slurm)\/[^/]+\/jobs$/.test(path)) return 'controller listing';
   if (method === 'DELETE') return 'cancel';
-  if (/^\/sched\/[^/]+\/job\//.test(path)) return 'controller job';
-  if (path.startsWith('/scheddb/')) return 'accounting';
+  if (/^\/(sched|slurm)\/[^/]+\/job\//.test(path)) return 'controller job';
+  if (path.startsWith('/scheddb/') || path.startsWith('/slurmdb/')) return 'accounting';
   if (/ping$/.test(path)) return 'ping';
   return 'other';
 }
 
+/** A site proxy's rate limit: a token bucket over every request, answered 429 when empty. */
+export interface ProxyBucket {
+  capacity: number;
+  refillPerSecond: number;
+}
+
 /**
- * A loopback HTTP proxy in front of the simulator that counts every request the daemon
+ * A loopback HTTP proxy in front of the simulator (or a real slurmrestd) that counts every request the daemon
  * sends upstream (the simulator's own counters start again when it restarts; these do not).
  * An upstream that cannot be reached (stopped, restarting) drops the client's connection,
  * as a dead upstream would, and counts as `network`. `latencyMs` delays every request (a slow
- * site proxy), so work is in flight when a fault lands.
+ * site proxy), so work is in flight when a fault lands. With a `bucket`, it limits the rate as
+ * the site proxy does: a request that finds the bucket empty is answered 429, never forwarded.
  */
-export async function startCountingProxy(target: string, latencyMs = 0): Promise<CountingProxy> {
+export async function startCountingProxy(target: string, latencyMs = 0, bucket?: ProxyBucket): Promise<CountingProxy> {
+  const limit = bucket && new TokenBucket(bucket.capacity, bucket.refillPerSecond);
   const upstream = new URL(target);
   // Every request's time, status and URL, for finding out where a scenario's requests go.
   const urlLog = process.env.CHAOS_URL_LOG;
@@ -58,16 +67,18 @@ export async function startCountingProxy(target: string, latencyMs = 0): Promise
     const url = req.url ?? '/';
     counts.total++;
     bump(counts.byEndpoint, endpointOf(method, url));
-    if (Date.now() < stormUntil) {
+    const limited = limit !== undefined && !limit.tryTake();
+    if (limited || Date.now() < stormUntil) {
       bump(counts.byStatus, '429');
       req.resume();
       // The body the scheduler proxy's own rate limit answers with (src/sim/proxy-context.ts).
       res.writeHead(429, {
         'content-type': 'application/json',
         'cache-control': 'no-store',
-        'retry-after': String(stormRetryAfterSec),
+        'retry-after': String(limited ? 1 : stormRetryAfterSec),
       });
-      res.end(JSON.stringify({ error: 'Too Many Requests', message: 'rate limit exceeded (storm)', status: 429 }));
+      const message = limited ? 'rate limit exceeded' : 'rate limit exceeded (storm)';
+      res.end(JSON.stringify({ error: 'Too Many Requests', message, status: 429 }));
       return;
     }
     const headers = { ...req.headers, host: upstream.host };

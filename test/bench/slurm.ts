@@ -1,0 +1,475 @@
+/**
+ * npm run bench:slurm — schedflow's submission rate beside the real slurmrestd's own, on the
+ * real Slurm 25.11.7 of ../shared/real-slurm (cluster.sh up), in one run:
+ *
+ * 1. for C = 1, 4 and 16: N held jobs posted straight to slurmrestd by C clients, then the same
+ *    through schedflow (`POST /api/v1/jobs` by C clients until every request has its job id,
+ *    the profile's `concurrency: C`, its client rate limit lifted), with the daemon's CPU per
+ *    job, /healthz's p99 meanwhile, and Slurm's own count of the jobs (exactly one per request);
+ * 2. the daemon's CPU per job by phase (acceptance, queue, submit, history writes), from a CPU
+ *    profile of a run of its own;
+ * 3. behind a proxy with a token bucket of R/s: the share of R the submissions used in a burst,
+ *    the 429s, and the polls that went on meanwhile;
+ * 4. E held jobs cancelled at once (they end within one poll interval): how long until every
+ *    end is in the history, and the upstream requests per poll cycle.
+ *
+ * Jobs are held (`hold: true`) so that nothing runs; each part cancels its jobs and waits for the
+ * controller to purge them (MinJobAge), since MaxJobCount (10,000) counts ended jobs too.
+ */
+import { execFile } from 'node:child_process';
+import { copyFileSync, mkdirSync, mkdtempSync, readdirSync, readFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import Database from 'better-sqlite3';
+import { Pool } from 'undici';
+import { type CountingProxy, startCountingProxy } from '../chaos/counting-proxy.js';
+import { DaemonUnderTest } from '../chaos/daemon.js';
+import { cleanupAll, cleanupOnExit, sleep, trackDir } from '../chaos/processes.js';
+import { RealSlurm } from '../chaos/real-slurm.js';
+import { type CpuByPhase, cpuByPhase, PHASES } from './cpu-phases.js';
+import { type HealthProbe, healthWhile, startHealthProbe, usage } from './daemon-probe.js';
+
+const exec = promisify(execFile);
+const JOBS = Number(process.env.BENCH_SLURM_JOBS ?? 10_000);
+const CONCURRENCIES = (process.env.BENCH_SLURM_CONCURRENCY ?? '1,4,16').split(',').map(Number);
+const PROFILE_JOBS = Number(process.env.BENCH_SLURM_PROFILE_JOBS ?? 3_000);
+const BUCKET_RATE = Number(process.env.BENCH_SLURM_BUCKET_RATE ?? 100);
+const BUCKET_JOBS = Number(process.env.BENCH_SLURM_BUCKET_JOBS ?? 3_000);
+const ENDS = Number(process.env.BENCH_SLURM_ENDS ?? 5_000);
+const PARTS = new Set((process.env.BENCH_SLURM_PARTS ?? 'rates,profile,bucket,ends').split(','));
+const SCRIPT = '#!/bin/sh\ntrue\n';
+const PROFILE_COPY = join(tmpdir(), 'schedflow-bench-slurm.cpuprofile');
+
+cleanupOnExit();
+const root = trackDir(mkdtempSync(join(tmpdir(), 'schedflow-bench-slurm-')));
+const real = await RealSlurm.up();
+const slurmEnv = Object.fromEntries(
+  readFileSync(join(process.env.SLURM_RUN ?? '/tmp/real-slurm', 'env'), 'utf8')
+    .split('\n')
+    .filter((line) => line.includes('='))
+    .map((line) => [line.slice(0, line.indexOf('=')), line.slice(line.indexOf('=') + 1)]),
+);
+const slurmBin = (name: string) => join(slurmEnv.SLURM_PREFIX ?? '/opt/slurm', 'bin', name);
+const slurm = async (command: string, args: string[]) =>
+  (
+    await exec(slurmBin(command), args, {
+      env: { ...process.env, SLURM_CONF: slurmEnv.SLURM_CONF },
+      maxBuffer: 64 << 20,
+    })
+  ).stdout;
+
+const log = (line: string) => process.stderr.write(`bench:slurm: ${line}\n`);
+
+/** Names of alice's jobs the controller holds, of every state. */
+async function controllerJobNames(): Promise<string[]> {
+  return (await slurm('squeue', ['-h', '-u', 'alice', '-t', 'all', '-o', '%j'])).split('\n').filter(Boolean);
+}
+
+/** Cancels alice's jobs and waits until the controller has purged them (MinJobAge, then its purge pass). */
+async function clearJobs(): Promise<void> {
+  await slurm('scancel', ['-u', 'alice']).catch(() => undefined);
+  const started = Date.now();
+  for (;;) {
+    const left = (await slurm('squeue', ['-h', '-t', 'all', '-o', '%i'])).split('\n').filter(Boolean).length;
+    if (left === 0) return;
+    if (Date.now() - started > 600_000) throw new Error(`${left} jobs still in the controller after 10 min`);
+    await sleep(5000);
+  }
+}
+
+/**
+ * A client pool of `clients` connections, posting JSON: the same light client (undici's
+ * request, not fetch, whose own CPU on this 2-core machine held slurmrestd to half its rate)
+ * for slurmrestd and for schedflow, so that both are measured alike.
+ */
+function poster(url: string, clients: number, headers: Record<string, string>) {
+  const pool = new Pool(url, { connections: clients, pipelining: 1 });
+  return {
+    async post(path: string, body: unknown): Promise<{ status: number; body: unknown }> {
+      const res = await pool.request({
+        path,
+        method: 'POST',
+        headers: { 'content-type': 'application/json', ...headers },
+        body: JSON.stringify(body),
+      });
+      return { status: res.statusCode, body: await res.body.json() };
+    },
+    close: () => pool.close(),
+  };
+}
+
+/** `count` calls of `call` by `clients` concurrent callers; seconds overall, and the failures. */
+async function load(
+  count: number,
+  clients: number,
+  call: (i: number) => Promise<boolean>,
+): Promise<{ seconds: number; errors: number }> {
+  let next = 0;
+  let errors = 0;
+  const started = performance.now();
+  await Promise.all(
+    Array.from({ length: clients }, async () => {
+      while (next < count) {
+        const i = next++;
+        if (!(await call(i).catch(() => false))) errors++;
+      }
+    }),
+  );
+  return { seconds: (performance.now() - started) / 1000, errors };
+}
+
+/** slurmrestd itself: `count` held jobs by `clients` concurrent clients. */
+async function rawRate(clients: number, count: number, tag: string): Promise<{ rate: number; errors: number }> {
+  const client = poster(real.url, clients, {
+    'x-slurm-user-name': 'alice',
+    'x-slurm-user-token': slurmEnv.ALICE_JWT as string,
+  });
+  let firstError = '';
+  const result = await load(count, clients, async (i) => {
+    const res = await client.post('/slurm/v0.0.44/job/submit', {
+      job: {
+        name: `${tag}-${i}`,
+        script: SCRIPT,
+        account: 'lab',
+        current_working_directory: '/tmp',
+        environment: ['PATH=/usr/bin:/bin'],
+        hold: true,
+      },
+    });
+    const body = res.body as { job_id?: number; errors?: unknown[] };
+    if (res.status !== 200 && !firstError) firstError = JSON.stringify(body.errors ?? body).slice(0, 300);
+    return res.status === 200 && typeof body.job_id === 'number';
+  });
+  await client.close();
+  if (firstError) log(`slurmrestd refused some (${result.errors}): ${firstError}`);
+  return { rate: count / result.seconds, errors: result.errors };
+}
+
+interface DaemonRun {
+  daemon: DaemonUnderTest;
+  pid: number;
+  history: Database.Database;
+  headers: Record<string, string>;
+}
+
+/** A daemon on a fresh data dir with one profile on `url` (slurmrestd, or a proxy in front of it). */
+async function startDaemon(
+  name: string,
+  url: string,
+  profile: { concurrency: number; rateLimit: { capacity: number; refillPerSecond: number } },
+  nodeArgs: string[] = [],
+): Promise<DaemonRun> {
+  const dir = join(root, name);
+  mkdirSync(dir, { recursive: true });
+  const daemon = new DaemonUnderTest(dir, {
+    schedulerUrl: url,
+    userTimings: true,
+    nodeArgs,
+    profile: { ...real.profile(dir, url), ...profile },
+    settings: { SCHEDFLOW_API_RATE_LIMIT: '1000000' },
+  });
+  await daemon.setup();
+  await daemon.start(60_000);
+  const history = new Database(join(daemon.dataDir, 'history.sqlite'), { readonly: true, fileMustExist: true });
+  return {
+    daemon,
+    pid: daemon.proc?.child.pid as number,
+    history,
+    headers: { authorization: `Bearer ${daemon.apiToken}`, 'content-type': 'application/json' },
+  };
+}
+
+async function stopDaemon(run: DaemonRun): Promise<void> {
+  run.history.close();
+  await run.daemon.stop(60_000);
+}
+
+/** Requests posted through the local API by `clients` clients, until each has its Slurm job id. */
+async function submitThrough(run: DaemonRun, clients: number, count: number, tag: string): Promise<number> {
+  const client = poster(run.daemon.apiUrl, clients, { authorization: run.headers.authorization as string });
+  const post = async (i: number) => {
+    const res = await client.post('/api/v1/jobs', {
+      spec: { name: `${tag}-${i}`, script: SCRIPT, current_working_directory: '/tmp', hold: true },
+    });
+    return res.status === 201;
+  };
+  const started = performance.now();
+  const { errors } = await load(count, clients, post);
+  await client.close();
+  if (errors > 0) throw new Error(`${errors} of ${count} submissions were not accepted`);
+  const submitted = run.history.prepare('select count(*) as n from job_requests where job_id is not null');
+  const failed = run.history.prepare("select count(*) as n from job_requests where state = 'failed'");
+  for (;;) {
+    if ((submitted.get() as { n: number }).n >= count) break;
+    const { n } = failed.get() as { n: number };
+    if (n > 0) throw new Error(`${n} requests failed; see ${run.daemon.logFile}`);
+    await sleep(50);
+  }
+  return (performance.now() - started) / 1000;
+}
+
+/** Slurm's own count of the jobs named `tag-*`: exactly one per request, or what is off. */
+async function exactlyOne(tag: string, count: number): Promise<{ ok: boolean; what: string }> {
+  const names = (await controllerJobNames()).filter((n) => n.startsWith(`${tag}-`));
+  const distinct = new Set(names).size;
+  const ok = names.length === count && distinct === count;
+  return { ok, what: `${names.length} jobs in Slurm for ${count} requests (${distinct} distinct)` };
+}
+
+interface RateRow {
+  clients: number;
+  raw: number;
+  schedflow: number;
+  cpuMsPerJob: number;
+  healthP99: number;
+  healthMax: number;
+  one: { ok: boolean; what: string };
+}
+
+async function rates(probeFor: (url: string) => Promise<HealthProbe>): Promise<RateRow[]> {
+  const rows: RateRow[] = [];
+  for (const clients of CONCURRENCIES) {
+    log(`C=${clients}: ${JOBS} jobs straight to slurmrestd…`);
+    const raw = await rawRate(clients, JOBS, `raw${clients}`);
+    await clearJobs();
+    log(`C=${clients}: ${JOBS} jobs through schedflow…`);
+    const run = await startDaemon(`rates-${clients}`, real.url, {
+      concurrency: clients,
+      rateLimit: { capacity: 100_000, refillPerSecond: 100_000 },
+    });
+    const probe = await probeFor(run.daemon.apiUrl);
+    await sleep(3000);
+    const before = usage(run.pid);
+    const {
+      result: seconds,
+      p99Ms,
+      worstMs,
+    } = await healthWhile(probe, submitThrough(run, clients, JOBS, `sf${clients}`));
+    const cpuSec = usage(run.pid).cpuSec - before.cpuSec;
+    probe.stop();
+    const one = await exactlyOne(`sf${clients}`, JOBS);
+    await stopDaemon(run);
+    await clearJobs();
+    rows.push({
+      clients,
+      raw: raw.rate,
+      schedflow: JOBS / seconds,
+      cpuMsPerJob: (cpuSec * 1000) / JOBS,
+      healthP99: p99Ms,
+      healthMax: worstMs,
+      one,
+    });
+    log(`C=${clients}: slurmrestd ${raw.rate.toFixed(0)}/s, schedflow ${(JOBS / seconds).toFixed(0)}/s`);
+  }
+  return rows;
+}
+
+/** The daemon's CPU by phase, from a CPU profile of PROFILE_JOBS submissions at C = 16. */
+async function profileRun(): Promise<{ byPhase: CpuByPhase; cpuMsPerJob: number }> {
+  const dir = join(root, 'cpu-profile');
+  mkdirSync(dir, { recursive: true });
+  log(`CPU profile: ${PROFILE_JOBS} jobs through schedflow at C=16…`);
+  const run = await startDaemon(
+    'profile',
+    real.url,
+    { concurrency: 16, rateLimit: { capacity: 100_000, refillPerSecond: 100_000 } },
+    ['--cpu-prof', '--cpu-prof-dir', dir, '--cpu-prof-interval', '500'],
+  );
+  await sleep(3000);
+  const startedAt = Date.now();
+  const before = usage(run.pid);
+  await submitThrough(run, 16, PROFILE_JOBS, 'prof');
+  const cpuSec = usage(run.pid).cpuSec - before.cpuSec;
+  const endedAt = Date.now();
+  await stopDaemon(run);
+  const exitedAt = Date.now();
+  await clearJobs();
+  const file = readdirSync(dir).find((f) => f.endsWith('.cpuprofile'));
+  if (!file) throw new Error(`no CPU profile in ${dir}`);
+  // Kept beyond the run's temporary directory, for Chrome DevTools' or speedscope's reading.
+  copyFileSync(join(dir, file), PROFILE_COPY);
+  const byPhase = cpuByPhase(JSON.parse(readFileSync(join(dir, file), 'utf8')), startedAt, endedAt, exitedAt);
+  return { byPhase, cpuMsPerJob: (cpuSec * 1000) / PROFILE_JOBS };
+}
+
+interface BucketResult {
+  used: number;
+  submitsPerSec: number;
+  status429: number;
+  polls: number;
+  seconds: number;
+}
+
+/** A burst behind a site proxy's token bucket of BUCKET_RATE/s, the profile's budget set to it. */
+async function bucketRun(): Promise<BucketResult> {
+  const proxy = await startCountingProxy(real.url, 0, { capacity: BUCKET_RATE, refillPerSecond: BUCKET_RATE });
+  log(`token bucket ${BUCKET_RATE}/s: ${BUCKET_JOBS} jobs in a burst…`);
+  const run = await startDaemon('bucket', proxy.url, {
+    concurrency: 16,
+    rateLimit: { capacity: BUCKET_RATE, refillPerSecond: BUCKET_RATE },
+  });
+  await sleep(3000);
+  // Some jobs tracked before the burst, so that polling has work meanwhile.
+  await submitThrough(run, 4, 20, 'bucket-early');
+  await sleep(2 * BUCKET_RATE > 0 ? 3000 : 0);
+  const samples: { at: number; submits: number }[] = [];
+  const sampler = setInterval(
+    () => samples.push({ at: performance.now(), submits: proxy.counts().byEndpoint.submit ?? 0 }),
+    250,
+  );
+  const before = proxy.counts();
+  const seconds = await submitThrough(run, 16, BUCKET_JOBS, 'bucket');
+  clearInterval(sampler);
+  const after = proxy.counts();
+  await stopDaemon(run);
+  await proxy.close();
+  await clearJobs();
+  // The burst's steady part: from the first sample after the bucket's capacity was spent (its
+  // first R requests may go at once) to the last sample before the submissions ran out.
+  const first = samples.find((s) => s.submits - (before.byEndpoint.submit ?? 0) >= BUCKET_RATE);
+  const last = [...samples].reverse().find((s) => s.submits - (before.byEndpoint.submit ?? 0) < BUCKET_JOBS + 20);
+  const submitsPerSec =
+    first && last && last.at > first.at ? ((last.submits - first.submits) * 1000) / (last.at - first.at) : 0;
+  const polls = (after.byEndpoint['controller listing'] ?? 0) - (before.byEndpoint['controller listing'] ?? 0);
+  return {
+    used: submitsPerSec / BUCKET_RATE,
+    submitsPerSec,
+    status429: (after.byStatus['429'] ?? 0) - (before.byStatus['429'] ?? 0),
+    polls,
+    seconds,
+  };
+}
+
+interface EndsResult {
+  seconds: number;
+  intervalSec: number;
+  recorded: number;
+  cycles: { requests: number; byEndpoint: Record<string, number> }[];
+}
+
+/** ENDS held jobs, tracked, then cancelled at once outside schedflow; until every end is recorded. */
+async function endsRun(): Promise<EndsResult> {
+  const proxy: CountingProxy = await startCountingProxy(real.url);
+  log(`${ENDS} jobs ending at once…`);
+  const run = await startDaemon('ends', proxy.url, {
+    concurrency: 16,
+    rateLimit: { capacity: 100_000, refillPerSecond: 100_000 },
+  });
+  await submitThrough(run, 16, ENDS, 'ends');
+  // The poll cycle as it goes before the ends: the time between controller listings.
+  const listings: number[] = [];
+  const watch = setInterval(() => listings.push(proxy.counts().byEndpoint['controller listing'] ?? 0), 100);
+  await sleep(12_000);
+  clearInterval(watch);
+  const changes = listings.filter((n, i) => i > 0 && n !== listings[i - 1]).length;
+  const intervalSec = changes > 0 ? 12 / changes : Number.NaN;
+  const recorded = run.history.prepare(
+    "select count(*) as n from job_requests where state = 'cancelled' and ended_at is not null and submitted_at is not null and raw_state is not null",
+  );
+  const perCycle: EndsResult['cycles'] = [];
+  let lastListing = proxy.counts().byEndpoint['controller listing'] ?? 0;
+  let cycleStart = proxy.counts();
+  const started = performance.now();
+  await slurm('scancel', ['-u', 'alice']);
+  for (;;) {
+    const now = proxy.counts();
+    const listing = now.byEndpoint['controller listing'] ?? 0;
+    if (listing !== lastListing) {
+      const byEndpoint = Object.fromEntries(
+        Object.entries(now.byEndpoint).map(([k, n]) => [k, n - (cycleStart.byEndpoint[k] ?? 0)] as const),
+      );
+      perCycle.push({ requests: now.total - cycleStart.total, byEndpoint });
+      cycleStart = now;
+      lastListing = listing;
+    }
+    if ((recorded.get() as { n: number }).n >= ENDS) break;
+    if (performance.now() - started > 600_000) break;
+    await sleep(20);
+  }
+  const seconds = (performance.now() - started) / 1000;
+  const done = (recorded.get() as { n: number }).n;
+  await stopDaemon(run);
+  await proxy.close();
+  await clearJobs();
+  return { seconds, intervalSec, recorded: done, cycles: perCycle };
+}
+
+try {
+  log(`the cluster at ${real.url}; clearing alice's jobs…`);
+  await clearJobs();
+  const lines: string[] = [];
+  const targets: [string, boolean][] = [];
+  if (PARTS.has('rates')) {
+    const rows = await rates(startHealthProbe);
+    lines.push(
+      `| held jobs, C concurrent clients (N = ${JOBS}) | slurmrestd jobs/s | schedflow jobs/s | ratio | daemon CPU ms/job | /healthz p99 ms (max) | one Slurm job per request |`,
+      '|---|---|---|---|---|---|---|',
+      ...rows.map(
+        (r) =>
+          `| C = ${r.clients} | ${r.raw.toFixed(0)} | ${r.schedflow.toFixed(0)} | ${(r.schedflow / r.raw).toFixed(2)} | ${r.cpuMsPerJob.toFixed(2)} | ${r.healthP99.toFixed(0)} (${r.healthMax.toFixed(0)}) | ${r.one.what} |`,
+      ),
+      '',
+    );
+    for (const r of rows) {
+      if (r.clients >= 4) targets.push([`C = ${r.clients}: schedflow ≥ 0.8 × slurmrestd`, r.schedflow >= 0.8 * r.raw]);
+      targets.push([`C = ${r.clients}: daemon CPU ≤ 1 ms per job`, r.cpuMsPerJob <= 1]);
+      targets.push([`C = ${r.clients}: exactly one Slurm job per request`, r.one.ok]);
+      targets.push([`C = ${r.clients}: /healthz p99 ≤ 100 ms`, r.healthP99 <= 100]);
+    }
+  }
+  if (PARTS.has('profile')) {
+    const { byPhase, cpuMsPerJob } = await profileRun();
+    lines.push(
+      `| daemon CPU by phase (a profiled run: ${PROFILE_JOBS} jobs, C = 16, ${cpuMsPerJob.toFixed(2)} ms/job under the profiler; the profile: ${PROFILE_COPY}) | share | ms per job |`,
+      '|---|---|---|',
+      ...PHASES.map(
+        (p) =>
+          `| ${p.label} | ${(byPhase.share[p.name] * 100).toFixed(0)} % | ${(byPhase.share[p.name] * cpuMsPerJob).toFixed(2)} |`,
+      ),
+      '',
+      'where each phase spends (its heaviest functions, self time):',
+      ...byPhase.top.map((t) => `  ${t.phase.padEnd(10)} ${(t.share * 100).toFixed(1).padStart(5)} %  ${t.frame}`),
+      '',
+    );
+  }
+  if (PARTS.has('bucket')) {
+    const b = await bucketRun();
+    lines.push(
+      `| behind a token bucket of ${BUCKET_RATE}/s (${BUCKET_JOBS} jobs in a burst) | value |`,
+      '|---|---|',
+      `| submissions per second in the burst | ${b.submitsPerSec.toFixed(1)} (${(b.used * 100).toFixed(0)} % of R) |`,
+      `| answers 429 | ${b.status429} |`,
+      `| controller listings (polls) meanwhile | ${b.polls} |`,
+      `| the burst, accepted to every job id | ${b.seconds.toFixed(1)} s |`,
+      '',
+    );
+    targets.push([`token bucket: submissions ≥ 90 % of R`, b.used >= 0.9]);
+    targets.push(['token bucket: 0 answers 429', b.status429 === 0]);
+    targets.push(['token bucket: polling went on', b.polls > 0]);
+  }
+  if (PARTS.has('ends')) {
+    const e = await endsRun();
+    lines.push(
+      `${ENDS} held jobs cancelled at once: ${e.recorded} ends recorded in ${e.seconds.toFixed(1)} s (poll interval ${e.intervalSec.toFixed(1)} s)`,
+      '| poll cycle after the ends | upstream requests | by kind |',
+      '|---|---|---|',
+      ...e.cycles.map(
+        (c, i) =>
+          `| ${i + 1} | ${c.requests} | ${Object.entries(c.byEndpoint)
+            .filter(([, n]) => n > 0)
+            .map(([k, n]) => `${k} ${n}`)
+            .join(', ')} |`,
+      ),
+      '',
+    );
+    targets.push([
+      `${ENDS} ends recorded within two poll intervals`,
+      e.recorded === ENDS && e.seconds <= 2 * e.intervalSec,
+    ]);
+  }
+  process.stdout.write(`${lines.join('\n')}\n`);
+  for (const [what, ok] of targets) process.stdout.write(`${ok ? 'met   ' : 'MISSED'}  ${what}\n`);
+} finally {
+  cleanupAll();
+}
