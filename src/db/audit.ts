@@ -1,4 +1,4 @@
-import { and, desc, eq, gte, lt, type SQL } from 'drizzle-orm';
+import { and, desc, eq, gte, lt, placeholder, type SQL } from 'drizzle-orm';
 import type { History } from './history.js';
 import type { AuditOutcome, AuditRow } from './schema.js';
 
@@ -36,9 +36,22 @@ export function auditEntryOf(ctx: AuditContext, row: Omit<AuditEntry, 'actor' | 
   return { ...row, actor: ctx.actor, httpRequestId: ctx.httpRequestId };
 }
 
+/** Prepared once: every submission appends one, in its acceptance's commit. */
 export async function appendAudit(h: History, entry: AuditEntry): Promise<void> {
-  await h.run(
-    h.db.insert(h.t.auditLog).values({
+  await h.preparedRun(
+    'audit.append',
+    () =>
+      h.db.insert(h.t.auditLog).values({
+        at: placeholder('at'),
+        actor: placeholder('actor'),
+        owner: placeholder('owner'),
+        action: placeholder('action'),
+        target: placeholder('target'),
+        outcome: placeholder('outcome'),
+        httpRequestId: placeholder('httpRequestId'),
+        detail: placeholder('detail'),
+      }),
+    {
       at: entry.at,
       actor: entry.actor,
       owner: entry.owner,
@@ -47,7 +60,7 @@ export async function appendAudit(h: History, entry: AuditEntry): Promise<void> 
       outcome: entry.outcome,
       httpRequestId: entry.httpRequestId ?? null,
       detail: entry.detail ?? null,
-    }),
+    },
   );
 }
 

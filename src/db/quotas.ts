@@ -1,4 +1,4 @@
-import { and, count, eq, gte, inArray, isNull, min, notInArray, sql } from 'drizzle-orm';
+import { and, count, eq, gte, inArray, isNull, min, notInArray, placeholder, sql } from 'drizzle-orm';
 import type { History } from './history.js';
 import { TERMINAL_REQUEST_STATES } from './schema.js';
 
@@ -16,15 +16,20 @@ export interface TokenLimitsRow {
   maxPerDay: number | null;
 }
 
+/** Prepared once: read for every request a token makes. */
 export async function tokenLimitsByName(h: History, name: string): Promise<TokenLimitsRow | undefined> {
   const t = h.t.apiTokens;
-  return h.one(
-    h.db
-      .select({ owner: t.owner, profiles: t.profiles, maxInFlight: t.maxInFlight, maxPerDay: t.maxPerDay })
-      .from(t)
-      .where(and(eq(t.name, name), isNull(t.revokedAt)))
-      .limit(1),
+  const rows = await h.prepared(
+    'quotas.tokenLimitsByName',
+    () =>
+      h.db
+        .select({ owner: t.owner, profiles: t.profiles, maxInFlight: t.maxInFlight, maxPerDay: t.maxPerDay })
+        .from(t)
+        .where(and(eq(t.name, placeholder('name')), isNull(t.revokedAt)))
+        .limit(1),
+    { name },
   );
+  return rows[0];
 }
 
 /**

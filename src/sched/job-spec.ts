@@ -203,12 +203,33 @@ function checkPassThrough(spec: Record<string, unknown>, ctx: z.RefinementCtx): 
     }
   }
   if (Object.keys(members).length === 0) return;
-  for (const error of validateAgainstSpec(LATEST_VERSION, 'job_desc_msg', members).errors) {
+  for (const error of passThroughErrors(members)) {
     // `/cpu_binding: must be string` → path ["cpu_binding"], the schema's words.
     const [pointer = '', message = error] = error.split(/: (.*)/s);
     ctx.addIssue({ code: 'custom', path: pointer.split('/').filter(Boolean), message });
   }
 }
+
+/**
+ * The schema's complaints about pass-through members, remembered for the members last seen: a
+ * spec is checked at the door and again when it is submitted, and a service's requests mostly
+ * pass the same members; ajv's check of them was most of what parsing such a spec cost.
+ */
+function passThroughErrors(members: Record<string, unknown>): readonly string[] {
+  const key = JSON.stringify(members);
+  let errors = passThroughChecked.get(key);
+  if (errors === undefined) {
+    errors = validateAgainstSpec(LATEST_VERSION, 'job_desc_msg', members).errors;
+    if (key.length > PASS_THROUGH_KEY_MAX) return errors;
+    if (passThroughChecked.size >= PASS_THROUGH_REMEMBERED) passThroughChecked.clear();
+    passThroughChecked.set(key, errors);
+  }
+  return errors;
+}
+const passThroughChecked = new Map<string, readonly string[]>();
+/** Sets of members remembered, each at most so long as JSON: past it the memory starts again, so it stays under 1 MiB. */
+const PASS_THROUGH_REMEMBERED = 256;
+const PASS_THROUGH_KEY_MAX = 4096;
 
 /** A slurmrestd submit body (`{"job": {…}}`) where a spec was expected, where it is not unwrapped. */
 function wrapperMessage(key: 'job' | 'jobs'): string {

@@ -50,7 +50,16 @@ export interface ProxyBucket {
  * site proxy), so work is in flight when a fault lands. With a `bucket`, it limits the rate as
  * the site proxy does: a request that finds the bucket empty is answered 429, never forwarded.
  */
-export async function startCountingProxy(target: string, latencyMs = 0, bucket?: ProxyBucket): Promise<CountingProxy> {
+export async function startCountingProxy(
+  target: string,
+  latencyMs = 0,
+  options: {
+    bucket?: ProxyBucket;
+    /** Told of every request as it comes: its kind and when (a benchmark's timeline). */
+    onRequest?(endpoint: string, atMs: number): void;
+  } = {},
+): Promise<CountingProxy> {
+  const { bucket, onRequest } = options;
   const limit = bucket && new TokenBucket(bucket.capacity, bucket.refillPerSecond);
   const upstream = new URL(target);
   // Every request's time, status and URL, for finding out where a scenario's requests go.
@@ -66,7 +75,9 @@ export async function startCountingProxy(target: string, latencyMs = 0, bucket?:
     const method = req.method ?? 'GET';
     const url = req.url ?? '/';
     counts.total++;
-    bump(counts.byEndpoint, endpointOf(method, url));
+    const endpoint = endpointOf(method, url);
+    bump(counts.byEndpoint, endpoint);
+    onRequest?.(endpoint, performance.now());
     const limited = limit !== undefined && !limit.tryTake();
     if (limited || Date.now() < stormUntil) {
       bump(counts.byStatus, '429');
