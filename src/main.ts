@@ -347,7 +347,11 @@ function startQueues(
 ): QueueSide {
   // ioredis options; BullMQ's own type for them is looser but not nominally the same.
   const connection = redisOptions(redis) as ConnectionOptions;
-  const queueSettings = queueSettingsOf(config, scheduler.summarySettings, scheduler.profiles.size);
+  const queueSettings = queueSettingsOf(
+    config,
+    scheduler.summarySettings,
+    [...scheduler.profiles.values()].map((profile) => profile.concurrency),
+  );
   const queues = createQueues(QUEUES, queueSettings, connection, config.queuePrefix);
   const redisWatch = new RedisWatch(redis, logger.child({ component: 'redis' }));
   lifecycle.add('redis watch', async () => redisWatch.close());

@@ -28,7 +28,12 @@ export const QUEUES: { [N in QueueName]: QueueDefinition<QueueSettings, WorkerSe
   prune: pruneQueue,
 };
 
-/** The settings the definitions read, from the daemon's. */
-export function queueSettingsOf(config: DaemonConfig, summaries: SummarySettings, profileCount: number): QueueSettings {
-  return { config, summaries, profileCount };
+/** The settings the definitions read, from the daemon's and its profiles' `concurrency`. */
+export function queueSettingsOf(
+  config: DaemonConfig,
+  summaries: SummarySettings,
+  profileConcurrency: readonly number[],
+): QueueSettings {
+  const profileConnections = profileConcurrency.reduce((sum, n) => sum + n, 0);
+  return { config, summaries, profileCount: profileConcurrency.length, profileConnections };
 }

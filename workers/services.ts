@@ -34,6 +34,8 @@ export interface QueueSettings {
   summaries: Pick<SummarySettings, 'attempts' | 'backoffMs' | 'concurrency' | 'dispatchEveryMs'>;
   /** One poll at a time per profile. */
   profileCount: number;
+  /** The profiles' `concurrency` added up: the submit worker's default concurrency follows it. */
+  profileConnections: number;
 }
 
 /** What every processor may use; built once by the worker start-up (workers/start-workers.ts). */

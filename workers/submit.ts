@@ -45,8 +45,8 @@ const HOLD_RECHECK_MS = 2000;
 export const submitQueue: QueueDefinition<QueueSettings, WorkerServices, 'submit'> = {
   name: 'submit',
   jobOptions: () => SUBMIT_JOB_OPTIONS,
-  workerOptions: ({ config }) => ({
-    concurrency: config.submitConcurrency,
+  workerOptions: ({ config, profileConnections }) => ({
+    concurrency: config.submitConcurrency ?? defaultSubmitConcurrency(profileConnections),
     // A submit whose worker died is taken up again once its lock expires (found within about two
     // lock durations). Running it again is safe (the marker), so a few crashes in a row do not
     // fail the request.
@@ -59,6 +59,14 @@ export const submitQueue: QueueDefinition<QueueSettings, WorkerServices, 'submit
   processor: (services) => submitProcessor(services),
   givenUp: (services, job, error) => recordSubmitGivenUp(services.store, services.logger, job, error, services.clock),
 };
+
+/**
+ * Submissions in flight when SCHEDFLOW_SUBMIT_CONCURRENCY is unset: 4 per connection the
+ * profiles have (a submission holds one for its POST, about half of its turn), at least 16.
+ */
+export function defaultSubmitConcurrency(profileConnections: number): number {
+  return Math.max(16, 4 * profileConnections);
+}
 
 /** Submits a recorded request once (src/requests/accept.ts recorded it and queued it). */
 function submitProcessor(services: WorkerServices): QueueProcessor {

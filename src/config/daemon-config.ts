@@ -150,12 +150,15 @@ export const daemonConfigSchema = z.object({
     .number()
     .int()
     .positive()
-    // More than a profile's connections (4): the ones waiting for a connection have their
-    // history writes committed together with the others', a tenth less CPU a submission than
-    // with 4 (bench:submit, issue 14). The request budget, not this, bounds the pace upstream.
-    .default(16)
+    // Unset: 4 × the profiles' connections, at least 16 (workers/submit.ts). A submission
+    // holds a connection for its POST alone, about half of its turn (its history writes and the
+    // queue's moves take the rest): with as many in flight as connections, half of them stood
+    // idle (bench:slurm, issue 37). Those waiting for a connection have their history writes
+    // committed together with the others', a tenth less CPU a submission than with 4
+    // (bench:submit, issue 14). The request budget, not this, bounds the pace upstream.
+    .optional()
     .describe(
-      "Submissions in flight at once, per worker process (each profile's `concurrency` bounds how many of them are sent at once).",
+      "Submissions in flight at once, per worker process (each profile's `concurrency` bounds how many of them are sent at once); unset, 4 × the profiles' `concurrency` added up, at least 16.",
     ),
   submitLimitRecheckMs: z
     .number()

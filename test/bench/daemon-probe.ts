@@ -1,10 +1,20 @@
 /**
- * What the daemon benchmarks share: the daemon process's CPU and memory from /proc, a
- * /healthz probe in a process of its own, and the daemon's own /metrics figures.
+ * What the daemon benchmarks share: the settings a run gives the daemon, the daemon process's
+ * CPU and memory from /proc, a /healthz probe in a process of its own, and the daemon's own
+ * /metrics figures.
  */
 import { spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { setPriority } from 'node:os';
+
+/** The daemon settings a run asks for: each BENCH_SCHEDFLOW_X as SCHEDFLOW_X. */
+export function daemonSettings(): Record<string, string> {
+  const settings: Record<string, string> = {};
+  for (const [name, value] of Object.entries(process.env)) {
+    if (name.startsWith('BENCH_SCHEDFLOW_') && value !== undefined) settings[name.slice('BENCH_'.length)] = value;
+  }
+  return settings;
+}
 
 export const TICKS_PER_SEC = 100; // USER_HZ on Linux
 

@@ -28,7 +28,7 @@ import { DaemonUnderTest } from '../chaos/daemon.js';
 import { cleanupAll, cleanupOnExit, sleep, trackDir } from '../chaos/processes.js';
 import { RealSlurm } from '../chaos/real-slurm.js';
 import { type CpuByPhase, cpuByPhase, PHASES } from './cpu-phases.js';
-import { type HealthProbe, healthWhile, startHealthProbe, usage } from './daemon-probe.js';
+import { daemonSettings, type HealthProbe, healthWhile, startHealthProbe, usage } from './daemon-probe.js';
 
 const exec = promisify(execFile);
 const JOBS = Number(process.env.BENCH_SLURM_JOBS ?? 10_000);
@@ -170,7 +170,8 @@ async function startDaemon(
     // BENCH_SLURM_NODE_ARGS='--max-semi-space-size=64' (say) runs every daemon with them.
     nodeArgs: [...(process.env.BENCH_SLURM_NODE_ARGS?.split(' ').filter(Boolean) ?? []), ...nodeArgs],
     profile: { ...real.profile(dir, url), ...profile },
-    settings: { SCHEDFLOW_API_RATE_LIMIT: '1000000' },
+    // BENCH_SCHEDFLOW_SUBMIT_CONCURRENCY=64 (say) runs every daemon with SCHEDFLOW_SUBMIT_CONCURRENCY=64.
+    settings: { SCHEDFLOW_API_RATE_LIMIT: '1000000', ...daemonSettings() },
   });
   await daemon.setup();
   await daemon.start(60_000);
@@ -380,10 +381,16 @@ async function bucketRun(): Promise<BucketResult> {
 }
 
 interface EndsResult {
+  /** The daemon's CPU per poll cycle while the ENDS jobs wait held, before the cancel. */
+  idleCpuPerCycleMs: number;
+  /** How long scancel took to end them all. */
+  scancelSec: number;
+  /** From scancel's return (every job ended) to every end in the history. */
   seconds: number;
   intervalSec: number;
   recorded: number;
-  cycles: { requests: number; byEndpoint: Record<string, number> }[];
+  /** The poll cycles after the cancel: when each started (seconds after scancel returned), what it asked. */
+  cycles: { startSec: number; requests: number; byEndpoint: Record<string, number> }[];
 }
 
 /**
@@ -402,7 +409,9 @@ async function endsRun(): Promise<EndsResult> {
   await submitThrough(run, 16, ENDS, 'ends');
   // The poll interval as it goes before the ends: between the starts of cycles.
   const watchFrom = performance.now();
+  const cpuBefore = usage(run.pid).cpuSec;
   await sleep(15_000);
+  const watchCpuSec = usage(run.pid).cpuSec - cpuBefore;
   const starts = timeline.cycleStarts(watchFrom);
   const gaps = starts.slice(1).map((at, i) => at - (starts[i] as number));
   const intervalSec = gaps.length ? gaps.reduce((a, b) => a + b, 0) / gaps.length / 1000 : Number.NaN;
@@ -411,6 +420,8 @@ async function endsRun(): Promise<EndsResult> {
   );
   const cancelledAt = performance.now();
   await slurm('scancel', ['-u', 'alice']);
+  // Every job has ended once scancel returns (slurmctld cancels them one by one meanwhile).
+  const endedAt = performance.now();
   for (;;) {
     if ((recorded.get() as { n: number }).n >= ENDS) break;
     if (performance.now() - cancelledAt > 600_000) break;
@@ -428,13 +439,20 @@ async function endsRun(): Promise<EndsResult> {
     const inCycle = timeline.events.filter((e) => e.at >= start && e.at < end);
     const byEndpoint: Record<string, number> = {};
     for (const e of inCycle) byEndpoint[e.endpoint] = (byEndpoint[e.endpoint] ?? 0) + 1;
-    return { requests: inCycle.length, byEndpoint };
+    return { startSec: (start - endedAt) / 1000, requests: inCycle.length, byEndpoint };
   });
-  return { seconds: (doneAt - cancelledAt) / 1000, intervalSec, recorded: done, cycles };
+  return {
+    idleCpuPerCycleMs: starts.length ? (watchCpuSec * 1000) / starts.length : Number.NaN,
+    scancelSec: (endedAt - cancelledAt) / 1000,
+    seconds: (doneAt - endedAt) / 1000,
+    intervalSec,
+    recorded: done,
+    cycles,
+  };
 }
 
 try {
-  log(`the cluster at ${real.url}; clearing alice's jobs…`);
+  log(`the cluster at ${real.url}; the daemons in ${root}; clearing alice's jobs…`);
   await clearJobs();
   const lines: string[] = [];
   const targets: [string, boolean][] = [];
@@ -489,12 +507,13 @@ try {
   if (PARTS.has('ends')) {
     const e = await endsRun();
     lines.push(
-      `${ENDS} held jobs cancelled at once: ${e.recorded} ends recorded in ${e.seconds.toFixed(1)} s, ${(e.seconds / e.intervalSec).toFixed(1)} poll intervals (${e.intervalSec.toFixed(1)} s)`,
-      '| poll cycle after the ends | upstream requests | by kind |',
-      '|---|---|---|',
+      `${ENDS} held jobs cancelled at once (scancel -u alice, ${e.scancelSec.toFixed(1)} s): ${e.recorded} ends recorded ${e.seconds.toFixed(1)} s after the last ended, ${(e.seconds / e.intervalSec).toFixed(1)} poll intervals (${e.intervalSec.toFixed(1)} s)`,
+      `while the ${ENDS} jobs waited held: ${e.idleCpuPerCycleMs.toFixed(0)} ms of daemon CPU per poll cycle`,
+      '| poll cycle after the cancel | started (s after the last end) | upstream requests | by kind |',
+      '|---|---|---|---|',
       ...e.cycles.map(
         (c, i) =>
-          `| ${i + 1} | ${c.requests} | ${Object.entries(c.byEndpoint)
+          `| ${i + 1} | ${c.startSec.toFixed(1)} | ${c.requests} | ${Object.entries(c.byEndpoint)
             .filter(([, n]) => n > 0)
             .map(([k, n]) => `${k} ${n}`)
             .join(', ')} |`,
@@ -509,5 +528,6 @@ try {
   process.stdout.write(`${lines.join('\n')}\n`);
   for (const [what, ok] of targets) process.stdout.write(`${ok ? 'met   ' : 'MISSED'}  ${what}\n`);
 } finally {
-  cleanupAll();
+  // BENCH_SLURM_KEEP=1 keeps the daemons' data dirs and logs (their path is in the first line).
+  cleanupAll(process.env.BENCH_SLURM_KEEP === '1');
 }

@@ -15,7 +15,7 @@ import Database from 'better-sqlite3';
 import { DaemonUnderTest } from '../chaos/daemon.js';
 import { cleanupAll, cleanupOnExit, sleep, trackDir } from '../chaos/processes.js';
 import { SimUpstream } from '../chaos/upstream.js';
-import { healthWhile, percentile, scrape, startHealthProbe, usage } from './daemon-probe.js';
+import { daemonSettings, healthWhile, percentile, scrape, startHealthProbe, usage } from './daemon-probe.js';
 
 const JOBS = Number(process.env.BENCH_SUBMIT_JOBS ?? 10_000);
 const READS = Number(process.env.BENCH_API_READS ?? 2_000);
@@ -28,14 +28,6 @@ const SETTLE_SEC = Number(process.env.BENCH_SETTLE_SEC ?? 180);
  * measured on their own.
  */
 const RUNTIME_SEC = Number(process.env.BENCH_JOB_RUNTIME_SEC ?? 60);
-/** The daemon settings a run asks for: each BENCH_SCHEDFLOW_X as SCHEDFLOW_X. */
-function daemonSettings(): Record<string, string> {
-  const settings: Record<string, string> = {};
-  for (const [name, value] of Object.entries(process.env)) {
-    if (name.startsWith('BENCH_SCHEDFLOW_') && value !== undefined) settings[name.slice('BENCH_'.length)] = value;
-  }
-  return settings;
-}
 
 interface Phase {
   what: string;
