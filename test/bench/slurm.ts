@@ -294,7 +294,9 @@ async function profileRun(): Promise<{ byPhase: CpuByPhase; cpuMsPerJob: number 
   await stopDaemon(run);
   const exitedAt = Date.now();
   await clearJobs();
-  const file = readdirSync(dir).find((f) => f.endsWith('.cpuprofile'));
+  // CPU.<date>.<time>.<pid>.<thread>.<n>.cpuprofile: the main thread's is thread 0 (the
+  // history's checkpointer, a worker thread, writes one of its own).
+  const file = readdirSync(dir).find((f) => /\.0\.\d+\.cpuprofile$/.test(f));
   if (!file) throw new Error(`no CPU profile in ${dir}`);
   // Kept beyond the run's temporary directory, for Chrome DevTools' or speedscope's reading.
   copyFileSync(join(dir, file), PROFILE_COPY);
