@@ -43,11 +43,9 @@ export const PHASES = [
       '/src/requests/door',
     ],
   },
-  {
-    name: 'polls',
-    label: 'polls and the rest of the schedule',
-    urls: ['/src/requests/', '/workers/', '/src/pipelines/'],
-  },
+  // Told by a schedule frame anywhere in the stack (SCHEDULE), not by the innermost one: the
+  // request code a poll shares with a submission (transition.ts) is the submission's otherwise.
+  { name: 'polls', label: 'polls and the rest of the schedule', urls: [] as string[] },
   { name: 'logging', label: 'logging (pino)', urls: ['pino', '/src/logger'] },
   { name: 'gc', label: 'garbage collection', urls: [] },
   { name: 'other', label: 'other (event loop, timers, startup of lazily loaded code)', urls: [] },
