@@ -1,5 +1,5 @@
 import { execFile } from 'node:child_process';
-import { readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import type { SimJob } from './upstream.js';
@@ -27,6 +27,11 @@ export class RealSlurm {
 
   /** `cluster.sh up` (idempotent: starts what is not running; SLURM_RUN and SLURM_PORT_BASE go with the environment), then its env file. */
   static async up(): Promise<RealSlurm> {
+    if (!existsSync(join(REAL_SLURM_DIR, 'cluster.sh'))) {
+      throw new Error(
+        `no ${join(REAL_SLURM_DIR, 'cluster.sh')}: give SCHEDFLOW_REAL_SLURM_DIR the real-slurm directory (../shared/real-slurm from a clone beside it)`,
+      );
+    }
     const up = () => exec('bash', [join(REAL_SLURM_DIR, 'cluster.sh'), 'up'], { timeout: 600_000 });
     // Right after a SIGKILL slurmdbd can fail its first start (port or pid file not yet free).
     await up().catch(() => up());
