@@ -54,7 +54,7 @@ export async function appendAudit(h: History, entry: AuditEntry): Promise<void> 
     {
       at: entry.at,
       actor: entry.actor,
-      owner: entry.owner,
+      owner: entry.owner ?? null,
       action: entry.action,
       target: entry.target ?? null,
       outcome: entry.outcome,

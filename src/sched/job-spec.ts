@@ -216,15 +216,36 @@ function checkPassThrough(spec: Record<string, unknown>, ctx: z.RefinementCtx): 
  * pass the same members; ajv's check of them was most of what parsing such a spec cost.
  */
 function passThroughErrors(members: Record<string, unknown>): readonly string[] {
-  const key = JSON.stringify(members);
-  let errors = passThroughChecked.get(key);
+  const key = memoKeyOf(members);
+  let errors = key === null ? undefined : passThroughChecked.get(key);
   if (errors === undefined) {
     errors = validateAgainstSpec(LATEST_VERSION, 'job_desc_msg', members).errors;
-    if (key.length > PASS_THROUGH_KEY_MAX) return errors;
+    if (key === null) return errors;
     if (passThroughChecked.size >= PASS_THROUGH_REMEMBERED) passThroughChecked.clear();
     passThroughChecked.set(key, errors);
   }
   return errors;
+}
+
+/**
+ * The members as JSON when that text stands for them alone; null otherwise, and they are checked
+ * afresh: JSON writes NaN and ±Infinity as null (which the check reads as absent, unlike them), a
+ * value with toJSON as what it returns, and cannot write a BigInt or a loop (a pipeline file's
+ * `.nan`, a spec built in code). Long ones are not kept either.
+ */
+function memoKeyOf(members: Record<string, unknown>): string | null {
+  let plain = true;
+  try {
+    const key = JSON.stringify(members, function (this: Record<string, unknown>, name: string, value: unknown) {
+      const original = this[name];
+      if (typeof original === 'number' && !Number.isFinite(original)) plain = false;
+      else if (typeof original === 'object' && original !== null && 'toJSON' in original) plain = false;
+      return value;
+    });
+    return plain && key.length <= PASS_THROUGH_KEY_MAX ? key : null;
+  } catch {
+    return null;
+  }
 }
 const passThroughChecked = new Map<string, readonly string[]>();
 /** Sets of members remembered, each at most so long as JSON: past it the memory starts again, so it stays under 1 MiB. */

@@ -35,6 +35,17 @@ describe('the job spec refuses at the door what no scheduler would take', () => 
     expect(issues({ nice: 'high' })).toEqual([{ path: 'nice', message: 'must be integer' }]);
   });
 
+  it('checks pass-through members by their values, not by what JSON would write of them (NaN is not null)', () => {
+    // Either order: the check of one set of members is remembered for the next spec with the same.
+    expect(issues({ core_specification: null })).toEqual([]);
+    expect(issues({ core_specification: Number.NaN }).map((i) => i.path)).toContain('core_specification');
+    expect(issues({ thread_specification: Number.POSITIVE_INFINITY }).map((i) => i.path)).toContain(
+      'thread_specification',
+    );
+    expect(issues({ thread_specification: null })).toEqual([]);
+    expect(issues({ nice: 10n }).map((i) => i.path)).not.toEqual([]);
+  });
+
   it('takes well-formed pass-through members and Slurm notation', () => {
     expect(issues({ requeue: true, qos: 'normal', nice: 10, memory_per_node: '4G', time_limit: '1:30:00' })).toEqual(
       [],
