@@ -62,10 +62,12 @@ export const submitQueue: QueueDefinition<QueueSettings, WorkerServices, 'submit
 
 /**
  * Submissions in flight when SCHEDFLOW_SUBMIT_CONCURRENCY is unset: 4 per connection the
- * profiles have (a submission holds one for its POST, about half of its turn), at least 16.
+ * profiles have (a submission holds one for its POST, about half of its turn), at least 16 and
+ * at most 128: each one taken is one more that another owner's request may wait behind (fair
+ * share, docs/fair-share.md), whichever profile it is for.
  */
 export function defaultSubmitConcurrency(profileConnections: number): number {
-  return Math.max(16, 4 * profileConnections);
+  return Math.min(128, Math.max(16, 4 * profileConnections));
 }
 
 /** Submits a recorded request once (src/requests/accept.ts recorded it and queued it). */

@@ -150,7 +150,7 @@ export const daemonConfigSchema = z.object({
     .number()
     .int()
     .positive()
-    // Unset: 4 × the profiles' connections, at least 16 (workers/submit.ts). A submission
+    // Unset: 4 × the profiles' connections, from 16 to 128 (workers/submit.ts). A submission
     // holds a connection for its POST alone, about half of its turn (its history writes and the
     // queue's moves take the rest): with as many in flight as connections, half of them stood
     // idle (bench:slurm, issue 37). Those waiting for a connection have their history writes
@@ -158,7 +158,7 @@ export const daemonConfigSchema = z.object({
     // (bench:submit, issue 14). The request budget, not this, bounds the pace upstream.
     .optional()
     .describe(
-      "Submissions in flight at once, per worker process (each profile's `concurrency` bounds how many of them are sent at once); unset, 4 × the profiles' `concurrency` added up, at least 16.",
+      "Submissions in flight at once, per worker process (each profile's `concurrency` bounds how many of them are sent at once); unset, 4 × the profiles' `concurrency` added up, from 16 to 128.",
     ),
   submitLimitRecheckMs: z
     .number()

@@ -28,7 +28,20 @@ export const PHASES = [
   {
     name: 'submit',
     label: 'submit (job body, slurmrestd call, its answer)',
-    urls: ['/src/sched/', 'undici', '/workers/submit', '/src/requests/submitter'],
+    // The scheduler client's own files: a spec's check (job-spec.ts, spec-validator.ts) is the
+    // phase of whoever checks it, the door or the submission.
+    urls: [
+      '/src/sched/client',
+      '/src/sched/transport',
+      '/src/sched/exactly-once-submit',
+      '/src/sched/codecs/',
+      '/src/sched/request-budget',
+      '/src/sched/shared-request-budget',
+      '/src/sched/response-errors',
+      'undici',
+      '/workers/submit',
+      '/src/requests/submitter',
+    ],
   },
   {
     name: 'acceptance',

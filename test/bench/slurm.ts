@@ -73,7 +73,9 @@ async function clearJobs(): Promise<void> {
   await slurm('scancel', ['-u', 'alice']).catch(() => undefined);
   const started = Date.now();
   for (;;) {
-    const left = (await slurm('squeue', ['-h', '-t', 'all', '-o', '%i'])).split('\n').filter(Boolean).length;
+    const left = (await slurm('squeue', ['-h', '-u', 'alice', '-t', 'all', '-o', '%i']))
+      .split('\n')
+      .filter(Boolean).length;
     if (left === 0) return;
     if (Date.now() - started > 600_000) throw new Error(`${left} jobs still in the controller after 10 min`);
     await sleep(5000);
@@ -145,7 +147,7 @@ async function rawRate(clients: number, count: number, tag: string): Promise<{ r
   });
   await client.close();
   if (firstError) log(`slurmrestd refused some (${result.errors}): ${firstError}`);
-  return { rate: count / result.seconds, errors: result.errors };
+  return { rate: (count - result.errors) / result.seconds, errors: result.errors };
 }
 
 interface DaemonRun {
@@ -210,7 +212,8 @@ async function submitThrough(run: DaemonRun, clients: number, count: number, tag
     if ((submitted.get(`${tag}-%`) as { n: number }).n >= count) break;
     const { n } = failed.get() as { n: number };
     if (n > 0) throw new Error(`${n} requests failed; see ${run.daemon.logFile}`);
-    await sleep(50);
+    // Not faster: each look counts the history's rows, on the cores the daemon is measured on.
+    await sleep(200);
   }
   return (performance.now() - started) / 1000;
 }
@@ -470,7 +473,8 @@ try {
       '',
     );
     for (const r of rows) {
-      if (r.clients >= 4) targets.push([`C = ${r.clients}: schedflow ≥ 0.8 × slurmrestd`, r.schedflow >= 0.8 * r.raw]);
+      if (RAW && r.clients >= 4)
+        targets.push([`C = ${r.clients}: schedflow ≥ 0.8 × slurmrestd`, r.schedflow >= 0.8 * r.raw]);
       targets.push([`C = ${r.clients}: daemon CPU ≤ 1 ms per job`, r.cpuMsPerJob <= 1]);
       targets.push([`C = ${r.clients}: exactly one Slurm job per request`, r.one.ok]);
       targets.push([`C = ${r.clients}: /healthz p99 ≤ 100 ms`, r.healthP99 <= 100]);

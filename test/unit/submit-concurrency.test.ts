@@ -22,6 +22,15 @@ describe('submit worker concurrency', () => {
     expect(submitWorkers({}, [4, 4, 2])).toBe(40);
   });
 
+  it('is at most 128, however many connections the profiles have', () => {
+    expect(
+      submitWorkers(
+        {},
+        Array.from({ length: 10 }, () => 16),
+      ),
+    ).toBe(128);
+  });
+
   it('is SCHEDFLOW_SUBMIT_CONCURRENCY when it is set, whatever the profiles', () => {
     expect(submitWorkers({ SCHEDFLOW_SUBMIT_CONCURRENCY: '8' }, [16])).toBe(8);
   });
