@@ -106,3 +106,38 @@ export async function scrape(apiUrl: string): Promise<{ blockMs: number; heapMb:
     memory: ['rss', 'heap_total', 'heap_used', 'external'].map((k) => `${k} ${mb(k).toFixed(0)}`).join(', '),
   };
 }
+
+export interface Load {
+  count: number;
+  seconds: number;
+  p50: number;
+  p99: number;
+  errors: number;
+}
+
+/** `count` calls of `call` by `clients` concurrent callers: overall time, latencies (ms), failures. */
+export async function load(count: number, clients: number, call: (i: number) => Promise<boolean>): Promise<Load> {
+  const latencies: number[] = [];
+  let next = 0;
+  let errors = 0;
+  const started = performance.now();
+  await Promise.all(
+    Array.from({ length: clients }, async () => {
+      while (next < count) {
+        const i = next++;
+        const t = performance.now();
+        const ok = await call(i).catch(() => false);
+        latencies.push(performance.now() - t);
+        if (!ok) errors++;
+      }
+    }),
+  );
+  latencies.sort((a, b) => a - b);
+  return {
+    count,
+    seconds: (performance.now() - started) / 1000,
+    p50: percentile(latencies, 50),
+    p99: percentile(latencies, 99),
+    errors,
+  };
+}

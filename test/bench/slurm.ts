@@ -28,7 +28,7 @@ import { DaemonUnderTest } from '../chaos/daemon.js';
 import { cleanupAll, cleanupOnExit, sleep, trackDir } from '../chaos/processes.js';
 import { RealSlurm } from '../chaos/real-slurm.js';
 import { type CpuByPhase, cpuByPhase, PHASES } from './cpu-phases.js';
-import { daemonSettings, type HealthProbe, healthWhile, startHealthProbe, usage } from './daemon-probe.js';
+import { daemonSettings, type HealthProbe, healthWhile, load, startHealthProbe, usage } from './daemon-probe.js';
 
 const exec = promisify(execFile);
 const JOBS = Number(process.env.BENCH_SLURM_JOBS ?? 10_000);
@@ -101,26 +101,6 @@ function poster(url: string, clients: number, headers: Record<string, string>) {
     },
     close: () => pool.close(),
   };
-}
-
-/** `count` calls of `call` by `clients` concurrent callers; seconds overall, and the failures. */
-async function load(
-  count: number,
-  clients: number,
-  call: (i: number) => Promise<boolean>,
-): Promise<{ seconds: number; errors: number }> {
-  let next = 0;
-  let errors = 0;
-  const started = performance.now();
-  await Promise.all(
-    Array.from({ length: clients }, async () => {
-      while (next < count) {
-        const i = next++;
-        if (!(await call(i).catch(() => false))) errors++;
-      }
-    }),
-  );
-  return { seconds: (performance.now() - started) / 1000, errors };
 }
 
 /** slurmrestd itself: `count` held jobs by `clients` concurrent clients. */

@@ -15,7 +15,7 @@ import Database from 'better-sqlite3';
 import { DaemonUnderTest } from '../chaos/daemon.js';
 import { cleanupAll, cleanupOnExit, sleep, trackDir } from '../chaos/processes.js';
 import { SimUpstream } from '../chaos/upstream.js';
-import { daemonSettings, healthWhile, percentile, scrape, startHealthProbe, usage } from './daemon-probe.js';
+import { daemonSettings, healthWhile, type Load, load, scrape, startHealthProbe, usage } from './daemon-probe.js';
 
 const JOBS = Number(process.env.BENCH_SUBMIT_JOBS ?? 10_000);
 const READS = Number(process.env.BENCH_API_READS ?? 2_000);
@@ -37,41 +37,6 @@ interface Phase {
   blockMs: number;
   rssMb: number;
   heapMb: number;
-}
-
-interface Load {
-  count: number;
-  seconds: number;
-  p50: number;
-  p99: number;
-  errors: number;
-}
-
-/** `count` calls of `call`, `CLIENTS` at a time; latency of each in ms. */
-async function load(count: number, call: (i: number) => Promise<boolean>): Promise<Load> {
-  const latencies: number[] = [];
-  let next = 0;
-  let errors = 0;
-  const started = performance.now();
-  await Promise.all(
-    Array.from({ length: CLIENTS }, async () => {
-      while (next < count) {
-        const i = next++;
-        const t = performance.now();
-        const ok = await call(i).catch(() => false);
-        latencies.push(performance.now() - t);
-        if (!ok) errors++;
-      }
-    }),
-  );
-  latencies.sort((a, b) => a - b);
-  return {
-    count,
-    seconds: (performance.now() - started) / 1000,
-    p50: percentile(latencies, 50),
-    p99: percentile(latencies, 99),
-    errors,
-  };
 }
 
 cleanupOnExit();
@@ -158,7 +123,7 @@ try {
   // poller, reconcile and the rest of the daemon's schedule run meanwhile, as they do.
   const ids: string[] = [];
   const posts = await phase(`${JOBS} submissions`, async () => {
-    const result = await load(JOBS, (i) => post(`bench-${i}`));
+    const result = await load(JOBS, CLIENTS, (i) => post(`bench-${i}`));
     await waitUntil(submitted, JOBS);
     return result;
   });
@@ -170,8 +135,8 @@ try {
 
   // Reads on a history of JOBS requests: the list's first page, and one request each.
   const reads = await phase(`${READS * 2} API reads`, async () => {
-    const list = await load(READS, async () => (await fetch(`${daemon.apiUrl}/api/v1/jobs`, { headers })).ok);
-    const one = await load(READS, async (i) => {
+    const list = await load(READS, CLIENTS, async () => (await fetch(`${daemon.apiUrl}/api/v1/jobs`, { headers })).ok);
+    const one = await load(READS, CLIENTS, async (i) => {
       const res = await fetch(`${daemon.apiUrl}/api/v1/jobs/${ids[(i * 7919) % ids.length]}`, { headers });
       await res.arrayBuffer();
       return res.ok;
@@ -181,7 +146,7 @@ try {
 
   // A burst like a 1,000-task array: a thousand jobs that start together and end together.
   await phase(`${BURST} jobs at once, to every end recorded`, async () => {
-    await load(BURST, (i) => post(`burst-${i}`));
+    await load(BURST, CLIENTS, (i) => post(`burst-${i}`));
     await waitUntil(ended, JOBS + BURST);
   });
 
