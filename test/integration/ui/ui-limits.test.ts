@@ -294,12 +294,14 @@ describe('the API docs', () => {
         if (/Content Security Policy/i.test(message.text())) refused.push(message.text());
       });
       await tab.goto(`${api}/api/v1/docs`);
-      await tab.locator('.swagger-ui .info .title', { hasText: 'schedflow local API' }).waitFor({ timeout: 20_000 });
-      await tab.locator('.opblock-tag', { hasText: 'jobs' }).first().waitFor({ timeout: 20_000 });
+      // Swagger UI's bundle is 1.5 MB of script: parsing it beside the whole suite on two
+      // cores took over 20 s once, so the wait is generous; alone it renders in a few seconds.
+      await tab.locator('.swagger-ui .info .title', { hasText: 'schedflow local API' }).waitFor({ timeout: 60_000 });
+      await tab.locator('.opblock-tag', { hasText: 'jobs' }).first().waitFor({ timeout: 30_000 });
       await browser.screenshot(tab, 'api-docs');
       expect(refused).toEqual([]);
     } finally {
       await browser.close();
     }
-  }, 60_000);
+  }, 120_000);
 });
