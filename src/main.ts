@@ -33,7 +33,7 @@ import { SubmitFairShare } from './queue/fair-share.js';
 import { createQueues } from './queue/queue-definition.js';
 import type { SchedulerSpec } from './queue/queue-keeper.js';
 import { QueueKeeper } from './queue/queue-keeper.js';
-import type { SubmitQueueDeps } from './queue/submit-queue.js';
+import { queueSubmitJobs, type SubmitQueueDeps } from './queue/submit-queue.js';
 import { tickSchedulers, upsertTicks } from './queue/ticks.js';
 import { HistoryClaim } from './redis/history-claim.js';
 import { type RedisTarget, redisOptions, startPrivateRedis } from './redis/redis-server.js';
@@ -384,7 +384,8 @@ function wireRequests(
     fairShare: queueSide.submitFairShare,
     logger: logger.child({ component: 'queue' }),
     redisReachable: () => redisWatch.reachable,
-    sweepLater: () => keeper.current?.sweepLater(),
+    sweepLater: (left) => keeper.current?.sweepLater(left),
+    keeperBehind: () => keeper.current?.behind ?? false,
     clock,
   };
   const requests: AcceptDeps = { store: history.store, submitQueue, clock };
@@ -501,6 +502,7 @@ async function keepQueues(
         clock,
         queueSide.submitFairShare,
       ),
+    addLeft: (jobs) => queueSubmitJobs(queues.submit, queueSide.submitFairShare, jobs),
     redisReachable: () => redisWatch.reachable,
     redisChanges: () => redisWatch.changes,
   });

@@ -3,6 +3,7 @@ import { SchedflowError } from '../src/errors.js';
 import type { QueueDefinition, QueueProcessor } from '../src/queue/queue-definition.js';
 import { TICK_ONCE } from '../src/queue/ticks.js';
 import type { Partition } from '../src/sched/cluster-model.js';
+import { ClusterViewUnavailableError } from '../src/sched/cluster-view.js';
 import { profilePayloadSchema } from './profile-payload.js';
 import type { QueueSettings, WorkerServices } from './services.js';
 
@@ -61,7 +62,13 @@ function sampleProcessor(services: WorkerServices): QueueProcessor {
     } catch (error) {
       // The view could not be read and has no earlier answer: a gap in the chart, said once per tick.
       if (!(error instanceof SchedflowError)) throw error;
-      services.logger.warn({ profile, code: error.code, err: error.message }, 'cluster sample skipped');
+      // Its read held back by the request budget in Redis: part of the Redis outage, said once.
+      const outage =
+        error instanceof ClusterViewUnavailableError && error.upstreamCode === 'SCHEDFLOW_ERR_SCHED_BUDGET_UNAVAILABLE';
+      services.logger[outage ? 'debug' : 'warn'](
+        { profile, code: error.code, err: error.message },
+        'cluster sample skipped',
+      );
       return { unavailable: error.message };
     }
     // A stale answer (the scheduler unreachable) is an old sample: its time is already recorded.

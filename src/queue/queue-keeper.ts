@@ -1,5 +1,6 @@
 import type { Queue } from 'bullmq';
 import type { Logger } from '../logger.js';
+import type { SubmitJobOf } from './submit-queue.js';
 
 /** A job scheduler schedflow keeps in Redis: the periodic ticks (poll, reconcile, pipelines, …). */
 export interface SchedulerSpec {
@@ -19,6 +20,8 @@ export interface QueueKeeperDeps {
   ensurePipelineSchedules?: () => Promise<number>;
   /** Queues again every request recorded but not submitted whose job is missing; `deferred`: those to look at again later. */
   requeue(): Promise<{ deferred: number }>;
+  /** Adds the submit jobs producers left to the keeper, in this order (src/queue/submit-queue.ts). */
+  addLeft(jobs: readonly SubmitJobOf[]): Promise<unknown>;
   redisReachable(): boolean;
   /** Changes each time Redis is lost or found again (RedisWatch.changes). */
   redisChanges(): number;
@@ -26,6 +29,8 @@ export interface QueueKeeperDeps {
 
 /** Passes of one check while Redis keeps coming and going; the next check goes on. */
 const MAX_PASSES = 3;
+/** Jobs left by producers added in one call at most (one fair-share script, one addBulk). */
+const LEFT_BATCH = 500;
 
 /**
  * Keeps what schedflow needs in Redis there. Everything in Redis can be rebuilt from the
@@ -36,14 +41,21 @@ const MAX_PASSES = 3;
  * schedulers are put back; when any was missing, when Redis reconnected, or when a
  * producer could not queue a job, the requests of the history that are not submitted are
  * queued again (their job id is the request id: nothing is queued twice). Requests already
- * submitted need nothing more: the poller follows them from the history.
+ * submitted need nothing more: the poller follows them from the history. The jobs producers
+ * left to it meanwhile (Redis away or slow, or the keeper behind) are added after, in the order
+ * their requests were accepted.
  */
 export class QueueKeeper {
   readonly #deps: QueueKeeperDeps;
   #timer: NodeJS.Timeout | undefined;
   #running: Promise<void> | null = null;
   #sweepDue = false;
+  /** Requests another process may have been submitting are to be looked at again (no one waits for it). */
+  #recheckDue = false;
   #closed = false;
+  /** Submit jobs producers left to the keeper, in the order their requests were accepted. */
+  readonly #left: SubmitJobOf[] = [];
+  #requeueing = false;
 
   constructor(deps: QueueKeeperDeps) {
     this.#deps = deps;
@@ -54,10 +66,24 @@ export class QueueKeeper {
     this.#timer.unref();
   }
 
-  /** A producer's job may not be in Redis: requeue at the next check. */
-  readonly sweepLater = (): void => {
-    this.#sweepDue = true;
+  /**
+   * Producers' jobs to add at the next check, after what it puts back; without any, a producer's
+   * job may not be in Redis: requeue at the next check.
+   */
+  readonly sweepLater = (left: readonly SubmitJobOf[] = []): void => {
+    if (left.length === 0) this.#sweepDue = true;
+    else this.#left.push(...left);
   };
+
+  /**
+   * True while jobs are to be put back or left jobs added: a producer's job added now would get
+   * its owner's next round before theirs (src/queue/fair-share.ts), and that owner's requests
+   * would be submitted out of the order they were accepted in. Producers then leave theirs to
+   * the keeper too (src/queue/submit-queue.ts), which adds them after.
+   */
+  get behind(): boolean {
+    return this.#sweepDue || this.#requeueing || this.#left.length > 0;
+  }
 
   /** Redis answered again after losing the connection: it may have come back empty. */
   readonly reconnected = (): void => {
@@ -102,14 +128,34 @@ export class QueueKeeper {
         'job schedulers were missing from Redis (restarted without its data?): put back',
       );
     }
-    if (missing.size > 0 || pipelines > 0 || this.#sweepDue) {
-      // Cleared before the sweep, not after: a producer that defers its add while the sweep runs
-      // (its request recorded after the sweep read the history) asks for the next one. Cleared
-      // after, 365 of bench:submit's requests stayed queued with no job under a loaded Redis.
-      this.#sweepDue = false;
-      const { deferred } = await this.#deps.requeue();
-      // A request another process may be submitting right now is looked at again next time.
-      if (deferred > 0) this.#sweepDue = true;
+    const putBack = missing.size > 0 || pipelines > 0 || this.#sweepDue || this.#recheckDue;
+    if (!putBack && this.#left.length === 0) return;
+    this.#requeueing = true;
+    try {
+      if (putBack) {
+        // Cleared before the sweep, not after: a producer that defers its add while the sweep runs
+        // (its request recorded after the sweep read the history) asks for the next one. Cleared
+        // after, 365 of bench:submit's requests stayed queued with no job under a loaded Redis.
+        this.#sweepDue = false;
+        this.#recheckDue = false;
+        // Left before the sweep reads the history: recorded by then, so the sweep queues them.
+        const covered = this.#left.length;
+        const { deferred } = await this.#deps.requeue();
+        this.#left.splice(0, covered);
+        // A request another process may be submitting right now is looked at again next time.
+        // Producers need not wait for that: its attempt, not its place in the queue, decides
+        // when it is submitted.
+        if (deferred > 0) this.#recheckDue = true;
+      }
+      // Left meanwhile (producers wait behind the sweep): after it, oldest first. Until none is
+      // left: producers add their jobs themselves again only once every earlier one is in.
+      while (this.#left.length > 0) {
+        const batch = this.#left.slice(0, LEFT_BATCH);
+        await this.#deps.addLeft(batch);
+        this.#left.splice(0, batch.length);
+      }
+    } finally {
+      this.#requeueing = false;
     }
   }
 

@@ -66,8 +66,17 @@ export interface SubmitQueueDeps {
   logger: Logger;
   /** False while Redis is known to be unreachable: nothing is sent, the keeper queues it later. */
   redisReachable(): boolean;
-  /** Asks the keeper to look for recorded requests without a job at its next check. */
-  sweepLater(): void;
+  /**
+   * Asks the keeper to queue at its next check the jobs left to it (in acceptance order), or,
+   * without any, to look for every recorded request without a job.
+   */
+  sweepLater(left?: readonly SubmitJobOf[]): void;
+  /**
+   * True while the keeper has jobs to put back or jobs left to it: a job added now would take
+   * its owner's next round ahead of theirs, so it is left to the keeper too, which adds it after
+   * them (each owner's requests keep their order). @defaultValue never
+   */
+  keeperBehind?(): boolean;
   /**
    * Set when an add did not get through in time (a frozen Redis says nothing): until then the
    * next ones are left to the keeper, so a pipeline of many steps does not wait for each.
@@ -90,25 +99,18 @@ export function addSubmitJob(deps: SubmitQueueDeps, job: SubmitJobOf): Promise<E
 }
 
 /** {@link addSubmitJob} for several requests, in one round trip to Redis for their jobs (addBulk). */
-export function addSubmitJobs(deps: SubmitQueueDeps, jobs: readonly SubmitJobOf[]): Promise<EnqueueOutcome> {
-  return addWithin(
-    deps,
-    jobs.map((job) => job.requestId),
-    () => queueSubmitJobs(deps.queue, deps.fairShare, jobs),
-  );
-}
-
-async function addWithin(
-  deps: SubmitQueueDeps,
-  requestIds: readonly string[],
-  add: () => Promise<unknown>,
-): Promise<EnqueueOutcome> {
+export async function addSubmitJobs(deps: SubmitQueueDeps, jobs: readonly SubmitJobOf[]): Promise<EnqueueOutcome> {
   const { logger } = deps;
-  if (!deps.redisReachable() || (deps.clock ?? systemClock).now() < (deps.holdUntil ?? 0)) {
-    deps.sweepLater();
+  if (
+    !deps.redisReachable() ||
+    (deps.clock ?? systemClock).now() < (deps.holdUntil ?? 0) ||
+    deps.keeperBehind?.() === true
+  ) {
+    deps.sweepLater(jobs);
     return 'deferred';
   }
-  const added = add();
+  const requestIds = jobs.map((job) => job.requestId);
+  const added = queueSubmitJobs(deps.queue, deps.fairShare, jobs);
   // Commands wait in ioredis's offline queue while it reconnects: one that outlives the wait
   // below may still land later (harmlessly, by its job id), or fail with the connection.
   const settled = added.then(
@@ -121,6 +123,8 @@ async function addWithin(
   });
   const outcome = await Promise.race([settled, waited]).finally(() => clearTimeout(timer));
   if (outcome === 'queued') return 'queued';
+  // Not handed to the keeper as left: this add may still land, and only a look at the queue
+  // tells whether it did (adding its job again would spend its owner's turn a second time).
   deps.sweepLater();
   const which = requestIds.length === 1 ? { requestId: requestIds[0] } : { requestIds };
   if (outcome === 'late') {

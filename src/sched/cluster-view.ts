@@ -8,6 +8,7 @@ import type { Node, NodeRecord, Partition, PartitionRecord, Queue, ReservationRe
 import { joinNodes, joinPartitions, queueOf } from './cluster-reads.js';
 import type { Freshness } from './freshness.js';
 import type { SchedJob } from './job-model.js';
+import { BudgetUnavailableError } from './sched-errors.js';
 
 /**
  * The cluster's view, one read of each upstream listing per profile per lifetime whoever asks:
@@ -280,7 +281,10 @@ export class ClusterView {
     } catch (error) {
       const code = error instanceof SchedflowError ? error.code : 'SCHEDFLOW_ERR_INTERNAL';
       const message = error instanceof Error ? error.message : String(error);
-      this.options.logger.warn({ profile, source, code, err: message }, 'cluster view: read failed');
+      // The request budget is kept in Redis: its failure is a Redis outage, which the daemon's
+      // Redis watch says once, not every read that meets it (as for the poll and the import).
+      const level = error instanceof BudgetUnavailableError ? 'debug' : 'warn';
+      this.options.logger[level]({ profile, source, code, err: message }, 'cluster view: read failed');
       entry = { ...(previous ?? {}), failedAtMs: this.clock.now(), error: { code, message } };
     }
     await this.options.cache.set(key, JSON.stringify(entry), this.keepMs);

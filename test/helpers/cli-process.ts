@@ -157,7 +157,10 @@ export interface DaemonProcess {
   readonly stderr: string;
   /** Resolves once the process has exited and its pipes are drained. */
   exited: Promise<Exit>;
-  /** Resolves with stdout once the start banner is printed; rejects if the process exits first or at the timeout. */
+  /**
+   * Resolves with stdout once the start banner is printed; rejects if the process exits first or
+   * at the timeout. @defaultValue {@link READY_TIMEOUT_MS}
+   */
   ready(timeoutMs?: number): Promise<string>;
   /** Waits for stdout to match; rejects if the process exits first or at the timeout. */
   waitForOutput(pattern: RegExp, timeoutMs?: number): Promise<RegExpMatchArray>;
@@ -166,6 +169,15 @@ export interface DaemonProcess {
 }
 
 export const READY_BANNER = /schedflow is running \(data in /;
+
+/**
+ * How long a start may take to print its banner: a bound for a hang. A start is CPU-bound: about
+ * 3.5 s of CPU, most of it loading the daemon's modules; timed step by step, each step grew
+ * under load as its share of the CPU shrank, and none waits for something it could skip. Alone
+ * it prints its banner within 3 s, beside six busy processes on 2 cores in 15 s; beside the
+ * whole suite (`npm test` on 2 cores) it went past 30 s.
+ */
+export const READY_TIMEOUT_MS = 60_000;
 
 /**
  * `schedflow start --data-dir <dataDir> --config <configDir> --log-level info`
@@ -261,7 +273,7 @@ export function spawnCli(args: string[], opts: ProcessOptions = {}): DaemonProce
       return stderr;
     },
     exited,
-    ready: async (timeoutMs = 30_000) => {
+    ready: async (timeoutMs = READY_TIMEOUT_MS) => {
       await waitForOutput(READY_BANNER, timeoutMs);
       return stdout;
     },

@@ -1,10 +1,17 @@
 import { Queue, Worker } from 'bullmq';
+import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { getRequest } from '../../../src/db/requests.js';
+import { ManualClock } from '../../../src/lib/clock.js';
 import { SubmitFairShare } from '../../../src/queue/fair-share.js';
+import { QueueKeeper } from '../../../src/queue/queue-keeper.js';
 import { queueSubmitJobs } from '../../../src/queue/submit-queue.js';
+import { type AcceptDeps, accept } from '../../../src/requests/accept.js';
+import { jobSpecSchema } from '../../../src/sched/job-spec.js';
+import { requeueUnsubmitted } from '../../../workers/submit.js';
 import { apiClient, shellSpec } from '../../helpers/api.js';
 import { daemonTestEnv, startTestDaemon, type TestDaemon } from '../../helpers/daemon.js';
+import { testHistories } from '../../helpers/histories.js';
 import { waitFor } from '../../helpers/http.js';
 
 /**
@@ -21,33 +28,47 @@ describe('the submit queue with fair share (a real Redis, a worker taking jobs o
     await Promise.all(queues.map((q) => q.close()));
   });
 
+  const histories = testHistories();
+
+  function newQueue(weights: Record<string, number> = {}) {
+    const queue = new Queue(`fair-${Math.random().toString(36).slice(2, 8)}`, {
+      connection: { url: env.redis.url },
+      prefix: 'fair-test',
+    });
+    queues.push(queue);
+    return { queue, fair: new SubmitFairShare(queue, weights) };
+  }
+
+  /** Takes the queue's jobs one at a time: their ids in the order served. */
+  async function serve(queue: Queue, total: number): Promise<string[]> {
+    const served: string[] = [];
+    const worker = new Worker(
+      queue.name,
+      async (job) => {
+        served.push(String(job.id));
+      },
+      { connection: { url: env.redis.url }, prefix: 'fair-test', concurrency: 1 },
+    );
+    await waitFor(async () => served.length === total || undefined, { what: 'every job served' });
+    await worker.close();
+    return served;
+  }
+
   /** Adds the jobs as the door does, then takes them one at a time: the owners in the order served. */
   async function servedOrder(
     batches: { owner: string; count: number }[],
     weights: Record<string, number> = {},
   ): Promise<string[]> {
-    const name = `fair-${Math.random().toString(36).slice(2, 8)}`;
-    const connection = { url: env.redis.url };
-    const queue = new Queue(name, { connection, prefix: 'fair-test' });
-    queues.push(queue);
-    const fair = new SubmitFairShare(queue, weights);
+    const { queue, fair } = newQueue(weights);
     let n = 0;
     for (const { owner, count } of batches) {
       const jobs = Array.from({ length: count }, () => ({ requestId: `${owner}-${n++}`, owner }));
       await queueSubmitJobs(queue, fair, jobs);
     }
-    const served: string[] = [];
-    const total = batches.reduce((s, b) => s + b.count, 0);
-    const worker = new Worker(
-      name,
-      async (job) => {
-        served.push(String(job.id));
-      },
-      { connection, prefix: 'fair-test', concurrency: 1 },
+    return serve(
+      queue,
+      batches.reduce((s, b) => s + b.count, 0),
     );
-    await waitFor(async () => served.length === total || undefined, { what: 'every job served' });
-    await worker.close();
-    return served;
   }
 
   it('serves a later owner right after the round being served, and each owner in its order', async () => {
@@ -75,6 +96,102 @@ describe('the submit queue with fair share (a real Redis, a worker taking jobs o
         .map((id) => id[0])
         .join(''),
     ).toBe('aabaabaab');
+  });
+
+  /**
+   * The door (src/requests/accept.ts) and the queue keeper of one daemon over `queue`, the keeper
+   * not started: its checks are made where a test wants them. The door's hold after a late add is
+   * on a clock the test moves.
+   */
+  async function doorAndKeeper(queue: Queue, fair: SubmitFairShare) {
+    const store = await histories.make('sqlite');
+    const logger = pino({ level: 'silent' });
+    const clock = new ManualClock();
+    const keeper = new QueueKeeper({
+      logger,
+      everyMs: 60_000,
+      schedulers: [],
+      requeue: () => requeueUnsubmitted(store, queue, logger, new Set(), 0, clock, fair),
+      addLeft: (jobs) => queueSubmitJobs(queue, fair, jobs),
+      redisReachable: () => true,
+      redisChanges: () => 0,
+    });
+    const deps: AcceptDeps = {
+      store,
+      clock,
+      submitQueue: {
+        queue,
+        fairShare: fair,
+        logger,
+        redisReachable: () => true,
+        sweepLater: keeper.sweepLater,
+        keeperBehind: () => keeper.behind,
+        clock,
+      },
+    };
+    const spec = jobSpecSchema.parse({ name: 'n', script: '#!/bin/sh\ntrue\n' });
+    /** What the door answered for each request: queued by it, or left to the keeper. */
+    const outcomes: Record<string, string> = {};
+    /** Accepts a request of owner lab-a, one millisecond after the one before (the requeue orders by acceptance). */
+    const submit = async (id: string) => {
+      outcomes[id] = await accept(deps, {
+        id,
+        profile: 'default',
+        name: id,
+        spec,
+        owner: 'lab-a',
+        actor: 'test',
+        origin: 'api',
+        at: clock.now(),
+        source: 'api',
+      });
+      await clock.advance(1);
+    };
+    return { keeper, clock, submit, outcomes };
+  }
+
+  it("keeps an owner's order when Redis was slow to take a job: later ones wait behind those left to the keeper", async () => {
+    const { queue, fair } = newQueue();
+    const { keeper, clock, submit, outcomes } = await doorAndKeeper(queue, fair);
+    await submit('a-0');
+    // Redis stopped while a-1's job is added: the door answers after its wait (real time, its own
+    // timer) and leaves the adds after it to the keeper for a while.
+    env.redis.pause();
+    await submit('a-1').finally(() => env.redis.resume());
+    await submit('a-2');
+    await clock.advance(60_000);
+    // The hold is over, but a-2 is not in the queue yet: a-3 added now would go before it.
+    await submit('a-3');
+    await keeper.check();
+    await submit('a-4');
+    await keeper.close();
+
+    expect(await serve(queue, 5)).toEqual(['a-0', 'a-1', 'a-2', 'a-3', 'a-4']);
+    expect(outcomes).toEqual({
+      'a-0': 'queued',
+      'a-1': 'deferred',
+      'a-2': 'deferred',
+      'a-3': 'deferred',
+      'a-4': 'queued',
+    });
+  });
+
+  it("keeps an owner's order when Redis lost its jobs: one accepted before the keeper puts them back goes after them", async () => {
+    const { queue, fair } = newQueue();
+    const { keeper, submit, outcomes } = await doorAndKeeper(queue, fair);
+    await submit('a-0');
+    await submit('a-1');
+    // Redis lost everything (restarted empty): the queue and the fair-share tags beside it.
+    await queue.obliterate({ force: true });
+    await (await queue.getBackend().client).del(`fair-test:fair-share:${queue.name}`);
+    // As on a reconnect, or a producer's add that did not get through: the next check puts them back.
+    keeper.sweepLater();
+    await submit('a-2');
+    await keeper.check();
+    await keeper.close();
+
+    expect(await serve(queue, 3)).toEqual(['a-0', 'a-1', 'a-2']);
+    expect(outcomes['a-2']).toBe('deferred');
   });
 });
 

@@ -1,10 +1,20 @@
+import { Writable } from 'node:stream';
+import type { Job } from 'bullmq';
+import { Redis } from 'ioredis';
 import { pino } from 'pino';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { ManualClock } from '../../../src/lib/clock.js';
+import type { JobContext } from '../../../src/queue/queue-definition.js';
+import { RedisClusterCache } from '../../../src/redis/cluster-cache.js';
 import { SharedBudgets } from '../../../src/redis/shared-budget.js';
 import { SchedClient } from '../../../src/sched/client.js';
+import { ClusterView } from '../../../src/sched/cluster-view.js';
 import { type ProfileInput, parseProfile } from '../../../src/sched/profile.js';
 import { BudgetUnavailableError } from '../../../src/sched/sched-errors.js';
+import { clusterQueue } from '../../../workers/cluster-samples.js';
+import type { WorkerServices } from '../../../workers/services.js';
 import { type FlakyProxy, type RecordedRequest, startFlakyProxy } from '../../helpers/flaky-proxy.js';
+import { testHistories } from '../../helpers/histories.js';
 import { startTestRedis, type TestRedis } from '../../helpers/redis.js';
 import { ALICE_TOKEN, startSim, type TestSim } from '../../helpers/sim.js';
 
@@ -196,6 +206,8 @@ describe('two clients of one profile (as two worker processes)', () => {
 });
 
 describe('a budget whose Redis does not answer', () => {
+  const histories = testHistories();
+
   it('fails the request with a typed, retryable error instead of holding it', async () => {
     const sim = await startSim();
     try {
@@ -225,4 +237,73 @@ describe('a budget whose Redis does not answer', () => {
       await sim.stop();
     }
   }, 20_000);
+
+  it('holds back a cluster view read: the Redis outage, said once by the Redis watch, so logged at debug; the last answer served stale, the sample skipped', async () => {
+    const sim = await startSim();
+    // The view's answers on a Redis of their own, which keeps answering: what is under test is the
+    // read the budget holds back (in the daemon the cache's own calls may have gone through before
+    // the budget's Redis went away).
+    const cacheRedis = await startTestRedis();
+    const cacheConnection = new Redis(cacheRedis.url, { maxRetriesPerRequest: 1 });
+    try {
+      prefix = `budget-test-${process.pid}-${++n}`;
+      const p = profile(sim.url);
+      const client = await SchedClient.connect(p, {
+        logger: pino({ level: 'silent' }),
+        env: { SCHED_TOKEN: ALICE_TOKEN },
+        budget: budgets().budgetFor(p),
+      });
+      opened.push(client);
+      const records: { level: number; msg: string; code?: string }[] = [];
+      const logger = pino(
+        { level: 'debug' },
+        new Writable({
+          write(chunk, _encoding, done) {
+            records.push(JSON.parse(String(chunk)));
+            done();
+          },
+        }),
+      );
+      const cache = new RedisClusterCache(cacheConnection);
+      const clock = new ManualClock();
+      const view = new ClusterView({ cache, prefix, clientFor: () => client, ttlMs: 1000, logger, clock });
+      expect((await view.view('test', 'queue')).stale).toBe(false);
+
+      await clock.advance(1000);
+      redis.pause();
+      const during = await view.view('test', 'queue').finally(() => redis.resume());
+      expect(during.stale).toBe(true);
+      expect(during.staleReason).toMatch(/the request budget of profile test in Redis did not answer/);
+
+      // The partitions were never read: nothing to sample, a gap in the chart.
+      const services = {
+        store: await histories.make('sqlite'),
+        clients: { connected: () => true },
+        clock,
+        logger,
+        clusterView: view,
+        settings: { clusterSampleKeepMs: 3_600_000 },
+      } as unknown as WorkerServices;
+      redis.pause();
+      const ctx: JobContext = {
+        token: undefined,
+        putOff: () => Promise.reject(new Error('a sample is not put off')),
+        handBack: () => Promise.reject(new Error('a sample is not handed back')),
+      };
+      const sample = await clusterQueue
+        .processor(services)({ data: { profile: 'test' } } as Job, ctx)
+        .finally(() => redis.resume());
+      expect(sample).toEqual({ unavailable: expect.stringMatching(/request budget of profile test in Redis/) });
+
+      const said = (msg: string) => records.filter((r) => r.msg === msg).map((r) => [r.level, r.code]);
+      expect(said('cluster view: read failed')).toContainEqual([20, 'SCHEDFLOW_ERR_SCHED_BUDGET_UNAVAILABLE']);
+      expect(said('cluster sample skipped')).toEqual([[20, 'SCHEDFLOW_ERR_CLUSTER_VIEW_UNAVAILABLE']]);
+      expect(records.filter((r) => r.level >= 40)).toEqual([]);
+    } finally {
+      redis.resume();
+      cacheConnection.disconnect();
+      await cacheRedis.stop();
+      await sim.stop();
+    }
+  }, 30_000);
 });
