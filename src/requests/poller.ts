@@ -43,8 +43,8 @@ export interface PollReport {
    * or left the controller (one when up to 500 did; more in a mass end, within the request
    * budget), one controller listing when accounting could not describe an ended job (or an array
    * task's end: at once when accounting did not answer, after ARRAY_END_PATIENCE_MS when it
-   * answered without it), one when a record may be another job's, and the pending jobs' full
-   * records when due (pending-details.ts: one each up to 3 jobs, one listing beyond).
+   * answered without it), and one when a record may be another job's. The pending jobs' full
+   * records (pending-details.ts) are read beside the cycle, not counted here.
    */
   requests: number;
   changed: number;
@@ -78,10 +78,9 @@ export async function pollProfile(deps: PollDeps, profile: string): Promise<Poll
   changed += accounting.changed;
   const controller = await resolveThroughController(deps, profile, plan, light, accounting);
   changed += controller.changed;
-  // Last: why the jobs still pending wait, and when they are expected to start.
-  const pending = await refreshPendingDetails(deps, tracked, light);
-  changed += pending.changed;
-  const requests = light.requests + accounting.requests + controller.requests + pending.requests;
+  // Last, and not waited for: why the jobs still pending wait, and when they are expected to start.
+  refreshPendingDetailsApart(deps, tracked, light);
+  const requests = light.requests + accounting.requests + controller.requests;
   await updateProfileSync(store, profile, {
     lastPollAt: (deps.clock ?? systemClock).now(),
     ...pollOutcome(light.overall),
@@ -91,6 +90,31 @@ export async function pollProfile(deps: PollDeps, profile: string): Promise<Poll
   });
   if (changed >= BURST_CHANGES) deps.heap?.afterBurst();
   return { tracked: tracked.length, requests, changed, stale: light.overall.stale, accounting: accounting.outcome };
+}
+
+/** The pending details' read under way, per profile connection: one at a time. */
+const pendingDetailsUnderWay = new WeakSet<PollDeps['client']>();
+
+/**
+ * Reads the pending jobs' details beside the poll cycles, not in them: the controller's listing
+ * of thousands of pending jobs takes slurmrestd seconds (7.8 s for 5,000 on a real Slurm
+ * 25.11.7), and a cycle that waited for it saw the end of those 5,000 that much later (five
+ * poll intervals instead of two). A forecast can wait; a state cannot. One read at a time per
+ * profile: a cycle that finds one under way leaves the due jobs to the next.
+ */
+function refreshPendingDetailsApart(deps: PollDeps, tracked: readonly TrackedRequest[], light: LightStates): void {
+  if (pendingDetailsUnderWay.has(deps.client)) return;
+  pendingDetailsUnderWay.add(deps.client);
+  refreshPendingDetails(deps, tracked, light)
+    .then(({ changed }) => {
+      if (changed >= BURST_CHANGES) deps.heap?.afterBurst();
+    })
+    .catch((error: unknown) => {
+      // Its own upstream failures are handled inside; what is left is the history closing under
+      // a shutdown, or a fault the next cycle meets again.
+      deps.logger[deps.signal?.aborted ? 'debug' : 'warn']({ err: error }, 'pending details not recorded');
+    })
+    .finally(() => pendingDetailsUnderWay.delete(deps.client));
 }
 
 /** What accounting resolved, and what it left to the controller's listing. */

@@ -128,6 +128,45 @@ describe('a job waiting for Resources', () => {
 });
 
 describe('what it costs', () => {
+  it('a slow listing of the pending jobs holds back no poll cycle: states go on being read, one listing at a time', async () => {
+    const own = await startSim({ cpus: 1 });
+    const proxy = await startFlakyProxy(own.url);
+    const daemon = await startTestDaemon(proxy.url, redis.url, { pendingDetailsEveryMs: 1000 });
+    const isListing = (r: RecordedRequest) => r.method === 'GET' && /\/sched\/v[\d.]+\/jobs(\?|$)/.test(r.url);
+    const isState = (r: RecordedRequest) => r.method === 'GET' && r.url.includes('/jobs/state');
+    try {
+      const submit = (name: string, script: string) =>
+        daemon.daemon.submit({
+          spec: spec(own, { name, script, time_limit: 5 }),
+          owner: 'default',
+          actor: 'test',
+          origin: 'api',
+        });
+      const blocker = await submit('blocker', '#!/bin/sh\nsleep 300\n');
+      await daemon.waitForState(blocker, 'running');
+      // Four due at once: read by one listing (up to three are read one by one).
+      const held = proxy.holdAnswerOnce(isListing);
+      await Promise.all(Array.from({ length: 4 }, (_, i) => submit(`waiter-${i}`, '#!/bin/sh\ntrue\n')));
+      // The listing's answer held, as slurmrestd's for thousands of pending jobs takes seconds.
+      await held;
+      const heldAt = Date.now();
+      try {
+        // Poll cycles go on without the listing's answer, and start no second listing meanwhile.
+        await waitFor(
+          async () => (proxy.requests.filter((r) => isState(r) && r.atMs > heldAt).length >= 2 ? true : undefined),
+          { what: 'two poll cycles while the listing is held', timeoutMs: 30_000 },
+        );
+        expect(proxy.requests.filter((r) => isListing(r) && r.atMs > heldAt)).toEqual([]);
+      } finally {
+        proxy.release();
+      }
+    } finally {
+      await daemon.stop();
+      await proxy.close();
+      await own.stop();
+    }
+  }, 120_000);
+
   it('five pending jobs are read in one controller listing a cycle, never one request each', async () => {
     const own = await startSim({ cpus: 1 });
     const proxy = await startFlakyProxy(own.url);
