@@ -426,7 +426,7 @@ describe.each(DIALECTS)('owner isolation on %s', (dialect: Dialect) => {
       }
     }
     expect(cases).toBeGreaterThan(50);
-  }, 60_000);
+  }, 120_000);
 
   it('lists: never another owner’s rows; admins and auditors see every owner’s', async () => {
     for (const who of WHO) {

@@ -47,6 +47,7 @@ describe('two data dirs, one Redis', () => {
     expect((await moved.stop('SIGTERM')).code).toBe(143);
   }, 90_000);
 
+  // Two starts (each up to a minute beside the whole suite on two cores) and the 30 s lapse.
   it('the first killed (SIGKILL): its registration lapses within 30 s, then the other starts', async () => {
     const t = await dproc.setUp();
     const env = cleanEnv({ REDIS_URL: t.redisUrl, SCHEDFLOW_SHUTDOWN_GRACE_MS: String(SHUTDOWN_GRACE_MS) });
@@ -73,7 +74,7 @@ describe('two data dirs, one Redis', () => {
     const later = spawnDaemon({ dataDir: otherDir, configDir: t.configDir, env, cwd: t.root });
     await later.ready();
     expect((await later.stop('SIGTERM')).code).toBe(143);
-  }, 60_000);
+  }, 120_000);
 
   it('under different queue prefixes: both start', async () => {
     const t = await dproc.setUp();

@@ -213,7 +213,9 @@ describe('mistakes a user meets first', () => {
     const daemon = spawnDaemon({ dataDir, configDir, env, cwd: root });
     const exit = await Promise.race([
       daemon.exited,
-      new Promise<never>((_, reject) => setTimeout(() => reject(new Error('schedflow start kept running')), 20_000)),
+      // Loading the daemon's modules takes about 3.5 s of CPU: beside the whole suite on two
+      // cores, over 20 s (it failed there once). A start that would run on never exits at all.
+      new Promise<never>((_, reject) => setTimeout(() => reject(new Error('schedflow start kept running')), 60_000)),
     ]);
     expect(exit.code).toBe(2);
     expect(daemon.stderr.trimEnd().split('\n')).toHaveLength(1);
