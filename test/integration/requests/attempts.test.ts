@@ -97,11 +97,12 @@ describe('retry policies of job requests', () => {
   }, 40_000);
 
   it("a TIMEOUT grows the time limit, within the policy's bound and the partition's MaxTime, read from the controller", async () => {
-    // 60× time: a minute of time limit is a second. The partition allows 2 minutes.
-    const sim = await env.sim({ timeScale: 60, partitions: [{ name: 'debug', default: true, maxTimeMin: 2 }] });
+    // 30× time: a minute of time limit is 2 s. The partition allows 2 minutes. The job that
+    // fits runs 2.8 s: past 2 s, and 1.2 s within 4 s for starting beside a loaded suite.
+    const sim = await env.sim({ timeScale: 30, partitions: [{ name: 'debug', default: true, maxTimeMin: 2 }] });
     const td = await env.daemon(sim.url, FAST);
     const fits = await submit(td, {
-      spec: { ...shellSpec('slow', 'sleep 1.4', sim.workDir), partition: 'debug', time_limit: 1 },
+      spec: { ...shellSpec('slow', 'sleep 2.8', sim.workDir), partition: 'debug', time_limit: 1 },
       retry: { on: ['TIMEOUT'], limit: 3, escalate: { time_limit: { factor: 2, max: 2 } } },
     });
     const neverFits = await submit(td, {
