@@ -21,6 +21,11 @@ export interface PollSettings {
    */
   arrayEndPatienceMs?: number;
   /**
+   * How long a single job's end, shown by the controller, waits for accounting's record (asked
+   * again each cycle) before one controller listing gives it. @defaultValue 10000
+   */
+  endPatienceMs?: number;
+  /**
    * How often a pending job's full controller record is read for Slurm's reason and expected
    * start (src/requests/pending-details.ts); 0: never. @defaultValue 30000
    */

@@ -76,22 +76,46 @@ export async function planCycle(deps: PollDeps, tracked: TrackedRequest[], light
   // ran out (an array of quick tasks took 32 s to conclude where its tasks took 1).
   const waits = arrayWaitsOf(client);
   const arrayChunk = { arrays, arrayIds, afresh: arrays.some((row) => waits.has(row.id)) };
+  // The same for a single job whose end accounting had not shown last cycle.
+  const ends = endWaitsOf(client);
+  if (ends.size > 0) {
+    const ending = new Set(needAccounting.map((row) => row.id));
+    for (const id of ends.keys()) if (!ending.has(id)) ends.delete(id);
+  }
+  const afresh = (rows: TrackedRequest[]) => rows.some((row) => ends.has(row.id));
   const allIds = [...needAccounting, ...changedRows].map((row) => row.jobId as number).concat(arrayIds);
   if (chunkJobIds(allIds, 'step').length <= 1) {
     // One query names them all: started jobs get their full record with the ends. Only started
     // jobs: it asks for active records alone (see resolveThroughAccounting).
     const rows = [...needAccounting, ...changedRows];
     const activeOnly = needAccounting.length === 0 && !arrayPlan?.ended;
-    queries = allIds.length > 0 ? [{ rows, activeOnly, ...arrayChunk }] : [];
+    queries = allIds.length > 0 ? [{ rows, activeOnly, ...arrayChunk, afresh: arrayChunk.afresh || afresh(rows) }] : [];
   } else {
     // A mass start or end: ends go to accounting in chunks, the longest waiting first, as many
     // as the budget allows this cycle (the rest in the next ones). Started jobs get the light
     // record now, and the rest with their end: their full records would cost a chunk each.
     fromLightStates = changedRows;
-    queries = queue.next(accountingChunksPerCycle(client)).map((rows) => ({ rows, activeOnly: false }));
+    queries = queue
+      .next(accountingChunksPerCycle(client))
+      .map((rows) => ({ rows, activeOnly: false, afresh: afresh(rows) }));
     if (arrayIds.length > 0) queries.unshift({ rows: [], activeOnly: false, ...arrayChunk });
   }
   return { arrays, arrayPlan, needAccounting, queries, queue, fromLightStates };
+}
+
+/**
+ * Since when each single job's end, shown by the controller, has waited for accounting's record,
+ * per profile connection (see resolveThroughAccounting, poller.ts).
+ */
+const endWaits = new WeakMap<SchedClient, Map<string, number>>();
+
+export function endWaitsOf(client: SchedClient): Map<string, number> {
+  let waits = endWaits.get(client);
+  if (!waits) {
+    waits = new Map();
+    endWaits.set(client, waits);
+  }
+  return waits;
 }
 
 /** Since when each array request has waited for the controller's records, per profile connection. */

@@ -93,6 +93,7 @@ export async function startCountingProxy(
       return;
     }
     const headers = { ...req.headers, host: upstream.host };
+    const startedAt = Date.now();
     req.pause();
     setTimeout(() => forward(), latencyMs);
     const forward = () => {
@@ -100,7 +101,9 @@ export async function startCountingProxy(
         { host: upstream.hostname, port: upstream.port, method, path: url, headers, agent },
         (answer) => {
           bump(counts.byStatus, String(answer.statusCode ?? 0));
-          if (urlLog) appendFileSync(urlLog, `${Date.now()} ${answer.statusCode} ${method} ${url}\n`);
+          if (urlLog) {
+            appendFileSync(urlLog, `${Date.now()} ${answer.statusCode} ${method} ${url} ${Date.now() - startedAt}ms\n`);
+          }
           res.writeHead(answer.statusCode ?? 502, answer.headers);
           answer.pipe(res);
           answer.on('error', () => res.destroy());

@@ -6,7 +6,7 @@ import { openDatabase } from '../../../src/db/database.js';
 import type { History } from '../../../src/db/history.js';
 import { createRequest } from '../../../src/db/requests.js';
 import { createLogger } from '../../../src/logger.js';
-import { type PollReport, pollProfile } from '../../../src/requests/poller.js';
+import { type PollReport, type PollSettings, pollProfile } from '../../../src/requests/poller.js';
 import { transition } from '../../../src/requests/transition.js';
 import type { SchedClient } from '../../../src/sched/client.js';
 import type { SimJob } from '../../../src/sim/sim-job.js';
@@ -109,7 +109,12 @@ export function massPollEnv() {
   }
 
   /** Poll cycles at the cache lifetime (2 s) until `done`, at most `max` of them. */
-  async function pollUntil(store: History, done: () => Promise<boolean>, max: number): Promise<Cycle[]> {
+  async function pollUntil(
+    store: History,
+    done: () => Promise<boolean>,
+    max: number,
+    settings: Partial<PollSettings> = {},
+  ): Promise<Cycle[]> {
     const cycles: Cycle[] = [];
     for (let i = 0; i < max && !(await done()); i++) {
       // Real time: the simulated jobs end in real time, and the poller paces its accounting
@@ -117,7 +122,7 @@ export function massPollEnv() {
       if (i > 0) await sleep(2100);
       const before = env.proxy?.requests.length ?? 0;
       const report = await pollProfile(
-        { store, client: env.client as SchedClient, logger, settings: { lostGraceMs: 600_000 } },
+        { store, client: env.client as SchedClient, logger, settings: { lostGraceMs: 600_000, ...settings } },
         'test',
       );
       cycles.push({ report, requests: env.proxy?.requests.slice(before) ?? [] });
