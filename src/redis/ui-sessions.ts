@@ -10,6 +10,8 @@ import { type RedisTarget, redisOptions } from './redis-server.js';
  * rather than hanging.
  */
 const ANSWER_MS = 2000;
+/** Tries at the cookie secret when a web process starts: 20 s of a Redis too slow to answer. */
+const START_ATTEMPTS = 10;
 
 export interface UiSessionOptions {
   /** A session unused this long is gone. @defaultValue 8 hours */
@@ -245,7 +247,7 @@ export class UiSessions implements SessionStore {
    * cookies signed with its own. Looked at every `secretCheckMs`.
    */
   async cookieSigner(): Promise<Signer> {
-    let secrets = [await this.#sharedSecret(randomBytes(32).toString('base64url'))];
+    let secrets = [await this.#firstSecret(randomBytes(32).toString('base64url'))];
     let signer = new Signer(secrets);
     this.#secretCheck = setInterval(() => {
       this.#sharedSecret(secrets[0] as string).then(
@@ -263,6 +265,22 @@ export class UiSessions implements SessionStore {
       sign: (value: string) => signer.sign(value),
       unsign: (input: string) => signer.unsign(input),
     } as Signer;
+  }
+
+  /**
+   * The secret at start: a Redis slow to answer for a moment (a command past ANSWER_MS, as on a
+   * loaded host) is asked again, up to START_ATTEMPTS times, rather than failing the start. A
+   * Redis that is not there fails it at once, as before.
+   */
+  async #firstSecret(mine: string): Promise<string> {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await this.#sharedSecret(mine);
+      } catch (error) {
+        if (attempt >= START_ATTEMPTS || !(error instanceof Error) || error.message !== 'Command timed out')
+          throw error;
+      }
+    }
   }
 
   /** The deployment's cookie secret, `mine` when there is none yet. */

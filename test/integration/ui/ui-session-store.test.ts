@@ -166,4 +166,19 @@ describe('UI sessions kept in Redis', () => {
       what: 'the session past its age to end',
     });
   });
+
+  it('starts behind a Redis too slow to answer for a moment (past the 2 s a page waits), instead of failing', async () => {
+    const pauser = new Redis(redis.url);
+    try {
+      // Every other client's commands wait 3 s: the first read of the cookie secret times out.
+      await pauser.call('CLIENT', 'PAUSE', '3000', 'ALL');
+      const [store] = twoProcesses();
+      const started = performance.now();
+      const signer = await store.cookieSigner();
+      expect(performance.now() - started).toBeGreaterThan(2000);
+      expect(signer.unsign(signer.sign('session-id'))).toMatchObject({ valid: true, renew: false });
+    } finally {
+      pauser.disconnect();
+    }
+  }, 30_000);
 });
