@@ -103,32 +103,27 @@ export async function planCycle(deps: PollDeps, tracked: TrackedRequest[], light
   return { arrays, arrayPlan, needAccounting, queries, queue, fromLightStates };
 }
 
+/** Since when each request has waited for a record, per profile connection: one map per client. */
+function waitsPerClient(): (client: SchedClient) => Map<string, number> {
+  const byClient = new WeakMap<SchedClient, Map<string, number>>();
+  return (client) => {
+    let waits = byClient.get(client);
+    if (!waits) {
+      waits = new Map();
+      byClient.set(client, waits);
+    }
+    return waits;
+  };
+}
+
 /**
- * Since when each single job's end, shown by the controller, has waited for accounting's record,
- * per profile connection (see resolveThroughAccounting, poller.ts).
+ * Since when each single job's end, shown by the controller, has waited for accounting's record
+ * (see resolveThroughAccounting, poller.ts).
  */
-const endWaits = new WeakMap<SchedClient, Map<string, number>>();
+export const endWaitsOf = waitsPerClient();
 
-export function endWaitsOf(client: SchedClient): Map<string, number> {
-  let waits = endWaits.get(client);
-  if (!waits) {
-    waits = new Map();
-    endWaits.set(client, waits);
-  }
-  return waits;
-}
-
-/** Since when each array request has waited for the controller's records, per profile connection. */
-const arrayWaits = new WeakMap<SchedClient, Map<string, number>>();
-
-export function arrayWaitsOf(client: SchedClient): Map<string, number> {
-  let waits = arrayWaits.get(client);
-  if (!waits) {
-    waits = new Map();
-    arrayWaits.set(client, waits);
-  }
-  return waits;
-}
+/** Since when each array request has waited for the controller's records. */
+export const arrayWaitsOf = waitsPerClient();
 
 /**
  * Accounting chunks one cycle may ask for in a mass end: half the profile's burst (its bucket's

@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import type { History } from '../../../src/db/history.js';
 import { getRequest, transitionsOf } from '../../../src/db/requests.js';
 import type { SimJob } from '../../../src/sim/sim-job.js';
 import type { FlakyProxy } from '../../helpers/flaky-proxy.js';
@@ -22,6 +23,11 @@ const ended: Partial<SimJob> = {
 const listings = (cycles: { requests: { url: string }[] }[]) =>
   cycles.flatMap((c) => c.requests).filter((req) => pathOf(req as never) === '/sched/v0.0.44/jobs');
 
+async function allCompleted(store: History, requestOf: Map<number, string>): Promise<boolean> {
+  for (const id of requestOf.values()) if ((await getRequest(store, id))?.state !== 'completed') return false;
+  return true;
+}
+
 /** Accounting answers as if it had not yet heard of the ends, `times` times (or always). */
 function accountingBehind(proxy: FlakyProxy, times = Number.POSITIVE_INFINITY): void {
   let left = times;
@@ -41,10 +47,7 @@ describe('an end accounting has not caught up with', () => {
     const jobs = seeded(3, 5000, ended);
     const { store, requestOf } = await env.setUp(jobs, { minJobAgeSec: 3600 }, () => 10_000);
     accountingBehind(env.proxy as FlakyProxy, 1);
-    const allEnded = async () => {
-      for (const id of requestOf.values()) if ((await getRequest(store, id))?.state !== 'completed') return false;
-      return true;
-    };
+    const allEnded = () => allCompleted(store, requestOf);
     const cycles = await env.pollUntil(store, allEnded, 4);
 
     expect(await allEnded()).toBe(true);
@@ -68,10 +71,7 @@ describe('an end accounting has not caught up with', () => {
     const jobs = seeded(2, 6000, ended);
     const { store, requestOf } = await env.setUp(jobs, { minJobAgeSec: 3600 }, () => 10_000);
     accountingBehind(env.proxy as FlakyProxy);
-    const allEnded = async () => {
-      for (const id of requestOf.values()) if ((await getRequest(store, id))?.state !== 'completed') return false;
-      return true;
-    };
+    const allEnded = () => allCompleted(store, requestOf);
     const cycles = await env.pollUntil(store, allEnded, 6, { endPatienceMs: 3000 });
 
     expect(await allEnded()).toBe(true);
