@@ -68,6 +68,8 @@ export class PipelineRegistry implements PipelineService {
   #onReload: (() => Promise<void>) | null = null;
   /** The load under way: loads run one at a time, and a change during one is read by the next. */
   #loading: Promise<void> = Promise.resolve();
+  /** Whether this process has made its first catch-up pass (see catchUp). */
+  #caughtUpOnce = false;
 
   constructor(deps: RegistryDeps) {
     this.#deps = deps;
@@ -452,12 +454,17 @@ export class PipelineRegistry implements PipelineService {
   async catchUp(now = this.#now()): Promise<number> {
     const { store } = this.#deps;
     const pauses = await schedulePauses(store);
+    // A running process leaves the last minute to its job schedulers (fire takes a tick up to
+    // LATE_TICK_MS late). The first pass owns it too: a tick in that minute before this start
+    // has no scheduler to fire it, and a later pass would make it a second catch-up of one
+    // downtime. A tick fired by both still gets one run (its tick is unique).
+    const until = this.#caughtUpOnce ? now - LATE_TICK_MS : now;
+    this.#caughtUpOnce = true;
     let queued = 0;
     for (const pipeline of this.#loaded.values()) {
       const schedule = pipeline.def.schedule;
       if (!schedule) continue;
       const lastScheduledFor = await lastTickOf(store, pipeline.name);
-      const until = now - LATE_TICK_MS;
       if (!schedule.enabled || pauses.has(pipeline.name) || lastScheduledFor === null) {
         // Nothing before now is owed to a schedule seen for the first time, off or paused:
         // marking `until` instead would let the next pass catch up a tick from a minute ago.
