@@ -18,7 +18,7 @@
  */
 import { execFile } from 'node:child_process';
 import { copyFileSync, mkdirSync, mkdtempSync, readdirSync, readFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { availableParallelism, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import Database from 'better-sqlite3';
@@ -29,6 +29,7 @@ import { cleanupAll, cleanupOnExit, sleep, trackDir } from '../chaos/processes.j
 import { RealSlurm } from '../chaos/real-slurm.js';
 import { type CpuByPhase, cpuByPhase, PHASES } from './cpu-phases.js';
 import { daemonSettings, type HealthProbe, healthWhile, load, startHealthProbe, usage } from './daemon-probe.js';
+import { type CpuGroups, type CpuSpent, cpuSnapshot, cpuSpent, pidsNamed } from './machine-cpu.js';
 
 const exec = promisify(execFile);
 const JOBS = Number(process.env.BENCH_SLURM_JOBS ?? 10_000);
@@ -234,19 +235,35 @@ interface RateRow {
   clients: number;
   raw: number;
   schedflow: number;
+  /** The machine's CPU per job by process, straight to slurmrestd and through schedflow. */
+  rawCpu: CpuSpent | null;
+  schedflowCpu: CpuSpent;
   cpuMsPerJob: number;
   healthP99: number;
   healthMax: number;
   one: { ok: boolean; what: string };
 }
 
+/** The cluster's processes, and this one (the clients), whose CPU a run is read by (machine-cpu.ts). */
+function clusterGroups(): CpuGroups {
+  return {
+    'slurmctld+slurmrestd': pidsNamed('slurmctld', 'slurmrestd'),
+    'slurmdbd+mariadb': pidsNamed('slurmdbd', 'mariadbd', 'mysqld'),
+    clients: [process.pid],
+  };
+}
+
 async function rates(probeFor: (url: string) => Promise<HealthProbe>): Promise<RateRow[]> {
   const rows: RateRow[] = [];
   for (const clients of CONCURRENCIES) {
     let raw = { rate: Number.NaN, errors: 0 };
+    let rawCpu: CpuSpent | null = null;
     if (RAW) {
       log(`C=${clients}: ${JOBS} jobs straight to slurmrestd…`);
+      const groups = clusterGroups();
+      const before = cpuSnapshot(groups);
       raw = await rawRate(clients, JOBS, `raw${clients}`);
+      rawCpu = cpuSpent(before, cpuSnapshot(groups), JOBS, availableParallelism());
       await clearJobs();
     }
     log(`C=${clients}: ${JOBS} jobs through schedflow…`);
@@ -256,6 +273,8 @@ async function rates(probeFor: (url: string) => Promise<HealthProbe>): Promise<R
     });
     const probe = await probeFor(run.daemon.apiUrl);
     await sleep(3000);
+    const groups = { ...clusterGroups(), daemon: [run.pid], 'its Redis': [run.daemon.privateRedisPid() ?? -1] };
+    const machineBefore = cpuSnapshot(groups);
     const before = usage(run.pid);
     const {
       result: seconds,
@@ -263,6 +282,7 @@ async function rates(probeFor: (url: string) => Promise<HealthProbe>): Promise<R
       worstMs,
     } = await healthWhile(probe, submitThrough(run, clients, JOBS, `sf${clients}`));
     const cpuSec = usage(run.pid).cpuSec - before.cpuSec;
+    const schedflowCpu = cpuSpent(machineBefore, cpuSnapshot(groups), JOBS, availableParallelism());
     probe.stop();
     const one = await exactlyOne(`sf${clients}`, JOBS);
     await stopDaemon(run);
@@ -271,6 +291,8 @@ async function rates(probeFor: (url: string) => Promise<HealthProbe>): Promise<R
       clients,
       raw: raw.rate,
       schedflow: JOBS / seconds,
+      rawCpu,
+      schedflowCpu,
       cpuMsPerJob: (cpuSec * 1000) / JOBS,
       healthP99: p99Ms,
       healthMax: worstMs,
@@ -462,6 +484,30 @@ async function endsRun(): Promise<EndsResult> {
   };
 }
 
+/**
+ * What every process on the machine spent per job, straight to slurmrestd and through
+ * schedflow: with the cluster on the same cores, schedflow's rate is at most the cores over the
+ * sum of a job's CPU in every process, so for 0.8 × slurmrestd's rate the daemon, its Redis and
+ * the clients together may add only a quarter of what a job costs the machine without them.
+ */
+function machineCpuTable(rows: RateRow[]): string[] {
+  const groups = ['slurmctld+slurmrestd', 'slurmdbd+mariadb', 'daemon', 'its Redis', 'clients', 'other'];
+  const line = (label: string, rate: number, cpu: CpuSpent) => {
+    const total = groups.reduce((sum, g) => sum + (cpu.msPerJob[g] ?? 0), 0);
+    const cells = groups.map((g) => (cpu.msPerJob[g] === undefined ? '' : cpu.msPerJob[g].toFixed(2)));
+    return `| ${label} | ${rate.toFixed(0)} | ${(cpu.machineBusy * 100).toFixed(0)} % | ${cells.join(' | ')} | ${total.toFixed(2)} |`;
+  };
+  return [
+    `| the machine's CPU ms per job (${availableParallelism()} cores) | jobs/s | machine busy | ${groups.join(' | ')} | total |`,
+    `|---|---|---|${groups.map(() => '---|').join('')}---|`,
+    ...rows.flatMap((r) => [
+      ...(r.rawCpu ? [line(`C = ${r.clients}, slurmrestd straight`, r.raw, r.rawCpu)] : []),
+      line(`C = ${r.clients}, through schedflow`, r.schedflow, r.schedflowCpu),
+    ]),
+    '',
+  ];
+}
+
 try {
   log(`the cluster at ${real.url}; the daemons in ${root}; clearing alice's jobs…`);
   await clearJobs();
@@ -477,6 +523,7 @@ try {
           `| C = ${r.clients} | ${r.raw.toFixed(0)} | ${r.schedflow.toFixed(0)} | ${(r.schedflow / r.raw).toFixed(2)} | ${r.cpuMsPerJob.toFixed(2)} | ${r.healthP99.toFixed(0)} (${r.healthMax.toFixed(0)}) | ${r.one.what} |`,
       ),
       '',
+      ...machineCpuTable(rows),
     );
     for (const r of rows) {
       if (RAW && r.clients >= 4)
