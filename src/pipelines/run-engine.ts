@@ -27,7 +27,6 @@ import { addDelivery } from '../db/webhooks.js';
 import { ConfigError, SchedflowError } from '../errors.js';
 import { assertNever } from '../lib/assert-never.js';
 import { type Clock, systemClock } from '../lib/clock.js';
-import { timeOrderedId } from '../lib/time-ordered-id.js';
 import { runFinishedBody } from '../notify/events.js';
 import { enqueueAccepted, recordRequest } from '../requests/accept.js';
 import type { AttemptDeps } from '../requests/attempts.js';
@@ -311,7 +310,7 @@ export async function addSteps(
 ): Promise<string[]> {
   const ids: string[] = [];
   for (const plan of steps) {
-    const id = timeOrderedId(at);
+    const id = randomUUID();
     // Recorded `accepted` with the run (or its retry); queued once that commit is in (queueSteps).
     // One after another: they share the caller's transaction.
     await recordRequest(h, {

@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import { DEFAULT_OWNER } from '../access/principal.js';
 import { checkTokenAdmission, profileRefusal, tokenNameOfActor } from '../access/quota.js';
 import { type AuditEntry, appendAudit } from '../db/audit.js';
@@ -9,7 +10,6 @@ import type { AttemptPolicy, Deadlines, RetryCause, TransitionSource } from '../
 import { commitEach, type Outcome } from '../db/shared-commit.js';
 import { AdmissionRefusedError } from '../errors.js';
 import { type Clock, systemClock } from '../lib/clock.js';
-import { timeOrderedId } from '../lib/time-ordered-id.js';
 import { addSubmitJob, addSubmitJobs, type EnqueueOutcome, type SubmitQueueDeps } from '../queue/submit-queue.js';
 import { parseArrayExpression, taskCountOf } from '../sched/job-array.js';
 import type { JobSpec } from '../sched/job-spec.js';
@@ -242,7 +242,7 @@ export async function acceptSubmission(
   }
   const refused = deps.refusal?.(profile, input.spec);
   if (refused) throw refused;
-  const id = input.requestId ?? timeOrderedId(at);
+  const id = input.requestId ?? randomUUID();
   const source = input.origin === 'cli' ? 'cli' : 'api';
   await accept(deps, {
     id,

@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import { tasksOf } from '../db/array-tasks.js';
 import { appendAudit } from '../db/audit.js';
 import type { History } from '../db/history.js';
@@ -5,7 +6,6 @@ import { getRequest } from '../db/requests.js';
 import type { TransitionSource } from '../db/schema.js';
 import { NoTasksToRetryError, RequestNotFoundError, SchedflowError } from '../errors.js';
 import { systemClock } from '../lib/clock.js';
-import { timeOrderedId } from '../lib/time-ordered-id.js';
 import {
   type ArrayExpression,
   formatIndexes,
@@ -68,7 +68,7 @@ export async function retryArrayTasks(
     throw error;
   }
   const { original, spec, indexes, array } = planned;
-  const id = retry.newRequestId ?? timeOrderedId();
+  const id = retry.newRequestId ?? randomUUID();
   await accept(deps, {
     id,
     profile: original.profile,

@@ -1,9 +1,9 @@
+import { randomUUID } from 'node:crypto';
 import { DAEMON_ACTOR } from '../access/principal.js';
 import type { History } from '../db/history.js';
 import { dueAttempts, getRequest, laterAttempts, patchRequest, retryDueAtLocked } from '../db/requests.js';
 import type { AttemptPolicy, JobRequestRow } from '../db/schema.js';
 import { systemClock } from '../lib/clock.js';
-import { timeOrderedId } from '../lib/time-ordered-id.js';
 import type { Logger } from '../logger.js';
 import type { JobSpec } from '../sched/job-spec.js';
 import { type AcceptDeps, accept, type RequestToRecord, recordRequest } from './accept.js';
@@ -177,7 +177,7 @@ export function attemptRequest(
   at: number,
 ): RequestToRecord & { attempt: number; firstAttemptId: string } {
   return {
-    id: timeOrderedId(at),
+    id: randomUUID(),
     profile: row.profile,
     name: row.name,
     spec,

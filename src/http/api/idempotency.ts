@@ -179,15 +179,9 @@ function send(reply: FastifyReply, answer: Answer): FastifyReply {
   return reply.code(answer.status).send(answer.body);
 }
 
-/**
- * A UUID-shaped name derived from the claim (version 8: custom): the reservation's time in
- * milliseconds first, as in the ids the daemon makes (src/lib/time-ordered-id.ts), so that
- * requests of clients that send keys are time-ordered in the history's indexes too; then the
- * claim's hash. The same on every retry: the time is the reservation's, kept with the key.
- */
+/** A UUID-shaped name derived from the claim (version 8: custom). */
 function stableId(tokenId: string, key: string, bodyHash: string, reservedAt: number): string {
-  const hash = createHash('sha256').update(`${tokenId}\0${key}\0${bodyHash}\0${reservedAt}`).digest('hex');
-  const hex = reservedAt.toString(16).padStart(12, '0').slice(-12) + hash.slice(12);
+  const hex = createHash('sha256').update(`${tokenId}\0${key}\0${bodyHash}\0${reservedAt}`).digest('hex');
   const variant = ((Number.parseInt(hex.slice(16, 17), 16) & 0x3) | 0x8).toString(16);
   return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-8${hex.slice(13, 16)}-${variant}${hex.slice(17, 20)}-${hex.slice(20, 32)}`;
 }
