@@ -68,11 +68,17 @@ export class PipelineRegistry implements PipelineService {
   #onReload: (() => Promise<void>) | null = null;
   /** The load under way: loads run one at a time, and a change during one is read by the next. */
   #loading: Promise<void> = Promise.resolve();
-  /** Whether this process has made its first catch-up pass (see catchUp). */
+  /**
+   * Until this process's first catch-up pass has run, when its job schedulers began to be
+   * registered (its start, without the scheduler role): ticks since are theirs (see catchUp).
+   */
+  #schedulersSince: number;
+  #schedulersSynced = false;
   #caughtUpOnce = false;
 
   constructor(deps: RegistryDeps) {
     this.#deps = deps;
+    this.#schedulersSince = this.#now();
   }
 
   /** The daemon's clock, the run engine's (src/lib/clock.ts). */
@@ -455,11 +461,11 @@ export class PipelineRegistry implements PipelineService {
     const { store } = this.#deps;
     const pauses = await schedulePauses(store);
     // A running process leaves the last minute to its job schedulers (fire takes a tick up to
-    // LATE_TICK_MS late). The first pass owns it too: a tick in that minute before this start
-    // has no scheduler to fire it, and a later pass would make it a second catch-up of one
-    // downtime. A tick fired by both still gets one run (its tick is unique).
-    const until = this.#caughtUpOnce ? now - LATE_TICK_MS : now;
-    this.#caughtUpOnce = true;
+    // LATE_TICK_MS late). The first pass owns that minute up to when they were registered: a
+    // tick in it before this start has no scheduler to fire it, and a later pass would make it
+    // a second catch-up of one downtime. Not beyond: a tick since is the schedulers', and would
+    // take the place of the one really missed under `catchup: latest`.
+    const until = this.#caughtUpOnce ? now - LATE_TICK_MS : Math.min(now, this.#schedulersSince);
     let queued = 0;
     for (const pipeline of this.#loaded.values()) {
       const schedule = pipeline.def.schedule;
@@ -492,11 +498,17 @@ export class PipelineRegistry implements PipelineService {
       // Two hosts catching up at once fire the same ticks: a fire job's id, and a tick's one run, make them once.
       await upsertSchedule(store, pipeline.name, until, this.#now());
     }
+    // Only once every pipeline has had it: a pass that failed half-way is the first again.
+    this.#caughtUpOnce = true;
     return queued;
   }
 
   /** Registers each scheduled, enabled and not paused pipeline as a BullMQ job scheduler and removes the others. */
   async syncSchedules(): Promise<void> {
+    if (!this.#schedulersSynced) {
+      this.#schedulersSynced = true;
+      this.#schedulersSince = this.#now();
+    }
     const { queue } = this.#deps;
     const pauses = await schedulePauses(this.#deps.store);
     const wanted = new Set<string>();
