@@ -18,14 +18,18 @@ export function daemonSettings(): Record<string, string> {
 
 export const TICKS_PER_SEC = 100; // USER_HZ on Linux
 
-/** The daemon's CPU seconds so far (user + system) and its resident memory, from /proc. */
-export function usage(pid: number): { cpuSec: number; rssMb: number } {
+/** A process's CPU seconds so far, user + system, every thread of it, from /proc. */
+export function cpuSecOf(pid: number): number {
   const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
   // Fields after the command name (which may hold spaces) start after the last ')'.
   const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-  const ticks = Number(fields[11]) + Number(fields[12]);
+  return (Number(fields[11]) + Number(fields[12])) / TICKS_PER_SEC;
+}
+
+/** The daemon's CPU seconds so far (user + system) and its resident memory, from /proc. */
+export function usage(pid: number): { cpuSec: number; rssMb: number } {
   const rssKb = Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1] ?? 0);
-  return { cpuSec: ticks / TICKS_PER_SEC, rssMb: rssKb / 1024 };
+  return { cpuSec: cpuSecOf(pid), rssMb: rssKb / 1024 };
 }
 
 export function percentile(sorted: number[], p: number): number {

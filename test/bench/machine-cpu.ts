@@ -1,5 +1,5 @@
 import { readdirSync, readFileSync } from 'node:fs';
-import { TICKS_PER_SEC } from './daemon-probe.js';
+import { cpuSecOf, TICKS_PER_SEC } from './daemon-probe.js';
 
 /**
  * The machine's CPU during a run, by process: on a machine the cluster shares, a rate is bound
@@ -28,11 +28,10 @@ export function pidsNamed(...names: string[]): number[] {
   return pids;
 }
 
-function cpuSecOf(pid: number): number {
+/** 0 for a process that is gone (or was never found: the bench's pid -1). */
+function cpuSecOrNone(pid: number): number {
   try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    return (Number(fields[11]) + Number(fields[12])) / TICKS_PER_SEC;
+    return cpuSecOf(pid);
   } catch {
     return 0;
   }
@@ -48,7 +47,8 @@ function machineBusySec(): number {
 
 export function cpuSnapshot(groups: CpuGroups): CpuSnapshot {
   const byGroup: Record<string, number> = {};
-  for (const [name, pids] of Object.entries(groups)) byGroup[name] = pids.reduce((sum, pid) => sum + cpuSecOf(pid), 0);
+  for (const [name, pids] of Object.entries(groups))
+    byGroup[name] = pids.reduce((sum, pid) => sum + cpuSecOrNone(pid), 0);
   return { at: performance.now(), byGroup, machineBusySec: machineBusySec() };
 }
 
