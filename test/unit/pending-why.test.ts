@@ -1,5 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
+import { BACKOFF_MAX, nextSpacingMs } from '../../src/requests/pending-details.js';
 import { codecFor } from '../../src/sched/codecs/codec.js';
 import { explainReason, isKnownReason } from '../../src/sched/slurm-reasons.js';
 import { StartForecast } from '../../src/sim/start-forecast.js';
@@ -123,5 +124,20 @@ describe("the simulator's start forecast", () => {
   it('gives none behind a job without a time limit', () => {
     const forecast = new StartForecast(100, 0, [{ cpus: 2, endSec: null }]);
     expect(forecast.place(1, 60)).toBe(0);
+  });
+});
+
+describe("the spacing of a pending job's reads", () => {
+  it('doubles while the record says the same, up to BACKOFF_MAX intervals, and starts again at a change', () => {
+    let spacing = nextSpacingMs(30_000, undefined, true);
+    expect(spacing).toBe(30_000);
+    const seen = [spacing];
+    for (let i = 0; i < 5; i++) {
+      spacing = nextSpacingMs(30_000, spacing, true);
+      seen.push(spacing);
+    }
+    expect(seen).toEqual([30_000, 60_000, 120_000, 240_000, 240_000, 240_000]);
+    expect(BACKOFF_MAX * 30_000).toBe(240_000);
+    expect(nextSpacingMs(30_000, 240_000, false)).toBe(30_000);
   });
 });
