@@ -420,6 +420,11 @@ interface EndsResult {
   seconds: number;
   intervalSec: number;
   recorded: number;
+  /**
+   * From the cancel's answer to when slurmdbd had written the last end (its job table's
+   * `mod_time`, whole seconds, so up to a second early); null where it cannot be read.
+   */
+  slurmdbdSec: number | null;
   /** The poll cycles after the cancel: when each started (seconds after the cancel's answer), what it asked. */
   cycles: { startSec: number; requests: number; byEndpoint: Record<string, number> }[];
 }
@@ -461,7 +466,12 @@ async function endsRun(): Promise<EndsResult> {
     await sleep(20);
   }
   const doneAt = performance.now();
+  const endedAtWall = Date.now() - (doneAt - endedAt);
   const done = (recorded.get() as { n: number }).n;
+  const ids = run.history
+    .prepare("select min(job_id) as lo, max(job_id) as hi from job_requests where name like 'ends-%'")
+    .get() as { lo: number | null; hi: number | null };
+  const written = ids.lo !== null && ids.hi !== null ? await real.endsWrittenAt(ids.lo, ids.hi) : null;
   await stopDaemon(run);
   await proxy.close();
   await clearJobs();
@@ -480,6 +490,7 @@ async function endsRun(): Promise<EndsResult> {
     seconds: (doneAt - endedAt) / 1000,
     intervalSec,
     recorded: done,
+    slurmdbdSec: written && written.ended >= done ? written.atSec - endedAtWall / 1000 : null,
     cycles,
   };
 }
@@ -568,6 +579,9 @@ try {
     lines.push(
       `${ENDS} held jobs cancelled at once (one DELETE /slurm/v0.0.44/jobs/ for alice's, ${e.cancelSec.toFixed(1)} s): ${e.recorded} ends recorded ${e.seconds.toFixed(1)} s after the last ended, ${(e.seconds / e.intervalSec).toFixed(1)} poll intervals (${e.intervalSec.toFixed(1)} s)`,
       `while the ${ENDS} jobs waited held: ${e.idleCpuPerCycleMs.toFixed(0)} ms of daemon CPU per poll cycle`,
+      e.slurmdbdSec === null
+        ? 'when slurmdbd had written the last end: unknown (its database could not be read)'
+        : `slurmdbd had written the last end ${Math.max(0, e.slurmdbdSec).toFixed(0)} to ${(e.slurmdbdSec + 1).toFixed(0)} s after the last ended (its job table's mod_time): accounting, which has an end's times, can have none sooner`,
       '| poll cycle after the cancel | started (s after the last end) | upstream requests | by kind |',
       '|---|---|---|---|',
       ...e.cycles.map(

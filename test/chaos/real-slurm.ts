@@ -101,6 +101,25 @@ export class RealSlurm {
       }));
   }
 
+  /**
+   * When slurmdbd had written the ends of the jobs with ids from `fromJobId` to `toJobId`: the
+   * latest `mod_time` (whole seconds) of their records in its own job table, read from MariaDB
+   * as cluster.sh set it up (database `realslurm_<port base>`, cluster `real`), with how many of
+   * them have ended there; null where that cannot be read. What no poller can be ahead of:
+   * accounting has an end's times only once slurmdbd has written it.
+   */
+  async endsWrittenAt(fromJobId: number, toJobId: number): Promise<{ atSec: number; ended: number } | null> {
+    const db = `realslurm_${Number(process.env.SLURM_PORT_BASE ?? 27817)}`;
+    const query = `select coalesce(max(mod_time), 0), count(*) from real_job_table where id_job between ${Math.trunc(fromJobId)} and ${Math.trunc(toJobId)} and time_end > 0`;
+    try {
+      const { stdout } = await exec('mysql', ['-N', '-B', '-u', 'root', db, '-e', query], { timeout: 30_000 });
+      const [atSec, ended] = stdout.trim().split('\t').map(Number);
+      return atSec && ended !== undefined ? { atSec, ended } : null;
+    } catch {
+      return null;
+    }
+  }
+
   /** Stops one daemon of the cluster as an outage would: SIGKILL (test/slurm/cluster.ts does the same). */
   async kill(name: 'slurmctld' | 'slurmdbd'): Promise<void> {
     const pid = Number(readFileSync(join(RUN_DIR, 'run', `${name}.pid`), 'utf8').trim());
