@@ -25,9 +25,12 @@ describe('two worker processes under one budget', () => {
     const dataDir = join(root, 'data');
     const configDir = join(root, 'config');
     dproc.redis = await startTestRedis();
-    // The proxy's limit 3 at once and 4/s; the profile's budget below it, 2 and 3/s: low enough
-    // that the budget, not the workers' own speed, sets the pace.
-    dproc.sim = await startSim({ cpus: 64, simulatedRuntimeSec: 2, rateLimit: { capacity: 3, refillPerSecond: 4 } });
+    // The proxy's limit 4 at once and 4/s; the profile's budget below it, 2 and 3/s: low enough
+    // that the budget, not the workers' own speed, sets the pace. Two workers each with a budget
+    // of their own go at 6/s, past the proxy's 4/s whatever its burst. The proxy's burst is two
+    // above the budget's: requests taken from the budget apart can reach the proxy together
+    // when a loaded suite holds them in transit (with a burst of 3, 2 of 42 were refused so).
+    dproc.sim = await startSim({ cpus: 64, simulatedRuntimeSec: 2, rateLimit: { capacity: 4, refillPerSecond: 4 } });
     dproc.proxy = await startFlakyProxy(dproc.sim.url);
     writeProfile(configDir, dproc.proxy.url, { rateLimit: { capacity: 2, refillPerSecond: 3 } });
     const workDir = mkdtempSync(join(tmpdir(), 'schedflow-budget-jobs-'));
@@ -83,7 +86,7 @@ describe('two worker processes under one budget', () => {
     const submits = sent.filter((r) => r.method === 'POST').length;
     const perSec = (sent.length / elapsedMs) * 1000;
     console.log(
-      `two workers, one budget (2 + 3/s; proxy 3 + 4/s): ${sent.length} upstream requests (${submits} submits) in ${elapsedMs} ms, ${perSec.toFixed(1)}/s, ${refused} answered 429`,
+      `two workers, one budget (2 + 3/s; proxy 4 + 4/s): ${sent.length} upstream requests (${submits} submits) in ${elapsedMs} ms, ${perSec.toFixed(1)}/s, ${refused} answered 429`,
     );
     for (const p of processes) expect((await p.stop('SIGTERM')).code).toBe(143);
 

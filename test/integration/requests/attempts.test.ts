@@ -97,16 +97,17 @@ describe('retry policies of job requests', () => {
   }, 40_000);
 
   it("a TIMEOUT grows the time limit, within the policy's bound and the partition's MaxTime, read from the controller", async () => {
-    // 30× time: a minute of time limit is 2 s. The partition allows 2 minutes. The job that
-    // fits runs 2.8 s: past 2 s, and 1.2 s within 4 s for starting beside a loaded suite.
-    const sim = await env.sim({ timeScale: 30, partitions: [{ name: 'debug', default: true, maxTimeMin: 2 }] });
+    // 20× time: a minute of time limit is 3 s. The partition allows 2 minutes. The job that
+    // fits runs 4 s: past 3 s, and 2 s within 6 s for starting beside a loaded suite (with 1.2 s,
+    // at 30×, a full suite on 2 cores once started it too late to end in time).
+    const sim = await env.sim({ timeScale: 20, partitions: [{ name: 'debug', default: true, maxTimeMin: 2 }] });
     const td = await env.daemon(sim.url, FAST);
     const fits = await submit(td, {
-      spec: { ...shellSpec('slow', 'sleep 2.8', sim.workDir), partition: 'debug', time_limit: 1 },
+      spec: { ...shellSpec('slow', 'sleep 4', sim.workDir), partition: 'debug', time_limit: 1 },
       retry: { on: ['TIMEOUT'], limit: 3, escalate: { time_limit: { factor: 2, max: 2 } } },
     });
     const neverFits = await submit(td, {
-      spec: { ...shellSpec('slower', 'sleep 8', sim.workDir), partition: 'debug', time_limit: 1 },
+      spec: { ...shellSpec('slower', 'sleep 12', sim.workDir), partition: 'debug', time_limit: 1 },
       webhook_url: HOOK,
       retry: { on: ['TIMEOUT'], limit: 3, escalate: { time_limit: { factor: 3, max: '1:00:00' } } },
     });
