@@ -38,18 +38,63 @@ const NO_REASON_AGAIN_MS = 5000;
 export const BACKOFF_MAX = 8;
 
 /** When a pending request's record was last read, and how long after it is read again. */
-interface LastRead {
+export interface LastRead {
   at: number;
   everyMs: number;
 }
 
+/** What one read found of a job: whether its reason and forecast were as recorded, and whether it had a reason. */
+export interface ReadOutcome {
+  id: string;
+  /** False too when the job was not found, or no longer pending: read again at the base spacing. */
+  unchanged: boolean;
+  noReason: boolean;
+}
+
+/** The pending jobs whose next read is due at `now` (every job never read is). */
+export function dueForRead<R extends { id: string }>(
+  pending: readonly R[],
+  read: ReadonlyMap<string, LastRead>,
+  now: number,
+): R[] {
+  return pending.filter((row) => {
+    const last = read.get(row.id);
+    return last === undefined || now - last.at >= last.everyMs;
+  });
+}
+
 /**
- * The spacing of a job's next read: `everyMs` when its reason or forecast changed (or it was
- * never read), twice the last spacing while they stay the same, up to BACKOFF_MAX intervals.
+ * When each job read at `now` is read next. A change (or a first read) starts again at the base
+ * spacing: `everyMs`, or sooner for a job slurmctld has not given a reason yet (its first one
+ * comes within seconds). While a job's record says the same, each read that was due doubles its
+ * spacing, up to BACKOFF_MAX intervals; a read before it was due (a listing made for others)
+ * keeps it. The unchanged jobs of one listing (`together`) share the longest of their spacings,
+ * so that jobs first read at different times come due at once: one listing, not one each.
  */
-export function nextSpacingMs(everyMs: number, last: number | undefined, unchanged: boolean): number {
-  if (!unchanged || last === undefined) return everyMs;
-  return Math.min(last * 2, everyMs * BACKOFF_MAX);
+export function nextReads(
+  outcomes: readonly ReadOutcome[],
+  read: ReadonlyMap<string, LastRead>,
+  now: number,
+  everyMs: number,
+  together: boolean,
+): Map<string, LastRead> {
+  const next = new Map<string, LastRead>();
+  let shared = 0;
+  for (const { id, unchanged, noReason } of outcomes) {
+    const base = noReason ? Math.min(everyMs, NO_REASON_AGAIN_MS) : everyMs;
+    const last = read.get(id);
+    let spacing = base;
+    if (unchanged && last !== undefined) {
+      const wasDue = now - last.at >= last.everyMs;
+      spacing = wasDue ? Math.min(Math.max(last.everyMs * 2, base), everyMs * BACKOFF_MAX) : last.everyMs;
+      if (together) shared = Math.max(shared, spacing);
+    }
+    next.set(id, { at: now, everyMs: spacing });
+  }
+  if (together && shared > 0) {
+    for (const { id, unchanged } of outcomes) if (unchanged && read.has(id)) next.set(id, { at: now, everyMs: shared });
+  }
+  return next;
 }
 
 /** Each pending request's last read, per profile connection (in memory: a restart reads them again). */
@@ -86,18 +131,13 @@ export async function refreshPendingDetails(
   );
   const still = new Set(pending.map((row) => row.id));
   for (const id of read.keys()) if (!still.has(id)) read.delete(id);
-  const due = pending.filter((row) => {
-    const last = read.get(row.id);
-    if (last === undefined) return true;
-    // A job slurmctld has not evaluated yet has no reason: its first one comes within seconds.
-    const dueAfterMs = row.reason === null ? Math.min(everyMs, NO_REASON_AGAIN_MS) : last.everyMs;
-    return now - last.at >= dueAfterMs;
-  });
+  const due = dueForRead(pending, read, now);
   if (due.length === 0) return none;
   if (client.submissionsWaiting() || client.isRateLimited()) return none;
 
   const records = new Map<number, SchedJob>();
   let requests = 0;
+  let listed = false;
   if (due.length <= ONE_BY_ONE_MAX) {
     for (const row of due) {
       requests++;
@@ -125,29 +165,36 @@ export async function refreshPendingDetails(
         jobIds: new Set(pending.map((row) => row.jobId as number)),
       });
       for (const job of listing.data.jobs) records.set(job.job_id, job);
+      listed = true;
     } catch (error) {
       if (!(error instanceof SchedflowError)) throw error;
       deps.logger.debug({ code: error.code, err: error }, 'pending details unavailable');
     }
   }
 
-  // A listing has every pending job's record, due or not: each is taken as read, so that jobs
-  // submitted over a while come due together, one listing an interval, not one every cycle.
-  const readNow = due.length <= ONE_BY_ONE_MAX ? due : pending;
-  let changed = 0;
+  // A listing that answered has every pending job's record, due or not: each is taken as read
+  // (one it lacks too, or it would be due again every cycle), so that jobs submitted over a
+  // while come due together, one listing an interval, not one every cycle.
+  const together = due.length > ONE_BY_ONE_MAX;
+  const readNow = together ? (listed ? pending : []) : due.filter((row) => records.has(row.jobId as number));
+  const outcomes: ReadOutcome[] = [];
+  const writes: { row: TrackedRequest; reason: string | null; expectedStartAt: number | null }[] = [];
   for (const row of readNow) {
     const job = records.get(row.jobId as number);
-    if (!job) continue;
-    if (job.state !== 'PENDING' || job.array_job_id !== null) {
-      read.set(row.id, { at: now, everyMs });
+    if (job?.state !== 'PENDING' || job.array_job_id !== null) {
+      outcomes.push({ id: row.id, unchanged: false, noReason: false });
       continue;
     }
     const expectedStartAt = job.expected_start != null ? job.expected_start * 1000 : null;
     const unchanged = row.reason === job.reason && row.expectedStartAt === expectedStartAt;
-    read.set(row.id, { at: now, everyMs: nextSpacingMs(everyMs, read.get(row.id)?.everyMs, unchanged) });
-    if (unchanged) continue;
+    outcomes.push({ id: row.id, unchanged, noReason: job.reason === null });
+    if (!unchanged) writes.push({ row, reason: job.reason, expectedStartAt });
+  }
+  for (const [id, next] of nextReads(outcomes, read, now, everyMs, together)) read.set(id, next);
+  let changed = 0;
+  for (const { row, reason, expectedStartAt } of writes) {
     // Only while the request is still pending: a start written meanwhile wins.
-    changed += await updateRequest(deps.store, row.id, { reason: job.reason, expectedStartAt }, 'pending');
+    changed += await updateRequest(deps.store, row.id, { reason, expectedStartAt }, 'pending');
   }
   return { requests, changed };
 }

@@ -490,7 +490,7 @@ async function endsRun(): Promise<EndsResult> {
     seconds: (doneAt - endedAt) / 1000,
     intervalSec,
     recorded: done,
-    slurmdbdSec: written && written.ended >= done ? written.atSec - endedAtWall / 1000 : null,
+    slurmdbdSec: written && done >= ENDS && written.ended >= ENDS ? written.atSec - endedAtWall / 1000 : null,
     cycles,
   };
 }

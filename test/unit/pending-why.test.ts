@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import { BACKOFF_MAX, nextSpacingMs } from '../../src/requests/pending-details.js';
+import { BACKOFF_MAX, dueForRead, type LastRead, nextReads } from '../../src/requests/pending-details.js';
 import { codecFor } from '../../src/sched/codecs/codec.js';
 import { explainReason, isKnownReason } from '../../src/sched/slurm-reasons.js';
 import { StartForecast } from '../../src/sim/start-forecast.js';
@@ -128,16 +128,73 @@ describe("the simulator's start forecast", () => {
 });
 
 describe("the spacing of a pending job's reads", () => {
-  it('doubles while the record says the same, up to BACKOFF_MAX intervals, and starts again at a change', () => {
-    let spacing = nextSpacingMs(30_000, undefined, true);
-    expect(spacing).toBe(30_000);
-    const seen = [spacing];
-    for (let i = 0; i < 5; i++) {
-      spacing = nextSpacingMs(30_000, spacing, true);
-      seen.push(spacing);
+  const EVERY = 30_000;
+  /** Reads one job each time it is due, its record saying the same: the spacings it gets. */
+  function spacingsWhileUnchanged(reads: number, noReason = false): number[] {
+    const read = new Map<string, LastRead>();
+    let now = 0;
+    const seen: number[] = [];
+    for (let i = 0; i < reads; i++) {
+      expect(dueForRead([{ id: 'a' }], read, now)).toHaveLength(1);
+      const next = nextReads([{ id: 'a', unchanged: true, noReason }], read, now, EVERY, false).get('a') as LastRead;
+      read.set('a', next);
+      seen.push(next.everyMs);
+      // Not due a moment before its spacing ends.
+      expect(dueForRead([{ id: 'a' }], read, now + next.everyMs - 1)).toHaveLength(0);
+      now += next.everyMs;
     }
-    expect(seen).toEqual([30_000, 60_000, 120_000, 240_000, 240_000, 240_000]);
-    expect(BACKOFF_MAX * 30_000).toBe(240_000);
-    expect(nextSpacingMs(30_000, 240_000, false)).toBe(30_000);
+    return seen;
+  }
+
+  it('doubles while the record says the same, up to BACKOFF_MAX intervals', () => {
+    expect(spacingsWhileUnchanged(6)).toEqual([30_000, 60_000, 120_000, 240_000, 240_000, 240_000]);
+    expect(BACKOFF_MAX * EVERY).toBe(240_000);
+  });
+
+  it('a job without a reason is read again after 5 s at first, then less often too: never every cycle for good', () => {
+    expect(spacingsWhileUnchanged(7, true)).toEqual([5_000, 10_000, 20_000, 40_000, 80_000, 160_000, 240_000]);
+  });
+
+  it('starts again at the interval on a change, or when the job was not found', () => {
+    const read = new Map<string, LastRead>([
+      ['a', { at: 0, everyMs: 240_000 }],
+      ['b', { at: 0, everyMs: 240_000 }],
+    ]);
+    const next = nextReads(
+      [
+        { id: 'a', unchanged: false, noReason: false },
+        { id: 'b', unchanged: false, noReason: false },
+      ],
+      read,
+      240_000,
+      EVERY,
+      false,
+    );
+    expect([...next.values()]).toEqual([
+      { at: 240_000, everyMs: EVERY },
+      { at: 240_000, everyMs: EVERY },
+    ]);
+  });
+
+  it('a read before it was due keeps the spacing; one listing gives its unchanged jobs one spacing, so they come due together', () => {
+    // a: read at 0, due at 120 s; b: read at 50 s, due at 110 s; c: never read.
+    const read = new Map<string, LastRead>([
+      ['a', { at: 0, everyMs: 120_000 }],
+      ['b', { at: 50_000, everyMs: 60_000 }],
+    ]);
+    const now = 110_000;
+    expect(dueForRead([{ id: 'a' }, { id: 'b' }, { id: 'c' }], read, now).map((r) => r.id)).toEqual(['b', 'c']);
+    const outcomes = [
+      { id: 'a', unchanged: true, noReason: false },
+      { id: 'b', unchanged: true, noReason: false },
+      { id: 'c', unchanged: false, noReason: false },
+    ];
+    // Read one by one, a (not due) would keep 120 s and b (due) double to 120 s.
+    expect(nextReads(outcomes.slice(0, 2), read, now, EVERY, false).get('a')?.everyMs).toBe(120_000);
+    const listed = nextReads(outcomes, read, now, EVERY, true);
+    expect(listed.get('a')).toEqual({ at: now, everyMs: 120_000 });
+    expect(listed.get('b')).toEqual({ at: now, everyMs: 120_000 });
+    // A change, or a first read, starts again at the interval.
+    expect(listed.get('c')).toEqual({ at: now, everyMs: EVERY });
   });
 });

@@ -215,43 +215,4 @@ describe('what it costs', () => {
       await own.stop();
     }
   }, 120_000);
-  it('a job whose reason and forecast stay the same is read half as often each time', async () => {
-    const own = await startSim({ cpus: 1 });
-    const proxy = await startFlakyProxy(own.url);
-    const daemon = await startTestDaemon(proxy.url, redis.url, { pendingDetailsEveryMs: 1000 });
-    try {
-      const submit = (name: string, script: string) =>
-        daemon.daemon.submit({
-          spec: spec(own, { name, script, time_limit: 5 }),
-          owner: 'default',
-          actor: 'test',
-          origin: 'api',
-        });
-      await daemon.waitForState(await submit('blocker', '#!/bin/sh\nsleep 300\n'), 'running');
-      const waiter = await submit('waiter', '#!/bin/sh\ntrue\n');
-      const jobId = (await daemon.waitForState(waiter, 'pending')).jobId;
-      // Behind the blocker, its reason (Resources) and forecast (the blocker's time limit) stay
-      // the same: read at 1 s, then 2, 4 and 8 s apart (each at the first poll cycle after).
-      const isRead = (r: RecordedRequest) => r.method === 'GET' && new RegExp(`/job/${jobId}(\\?|$)`).test(r.url);
-      const reads = await waitFor(
-        async () => {
-          const seen = proxy.requests.filter(isRead);
-          return seen.length >= 5 ? seen.map((r) => r.atMs) : undefined;
-        },
-        { what: 'five reads of the pending job', timeoutMs: 60_000 },
-      );
-      const gaps = reads.slice(1).map((at, i) => at - (reads[i] as number));
-      // Poll cycles come every 2 s here (the cache lifetime): a read waits for the first cycle past its spacing.
-      expect(gaps[3]).toBeGreaterThanOrEqual(7_500);
-      expect(gaps[3]).toBeGreaterThan(2 * (gaps[0] as number));
-      // Still pending and unchanged: the spacing stops at 8 intervals, it never stops being read.
-      const row = await getRequest(daemon.daemon.history.store, waiter);
-      expect(row?.state).toBe('pending');
-      expect(row?.reason).toBe('Resources');
-    } finally {
-      await daemon.stop();
-      await proxy.close();
-      await own.stop();
-    }
-  }, 120_000);
 });
