@@ -21,8 +21,9 @@ import type { PollDeps } from './poll-deps.js';
  * and their listing (every user's jobs: 6.7 s of slurmrestd for 5,000 on a real Slurm 25.11.7)
  * every 30 s took a fifth of a core of the cluster's, for nothing new. Up to
  * {@link ONE_BY_ONE_MAX} due jobs are read one by one (`GET …/job/{id}`, small answers); beyond,
- * one controller listing serves them all, and every other pending job, due or not. Never while submissions wait for the profile's request
- * budget or its proxy rate-limits it: a forecast can wait, a submission should not.
+ * one controller listing serves them all, and every other pending job, due or not. Never while
+ * submissions wait for the profile's request budget or its proxy rate-limits it: a forecast can
+ * wait, a submission should not.
  */
 
 /** Due jobs read one `GET …/job/{id}` each; more than this, and one listing is cheaper. */

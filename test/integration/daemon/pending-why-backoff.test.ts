@@ -1,11 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { getRequest } from '../../../src/db/requests.js';
-import { startTestDaemon } from '../../helpers/daemon.js';
-import { type RecordedRequest, startFlakyProxy } from '../../helpers/flaky-proxy.js';
+import type { RecordedRequest } from '../../helpers/flaky-proxy.js';
 import { waitFor } from '../../helpers/http.js';
 import { startTestRedis, type TestRedis } from '../../helpers/redis.js';
-import { startSim } from '../../helpers/sim.js';
-import { spec } from './daemon-files.js';
+import { startWaitingDaemon } from './pending-why-daemon.js';
 
 /**
  * Why a job waits costs less while it says the same (src/requests/pending-details.ts): a file of
@@ -24,17 +22,8 @@ afterAll(async () => {
 
 describe('what it costs', () => {
   it('a job whose reason and forecast stay the same is read half as often each time', async () => {
-    const own = await startSim({ cpus: 1 });
-    const proxy = await startFlakyProxy(own.url);
-    const daemon = await startTestDaemon(proxy.url, redis.url, { pendingDetailsEveryMs: 1000 });
+    const { proxy, daemon, submit, stop } = await startWaitingDaemon(redis.url);
     try {
-      const submit = (name: string, script: string) =>
-        daemon.daemon.submit({
-          spec: spec(own, { name, script, time_limit: 5 }),
-          owner: 'default',
-          actor: 'test',
-          origin: 'api',
-        });
       await daemon.waitForState(await submit('blocker', '#!/bin/sh\nsleep 300\n'), 'running');
       const waiter = await submit('waiter', '#!/bin/sh\ntrue\n');
       const jobId = (await daemon.waitForState(waiter, 'pending')).jobId;
@@ -59,9 +48,7 @@ describe('what it costs', () => {
       expect(row?.state).toBe('pending');
       expect(row?.reason).toBe('Resources');
     } finally {
-      await daemon.stop();
-      await proxy.close();
-      await own.stop();
+      await stop();
     }
   }, 120_000);
 });

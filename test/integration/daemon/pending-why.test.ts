@@ -6,11 +6,12 @@ import { apiClient } from '../../helpers/api.js';
 import { launchBrowser, type TestBrowser } from '../../helpers/browser.js';
 import { runCli } from '../../helpers/cli-process.js';
 import { startTestDaemon, type TestDaemon } from '../../helpers/daemon.js';
-import { type RecordedRequest, startFlakyProxy } from '../../helpers/flaky-proxy.js';
+import type { RecordedRequest } from '../../helpers/flaky-proxy.js';
 import { waitFor } from '../../helpers/http.js';
 import { startTestRedis, type TestRedis } from '../../helpers/redis.js';
 import { startSim, type TestSim } from '../../helpers/sim.js';
 import { spec } from './daemon-files.js';
+import { startWaitingDaemon } from './pending-why-daemon.js';
 
 /**
  * Why a job waits, while it waits (issue 34): a job behind another on a full simulator shows
@@ -129,19 +130,10 @@ describe('a job waiting for Resources', () => {
 
 describe('what it costs', () => {
   it('a slow listing of the pending jobs holds back no poll cycle: states go on being read, one listing at a time', async () => {
-    const own = await startSim({ cpus: 1 });
-    const proxy = await startFlakyProxy(own.url);
-    const daemon = await startTestDaemon(proxy.url, redis.url, { pendingDetailsEveryMs: 1000 });
+    const { proxy, daemon, submit, stop } = await startWaitingDaemon(redis.url);
     const isListing = (r: RecordedRequest) => r.method === 'GET' && /\/sched\/v[\d.]+\/jobs(\?|$)/.test(r.url);
     const isState = (r: RecordedRequest) => r.method === 'GET' && r.url.includes('/jobs/state');
     try {
-      const submit = (name: string, script: string) =>
-        daemon.daemon.submit({
-          spec: spec(own, { name, script, time_limit: 5 }),
-          owner: 'default',
-          actor: 'test',
-          origin: 'api',
-        });
       const blocker = await submit('blocker', '#!/bin/sh\nsleep 300\n');
       await daemon.waitForState(blocker, 'running');
       // Four due at once: read by one listing (up to three are read one by one).
@@ -161,24 +153,13 @@ describe('what it costs', () => {
         proxy.release();
       }
     } finally {
-      await daemon.stop();
-      await proxy.close();
-      await own.stop();
+      await stop();
     }
   }, 120_000);
 
   it('five pending jobs are read in one controller listing a cycle, never one request each', async () => {
-    const own = await startSim({ cpus: 1 });
-    const proxy = await startFlakyProxy(own.url);
-    const daemon = await startTestDaemon(proxy.url, redis.url, { pendingDetailsEveryMs: 1000 });
+    const { proxy, daemon, submit, stop } = await startWaitingDaemon(redis.url);
     try {
-      const submit = (name: string, script: string) =>
-        daemon.daemon.submit({
-          spec: spec(own, { name, script, time_limit: 5 }),
-          owner: 'default',
-          actor: 'test',
-          origin: 'api',
-        });
       await daemon.waitForState(await submit('blocker', '#!/bin/sh\nsleep 300\n'), 'running');
       const waiting = await Promise.all(
         Array.from({ length: 5 }, (_, i) => submit(`waiter-${i}`, '#!/bin/sh\ntrue\n')),
@@ -210,9 +191,7 @@ describe('what it costs', () => {
       // Never more than one listing a cycle.
       expect(window.filter(isListing).length).toBeLessThanOrEqual(window.filter(isState).length);
     } finally {
-      await daemon.stop();
-      await proxy.close();
-      await own.stop();
+      await stop();
     }
   }, 120_000);
 });
