@@ -56,6 +56,8 @@ export class SharedRequestBudget implements Budget {
   /** A peek on its way: whenOpen's callers of the same moment wait for one answer. */
   private peeking: Promise<SharedBucketAnswer> | null = null;
   private draining = false;
+  /** True while the loop sleeps because the bucket said to wait: what a newcomer then waits for. */
+  private sleepingForTokens = false;
 
   constructor(
     private readonly bucket: SharedBucket,
@@ -65,8 +67,9 @@ export class SharedRequestBudget implements Budget {
   }
 
   acquire(priority: RequestPriority = 'normal'): Promise<void> {
-    // Others ahead of it: it waits, as with the bucket empty.
-    if (priority === 'normal' && this.waiting() > 0) this.normalQueuedAtMs = Date.now();
+    // Waiting for the bucket to refill, not for the loop's round trip to Redis: requests that
+    // merely overlap with others are no contention, and polling's own reads need not give way.
+    if (priority === 'normal' && this.sleepingForTokens) this.normalQueuedAtMs = Date.now();
     return new Promise((resolve, reject) => {
       this.queues[priority].push({ resolve, reject });
       void this.drain();
@@ -145,7 +148,12 @@ export class SharedRequestBudget implements Budget {
         // Every waiter served (a newcomer starts the next loop), or more tokens now.
         if (answer.waitMs <= 0 || this.waiting() === 0) continue;
         if (this.queues.normal.length > 0) this.normalQueuedAtMs = Date.now();
-        await sleep(answer.waitMs);
+        this.sleepingForTokens = true;
+        try {
+          await sleep(answer.waitMs);
+        } finally {
+          this.sleepingForTokens = false;
+        }
       }
     } finally {
       this.draining = false;

@@ -120,7 +120,7 @@ describe('an array past the cluster MaxArraySize', () => {
     const within = await api.call('POST', '/api/v1/jobs', { token, body: { spec: { ...spec, array: '0-10%2' } } });
     expect(within.status).toBe(201);
     const { id } = within.json as { id: string };
-    const row = await td.waitForState(id, 'completed', 15_000);
+    const row = await td.waitForState(id, 'completed', 45_000);
     expect(row.arrayTaskCount).toBe(11);
     // The two the door let in: the array within the limit and the run's step.
     expect(await listRequests(store, {})).toHaveLength(2);

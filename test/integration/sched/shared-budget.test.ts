@@ -131,6 +131,27 @@ describe('the shared bucket (times given, Redis computing)', () => {
   });
 });
 
+describe('contention: work other than polling waiting for the budget', () => {
+  it('is not requests that merely overlap while tokens are to spare, but those the bucket made wait', async () => {
+    prefix = `budget-test-${process.pid}-${++n}`;
+    const budget = budgets().budgetFor(
+      parseProfile('p', {
+        url: 'http://127.0.0.1:1',
+        auth: { type: 'bearer', tokenEnv: 'SCHED_TOKEN' },
+        account: 'lab',
+        rateLimit: { capacity: 4, refillPerSecond: 2 },
+      }),
+    );
+    // A poll and a lookup at once: the lookup queues behind the poll for one round trip to
+    // Redis, no longer. Taking it for contention held the pending details back for 10 s at a time.
+    await Promise.all([budget.acquire('poll'), budget.acquire('normal')]);
+    expect(budget.contendedWithin(10_000)).toBe(false);
+    // Past the bucket's capacity the last lookups wait for tokens: that is contention.
+    await Promise.all([budget.acquire('normal'), budget.acquire('normal'), budget.acquire('normal')]);
+    expect(budget.contendedWithin(10_000)).toBe(true);
+  });
+});
+
 describe('two clients of one profile (as two worker processes)', () => {
   let sim: TestSim;
   let proxy: FlakyProxy;
