@@ -22,8 +22,8 @@ import type { PollDeps } from './poll-deps.js';
  * every 30 s took a fifth of a core of the cluster's, for nothing new. Up to
  * {@link ONE_BY_ONE_MAX} due jobs are read one by one (`GET …/job/{id}`, small answers); beyond,
  * one controller listing serves them all, and every other pending job, due or not. Never while
- * submissions wait for the profile's request budget or its proxy rate-limits it: a forecast can
- * wait, a submission should not.
+ * the proxy rate-limits the profile, and a while not as submissions wait for its request budget
+ * or, for a listing, flow: a forecast can wait, a submission should not.
  */
 
 /** Due jobs read one `GET …/job/{id}` each; more than this, and one listing is cheaper. */
@@ -98,6 +98,32 @@ export function nextReads(
   return next;
 }
 
+/** How long after this process's last submission a listing still gives way to the next. */
+const SUBMITTING_WINDOW_MS = 5000;
+
+/** Since when each profile connection's pending details have given way to its submissions. */
+const givingWaySince = new WeakMap<object, number>();
+
+/**
+ * Whether the due reads wait for the submissions: while these wait for the request budget, and
+ * while they flow for a listing (thousands of pending jobs take slurmrestd seconds, out of a
+ * burst's own rate). No longer than BACKOFF_MAX intervals at a time, the longest a forecast
+ * waits anyway: a steady stream of submissions does not starve the forecasts.
+ */
+export function givesWay(
+  client: Pick<SchedClient, 'submissionsWaiting' | 'submittingWithin'>,
+  due: number,
+  now: number,
+  everyMs: number,
+): boolean {
+  const busy = client.submissionsWaiting() || (due > ONE_BY_ONE_MAX && client.submittingWithin(SUBMITTING_WINDOW_MS));
+  const since = givingWaySince.get(client);
+  if (busy && since === undefined) givingWaySince.set(client, now);
+  if (busy && (since === undefined || now - since < everyMs * BACKOFF_MAX)) return true;
+  givingWaySince.delete(client);
+  return false;
+}
+
 /** Each pending request's last read, per profile connection (in memory: a restart reads them again). */
 const lastRead = new WeakMap<SchedClient, Map<string, LastRead>>();
 
@@ -133,8 +159,7 @@ export async function refreshPendingDetails(
   const still = new Set(pending.map((row) => row.id));
   for (const id of read.keys()) if (!still.has(id)) read.delete(id);
   const due = dueForRead(pending, read, now);
-  if (due.length === 0) return none;
-  if (client.submissionsWaiting() || client.isRateLimited()) return none;
+  if (due.length === 0 || client.isRateLimited() || givesWay(client, due.length, now, everyMs)) return none;
 
   const records = new Map<number, SchedJob>();
   let requests = 0;

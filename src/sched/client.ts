@@ -138,6 +138,9 @@ export class SchedClient {
   private readonly markers: MarkerLookup;
   private readonly ctl: string;
   private readonly db: string;
+  /** Submissions of this process under way, and when the last one ended. */
+  private submitting = 0;
+  private lastSubmittedAt = Number.NEGATIVE_INFINITY;
 
   private constructor(
     readonly profile: Profile,
@@ -434,7 +437,22 @@ export class SchedClient {
   }
 
   /** Submits a job carrying the request's marker, at most one job per request (exactly-once-submit.ts). */
-  submit(spec: JobSpec, requestId: string, options: SubmitOptions = {}): Promise<SubmitResult> {
+  async submit(spec: JobSpec, requestId: string, options: SubmitOptions = {}): Promise<SubmitResult> {
+    this.submitting++;
+    try {
+      return await this.submitOnce(spec, requestId, options);
+    } finally {
+      this.submitting--;
+      this.lastSubmittedAt = this.clock.now();
+    }
+  }
+
+  /** True while this process submits to the profile, or did within `windowMs`: work that can wait gives way. */
+  submittingWithin(windowMs: number): boolean {
+    return this.submitting > 0 || this.clock.now() - this.lastSubmittedAt <= windowMs;
+  }
+
+  private submitOnce(spec: JobSpec, requestId: string, options: SubmitOptions): Promise<SubmitResult> {
     return submitExactlyOnce(
       {
         profile: this.profile,

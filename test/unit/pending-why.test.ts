@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import { BACKOFF_MAX, dueForRead, type LastRead, nextReads } from '../../src/requests/pending-details.js';
+import { BACKOFF_MAX, dueForRead, givesWay, type LastRead, nextReads } from '../../src/requests/pending-details.js';
 import { codecFor } from '../../src/sched/codecs/codec.js';
 import { explainReason, isKnownReason } from '../../src/sched/slurm-reasons.js';
 import { StartForecast } from '../../src/sim/start-forecast.js';
@@ -196,5 +196,39 @@ describe("the spacing of a pending job's reads", () => {
     expect(listed.get('b')).toEqual({ at: now, everyMs: 120_000 });
     // A change, or a first read, starts again at the interval.
     expect(listed.get('c')).toEqual({ at: now, everyMs: EVERY });
+  });
+});
+
+describe('the pending reads give way to submissions', () => {
+  const EVERY = 30_000;
+  /** A profile connection as pending details see it: submitting or not, waiting for its budget or not. */
+  const client = (state: { submitting: boolean; waiting: boolean }) => ({
+    submissionsWaiting: () => state.waiting,
+    submittingWithin: () => state.submitting,
+  });
+
+  it('a listing waits while submissions flow, single reads do not', () => {
+    const c = client({ submitting: true, waiting: false });
+    expect(givesWay(c, 3, 0, EVERY)).toBe(false);
+    expect(givesWay(c, 4, 0, EVERY)).toBe(true);
+  });
+
+  it('any read waits while submissions wait for the budget', () => {
+    expect(givesWay(client({ submitting: false, waiting: true }), 1, 0, EVERY)).toBe(true);
+  });
+
+  it('for at most BACKOFF_MAX intervals at a time: a stream of submissions does not starve the forecasts', () => {
+    const state = { submitting: true, waiting: false };
+    const c = client(state);
+    expect(givesWay(c, 100, 1_000, EVERY)).toBe(true);
+    expect(givesWay(c, 100, 1_000 + EVERY * BACKOFF_MAX - 1, EVERY)).toBe(true);
+    expect(givesWay(c, 100, 1_000 + EVERY * BACKOFF_MAX, EVERY)).toBe(false);
+    // Then a new wait of as long, from the next cycle that gives way.
+    expect(givesWay(c, 100, 2_000 + EVERY * BACKOFF_MAX, EVERY)).toBe(true);
+    // Once the submissions have stopped, no waiting, and the next burst starts a wait of its own.
+    state.submitting = false;
+    expect(givesWay(c, 100, 3_000 + EVERY * BACKOFF_MAX, EVERY)).toBe(false);
+    state.submitting = true;
+    expect(givesWay(c, 100, 4_000 + EVERY * BACKOFF_MAX * 2, EVERY)).toBe(true);
   });
 });
