@@ -122,7 +122,7 @@ export const daemonConfigSchema = z.object({
     .min(0)
     .default(30_000)
     .describe(
-      "How often a pending job's full controller record is read for Slurm's reason and expected start (one request per job up to 3 due at once, one controller listing of every pending job beyond; giving way to submissions for up to 8 intervals while they wait for the request budget or, for a listing, flow); while a job's reason and expected start stay the same, half as often each time, down to every 8th interval; 0: never.",
+      "How often a pending job's full controller record is read for Slurm's reason and expected start (one request per job up to 3 due at once, one controller listing of every pending job beyond; giving way for up to 8 intervals to the worker process's submissions while they wait for the request budget or, for a listing, flow); while a job's reason and expected start stay the same, half as often each time, down to every 8th interval; 0: never.",
     ),
   reconcileEveryMs: z
     .number()

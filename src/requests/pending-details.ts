@@ -22,8 +22,9 @@ import type { PollDeps } from './poll-deps.js';
  * every 30 s took a fifth of a core of the cluster's, for nothing new. Up to
  * {@link ONE_BY_ONE_MAX} due jobs are read one by one (`GET …/job/{id}`, small answers); beyond,
  * one controller listing serves them all, and every other pending job, due or not. Never while
- * the proxy rate-limits the profile, and a while not as submissions wait for its request budget
- * or, for a listing, flow: a forecast can wait, a submission should not.
+ * the proxy rate-limits the profile. While this process's submissions wait for the request
+ * budget (or, for a listing, while they flow), not for up to BACKOFF_MAX intervals: a forecast
+ * can wait, a submission should not.
  */
 
 /** Due jobs read one `GET …/job/{id}` each; more than this, and one listing is cheaper. */
@@ -98,7 +99,7 @@ export function nextReads(
   return next;
 }
 
-/** How long after this process's last submission a listing still gives way to the next. */
+/** How long after this worker process's last submission a listing still gives way to the next. */
 const SUBMITTING_WINDOW_MS = 5000;
 
 /** Since when each profile connection's pending details have given way to its submissions. */
@@ -159,7 +160,12 @@ export async function refreshPendingDetails(
   const still = new Set(pending.map((row) => row.id));
   for (const id of read.keys()) if (!still.has(id)) read.delete(id);
   const due = dueForRead(pending, read, now);
-  if (due.length === 0 || client.isRateLimited() || givesWay(client, due.length, now, everyMs)) return none;
+  if (due.length === 0 || client.isRateLimited()) {
+    // Nothing to read, or nothing may be: a later wait for the submissions counts from then.
+    givingWaySince.delete(client);
+    return none;
+  }
+  if (givesWay(client, due.length, now, everyMs)) return none;
 
   const records = new Map<number, SchedJob>();
   let requests = 0;

@@ -123,6 +123,8 @@ export class RequestBudget implements Budget {
 
   /** Whether work other than polling (submissions, lookups) had to wait for the budget within `windowMs`. */
   contendedWithin(windowMs: number, nowMs: number = this.clock.now()): boolean {
+    // Still waiting, however long ago it began (a Retry-After of a minute, say).
+    if (this.queues.normal.length > 0) return true;
     return nowMs - this.normalQueuedAtMs <= windowMs;
   }
 

@@ -93,6 +93,8 @@ export class SharedRequestBudget implements Budget {
   }
 
   contendedWithin(windowMs: number, nowMs: number = Date.now()): boolean {
+    // Still waiting, however long ago it began (a Retry-After of a minute, say).
+    if (this.sleepingForTokens && this.queues.normal.length > 0) return true;
     return nowMs - this.normalQueuedAtMs <= windowMs;
   }
 

@@ -47,3 +47,21 @@ describe('RequestBudget on a moved clock', () => {
     expect(budget.currentRate()).toBeCloseTo(2.5, 1);
   });
 });
+
+describe('contention on a moved clock', () => {
+  it('lasts as long as a request other than a poll waits, past the window, and then the window', async () => {
+    const clock = new ManualClock(1_000_000);
+    const budget = new RequestBudget(1, 1 / 60, clock);
+    await budget.acquire('poll');
+    expect(budget.contendedWithin(10_000)).toBe(false);
+    const lookup = budget.acquire('normal');
+    expect(budget.contendedWithin(10_000)).toBe(true);
+    // Waiting for a minute's token: still contention 30 s in, beyond the 10-s window.
+    await clock.advance(30_000);
+    expect(budget.contendedWithin(10_000)).toBe(true);
+    await clock.advance(30_000);
+    expect(await settled(lookup)).toBe(true);
+    await clock.advance(10_001);
+    expect(budget.contendedWithin(10_000)).toBe(false);
+  });
+});
