@@ -41,11 +41,23 @@ export async function planCycle(deps: PollDeps, tracked: TrackedRequest[], light
   // Array jobs: their tasks are followed through the same two requests (array-poll.ts).
   const arrays = tracked.filter((row) => row.arrayTaskCount !== null);
   const arrayPlan = arrays.length > 0 ? await planArrays(store, arrays, light.taskEntries, light.freshnessOf) : null;
+  const completing = completingSinceOf(client);
+  const now = (deps.clock ?? systemClock).now();
+  const stillCompleting = new Set<string>();
   for (const row of tracked) {
     if (row.arrayTaskCount !== null) continue;
     const job = light.byId.get(row.jobId as number);
     if (job) {
       const to = requestStateFor(job.state);
+      if (to !== null && isTerminalRequest(to) && job.state_flags.includes('COMPLETING')) {
+        // Ended but still completing (its processes being killed, its epilog running): the
+        // exit code and signal are not settled yet, in the controller's record or accounting's
+        // batch step, and an end recorded now would keep them wrong. Waited for, within reason.
+        const since = completing.get(row.id) ?? now;
+        completing.set(row.id, since);
+        stillCompleting.add(row.id);
+        if (now - since < COMPLETING_PATIENCE_MS) continue;
+      }
       // Finished: the accounting record carries exit code, times and elapsed. A state that
       // changed (pending to running): the light listing has no reason, start time or nodes,
       // so the full record comes with the same accounting request, not one more per job.
@@ -65,6 +77,8 @@ export async function planCycle(deps: PollDeps, tracked: TrackedRequest[], light
       if (!freshness.stale && producedNoEarlierThan > (row.submittedAt ?? 0)) needAccounting.push(row);
     }
   }
+
+  for (const id of completing.keys()) if (!stillCompleting.has(id)) completing.delete(id);
 
   const queue = accountingQueueOf(client, needAccounting, deps.clock);
   let queries: AccountingChunk[];
@@ -121,6 +135,15 @@ function waitsPerClient(): (client: SchedClient) => Map<string, number> {
  * (see resolveThroughAccounting, poller.ts).
  */
 export const endWaitsOf = waitsPerClient();
+
+/** Since when each single job has been shown ended but still completing by the controller. */
+const completingSinceOf = waitsPerClient();
+
+/**
+ * How long an ended job's COMPLETING is waited for before its end is recorded as it stands:
+ * Slurm's KillWait (30 s by default) between the SIGTERM and the SIGKILL, and an epilog.
+ */
+const COMPLETING_PATIENCE_MS = 60_000;
 
 /** Since when each array request has waited for the controller's records. */
 export const arrayWaitsOf = waitsPerClient();

@@ -35,6 +35,8 @@ export interface ReconcileReport {
 
 const MARKER = /^schedflow:(\S+)/;
 
+/** How recent an end the import leaves to the poller (its COMPLETING waited for up to a minute). */
+const JUST_ENDED_MS = 60_000;
 /**
  * The longest stretch of time one accounting request of reconcile covers. The first import
  * (a day back and the overlap) goes in 7 requests of up to four hours: one answer holding a day
@@ -181,7 +183,11 @@ async function importRecord(
   // A job the controller no longer has, which accounting still holds active (lagging, or a
   // runaway slurmctld lost): the poller's grace decides; an import must not reset it.
   const ended = isTerminalRequest(requestStateFor(job.state) ?? 'running');
-  if (identity !== 'suspect' && (ended || request.missingSince === null)) {
+  // An end of a moment ago is the poller's to record: the controller says whether the job is
+  // still completing, its exit code not settled yet, which accounting's record does not show.
+  const justEnded =
+    ended && !isTerminalRequest(request.state) && (job.end_time ?? 0) * 1000 > clock.now() - JUST_ENDED_MS;
+  if (identity !== 'suspect' && (ended || request.missingSince === null) && !justEnded) {
     await applyJob(tx, request, job, 'accounting', freshness, clock);
   }
   return true;

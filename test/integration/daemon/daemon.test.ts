@@ -77,6 +77,23 @@ describe('a request reaches its end state, recorded with every transition', () =
     expect(await td.waitForState(id, 'cancelled')).toMatchObject({ signal: 15 });
   });
 
+  it('a cancelled job still completing is recorded once its script has ended, with how it ended', async () => {
+    // KillWait past the script's two seconds: it ends by its own exit, not a SIGKILL.
+    sim = await startSim({ killWaitSec: 10 });
+    td = await startTestDaemon(sim.url, redis.url);
+    // The script takes the SIGTERM and exits 3 two seconds later: until then the controller
+    // says CANCELLED,COMPLETING, as a real slurmctld does, and neither record has the exit code.
+    const script = "#!/bin/sh\ntrap 'sleep 2; exit 3' TERM\nsleep 60 &\nwait\n";
+    const id = await td.daemon.submit({ spec: spec(sim, { script }), owner: 'default', actor: 'test', origin: 'api' });
+    const running = await td.waitForState(id, 'running');
+    const res = await http(`${sim.url}/sched/v0.0.44/job/${running.jobId}`, {
+      method: 'DELETE',
+      headers: bearer(ALICE_TOKEN),
+    });
+    expect(res.status).toBe(200);
+    expect(await td.waitForState(id, 'cancelled')).toMatchObject({ exitCode: 3, signal: null });
+  });
+
   it('a state change seen in the light listing is recorded with the full record: reason, start time', async () => {
     sim = await startSim({ cpus: 1 });
     td = await startTestDaemon(sim.url, redis.url);
