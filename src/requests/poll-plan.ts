@@ -1,6 +1,7 @@
 import type { TrackedRequest } from '../db/requests.js';
 import { type Clock, systemClock } from '../lib/clock.js';
 import { chunkJobIds, type SchedClient } from '../sched/client.js';
+import type { JobState } from '../sched/job-model.js';
 import { type ArrayPlan, planArrays } from './array-poll.js';
 import type { AccountingChunk, LightStates } from './poll-ask.js';
 import type { PollDeps } from './poll-deps.js';
@@ -49,10 +50,10 @@ export async function planCycle(deps: PollDeps, tracked: TrackedRequest[], light
     const job = light.byId.get(row.jobId as number);
     if (job) {
       const to = requestStateFor(job.state);
-      if (to !== null && isTerminalRequest(to) && job.state_flags.includes('COMPLETING')) {
-        // Ended but still completing (its processes being killed, its epilog running): the
-        // exit code and signal are not settled yet, in the controller's record or accounting's
-        // batch step, and an end recorded now would keep them wrong. Waited for, within reason.
+      if (KILLED_BY_CONTROLLER.has(job.state) && job.state_flags.includes('COMPLETING')) {
+        // Ended by the controller but still completing (its processes being killed): how the
+        // script ended is not settled yet, in the controller's record or accounting's batch
+        // step, and an end recorded now would keep it wrong. Waited for, within reason.
         const since = completing.get(row.id) ?? now;
         completing.set(row.id, since);
         stillCompleting.add(row.id);
@@ -135,6 +136,13 @@ function waitsPerClient(): (client: SchedClient) => Map<string, number> {
  * (see resolveThroughAccounting, poller.ts).
  */
 export const endWaitsOf = waitsPerClient();
+
+/**
+ * The ends the controller makes by killing the job: until it has completed, its records say
+ * SUCCESS 0 (a real Slurm 25.11.7), not the SIGTERM or the trap's own exit that follow. A job
+ * that ended by itself has its exit code when it is COMPLETING (its epilog's time).
+ */
+const KILLED_BY_CONTROLLER: ReadonlySet<JobState> = new Set(['CANCELLED', 'TIMEOUT', 'DEADLINE', 'PREEMPTED']);
 
 /** Since when each single job has been shown ended but still completing by the controller. */
 const completingSinceOf = waitsPerClient();

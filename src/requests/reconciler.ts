@@ -183,8 +183,10 @@ async function importRecord(
   // A job the controller no longer has, which accounting still holds active (lagging, or a
   // runaway slurmctld lost): the poller's grace decides; an import must not reset it.
   const ended = isTerminalRequest(requestStateFor(job.state) ?? 'running');
-  // An end of a moment ago is the poller's to record: the controller says whether the job is
-  // still completing, its exit code not settled yet, which accounting's record does not show.
+  // The end of a request the poll follows, of a moment ago, is the poll's to record: the
+  // controller says whether the job is still completing, its exit not settled yet, which
+  // accounting's record does not show. (The record is stored, and not read again unchanged:
+  // an end the poll follows is the poll's. The import records ends of requests it does not.)
   const justEnded =
     ended && !isTerminalRequest(request.state) && (job.end_time ?? 0) * 1000 > clock.now() - JUST_ENDED_MS;
   if (identity !== 'suspect' && (ended || request.missingSince === null) && !justEnded) {
