@@ -1,7 +1,7 @@
 import type { TrackedRequest } from '../db/requests.js';
 import { type Clock, systemClock } from '../lib/clock.js';
 import { chunkJobIds, type SchedClient } from '../sched/client.js';
-import type { JobState } from '../sched/job-model.js';
+import { KILLED_BY_CONTROLLER } from '../sched/job-model.js';
 import { type ArrayPlan, planArrays } from './array-poll.js';
 import type { AccountingChunk, LightStates } from './poll-ask.js';
 import type { PollDeps } from './poll-deps.js';
@@ -136,13 +136,6 @@ function waitsPerClient(): (client: SchedClient) => Map<string, number> {
  * (see resolveThroughAccounting, poller.ts).
  */
 export const endWaitsOf = waitsPerClient();
-
-/**
- * The ends the controller makes by killing the job: until it has completed, its records say
- * SUCCESS 0 (a real Slurm 25.11.7), not the SIGTERM or the trap's own exit that follow. A job
- * that ended by itself has its exit code when it is COMPLETING (its epilog's time).
- */
-const KILLED_BY_CONTROLLER: ReadonlySet<JobState> = new Set(['CANCELLED', 'TIMEOUT', 'DEADLINE', 'PREEMPTED']);
 
 /** Since when each single job has been shown ended but still completing by the controller. */
 const completingSinceOf = waitsPerClient();

@@ -14,7 +14,7 @@ import { nextTurn } from '../lib/turns.js';
 import type { Logger } from '../logger.js';
 import type { SchedClient } from '../sched/client.js';
 import type { Freshness } from '../sched/freshness.js';
-import type { SchedJob } from '../sched/job-model.js';
+import { KILLED_BY_CONTROLLER, type SchedJob } from '../sched/job-model.js';
 import { jobIdentity, ownRecord } from './job-identity.js';
 import { applyJob } from './poller.js';
 import { isTerminalRequest, requestStateFor } from './request-state.js';
@@ -183,12 +183,14 @@ async function importRecord(
   // A job the controller no longer has, which accounting still holds active (lagging, or a
   // runaway slurmctld lost): the poller's grace decides; an import must not reset it.
   const ended = isTerminalRequest(requestStateFor(job.state) ?? 'running');
-  // The end of a request the poll follows, of a moment ago, is the poll's to record: the
-  // controller says whether the job is still completing, its exit not settled yet, which
-  // accounting's record does not show. (The record is stored, and not read again unchanged:
-  // an end the poll follows is the poll's. The import records ends of requests it does not.)
+  // A kill of a moment ago (a cancel, a time limit), of a request the poll follows, is the
+  // poll's to record: the controller says whether the job is still completing, its exit not
+  // settled yet, which accounting's record does not show. (The record is stored, and not read
+  // again unchanged: that end is the poll's. Ends of jobs that ended by themselves are settled.)
   const justEnded =
-    ended && !isTerminalRequest(request.state) && (job.end_time ?? 0) * 1000 > clock.now() - JUST_ENDED_MS;
+    KILLED_BY_CONTROLLER.has(job.state) &&
+    !isTerminalRequest(request.state) &&
+    (job.end_time ?? 0) * 1000 > clock.now() - JUST_ENDED_MS;
   if (identity !== 'suspect' && (ended || request.missingSince === null) && !justEnded) {
     await applyJob(tx, request, job, 'accounting', freshness, clock);
   }

@@ -35,6 +35,18 @@ const TERMINAL: ReadonlySet<JobState> = new Set([
   'OUT_OF_MEMORY',
 ]);
 
+/**
+ * The ends the controller makes by killing the job: until it has completed, its records say
+ * SUCCESS 0 (a real Slurm 25.11.7), not the SIGTERM or the trap's own exit that follow. A job
+ * that ended by itself has its exit code when it is COMPLETING (its epilog's time).
+ */
+export const KILLED_BY_CONTROLLER: ReadonlySet<JobState> = new Set<JobState>([
+  'CANCELLED',
+  'TIMEOUT',
+  'DEADLINE',
+  'PREEMPTED',
+]);
+
 export function isTerminalState(state: JobState): boolean {
   return TERMINAL.has(state);
 }
