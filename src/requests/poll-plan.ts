@@ -144,7 +144,7 @@ const completingSinceOf = waitsPerClient();
  * How long an ended job's COMPLETING is waited for before its end is recorded as it stands:
  * Slurm's KillWait (30 s by default) between the SIGTERM and the SIGKILL, and an epilog.
  */
-const COMPLETING_PATIENCE_MS = 60_000;
+export const COMPLETING_PATIENCE_MS = 60_000;
 
 /** Since when each array request has waited for the controller's records. */
 export const arrayWaitsOf = waitsPerClient();

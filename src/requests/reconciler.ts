@@ -16,6 +16,7 @@ import type { SchedClient } from '../sched/client.js';
 import type { Freshness } from '../sched/freshness.js';
 import { KILLED_BY_CONTROLLER, type SchedJob } from '../sched/job-model.js';
 import { jobIdentity, ownRecord } from './job-identity.js';
+import { COMPLETING_PATIENCE_MS } from './poll-plan.js';
 import { applyJob } from './poller.js';
 import { isTerminalRequest, requestStateFor } from './request-state.js';
 
@@ -35,8 +36,6 @@ export interface ReconcileReport {
 
 const MARKER = /^schedflow:(\S+)/;
 
-/** How recent an end the import leaves to the poller (its COMPLETING waited for up to a minute). */
-const JUST_ENDED_MS = 60_000;
 /**
  * The longest stretch of time one accounting request of reconcile covers. The first import
  * (a day back and the overlap) goes in 7 requests of up to four hours: one answer holding a day
@@ -190,7 +189,7 @@ async function importRecord(
   const justEnded =
     KILLED_BY_CONTROLLER.has(job.state) &&
     !isTerminalRequest(request.state) &&
-    (job.end_time ?? 0) * 1000 > clock.now() - JUST_ENDED_MS;
+    (job.end_time ?? 0) * 1000 > clock.now() - COMPLETING_PATIENCE_MS;
   if (identity !== 'suspect' && (ended || request.missingSince === null) && !justEnded) {
     await applyJob(tx, request, job, 'accounting', freshness, clock);
   }

@@ -10,8 +10,7 @@ import type { RecordedRequest } from '../../helpers/flaky-proxy.js';
 import { waitFor } from '../../helpers/http.js';
 import { startTestRedis, type TestRedis } from '../../helpers/redis.js';
 import { startSim, type TestSim } from '../../helpers/sim.js';
-import { spec } from './daemon-files.js';
-import { startWaitingDaemon } from './pending-why-daemon.js';
+import { pendingSubmitter, startWaitingDaemon } from './pending-why-daemon.js';
 
 /**
  * Why a job waits, while it waits (issue 34): a job behind another on a full simulator shows
@@ -53,13 +52,7 @@ describe('a job waiting for Resources', () => {
     const store = td.daemon.history.store;
     const api = apiClient(td);
     const token = await createToken(store, { name: 'pending-reader', scopes: ['admin'], owner: 'default' });
-    const submit = (name: string, script: string) =>
-      td.daemon.submit({
-        spec: spec(sim, { name, script, time_limit: 5 }),
-        owner: 'default',
-        actor: 'test',
-        origin: 'api',
-      });
+    const submit = pendingSubmitter(td, sim);
     const blocker = await submit('blocker', '#!/bin/sh\nsleep 300\n');
     const running = await td.waitForState(blocker, 'running');
     const waiting = await submit('waiter', '#!/bin/sh\ntrue\n');
