@@ -11,11 +11,13 @@ import { Secret } from '../../src/lib/secret.js';
 import { createLogger } from '../../src/logger.js';
 import { type Daemon, startDaemon } from '../../src/main.js';
 import type { SimConfigInput } from '../../src/sim/sim-config.js';
-import { newTestDatabase, TEST_HISTORY } from './histories.js';
+import { newTestDatabase } from './histories.js';
 import { waitFor } from './http.js';
 import { prepareApiCheck } from './openapi-check.js';
+import { writeProfile } from './profile-file.js';
 import { startTestRedis, type TestRedis } from './redis.js';
 import { ALICE_TOKEN, startSim, type TestSim } from './sim.js';
+import { TEST_HISTORY } from './test-history.js';
 
 export interface TestDaemon {
   daemon: Daemon;
@@ -40,15 +42,6 @@ export function webhookSecretOf(td: TestDaemon): string {
 /** The stopped daemon's history, opened as the daemon opens it (SQLite file or PostgreSQL), for a test to write in between. */
 export function openHistoryOf(td: TestDaemon): Promise<OpenedHistory> {
   return openHistory(td.daemon.config, createLogger({ level: 'silent' }));
-}
-
-/** Writes a profile for a scheduler URL with Alice's token (account lab) into a config dir. */
-export function writeProfile(configDir: string, url: string, extra: Record<string, unknown> = {}): void {
-  mkdirSync(join(configDir, 'profiles'), { recursive: true });
-  const tokenFile = join(configDir, 'alice.token');
-  writeFileSync(tokenFile, ALICE_TOKEN, { mode: 0o600 });
-  const profile = { url, auth: { type: 'bearer', tokenFile }, account: 'lab', version: 'v0.0.44', ...extra };
-  writeFileSync(join(configDir, 'profiles', 'test.yaml'), JSON.stringify(profile));
 }
 
 /** A daemon in this process against a scheduler URL, with its own data dir, Redis prefix and fast settings. */

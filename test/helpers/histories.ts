@@ -65,13 +65,6 @@ export function testPostgres(): { createDatabase(prefix: string): Promise<string
   };
 }
 
-/**
- * The history the daemons of tests (test/helpers/daemon.ts) keep: `sqlite` in their data dir,
- * or, under `npm run test:postgres` (SCHEDFLOW_TEST_HISTORY=postgres), a new database each on
- * the run's PostgreSQL server. The same tests then run on both.
- */
-export const TEST_HISTORY: Dialect = process.env.SCHEDFLOW_TEST_HISTORY === 'postgres' ? 'postgres' : 'sqlite';
-
 /** A new, empty database on the run's PostgreSQL server (left for the server's end); its URL. */
 export async function newTestDatabase(prefix: string): Promise<string> {
   const server = inject('postgresUrl');

@@ -9,9 +9,10 @@ import type { JobRequestRow } from '../../src/db/schema.js';
 import { Secret } from '../../src/lib/secret.js';
 import { createLogger } from '../../src/logger.js';
 import { cleanEnv, type DaemonProcess, runCli, spawnDaemon } from '../helpers/cli-process.js';
-import { newTestDatabase, TEST_HISTORY } from '../helpers/histories.js';
+import { newTestDatabase } from '../helpers/histories.js';
 import { bearer, type HttpResult, http, waitFor } from '../helpers/http.js';
 import type { TestRedis } from '../helpers/redis.js';
+import { TEST_HISTORY } from '../helpers/test-history.js';
 import { jobWorkDir, slurmrestdProfile } from './cluster.js';
 
 /** `schedflow start` as a process, on a slurmrestd profile of the real cluster, driven through its local API. */

@@ -12,10 +12,10 @@ import type { PipelineService } from '../../../src/pipelines/pipeline-service.js
 import { OPENAPI_FILE } from '../../docs/openapi-document.js';
 import { type ApiClient, apiClient, errorOf, shellSpec } from '../../helpers/api.js';
 import { startTestDaemon, type TestDaemon } from '../../helpers/daemon.js';
-import { TEST_HISTORY } from '../../helpers/histories.js';
 import { bearer, http, waitFor } from '../../helpers/http.js';
 import { startTestRedis, type TestRedis } from '../../helpers/redis.js';
 import { ALICE_TOKEN, startSim, type TestSim } from '../../helpers/sim.js';
+import { TEST_HISTORY } from '../../helpers/test-history.js';
 
 /**
  * Every route of the local API over its real socket: authentication and

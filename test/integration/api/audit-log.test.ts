@@ -6,8 +6,8 @@ import { apiClient, shellSpec } from '../../helpers/api.js';
 import { launchBrowser } from '../../helpers/browser.js';
 import { runCli } from '../../helpers/cli-process.js';
 import { daemonTestEnv, type TestDaemon } from '../../helpers/daemon.js';
-import { TEST_HISTORY } from '../../helpers/histories.js';
 import type { HttpResult } from '../../helpers/http.js';
+import { TEST_HISTORY } from '../../helpers/test-history.js';
 
 /**
  * Issue 33's audit log through the local API, the CLI and the UI, against a real daemon on the

@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { validateAgainstSpec } from '../../../src/sched/spec-validator.js';
 import { REPO, runCli } from '../../helpers/cli-process.js';
-import { writeProfile } from '../../helpers/daemon.js';
+import { writeProfile } from '../../helpers/profile-file.js';
 
 /** `schedflow validate`, `validate --render` and `schedflow pipelines`, as a user's CI runs them. */
 

@@ -5,7 +5,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { listAudit } from '../../../src/db/audit.js';
 import { openDatabase } from '../../../src/db/database.js';
 import { cleanEnv, runCli } from '../../helpers/cli-process.js';
-import { writeProfile } from '../../helpers/daemon.js';
+import { writeProfile } from '../../helpers/profile-file.js';
 
 /**
  * `schedflow tokens create|list|update|revoke` with owners, bindings and quotas, as an operator

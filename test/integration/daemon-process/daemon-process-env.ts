@@ -7,9 +7,9 @@ import type { History } from '../../../src/db/history.js';
 import { getRequest, transitionsOf } from '../../../src/db/requests.js';
 import type { JobRequestRow, JobTransitionRow } from '../../../src/db/schema.js';
 import { cleanEnv, type DaemonProcess, killLeftovers, runCli, spawnDaemon } from '../../helpers/cli-process.js';
-import { writeProfile } from '../../helpers/daemon.js';
 import { type FlakyProxy, startFlakyProxy } from '../../helpers/flaky-proxy.js';
 import { bearer, http, waitFor } from '../../helpers/http.js';
+import { writeProfile } from '../../helpers/profile-file.js';
 import { startTestRedis, type TestRedis } from '../../helpers/redis.js';
 import { ALICE_TOKEN, startSim, type TestSim } from '../../helpers/sim.js';
 

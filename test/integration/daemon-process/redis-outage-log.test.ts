@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { cleanEnv, killLeftovers, spawnDaemon } from '../../helpers/cli-process.js';
-import { writeProfile } from '../../helpers/daemon.js';
+import { writeProfile } from '../../helpers/profile-file.js';
 import { startTestRedis, type TestRedis } from '../../helpers/redis.js';
 import { startSim, type TestSim } from '../../helpers/sim.js';
 

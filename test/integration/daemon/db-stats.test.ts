@@ -2,10 +2,10 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { readPruneRecord } from '../../../src/db/retention.js';
 import { cleanEnv, runCli } from '../../helpers/cli-process.js';
 import { startTestDaemon, type TestDaemon } from '../../helpers/daemon.js';
-import { TEST_HISTORY } from '../../helpers/histories.js';
 import { waitFor } from '../../helpers/http.js';
 import { startTestRedis, type TestRedis } from '../../helpers/redis.js';
 import { startSim, type TestSim } from '../../helpers/sim.js';
+import { TEST_HISTORY } from '../../helpers/test-history.js';
 
 /**
  * `schedflow db stats` beside a running daemon (read-only), and the daemon's prune tick: an

@@ -5,9 +5,10 @@ import { listRequests } from '../../../src/db/requests.js';
 import { createToken } from '../../../src/db/tokens.js';
 import { apiClient, errorOf, shellSpec } from '../../helpers/api.js';
 import { cleanEnv, runCli, spawnDaemon } from '../../helpers/cli-process.js';
-import { daemonTestEnv, startTestDaemon, type TestDaemon, writeProfile } from '../../helpers/daemon.js';
+import { daemonTestEnv, startTestDaemon, type TestDaemon } from '../../helpers/daemon.js';
 import { freePort } from '../../helpers/free-port.js';
 import { http, waitFor } from '../../helpers/http.js';
+import { writeProfile } from '../../helpers/profile-file.js';
 import { ALICE_TOKEN } from '../../helpers/sim.js';
 
 /**

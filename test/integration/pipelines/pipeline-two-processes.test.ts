@@ -8,8 +8,8 @@ import { listRuns } from '../../../src/db/runs.js';
 import type { PipelineRunRow } from '../../../src/db/schema.js';
 import { DEFAULT_QUEUE_PREFIX } from '../../../src/queue/catalog.js';
 import { cleanEnv, type DaemonProcess, killLeftovers, spawnDaemon } from '../../helpers/cli-process.js';
-import { writeProfile } from '../../helpers/daemon.js';
 import { waitFor } from '../../helpers/http.js';
+import { writeProfile } from '../../helpers/profile-file.js';
 import { startTestRedis, type TestRedis } from '../../helpers/redis.js';
 import { startSim, type TestSim } from '../../helpers/sim.js';
 

@@ -5,10 +5,10 @@ import pg from 'pg';
 import { afterEach } from 'vitest';
 import { postgresHistory } from '../../../src/db/history.js';
 import { cleanEnv, killLeftovers, spawnDaemon } from '../../helpers/cli-process.js';
-import { writeProfile } from '../../helpers/daemon.js';
 import { type FlakyProxy, startFlakyProxy } from '../../helpers/flaky-proxy.js';
 import { makeNetwork, netnsUnavailable, type TestHost, type TestNetwork } from '../../helpers/netns.js';
 import { startTestPostgres, type TestPostgres } from '../../helpers/postgres.js';
+import { writeProfile } from '../../helpers/profile-file.js';
 import { startTestRedis, type TestRedis } from '../../helpers/redis.js';
 import { startSim, type TestSim } from '../../helpers/sim.js';
 
