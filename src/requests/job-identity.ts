@@ -52,7 +52,9 @@ export const LOST_BY_CONTROLLER_CODE = 'SCHEDFLOW_ERR_JOB_LOST_BY_CONTROLLER';
 /**
  * The request's own record among accounting's records under its job id:
  * - `ours`: one carrying its marker, else the newest that may be its job;
- * - `suspect`: the newest that may be its job was submitted well after the request's submission:
+ * - `suspect`: its marked record has another job's beside it, submitted since (the controller lost
+ *   its job in a crash and gave the id again); or the newest that may be its job was submitted
+ *   well after the request's submission:
  *   a requeue of its job (Slurm stamps a new submit time) or, after a slurmctld crash, another
  *   job of the same name given its id. Or a submission of the same name is in flight (`inFlight`,
  *   name → its attempt's start in ms), and the record may be the job it has just made, under an id
@@ -76,7 +78,15 @@ export function ownRecord(
 ): OwnRecord {
   const identities = records.map((job) => ({ job, identity: jobIdentity(job, request) }));
   const marked = identities.find((x) => x.identity === 'ours');
-  if (marked) return { kind: 'ours', record: marked.job };
+  if (marked) {
+    // Another job's record under the id, submitted since this one's: the controller lost this job
+    // and gave the id again (slurmdbd keeps the lost one, pending for ever). The controller's
+    // state under the id may be the other job's, a start this job never made: only its record,
+    // which keeps the marker, says whose job it has now.
+    const since = marked.job.submit_time ?? Number.POSITIVE_INFINITY;
+    const reused = identities.some((x) => x.identity === 'other' && (x.job.submit_time ?? 0) >= since);
+    return { kind: reused ? 'suspect' : 'ours', record: marked.job };
+  }
   const maybe = identities.filter((x) => x.identity === 'unsure').map((x) => x.job);
   if (maybe.length > 0) {
     const newest = maybe.reduce((a, b) => ((b.submit_time ?? 0) >= (a.submit_time ?? 0) ? b : a));

@@ -51,6 +51,15 @@ describe('ownRecord', () => {
     expect(ownRecord([], row)).toEqual({ kind: 'none' });
   });
 
+  it('its own record beside another job submitted under the id since: suspect, the controller says whose job it has', () => {
+    const marked = record('align', submittedSec, 'schedflow:req-1');
+    const outside = record('outside-job', submittedSec + 30);
+    expect(ownRecord([marked, outside], row)).toEqual({ kind: 'suspect', record: marked });
+    // Another job that had the id before this one (ids come round again): its own record decides.
+    const before = record('outside-job', submittedSec - 86_400);
+    expect(ownRecord([before, marked], row)).toEqual({ kind: 'ours', record: marked });
+  });
+
   it('another job under the id, submitted since the request: reused (the controller lost it)', () => {
     const other = record('someone-else', submittedSec + 30);
     expect(ownRecord([other], row)).toEqual({ kind: 'reused', by: other });
