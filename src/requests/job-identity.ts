@@ -1,4 +1,4 @@
-import type { SchedJob } from '../sched/job-model.js';
+import { isTerminalState, type SchedJob } from '../sched/job-model.js';
 import { hasMarker } from '../sched/marker-lookup.js';
 
 /**
@@ -52,9 +52,9 @@ export const LOST_BY_CONTROLLER_CODE = 'SCHEDFLOW_ERR_JOB_LOST_BY_CONTROLLER';
 /**
  * The request's own record among accounting's records under its job id:
  * - `ours`: one carrying its marker, else the newest that may be its job;
- * - `suspect`: its marked record has another job's beside it, submitted since (the controller lost
- *   its job in a crash and gave the id again); or the newest that may be its job was submitted
- *   well after the request's submission:
+ * - `suspect`: its record, not ended, has another job's beside it, submitted since (the controller
+ *   lost its job in a crash and gave the id again: see givenAgain); or the newest that may be its
+ *   job was submitted well after the request's submission:
  *   a requeue of its job (Slurm stamps a new submit time) or, after a slurmctld crash, another
  *   job of the same name given its id. Or a submission of the same name is in flight (`inFlight`,
  *   name → its attempt's start in ms), and the record may be the job it has just made, under an id
@@ -77,19 +77,13 @@ export function ownRecord(
   inFlight: ReadonlyMap<string, number> = new Map(),
 ): OwnRecord {
   const identities = records.map((job) => ({ job, identity: jobIdentity(job, request) }));
+  const others = identities.filter((x) => x.identity === 'other').map((x) => x.job);
   const marked = identities.find((x) => x.identity === 'ours');
-  if (marked) {
-    // Another job's record under the id, submitted since this one's: the controller lost this job
-    // and gave the id again (slurmdbd keeps the lost one, pending for ever). The controller's
-    // state under the id may be the other job's, a start this job never made: only its record,
-    // which keeps the marker, says whose job it has now.
-    const since = marked.job.submit_time ?? Number.POSITIVE_INFINITY;
-    const reused = identities.some((x) => x.identity === 'other' && (x.job.submit_time ?? 0) >= since);
-    return { kind: reused ? 'suspect' : 'ours', record: marked.job };
-  }
+  if (marked) return { kind: givenAgain(marked.job, others, request) ? 'suspect' : 'ours', record: marked.job };
   const maybe = identities.filter((x) => x.identity === 'unsure').map((x) => x.job);
   if (maybe.length > 0) {
     const newest = maybe.reduce((a, b) => ((b.submit_time ?? 0) >= (a.submit_time ?? 0) ? b : a));
+    if (givenAgain(newest, others, request)) return { kind: 'suspect', record: newest };
     const submittedSec = request.submittedAt === null ? null : Math.floor(request.submittedAt / 1000);
     const late =
       request.jobConfirmedAt === null &&
@@ -105,6 +99,26 @@ export function ownRecord(
   const createdSec = Math.floor(request.createdAt / 1000);
   const by = records.find((job) => (job.submit_time ?? 0) >= createdSec);
   return by ? { kind: 'reused', by } : { kind: 'none' };
+}
+
+/**
+ * Whether another job's record under the id was submitted since `own`, which has not ended: the
+ * controller lost this job and gave the id again (slurmdbd keeps the lost one, pending for
+ * ever), so the controller's state under the id (a start, say) may be the other job's. Only
+ * the controller's record, which keeps the marker, says whose job it has now. Not when the
+ * controller showed this request's marker after the other was submitted: it held the id then.
+ * An ended record is this job's whole life, whatever had the id since.
+ */
+function givenAgain(own: SchedJob, others: readonly SchedJob[], request: RequestOfRecords): boolean {
+  if (own.submit_time === null || isTerminalState(own.state)) return false;
+  const since = own.submit_time;
+  const confirmedSec = request.jobConfirmedAt === null ? null : Math.floor(request.jobConfirmedAt / 1000);
+  return others.some(
+    (job) =>
+      job.submit_time !== null &&
+      job.submit_time >= since &&
+      !(confirmedSec !== null && job.submit_time + CLOCK_LEEWAY_SEC < confirmedSec),
+  );
 }
 
 /** Why a request's job is taken to be lost: what now has its id. */

@@ -39,7 +39,7 @@ describe('ownRecord', () => {
       submit_time: submitSec,
       comment,
       source: 'accounting',
-      state: ['PENDING'],
+      state: 'PENDING',
     }) as unknown as SchedJob;
   const submittedSec = submittedAt / 1000;
 
@@ -53,11 +53,25 @@ describe('ownRecord', () => {
 
   it('its own record beside another job submitted under the id since: suspect, the controller says whose job it has', () => {
     const marked = record('align', submittedSec, 'schedflow:req-1');
-    const outside = record('outside-job', submittedSec + 30);
+    const outside = record('outside-job', submittedSec + 30, 'schedflow:req-2');
     expect(ownRecord([marked, outside], row)).toEqual({ kind: 'suspect', record: marked });
+    // The same second is no proof of order: asked too.
+    const sameSecond = record('outside-job', submittedSec);
+    expect(ownRecord([marked, sameSecond], row)).toEqual({ kind: 'suspect', record: marked });
+    // Without comments in accounting (Slurm's default), its record by name and time: the same.
+    const byName = record('align', submittedSec);
+    expect(ownRecord([byName, outside], row)).toEqual({ kind: 'suspect', record: byName });
     // Another job that had the id before this one (ids come round again): its own record decides.
-    const before = record('outside-job', submittedSec - 86_400);
+    const before = record('outside-job', submittedSec - 5, 'schedflow:req-0');
     expect(ownRecord([before, marked], row)).toEqual({ kind: 'ours', record: marked });
+    // An ended record is this job's whole life, whatever had the id since.
+    const ended = { ...marked, state: 'COMPLETED' } as SchedJob;
+    expect(ownRecord([ended, outside], row)).toEqual({ kind: 'ours', record: ended });
+    // The controller showed this request's marker after the other was submitted: it held the id then.
+    const confirmed = { ...row, jobConfirmedAt: (submittedSec + 30 + 120) * 1000 };
+    expect(ownRecord([marked, outside], confirmed)).toEqual({ kind: 'ours', record: marked });
+    // Times unknown: nothing to go on, as before.
+    expect(ownRecord([marked, record('outside-job', null as unknown as number)], row).kind).toBe('ours');
   });
 
   it('another job under the id, submitted since the request: reused (the controller lost it)', () => {
