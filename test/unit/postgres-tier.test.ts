@@ -12,11 +12,9 @@ const REPO = fileURLToPath(new URL('../..', import.meta.url));
 const MARKER = 'test/helpers/test-history.ts';
 
 function tsFiles(dir: string): string[] {
-  return readdirSync(dir, { withFileTypes: true }).flatMap((entry) => {
-    const path = join(dir, entry.name);
-    if (entry.isDirectory()) return tsFiles(path);
-    return entry.name.endsWith('.ts') ? [relative(REPO, path)] : [];
-  });
+  return readdirSync(dir, { recursive: true, encoding: 'utf8' })
+    .filter((name) => name.endsWith('.ts'))
+    .map((name) => relative(REPO, join(dir, name)));
 }
 
 describe('the PostgreSQL tier', () => {
