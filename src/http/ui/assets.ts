@@ -133,6 +133,9 @@ export const APP_JS = `
   if (every > 0) setInterval(refresh, every * 1000);
   if (!main.hasAttribute('data-live') || !window.EventSource) return;
   var source = new EventSource(main.getAttribute('data-live'));
+  // The stream tells only what changes once it is open: a change between this page's render
+  // and its stream's open (or while it reconnects) would be shown by no event.
+  source.addEventListener('open', refresh);
   source.addEventListener('change', function (e) {
     var data; try { data = JSON.parse(e.data); } catch (_) { return; }
     var ids = watched();
