@@ -2,7 +2,14 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { cleanEnv, type DaemonProcess, type Exit, killLeftovers, spawnDaemon } from '../../helpers/cli-process.js';
+import {
+  cleanEnv,
+  type DaemonProcess,
+  type Exit,
+  killLeftovers,
+  READY_TIMEOUT_MS,
+  spawnDaemon,
+} from '../../helpers/cli-process.js';
 import { waitFor } from '../../helpers/http.js';
 
 /**
@@ -58,6 +65,13 @@ const ALL_STEPS = [
 
 /** Generous: the requirement is under 2 s on an idle daemon; a loaded CI machine gets slack. */
 const EXIT_WITHIN_MS = 5000;
+/** How long the exit is waited for before the test fails naming what the daemon logged. */
+const EXIT_WAIT_MS = 15_000;
+/**
+ * A test's own bound: longer than the bounds inside it, so that a slow start fails (if it does)
+ * with its own message. A start takes 2 s alone and went past 30 s beside the whole suite, on CI.
+ */
+const TEST_TIMEOUT_MS = READY_TIMEOUT_MS + EXIT_WAIT_MS + 10_000;
 
 /**
  * Pino's JSON lines, in the order of their times: written to a pipe, a line can reach it a
@@ -111,58 +125,66 @@ const CASES = [
 
 describe('an idle daemon on its private Redis and the embedded simulator, signalled', () => {
   for (const { signal, code, target } of CASES) {
-    it(`${signal} to the ${target}: exits ${code} within seconds, every step run and logged, its Redis stopped`, async () => {
-      const daemon = startEmbedded();
-      await daemon.ready();
-      const redisPid = privateRedisPid();
+    it(
+      `${signal} to the ${target}: exits ${code} within seconds, every step run and logged, its Redis stopped`,
+      async () => {
+        const daemon = startEmbedded();
+        await daemon.ready();
+        const redisPid = privateRedisPid();
 
-      const signalledAt = Date.now();
-      process.kill(target === 'group' ? -daemon.pid : daemon.pid, signal);
-      const exit = await exitWithin(daemon, 15_000);
-      const took = exit.at - signalledAt;
-      console.info(`${signal} to the ${target}: exit after ${took} ms`);
+        const signalledAt = Date.now();
+        process.kill(target === 'group' ? -daemon.pid : daemon.pid, signal);
+        const exit = await exitWithin(daemon, EXIT_WAIT_MS);
+        const took = exit.at - signalledAt;
+        console.info(`${signal} to the ${target}: exit after ${took} ms`);
 
-      expect(exit, daemon.stdout).toMatchObject({ code, signal: null });
-      const logs = logLines(daemon.stdout);
-      expect(logs.find((l) => l.msg === 'shutting down')).toMatchObject({ signal, level: 30 });
-      expect(
-        logs.filter((l) => l.msg === 'shutdown step done').map((l) => l.step),
-        `every step, in reverse start order; the daemon's output:\n${daemon.stdout}`,
-      ).toEqual(ALL_STEPS);
-      const shutdown = logs.slice(logs.findIndex((l) => l.msg === 'shutting down'));
-      expect(
-        shutdown.filter((l) => (l.level ?? 0) >= 40).map((l) => l.msg),
-        'warnings or errors',
-      ).toEqual([]);
-      expect(logs.at(-1)?.msg).toBe('shutdown complete');
-      expect(daemon.stderr).toBe('');
-      expect(took).toBeLessThan(EXIT_WITHIN_MS);
-      // Stopped by the daemon, last: it does not outlive a daemon that exits.
-      expect(alive(redisPid)).toBe(false);
-    }, 30_000);
+        expect(exit, daemon.stdout).toMatchObject({ code, signal: null });
+        const logs = logLines(daemon.stdout);
+        expect(logs.find((l) => l.msg === 'shutting down')).toMatchObject({ signal, level: 30 });
+        expect(
+          logs.filter((l) => l.msg === 'shutdown step done').map((l) => l.step),
+          `every step, in reverse start order; the daemon's output:\n${daemon.stdout}`,
+        ).toEqual(ALL_STEPS);
+        const shutdown = logs.slice(logs.findIndex((l) => l.msg === 'shutting down'));
+        expect(
+          shutdown.filter((l) => (l.level ?? 0) >= 40).map((l) => l.msg),
+          'warnings or errors',
+        ).toEqual([]);
+        expect(logs.at(-1)?.msg).toBe('shutdown complete');
+        expect(daemon.stderr).toBe('');
+        expect(took).toBeLessThan(EXIT_WITHIN_MS);
+        // Stopped by the daemon, last: it does not outlive a daemon that exits.
+        expect(alive(redisPid)).toBe(false);
+      },
+      TEST_TIMEOUT_MS,
+    );
   }
 });
 
 describe('a signal while the daemon is still starting', () => {
-  it('stops what had started, its private Redis too, and exits 143', async () => {
-    const daemon = startEmbedded();
-    // Its private Redis answers; the rest (simulator, queues, workers, API) is still to come.
-    await daemon.waitForOutput(/"msg":"started a private redis-server"/);
-    const redisPid = privateRedisPid();
-    daemon.child.kill('SIGTERM');
-    const exit = await exitWithin(daemon, 15_000);
+  it(
+    'stops what had started, its private Redis too, and exits 143',
+    async () => {
+      const daemon = startEmbedded();
+      // Its private Redis answers; the rest (simulator, queues, workers, API) is still to come.
+      await daemon.waitForOutput(/"msg":"started a private redis-server"/);
+      const redisPid = privateRedisPid();
+      daemon.child.kill('SIGTERM');
+      const exit = await exitWithin(daemon, EXIT_WAIT_MS);
 
-    expect(exit, `${daemon.stdout}\n${daemon.stderr}`).toMatchObject({ code: 143, signal: null });
-    const logs = logLines(daemon.stdout);
-    expect(logs.find((l) => l.msg === 'shutting down')).toMatchObject({ signal: 'SIGTERM' });
-    const steps = logs.filter((l) => l.msg === 'shutdown step done').map((l) => l.step);
-    // Whatever had started by then is undone, ending as a full shutdown ends.
-    expect(steps.slice(-3)).toEqual(['history', 'redis-server', 'data dir lock']);
-    expect(daemon.stderr).toBe('');
-    await waitFor(async () => (alive(redisPid) ? undefined : true), {
-      what: 'the private redis-server to be gone',
-      timeoutMs: 5000,
-      intervalMs: 100,
-    });
-  }, 30_000);
+      expect(exit, `${daemon.stdout}\n${daemon.stderr}`).toMatchObject({ code: 143, signal: null });
+      const logs = logLines(daemon.stdout);
+      expect(logs.find((l) => l.msg === 'shutting down')).toMatchObject({ signal: 'SIGTERM' });
+      const steps = logs.filter((l) => l.msg === 'shutdown step done').map((l) => l.step);
+      // Whatever had started by then is undone, ending as a full shutdown ends.
+      expect(steps.slice(-3)).toEqual(['history', 'redis-server', 'data dir lock']);
+      expect(daemon.stderr).toBe('');
+      await waitFor(async () => (alive(redisPid) ? undefined : true), {
+        what: 'the private redis-server to be gone',
+        timeoutMs: 5000,
+        intervalMs: 100,
+      });
+    },
+    TEST_TIMEOUT_MS,
+  );
 });

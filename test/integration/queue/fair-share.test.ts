@@ -241,6 +241,14 @@ describe('a daemon behind a rate-limited profile', () => {
     // At most the one job the worker had taken before the pause.
     expect(aBefore, 'A had a backlog when B asked').toBeLessThanOrEqual(1);
     const bId = await post(tokenB, 'b-0');
+    // Its job in the queue before the worker goes on: on a loaded machine an add past the
+    // door's wait is left to the keeper (src/queue/submit-queue.ts), and A's jobs went on
+    // being submitted until its next check put B's in (rank 5 on CI), which says nothing of
+    // the order the queue serves.
+    await waitFor(async () => ((await submitQueue.getJob(bId)) ? true : undefined), {
+      what: "B's submit job in the queue",
+      timeoutMs: 30_000,
+    });
     await submitQueue.resume();
     await td.waitForState(bId, 'submitted', 30_000);
     const order = await bySubmission(td, [...aIds, bId]);
