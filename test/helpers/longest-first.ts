@@ -18,8 +18,9 @@ import { type FileFigures, fileKey } from './file-figures.js';
  * mostly wait ran on at the end with a core idle (90 s at about 65 % busy). So a file of more
  * than HEAVY_CPU_SEC of CPU that is more than HEAVY_CPU_SHARE of its duration (test/
  * durations.json's `cpu`, from file-cpu.ts) is started one for every two others, each kind
- * longest first. The machine's speed varies much from run to run: on one afternoon, five runs
- * in the plain order took 246–298 s, two in this one 244 and 248 s.
+ * longest first; so is a file not in test/durations.json yet, unless it is a unit test. The
+ * machine's speed varies much from run to run: on one afternoon, five runs in the plain order
+ * took 246–298 s, two in this one 244 and 248 s.
  */
 export default class LongestFirst extends BaseSequencer {
   override async sort(files: TestSpecification[]): Promise<TestSpecification[]> {
