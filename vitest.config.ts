@@ -53,17 +53,18 @@ mkdirSync(XDG_RUNTIME_DIR, { recursive: true, mode: 0o700 });
 export default defineConfig({
   test: {
     env: { XDG_RUNTIME_DIR },
-    // Integration files mostly wait on real servers and processes (a lock to expire, a job to
-    // run, a cache to age), not the CPU: six at a time on 2 cores. On a first run (no durations
-    // cached) six took 4:03 for 365 s of CPU; seven 4:06 for 400 s, eight 4:34 for 471 s, with
-    // two files failing their time bounds: past six, the files wait on each other's CPU, and
-    // waiting costs CPU too (their polls, their daemons' cycles). A global option: projects
-    // cannot set it.
-    maxWorkers: 6,
+    // Four files at a time on 2 cores. Six were right when the suite cost 365 s of CPU (4:03;
+    // seven 4:06, eight 4:34): its files then mostly waited on servers and processes. At 202
+    // files it costs 1,300 to 1,600 s of CPU and keeps both cores busy throughout; six files
+    // then ran each test several times slower than alone, and each CI run had a few tests past
+    // their bounds, a different few each time. On a clean clone, four took 821 s against six's
+    // 898 and 945 s, and 1,293 s of CPU against 1,576: fewer processes waiting on each other
+    // spend less polling and switching. A global option: projects cannot set it.
+    maxWorkers: 4,
     // As many as at most: the forks are reused from file to file (isolate: false), and a fork
     // tinypool retires as idle between files ends the run with "Terminating worker thread"
     // (vitest 3.2).
-    minWorkers: 6,
+    minWorkers: 4,
     // Every project's forks run file after file without isolation: a file's modules are
     // imported once per process, not once per file (importing the daemon took 2-3 s of CPU per
     // file, about half the suite's). Every file starts and stops its own servers and processes
@@ -73,7 +74,7 @@ export default defineConfig({
     poolOptions: { forks: { isolate: false } },
     // Longest files first, on a fresh clone too (see the file).
     sequence: { sequencer: LongestFirst },
-    // A bound for a hang, not a speed target: on a loaded CI run six files, tsc and biome share 2
+    // A bound for a hang, not a speed target: on a loaded CI run six files, tsc and biome shared 2
     // cores, and a test that starts `schedflow` processes a few times went past 30 s where alone
     // it takes 3 s.
     testTimeout: 60_000,
@@ -98,7 +99,7 @@ export default defineConfig({
         },
       },
       {
-        // Real Redis, SQLite, HTTP and processes; files in parallel, six processes each running
+        // Real Redis, SQLite, HTTP and processes; files in parallel, four processes each running
         // file after file (see poolOptions above).
         extends: true,
         test: {
