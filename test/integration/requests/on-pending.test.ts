@@ -65,12 +65,19 @@ describe('on_pending', () => {
     await stepUntil(clock, async () => (await getRequest(store, id))?.reason === 'PartitionDown', 'PartitionDown');
     const before = await getRequest(store, id);
     expect(before).toMatchObject({ state: 'pending', pendingMove: { next: 0, partition: 'wait' } });
-    // The wait is not over: ticks go by (real time) and it stays.
-    await clock.advance(29 * 60_000);
+    // The wait counts from the submission, and the steps above took as many clock seconds as the
+    // poller needed to see PartitionDown (over a minute on a loaded machine): 20 s short of the
+    // wait, ticks go by (real time) and it stays.
+    const dueAt = (before?.submittedAt as number) + 30 * 60_000;
+    await clock.advance(dueAt - 20_000 - clock.now());
     await new Promise((resolve) => setTimeout(resolve, 1_000));
     expect((await transitionsOf(store, id)).filter((t) => t.source === 'move')).toEqual([]);
 
-    await clock.advance(60_000);
+    // Now due: the mover's tick (real time) moves it with the clock standing at the due time.
+    await clock.advance(20_000);
+    await waitFor(async () => (await transitionsOf(store, id)).find((t) => t.source === 'move'), {
+      what: 'the move',
+    });
     await stepUntil(clock, async () => (await getRequest(store, id))?.state === 'completed', 'the moved job to end');
     const moves = (await transitionsOf(store, id)).filter((t) => t.source === 'move');
     expect(moves).toEqual([
