@@ -84,6 +84,8 @@ export interface SubmitQueueDeps {
   holdUntil?: number;
   /** When a hold ends. @defaultValue systemClock */
   clock?: Clock;
+  /** How long an add may take before it is left to the keeper. @defaultValue ENQUEUE_WAIT_MS */
+  enqueueWaitMs?: number;
 }
 
 export type EnqueueOutcome = 'queued' | 'deferred';
@@ -92,7 +94,7 @@ export type EnqueueOutcome = 'queued' | 'deferred';
  * Adds the submit job of a request recorded as `queued` (src/requests/accept.ts writes that
  * first, so the worker that takes the job always finds it). The job id is the request id:
  * adding twice is a no-op, so the keeper's sweep can redo this after a crash between the two
- * steps, or after Redis lost its data. Never waits on Redis longer than ENQUEUE_WAIT_MS.
+ * steps, or after Redis lost its data. Never waits on Redis longer than its enqueueWaitMs.
  */
 export function addSubmitJob(deps: SubmitQueueDeps, job: SubmitJobOf): Promise<EnqueueOutcome> {
   return addSubmitJobs(deps, [job]);
@@ -119,7 +121,7 @@ export async function addSubmitJobs(deps: SubmitQueueDeps, jobs: readonly Submit
   );
   let timer: NodeJS.Timeout | undefined;
   const waited = new Promise<'late'>((resolve) => {
-    timer = setTimeout(() => resolve('late'), ENQUEUE_WAIT_MS);
+    timer = setTimeout(() => resolve('late'), deps.enqueueWaitMs ?? ENQUEUE_WAIT_MS);
   });
   const outcome = await Promise.race([settled, waited]).finally(() => clearTimeout(timer));
   if (outcome === 'queued') return 'queued';
