@@ -19,7 +19,7 @@ describe('stopping the local API', () => {
     socket.write(
       `POST /api/v1/jobs HTTP/1.1\r\nHost: ${host}\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{"spec":`,
     );
-    const closed = new Promise<void>((resolve) => socket.once('close', () => resolve()));
+    const closed = new Promise<number>((resolve) => socket.once('close', () => resolve(Date.now())));
     socket.on('error', () => undefined);
     // Read whatever comes, so the end of the connection is seen.
     socket.resume();
@@ -27,8 +27,8 @@ describe('stopping the local API', () => {
     await new Promise((r) => setTimeout(r, 200));
     const started = Date.now();
     await td.stop();
-    const took = Date.now() - started;
-    await closed;
-    expect(took).toBeLessThan(3000);
+    // The API is the second step to stop: the connection is cut after its 1 s grace, well before
+    // the step's 5 s limit (a whole shutdown, every step, can take longer on a loaded machine).
+    expect((await closed) - started).toBeLessThan(4000);
   }, 20_000);
 });

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { cleanEnv, runCli, spawnDaemon } from '../../helpers/cli-process.js';
+import { cleanEnv, READY_TIMEOUT_MS, runCli, spawnDaemon } from '../../helpers/cli-process.js';
 import { daemonProcessEnv, logLines, SHUTDOWN_GRACE_MS } from './daemon-process-env.js';
 
 /**
@@ -9,7 +9,13 @@ import { daemonProcessEnv, logLines, SHUTDOWN_GRACE_MS } from './daemon-process-
 
 const dproc = daemonProcessEnv();
 
-describe('a second daemon on the data dir of a running one', () => {
+/**
+ * A test's bound: a start, then at most 90 s of the bounds in it (a refused start that loads every
+ * module, the waits for a log line, a CLI's 45 s, the stop).
+ */
+const TEST_MS = READY_TIMEOUT_MS + 90_000;
+
+describe('a second daemon on the data dir of a running one', { timeout: TEST_MS }, () => {
   it('is refused at once (exit 2) and touches nothing: the first keeps its Redis and goes on working', async () => {
     const t = await dproc.setUp();
     // No REDIS_URL: each would run the data dir's private redis-server.
@@ -24,16 +30,16 @@ describe('a second daemon on the data dir of a running one', () => {
     expect(first.child.exitCode).toBeNull();
     const submit = await runCli(
       ['jobs', 'submit', t.jobFile('after', '#!/bin/sh\ntrue\n'), '--wait', '--data-dir', t.dataDir],
-      { env, cwd: t.root, timeoutMs: 30_000 },
+      { env, cwd: t.root, timeoutMs: 45_000 },
     );
     expect(submit.code, submit.stderr).toBe(0);
     expect(submit.stdout).toMatch(/completed \(exit 0\)/);
     // Stopped, not killed by the cleanup: a daemon killed leaves its private Redis for its restart.
     expect((await first.stop('SIGTERM')).code).toBe(143);
-  }, 60_000);
+  });
 });
 
-describe('Redis going away and coming back under a running daemon', () => {
+describe('Redis going away and coming back under a running daemon', { timeout: TEST_MS }, () => {
   it('is said once when it goes and once when it returns, JSON only, and the daemon goes on working', async () => {
     const t = await dproc.setUp();
     const daemon = await t.startDaemon();
@@ -54,5 +60,5 @@ describe('Redis going away and coming back under a running daemon', () => {
       45_000,
     );
     expect(submit.code, submit.stderr).toBe(0);
-  }, 60_000);
+  });
 });

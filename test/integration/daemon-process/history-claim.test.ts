@@ -1,7 +1,7 @@
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
 import { describe, expect, it } from 'vitest';
-import { cleanEnv, spawnDaemon } from '../../helpers/cli-process.js';
+import { cleanEnv, READY_TIMEOUT_MS, spawnDaemon } from '../../helpers/cli-process.js';
 import { daemonProcessEnv, SHUTDOWN_GRACE_MS } from './daemon-process-env.js';
 
 /**
@@ -13,7 +13,12 @@ import { daemonProcessEnv, SHUTDOWN_GRACE_MS } from './daemon-process-env.js';
 
 const dproc = daemonProcessEnv();
 
-describe('two data dirs, one Redis', () => {
+/** At most three starts, one after the other (a refused one loads every module first), and 30 s. */
+const THREE_STARTS_MS = 3 * READY_TIMEOUT_MS + 30_000;
+/** Starts side by side, then a CLI's 30 s and the stops. */
+const STARTS_AND_CLI_MS = READY_TIMEOUT_MS + 60_000;
+
+describe('two data dirs, one Redis', { timeout: THREE_STARTS_MS }, () => {
   it('under one queue prefix: the second refuses (exit 2) naming the first; once the first stops, it starts', async () => {
     const t = await dproc.setUp();
     const env = cleanEnv({ REDIS_URL: t.redisUrl, SCHEDFLOW_SHUTDOWN_GRACE_MS: String(SHUTDOWN_GRACE_MS) });
@@ -45,7 +50,7 @@ describe('two data dirs, one Redis', () => {
     const moved = spawnDaemon({ dataDir: otherDir, configDir: t.configDir, env, cwd: t.root });
     await moved.ready();
     expect((await moved.stop('SIGTERM')).code).toBe(143);
-  }, 90_000);
+  });
 
   // Two starts (each up to a minute beside the whole suite on two cores) and the 30 s lapse.
   it('the first killed (SIGKILL): its registration lapses within 30 s, then the other starts', async () => {
@@ -74,7 +79,7 @@ describe('two data dirs, one Redis', () => {
     const later = spawnDaemon({ dataDir: otherDir, configDir: t.configDir, env, cwd: t.root });
     await later.ready();
     expect((await later.stop('SIGTERM')).code).toBe(143);
-  }, 120_000);
+  });
 
   it('under different queue prefixes: both start', async () => {
     const t = await dproc.setUp();
@@ -94,10 +99,10 @@ describe('two data dirs, one Redis', () => {
     await Promise.all([a.ready(), b.ready()]);
     expect((await a.stop('SIGTERM')).code).toBe(143);
     expect((await b.stop('SIGTERM')).code).toBe(143);
-  }, 90_000);
+  });
 });
 
-describe('one data dir, its roles in separate processes', () => {
+describe('one data dir, its roles in separate processes', { timeout: STARTS_AND_CLI_MS }, () => {
   it('all start: they share the history', async () => {
     const t = await dproc.setUp();
     const env = cleanEnv({ REDIS_URL: t.redisUrl, SCHEDFLOW_SHUTDOWN_GRACE_MS: String(SHUTDOWN_GRACE_MS) });
@@ -112,5 +117,5 @@ describe('one data dir, its roles in separate processes', () => {
     expect(submit.code, submit.stderr).toBe(0);
     expect(submit.stdout).toMatch(/completed \(exit 0\)/);
     for (const r of roles) expect((await r.stop('SIGTERM')).code).toBe(143);
-  }, 90_000);
+  });
 });

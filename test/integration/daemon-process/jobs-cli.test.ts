@@ -34,12 +34,12 @@ describe('schedflow jobs: submit --wait, list, show', () => {
     const gate = (name: string) => join(t.sim.workDir, `${name}.go`);
     const held = (name: string, end = '') => `#!/bin/sh\nwhile [ ! -e ${gate(name)} ]; do sleep 0.2; done\n${end}`;
     const waiting = Promise.all([
-      t.cli(['jobs', 'submit', t.jobFile('ok', held('ok')), '--wait', '--data-dir', t.dataDir], 40_000),
-      t.cli(['jobs', 'submit', t.jobFile('bad', held('bad', 'exit 3\n')), '--wait', '--data-dir', t.dataDir], 40_000),
-      t.cli(['jobs', 'submit', t.jobFile('bad7', '#!/bin/sh\nexit 7\n'), '--wait', '--data-dir', t.dataDir], 40_000),
+      t.cli(['jobs', 'submit', t.jobFile('ok', held('ok')), '--wait', '--data-dir', t.dataDir], 90_000),
+      t.cli(['jobs', 'submit', t.jobFile('bad', held('bad', 'exit 3\n')), '--wait', '--data-dir', t.dataDir], 90_000),
+      t.cli(['jobs', 'submit', t.jobFile('bad7', '#!/bin/sh\nexit 7\n'), '--wait', '--data-dir', t.dataDir], 90_000),
       t.cli(
         ['jobs', '--json', 'submit', t.jobFile('okjson', '#!/bin/sh\ntrue\n'), '--wait', '--data-dir', t.dataDir],
-        40_000,
+        90_000,
       ),
     ]);
     await waitFor(
@@ -181,7 +181,8 @@ describe('schedflow jobs: submit --wait, list, show', () => {
     );
 
     expect((await daemon.stop()).code).toBe(143);
-  }, 120_000);
+    // A start, the four CLIs' 90 s (which cover the wait for ok and bad running) and five CLIs more.
+  }, 300_000);
 });
 
 describe('mistakes a user meets first', () => {

@@ -1,6 +1,6 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { describe, expect, it } from 'vitest';
-import { cleanEnv, READY_BANNER, schedflowEntry, spawnDaemon } from '../../helpers/cli-process.js';
+import { cleanEnv, READY_BANNER, READY_TIMEOUT_MS, schedflowEntry, spawnDaemon } from '../../helpers/cli-process.js';
 import { waitFor } from '../../helpers/http.js';
 import { daemonProcessEnv } from './daemon-process-env.js';
 
@@ -19,7 +19,10 @@ function logLines(stdout: string): string[] {
   return stdout.slice(0, stdout.search(READY_BANNER)).split(/\r?\n/).filter(Boolean);
 }
 
-describe('the daemon’s log on stdout', () => {
+/** Each test starts two daemons, one after the other, and waits up to 30 s for a line. */
+const TWO_STARTS_MS = 2 * READY_TIMEOUT_MS + 40_000;
+
+describe('the daemon’s log on stdout', { timeout: TWO_STARTS_MS }, () => {
   it('is JSON on a pipe; --log-format pretty gives lines to read, an expected failure one line without a stack', async () => {
     const t = await dproc.setUp({ viaProxy: true });
     const proxy = dproc.proxy;
@@ -55,7 +58,7 @@ describe('the daemon’s log on stdout', () => {
     const stopped = await pretty.stop('SIGTERM');
     expect(stopped.code).toBe(143);
     expect(pretty.stdout).toMatch(/INFO {2}shutdown complete ms=\d+\s*$/);
-  }, 90_000);
+  });
 
   it('is lines to read, coloured, on a terminal; SCHEDFLOW_LOG_FORMAT=json keeps JSON there', async () => {
     const t = await dproc.setUp();
@@ -88,7 +91,7 @@ describe('the daemon’s log on stdout', () => {
       try {
         await waitFor(async () => (READY_BANNER.test(out) ? true : undefined), {
           what: 'the banner on the terminal',
-          timeoutMs: 30_000,
+          timeoutMs: READY_TIMEOUT_MS,
           intervalMs: 100,
         });
       } finally {
@@ -107,5 +110,5 @@ describe('the daemon’s log on stdout', () => {
     }
     const asked = logLines(await onPty({ SCHEDFLOW_LOG_FORMAT: 'json' }));
     for (const line of asked) expect(() => JSON.parse(line), line).not.toThrow();
-  }, 90_000);
+  });
 });

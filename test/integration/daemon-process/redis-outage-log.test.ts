@@ -2,7 +2,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { cleanEnv, killLeftovers, spawnDaemon } from '../../helpers/cli-process.js';
+import { cleanEnv, killLeftovers, READY_TIMEOUT_MS, spawnDaemon } from '../../helpers/cli-process.js';
 import { writeProfile } from '../../helpers/profile-file.js';
 import { startTestRedis, type TestRedis } from '../../helpers/redis.js';
 import { startSim, type TestSim } from '../../helpers/sim.js';
@@ -30,7 +30,10 @@ afterEach(async () => {
  */
 const OUTAGE_MS = 2500;
 
-describe('a Redis outage in the log', () => {
+/** A start, then three waits for a log line and 5 s of outage and settling. */
+const TEST_MS = READY_TIMEOUT_MS + 60_000;
+
+describe('a Redis outage in the log', { timeout: TEST_MS }, () => {
   it('one JSON line when Redis goes, one when it returns (empty: one more as its job schedulers are put back); nothing outside the JSON log', async () => {
     root = mkdtempSync(join(tmpdir(), 'schedflow-outage-'));
     const dataDir = join(root, 'data');
@@ -70,5 +73,5 @@ describe('a Redis outage in the log', () => {
     const said = /Redis (unreachable|reachable again)|job schedulers were missing/;
     const loud = records.filter((r) => r.level >= 40 && !said.test(r.msg));
     expect(loud.map((r) => r.msg)).toEqual([]);
-  }, 60_000);
+  });
 });

@@ -40,15 +40,16 @@ describe('a submission retried through an outage', () => {
     await waitFor(async () => ((await getProfileSync(store, 'test'))?.lastPollOk === false ? true : undefined), {
       what: 'the outage to be seen by a poll',
     });
-    // Three attempts failed: the next waits 4–8 s (2 s doubling, half jittered) from the failure.
+    // Four attempts failed: the next waits 8–16 s (2 s doubling, half jittered) from the failure,
+    // room enough for a poll, the promotion and the submission on a loaded machine (4 s was not).
     await waitFor(
       async () => {
         const j = await td.daemon.queues.submit.getJob(id);
-        return j && j.attemptsMade >= 3 && (await j.isDelayed()) ? true : undefined;
+        return j && j.attemptsMade >= 4 && (await j.isDelayed()) ? true : undefined;
       },
-      { what: 'three failed attempts', timeoutMs: 30_000, intervalMs: 50 },
+      { what: 'four failed attempts', timeoutMs: 30_000, intervalMs: 50 },
     );
-    const retryNoSoonerThan = Date.now() - 50 + 4000;
+    const retryNoSoonerThan = Date.now() - 50 + 8000;
     await setUpstream('up');
     const submitted = await waitFor(async () => (await getRequest(store, id))?.submittedAt ?? undefined, {
       what: 'the submission',

@@ -17,6 +17,13 @@ import { startSim, type TestSim } from '../../helpers/sim.js';
  * has its own Redis, as they stop, freeze and empty it.
  */
 
+/**
+ * The bound on an answer given while Redis is frozen or down: it stays so until after the answer,
+ * so a call that waited for it would not answer at all. Wider than the door's own 500 ms wait by
+ * what a loaded machine adds (over a second has been seen).
+ */
+const FAST_ANSWER_MS = 5_000;
+
 let redis: TestRedis | undefined;
 let sim: TestSim | undefined;
 let td: TestDaemon | undefined;
@@ -90,12 +97,14 @@ describe('Redis restarted without its data under a running daemon', () => {
 });
 
 describe('a request is recorded as queued before its job exists', () => {
-  it('Redis frozen: the submit answers within a second, the request is queued in the history, and goes on once Redis answers', async () => {
+  it('Redis frozen: the submit answers without waiting for it, the request is queued in the history, and goes on once Redis answers', async () => {
     const { redis, sim, td } = await setUp();
     redis.pause();
     const started = Date.now();
     const id = await td.daemon.submit({ spec: spec(sim), owner: 'default', actor: 'test', origin: 'api' });
-    expect(Date.now() - started).toBeLessThan(1000);
+    // Redis stays frozen until after the answer, so any bound tells an answer from a wait for it;
+    // the door's own wait is 500 ms, and a loaded machine adds to it.
+    expect(Date.now() - started).toBeLessThan(FAST_ANSWER_MS);
     // No job can exist yet (Redis answers nothing), and the history already says queued.
     expect((await getRequest(td.daemon.history.store, id))?.state).toBe('queued');
     redis.resume();
@@ -118,7 +127,7 @@ describe('a request is recorded as queued before its job exists', () => {
 describe('the local API while Redis is down', () => {
   const PIPELINE = ['steps:', '  only:', '    script: |', '      #!/bin/sh', '      true'].join('\n');
 
-  it('POST /api/v1/jobs and a pipeline run answer within a second; what they accepted runs once Redis is back', async () => {
+  it('POST /api/v1/jobs and a pipeline run answer without waiting for Redis; what they accepted runs once Redis is back', async () => {
     const { redis, sim, td } = await setUp({ 'quick.yaml': PIPELINE });
     const api = apiClient(td);
     const token = await api.token(['submit', 'read']);
@@ -127,7 +136,7 @@ describe('the local API while Redis is down', () => {
     const timed = async <T>(call: () => Promise<T>) => {
       const started = Date.now();
       const result = await call();
-      expect(Date.now() - started).toBeLessThan(1000);
+      expect(Date.now() - started).toBeLessThan(FAST_ANSWER_MS);
       return result;
     };
     const posted = await timed(() =>
@@ -156,7 +165,7 @@ describe('cancel, pause and resume while Redis is frozen', () => {
     '\n',
   );
 
-  it('answer within two seconds from the history; the queue catches up once Redis answers', async () => {
+  it('answer from the history without waiting for Redis; the queue catches up once Redis answers', async () => {
     const { redis, sim, td } = await setUp({ 'yearly.yaml': TICKING });
     const api = apiClient(td);
     const admin = await api.token(['admin']);
@@ -167,7 +176,7 @@ describe('cancel, pause and resume while Redis is frozen', () => {
     const timed = async <T>(call: () => Promise<T>) => {
       const started = Date.now();
       const result = await call();
-      expect(Date.now() - started).toBeLessThan(2000);
+      expect(Date.now() - started).toBeLessThan(FAST_ANSWER_MS);
       return result;
     };
     const id = await td.daemon.submit({

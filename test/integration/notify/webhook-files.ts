@@ -13,8 +13,12 @@ import { startSim, type TestSim } from '../../helpers/sim.js';
 export let redis: TestRedis;
 export let sim: TestSim;
 
-/** Fast webhook settings: a tick every 200 ms, short backoff and few attempts. */
-export const FAST = { notifyEveryMs: 200, notifyBackoffMs: 100, notifyAttempts: 3, notifyTimeoutMs: 2000 };
+/**
+ * Fast webhook settings: a tick every 200 ms, short backoff and few attempts. The timeout is
+ * long: a loopback answer past it on a loaded machine would be one more attempt than a test
+ * counts (the tests of the timeout set their own).
+ */
+export const FAST = { notifyEveryMs: 200, notifyBackoffMs: 100, notifyAttempts: 3, notifyTimeoutMs: 15_000 };
 
 export function spec(overrides: Record<string, unknown> = {}) {
   return jobSpecSchema.parse({

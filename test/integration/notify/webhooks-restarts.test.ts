@@ -46,8 +46,9 @@ describe('restarts', () => {
 
   it('a delivery pending across a daemon restart is delivered once', async () => {
     receiver = await startWebhookReceiver();
-    // The first attempt is told to come back in 3 s: the retry falls after the restart.
-    receiver.answer({ status: 503, headers: { 'retry-after': '3' } });
+    // The first attempt is told to come back in 8 s: the retry falls after the restart, however
+    // slowly a loaded machine stops the daemon.
+    receiver.answer({ status: 503, headers: { 'retry-after': '8' } });
     const d = await startTestDaemon(sim.url, redis.url, FAST);
     td = d;
     const url = receiver.url;

@@ -45,19 +45,29 @@ const step = (name: string, body: string, extra = '') =>
 describe('a three-step pipeline', () => {
   it('runs its steps in dependency order, submitted together with Slurm dependencies', async () => {
     const sim = await env.sim();
+    const gate = join(sim.workDir, 'fetch.go');
     const yaml = [
       'params:',
       '  sample: A1',
       'defaults:',
       `  current_working_directory: ${sim.workDir}`,
       'steps:',
-      step('fetch', 'sleep 3\necho ${params.sample} > sample.txt'),
+      // fetch runs until every step is at the scheduler (a sleep was outrun on a loaded machine).
+      step('fetch', `while [ ! -e ${gate} ]; do sleep 0.2; done\necho \${params.sample} > sample.txt`),
       step('align', 'sleep 1', '    needs: [fetch]\n'),
       step('report', 'cat sample.txt >> order.txt', '    needs: [align]\n'),
     ].join('\n');
     const td = await daemonWith(sim, { 'three.yaml': yaml });
     const run = await td.daemon.pipelines.trigger('three', { actor: 'test', trigger: 'api', params: { sample: 'B7' } });
     expect(run.state).toBe('running');
+    await waitFor(
+      async () => {
+        const submitted = Object.values(await steps(td, run.id)).filter((rows) => rows[0]?.jobId != null);
+        return submitted.length === 3 ? true : undefined;
+      },
+      { what: 'every step at the scheduler' },
+    );
+    writeFileSync(gate, '');
 
     const ended = await waitForRun(td, run.id, ['succeeded', 'failed']);
     expect(ended).toMatchObject({ state: 'succeeded', detail: null });

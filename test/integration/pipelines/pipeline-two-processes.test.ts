@@ -7,7 +7,13 @@ import { openDatabase } from '../../../src/db/database.js';
 import { listRuns } from '../../../src/db/runs.js';
 import type { PipelineRunRow } from '../../../src/db/schema.js';
 import { DEFAULT_QUEUE_PREFIX } from '../../../src/queue/catalog.js';
-import { cleanEnv, type DaemonProcess, killLeftovers, spawnDaemon } from '../../helpers/cli-process.js';
+import {
+  cleanEnv,
+  type DaemonProcess,
+  killLeftovers,
+  READY_TIMEOUT_MS,
+  spawnDaemon,
+} from '../../helpers/cli-process.js';
 import { waitFor } from '../../helpers/http.js';
 import { writeProfile } from '../../helpers/profile-file.js';
 import { startTestRedis, type TestRedis } from '../../helpers/redis.js';
@@ -55,7 +61,10 @@ async function scheduledRuns(dataDir: string): Promise<PipelineRunRow[]> {
   }
 }
 
-describe('two daemon processes on one Redis, one config dir and one history', () => {
+/** Two starts, one after the other, and the 20 s of runs. */
+const TWO_STARTS_MS = 2 * READY_TIMEOUT_MS + 30_000;
+
+describe('two daemon processes on one Redis, one config dir and one history', { timeout: TWO_STARTS_MS }, () => {
   it('fire each cron tick once', async () => {
     root = mkdtempSync(join(tmpdir(), 'schedflow-two-procs-'));
     const dataDir = join(root, 'data');
@@ -86,7 +95,7 @@ describe('two daemon processes on one Redis, one config dir and one history', ()
     const daemons: DaemonProcess[] = [];
     for (let i = 0; i < 2; i++) {
       const daemon = spawnDaemon({ dataDir, configDir, env, cwd: root });
-      await daemon.ready(60_000);
+      await daemon.ready(READY_TIMEOUT_MS);
       daemons.push(daemon);
     }
     const bothUpAt = Date.now();
@@ -131,5 +140,5 @@ describe('two daemon processes on one Redis, one config dir and one history', ()
     expect(runs.filter((r) => made.get(r.id) !== 1).map((r) => r.id)).toEqual([]);
     expect(lines.filter((l) => l.msg === 'tick already has its run')).toEqual([]);
     expect(daemons.map((d) => d.stdout + d.stderr).join('\n')).not.toMatch(/database is locked|SQLITE_BUSY/);
-  }, 90_000);
+  });
 });

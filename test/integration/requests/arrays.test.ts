@@ -226,7 +226,7 @@ describe('an array step of a pipeline', () => {
         const row = await getRun(td.daemon.history.store, run.id);
         return row && ['succeeded', 'failed'].includes(row.state) ? row : undefined;
       },
-      { what: 'the run to end', timeoutMs: 9000, intervalMs: 100 },
+      { what: 'the run to end', timeoutMs: 30_000, intervalMs: 100 },
     );
     expect(ended.state).toBe('succeeded');
     const lines = readFileSync(join(sim.workDir, 'order.txt'), 'utf8').trim().split('\n');

@@ -1,3 +1,5 @@
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { getRequest, patchRequest, transitionsOf } from '../../../src/db/requests.js';
 import { getRun, stepRequests } from '../../../src/db/runs.js';
@@ -251,9 +253,14 @@ describe('on_pending', () => {
     // while the simulator runs the job, as when a start and a move cross.
     const td = await daemonOnClock(sim.url, clock);
     const store = td.daemon.history.store;
+    // It runs until the mover has looked (a sleep could end first on a loaded machine).
+    const gate = join(sim.workDir, 'raced.go');
     const id = await td.daemon.submit({
       spec: {
-        ...(shellSpec('raced', 'sleep 3', sim.workDir) as { name: string; script: string }),
+        ...(shellSpec('raced', `while [ ! -e ${gate} ]; do sleep 0.2; done`, sim.workDir) as {
+          name: string;
+          script: string;
+        }),
         partition: 'debug',
         on_pending: { after: 1, partitions: ['wait'] },
       },
@@ -292,6 +299,7 @@ describe('on_pending', () => {
     });
     // Nothing more is tried, and the job runs to its end.
     expect(await movePendingJobs(mover)).toEqual({ moved: [], resubmitted: [] });
+    writeFileSync(gate, '');
     await stepUntil(clock, async () => (await getRequest(store, id))?.state === 'completed', 'the job to end');
     expect((await transitionsOf(store, id)).map((t) => t.source)).not.toContain('move');
   });

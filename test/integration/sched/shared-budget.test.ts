@@ -121,11 +121,12 @@ describe('the shared bucket (times given, Redis computing)', () => {
 
   it("uses Redis's clock when none is given", async () => {
     prefix = `budget-test-${process.pid}-${++n}`;
-    const bucket = budgets().bucket({ name: 'p', rateLimit: { capacity: 1, refillPerSecond: 10 } });
+    // A token a second: the second take comes well within it, however late a loaded machine makes it.
+    const bucket = budgets().bucket({ name: 'p', rateLimit: { capacity: 1, refillPerSecond: 1 } });
     expect((await bucket.take()).waitMs).toBe(0);
     const wait = (await bucket.take()).waitMs;
     expect(wait).toBeGreaterThan(0);
-    expect(wait).toBeLessThanOrEqual(100);
+    expect(wait).toBeLessThanOrEqual(1000);
     await new Promise((r) => setTimeout(r, wait + 5));
     expect((await bucket.take()).waitMs).toBe(0);
   });

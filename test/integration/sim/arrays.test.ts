@@ -74,7 +74,7 @@ describe('job arrays in the simulator', () => {
         const all = (await get(`/scheddb/v0.0.44/jobs?step=${arrayId}`)).jobs;
         return all.some((r) => r.job_id === arrayId) ? all : undefined;
       },
-      { what: "the array's record in accounting", timeoutMs: 3000, intervalMs: 100 },
+      { what: "the array's record in accounting", timeoutMs: 10_000, intervalMs: 100 },
     );
     expect(accounting.find((r) => r.job_id === arrayId)?.array).toMatchObject({
       job_id: arrayId,
@@ -96,7 +96,7 @@ describe('job arrays in the simulator', () => {
         );
         return done.length === 5 ? all : undefined;
       },
-      { what: 'every task to end', timeoutMs: 9000, intervalMs: 200 },
+      { what: 'every task to end', timeoutMs: 30_000, intervalMs: 200 },
     );
     const byTask = new Map(ended.map((r) => [(r.array as { task_id: { number: number } }).task_id.number, r]));
     expect(byTask.get(3)).toMatchObject({ state: { current: ['FAILED'] }, exit_code: { return_code: noVal(3) } });
