@@ -52,7 +52,6 @@ describe('two data dirs, one Redis', { timeout: THREE_STARTS_MS }, () => {
     expect((await moved.stop('SIGTERM')).code).toBe(143);
   });
 
-  // Two starts (each up to a minute beside the whole suite on two cores) and the 30 s lapse.
   it('the first killed (SIGKILL): its registration lapses within 30 s, then the other starts', async () => {
     const t = await dproc.setUp();
     const env = cleanEnv({ REDIS_URL: t.redisUrl, SCHEDFLOW_SHUTDOWN_GRACE_MS: String(SHUTDOWN_GRACE_MS) });
